@@ -1,0 +1,1 @@
+"""Shipped platform descriptions (YAML), installed as package data."""

@@ -1,0 +1,142 @@
+"""The tile program: what lowering emits and both engines replay.
+
+A struct of arrays indexed by step, in loop order. Each step is one tile product with
+one load transfer before it and at most one store transfer after it. The output buffer
+is modelled by residencies: a step that `acquire`s takes a slot for a C tile, a step that
+`release`s ends the oldest residency with its store (which may move 0 off-chip bytes when
+C lives on chip).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.errors import InvalidProgramError
+
+MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class MemoryParams:
+    """Off-chip memory and DMA as the engines see them."""
+
+    bytes_per_cycle: float  # bandwidth GB/s divided by clock GHz
+    latency_cycles: int
+    dma_setup_cycles: int
+
+    @property
+    def access_cycles(self) -> int:
+        """Latency L' from service end to usable (load) or complete (store)."""
+        return self.latency_cycles + self.dma_setup_cycles
+
+
+@dataclass(frozen=True)
+class TileProgram:
+    """Arrays of length S (steps) plus the prefetch depth and output-buffer slots."""
+
+    load_bytes: np.ndarray       # int64: off-chip bytes loaded before the step
+    compute_cycles: np.ndarray   # int64: cycles of the array (or vector unit)
+    vector_cycles: np.ndarray    # int64: fused epilogue cycles after the step
+    acquire: np.ndarray          # bool: step starts a C-tile residency
+    release: np.ndarray          # bool: step's store ends the oldest residency
+    store_bytes: np.ndarray      # int64: off-chip bytes stored after the step
+    reload_of: np.ndarray        # int64: step whose spilled partial sums this reloads, -1
+    depth: int
+    slots: int
+
+    @property
+    def steps(self) -> int:
+        return int(self.load_bytes.shape[0])
+
+
+def make_program(load_bytes, compute_cycles, vector_cycles=None, acquire=None,
+                 release=None, store_bytes=None, reload_of=None, *, depth: int,
+                 slots: int) -> TileProgram:
+    """Build a TileProgram from sequences, defaulting the optional arrays to zeros.
+
+    Defaults: no vector work, no stores, no reloads, and release wherever store_bytes > 0.
+    """
+    load = np.asarray(load_bytes, dtype=np.int64)
+    steps = load.shape[0]
+    zeros = np.zeros(steps, dtype=np.int64)
+    store = zeros.copy() if store_bytes is None else np.asarray(store_bytes, dtype=np.int64)
+    return TileProgram(
+        load_bytes=load,
+        compute_cycles=np.asarray(compute_cycles, dtype=np.int64),
+        vector_cycles=zeros.copy() if vector_cycles is None
+        else np.asarray(vector_cycles, dtype=np.int64),
+        acquire=np.zeros(steps, dtype=bool) if acquire is None
+        else np.asarray(acquire, dtype=bool),
+        release=(store > 0) if release is None else np.asarray(release, dtype=bool),
+        store_bytes=store,
+        reload_of=np.full(steps, -1, dtype=np.int64) if reload_of is None
+        else np.asarray(reload_of, dtype=np.int64),
+        depth=int(depth),
+        slots=int(slots),
+    )
+
+
+def validate_program(program: TileProgram, *, source: str = "tile program") -> None:
+    """Raise InvalidProgramError naming the first validity rule the program breaks.
+
+    Rules (DESIGN.md section 3, plus the no-deadlock rule they imply): equal-length
+    arrays with S >= 1; non-negative bytes and cycles, compute >= 1; 1 <= depth <= 4;
+    slots >= depth; a step with store bytes releases; releases >= acquisitions; the n-th
+    release is at or after the n-th acquisition; the release freeing the slot of the n-th
+    acquisition (release n - slots) comes strictly before it; a partial-sum reload comes
+    after a releasing step that spilled it.
+    """
+    def fail(field: str, rule: str) -> None:
+        raise InvalidProgramError(rule, file=source, field=field)
+
+    arrays = {
+        "load_bytes": program.load_bytes, "compute_cycles": program.compute_cycles,
+        "vector_cycles": program.vector_cycles, "acquire": program.acquire,
+        "release": program.release, "store_bytes": program.store_bytes,
+        "reload_of": program.reload_of,
+    }
+    steps = program.steps
+    if steps < 1:
+        fail("load_bytes", "a program needs at least one step")
+    for name, arr in arrays.items():
+        if arr.ndim != 1 or arr.shape[0] != steps:
+            fail(name, f"length {arr.shape} differs from load_bytes ({steps} steps)")
+    for name in ("load_bytes", "vector_cycles", "store_bytes"):
+        if (arrays[name] < 0).any():
+            fail(name, f"negative at step {int(np.argmax(arrays[name] < 0))}")
+    if (program.compute_cycles < 1).any():
+        fail("compute_cycles", f"below 1 at step {int(np.argmax(program.compute_cycles < 1))}")
+    if not 1 <= program.depth <= MAX_DEPTH:
+        fail("depth", f"{program.depth} is outside 1..{MAX_DEPTH}")
+    if program.slots < program.depth:
+        fail("slots", f"{program.slots} output slots < depth {program.depth}")
+    stores_without_release = (program.store_bytes > 0) & ~program.release
+    if stores_without_release.any():
+        fail("release", f"step {int(np.argmax(stores_without_release))} stores bytes "
+             "but does not release its residency")
+    acquiring = np.flatnonzero(program.acquire)
+    releasing = np.flatnonzero(program.release)
+    if releasing.size < acquiring.size:
+        fail("release", f"{releasing.size} releases < {acquiring.size} acquisitions")
+    early = releasing[: acquiring.size] < acquiring
+    if early.any():
+        n = int(np.argmax(early))
+        fail("release", f"release {n} at step {int(releasing[n])} comes before "
+             f"acquisition {n} at step {int(acquiring[n])}")
+    if acquiring.size > program.slots:
+        waits = acquiring[program.slots:]
+        freed_by = releasing[: waits.size]
+        late = freed_by >= waits
+        if late.any():
+            n = int(np.argmax(late))
+            fail("acquire", f"acquisition {n + program.slots} at step {int(waits[n])} waits "
+                 f"for the release at step {int(freed_by[n])}, which is not before it "
+                 f"({program.slots} slots): deadlock")
+    reloads = np.flatnonzero(program.reload_of >= 0)
+    for i in reloads:
+        j = int(program.reload_of[i])
+        if j >= i or not program.release[j]:
+            fail("reload_of", f"step {int(i)} reloads partial sums from step {j}, which is "
+                 "not an earlier releasing step")

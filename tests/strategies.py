@@ -1,0 +1,54 @@
+"""Hypothesis strategies for valid tile programs and memory parameters.
+
+Programs are built the way lowering builds them: blocks of `live` C tiles visited
+round-robin over `k` rounds (live = 1 is k innermost; live > 1 keeps several tiles live
+at once), acquiring on a tile's first step and releasing on its last, so every generated
+program is valid by construction. Small integer ranges make loads and stores raised in
+the same cycle common.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from simulator.program import MAX_DEPTH, MemoryParams, TileProgram, make_program
+
+BANDWIDTHS = [0.5, 1.0, 3.7, 16.0, 34 / 0.7, 64.0, 819 / 1.5]
+
+
+@st.composite
+def memory_params(draw) -> MemoryParams:
+    return MemoryParams(
+        bytes_per_cycle=draw(st.sampled_from(BANDWIDTHS) | st.floats(0.25, 600.0)),
+        latency_cycles=draw(st.integers(0, 60)),
+        dma_setup_cycles=draw(st.integers(0, 8)),
+    )
+
+
+@st.composite
+def tile_programs(draw, max_blocks: int = 6, max_live: int = 4, max_rounds: int = 5,
+                  vector_epilogues: bool = True) -> TileProgram:
+    depth = draw(st.integers(1, MAX_DEPTH))
+    slots = draw(st.integers(depth, depth + 3))
+    acquire, release, store_bytes = [], [], []
+    for _ in range(draw(st.integers(1, max_blocks))):
+        live = draw(st.integers(1, min(max_live, slots)))
+        rounds = draw(st.integers(1, max_rounds))
+        for r in range(rounds):
+            for _tile in range(live):
+                acquire.append(r == 0)
+                release.append(r == rounds - 1)
+                stored = draw(st.sampled_from([0, 64, 512, 1000, 4096]) if r == rounds - 1
+                              else st.just(0))
+                store_bytes.append(stored)
+    steps = len(acquire)
+    small = st.integers(1, 60)
+    load_bytes = draw(st.lists(st.sampled_from([0, 0, 64, 100, 1024, 3000]) | small,
+                               min_size=steps, max_size=steps))
+    compute = draw(st.lists(small | st.integers(1, 800), min_size=steps, max_size=steps))
+    if vector_epilogues:
+        vector = [draw(st.sampled_from([0, 0, 3, 17, 90])) if rel else 0 for rel in release]
+    else:
+        vector = [0] * steps
+    return make_program(load_bytes, compute, vector, acquire, release, store_bytes,
+                        depth=depth, slots=slots)

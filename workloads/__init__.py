@@ -1,0 +1,1 @@
+"""Shipped operator traces (YAML), installed as package data."""
