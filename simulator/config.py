@@ -1,0 +1,127 @@
+"""Platform schema: the systolic array, its buffers, DMA, off-chip memory, vector unit
+and energy table, loaded from one YAML file (DESIGN.md section 2).
+
+Units are in field names. `extra="forbid"` everywhere, so a misspelt key is an error
+that names the file and the field.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+
+from simulator.timing import DATAFLOW_CODES
+
+Dtype = Literal["int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32"]
+Dataflow = Literal["os", "ws", "is"]
+
+DTYPE_BYTES: dict[str, int] = {
+    "int8": 1, "fp8": 1, "int16": 2, "bf16": 2, "fp16": 2, "int32": 4, "fp32": 4,
+}
+
+
+class Strict(BaseModel):
+    """Base for every input model: unknown keys are errors, models are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SystolicArray(Strict):
+    rows: PositiveInt
+    cols: PositiveInt
+    dataflows: list[Dataflow] = Field(min_length=1, description="supported; first is default")
+    input_dtypes: list[Dtype] = Field(min_length=1, description="first is default")
+    accumulator_dtype: Dtype
+    output_dtype: Dtype
+
+    @property
+    def default_dataflow(self) -> str:
+        return self.dataflows[0]
+
+
+class Buffers(Strict):
+    """SRAM per operand: A (ifmap), B (weights), C (output, holds accumulator tiles)."""
+
+    ifmap_bytes: PositiveInt
+    weight_bytes: PositiveInt
+    output_bytes: PositiveInt
+
+
+class Dma(Strict):
+    setup_cycles: int = Field(ge=0, description="per transfer")
+
+
+class OffchipMemory(Strict):
+    bandwidth_gbps: float = Field(gt=0, description="GB/s, 1e9 bytes per second")
+    latency_cycles: int = Field(ge=0)
+
+
+class VectorCosts(Strict):
+    """Cycles per element (per lane) of each vector kind; passes are fixed per kind."""
+
+    add: PositiveInt
+    mul: PositiveInt
+    relu: PositiveInt
+    gelu: PositiveInt
+    silu: PositiveInt
+    reduction: PositiveInt
+    softmax: PositiveInt
+    norm: PositiveInt
+    pool: PositiveInt
+
+
+class VectorUnit(Strict):
+    lanes: PositiveInt
+    cycles_per_element: VectorCosts
+
+
+class StaticPower(Strict):
+    array_w: float = Field(ge=0)
+    sram_w: float = Field(ge=0)
+    offchip_w: float = Field(ge=0)
+    vector_w: float = Field(ge=0)
+    other_w: float = Field(ge=0)
+
+
+class EnergyTable(Strict):
+    mac_pj: dict[Dtype, float] = Field(description="per MAC, by input dtype")
+    sram_read_pj_per_byte: float = Field(ge=0)
+    sram_write_pj_per_byte: float = Field(ge=0)
+    offchip_pj_per_byte: float = Field(ge=0)
+    vector_op_pj: float = Field(ge=0)
+    static_power: StaticPower
+
+
+class Platform(Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    clock_ghz: float = Field(gt=0)
+    systolic_array: SystolicArray
+    buffers: Buffers
+    activation_memory_bytes: PositiveInt | None = Field(
+        default=None, description="on-chip home for activations (TPU v1 unified buffer)")
+    dma: Dma
+    offchip: OffchipMemory
+    vector_unit: VectorUnit
+    energy: EnergyTable
+
+    @model_validator(mode="after")
+    def _mac_energy_covers_input_dtypes(self) -> Platform:
+        missing = [d for d in self.systolic_array.input_dtypes if d not in self.energy.mac_pj]
+        if missing:
+            raise ValueError(f"energy.mac_pj lacks the array's input dtypes {missing}")
+        return self
+
+    @property
+    def peak_flops(self) -> float:
+        """2 * R * C * clock, in FLOP/s."""
+        return 2.0 * self.systolic_array.rows * self.systolic_array.cols * self.clock_ghz * 1e9
+
+    @property
+    def bytes_per_cycle(self) -> float:
+        """Off-chip bandwidth in bytes per cycle: GB/s over GHz."""
+        return self.offchip.bandwidth_gbps / self.clock_ghz
+
+    def dataflow_code(self, dataflow: str) -> int:
+        return DATAFLOW_CODES[dataflow]

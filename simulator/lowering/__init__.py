@@ -1,0 +1,257 @@
+"""Lowering: operator + tiling -> tile program (DESIGN.md section 3).
+
+Compute operators (gemm, conv2d) lower through the compiled step kernel in
+`lowering.steps`; vector operators lower to row tiles on the vector unit. Everything a
+metric needs that does not depend on timing (bytes per level, useful / padding / fill
+array cycles, compulsory bytes) is counted here, once per operator instance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.lowering import steps as kernel
+from simulator.lowering.windows import window_elements, window_table
+from simulator.mapping import (Mapping, Tiling, check_mapping_names, merged_spec,
+                               operand_bytes, resolve_tiling)
+from simulator.program import TileProgram, validate_program
+from simulator.timing import DATAFLOW_CODES, ceil_div, vector_cycles
+from simulator.workload import Conv2d, Workload, is_compute
+
+DIM_CODES = {"m": 0, "n": 1, "k": 2}
+
+
+@dataclass(frozen=True)
+class Counters:
+    """Timing-independent counts for one instance of an operator (bytes unless named)."""
+
+    macs: int = 0
+    vector_elements: int = 0            # element-ops on the vector unit, all passes
+    useful_array_cycles: float = 0.0
+    padding_array_cycles: float = 0.0
+    fill_array_cycles: float = 0.0
+    offchip_read: dict[str, int] = field(default_factory=dict)   # by operand a, b, c
+    offchip_write: int = 0
+    compulsory: dict[str, int] = field(default_factory=dict)     # by operand a, b, c
+    sram_read: dict[str, int] = field(default_factory=dict)      # by buffer
+    sram_write: dict[str, int] = field(default_factory=dict)     # by buffer
+    sram_read_elements: dict[str, int] = field(default_factory=dict)  # SCALE-Sim counts
+    slots: dict[str, int] = field(default_factory=dict)          # tiles each buffer holds
+    live_c_tiles: int = 1
+    spills: bool = False
+
+    @property
+    def offchip_bytes(self) -> int:
+        return sum(self.offchip_read.values()) + self.offchip_write
+
+    @property
+    def compulsory_bytes(self) -> int:
+        return sum(self.compulsory.values())
+
+
+@dataclass(frozen=True)
+class LoweredOperator:
+    """One operator ready for an engine: its program runs `runs` times back to back."""
+
+    name: str
+    layer_type: str
+    kind: str
+    unit: str                 # "array" or "vector"
+    tiling: Tiling
+    program: TileProgram
+    instances: int            # gemm batch / conv groups: identical independent programs
+    repeat: int
+    onchip_home: bool         # A and C live in the on-chip activation memory
+    fused: str | None
+    counters: Counters
+
+    @property
+    def runs(self) -> int:
+        return self.instances * self.repeat
+
+
+def _fail(op, rule: str, source: str | None) -> AccsimError:
+    return AccsimError(rule, file=source, field=f"operators.{op.name}")
+
+
+def _onchip_home(platform: Platform, input_bytes: int, output_bytes: int) -> bool:
+    capacity = platform.activation_memory_bytes
+    return capacity is not None and input_bytes + output_bytes <= capacity
+
+
+def _need_slots(op, operand: str, buffer: str, capacity: int, tile_bytes: int,
+                depth: int, source: str | None, at_least: int | None = None) -> int:
+    """Tiles of `tile_bytes` a buffer holds; a plan needs `depth` (or `at_least`)."""
+    slots = capacity // tile_bytes
+    need = max(depth, at_least or 0)
+    if slots < need:
+        raise _fail(op, f"{operand} tiles of {tile_bytes} bytes: the {buffer} buffer of "
+                    f"{capacity} bytes holds {slots}, the plan needs {need} "
+                    f"(depth {depth}); overflow {need * tile_bytes - capacity} bytes",
+                    source)
+    return slots
+
+
+def _fused_epilogue(op, fuse: str, g, following, platform: Platform,
+                    source: str | None) -> tuple[int, int]:
+    """(cycles per element, passes) of the vector operator absorbed as an epilogue."""
+    if following is None or following.name != fuse:
+        raise _fail(op, f"fuse: {fuse!r} must name the operator right after it", source)
+    if is_compute(following):
+        raise _fail(op, f"fuse: {fuse!r} is a {following.kind}, not a vector operator",
+                    source)
+    shape = following.vector()
+    if shape.rows * shape.cols != g.m * g.n * g.instances:
+        raise _fail(op, f"fuse: {fuse!r} works on {shape.rows * shape.cols} elements, "
+                    f"the output has {g.m * g.n * g.instances}", source)
+    return getattr(platform.vector_unit.cycles_per_element, shape.cost_kind), shape.passes
+
+
+def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
+                  source: str | None = None) -> LoweredOperator:
+    """Lower a gemm or conv2d under a tiling; raise naming the numbers that overflow."""
+    g = op.gemm()
+    array = platform.systolic_array
+    for dim, tile, size in (("tm", tiling.tm, g.m), ("tn", tiling.tn, g.n),
+                            ("tk", tiling.tk, g.k)):
+        if tile > size:
+            raise _fail(op, f"{dim} {tile} is larger than the operator's "
+                        f"{dim[1].upper()} {size}", source)
+    if tiling.dataflow not in array.dataflows:
+        raise _fail(op, f"dataflow {tiling.dataflow!r} is not supported by "
+                    f"{platform.name} ({', '.join(array.dataflows)})", source)
+    e, acc, out = operand_bytes(op, platform)
+    if isinstance(op, Conv2d):
+        a_table = window_table(op, tiling.tm, tiling.tk) * e
+        a_elements = window_elements(op, 0, g.m, 0, g.k)
+        input_bytes = op.batch * op.h * op.w * op.cin * e
+    else:
+        nm, nk = ceil_div(g.m, tiling.tm), ceil_div(g.k, tiling.tk)
+        sizes_m = np.minimum(tiling.tm, g.m - np.arange(nm) * tiling.tm)
+        sizes_k = np.minimum(tiling.tk, g.k - np.arange(nk) * tiling.tk)
+        a_table = np.outer(sizes_m, sizes_k).astype(np.int64) * e
+        a_elements = g.m * g.k
+        input_bytes = g.m * g.k * e * g.instances
+    output_bytes = g.m * g.n * out * g.instances
+    onchip = _onchip_home(platform, input_bytes, output_bytes)
+    depth = tiling.depth
+    buffers = platform.buffers
+    a_slots = _need_slots(op, "A", "ifmap", buffers.ifmap_bytes, int(a_table.max()), depth,
+                          source)
+    b_slots = _need_slots(op, "B", "weight", buffers.weight_bytes,
+                          tiling.tk * tiling.tn * e, depth, source)
+    order = tiling.loop_order
+    inside_k = order[order.index("k") + 1:]
+    live = 1
+    for dim, size, tile in (("m", g.m, tiling.tm), ("n", g.n, tiling.tn)):
+        if dim in inside_k:
+            live *= ceil_div(size, tile)
+    c_tile = tiling.tm * tiling.tn * acc
+    c_slots = _need_slots(op, "C", "output", buffers.output_bytes, c_tile, depth, source)
+    spill = c_slots < live
+    cpe, passes = (0, 0)
+    if tiling.fuse is not None:
+        cpe, passes = _fused_epilogue(op, tiling.fuse, g, following, platform, source)
+    (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
+     ints) = kernel.gemm_steps(
+        g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
+        np.array([DIM_CODES[d] for d in order], dtype=np.int64),
+        DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, a_table,
+        not onchip, True, not onchip, e, acc, out, a_slots, b_slots, spill, cpe, passes,
+        platform.vector_unit.lanes)
+    program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
+                          depth=depth, slots=c_slots)
+    validate_program(program, source=f"lowering of {op.name}")
+    counters = Counters(
+        macs=g.m * g.n * g.k,
+        vector_elements=int(g.m * g.n * passes) if passes else 0,
+        useful_array_cycles=float(floats[kernel.USEFUL]),
+        padding_array_cycles=float(floats[kernel.PADDING]),
+        fill_array_cycles=float(floats[kernel.ARRAY_FILL]),
+        offchip_read={"a": int(ints[kernel.A_OFFCHIP]), "b": int(ints[kernel.B_OFFCHIP]),
+                      "c": int(ints[kernel.C_RELOAD_OFFCHIP])},
+        offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
+        compulsory={"a": 0 if onchip else a_elements * e, "b": g.k * g.n * e,
+                    "c": 0 if onchip else g.m * g.n * out},
+        sram_read={"ifmap": int(ints[kernel.A_SRAM_READ_ELEMS]) * e,
+                   "weight": int(ints[kernel.B_SRAM_READ_ELEMS]) * e,
+                   "output": int(ints[kernel.C_SRAM_READ])},
+        sram_write={"ifmap": int(ints[kernel.A_SRAM_WRITE]),
+                    "weight": int(ints[kernel.B_SRAM_WRITE]),
+                    "output": int(ints[kernel.C_SRAM_WRITE])},
+        sram_read_elements={"ifmap": int(ints[kernel.A_SRAM_READ_ELEMS]),
+                            "weight": int(ints[kernel.B_SRAM_READ_ELEMS])},
+        slots={"ifmap": a_slots, "weight": b_slots, "output": c_slots},
+        live_c_tiles=live, spills=bool(spill))
+    return LoweredOperator(op.name, op.layer_type, op.kind, "array", tiling, program,
+                           g.instances, op.repeat, onchip, tiling.fuse, counters)
+
+
+def lower_vector(op, tiling: Tiling, platform: Platform, *,
+                 source: str | None = None) -> LoweredOperator:
+    """Lower a vector operator to tiles of `tiling.tm` rows on the vector unit; each
+    tile loads its share of the real input, computes, and stores its share of the
+    output."""
+    shape = op.vector()
+    if tiling.tm > shape.rows:
+        raise _fail(op, f"rows_per_tile {tiling.tm} is larger than the operator's "
+                    f"{shape.rows} rows", source)
+    e = operand_bytes(op, platform)[0]
+    onchip = _onchip_home(platform, shape.input_elements * e, shape.output_elements * e)
+    edges = np.minimum(np.arange(0, shape.rows + tiling.tm, tiling.tm), shape.rows)
+    edges = np.unique(edges)
+    in_bytes = np.diff(shape.input_elements * edges // shape.rows) * e
+    out_bytes = np.diff(shape.output_elements * edges // shape.rows) * e
+    depth = tiling.depth
+    buffers = platform.buffers
+    in_slots = _need_slots(op, "input", "ifmap", buffers.ifmap_bytes, int(in_bytes.max()),
+                           depth, source)
+    out_slots = _need_slots(op, "output", "output", buffers.output_bytes,
+                            int(out_bytes.max()), depth, source)
+    cpe = getattr(platform.vector_unit.cycles_per_element, shape.cost_kind)
+    lanes = platform.vector_unit.lanes
+    compute = np.array([vector_cycles(int(rows) * shape.cols, lanes, cpe, shape.passes)
+                        for rows in np.diff(edges)], dtype=np.int64)
+    steps = compute.shape[0]
+    always = np.ones(steps, dtype=bool)
+    load = np.zeros(steps, dtype=np.int64) if onchip else in_bytes.astype(np.int64)
+    store = np.zeros(steps, dtype=np.int64) if onchip else out_bytes.astype(np.int64)
+    program = TileProgram(load, compute, np.zeros(steps, dtype=np.int64), always,
+                          always.copy(), store, np.full(steps, -1, dtype=np.int64),
+                          depth=depth, slots=out_slots)
+    validate_program(program, source=f"lowering of {op.name}")
+    total_in, total_out = shape.input_elements * e, shape.output_elements * e
+    counters = Counters(
+        vector_elements=shape.rows * shape.cols * shape.passes,
+        offchip_read={"a": int(load.sum())}, offchip_write=int(store.sum()),
+        compulsory={"a": 0 if onchip else total_in, "c": 0 if onchip else total_out},
+        sram_read={"ifmap": total_in, "output": total_out},
+        sram_write={"ifmap": total_in, "output": total_out},
+        slots={"ifmap": in_slots, "output": out_slots})
+    return LoweredOperator(op.name, op.layer_type, op.kind, "vector", tiling, program, 1,
+                           op.repeat, onchip, None, counters)
+
+
+def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
+                   mapping_source: str | None = None) -> list[LoweredOperator]:
+    """Lower every operator in order; operators absorbed by `fuse` are not emitted."""
+    check_mapping_names(mapping, workload, file=mapping_source)
+    lowered: list[LoweredOperator] = []
+    absorbed: str | None = None
+    ops = workload.operators
+    for index, op in enumerate(ops):
+        if op.name == absorbed:
+            continue
+        tiling = resolve_tiling(op, merged_spec(mapping, op), platform)
+        following = ops[index + 1] if index + 1 < len(ops) else None
+        if is_compute(op):
+            lowered.append(lower_compute(op, tiling, platform, following=following,
+                                         source=mapping_source))
+            absorbed = tiling.fuse
+        else:
+            lowered.append(lower_vector(op, tiling, platform, source=mapping_source))
+    return lowered

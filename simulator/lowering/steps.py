@@ -1,0 +1,172 @@
+"""The compiled core of lowering: enumerate the tile steps of one GEMM in loop order,
+decide residency with one LRU cache per operand buffer, and emit the tile program's
+arrays and the operator's static counters. No Python object per step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from simulator.timing import (OS, WS, array_cycles, fold_count, fold_fill_cycles, fold_shape,
+                              vector_cycles)
+
+# Indices of the float counters returned by gemm_steps.
+USEFUL, PADDING, ARRAY_FILL = 0, 1, 2
+# Indices of the integer counters returned by gemm_steps (bytes unless noted).
+(A_OFFCHIP, B_OFFCHIP, C_RELOAD_OFFCHIP, C_STORE_OFFCHIP, A_SRAM_WRITE, B_SRAM_WRITE,
+ A_SRAM_READ_ELEMS, B_SRAM_READ_ELEMS, C_SRAM_WRITE, C_SRAM_READ, A_MISSES, B_MISSES,
+ N_INT_COUNTERS) = range(13)
+
+
+@njit(cache=True)
+def _lru_new(n_keys: int) -> np.ndarray:
+    """An LRU over keys 0..n_keys-1 as a doubly linked list; row 0 prev, row 1 next,
+    column n_keys is the sentinel (its next is the most recent), -2 marks absent."""
+    links = np.full((2, n_keys + 1), -2, dtype=np.int64)
+    links[0, n_keys] = n_keys
+    links[1, n_keys] = n_keys
+    return links
+
+
+@njit(cache=True, inline="always")
+def _lru_unlink(links: np.ndarray, key: int) -> None:
+    prev, nxt = links[0, key], links[1, key]
+    links[1, prev] = nxt
+    links[0, nxt] = prev
+
+
+@njit(cache=True, inline="always")
+def _lru_touch(links: np.ndarray, key: int, capacity: int, size: np.ndarray) -> bool:
+    """Use `key`; True on a hit. A miss inserts it, evicting the least recent if full."""
+    sentinel = links.shape[1] - 1
+    hit = links[0, key] != -2
+    if hit:
+        _lru_unlink(links, key)
+    else:
+        if size[0] == capacity:
+            oldest = links[0, sentinel]
+            _lru_unlink(links, oldest)
+            links[0, oldest] = -2
+        else:
+            size[0] += 1
+    first = links[1, sentinel]
+    links[0, key] = sentinel
+    links[1, key] = first
+    links[0, first] = key
+    links[1, sentinel] = key
+    return hit
+
+
+@njit(cache=True)
+def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndarray,
+               dataflow: int, rows: int, cols: int, a_tile_bytes: np.ndarray,
+               a_offchip: bool, b_offchip: bool, c_offchip: bool, in_bytes: int,
+               acc_bytes: int, out_bytes: int, a_slots: int, b_slots: int, spill: bool,
+               epilogue_cycles_per_elem: int, epilogue_passes: int, lanes: int):
+    """Tile program of one GEMM instance.
+
+    order: dims outermost first (0 = m, 1 = n, 2 = k). a_tile_bytes[mi, ki]: bytes an A
+    tile moves into the ifmap buffer (its conv window, or m*k elements). spill: k is not
+    innermost and the live C tiles exceed the output slots, so every step stores partial
+    sums and the next k step reloads them. epilogue_*: a fused vector operator's cost.
+    """
+    counts = np.array([(m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk])
+    nm, nn, nk = counts[0], counts[1], counts[2]
+    steps = nm * nn * nk
+    load_bytes = np.zeros(steps, dtype=np.int64)
+    compute = np.zeros(steps, dtype=np.int64)
+    vector = np.zeros(steps, dtype=np.int64)
+    acquire = np.zeros(steps, dtype=np.bool_)
+    release = np.zeros(steps, dtype=np.bool_)
+    store_bytes = np.zeros(steps, dtype=np.int64)
+    reload_of = np.full(steps, -1, dtype=np.int64)
+    floats = np.zeros(3, dtype=np.float64)
+    ints = np.zeros(N_INT_COUNTERS, dtype=np.int64)
+    a_lru, b_lru = _lru_new(nm * nk), _lru_new(nk * nn)
+    a_size, b_size = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    last_visit = np.full(nm * nn, -1, dtype=np.int64)
+    fill = fold_fill_cycles(rows, cols, dataflow)
+    pes = rows * cols
+    index = np.zeros(3, dtype=np.int64)
+    prev_stationary = -1
+    for s in range(steps):
+        rest = s  # mixed-radix digits of s, innermost dim fastest
+        for level in range(2, -1, -1):
+            dim = order[level]
+            index[dim] = rest % counts[dim]
+            rest //= counts[dim]
+        mi, ni, ki = index[0], index[1], index[2]
+        ms = min(tm, m - mi * tm)
+        ns = min(tn, n - ni * tn)
+        ks = min(tk, k - ki * tk)
+        # Loads: A and B tiles not resident, and partial sums spilled by the last visit.
+        a_key, b_key, c_key = mi * nk + ki, ki * nn + ni, mi * nn + ni
+        if not _lru_touch(a_lru, a_key, a_slots, a_size):
+            ints[A_MISSES] += 1
+            ints[A_SRAM_WRITE] += a_tile_bytes[mi, ki]
+            if a_offchip:
+                load_bytes[s] += a_tile_bytes[mi, ki]
+                ints[A_OFFCHIP] += a_tile_bytes[mi, ki]
+        if not _lru_touch(b_lru, b_key, b_slots, b_size):
+            ints[B_MISSES] += 1
+            ints[B_SRAM_WRITE] += ks * ns * in_bytes
+            if b_offchip:
+                load_bytes[s] += ks * ns * in_bytes
+                ints[B_OFFCHIP] += ks * ns * in_bytes
+        first_k, last_k = ki == 0, ki == nk - 1
+        partial = ms * ns * acc_bytes
+        if spill and not first_k:
+            reload_of[s] = last_visit[c_key]
+            if c_offchip:
+                load_bytes[s] += partial
+                ints[C_RELOAD_OFFCHIP] += partial
+        last_visit[c_key] = s
+        # Compute: one fold continues when the stationary operand is unchanged.
+        if dataflow == OS:
+            stationary = c_key
+        elif dataflow == WS:
+            stationary = b_key
+        else:
+            stationary = a_key
+        folds = fold_count(ms, ns, ks, rows, cols, dataflow)
+        continues = folds == 1 and stationary == prev_stationary
+        prev_stationary = stationary
+        compute[s] = array_cycles(ms, ns, ks, rows, cols, dataflow, continues)
+        sr, sc, t = fold_shape(ms, ns, ks, dataflow)
+        useful = t * sr * sc / pes
+        floats[USEFUL] += useful
+        floats[PADDING] += t * folds - useful
+        if not continues:
+            floats[ARRAY_FILL] += folds * fill
+        # SRAM reads of the array, SCALE-Sim's per-fold counting, in elements.
+        row_folds, col_folds = (sr + rows - 1) // rows, (sc + cols - 1) // cols
+        if dataflow == OS:
+            ints[A_SRAM_READ_ELEMS] += ms * ks * col_folds
+            ints[B_SRAM_READ_ELEMS] += ks * ns * row_folds
+        elif dataflow == WS:
+            ints[A_SRAM_READ_ELEMS] += ms * ks * col_folds
+            ints[B_SRAM_READ_ELEMS] += ks * ns
+        else:
+            ints[A_SRAM_READ_ELEMS] += ms * ks
+            ints[B_SRAM_READ_ELEMS] += ks * ns * col_folds
+        # Output buffer: accumulate into the C tile; read back what was there before.
+        ints[C_SRAM_WRITE] += partial
+        if not first_k:
+            ints[C_SRAM_READ] += partial
+        # Residency and store of the C tile.
+        if spill or first_k:
+            acquire[s] = True
+        if spill or last_k:
+            release[s] = True
+            if last_k:
+                ints[C_SRAM_READ] += partial
+                vector[s] = vector_cycles(ms * ns, lanes, epilogue_cycles_per_elem,
+                                          epilogue_passes)
+                if c_offchip:
+                    store_bytes[s] = ms * ns * out_bytes
+            elif c_offchip:
+                store_bytes[s] = partial
+            ints[C_STORE_OFFCHIP] += store_bytes[s]
+    return (load_bytes, compute, vector, acquire, release, store_bytes, reload_of,
+            floats, ints)

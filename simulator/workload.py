@@ -1,0 +1,222 @@
+"""Workload schema: an ordered list of operators from a closed list of kinds.
+
+Every kind states its shape fields and, for vector kinds, its cost (DESIGN.md section
+2). Compute kinds (gemm, conv2d) expose the GEMM they lower to; vector kinds expose rows
+x cols of work, passes over it, and the real tensors they read and write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+
+from simulator.config import Dtype, Strict
+
+# Largest product of dimensions accepted, so that cycles and bytes stay far inside int64.
+MAX_WORK = 2**62
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """One GEMM C(MxN) = A(MxK) . B(KxN), run `instances` times independently."""
+
+    m: int
+    n: int
+    k: int
+    instances: int  # gemm batch, conv groups
+
+    @property
+    def macs(self) -> int:
+        return self.m * self.n * self.k * self.instances
+
+
+@dataclass(frozen=True)
+class VectorShape:
+    """rows x cols elements of work, `passes` sweeps; tiles are groups of rows."""
+
+    rows: int
+    cols: int
+    passes: int
+    cost_kind: str            # key into the platform's cycles_per_element
+    input_elements: int       # real tensors read (all inputs)
+    output_elements: int      # real tensor written
+
+
+class OperatorBase(Strict):
+    name: str = Field(min_length=1)
+    layer_type: str = Field(min_length=1, description="free label; metrics group by it")
+    dtype: Dtype | None = Field(default=None, description="default: the array's first")
+    repeat: PositiveInt = Field(default=1, description="identical runs, simulated once")
+
+    def _check_work(self, work: int) -> None:
+        if work * self.repeat >= MAX_WORK:
+            raise ValueError(f"work {work} x repeat {self.repeat} would overflow int64 cycles")
+
+
+class Gemm(OperatorBase):
+    """C = A . B; batch independent products (e.g. attention heads)."""
+
+    kind: Literal["gemm"]
+    batch: PositiveInt = 1
+    m: PositiveInt
+    n: PositiveInt
+    k: PositiveInt
+
+    @model_validator(mode="after")
+    def _fits_int64(self) -> Gemm:
+        self._check_work(2 * self.batch * self.m * self.n * self.k)
+        return self
+
+    def gemm(self) -> GemmShape:
+        return GemmShape(self.m, self.n, self.k, self.batch)
+
+    @property
+    def input_elements(self) -> int:
+        return self.m * self.k
+
+
+class Conv2d(OperatorBase):
+    """2-D convolution, NHWC; lowered by im2col: M = batch*Ho*Wo, K = Cin/g*kh*kw,
+    N = Cout/g, repeated per group. Ho = floor((H + 2p - d(kh-1) - 1)/s) + 1."""
+
+    kind: Literal["conv2d"]
+    batch: PositiveInt = 1
+    h: PositiveInt
+    w: PositiveInt
+    cin: PositiveInt
+    cout: PositiveInt
+    kh: PositiveInt
+    kw: PositiveInt
+    stride: PositiveInt = 1
+    padding: NonNegativeInt = 0
+    dilation: PositiveInt = 1
+    groups: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Conv2d:
+        if self.cin % self.groups or self.cout % self.groups:
+            raise ValueError(f"groups {self.groups} must divide cin {self.cin} "
+                             f"and cout {self.cout}")
+        if self.ho < 1 or self.wo < 1:
+            raise ValueError(f"output size {self.ho}x{self.wo} is empty: the kernel "
+                             "does not fit the padded input")
+        self._check_work(2 * self.gemm().macs)
+        return self
+
+    def _out(self, size: int, kernel: int) -> int:
+        return (size + 2 * self.padding - self.dilation * (kernel - 1) - 1) // self.stride + 1
+
+    @property
+    def ho(self) -> int:
+        return self._out(self.h, self.kh)
+
+    @property
+    def wo(self) -> int:
+        return self._out(self.w, self.kw)
+
+    def gemm(self) -> GemmShape:
+        return GemmShape(self.batch * self.ho * self.wo, self.cout // self.groups,
+                         self.cin // self.groups * self.kh * self.kw, self.groups)
+
+
+ElementwiseOp = Literal["add", "mul", "relu", "gelu", "silu"]
+BINARY_OPS = {"add", "mul"}
+
+
+class Elementwise(OperatorBase):
+    """Cost: ceil(elements / lanes) * cycles_per_element[op], one pass; add and mul
+    read two inputs."""
+
+    kind: Literal["elementwise"]
+    elements: PositiveInt
+    op: ElementwiseOp
+
+    def vector(self) -> VectorShape:
+        inputs = 2 if self.op in BINARY_OPS else 1
+        return VectorShape(self.elements, 1, 1, self.op, inputs * self.elements,
+                           self.elements)
+
+
+# Passes over the data per row-wise kind: reduction sums once; softmax finds the max,
+# sums the exponentials, then normalises; norm takes mean and variance, then normalises.
+ROW_PASSES = {"reduction": 1, "softmax": 3, "norm": 2}
+
+
+class RowOperator(OperatorBase):
+    """Cost: ceil(rows * cols / lanes) * cycles_per_element[kind] * passes, with passes
+    reduction 1, softmax 3, norm 2. Reduction writes one element per row."""
+
+    kind: Literal["reduction", "softmax", "norm"]
+    rows: PositiveInt
+    cols: PositiveInt
+
+    def vector(self) -> VectorShape:
+        elements = self.rows * self.cols
+        out = self.rows if self.kind == "reduction" else elements
+        return VectorShape(self.rows, self.cols, ROW_PASSES[self.kind], self.kind,
+                           elements, out)
+
+
+class Pool(OperatorBase):
+    """A reduction over each output's window: rows = batch*Ho*Wo*channels outputs,
+    cols = kh*kw; cost ceil(rows * cols / lanes) * cycles_per_element[pool], one pass.
+    Reads the real input tensor once."""
+
+    kind: Literal["pool"]
+    batch: PositiveInt = 1
+    h: PositiveInt
+    w: PositiveInt
+    channels: PositiveInt
+    kh: PositiveInt
+    kw: PositiveInt
+    stride: PositiveInt = 1
+    padding: NonNegativeInt = 0
+
+    @model_validator(mode="after")
+    def _non_empty(self) -> Pool:
+        if self.ho < 1 or self.wo < 1:
+            raise ValueError(f"output size {self.ho}x{self.wo} is empty")
+        return self
+
+    @property
+    def ho(self) -> int:
+        return (self.h + 2 * self.padding - self.kh) // self.stride + 1
+
+    @property
+    def wo(self) -> int:
+        return (self.w + 2 * self.padding - self.kw) // self.stride + 1
+
+    def vector(self) -> VectorShape:
+        outputs = self.batch * self.ho * self.wo * self.channels
+        return VectorShape(outputs, self.kh * self.kw, 1, "pool",
+                           self.batch * self.h * self.w * self.channels, outputs)
+
+
+ComputeOperator = Gemm | Conv2d
+VectorOperator = Elementwise | RowOperator | Pool
+Operator = Annotated[Union[Gemm, Conv2d, Elementwise, RowOperator, Pool],
+                     Field(discriminator="kind")]
+KINDS = ("gemm", "conv2d", "elementwise", "reduction", "softmax", "norm", "pool")
+
+
+class Workload(Strict):
+    name: str = Field(min_length=1)
+    description: str = ""
+    operators: list[Operator] = Field(min_length=1)
+
+    @field_validator("operators")
+    @classmethod
+    def _unique_names(cls, operators: list) -> list:
+        seen: set[str] = set()
+        for op in operators:
+            if op.name in seen:
+                raise ValueError(f"operator name {op.name!r} appears twice")
+            seen.add(op.name)
+        return operators
+
+
+def is_compute(op) -> bool:
+    """True for operators that run on the systolic array."""
+    return isinstance(op, (Gemm, Conv2d))
