@@ -188,7 +188,7 @@ def test_tile_larger_than_the_operator_is_rejected():
 
 @pytest.mark.parametrize("depth, ifmap_bytes, message", [
     # A tile 32 x 64 int8 = 2048 bytes; 3000 bytes hold one, double buffering needs two.
-    (2, 3000, r"A tiles of 2048 bytes: the ifmap buffer of 3000 bytes holds 1, the plan "
+    (2, 3000, r"A tiles \(tm 32 x tk 64\) of 2048 bytes: the ifmap buffer of 3000 bytes holds 1, the plan "
               r"needs 2 \(depth 2\); overflow 1096 bytes"),
     (4, 7000, r"holds 3, the plan needs 4 \(depth 4\); overflow 1192 bytes"),
 ])

@@ -83,15 +83,14 @@ def _onchip_home(platform: Platform, input_bytes: int, output_bytes: int) -> boo
     return capacity is not None and input_bytes + output_bytes <= capacity
 
 
-def _need_slots(op, operand: str, buffer: str, capacity: int, tile_bytes: int,
-                depth: int, source: str | None, at_least: int | None = None) -> int:
-    """Tiles of `tile_bytes` a buffer holds; a plan needs `depth` (or `at_least`)."""
+def _need_slots(op, operand: str, dims: str, buffer: str, capacity: int,
+                tile_bytes: int, depth: int, source: str | None) -> int:
+    """Tiles of `tile_bytes` a buffer holds; a plan needs at least `depth`."""
     slots = capacity // tile_bytes
-    need = max(depth, at_least or 0)
-    if slots < need:
-        raise _fail(op, f"{operand} tiles of {tile_bytes} bytes: the {buffer} buffer of "
-                    f"{capacity} bytes holds {slots}, the plan needs {need} "
-                    f"(depth {depth}); overflow {need * tile_bytes - capacity} bytes",
+    if slots < depth:
+        raise _fail(op, f"{operand} tiles ({dims}) of {tile_bytes} bytes: the {buffer} "
+                    f"buffer of {capacity} bytes holds {slots}, the plan needs {depth} "
+                    f"(depth {depth}); overflow {depth * tile_bytes - capacity} bytes",
                     source)
     return slots
 
@@ -140,18 +139,19 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     onchip = _onchip_home(platform, input_bytes, output_bytes)
     depth = tiling.depth
     buffers = platform.buffers
-    a_slots = _need_slots(op, "A", "ifmap", buffers.ifmap_bytes, int(a_table.max()), depth,
-                          source)
-    b_slots = _need_slots(op, "B", "weight", buffers.weight_bytes,
-                          tiling.tk * tiling.tn * e, depth, source)
+    tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
+    a_slots = _need_slots(op, "A", f"tm {tm} x tk {tk}", "ifmap", buffers.ifmap_bytes,
+                          int(a_table.max()), depth, source)
+    b_slots = _need_slots(op, "B", f"tk {tk} x tn {tn}", "weight", buffers.weight_bytes,
+                          tk * tn * e, depth, source)
     order = tiling.loop_order
     inside_k = order[order.index("k") + 1:]
     live = 1
     for dim, size, tile in (("m", g.m, tiling.tm), ("n", g.n, tiling.tn)):
         if dim in inside_k:
             live *= ceil_div(size, tile)
-    c_tile = tiling.tm * tiling.tn * acc
-    c_slots = _need_slots(op, "C", "output", buffers.output_bytes, c_tile, depth, source)
+    c_slots = _need_slots(op, "C", f"tm {tm} x tn {tn}", "output", buffers.output_bytes,
+                          tm * tn * acc, depth, source)
     spill = c_slots < live
     cpe, passes = (0, 0)
     if tiling.fuse is not None:
@@ -208,9 +208,10 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
     out_bytes = np.diff(shape.output_elements * edges // shape.rows) * e
     depth = tiling.depth
     buffers = platform.buffers
-    in_slots = _need_slots(op, "input", "ifmap", buffers.ifmap_bytes, int(in_bytes.max()),
-                           depth, source)
-    out_slots = _need_slots(op, "output", "output", buffers.output_bytes,
+    rows = f"{tiling.tm} rows"
+    in_slots = _need_slots(op, "input", rows, "ifmap", buffers.ifmap_bytes,
+                           int(in_bytes.max()), depth, source)
+    out_slots = _need_slots(op, "output", rows, "output", buffers.output_bytes,
                             int(out_bytes.max()), depth, source)
     cpe = getattr(platform.vector_unit.cycles_per_element, shape.cost_kind)
     lanes = platform.vector_unit.lanes

@@ -1,0 +1,99 @@
+"""The `accsim` command. Bad input ends in one line naming file, field and rule, and
+exit status 1; results already computed are printed before any output file is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from simulator.config import Platform
+from simulator.engines import ENGINE_CHOICES
+from simulator.errors import AccsimError
+from simulator.loader import load_model, locate, shipped_names
+from simulator.mapping import Mapping
+from simulator.report import print_report, write_csv, write_json
+from simulator.simulate import Inputs, simulate
+from simulator.workload import Workload
+
+DEFAULT_ARCH = "tpu_v1"
+DEFAULT_WORKLOAD = "resnet50_b1"
+
+
+def load_inputs(arch: str, workload: str, mapping: str | None) -> Inputs:
+    """Load the three inputs by shipped name or path."""
+    platform, platform_source = load_model(locate(arch, "platform"), Platform)
+    trace, workload_source = load_model(locate(workload, "workload"), Workload)
+    if mapping is None:
+        return Inputs(platform, trace, Mapping(), platform_source, workload_source)
+    plan, mapping_source = load_model(mapping, Mapping)
+    return Inputs(platform, trace, plan, platform_source, workload_source, mapping_source)
+
+
+def _run(args: argparse.Namespace) -> int:
+    inputs = load_inputs(args.arch, args.workload, args.mapping)
+    stderr = Console(stderr=True)
+    started = time.perf_counter()
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), console=stderr, transient=True,
+                  disable=not stderr.is_terminal) as bar:
+        task = bar.add_task("simulating", total=None)
+
+        def progress(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total, description=f"simulating {name}")
+
+        result = simulate(inputs, engine=args.engine, progress=progress)
+    elapsed = time.perf_counter() - started
+    print_report(result, Console(width=max(Console().width, 200)))
+    print(f"simulated {len(result.operators)} operators in {elapsed:.2f} s wall")
+    for path, writer in ((args.json, write_json), (args.csv, write_csv)):
+        if path:
+            try:
+                writer(result, path)
+            except OSError as exc:
+                raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
+            print(f"wrote {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="accsim", description="Cycle-approximate simulator of systolic-array ML "
+        "accelerators.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser(
+        "run", help="simulate a workload on a platform and print per-operator and "
+        "per-layer_type tables")
+    run.add_argument("--arch", default=DEFAULT_ARCH,
+                     help=f"platform YAML, or a shipped name ({', '.join(shipped_names('platform'))}); "
+                     f"default {DEFAULT_ARCH}")
+    run.add_argument("--workload", default=DEFAULT_WORKLOAD,
+                     help=f"workload YAML, or a shipped name ({', '.join(shipped_names('workload'))}); "
+                     f"default {DEFAULT_WORKLOAD}")
+    run.add_argument("--mapping", help="tiling plan YAML (default: the array_aligned "
+                     "heuristic for every operator)")
+    run.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
+    run.set_defaults(handler=_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except AccsimError as exc:
+        print(f"accsim: error: {exc.message()}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("accsim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""Presenting a result: terminal tables, the full JSON file, and a CSV row per operator.
+
+Nothing here changes a number; every figure comes from metrics.Totals.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from simulator.metrics import OperatorResult, Totals
+from simulator.simulate import RunResult, manifest
+
+# (header, Totals-derived key, format) of the percentage columns shared by both tables.
+PERCENT_COLUMNS = [
+    ("MFU", "mfu"), ("mem stall", "memory_stall_fraction"), ("fill", "fill_fraction"),
+    ("input", "input_stall_fraction"), ("output", "output_stall_fraction"),
+    ("drain", "drain_fraction"), ("useful", "useful_fraction"),
+    ("padding", "padding_fraction"), ("arr fill", "array_fill_fraction"),
+]
+
+
+def _figures(totals: Totals, result: RunResult) -> list[str]:
+    d = totals.derived(result.platform)
+    cells = [f"{totals.cycles:,}", f"{d['time_s'] * 1e6:,.1f}"]
+    cells += [f"{100 * d[key]:.1f}" for _, key in PERCENT_COLUMNS]
+    cells += [f"{totals.offchip_bytes / 1e6:,.2f}",
+              f"{d['refetch_ratio']:.2f}" if totals.compulsory_bytes else "-"]
+    return cells
+
+
+def _table(title: str, first: list[str]) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    for header in first:
+        table.add_column(header, no_wrap=True)
+    for header in ["cycles", "time us"] + [f"{h} %" for h, _ in PERCENT_COLUMNS] + \
+            ["off-chip MB", "refetch"]:
+        table.add_column(header, justify="right", no_wrap=True)
+    return table
+
+
+def operator_table(result: RunResult) -> Table:
+    table = _table("Operators", ["operator", "layer_type", "runs"])
+    for op in result.operators:
+        table.add_row(op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
+                      *_figures(op.totals, result))
+    return table
+
+
+def layer_type_table(result: RunResult) -> Table:
+    table = _table("By layer_type", ["layer_type", "ops", "share %"])
+    counts: dict[str, int] = {}
+    for op in result.operators:
+        counts[op.lowered.layer_type] = counts.get(op.lowered.layer_type, 0) + 1
+    whole = max(result.total.cycles, 1)
+    for name, totals in result.by_layer_type.items():
+        table.add_row(name, str(counts[name]), f"{100 * totals.cycles / whole:.1f}",
+                      *_figures(totals, result))
+    table.add_section()
+    table.add_row("workload", str(len(result.operators)), "100.0",
+                  *_figures(result.total, result), style="bold")
+    return table
+
+
+def summary_lines(result: RunResult) -> list[str]:
+    total = result.total
+    d = total.derived(result.platform)
+    inputs = result.inputs
+    return [
+        f"{inputs.workload.name} on {inputs.platform.name} (engine {result.engine}): "
+        f"{total.cycles:,} cycles = {d['time_s'] * 1e3:,.3f} ms at "
+        f"{inputs.platform.clock_ghz} GHz",
+        f"MFU {100 * d['mfu']:.1f}% of {inputs.platform.peak_flops / 1e12:,.1f} TFLOP/s; "
+        f"memory stalls {100 * d['memory_stall_fraction']:.1f}%; off-chip "
+        f"{total.offchip_bytes / 1e6:,.1f} MB (refetch {d['refetch_ratio']:.2f}x of "
+        f"{total.compulsory_bytes / 1e6:,.1f} MB compulsory)",
+    ]
+
+
+def print_report(result: RunResult, console: Console) -> None:
+    console.print(operator_table(result))
+    console.print()
+    console.print(layer_type_table(result))
+    console.print()
+    for line in summary_lines(result):
+        console.print(line)
+
+
+def _operator_record(op: OperatorResult, result: RunResult) -> dict:
+    lowered = op.lowered
+    counters = lowered.counters
+    return {
+        "name": lowered.name, "layer_type": lowered.layer_type, "kind": lowered.kind,
+        "unit": lowered.unit, "runs": lowered.runs, "instances": lowered.instances,
+        "repeat": lowered.repeat, "steps": lowered.program.steps,
+        "tiling": asdict(lowered.tiling), "fused": lowered.fused,
+        "onchip_home": lowered.onchip_home,
+        "buffers": {"slots": counters.slots, "live_c_tiles": counters.live_c_tiles,
+                    "spills_partial_sums": counters.spills},
+        "per_run": op.run.as_dict(),
+        "per_instance_bytes": {"offchip_read": counters.offchip_read,
+                               "offchip_write": counters.offchip_write,
+                               "compulsory": counters.compulsory,
+                               "sram_read": counters.sram_read,
+                               "sram_write": counters.sram_write,
+                               "sram_read_elements": counters.sram_read_elements},
+        "totals": op.totals.as_dict(result.platform),
+    }
+
+
+def result_dict(result: RunResult) -> dict:
+    """The full result: manifest, per-operator records, per-layer_type and workload
+    totals. Contains no wall-clock figure, so equal inputs give an equal dict."""
+    platform = result.platform
+    return {
+        "manifest": manifest(result),
+        "operators": [_operator_record(op, result) for op in result.operators],
+        "layer_types": {name: totals.as_dict(platform)
+                        for name, totals in result.by_layer_type.items()},
+        "workload": result.total.as_dict(platform),
+    }
+
+
+def write_json(result: RunResult, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(result_dict(result), indent=1) + "\n")
+
+
+CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu",
+              "memory_stall_fraction", "fill_cycles", "input_stall_cycles",
+              "output_stall_cycles", "drain_cycles", "useful_array_cycles",
+              "padding_array_cycles", "fill_array_cycles", "offchip_read_bytes",
+              "offchip_write_bytes", "compulsory_bytes", "refetch_ratio"]
+
+
+def write_csv(result: RunResult, path: str | Path) -> None:
+    with Path(path).open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        for op in result.operators:
+            record = _operator_record(op, result)
+            writer.writerow({**record, **record["totals"]})

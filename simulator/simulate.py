@@ -1,0 +1,118 @@
+"""Run a workload end to end: lower every operator, replay it on an engine, and gather
+the metrics into one result with its manifest (DESIGN.md sections 3, 4, 6)."""
+
+from __future__ import annotations
+
+import platform as host
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+import simpy
+
+import simulator
+from simulator.config import Platform
+from simulator.engines import choose_engine, engine_runner
+from simulator.loader import Source
+from simulator.lowering import lower_workload
+from simulator.mapping import Mapping
+from simulator.metrics import OperatorResult, Totals, add_totals, group_totals, \
+    operator_totals
+from simulator.program import MemoryParams
+from simulator.workload import Workload
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The three inputs of a run and where each came from (None: built in code)."""
+
+    platform: Platform
+    workload: Workload
+    mapping: Mapping
+    platform_source: Source | None = None
+    workload_source: Source | None = None
+    mapping_source: Source | None = None
+
+
+@dataclass(frozen=True)
+class RunResult:
+    inputs: Inputs
+    engine: str
+    engine_reason: str
+    operators: list[OperatorResult]
+
+    @property
+    def platform(self) -> Platform:
+        return self.inputs.platform
+
+    @property
+    def by_layer_type(self) -> dict[str, Totals]:
+        return group_totals(self.operators, lambda r: r.lowered.layer_type)
+
+    @property
+    def total(self) -> Totals:
+        return add_totals(r.totals for r in self.operators)
+
+
+def memory_params(platform: Platform) -> MemoryParams:
+    return MemoryParams(platform.bytes_per_cycle, platform.offchip.latency_cycles,
+                        platform.dma.setup_cycles)
+
+
+def simulate(inputs: Inputs, *, engine: str = "auto",
+             progress: Progress | None = None) -> RunResult:
+    """Lower and replay every operator of the workload in order."""
+    used, reason = choose_engine(engine)
+    replay = engine_runner(used)
+    mapping_file = inputs.mapping_source.path if inputs.mapping_source else None
+    lowered = lower_workload(inputs.workload, inputs.mapping, inputs.platform,
+                             mapping_source=mapping_file)
+    memory = memory_params(inputs.platform)
+    results = []
+    for index, op in enumerate(lowered):
+        if progress:
+            progress(index, len(lowered), op.name)
+        run = replay(op.program, memory).breakdown
+        results.append(OperatorResult(op, run, operator_totals(op, run, inputs.platform),
+                                      used))
+    if progress:
+        progress(len(lowered), len(lowered), "")
+    return RunResult(inputs, used, reason, results)
+
+
+def git_commit() -> str | None:
+    """The commit of the checkout the package runs from, if it runs from one."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             cwd=Path(simulator.__file__).parent, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def manifest(result: RunResult) -> dict:
+    """What produced a result: versions, engine, and the canonical inputs embedded."""
+    inputs = result.inputs
+
+    def embedded(model, source: Source | None) -> dict:
+        return {"path": source.path if source else None,
+                "sha256": source.sha256 if source else None,
+                "canonical": model.model_dump(mode="json")}
+
+    return {
+        "accsim_version": simulator.__version__,
+        "model_version": simulator.MODEL_VERSION,
+        "git_commit": git_commit(),
+        "environment": {"python": host.python_version(), "numpy": np.__version__,
+                        "numba": numba.__version__, "simpy": simpy.__version__},
+        "engine": result.engine,
+        "engine_reason": result.engine_reason,
+        "inputs": {"platform": embedded(inputs.platform, inputs.platform_source),
+                   "workload": embedded(inputs.workload, inputs.workload_source),
+                   "mapping": embedded(inputs.mapping, inputs.mapping_source)},
+    }

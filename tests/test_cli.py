@@ -1,0 +1,123 @@
+"""The accsim command: the default run, user files, outputs, and bad input ending in
+one line naming file, field and rule, exit status 1 and no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from simulator.cli import main
+
+GEMM_WORKLOAD = """\
+name: one_gemm
+operators:
+  - {name: g, layer_type: fc, kind: gemm, m: 256, n: 256, k: 512}
+"""
+
+
+def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "simulator.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_default_run_prints_operator_and_layer_type_tables(tmp_path):
+    done = run_cli("run", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for text in ("Operators", "By layer_type", "conv3x3", "res5c_branch2b", "MFU",
+                 "mem stall", "refetch", "resnet50_b1 on tpu_v1"):
+        assert text in out
+
+
+def test_user_files_and_json_and_csv(tmp_path, capsys):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(GEMM_WORKLOAD)
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text("operators:\n  g: {tm: 128, tn: 256, tk: 256, loop_order: nmk}\n")
+    out_json, out_csv = tmp_path / "r.json", tmp_path / "r.csv"
+    assert main(["run", "--arch", "tpu_v5e_like", "--workload", str(workload),
+                 "--mapping", str(mapping), "--json", str(out_json),
+                 "--csv", str(out_csv)]) == 0
+    data = json.loads(out_json.read_text())
+    (record,) = data["operators"]
+    assert record["tiling"]["tm"] == 128 and record["tiling"]["loop_order"] == "nmk"
+    assert record["steps"] == 2 * 1 * 2
+    assert data["manifest"]["inputs"]["mapping"]["path"] == str(mapping)
+    assert data["workload"]["cycles"] == record["totals"]["cycles"]
+    rows = out_csv.read_text().splitlines()
+    assert rows[0].startswith("name,layer_type,kind,runs,cycles") and len(rows) == 2
+
+
+def test_same_command_twice_gives_identical_json(tmp_path):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    for path in (first, second):
+        assert main(["run", "--workload", "gemm_4096", "--json", str(path)]) == 0
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_simpy_and_fast_engines_agree_end_to_end(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(GEMM_WORKLOAD)
+    results = {}
+    for engine in ("simpy", "fast"):
+        path = tmp_path / f"{engine}.json"
+        assert main(["run", "--arch", "edge_32x32", "--workload", str(workload),
+                     "--engine", engine, "--json", str(path)]) == 0
+        results[engine] = json.loads(path.read_text())
+    assert results["simpy"]["operators"] == results["fast"]["operators"]
+    assert results["simpy"]["manifest"]["engine"] == "simpy"
+
+
+BAD_INPUTS = [
+    # (file name, content, CLI flag, expected fragments of the message)
+    ("w.yaml", "name: w\noperators:\n  - {name: g, layer_type: fc, kind: gemm, m: 0, "
+     "n: 4, k: 4}\n", "--workload", ["w.yaml", "operators[0](g).m", "greater than 0"]),
+    ("w.yaml", "name: w\noperators:\n  - {name: g, layer_type: fc, kind: conv3d}\n",
+     "--workload", ["w.yaml", "operators[0](g)", "conv3d"]),
+    ("w.yaml", "name: w\noperators: [\n", "--workload", ["w.yaml", "line", "malformed"]),
+    ("m.yaml", "operators:\n  fc1000: {tm: 4}\n", "--mapping",
+     ["m.yaml", "operators.fc1000", "tm 4 is larger than the operator's M 1"]),
+    ("m.yaml", "default: {tm: 100000000, tn: 256, tk: 256}\n", "--mapping",
+     ["m.yaml", "operators.conv1", "is larger than the operator's M"]),
+    ("m.yaml", "operators:\n  res5a_branch2b: {tm: 49, tn: 256, tk: 4608}\n", "--mapping",
+     ["m.yaml", "operators.res5a_branch2b", "tk 4608", "weight buffer of 262144 bytes",
+      "overflow"]),
+    ("m.yaml", "operators:\n  ghost: {tm: 4}\n", "--mapping",
+     ["m.yaml", "operators.ghost", "no operator named 'ghost'"]),
+    ("m.yaml", "default: {heuristic: best_ever}\n", "--mapping",
+     ["heuristic", "unknown heuristic 'best_ever'", "array_aligned"]),
+    ("m.yaml", "default: {loop_order: mkm}\n", "--mapping",
+     ["m.yaml", "default.loop_order", "not a permutation"]),
+    ("m.yaml", "default: {depth: 5}\n", "--mapping", ["m.yaml", "default.depth", "4"]),
+    ("a.yaml", "name: x\n", "--arch", ["a.yaml", "clock_ghz", "required field"]),
+]
+
+
+@pytest.mark.parametrize("name, content, flag, fragments", BAD_INPUTS,
+                         ids=[f"{b[2]}-{b[3][-1][:24]}" for b in BAD_INPUTS])
+def test_bad_input_gives_one_clear_line(tmp_path, capsys, name, content, flag, fragments):
+    path = tmp_path / name
+    path.write_text(content)
+    assert main(["run", flag, str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("accsim: error: ") and "\n" not in err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+def test_no_traceback_from_the_process(tmp_path):
+    done = run_cli("run", "--arch", str(tmp_path / "missing.yaml"))
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"accsim: error: {tmp_path / 'missing.yaml'}: file not found"
+    assert "Traceback" not in done.stderr
+
+
+def test_unwritable_output_keeps_the_printed_result(tmp_path, capsys):
+    target = tmp_path / "no_such_dir" / "r.json"
+    assert main(["run", "--workload", "gemm_4096", "--json", str(target)]) == 1
+    captured = capsys.readouterr()
+    assert "gemm_4096 on tpu_v1" in captured.out
+    assert f"{target}: cannot write" in captured.err

@@ -1,0 +1,56 @@
+"""Every shipped platform x workload runs end to end; the breakdown identity and the
+roofline bound hold for every operator, and auto picks the fast kernel."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from simulator.cli import load_inputs
+from simulator.loader import shipped_names
+from simulator.metrics import STALL_PARTS
+from simulator.simulate import simulate
+
+PAIRS = list(itertools.product(shipped_names("platform"), shipped_names("workload")))
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=lambda pair: f"{pair[0]}-{pair[1]}")
+def result(request):
+    arch, workload = request.param
+    return simulate(load_inputs(arch, workload, None))
+
+
+def test_auto_picks_the_fast_kernel(result):
+    assert result.engine == "fast"
+    assert all(op.engine == "fast" for op in result.operators)
+
+
+def test_breakdown_adds_up_for_every_operator(result):
+    for op in result.operators:
+        run = op.run
+        assert sum(getattr(run, part) for part in STALL_PARTS) == run.total_cycles, \
+            op.lowered.name
+        assert run.vector_tail_cycles + run.store_tail_cycles == run.drain_cycles
+        assert 0 <= run.output_stall_vector_cycles <= run.output_stall_cycles
+        assert run.busy_cycles == int(op.lowered.program.compute_cycles.sum())
+
+
+def test_time_is_never_below_the_roofline_bound(result):
+    for op in result.operators:
+        totals = op.totals
+        assert totals.cycles >= totals.roofline_bound_cycles, op.lowered.name
+        # Each operand moves at least once: the refetch ratio is at least 1.
+        assert totals.offchip_bytes >= totals.compulsory_bytes, op.lowered.name
+
+
+def test_array_busy_splits_into_useful_padding_and_fill(result):
+    for op in result.operators:
+        totals = op.totals
+        if op.lowered.unit != "array":
+            continue
+        split = (totals.useful_array_cycles + totals.padding_array_cycles
+                 + totals.fill_array_cycles)
+        assert split == pytest.approx(totals.busy_cycles), op.lowered.name
+        pes = result.platform.systolic_array.rows * result.platform.systolic_array.cols
+        assert totals.useful_array_cycles == pytest.approx(totals.model_flops / 2 / pes)
