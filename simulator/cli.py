@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
 
         result = simulate(inputs, engine=args.engine, progress=progress)
     elapsed = time.perf_counter() - started
-    print_report(result, Console(width=max(Console().width, 200)))
+    print_report(result, Console(width=max(Console().width, 180)))
     print(f"simulated {len(result.operators)} operators in {elapsed:.2f} s wall")
     for path, writer in ((args.json, write_json), (args.csv, write_csv)):
         if path:

@@ -93,9 +93,14 @@ def heuristic(name: str) -> Heuristic:
                           f"{', '.join(sorted(_HEURISTICS))})", field="heuristic") from None
 
 
+def operator_dtype(op, platform: Platform) -> str:
+    """The operator's input dtype: its own, else the array's default."""
+    return op.dtype or platform.systolic_array.input_dtypes[0]
+
+
 def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
     """Bytes per element of (input operands, accumulators, outputs) for an operator."""
-    dtype = op.dtype or platform.systolic_array.input_dtypes[0]
+    dtype = operator_dtype(op, platform)
     if not is_compute(op):
         return DTYPE_BYTES[dtype], DTYPE_BYTES[dtype], DTYPE_BYTES[dtype]
     array = platform.systolic_array

@@ -1,6 +1,6 @@
 """Results and their derivations (DESIGN.md section 4): MFU, the stall breakdown,
-array-busy split, bytes per level and refetch ratio, per operator and aggregated per
-layer_type and for the whole workload.
+array-busy split, bytes per level and refetch ratio, energy and power, and the
+bottleneck class, per operator and aggregated per layer_type and for the workload.
 
 Per-run engine figures are scaled by the operator's runs (repeat x instances), so every
 cycle or byte figure here is for the whole operator.
@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from simulator.bottleneck import BALANCED, CLASSES, Verdict, classify
 from simulator.config import Platform
+from simulator.energy import run_energy
 from simulator.engines.outcome import Breakdown
 from simulator.lowering import LoweredOperator
 
@@ -34,7 +36,8 @@ class Totals:
     vector_tail_cycles: int
     store_tail_cycles: int
     offchip_busy_cycles: int
-    vector_busy_cycles: int
+    vector_busy_cycles: int          # fused epilogues
+    vector_unit_busy_cycles: int     # epilogues and vector operators' own compute
     model_flops: int
     useful_array_cycles: float
     padding_array_cycles: float
@@ -43,6 +46,11 @@ class Totals:
     offchip_write_bytes: int
     compulsory_bytes: int
     roofline_bound_cycles: float
+    energy_mac_pj: float
+    energy_sram_pj: float
+    energy_offchip_pj: float
+    energy_vector_pj: float
+    energy_static_pj: float
 
     @property
     def memory_stall_cycles(self) -> int:
@@ -54,12 +62,19 @@ class Totals:
     def offchip_bytes(self) -> int:
         return self.offchip_read_bytes + self.offchip_write_bytes
 
+    @property
+    def energy_pj(self) -> float:
+        return (self.energy_mac_pj + self.energy_sram_pj + self.energy_offchip_pj
+                + self.energy_vector_pj + self.energy_static_pj)
+
     def derived(self, platform: Platform) -> dict[str, float]:
         """Ratios of the totals: MFU, stall fractions, refetch ratio, time."""
         cycles = max(self.cycles, 1)
         pes = platform.systolic_array.rows * platform.systolic_array.cols
+        time_s = self.cycles / (platform.clock_ghz * 1e9)
+        energy_j = self.energy_pj * 1e-12
         return {
-            "time_s": self.cycles / (platform.clock_ghz * 1e9),
+            "time_s": time_s,
             "mfu": self.model_flops / (2 * pes * cycles),
             "memory_stall_fraction": self.memory_stall_cycles / cycles,
             "vector_stall_fraction": (self.output_stall_vector_cycles
@@ -73,11 +88,18 @@ class Totals:
             "array_fill_fraction": self.fill_array_cycles / cycles,
             "refetch_ratio": self.offchip_bytes / self.compulsory_bytes
             if self.compulsory_bytes else 0.0,
+            "offchip_busy_fraction": self.offchip_busy_cycles / cycles,
+            "vector_busy_fraction": self.vector_unit_busy_cycles / cycles,
+            "energy_j": energy_j,
+            "average_power_w": energy_j / time_s if time_s else 0.0,
+            "flops_per_joule": self.model_flops / energy_j if energy_j else 0.0,
+            "energy_per_mac_pj": 2 * self.energy_pj / self.model_flops
+            if self.model_flops else 0.0,
         }
 
     def as_dict(self, platform: Platform) -> dict:
         return {**asdict(self), "memory_stall_cycles": self.memory_stall_cycles,
-                **self.derived(platform)}
+                "energy_pj": self.energy_pj, **self.derived(platform)}
 
 
 def add_totals(parts: Iterable[Totals]) -> Totals:
@@ -100,6 +122,8 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
     """One run's engine breakdown and lowering counters, scaled to all runs."""
     n = lowered.runs
     c = lowered.counters
+    energy = run_energy(lowered, run.total_cycles, platform)
+    own_vector = run.busy_cycles if lowered.unit == "vector" else 0
     return Totals(
         cycles=run.total_cycles * n,
         busy_cycles=run.busy_cycles * n,
@@ -112,6 +136,7 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
         store_tail_cycles=run.store_tail_cycles * n,
         offchip_busy_cycles=run.offchip_busy_cycles * n,
         vector_busy_cycles=run.vector_busy_cycles * n,
+        vector_unit_busy_cycles=(run.vector_busy_cycles + own_vector) * n,
         model_flops=2 * c.macs * n,
         useful_array_cycles=c.useful_array_cycles * n,
         padding_array_cycles=c.padding_array_cycles * n,
@@ -120,6 +145,11 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
         offchip_write_bytes=c.offchip_write * n,
         compulsory_bytes=c.compulsory_bytes * n,
         roofline_bound_cycles=roofline_bound_cycles(lowered, platform) * n,
+        energy_mac_pj=energy.mac_pj * n,
+        energy_sram_pj=energy.sram_pj * n,
+        energy_offchip_pj=energy.offchip_pj * n,
+        energy_vector_pj=energy.vector_pj * n,
+        energy_static_pj=energy.static_pj * n,
     )
 
 
@@ -130,7 +160,24 @@ class OperatorResult:
     lowered: LoweredOperator
     run: Breakdown          # one run, as the engine returned it
     totals: Totals          # all runs
+    verdict: Verdict        # bottleneck class and its evidence
     engine: str
+
+
+def operator_result(lowered: LoweredOperator, run: Breakdown, platform: Platform,
+                    engine: str) -> OperatorResult:
+    totals = operator_totals(lowered, run, platform)
+    return OperatorResult(lowered, run, totals, classify(totals.derived(platform)), engine)
+
+
+def dominant_bottleneck(results: Iterable[OperatorResult]) -> str:
+    """The class holding the most cycles (ties: the earlier class in precedence)."""
+    cycles: dict[str, int] = {}
+    for result in results:
+        cycles[result.verdict.bottleneck] = cycles.get(result.verdict.bottleneck, 0) \
+            + result.totals.cycles
+    ordered = sorted(cycles, key=CLASSES.index)
+    return max(ordered, key=cycles.get) if ordered else BALANCED
 
 
 def group_totals(results: Iterable[OperatorResult], key) -> dict[str, Totals]:

@@ -13,16 +13,20 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from simulator.metrics import OperatorResult, Totals
+from simulator.metrics import OperatorResult, Totals, dominant_bottleneck
 from simulator.simulate import RunResult, manifest
 
 # (header, Totals-derived key, format) of the percentage columns shared by both tables.
 PERCENT_COLUMNS = [
-    ("MFU", "mfu"), ("mem stall", "memory_stall_fraction"), ("fill", "fill_fraction"),
-    ("input", "input_stall_fraction"), ("output", "output_stall_fraction"),
+    ("MFU", "mfu"), ("stall", "memory_stall_fraction"), ("fill", "fill_fraction"),
+    ("in", "input_stall_fraction"), ("out", "output_stall_fraction"),
     ("drain", "drain_fraction"), ("useful", "useful_fraction"),
-    ("padding", "padding_fraction"), ("arr fill", "array_fill_fraction"),
+    ("pad", "padding_fraction"), ("afill", "array_fill_fraction"),
 ]
+LEGEND = ("% of cycles. stall: memory stalls (fill + in + memory-caused out + store "
+          "tail); fill / in / out / drain: compute-unit idle split; useful / pad / afill: "
+          "array busy split into useful, padding and array fill; MB: off-chip; refetch: "
+          "off-chip / compulsory bytes; uJ: energy.")
 
 
 def _figures(totals: Totals, result: RunResult) -> list[str]:
@@ -30,7 +34,8 @@ def _figures(totals: Totals, result: RunResult) -> list[str]:
     cells = [f"{totals.cycles:,}", f"{d['time_s'] * 1e6:,.1f}"]
     cells += [f"{100 * d[key]:.1f}" for _, key in PERCENT_COLUMNS]
     cells += [f"{totals.offchip_bytes / 1e6:,.2f}",
-              f"{d['refetch_ratio']:.2f}" if totals.compulsory_bytes else "-"]
+              f"{d['refetch_ratio']:.2f}" if totals.compulsory_bytes else "-",
+              f"{d['energy_j'] * 1e6:,.1f}"]
     return cells
 
 
@@ -38,9 +43,10 @@ def _table(title: str, first: list[str]) -> Table:
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for header in first:
         table.add_column(header, no_wrap=True)
-    for header in ["cycles", "time us"] + [f"{h} %" for h, _ in PERCENT_COLUMNS] + \
-            ["off-chip MB", "refetch"]:
+    for header in ["cycles", "us"] + [f"{h}%" for h, _ in PERCENT_COLUMNS] + \
+            ["MB", "refetch", "uJ"]:
         table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("bottleneck", no_wrap=True)
     return table
 
 
@@ -48,22 +54,24 @@ def operator_table(result: RunResult) -> Table:
     table = _table("Operators", ["operator", "layer_type", "runs"])
     for op in result.operators:
         table.add_row(op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
-                      *_figures(op.totals, result))
+                      *_figures(op.totals, result), op.verdict.bottleneck)
     return table
 
 
 def layer_type_table(result: RunResult) -> Table:
-    table = _table("By layer_type", ["layer_type", "ops", "share %"])
-    counts: dict[str, int] = {}
+    table = _table("By layer_type (bottleneck: the class holding most cycles)",
+                   ["layer_type", "ops", "share%"])
+    members: dict[str, list[OperatorResult]] = {}
     for op in result.operators:
-        counts[op.lowered.layer_type] = counts.get(op.lowered.layer_type, 0) + 1
+        members.setdefault(op.lowered.layer_type, []).append(op)
     whole = max(result.total.cycles, 1)
     for name, totals in result.by_layer_type.items():
-        table.add_row(name, str(counts[name]), f"{100 * totals.cycles / whole:.1f}",
-                      *_figures(totals, result))
+        table.add_row(name, str(len(members[name])), f"{100 * totals.cycles / whole:.1f}",
+                      *_figures(totals, result), dominant_bottleneck(members[name]))
     table.add_section()
     table.add_row("workload", str(len(result.operators)), "100.0",
-                  *_figures(result.total, result), style="bold")
+                  *_figures(result.total, result), dominant_bottleneck(result.operators),
+                  style="bold")
     return table
 
 
@@ -79,6 +87,10 @@ def summary_lines(result: RunResult) -> list[str]:
         f"memory stalls {100 * d['memory_stall_fraction']:.1f}%; off-chip "
         f"{total.offchip_bytes / 1e6:,.1f} MB (refetch {d['refetch_ratio']:.2f}x of "
         f"{total.compulsory_bytes / 1e6:,.1f} MB compulsory)",
+        f"energy {d['energy_j'] * 1e3:,.3f} mJ (static {total.energy_static_pj / 1e9:,.3f}"
+        f" mJ), average power {d['average_power_w']:,.1f} W, "
+        f"{d['flops_per_joule'] / 1e12:,.3f} TFLOP/J, "
+        f"{d['energy_per_mac_pj']:,.2f} pJ per MAC",
     ]
 
 
@@ -86,6 +98,7 @@ def print_report(result: RunResult, console: Console) -> None:
     console.print(operator_table(result))
     console.print()
     console.print(layer_type_table(result))
+    console.print(LEGEND)
     console.print()
     for line in summary_lines(result):
         console.print(line)
@@ -103,6 +116,7 @@ def _operator_record(op: OperatorResult, result: RunResult) -> dict:
         "buffers": {"slots": counters.slots, "live_c_tiles": counters.live_c_tiles,
                     "spills_partial_sums": counters.spills},
         "per_run": op.run.as_dict(),
+        "bottleneck": op.verdict.as_dict(),
         "per_instance_bytes": {"offchip_read": counters.offchip_read,
                                "offchip_write": counters.offchip_write,
                                "compulsory": counters.compulsory,
@@ -117,12 +131,17 @@ def result_dict(result: RunResult) -> dict:
     """The full result: manifest, per-operator records, per-layer_type and workload
     totals. Contains no wall-clock figure, so equal inputs give an equal dict."""
     platform = result.platform
+    members: dict[str, list[OperatorResult]] = {}
+    for op in result.operators:
+        members.setdefault(op.lowered.layer_type, []).append(op)
     return {
         "manifest": manifest(result),
         "operators": [_operator_record(op, result) for op in result.operators],
-        "layer_types": {name: totals.as_dict(platform)
+        "layer_types": {name: {**totals.as_dict(platform),
+                               "bottleneck": dominant_bottleneck(members[name])}
                         for name, totals in result.by_layer_type.items()},
-        "workload": result.total.as_dict(platform),
+        "workload": {**result.total.as_dict(platform),
+                     "bottleneck": dominant_bottleneck(result.operators)},
     }
 
 
@@ -134,7 +153,8 @@ CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu",
               "memory_stall_fraction", "fill_cycles", "input_stall_cycles",
               "output_stall_cycles", "drain_cycles", "useful_array_cycles",
               "padding_array_cycles", "fill_array_cycles", "offchip_read_bytes",
-              "offchip_write_bytes", "compulsory_bytes", "refetch_ratio"]
+              "offchip_write_bytes", "compulsory_bytes", "refetch_ratio", "energy_j",
+              "average_power_w", "bottleneck_class"]
 
 
 def write_csv(result: RunResult, path: str | Path) -> None:
@@ -143,4 +163,5 @@ def write_csv(result: RunResult, path: str | Path) -> None:
         writer.writeheader()
         for op in result.operators:
             record = _operator_record(op, result)
-            writer.writerow({**record, **record["totals"]})
+            writer.writerow({**record, **record["totals"],
+                             "bottleneck_class": op.verdict.bottleneck})

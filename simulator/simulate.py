@@ -20,7 +20,7 @@ from simulator.loader import Source
 from simulator.lowering import lower_workload
 from simulator.mapping import Mapping
 from simulator.metrics import OperatorResult, Totals, add_totals, group_totals, \
-    operator_totals
+    operator_result
 from simulator.program import MemoryParams
 from simulator.workload import Workload
 
@@ -70,16 +70,16 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
     used, reason = choose_engine(engine)
     replay = engine_runner(used)
     mapping_file = inputs.mapping_source.path if inputs.mapping_source else None
-    lowered = lower_workload(inputs.workload, inputs.mapping, inputs.platform,
-                             mapping_source=mapping_file)
+    lowered = lower_workload(
+        inputs.workload, inputs.mapping, inputs.platform, mapping_source=mapping_file,
+        workload_source=inputs.workload_source.path if inputs.workload_source else None)
     memory = memory_params(inputs.platform)
     results = []
     for index, op in enumerate(lowered):
         if progress:
             progress(index, len(lowered), op.name)
         run = replay(op.program, memory).breakdown
-        results.append(OperatorResult(op, run, operator_totals(op, run, inputs.platform),
-                                      used))
+        results.append(operator_result(op, run, inputs.platform, used))
     if progress:
         progress(len(lowered), len(lowered), "")
     return RunResult(inputs, used, reason, results)

@@ -17,7 +17,7 @@ from simulator.errors import AccsimError
 from simulator.lowering import steps as kernel
 from simulator.lowering.windows import window_elements, window_table
 from simulator.mapping import (Mapping, Tiling, check_mapping_names, merged_spec,
-                               operand_bytes, resolve_tiling)
+                               operand_bytes, operator_dtype, resolve_tiling)
 from simulator.program import TileProgram, validate_program
 from simulator.timing import DATAFLOW_CODES, ceil_div, vector_cycles
 from simulator.workload import Conv2d, Workload, is_compute
@@ -60,6 +60,7 @@ class LoweredOperator:
     name: str
     layer_type: str
     kind: str
+    dtype: str                # input dtype (energy per MAC is looked up by it)
     unit: str                 # "array" or "vector"
     tiling: Tiling
     program: TileProgram
@@ -111,7 +112,8 @@ def _fused_epilogue(op, fuse: str, g, following, platform: Platform,
 
 
 def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
-                  source: str | None = None) -> LoweredOperator:
+                  source: str | None = None,
+                  workload_source: str | None = None) -> LoweredOperator:
     """Lower a gemm or conv2d under a tiling; raise naming the numbers that overflow."""
     g = op.gemm()
     array = platform.systolic_array
@@ -120,6 +122,11 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         if tile > size:
             raise _fail(op, f"{dim} {tile} is larger than the operator's "
                         f"{dim[1].upper()} {size}", source)
+    dtype = operator_dtype(op, platform)
+    if dtype not in array.input_dtypes:
+        raise AccsimError(f"dtype {dtype} is not an input dtype of {platform.name} "
+                          f"({', '.join(array.input_dtypes)})", file=workload_source,
+                          field=f"operators.{op.name}.dtype")
     if tiling.dataflow not in array.dataflows:
         raise _fail(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
@@ -187,7 +194,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                             "weight": int(ints[kernel.B_SRAM_READ_ELEMS])},
         slots={"ifmap": a_slots, "weight": b_slots, "output": c_slots},
         live_c_tiles=live, spills=bool(spill))
-    return LoweredOperator(op.name, op.layer_type, op.kind, "array", tiling, program,
+    return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", tiling, program,
                            g.instances, op.repeat, onchip, tiling.fuse, counters)
 
 
@@ -233,12 +240,14 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
         sram_read={"ifmap": total_in, "output": total_out},
         sram_write={"ifmap": total_in, "output": total_out},
         slots={"ifmap": in_slots, "output": out_slots})
-    return LoweredOperator(op.name, op.layer_type, op.kind, "vector", tiling, program, 1,
+    return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
+                           "vector", tiling, program, 1,
                            op.repeat, onchip, None, counters)
 
 
 def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
-                   mapping_source: str | None = None) -> list[LoweredOperator]:
+                   mapping_source: str | None = None,
+                   workload_source: str | None = None) -> list[LoweredOperator]:
     """Lower every operator in order; operators absorbed by `fuse` are not emitted."""
     check_mapping_names(mapping, workload, file=mapping_source)
     lowered: list[LoweredOperator] = []
@@ -251,7 +260,8 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
         following = ops[index + 1] if index + 1 < len(ops) else None
         if is_compute(op):
             lowered.append(lower_compute(op, tiling, platform, following=following,
-                                         source=mapping_source))
+                                         source=mapping_source,
+                                         workload_source=workload_source))
             absorbed = tiling.fuse
         else:
             lowered.append(lower_vector(op, tiling, platform, source=mapping_source))
