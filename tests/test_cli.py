@@ -28,7 +28,8 @@ def test_default_run_prints_operator_and_layer_type_tables(tmp_path):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for text in ("Operators", "By layer_type", "conv3x3", "res5c_branch2b", "MFU",
-                 "mem stall", "refetch", "resnet50_b1 on tpu_v1"):
+                 "stall%", "refetch", "bottleneck", "memory-bandwidth",
+                 "resnet50_b1 on tpu_v1", "pJ per MAC"):
         assert text in out
 
 
