@@ -1,0 +1,310 @@
+"""The fast engine: a compiled (Numba, cache=True) replay of a tile program.
+
+It gives the same per-step times and breakdown as the SimPy engine (engines.des), which
+is the model of record; DESIGN.md section 3 ("Engines: times of each step" and
+"Accounting per operator") is the contract both implement. The public `run_fast`
+validates the program and calls the private kernel `_replay` with flat arrays and a few
+scalars, as stumpy does. The per-step arithmetic (service_cycles, input_stall) is
+imported from simulator.timing, so the semantics are written once.
+
+How the kernel walks time. Everything is causal: every time is a max/sum of earlier
+times, and only the off-chip server couples the load and store streams. Loads are
+requested in step order at non-decreasing times (a running max), and stores too (store
+i is requested at ve[i], which is non-decreasing), so each stream is a FIFO and the
+server only ever compares the two heads. The kernel repeats:
+  1. resolve everything whose inputs are known: 0-byte loads at the head of the load
+     FIFO, then computes in order (each needs its load usable, the previous compute's
+     end, and, when it acquires, the service end of the store that frees its slot); a
+     compute gives its vector end, its store request (a 0-byte store is resolved on the
+     spot, a store with bytes joins the store FIFO) and the request of load i + depth;
+  2. make the next server decision at t = max(server free, min(head requests) + 1),
+     serving the store head if it was requested by t - 1, else the load head.
+Why a request still unknown at step 2 cannot be eligible at t (so deciding from the
+heads alone is exact): every unknown time is, through max and non-negative sums, at
+least the service end of some transfer not yet decided. A service not yet decided starts
+at or after the server is free and at or after its own request + 1, and lasts at least
+one cycle. Take the smallest unknown request u: it is at least the end of an undecided
+service whose request r is either known, so r >= min(head requests) and u >= r + 2 >= t + 1
+when t = min + 1, or unknown, so r < u, contradicting u's minimality. And u >= server
+free + 1 = t + 1 when t = server free. So every unknown request is > t - 1, and neither
+the choice nor the start t depends on it.
+If step 1 resolves nothing and both FIFOs are empty while steps remain, the program is
+deadlocked: the kernel stops and reports the unfinished steps.
+
+What the kernel keeps when per-step times are not asked for (keep=False): no array of
+length S. It streams the breakdown totals and keeps
+  - a ring of 4 entries (MAX_DEPTH) with the request and usable time of the loads
+    between the next compute and the last requested load (at most depth of them);
+  - a ring of the next power of two >= slots entries with, per release number, the
+    service end of its store (the cycle its output slot is free; -1 while unknown) and
+    whether that store waited on the vector unit;
+  - the FIFO of stores with bytes requested but not yet served (step, request, release
+    number): a ring buffer that starts at 16 entries and doubles when full. It stays
+    within about `slots` entries for programs whose acquisitions and releases pair up
+    (each unserved release holds a slot); only releases beyond the last acquisition can
+    grow it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
+from simulator.errors import AccsimError, UnfinishedStepError
+from simulator.program import MAX_DEPTH, MemoryParams, TileProgram, validate_program
+from simulator.timing import input_stall, service_cycles
+
+# Rows of the kernel's (10, S) per-step output, in StepTimes field order.
+_LOAD_REQUEST, _LOAD_START, _LOAD_USABLE = 0, 1, 2
+_COMPUTE_START, _COMPUTE_END, _VECTOR_END = 3, 4, 5
+_STORE_REQUEST, _STORE_START, _STORE_SERVED, _STORE_COMPLETE = 6, 7, 8, 9
+_N_STEP_FIELDS = 10
+
+# Columns of the kernel's store FIFO rows.
+_Q_STEP, _Q_REQUEST, _Q_RELEASE, _Q_VECTOR = 0, 1, 2, 3
+
+# Load ring size: a power of two >= MAX_DEPTH, so `i & _LOAD_RING_MASK` replaces i % depth.
+_LOAD_RING = 4
+_LOAD_RING_MASK = _LOAD_RING - 1
+assert MAX_DEPTH <= _LOAD_RING
+
+_STORE_FIFO_START = 16
+
+
+@njit(cache=True)
+def _grow_fifo(fifo, head, tail):
+    """Copy the FIFO's live rows, oldest first, into a ring of twice the capacity."""
+    mask = fifo.shape[0] - 1
+    bigger = np.empty((2 * fifo.shape[0], fifo.shape[1]), np.int64)
+    for k in range(tail - head):
+        bigger[k, :] = fifo[(head + k) & mask, :]
+    return bigger
+
+
+@njit(cache=True)
+def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_bytes,
+            depth, slots, bytes_per_cycle, access_cycles, keep):
+    """Replay a valid tile program; return (per-step times, breakdown totals, unfinished).
+
+    Per-step times are a (10, S) int64 array in StepTimes field order when `keep`, else
+    (10, 0). Totals are an 11-entry int64 array in Breakdown field order. `unfinished`
+    counts the steps whose compute never ran (0 unless the program deadlocks).
+    """
+    n_steps = load_bytes.shape[0]
+    out = np.empty((_N_STEP_FIELDS, n_steps if keep else 0), np.int64)
+
+    # Loads between the next compute and the last requested one, indexed by step & mask.
+    load_req = np.zeros(_LOAD_RING, np.int64)
+    load_use = np.zeros(_LOAD_RING, np.int64)
+    # Per release number (masked): service end of its store, -1 while unknown.
+    rel_size = 1
+    while rel_size < slots:
+        rel_size *= 2  # a power of two so a mask replaces the modulo on every acquisition
+    rel_mask = rel_size - 1
+    rel_free = np.full(rel_size, -1, np.int64)
+    rel_vector = np.zeros(rel_size, np.bool_)
+    # Stores with bytes, requested and not yet served: a growable ring of rows.
+    fifo = np.empty((_STORE_FIFO_START, 4), np.int64)
+    q_head = 0  # both counters only grow; the row is counter & (capacity - 1)
+    q_tail = 0
+
+    next_compute = 0
+    n_requested = min(depth, n_steps)  # loads [0, n_requested) have known requests (0)
+    n_resolved = 0                     # loads [0, n_resolved) have known usable times
+    if keep:
+        for i in range(n_requested):
+            out[_LOAD_REQUEST, i] = 0
+    last_request = 0
+    server_free = 0
+    prev_end = 0
+    prev_ve = 0
+    n_acquired = 0
+    n_released = 0
+    last_complete = 0
+    busy = 0
+    fill = 0
+    stall_in = 0
+    stall_out = 0
+    stall_out_vector = 0
+    offchip_busy = 0
+    vector_busy = 0
+
+    while True:
+        # 1. Resolve what is known: 0-byte loads at the FIFO head, then computes in order.
+        while True:
+            while n_resolved < n_requested and load_bytes[n_resolved] == 0:
+                r = load_req[n_resolved & _LOAD_RING_MASK]
+                load_use[n_resolved & _LOAD_RING_MASK] = r
+                if keep:
+                    out[_LOAD_START, n_resolved] = r
+                    out[_LOAD_USABLE, n_resolved] = r
+                n_resolved += 1
+            i = next_compute
+            if i >= n_resolved:
+                break
+            slot_free = 0
+            slot_vector = False
+            if acquire[i]:
+                if n_acquired >= slots:
+                    k = (n_acquired - slots) & rel_mask
+                    slot_free = rel_free[k]
+                    if slot_free < 0:
+                        break  # the store freeing this slot is not served yet
+                    slot_vector = rel_vector[k]
+                    rel_free[k] = -1  # consumed: release n_acquired + rel_size - slots reuses it
+                n_acquired += 1
+            usable = load_use[i & _LOAD_RING_MASK]
+            start = max(usable, prev_end, slot_free)
+            end = start + compute_cycles[i]
+            busy += compute_cycles[i]
+            if i == 0:
+                fill = start
+            elif start > prev_end:
+                gap = start - prev_end
+                waited_load = input_stall(usable, start, prev_end)
+                stall_in += waited_load
+                stall_out += gap - waited_load
+                if slot_vector:
+                    stall_out_vector += gap - waited_load
+            ve = max(end, prev_ve) + vector_cycles[i]
+            vector_busy += vector_cycles[i]
+            rel_no = -1
+            if release[i]:
+                rel_no = n_released
+                n_released += 1
+            if store_bytes[i] == 0:
+                # Never touches the server: served and complete at its request.
+                last_complete = max(last_complete, ve)
+                if rel_no >= 0:
+                    rel_free[rel_no & rel_mask] = ve
+                    rel_vector[rel_no & rel_mask] = ve > end
+                if keep:
+                    out[_STORE_START, i] = ve
+                    out[_STORE_SERVED, i] = ve
+                    out[_STORE_COMPLETE, i] = ve
+            else:
+                if q_tail - q_head == fifo.shape[0]:
+                    fifo = _grow_fifo(fifo, q_head, q_tail)
+                    q_tail -= q_head
+                    q_head = 0
+                row = q_tail & (fifo.shape[0] - 1)
+                fifo[row, _Q_STEP] = i
+                fifo[row, _Q_REQUEST] = ve
+                fifo[row, _Q_RELEASE] = rel_no
+                fifo[row, _Q_VECTOR] = 1 if ve > end else 0
+                q_tail += 1
+            if keep:
+                out[_COMPUTE_START, i] = start
+                out[_COMPUTE_END, i] = end
+                out[_VECTOR_END, i] = ve
+                out[_STORE_REQUEST, i] = ve
+            j = i + depth  # the load this compute's end lets be requested
+            if j < n_steps:
+                last_request = max(last_request, end)
+                load_req[j & _LOAD_RING_MASK] = last_request
+                n_requested = j + 1
+                if keep:
+                    out[_LOAD_REQUEST, j] = last_request
+            prev_end = end
+            prev_ve = ve
+            next_compute = i + 1
+
+        # 2. The next server decision, from the heads of the two FIFOs.
+        has_store = q_tail > q_head
+        has_load = n_resolved < n_requested  # the head is a load with bytes (step 1)
+        if not has_store and not has_load:
+            break  # all done, or deadlocked if computes remain
+        store_req = fifo[q_head & (fifo.shape[0] - 1), _Q_REQUEST] if has_store else 0
+        load_r = load_req[n_resolved & _LOAD_RING_MASK] if has_load else 0
+        if has_store and has_load:
+            earliest = min(store_req, load_r)
+        elif has_store:
+            earliest = store_req
+        else:
+            earliest = load_r
+        t = max(server_free, earliest + 1)
+        if has_store and store_req <= t - 1:
+            row = q_head & (fifo.shape[0] - 1)
+            s = fifo[row, _Q_STEP]
+            q_head += 1
+            served = t + service_cycles(store_bytes[s], bytes_per_cycle)
+            offchip_busy += served - t
+            server_free = served
+            last_complete = max(last_complete, served + access_cycles)
+            rel_no = fifo[row, _Q_RELEASE]
+            if rel_no >= 0:
+                rel_free[rel_no & rel_mask] = served
+                rel_vector[rel_no & rel_mask] = fifo[row, _Q_VECTOR] != 0
+            if keep:
+                out[_STORE_START, s] = t
+                out[_STORE_SERVED, s] = served
+                out[_STORE_COMPLETE, s] = served + access_cycles
+        else:
+            li = n_resolved
+            served = t + service_cycles(load_bytes[li], bytes_per_cycle)
+            offchip_busy += served - t
+            server_free = served
+            load_use[li & _LOAD_RING_MASK] = served + access_cycles
+            if keep:
+                out[_LOAD_START, li] = t
+                out[_LOAD_USABLE, li] = served + access_cycles
+            n_resolved = li + 1
+
+    totals = np.zeros(11, np.int64)
+    unfinished = n_steps - next_compute
+    if unfinished == 0:
+        total = max(last_complete, prev_ve)
+        drain = total - prev_end
+        vector_tail = max(0, prev_ve - prev_end)
+        totals[0] = total
+        totals[1] = busy
+        totals[2] = fill
+        totals[3] = stall_in
+        totals[4] = stall_out
+        totals[5] = stall_out_vector
+        totals[6] = drain
+        totals[7] = vector_tail
+        totals[8] = drain - vector_tail
+        totals[9] = offchip_busy
+        totals[10] = vector_busy
+    return out, totals, unfinished
+
+
+def _check_memory(memory: MemoryParams) -> None:
+    """Reject memory parameters the timing formulas cannot use."""
+    if not memory.bytes_per_cycle > 0 or not np.isfinite(memory.bytes_per_cycle):
+        raise AccsimError(f"{memory.bytes_per_cycle} is not a positive finite bandwidth",
+                          file="memory", field="bytes_per_cycle")
+    if memory.latency_cycles < 0 or memory.dma_setup_cycles < 0:
+        raise AccsimError("latency and DMA setup cycles must be >= 0", file="memory",
+                          field="latency_cycles")
+
+
+def run_fast(program: TileProgram, memory: MemoryParams, *,
+             keep_steps: bool = False) -> EngineOutcome:
+    """Replay a tile program with the compiled kernel: the breakdown, and per-step times
+    when keep_steps is true (cycle-identical to engines.des).
+
+    Raises InvalidProgramError for a program that breaks a validity rule and
+    UnfinishedStepError if steps are left unfinished (a deadlock).
+    """
+    validate_program(program)
+    _check_memory(memory)
+    steps, totals, unfinished = _replay(
+        np.ascontiguousarray(program.load_bytes, dtype=np.int64),
+        np.ascontiguousarray(program.compute_cycles, dtype=np.int64),
+        np.ascontiguousarray(program.vector_cycles, dtype=np.int64),
+        np.ascontiguousarray(program.acquire, dtype=np.bool_),
+        np.ascontiguousarray(program.release, dtype=np.bool_),
+        np.ascontiguousarray(program.store_bytes, dtype=np.int64),
+        int(program.depth), int(program.slots), float(memory.bytes_per_cycle),
+        int(memory.access_cycles), bool(keep_steps),
+    )
+    if unfinished:
+        raise UnfinishedStepError(
+            f"{unfinished} of {program.steps} steps never computed: the program "
+            "deadlocked", file="tile program", field="acquire")
+    breakdown = Breakdown(*(int(v) for v in totals))
+    times = StepTimes(*steps) if keep_steps else None
+    return EngineOutcome(breakdown=breakdown, steps=times)
