@@ -16,7 +16,10 @@ from simulator.errors import AccsimError
 
 Model = TypeVar("Model", bound=BaseModel)
 
-SHIPPED_PACKAGES = {"platform": "simulator.arch_configs", "workload": "simulator.workloads"}
+# Where shipped inputs live inside the installed package: (package, sub-folder).
+SHIPPED_FOLDERS = {"platform": ("simulator.arch_configs", ""),
+                   "workload": ("simulator.workloads", ""),
+                   "mapping": ("simulator.workloads", "mappings")}
 
 
 @dataclass(frozen=True)
@@ -105,10 +108,15 @@ def load_model(path: str | Path, model: type[Model]) -> tuple[Model, Source]:
     return parse_model(source.text, model, file=source.path), source
 
 
+def shipped_folder(kind: str):
+    package, sub = SHIPPED_FOLDERS[kind]
+    folder = resources.files(package)
+    return folder / sub if sub else folder
+
+
 def shipped_names(kind: str) -> list[str]:
-    """Names of the platforms or workloads shipped inside the package."""
-    folder = resources.files(SHIPPED_PACKAGES[kind])
-    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir()
+    """Names of the platforms, workloads or mappings shipped inside the package."""
+    return sorted(p.name.removesuffix(".yaml") for p in shipped_folder(kind).iterdir()
                   if p.name.endswith(".yaml"))
 
 
@@ -118,6 +126,6 @@ def locate(name_or_path: str, kind: str) -> Path:
     if path.exists() or path.suffix in {".yaml", ".yml", ".json"} or "/" in name_or_path:
         return path
     if name_or_path in shipped_names(kind):
-        return Path(str(resources.files(SHIPPED_PACKAGES[kind]) / f"{name_or_path}.yaml"))
+        return Path(str(shipped_folder(kind) / f"{name_or_path}.yaml"))
     raise AccsimError(f"no such file, and no shipped {kind} of that name "
                       f"(shipped: {', '.join(shipped_names(kind))})", file=name_or_path)

@@ -4,13 +4,12 @@ figures of the chips and networks they model (DESIGN.md section 2)."""
 from __future__ import annotations
 
 import importlib.util
-from importlib import resources
 
 import pytest
 import yaml
 
 from simulator.config import Platform
-from simulator.loader import SHIPPED_PACKAGES, load_model, locate, shipped_names
+from simulator.loader import shipped_folder, load_model, locate, shipped_names
 from simulator.workload import Conv2d, Elementwise, Gemm, Pool, Workload, is_compute
 
 PLATFORMS = shipped_names("platform")
@@ -118,7 +117,7 @@ def _key_lines_without_source(text: str) -> list[str]:
 
 @pytest.mark.parametrize("name", PLATFORMS)
 def test_every_platform_value_cites_a_source(name):
-    text = (resources.files(SHIPPED_PACKAGES["platform"]) / f"{name}.yaml").read_text()
+    text = (shipped_folder("platform") / f"{name}.yaml").read_text()
     assert _key_lines_without_source(text) == []
 
 
@@ -188,11 +187,11 @@ def test_resnet50_total_macs():
 
 
 def test_resnet50_yaml_is_what_the_generator_writes():
-    path = resources.files(SHIPPED_PACKAGES["workload"]) / "make_resnet50.py"
+    path = shipped_folder("workload") / "make_resnet50.py"
     spec = importlib.util.spec_from_file_location("make_resnet50", str(path))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    shipped = (resources.files(SHIPPED_PACKAGES["workload"]) / "resnet50_b1.yaml")
+    shipped = (shipped_folder("workload") / "resnet50_b1.yaml")
     assert module.render(module.operators()) == shipped.read_text()
 
 
