@@ -5,6 +5,7 @@ exit status 1; results already computed are printed before any output file is wr
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -16,9 +17,12 @@ from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapping import Mapping
-from simulator.report import print_report, write_csv, write_json
+from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
+from simulator.verify import verify
 from simulator.workload import Workload
+
+SCHEMAS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
 
 DEFAULT_ARCH = "tpu_v1"
 DEFAULT_WORKLOAD = "resnet50_b1"
@@ -30,7 +34,7 @@ def load_inputs(arch: str, workload: str, mapping: str | None) -> Inputs:
     trace, workload_source = load_model(locate(workload, "workload"), Workload)
     if mapping is None:
         return Inputs(platform, trace, Mapping(), platform_source, workload_source)
-    plan, mapping_source = load_model(mapping, Mapping)
+    plan, mapping_source = load_model(locate(mapping, "mapping"), Mapping)
     return Inputs(platform, trace, plan, platform_source, workload_source, mapping_source)
 
 
@@ -60,6 +64,66 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    results = []
+    for arch in args.arch:
+        results.append(simulate(load_inputs(arch, args.workload, args.mapping),
+                                engine=args.engine))
+    Console(width=max(Console().width, 140)).print(compare_table(results))
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    outcome = verify(args.result)
+    for change in outcome.changed_sources:
+        print(f"changed input: {change}")
+    for difference in outcome.differences:
+        print(f"differs on rerun: {difference}")
+    if outcome.ok:
+        print(f"{args.result}: verified (inputs unchanged, rerun identical)")
+        return 0
+    print(f"{args.result}: NOT verified", file=sys.stderr)
+    return 1
+
+
+def _check(args: argparse.Namespace) -> int:
+    """Validate a platform, workload or mapping file, told apart by its top-level keys."""
+    from simulator.loader import parse_model, read_source
+    source = read_source(args.file)
+    kind = args.kind or _guess_kind(source.text)
+    model = parse_model(source.text, SCHEMAS[kind], file=source.path)
+    if isinstance(model, Platform):
+        array = model.systolic_array
+        detail = (f"{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} at "
+                  f"{model.clock_ghz} GHz, {model.peak_flops / 1e12:,.2f} TFLOP/s peak, "
+                  f"{model.offchip.bandwidth_gbps:g} GB/s")
+    elif isinstance(model, Workload):
+        detail = f"{len(model.operators)} operators"
+    else:
+        detail = (f"{len(model.operators)} operator and {len(model.layer_types)} "
+                  "layer_type entries")
+    print(f"{source.path}: valid {kind} ({detail})")
+    return 0
+
+
+def _guess_kind(text: str) -> str:
+    import yaml
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return "workload"  # parse_model reports the YAML error with its line
+    if isinstance(raw, dict) and "systolic_array" in raw:
+        return "platform"
+    if isinstance(raw, dict) and isinstance(raw.get("operators"), list):
+        return "workload"
+    return "mapping"
+
+
+def _schema(args: argparse.Namespace) -> int:
+    print(json.dumps(SCHEMAS[args.kind].model_json_schema(), indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="accsim", description="Cycle-approximate simulator of systolic-array ML "
@@ -74,12 +138,39 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workload", default=DEFAULT_WORKLOAD,
                      help=f"workload YAML, or a shipped name ({', '.join(shipped_names('workload'))}); "
                      f"default {DEFAULT_WORKLOAD}")
-    run.add_argument("--mapping", help="tiling plan YAML (default: the array_aligned "
-                     "heuristic for every operator)")
+    run.add_argument("--mapping", help="tiling plan YAML, or a shipped name "
+                     f"({', '.join(shipped_names('mapping'))}); default: the array_aligned "
+                     "heuristic for every operator")
     run.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
     run.set_defaults(handler=_run)
+
+    compare = commands.add_parser(
+        "compare", help="one workload on several platforms side by side")
+    compare.add_argument("--arch", action="append", required=True,
+                         help="platform YAML or shipped name; repeat for each platform")
+    compare.add_argument("--workload", default=DEFAULT_WORKLOAD)
+    compare.add_argument("--mapping")
+    compare.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    compare.set_defaults(handler=_compare)
+
+    check = commands.add_parser(
+        "check", help="validate a platform, workload or mapping file")
+    check.add_argument("file")
+    check.add_argument("--kind", choices=sorted(SCHEMAS),
+                       help="default: told apart by the file's top-level keys")
+    check.set_defaults(handler=_check)
+
+    verify_cmd = commands.add_parser(
+        "verify", help="check a result JSON: changed inputs, and a rerun from its "
+        "embedded inputs")
+    verify_cmd.add_argument("result")
+    verify_cmd.set_defaults(handler=_verify)
+
+    schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
+    schema.add_argument("kind", choices=sorted(SCHEMAS))
+    schema.set_defaults(handler=_schema)
     return parser
 
 

@@ -165,3 +165,27 @@ def write_csv(result: RunResult, path: str | Path) -> None:
             record = _operator_record(op, result)
             writer.writerow({**record, **record["totals"],
                              "bottleneck_class": op.verdict.bottleneck})
+
+
+def compare_table(results: list[RunResult]) -> Table:
+    """Platforms side by side on one workload, with ratios to the first platform."""
+    table = Table(title=f"{results[0].inputs.workload.name}: platforms compared "
+                  f"(x: ratio to {results[0].platform.name})", title_justify="left",
+                  show_edge=False, pad_edge=False)
+    for header in ("platform", "latency ms", "x", "throughput /s", "MFU%", "stall%",
+                   "energy mJ", "x", "avg W", "TFLOP/J", "x", "bottleneck"):
+        table.add_column(header, justify="left" if header in ("platform", "bottleneck")
+                         else "right", no_wrap=True)
+    base = results[0].total.derived(results[0].platform)
+    for result in results:
+        d = result.total.derived(result.platform)
+        table.add_row(
+            result.platform.name, f"{d['time_s'] * 1e3:,.3f}",
+            f"{d['time_s'] / base['time_s']:.2f}", f"{1 / d['time_s']:,.1f}",
+            f"{100 * d['mfu']:.1f}", f"{100 * d['memory_stall_fraction']:.1f}",
+            f"{d['energy_j'] * 1e3:,.3f}", f"{d['energy_j'] / base['energy_j']:.2f}",
+            f"{d['average_power_w']:,.1f}", f"{d['flops_per_joule'] / 1e12:,.3f}",
+            f"{d['flops_per_joule'] / base['flops_per_joule']:.2f}"
+            if base['flops_per_joule'] else "-",
+            dominant_bottleneck(result.operators))
+    return table

@@ -1,0 +1,93 @@
+"""Re-checking a result file (DESIGN.md section 6): have its source files changed, and
+does a rerun from the inputs embedded in it give the same result?
+
+Environment fields (library versions, accsim version, git commit) are not compared: a
+different numpy must not fail a verification, a different MODEL_VERSION must.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.loader import Source
+from simulator.mapping import Mapping
+from simulator.report import result_dict
+from simulator.simulate import Inputs, simulate
+from simulator.workload import Workload
+
+IGNORED_MANIFEST_FIELDS = ("environment", "accsim_version", "git_commit")
+INPUT_MODELS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
+
+
+@dataclass(frozen=True)
+class Verification:
+    changed_sources: list[str]   # "kind: path (reason)"
+    differences: list[str]       # JSON paths whose values differ on rerun
+
+    @property
+    def ok(self) -> bool:
+        return not self.changed_sources and not self.differences
+
+
+def comparable(result: dict) -> dict:
+    manifest = {k: v for k, v in result["manifest"].items()
+                if k not in IGNORED_MANIFEST_FIELDS}
+    return {**result, "manifest": manifest}
+
+
+def differences(old, new, path: str = "") -> list[str]:
+    """JSON paths where two decoded JSON values differ (first 20 at most)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new)):
+            if key not in old or key not in new:
+                found.append(f"{path}.{key} (present on one side only)")
+            else:
+                found += differences(old[key], new[key], f"{path}.{key}")
+        return found[:20]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        found = []
+        for index, (a, b) in enumerate(zip(old, new)):
+            found += differences(a, b, f"{path}[{index}]")
+        return found[:20]
+    return [] if old == new else [f"{path or '(root)'}: {old!r} != {new!r}"]
+
+
+def _source_change(kind: str, entry: dict) -> str | None:
+    path, sha = entry.get("path"), entry.get("sha256")
+    if path is None:
+        return None
+    try:
+        now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return f"{kind}: {path} (no longer readable)"
+    return None if now == sha else f"{kind}: {path} (sha256 changed since the run)"
+
+
+def verify(result_path: str) -> Verification:
+    try:
+        recorded = json.loads(Path(result_path).read_text())
+        manifest = recorded["manifest"]
+        embedded = manifest["inputs"]
+        models = {kind: model.model_validate(embedded[kind]["canonical"])
+                  for kind, model in INPUT_MODELS.items()}
+    except OSError as exc:
+        raise AccsimError(f"cannot read: {exc.strerror}", file=result_path) from None
+    except (ValueError, KeyError, TypeError, ValidationError) as exc:
+        raise AccsimError(f"not an accsim result file ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0]})", file=result_path) from None
+    changed = [c for kind in INPUT_MODELS if (c := _source_change(kind, embedded[kind]))]
+    sources = {kind: Source(entry["path"], entry["sha256"], "") if entry.get("path")
+               else None for kind, entry in embedded.items()}
+    inputs = Inputs(models["platform"], models["workload"], models["mapping"],
+                    sources["platform"], sources["workload"], sources["mapping"])
+    engine = manifest["engine"] if manifest["engine_reason"] == "requested" else "auto"
+    rerun = json.loads(json.dumps(result_dict(simulate(inputs, engine=engine))))
+    return Verification(changed, differences(comparable(recorded), comparable(rerun)))
