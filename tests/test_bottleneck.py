@@ -1,0 +1,120 @@
+"""Bottleneck classes: one synthetic operator per class, and the classes the shipped
+platforms give to operators whose behaviour is known (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from platforms import make_platform
+from simulator.bottleneck import CLASSES, RULES, classify
+from simulator.cli import load_inputs
+from simulator.loader import load_model, locate
+from simulator.config import Platform
+from simulator.mapping import Mapping, TilingSpec
+from simulator.simulate import Inputs, simulate
+from simulator.workload import Elementwise, Gemm, Workload
+
+FAST = dict(offchip={"bandwidth_gbps": 1e6, "latency_cycles": 0}, dma={"setup_cycles": 0})
+SLOW_FAR = dict(offchip={"bandwidth_gbps": 16.0, "latency_cycles": 100})
+OS_8 = dict(tm=8, tn=8, dataflow="os", loop_order="mnk")
+
+
+def gemm(name, m, n, k):
+    return Gemm(name=name, layer_type="x", kind="gemm", m=m, n=n, k=k)
+
+
+SYNTHETIC = {
+    # M=1 row streaming 64x256 int8 weights at 1 byte/cycle: the server never rests.
+    "memory-bandwidth": (gemm("g", 1, 64, 256), dict(dataflow="os"),
+                         dict(offchip={"bandwidth_gbps": 1.0, "latency_cycles": 0})),
+    # GELU at 4 cycles per element on 8 lanes, with memory that keeps up.
+    "vector": (Elementwise(name="g", layer_type="x", kind="elementwise", elements=100000,
+                           op="gelu"), {}, FAST),
+    # Full 8x8 folds streaming K=2048: fill 14 cycles per 2048.
+    "compute": (gemm("g", 64, 64, 2048), dict(tk=256, **OS_8), FAST),
+    # K=4: each fold streams 4 cycles after 14 of fill.
+    "array-fill": (gemm("g", 64, 64, 4), dict(tk=4, **OS_8), FAST),
+    # M=1 on 8 array rows: 7/8 of every fold is padding.
+    "mapping": (gemm("g", 1, 64, 2048), dict(tm=1, tn=8, tk=256, dataflow="os",
+                                               loop_order="mnk"), FAST),
+    # One-tile A and B buffers refetch every tile (2.4x compulsory); depth 1 and 112
+    # cycles of latency stall every step while the server idles.
+    "buffer-capacity": (gemm("g", 32, 16, 64), dict(tk=16, depth=1, **OS_8),
+                        dict(buffers={"ifmap_bytes": 128, "weight_bytes": 128}, **SLOW_FAR)),
+    # The same without the small buffers: stalls on latency alone.
+    "memory-latency": (gemm("g", 32, 16, 64), dict(tk=16, depth=1, **OS_8), SLOW_FAR),
+    # 7 of 8 rows, K=24: useful 55%, array fill 36%, padding 8%, no stalls to speak of.
+    "balanced": (gemm("g", 7, 64, 24), dict(tm=7, tn=8, tk=24, dataflow="os",
+                                             loop_order="mnk"), FAST),
+}
+
+
+def test_every_class_has_a_synthetic_operator():
+    assert set(SYNTHETIC) == set(CLASSES)
+
+
+@pytest.mark.parametrize("expected", list(SYNTHETIC))
+def test_synthetic_operator_lands_in_its_class(expected):
+    op, spec, platform_overrides = SYNTHETIC[expected]
+    platform = make_platform(**platform_overrides)
+    mapping = Mapping(operators={op.name: TilingSpec(**spec)})
+    result = simulate(Inputs(platform, Workload(name="w", operators=[op]), mapping))
+    verdict = result.operators[0].verdict
+    assert verdict.bottleneck == expected, verdict.as_dict()
+    # The evidence lists every rule tried, in precedence order, ending at the verdict.
+    tried = [rule["class"] for rule in verdict.as_dict()["rules_tried"]]
+    assert tried == list(CLASSES[:len(tried)])
+    if expected != "balanced":
+        assert tried[-1] == expected and verdict.evidence[-1]["held"]
+        assert not any(rule["held"] for rule in verdict.evidence[:-1])
+
+
+def test_precedence_is_the_table_order():
+    # Metrics meeting every rule land in the first one.
+    everything = {"offchip_busy_fraction": 0.9, "vector_busy_fraction": 0.9,
+                  "useful_fraction": 0.9, "array_fill_fraction": 0.9,
+                  "padding_fraction": 0.9, "refetch_ratio": 3.0,
+                  "memory_stall_fraction": 0.9}
+    assert classify(everything).bottleneck == RULES[0][0] == "memory-bandwidth"
+    assert classify({**everything, "offchip_busy_fraction": 0.1}).bottleneck == "vector"
+
+
+def one_gemm(m, n, k) -> Workload:
+    return Workload(name="w", operators=[gemm("g", m, n, k)])
+
+
+def shipped(name: str) -> Platform:
+    return load_model(locate(name, "platform"), Platform)[0]
+
+
+def verdict_on(platform_name: str, workload: Workload) -> str:
+    result = simulate(Inputs(shipped(platform_name), workload, Mapping()))
+    return result.operators[0].verdict.bottleneck
+
+
+def test_large_gemm_is_compute_bound_on_tpu_v5e_like():
+    assert verdict_on("tpu_v5e_like", one_gemm(2048, 2048, 2048)) == "compute"
+
+
+def test_batch_1_gemm_is_bandwidth_bound_on_tpu_v1_and_fill_bound_on_v5e():
+    # 2048x2048 weights and a single row: TPU v1 streams 4 MiB at 34 GB/s; TPU v5e's
+    # 819 GB/s keeps up, so each weight tile's fold fill (766 cycles for T = 1) shows.
+    workload = one_gemm(1, 2048, 2048)
+    assert verdict_on("tpu_v1", workload) == "memory-bandwidth"
+    assert verdict_on("tpu_v5e_like", workload) == "array-fill"
+
+
+def test_resnet50_on_tpu_v1_first_stage_not_memory_bound_last_stage_is():
+    result = simulate(load_inputs("tpu_v1", "resnet50_b1", None))
+    verdicts = {op.lowered.name: op for op in result.operators}
+    first_stage = [op for name, op in verdicts.items()
+                   if name.startswith("res2") and op.lowered.layer_type == "conv3x3"]
+    last_stage = [op for name, op in verdicts.items()
+                  if name.startswith("res5") and op.lowered.layer_type == "conv3x3"]
+    assert len(first_stage) == len(last_stage) == 3
+    for op in first_stage:
+        # Activations stay in the unified buffer: no off-chip traffic for A or C.
+        assert op.lowered.onchip_home
+        assert not op.verdict.bottleneck.startswith("memory"), op.verdict.as_dict()
+    for op in last_stage:
+        assert op.verdict.bottleneck == "memory-bandwidth", op.verdict.as_dict()
