@@ -17,8 +17,10 @@ from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapping import Mapping
+from simulator.plots import write_breakdown_plot
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
+from simulator.trace import write_trace
 from simulator.verify import verify
 from simulator.workload import Workload
 
@@ -54,7 +56,8 @@ def _run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     print_report(result, Console(width=max(Console().width, 180)))
     print(f"simulated {len(result.operators)} operators in {elapsed:.2f} s wall")
-    for path, writer in ((args.json, write_json), (args.csv, write_csv)):
+    for path, writer in ((args.json, write_json), (args.csv, write_csv),
+                         (args.trace, write_trace), (args.plot, write_breakdown_plot)):
         if path:
             try:
                 writer(result, path)
@@ -144,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
+    run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "
+                     "(JSON) of every tile transfer and computation")
+    run.add_argument("--plot", metavar="PATH", help="write a PNG of cycles by layer_type")
     run.set_defaults(handler=_run)
 
     compare = commands.add_parser(

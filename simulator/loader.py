@@ -109,8 +109,13 @@ def load_model(path: str | Path, model: type[Model]) -> tuple[Model, Source]:
 
 
 def shipped_folder(kind: str):
+    """The folder of shipped inputs of a kind: package data when installed, else (code
+    imported straight from a source checkout) the top-level folder it is built from."""
     package, sub = SHIPPED_FOLDERS[kind]
-    folder = resources.files(package)
+    try:
+        folder = resources.files(package)
+    except ModuleNotFoundError:
+        folder = Path(__file__).resolve().parent.parent / package.rsplit(".", 1)[1]
     return folder / sub if sub else folder
 
 

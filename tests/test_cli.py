@@ -122,3 +122,22 @@ def test_unwritable_output_keeps_the_printed_result(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "gemm_4096 on tpu_v1" in captured.out
     assert f"{target}: cannot write" in captured.err
+
+
+def test_trace_and_plot_files(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(GEMM_WORKLOAD)
+    trace, plot = tmp_path / "t.json", tmp_path / "p.png"
+    assert main(["run", "--arch", "edge_32x32", "--workload", str(workload),
+                 "--trace", str(trace), "--plot", str(plot)]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    computes = [e for e in slices if e["name"] == "gemm"]
+    operators = [e for e in slices if e["tid"] == 0]
+    assert len(operators) == 1 and operators[0]["name"] == "g"
+    # Every step computes once, inside the operator's span, never overlapping.
+    ends = [e["ts"] + e["dur"] for e in computes]
+    assert all(a <= b["ts"] + 1e-9 for a, b in zip(ends, computes[1:]))
+    assert ends[-1] <= operators[0]["ts"] + operators[0]["dur"] + 1e-9
+    assert {e["name"] for e in slices} >= {"load", "store", "gemm", "g"}
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
