@@ -88,6 +88,10 @@ class Totals:
             "array_fill_fraction": self.fill_array_cycles / cycles,
             "refetch_ratio": self.offchip_bytes / self.compulsory_bytes
             if self.compulsory_bytes else 0.0,
+            "arithmetic_intensity": self.model_flops / self.compulsory_bytes
+            if self.compulsory_bytes else 0.0,
+            "machine_balance": platform.peak_flops / (platform.offchip.bandwidth_gbps * 1e9),
+            "roofline_fraction": self.roofline_bound_cycles / cycles,
             "offchip_busy_fraction": self.offchip_busy_cycles / cycles,
             "vector_busy_fraction": self.vector_unit_busy_cycles / cycles,
             "energy_j": energy_j,
