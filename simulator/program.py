@@ -9,13 +9,18 @@ C lives on chip).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from numbers import Integral, Real
 
 import numpy as np
 
-from simulator.errors import InvalidProgramError
+from simulator.errors import AccsimError, InvalidProgramError
 
 MAX_DEPTH = 4
+# Steps per block when validate_program checks partial-sum reloads (bounds its scratch
+# memory to a few MiB on programs of millions of steps).
+_RELOAD_CHECK_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,25 @@ class MemoryParams:
     def access_cycles(self) -> int:
         """Latency L' from service end to usable (load) or complete (store)."""
         return self.latency_cycles + self.dma_setup_cycles
+
+
+def validate_memory(memory: MemoryParams, *, source: str = "memory") -> None:
+    """Raise AccsimError naming the first memory parameter the timing model cannot use.
+
+    Both engines call this before replaying: the bandwidth must be a positive finite
+    number (service cycles are ceil(bytes / bandwidth)), and the latency and DMA setup
+    non-negative integers (they are added to integer cycles).
+    """
+    bandwidth = memory.bytes_per_cycle
+    if (not isinstance(bandwidth, Real) or isinstance(bandwidth, bool)
+            or not bandwidth > 0 or not math.isfinite(bandwidth)):
+        raise AccsimError(f"{bandwidth!r} is not a positive finite bandwidth",
+                          file=source, field="bytes_per_cycle")
+    for name in ("latency_cycles", "dma_setup_cycles"):
+        value = getattr(memory, name)
+        if not isinstance(value, Integral) or isinstance(value, bool) or value < 0:
+            raise AccsimError(f"{value!r} is not a non-negative integer number of cycles",
+                              file=source, field=name)
 
 
 @dataclass(frozen=True)
@@ -134,9 +158,18 @@ def validate_program(program: TileProgram, *, source: str = "tile program") -> N
             fail("acquire", f"acquisition {n + program.slots} at step {int(waits[n])} waits "
                  f"for the release at step {int(freed_by[n])}, which is not before it "
                  f"({program.slots} slots): deadlock")
-    reloads = np.flatnonzero(program.reload_of >= 0)
-    for i in reloads:
-        j = int(program.reload_of[i])
-        if j >= i or not program.release[j]:
-            fail("reload_of", f"step {int(i)} reloads partial sums from step {j}, which is "
-                 "not an earlier releasing step")
+    # Vectorized, block by block: a Python loop over reloads took seconds on spilling
+    # programs of millions of steps, and one pass would hold several S-long arrays.
+    for begin in range(0, steps, _RELOAD_CHECK_BLOCK):
+        block = program.reload_of[begin:begin + _RELOAD_CHECK_BLOCK]
+        reloads = np.flatnonzero(block >= 0)
+        if reloads.size == 0:
+            continue
+        sources = block[reloads]
+        reloads += begin
+        bad = sources >= reloads
+        bad |= ~program.release[np.where(bad, 0, sources)]  # index only earlier steps
+        if bad.any():
+            n = int(np.argmax(bad))
+            fail("reload_of", f"step {int(reloads[n])} reloads partial sums from step "
+                 f"{int(sources[n])}, which is not an earlier releasing step")

@@ -18,7 +18,7 @@ from simulator.engines import fast
 from simulator.engines.fast import run_fast
 from simulator.engines.outcome import Breakdown, EngineOutcome
 from simulator.errors import AccsimError, InvalidProgramError, UnfinishedStepError
-from simulator.program import MemoryParams, make_program
+from simulator.program import MemoryParams, make_program, validate_program
 from strategies import memory_params, tile_programs
 
 DIFFERENTIAL = settings(max_examples=300, deadline=None,
@@ -207,6 +207,33 @@ def test_invalid_programs_are_rejected(change, field) -> None:
     with pytest.raises(InvalidProgramError) as error:
         run_fast(program, WORKED_MEMORY)
     assert error.value.field == field
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 4, 1 << 20])
+@pytest.mark.parametrize("reloads, bad_step, bad_source", [
+    ({4: 2, 9: 8}, None, None),                   # valid: earlier releasing steps
+    ({4: 2, 6: 3}, 6, 3),                         # step 3 does not release
+    ({5: 5}, 5, 5),                               # not an earlier step
+    ({8: 9, 6: 3, 2: 1}, 6, 3),                   # the first offending step is named
+])
+def test_reload_check_names_the_first_bad_reload_in_any_block_size(
+        monkeypatch, block, reloads, bad_step, bad_source) -> None:
+    # validate_program checks reloads block by block; the verdict and the step it names
+    # must not depend on where the blocks split the program.
+    monkeypatch.setattr("simulator.program._RELOAD_CHECK_BLOCK", block)
+    holds = [1, 1, 1, 0, 1, 1, 1, 1, 1, 1]        # step 3 neither acquires nor releases
+    reload_of = [-1] * len(holds)
+    for step, source in reloads.items():
+        reload_of[step] = source
+    program = make_program([64] * 10, [5] * 10, None, holds, holds, None, reload_of,
+                           depth=1, slots=1)
+    if bad_step is None:
+        validate_program(program)
+        return
+    with pytest.raises(InvalidProgramError, match=f"step {bad_step} reloads partial sums "
+                       f"from step {bad_source}, which") as error:
+        validate_program(program)
+    assert error.value.field == "reload_of"
 
 
 @pytest.mark.parametrize("memory", [

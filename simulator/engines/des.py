@@ -22,7 +22,7 @@ import simpy
 
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
-from simulator.program import MemoryParams, TileProgram, validate_program
+from simulator.program import MemoryParams, TileProgram, validate_memory, validate_program
 from simulator.timing import input_stall, service_cycles
 
 NOT_YET = -1  # cycle of an event that has not happened
@@ -276,8 +276,14 @@ class StoreDma:
 
 def run_des(program: TileProgram, memory: MemoryParams, *,
             keep_steps: bool = False) -> EngineOutcome:
-    """Replay a tile program on the SimPy model; per-step times only if keep_steps."""
+    """Replay a tile program on the SimPy model; per-step times only if keep_steps.
+
+    Raises InvalidProgramError for a program that breaks a validity rule, AccsimError for
+    memory parameters validate_memory rejects, and UnfinishedStepError if steps are left
+    unfinished (a deadlock).
+    """
     validate_program(program)
+    validate_memory(memory)
     env = simpy.Environment()
     server = OffchipMemory(env, memory.bytes_per_cycle)
     compute_ends = Milestones(env, program.steps)

@@ -51,8 +51,9 @@ import numpy as np
 from numba import njit
 
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
-from simulator.errors import AccsimError, UnfinishedStepError
-from simulator.program import MAX_DEPTH, MemoryParams, TileProgram, validate_program
+from simulator.errors import UnfinishedStepError
+from simulator.program import (MAX_DEPTH, MemoryParams, TileProgram, validate_memory,
+                               validate_program)
 from simulator.timing import input_stall, service_cycles
 
 # Rows of the kernel's (10, S) per-step output, in StepTimes field order.
@@ -271,26 +272,17 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     return out, totals, unfinished
 
 
-def _check_memory(memory: MemoryParams) -> None:
-    """Reject memory parameters the timing formulas cannot use."""
-    if not memory.bytes_per_cycle > 0 or not np.isfinite(memory.bytes_per_cycle):
-        raise AccsimError(f"{memory.bytes_per_cycle} is not a positive finite bandwidth",
-                          file="memory", field="bytes_per_cycle")
-    if memory.latency_cycles < 0 or memory.dma_setup_cycles < 0:
-        raise AccsimError("latency and DMA setup cycles must be >= 0", file="memory",
-                          field="latency_cycles")
-
-
 def run_fast(program: TileProgram, memory: MemoryParams, *,
              keep_steps: bool = False) -> EngineOutcome:
     """Replay a tile program with the compiled kernel: the breakdown, and per-step times
     when keep_steps is true (cycle-identical to engines.des).
 
-    Raises InvalidProgramError for a program that breaks a validity rule and
-    UnfinishedStepError if steps are left unfinished (a deadlock).
+    Raises InvalidProgramError for a program that breaks a validity rule, AccsimError for
+    memory parameters validate_memory rejects, and UnfinishedStepError if steps are left
+    unfinished (a deadlock).
     """
     validate_program(program)
-    _check_memory(memory)
+    validate_memory(memory)
     steps, totals, unfinished = _replay(
         np.ascontiguousarray(program.load_bytes, dtype=np.int64),
         np.ascontiguousarray(program.compute_cycles, dtype=np.int64),
