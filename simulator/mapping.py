@@ -3,10 +3,16 @@ registry that fills in whatever a plan leaves open (DESIGN.md section 2, Mapping
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import importlib
+import importlib.util
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from importlib import metadata
 from itertools import permutations
+from pathlib import Path
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from simulator.config import DTYPE_BYTES, Dataflow, Platform, Strict
@@ -18,6 +24,9 @@ from simulator.workload import Workload, is_compute
 LOOP_ORDERS = tuple("".join(p) for p in permutations("mnk"))
 DEFAULT_HEURISTIC = "array_aligned"
 DEFAULT_DEPTH = 2
+# Entry-point group through which installed packages offer heuristics by name.
+ENTRY_POINT_GROUP = "accsim.heuristics"
+DIMS = "mnk"
 
 
 class TilingSpec(Strict):
@@ -72,6 +81,28 @@ class Tiling:
     fuse: str | None = None
     heuristic: str = DEFAULT_HEURISTIC
 
+    def sort_key(self) -> tuple:
+        """The canonical order of tilings (the mapper's last tie-break): tile sizes,
+        then loop order, dataflow, depth and fusion; the heuristic name is not part of
+        a tiling's identity."""
+        return (self.tm, self.tn, self.tk, self.loop_order, self.dataflow, self.depth,
+                self.fuse or "")
+
+    def spec(self, *, vector: bool = False) -> TilingSpec:
+        """This tiling as a plan entry (every field explicit)."""
+        if vector:
+            return TilingSpec(rows_per_tile=self.tm, depth=self.depth)
+        return TilingSpec(tm=self.tm, tn=self.tn, tk=self.tk, loop_order=self.loop_order,
+                          dataflow=self.dataflow, depth=self.depth, fuse=self.fuse)
+
+    def describe(self, *, vector: bool = False) -> str:
+        """One short line, e.g. `256x64x576 mnk ws d2`."""
+        if vector:
+            return f"{self.tm} rows d{self.depth}"
+        fused = f" +{self.fuse}" if self.fuse else ""
+        return (f"{self.tm}x{self.tn}x{self.tk} {self.loop_order} {self.dataflow} "
+                f"d{self.depth}{fused}")
+
 
 Heuristic = Callable[..., Tiling]
 _HEURISTICS: dict[str, Heuristic] = {}
@@ -85,12 +116,80 @@ def register(name: str) -> Callable[[Heuristic], Heuristic]:
     return add
 
 
-def heuristic(name: str) -> Heuristic:
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    """Heuristics offered by installed packages, by entry-point name."""
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known_heuristics() -> list[str]:
+    """Names that `heuristic` resolves without a `module:function` path."""
+    return sorted(set(_HEURISTICS) | set(_entry_points()))
+
+
+def _load_file(path: Path):
+    spec = importlib.util.spec_from_file_location(f"accsim_user_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.lru_cache(maxsize=None)  # a user file is executed once per process
+def _import_function(name: str) -> Heuristic:
+    """`module:function` or `path/to/file.py:function`, imported on first use. A module
+    not importable is also looked for as a file in the working directory, as `python -m`
+    would find it."""
+    module_name, _, attr = name.rpartition(":")
+    if not module_name or not attr:
+        raise AccsimError(f"heuristic {name!r} is not of the form module:function",
+                          field="heuristic")
+    as_file = Path(module_name) if module_name.endswith(".py") \
+        else Path(module_name.replace(".", "/") + ".py")
     try:
-        return _HEURISTICS[name]
-    except KeyError:
-        raise AccsimError(f"unknown heuristic {name!r} (known: "
-                          f"{', '.join(sorted(_HEURISTICS))})", field="heuristic") from None
+        if module_name.endswith(".py"):
+            if not as_file.is_file():
+                raise AccsimError(f"heuristic {name!r}: no file {module_name}",
+                                  field="heuristic")
+            module = _load_file(as_file)
+        else:
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name != module_name.split(".")[0] or not as_file.is_file():
+                    raise
+                module = _load_file(as_file)
+    except AccsimError:
+        raise
+    except Exception as exc:  # the user's module failed to import: say so, on one line
+        raise AccsimError(f"heuristic {name!r}: cannot import {module_name} "
+                          f"({type(exc).__name__}: {exc})", field="heuristic") from None
+    func = getattr(module, attr, None)
+    if not callable(func):
+        raise AccsimError(f"heuristic {name!r}: {module_name} has no function {attr!r}",
+                          field="heuristic")
+    return func
+
+
+def heuristic(name: str) -> Heuristic:
+    """The heuristic of a registered name, an `accsim.heuristics` entry point, or a
+    `module:function`; an unknown name errors with the list of known names."""
+    found = _HEURISTICS.get(name)
+    if found is not None:
+        return found
+    if ":" in name:
+        return _import_function(name)
+    else:
+        entry = _entry_points().get(name)
+        if entry is None:
+            raise AccsimError(f"unknown heuristic {name!r} (known: "
+                              f"{', '.join(known_heuristics())}; or module:function)",
+                              field="heuristic")
+        try:
+            func = entry.load()
+        except Exception as exc:
+            raise AccsimError(f"heuristic {name!r}: entry point {entry.value} failed to "
+                              f"load ({type(exc).__name__}: {exc})",
+                              field="heuristic") from None
+    return func
 
 
 def operator_dtype(op, platform: Platform) -> str:
@@ -108,11 +207,33 @@ def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
             DTYPE_BYTES[array.output_dtype])
 
 
+def a_tile_bound(op, tm, tk):
+    """Elements an A tile of tm x tk can move at most: its im2col size, widened for a
+    conv by the bounding-rectangle rule of lowering.windows (a channel's partial k range
+    counts whole kernel rows: at most kw - 1 positions more at each of its ends, and a
+    tile has at most two partial channels), so it may exceed the im2col size."""
+    if hasattr(op, "kw"):
+        return tm * (tk + 4 * (op.kw - 1))
+    return tm * tk
+
+
 def _balanced(total: int, cap: int) -> int:
     """The smallest tile size with the same tile count as `cap`, so edge tiles are not
     slivers."""
     cap = max(1, min(total, cap))
     return ceil_div(total, ceil_div(total, cap))
+
+
+def vector_rows_tiling(op, platform: Platform, depth: int) -> Tiling:
+    """A vector operator's tiling: as many rows per tile as let `depth` tiles of its
+    input and of its output fit their buffers, balanced so the last tile is no sliver."""
+    buffers = platform.buffers
+    e = operand_bytes(op, platform)[0]
+    shape = op.vector()
+    per_row = max(ceil_div(shape.input_elements, shape.rows),
+                  ceil_div(shape.output_elements, shape.rows)) * e
+    rows = min(buffers.ifmap_bytes, buffers.output_bytes) // (depth * per_row)
+    return Tiling(_balanced(shape.rows, rows), 1, 1, "mnk", "os", depth)
 
 
 @register("array_aligned")
@@ -122,11 +243,7 @@ def array_aligned(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     buffers = platform.buffers
     e, acc, _ = operand_bytes(op, platform)
     if not is_compute(op):
-        shape = op.vector()
-        per_row = max(ceil_div(shape.input_elements, shape.rows),
-                      ceil_div(shape.output_elements, shape.rows)) * e
-        rows = min(buffers.ifmap_bytes, buffers.output_bytes) // (depth * per_row)
-        return Tiling(_balanced(shape.rows, rows), 1, 1, "mnk", "os", depth)
+        return vector_rows_tiling(op, platform, depth)
     g = op.gemm()
     rows, cols = platform.systolic_array.rows, platform.systolic_array.cols
     if dataflow == "os":
@@ -141,6 +258,256 @@ def array_aligned(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     tm = min(g.m, cols)
     tn = min(buffers.weight_bytes // (depth * tk * e), buffers.output_bytes // (depth * tm * acc))
     return Tiling(tm, _balanced(g.n, tn), tk, "mnk", dataflow, depth)
+
+
+def _largest_fitting(total: int, unit: int, fits: Callable[[int], bool]) -> int:
+    """The largest tile size that fits: a multiple of `unit` below `total` or `total`
+    itself, balanced so the edge tile is no sliver; 1 if even `unit` does not fit."""
+    best = 0
+    for size in [total] + list(range(unit * (total // unit), 0, -unit)):
+        if size <= total and fits(size):
+            best = size
+            break
+    if best == 0:
+        best = max(1, min(total, unit))
+        while best > 1 and not fits(best):
+            best //= 2
+    return _balanced(total, best)
+
+
+@register("os_k_inner")
+def os_k_inner(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
+    """Output stationary with k innermost: the C tile stays on the array while the whole
+    reduction streams through it (tk = K when A and B tiles of one array fold allow),
+    then the C tile grows in array multiples, n first, while `depth` tiles of every
+    operand fit their buffers, so A and B are refetched fewer times. Ignores `dataflow`
+    (it is always os); vector operators get array_aligned's row tiles."""
+    if not is_compute(op):
+        return vector_rows_tiling(op, platform, depth)
+    array = platform.systolic_array
+    if "os" not in array.dataflows:
+        raise AccsimError(f"heuristic os_k_inner needs the os dataflow, which "
+                          f"{platform.name} does not support "
+                          f"({', '.join(array.dataflows)})", field="heuristic")
+    buffers = platform.buffers
+    e, acc, _ = operand_bytes(op, platform)
+    g = op.gemm()
+    tm, tn = min(g.m, array.rows), min(g.n, array.cols)
+
+    def a_fits(tm_: int, tk_: int) -> bool:
+        return depth * a_tile_bound(op, tm_, tk_) * e <= buffers.ifmap_bytes
+
+    def b_fits(tk_: int, tn_: int) -> bool:
+        return depth * tk_ * tn_ * e <= buffers.weight_bytes
+
+    def c_fits(tm_: int, tn_: int) -> bool:
+        return depth * tm_ * tn_ * acc <= buffers.output_bytes
+
+    tk = _largest_fitting(g.k, array.rows, lambda t: a_fits(tm, t) and b_fits(t, tn))
+    tn = _largest_fitting(g.n, array.cols, lambda t: b_fits(tk, t) and c_fits(tm, t)
+                          or t <= min(g.n, array.cols))
+    tm = _largest_fitting(g.m, array.rows, lambda t: a_fits(t, tk) and c_fits(t, tn)
+                          or t <= min(g.m, array.rows))
+    return Tiling(tm, tn, tk, "mnk", "os", depth)
+
+
+@register("min_offchip")
+def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
+    """Minimum off-chip bytes under the buffer budget: over tile sizes from the array
+    multiples and divisors of each dim (`dim_candidates`) and every loop order, the
+    tiling whose `depth` tiles of each operand fit their buffers (a conv's A tile counted
+    as `a_tile_bound`, an upper bound of its window) and whose estimated off-chip
+    traffic (`offchip_estimate`: LRU reuse by loop order and slots, partial-sum spills)
+    is least; ties go to fewer array cycles (`array_busy_cycles`), then fewer steps,
+    then the canonical order. Vector operators get array_aligned's row tiles."""
+    if not is_compute(op):
+        return vector_rows_tiling(op, platform, depth)
+    array = platform.systolic_array
+    g = op.gemm()
+    e, acc, out = operand_bytes(op, platform)
+    units = (array.rows, array.cols)
+    tm, tn, tk, order = _grid([dim_candidates(g.m, units), dim_candidates(g.n, units),
+                               dim_candidates(g.k, units), range(len(LOOP_ORDERS))])
+    buffers = platform.buffers
+    fits = ((depth * a_tile_bound(op, tm, tk) * e <= buffers.ifmap_bytes)
+            & (depth * tk * tn * e <= buffers.weight_bytes)
+            & (depth * tm * tn * acc <= buffers.output_bytes))
+    if not fits.any():  # nothing fits: let lowering report array_aligned's overflow
+        return array_aligned(op, platform, depth, dataflow)
+    tm, tn, tk, order = tm[fits], tn[fits], tk[fits], order[fits]
+    traffic = offchip_estimate(op, platform, tm, tn, tk, order)
+    busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
+                             array.cols)
+    steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
+    order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]
+    pick = np.lexsort((order_rank, tk, tn, tm, steps, busy, traffic))[0]
+    return Tiling(int(tm[pick]), int(tn[pick]), int(tk[pick]), LOOP_ORDERS[order[pick]],
+                  dataflow, depth)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of n, ascending."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def dim_candidates(size: int, units: Iterable[int]) -> list[int]:
+    """Tile sizes worth trying for a dim of `size`: its divisors, the multiples of each
+    array dimension in `units` below it, and the whole dim; ascending."""
+    values = set(divisors(size))
+    for unit in set(units):
+        values.update(range(unit, size, unit))
+    values.add(size)
+    return sorted(values)
+
+
+def _grid(axes: list) -> list[np.ndarray]:
+    """The cartesian product of value lists, as flat int64 arrays (first axis slowest)."""
+    mesh = np.meshgrid(*[np.asarray(list(a), dtype=np.int64) for a in axes], indexing="ij")
+    return [m.ravel() for m in mesh]
+
+
+def _axis_folds(size: int, tile: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
+    """Over the tiles of one dim: (sum of ceil(tile size / unit), count of tiles no
+    larger than unit)."""
+    full, rem = size // tile, size % tile
+    edge = rem > 0
+    folds = full * -(-tile // unit) + edge * -(-rem // unit)
+    single = full * (tile <= unit) + (edge & (rem <= unit))
+    return folds, single
+
+
+def _loop_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Indexed [order, m has >1 tile, n has >1 tile, k has >1 tile]: the innermost dim
+    with more than one tile (DIMS index, -1 if none), and a code of the loop order over
+    those dims alone (equal codes: the same sequence of steps)."""
+    inner = np.full((len(LOOP_ORDERS), 2, 2, 2), -1, dtype=np.int64)
+    code = np.zeros((len(LOOP_ORDERS), 2, 2, 2), dtype=np.int64)
+    for index, name in enumerate(LOOP_ORDERS):
+        for flags in np.ndindex(2, 2, 2):
+            kept = [DIMS.index(d) for d in name if flags[DIMS.index(d)]]
+            inner[(index, *flags)] = kept[-1] if kept else -1
+            for dim in kept:
+                code[(index, *flags)] = code[(index, *flags)] * 4 + dim + 1
+    return inner, code
+
+
+INNERMOST, EFFECTIVE_ORDER = _loop_tables()
+
+
+def loop_tables_index(m: int, n: int, k: int, tm, tn, tk, order) -> tuple:
+    """Index into INNERMOST / EFFECTIVE_ORDER for (broadcastable) tilings."""
+    tm, tn, tk, order = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk, order))
+    return (order, (-(-m // tm) > 1).astype(np.int64), (-(-n // tn) > 1).astype(np.int64),
+            (-(-k // tk) > 1).astype(np.int64))
+
+
+def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
+                      rows: int, cols: int) -> np.ndarray:
+    """The array's busy cycles of one GEMM instance under tilings, in closed form: the
+    sum of the compute cycles the lowering emits (tests check equality). tm, tn, tk and
+    order (indices into LOOP_ORDERS) broadcast against each other.
+
+    The stationary operand's tile fixes the folds (os: C, ws: B, is: A); every step pays
+    folds x T, and a fold fill unless it is single-fold and continues the previous
+    step's stationary tile. Consecutive steps share that tile only while the streamed
+    dim's loop is the innermost one with more than one tile; then each stationary tile
+    fills once, else every step fills.
+    """
+    tm, tn, tk = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk))
+    counts = {"m": -(-m // tm), "n": -(-n // tn), "k": -(-k // tk)}
+    if dataflow == "os":
+        (rf, rs), (cf, cs), streamed, total = (_axis_folds(m, tm, rows),
+                                               _axis_folds(n, tn, cols), "k", k)
+        fill = rows + cols - 2
+    elif dataflow == "ws":
+        (rf, rs), (cf, cs), streamed, total = (_axis_folds(k, tk, rows),
+                                               _axis_folds(n, tn, cols), "m", m)
+        fill = 2 * rows + cols - 2
+    else:
+        (rf, rs), (cf, cs), streamed, total = (_axis_folds(k, tk, rows),
+                                               _axis_folds(m, tm, cols), "n", n)
+        fill = 2 * rows + cols - 2
+    folds = rf * cf           # summed over stationary tiles
+    singles = rs * cs         # stationary tiles of one fold
+    n_streamed = counts[streamed]
+    inner = INNERMOST[loop_tables_index(m, n, k, tm, tn, tk, order)]
+    runs = np.where((inner == DIMS.index(streamed)) | (inner < 0), 1, n_streamed)
+    return folds * total + fill * ((folds - singles) * n_streamed + singles * runs)
+
+
+def _flat(*values) -> list[np.ndarray]:
+    """Scalars or arrays as int64 arrays of one common 1-D shape."""
+    arrays = np.broadcast_arrays(*[np.atleast_1d(np.asarray(v, dtype=np.int64))
+                                   for v in values])
+    return [a.ravel() for a in arrays]
+
+
+def _inside(order_name: str, dim: str) -> str:
+    return order_name[order_name.index(dim) + 1:]
+
+
+def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
+    """Estimated off-chip bytes of one instance under tilings (the min_offchip model).
+
+    Each operand's tiles are indexed by two dims; the third is its reuse dim (A: n,
+    B: m, C: k). A tile is fetched once if its reuse dim has one tile, or if the tiles
+    of its own dims inside the reuse loop fit its buffer's slots (LRU keeps them between
+    uses); otherwise once per tile of the reuse dim. C moves once as outputs unless the
+    live C tiles exceed its slots with k not innermost, when partial sums spill and
+    reload on every k step. A conv's A is counted as its input tensor (halos ignored).
+    Operands that live in the on-chip activation memory move nothing.
+    """
+    g = op.gemm()
+    e, acc, out = operand_bytes(op, platform)
+    buffers = platform.buffers
+    tm, tn, tk, order = _flat(tm, tn, tk, order)
+    counts = {"m": -(-g.m // tm), "n": -(-g.n // tn), "k": -(-g.k // tk)}
+    if hasattr(op, "cin"):
+        a_bytes = op.batch * op.h * op.w * (op.cin // op.groups) * e
+        input_bytes = a_bytes * op.groups
+    else:
+        a_bytes = g.m * g.k * e
+        input_bytes = a_bytes * g.instances
+    capacity = platform.activation_memory_bytes
+    output_bytes = g.m * g.n * out * g.instances
+    onchip = capacity is not None and input_bytes + output_bytes <= capacity
+    slots = {"a": buffers.ifmap_bytes // (tm * tk * e),
+             "b": buffers.weight_bytes // (tk * tn * e),
+             "c": buffers.output_bytes // (tm * tn * acc)}
+    total = np.zeros(tm.shape, dtype=np.int64)
+    for index, name in enumerate(LOOP_ORDERS):
+        chosen = order == index
+        if not chosen.any():
+            continue
+        moved = np.zeros(chosen.sum(), dtype=np.int64)
+        for operand, own, reuse, base in (("a", "mk", "n", a_bytes),
+                                          ("b", "kn", "m", g.k * g.n * e)):
+            if operand == "a" and onchip:
+                continue
+            inner = np.ones(chosen.sum(), dtype=np.int64)
+            for dim in _inside(name, reuse):
+                inner = inner * counts[dim][chosen]
+            refetch = np.where((counts[reuse][chosen] == 1)
+                               | (inner <= slots[operand][chosen]), 1,
+                               counts[reuse][chosen])
+            moved += base * refetch
+        if not onchip:
+            live = np.ones(chosen.sum(), dtype=np.int64)
+            for dim in _inside(name, "k"):
+                live = live * counts[dim][chosen]
+            spill = slots["c"][chosen] < live
+            nk = counts["k"][chosen]
+            moved += g.m * g.n * out + spill * 2 * g.m * g.n * acc * (nk - 1)
+        total[chosen] = moved
+    return total
 
 
 def merged_spec(mapping: Mapping, op) -> TilingSpec:
@@ -173,11 +540,30 @@ def resolve_tiling(op, spec: TilingSpec, platform: Platform) -> Tiling:
     depth = spec.depth or DEFAULT_DEPTH
     dataflow = spec.dataflow or platform.systolic_array.default_dataflow
     base = heuristic(name)(op, platform, depth, dataflow)
+    _check_heuristic_tiling(name, op, base)
     overrides = {k: v for k, v in spec.model_dump(exclude_none=True).items()
                  if k in ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")}
     if spec.rows_per_tile is not None:
         overrides["tm"] = spec.rows_per_tile
     return replace(base, depth=depth, heuristic=name, **overrides)
+
+
+def _check_heuristic_tiling(name: str, op, tiling) -> None:
+    """A heuristic (a user's, perhaps) must return a well-formed Tiling."""
+    def bad(rule: str) -> AccsimError:
+        return AccsimError(f"heuristic {name!r} {rule}", field=f"operators.{op.name}")
+
+    if not isinstance(tiling, Tiling):
+        raise bad(f"returned {type(tiling).__name__}, not a simulator.mapping.Tiling")
+    for dim in ("tm", "tn", "tk", "depth"):
+        value = getattr(tiling, dim)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise bad(f"returned {dim} {value!r}; it must be a positive integer")
+    if not 1 <= tiling.depth <= MAX_DEPTH:
+        raise bad(f"returned depth {tiling.depth}, outside 1..{MAX_DEPTH}")
+    if tiling.loop_order not in LOOP_ORDERS:
+        raise bad(f"returned loop_order {tiling.loop_order!r}, not a permutation of "
+                  "m, n, k")
 
 
 def check_mapping_names(mapping: Mapping, workload: Workload, *, file: str | None) -> None:

@@ -1,0 +1,258 @@
+"""Tiling plans and heuristics (the mapping issue): `accsim check PLAN --arch --workload`
+reports every buffer's fit with the numbers, spills and unknown operator names; the
+heuristic registry takes built-ins, `module:function` and entry points, and errors with
+the known names; the built-in heuristics do what their names say."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+from platforms import make_platform
+from simulator import mapping as mapping_module
+from simulator.cli import load_inputs, main
+from simulator.errors import AccsimError
+from simulator.lowering import lower_compute
+from simulator.plan_check import check_plan
+from simulator.mapping import (LOOP_ORDERS, Mapping, Tiling, TilingSpec, dim_candidates,
+                               heuristic, known_heuristics, resolve_tiling)
+from simulator.simulate import Inputs, simulate
+from simulator.workload import Gemm, Workload
+
+# The README's overflowing plan: res5a_branch2b's B tile of 4608 x 256 int8 bytes on
+# TPU v1's 256 KiB weight buffer.
+OVERFLOW = ("B tiles (tk 4608 x tn 256) of 1179648 bytes: the weight buffer of 262144 "
+            "bytes holds 0, the plan needs 2 (depth 2); overflow 2097152 bytes")
+
+
+def write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_overflowing_plan_is_rejected_with_the_numbers(tmp_path, capsys):
+    plan = write(tmp_path, "plan.yaml", """\
+        operators:
+          res5a_branch2b: {tm: 49, tn: 256, tk: 4608}
+        """)
+    assert main(["check", str(plan), "--arch", "tpu_v1", "--workload", "resnet50_b1"]) == 1
+    captured = capsys.readouterr()
+    assert f"accsim: error: {plan}: operators.res5a_branch2b: {OVERFLOW}" in captured.err
+    assert "REJECTED" in captured.err
+    # The table shows bytes needed against available, with slots, for every operator.
+    row = next(line for line in captured.out.splitlines()
+               if line.startswith("res5a_branch2b"))
+    assert "2.2 MiB / 256.0 KiB, 0 slots OVERFLOW" in row
+    # The same plan never runs: the lowering raises with the same numbers.
+    with pytest.raises(AccsimError, match=r"overflow 2097152 bytes"):
+        simulate(load_inputs("tpu_v1", "resnet50_b1", str(plan)))
+
+
+def test_check_reports_needs_slots_and_spills_per_operator():
+    # 8x8 int8 array with a 1 KiB output buffer: C tiles of 8x8 int32 are 256 bytes,
+    # 4 slots. Loop kmn keeps nm * nn = 4 * 2 = 8 C tiles live: they spill.
+    platform = make_platform(buffers={"output_bytes": 1024})
+    workload = Workload(name="w", operators=[
+        Gemm(name="spilling", layer_type="fc", kind="gemm", m=32, n=16, k=64),
+        Gemm(name="fine", layer_type="fc", kind="gemm", m=32, n=16, k=64)])
+    plan = Mapping(operators={
+        "spilling": TilingSpec(tm=8, tn=8, tk=16, loop_order="kmn", dataflow="os"),
+        "fine": TilingSpec(tm=8, tn=8, tk=16, loop_order="mnk", dataflow="os")})
+    report = check_plan(Inputs(platform, workload, plan))
+    assert report.ok
+    spilling, fine = report.operators
+    assert spilling.spills and spilling.live_c_tiles == 8
+    assert spilling.partial_sums() == "SPILL (8 live C > 4 slots)"
+    assert not fine.spills and fine.partial_sums() == "none (1 live C tile)"
+    c = spilling.fits[2]
+    assert (c.operand, c.tile_bytes, c.capacity, c.slots, c.needed) == \
+        ("C", 256, 1024, 4, 512)
+    a = spilling.fits[0]
+    assert (a.operand, a.tile_bytes, a.slots, a.tiles) == ("A", 128, 32, 16)
+
+
+def test_unknown_operator_name_is_an_error_naming_it(tmp_path, capsys):
+    plan = write(tmp_path, "plan.yaml", """\
+        operators:
+          res9z_branch2a: {tm: 8}
+          conv1: {depth: 3}
+        layer_types:
+          no_such_type: {depth: 3}
+        """)
+    assert main(["check", str(plan), "--arch", "tpu_v1", "--workload", "resnet50_b1"]) == 1
+    err = capsys.readouterr().err
+    assert (f"{plan}: operators.res9z_branch2a: no operator named 'res9z_branch2a' in "
+            "workload 'resnet50_b1'") in err
+    assert "warning" in err and "layer_types.no_such_type" in err
+    # run refuses it too.
+    assert main(["run", "--mapping", str(plan)]) == 1
+    assert "no operator named 'res9z_branch2a'" in capsys.readouterr().err
+
+
+def test_check_lists_every_error_not_only_the_first(tmp_path, capsys):
+    plan = write(tmp_path, "plan.yaml", """\
+        operators:
+          res5a_branch2b: {tm: 49, tn: 256, tk: 4608}
+          fc1000: {tm: 2}
+          pool1: {tm: 4}
+        """)
+    assert main(["check", str(plan), "--arch", "tpu_v1", "--workload", "resnet50_b1"]) == 1
+    err = capsys.readouterr().err
+    assert "operators.res5a_branch2b: B tiles" in err
+    assert "operators.fc1000: tm 2 is larger than the operator's M 1" in err
+    assert "operators.pool1: tm do not apply to a pool operator" in err
+
+
+def test_a_fitting_plan_passes_and_plain_check_still_validates(tmp_path, capsys):
+    plan = write(tmp_path, "plan.yaml", "default: {depth: 3}\n")
+    assert main(["check", str(plan), "--arch", "tpu_v5e_like", "--workload",
+                 "bert_base_s128"]) == 0
+    assert "plan fits bert_base_s128 on tpu_v5e_like (12 operators)" in \
+        capsys.readouterr().out
+    assert main(["check", str(plan)]) == 0
+    assert "valid mapping" in capsys.readouterr().out
+
+
+USER_HEURISTIC = """\
+from simulator.mapping import Tiling, array_aligned
+
+def tile(op, platform, depth, dataflow):
+    base = array_aligned(op, platform, depth, dataflow)
+    if op.kind in ("gemm", "conv2d"):
+        return Tiling(min(base.tm, 8), base.tn, base.tk, "nmk", dataflow, depth)
+    return base
+
+def broken(op, platform, depth, dataflow):
+    return (8, 8, 8)
+"""
+
+
+@pytest.fixture()
+def user_module(tmp_path, monkeypatch):
+    (tmp_path / "my_tiler.py").write_text(USER_HEURISTIC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "my_tiler"
+    sys.modules.pop("my_tiler", None)
+    for name in [n for n in mapping_module._HEURISTICS if n.startswith("my_tiler")]:
+        del mapping_module._HEURISTICS[name]
+
+
+def test_module_function_heuristic_is_used(user_module):
+    inputs = load_inputs("tpu_v5e_like", "bert_base_s128", None)
+    plan = Mapping(default=TilingSpec(heuristic=f"{user_module}:tile"))
+    result = simulate(Inputs(inputs.platform, inputs.workload, plan))
+    gemms = [op.lowered for op in result.operators if op.lowered.unit == "array"]
+    assert gemms and all(op.tiling.heuristic == "my_tiler:tile" for op in gemms)
+    assert all(op.tiling.tm <= 8 and op.tiling.loop_order == "nmk" for op in gemms)
+
+
+def test_module_function_heuristic_from_the_command_line(tmp_path):
+    # The console script does not put the working directory on sys.path; the lookup
+    # does, so a module beside the plan is found.
+    (tmp_path / "cli_tiler.py").write_text(USER_HEURISTIC)
+    (tmp_path / "plan.yaml").write_text("default: {heuristic: 'cli_tiler:tile'}\n")
+    done = subprocess.run([sys.executable, "-c", "import sys; from simulator.cli import "
+                           "main; sys.exit(main(sys.argv[1:]))", "run", "--arch",
+                           "tpu_v5e_like", "--workload", "bert_base_s128", "--mapping",
+                           "plan.yaml", "--json", "r.json"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert '"heuristic": "cli_tiler:tile"' in (tmp_path / "r.json").read_text()
+
+
+def test_heuristic_from_a_file_path(tmp_path):
+    path = tmp_path / "file_tiler.py"
+    path.write_text(USER_HEURISTIC)
+    op = Gemm(name="g", layer_type="fc", kind="gemm", m=64, n=64, k=64)
+    tiling = resolve_tiling(op, TilingSpec(heuristic=f"{path}:tile"), make_platform())
+    assert (tiling.tm, tiling.loop_order) == (8, "nmk")
+
+
+def test_entry_point_heuristic(user_module, monkeypatch):
+    entry = metadata.EntryPoint(name="from_package", value=f"{user_module}:tile",
+                                group=mapping_module.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(mapping_module, "_entry_points", lambda: {"from_package": entry})
+    monkeypatch.delitem(mapping_module._HEURISTICS, "from_package", raising=False)
+    assert "from_package" in known_heuristics()
+    op = Gemm(name="g", layer_type="fc", kind="gemm", m=64, n=64, k=64)
+    tiling = resolve_tiling(op, TilingSpec(heuristic="from_package"), make_platform())
+    assert tiling.heuristic == "from_package" and tiling.loop_order == "nmk"
+    mapping_module._HEURISTICS.pop("from_package", None)
+
+
+def test_unknown_heuristic_lists_the_known_names(user_module):
+    with pytest.raises(AccsimError) as info:
+        heuristic("fastest_ever")
+    message = info.value.message()
+    for name in ("array_aligned", "min_offchip", "os_k_inner", "module:function"):
+        assert name in message
+    with pytest.raises(AccsimError, match="has no function 'nope'"):
+        heuristic(f"{user_module}:nope")
+    with pytest.raises(AccsimError, match="cannot import no_such_module_xyz"):
+        heuristic("no_such_module_xyz:tile")
+    op = Gemm(name="g", layer_type="fc", kind="gemm", m=64, n=64, k=64)
+    with pytest.raises(AccsimError, match="returned tuple, not a simulator.mapping.Tiling"):
+        resolve_tiling(op, TilingSpec(heuristic=f"{user_module}:broken"), make_platform())
+
+
+@pytest.mark.parametrize("arch", ["tpu_v1", "tpu_v5e_like", "edge_32x32"])
+@pytest.mark.parametrize("name", ["array_aligned", "min_offchip", "os_k_inner"])
+def test_builtin_heuristics_fit_every_shipped_platform(arch, name):
+    inputs = load_inputs(arch, "resnet50_b1", None)
+    plan = Mapping(default=TilingSpec(heuristic=name))
+    result = simulate(Inputs(inputs.platform, inputs.workload, plan))
+    assert all(op.lowered.tiling.heuristic == name for op in result.operators)
+
+
+def test_os_k_inner_is_output_stationary_with_k_innermost():
+    inputs = load_inputs("tpu_v5e_like", "bert_base_s512", None)
+    plan = Mapping(default=TilingSpec(heuristic="os_k_inner"))
+    for op in simulate(Inputs(inputs.platform, inputs.workload, plan)).operators:
+        if op.lowered.unit == "array":
+            tiling = op.lowered.tiling
+            assert tiling.dataflow == "os" and tiling.loop_order.endswith("k")
+            assert not op.lowered.counters.spills
+
+
+def test_min_offchip_moves_the_fewest_bytes_of_its_candidates():
+    # On a small platform every operand must be tiled; min_offchip's off-chip bytes
+    # equal the least over every fitting candidate at its dataflow and depth.
+    platform = make_platform(buffers={"ifmap_bytes": 512, "weight_bytes": 512,
+                                      "output_bytes": 2048})
+    op = Gemm(name="g", layer_type="fc", kind="gemm", m=48, n=24, k=40)
+    chosen = resolve_tiling(op, TilingSpec(heuristic="min_offchip"), platform)
+    moved = lower_compute(op, chosen, platform).counters.offchip_bytes
+    least = None
+    for tm in dim_candidates(48, (8,)):
+        for tn in dim_candidates(24, (8,)):
+            for tk in dim_candidates(40, (8,)):
+                for order in LOOP_ORDERS:
+                    tiling = Tiling(tm, tn, tk, order, chosen.dataflow, chosen.depth)
+                    try:
+                        lowered = lower_compute(op, tiling, platform)
+                    except AccsimError:
+                        continue
+                    bytes_ = lowered.counters.offchip_bytes
+                    least = bytes_ if least is None else min(least, bytes_)
+    assert moved == least
+
+
+def test_tiling_canonical_order_is_total_and_ignores_the_heuristic_name():
+    a = Tiling(8, 8, 16, "mnk", "os", 2, heuristic="x")
+    b = Tiling(8, 8, 16, "mnk", "os", 2, heuristic="y")
+    c = Tiling(8, 8, 16, "kmn", "os", 2)
+    assert a.sort_key() == b.sort_key()
+    assert sorted([a, c], key=Tiling.sort_key) == [c, a]
+    assert a.spec().tm == 8 and a.describe() == "8x8x16 mnk os d2"
+
+
+def test_dim_candidates_are_divisors_and_array_multiples():
+    assert dim_candidates(12, (8,)) == [1, 2, 3, 4, 6, 8, 12]
+    assert dim_candidates(20, (8, 16)) == [1, 2, 4, 5, 8, 10, 16, 20]
+    assert np.all(np.diff(dim_candidates(12544, (256,))) > 0)
