@@ -12,10 +12,12 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from simulator import scalesim
 from simulator.config import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, shipped_names
+from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping
 from simulator.plots import write_breakdown_plot
 from simulator.report import compare_table, print_report, write_csv, write_json
@@ -30,10 +32,35 @@ DEFAULT_ARCH = "tpu_v1"
 DEFAULT_WORKLOAD = "resnet50_b1"
 
 
-def load_inputs(arch: str, workload: str, mapping: str | None) -> Inputs:
-    """Load the three inputs by shipped name or path."""
-    platform, platform_source = load_model(locate(arch, "platform"), Platform)
-    trace, workload_source = load_model(locate(workload, "workload"), Workload)
+def load_inputs(arch: str, workload: str, mapping: str | None, *,
+                validate: str | None = None, workload_format: str | None = None) -> Inputs:
+    """Load the three inputs by shipped name or path. SCALE-Sim files are read unchanged:
+    a `.cfg` platform, a `.csv` topology (conv or GEMM by its header, or as
+    `workload_format` says); what they hold that accsim does not honour is printed.
+    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.scalesim)."""
+    notes: list[str] = []
+    if scalesim.is_scalesim_config(arch):
+        platform, platform_source, config = scalesim.load_config(arch)
+        notes += config.notes
+    else:
+        platform, platform_source = load_model(locate(arch, "platform"), Platform)
+    if workload_format is not None or scalesim.is_scalesim_topology(workload):
+        trace, workload_source, topology = scalesim.load_topology(workload, workload_format)
+        notes += [f"SCALE-Sim {topology.kind} topology {workload_source.path}: {note}"
+                  for note in topology.notes]
+    else:
+        trace, workload_source = load_model(locate(workload, "workload"), Workload)
+    if validate is not None:
+        if mapping is not None:
+            raise AccsimError("--validate scalesim makes its own plan (one tile per GEMM); "
+                              "drop --mapping", file=mapping, field="--mapping")
+        platform = scalesim.validate_platform(platform, trace)
+        notes += scalesim.validate_notes(platform)
+        mapping_plan = scalesim.validate_mapping(trace, platform)
+    for note in notes:
+        print(f"scalesim: {note}")
+    if validate is not None:
+        return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
     if mapping is None:
         return Inputs(platform, trace, Mapping(), platform_source, workload_source)
     plan, mapping_source = load_model(locate(mapping, "mapping"), Mapping)
@@ -41,7 +68,8 @@ def load_inputs(arch: str, workload: str, mapping: str | None) -> Inputs:
 
 
 def _run(args: argparse.Namespace) -> int:
-    inputs = load_inputs(args.arch, args.workload, args.mapping)
+    inputs = load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
+                         workload_format=args.format)
     stderr = Console(stderr=True)
     started = time.perf_counter()
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
@@ -64,6 +92,8 @@ def _run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
             print(f"wrote {path}")
+    if args.sheet:
+        _write_sheet(args, inputs, result)
     return 0
 
 
@@ -90,8 +120,11 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    """Validate a platform, workload or mapping file, told apart by its top-level keys."""
+    """Validate a platform, workload or mapping file, told apart by its top-level keys;
+    with --arch or --workload, check a plan against them."""
     from simulator.loader import parse_model, read_source
+    if args.arch or args.workload:
+        return _check_plan(args)
     source = read_source(args.file)
     kind = args.kind or _guess_kind(source.text)
     model = parse_model(source.text, SCHEMAS[kind], file=source.path)
@@ -107,6 +140,171 @@ def _check(args: argparse.Namespace) -> int:
                   "layer_type entries")
     print(f"{source.path}: valid {kind} ({detail})")
     return 0
+
+
+# --- mapping: plan check, mapper, regression test, mapping sheet (simulator.mapper,
+# simulator.regress, simulator.sheet) ---
+
+class _SearchProgress:
+    """A rich progress bar on stderr (shown only on a terminal) for
+    mapper.map_workload. Its refresh thread starts at the first report, which the
+    mapper sends once its worker processes exist, so they never fork a threaded
+    process."""
+
+    def __init__(self, description: str) -> None:
+        stderr = Console(stderr=True)
+        self.description = description
+        self.bar = Progress(TextColumn("[progress.description]{task.description}"),
+                            BarColumn(), MofNCompleteColumn(),
+                            TextColumn("{task.fields[candidates]:,} candidates"),
+                            console=stderr, transient=True,
+                            disable=not stderr.is_terminal)
+        self.task = self.bar.add_task(description, total=None, candidates=0)
+        self.candidates = 0
+        self.started = False
+
+    def __call__(self, done: int, total: int, name: str, candidates: int) -> None:
+        self.candidates += candidates
+        self.bar.update(self.task, completed=done, total=total, candidates=self.candidates,
+                        description=f"{self.description} {name}".rstrip())
+        if not self.started:
+            self.bar.start()
+            self.started = True
+
+    def __enter__(self) -> _SearchProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.started:
+            self.bar.stop()
+
+
+def _check_plan(args: argparse.Namespace) -> int:
+    from simulator.plan_check import check_plan, plan_check_table
+    inputs = load_inputs(args.arch or DEFAULT_ARCH, args.workload or DEFAULT_WORKLOAD,
+                         args.file)
+    report = check_plan(inputs)
+    Console(width=max(Console().width, 250)).print(plan_check_table(report))
+    for warning in report.warnings:
+        print(f"accsim: warning: {args.file}: {warning}", file=sys.stderr)
+    for where, rule in report.errors:
+        print(f"accsim: error: {args.file}: {where}: {rule}", file=sys.stderr)
+    checked = sum(1 for op in report.operators if op.fused_into is None)
+    if report.ok:
+        print(f"{args.file}: plan fits {report.workload} on {report.platform} "
+              f"({checked} operators)")
+        return 0
+    print(f"{args.file}: plan REJECTED for {report.workload} on {report.platform}: "
+          f"{len(report.errors)} errors", file=sys.stderr)
+    return 1
+
+
+def _map(args: argparse.Namespace) -> int:
+    from simulator.mapper import (gap_table, map_workload, operator_search_table,
+                                  write_map_json)
+    inputs = load_inputs(args.arch, args.workload, args.mapping)
+    started = time.perf_counter()
+    with _SearchProgress("mapping") as progress:
+        result = map_workload(inputs, objective=args.objective, heuristics=args.heuristic,
+                              workers=args.workers, exhaustive=args.exhaustive,
+                              progress=progress)
+    elapsed = time.perf_counter() - started
+    console = Console(width=max(Console().width, 200))
+    if not args.quiet:
+        console.print(operator_search_table(result))
+        console.print()
+    console.print(gap_table(result))
+    stats = result.stats
+    searched = sum(1 for op in result.operators if op.same_as is None)
+    print(f"searched {searched} distinct operators of {len(result.operators)}: "
+          f"{stats.candidates:,} candidates ({stats.unfit:,} do not fit, "
+          f"{stats.duplicates:,} duplicate programs, {stats.bound_pruned:,} pruned by the "
+          f"bound, {stats.simulated:,} simulated) in {elapsed:.1f} s wall, "
+          f"{stats.candidates / max(elapsed, 1e-9):,.0f} candidates/s")
+    for path, writer in ((args.json, write_map_json), (args.write_plan, _write_plan)):
+        if path:
+            try:
+                writer(result, path)
+            except OSError as exc:
+                raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
+            print(f"wrote {path}")
+    return 0
+
+
+def _write_plan(result, path: str) -> None:
+    import yaml
+    from pathlib import Path
+    plan = result.plan().model_dump(mode="json", exclude_none=True,
+                                    exclude_defaults=True)
+    Path(path).write_text(f"# Best tilings by {result.objective} of {result.workload} on "
+                          f"{result.platform}, written by `accsim map`.\n"
+                          + yaml.safe_dump(plan, sort_keys=False))
+
+
+def _regress(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from simulator.mapping import heuristic
+    from simulator.regress import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
+                                   read_baseline, report_lines, with_heuristic)
+    from simulator.report import result_dict
+    if args.heuristic:
+        heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
+    inputs = load_inputs(args.arch, args.workload, args.mapping)
+    inputs = Inputs(inputs.platform, inputs.workload,
+                    with_heuristic(inputs.mapping, args.heuristic), inputs.platform_source,
+                    inputs.workload_source, inputs.mapping_source)
+    result = simulate(inputs, engine=args.engine)
+    current = json.loads(json.dumps(result_dict(result)))
+
+    def write(path: str | None, text: str) -> None:
+        if path:
+            try:
+                Path(path).write_text(text)
+            except OSError as exc:
+                raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
+
+    code = 0
+    try:
+        if args.update_baseline and not Path(args.baseline).exists():
+            print(f"regress: no baseline at {args.baseline} yet")
+        else:
+            regression = compare(read_baseline(args.baseline), current,
+                                 path=args.baseline, platform=inputs.platform,
+                                 tolerance=args.tolerance, floor_cycles=args.floor_cycles,
+                                 floor_energy_pj=args.floor_energy_pj)
+            for line in report_lines(regression):
+                print(line)
+            write(args.junit, junit_xml(regression))
+            code = regression.exit_code
+    except BaselineRefused as exc:
+        print(f"accsim: error: {exc.message()}", file=sys.stderr)
+        write(args.junit, junit_xml(None, refused=exc.message()))
+        code = EXIT_REFUSED
+    if args.junit:
+        print(f"wrote {args.junit}")
+    if args.update_baseline:
+        try:
+            write_json(result, args.baseline)
+        except OSError as exc:
+            raise AccsimError(f"cannot write: {exc.strerror}", file=args.baseline) from None
+        print(f"updated baseline {args.baseline}")
+        return 0
+    return code
+
+
+def _write_sheet(args: argparse.Namespace, inputs: Inputs, result) -> None:
+    from simulator.mapper import map_workload, read_map_json
+    from simulator.sheet import check_mapper_result, write_sheet
+    best = source = None
+    if args.sheet_best:
+        best, source = read_map_json(args.sheet_best), args.sheet_best
+        check_mapper_result(best, result, file=args.sheet_best)
+    elif args.sheet_search:
+        with _SearchProgress("mapper") as progress:
+            best = map_workload(inputs, objective=args.sheet_search, progress=progress)
+    write_sheet(result, args.sheet, best, source=source)
+    print(f"wrote {args.sheet}")
 
 
 def _guess_kind(text: str) -> str:
@@ -150,6 +348,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "
                      "(JSON) of every tile transfer and computation")
     run.add_argument("--plot", metavar="PATH", help="write a PNG of cycles by layer_type")
+    run.add_argument("--validate", choices=scalesim.VALIDATE_MODES,
+                     help="scalesim: unbounded buffers and one tile per GEMM, so each "
+                     "operator's compute cycles equal SCALE-Sim's (Total Cycles - Stall "
+                     "Cycles + 1) and its SRAM reads its access report")
+    run.add_argument("--format", choices=scalesim.WORKLOAD_FORMATS,
+                     help="read --workload as a SCALE-Sim topology CSV of this kind "
+                     "(default: a .csv by its header; --arch X.cfg is a SCALE-Sim config)")
+    run.add_argument("--sheet", metavar="PATH", help="write the mapping sheet (.md or "
+                     ".csv): per operator its tiling, buffer occupancy, fusion, off-chip "
+                     "bytes, bottleneck with evidence, and gap to the mapper's best")
+    run.add_argument("--sheet-best", metavar="MAP.json",
+                     help="the mapper result (`accsim map --json`) the sheet's gap uses")
+    run.add_argument("--sheet-search", nargs="?", const="cycles", choices=OBJECTIVES,
+                     metavar="OBJECTIVE", help="run the mapper for the sheet's gap "
+                     "(objective: cycles (default), energy or edp)")
     run.set_defaults(handler=_run)
 
     compare = commands.add_parser(
@@ -166,7 +379,59 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("file")
     check.add_argument("--kind", choices=sorted(SCHEMAS),
                        help="default: told apart by the file's top-level keys")
+    check.add_argument("--arch", help="with a plan: check it on this platform (default "
+                       f"{DEFAULT_ARCH}): per operator, each buffer's bytes needed and "
+                       "available, slots, spills, and unknown operator names")
+    check.add_argument("--workload", help="with a plan: check it on this workload "
+                       f"(default {DEFAULT_WORKLOAD})")
     check.set_defaults(handler=_check)
+
+    map_cmd = commands.add_parser(
+        "map", help="search the best tiling of every operator and report each "
+        "heuristic's gap to it")
+    map_cmd.add_argument("--arch", default=DEFAULT_ARCH)
+    map_cmd.add_argument("--workload", default=DEFAULT_WORKLOAD)
+    map_cmd.add_argument("--mapping", help="plan whose fusions (and, for the heuristics, "
+                         "depth and dataflow) apply; default: none")
+    map_cmd.add_argument("--objective", choices=OBJECTIVES, default="cycles")
+    map_cmd.add_argument("--heuristic", action="append", metavar="NAME",
+                         help="heuristic to compare (repeatable; a registered name, an "
+                         "accsim.heuristics entry point or module:function); default: "
+                         "the built-in ones")
+    map_cmd.add_argument("--workers", type=int, help="processes (default: the CPUs "
+                         "available)")
+    map_cmd.add_argument("--exhaustive", action="store_true",
+                         help="simulate every fitting candidate (no pruning)")
+    map_cmd.add_argument("--json", metavar="PATH", help="write the mapper result as JSON")
+    map_cmd.add_argument("--write-plan", metavar="PATH",
+                         help="write the best tilings as a plan YAML for --mapping")
+    map_cmd.add_argument("--quiet", action="store_true",
+                         help="print only the heuristics' gap table")
+    map_cmd.set_defaults(handler=_map)
+
+    regress = commands.add_parser(
+        "regress", help="compare per-operator cycles and energy with a baseline result "
+        "(exit 1 on a regression, 2 on a refused baseline)")
+    regress.add_argument("--baseline", required=True, metavar="BASE.json",
+                         help="a result JSON written by `accsim run --json`")
+    regress.add_argument("--arch", default=DEFAULT_ARCH)
+    regress.add_argument("--workload", default=DEFAULT_WORKLOAD)
+    regress.add_argument("--mapping")
+    regress.add_argument("--heuristic", metavar="NAME", help="the heuristic for every "
+                         "field the plan leaves open")
+    regress.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    regress.add_argument("--tolerance", type=float, default=0.01,
+                         help="relative change that counts (default 0.01 = 1%%)")
+    regress.add_argument("--floor-cycles", type=float, default=100,
+                         help="absolute cycle change that counts (default 100)")
+    regress.add_argument("--floor-energy-pj", type=float,
+                         help="absolute energy change that counts (default: the static "
+                         "energy of --floor-cycles on the platform)")
+    regress.add_argument("--junit", metavar="PATH", help="write JUnit XML, one test case "
+                         "per operator")
+    regress.add_argument("--update-baseline", action="store_true",
+                         help="write this run's result to --baseline (exit 0)")
+    regress.set_defaults(handler=_regress)
 
     verify_cmd = commands.add_parser(
         "verify", help="check a result JSON: changed inputs, and a rerun from its "
