@@ -19,7 +19,6 @@ from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping
-from simulator.plots import write_breakdown_plot
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
 from simulator.trace import write_trace
@@ -85,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     print_report(result, Console(width=max(Console().width, 180)))
     print(f"simulated {len(result.operators)} operators in {elapsed:.2f} s wall")
     for path, writer in ((args.json, write_json), (args.csv, write_csv),
-                         (args.trace, write_trace), (args.plot, write_breakdown_plot)):
+                         (args.trace, write_trace), (args.plot, _write_plot)):
         if path:
             try:
                 writer(result, path)
@@ -323,6 +322,11 @@ def _guess_kind(text: str) -> str:
 def _schema(args: argparse.Namespace) -> int:
     print(json.dumps(SCHEMAS[args.kind].model_json_schema(), indent=2))
     return 0
+
+
+def _write_plot(result, path) -> None:
+    from simulator.plots import write_breakdown_plot  # matplotlib only when asked for
+    write_breakdown_plot(result, path)
 
 
 def build_parser() -> argparse.ArgumentParser:
