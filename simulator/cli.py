@@ -329,6 +329,28 @@ def _write_plot(result, path) -> None:
     write_breakdown_plot(result, path)
 
 
+def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
+                engine: bool = True, mapping_help: str | None = None) -> None:
+    """The platform, workload and mapping options every simulating command shares."""
+    arch_help = (f"platform YAML, SCALE-Sim .cfg, or a shipped name "
+                 f"({', '.join(shipped_names('platform'))})")
+    if several_archs:
+        parser.add_argument("--arch", action="append", required=True,
+                            help=f"{arch_help}; repeat for each platform")
+    else:
+        parser.add_argument("--arch", default=DEFAULT_ARCH,
+                            help=f"{arch_help}; default {DEFAULT_ARCH}")
+    parser.add_argument("--workload", default=DEFAULT_WORKLOAD,
+                        help=f"workload YAML, SCALE-Sim topology .csv, or a shipped name "
+                        f"({', '.join(shipped_names('workload'))}); default "
+                        f"{DEFAULT_WORKLOAD}")
+    parser.add_argument("--mapping", help=mapping_help or "tiling plan YAML, or a shipped "
+                        f"name ({', '.join(shipped_names('mapping'))}); default: the "
+                        "array_aligned heuristic for every operator")
+    if engine:
+        parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="accsim", description="Cycle-approximate simulator of systolic-array ML "
@@ -337,16 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="simulate a workload on a platform and print per-operator and "
         "per-layer_type tables")
-    run.add_argument("--arch", default=DEFAULT_ARCH,
-                     help=f"platform YAML, or a shipped name ({', '.join(shipped_names('platform'))}); "
-                     f"default {DEFAULT_ARCH}")
-    run.add_argument("--workload", default=DEFAULT_WORKLOAD,
-                     help=f"workload YAML, or a shipped name ({', '.join(shipped_names('workload'))}); "
-                     f"default {DEFAULT_WORKLOAD}")
-    run.add_argument("--mapping", help="tiling plan YAML, or a shipped name "
-                     f"({', '.join(shipped_names('mapping'))}); default: the array_aligned "
-                     "heuristic for every operator")
-    run.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    _add_inputs(run)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
     run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "
@@ -371,11 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser(
         "compare", help="one workload on several platforms side by side")
-    compare.add_argument("--arch", action="append", required=True,
-                         help="platform YAML or shipped name; repeat for each platform")
-    compare.add_argument("--workload", default=DEFAULT_WORKLOAD)
-    compare.add_argument("--mapping")
-    compare.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    _add_inputs(compare, several_archs=True)
     compare.set_defaults(handler=_compare)
 
     check = commands.add_parser(
@@ -393,10 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
     map_cmd = commands.add_parser(
         "map", help="search the best tiling of every operator and report each "
         "heuristic's gap to it")
-    map_cmd.add_argument("--arch", default=DEFAULT_ARCH)
-    map_cmd.add_argument("--workload", default=DEFAULT_WORKLOAD)
-    map_cmd.add_argument("--mapping", help="plan whose fusions (and, for the heuristics, "
-                         "depth and dataflow) apply; default: none")
+    _add_inputs(map_cmd, engine=False, mapping_help="plan whose fusions (and, for the "
+                "heuristics, depth and dataflow) apply; default: none")
     map_cmd.add_argument("--objective", choices=OBJECTIVES, default="cycles")
     map_cmd.add_argument("--heuristic", action="append", metavar="NAME",
                          help="heuristic to compare (repeatable; a registered name, an "
@@ -418,12 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(exit 1 on a regression, 2 on a refused baseline)")
     regress.add_argument("--baseline", required=True, metavar="BASE.json",
                          help="a result JSON written by `accsim run --json`")
-    regress.add_argument("--arch", default=DEFAULT_ARCH)
-    regress.add_argument("--workload", default=DEFAULT_WORKLOAD)
-    regress.add_argument("--mapping")
+    _add_inputs(regress)
     regress.add_argument("--heuristic", metavar="NAME", help="the heuristic for every "
                          "field the plan leaves open")
-    regress.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
     regress.add_argument("--tolerance", type=float, default=0.01,
                          help="relative change that counts (default 0.01 = 1%%)")
     regress.add_argument("--floor-cycles", type=float, default=100,

@@ -15,7 +15,7 @@ count.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import functools
 
 import numpy as np
 from numba import njit
@@ -83,42 +83,61 @@ def _positions(h, w, ho_n, wo_n, st, pad, dil, kw, m0, m1, p0, p1, mask, marked)
 
 
 @njit(cache=True)
+def _pair_pixels(h, w, ho_n, wo_n, st, pad, dil, kw, per_channel, m0, m1, p0, p1, mask,
+                 marked, memo, stamp, tag):
+    """_positions, remembered per (p0, p1) pair while the m range (named by tag) holds."""
+    key = p0 * per_channel + p1
+    if stamp[key] != tag:
+        memo[key] = _positions(h, w, ho_n, wo_n, st, pad, dil, kw, m0, m1, p0, p1, mask,
+                               marked)
+        stamp[key] = tag
+    return memo[key]
+
+
+@njit(cache=True)
+def _tile_elements(h, w, ho_n, wo_n, st, pad, dil, kh, kw, m0, m1, k0, k1, mask, marked,
+                   memo, stamp, tag):
+    """Input elements of one A tile [m0, m1) x [k0, k1): its first and last channels'
+    partial kernel positions, and every whole channel between them."""
+    per_channel = kh * kw
+    first_c, last_c = k0 // per_channel, (k1 - 1) // per_channel
+    geometry = (h, w, ho_n, wo_n, st, pad, dil, kw, per_channel, m0, m1)
+    if first_c == last_c:
+        return _pair_pixels(*geometry, k0 % per_channel, (k1 - 1) % per_channel, mask,
+                            marked, memo, stamp, tag)
+    total = _pair_pixels(*geometry, k0 % per_channel, per_channel - 1, mask, marked, memo,
+                         stamp, tag)
+    total += _pair_pixels(*geometry, 0, (k1 - 1) % per_channel, mask, marked, memo, stamp,
+                          tag)
+    middle = last_c - first_c - 1
+    if middle > 0:
+        total += middle * _pair_pixels(*geometry, 0, per_channel - 1, mask, marked, memo,
+                                       stamp, tag)
+    return total
+
+
+@njit(cache=True)
+def _scratch(h, w, kh, kw):
+    """(mask, marked, memo, stamp): the buffers _tile_elements works in."""
+    pairs = (kh * kw) * (kh * kw)
+    return (np.zeros(h * w, dtype=np.bool_), np.empty(h * w, dtype=np.int64),
+            np.full(pairs, -1, dtype=np.int64), np.full(pairs, -1, dtype=np.int64))
+
+
+@njit(cache=True)
 def _window_table(h, w, ho_n, wo_n, st, pad, dil, kh, kw, m_total, k_total, tm, tk):
     """int64[nm, nk]: input elements of each A tile. Per m tile, the pixel count of
     each (first, last) kernel-position pair is computed once and reused along k."""
-    per_channel = kh * kw
     nm = (m_total + tm - 1) // tm
     nk = (k_total + tk - 1) // tk
     table = np.empty((nm, nk), dtype=np.int64)
-    mask = np.zeros(h * w, dtype=np.bool_)
-    marked = np.empty(h * w, dtype=np.int64)
-    memo = np.full(per_channel * per_channel, -1, dtype=np.int64)
-    stamp = np.full(per_channel * per_channel, -1, dtype=np.int64)
+    mask, marked, memo, stamp = _scratch(h, w, kh, kw)
     for i in range(nm):
-        m0 = i * tm
-        m1 = min(m_total, m0 + tm)
+        m0, m1 = i * tm, min(m_total, (i + 1) * tm)
         for j in range(nk):
-            k0 = j * tk
-            k1 = min(k_total, k0 + tk)
-            first_c, last_c = k0 // per_channel, (k1 - 1) // per_channel
-            if first_c == last_c:
-                parts = ((k0 % per_channel, (k1 - 1) % per_channel, 1),
-                         (0, 0, 0), (0, 0, 0))
-            else:
-                parts = ((k0 % per_channel, per_channel - 1, 1),
-                         (0, (k1 - 1) % per_channel, 1),
-                         (0, per_channel - 1, last_c - first_c - 1))
-            total = 0
-            for p0, p1, times in parts:
-                if times == 0:
-                    continue
-                key = p0 * per_channel + p1
-                if stamp[key] != i:
-                    memo[key] = _positions(h, w, ho_n, wo_n, st, pad, dil, kw, m0, m1,
-                                           p0, p1, mask, marked)
-                    stamp[key] = i
-                total += times * memo[key]
-            table[i, j] = total
+            table[i, j] = _tile_elements(h, w, ho_n, wo_n, st, pad, dil, kh, kw, m0, m1,
+                                         j * tk, min(k_total, (j + 1) * tk), mask,
+                                         marked, memo, stamp, i)
     return table
 
 
@@ -127,40 +146,17 @@ def _window_maxima(h, w, ho_n, wo_n, st, pad, dil, kh, kw, m_total, k_total, tm,
     """int64[len(tks)]: the largest A tile (input elements) of each tiling (tm, tks[t]),
     without the tables: per m tile, each kernel-position pair is counted once for all
     the tks."""
-    per_channel = kh * kw
     nm = (m_total + tm - 1) // tm
     largest = np.zeros(tks.shape[0], dtype=np.int64)
-    mask = np.zeros(h * w, dtype=np.bool_)
-    marked = np.empty(h * w, dtype=np.int64)
-    memo = np.full(per_channel * per_channel, -1, dtype=np.int64)
-    stamp = np.full(per_channel * per_channel, -1, dtype=np.int64)
+    mask, marked, memo, stamp = _scratch(h, w, kh, kw)
     for i in range(nm):
-        m0 = i * tm
-        m1 = min(m_total, m0 + tm)
+        m0, m1 = i * tm, min(m_total, (i + 1) * tm)
         for t in range(tks.shape[0]):
-            tk = tks[t]
-            for k0 in range(0, k_total, tk):
-                k1 = min(k_total, k0 + tk)
-                first_c, last_c = k0 // per_channel, (k1 - 1) // per_channel
-                if first_c == last_c:
-                    parts = ((k0 % per_channel, (k1 - 1) % per_channel, 1),
-                             (0, 0, 0), (0, 0, 0))
-                else:
-                    parts = ((k0 % per_channel, per_channel - 1, 1),
-                             (0, (k1 - 1) % per_channel, 1),
-                             (0, per_channel - 1, last_c - first_c - 1))
-                total = 0
-                for p0, p1, times in parts:
-                    if times == 0:
-                        continue
-                    key = p0 * per_channel + p1
-                    if stamp[key] != i:
-                        memo[key] = _positions(h, w, ho_n, wo_n, st, pad, dil, kw, m0, m1,
-                                               p0, p1, mask, marked)
-                        stamp[key] = i
-                    total += times * memo[key]
-                if total > largest[t]:
-                    largest[t] = total
+            for k0 in range(0, k_total, tks[t]):
+                total = _tile_elements(h, w, ho_n, wo_n, st, pad, dil, kh, kw, m0, m1,
+                                       k0, min(k_total, k0 + tks[t]), mask, marked, memo,
+                                       stamp, i)
+                largest[t] = max(largest[t], total)
     return largest
 
 
@@ -177,56 +173,28 @@ def _geometry(conv: Conv2d) -> tuple:
             conv.kh, conv.kw, g.m, g.k)
 
 
-# Memoised tables, least recently used dropped first once they hold more than this
-# many int64 entries in all (64 MiB).
-_TABLE_BUDGET = 8 * 2**20
-_tables: OrderedDict[tuple, np.ndarray] = OrderedDict()
-_table_entries = [0]
-_totals: dict[tuple, int] = {}
+@functools.lru_cache(maxsize=64)  # the mapper asks for one table per (tm, tk) many times
+def _cached_table(geometry: tuple, tm: int, tk: int) -> np.ndarray:
+    table = _window_table(*geometry, tm, tk)
+    table.setflags(write=False)
+    return table
 
 
 def window_table(conv: Conv2d, tm: int, tk: int) -> np.ndarray:
     """Input elements of each A tile (m-tile, k-tile) of one group, int64[nm, nk]
     (read-only; memoised by geometry and tile size)."""
-    key = (_geometry(conv), tm, tk)
-    table = _tables.get(key)
-    if table is not None:
-        _tables.move_to_end(key)
-        return table
-    table = _window_table(*key[0], tm, tk)
-    table.setflags(write=False)
-    _tables[key] = table
-    _table_entries[0] += table.size
-    while _table_entries[0] > _TABLE_BUDGET and len(_tables) > 1:
-        _, dropped = _tables.popitem(last=False)
-        _table_entries[0] -= dropped.size
-    return table
+    return _cached_table(_geometry(conv), tm, tk)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_elements(geometry: tuple, m0: int, m1: int, k0: int, k1: int) -> int:
+    h, w, ho_n, wo_n, st, pad, dil, kh, kw, _, _ = geometry
+    mask, marked, memo, stamp = _scratch(h, w, kh, kw)
+    return int(_tile_elements(h, w, ho_n, wo_n, st, pad, dil, kh, kw, m0, m1, k0, k1,
+                              mask, marked, memo, stamp, 0))
 
 
 def window_elements(conv: Conv2d, m0: int, m1: int, k0: int, k1: int) -> int:
     """Distinct input elements of one group touched by output pixels [m0, m1) and
     reduction indices [k0, k1)."""
-    key = (_geometry(conv), m0, m1, k0, k1)
-    found = _totals.get(key)
-    if found is not None:
-        return found
-    h, w, ho_n, wo_n, st, pad, dil, kh, kw, _, _ = key[0]
-    # One tile covering [m0, m1) x [k0, k1): the table's machinery on a shifted range.
-    per_channel = kh * kw
-    mask = np.zeros(h * w, dtype=np.bool_)
-    marked = np.empty(h * w, dtype=np.int64)
-    first_c, last_c = k0 // per_channel, (k1 - 1) // per_channel
-    args = (h, w, ho_n, wo_n, st, pad, dil, kw, m0, m1)
-    if first_c == last_c:
-        total = _positions(*args, k0 % per_channel, (k1 - 1) % per_channel, mask, marked)
-    else:
-        total = _positions(*args, k0 % per_channel, per_channel - 1, mask, marked)
-        total += _positions(*args, 0, (k1 - 1) % per_channel, mask, marked)
-        middle = last_c - first_c - 1
-        if middle:
-            total += middle * _positions(*args, 0, per_channel - 1, mask, marked)
-    total = int(total)
-    if len(_totals) > 4096:  # a bounded memo: the mapper asks for few distinct ranges
-        _totals.clear()
-    _totals[key] = total
-    return total
+    return _cached_elements(_geometry(conv), m0, m1, k0, k1)
