@@ -352,6 +352,7 @@ def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The accsim command line: one subcommand per task."""
     parser = argparse.ArgumentParser(
         prog="accsim", description="Cycle-approximate simulator of systolic-array ML "
         "accelerators.")
@@ -454,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; AccsimError becomes one line on stderr and exit 1."""
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)

@@ -28,6 +28,8 @@ class Strict(BaseModel):
 
 
 class SystolicArray(Strict):
+    """The MAC array: shape, dataflows it supports, and its dtypes."""
+
     rows: PositiveInt
     cols: PositiveInt
     dataflows: list[Dataflow] = Field(min_length=1, description="supported; first is default")
@@ -49,10 +51,14 @@ class Buffers(Strict):
 
 
 class Dma(Strict):
+    """The DMA engine: fixed setup per transfer."""
+
     setup_cycles: int = Field(ge=0, description="per transfer")
 
 
 class OffchipMemory(Strict):
+    """Off-chip memory (HBM, DDR): one server of this bandwidth and latency."""
+
     bandwidth_gbps: float = Field(gt=0, description="GB/s, 1e9 bytes per second")
     latency_cycles: int = Field(ge=0)
 
@@ -72,11 +78,15 @@ class VectorCosts(Strict):
 
 
 class VectorUnit(Strict):
+    """The vector unit: lanes and cycles per element by kind."""
+
     lanes: PositiveInt
     cycles_per_element: VectorCosts
 
 
 class StaticPower(Strict):
+    """Static (leakage and always-on) power per component, watts."""
+
     array_w: float = Field(ge=0)
     sram_w: float = Field(ge=0)
     offchip_w: float = Field(ge=0)
@@ -85,6 +95,8 @@ class StaticPower(Strict):
 
 
 class EnergyTable(Strict):
+    """Energy per event, picojoules, and static power."""
+
     mac_pj: dict[Dtype, float] = Field(description="per MAC, by input dtype")
     sram_read_pj_per_byte: float = Field(ge=0)
     sram_write_pj_per_byte: float = Field(ge=0)
@@ -94,6 +106,8 @@ class EnergyTable(Strict):
 
 
 class Platform(Strict):
+    """One accelerator platform, loaded from arch_configs/*.yaml."""
+
     name: str = Field(min_length=1)
     description: str = ""
     clock_ghz: float = Field(gt=0)

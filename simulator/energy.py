@@ -31,6 +31,7 @@ class Energy:
 
 
 def static_power_w(platform: Platform) -> float:
+    """Static power of all components, watts."""
     p = platform.energy.static_power
     return p.array_w + p.sram_w + p.offchip_w + p.vector_w + p.other_w
 

@@ -32,6 +32,7 @@ class Source:
 
 
 def read_source(path: str | Path) -> Source:
+    """Read an input file with its sha256; a missing or unreadable file is an AccsimError."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -104,6 +105,7 @@ def field_path(loc: tuple, raw) -> str:
 
 
 def load_model(path: str | Path, model: type[Model]) -> tuple[Model, Source]:
+    """Read and validate one input file into `model`."""
     source = read_source(path)
     return parse_model(source.text, model, file=source.path), source
 

@@ -107,6 +107,7 @@ class Totals:
 
 
 def add_totals(parts: Iterable[Totals]) -> Totals:
+    """Field-by-field sum of additive totals."""
     parts = list(parts)
     names = Totals.__dataclass_fields__
     return Totals(**{name: sum(getattr(p, name) for p in parts) for name in names})

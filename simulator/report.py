@@ -51,6 +51,7 @@ def _table(title: str, first: list[str]) -> Table:
 
 
 def operator_table(result: RunResult) -> Table:
+    """One row per operator."""
     table = _table("Operators", ["operator", "layer_type", "runs"])
     for op in result.operators:
         table.add_row(op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
@@ -59,6 +60,7 @@ def operator_table(result: RunResult) -> Table:
 
 
 def layer_type_table(result: RunResult) -> Table:
+    """One row per layer_type and one for the workload, with the dominant class."""
     table = _table("By layer_type (bottleneck: the class holding most cycles)",
                    ["layer_type", "ops", "share%"])
     members: dict[str, list[OperatorResult]] = {}
@@ -76,6 +78,7 @@ def layer_type_table(result: RunResult) -> Table:
 
 
 def summary_lines(result: RunResult) -> list[str]:
+    """The workload in three lines: time, MFU and traffic, energy."""
     total = result.total
     d = total.derived(result.platform)
     inputs = result.inputs
@@ -95,6 +98,7 @@ def summary_lines(result: RunResult) -> list[str]:
 
 
 def print_report(result: RunResult, console: Console) -> None:
+    """Both tables, their legend and the summary."""
     console.print(operator_table(result))
     console.print()
     console.print(layer_type_table(result))
@@ -146,6 +150,7 @@ def result_dict(result: RunResult) -> dict:
 
 
 def write_json(result: RunResult, path: str | Path) -> None:
+    """The full result (result_dict) as indented JSON."""
     Path(path).write_text(json.dumps(result_dict(result), indent=1) + "\n")
 
 
@@ -158,6 +163,7 @@ CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu",
 
 
 def write_csv(result: RunResult, path: str | Path) -> None:
+    """One row per operator with the CSV_FIELDS columns."""
     with Path(path).open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, extrasaction="ignore")
         writer.writeheader()

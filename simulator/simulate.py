@@ -41,6 +41,8 @@ class Inputs:
 
 @dataclass(frozen=True)
 class RunResult:
+    """A simulated workload: its inputs, the engine used, and one result per operator."""
+
     inputs: Inputs
     engine: str
     engine_reason: str
@@ -60,6 +62,7 @@ class RunResult:
 
 
 def memory_params(platform: Platform) -> MemoryParams:
+    """The off-chip memory and DMA figures the engines need."""
     return MemoryParams(platform.bytes_per_cycle, platform.offchip.latency_cycles,
                         platform.dma.setup_cycles)
 

@@ -75,5 +75,6 @@ def trace_events(result: RunResult) -> list[dict]:
 
 
 def write_trace(result: RunResult, path: str | Path) -> None:
+    """Write the timeline as a Chrome/Perfetto JSON trace."""
     Path(path).write_text(json.dumps({"traceEvents": trace_events(result),
                                       "displayTimeUnit": "ns"}))

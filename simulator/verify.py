@@ -28,6 +28,8 @@ INPUT_MODELS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
 
 @dataclass(frozen=True)
 class Verification:
+    """What verifying a result found."""
+
     changed_sources: list[str]   # "kind: path (reason)"
     differences: list[str]       # JSON paths whose values differ on rerun
 
@@ -37,6 +39,7 @@ class Verification:
 
 
 def comparable(result: dict) -> dict:
+    """A decoded result without the manifest fields a verification ignores."""
     manifest = {k: v for k, v in result["manifest"].items()
                 if k not in IGNORED_MANIFEST_FIELDS}
     return {**result, "manifest": manifest}
@@ -72,6 +75,7 @@ def _source_change(kind: str, entry: dict) -> str | None:
 
 
 def verify(result_path: str) -> Verification:
+    """Check a result file: changed sources, and a rerun from its embedded inputs."""
     try:
         recorded = json.loads(Path(result_path).read_text())
         manifest = recorded["manifest"]

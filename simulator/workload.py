@@ -46,6 +46,8 @@ class VectorShape:
 
 
 class OperatorBase(Strict):
+    """Fields every operator has."""
+
     name: str = Field(min_length=1)
     layer_type: str = Field(min_length=1, description="free label; metrics group by it")
     dtype: Dtype | None = Field(default=None, description="default: the array's first")
@@ -203,6 +205,8 @@ KINDS = ("gemm", "conv2d", "elementwise", "reduction", "softmax", "norm", "pool"
 
 
 class Workload(Strict):
+    """An ordered operator trace; operators run one after another."""
+
     name: str = Field(min_length=1)
     description: str = ""
     operators: list[Operator] = Field(min_length=1)
