@@ -81,7 +81,11 @@ def _run(args: argparse.Namespace) -> int:
 
         result = simulate(inputs, engine=args.engine, progress=progress)
     elapsed = time.perf_counter() - started
-    print_report(result, Console(width=max(Console().width, 180)))
+    console = Console(width=max(Console().width, 180))
+    print_report(result, console)
+    if args.validate == "scalesim":
+        console.print()
+        console.print(scalesim.scalesim_table(result))
     print(f"simulated {len(result.operators)} operators in {elapsed:.2f} s wall")
     for path, writer in ((args.json, write_json), (args.csv, write_csv),
                          (args.trace, write_trace), (args.plot, _write_plot)):

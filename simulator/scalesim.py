@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.table import Table
+
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import Source, load_model, locate, read_source
@@ -148,3 +150,19 @@ def scalesim_rows(result) -> list[dict]:
                      "filter_sram_reads": reads.get("weight", 0),
                      "stall_cycles": op.run.total_cycles - busy})
     return rows
+
+
+def scalesim_table(result) -> Table:
+    """scalesim_rows as a table, in SCALE-Sim's terms (its Total Cycles is D - 1 + stalls)."""
+    table = Table(title="SCALE-Sim view (validate mode: compute cycles = demand rows D; "
+                  "SCALE-Sim's Total Cycles = D - 1 + its stalls)", title_justify="left",
+                  show_edge=False, pad_edge=False)
+    for header in ("layer", "runs", "compute cycles D", "Total Cycles if no stall",
+                   "ifmap SRAM reads", "filter SRAM reads"):
+        table.add_column(header, justify="left" if header == "layer" else "right",
+                         no_wrap=True)
+    for row in scalesim_rows(result):
+        table.add_row(row["name"], str(row["runs"]), f"{row['compute_cycles']:,}",
+                      f"{row['scalesim_total_cycles_if_no_stall']:,}",
+                      f"{row['ifmap_sram_reads']:,}", f"{row['filter_sram_reads']:,}")
+    return table

@@ -241,3 +241,20 @@ def test_experiment_writes_a_clean_copy_scalesim_can_load(tmp_path):
     copy, _, copy_parsed = load_topology(str(clean))
     assert gemms(copy) == gemms(original)
     assert not any("not honoured" in note or "empty" in note for note in copy_parsed.notes)
+
+
+def test_validate_run_prints_the_scalesim_view(capsys):
+    from pathlib import Path
+
+    from simulator.cli import main
+    data = Path(__file__).parent / "data" / "scalesim"
+    assert main(["run", "--arch", str(data / "scale.cfg"), "--workload",
+                 str(data / "alexnet.csv"), "--validate", "scalesim"]) == 0
+    out = capsys.readouterr().out
+    assert "SCALE-Sim view" in out
+    conv1 = next(line for line in out.splitlines() if line.startswith("Conv1 "))
+    cells = [cell.strip() for cell in conv1.split("│")]
+    # alexnet Conv1 on scale.cfg (32x32, ws): ofmap ceil((224 - 11 + 4) / 4) = 55, so
+    # M = 3025, K = 11*11*3 = 363, N = 96; folds ceil(363/32) * ceil(96/32) = 12 * 3,
+    # each M + 2*32 + 32 - 2 = 3119 cycles: D = 112,284, SCALE-Sim's Total Cycles D - 1.
+    assert cells[2:4] == ["112,284", "112,283"]
