@@ -251,8 +251,8 @@ def test_validate_run_prints_the_scalesim_view(capsys):
     assert main(["run", "--arch", str(data / "scale.cfg"), "--workload",
                  str(data / "alexnet.csv"), "--validate", "scalesim"]) == 0
     out = capsys.readouterr().out
-    assert "SCALE-Sim view" in out
-    conv1 = next(line for line in out.splitlines() if line.startswith("Conv1 "))
+    view = out.split("SCALE-Sim view", 1)[1]
+    conv1 = next(line for line in view.splitlines() if line.startswith("Conv1 "))
     cells = [cell.strip() for cell in conv1.split("│")]
     # alexnet Conv1 on scale.cfg (32x32, ws): ofmap ceil((224 - 11 + 4) / 4) = 55, so
     # M = 3025, K = 11*11*3 = 363, N = 96; folds ceil(363/32) * ceil(96/32) = 12 * 3,
