@@ -87,13 +87,16 @@ def admit(baseline: dict, current: dict, *, path: str) -> list[str]:
             f"{new['model_version']}: timing semantics changed, so every number may "
             "differ; regenerate it (--update-baseline)", file=path,
             field="manifest.model_version")
+    for kind in ("platform", "workload"):
+        old_name = old["inputs"][kind]["canonical"]["name"]
+        new_name = new["inputs"][kind]["canonical"]["name"]
+        if old_name != new_name:
+            raise BaselineRefused(f"baseline is for {kind} {old_name!r}, this run for "
+                                  f"{new_name!r}", file=path,
+                                  field=f"manifest.inputs.{kind}")
     old_platform = old["inputs"]["platform"]["canonical"]
     new_platform = new["inputs"]["platform"]["canonical"]
-    if old_platform["name"] != new_platform["name"]:
-        raise BaselineRefused(f"baseline is for platform {old_platform['name']!r}, this "
-                              f"run for {new_platform['name']!r}", file=path,
-                              field="manifest.inputs.platform")
-    changed = [d.split(":")[0].split(" ")[0].lstrip(".") for d in differences(
+    changed = [where.lstrip(".") for where, _ in differences(
         {k: v for k, v in old_platform.items() if k not in IGNORED_PLATFORM_FIELDS},
         {k: v for k, v in new_platform.items() if k not in IGNORED_PLATFORM_FIELDS})]
     if changed:
@@ -102,10 +105,6 @@ def admit(baseline: dict, current: dict, *, path: str) -> list[str]:
                               field="manifest.inputs.platform")
     old_workload = old["inputs"]["workload"]["canonical"]
     new_workload = new["inputs"]["workload"]["canonical"]
-    if old_workload["name"] != new_workload["name"]:
-        raise BaselineRefused(f"baseline is for workload {old_workload['name']!r}, this "
-                              f"run for {new_workload['name']!r}", file=path,
-                              field="manifest.inputs.workload")
     warnings = []
     if old["accsim_version"] != new["accsim_version"]:
         warnings.append(f"baseline written by accsim {old['accsim_version']}, this is "

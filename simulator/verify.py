@@ -45,22 +45,25 @@ def comparable(result: dict) -> dict:
     return {**result, "manifest": manifest}
 
 
-def differences(old, new, path: str = "") -> list[str]:
-    """JSON paths where two decoded JSON values differ (first 20 at most)."""
+def differences(old, new, path: str = "") -> list[tuple[str, str]]:
+    """(JSON path, what differs there) where two decoded JSON values differ, the text
+    naming the path too; the first 20 at most."""
     if isinstance(old, dict) and isinstance(new, dict):
         found = []
         for key in sorted(set(old) | set(new)):
+            where = f"{path}.{key}"
             if key not in old or key not in new:
-                found.append(f"{path}.{key} (present on one side only)")
+                found.append((where, f"{where} (present on one side only)"))
             else:
-                found += differences(old[key], new[key], f"{path}.{key}")
+                found += differences(old[key], new[key], where)
         return found[:20]
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         found = []
         for index, (a, b) in enumerate(zip(old, new)):
             found += differences(a, b, f"{path}[{index}]")
         return found[:20]
-    return [] if old == new else [f"{path or '(root)'}: {old!r} != {new!r}"]
+    where = path or "(root)"
+    return [] if old == new else [(where, f"{where}: {old!r} != {new!r}")]
 
 
 def _source_change(kind: str, entry: dict) -> str | None:
@@ -94,4 +97,5 @@ def verify(result_path: str) -> Verification:
                     sources["platform"], sources["workload"], sources["mapping"])
     engine = manifest["engine"] if manifest["engine_reason"] == "requested" else "auto"
     rerun = json.loads(json.dumps(result_dict(simulate(inputs, engine=engine))))
-    return Verification(changed, differences(comparable(recorded), comparable(rerun)))
+    found = differences(comparable(recorded), comparable(rerun))
+    return Verification(changed, [text for _, text in found])
