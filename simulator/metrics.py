@@ -183,11 +183,3 @@ def dominant_bottleneck(results: Iterable[OperatorResult]) -> str:
             + result.totals.cycles
     ordered = sorted(cycles, key=CLASSES.index)
     return max(ordered, key=cycles.get) if ordered else BALANCED
-
-
-def group_totals(results: Iterable[OperatorResult], key) -> dict[str, Totals]:
-    """Totals per group (e.g. layer_type), groups in order of first appearance."""
-    groups: dict[str, list[Totals]] = {}
-    for result in results:
-        groups.setdefault(key(result), []).append(result.totals)
-    return {name: add_totals(parts) for name, parts in groups.items()}

@@ -63,9 +63,7 @@ def layer_type_table(result: RunResult) -> Table:
     """One row per layer_type and one for the workload, with the dominant class."""
     table = _table("By layer_type (bottleneck: the class holding most cycles)",
                    ["layer_type", "ops", "share%"])
-    members: dict[str, list[OperatorResult]] = {}
-    for op in result.operators:
-        members.setdefault(op.lowered.layer_type, []).append(op)
+    members = result.operators_by_layer_type
     whole = max(result.total.cycles, 1)
     for name, totals in result.by_layer_type.items():
         table.add_row(name, str(len(members[name])), f"{100 * totals.cycles / whole:.1f}",
@@ -135,9 +133,7 @@ def result_dict(result: RunResult) -> dict:
     """The full result: manifest, per-operator records, per-layer_type and workload
     totals. Contains no wall-clock figure, so equal inputs give an equal dict."""
     platform = result.platform
-    members: dict[str, list[OperatorResult]] = {}
-    for op in result.operators:
-        members.setdefault(op.lowered.layer_type, []).append(op)
+    members = result.operators_by_layer_type
     return {
         "manifest": manifest(result),
         "operators": [_operator_record(op, result) for op in result.operators],

@@ -19,8 +19,7 @@ from simulator.engines import choose_engine, engine_runner
 from simulator.loader import Source
 from simulator.lowering import lower_workload
 from simulator.mapping import Mapping
-from simulator.metrics import OperatorResult, Totals, add_totals, group_totals, \
-    operator_result
+from simulator.metrics import OperatorResult, Totals, add_totals, operator_result
 from simulator.program import MemoryParams
 from simulator.workload import Workload
 
@@ -53,8 +52,17 @@ class RunResult:
         return self.inputs.platform
 
     @property
+    def operators_by_layer_type(self) -> dict[str, list[OperatorResult]]:
+        """Operators grouped by layer_type, groups in order of first appearance."""
+        groups: dict[str, list[OperatorResult]] = {}
+        for op in self.operators:
+            groups.setdefault(op.lowered.layer_type, []).append(op)
+        return groups
+
+    @property
     def by_layer_type(self) -> dict[str, Totals]:
-        return group_totals(self.operators, lambda r: r.lowered.layer_type)
+        return {name: add_totals(op.totals for op in ops)
+                for name, ops in self.operators_by_layer_type.items()}
 
     @property
     def total(self) -> Totals:
