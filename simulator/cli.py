@@ -16,6 +16,7 @@ from simulator import scalesim
 from simulator.config import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
+from simulator.frontends import command as import_command
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping
@@ -455,6 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
     schema.add_argument("kind", choices=sorted(SCHEMAS))
     schema.set_defaults(handler=_schema)
+
+    import_command.add_parser(commands)
     return parser
 
 
