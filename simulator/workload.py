@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+from pydantic import (Field, NonNegativeInt, PositiveInt, field_validator, model_serializer,
+                      model_validator)
 
 from simulator.config import Dtype, Strict
 
@@ -53,6 +54,19 @@ class OperatorBase(Strict):
     layer_type: str = Field(min_length=1, description="free label; metrics group by it")
     dtype: Dtype | None = Field(default=None, description="default: the array's first")
     repeat: PositiveInt = Field(default=1, description="identical runs, simulated once")
+    measured_s: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False,
+        description="seconds this operator took on real hardware, all repeats together "
+        "(a profiler trace's); the report shows it beside the simulated time")
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unmeasured(self, handler):
+        # Absent rather than null, so workloads without measurements dump (and embed in
+        # results) exactly as they did before the field existed.
+        fields = handler(self)
+        if self.measured_s is None:
+            fields.pop("measured_s", None)
+        return fields
 
     def _check_work(self, work: int) -> None:
         if work * self.repeat >= MAX_WORK:
