@@ -207,6 +207,13 @@ def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
             DTYPE_BYTES[array.output_dtype])
 
 
+def weight_element_bytes(op, platform: Platform) -> int:
+    """Bytes per element of a compute operator's weight operand (B): its
+    `weight_dtype`, else its input dtype."""
+    dtype = getattr(op, "weight_dtype", None) or operator_dtype(op, platform)
+    return DTYPE_BYTES[dtype]
+
+
 def a_tile_bound(op, tm, tk):
     """Elements an A tile of tm x tk can move at most: its im2col size, widened for a
     conv by the bounding-rectangle rule of lowering.windows (a channel's partial k range
