@@ -8,7 +8,7 @@ array cycles, compulsory bytes) is counted here, once per operator instance.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from simulator.mapping import (Mapping, Tiling, check_mapping_names, merged_spec
                                weight_element_bytes)
 from simulator.program import TileProgram, validate_program
 from simulator.timing import DATAFLOW_CODES, ceil_div, vector_cycles
-from simulator.workload import Conv2d, Workload, is_compute
+from simulator.workload import Conv2d, Workload, is_attention, is_compute
 
 DIM_CODES = {"m": 0, "n": 1, "k": 2}
 
@@ -44,6 +44,7 @@ class Counters:
     slots: dict[str, int] = field(default_factory=dict)          # tiles each buffer holds
     live_c_tiles: int = 1
     spills: bool = False
+    vector_compute_cycles: int = 0      # vector-unit cycles inside compute (unfused softmax)
 
     @property
     def offchip_bytes(self) -> int:
@@ -259,6 +260,27 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
                            op.repeat, onchip, None, counters)
 
 
+def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | None = None,
+                    workload_source: str | None = None) -> LoweredOperator:
+    """Lower an attention operator, flash or unfused (lowering.attention); `fused`
+    records the lowering used."""
+    from simulator.lowering.attention import choose_lowering
+    check_dtypes(op, platform, workload_source)
+    chosen = choose_lowering(op, tiling, platform, source=source)
+    counters = Counters(
+        macs=chosen.macs, vector_elements=chosen.vector_elements,
+        useful_array_cycles=chosen.useful_array_cycles,
+        padding_array_cycles=chosen.padding_array_cycles,
+        fill_array_cycles=chosen.fill_array_cycles, offchip_read=chosen.offchip_read,
+        offchip_write=chosen.offchip_write, compulsory=chosen.compulsory,
+        sram_read=chosen.sram_read, sram_write=chosen.sram_write, slots=chosen.slots,
+        spills=chosen.scores_offchip, vector_compute_cycles=chosen.vector_compute_cycles)
+    return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
+                           "array", replace(tiling, fuse=chosen.fusion), chosen.program,
+                           op.batch * op.kv_heads, op.repeat, False, chosen.fusion,
+                           counters)
+
+
 def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
                    mapping_source: str | None = None,
                    workload_source: str | None = None) -> list[LoweredOperator]:
@@ -277,6 +299,9 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
                                          source=mapping_source,
                                          workload_source=workload_source))
             absorbed = tiling.fuse
+        elif is_attention(op):
+            lowered.append(lower_attention(op, tiling, platform, source=mapping_source,
+                                           workload_source=workload_source))
         else:
             lowered.append(lower_vector(op, tiling, platform, source=mapping_source))
     return lowered
