@@ -23,6 +23,7 @@ from simulator.workload import Workload
 # Format name -> the module that reads it.
 FORMATS: dict[str, str] = {
     "onnx": "simulator.frontends.onnx",
+    "kineto": "simulator.frontends.kineto",
 }
 
 

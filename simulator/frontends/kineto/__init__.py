@@ -1,0 +1,136 @@
+"""`accsim import kineto TRACE.json[.gz]`: a PyTorch profiler trace recorded with
+shapes as an accsim workload (DESIGN.md section 13).
+
+Each thread's operator events are walked outermost first: an event whose op has a
+converter (simulator.frontends.kineto.ops) becomes an operator and what it calls is not
+looked at again (a linear that calls addmm counts once); a zero-cost op is counted; any
+other op is looked into, and counted as unsupported only when nothing inside it became
+an operator. Identical operators (same kind, shape and layer_type) fold into one with
+`repeat`, in order of first appearance. Each keeps its measured time as `measured_s`:
+the device time of the kernels it launched when the trace has kernels, its CPU time
+otherwise; the report shows it beside the simulated time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from simulator.errors import AccsimError
+from simulator.frontends.command import Imported
+from simulator.frontends.kineto.ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY, short_name
+from simulator.frontends.kineto.trace import Event, NoShapes, Trace, read_trace
+from simulator.frontends.tally import Tally, Unsupported
+from simulator.workload import Operator, Workload
+
+HELP = "a PyTorch profiler (Kineto) trace (.json or .json.gz) recorded with shapes"
+OPERATOR = TypeAdapter(Operator)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--strict", action="store_true",
+                        help="fail on any op that is not supported instead of listing it")
+
+
+def load(args: argparse.Namespace) -> Imported:
+    return import_kineto(args.file, strict=args.strict)
+
+
+def import_kineto(path: str, *, strict: bool = False) -> Imported:
+    """The workload of a Kineto trace, with notes of what did not become operators."""
+    trace = read_trace(path)
+    tally = Tally()
+    found: list[tuple[dict, float | None, Event]] = []  # fields, measured s, event
+    on_device = bool(trace.device_us)
+    for root in trace.roots:
+        _visit(root, trace, tally, found, on_device)
+    if strict:
+        tally.refuse_unsupported(trace.file)
+    if not found:
+        raise AccsimError("no operator event of the trace is a supported op ("
+                          + ("; ".join(tally.notes()) or "none") + ")", file=trace.file)
+    operators = _fold(found, trace.file)
+    threads = len({event.thread for _, _, event in found})
+    stem = Path(path).name.removesuffix(".gz").removesuffix(".json")
+    basis = ("device time of the kernels each op launched" if on_device
+             else "CPU time of each op (the trace has no device kernels)")
+    notes = [f"measured_s: {basis}; {len(found)} events from {threads} thread"
+             f"{'s' if threads > 1 else ''} folded into {len(operators)} operators",
+             *tally.notes()]
+    description = (f"PyTorch profiler trace {Path(path).name}: {len(found)} operator "
+                   f"events as {len(operators)} distinct operators (repeat counts the "
+                   "identical ones).")
+    return Imported(Workload(name=stem, description=description, operators=operators),
+                    notes)
+
+
+def _visit(event: Event, trace: Trace, tally: Tally, found: list, on_device: bool) -> bool:
+    """Convert an event or what it calls; True if anything became an operator."""
+    name = short_name(event.name)
+    if name in CONVERTERS:
+        try:
+            fields = CONVERTERS[name](event, tally)
+        except Unsupported as exc:
+            tally.leave_out(f"{name} ({exc.reason})", event.where)
+            return False
+        except NoShapes:
+            raise AccsimError("no recorded shapes (args 'Input Dims'): profile with "
+                              "torch.profiler.profile(record_shapes=True)",
+                              file=trace.file, field=event.where) from None
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
+            raise AccsimError(f"recorded shapes do not fit {name} ({exc}): Input Dims "
+                              f"{json.dumps(event.args.get('Input Dims'))}",
+                              file=trace.file, field=event.where) from None
+        if on_device:
+            device_us = trace.device_time_us(event)
+            measured = None if device_us is None else device_us * 1e-6
+        else:
+            measured = event.dur * 1e-6
+        for f in fields:
+            found.append(({"layer_type": name.strip("_"), **f}, measured, event))
+        return True
+    if name in SHAPE_ONLY:
+        tally.shape_only[name] += 1
+        return False
+    if name in MOVES_DATA:
+        tally.moves_data[name] += 1
+        return False
+    inside = [_visit(child, trace, tally, found, on_device) for child in event.children]
+    if not any(inside):
+        tally.leave_out(name, event.where)
+    return any(inside)
+
+
+def _fold(found: list, file: str) -> list:
+    """Identical operators as one with repeat; measured times summed; named
+    layer_type_N in order of first appearance."""
+    groups: dict[str, list] = {}
+    for fields, measured, event in found:
+        key = json.dumps(fields, sort_keys=True)
+        if key in groups:
+            group = groups[key]
+            group[1] += 1
+            group[2] = measured if group[2] is None else \
+                group[2] + (measured or 0.0)
+        else:
+            groups[key] = [fields, 1, measured, event]
+    operators = []
+    numbers: dict[str, int] = {}
+    for fields, repeat, measured, event in groups.values():
+        label = fields["layer_type"]
+        numbers[label] = numbers.get(label, -1) + 1
+        extra = {"repeat": repeat} if repeat > 1 else {}
+        if measured is not None:
+            extra["measured_s"] = round(measured, 12)  # the trace's ns, no float noise
+        try:
+            operators.append(OPERATOR.validate_python(
+                {"name": f"{label}_{numbers[label]}", **fields, **extra}))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise AccsimError(f"cannot be an accsim {fields['kind']}: "
+                              f"{error['msg'].removeprefix('Value error, ')}",
+                              file=file, field=event.where) from None
+    return operators
