@@ -17,7 +17,7 @@ from simulator.config import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
-from simulator.loader import load_model, locate, shipped_names
+from simulator.loader import Source, load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping
 from simulator.report import compare_table, print_report, write_csv, write_json
@@ -32,19 +32,24 @@ DEFAULT_ARCH = "tpu_v1"
 DEFAULT_WORKLOAD = "resnet50_b1"
 
 
-def load_inputs(arch: str, workload: str, mapping: str | None, *,
-                validate: str | None = None, workload_format: str | None = None) -> Inputs:
+def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
+                validate: str | None = None, workload_format: str | None = None,
+                imported: tuple[Workload, Source] | None = None) -> Inputs:
     """Load the three inputs by shipped name or path. SCALE-Sim files are read unchanged:
     a `.cfg` platform, a `.csv` topology (conv or GEMM by its header, or as
     `workload_format` says); what they hold that accsim does not honour is printed.
-    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.scalesim)."""
+    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.scalesim).
+    `imported`: a workload already read by a frontend (`run --onnx`), used as is."""
     notes: list[str] = []
+    workload = workload or DEFAULT_WORKLOAD
     if scalesim.is_scalesim_config(arch):
         platform, platform_source, config = scalesim.load_config(arch)
         notes += config.notes
     else:
         platform, platform_source = load_model(locate(arch, "platform"), Platform)
-    if workload_format is not None or scalesim.is_scalesim_topology(workload):
+    if imported is not None:
+        trace, workload_source = imported
+    elif workload_format is not None or scalesim.is_scalesim_topology(workload):
         trace, workload_source, topology = scalesim.load_topology(workload, workload_format)
         notes += [f"SCALE-Sim {topology.kind} topology {workload_source.path}: {note}"
                   for note in topology.notes]
@@ -69,7 +74,8 @@ def load_inputs(arch: str, workload: str, mapping: str | None, *,
 
 def _run(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
-                         workload_format=args.format)
+                         workload_format=args.format,
+                         imported=import_command.run_workload(args))
     stderr = Console(stderr=True)
     started = time.perf_counter()
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
@@ -345,7 +351,7 @@ def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
     else:
         parser.add_argument("--arch", default=DEFAULT_ARCH,
                             help=f"{arch_help}; default {DEFAULT_ARCH}")
-    parser.add_argument("--workload", default=DEFAULT_WORKLOAD,
+    parser.add_argument("--workload",
                         help=f"workload YAML, SCALE-Sim topology .csv, or a shipped name "
                         f"({', '.join(shipped_names('workload'))}); default "
                         f"{DEFAULT_WORKLOAD}")
@@ -386,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sheet-search", nargs="?", const="cycles", choices=OBJECTIVES,
                      metavar="OBJECTIVE", help="run the mapper for the sheet's gap "
                      "(objective: cycles (default), energy or edp)")
+    import_command.add_run_options(run)
     run.set_defaults(handler=_run)
 
     compare = commands.add_parser(

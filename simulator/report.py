@@ -50,12 +50,30 @@ def _table(title: str, first: list[str]) -> Table:
     return table
 
 
+def measured_s(result: RunResult) -> dict[str, float]:
+    """Seconds measured on hardware by operator name, for the operators that carry
+    them (an imported profiler trace's)."""
+    return {op.name: op.measured_s for op in result.inputs.workload.operators
+            if op.measured_s is not None}
+
+
 def operator_table(result: RunResult) -> Table:
-    """One row per operator."""
+    """One row per operator; with measured times, two more columns: the measured time
+    and simulated / measured."""
     table = _table("Operators", ["operator", "layer_type", "runs"])
+    measured = measured_s(result)
+    if measured:
+        table.add_column("measured us", justify="right", no_wrap=True)
+        table.add_column("sim/meas", justify="right", no_wrap=True)
     for op in result.operators:
-        table.add_row(op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
-                      *_figures(op.totals, result), op.verdict.bottleneck)
+        cells = [op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
+                 *_figures(op.totals, result), op.verdict.bottleneck]
+        if measured:
+            seconds = measured.get(op.lowered.name)
+            simulated = op.totals.derived(result.platform)["time_s"]
+            cells += ["-", "-"] if seconds is None else \
+                [f"{seconds * 1e6:,.1f}", f"{simulated / seconds:.2f}" if seconds else "-"]
+        table.add_row(*cells)
     return table
 
 
@@ -92,7 +110,19 @@ def summary_lines(result: RunResult) -> list[str]:
         f" mJ), average power {d['average_power_w']:,.1f} W, "
         f"{d['flops_per_joule'] / 1e12:,.3f} TFLOP/J, "
         f"{d['energy_per_mac_pj']:,.2f} pJ per MAC",
-    ]
+    ] + _measured_line(result)
+
+
+def _measured_line(result: RunResult) -> list[str]:
+    """Measured against simulated time over the operators that carry a measurement."""
+    measured = measured_s(result)
+    if not measured:
+        return []
+    simulated = sum(op.totals.derived(result.platform)["time_s"] for op in result.operators
+                    if op.lowered.name in measured)
+    return [f"measured {sum(measured.values()) * 1e3:,.3f} ms on the traced hardware "
+            f"for the {len(measured)} operators that carry a measurement; simulated "
+            f"{simulated * 1e3:,.3f} ms for them"]
 
 
 def print_report(result: RunResult, console: Console) -> None:

@@ -12,12 +12,14 @@ The table is code, not configuration: nothing named in an input file is imported
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.errors import AccsimError
 from simulator.frontends.writer import workload_to_yaml
+from simulator.loader import Source
 from simulator.workload import Workload
 
 # Format name -> the module that reads it.
@@ -25,6 +27,11 @@ FORMATS: dict[str, str] = {
     "onnx": "simulator.frontends.onnx",
     "kineto": "simulator.frontends.kineto",
 }
+
+
+# `accsim run --FORMAT FILE`: formats a run imports directly, with their default
+# options (the metavar names the file).
+RUN_SHORTCUTS = {"onnx": "MODEL.onnx", "kineto": "TRACE.json"}
 
 
 @dataclass(frozen=True)
@@ -71,3 +78,33 @@ def _import(args: argparse.Namespace) -> int:
         print(f"import: {note}")
     print(f"wrote {args.output}: {len(imported.workload.operators)} operators")
     return 0
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    """`--onnx MODEL.onnx`, `--kineto TRACE.json` on `accsim run`: import and run."""
+    group = run.add_mutually_exclusive_group()
+    for name, metavar in RUN_SHORTCUTS.items():
+        group.add_argument(f"--{name}", metavar=metavar,
+                           help=f"import {metavar} as the workload (`accsim import "
+                           f"{name}` with its defaults) and run it")
+
+
+def run_workload(args: argparse.Namespace) -> tuple[Workload, Source] | None:
+    """The workload a run shortcut names, imported with its notes printed, and its
+    source (the file's sha256, for the result's manifest); None without a shortcut."""
+    name = next((n for n in RUN_SHORTCUTS if getattr(args, n, None)), None)
+    if name is None:
+        return None
+    path = getattr(args, name)
+    for clash in ("workload", "format"):
+        if getattr(args, clash, None) is not None:
+            raise AccsimError(f"--{name} is the workload: drop --{clash}",
+                              file=path, field=f"--{name}")
+    module = format_module(name)
+    options = argparse.ArgumentParser(add_help=False)
+    module.add_arguments(options)
+    imported = module.load(argparse.Namespace(**vars(options.parse_args([])), file=path))
+    for note in imported.notes:
+        print(f"import: {note}")
+    data = Path(path).read_bytes()
+    return imported.workload, Source(path, hashlib.sha256(data).hexdigest(), "")
