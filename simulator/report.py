@@ -58,22 +58,31 @@ def measured_s(result: RunResult) -> dict[str, float]:
 
 
 def operator_table(result: RunResult) -> Table:
-    """One row per operator; with measured times, two more columns: the measured time
-    and simulated / measured."""
+    """One row per operator."""
     table = _table("Operators", ["operator", "layer_type", "runs"])
-    measured = measured_s(result)
-    if measured:
-        table.add_column("measured us", justify="right", no_wrap=True)
-        table.add_column("sim/meas", justify="right", no_wrap=True)
     for op in result.operators:
-        cells = [op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
-                 *_figures(op.totals, result), op.verdict.bottleneck]
-        if measured:
-            seconds = measured.get(op.lowered.name)
-            simulated = op.totals.derived(result.platform)["time_s"]
-            cells += ["-", "-"] if seconds is None else \
-                [f"{seconds * 1e6:,.1f}", f"{simulated / seconds:.2f}" if seconds else "-"]
-        table.add_row(*cells)
+        table.add_row(op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
+                      *_figures(op.totals, result), op.verdict.bottleneck)
+    return table
+
+
+def measured_table(result: RunResult) -> Table:
+    """Simulated beside measured time for the operators that carry a measurement."""
+    measured = measured_s(result)
+    table = Table(title="Simulated vs measured (measured_s, e.g. from a profiler trace)",
+                  title_justify="left", show_edge=False, pad_edge=False)
+    for header in ("operator", "layer_type", "runs", "simulated us", "measured us",
+                   "sim/meas"):
+        table.add_column(header, justify="left" if header in ("operator", "layer_type")
+                         else "right", no_wrap=True)
+    for op in result.operators:
+        seconds = measured.get(op.lowered.name)
+        if seconds is None:
+            continue
+        simulated = op.totals.derived(result.platform)["time_s"]
+        table.add_row(op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
+                      f"{simulated * 1e6:,.1f}", f"{seconds * 1e6:,.1f}",
+                      f"{simulated / seconds:.2f}" if seconds else "-")
     return table
 
 
@@ -126,9 +135,13 @@ def _measured_line(result: RunResult) -> list[str]:
 
 
 def print_report(result: RunResult, console: Console) -> None:
-    """Both tables, their legend and the summary."""
+    """Both tables (and the measured one, where operators carry measurements), the
+    legend and the summary."""
     console.print(operator_table(result))
     console.print()
+    if measured_s(result):
+        console.print(measured_table(result))
+        console.print()
     console.print(layer_type_table(result))
     console.print(LEGEND)
     console.print()
