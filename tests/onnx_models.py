@@ -138,36 +138,48 @@ def mlp(*, batch=4, widths=(64, 128, 128, 10), weights="data") -> onnx.ModelProt
     return b.model(b.op("Softmax", [y], axis=1))
 
 
-def transformer_block(*, batch=2, seq=16, hidden=64, heads=4, ffn=256,
+def transformer_block(*, layers=1, batch=2, seq=16, hidden=64, heads=4, ffn=256,
                       weights="external") -> onnx.ModelProto:
-    """A pre-norm encoder block as PyTorch exports it: LayerNormalization, Q/K/V
-    MatMuls, reshapes and transposes into heads, MatMul-Div-Add-Softmax-MatMul, output
-    projection, residual, LayerNormalization, MatMul-Gelu-MatMul, residual."""
+    """`layers` pre-norm encoder blocks as PyTorch exports them: LayerNormalization,
+    Q/K/V MatMuls, reshapes and transposes into heads, MatMul-Div-Add-Softmax-MatMul,
+    output projection, residual, LayerNormalization, MatMul-Gelu-MatMul, residual."""
     b = Builder("transformer_block", weights=weights, opset=20)
     x = b.input("hidden", [batch, seq, hidden])
     mask = b.input("mask", [batch, 1, 1, seq])
     dh = hidden // heads
-    h = b.op("LayerNormalization", [x, b.weight([hidden]), b.weight([hidden])], axis=-1)
 
     def split_heads(t: str, perm: list[int]) -> str:
         t = b.op("Reshape", [t, b.constant([batch, seq, heads, dh])])
         return b.op("Transpose", [t], perm=perm)
 
-    q = split_heads(b.op("MatMul", [h, b.weight([hidden, hidden])]), [0, 2, 1, 3])
-    k = split_heads(b.op("MatMul", [h, b.weight([hidden, hidden])]), [0, 2, 3, 1])
-    v = split_heads(b.op("MatMul", [h, b.weight([hidden, hidden])]), [0, 2, 1, 3])
-    s = b.op("MatMul", [q, k], name="scores")
-    s = b.op("Div", [s, b.weight([])])
-    s = b.op("Add", [s, mask])
-    p = b.op("Softmax", [s], axis=-1, name="attention_softmax")
-    o = b.op("MatMul", [p, v])
-    o = b.op("Reshape", [b.op("Transpose", [o], perm=[0, 2, 1, 3]),
-                         b.constant([batch, seq, hidden])])
-    x = b.op("Add", [x, b.op("MatMul", [o, b.weight([hidden, hidden])])])
-    h = b.op("LayerNormalization", [x, b.weight([hidden]), b.weight([hidden])], axis=-1)
-    h = b.op("Gelu", [b.op("MatMul", [h, b.weight([hidden, ffn])])])
-    x = b.op("Add", [x, b.op("MatMul", [h, b.weight([ffn, hidden])])])
+    for layer in range(layers):
+        h = b.op("LayerNormalization", [x, b.weight([hidden]), b.weight([hidden])],
+                 axis=-1)
+        q = split_heads(b.op("MatMul", [h, b.weight([hidden, hidden])]), [0, 2, 1, 3])
+        k = split_heads(b.op("MatMul", [h, b.weight([hidden, hidden])]), [0, 2, 3, 1])
+        v = split_heads(b.op("MatMul", [h, b.weight([hidden, hidden])]), [0, 2, 1, 3])
+        s = b.op("MatMul", [q, k], name="scores" if layers == 1 else f"scores_{layer}")
+        s = b.op("Div", [s, b.weight([])])
+        s = b.op("Add", [s, mask])
+        p = b.op("Softmax", [s], axis=-1)
+        o = b.op("MatMul", [p, v])
+        o = b.op("Reshape", [b.op("Transpose", [o], perm=[0, 2, 1, 3]),
+                             b.constant([batch, seq, hidden])])
+        x = b.op("Add", [x, b.op("MatMul", [o, b.weight([hidden, hidden])])])
+        h = b.op("LayerNormalization", [x, b.weight([hidden]), b.weight([hidden])],
+                 axis=-1)
+        h = b.op("Gelu", [b.op("MatMul", [h, b.weight([hidden, ffn])])])
+        x = b.op("Add", [x, b.op("MatMul", [h, b.weight([ffn, hidden])])])
     return b.model(x)
+
+
+def conv_stack(*, layers=100, batch=1, size=56, channels=64) -> onnx.ModelProto:
+    """`layers` 3x3 Conv-BatchNormalization-Relu layers at one resolution."""
+    b = Builder("conv_stack")
+    y = b.input("image", [batch, channels, size, size])
+    for _ in range(layers):
+        y = conv(b, y, channels, channels, 3, bn=True, relu=True)
+    return b.model(y)
 
 
 def attention_op(*, batch=2, seq=32, heads=8, kv_heads=2, dh=16, causal=True):

@@ -215,3 +215,25 @@ def test_without_onnx_the_message_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)   # import onnx now fails
     with pytest.raises(AccsimError, match=r"install with pip install 'accsim\[onnx\]'"):
         import_onnx(path)
+
+
+def test_ops_of_other_domains_and_what_follows_them_are_counted(tmp_path):
+    """An onnxruntime contrib op has no shape inference here: it and the ops whose
+    shapes it leaves unknown are listed, nothing after it is costed blind."""
+    b = models.Builder("contrib", weights="inputs")
+    x = b.input("x", [4, 64])
+    b.nodes.append(onnx.helper.make_node("FastGelu", [x], ["g"], domain="com.microsoft",
+                                         name="fast_gelu"))
+    y = b.op("MatMul", ["g", b.weight([64, 32])], name="after")
+    z = b.op("Relu", [b.op("MatMul", [x, b.weight([64, 8])], name="independent")])
+    model = b.model(z)
+    model.graph.output.append(onnx.helper.make_tensor_value_info(y, 1, None))
+    model.opset_import.append(onnx.helper.make_opsetid("com.microsoft", 1))
+    imported = import_onnx(saved(tmp_path, model))
+    assert [op.name for op in imported.workload.operators] == ["independent",
+                                                               b.nodes[-1].name]
+    assert "UNSUPPORTED, left out (2): 1 MatMul (shape unknown), 1 " \
+        "com.microsoft.FastGelu" in imported.notes
+    with pytest.raises(AccsimError, match="node fast_gelu \\(FastGelu\\): --strict: "
+                       "com.microsoft.FastGelu is not supported"):
+        import_onnx(saved(tmp_path, model), strict=True)

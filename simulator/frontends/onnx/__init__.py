@@ -62,7 +62,7 @@ def import_onnx(path: str, *, batch: int | None = None,
     """The workload of an ONNX file, with notes of what did not become operators."""
     try:
         from simulator.frontends.onnx.attention import find_attention
-        from simulator.frontends.onnx.graph import read_graph
+        from simulator.frontends.onnx.graph import DEFAULT_DOMAINS, ShapeUnknown, read_graph
         from simulator.frontends.onnx.ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY
     except ImportError as exc:
         if exc.name not in ("onnx", "google", "google.protobuf"):
@@ -85,15 +85,29 @@ def import_onnx(path: str, *, batch: int | None = None,
             tally.shape_only[node.op_type] += 1
         elif node.op_type in MOVES_DATA:
             tally.moves_data[node.op_type] += 1
-        elif node.op_type in CONVERTERS:
+        elif node.op_type in CONVERTERS and node.domain in DEFAULT_DOMAINS:
             try:
                 fields = CONVERTERS[node.op_type](node, graph, tally)
             except Unsupported as exc:
                 tally.leave_out(f"{node.op_type} ({exc.reason})", where)
                 continue
+            except ShapeUnknown as exc:
+                if not tally.unsupported:
+                    raise AccsimError(f"the shape of tensor {exc} is unknown after shape "
+                                      "inference (an input too small for the kernels, or "
+                                      "sizes computed at run time: give them with "
+                                      "--input-shape)", file=graph.file,
+                                      field=where) from None
+                # Downstream of an op inference does not know: counted, like that op.
+                tally.leave_out(f"{node.op_type} (shape unknown)", where)
+                continue
+            except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
+                raise AccsimError(f"cannot read this {node.op_type} node's attributes or "
+                                  f"shapes ({type(exc).__name__}: {exc})", file=graph.file,
+                                  field=where) from None
             operators += [_operator(f, node.name, graph.file, where) for f in fields]
         else:
-            op = node.op_type if node.domain in ("", "ai.onnx") else \
+            op = node.op_type if node.domain in DEFAULT_DOMAINS else \
                 f"{node.domain}.{node.op_type}"
             tally.leave_out(op, where)
     if strict:

@@ -47,8 +47,9 @@ def find_attention(graph: Graph) -> list[Pattern]:
 
 def _match(softmax: Node, graph: Graph, producer, consumers) -> Pattern | None:
     scores = graph.shapes.get(softmax.inputs[0])
+    default_axis = 1 if graph.opset < 13 else -1   # Softmax's default changed at 13
     if scores is None or len(scores) < 3 or \
-            softmax.attrs.get("axis", -1) % len(scores) != len(scores) - 1:
+            softmax.attrs.get("axis", default_axis) % len(scores) != len(scores) - 1:
         return None
     chain = [softmax]
     tensor = softmax.inputs[0]

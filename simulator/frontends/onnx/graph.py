@@ -24,6 +24,10 @@ Shape = tuple[int, ...]
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
+class ShapeUnknown(Exception):
+    """A tensor whose shape onnx's shape inference left unknown."""
+
+
 @dataclass(frozen=True)
 class Node:
     """One graph node: its name (made up from op type and position when it has none),
@@ -49,12 +53,9 @@ class Graph:
     weights: frozenset[str]         # initializers
 
     def shape(self, node: Node, tensor: str) -> Shape:
-        """A tensor's shape, or an error naming the node that needs it."""
+        """A tensor's shape; ShapeUnknown where inference could not tell it."""
         if tensor not in self.shapes:
-            raise AccsimError(f"the shape of tensor {tensor!r} is unknown after shape "
-                              "inference (an input too small for the kernels, or sizes "
-                              "computed at run time: give them with --input-shape)",
-                              file=self.file, field=f"node {node.name} ({node.op_type})")
+            raise ShapeUnknown(tensor)
         return self.shapes[tensor]
 
     def input_shape(self, node: Node, position: int) -> Shape:
