@@ -5,7 +5,7 @@ conversion to a validated Workload, and the YAML text, as `accsim import` does t
 Models (the test suite's builders, tests/onnx_models.py and tests/kineto_traces.py, so
 the graphs timed are the ones the tests check):
 - ONNX, 100 encoder blocks at BERT-base width (hidden 768, 12 heads, FFN 3072, sequence
-  128): 23 nodes per block, weights as missing external data (the graph alone);
+  128): 24 nodes per block, weights as missing external data (the graph alone);
 - ONNX, 100 Conv-BatchNormalization-Relu layers, 64 channels at 56 x 56;
 - Kineto, 100 decoder layers' forward events at the same width, with kernels.
 
