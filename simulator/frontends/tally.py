@@ -53,7 +53,8 @@ class Tally:
         if self.shape_only:
             lines.append(f"folded as zero cost (shape only): {_counts(self.shape_only)}")
         if self.absorbed:
-            lines.append(f"absorbed into attention operators: {_counts(self.absorbed)}")
+            lines.append(f"absorbed into attention operators (scale and mask not costed): "
+                         f"{_counts(self.absorbed)}")
         if self.proxies:
             lines.append(f"costed as the nearest vector kind: {_counts(self.proxies)}")
         if self.fitted:

@@ -50,7 +50,6 @@ class Graph:
     opset: int                      # of the default domain
     nodes: list[Node]
     shapes: dict[str, Shape]        # tensors whose every dimension is known
-    weights: frozenset[str]         # initializers
 
     def shape(self, node: Node, tensor: str) -> Shape:
         """A tensor's shape; ShapeUnknown where inference could not tell it."""
@@ -101,8 +100,7 @@ def read_graph(path: str | Path, *, batch: int | None = None,
         if shape is not None:
             shapes[info.name] = shape
     nodes = [_node(node, index) for index, node in enumerate(inferred.graph.node)]
-    return Graph(file, graph.name or Path(file).stem, opset, _unique(nodes), shapes,
-                 weights)
+    return Graph(file, graph.name or Path(file).stem, opset, _unique(nodes), shapes)
 
 
 def _parse(file: str) -> onnx.ModelProto:
