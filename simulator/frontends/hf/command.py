@@ -135,7 +135,7 @@ def run_step(args: argparse.Namespace) -> tuple[LlmStep | None, object]:
         if args.all_logits or args.imbalance != 1.0:
             given.append("--all-logits" if args.all_logits else "--imbalance")
         if given:
-            raise AccsimError(f"{', '.join(given)} apply with --model CONFIG",
+            raise AccsimError(f"{', '.join(given)}: only with --model CONFIG",
                               field=given[0])
         return None, None
     step = llm_step(args, args.model)
