@@ -301,8 +301,8 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
     for index, op in enumerate(ops):
         if op.name == absorbed:
             continue
-        tiling = resolve_tiling(op, merged_spec(mapping, op), platform)
         following = ops[index + 1] if index + 1 < len(ops) else None
+        tiling = resolve_tiling(op, merged_spec(mapping, op), platform, following=following)
         if is_compute(op):
             lowered.append(lower_compute(op, tiling, platform, following=following,
                                          source=mapping_source,
