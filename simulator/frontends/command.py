@@ -24,6 +24,7 @@ from simulator.workload import Workload
 
 # Format name -> the module that reads it.
 FORMATS: dict[str, str] = {
+    "hf": "simulator.frontends.hf.command",
     "onnx": "simulator.frontends.onnx",
     "kineto": "simulator.frontends.kineto",
 }

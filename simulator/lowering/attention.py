@@ -35,8 +35,7 @@ from simulator.config import DTYPE_BYTES, Platform
 from simulator.errors import AccsimError
 from simulator.mapping import ATTENTION_FUSIONS, Tiling, attention_rows, operand_bytes
 from simulator.program import TileProgram, validate_program
-from simulator.timing import (DATAFLOW_CODES, array_cycles, ceil_div, fold_count,
-                              fold_fill_cycles, vector_cycles)
+from simulator.timing import DATAFLOW_CODES, array_cycles, array_split, ceil_div, vector_cycles
 
 # Passes of the softmax over each score, unfused or online (max, exp-subtract, sum).
 SOFTMAX_PASSES = 3
@@ -75,12 +74,11 @@ class _Steps:
     release: list
     store: list
     reload_of: list
-    fill_cycles: int = 0
-    array_cycles: int = 0
+    split: list            # useful, padding, fill, stationary-load, skew array cycles
 
     @classmethod
     def empty(cls) -> _Steps:
-        return cls([], [], [], [], [], [], [])
+        return cls([], [], [], [], [], [], [], [0.0] * 5)
 
     def add(self, *, load: int, compute: int, vector: int = 0, acquire: bool,
             release: bool, store: int = 0, reload_of: int = -1) -> int:
@@ -94,20 +92,20 @@ class _Steps:
     def product(self, m: int, n: int, k: int, platform: Platform, dataflow: int) -> int:
         """Array cycles of one tile product (never continuing a fold: each product's
         stationary operand differs from the previous one's)."""
-        array = platform.systolic_array
-        cycles = int(array_cycles(m, n, k, array.rows, array.cols, dataflow, False))
-        self.array_cycles += cycles
-        self.fill_cycles += int(fold_count(m, n, k, array.rows, array.cols, dataflow)
-                                * fold_fill_cycles(array.rows, array.cols, dataflow))
-        return cycles
+        a = platform.systolic_array
+        shape = (m, n, k, a.rows, a.cols, a.count, dataflow, a.fold_model_code, False)
+        for index, part in enumerate(array_split(*shape)):
+            self.split[index] += part
+        return int(array_cycles(*shape))
 
-    def program(self, depth: int, slots: int) -> TileProgram:
+    def program(self, depth: int, slots: int, overhead: int) -> TileProgram:
         as_int = {name: np.array(getattr(self, name), dtype=np.int64)
                   for name in ("load", "compute", "vector", "store", "reload_of")}
         return TileProgram(as_int["load"], as_int["compute"], as_int["vector"],
                            np.array(self.acquire, dtype=bool),
                            np.array(self.release, dtype=bool), as_int["store"],
-                           as_int["reload_of"], depth=depth, slots=slots)
+                           as_int["reload_of"], depth=depth, slots=slots,
+                           overhead_cycles=overhead)
 
 
 @dataclass(frozen=True)
@@ -122,6 +120,8 @@ class AttentionLowering:
     useful_array_cycles: float
     padding_array_cycles: float
     fill_array_cycles: float
+    stationary_load_array_cycles: float
+    skew_array_cycles: float
     offchip_read: dict
     offchip_write: int
     compulsory: dict
@@ -270,11 +270,14 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     else:
         built = _unfused(op, tiling, platform, tiles, sizes, qo_offchip, scores_offchip)
     steps, elements, sram, vector_compute = built
-    program = steps.program(tiling.depth, slots["output"])
+    program = steps.program(tiling.depth, slots["output"],
+                            platform.runtime.op_overhead_cycles)
     validate_program(program, source=f"lowering of {op.name}")
-    array = platform.systolic_array
     macs = op.macs // (op.batch * op.kv_heads)
-    useful = macs / (array.rows * array.cols)
+    # Useful cycles count the visible pairs only; the masked part of the diagonal
+    # tiles joins the padding (the parts still sum to the array's busy cycles).
+    tiles_useful, padding, fill, stationary, skew = steps.split
+    useful = macs / platform.pes
     kv_read = sum(2 * keys * d * kv for tile in tiles for keys in tile.key_tiles)
     scores_moved = (sum(tile.rows * sum(tile.key_tiles) for tile in tiles) * out
                     if scores_offchip else 0)
@@ -283,8 +286,8 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     return AttentionLowering(
         fusion=fusion, program=program, macs=macs, vector_elements=elements,
         vector_compute_cycles=vector_compute, useful_array_cycles=useful,
-        padding_array_cycles=steps.array_cycles - steps.fill_cycles - useful,
-        fill_array_cycles=float(steps.fill_cycles),
+        padding_array_cycles=padding + tiles_useful - useful, fill_array_cycles=fill,
+        stationary_load_array_cycles=stationary, skew_array_cycles=skew,
         # unfused: scores stored then read by softmax, probabilities stored then read by PV
         offchip_read={"q": q_read, "kv": kv_read, "scores": 2 * scores_moved},
         offchip_write=o_written + 2 * scores_moved,
