@@ -172,3 +172,14 @@ def test_shapes_that_do_not_fit_the_op_name_the_event(tmp_path):
     with pytest.raises(AccsimError, match=r"event aten::mm .*recorded shapes do not fit "
                        r"mm \(inner dimensions differ"):
         import_kineto(written(tmp_path, writer.trace()))
+
+
+def test_flash_attention_kernel_reads_batch_seq_heads_layout(tmp_path):
+    writer = TraceWriter()
+    q, kv = [2, 128, 32, 64], [2, 512, 8, 64]      # [batch, seq, heads, head_dim], GQA
+    writer.leaf("aten::_flash_attention_forward", [q, kv, kv, [], [], [], [], [], [], []],
+                ["", "", "", "", "", "128", "512", "0.0", "True", "False"], kernel_us=9.0)
+    (op,) = import_kineto(written(tmp_path, writer.trace())).workload.operators
+    assert (op.batch, op.heads, op.kv_heads, op.q_len, op.kv_len, op.head_dim,
+            op.causal) == (2, 32, 8, 128, 512, 64, True)
+    assert op.measured_s == pytest.approx(9e-6)

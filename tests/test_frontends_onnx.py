@@ -237,3 +237,25 @@ def test_ops_of_other_domains_and_what_follows_them_are_counted(tmp_path):
     with pytest.raises(AccsimError, match="node fast_gelu \\(FastGelu\\): --strict: "
                        "com.microsoft.FastGelu is not supported"):
         import_onnx(saved(tmp_path, model), strict=True)
+
+
+def test_run_onnx_imports_and_runs_in_one_step(tmp_path, capsys):
+    path = saved(tmp_path, models.mlp(), "mlp.onnx")
+    done = run_cli(capsys, "run", "--onnx", path, "--arch", "edge_32x32")
+    assert done.returncode == 0, done.stderr
+    assert "mlp on edge_32x32" in done.stdout and "import: costed as the nearest" in \
+        done.stdout
+    clash = run_cli(capsys, "run", "--onnx", path, "--workload", "gemm_4096")
+    assert clash.returncode == 1
+    assert clash.stderr == f"accsim: error: {path}: --onnx: --onnx is the workload: " \
+        "drop --workload\n"
+
+
+def test_the_same_model_imports_to_the_same_bytes(tmp_path, capsys):
+    path = saved(tmp_path, models.transformer_block())
+    texts = []
+    for name in ("a.yaml", "b.yaml"):
+        assert run_cli(capsys, "import", "onnx", path, "-o", str(tmp_path / name)) \
+            .returncode == 0
+        texts.append((tmp_path / name).read_bytes())
+    assert texts[0] == texts[1]
