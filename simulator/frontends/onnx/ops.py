@@ -89,8 +89,7 @@ def conv(node: Node, graph: Graph, tally: Tally) -> list[dict]:
                      list(node.attrs.get("dilations", [1] * (len(x) - 2))))
     if not window.exact:
         tally.fitted.append(node.name)
-    label = "conv" if groups == 1 else \
-        "conv.depthwise" if groups == x[1] == weight[0] else "conv.grouped"
+    label = "conv" if groups == 1 else "conv.depthwise" if groups == x[1] else "conv.grouped"
     return [{"layer_type": label, "kind": "conv2d", **window.fields(), "cin": x[1],
              "cout": weight[0], "groups": groups}]
 
