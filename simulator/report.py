@@ -65,8 +65,9 @@ def operator_table(result: RunResult) -> Table:
     """One row per operator."""
     table = _table("Operators", ["operator", "layer_type", "runs"])
     for op in result.operators:
-        table.add_row(op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
-                      *_figures(op.totals, result), op.verdict.bottleneck)
+        table.add_row(escape(op.lowered.name), escape(op.lowered.layer_type),
+                      str(op.lowered.runs), *_figures(op.totals, result),
+                      op.verdict.bottleneck)
     return table
 
 
@@ -84,8 +85,8 @@ def measured_table(result: RunResult) -> Table:
         if seconds is None:
             continue
         simulated = op.totals.derived(result.platform)["time_s"]
-        table.add_row(op.lowered.name, op.lowered.layer_type, str(op.lowered.runs),
-                      f"{simulated * 1e6:,.1f}", f"{seconds * 1e6:,.1f}",
+        table.add_row(escape(op.lowered.name), escape(op.lowered.layer_type),
+                      str(op.lowered.runs), f"{simulated * 1e6:,.1f}", f"{seconds * 1e6:,.1f}",
                       f"{simulated / seconds:.2f}" if seconds else "-")
     return table
 
@@ -97,8 +98,9 @@ def layer_type_table(result: RunResult) -> Table:
     members = result.operators_by_layer_type
     whole = max(result.total.cycles, 1)
     for name, totals in result.by_layer_type.items():
-        table.add_row(name, str(len(members[name])), f"{100 * totals.cycles / whole:.1f}",
-                      *_figures(totals, result), dominant_bottleneck(members[name]))
+        table.add_row(escape(name), str(len(members[name])),
+                      f"{100 * totals.cycles / whole:.1f}", *_figures(totals, result),
+                      dominant_bottleneck(members[name]))
     table.add_section()
     table.add_row("workload", str(len(result.operators)), "100.0",
                   *_figures(result.total, result), dominant_bottleneck(result.operators),
@@ -112,7 +114,8 @@ def summary_lines(result: RunResult) -> list[str]:
     d = total.derived(result.platform)
     inputs = result.inputs
     return [
-        f"{inputs.workload.name} on {inputs.platform.name} (engine {result.engine}): "
+        f"{escape(inputs.workload.name)} on {escape(inputs.platform.name)} (engine "
+        f"{result.engine}): "
         f"{total.cycles:,} cycles = {d['time_s'] * 1e3:,.3f} ms at "
         f"{inputs.platform.clock_ghz} GHz",
         f"MFU {100 * d['mfu']:.1f}% of {inputs.platform.peak_flops / 1e12:,.1f} TFLOP/s; "

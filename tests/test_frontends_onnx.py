@@ -259,3 +259,13 @@ def test_the_same_model_imports_to_the_same_bytes(tmp_path, capsys):
             .returncode == 0
         texts.append((tmp_path / name).read_bytes())
     assert texts[0] == texts[1]
+
+
+def test_node_names_reach_the_terminal_as_written(tmp_path, capsys):
+    """Graph names are data: rich markup in them is printed, not interpreted."""
+    model = models.mlp()
+    model.graph.node[0].name = "/layers[0]/fc[/]"
+    path = saved(tmp_path, model, "[bold]net.onnx")
+    done = run_cli(capsys, "run", "--onnx", path, "--arch", "tpu_v1")
+    assert done.returncode == 0, done.stderr
+    assert "/layers[0]/fc[/]" in done.stdout and "[bold]net on tpu_v1" in done.stdout
