@@ -214,3 +214,16 @@ def test_weight_dtype_sets_the_weight_bytes():
     assert narrow.counters.compulsory["b"] == 64 * 64
     assert narrow.counters.offchip_read["b"] * 2 == plain.counters.offchip_read["b"]
     assert narrow.counters.offchip_read["a"] == plain.counters.offchip_read["a"]
+
+
+def test_the_sheet_says_which_lowering_ran_and_why():
+    from simulator.sheet import sheet_rows
+    workload = Workload(name="w", operators=[{**ATTENTION, "q_len": 4096, "kv_len": 4096,
+                                              "causal": True}])
+    result = simulate(Inputs(_v5e(), workload, Mapping()))
+    fused = sheet_rows(result)[0]["fused"]
+    chosen = result.operators[0].lowered.fused
+    assert fused.startswith(f"{chosen} (flash: ") and "; unfused: " in fused
+    cycles = {part.split(":")[0]: int(part.split(", ")[1].split(" ")[0].replace(",", ""))
+              for part in fused[len(chosen) + 2:].split("; ")[:2]}
+    assert cycles[chosen] == min(cycles.values())
