@@ -48,7 +48,8 @@ from simulator.mapping import (ATTENTION_FUSIONS, EFFECTIVE_ORDER, LOOP_ORDERS, 
                                a_tile_bound, array_busy_cycles, check_mapping_names,
                                coarse_candidates, dim_candidates, divisors, heuristic,
                                loop_tables_index,
-                               merged_spec, operand_bytes, operator_dtype, resolve_tiling)
+                               merged_spec, operand_bytes, operator_dtype, resolve_tiling,
+                               weight_element_bytes)
 from simulator.metrics import operator_totals
 from simulator.program import MAX_DEPTH
 from simulator.simulate import Inputs, memory_params
@@ -299,6 +300,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     array = platform.systolic_array
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
+    wb = weight_element_bytes(op, platform)  # B follows the weight dtype
     units = (array.rows, array.cols)
     dataflows = array.dataflows
     sizes = coarse_candidates if coarse else dim_candidates
@@ -332,7 +334,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
             js = np.flatnonzero(undecided[i, 0])
             a_bytes[i, 0, js] = a_low[i, 0, js] = window_maxima(op, int(vm[i]), vk[js]) * e
     max_depth = np.minimum(np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH),
-                           np.minimum(buffers.weight_bytes // (tk * tn * e),
+                           np.minimum(buffers.weight_bytes // (tk * tn * wb),
                                       buffers.output_bytes // (tm * tn * acc)))
     # Off-chip bytes, per loop order (axis 3): exact for a GEMM (the LRU reuse that
     # mapping.offchip_estimate models), a lower bound for a conv, whose A tiles are
@@ -358,7 +360,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     a_mean = np.maximum(a_low, -(-a_compulsory // (cm * ck * e)) * e)
     a_moves = (a_compulsory if isinstance(op, Conv2d) else g.m * g.k * e) * \
         fetches("n", "mk", buffers.ifmap_bytes // a_mean)
-    b_moves = g.k * g.n * e * fetches("m", "kn", buffers.weight_bytes // (tk * tn * e))
+    b_moves = g.k * g.n * wb * fetches("m", "kn", buffers.weight_bytes // (tk * tn * wb))
     spill = (buffers.output_bytes // (tm * tn * acc))[..., None] < inside("k", "mn")
     c_moves = g.m * g.n * out + spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
     offchip = b_moves + (0 if onchip else a_moves + c_moves)
@@ -368,7 +370,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     memory = memory_params(platform)
     bpc, access = memory.bytes_per_cycle, memory.access_cycles
     a0 = 0 if onchip or isinstance(op, Conv2d) else tm * tk * e  # conv: 0, a bound
-    head = 1 + _service(a0 + tk * tn * e, bpc) + access
+    head = 1 + _service(a0 + tk * tn * wb, bpc) + access
     ms_last, ns_last = g.m - (cm - 1) * tm, g.n - (cn - 1) * tn
     epilogue, passes = 0, 0
     if fuse is not None and following is not None and not is_compute(following):
@@ -397,7 +399,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
             a_reads, b_reads = g.m * g.k * _fold_sum(g.n, tn, array.cols), g.k * g.n * cm
         else:
             a_reads, b_reads = g.m * g.k * cn, g.k * g.n * _fold_sum(g.m, tm, array.cols)
-        reads.append(np.broadcast_to((a_reads + b_reads) * e, max_depth.shape))
+        reads.append(np.broadcast_to(a_reads * e + b_reads * wb, max_depth.shape))
     c_traffic = g.m * g.n * acc * ck
     table = platform.energy
     dynamic = (np.stack(reads, axis=-1)[:, :, :, None, :] * table.sram_read_pj_per_byte

@@ -227,3 +227,22 @@ def test_the_sheet_says_which_lowering_ran_and_why():
     cycles = {part.split(":")[0]: int(part.split(", ")[1].split(" ")[0].replace(",", ""))
               for part in fused[len(chosen) + 2:].split("; ")[:2]}
     assert cycles[chosen] == min(cycles.values())
+
+
+def test_mapper_bounds_hold_with_narrow_weights():
+    # The mapper prunes on lower bounds: with int8 weights beside int16 activations the
+    # bounds must count the weights' real bytes, or they would exceed what runs.
+    from simulator.mapper import _evaluate, candidate_bounds
+    from simulator.workload import Gemm
+    platform = make_platform(systolic_array={"input_dtypes": ["int16", "int8"]},
+                             energy={"mac_pj": {"int8": 0.2, "int16": 0.4}},
+                             buffers={"ifmap_bytes": 512, "weight_bytes": 256,
+                                      "output_bytes": 2048})
+    op = Gemm(name="g", layer_type="fc", kind="gemm", m=6, n=16, k=24, dtype="int16",
+              weight_dtype="int8")
+    memory = memory_params(platform)
+    tilings, cycles_lb, energy_lb = candidate_bounds(op, platform)
+    assert len(tilings) > 50
+    for tiling, c_lb, e_lb in zip(tilings, cycles_lb, energy_lb):
+        evaluation = _evaluate(op, tiling, platform, memory, None)
+        assert c_lb <= evaluation.cycles and e_lb <= evaluation.energy_pj, tiling
