@@ -246,3 +246,22 @@ def test_mapper_bounds_hold_with_narrow_weights():
     for tiling, c_lb, e_lb in zip(tilings, cycles_lb, energy_lb):
         evaluation = _evaluate(op, tiling, platform, memory, None)
         assert c_lb <= evaluation.cycles and e_lb <= evaluation.energy_pj, tiling
+
+
+@pytest.mark.parametrize("small, shape", [
+    *((False, shape) for shape in SHAPES),
+    *((True, shape) for shape in SHAPES[1:]),   # 8192 x 8192 in small tiles is slow
+    (True, dict(q_len=100, kv_len=3000, causal=True, head_dim=32))])
+def test_attention_tiling_rule_fits_the_buffers(small, shape):
+    platform = make_platform(systolic_array={"input_dtypes": ["bf16"],
+                                             "accumulator_dtype": "fp32",
+                                             "output_dtype": "bf16"},
+                             energy={"mac_pj": {"bf16": 0.5}},
+                             buffers={"ifmap_bytes": 65536, "weight_bytes": 32768,
+                                      "output_bytes": 65536}) if small else _v5e()
+    op = _op(**shape)
+    for depth in (1, 2, 4):
+        spec = TilingSpec(heuristic="array_aligned", depth=depth)
+        tiling = resolve_tiling(op, spec, platform)
+        for fusion in ("flash", "unfused"):
+            lower_attention_as(op, tiling, fusion, platform)   # raises if it overflows
