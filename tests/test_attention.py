@@ -112,6 +112,9 @@ def test_unfused_prefill_8192_shows_the_score_traffic_in_the_result():
     # the traffic, and far above the compulsory Q, K, V and output bytes.
     assert scores > 0.9 * op.lowered.counters.offchip_bytes / 2
     assert op.totals.offchip_bytes > 10 * op.totals.compulsory_bytes
+    from simulator.report import result_dict
+    record = result_dict(result)["operators"][0]["per_instance_bytes"]
+    assert record["offchip_read"]["scores"] == scores
     flash = simulate(Inputs(_v5e(), workload, Mapping(
         layer_types={"attention.core": TilingSpec(fuse="flash")}))).operators[0]
     assert flash.totals.offchip_bytes < op.totals.offchip_bytes / 10
