@@ -147,10 +147,12 @@ class _Task:
     objective: str
     exhaustive: bool
     # The default mapping's search: a coarser grid (mapping.coarse_candidates) whose
-    # candidates keep the fields the plan fixes, and at most this many candidates
-    # simulated (None: no limit).
+    # candidates keep the fields the plan fixes, and, beyond the heuristics' tilings,
+    # at most max_simulated candidates and max_steps tile steps replayed (None: no
+    # limit).
     constrained: bool = False
     max_simulated: int | None = None
+    max_steps: int = 0
 
 
 def _evaluate(op, tiling: Tiling, platform: Platform, memory, following) -> Evaluation:
@@ -586,11 +588,17 @@ def search_operator(task: _Task) -> OperatorSearch:
         if best is None or mine.key(objective) < best.key(objective):
             best = mine
 
+    evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
     for name in task.heuristics:
         try:
             tiling = resolve_tiling(op, task.spec.model_copy(update={"heuristic": name}),
                                     platform)
-            found = _evaluate(op, tiling, platform, memory, task.following)
+            found = evaluated.get(tiling.sort_key())
+            if found is None:
+                found = _evaluate(op, tiling, platform, memory, task.following)
+            else:
+                found = replace(found, tiling=tiling)
+            evaluated[tiling.sort_key()] = found
         except AccsimError as exc:
             heuristics[name] = exc.rule
             continue
@@ -599,6 +607,8 @@ def search_operator(task: _Task) -> OperatorSearch:
         simulated += 1
         consider(found)
     fuse = task.spec.fuse if is_compute(op) else None
+    op_dims = (op.gemm().m, op.gemm().n, op.gemm().k) if is_compute(op) \
+        else (op.vector().rows,)
     grid, dataflows = _grid(op, fuse, task.following, platform, coarse=task.constrained)
     enumerated = len(grid) * MAX_DEPTH
     unfit = int((MAX_DEPTH - grid.max_depth).sum())
@@ -632,15 +642,23 @@ def search_operator(task: _Task) -> OperatorSearch:
         grid = grid.select(unique)
         order_rank, flow_rank = order_rank[unique], flow_rank[unique]
     bound = _objective_lb(grid, objective)
+    grid_steps = -(-op_dims[0] // grid.tm) * -(-op_dims[1] // grid.tn) * \
+        -(-op_dims[2] // grid.tk) if is_compute(op) else -(-op_dims[0] // grid.tm)
+    seeded = simulated
+    steps_replayed = 0
     walk = np.lexsort((grid.depth, flow_rank, order_rank, grid.tk, grid.tn, grid.tm, bound))
     for position, i in enumerate(walk.tolist()):
         if not task.exhaustive and best is not None and \
                 bound[i] > best.objective(objective):
             pruned += len(walk) - position   # the walk is in bound order: all the rest
             break
-        if task.max_simulated is not None and simulated >= task.max_simulated:
-            pruned += len(walk) - position   # the search's budget is spent
-            break
+        if task.max_simulated is not None:
+            if simulated - seeded >= task.max_simulated:
+                pruned += len(walk) - position   # the search's candidate budget is spent
+                break
+            if steps_replayed + int(grid_steps[i]) > task.max_steps:
+                pruned += 1   # too long for what is left of the step budget
+                continue
         tiling = Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
                         LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
                         int(grid.depth[i]), fuse, MAPPER)
@@ -659,6 +677,7 @@ def search_operator(task: _Task) -> OperatorSearch:
             invalid += 1
             continue
         simulated += 1
+        steps_replayed += int(grid_steps[i])
         consider(found)
     stats = SearchStats(enumerated + len(task.heuristics), unfit, duplicates, pruned,
                         simulated, invalid)
