@@ -4,7 +4,7 @@ ms/token."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from rich.table import Table
 
@@ -37,9 +37,6 @@ class StepFigures:
     mfu: float
     tokens_per_s: float
     ms_per_token: float           # per request: step time / tokens each request adds
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def step_figures(cfg: ModelConfig, result, *, phase: str, batch: int, length: int,
