@@ -268,3 +268,16 @@ def test_attention_tiling_rule_fits_the_buffers(small, shape):
         tiling = resolve_tiling(op, spec, platform)
         for fusion in ("flash", "unfused"):
             lower_attention_as(op, tiling, fusion, platform)   # raises if it overflows
+
+
+def test_the_mappers_plan_reproduces_its_best_attention():
+    from simulator.mapper import map_workload
+    workload = Workload(name="w", operators=[{**ATTENTION, "q_len": 2048, "kv_len": 2048,
+                                              "causal": True}])
+    inputs = Inputs(_v5e(), workload, Mapping())
+    found = map_workload(inputs, workers=1)
+    best = found.operators[0].best
+    assert best.tiling.fuse in ("flash", "unfused")
+    assert found.operators[0].stats.simulated >= 2      # both lowerings were tried
+    rerun = simulate(Inputs(_v5e(), workload, found.plan())).operators[0]
+    assert rerun.totals.cycles == best.cycles and rerun.lowered.fused == best.tiling.fuse
