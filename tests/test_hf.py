@@ -262,3 +262,18 @@ def test_step_figures_follow_from_the_result():
         attention = fig.step_flops - weights
         assert 0 < attention < 4 * per_request * model_stats(
             cfg).attention_flops_per_token(300)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_every_shipped_model_runs_above_its_roofline(name):
+    platform = load_model(locate("tpu_v5e_like", "platform"), Platform)[0]
+    cfg = load_model_config(name)
+    for workload in (decode_workload(cfg, batch=2, context=300),
+                     prefill_workload(cfg, batch=1, seq=200)):
+        result = simulate(Inputs(platform, workload, Mapping()))
+        for op in result.operators:
+            t = op.totals
+            assert t.cycles >= t.roofline_bound_cycles, op.lowered.name
+            assert (t.overhead_cycles + t.busy_cycles + t.fill_cycles
+                    + t.input_stall_cycles + t.output_stall_cycles
+                    + t.drain_cycles) == t.cycles, op.lowered.name
