@@ -215,7 +215,7 @@ def operator_dtype(op, platform: Platform) -> str:
 def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
     """Bytes per element of (input operands, accumulators, outputs) for an operator."""
     dtype = operator_dtype(op, platform)
-    if not is_compute(op):
+    if not (is_compute(op) or is_attention(op)):  # vector operators: one dtype
         return DTYPE_BYTES[dtype], DTYPE_BYTES[dtype], DTYPE_BYTES[dtype]
     array = platform.systolic_array
     return (DTYPE_BYTES[dtype], DTYPE_BYTES[array.accumulator_dtype],
@@ -292,9 +292,10 @@ def attention_rows(op) -> int:
 
 def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     """Attention's one tiling rule (the GEMM heuristics do not apply): tm query rows up
-    to 2048, then tn keys filling a score tile of SCORE_TILE_ELEMENTS (at least one
-    array width), tm halved until `depth` tiles of Q (ifmap), K and V (weight) and one
-    score plus output accumulator tile per slot (output) fit. fuse is left open."""
+    to 2048, then the most keys tn, up to a score tile of SCORE_TILE_ELEMENTS (at least
+    one array width), with which `depth` tiles of Q or probabilities (ifmap), of K and V
+    (weight) and of score plus output accumulators (output) fit; tm halves while no tn
+    fits. fuse is left open."""
     buffers = platform.buffers
     e, acc, _ = operand_bytes(op, platform)
     kv = DTYPE_BYTES[op.kv_dtype or operator_dtype(op, platform)]
@@ -302,13 +303,13 @@ def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tilin
     cols = platform.systolic_array.cols
     tm = _balanced(rows, 2048)
     while True:
-        cap = max(cols, SCORE_TILE_ELEMENTS // tm)
-        tn = _balanced(op.kv_len, cap)
-        fits = (depth * tm * max(d, tn) * e <= buffers.ifmap_bytes
-                and depth * 2 * tn * d * kv <= buffers.weight_bytes
-                and depth * tm * (tn + d) * acc <= buffers.output_bytes)
-        if fits or tm == 1:
-            return Tiling(tm, tn, d, "mnk", dataflow, depth)
+        most = min(op.kv_len, max(cols, SCORE_TILE_ELEMENTS // tm),
+                   buffers.weight_bytes // (depth * 2 * d * kv),
+                   buffers.ifmap_bytes // (depth * tm * e),
+                   buffers.output_bytes // (depth * tm * acc) - d)
+        if (most >= 1 and depth * tm * d * e <= buffers.ifmap_bytes) or tm == 1:
+            return Tiling(tm, _balanced(op.kv_len, max(1, most)), d, "mnk", dataflow,
+                          depth)
         tm = _balanced(rows, tm // 2)
 
 
