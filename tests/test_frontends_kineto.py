@@ -183,3 +183,20 @@ def test_flash_attention_kernel_reads_batch_seq_heads_layout(tmp_path):
     assert (op.batch, op.heads, op.kv_heads, op.q_len, op.kv_len, op.head_dim,
             op.causal) == (2, 32, 8, 128, 512, 64, True)
     assert op.measured_s == pytest.approx(9e-6)
+
+
+def test_traces_without_concrete_inputs_use_stated_defaults(tmp_path):
+    """Before PyTorch 2.1 scalars were not recorded: a conv is taken as stride 1,
+    padding 0 (and says so), a layer_norm normalises the weight's shape, a mean
+    reduces everything."""
+    writer = TraceWriter(kernels=False)
+    writer.leaf("aten::conv2d", [[1, 4, 10, 10], [8, 4, 3, 3], [8], [], [], [], []])
+    writer.leaf("aten::layer_norm", [[4, 16, 32], [], [32], [32], [], []])
+    writer.leaf("aten::mean", [[4, 16, 32], [], []])
+    imported = import_kineto(written(tmp_path, writer.trace()))
+    conv, norm, mean = imported.workload.operators
+    assert (conv.ho, conv.wo, conv.groups) == (8, 8, 1)
+    assert (norm.rows, norm.cols) == (64, 32)
+    assert (mean.rows, mean.cols) == (1, 4 * 16 * 32)
+    assert "assumed where the file does not say: 1 conv stride 1, padding 0 (no " \
+        "Concrete Inputs recorded)" in imported.notes

@@ -31,6 +31,7 @@ class Tally:
     shape_only: Counter = field(default_factory=Counter)   # zero cost, move no data
     moves_data: Counter = field(default_factory=Counter)   # zero cost, but copy data
     proxies: Counter = field(default_factory=Counter)      # "Sigmoid as silu"
+    assumed: Counter = field(default_factory=Counter)      # values the file lacks
     absorbed: Counter = field(default_factory=Counter)     # inside an attention
     fitted: list[str] = field(default_factory=list)        # windows fitted (shapes.py)
     first_unsupported: tuple[str, str] | None = None       # (where, op) of the first
@@ -55,6 +56,8 @@ class Tally:
         if self.absorbed:
             lines.append(f"absorbed into attention operators (scale and mask not costed): "
                          f"{_counts(self.absorbed)}")
+        if self.assumed:
+            lines.append(f"assumed where the file does not say: {_counts(self.assumed)}")
         if self.proxies:
             lines.append(f"costed as the nearest vector kind: {_counts(self.proxies)}")
         if self.fitted:

@@ -95,7 +95,7 @@ def conv(event: Event, tally: Tally) -> list[dict]:
     dilation = _pair(event.concrete(at[2], 1), spatial)
     padding = event.concrete(at[1], 0)
     if event.concrete(at[0]) is None or event.concrete(at[1]) is None:
-        tally.proxies["conv without recorded stride/padding as stride 1, padding 0"] += 1
+        tally.assumed["conv stride 1, padding 0 (no Concrete Inputs recorded)"] += 1
     groups = event.concrete(at[4], x[1] // weight[1])
     kernel = list(weight[2:])
     sizes = list(x[2:])
