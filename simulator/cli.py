@@ -84,13 +84,14 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
 
 def _run(args: argparse.Namespace) -> int:
     llm, model_source = hf_command.run_step(args)
-    imported = import_command.run_workload(args)
     if llm is None:
         inputs = load_inputs(args.arch, args.workload, args.mapping,
                              validate=args.validate, workload_format=args.format,
-                             heuristic_name=args.heuristic, imported=imported)
+                             heuristic_name=args.heuristic,
+                             imported=import_command.run_workload(args))
     else:
-        if args.workload is not None or imported or args.validate or args.format:
+        if args.workload is not None or import_command.run_shortcut(args) or \
+                args.validate or args.format:
             raise AccsimError("--model replaces --workload (and takes no --onnx, "
                               "--kineto, --validate or --format)", field="--model")
         plain = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping,

@@ -90,10 +90,15 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                            f"{name}` with its defaults) and run it")
 
 
+def run_shortcut(args: argparse.Namespace) -> str | None:
+    """The format whose run shortcut (`--onnx`, `--kineto`) was given, if any."""
+    return next((n for n in RUN_SHORTCUTS if getattr(args, n, None)), None)
+
+
 def run_workload(args: argparse.Namespace) -> tuple[Workload, Source] | None:
     """The workload a run shortcut names, imported with its notes printed, and its
     source (the file's sha256, for the result's manifest); None without a shortcut."""
-    name = next((n for n in RUN_SHORTCUTS if getattr(args, n, None)), None)
+    name = run_shortcut(args)
     if name is None:
         return None
     path = getattr(args, name)
