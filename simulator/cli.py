@@ -19,6 +19,7 @@ from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping
+from simulator.review.command import add_parser as add_review_parser
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
 from simulator.trace import write_trace
@@ -451,6 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
         "embedded inputs")
     verify_cmd.add_argument("result")
     verify_cmd.set_defaults(handler=_verify)
+
+    add_review_parser(commands)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
     schema.add_argument("kind", choices=sorted(SCHEMAS))
