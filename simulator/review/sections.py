@@ -160,7 +160,8 @@ def scope_and_sla(ctx: Context) -> dict:
                     f"vs {check['bound']} {check['limit']:g} on {run_label(record)}", href))
     unjudged = serving_targets(ctx)
     serving = serving_curves(ctx.study, ctx.records)
-    notes = []
+    notes = [f"{model.label} not evaluated: {loaded.reason}"
+             for model, loaded in ctx.models if isinstance(loaded, NotEvaluated)]
     if unjudged and isinstance(serving, NotEvaluated):
         notes.append(f"{', '.join(unjudged)} not evaluated: {serving.reason}")
     if judged == 0:
