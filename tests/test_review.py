@@ -318,6 +318,23 @@ def test_verify_accepts_a_packet_and_names_a_tampered_result(tmp_path, capsys):
         in capsys.readouterr().out
 
 
+def test_every_mapping_under_review_runs_on_every_platform(tmp_path):
+    study = tmp_path / "small.yaml"
+    study.write_text(SMALL_STUDY + "mappings:\n  - {name: default}\n"
+                     "  - {heuristic: min_offchip}\n")
+    packet = write_packet(study, tmp_path / "packet", "--no-cache")
+    assert [(r["platform"], r["mapping"]) for r in packet["results"]] == [
+        ("tpu_v1", "default"), ("tpu_v1", "min_offchip"), ("tpu_v5e_like", "default"),
+        ("tpu_v5e_like", "min_offchip")]
+    result = json.loads((tmp_path / "packet" / packet["results"][1]["path"]).read_text())
+    assert result["manifest"]["inputs"]["mapping"]["canonical"]["default"]["heuristic"] \
+        == "min_offchip"
+    fit = next(s for s in packet["sections"] if s["id"] == "fit")["tables"][0]
+    assert [row[:2] for row in fit["rows"]] == [
+        ["tpu_v1", "default"], ["tpu_v1", "min_offchip"], ["tpu_v5e_like", "default"],
+        ["tpu_v5e_like", "min_offchip"]]
+
+
 # --- bad study specs: one clear error each, before any simulation ---
 
 BAD_STUDIES = [

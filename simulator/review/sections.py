@@ -137,7 +137,7 @@ def scope_and_sla(ctx: Context) -> dict:
     for model, loaded in ctx.models:
         scope_rows.append(["model", model.label, model.config,
                            loaded.reason if isinstance(loaded, NotEvaluated) else None])
-    scope_rows += [["mapping", m.label, m.source.path if m.source else "(no file)", None]
+    scope_rows += [["mapping", m.label, m.source.path if m.source else "(built in)", None]
                    for m in ctx.study.mappings]
     if scope.serving is not None:
         load = scope.serving
@@ -171,7 +171,7 @@ def scope_and_sla(ctx: Context) -> dict:
         verdict = FAIL
         reason = f"SLA missed on {len(missed)} of {judged} checks: " + "; ".join(missed)
     else:
-        verdict, reason = PASS, f"all {judged} SLA checks met"
+        verdict, reason = PASS, f"{judged} of {judged} SLA checks met"
     if notes and judged:
         reason += "; " + "; ".join(notes)
     return section("scope-sla", verdict, reason, text=text, findings=findings, tables=[
@@ -270,7 +270,7 @@ def utilisation(ctx: Context) -> dict:
     elif missed:
         verdict, reason = FAIL, "targets missed: " + "; ".join(missed)
     else:
-        verdict, reason = PASS, f"all {judged} utilisation targets met"
+        verdict, reason = PASS, f"{judged} of {judged} utilisation targets met"
     if not ctx.records:
         verdict, reason = NOT_EVALUATED, "no run in this packet"
     workloads = list(dict.fromkeys(r.spec.workload.label for r in ctx.records))
@@ -334,7 +334,8 @@ def mapping_sheet(ctx: Context) -> dict:
         reason = (f"{len(mismatched)} of {compared} operators with an expected class "
                   "simulate in another (listed first)")
     else:
-        verdict, reason = PASS, f"all {compared} expected classes match the simulation"
+        verdict, reason = PASS, f"{compared} of {compared} expected classes match the " \
+            "simulation"
     text = ["Per operator of every run: the tiling it ran with (Tm x Tn x Tk, or rows "
             "per tile on the vector unit), loop order outermost first, dataflow, "
             "prefetch depth, the vector operator fused as its epilogue, the expected and "
@@ -471,7 +472,8 @@ def precision(ctx: Context) -> dict:
         verdict = FAIL
         reason = f"{len(findings)} of {len(rows)} precision changes have no guardrail"
     else:
-        verdict, reason = PASS, f"all {len(rows)} precision changes have a guardrail"
+        verdict, reason = PASS, f"{len(rows)} of {len(rows)} precision changes have a " \
+            "guardrail"
     return section("precision", verdict, reason, findings=findings, tables=[table(
         "precision", "Precision changes and their quality guardrails",
         [("change", "text"), ("where", "text"), ("from", "text"), ("to", "text"),
