@@ -2,9 +2,10 @@
 
 Shows what `accsim review` writes for a finished study (ResNet-50 across the shipped
 platforms: an SLA missed on the edge array, a rollback trigger that fires, bottleneck
-expectations that do not hold) and for one whose sections wait on features not yet in
-the build (Llama-3.1-8B decode serving: not evaluated, with the reasons, and a precision
-change without a guardrail flagged). Packets go to experiments/packets/STUDY/ (not
+expectations that do not hold) and for Llama-3.1-8B decode on tpu_v5e_like against an
+HBM3 what-if (the decode step misses its latency SLA on both, a precision change without
+a guardrail is flagged, and the serving sections wait for the serving simulator: not
+evaluated, with the reason). Packets go to experiments/packets/STUDY/ (not
 checked in: result files record this machine's paths); open its index.html.
 
     python experiments/make_packets.py [--out-root DIR] [--no-cache]

@@ -18,6 +18,7 @@ import pytest
 
 from simulator.cli import main
 from simulator.review.packet import NUMBER_FORMATS
+from simulator.review.providers import platform_area_mm2
 from simulator.review.sections import TITLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -259,12 +260,21 @@ def test_bottleneck_mismatches_are_listed_first_and_link_to_their_rows(resnet):
                             node = node[int(part) if isinstance(node, list) else part]
 
 
-def test_unavailable_features_are_not_evaluated_with_the_reason(llama):
+def test_llama_decode_study_runs_the_hf_model_and_flags_its_precision_change(llama):
     out, packet = llama
+    assert [(r["platform"], r["workload"]) for r in packet["results"]] == [
+        ("tpu_v5e_like", "llama_3_1_8b_decode_b16_c2048"),
+        ("tpu_v5e_like_hbm3_whatif", "llama_3_1_8b_decode_b16_c2048")]
+    result = json.loads((out / packet["results"][0]["path"]).read_text())
+    source = result["manifest"]["inputs"]["workload"]
+    assert source["path"].endswith("llama_3_1_8b.json") and source["sha256"]
+    assert any(op["kind"] == "attention" for op in
+               source["canonical"]["operators"])
     sections = {s["id"]: s for s in packet["sections"]}
     assert sections["serving"]["verdict"] == "not evaluated"
     assert "simulator.serving" in sections["serving"]["reason"]
-    assert "simulator.frontends.hf" in sections["scope-sla"]["reason"]
+    assert "ttft_ms, tpot_ms, min_tokens_per_s not evaluated" in \
+        sections["scope-sla"]["reason"]
     assert sections["sweep"]["reason"].startswith("the study asks for no")
     precision = next(line for line in packet["first_screen"]
                      if line["label"] == "Precision changes")
@@ -272,7 +282,30 @@ def test_unavailable_features_are_not_evaluated_with_the_reason(llama):
     flagged = [f for f in packet["findings"] if f["kind"] ==
                "precision without guardrail"]
     assert len(flagged) == 1 and "KV cache" in flagged[0]["text"]
+
+
+def test_models_without_the_hf_frontend_are_not_evaluated(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "simulator.frontends.hf", None)  # import fails
+    study = tmp_path / "study.yaml"
+    study.write_text(SMALL_STUDY.replace("workloads: [gemm_4096]", "models: [{config: "
+                                         "llama_3_1_8b, phase: decode, context: 128}]"))
+    packet = write_packet(study, tmp_path / "packet", "--no-cache")
     assert packet["results"] == []
+    scope = next(s for s in packet["sections"] if s["id"] == "scope-sla")
+    assert scope["verdict"] == "not evaluated"
+    assert "llama_3_1_8b_decode_b1_c128 not evaluated: Hugging Face model workloads " \
+        "(simulator.frontends.hf" in scope["reason"]
+
+
+def test_platform_area_comes_from_the_platform_where_it_has_one():
+    class WithArea:
+        name, area_mm2 = "chip", 400.0
+
+    class WithoutTable:
+        name, area_mm2 = "chip", None
+
+    assert platform_area_mm2(WithArea()) == 400.0
+    assert platform_area_mm2(WithoutTable()).reason == "chip gives no area table"
 
 
 # --- reuse and verification ---

@@ -7,10 +7,13 @@ feature in when it lands changes one function here.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from simulator.config import Platform
-from simulator.review.study import ModelUnderReview, ResolvedStudy
+from simulator.loader import read_source
+from simulator.review.study import Loaded, ModelUnderReview, ResolvedStudy
 
 
 @dataclass(frozen=True)
@@ -21,10 +24,30 @@ class NotEvaluated:
 
 
 def model_workload(model: ModelUnderReview, study: ResolvedStudy):
-    """The Workload of a Hugging Face model in one phase (DESIGN.md section 9), as a
-    study Loaded input; needs the hf frontend."""
-    return NotEvaluated("Hugging Face model workloads (simulator.frontends.hf, "
-                        "`accsim import hf`) are not in this build")
+    """The Workload of a Hugging Face model in one phase (DESIGN.md section 9), built by
+    the hf frontend, as a study input whose source is the config.json."""
+    try:
+        hf = importlib.import_module("simulator.frontends.hf")
+    except ImportError:
+        return NotEvaluated("Hugging Face model workloads (simulator.frontends.hf, "
+                            "`accsim import hf`) are not in this build")
+    config = model_config_path(model, study)
+    cfg = hf.load_model_config(config)
+    dtypes = {"dtype": model.dtype, "weight_dtype": model.weight_dtype,
+              "kv_dtype": model.kv_dtype}
+    if model.phase == "prefill":
+        workload = hf.prefill_workload(cfg, batch=model.batch, seq=model.seq, **dtypes)
+    else:
+        workload = hf.decode_workload(cfg, batch=model.batch, context=model.context,
+                                      **dtypes)
+    return Loaded(model.label, workload, read_source(hf.config.locate_config(config)))
+
+
+def model_config_path(model: ModelUnderReview, study: ResolvedStudy) -> str:
+    """A config.json relative to the study file, else the name as given (a shipped
+    config, which the frontend finds)."""
+    beside = Path(study.source.path).parent / model.config
+    return str(beside) if beside.is_file() else model.config
 
 
 def serving_curves(study: ResolvedStudy, records: list) -> dict | NotEvaluated:
@@ -39,11 +62,10 @@ def serving_curves(study: ResolvedStudy, records: list) -> dict | NotEvaluated:
 
 def platform_area_mm2(platform: Platform) -> float | NotEvaluated:
     """The platform's die area from its optional area table (DESIGN.md section 2)."""
-    area = getattr(platform, "area_mm2", None)
-    if area is None:
+    if not hasattr(platform, "area_mm2"):
         return NotEvaluated("platform area (Platform.area_mm2 from an `area` table) is "
                             "not in this build")
-    value = area() if callable(area) else area
+    value = platform.area_mm2() if callable(platform.area_mm2) else platform.area_mm2
     if value is None:
         return NotEvaluated(f"{platform.name} gives no area table")
     return float(value)

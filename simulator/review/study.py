@@ -43,11 +43,15 @@ WORKLOAD_METRICS = {
 class ModelUnderReview(Strict):
     """A Hugging Face model (its config.json) in one phase (DESIGN.md section 9)."""
 
-    config: str = Field(min_length=1, description="config.json, relative to the study")
+    config: str = Field(min_length=1, description="config.json (relative to the study) "
+                        "or a shipped model name")
     phase: Literal["prefill", "decode"]
     batch: PositiveInt = 1
     seq: PositiveInt | None = Field(default=None, description="prefill: prompt tokens")
     context: PositiveInt | None = Field(default=None, description="decode: KV length")
+    dtype: Dtype | None = Field(default=None, description="default: the platform's")
+    weight_dtype: Dtype | None = None
+    kv_dtype: Dtype | None = None
 
     @model_validator(mode="after")
     def _phase_has_its_length(self) -> ModelUnderReview:
@@ -58,9 +62,12 @@ class ModelUnderReview(Strict):
 
     @property
     def label(self) -> str:
-        length = f"seq {self.seq}" if self.phase == "prefill" else f"context {self.context}"
-        return f"{Path(self.config).parent.name or self.config} {self.phase} " \
-               f"(batch {self.batch}, {length})"
+        """e.g. `llama_3_1_8b_decode_b16_c2048`."""
+        path = Path(self.config)
+        name = path.parent.name if path.stem == "config" and path.parent.name \
+            else path.stem
+        length = f"s{self.seq}" if self.phase == "prefill" else f"c{self.context}"
+        return f"{name}_{self.phase}_b{self.batch}_{length}"
 
 
 class ServingLoad(Strict):
@@ -300,7 +307,8 @@ def load_study(path: str) -> ResolvedStudy:
         workloads.append(Loaded(model.name, model, workload_source))
     _unique(workloads, "workload", source, "scope.workloads")
     for index, model in enumerate(study.scope.models):
-        _find(model.config, "model config", source, f"scope.models[{index}].config")
+        if Path(model.config).suffix or "/" in model.config:  # a path, not a name
+            _find(model.config, "model config", source, f"scope.models[{index}].config")
     mappings = [_mapping(entry, source, f"mappings[{index}]")
                 for index, entry in enumerate(study.mappings)]
     _unique(mappings, "mapping", source, "mappings")
