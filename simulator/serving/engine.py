@@ -31,8 +31,8 @@ class Replica:
     def outstanding(self) -> int:
         return self.scheduler.outstanding
 
-    def receive(self, request: Request) -> None:
-        self.scheduler.enqueue(request, self.env.now)
+    def wake(self) -> None:
+        """Tell the replica a request has arrived for it."""
         if not self.arrived.triggered:
             self.arrived.succeed()
 
@@ -60,6 +60,7 @@ class Replica:
 
 def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[Replica],
              store: MetricsStore, progress: Progress | None):
+    shared = getattr(router, "shared", False)
     times = arrivals.times_s.tolist()
     prompts = arrivals.prompt_tokens.tolist()
     outputs = arrivals.output_tokens.tolist()
@@ -67,7 +68,10 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
         yield env.timeout(max(0.0, at - env.now))
         request = Request(index, at, prompts[index], outputs[index])
         store.on_arrival(request, at)
-        replicas[router.pick(replicas)].receive(request)
+        target = replicas[router.pick(replicas)]
+        target.scheduler.enqueue(request, at)
+        for replica in replicas if shared else (target,):
+            replica.wake()
         if progress and index % 1024 == 0:
             progress(len(store.finished) + len(store.dropped), len(times))
 
@@ -80,6 +84,10 @@ def run_serving(spec, arrivals: Arrivals, cost, make_kv: Callable[[], object], *
     replicas = [Replica(env, policy(i, spec, cost, make_kv(), store, llm=llm))
                 for i in range(spec.replicas)]
     router = ROUTERS.get(spec.routing, field="routing")()
+    if getattr(router, "shared", False):
+        queue = replicas[0].scheduler.waiting
+        for replica in replicas:
+            replica.scheduler.waiting = queue
     env.process(arriving(env, arrivals, router, replicas, store, progress))
     for replica in replicas:
         env.process(replica.serving())

@@ -1,4 +1,5 @@
-"""Global schedulers: which replica an arriving request goes to."""
+"""Global schedulers: which replica an arriving request goes to. A router whose
+`shared` is true keeps one queue for all replicas instead (late binding)."""
 
 from __future__ import annotations
 
@@ -29,3 +30,14 @@ class LeastLoaded:
 
     def pick(self, replicas: Sequence) -> int:
         return min(range(len(replicas)), key=lambda i: (replicas[i].outstanding, i))
+
+
+@ROUTERS.register("shared_queue")
+class SharedQueue:
+    """One queue for all replicas: whichever replica is free takes the oldest waiting
+    request (a central dispatcher; with deterministic service, the M/D/c queue)."""
+
+    shared = True
+
+    def pick(self, replicas: Sequence) -> int:
+        return 0

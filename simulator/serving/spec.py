@@ -78,7 +78,7 @@ class ServeSpec(Strict):
     block_tokens: PositiveInt = Field(default=16, description="KV-cache block size")
     kv_allocator: Literal["paged"] = "paged"
     replicas: PositiveInt = 1
-    routing: Literal["round_robin", "least_loaded"] = "round_robin"
+    routing: Literal["round_robin", "least_loaded", "shared_queue"] = "round_robin"
     seed: NonNegativeInt = 0
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None
