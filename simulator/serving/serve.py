@@ -137,8 +137,11 @@ def serving_manifest(setup: Setup, spec: ServeSpec, came: Arrivals) -> dict:
     return out
 
 
-def serve(setup: Setup, spec: ServeSpec, *, progress: Progress | None = None) -> dict:
-    """The full result of one run: figures, bucketing error and manifest."""
+def serve(setup: Setup, spec: ServeSpec, *, progress: Progress | None = None
+          ) -> tuple[dict, RequestTimes]:
+    """The full result of one run (figures, bucketing error and manifest) and the
+    per-request times behind it."""
     store, came = simulate_serving(setup, spec, progress=progress)
-    return {**summary(setup, spec, store, came), "bucketing": bucketing(setup, store),
-            "manifest": serving_manifest(setup, spec, came)}
+    result = {**summary(setup, spec, store, came), "bucketing": bucketing(setup, store),
+              "manifest": serving_manifest(setup, spec, came)}
+    return result, RequestTimes.of(store.finished, tokens=setup.llm)
