@@ -78,6 +78,8 @@ def add_parser(subparsers) -> None:
 
 
 SPEC_FIELDS = [name for name in ServeSpec.model_fields]
+FLAG_NAMES = {name: "--" + name.replace("_", "-") for name in SPEC_FIELDS} | {
+    "duration_s": "--duration"}
 
 
 def spec_from_args(args: argparse.Namespace) -> ServeSpec:
@@ -85,8 +87,11 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
     raw: dict = {}
     if args.spec:
         source = read_source(args.spec)
-        raw = parse_model(source.text, ServeSpec, file=source.path).model_dump(
-            exclude_unset=True)
+        try:
+            raw = parse_model(source.text, ServeSpec, file=source.path).model_dump(
+                exclude_unset=True)
+        except AccsimError as exc:  # a rule across fields: name the file too
+            raise AccsimError(exc.rule, file=source.path, field=exc.field) from None
     flags = {name: getattr(args, name) for name in SPEC_FIELDS
              if getattr(args, name, None) is not None}
     if "sla" in flags:
@@ -96,11 +101,12 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
         return ServeSpec.model_validate(merged)
     except ValidationError as exc:
         error = validation_error(exc, merged, file=args.spec or None)
-        name = (error.field or "").split(".")[0]
-        if name in flags:  # name the flag the user typed
-            error = AccsimError(error.rule, field="--" + name.replace("_", "-")
-                                .replace("duration-s", "duration"))
-        raise error from None
+    except AccsimError as exc:
+        error = exc
+    name = (error.field or "").split(".")[0]
+    if name in flags:  # name the flag the user typed
+        raise AccsimError(error.rule, field=FLAG_NAMES.get(name, name)) from None
+    raise AccsimError(error.rule, file=args.spec or None, field=error.field) from None
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

@@ -8,11 +8,13 @@ from typing import Literal
 from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from simulator.config import Dtype, Strict
+from simulator.errors import AccsimError
 from simulator.serving.sla import check_sla
 
 DEFAULT_ARCH = "tpu_v1"
 DEFAULT_WORKLOAD = "resnet50_b1"
 # max_batch when none is given: a plain-serving batch, or vLLM's max_num_seqs.
+DEFAULT_REQUESTS = 1000  # poisson/gamma runs given neither requests nor duration_s
 DEFAULT_MAX_BATCH = {"static": 8, "dynamic": 8, "continuous": 256}
 
 
@@ -98,26 +100,28 @@ class ServeSpec(Strict):
     def _sla(cls, value: dict) -> dict:
         try:
             return check_sla(value)
-        except Exception as exc:  # AccsimError -> a field error pydantic locates
-            raise ValueError(getattr(exc, "rule", str(exc))) from None
+        except AccsimError as exc:  # a field error pydantic locates
+            raise ValueError(exc.rule) from None
 
     @model_validator(mode="after")
     def _consistent(self) -> ServeSpec:
-        if self.workload is not None and self.model is not None:
-            raise ValueError("give a workload or a model, not both")
-        if self.arrival == "trace" and self.arrival_trace is None:
-            raise ValueError("arrival trace needs arrival_trace (a CSV file or a "
-                             "shipped name)")
-        if self.arrival != "trace" and self.rate is None:
-            raise ValueError(f"arrival {self.arrival} needs a rate (requests/s)")
-        if self.arrival != "trace" and self.requests is None and self.duration_s is None:
-            raise ValueError("give requests or duration_s (or both)")
-        if self.batching == "continuous" and self.model is None:
-            raise ValueError("continuous batching serves LLMs: give a model")
-        if self.find_max_rate and not self.sla:
-            raise ValueError("find_max_rate needs an sla to meet")
-        if self.find_max_rate and self.sweep_rate is not None:
-            raise ValueError("give sweep_rate or find_max_rate, not both")
+        rules = [
+            (self.workload is not None and self.model is not None, "model",
+             "give a workload or a model, not both"),
+            (self.arrival == "trace" and self.arrival_trace is None, "arrival_trace",
+             "arrival trace needs arrival_trace (a CSV file or a shipped name)"),
+            (self.arrival != "trace" and self.rate is None, "rate",
+             f"arrival {self.arrival} needs a rate (requests/s)"),
+            (self.batching == "continuous" and self.model is None, "batching",
+             "continuous batching serves LLMs: give a model"),
+            (self.find_max_rate and not self.sla, "find_max_rate",
+             "find_max_rate needs an sla to meet"),
+            (self.find_max_rate and self.sweep_rate is not None, "find_max_rate",
+             "give sweep_rate or find_max_rate, not both"),
+        ]
+        for broken, field, rule in rules:
+            if broken:  # AccsimError passes through pydantic with its field named
+                raise AccsimError(rule, field=field)
         return self
 
     @property
@@ -128,7 +132,10 @@ class ServeSpec(Strict):
         """The spec with its defaults filled in: the workload, the batching policy
         (continuous for LLMs, dynamic otherwise) and its max_batch."""
         batching = self.batching or ("continuous" if self.llm else "dynamic")
+        unbounded = self.requests is None and self.duration_s is None
         return self.model_copy(update={
+            "requests": DEFAULT_REQUESTS if unbounded and self.arrival != "trace"
+            else self.requests,
             "workload": self.workload if self.llm or self.workload else DEFAULT_WORKLOAD,
             "batching": batching,
             "max_batch": self.max_batch or DEFAULT_MAX_BATCH[batching]})
