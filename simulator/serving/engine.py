@@ -65,7 +65,8 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
     prompts = arrivals.prompt_tokens.tolist()
     outputs = arrivals.output_tokens.tolist()
     for index, at in enumerate(times):
-        yield env.timeout(max(0.0, at - env.now))
+        if at > env.now:  # requests of the same instant all arrive before anyone plans
+            yield env.timeout(at - env.now)
         request = Request(index, at, prompts[index], outputs[index])
         store.on_arrival(request, at)
         target = replicas[router.pick(replicas)]
