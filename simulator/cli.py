@@ -469,6 +469,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify_cmd.set_defaults(handler=_verify)
 
     add_review_parser(commands)
+    from simulator.serving.command import add_parser as add_serve
+    add_serve(commands)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
     schema.add_argument("kind", choices=sorted(SCHEMAS))

@@ -61,6 +61,8 @@ class OffchipMemory(Strict):
 
     bandwidth_gbps: float = Field(gt=0, description="GB/s, 1e9 bytes per second")
     latency_cycles: int = Field(ge=0)
+    capacity_bytes: PositiveInt | None = Field(
+        default=None, description="HBM capacity: what serving has for weights and KV cache")
 
 
 class VectorCosts(Strict):
