@@ -77,39 +77,13 @@ def _source_change(kind: str, entry: dict) -> str | None:
     return None if now == sha else f"{kind}: {path} (sha256 changed since the run)"
 
 
-def _file_change(kind: str, folder: Path, entry: dict) -> str | None:
-    """A file a packet holds, named relative to the packet, against its sha256."""
-    return _source_change(kind, {"path": str(folder / entry["path"]),
-                                 "sha256": entry["sha256"]})
-
-
-def verify_packet(packet_path: str, packet: dict) -> Verification:
-    """A review packet (`accsim review`): its study file unchanged, each result and
-    figure file it holds unchanged, and each result verified as a result file is."""
-    folder = Path(packet_path).parent
-    changed = [c for c in [_source_change("study", packet["study"])] if c]
-    found = []
-    for entry in packet["results"]:
-        change = _file_change("result", folder, entry)
-        if change:
-            changed.append(change)
-            continue
-        outcome = verify(str(folder / entry["path"]))
-        changed += [f"{entry['path']}: {c}" for c in outcome.changed_sources]
-        found += [f"{entry['path']}: {d}" for d in outcome.differences]
-    for section in packet["sections"]:
-        changed += [c for fig in section["figures"]
-                    if (c := _file_change("figure", folder, {"path": fig["file"],
-                                                             "sha256": fig["sha256"]}))]
-    return Verification(changed, found)
-
-
 def verify(result_path: str) -> Verification:
     """Check a result file: changed sources, and a rerun from its embedded inputs. A
     review packet's packet.json is checked result by result (verify_packet)."""
     try:
         recorded = json.loads(Path(result_path).read_text())
         if isinstance(recorded, dict) and isinstance(recorded.get("packet"), dict):
+            from simulator.review.verification import verify_packet  # a review packet
             return verify_packet(result_path, recorded)
         manifest = recorded["manifest"]
         embedded = manifest["inputs"]

@@ -144,13 +144,15 @@ def test_packet_holds_its_files_with_their_hashes(resnet):
     out, packet = resnet
     for name in ("index.html", "packet.md", "packet.json"):
         assert (out / name).stat().st_size > 0
-    assert len(packet["results"]) == 3
+    assert [r["kind"] for r in packet["results"]] == ["run"] * 3 + ["serving"] * 3
     for entry in packet["results"]:
         data = (out / entry["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == entry["sha256"]
-        assert json.loads(data)["manifest"]["model_version"] == packet["model_version"]
+        manifest = json.loads(data)["manifest"] if entry["kind"] == "run" else \
+            json.loads(data)["points"][0]["manifest"]
+        assert manifest["model_version"] == packet["model_version"]
     figures = [f for s in packet["sections"] for f in s["figures"]]
-    assert len(figures) == 4  # the trend figure and one breakdown per platform
+    assert len(figures) == 7  # trend; a breakdown and a serving curve per platform
     for fig in figures:
         assert hashlib.sha256((out / fig["file"]).read_bytes()).hexdigest() == fig["sha256"]
     html = (out / "index.html").read_text()
@@ -198,7 +200,7 @@ def test_markdown_and_json_carry_the_numbers_of_the_html(resnet):
 def test_json_numbers_are_the_result_files_numbers(resnet):
     out, packet = resnet
     results = {(r["platform"], r["workload"]): json.loads((out / r["path"]).read_text())
-               for r in packet["results"]}
+               for r in packet["results"] if r["kind"] == "run"}
     efficiency = next(s for s in packet["sections"] if s["id"] == "efficiency")
     (table,) = efficiency["tables"]
     for row in table["rows"]:
@@ -262,19 +264,27 @@ def test_bottleneck_mismatches_are_listed_first_and_link_to_their_rows(resnet):
 
 def test_llama_decode_study_runs_the_hf_model_and_flags_its_precision_change(llama):
     out, packet = llama
-    assert [(r["platform"], r["workload"]) for r in packet["results"]] == [
-        ("tpu_v5e_like", "llama_3_1_8b_decode_b16_c2048"),
-        ("tpu_v5e_like_hbm3_whatif", "llama_3_1_8b_decode_b16_c2048")]
+    assert [(r["kind"], r["platform"]) for r in packet["results"]] == [
+        ("run", "tpu_v5e_like"), ("run", "tpu_v5e_like_hbm3_whatif"),
+        ("serving", "tpu_v5e_like_hbm3_whatif")]
     result = json.loads((out / packet["results"][0]["path"]).read_text())
     source = result["manifest"]["inputs"]["workload"]
     assert source["path"].endswith("llama_3_1_8b.json") and source["sha256"]
     assert any(op["kind"] == "attention" for op in
                source["canonical"]["operators"])
     sections = {s["id"]: s for s in packet["sections"]}
-    assert sections["serving"]["verdict"] == "not evaluated"
-    assert "simulator.serving" in sections["serving"]["reason"]
-    assert "ttft_ms, tpot_ms, min_tokens_per_s not evaluated" in \
-        sections["scope-sla"]["reason"]
+    # tpu_v5e_like has no HBM capacity in its file: serving it is not evaluated, and why
+    assert "serving llama_3_1_8b_decode_b16_c2048 on tpu_v5e_like not evaluated: " in \
+        " ".join(sections["serving"]["text"])
+    assert "offchip.capacity_bytes" in sections["scope-sla"]["reason"]
+    rows = sections["serving"]["tables"][0]["rows"]
+    assert [(row[0], row[2]) for row in rows] == [
+        ("tpu_v5e_like_hbm3_whatif", rate) for rate in (0.1, 0.25, 0.4)]
+    served = json.loads((out / packet["results"][2]["path"]).read_text())
+    assert rows[1][12] == served["points"][1]["tpot_ms"]["p99"]  # tpot p99 ms
+    checks = sections["scope-sla"]["tables"][1]["rows"]
+    assert {row[4] for row in checks if row[3] == "serving at 0.25/s"} == {
+        "ttft_ms p95", "tpot_ms p50", "tpot_ms p99", "min_tokens_per_s"}
     assert sections["sweep"]["reason"].startswith("the study asks for no")
     precision = next(line for line in packet["first_screen"]
                      if line["label"] == "Precision changes")
@@ -485,6 +495,6 @@ def test_packet_renders_in_headless_chromium(resnet):
     probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
     for title in TITLES.values():
         assert title in probe["headings"]
-    assert len(probe["figures"]) == 4
+    assert len(probe["figures"]) == 7
     assert all(width > 100 and height > 100 for width, height in probe["figures"])
     assert probe["slaBottom"] <= probe["viewport"]  # the SLA line is on the first screen

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
-from simulator.review.providers import NotEvaluated, model_workload
+from simulator.review.providers import NotEvaluated, model_workload, serving_runs
 from simulator.review.runs import RunSpec, default_cache_dir, run_all
 from simulator.review.study import ResolvedStudy, load_study
 
@@ -80,8 +80,9 @@ def review(args: argparse.Namespace) -> int:
 
         records = run_all(specs, out, cache_dir=cache, engine=args.engine,
                           progress=progress)
+        served = serving_runs(study, out, cache_dir=cache, progress=progress)
     reused = sum(r.reused for r in records)
-    packet = write_packet(assemble(Context(study, records, models)), out)
+    packet = write_packet(assemble(Context(study, records, models, served)), out)
     _remove_stale(out, packet)
     elapsed = time.perf_counter() - started
     console = Console(highlight=False, soft_wrap=True)

@@ -75,3 +75,32 @@ def breakdown_figure(record) -> dict:
         draw_breakdown(axes, groups, title)
         svg = _svg(fig)
     return figure(f"breakdown-{record.spec.name}", title, svg)
+
+
+def serving_figure(record, sla) -> dict:
+    """Per-request latency percentiles (TTFT and TPOT for LLMs) against the throughput
+    achieved at each offered load, with the SLA's bounds as dashed lines."""
+    metrics = ("ttft", "tpot") if record.llm else ("latency",)
+    points = record.data["points"]
+    achieved = [p["throughput_rps"] for p in points]
+    with matplotlib.rc_context(SVG_SETTINGS):
+        fig, panels = plt.subplots(1, len(metrics), figsize=(5 * len(metrics) + 1, 3.8),
+                                   squeeze=False)
+        for axes, metric in zip(panels[0], metrics):
+            for percentile in ("p50", "p95", "p99"):
+                axes.plot(achieved, [p[f"{metric}_ms"][percentile] for p in points],
+                          marker="o", label=percentile)
+            bounds = getattr(sla, f"{metric}_ms")
+            for percentile, bound in (bounds.bounds() if bounds else {}).items():
+                axes.axhline(bound, linestyle="--", color="black", linewidth=1)
+                axes.annotate(f"SLA {percentile} {bound:g} ms", (achieved[0], bound),
+                              fontsize="small", va="bottom")
+            axes.set_xlabel("achieved requests/s")
+            axes.set_ylabel(f"{metric} ms")
+            axes.set_yscale("log")
+            axes.legend(fontsize="small")
+        fig.suptitle(f"{record.subject} on {record.platform}: latency vs throughput")
+        svg = _svg(fig)
+    return figure(f"serving-{record.platform}-{record.subject}",
+                  f"{record.subject} on {record.platform}: per-request latency "
+                  "percentiles vs achieved throughput, SLA dashed", svg)

@@ -17,7 +17,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 import simulator
 from simulator.review.sections import (FAIL, NOT_EVALUATED, PASS, Context,
-                                       build_sections, ordered_findings)
+                                       build_sections, ordered_findings, served)
 
 PACKET_FORMAT = "accsim-review-packet"
 PACKET_VERSION = 1
@@ -92,9 +92,11 @@ def assemble(ctx: Context) -> dict:
         "first_screen": first_screen(sections),
         "findings": ordered_findings(sections),
         "sections": sections,
-        "results": [{"path": r.file, "sha256": r.sha256, "platform": r.spec.platform.label,
-                     "workload": r.spec.workload.label, "mapping": r.spec.mapping.label}
-                    for r in ctx.records],
+        "results": [{"kind": "run", "path": r.file, "sha256": r.sha256,
+                     "platform": r.spec.platform.label, "workload": r.spec.workload.label,
+                     "mapping": r.spec.mapping.label} for r in ctx.records]
+        + [{"kind": "serving", "path": r.file, "sha256": r.sha256, "platform": r.platform,
+            "workload": r.subject, "mapping": "default"} for r in served(ctx)],
     }
 
 

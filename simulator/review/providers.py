@@ -50,14 +50,22 @@ def model_config_path(model: ModelUnderReview, study: ResolvedStudy) -> str:
     return str(beside) if beside.is_file() else model.config
 
 
-def serving_curves(study: ResolvedStudy, records: list) -> dict | NotEvaluated:
-    """Latency-throughput curves with p50/p95/p99 TTFT, TPOT and end-to-end latency per
-    platform over the offered loads of scope.serving (DESIGN.md section 10); needs the
-    serving simulator."""
+def serving_runs(study: ResolvedStudy, out_dir: Path, *, cache_dir: Path | None,
+                 progress=None):
+    """Every platform x workload or model served at scope.serving's loads (DESIGN.md
+    section 10), as review.serving records; needs the serving simulator."""
     if study.study.scope.serving is None:
         return NotEvaluated("the study asks for no serving load (scope.serving)")
-    return NotEvaluated("the serving simulation (simulator.serving, `accsim serve`) is "
-                        "not in this build")
+    try:
+        from simulator.review import serving
+    except ImportError:
+        return NotEvaluated("the serving simulation (simulator.serving, `accsim serve`) "
+                            "is not in this build")
+    subjects = [(w.label, w.source.path, False) for w in study.workloads]
+    subjects += [(m.label, model_config_path(m, study), True)
+                 for m in study.study.scope.models]
+    return serving.run_serving(study, subjects, out_dir, cache_dir=cache_dir,
+                               progress=progress)
 
 
 def platform_area_mm2(platform: Platform) -> float | NotEvaluated:

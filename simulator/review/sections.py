@@ -16,8 +16,7 @@ from urllib.parse import quote
 import simulator
 from simulator.bottleneck import Verdict
 from simulator.review import figures
-from simulator.review.providers import (NotEvaluated, design_sweep, platform_area_mm2,
-                                        serving_curves)
+from simulator.review.providers import NotEvaluated, design_sweep, platform_area_mm2
 from simulator.review.runs import RunRecord
 from simulator.review.study import WORKLOAD_METRICS, ModelUnderReview, ResolvedStudy
 
@@ -38,6 +37,7 @@ class Context:
     study: ResolvedStudy
     records: list[RunRecord]
     models: list[tuple[ModelUnderReview, object]]  # (model, Loaded or NotEvaluated)
+    serving: list | NotEvaluated                   # review.serving.ServingRecord
 
 
 # --- building blocks (plain dicts: packet.json holds them as they are) ---
@@ -122,6 +122,53 @@ def serving_targets(ctx: Context) -> list[str]:
     return [name for name in SERVING_TARGETS if getattr(sla, name) is not None]
 
 
+def served(ctx: Context) -> list:
+    """The serving records that have results."""
+    return [] if isinstance(ctx.serving, NotEvaluated) else \
+        [r for r in ctx.serving if r.data is not None]
+
+
+def serving_point(record, rate: float) -> tuple[int, dict]:
+    index = record.data["serving"]["rates_per_s"].index(rate)
+    return index, record.data["points"][index]
+
+
+def serving_checks(ctx: Context, point: dict, *, llm: bool) -> list[dict]:
+    """The SLA targets a serving result at one load is judged on: latency percentiles
+    under queueing, TTFT and TPOT and tokens per second for LLMs, requests per second."""
+    sla = ctx.study.study.sla
+    checks = []
+    for metric in ("latency", "ttft", "tpot") if llm else ("latency",):
+        bounds = getattr(sla, f"{metric}_ms")
+        stats = point[f"{metric}_ms"]
+        for percentile, bound in (bounds.bounds() if bounds else {}).items():
+            if stats is not None and stats[percentile] is not None:
+                checks.append(_check(f"{metric}_ms {percentile}", "<=", bound,
+                                     stats[percentile]))
+    if sla.min_tokens_per_s is not None and llm and point["tokens_per_s"] is not None:
+        checks.append(_check("min_tokens_per_s", ">=", sla.min_tokens_per_s,
+                             point["tokens_per_s"]))
+    if sla.min_throughput_per_s is not None:
+        checks.append(_check("min_throughput_per_s", ">=", sla.min_throughput_per_s,
+                             point["throughput_rps"]))
+    return checks
+
+
+def operating_checks(ctx: Context, record) -> tuple[list[dict], str]:
+    """A serving record's checks at the load the SLA is judged at, and their evidence."""
+    index, point = serving_point(record, ctx.study.study.scope.serving.rate_per_s)
+    return serving_checks(ctx, point, llm=record.llm), \
+        f"{record.file}#/points/{index}"
+
+
+def serving_notes(ctx: Context) -> list[str]:
+    """Why serving figures are missing, where they are."""
+    if isinstance(ctx.serving, NotEvaluated):
+        return [ctx.serving.reason]
+    return [f"serving {r.subject} on {r.platform} not evaluated: {r.reason}"
+            for r in ctx.serving if r.data is None]
+
+
 # --- the sections ---
 
 def scope_and_sla(ctx: Context) -> dict:
@@ -143,27 +190,35 @@ def scope_and_sla(ctx: Context) -> dict:
         load = scope.serving
         scope_rows.append(["serving load", f"{load.arrival}, {load.requests} requests, "
                            f"{load.prompt_tokens} prompt / {load.output_tokens} output "
-                           f"tokens", ", ".join(f"{r:g}/s" for r in load.rates_per_s),
-                           None])
-    rows, findings, missed, judged = [], [], [], 0
-    for record in ctx.records:
-        for check in sla_checks(ctx, record):
-            judged += 1
-            href = pointer(record, "workload")
-            rows.append(run_cells(record) + [check["target"], check["bound"],
-                        check["limit"], check["value"], "met" if check["met"] else
-                        "MISSED", check["headroom"], link("result", href)])
-            if not check["met"]:
-                missed.append(f"{check['target']} on {run_label(record)}")
-                findings.append(finding(
-                    "SLA missed", f"SLA missed: {check['target']} {check['value']:,.3f} "
-                    f"vs {check['bound']} {check['limit']:g} on {run_label(record)}", href))
-    unjudged = serving_targets(ctx)
-    serving = serving_curves(ctx.study, ctx.records)
+                           f"tokens (LLMs), SLA judged at {load.rate_per_s:g}/s",
+                           ", ".join(f"{r:g}/s" for r in load.rates), None])
+    judged_runs = [(run_cells(record), "one request at a time", check,
+                    pointer(record, "workload"))
+                   for record in ctx.records for check in sla_checks(ctx, record)]
+    for record in served(ctx):
+        checks, href = operating_checks(ctx, record)
+        judged_runs += [([record.platform, record.subject, "default"],
+                         f"serving at {scope.serving.rate_per_s:g}/s", check, href)
+                        for check in checks]
+    rows, findings, missed = [], [], []
+    for cells, basis, check, href in judged_runs:
+        label = " / ".join(cells)
+        rows.append(cells + [basis, check["target"], check["bound"], check["limit"],
+                             check["value"], "met" if check["met"] else "MISSED",
+                             check["headroom"], link("result", href)])
+        if not check["met"]:
+            missed.append(f"{check['target']} ({basis}) on {label}")
+            findings.append(finding(
+                "SLA missed", f"SLA missed: {check['target']} {check['value']:,.3f} vs "
+                f"{check['bound']} {check['limit']:g} ({basis}) on {label}", href))
+    judged = len(rows)
     notes = [f"{model.label} not evaluated: {loaded.reason}"
              for model, loaded in ctx.models if isinstance(loaded, NotEvaluated)]
-    if unjudged and isinstance(serving, NotEvaluated):
-        notes.append(f"{', '.join(unjudged)} not evaluated: {serving.reason}")
+    if serving_targets(ctx) and not served(ctx):
+        notes.append(f"{', '.join(serving_targets(ctx))} not evaluated: "
+                     + "; ".join(serving_notes(ctx)))
+    elif served(ctx):
+        notes += serving_notes(ctx)
     if judged == 0:
         verdict, reason = NOT_EVALUATED, "; ".join(notes) or \
             "the study sets no SLA target a run can be judged on"
@@ -178,10 +233,12 @@ def scope_and_sla(ctx: Context) -> dict:
         table("scope", "Scope (models a frontend cannot build say why)",
               [("kind", "text"), ("name", "text"), ("source", "text"),
                ("not evaluated", "text")], scope_rows),
-        table("sla-checks", "SLA checks per run (latency: one request at a time, no "
-              "queueing, so every percentile is the simulated latency; headroom: "
-              "fraction of the limit to spare, negative = missed)",
-              RUN_COLUMNS + [("target", "text"), ("bound", "text"), ("limit", "g"),
+        table("sla-checks", "SLA checks per run (one request at a time: no queueing, "
+              "so every latency percentile is the simulated latency; serving: the "
+              "serving simulation at the study's load; headroom: fraction of the limit "
+              "to spare, negative = missed)",
+              RUN_COLUMNS + [("basis", "text"), ("target", "text"), ("bound", "text"),
+                             ("limit", "g"),
                              ("value", "f3"), ("status", "text"), ("headroom %", "pct1"),
                              ("evidence", "link")], rows)])
 
@@ -354,12 +411,55 @@ def mapping_sheet(ctx: Context) -> dict:
                                  mismatched + matched)])
 
 
+SERVING_COLUMNS = [("platform", "text"), ("served", "text"), ("offered /s", "g"),
+                   ("achieved /s", "f3")] + [
+    (f"{metric} {p} ms", "f1") for metric in ("latency", "ttft", "tpot")
+    for p in ("p50", "p95", "p99")] + [
+    ("tokens/s", "f1"), ("utilisation %", "pct1"), ("completed", "int"),
+    ("dropped", "int"), ("SLA at this load", "text"), ("evidence", "link")]
+
+
 def serving(ctx: Context) -> dict:
-    curves = serving_curves(ctx.study, ctx.records)
-    if isinstance(curves, NotEvaluated):
-        return section("serving", NOT_EVALUATED, curves.reason)
-    return section("serving", curves["verdict"], curves["reason"],
-                   tables=curves["tables"], figures_=curves["figures"])
+    if isinstance(ctx.serving, NotEvaluated):
+        return section("serving", NOT_EVALUATED, ctx.serving.reason)
+    rows, missed, text, shown = [], [], [], []
+    operating = ctx.study.study.scope.serving.rate_per_s
+    for record in served(ctx):
+        best = None
+        for index, point in enumerate(record.data["points"]):
+            rate = record.data["serving"]["rates_per_s"][index]
+            checks = serving_checks(ctx, point, llm=record.llm)
+            meets = all(c["met"] for c in checks)
+            if meets and checks:
+                best = rate
+            stats = [point[f"{metric}_ms"][p] if point[f"{metric}_ms"] else None
+                     for metric in ("latency", "ttft", "tpot")
+                     for p in ("p50", "p95", "p99")]
+            rows.append([record.platform, record.subject, rate, point["throughput_rps"],
+                         *stats, point["tokens_per_s"], point["utilization"],
+                         point["completed"], point["dropped"],
+                         "-" if not checks else "met" if meets else "MISSED",
+                         link("result", f"{record.file}#/points/{index}")])
+            if rate == operating and checks and not meets:
+                missed.append(f"{record.subject} on {record.platform}")
+        text.append(f"{record.subject} on {record.platform}: highest offered load that "
+                    f"meets the SLA: " + (f"{best:g}/s" if best is not None else
+                                          "none of those offered"))
+        shown.append(figures.serving_figure(record, ctx.study.study.sla))
+    if any(r.llm for r in served(ctx)):
+        text.append("An LLM is served whole: every request's prefill and decode, "
+                    "whatever phase its operator run uses.")
+    text += serving_notes(ctx)
+    if not rows:
+        verdict, reason = NOT_EVALUATED, "; ".join(serving_notes(ctx)) or "nothing served"
+    elif missed:
+        verdict = FAIL
+        reason = f"SLA missed at {operating:g}/s: " + "; ".join(missed)
+    else:
+        verdict, reason = PASS, f"SLA met at {operating:g}/s on every pair served"
+    return section("serving", verdict, reason, text=text, figures_=shown, tables=[table(
+        "serving", "Latency-throughput points: per request p50/p95/p99 at each offered "
+        "load (TTFT and TPOT for LLMs)", SERVING_COLUMNS, rows)])
 
 
 def efficiency(ctx: Context) -> dict:
@@ -423,6 +523,20 @@ def workload_fit(ctx: Context) -> dict:
                     fits[name].append(platform.label)
                 row += ["yes" if meets else "NO", min(c["headroom"] for c in checks)]
             rows.append(row)
+    serving_rows = {}
+    for record in served(ctx):
+        checks, _ = operating_checks(ctx, record)
+        if checks:
+            judged = True
+            meets = all(c["met"] for c in checks)
+            if meets:
+                fits.setdefault(record.subject, []).append(record.platform)
+            serving_rows.setdefault(record.platform, {})[record.subject] = \
+                ["yes" if meets else "NO", min(c["headroom"] for c in checks)]
+    for platform, cells in serving_rows.items():
+        rows.append([platform, f"serving at {ctx.study.study.scope.serving.rate_per_s:g}"
+                     "/s"] + [v for name in workloads
+                              for v in cells.get(name, ["not evaluated", None])])
     columns = [("platform", "text"), ("mapping", "text")]
     for name in workloads:
         columns += [(f"{name}: meets SLA", "text"), (f"{name}: headroom %", "pct1")]

@@ -71,14 +71,26 @@ class ModelUnderReview(Strict):
 
 
 class ServingLoad(Strict):
-    """The offered load of a serving study (DESIGN.md section 10)."""
+    """The offered load of a serving study (DESIGN.md section 10): the SLA is judged at
+    rate_per_s; the latency-throughput curve also covers curve_rates_per_s."""
 
     arrival: Literal["poisson", "gamma"] = "poisson"
-    rates_per_s: list[PositiveFloat] = Field(min_length=1, description="offered loads")
+    cv: PositiveFloat = Field(default=1.0, description="gamma: CV of the gaps")
+    rate_per_s: PositiveFloat = Field(description="requests/s the SLA must hold at")
+    curve_rates_per_s: list[PositiveFloat] = Field(default=[], description="more loads")
     requests: PositiveInt = 1000
-    prompt_tokens: PositiveInt
-    output_tokens: PositiveInt
-    seed: int = 0
+    prompt_tokens: PositiveInt = Field(default=512, description="LLMs")
+    output_tokens: PositiveInt = Field(default=128, description="LLMs")
+    batching: Literal["static", "dynamic", "continuous"] | None = Field(
+        default=None, description="default: continuous for LLMs, dynamic otherwise")
+    max_batch: PositiveInt | None = None
+    replicas: PositiveInt = 1
+    seed: int = Field(default=0, ge=0)
+
+    @property
+    def rates(self) -> list[float]:
+        """Every offered load, ascending."""
+        return sorted({*self.curve_rates_per_s, self.rate_per_s})
 
 
 class Scope(Strict):
