@@ -41,6 +41,12 @@ risks:
 """
 
 
+SERVING_STUDY = SMALL_STUDY.replace("  workloads: [gemm_4096]\n", """\
+  workloads: [gemm_4096]
+  serving: {rate_per_s: 100, curve_rates_per_s: [50], requests: 60}
+""")
+
+
 def write_packet(study: Path, out: Path, *extra: str) -> dict:
     assert main(["review", str(study), "--out", str(out), *extra]) == 0
     return json.loads((out / "packet.json").read_text())
@@ -322,26 +328,27 @@ def test_platform_area_comes_from_the_platform_where_it_has_one():
 
 def test_results_reused_by_content_hash_and_packet_is_deterministic(tmp_path, capsys):
     study = tmp_path / "small.yaml"
-    study.write_text(SMALL_STUDY)
+    study.write_text(SERVING_STUDY)
     cache = tmp_path / "cache"
     first = write_packet(study, tmp_path / "a", "--cache", str(cache))
-    assert "0 reused" in capsys.readouterr().out
-    assert len(list(cache.glob("*.json"))) == 2
+    assert "2 runs and 2 serving results (0 reused" in capsys.readouterr().out
+    assert len(list(cache.glob("*.json"))) == 4
     second = write_packet(study, tmp_path / "b", "--cache", str(cache))
-    assert "2 reused" in capsys.readouterr().out
+    assert "(4 reused" in capsys.readouterr().out
     assert first == second
     for name in ("packet.json", "packet.md", "index.html"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     # a damaged cache entry is recomputed, not trusted
-    damaged = next(cache.glob("*.json"))
-    damaged.write_text('{"manifest": {}}')
-    write_packet(study, tmp_path / "c", "--cache", str(cache))
-    assert "1 reused" in capsys.readouterr().out
+    for damaged in (next(cache.glob("serving-*.json")),
+                    next(p for p in cache.glob("*.json") if "serving" not in p.name)):
+        damaged.write_text('{"manifest": {}}')
+    assert write_packet(study, tmp_path / "c", "--cache", str(cache)) == first
+    assert "(2 reused" in capsys.readouterr().out
 
 
 def test_verify_accepts_a_packet_and_names_a_tampered_result(tmp_path, capsys):
     study = tmp_path / "small.yaml"
-    study.write_text(SMALL_STUDY)
+    study.write_text(SERVING_STUDY)
     out = tmp_path / "packet"
     write_packet(study, out, "--no-cache")
     assert main(["verify", str(out / "packet.json")]) == 0
@@ -352,13 +359,21 @@ def test_verify_accepts_a_packet_and_names_a_tampered_result(tmp_path, capsys):
     result.write_text(json.dumps(data, indent=1) + "\n")
     assert main(["verify", str(out / "packet.json")]) == 1
     assert "changed input: result: " + str(result) in capsys.readouterr().out
-    # a result edited and its recorded hash edited too still fails on the rerun
+    # results edited with their recorded hashes edited too still fail on the rerun
+    served = out / "results" / "serving.tpu_v1.gemm_4096.json"
+    data = json.loads(served.read_text())
+    data["points"][1]["latency_ms"]["p99"] *= 0.5
+    served.write_text(json.dumps(data, indent=1) + "\n")
     packet = json.loads((out / "packet.json").read_text())
-    packet["results"][0]["sha256"] = hashlib.sha256(result.read_bytes()).hexdigest()
+    for entry in packet["results"]:
+        entry["sha256"] = hashlib.sha256((out / entry["path"]).read_bytes()).hexdigest()
     (out / "packet.json").write_text(json.dumps(packet))
     assert main(["verify", str(out / "packet.json")]) == 1
+    printed = capsys.readouterr().out
     assert "differs on rerun: results/tpu_v1.gemm_4096.default.json: .workload.cycles" \
-        in capsys.readouterr().out
+        in printed
+    assert "differs on rerun: results/serving.tpu_v1.gemm_4096.json: " \
+        ".points[1].latency_ms.p99" in printed
 
 
 def test_every_mapping_under_review_runs_on_every_platform(tmp_path):

@@ -89,9 +89,11 @@ def review(args: argparse.Namespace) -> int:
     console.print(f"{escape(packet['title'])}: verdict {packet['verdict']}")
     for line in packet["first_screen"]:
         console.print(f"  {line['label']}: {line['status']} - {escape(line['text'])}")
-    console.print(f"{len(records)} runs ({reused} reused from "
-                  f"{escape(str(cache)) if cache else 'no cache'}, "
-                  f"{len(records) - reused} simulated) in {elapsed:.1f} s wall")
+    serving = [] if isinstance(served, NotEvaluated) else \
+        [s for s in served if s.data is not None]
+    console.print(f"{len(records)} runs and {len(serving)} serving results "
+                  f"({reused + sum(s.reused for s in serving)} reused from "
+                  f"{escape(str(cache)) if cache else 'no cache'}) in {elapsed:.1f} s wall")
     for name in PACKET_FILES:
         console.print(f"wrote {escape(str(out / name))}")
     return 0

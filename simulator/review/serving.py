@@ -40,6 +40,7 @@ class ServingRecord:
     sha256: str | None
     data: dict | None
     reason: str | None    # not evaluated: the serving simulator's refusal
+    reused: bool = False  # taken from the cache (said on the terminal only)
 
     @property
     def name(self) -> str:
@@ -118,7 +119,8 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
         cached = cache_dir / f"serving-{_key(spec, rates, sources)}.json" \
             if cache_dir else None
         target = results / f"{record.name}.json"
-        if cached is not None and _usable(cached, spec, rates):
+        reused = cached is not None and _usable(cached, spec, rates)
+        if reused:
             shutil.copyfile(cached, target)
         else:
             try:
@@ -136,7 +138,7 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
         records.append(ServingRecord(platform.label, label, llm,
                                      f"{RESULTS_FOLDER}/{target.name}",
                                      hashlib.sha256(data).hexdigest(), json.loads(data),
-                                     None))
+                                     None, reused))
     if progress:
         progress(len(pairs), len(pairs), "")
     return records
