@@ -270,23 +270,26 @@ def test_bottleneck_mismatches_are_listed_first_and_link_to_their_rows(resnet):
 
 def test_llama_decode_study_runs_the_hf_model_and_flags_its_precision_change(llama):
     out, packet = llama
-    assert [(r["kind"], r["platform"]) for r in packet["results"]] == [
-        ("run", "tpu_v5e_like"), ("run", "tpu_v5e_like_hbm3_whatif"),
-        ("serving", "tpu_v5e_like_hbm3_whatif")]
+    kinds = [(r["kind"], r["platform"]) for r in packet["results"]]
+    assert kinds[:2] == [("run", "tpu_v5e_like"), ("run", "tpu_v5e_like_hbm3_whatif")]
+    assert ("serving", "tpu_v5e_like_hbm3_whatif") in kinds
+    # the what-if variant is written into the packet, and its runs point at that file
+    variant = out / "inputs" / "tpu_v5e_like_hbm3_whatif.yaml"
+    assert "bandwidth_gbps: 1638.0" in variant.read_text()
+    whatif = json.loads((out / packet["results"][1]["path"]).read_text())
+    assert whatif["manifest"]["inputs"]["platform"]["path"] == str(variant)
     result = json.loads((out / packet["results"][0]["path"]).read_text())
     source = result["manifest"]["inputs"]["workload"]
     assert source["path"].endswith("llama_3_1_8b.json") and source["sha256"]
     assert any(op["kind"] == "attention" for op in
                source["canonical"]["operators"])
     sections = {s["id"]: s for s in packet["sections"]}
-    # tpu_v5e_like has no HBM capacity in its file: serving it is not evaluated, and why
-    assert "serving llama_3_1_8b_decode_b16_c2048 on tpu_v5e_like not evaluated: " in \
-        " ".join(sections["serving"]["text"])
-    assert "offchip.capacity_bytes" in sections["scope-sla"]["reason"]
-    rows = sections["serving"]["tables"][0]["rows"]
-    assert [(row[0], row[2]) for row in rows] == [
-        ("tpu_v5e_like_hbm3_whatif", rate) for rate in (0.1, 0.25, 0.4)]
-    served = json.loads((out / packet["results"][2]["path"]).read_text())
+    rows = [row for row in sections["serving"]["tables"][0]["rows"]
+            if row[0] == "tpu_v5e_like_hbm3_whatif"]
+    assert [row[2] for row in rows] == [0.1, 0.25, 0.4]  # offered loads
+    entry = next(r for r in packet["results"] if r["kind"] == "serving"
+                 and r["platform"] == "tpu_v5e_like_hbm3_whatif")
+    served = json.loads((out / entry["path"]).read_text())
     assert rows[1][12] == served["points"][1]["tpot_ms"]["p99"]  # tpot p99 ms
     checks = sections["scope-sla"]["tables"][1]["rows"]
     assert {row[4] for row in checks if row[3] == "serving at 0.25/s"} == {
@@ -311,6 +314,28 @@ def test_models_without_the_hf_frontend_are_not_evaluated(tmp_path, monkeypatch)
     assert scope["verdict"] == "not evaluated"
     assert "llama_3_1_8b_decode_b1_c128 not evaluated: Hugging Face model workloads " \
         "(simulator.frontends.hf" in scope["reason"]
+
+
+def test_a_pair_serving_refuses_is_not_evaluated_and_the_rest_goes_on(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(SMALL_STUDY.replace("""\
+  platforms: [tpu_v1, tpu_v5e_like]
+  workloads: [gemm_4096]
+""", """\
+  platforms:
+    - tpu_v1
+    - {base: tpu_v5e_like, name: no_hbm_size, set: {offchip.capacity_bytes: null}}
+  models: [{config: llama_3_1_8b, phase: decode, context: 64}]
+  serving: {rate_per_s: 1, requests: 4, prompt_tokens: 16, output_tokens: 2}
+"""))
+    packet = write_packet(study, tmp_path / "packet", "--no-cache")
+    assert [(r["kind"], r["platform"]) for r in packet["results"]] == [
+        ("run", "tpu_v1"), ("run", "no_hbm_size")]
+    serving = next(s for s in packet["sections"] if s["id"] == "serving")
+    assert serving["verdict"] == "not evaluated"
+    notes = " ".join(serving["text"]) + serving["reason"]
+    assert "serving llama_3_1_8b_decode_b1_c64 on no_hbm_size not evaluated: " in notes
+    assert "offchip.capacity_bytes" in notes
 
 
 def test_platform_area_comes_from_the_platform_where_it_has_one():
@@ -418,6 +443,13 @@ BAD_STUDIES = [
      "  layer_types: {fc: slow}\n", "expected_bottlenecks.layer_types.fc: Input should"),
     ("heuristic from a module", SMALL_STUDY + "mappings:\n  - {heuristic: 'os:getcwd'}\n",
      "mappings[0].heuristic: unknown heuristic 'os:getcwd'"),
+    ("variant of an unknown field", SMALL_STUDY.replace(
+        "[tpu_v1, tpu_v5e_like]", "[tpu_v1, {base: tpu_v1, name: v, set: "
+        "{offchip.bandwith_gbps: 1}}]"),
+     "scope.platforms[1].set.offchip.bandwith_gbps: tpu_v1 has no field"),
+    ("variant of a bad value", SMALL_STUDY.replace(
+        "[tpu_v1, tpu_v5e_like]", "[tpu_v1, {base: tpu_v1, name: v, set: "
+        "{clock_ghz: -1}}]"), "scope.platforms[1].set (clock_ghz): Input should be"),
     ("unknown rollback metric", SMALL_STUDY + "rollback: {metric: speed, fires_when: "
      "above, threshold: 1}\n", "rollback.metric: Input should be"),
 ]

@@ -15,9 +15,10 @@ from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.review.providers import NotEvaluated, model_workload, serving_runs
 from simulator.review.runs import RunSpec, default_cache_dir, run_all
-from simulator.review.study import ResolvedStudy, load_study
+from simulator.review.study import ResolvedStudy, load_study, write_variants
 
 PACKET_FILES = ("index.html", "packet.md", "packet.json")
+INPUTS_FOLDER = "inputs"  # what-if platform variants the study defines
 
 
 def _check_out_dir(path: str) -> Path:
@@ -64,6 +65,7 @@ def review(args: argparse.Namespace) -> int:
     study = load_study(args.study)
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
     out = _check_out_dir(args.out)
+    study = write_variants(study, out / INPUTS_FOLDER)
     cache = None if args.no_cache else Path(args.cache) if args.cache else \
         default_cache_dir()
     specs = run_specs(study, models)

@@ -9,16 +9,19 @@ is data: it names heuristics from the registry only, never a module to import.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+import yaml
+from pydantic import Field, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from simulator.bottleneck import CLASSES
 from simulator.config import Dtype, Platform, Strict
 from simulator.errors import AccsimError
-from simulator.loader import Source, load_model, locate, parse_model, read_source
+from simulator.loader import (Source, load_model, locate, parse_model, read_source,
+                              validation_error)
 from simulator.mapping import Mapping, check_mapping_names, known_heuristics
 from simulator.regress import with_heuristic
 from simulator.workload import Workload
@@ -93,11 +96,22 @@ class ServingLoad(Strict):
         return sorted({*self.curve_rates_per_s, self.rate_per_s})
 
 
+class PlatformVariant(Strict):
+    """A what-if variant of a platform: its fields with some set anew, by dotted path
+    (`offchip.bandwidth_gbps: 1638`). The packet writes it out as inputs/NAME.yaml, so
+    it tracks its base file and is still a file every result can point to."""
+
+    base: str = Field(min_length=1, description="shipped name or YAML path")
+    name: str = Field(min_length=1, description="the variant's platform name")
+    set: dict[str, int | float | str | bool | list | None] = Field(min_length=1)
+
+
 class Scope(Strict):
     """What is reviewed: platforms x (workloads and models), and optionally a serving
     load and a design-space sweep."""
 
-    platforms: list[str] = Field(min_length=1, description="shipped names or YAML paths")
+    platforms: list[str | PlatformVariant] = Field(
+        min_length=1, description="shipped names, YAML paths, or what-if variants")
     workloads: list[str] = Field(default=[], description="shipped names or YAML paths")
     models: list[ModelUnderReview] = []
     serving: ServingLoad | None = None
@@ -259,6 +273,46 @@ def _find(entry: str, kind: str, study: Source, field: str) -> Path:
         raise AccsimError(f"{entry!r}: {exc.rule}", file=study.path, field=field) from None
 
 
+def _variant(entry: PlatformVariant, study: Source, field: str) -> Platform:
+    """The base platform with the variant's fields set; errors name the study field."""
+    base, _ = load_model(_find(entry.base, "platform", study, f"{field}.base"), Platform)
+    raw = base.model_dump(mode="json")
+    for key, value in entry.set.items():
+        node, parts = raw, key.split(".")
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or parts[-1] not in node:
+            raise AccsimError(f"{entry.base} has no field {key!r}", file=study.path,
+                              field=f"{field}.set.{key}")
+        node[parts[-1]] = value
+    raw["name"] = entry.name
+    changes = ", ".join(f"{k} = {v}" for k, v in entry.set.items())
+    raw["description"] = f"What-if variant of {base.name}: {changes}. {base.description}"
+    try:
+        return Platform.model_validate(raw)
+    except ValidationError as exc:
+        error = validation_error(exc, raw, file=study.path)
+        raise AccsimError(error.rule, file=study.path,
+                          field=f"{field}.set ({error.field})") from None
+
+
+def write_variants(resolved: ResolvedStudy, folder: Path) -> ResolvedStudy:
+    """Write each what-if variant as folder/NAME.yaml and make that its source."""
+    platforms = []
+    for loaded in resolved.platforms:
+        if loaded.source is not None:
+            platforms.append(loaded)
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', loaded.label)}.yaml"
+        path.write_text(f"# What-if variant written by `accsim review` from "
+                        f"{resolved.source.path}; do not edit.\n"
+                        + yaml.safe_dump(loaded.model.model_dump(mode="json"),
+                                         sort_keys=False))
+        platforms.append(Loaded(loaded.label, loaded.model, read_source(path)))
+    return replace(resolved, platforms=platforms)
+
+
 def _unique(items: list[Loaded], kind: str, study: Source, field: str) -> None:
     seen: set[str] = set()
     for index, item in enumerate(items):
@@ -308,8 +362,12 @@ def load_study(path: str) -> ResolvedStudy:
     study = parse_model(source.text, Study, file=source.path)
     platforms = []
     for index, entry in enumerate(study.scope.platforms):
-        model, platform_source = load_model(
-            _find(entry, "platform", source, f"scope.platforms[{index}]"), Platform)
+        field = f"scope.platforms[{index}]"
+        if isinstance(entry, PlatformVariant):  # its file is written with the packet
+            platforms.append(Loaded(entry.name, _variant(entry, source, field), None))
+            continue
+        model, platform_source = load_model(_find(entry, "platform", source, field),
+                                            Platform)
         platforms.append(Loaded(model.name, model, platform_source))
     _unique(platforms, "platform", source, "scope.platforms")
     workloads = []
