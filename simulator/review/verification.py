@@ -6,16 +6,20 @@ fields aside."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-from simulator.verify import (Verification, _source_change, comparable, differences,
-                              verify)
+from simulator.verify import Verification, comparable, differences, verify
 
 
-def _file_change(kind: str, folder: Path, path: str, sha256: str) -> str | None:
-    """A file the packet holds, named relative to the packet, against its sha256."""
-    return _source_change(kind, {"path": str(folder / path), "sha256": sha256})
+def _file_change(kind: str, path: Path, sha256: str) -> str | None:
+    """A file the packet names against the sha256 it recorded."""
+    try:
+        now = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return f"{kind}: {path} (no longer readable)"
+    return None if now == sha256 else f"{kind}: {path} (sha256 changed since the packet)"
 
 
 def _serving_differences(path: Path) -> list[str]:
@@ -32,10 +36,12 @@ def _serving_differences(path: Path) -> list[str]:
 def verify_packet(packet_path: str, packet: dict) -> Verification:
     """Check a review packet's files and rerun every result it holds."""
     folder = Path(packet_path).parent
-    changed = [c for c in [_source_change("study", packet["study"])] if c]
+    study = packet["study"]
+    changed = [c for c in [_file_change("study", Path(study["path"]), study["sha256"])]
+               if c]
     found = []
     for entry in packet["results"]:
-        change = _file_change("result", folder, entry["path"], entry["sha256"])
+        change = _file_change("result", folder / entry["path"], entry["sha256"])
         if change:
             changed.append(change)
             continue
@@ -48,5 +54,5 @@ def verify_packet(packet_path: str, packet: dict) -> Verification:
         found += [f"{entry['path']}: {d}" for d in outcome.differences]
     for section in packet["sections"]:
         changed += [c for fig in section["figures"]
-                    if (c := _file_change("figure", folder, fig["file"], fig["sha256"]))]
+                    if (c := _file_change("figure", folder / fig["file"], fig["sha256"]))]
     return Verification(changed, found)
