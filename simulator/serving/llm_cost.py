@@ -10,8 +10,7 @@ iteration's T tokens and attention per request, so its cost is
 This module learns which operators of the frontend's workload are per request (those
 whose shape changes with a request's cached tokens or context while T stays fixed),
 memoises the three parts on bucketed shapes (each kept to `bits` significant bits, so
-a shape moves by at most 2^-bits), and prices decode attention at the requests' mean
-context. `exact` simulates the whole iteration unbucketed; the bucketing error is
+a shape moves by at most 2^-bits). `exact` simulates the whole iteration unbucketed; the bucketing error is
 measured against it on a sample of the run's iterations.
 """
 
@@ -48,6 +47,17 @@ def bucket(value: int, bits: int) -> int:
         return value
     shift = value.bit_length() - bits
     return ((value + (1 << (shift - 1))) >> shift) << shift
+
+
+def next_bucket_edge(value: int, bits: int) -> int:
+    """The smallest value above `value` whose bucket differs from value's."""
+    kept = bucket(value, bits)
+    probe = value
+    while True:
+        shift = probe.bit_length() - bits
+        probe = probe + 1 if shift <= 0 else bucket(probe, bits) + (1 << (shift - 1))
+        if bucket(probe, bits) != kept:
+            return probe
 
 
 def _shape(op) -> object:
@@ -127,17 +137,43 @@ class LlmCost:
             self._decode[context] = found
         return found
 
-    def iteration(self, prefill: Sequence[tuple[int, int]], decode_count: int,
-                  decode_context_sum: int) -> Cost:
+    def iteration(self, prefill: Sequence[tuple[int, int]],
+                  decode: Sequence[int]) -> Cost:
         bits = self.bits
-        tokens = decode_count + sum(new for new, _ in prefill)
-        cost = self.dense(bucket(tokens, bits))
+        cost = self.dense(bucket(len(decode) + sum(new for new, _ in prefill), bits))
         for new, cached in prefill:
             cost = cost + self.prefill_attention(bucket(new, bits), bucket(cached, bits))
-        if decode_count:
-            mean = bucket(round(decode_context_sum / decode_count), bits)
-            cost = cost + self.decode_attention(mean).scaled(decode_count)
+        for context in decode:
+            cost = cost + self.decode_attention(bucket(context, bits))
         return cost
+
+    def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]:
+        """Each of `iterations` decode-only iterations, contexts growing by one per
+        iteration. A request's bucketed attention cost is constant between bucket
+        edges, so it is added once per stretch (a difference array over the run)
+        rather than once per iteration."""
+        seconds = [0.0] * (iterations + 1)
+        energy = [0.0] * (iterations + 1)
+        bits = self.bits
+        for context in decode:
+            step = 0
+            while step < iterations:
+                kept = bucket(context + step, bits)
+                after = next_bucket_edge(context + step, bits) - context
+                part = self.decode_attention(kept)
+                seconds[step] += part.seconds
+                energy[step] += part.energy_j
+                end = min(after, iterations)
+                seconds[end] -= part.seconds
+                energy[end] -= part.energy_j
+                step = end
+        dense = self.dense(bucket(len(decode), bits))
+        run, s, e = [], 0.0, 0.0
+        for step in range(iterations):
+            s += seconds[step]
+            e += energy[step]
+            run.append(Cost(dense.seconds + s, dense.energy_j + e))
+        return run
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
         """The whole iteration simulated as one workload, nothing bucketed."""
@@ -175,7 +211,7 @@ def bucketing_error(cost: LlmCost, shapes) -> dict:
     errors, bucketed_total, exact_total = [], 0.0, 0.0
     for prefill, decode in shapes:
         exact = cost.exact(prefill, decode).seconds
-        approx = cost.iteration(prefill, len(decode), sum(decode)).seconds
+        approx = cost.iteration(prefill, decode).seconds
         errors.append(abs(approx - exact) / exact)
         bucketed_total += approx
         exact_total += exact

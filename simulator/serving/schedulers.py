@@ -126,11 +126,13 @@ class RequestBatching(ReplicaScheduler):
     def _llm_plan(self, now: float, batch: list[Request]) -> Plan:
         """One prefill iteration over every prompt, then decode iterations while any
         request still has tokens to produce (finished ones leave the batch)."""
-        costs = [self.cost.iteration([(r.prompt_tokens, 0) for r in batch], 0, 0)]
-        for step in range(1, max(r.output_tokens for r in batch)):
-            active = [r for r in batch if r.output_tokens > step]
-            costs.append(self.cost.iteration(
-                (), len(active), sum(r.prompt_tokens + step for r in active)))
+        costs = [self.cost.iteration([(r.prompt_tokens, 0) for r in batch], ())]
+        step = 1  # decode iteration `step` feeds token `step`: context prompt + step
+        for output in sorted({r.output_tokens for r in batch}):
+            if output > step:  # the requests still active until `output` tokens exist
+                active = [r.prompt_tokens + step for r in batch if r.output_tokens >= output]
+                costs += self.cost.decode_run(active, output - step)
+                step = output
         return _plan(now, costs, interruptible=False, work=batch)
 
     def commit(self, plan: Plan, done: int) -> None:
@@ -228,7 +230,7 @@ class ContinuousBatching(ReplicaScheduler):
                 tuple((n, r.prefilled) for r, n in chunks),
                 tuple(r.kv_tokens + 1 for r in decoding)))
             cost = self.cost.iteration([(n, r.prefilled) for r, n in chunks],
-                                       len(decoding), sum(r.kv_tokens + 1 for r in decoding))
+                                       [r.kv_tokens + 1 for r in decoding])
             return _plan(now, [cost], interruptible=False,
                          work=Iterations(chunks, decoding))
         return self._decode_run(now, decoding)
@@ -236,13 +238,11 @@ class ContinuousBatching(ReplicaScheduler):
     def _decode_run(self, now: float, decoding: list[Request]) -> Plan:
         """Decode-only iterations until the first request finishes or the KV blocks
         for one more would run out; an arrival that could join cuts it short."""
-        count = len(decoding)
         run = min(MAX_RUN_ITERATIONS, min(r.output_tokens - r.produced for r in decoding))
         run = self._iterations_that_fit(decoding, run)
-        context = sum(r.kv_tokens + 1 for r in decoding)
-        self.store.offer_shape(lambda: ((), tuple(r.kv_tokens + 1 for r in decoding)))
-        costs = [self.cost.iteration((), count, context + step * count)
-                 for step in range(run)]
+        contexts = [r.kv_tokens + 1 for r in decoding]
+        self.store.offer_shape(lambda: ((), tuple(contexts)))
+        costs = self.cost.decode_run(contexts, run)
         interruptible = not self.waiting and len(self.running) < self.spec.max_batch
         return _plan(now, costs, interruptible=interruptible,
                      work=Iterations([], decoding))
