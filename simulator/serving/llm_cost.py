@@ -10,7 +10,7 @@ iteration's T tokens and attention per request, so its cost is
 This module learns which operators of the frontend's workload are per request (those
 whose shape changes with a request's cached tokens or context while T stays fixed),
 memoises the three parts on bucketed shapes (each kept to `bits` significant bits, so
-a shape moves by at most 2^-bits). `exact` simulates the whole iteration unbucketed; the bucketing error is
+a shape moves by at most 2^-bits; total tokens exact up to EXACT_TOKENS). `exact` simulates the whole iteration unbucketed; the bucketing error is
 measured against it on a sample of the run's iterations.
 """
 
@@ -30,6 +30,10 @@ FRONTEND = "simulator.frontends.hf"
 # Shapes used to tell per-request operators from shared ones: equal total tokens,
 # different cached tokens (prefill) or context (decode).
 PROBE_TOKENS = 64
+# An iteration's total tokens are kept exact up to here: the shared GEMMs' cost steps
+# at every array-width multiple of the tokens, which a bucket could straddle, and
+# iterations this small are few distinct shapes.
+EXACT_TOKENS = 4096
 
 
 def frontend():
@@ -114,6 +118,9 @@ class LlmCost:
         return self.costs.workload(workload.model_copy(update={"operators": ops})) \
             if ops else ZERO
 
+    def _tokens(self, tokens: int) -> int:
+        return tokens if tokens <= EXACT_TOKENS else bucket(tokens, self.bits)
+
     def dense(self, tokens: int) -> Cost:
         """Shared operators (projections, MLP, norms, head) over `tokens` tokens."""
         found = self._dense.get(tokens)
@@ -140,7 +147,7 @@ class LlmCost:
     def iteration(self, prefill: Sequence[tuple[int, int]],
                   decode: Sequence[int]) -> Cost:
         bits = self.bits
-        cost = self.dense(bucket(len(decode) + sum(new for new, _ in prefill), bits))
+        cost = self.dense(self._tokens(len(decode) + sum(new for new, _ in prefill)))
         for new, cached in prefill:
             cost = cost + self.prefill_attention(bucket(new, bits), bucket(cached, bits))
         for context in decode:
@@ -167,7 +174,7 @@ class LlmCost:
                 seconds[end] -= part.seconds
                 energy[end] -= part.energy_j
                 step = end
-        dense = self.dense(bucket(len(decode), bits))
+        dense = self.dense(self._tokens(len(decode)))
         run, s, e = [], 0.0, 0.0
         for step in range(iterations):
             s += seconds[step]

@@ -253,7 +253,9 @@ class ContinuousBatching(ReplicaScheduler):
         def fits(steps: int) -> bool:
             return sum(self.kv.extra_blocks(r.id, r.kv_tokens + steps)
                        for r in decoding) <= self.kv.free_blocks
-        low, high = 1, most
+        if fits(most):  # the usual case: enough free blocks for the whole run
+            return most
+        low, high = 1, most - 1
         while low < high:  # largest steps with fits(steps); fits(1) holds
             middle = (low + high + 1) // 2
             low, high = (middle, high) if fits(middle) else (low, middle - 1)
