@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from simulator.cli import load_inputs
 from simulator.errors import AccsimError
 from simulator.serving import llm_cost
-from simulator.serving.llm_cost import LlmCost, bucket, bucketing_error, next_bucket_edge
+from simulator.serving.llm_cost import LlmCost, bucket, bucket_stretch, bucketing_error
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
 
@@ -33,10 +33,11 @@ def test_bucket_keeps_bits_significant_bits_within_two_to_the_minus_bits(value, 
 
 
 @given(st.integers(1, 10**7), st.integers(1, 10))
-def test_next_bucket_edge_is_the_first_value_with_another_bucket(value, bits):
-    edge = next_bucket_edge(value, bits)
-    assert edge > value and bucket(edge, bits) != bucket(value, bits)
-    assert bucket(edge - 1, bits) == bucket(value, bits)
+def test_bucket_stretch_keeps_one_bucket_and_ends_at_the_next_at_latest(value, bits):
+    kept, after = bucket_stretch(value, bits)
+    assert kept == bucket(value, bits) and after > value
+    assert all(bucket(v, bits) == kept for v in range(value, min(after, value + 500)))
+    assert bucket(after - 1, bits) == kept
 
 
 @pytest.fixture(scope="module")

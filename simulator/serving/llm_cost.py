@@ -53,15 +53,15 @@ def bucket(value: int, bits: int) -> int:
     return ((value + (1 << (shift - 1))) >> shift) << shift
 
 
-def next_bucket_edge(value: int, bits: int) -> int:
-    """The smallest value above `value` whose bucket differs from value's."""
-    kept = bucket(value, bits)
-    probe = value
-    while True:
-        shift = probe.bit_length() - bits
-        probe = probe + 1 if shift <= 0 else bucket(probe, bits) + (1 << (shift - 1))
-        if bucket(probe, bits) != kept:
-            return probe
+def bucket_stretch(value: int, bits: int) -> tuple[int, int]:
+    """value's bucket, and a value above it below which the bucket stays the same (the
+    next bucket's first value, or earlier when rounding crosses a power of two)."""
+    if value < 1 << bits:
+        return value, value + 1
+    shift = value.bit_length() - bits
+    half = 1 << (shift - 1)
+    kept = ((value + half) >> shift) << shift
+    return kept, kept + half
 
 
 def _shape(op) -> object:
@@ -147,12 +147,18 @@ class LlmCost:
     def iteration(self, prefill: Sequence[tuple[int, int]],
                   decode: Sequence[int]) -> Cost:
         bits = self.bits
-        cost = self.dense(self._tokens(len(decode) + sum(new for new, _ in prefill)))
+        dense = self.dense(self._tokens(len(decode) + sum(new for new, _ in prefill)))
+        seconds, energy = dense.seconds, dense.energy_j
         for new, cached in prefill:
-            cost = cost + self.prefill_attention(bucket(new, bits), bucket(cached, bits))
+            part = self.prefill_attention(bucket(new, bits), bucket(cached, bits))
+            seconds += part.seconds
+            energy += part.energy_j
         for context in decode:
-            cost = cost + self.decode_attention(bucket(context, bits))
-        return cost
+            part = self._decode.get(bucket(context, bits)) or \
+                self.decode_attention(bucket(context, bits))
+            seconds += part.seconds
+            energy += part.energy_j
+        return Cost(seconds, energy)
 
     def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]:
         """Each of `iterations` decode-only iterations, contexts growing by one per
@@ -161,16 +167,15 @@ class LlmCost:
         rather than once per iteration."""
         seconds = [0.0] * (iterations + 1)
         energy = [0.0] * (iterations + 1)
-        bits = self.bits
+        bits, known = self.bits, self._decode
         for context in decode:
             step = 0
             while step < iterations:
-                kept = bucket(context + step, bits)
-                after = next_bucket_edge(context + step, bits) - context
-                part = self.decode_attention(kept)
+                kept, after = bucket_stretch(context + step, bits)
+                part = known.get(kept) or self.decode_attention(kept)
+                end = min(after - context, iterations)
                 seconds[step] += part.seconds
                 energy[step] += part.energy_j
-                end = min(after, iterations)
                 seconds[end] -= part.seconds
                 energy[end] -= part.energy_j
                 step = end

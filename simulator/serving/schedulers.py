@@ -191,9 +191,11 @@ class ContinuousBatching(ReplicaScheduler):
     def _preempt_until_decodes_fit(self) -> list[Request]:
         """The decoding requests once their next token's KV fits, preempting the most
         recently admitted request (LIFO, as vLLM) while it does not."""
+        held = self.kv.held_tokens
         while True:
-            decoding = [r for r in self.running if not r.in_prefill]
-            need = sum(self.kv.extra_blocks(r.id, r.kv_tokens + 1) for r in decoding)
+            decoding = [r for r in self.running if r.prefilled == r.prefill_target]
+            # one more token needs at most one more block
+            need = sum(1 for r in decoding if r.kv_tokens >= held.get(r.id, 0))
             if need <= self.kv.free_blocks:
                 return decoding
             victim = self.running.pop()
@@ -208,8 +210,10 @@ class ContinuousBatching(ReplicaScheduler):
         if not self.running and not self.waiting:
             return None
         decoding = self._preempt_until_decodes_fit()
+        held = self.kv.held_tokens
         for request in decoding:
-            self.kv.grow(request.id, request.kv_tokens + 1)
+            if request.kv_tokens >= held.get(request.id, 0):
+                self.kv.grow(request.id, request.kv_tokens + 1)
         budget = self.spec.max_tokens - len(decoding)
         chunks: list[tuple[Request, int]] = []
         for request in self.running:
@@ -267,8 +271,10 @@ class ContinuousBatching(ReplicaScheduler):
         self.store.on_iterations(self.index, plan.start_s, end, plan.energy_j[done - 1],
                                  done, len(self.running))
         finished = []
+        held = self.kv.held_tokens
         for request in work.decoding:
-            self.kv.grow(request.id, request.kv_tokens + done)
+            if request.kv_tokens + done > held[request.id]:
+                self.kv.grow(request.id, request.kv_tokens + done)
             request.kv_tokens += done
             request.produced += done
             if request.produced == request.output_tokens:
