@@ -71,13 +71,13 @@ class ReplicaScheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.max_wait_s = None if spec.max_wait_ms is None else spec.max_wait_ms / 1e3
+        self.closed = False  # no more arrivals will come
 
     @property
     def outstanding(self) -> int:
         return len(self.waiting) + len(self.running)
 
     def enqueue(self, request: Request, now: float) -> None:
-        request.replica = self.index
         if self.llm and blocks_for(request.max_kv_tokens, self.kv.block_tokens) \
                 > self.kv.total_blocks:
             self.store.on_drop(request, now)  # its KV alone exceeds the cache: never fits
@@ -107,6 +107,7 @@ class RequestBatching(ReplicaScheduler):
         if ready is not True:
             return ready
         batch = self._take()
+        self.running = batch
         if not self.llm:
             size = self.spec.max_batch if self.pads else len(batch)
             return _plan(now, [self.cost.batch(size)], interruptible=False, work=batch)
@@ -137,6 +138,7 @@ class RequestBatching(ReplicaScheduler):
 
     def commit(self, plan: Plan, done: int) -> None:
         batch = plan.work
+        self.running = []
         self.store.on_iterations(self.index, plan.start_s, plan.ends_s[done - 1],
                                  plan.energy_j[done - 1], done, len(batch))
         for request in batch:
@@ -150,7 +152,9 @@ class RequestBatching(ReplicaScheduler):
 
 @REPLICA_SCHEDULERS.register("static")
 class StaticBatching(RequestBatching):
-    """Fixed batch: waits to fill max_batch, or for max_wait after the first request."""
+    """Fixed batch: waits to fill max_batch, or for max_wait after the first request;
+    with no max_wait, the last partial batch runs once arrivals have ended (rather
+    than wait forever)."""
 
     pads = True
 
@@ -158,7 +162,7 @@ class StaticBatching(RequestBatching):
         if len(self.waiting) >= self.spec.max_batch:
             return True
         if self.max_wait_s is None:
-            return None
+            return True if self.closed else None
         deadline = self.waiting[0].arrival_s + self.max_wait_s
         return True if now >= deadline else deadline
 
