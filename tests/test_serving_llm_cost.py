@@ -113,6 +113,9 @@ def test_llm_serving_end_to_end_with_a_stand_in_frontend(tmp_path):
     assert result["bucketing"]["max_abs_error"] < 0.02
     assert result["goodput_rps"] <= result["throughput_rps"]
     assert result["manifest"]["serving"]["kv_blocks_per_replica"] == blocks
+    import json
+    again, _ = serve(prepare(spec, hf=fake_hf), spec)
+    assert json.dumps(again) == json.dumps(result)
 
 
 def test_weights_larger_than_hbm_are_an_error_naming_both_sizes(tmp_path):
