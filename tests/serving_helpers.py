@@ -3,7 +3,7 @@ queueing and metrics are checked without the operator simulator in the loop."""
 
 from __future__ import annotations
 
-from simulator.serving.cost import Cost
+from simulator.serving.cost import Cost, DecodeRunByIteration
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import Setup, simulate_serving
 from simulator.serving.spec import ServeSpec
@@ -21,16 +21,15 @@ class FixedBatchCost:
         return Cost(seconds, seconds)
 
 
-class LinearTokenCost:
+class LinearTokenCost(DecodeRunByIteration):
     """An iteration costs base + per_token * tokens + per_context * decode context."""
 
     def __init__(self, base_s=1e-3, per_token_s=1e-5, per_context_s=1e-8):
         self.base_s, self.per_token_s, self.per_context_s = base_s, per_token_s, per_context_s
 
-    def iteration(self, prefill, decode_count, decode_context_sum) -> Cost:
-        tokens = decode_count + sum(new for new, _ in prefill)
-        seconds = (self.base_s + self.per_token_s * tokens
-                   + self.per_context_s * decode_context_sum)
+    def iteration(self, prefill, decode) -> Cost:
+        tokens = len(decode) + sum(new for new, _ in prefill)
+        seconds = self.base_s + self.per_token_s * tokens + self.per_context_s * sum(decode)
         return Cost(seconds, seconds)
 
 

@@ -46,6 +46,15 @@ def test_static_batch_with_timeout_runs_short_but_costs_a_full_batch(tmp_path):
     assert times.latency_s.tolist() == pytest.approx([0.007, 0.006, 0.007])
 
 
+def test_static_batch_without_timeout_runs_the_last_partial_batch_when_arrivals_end(
+        tmp_path):
+    spec = ServeSpec(workload="w", arrival="trace", batching="static", max_batch=4,
+                     arrival_trace=trace_file(tmp_path, [0.0, 0.001, 0.002, 0.003, 0.004]))
+    store, _, times = run(spec, FixedBatchCost(1e-3, 1e-3))
+    # a full batch at 3 ms (done 8 ms); the fifth request, left alone, runs at 8 ms
+    assert times.latency_s.tolist() == pytest.approx([0.008, 0.007, 0.006, 0.005, 0.009])
+
+
 def test_dynamic_batch_runs_when_full_or_when_the_first_has_waited(tmp_path):
     spec = ServeSpec(workload="w", arrival="trace", max_wait_ms=1.0, batching="dynamic",
                      max_batch=2, arrival_trace=trace_file(

@@ -92,9 +92,9 @@ class CountingCost(LinearTokenCost):
 
     prefilled = 0
 
-    def iteration(self, prefill, decode_count, decode_context_sum) -> Cost:
+    def iteration(self, prefill, decode) -> Cost:
         self.prefilled += sum(new for new, _ in prefill)
-        return super().iteration(prefill, decode_count, decode_context_sum)
+        return super().iteration(prefill, decode)
 
 
 def test_full_cache_preempts_recomputes_and_loses_no_request(tmp_path):

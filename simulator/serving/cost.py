@@ -46,12 +46,23 @@ class BatchCost(Protocol):
 
 
 class TokenCost(Protocol):
-    """LLMs: one continuous-batching iteration. `prefill` holds (new_tokens,
-    cached_tokens) per request chunk; the decode requests are given by their count
-    and the sum of their context lengths (what bucketing keeps of them)."""
+    """LLMs: one continuous-batching iteration, `prefill` holding (new_tokens,
+    cached_tokens) per request chunk and `decode` each decoding request's context
+    length; and a run of decode-only iterations in which every context grows by one
+    token per iteration (one call, so the event loop need not step per token)."""
 
-    def iteration(self, prefill: Sequence[tuple[int, int]], decode_count: int,
-                  decode_context_sum: int) -> Cost: ...
+    def iteration(self, prefill: Sequence[tuple[int, int]],
+                  decode: Sequence[int]) -> Cost: ...
+
+    def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]: ...
+
+
+class DecodeRunByIteration:
+    """decode_run for cost models with no faster way: one iteration at a time."""
+
+    def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]:
+        return [self.iteration((), [c + step for c in decode])
+                for step in range(iterations)]
 
 
 class OperatorCosts:

@@ -119,7 +119,7 @@ def write_curve_csv(rows: list[dict], path: str | Path) -> None:
         writer.writerows(rows)
 
 
-def write_curve_plot(rows: list[dict], path: str | Path, title: str) -> None:
+def write_curve_plot(rows: list[dict], title: str, path: str | Path) -> None:
     """Latency percentiles against achieved throughput, offered load marked."""
     from simulator.serving.plots import curve_figure  # matplotlib only when asked for
     curve_figure(rows, path, title)

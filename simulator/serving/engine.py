@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import simpy
 
+from simulator.errors import AccsimError
+
 from simulator.serving.arrivals import Arrivals
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.requests import Request
@@ -19,12 +21,16 @@ from simulator.serving.schedulers import REPLICA_SCHEDULERS, Plan
 Progress = Callable[[int, int], None]
 
 
+REPORT_EVERY = 1024  # requests done between progress reports
+
+
 class Replica:
     """One serving replica: its scheduler and the event that signals an arrival."""
 
-    def __init__(self, env: simpy.Environment, scheduler):
+    def __init__(self, env: simpy.Environment, scheduler, report: Callable[[], None]):
         self.env = env
         self.scheduler = scheduler
+        self.report = report
         self.arrived = env.event()
 
     @property
@@ -56,10 +62,11 @@ class Replica:
             else:
                 yield env.timeout(max(0.0, end - env.now))
             self.scheduler.commit(plan, done)
+            self.report()
 
 
 def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[Replica],
-             store: MetricsStore, progress: Progress | None):
+             store: MetricsStore):
     shared = getattr(router, "shared", False)
     times = arrivals.times_s.tolist()
     prompts = arrivals.prompt_tokens.tolist()
@@ -73,8 +80,9 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
         target.scheduler.enqueue(request, at)
         for replica in replicas if shared else (target,):
             replica.wake()
-        if progress and index % 1024 == 0:
-            progress(len(store.finished) + len(store.dropped), len(times))
+    for replica in replicas:  # the end of arrivals is news too (static batching)
+        replica.scheduler.closed = True
+        replica.wake()
 
 
 def run_serving(spec, arrivals: Arrivals, cost, make_kv: Callable[[], object], *,
@@ -82,16 +90,29 @@ def run_serving(spec, arrivals: Arrivals, cost, make_kv: Callable[[], object], *
     """Serve every arrival on spec.replicas replicas until all are done or dropped."""
     env = simpy.Environment()
     policy = REPLICA_SCHEDULERS.get(spec.batching, field="batching")
-    replicas = [Replica(env, policy(i, spec, cost, make_kv(), store, llm=llm))
+    total = len(arrivals)
+    next_report = [REPORT_EVERY]
+
+    def report() -> None:
+        done = len(store.finished) + len(store.dropped)
+        if progress and done >= next_report[0]:
+            progress(done, total)
+            next_report[0] = done + REPORT_EVERY
+
+    replicas = [Replica(env, policy(i, spec, cost, make_kv(), store, llm=llm), report)
                 for i in range(spec.replicas)]
     router = ROUTERS.get(spec.routing, field="routing")()
     if getattr(router, "shared", False):
         queue = replicas[0].scheduler.waiting
         for replica in replicas:
             replica.scheduler.waiting = queue
-    env.process(arriving(env, arrivals, router, replicas, store, progress))
+    env.process(arriving(env, arrivals, router, replicas, store))
     for replica in replicas:
         env.process(replica.serving())
     env.run()
+    unfinished = total - len(store.finished) - len(store.dropped)
+    if unfinished:  # a policy left requests behind: say so rather than drop them
+        raise AccsimError(f"{unfinished} of {total} requests never finished under "
+                          f"{spec.batching} batching", field="batching")
     if progress:
-        progress(len(arrivals), len(arrivals))
+        progress(total, total)

@@ -39,14 +39,12 @@ class PagedKvCache:
         self.total_blocks = total_blocks
         self.block_tokens = block_tokens
         self.free_blocks = total_blocks
-        self._held: dict[int, int] = {}   # request id -> blocks
-
-    def held(self, request_id: int) -> int:
-        return self._held.get(request_id, 0)
+        self.held_tokens: dict[int, int] = {}  # request id -> tokens its blocks hold
 
     def extra_blocks(self, request_id: int, tokens: int) -> int:
         """Blocks a request must gain to hold `tokens` tokens."""
-        return max(0, blocks_for(tokens, self.block_tokens) - self.held(request_id))
+        short = tokens - self.held_tokens.get(request_id, 0)
+        return -(-short // self.block_tokens) if short > 0 else 0
 
     def grow(self, request_id: int, tokens: int) -> bool:
         """Make the request hold `tokens` tokens; False (and nothing changed) if the
@@ -54,12 +52,14 @@ class PagedKvCache:
         extra = self.extra_blocks(request_id, tokens)
         if extra > self.free_blocks:
             return False
-        self.free_blocks -= extra
-        self._held[request_id] = self.held(request_id) + extra
+        if extra:
+            self.free_blocks -= extra
+            self.held_tokens[request_id] = self.held_tokens.get(request_id, 0) \
+                + extra * self.block_tokens
         return True
 
     def release(self, request_id: int) -> None:
-        self.free_blocks += self._held.pop(request_id, 0)
+        self.free_blocks += self.held_tokens.pop(request_id, 0) // self.block_tokens
 
     @property
     def used_blocks(self) -> int:

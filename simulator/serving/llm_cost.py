@@ -10,8 +10,7 @@ iteration's T tokens and attention per request, so its cost is
 This module learns which operators of the frontend's workload are per request (those
 whose shape changes with a request's cached tokens or context while T stays fixed),
 memoises the three parts on bucketed shapes (each kept to `bits` significant bits, so
-a shape moves by at most 2^-bits), and prices decode attention at the requests' mean
-context. `exact` simulates the whole iteration unbucketed; the bucketing error is
+a shape moves by at most 2^-bits; total tokens exact up to EXACT_TOKENS). `exact` simulates the whole iteration unbucketed; the bucketing error is
 measured against it on a sample of the run's iterations.
 """
 
@@ -31,6 +30,10 @@ FRONTEND = "simulator.frontends.hf"
 # Shapes used to tell per-request operators from shared ones: equal total tokens,
 # different cached tokens (prefill) or context (decode).
 PROBE_TOKENS = 64
+# An iteration's total tokens are kept exact up to here: the shared GEMMs' cost steps
+# at every array-width multiple of the tokens, which a bucket could straddle, and
+# iterations this small are few distinct shapes.
+EXACT_TOKENS = 4096
 
 
 def frontend():
@@ -48,6 +51,17 @@ def bucket(value: int, bits: int) -> int:
         return value
     shift = value.bit_length() - bits
     return ((value + (1 << (shift - 1))) >> shift) << shift
+
+
+def bucket_stretch(value: int, bits: int) -> tuple[int, int]:
+    """value's bucket, and a value above it below which the bucket stays the same (the
+    next bucket's first value, or earlier when rounding crosses a power of two)."""
+    if value < 1 << bits:
+        return value, value + 1
+    shift = value.bit_length() - bits
+    half = 1 << (shift - 1)
+    kept = ((value + half) >> shift) << shift
+    return kept, kept + half
 
 
 def _shape(op) -> object:
@@ -104,6 +118,9 @@ class LlmCost:
         return self.costs.workload(workload.model_copy(update={"operators": ops})) \
             if ops else ZERO
 
+    def _tokens(self, tokens: int) -> int:
+        return tokens if tokens <= EXACT_TOKENS else bucket(tokens, self.bits)
+
     def dense(self, tokens: int) -> Cost:
         """Shared operators (projections, MLP, norms, head) over `tokens` tokens."""
         found = self._dense.get(tokens)
@@ -127,17 +144,48 @@ class LlmCost:
             self._decode[context] = found
         return found
 
-    def iteration(self, prefill: Sequence[tuple[int, int]], decode_count: int,
-                  decode_context_sum: int) -> Cost:
+    def iteration(self, prefill: Sequence[tuple[int, int]],
+                  decode: Sequence[int]) -> Cost:
         bits = self.bits
-        tokens = decode_count + sum(new for new, _ in prefill)
-        cost = self.dense(bucket(tokens, bits))
+        dense = self.dense(self._tokens(len(decode) + sum(new for new, _ in prefill)))
+        seconds, energy = dense.seconds, dense.energy_j
         for new, cached in prefill:
-            cost = cost + self.prefill_attention(bucket(new, bits), bucket(cached, bits))
-        if decode_count:
-            mean = bucket(round(decode_context_sum / decode_count), bits)
-            cost = cost + self.decode_attention(mean).scaled(decode_count)
-        return cost
+            part = self.prefill_attention(bucket(new, bits), bucket(cached, bits))
+            seconds += part.seconds
+            energy += part.energy_j
+        for context in decode:
+            part = self._decode.get(bucket(context, bits)) or \
+                self.decode_attention(bucket(context, bits))
+            seconds += part.seconds
+            energy += part.energy_j
+        return Cost(seconds, energy)
+
+    def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]:
+        """Each of `iterations` decode-only iterations, contexts growing by one per
+        iteration. A request's bucketed attention cost is constant between bucket
+        edges, so it is added once per stretch (a difference array over the run)
+        rather than once per iteration."""
+        seconds = [0.0] * (iterations + 1)
+        energy = [0.0] * (iterations + 1)
+        bits, known = self.bits, self._decode
+        for context in decode:
+            step = 0
+            while step < iterations:
+                kept, after = bucket_stretch(context + step, bits)
+                part = known.get(kept) or self.decode_attention(kept)
+                end = min(after - context, iterations)
+                seconds[step] += part.seconds
+                energy[step] += part.energy_j
+                seconds[end] -= part.seconds
+                energy[end] -= part.energy_j
+                step = end
+        dense = self.dense(self._tokens(len(decode)))
+        run, s, e = [], 0.0, 0.0
+        for step in range(iterations):
+            s += seconds[step]
+            e += energy[step]
+            run.append(Cost(dense.seconds + s, dense.energy_j + e))
+        return run
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
         """The whole iteration simulated as one workload, nothing bucketed."""
@@ -175,7 +223,7 @@ def bucketing_error(cost: LlmCost, shapes) -> dict:
     errors, bucketed_total, exact_total = [], 0.0, 0.0
     for prefill, decode in shapes:
         exact = cost.exact(prefill, decode).seconds
-        approx = cost.iteration(prefill, len(decode), sum(decode)).seconds
+        approx = cost.iteration(prefill, decode).seconds
         errors.append(abs(approx - exact) / exact)
         bucketed_total += approx
         exact_total += exact

@@ -14,7 +14,8 @@ import numpy as np  # noqa: E402
 def curve_figure(rows: list[dict], path: str | Path, title: str) -> None:
     """Latency (and TTFT where there are tokens) p50/p95/p99 against achieved and
     offered requests per second."""
-    metrics = ["latency"] + (["ttft"] if rows[0]["ttft_p50_ms"] is not None else [])
+    llm = rows[0]["tokens_per_s"] is not None  # plain workloads' TTFT is their latency
+    metrics = ["latency"] + (["ttft"] if llm else [])
     figure, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.2),
                                 squeeze=False)
     for ax, metric in zip(axes[0], metrics):

@@ -24,7 +24,6 @@ class Request:
     arrival_s: float
     prompt_tokens: int = 0
     output_tokens: int = 0
-    replica: int = -1
     prefill_target: int = 0
     prefilled: int = 0
     kv_tokens: int = 0

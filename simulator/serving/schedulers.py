@@ -71,13 +71,13 @@ class ReplicaScheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.max_wait_s = None if spec.max_wait_ms is None else spec.max_wait_ms / 1e3
+        self.closed = False  # no more arrivals will come
 
     @property
     def outstanding(self) -> int:
         return len(self.waiting) + len(self.running)
 
     def enqueue(self, request: Request, now: float) -> None:
-        request.replica = self.index
         if self.llm and blocks_for(request.max_kv_tokens, self.kv.block_tokens) \
                 > self.kv.total_blocks:
             self.store.on_drop(request, now)  # its KV alone exceeds the cache: never fits
@@ -107,6 +107,7 @@ class RequestBatching(ReplicaScheduler):
         if ready is not True:
             return ready
         batch = self._take()
+        self.running = batch
         if not self.llm:
             size = self.spec.max_batch if self.pads else len(batch)
             return _plan(now, [self.cost.batch(size)], interruptible=False, work=batch)
@@ -126,15 +127,18 @@ class RequestBatching(ReplicaScheduler):
     def _llm_plan(self, now: float, batch: list[Request]) -> Plan:
         """One prefill iteration over every prompt, then decode iterations while any
         request still has tokens to produce (finished ones leave the batch)."""
-        costs = [self.cost.iteration([(r.prompt_tokens, 0) for r in batch], 0, 0)]
-        for step in range(1, max(r.output_tokens for r in batch)):
-            active = [r for r in batch if r.output_tokens > step]
-            costs.append(self.cost.iteration(
-                (), len(active), sum(r.prompt_tokens + step for r in active)))
+        costs = [self.cost.iteration([(r.prompt_tokens, 0) for r in batch], ())]
+        step = 1  # decode iteration `step` feeds token `step`: context prompt + step
+        for output in sorted({r.output_tokens for r in batch}):
+            if output > step:  # the requests still active until `output` tokens exist
+                active = [r.prompt_tokens + step for r in batch if r.output_tokens >= output]
+                costs += self.cost.decode_run(active, output - step)
+                step = output
         return _plan(now, costs, interruptible=False, work=batch)
 
     def commit(self, plan: Plan, done: int) -> None:
         batch = plan.work
+        self.running = []
         self.store.on_iterations(self.index, plan.start_s, plan.ends_s[done - 1],
                                  plan.energy_j[done - 1], done, len(batch))
         for request in batch:
@@ -148,7 +152,9 @@ class RequestBatching(ReplicaScheduler):
 
 @REPLICA_SCHEDULERS.register("static")
 class StaticBatching(RequestBatching):
-    """Fixed batch: waits to fill max_batch, or for max_wait after the first request."""
+    """Fixed batch: waits to fill max_batch, or for max_wait after the first request;
+    with no max_wait, the last partial batch runs once arrivals have ended (rather
+    than wait forever)."""
 
     pads = True
 
@@ -156,7 +162,7 @@ class StaticBatching(RequestBatching):
         if len(self.waiting) >= self.spec.max_batch:
             return True
         if self.max_wait_s is None:
-            return None
+            return True if self.closed else None
         deadline = self.waiting[0].arrival_s + self.max_wait_s
         return True if now >= deadline else deadline
 
@@ -189,9 +195,11 @@ class ContinuousBatching(ReplicaScheduler):
     def _preempt_until_decodes_fit(self) -> list[Request]:
         """The decoding requests once their next token's KV fits, preempting the most
         recently admitted request (LIFO, as vLLM) while it does not."""
+        held = self.kv.held_tokens
         while True:
-            decoding = [r for r in self.running if not r.in_prefill]
-            need = sum(self.kv.extra_blocks(r.id, r.kv_tokens + 1) for r in decoding)
+            decoding = [r for r in self.running if r.prefilled == r.prefill_target]
+            # one more token needs at most one more block
+            need = sum(1 for r in decoding if r.kv_tokens >= held.get(r.id, 0))
             if need <= self.kv.free_blocks:
                 return decoding
             victim = self.running.pop()
@@ -206,8 +214,10 @@ class ContinuousBatching(ReplicaScheduler):
         if not self.running and not self.waiting:
             return None
         decoding = self._preempt_until_decodes_fit()
+        held = self.kv.held_tokens
         for request in decoding:
-            self.kv.grow(request.id, request.kv_tokens + 1)
+            if request.kv_tokens >= held.get(request.id, 0):
+                self.kv.grow(request.id, request.kv_tokens + 1)
         budget = self.spec.max_tokens - len(decoding)
         chunks: list[tuple[Request, int]] = []
         for request in self.running:
@@ -228,7 +238,7 @@ class ContinuousBatching(ReplicaScheduler):
                 tuple((n, r.prefilled) for r, n in chunks),
                 tuple(r.kv_tokens + 1 for r in decoding)))
             cost = self.cost.iteration([(n, r.prefilled) for r, n in chunks],
-                                       len(decoding), sum(r.kv_tokens + 1 for r in decoding))
+                                       [r.kv_tokens + 1 for r in decoding])
             return _plan(now, [cost], interruptible=False,
                          work=Iterations(chunks, decoding))
         return self._decode_run(now, decoding)
@@ -236,13 +246,11 @@ class ContinuousBatching(ReplicaScheduler):
     def _decode_run(self, now: float, decoding: list[Request]) -> Plan:
         """Decode-only iterations until the first request finishes or the KV blocks
         for one more would run out; an arrival that could join cuts it short."""
-        count = len(decoding)
         run = min(MAX_RUN_ITERATIONS, min(r.output_tokens - r.produced for r in decoding))
         run = self._iterations_that_fit(decoding, run)
-        context = sum(r.kv_tokens + 1 for r in decoding)
-        self.store.offer_shape(lambda: ((), tuple(r.kv_tokens + 1 for r in decoding)))
-        costs = [self.cost.iteration((), count, context + step * count)
-                 for step in range(run)]
+        contexts = [r.kv_tokens + 1 for r in decoding]
+        self.store.offer_shape(lambda: ((), tuple(contexts)))
+        costs = self.cost.decode_run(contexts, run)
         interruptible = not self.waiting and len(self.running) < self.spec.max_batch
         return _plan(now, costs, interruptible=interruptible,
                      work=Iterations([], decoding))
@@ -253,7 +261,9 @@ class ContinuousBatching(ReplicaScheduler):
         def fits(steps: int) -> bool:
             return sum(self.kv.extra_blocks(r.id, r.kv_tokens + steps)
                        for r in decoding) <= self.kv.free_blocks
-        low, high = 1, most
+        if fits(most):  # the usual case: enough free blocks for the whole run
+            return most
+        low, high = 1, most - 1
         while low < high:  # largest steps with fits(steps); fits(1) holds
             middle = (low + high + 1) // 2
             low, high = (middle, high) if fits(middle) else (low, middle - 1)
@@ -265,8 +275,10 @@ class ContinuousBatching(ReplicaScheduler):
         self.store.on_iterations(self.index, plan.start_s, end, plan.energy_j[done - 1],
                                  done, len(self.running))
         finished = []
+        held = self.kv.held_tokens
         for request in work.decoding:
-            self.kv.grow(request.id, request.kv_tokens + done)
+            if request.kv_tokens + done > held[request.id]:
+                self.kv.grow(request.id, request.kv_tokens + done)
             request.kv_tokens += done
             request.produced += done
             if request.produced == request.output_tokens:

@@ -110,7 +110,8 @@ class ServeSpec(Strict):
              "give a workload or a model, not both"),
             (self.arrival == "trace" and self.arrival_trace is None, "arrival_trace",
              "arrival trace needs arrival_trace (a CSV file or a shipped name)"),
-            (self.arrival != "trace" and self.rate is None, "rate",
+            (self.arrival != "trace" and self.rate is None and self.sweep_rate is None
+             and not self.find_max_rate, "rate",
              f"arrival {self.arrival} needs a rate (requests/s)"),
             (self.batching == "continuous" and self.model is None, "batching",
              "continuous batching serves LLMs: give a model"),
