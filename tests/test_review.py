@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import simulator
 from simulator.cli import main
 from simulator.review.packet import NUMBER_FORMATS
 from simulator.review.providers import platform_area_mm2
@@ -394,6 +395,20 @@ def test_results_reused_by_content_hash_and_packet_is_deterministic(tmp_path, ca
         damaged.write_text('{"manifest": {}}')
     assert write_packet(study, tmp_path / "c", "--cache", str(cache)) == first
     assert "(2 reused" in capsys.readouterr().out
+
+
+def test_a_new_model_version_is_never_served_from_the_cache(tmp_path, capsys,
+                                                            monkeypatch):
+    study = tmp_path / "small.yaml"
+    study.write_text(SMALL_STUDY)
+    cache = tmp_path / "cache"
+    write_packet(study, tmp_path / "a", "--cache", str(cache))
+    assert "(0 reused" in capsys.readouterr().out
+    monkeypatch.setattr(simulator, "MODEL_VERSION", simulator.MODEL_VERSION + 1)
+    packet = write_packet(study, tmp_path / "b", "--cache", str(cache))
+    assert "(0 reused" in capsys.readouterr().out
+    assert packet["model_version"] == simulator.MODEL_VERSION
+    assert len(list(cache.glob("*.json"))) == 4
 
 
 def test_verify_accepts_a_packet_and_names_a_tampered_result(tmp_path, capsys):
