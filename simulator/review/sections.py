@@ -520,49 +520,55 @@ def efficiency(ctx: Context) -> dict:
 
 
 def workload_fit(ctx: Context) -> dict:
+    """Platform x workload: a platform fits a workload when one mapping meets every
+    check one request at a time and, where it was served, serving meets them too."""
     workloads = [w.label for w in ctx.study.workloads]
     workloads += [loaded.label for _, loaded in ctx.models
                   if not isinstance(loaded, NotEvaluated)]
     by_run = {(r.spec.platform.label, r.spec.mapping.label, r.spec.workload.label): r
               for r in ctx.records}
-    rows, fits, judged = [], {w: [] for w in workloads}, False
+    verdicts: dict[tuple[str, str], list[tuple[str, bool]]] = {}  # (basis, meets)
+
+    def cells(platform: str, name: str, checks: list[dict], basis: str) -> list:
+        if not checks:
+            return ["not evaluated", None]
+        meets = all(c["met"] for c in checks)
+        verdicts.setdefault((platform, name), []).append((basis, meets))
+        return ["yes" if meets else "NO", min(c["headroom"] for c in checks)]
+
+    rows = []
     for platform in ctx.study.platforms:
         for mapping in ctx.study.mappings:
             row = [platform.label, mapping.label]
             for name in workloads:
                 record = by_run.get((platform.label, mapping.label, name))
-                checks = sla_checks(ctx, record) if record else []
-                if not checks:
-                    row += ["not evaluated", None]
-                    continue
-                judged = True
-                meets = all(c["met"] for c in checks)
-                if meets:
-                    fits[name].append(platform.label)
-                row += ["yes" if meets else "NO", min(c["headroom"] for c in checks)]
+                row += cells(platform.label, name,
+                             sla_checks(ctx, record) if record else [], "run")
             rows.append(row)
-    serving_rows = {}
-    for record in served(ctx):
-        checks, _ = operating_checks(ctx, record)
-        if checks:
-            judged = True
-            meets = all(c["met"] for c in checks)
-            if meets:
-                fits.setdefault(record.subject, []).append(record.platform)
-            serving_rows.setdefault(record.platform, {})[record.subject] = \
-                ["yes" if meets else "NO", min(c["headroom"] for c in checks)]
-    for platform, cells in serving_rows.items():
-        rows.append([platform, f"serving at {ctx.study.study.scope.serving.rate_per_s:g}"
-                     "/s"] + [v for name in workloads
-                              for v in cells.get(name, ["not evaluated", None])])
+    serving = {(r.platform, r.subject): r for r in served(ctx)}
+    for platform in ctx.study.platforms if serving else []:
+        row = [platform.label, f"serving at {ctx.study.study.scope.serving.rate_per_s:g}/s"]
+        for name in workloads:
+            record = serving.get((platform.label, name))
+            row += cells(platform.label, name,
+                         operating_checks(ctx, record)[0] if record else [], "serving")
+        rows.append(row)
     columns = [("platform", "text"), ("mapping", "text")]
     for name in workloads:
         columns += [(f"{name}: meets SLA", "text"), (f"{name}: headroom %", "pct1")]
-    findings = []
-    unfit = [name for name in workloads if not fits[name]]
+
+    def fits(platform: str, name: str) -> bool:
+        judged = verdicts.get((platform, name), [])
+        runs = [meets for basis, meets in judged if basis == "run"]
+        return bool(judged) and (not runs or any(runs)) and \
+            all(meets for basis, meets in judged if basis == "serving")
+
+    unfit = [name for name in workloads
+             if not any(fits(p.label, name) for p in ctx.study.platforms)]
     notes = [f"{model.label}: not evaluated ({loaded.reason})"
              for model, loaded in ctx.models if isinstance(loaded, NotEvaluated)]
-    if not judged:
+    findings = []
+    if not verdicts:
         verdict = NOT_EVALUATED
         reason = "; ".join(notes) or "no SLA target a run can be judged on"
     elif unfit:
@@ -575,7 +581,9 @@ def workload_fit(ctx: Context) -> dict:
         reason = "every workload meets the SLA on at least one platform"
     return section("fit", verdict, reason, text=notes, findings=findings, tables=[table(
         "fit", "Workload fit: does each platform meet every SLA check for each workload "
-        "(headroom: the smallest over the checks)", columns, rows)])
+        "(one row per mapping, one row served; headroom: the smallest over the checks; "
+        "a platform fits when a mapping meets them and serving does too)", columns,
+        rows)])
 
 
 def sweep(ctx: Context) -> dict:
