@@ -491,6 +491,9 @@ BAD_STUDIES = [
     ("variant of a bad value", SMALL_STUDY.replace(
         "[tpu_v1, tpu_v5e_like]", "[tpu_v1, {base: tpu_v1, name: v, set: "
         "{clock_ghz: -1}}]"), "scope.platforms[1].set (clock_ghz): Input should be"),
+    ("continuous batching of a plain workload", SERVING_STUDY.replace(
+        "requests: 60}", "requests: 60, batching: continuous}"),
+     "scope: serving.batching continuous serves LLMs"),
     ("unknown rollback metric", SMALL_STUDY + "rollback: {metric: speed, fires_when: "
      "above, threshold: 1}\n", "rollback.metric: Input should be"),
 ]

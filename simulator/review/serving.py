@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 import simulator
 from simulator.errors import AccsimError
 from simulator.review.runs import RESULTS_FOLDER
@@ -64,12 +66,16 @@ def serve_spec(study: ResolvedStudy, platform: Loaded, subject: str, *,
     """The serving spec of one pair at the load the SLA is judged at."""
     load = study.study.scope.serving
     what = {"model": subject} if llm else {"workload": subject}
-    return ServeSpec(arch=platform.source.path, **what, arrival=load.arrival, cv=load.cv,
-                     rate=load.rate_per_s, requests=load.requests,
-                     prompt_tokens=load.prompt_tokens, output_tokens=load.output_tokens,
-                     batching=load.batching, max_batch=load.max_batch,
-                     replicas=load.replicas, seed=load.seed,
-                     sla=serving_sla(study.study.sla, llm=llm))
+    try:
+        return ServeSpec(arch=platform.source.path, **what, arrival=load.arrival,
+                         cv=load.cv, rate=load.rate_per_s, requests=load.requests,
+                         prompt_tokens=load.prompt_tokens,
+                         output_tokens=load.output_tokens, batching=load.batching,
+                         max_batch=load.max_batch, replicas=load.replicas,
+                         seed=load.seed, sla=serving_sla(study.study.sla, llm=llm))
+    except ValidationError as exc:  # a combination the serving simulator refuses
+        rule = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise AccsimError(rule, file=study.source.path, field="scope.serving") from None
 
 
 def serve_points(spec: ServeSpec, rates: list[float]) -> dict:

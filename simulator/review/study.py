@@ -121,6 +121,10 @@ class Scope(Strict):
     def _has_work(self) -> Scope:
         if not self.workloads and not self.models:
             raise ValueError("scope names no workloads and no models")
+        if self.serving is not None and self.serving.batching == "continuous" \
+                and self.workloads:
+            raise ValueError("serving.batching continuous serves LLMs (scope.models); "
+                             "scope.workloads are served with static or dynamic batching")
         return self
 
 
