@@ -221,10 +221,13 @@ def test_json_numbers_are_the_result_files_numbers(resnet):
 def test_sla_missed_is_on_the_first_screen(resnet):
     out, packet = resnet
     sla = next(line for line in packet["first_screen"] if line["label"] == "SLA")
-    assert sla["status"] == "MISSED" and "edge_32x32" in sla["text"]
+    assert sla["status"] == "MISSED" and sla["text"].startswith("SLA missed on ")
+    scope = next(s for s in packet["sections"] if s["id"] == "scope-sla")
+    checks = scope["tables"][1]["rows"]
+    assert any(row[0] == "edge_32x32" and row[8] == "MISSED" for row in checks)
     html = (out / "index.html").read_text()
     first_screen = html[:html.index('<section id="s-findings">')]
-    assert "MISSED" in first_screen and "edge_32x32" in first_screen
+    assert "MISSED" in first_screen and sla["text"] in first_screen
     md = (out / "packet.md").read_text()
     assert "**SLA: MISSED**" in md[:md.index("## Findings")]
 
