@@ -22,6 +22,7 @@ from simulator.loader import Source, load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping, heuristic, with_heuristic
 from simulator.report import compare_table, print_report, write_csv, write_json
+from simulator.review.command import add_parser as add_review_parser
 from simulator.simulate import Inputs, simulate
 from simulator.trace import write_trace
 from simulator.verify import verify
@@ -485,10 +486,14 @@ def build_parser() -> argparse.ArgumentParser:
     regress.set_defaults(handler=_regress)
 
     verify_cmd = commands.add_parser(
-        "verify", help="check a result JSON: changed inputs, and a rerun from its "
-        "embedded inputs")
+        "verify", help="check a result JSON (or a review packet's packet.json, result "
+        "by result): changed inputs, and a rerun from its embedded inputs")
     verify_cmd.add_argument("result")
     verify_cmd.set_defaults(handler=_verify)
+
+    add_review_parser(commands)
+    from simulator.serving.command import add_parser as add_serve
+    add_serve(commands)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
     schema.add_argument("kind", choices=sorted(SCHEMAS))

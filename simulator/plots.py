@@ -32,20 +32,26 @@ def _segment(totals, attribute: str) -> float:
     return getattr(totals, attribute)
 
 
-def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
-    """Stacked bars of cycles per layer_type, largest share at the top."""
-    groups = sorted(result.by_layer_type.items(), key=lambda item: item[1].cycles)
+def draw_breakdown(axes, groups: list[tuple[str, object]], title: str) -> None:
+    """Stacked bars of cycles, one per (layer_type, Totals) in `groups`, bottom first."""
     names = [name for name, _ in groups]
-    figure, axes = plt.subplots(figsize=(9, 0.45 * len(names) + 1.6))
     left = [0.0] * len(names)
     for label, attribute in SEGMENTS:
         widths = [_segment(totals, attribute) for _, totals in groups]
         axes.barh(names, widths, left=left, label=label)
         left = [a + b for a, b in zip(left, widths)]
-    inputs = result.inputs
     axes.set_xlabel("cycles")
-    axes.set_title(f"{inputs.workload.name} on {inputs.platform.name}: cycles by layer_type")
+    axes.set_title(title)
     axes.legend(loc="lower right", fontsize="small")
+
+
+def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
+    """Stacked bars of cycles per layer_type, largest share at the top."""
+    groups = sorted(result.by_layer_type.items(), key=lambda item: item[1].cycles)
+    figure, axes = plt.subplots(figsize=(9, 0.45 * len(groups) + 1.6))
+    inputs = result.inputs
+    draw_breakdown(axes, groups, f"{inputs.workload.name} on {inputs.platform.name}: "
+                   "cycles by layer_type")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

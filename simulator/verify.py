@@ -80,9 +80,13 @@ def _source_change(kind: str, entry: dict) -> str | None:
 
 
 def verify(result_path: str) -> Verification:
-    """Check a result file: changed sources, and a rerun from its embedded inputs."""
+    """Check a result file: changed sources, and a rerun from its embedded inputs. A
+    review packet's packet.json is checked result by result (verify_packet)."""
     try:
         recorded = json.loads(Path(result_path).read_text())
+        if isinstance(recorded, dict) and isinstance(recorded.get("packet"), dict):
+            from simulator.review.verification import verify_packet  # a review packet
+            return verify_packet(result_path, recorded)
         manifest = recorded["manifest"]
         embedded = manifest["inputs"]
         models = {kind: model.model_validate(embedded[kind]["canonical"])

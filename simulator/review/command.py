@@ -1,0 +1,117 @@
+"""`accsim review STUDY.yaml --out DIR`: check the study and the output folder, run (or
+reuse) every simulation it needs, and write the packet."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from simulator.engines import ENGINE_CHOICES
+from simulator.errors import AccsimError
+from simulator.review.providers import NotEvaluated, model_workload, serving_runs
+from simulator.review.runs import RunSpec, default_cache_dir, run_all
+from simulator.review.study import ResolvedStudy, load_study, write_variants
+
+PACKET_FILES = ("index.html", "packet.md", "packet.json")
+INPUTS_FOLDER = "inputs"  # what-if platform variants the study defines
+
+
+def _check_out_dir(path: str) -> Path:
+    """DIR must be new, empty, or a packet folder written before (then it is replaced)."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise AccsimError("not a folder", file=path, field="--out")
+    if out.is_dir() and any(out.iterdir()) and not (out / "packet.json").is_file():
+        raise AccsimError("folder is not empty and holds no packet.json; give a new or "
+                          "empty folder", file=path, field="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".accsim-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise AccsimError(f"cannot write: {exc.strerror}", file=path,
+                          field="--out") from None
+    return out
+
+
+def _remove_stale(out: Path, packet: dict) -> None:
+    """Drop result and figure files a previous packet in this folder left behind."""
+    kept = {r["path"] for r in packet["results"]}
+    kept |= {f["file"] for s in packet["sections"] for f in s["figures"]}
+    for folder in ("results", "figures"):
+        for old in (out / folder).glob("*"):
+            if f"{folder}/{old.name}" not in kept:
+                old.unlink()
+
+
+def run_specs(study: ResolvedStudy, models: list) -> list[RunSpec]:
+    """Every platform x workload (and model a frontend could build) x mapping."""
+    workloads = study.workloads + [loaded for _, loaded in models
+                                   if not isinstance(loaded, NotEvaluated)]
+    return [RunSpec(platform, workload, mapping) for platform in study.platforms
+            for workload in workloads for mapping in study.mappings]
+
+
+def review(args: argparse.Namespace) -> int:
+    """The handler: every check before any simulation, then runs, then the packet."""
+    from simulator.review.packet import assemble, write_packet  # matplotlib, jinja2
+    from simulator.review.sections import Context
+    study = load_study(args.study)
+    models = [(model, model_workload(model, study)) for model in study.study.scope.models]
+    out = _check_out_dir(args.out)
+    study = write_variants(study, out / INPUTS_FOLDER)
+    cache = None if args.no_cache else Path(args.cache) if args.cache else \
+        default_cache_dir()
+    specs = run_specs(study, models)
+    stderr = Console(stderr=True)
+    started = time.perf_counter()
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), console=stderr, transient=True,
+                  disable=not stderr.is_terminal) as bar:
+        task = bar.add_task("reviewing", total=len(specs))
+
+        def progress(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total,
+                       description=f"simulating {escape(name)}")
+
+        records = run_all(specs, out, cache_dir=cache, engine=args.engine,
+                          progress=progress)
+        served = serving_runs(study, out, cache_dir=cache, progress=progress)
+    reused = sum(r.reused for r in records)
+    packet = write_packet(assemble(Context(study, records, models, served)), out)
+    _remove_stale(out, packet)
+    elapsed = time.perf_counter() - started
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(f"{escape(packet['title'])}: verdict {packet['verdict']}")
+    for line in packet["first_screen"]:
+        console.print(f"  {line['label']}: {line['status']} - {escape(line['text'])}")
+    serving = [] if isinstance(served, NotEvaluated) else \
+        [s for s in served if s.data is not None]
+    console.print(f"{len(records)} runs and {len(serving)} serving results "
+                  f"({reused + sum(s.reused for s in serving)} reused from "
+                  f"{escape(str(cache)) if cache else 'no cache'}) in {elapsed:.1f} s wall")
+    for name in PACKET_FILES:
+        console.print(f"wrote {escape(str(out / name))}")
+    return 0
+
+
+def add_parser(commands) -> None:
+    """Register `accsim review` on the CLI's subcommands."""
+    parser = commands.add_parser(
+        "review", help="write a review packet (index.html, packet.md, packet.json, "
+        "figures, result files) for a study spec")
+    parser.add_argument("study", help="study spec YAML (see experiments/studies/)")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="folder for the packet (new, empty, or a previous packet)")
+    parser.add_argument("--cache", metavar="DIR", help="result cache keyed by content "
+                        f"hash (default {default_cache_dir()})")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="simulate every run, read and write no cache")
+    parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    parser.set_defaults(handler=review)

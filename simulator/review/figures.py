@@ -1,0 +1,106 @@
+"""The packet's figures as SVG text, drawn from result files: the MFU and memory-stall
+trend by layer_type across platforms, and each run's cycle breakdown (simulator.plots).
+
+SVG output is made deterministic (fixed id salt, no date) so equal inputs give equal
+files, and the figure's text can be inlined in index.html.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display is needed or assumed
+import matplotlib.pyplot as plt  # noqa: E402
+
+from simulator.metrics import Totals  # noqa: E402
+from simulator.plots import draw_breakdown  # noqa: E402
+
+SVG_SETTINGS = {"svg.hashsalt": "accsim-review", "svg.fonttype": "path"}
+
+
+def _svg(figure) -> str:
+    buffer = io.StringIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def figure(figure_id: str, title: str, svg: str) -> dict:
+    return {"id": figure_id, "title": title, "svg": svg}
+
+
+def trend_figure(records: list, workload: str) -> dict:
+    """MFU and memory-stall fraction per layer_type of one workload, one bar per run."""
+    runs = [r for r in records if r.spec.workload.label == workload]
+    layer_types: list[str] = []
+    for record in runs:
+        layer_types += [n for n in record.result["layer_types"] if n not in layer_types]
+    height = 0.8 / max(len(runs), 1)
+    with matplotlib.rc_context(SVG_SETTINGS):
+        fig, (mfu_axes, stall_axes) = plt.subplots(
+            1, 2, sharey=True, figsize=(10, 0.5 * len(layer_types) * max(len(runs), 1)
+                                        / 2 + 2))
+        for offset, record in enumerate(runs):
+            groups = record.result["layer_types"]
+            where = [i + offset * height for i in range(len(layer_types))]
+            label = f"{record.spec.platform.label} / {record.spec.mapping.label}"
+            for axes, key in ((mfu_axes, "mfu"), (stall_axes, "memory_stall_fraction")):
+                axes.barh(where, [100 * groups[n][key] if n in groups else 0.0
+                                  for n in layer_types], height=height, label=label)
+        mfu_axes.set_yticks([i + height * (len(runs) - 1) / 2
+                             for i in range(len(layer_types))], layer_types)
+        mfu_axes.invert_yaxis()
+        mfu_axes.set_xlabel("MFU %")
+        stall_axes.set_xlabel("memory-stall fraction %")
+        mfu_axes.legend(fontsize="small", loc="lower right")
+        fig.suptitle(f"{workload}: MFU and memory stalls by layer_type")
+        svg = _svg(fig)
+    return figure(f"trend-{workload}", f"{workload}: MFU and memory-stall fraction by "
+                  "layer_type, per platform", svg)
+
+
+def breakdown_figure(record) -> dict:
+    """Where each layer_type's cycles go, for one run."""
+    fields = Totals.__dataclass_fields__
+    groups = sorted(((name, Totals(**{f: totals[f] for f in fields}))
+                     for name, totals in record.result["layer_types"].items()),
+                    key=lambda item: item[1].cycles)
+    title = f"{record.spec.workload.label} on {record.spec.platform.label} " \
+            f"({record.spec.mapping.label}): cycles by layer_type"
+    with matplotlib.rc_context(SVG_SETTINGS):
+        fig, axes = plt.subplots(figsize=(9, 0.45 * len(groups) + 1.6))
+        draw_breakdown(axes, groups, title)
+        svg = _svg(fig)
+    return figure(f"breakdown-{record.spec.name}", title, svg)
+
+
+def serving_figure(record, sla) -> dict:
+    """Per-request latency percentiles (TTFT and TPOT for LLMs) against the throughput
+    achieved at each offered load, with the SLA's bounds as dashed lines."""
+    metrics = ("ttft", "tpot") if record.llm else ("latency",)
+    points = record.data["points"]
+    achieved = [p["throughput_rps"] for p in points]
+    with matplotlib.rc_context(SVG_SETTINGS):
+        fig, panels = plt.subplots(1, len(metrics), figsize=(5 * len(metrics) + 1, 3.8),
+                                   squeeze=False)
+        for axes, metric in zip(panels[0], metrics):
+            for percentile in ("p50", "p95", "p99"):
+                axes.plot(achieved, [p[f"{metric}_ms"][percentile] for p in points],
+                          marker="o", label=percentile)
+            bounds = getattr(sla, f"{metric}_ms")
+            for percentile, bound in (bounds.bounds() if bounds else {}).items():
+                axes.axhline(bound, linestyle="--", color="black", linewidth=1)
+                axes.annotate(f"SLA {percentile} {bound:g} ms", (achieved[0], bound),
+                              fontsize="small", va="bottom")
+            axes.set_xlabel("achieved requests/s")
+            axes.set_ylabel(f"{metric} ms")
+            axes.set_yscale("log")
+            axes.legend(fontsize="small")
+        fig.suptitle(f"{record.subject} on {record.platform}: latency vs throughput")
+        svg = _svg(fig)
+    return figure(f"serving-{record.platform}-{record.subject}",
+                  f"{record.subject} on {record.platform}: per-request latency "
+                  "percentiles vs achieved throughput, SLA dashed", svg)

@@ -1,0 +1,140 @@
+"""Assembling the packet from a resolved study and its runs, and writing it: packet.json
+(the data), packet.md and index.html (both rendered from that data by the jinja2
+templates shipped in simulator/review/templates, through one cell formatter, so the
+three carry the same numbers), and figures/*.svg.
+
+index.html is one file: inline CSS, figures as inline SVG, and a Content-Security-Policy
+that forbids every network fetch, so it opens anywhere and leaks nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+import simulator
+from simulator.review.sections import (FAIL, NOT_EVALUATED, PASS, Context,
+                                       build_sections, ordered_findings, served)
+
+PACKET_FORMAT = "accsim-review-packet"
+PACKET_VERSION = 1
+FIGURES_FOLDER = "figures"
+# The first screen: one status line per (section, label, wording of its verdicts).
+FIRST_SCREEN = (
+    ("scope-sla", "SLA", {FAIL: "MISSED", PASS: "met"}),
+    ("rollback", "Rollback trigger", {FAIL: "FIRED", PASS: "not fired"}),
+    ("precision", "Precision changes", {FAIL: "FLAGGED: no quality guardrail",
+                                        PASS: "each has a guardrail"}),
+    ("mapping-sheet", "Expected bottlenecks", {FAIL: "MISMATCH", PASS: "all match"}),
+)
+# How a column's cells are written, in every format of the packet.
+NUMBER_FORMATS = {
+    "int": lambda v: f"{v:,}",
+    "pct1": lambda v: f"{100 * v:,.1f}",
+    "f1": lambda v: f"{v:,.1f}",
+    "f2": lambda v: f"{v:,.2f}",
+    "f3": lambda v: f"{v:,.3f}",
+    "g": lambda v: f"{v:g}",
+    "g4": lambda v: f"{v:.4g}",
+}
+
+
+def cell_text(value, fmt: str) -> str:
+    """The text of one table cell: numbers by their column's format, links and anchors
+    by their text, None as a dash."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return value["text"]
+    if fmt in NUMBER_FORMATS and isinstance(value, (int, float)):
+        return NUMBER_FORMATS[fmt](value)
+    return str(value)
+
+
+def overall_verdict(sections: list[dict]) -> str:
+    verdicts = {s["verdict"] for s in sections}
+    return FAIL if FAIL in verdicts else PASS if PASS in verdicts else NOT_EVALUATED
+
+
+def first_screen(sections: list[dict]) -> list[dict]:
+    """The status lines shown before anything else."""
+    by_id = {s["id"]: s for s in sections}
+    lines = []
+    for section_id, label, wording in FIRST_SCREEN:
+        section = by_id[section_id]
+        lines.append({"label": label, "verdict": section["verdict"],
+                      "status": wording.get(section["verdict"], NOT_EVALUATED),
+                      "text": section["reason"], "href": f"#s-{section_id}"})
+    return lines
+
+
+def assemble(ctx: Context) -> dict:
+    """The whole packet as data: what packet.json holds (figures still as SVG text)."""
+    study = ctx.study
+    sections = build_sections(ctx)
+    counts = {v: sum(s["verdict"] == v for s in sections)
+              for v in (PASS, FAIL, NOT_EVALUATED)}
+    return {
+        "packet": {"format": PACKET_FORMAT, "version": PACKET_VERSION},
+        "title": study.study.title,
+        "objective": study.study.objective,
+        "owners": study.study.owners,
+        "baseline": study.baseline,
+        "accsim_version": simulator.__version__,
+        "model_version": simulator.MODEL_VERSION,
+        "study": {"path": study.source.path, "sha256": study.source.sha256,
+                  "canonical": study.study.model_dump(mode="json")},
+        "verdict": overall_verdict(sections),
+        "verdict_counts": counts,
+        "first_screen": first_screen(sections),
+        "findings": ordered_findings(sections),
+        "sections": sections,
+        "results": [{"kind": "run", "path": r.file, "sha256": r.sha256,
+                     "platform": r.spec.platform.label, "workload": r.spec.workload.label,
+                     "mapping": r.spec.mapping.label} for r in ctx.records]
+        + [{"kind": "serving", "path": r.file, "sha256": r.sha256, "platform": r.platform,
+            "workload": r.subject, "mapping": "default"} for r in served(ctx)],
+    }
+
+
+def _environment(autoescape: bool) -> Environment:
+    env = Environment(loader=PackageLoader("simulator.review", "templates"),
+                      autoescape=autoescape, undefined=StrictUndefined,
+                      keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters["cell"] = cell_text
+    env.filters["md"] = lambda text: (str(text).replace("\\", "\\\\").replace("|", "\\|")
+                                      .replace("<", "&lt;").replace("\n", " "))
+    return env
+
+
+def _inline_svg(svg: str) -> str:
+    """The <svg> element alone (no XML declaration or doctype), for inlining."""
+    return svg[svg.index("<svg"):]
+
+
+def write_packet(packet: dict, out_dir: Path) -> dict:
+    """Write figures, packet.json, packet.md and index.html; return the packet as
+    written to packet.json (figures as file and sha256)."""
+    figures_dir = out_dir / FIGURES_FOLDER
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    svgs = {}
+    for section in packet["sections"]:
+        written = []
+        for fig in section["figures"]:
+            path = figures_dir / f"{fig['id']}.svg"
+            data = fig["svg"].encode()
+            path.write_bytes(data)
+            svgs[fig["id"]] = _inline_svg(fig["svg"])
+            written.append({"id": fig["id"], "title": fig["title"],
+                            "file": f"{FIGURES_FOLDER}/{path.name}",
+                            "sha256": hashlib.sha256(data).hexdigest()})
+        section["figures"] = written
+    (out_dir / "packet.json").write_text(json.dumps(packet, indent=1) + "\n")
+    (out_dir / "packet.md").write_text(
+        _environment(False).get_template("packet.md").render(p=packet))
+    (out_dir / "index.html").write_text(
+        _environment(True).get_template("index.html").render(p=packet, svgs=svgs))
+    return packet

@@ -1,0 +1,156 @@
+"""The serving runs of a study (DESIGN.md section 10): every platform x workload or
+model of the scope, served through `simulator.serving` at each offered load of
+scope.serving, kept as one result file per pair and reused by content hash.
+
+A file holds the serving spec (at the load the SLA is judged at), the offered loads,
+and one `accsim serve --json` result per load. A pair the serving simulator refuses
+(a platform without the HBM capacity an LLM needs, say) is not evaluated, with the
+simulator's own message; the rest of the packet goes on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+import simulator
+from simulator.errors import AccsimError
+from simulator.review.runs import RESULTS_FOLDER
+from simulator.review.study import Loaded, ResolvedStudy, Sla
+from simulator.serving.serve import prepare, serve
+from simulator.serving.spec import ServeSpec
+
+SLA_METRICS = ("latency", "ttft", "tpot")
+
+
+@dataclass(frozen=True)
+class ServingRecord:
+    """One platform x subject: its result file, or why it has none."""
+
+    platform: str
+    subject: str          # a workload's or a model's label
+    llm: bool
+    file: str | None
+    sha256: str | None
+    data: dict | None
+    reason: str | None    # not evaluated: the serving simulator's refusal
+    reused: bool = False  # taken from the cache (said on the terminal only)
+
+    @property
+    def name(self) -> str:
+        return ".".join(re.sub(r"[^A-Za-z0-9_-]+", "_", part)
+                        for part in ("serving", self.platform, self.subject))
+
+
+def serving_sla(sla: Sla, *, llm: bool) -> dict[str, float]:
+    """The study's percentile targets in the serving spec's keys (ttft_p95_ms, ...);
+    TTFT and TPOT only for LLMs (a plain request has one output)."""
+    keys = {}
+    for metric in SLA_METRICS if llm else ("latency",):
+        bounds = getattr(sla, f"{metric}_ms")
+        for percentile, bound in (bounds.bounds() if bounds else {}).items():
+            keys[f"{metric}_{percentile}_ms"] = bound
+    return keys
+
+
+def serve_spec(study: ResolvedStudy, platform: Loaded, subject: str, *,
+               llm: bool) -> ServeSpec:
+    """The serving spec of one pair at the load the SLA is judged at."""
+    load = study.study.scope.serving
+    what = {"model": subject} if llm else {"workload": subject}
+    try:
+        return ServeSpec(arch=platform.source.path, **what, arrival=load.arrival,
+                         cv=load.cv, rate=load.rate_per_s, requests=load.requests,
+                         prompt_tokens=load.prompt_tokens,
+                         output_tokens=load.output_tokens, batching=load.batching,
+                         max_batch=load.max_batch, replicas=load.replicas,
+                         seed=load.seed, sla=serving_sla(study.study.sla, llm=llm))
+    except ValidationError as exc:  # a combination the serving simulator refuses
+        rule = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise AccsimError(rule, file=study.source.path, field="scope.serving") from None
+
+
+def serve_points(spec: ServeSpec, rates: list[float]) -> dict:
+    """A result file's content: the spec, the loads, one serving result per load."""
+    setup = prepare(spec)
+    points = [serve(setup, spec.at_rate(rate))[0] for rate in rates]
+    return {"serving": {"spec": spec.model_dump(mode="json"), "rates_per_s": rates},
+            "points": points}
+
+
+def _key(spec: ServeSpec, rates: list[float], sources: list[str]) -> str:
+    identity = {"model_version": simulator.MODEL_VERSION, "rates": rates,
+                "spec": spec.model_dump(mode="json"),
+                "sources": [hashlib.sha256(Path(p).read_bytes()).hexdigest()
+                            for p in sources]}
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _usable(path: Path, spec: ServeSpec, rates: list[float]) -> bool:
+    """A cache entry is used only if it holds this spec at these loads."""
+    try:
+        content = json.loads(path.read_text())
+        return (content["serving"] == {"spec": spec.model_dump(mode="json"),
+                                       "rates_per_s": rates}
+                and len(content["points"]) == len(rates))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
+                out_dir: Path, *, cache_dir: Path | None,
+                progress: Callable[[int, int, str], None] | None = None
+                ) -> list[ServingRecord]:
+    """Serve every platform x (label, workload path or model config, is an LLM)."""
+    rates = study.study.scope.serving.rates
+    results = out_dir / RESULTS_FOLDER
+    results.mkdir(parents=True, exist_ok=True)
+    pairs = [(p, s) for p in study.platforms for s in subjects]
+    records = []
+    for index, (platform, (label, path, llm)) in enumerate(pairs):
+        record = ServingRecord(platform.label, label, llm, None, None, None, None)
+        if progress:
+            progress(index, len(pairs), record.name)
+        spec = serve_spec(study, platform, path, llm=llm)
+        sources = [platform.source.path] + ([path] if Path(path).is_file() else [])
+        cached = cache_dir / f"serving-{_key(spec, rates, sources)}.json" \
+            if cache_dir else None
+        target = results / f"{record.name}.json"
+        reused = cached is not None and _usable(cached, spec, rates)
+        if reused:
+            shutil.copyfile(cached, target)
+        else:
+            try:
+                content = serve_points(spec, rates)
+            except AccsimError as exc:
+                records.append(ServingRecord(platform.label, label, llm, None, None, None,
+                                             exc.message()))
+                continue
+            target.write_text(json.dumps(content, indent=1) + "\n")
+            if cached is not None:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(target, cached.with_suffix(".tmp"))
+                os.replace(cached.with_suffix(".tmp"), cached)
+        data = target.read_bytes()
+        records.append(ServingRecord(platform.label, label, llm,
+                                     f"{RESULTS_FOLDER}/{target.name}",
+                                     hashlib.sha256(data).hexdigest(), json.loads(data),
+                                     None, reused))
+    if progress:
+        progress(len(pairs), len(pairs), "")
+    return records
+
+
+def rerun(content: dict) -> dict:
+    """A serving result file's content computed again from its embedded spec."""
+    spec = ServeSpec.model_validate(content["serving"]["spec"])
+    return serve_points(spec, content["serving"]["rates_per_s"])

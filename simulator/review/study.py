@@ -1,0 +1,404 @@
+"""The study spec (`accsim review STUDY.yaml`): what is reviewed, against which SLA, by
+whom, and what would make the team roll back; and its resolution into loaded inputs.
+
+Every name in a study is checked before any simulation: platforms, workloads and plans
+exist, the baseline is in scope, expected bottleneck classes name real layer types or
+operators, heuristics are registered ones. Paths are relative to the study file. A study
+is data: it names heuristics from the registry only, never a module to import.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+
+from simulator.bottleneck import CLASSES
+from simulator.config import Dtype, Platform, Strict
+from simulator.errors import AccsimError
+from simulator.loader import (Source, load_model, locate, parse_model, read_source,
+                              validation_error)
+from simulator.mapping import Mapping, check_mapping_names, known_heuristics
+from simulator.mapping import with_heuristic
+from simulator.workload import Workload
+
+BottleneckClass = Literal[CLASSES]
+
+# Metrics of one run's workload totals (the "workload" record of a result file) that an
+# SLA or a rollback trigger can name: (unit, how it is read from that record).
+WORKLOAD_METRICS = {
+    "latency_ms": ("ms", lambda w: w["time_s"] * 1e3),
+    "throughput_per_s": ("workload runs per second, one at a time",
+                         lambda w: 1.0 / w["time_s"] if w["time_s"] else 0.0),
+    "mfu": ("fraction of peak FLOP/s", lambda w: w["mfu"]),
+    "memory_stall_fraction": ("fraction of cycles", lambda w: w["memory_stall_fraction"]),
+    "average_power_w": ("W", lambda w: w["average_power_w"]),
+    "energy_mj": ("mJ per workload run", lambda w: w["energy_j"] * 1e3),
+    "tflops_per_joule": ("TFLOP/J", lambda w: w["flops_per_joule"] / 1e12),
+    "refetch_ratio": ("off-chip / compulsory bytes", lambda w: w["refetch_ratio"]),
+}
+
+
+class ModelUnderReview(Strict):
+    """A Hugging Face model (its config.json) in one phase (DESIGN.md section 9)."""
+
+    config: str = Field(min_length=1, description="config.json (relative to the study) "
+                        "or a shipped model name")
+    phase: Literal["prefill", "decode"]
+    batch: PositiveInt = 1
+    seq: PositiveInt | None = Field(default=None, description="prefill: prompt tokens")
+    context: PositiveInt | None = Field(default=None, description="decode: KV length")
+    dtype: Dtype | None = Field(default=None, description="default: the platform's")
+    weight_dtype: Dtype | None = None
+    kv_dtype: Dtype | None = None
+
+    @model_validator(mode="after")
+    def _phase_has_its_length(self) -> ModelUnderReview:
+        needed = "seq" if self.phase == "prefill" else "context"
+        if getattr(self, needed) is None:
+            raise ValueError(f"phase {self.phase} needs {needed}")
+        return self
+
+    @property
+    def label(self) -> str:
+        """e.g. `llama_3_1_8b_decode_b16_c2048`."""
+        path = Path(self.config)
+        name = path.parent.name if path.stem == "config" and path.parent.name \
+            else path.stem
+        length = f"s{self.seq}" if self.phase == "prefill" else f"c{self.context}"
+        return f"{name}_{self.phase}_b{self.batch}_{length}"
+
+
+class ServingLoad(Strict):
+    """The offered load of a serving study (DESIGN.md section 10): the SLA is judged at
+    rate_per_s; the latency-throughput curve also covers curve_rates_per_s."""
+
+    arrival: Literal["poisson", "gamma"] = "poisson"
+    cv: PositiveFloat = Field(default=1.0, description="gamma: CV of the gaps")
+    rate_per_s: PositiveFloat = Field(description="requests/s the SLA must hold at")
+    curve_rates_per_s: list[PositiveFloat] = Field(default=[], description="more loads")
+    requests: PositiveInt = 1000
+    prompt_tokens: PositiveInt = Field(default=512, description="LLMs")
+    output_tokens: PositiveInt = Field(default=128, description="LLMs")
+    batching: Literal["static", "dynamic", "continuous"] | None = Field(
+        default=None, description="default: continuous for LLMs, dynamic otherwise")
+    max_batch: PositiveInt | None = None
+    replicas: PositiveInt = 1
+    seed: int = Field(default=0, ge=0)
+
+    @property
+    def rates(self) -> list[float]:
+        """Every offered load, ascending."""
+        return sorted({*self.curve_rates_per_s, self.rate_per_s})
+
+
+class PlatformVariant(Strict):
+    """A what-if variant of a platform: its fields with some set anew, by dotted path
+    (`offchip.bandwidth_gbps: 1638`). The packet writes it out as inputs/NAME.yaml, so
+    it tracks its base file and is still a file every result can point to."""
+
+    base: str = Field(min_length=1, description="shipped name or YAML path")
+    name: str = Field(min_length=1, description="the variant's platform name")
+    set: dict[str, int | float | str | bool | list | None] = Field(min_length=1)
+
+
+class Scope(Strict):
+    """What is reviewed: platforms x (workloads and models), and optionally a serving
+    load and a design-space sweep."""
+
+    platforms: list[str | PlatformVariant] = Field(
+        min_length=1, description="shipped names, YAML paths, or what-if variants")
+    workloads: list[str] = Field(default=[], description="shipped names or YAML paths")
+    models: list[ModelUnderReview] = []
+    serving: ServingLoad | None = None
+    sweep: str | None = Field(default=None, description="a sweep spec (simulator.sweep)")
+
+    @model_validator(mode="after")
+    def _has_work(self) -> Scope:
+        if not self.workloads and not self.models:
+            raise ValueError("scope names no workloads and no models")
+        if self.serving is not None and self.serving.batching == "continuous" \
+                and self.workloads:
+            raise ValueError("serving.batching continuous serves LLMs (scope.models); "
+                             "scope.workloads are served with static or dynamic batching")
+        return self
+
+
+class Percentiles(Strict):
+    """Upper bounds on percentiles of a latency, milliseconds."""
+
+    p50: PositiveFloat | None = None
+    p90: PositiveFloat | None = None
+    p95: PositiveFloat | None = None
+    p99: PositiveFloat | None = None
+
+    def bounds(self) -> dict[str, float]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class Sla(Strict):
+    """Service-level targets. Latency percentiles of a workload run without serving are
+    all the simulated latency (one request at a time, no queueing); TTFT, TPOT and
+    tokens per second need a serving simulation."""
+
+    latency_ms: Percentiles | None = None
+    ttft_ms: Percentiles | None = None
+    tpot_ms: Percentiles | None = None
+    min_throughput_per_s: PositiveFloat | None = None
+    min_tokens_per_s: PositiveFloat | None = None
+    power_cap_w: PositiveFloat | None = None
+
+
+class Targets(Strict):
+    """Utilisation targets for the MFU and memory-stall section (optional)."""
+
+    min_mfu: float | None = Field(default=None, gt=0, le=1)
+    max_memory_stall_fraction: float | None = Field(default=None, ge=0, le=1)
+
+
+class MappingUnderReview(Strict):
+    """A tiling plan file, a registered heuristic, or both (the heuristic fills what the
+    plan leaves open); neither is the default mapping."""
+
+    name: str | None = Field(default=None, min_length=1, description="label")
+    plan: str | None = Field(default=None, description="plan YAML or shipped name")
+    heuristic: str | None = Field(default=None, description="a registered heuristic")
+
+    @property
+    def label(self) -> str:
+        return self.name or (Path(self.plan).stem if self.plan else None) \
+            or self.heuristic or "default"
+
+
+class ExpectedBottlenecks(Strict):
+    """The class the team expects, by operator name or layer_type (name wins)."""
+
+    operators: dict[str, BottleneckClass] = {}
+    layer_types: dict[str, BottleneckClass] = {}
+
+
+class PrecisionChange(Strict):
+    """A precision change under review and the quality guardrail that covers it."""
+
+    what: str = Field(min_length=1)
+    layer_types: list[str] = []
+    operators: list[str] = []
+    from_dtype: Dtype | None = None
+    to_dtype: Dtype
+    guardrail: str | None = Field(default=None, min_length=1,
+                                  description="the quality check; absent = flagged")
+
+
+class Risk(Strict):
+    """A named risk and the person who owns it."""
+
+    risk: str = Field(min_length=1)
+    owner: str = Field(min_length=1)
+    mitigation: str | None = None
+
+
+class Rollback(Strict):
+    """Roll back when a metric crosses a threshold on any run of the named platforms."""
+
+    metric: Literal[tuple(WORKLOAD_METRICS)]
+    fires_when: Literal["above", "below"]
+    threshold: float
+    platforms: list[str] = Field(default=[], description="default: every platform")
+
+
+class Study(Strict):
+    """One review study, loaded from STUDY.yaml."""
+
+    title: str = Field(min_length=1)
+    objective: str = Field(min_length=1)
+    owners: list[str] = Field(min_length=1)
+    scope: Scope
+    baseline: str = Field(min_length=1, description="a platform of scope.platforms")
+    sla: Sla = Sla()
+    targets: Targets = Targets()
+    mappings: list[MappingUnderReview] = Field(default=[MappingUnderReview()],
+                                               min_length=1)
+    expected_bottlenecks: ExpectedBottlenecks = ExpectedBottlenecks()
+    precision_changes: list[PrecisionChange] = []
+    risks: list[Risk] = []
+    rollback: Rollback | None = None
+
+    @model_validator(mode="after")
+    def _owners_named(self) -> Study:
+        if any(not owner.strip() for owner in self.owners):
+            raise ValueError("every owner needs a name")
+        return self
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One loaded input and where it came from (None: built from the study)."""
+
+    label: str
+    model: object
+    source: Source | None
+
+
+@dataclass(frozen=True)
+class ResolvedStudy:
+    """A study with every input it names loaded and checked."""
+
+    study: Study
+    source: Source
+    platforms: list[Loaded]
+    workloads: list[Loaded]
+    mappings: list[Loaded]
+
+    @property
+    def baseline(self) -> str:
+        return self.study.baseline
+
+    def platform(self, name: str) -> Platform:
+        return next(p.model for p in self.platforms if p.label == name)
+
+
+def _find(entry: str, kind: str, study: Source, field: str) -> Path:
+    """A shipped name, or a path relative to the study file's folder."""
+    folder = Path(study.path).parent
+    path = Path(entry)
+    candidate = path if path.is_absolute() else folder / path
+    if candidate.exists() or path.suffix or "/" in entry:
+        if not candidate.is_file():
+            raise AccsimError(f"{entry!r}: no such {kind} file (looked for {candidate})",
+                              file=study.path, field=field)
+        return candidate
+    try:
+        return locate(entry, kind)
+    except AccsimError as exc:
+        raise AccsimError(f"{entry!r}: {exc.rule}", file=study.path, field=field) from None
+
+
+def _variant(entry: PlatformVariant, study: Source, field: str) -> Platform:
+    """The base platform with the variant's fields set; errors name the study field."""
+    base, _ = load_model(_find(entry.base, "platform", study, f"{field}.base"), Platform)
+    raw = base.model_dump(mode="json")
+    for key, value in entry.set.items():
+        node, parts = raw, key.split(".")
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or parts[-1] not in node:
+            raise AccsimError(f"{entry.base} has no field {key!r}", file=study.path,
+                              field=f"{field}.set.{key}")
+        node[parts[-1]] = value
+    raw["name"] = entry.name
+    changes = ", ".join(f"{k} = {v}" for k, v in entry.set.items())
+    raw["description"] = f"What-if variant of {base.name}: {changes}. {base.description}"
+    try:
+        return Platform.model_validate(raw)
+    except ValidationError as exc:
+        error = validation_error(exc, raw, file=study.path)
+        raise AccsimError(error.rule, file=study.path,
+                          field=f"{field}.set ({error.field})") from None
+
+
+def write_variants(resolved: ResolvedStudy, folder: Path) -> ResolvedStudy:
+    """Write each what-if variant as folder/NAME.yaml and make that its source."""
+    platforms = []
+    for loaded in resolved.platforms:
+        if loaded.source is not None:
+            platforms.append(loaded)
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', loaded.label)}.yaml"
+        path.write_text(f"# What-if variant written by `accsim review` from "
+                        f"{resolved.source.path}; do not edit.\n"
+                        + yaml.safe_dump(loaded.model.model_dump(mode="json"),
+                                         sort_keys=False))
+        platforms.append(Loaded(loaded.label, loaded.model, read_source(path)))
+    return replace(resolved, platforms=platforms)
+
+
+def _unique(items: list[Loaded], kind: str, study: Source, field: str) -> None:
+    seen: set[str] = set()
+    for index, item in enumerate(items):
+        if item.label in seen:
+            raise AccsimError(f"two {kind}s are named {item.label!r}; a packet names each "
+                              "once", file=study.path, field=f"{field}[{index}]")
+        seen.add(item.label)
+
+
+def _mapping(entry: MappingUnderReview, study: Source, field: str) -> Loaded:
+    if entry.heuristic is not None and entry.heuristic not in known_heuristics():
+        raise AccsimError(f"unknown heuristic {entry.heuristic!r} (a study names "
+                          f"registered ones: {', '.join(known_heuristics())})",
+                          file=study.path, field=f"{field}.heuristic")
+    plan, source = Mapping(), None
+    if entry.plan is not None:
+        plan, source = load_model(_find(entry.plan, "mapping", study, f"{field}.plan"),
+                                  Mapping)
+    return Loaded(entry.label, with_heuristic(plan, entry.heuristic), source)
+
+
+def _check_names(study: Study, workloads: list[Loaded], file: str) -> None:
+    """Expected classes, precision changes and plans must name what the workloads hold."""
+    names = {op.name for w in workloads for op in w.model.operators}
+    layer_types = {op.layer_type for w in workloads for op in w.model.operators}
+    if not workloads:  # models only: their operators exist once a frontend builds them
+        return
+    checks = [("expected_bottlenecks.operators", study.expected_bottlenecks.operators,
+               names, "operator"),
+              ("expected_bottlenecks.layer_types", study.expected_bottlenecks.layer_types,
+               layer_types, "layer_type")]
+    for index, change in enumerate(study.precision_changes):
+        checks += [(f"precision_changes[{index}].operators", change.operators, names,
+                    "operator"),
+                   (f"precision_changes[{index}].layer_types", change.layer_types,
+                    layer_types, "layer_type")]
+    for field, given, known, what in checks:
+        for name in given:
+            if name not in known:
+                raise AccsimError(f"no workload in scope has a {what} named {name!r}",
+                                  file=file, field=f"{field}.{name}")
+
+
+def load_study(path: str) -> ResolvedStudy:
+    """Read, validate and resolve a study; every error names the study file and field."""
+    source = read_source(path)
+    study = parse_model(source.text, Study, file=source.path)
+    platforms = []
+    for index, entry in enumerate(study.scope.platforms):
+        field = f"scope.platforms[{index}]"
+        if isinstance(entry, PlatformVariant):  # its file is written with the packet
+            platforms.append(Loaded(entry.name, _variant(entry, source, field), None))
+            continue
+        model, platform_source = load_model(_find(entry, "platform", source, field),
+                                            Platform)
+        platforms.append(Loaded(model.name, model, platform_source))
+    _unique(platforms, "platform", source, "scope.platforms")
+    workloads = []
+    for index, entry in enumerate(study.scope.workloads):
+        model, workload_source = load_model(
+            _find(entry, "workload", source, f"scope.workloads[{index}]"), Workload)
+        workloads.append(Loaded(model.name, model, workload_source))
+    _unique(workloads, "workload", source, "scope.workloads")
+    for index, model in enumerate(study.scope.models):
+        if Path(model.config).suffix or "/" in model.config:  # a path, not a name
+            _find(model.config, "model config", source, f"scope.models[{index}].config")
+    mappings = [_mapping(entry, source, f"mappings[{index}]")
+                for index, entry in enumerate(study.mappings)]
+    _unique(mappings, "mapping", source, "mappings")
+    for mapping in mappings:
+        for workload in workloads:
+            check_mapping_names(mapping.model, workload.model,
+                                file=mapping.source.path if mapping.source else None)
+    labels = [p.label for p in platforms]
+    if study.baseline not in labels:
+        raise AccsimError(f"baseline {study.baseline!r} is not a platform in scope "
+                          f"({', '.join(labels)})", file=source.path, field="baseline")
+    if study.rollback is not None:
+        for index, name in enumerate(study.rollback.platforms):
+            if name not in labels:
+                raise AccsimError(f"{name!r} is not a platform in scope "
+                                  f"({', '.join(labels)})", file=source.path,
+                                  field=f"rollback.platforms[{index}]")
+    _check_names(study, workloads, source.path)
+    return ResolvedStudy(study, source, platforms, workloads, mappings)
