@@ -10,6 +10,7 @@ import sys
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from simulator import scalesim
@@ -115,8 +116,9 @@ def _compare(args: argparse.Namespace) -> int:
         results.append(simulate(load_inputs(arch, args.workload, args.mapping,
                                             heuristic_name=args.heuristic),
                                 engine=args.engine))
-    print(f"mapping (every platform): {results[0].mapping_mode}")
-    Console(width=max(Console().width, 140)).print(compare_table(results))
+    console = Console(width=max(Console().width, 140))
+    console.print(compare_table(results))
+    console.print(f"mapping (every platform): {escape(results[0].mapping_mode)}")
     return 0
 
 
