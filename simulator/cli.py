@@ -148,8 +148,10 @@ def _check(args: argparse.Namespace) -> int:
     model = parse_model(source.text, SCHEMAS[kind], file=source.path)
     if isinstance(model, Platform):
         array = model.systolic_array
-        detail = (f"{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} at "
-                  f"{model.clock_ghz} GHz, {model.peak_flops / 1e12:,.2f} TFLOP/s peak, "
+        arrays = f"{array.count} x " if array.count > 1 else ""
+        detail = (f"{arrays}{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} "
+                  f"({array.fold_model} folds) at {model.clock_ghz} GHz, "
+                  f"{model.peak_flops / 1e12:,.2f} TFLOP/s peak, "
                   f"{model.offchip.bandwidth_gbps:g} GB/s")
     elif isinstance(model, Workload):
         detail = f"{len(model.operators)} operators"
