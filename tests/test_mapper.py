@@ -184,7 +184,7 @@ def test_bounds_hold_with_pipelined_folds_several_arrays_and_overhead():
                                       "output_bytes": 512},
                              offchip={"latency_cycles": 6, "efficiency": 0.8},
                              runtime={"op_overhead_cycles": 40})
-    for op in SMALL_OPS.operators[:3]:
+    for op in (SMALL_OPS.operators[0], SMALL_OPS.operators[2]):   # the two GEMMs
         everything = _all_evaluations(op, platform=platform)
         result = map_workload(Inputs(platform, Workload(name="one", operators=[op]),
                                      Mapping()), workers=1)
