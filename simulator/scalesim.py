@@ -23,7 +23,7 @@ from rich.table import Table
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import Source, load_model, locate, read_source
-from simulator.mapping import Mapping, TilingSpec, operand_bytes
+from simulator.mapping import DEFAULT_HEURISTIC, Mapping, TilingSpec, operand_bytes
 from simulator.scalesim_import import (ConfigImport, TopologyImport, parse_config,
                                        parse_topology, sniff_topology_kind)
 from simulator.workload import Conv2d, Workload, is_compute
@@ -113,7 +113,8 @@ def validate_platform(platform: Platform, workload: Workload) -> Platform:
 def validate_mapping(workload: Workload, platform: Platform,
                      dataflow: str | None = None) -> Mapping:
     """One tile per GEMM: tm = M, tn = N, tk = K for every compute operator, depth 1,
-    in `dataflow` (default: the platform's default dataflow)."""
+    in `dataflow` (default: the platform's default dataflow); vector operators get the
+    array_aligned heuristic, never the search."""
     dataflow = dataflow or platform.systolic_array.default_dataflow
     specs = {}
     for op in workload.operators:
@@ -121,7 +122,10 @@ def validate_mapping(workload: Workload, platform: Platform,
             g = op.gemm()
             specs[op.name] = TilingSpec(tm=g.m, tn=g.n, tk=g.k, loop_order="mnk",
                                         dataflow=dataflow, depth=1)
-    return Mapping(name=VALIDATE_MAPPING_NAME, operators=specs)
+    # Vector operators (SCALE-Sim has none) keep array_aligned's row tiles: the searched
+    # default never leaks into validation.
+    return Mapping(name=VALIDATE_MAPPING_NAME,
+                   default=TilingSpec(heuristic=DEFAULT_HEURISTIC), operators=specs)
 
 
 def validate_notes(platform: Platform) -> list[str]:
