@@ -41,17 +41,20 @@ from simulator.config import Platform
 from simulator.energy import static_power_w
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
-from simulator.lowering import lower_compute, lower_vector
+from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.lowering.windows import window_elements, window_maxima
-from simulator.mapping import (EFFECTIVE_ORDER, LOOP_ORDERS, Mapping, Tiling, TilingSpec,
+from simulator.mapping import (ATTENTION_FUSIONS, EFFECTIVE_ORDER, LOOP_ORDERS, Mapping,
+                               Tiling, TilingSpec, attention_base, attention_rows,
                                a_tile_bound, array_busy_cycles, check_mapping_names,
-                               dim_candidates, divisors, heuristic, loop_tables_index,
-                               merged_spec, operand_bytes, operator_dtype, resolve_tiling)
+                               coarse_candidates, dim_candidates, divisors, heuristic,
+                               loop_tables_index,
+                               merged_spec, operand_bytes, operator_dtype, resolve_tiling,
+                               weight_element_bytes)
 from simulator.metrics import operator_totals
 from simulator.program import MAX_DEPTH
 from simulator.simulate import Inputs, memory_params
 from simulator.timing import ceil_div
-from simulator.workload import Conv2d, is_compute
+from simulator.workload import Conv2d, is_attention, is_compute
 
 OBJECTIVES = ("cycles", "energy", "edp")
 BUILTIN_HEURISTICS = ("array_aligned", "min_offchip", "os_k_inner")
@@ -120,7 +123,7 @@ class OperatorSearch:
 
     @property
     def vector(self) -> bool:
-        return self.kind not in ("gemm", "conv2d")
+        return self.kind not in ("gemm", "conv2d", "attention")
 
     def gap(self, heuristic: str, objective: str) -> float | None:
         """Percent by which the heuristic's objective exceeds the best; None if its
@@ -143,12 +146,21 @@ class _Task:
     heuristics: tuple[str, ...]
     objective: str
     exhaustive: bool
+    # The default mapping's search: a coarser grid (mapping.coarse_candidates) whose
+    # candidates keep the fields the plan fixes, and, beyond the heuristics' tilings,
+    # at most max_simulated candidates and max_steps tile steps replayed (None: no
+    # limit).
+    constrained: bool = False
+    max_simulated: int | None = None
+    max_steps: int = 0
 
 
 def _evaluate(op, tiling: Tiling, platform: Platform, memory, following) -> Evaluation:
     """Lower, replay with the fast engine, and total one tiling of an operator."""
     if is_compute(op):
         lowered = lower_compute(op, tiling, platform, following=following)
+    elif is_attention(op):
+        lowered = lower_attention(op, tiling, platform)
     else:
         lowered = lower_vector(op, tiling, platform)
     run = run_fast(lowered.program, memory).breakdown
@@ -174,7 +186,61 @@ def _onchip(op, platform: Platform) -> bool:
 
 
 def _runs(op) -> int:
+    if is_attention(op):
+        return op.batch * op.kv_heads * op.repeat
     return (op.gemm().instances if is_compute(op) else 1) * op.repeat
+
+
+def _attention_candidates(op, base: Tiling, spec: TilingSpec,
+                          platform: Platform) -> list[Tiling]:
+    """An attention operator's candidates: its tiling's query and key tiles halved,
+    kept and doubled (within the operator), every dataflow, both lowerings (or the
+    plan's), at the plan's depth."""
+    rows = attention_rows(op)
+    sizes_m = sorted({min(rows, max(1, base.tm * f // 2)) for f in (1, 2, 4)})
+    sizes_n = sorted({min(op.kv_len, max(1, base.tn * f // 2)) for f in (1, 2, 4)})
+    flows = [spec.dataflow] if spec.dataflow else list(platform.systolic_array.dataflows)
+    fusions = [spec.fuse] if spec.fuse else list(ATTENTION_FUSIONS)
+    return [replace(base, tm=spec.tm or tm, tn=spec.tn or tn, dataflow=flow, fuse=fuse,
+                    heuristic=MAPPER)
+            for tm in sizes_m for tn in sizes_n for flow in flows for fuse in fusions]
+
+
+def _search_attention(task: _Task) -> OperatorSearch:
+    """Attention's search: every candidate simulated (a few dozen programs of few
+    steps); the heuristics all give attention's one tiling rule, both lowerings
+    considered by the default's estimate."""
+    op, platform, objective = task.op, task.platform, task.objective
+    memory = memory_params(platform)
+    heuristics: dict[str, Evaluation | str] = {}
+    best: Evaluation | None = None
+    simulated = invalid = 0
+    for name in task.heuristics:
+        try:
+            tiling = resolve_tiling(op, task.spec.model_copy(update={"heuristic": name}),
+                                    platform)
+            lowered = lower_attention(op, tiling, platform)
+            found = _evaluate(op, lowered.tiling, platform, memory, None)
+        except AccsimError as exc:
+            heuristics[name] = exc.rule
+            continue
+        heuristics[name] = found
+        simulated += 1
+    base = attention_base(op, task.spec, platform, MAPPER)
+    candidates = _attention_candidates(op, base, task.spec, platform)
+    for tiling in candidates:
+        try:
+            found = _evaluate(op, tiling, platform, memory, None)
+        except AccsimError:
+            invalid += 1
+            continue
+        simulated += 1
+        if best is None or found.key(objective) < best.key(objective):
+            best = found
+    stats = SearchStats(len(candidates) + len(task.heuristics), 0, 0, 0, simulated,
+                        invalid)
+    return OperatorSearch(op.name, op.layer_type, op.kind, _runs(op), best, heuristics,
+                          stats)
 
 
 @dataclass
@@ -227,16 +293,20 @@ def _static_pj_per_cycle(platform: Platform) -> float:
     return static_power_w(platform) / (platform.clock_ghz * 1e9) * 1e12
 
 
-def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candidates:
-    """Every tile size, loop order and dataflow of an array operator with the deepest
-    depth that fits and its lower bounds. Quantities are built on axes (m tile, n tile,
-    k tile, loop order, dataflow) and broadcast, so each is computed on its own axes."""
+def _compute_grid(op, fuse: str | None, following, platform: Platform,
+                  coarse: bool = False) -> _Candidates:
+    """Every tile size (`dim_candidates`, or `coarse_candidates`), loop order and
+    dataflow of an array operator with the deepest depth that fits and its lower bounds.
+    Quantities are built on axes (m tile, n tile, k tile, loop order, dataflow) and
+    broadcast, so each is computed on its own axes."""
     array = platform.systolic_array
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
+    wb = weight_element_bytes(op, platform)  # B follows the weight dtype
     units = (array.rows, array.cols)
     dataflows = array.dataflows
-    vm, vn, vk = (np.asarray(dim_candidates(size, units), dtype=np.int64)
+    sizes = coarse_candidates if coarse else dim_candidates
+    vm, vn, vk = (np.asarray(sizes(size, units), dtype=np.int64)
                   for size in (g.m, g.n, g.k))
     # Axes: 0 m tile, 1 n tile, 2 k tile, 3 loop order, 4 dataflow.
     tm, tn, tk = vm[:, None, None], vn[None, :, None], vk[None, None, :]
@@ -266,7 +336,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candi
             js = np.flatnonzero(undecided[i, 0])
             a_bytes[i, 0, js] = a_low[i, 0, js] = window_maxima(op, int(vm[i]), vk[js]) * e
     max_depth = np.minimum(np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH),
-                           np.minimum(buffers.weight_bytes // (tk * tn * e),
+                           np.minimum(buffers.weight_bytes // (tk * tn * wb),
                                       buffers.output_bytes // (tm * tn * acc)))
     # Off-chip bytes, per loop order (axis 3): exact for a GEMM (the LRU reuse that
     # mapping.offchip_estimate models), a lower bound for a conv, whose A tiles are
@@ -292,7 +362,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candi
     a_mean = np.maximum(a_low, -(-a_compulsory // (cm * ck * e)) * e)
     a_moves = (a_compulsory if isinstance(op, Conv2d) else g.m * g.k * e) * \
         fetches("n", "mk", buffers.ifmap_bytes // a_mean)
-    b_moves = g.k * g.n * e * fetches("m", "kn", buffers.weight_bytes // (tk * tn * e))
+    b_moves = g.k * g.n * wb * fetches("m", "kn", buffers.weight_bytes // (tk * tn * wb))
     spill = (buffers.output_bytes // (tm * tn * acc))[..., None] < inside("k", "mn")
     c_moves = g.m * g.n * out + spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
     offchip = b_moves + (0 if onchip else a_moves + c_moves)
@@ -302,7 +372,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candi
     memory = memory_params(platform)
     bpc, access = memory.bytes_per_cycle, memory.access_cycles
     a0 = 0 if onchip or isinstance(op, Conv2d) else tm * tk * e  # conv: 0, a bound
-    head = 1 + _service(a0 + tk * tn * e, bpc) + access
+    head = 1 + _service(a0 + tk * tn * wb, bpc) + access
     ms_last, ns_last = g.m - (cm - 1) * tm, g.n - (cn - 1) * tn
     epilogue, passes = 0, 0
     if fuse is not None and following is not None and not is_compute(following):
@@ -312,11 +382,12 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candi
         epilogue = -(-(ms_last * ns_last) // platform.vector_unit.lanes) * cpe * passes
     tail = 0 if onchip else 1 + _service(ms_last * ns_last * out, bpc) + access
     busy = np.stack([array_busy_cycles(g.m, g.n, g.k, tm[..., None], tn[..., None],
-                                       tk[..., None], order, name, array.rows, array.cols)
+                                       tk[..., None], order, name, array.rows, array.cols,
+                                       array.count, array.fold_model)
                      for name in dataflows], axis=-1)
     served = np.floor(offchip / bpc).astype(np.int64) + (0 if onchip else access)
     per_run = np.maximum((head + epilogue + tail)[..., None, None] + busy,
-                         served[..., None])
+                         served[..., None]) + platform.runtime.op_overhead_cycles
     runs = _runs(op)
     # Energy: MACs, fused vector work, the off-chip bytes above, SRAM reads (exact,
     # SCALE-Sim's per-fold counting in closed form), SRAM writes of those A and B
@@ -330,7 +401,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candi
             a_reads, b_reads = g.m * g.k * _fold_sum(g.n, tn, array.cols), g.k * g.n * cm
         else:
             a_reads, b_reads = g.m * g.k * cn, g.k * g.n * _fold_sum(g.m, tm, array.cols)
-        reads.append(np.broadcast_to((a_reads + b_reads) * e, max_depth.shape))
+        reads.append(np.broadcast_to(a_reads * e + b_reads * wb, max_depth.shape))
     c_traffic = g.m * g.n * acc * ck
     table = platform.energy
     dynamic = (np.stack(reads, axis=-1)[:, :, :, None, :] * table.sram_read_pj_per_byte
@@ -438,6 +509,7 @@ def _vector_grid(op, platform: Platform) -> _Candidates:
             cycles(last_rows) + tail
         served = np.where(last_out > 0, 1 + in_service + out_service + access, 0)
         per_run = np.maximum.reduce([head + busy + tail, last_load, served])
+    per_run = per_run + platform.runtime.op_overhead_cycles
     runs = _runs(op)
     zeros = np.zeros(len(sizes), dtype=np.int64)
     return _Candidates(sizes, zeros + 1, zeros + 1, zeros + LOOP_ORDERS.index("mnk"),
@@ -446,11 +518,11 @@ def _vector_grid(op, platform: Platform) -> _Candidates:
                        * (1 - 1e-9), zeros)
 
 
-def _grid(op, fuse: str | None, following, platform: Platform) -> tuple[_Candidates,
-                                                                        list[str]]:
+def _grid(op, fuse: str | None, following, platform: Platform,
+          coarse: bool = False) -> tuple[_Candidates, list[str]]:
     """An operator's candidates before depth, and the dataflows they index."""
     if is_compute(op):
-        return (_compute_grid(op, fuse, following, platform),
+        return (_compute_grid(op, fuse, following, platform, coarse),
                 list(platform.systolic_array.dataflows))
     return _vector_grid(op, platform), ["os"]
 
@@ -481,8 +553,28 @@ def _tie_loses(op, objective: str, best: Evaluation, bound: float, cycles: int,
                                       best.energy_pj)
 
 
+def _fixed_by_plan(grid: _Candidates, spec: TilingSpec, dataflows: list[str], *,
+                   vector: bool) -> np.ndarray:
+    """Grid candidates that agree with every tiling field the plan sets (depth aside:
+    it is checked once candidates are expanded by depth)."""
+    keep = np.ones(len(grid), dtype=bool)
+    fixed = {"tm": spec.rows_per_tile} if vector else \
+        {"tm": spec.tm, "tn": spec.tn, "tk": spec.tk}
+    for name, value in fixed.items():
+        if value is not None:
+            keep &= getattr(grid, name) == value
+    if not vector and spec.loop_order is not None:
+        keep &= grid.order == LOOP_ORDERS.index(spec.loop_order)
+    if not vector and spec.dataflow is not None:
+        keep &= grid.dataflow == (dataflows.index(spec.dataflow)
+                                  if spec.dataflow in dataflows else -1)
+    return keep
+
+
 def search_operator(task: _Task) -> OperatorSearch:
     """The best tiling of one operator (see the module docstring)."""
+    if is_attention(task.op):
+        return _search_attention(task)
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
     heuristics: dict[str, Evaluation | str] = {}
@@ -496,11 +588,17 @@ def search_operator(task: _Task) -> OperatorSearch:
         if best is None or mine.key(objective) < best.key(objective):
             best = mine
 
+    evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
     for name in task.heuristics:
         try:
             tiling = resolve_tiling(op, task.spec.model_copy(update={"heuristic": name}),
                                     platform)
-            found = _evaluate(op, tiling, platform, memory, task.following)
+            found = evaluated.get(tiling.sort_key())
+            if found is None:
+                found = _evaluate(op, tiling, platform, memory, task.following)
+            else:
+                found = replace(found, tiling=tiling)
+            evaluated[tiling.sort_key()] = found
         except AccsimError as exc:
             heuristics[name] = exc.rule
             continue
@@ -509,10 +607,14 @@ def search_operator(task: _Task) -> OperatorSearch:
         simulated += 1
         consider(found)
     fuse = task.spec.fuse if is_compute(op) else None
-    grid, dataflows = _grid(op, fuse, task.following, platform)
+    op_dims = (op.gemm().m, op.gemm().n, op.gemm().k) if is_compute(op) \
+        else (op.vector().rows,)
+    grid, dataflows = _grid(op, fuse, task.following, platform, coarse=task.constrained)
     enumerated = len(grid) * MAX_DEPTH
     unfit = int((MAX_DEPTH - grid.max_depth).sum())
     keep = grid.max_depth > 0
+    if task.constrained:
+        keep &= _fixed_by_plan(grid, task.spec, dataflows, vector=not is_compute(op))
     pruned = 0
     if not task.exhaustive and best is not None:
         # What the heuristics' best already beats: the walk below would stop before it.
@@ -520,6 +622,8 @@ def search_operator(task: _Task) -> OperatorSearch:
         pruned = int(grid.max_depth[keep & over].sum())
         keep &= ~over
     grid = grid.select(keep).expand()
+    if task.constrained and task.spec.depth is not None:
+        grid = grid.select(grid.depth == task.spec.depth)
     order_rank = _rank(list(LOOP_ORDERS))[grid.order]
     flow_rank = _rank(dataflows)[grid.dataflow]
     duplicates = 0
@@ -538,12 +642,23 @@ def search_operator(task: _Task) -> OperatorSearch:
         grid = grid.select(unique)
         order_rank, flow_rank = order_rank[unique], flow_rank[unique]
     bound = _objective_lb(grid, objective)
+    grid_steps = -(-op_dims[0] // grid.tm) * -(-op_dims[1] // grid.tn) * \
+        -(-op_dims[2] // grid.tk) if is_compute(op) else -(-op_dims[0] // grid.tm)
+    seeded = simulated
+    steps_replayed = 0
     walk = np.lexsort((grid.depth, flow_rank, order_rank, grid.tk, grid.tn, grid.tm, bound))
     for position, i in enumerate(walk.tolist()):
         if not task.exhaustive and best is not None and \
                 bound[i] > best.objective(objective):
             pruned += len(walk) - position   # the walk is in bound order: all the rest
             break
+        if task.max_simulated is not None:
+            if simulated - seeded >= task.max_simulated:
+                pruned += len(walk) - position   # the search's candidate budget is spent
+                break
+            if steps_replayed + int(grid_steps[i]) > task.max_steps:
+                pruned += 1   # too long for what is left of the step budget
+                continue
         tiling = Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
                         LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
                         int(grid.depth[i]), fuse, MAPPER)
@@ -562,6 +677,7 @@ def search_operator(task: _Task) -> OperatorSearch:
             invalid += 1
             continue
         simulated += 1
+        steps_replayed += int(grid_steps[i])
         consider(found)
     stats = SearchStats(enumerated + len(task.heuristics), unfit, duplicates, pruned,
                         simulated, invalid)
@@ -700,7 +816,8 @@ class MapResult:
         operators = {}
         for op in self.operators:
             if op.best is not None:
-                operators[op.name] = op.best.tiling.spec(vector=op.vector)
+                operators[op.name] = op.best.tiling.spec(
+                    vector=op.vector, attention=op.kind == "attention")
         return Mapping(name=f"{self.workload}_{self.platform}_best_{self.objective}",
                        operators=operators)
 
@@ -722,6 +839,8 @@ def _warm(task: _Task) -> None:
 
 def _grid_size(op, platform: Platform) -> int:
     """An operator's candidate count (its search's rough cost)."""
+    if is_attention(op):
+        return 9 * 2 * len(platform.systolic_array.dataflows)
     if not is_compute(op):
         return len(_vector_sizes(op, platform)) * MAX_DEPTH
     array = platform.systolic_array
