@@ -33,7 +33,7 @@ from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
 
 REQUESTS = 100_000
-RATE_RPS = 0.3                  # offered load, requests/s (trace rescaled to it)
+RATE_RPS = 0.25                 # offered load, requests/s (trace rescaled to it)
 MODEL = "llama_3_1_8b"
 ARCH = "tpu_v5e_like"
 HBM_BYTES = 16 * 2**30          # TPU v5e: 16 GiB HBM2 (if the platform file lacks it)
