@@ -34,8 +34,8 @@ def add_parser(subparsers) -> None:
     add = serve_cmd.add_argument
     add("--spec", metavar="SPEC.yaml", help="a YAML file with the fields below (flags "
         "override it)")
-    add("--arch", help=f"platform YAML or shipped name ({', '.join(shipped_names('platform'))}"
-        f"); default {DEFAULT_ARCH}")
+    add("--arch", help="platform YAML or shipped name "
+        f"({', '.join(shipped_names('platform'))}); default {DEFAULT_ARCH}")
     add("--workload", help="plain workload (one request = one inference): YAML or shipped "
         f"name; default {DEFAULT_WORKLOAD}")
     add("--model", help="LLM: Hugging Face config.json or shipped model name; serves "
