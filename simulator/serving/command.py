@@ -70,8 +70,8 @@ def add_parser(subparsers) -> None:
     add("--find-max-rate", action="store_true", default=None,
         help="bisect the highest rate meeting --sla (within 1%%)")
     add("--bucket-bits", type=int, help="LLM iteration costs simulated at sizes of this "
-        "many significant bits and interpolated between them (default 4: grid points "
-        "at most 12.5%% apart)")
+        "many significant bits and interpolated between them (default 3: grid points "
+        "at most 25%% apart)")
     add("--json", metavar="PATH", help="write the result (and manifest) as JSON")
     add("--plot", metavar="PATH", help="PNG: latency CDFs, or the curve with --sweep-rate")
     add("--csv", metavar="PATH", help="with --sweep-rate: write the curve as CSV")
