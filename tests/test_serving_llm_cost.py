@@ -155,3 +155,22 @@ def test_llama_3_1_8b_facts_and_bucketing_error_with_the_real_frontend():
               (((256, 1024),), (700,) * 5)]
     report = bucketing_error(cost, shapes)
     assert report["max_abs_error"] < 0.02
+
+
+@needs_frontend
+def test_accsim_serve_model_with_the_real_frontend(tmp_path):
+    import json
+
+    from simulator.cli import main
+    out = tmp_path / "llm.json"
+    assert main(["serve", "--arch", "tpu_v5e_like", "--model", "llama_3_1_8b", "--rate",
+                 "2", "--requests", "12", "--prompt-tokens", "24", "--output-tokens", "4",
+                 "--sla", "tpot_p99_ms=100", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["completed"] == 12 and result["dropped"] == 0
+    assert result["tokens_per_s"] == pytest.approx(4 * result["throughput_rps"])
+    assert 0 < result["tpot_ms"]["p50"] < result["ttft_ms"]["p50"]
+    assert result["bucketing"]["samples"] > 0
+    assert result["bucketing"]["max_abs_error"] < 0.02
+    assert result["manifest"]["serving"]["model"]["sha256"]
+    assert result["manifest"]["serving"]["kv_blocks_per_replica"] > 0
