@@ -38,7 +38,8 @@ def model_stats(cfg: TinyConfig, *, dtype=None) -> Stats:
     per_layer = (cfg.hidden * (cfg.heads + 2 * cfg.kv_heads) * cfg.head_dim
                  + cfg.heads * cfg.head_dim * cfg.hidden + 3 * cfg.hidden * cfg.ffn)
     params = cfg.layers * per_layer + cfg.vocab * cfg.hidden
-    return Stats(2 * params, 2 * cfg.layers * cfg.kv_heads * cfg.head_dim * 2, params, params)
+    kv_bytes = 2 * cfg.layers * cfg.kv_heads * cfg.head_dim * 2  # K and V, 2 bytes each
+    return Stats(2 * params, kv_bytes, params, params)
 
 
 def _attention(cfg, tag, q, kv):

@@ -25,7 +25,8 @@ class LinearTokenCost(DecodeRunByIteration):
     """An iteration costs base + per_token * tokens + per_context * decode context."""
 
     def __init__(self, base_s=1e-3, per_token_s=1e-5, per_context_s=1e-8):
-        self.base_s, self.per_token_s, self.per_context_s = base_s, per_token_s, per_context_s
+        self.base_s, self.per_token_s = base_s, per_token_s
+        self.per_context_s = per_context_s
 
     def iteration(self, prefill, decode) -> Cost:
         tokens = len(decode) + sum(new for new, _ in prefill)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from simulator.cli import load_inputs
 from simulator.errors import AccsimError
 from simulator.serving import llm_cost
-from simulator.serving.llm_cost import LlmCost, bucket, bucket_stretch, bucketing_error
+from simulator.serving.llm_cost import LlmCost, bucketing_error, grid_cell
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
 
@@ -24,20 +24,19 @@ HAS_FRONTEND = importlib.util.find_spec("simulator.frontends") is not None and \
     importlib.util.find_spec("simulator.frontends.hf") is not None
 
 
-@given(st.integers(1, 10**9), st.integers(1, 12))
-def test_bucket_keeps_bits_significant_bits_within_two_to_the_minus_bits(value, bits):
-    kept = bucket(value, bits)
-    assert abs(kept - value) <= value * 2.0 ** -bits
-    assert (kept == value) if value < 2 ** bits else (kept >> (kept.bit_length() - bits)
-                                                        << (kept.bit_length() - bits) == kept)
+def on_grid(value: int, bits: int) -> bool:
+    shift = max(0, value.bit_length() - bits)
+    return value >> shift << shift == value
 
 
-@given(st.integers(1, 10**7), st.integers(1, 10))
-def test_bucket_stretch_keeps_one_bucket_and_ends_at_the_next_at_latest(value, bits):
-    kept, after = bucket_stretch(value, bits)
-    assert kept == bucket(value, bits) and after > value
-    assert all(bucket(v, bits) == kept for v in range(value, min(after, value + 500)))
-    assert bucket(after - 1, bits) == kept
+@given(st.integers(0, 10**9), st.integers(1, 12))
+def test_grid_cell_is_the_neighbouring_grid_points_at_most_2_to_1_minus_bits_apart(
+        value, bits):
+    low, high = grid_cell(value, bits)
+    assert low <= value <= high and on_grid(low, bits) and on_grid(high, bits)
+    assert (low == high) == on_grid(value, bits)
+    assert high - low <= low * 2.0 ** (1 - bits)
+    assert not any(on_grid(v, bits) for v in range(low + 1, min(high, low + 2000)))
 
 
 @pytest.fixture(scope="module")
@@ -127,10 +126,9 @@ def test_weights_larger_than_hbm_are_an_error_naming_both_sizes(tmp_path):
         prepare(spec, hf=fake_hf)
 
 
-def test_a_platform_without_hbm_capacity_cannot_serve_an_llm():
-    spec = ServeSpec(arch="tpu_v1", model="tiny", rate=1.0, requests=1)
-    if load_inputs("tpu_v1", "gemm_4096", None).platform.offchip.capacity_bytes:
-        pytest.skip("tpu_v1 now states its capacity")
+def test_a_platform_without_hbm_capacity_cannot_serve_an_llm(tmp_path):
+    spec = ServeSpec(arch=platform_file(tmp_path, None), model="tiny", rate=1.0,
+                     requests=1)
     with pytest.raises(AccsimError, match="capacity_bytes"):
         prepare(spec, hf=fake_hf)
 
@@ -157,3 +155,22 @@ def test_llama_3_1_8b_facts_and_bucketing_error_with_the_real_frontend():
               (((256, 1024),), (700,) * 5)]
     report = bucketing_error(cost, shapes)
     assert report["max_abs_error"] < 0.02
+
+
+@needs_frontend
+def test_accsim_serve_model_with_the_real_frontend(tmp_path):
+    import json
+
+    from simulator.cli import main
+    out = tmp_path / "llm.json"
+    assert main(["serve", "--arch", "tpu_v5e_like", "--model", "llama_3_1_8b", "--rate",
+                 "2", "--requests", "12", "--prompt-tokens", "24", "--output-tokens", "4",
+                 "--sla", "tpot_p99_ms=100", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["completed"] == 12 and result["dropped"] == 0
+    assert result["tokens_per_s"] == pytest.approx(4 * result["throughput_rps"])
+    assert 0 < result["tpot_ms"]["p50"] < result["ttft_ms"]["p50"]
+    assert result["bucketing"]["samples"] > 0
+    assert result["bucketing"]["max_abs_error"] < 0.02
+    assert result["manifest"]["serving"]["model"]["sha256"]
+    assert result["manifest"]["serving"]["kv_blocks_per_replica"] > 0

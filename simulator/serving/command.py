@@ -34,8 +34,8 @@ def add_parser(subparsers) -> None:
     add = serve_cmd.add_argument
     add("--spec", metavar="SPEC.yaml", help="a YAML file with the fields below (flags "
         "override it)")
-    add("--arch", help=f"platform YAML or shipped name ({', '.join(shipped_names('platform'))}"
-        f"); default {DEFAULT_ARCH}")
+    add("--arch", help="platform YAML or shipped name "
+        f"({', '.join(shipped_names('platform'))}); default {DEFAULT_ARCH}")
     add("--workload", help="plain workload (one request = one inference): YAML or shipped "
         f"name; default {DEFAULT_WORKLOAD}")
     add("--model", help="LLM: Hugging Face config.json or shipped model name; serves "
@@ -69,8 +69,9 @@ def add_parser(subparsers) -> None:
         "to B requests/s")
     add("--find-max-rate", action="store_true", default=None,
         help="bisect the highest rate meeting --sla (within 1%%)")
-    add("--bucket-bits", type=int, help="LLM iteration shapes kept to this many "
-        "significant bits (default 6: within 1.6%%)")
+    add("--bucket-bits", type=int, help="LLM iteration costs simulated at sizes of this "
+        "many significant bits and interpolated between them (default 3: grid points "
+        "at most 25%% apart)")
     add("--json", metavar="PATH", help="write the result (and manifest) as JSON")
     add("--plot", metavar="PATH", help="PNG: latency CDFs, or the curve with --sweep-rate")
     add("--csv", metavar="PATH", help="with --sweep-rate: write the curve as CSV")

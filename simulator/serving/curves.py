@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simulator.errors import AccsimError
+from simulator.serving.arrivals import load_trace
 from simulator.serving.serve import Setup, simulate_serving, summary
 from simulator.serving.spec import ServeSpec
 
@@ -58,7 +59,6 @@ def _start_rate(setup: Setup, spec: ServeSpec) -> float:
     if spec.rate is not None:
         return spec.rate
     if spec.arrival == "trace":
-        from simulator.serving.arrivals import load_trace
         times = load_trace(spec.arrival_trace, need_tokens=setup.llm).times_s
         if len(times) > 1 and times[-1] > 0:
             return (len(times) - 1) / float(times[-1])
@@ -102,9 +102,10 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
                 break
             high = rate
     if low is None or high is None:
-        raise AccsimError(f"no bracket found within {MAX_STEPS} {'doublings' if high is None else 'halvings'} "
-                          f"of {_start_rate(setup, spec):g} requests/s (last tried "
-                          f"{rate:g})", field="sla")
+        steps = "doublings" if high is None else "halvings"
+        raise AccsimError(f"no bracket found within {MAX_STEPS} {steps} of "
+                          f"{_start_rate(setup, spec):g} requests/s (last tried {rate:g})",
+                          field="sla")
     while high / low - 1 > SEARCH_TOLERANCE:
         middle = (low + high) / 2
         low, high = (middle, high) if met(middle) else (low, middle)

@@ -48,7 +48,7 @@ class Replica:
             if self.arrived.triggered:
                 self.arrived = env.event()
             plan = self.scheduler.plan(env.now)
-            if not isinstance(plan, Plan):  # nothing to run: wait for an arrival or a deadline
+            if not isinstance(plan, Plan):  # nothing to run: wait for an arrival or deadline
                 yield self.arrived if plan is None else \
                     self.arrived | env.timeout(max(0.0, plan - env.now))
                 continue

@@ -24,7 +24,8 @@ def kv_capacity_blocks(capacity_bytes: int, weight_bytes: int, kv_bytes_per_toke
     if weight_bytes >= capacity_bytes:
         raise AccsimError(f"the weights ({weight_bytes:,} bytes) do not fit in HBM "
                           f"(offchip.capacity_bytes {capacity_bytes:,} bytes), leaving no "
-                          "room for the KV cache", file=file, field="offchip.capacity_bytes")
+                          "room for the KV cache", file=file,
+                          field="offchip.capacity_bytes")
     return (capacity_bytes - weight_bytes) // (kv_bytes_per_token * block_tokens)
 
 

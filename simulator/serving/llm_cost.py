@@ -9,9 +9,12 @@ iteration's T tokens and attention per request, so its cost is
 
 This module learns which operators of the frontend's workload are per request (those
 whose shape changes with a request's cached tokens or context while T stays fixed),
-memoises the three parts on bucketed shapes (each kept to `bits` significant bits, so
-a shape moves by at most 2^-bits; total tokens exact up to EXACT_TOKENS). `exact` simulates the whole iteration unbucketed; the bucketing error is
-measured against it on a sample of the run's iterations.
+simulates the three parts only at grid points (numbers with at most `bits`
+significant bits: every integer below 2^bits, then 2^(bits-1) points per octave) and
+interpolates linearly between them (bilinearly over new and cached tokens): the parts
+are smooth in their sizes, and a run touches a few hundred grid points instead of
+thousands of distinct shapes. `exact` simulates the whole iteration as one workload;
+the bucketing error is measured against it on a sample of the run's iterations.
 """
 
 from __future__ import annotations
@@ -30,10 +33,6 @@ FRONTEND = "simulator.frontends.hf"
 # Shapes used to tell per-request operators from shared ones: equal total tokens,
 # different cached tokens (prefill) or context (decode).
 PROBE_TOKENS = 64
-# An iteration's total tokens are kept exact up to here: the shared GEMMs' cost steps
-# at every array-width multiple of the tokens, which a bucket could straddle, and
-# iterations this small are few distinct shapes.
-EXACT_TOKENS = 4096
 
 
 def frontend():
@@ -45,23 +44,19 @@ def frontend():
                           "which this installation lacks", field="model") from None
 
 
-def bucket(value: int, bits: int) -> int:
-    """`value` kept to `bits` significant bits, rounded to nearest (exact below 2^bits)."""
+def grid_cell(value: int, bits: int) -> tuple[int, int]:
+    """The grid points at or below and above `value` (equal when it is one): numbers
+    with at most `bits` significant bits, so a cell spans at most 2^(1-bits) of it."""
     if value < 1 << bits:
-        return value
+        return value, value
     shift = value.bit_length() - bits
-    return ((value + (1 << (shift - 1))) >> shift) << shift
+    low = (value >> shift) << shift
+    return (low, low) if low == value else (low, low + (1 << shift))
 
 
-def bucket_stretch(value: int, bits: int) -> tuple[int, int]:
-    """value's bucket, and a value above it below which the bucket stays the same (the
-    next bucket's first value, or earlier when rounding crosses a power of two)."""
-    if value < 1 << bits:
-        return value, value + 1
-    shift = value.bit_length() - bits
-    half = 1 << (shift - 1)
-    kept = ((value + half) >> shift) << shift
-    return kept, kept + half
+def _between(low: Cost, high: Cost, fraction: float) -> Cost:
+    return Cost(low.seconds + (high.seconds - low.seconds) * fraction,
+                low.energy_j + (high.energy_j - low.energy_j) * fraction)
 
 
 def _shape(op) -> object:
@@ -118,10 +113,7 @@ class LlmCost:
         return self.costs.workload(workload.model_copy(update={"operators": ops})) \
             if ops else ZERO
 
-    def _tokens(self, tokens: int) -> int:
-        return tokens if tokens <= EXACT_TOKENS else bucket(tokens, self.bits)
-
-    def dense(self, tokens: int) -> Cost:
+    def _dense_at(self, tokens: int) -> Cost:
         """Shared operators (projections, MLP, norms, head) over `tokens` tokens."""
         found = self._dense.get(tokens)
         if found is None:
@@ -129,7 +121,7 @@ class LlmCost:
             self._dense[tokens] = found
         return found
 
-    def prefill_attention(self, new: int, cached: int) -> Cost:
+    def _prefill_at(self, new: int, cached: int) -> Cost:
         key = (new, cached)
         found = self._prefill.get(key)
         if found is None:
@@ -137,54 +129,92 @@ class LlmCost:
             self._prefill[key] = found
         return found
 
-    def decode_attention(self, context: int) -> Cost:
+    def _decode_at(self, context: int) -> Cost:
         found = self._decode.get(context)
         if found is None:
             found = self._part(self._workload((), [context]), self._decode_own, True)
             self._decode[context] = found
         return found
 
+    def dense(self, tokens: int) -> Cost:
+        low, high = grid_cell(tokens, self.bits)
+        at = self._dense_at
+        return at(low) if low == high else \
+            _between(at(low), at(high), (tokens - low) / (high - low))
+
+    def decode_attention(self, context: int) -> Cost:
+        low, high = grid_cell(context, self.bits)
+        at = self._decode_at
+        return at(low) if low == high else \
+            _between(at(low), at(high), (context - low) / (high - low))
+
+    def prefill_attention(self, new: int, cached: int) -> Cost:
+        """Bilinear between the grid points around (new, cached)."""
+        n0, n1 = grid_cell(new, self.bits)
+        c0, c1 = grid_cell(cached, self.bits)
+        at = self._prefill_at
+        across = (new - n0) / (n1 - n0) if n1 != n0 else 0.0
+        low = at(n0, c0) if n1 == n0 else _between(at(n0, c0), at(n1, c0), across)
+        if c1 == c0:
+            return low
+        high = at(n0, c1) if n1 == n0 else _between(at(n0, c1), at(n1, c1), across)
+        return _between(low, high, (cached - c0) / (c1 - c0))
+
     def iteration(self, prefill: Sequence[tuple[int, int]],
                   decode: Sequence[int]) -> Cost:
-        bits = self.bits
-        dense = self.dense(self._tokens(len(decode) + sum(new for new, _ in prefill)))
+        dense = self.dense(len(decode) + sum(new for new, _ in prefill))
         seconds, energy = dense.seconds, dense.energy_j
         for new, cached in prefill:
-            part = self.prefill_attention(bucket(new, bits), bucket(cached, bits))
+            part = self.prefill_attention(new, cached)
             seconds += part.seconds
             energy += part.energy_j
         for context in decode:
-            part = self._decode.get(bucket(context, bits)) or \
-                self.decode_attention(bucket(context, bits))
+            part = self.decode_attention(context)
             seconds += part.seconds
             energy += part.energy_j
         return Cost(seconds, energy)
 
     def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]:
         """Each of `iterations` decode-only iterations, contexts growing by one per
-        iteration. A request's bucketed attention cost is constant between bucket
-        edges, so it is added once per stretch (a difference array over the run)
-        rather than once per iteration."""
-        seconds = [0.0] * (iterations + 1)
-        energy = [0.0] * (iterations + 1)
-        bits, known = self.bits, self._decode
+        iteration. Between two grid points a request's attention cost is linear in its
+        context, so each such stretch is added once, as a start value and a slope
+        (difference arrays over the run), rather than once per iteration."""
+        size = iterations + 1
+        base_s, slope_s, base_e, slope_e = ([0.0] * size for _ in range(4))
+        bits, at = self.bits, self._decode_at
         for context in decode:
             step = 0
             while step < iterations:
-                kept, after = bucket_stretch(context + step, bits)
-                part = known.get(kept) or self.decode_attention(kept)
-                end = min(after - context, iterations)
-                seconds[step] += part.seconds
-                energy[step] += part.energy_j
-                seconds[end] -= part.seconds
-                energy[end] -= part.energy_j
+                low, high = grid_cell(context + step, bits)
+                if low == high:  # a grid point: this one iteration at its cost
+                    end, part = step + 1, at(low)
+                    a_s, a_e, b_s, b_e = part.seconds, part.energy_j, 0.0, 0.0
+                else:  # cost = f(low) + slope * (context + j - low) for j in the stretch
+                    end = min(high - context, iterations)
+                    f0, f1 = at(low), at(high)
+                    b_s = (f1.seconds - f0.seconds) / (high - low)
+                    b_e = (f1.energy_j - f0.energy_j) / (high - low)
+                    a_s = f0.seconds + b_s * (context - low)
+                    a_e = f0.energy_j + b_e * (context - low)
+                base_s[step] += a_s
+                base_s[end] -= a_s
+                slope_s[step] += b_s
+                slope_s[end] -= b_s
+                base_e[step] += a_e
+                base_e[end] -= a_e
+                slope_e[step] += b_e
+                slope_e[end] -= b_e
                 step = end
-        dense = self.dense(self._tokens(len(decode)))
-        run, s, e = [], 0.0, 0.0
+        dense = self.dense(len(decode))
+        run = []
+        a_s = b_s = a_e = b_e = 0.0
         for step in range(iterations):
-            s += seconds[step]
-            e += energy[step]
-            run.append(Cost(dense.seconds + s, dense.energy_j + e))
+            a_s += base_s[step]
+            b_s += slope_s[step]
+            a_e += base_e[step]
+            b_e += slope_e[step]
+            run.append(Cost(dense.seconds + a_s + b_s * step,
+                            dense.energy_j + a_e + b_e * step))
         return run
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:

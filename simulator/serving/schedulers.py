@@ -131,7 +131,8 @@ class RequestBatching(ReplicaScheduler):
         step = 1  # decode iteration `step` feeds token `step`: context prompt + step
         for output in sorted({r.output_tokens for r in batch}):
             if output > step:  # the requests still active until `output` tokens exist
-                active = [r.prompt_tokens + step for r in batch if r.output_tokens >= output]
+                active = [r.prompt_tokens + step for r in batch
+                          if r.output_tokens >= output]
                 costs += self.cost.decode_run(active, output - step)
                 step = output
         return _plan(now, costs, interruptible=False, work=batch)

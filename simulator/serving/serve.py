@@ -4,9 +4,10 @@ simulate the arrivals, and summarise into the result `accsim serve --json` write
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from simulator.config import Platform
-from simulator.loader import Source, load_model, locate
+from simulator.loader import Source, load_model, locate, read_source
 from simulator.mapping import Mapping
 from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
@@ -54,14 +55,13 @@ def prepare(spec: ServeSpec, *, hf=None) -> Setup:
                             hf=hf)
     reference = Inputs(platform, cost.reference_workload(), Mapping(), platform_source)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
-                 _model_source(spec.model))
+                 _model_source(config, spec.model))
 
 
-def _model_source(name_or_path: str) -> Source | None:
-    from pathlib import Path
-
-    from simulator.loader import read_source
-    return read_source(name_or_path) if Path(name_or_path).is_file() else None
+def _model_source(config, name_or_path: str) -> Source | None:
+    """The file the model's config came from (the frontend names it, shipped or not)."""
+    path = getattr(config, "source", None) or name_or_path
+    return read_source(path) if Path(path).is_file() else None
 
 
 def simulate_serving(setup: Setup, spec: ServeSpec, *,

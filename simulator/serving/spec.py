@@ -85,9 +85,10 @@ class ServeSpec(Strict):
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None
     find_max_rate: bool = False
-    bucket_bits: int = Field(default=6, ge=1, le=20, description="LLM iteration shapes "
-                             "kept to this many significant bits (error <= 2^-bits)")
-    error_samples: NonNegativeInt = Field(default=64, description="iterations sampled to "
+    bucket_bits: int = Field(default=3, ge=1, le=20, description="LLM iteration costs "
+                             "simulated at sizes of this many significant bits and "
+                             "interpolated between them")
+    error_samples: NonNegativeInt = Field(default=32, description="iterations sampled to "
                                           "measure the bucketing error")
 
     @field_validator("sweep_rate", mode="before")
