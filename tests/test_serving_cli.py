@@ -71,6 +71,12 @@ def test_sweep_writes_the_curve_as_csv_and_figure(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_single_run_plot_is_a_png_of_the_latency_distribution(tmp_path):
+    png = tmp_path / "cdf.png"
+    assert main([*PLAIN, "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_find_max_rate_brackets_the_sla_within_one_percent(tmp_path):
     found, _ = serve_json(tmp_path, "max.json", *PLAIN, "--sla", "latency_p99_ms=1.5",
                           "--find-max-rate")

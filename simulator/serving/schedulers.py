@@ -94,7 +94,7 @@ class ReplicaScheduler:
 class RequestBatching(ReplicaScheduler):
     """Static and dynamic batching: one batch at a time, run to completion."""
 
-    pads = False  # a plain batch costs max_batch whatever its fill
+    pads = False  # True: a plain batch costs max_batch whatever its fill (padding)
 
     def _ready(self, now: float) -> bool | float | None:
         """True to run now; else the time to look again (None: at the next arrival)."""

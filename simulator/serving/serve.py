@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.config import Platform
+from simulator.energy import static_power_w
 from simulator.loader import Source, load_model, locate, read_source
 from simulator.mapping import Mapping
 from simulator.serving import llm_cost
@@ -88,7 +89,7 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
     completed = len(store.finished)
     tokens = int(times.output_tokens.sum())
     busy = sum(store.busy_s)
-    static_w = sum(setup.platform.energy.static_power.model_dump().values())
+    static_w = static_power_w(setup.platform)
     idle = max(0.0, spec.replicas * horizon - busy)
     energy = sum(store.energy_j) + idle * static_w
     per_second = (lambda count: count / horizon) if horizon > 0 else (lambda count: 0.0)
