@@ -1,0 +1,76 @@
+"""The coordinator: the one process that decides what is missing, hands it to an
+executor and writes each outcome to the store as it arrives.
+
+What is missing is decided by key alone: a rerun of a finished sweep computes nothing,
+an interrupted one (killed, Ctrl-C, a lost machine) computes only the keys not stored.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import dataclass
+
+from simulator.sweep.plan import Job, Plan, canonical_json
+from simulator.sweep.store import Store
+
+OnStored = Callable[[dict], None]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a run of the coordinator did."""
+
+    jobs: int              # point x workload jobs in the plan
+    already_stored: int    # of those, found in the store
+    computed: int          # stored by this run (failed ones included)
+    failed: int            # of those computed, failed
+    interrupted: bool
+    elapsed_s: float
+
+    @property
+    def missing(self) -> int:
+        return self.jobs - self.already_stored - self.computed
+
+
+def stored_row(sweep: str, job: Job, outcome: dict) -> dict:
+    """The store row of one job's outcome."""
+    return {"key": job.key, "sweep": sweep, "workload": job.workload.name,
+            "point": canonical_json(job.point), "inputs": canonical_json(job.inputs),
+            **outcome}
+
+
+def run_sweep(plan: Plan, store: Store, executor, *, retry_failed: bool = False,
+              on_stored: OnStored | None = None) -> Summary:
+    """Compute every job of the plan the store lacks (with `retry_failed`, also those
+    stored as failed). Ctrl-C stops it; every outcome stored so far stays stored."""
+    started = time.perf_counter()
+    name = plan.sweep.spec.name
+    store.record_sweep(name, plan.sweep.spec.model_dump(mode="json"))
+    stored = store.keys(status="ok") if retry_failed else store.keys()
+    missing = [job for job in plan.jobs if job.key not in stored]
+    computed = failed = 0
+    interrupted = False
+
+    def keep(job: Job, outcome: dict) -> None:
+        nonlocal computed, failed
+        row = stored_row(name, job, outcome)
+        store.put(row)
+        computed += 1
+        failed += row["status"] == "failed"
+        if on_stored:
+            on_stored(row)
+
+    try:
+        for job in missing:
+            if job.platform is None:  # an invalid combination of values: no task to run
+                keep(job, {"status": "failed", "error": job.error})
+        runnable = [job for job in missing if job.platform is not None]
+        with closing(executor.outcomes(runnable)) as outcomes:
+            for job, outcome in outcomes:
+                keep(job, outcome)
+    except KeyboardInterrupt:
+        interrupted = True
+    return Summary(len(plan.jobs), len(plan.jobs) - len(missing), computed, failed,
+                   interrupted, time.perf_counter() - started)
