@@ -21,6 +21,7 @@ from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
+from simulator.sweep import command as sweep_command
 from simulator.trace import write_trace
 from simulator.verify import verify
 from simulator.workload import Workload
@@ -451,6 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
         "embedded inputs")
     verify_cmd.add_argument("result")
     verify_cmd.set_defaults(handler=_verify)
+
+    sweep_command.add_parser(commands)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
     schema.add_argument("kind", choices=sorted(SCHEMAS))

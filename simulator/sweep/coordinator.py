@@ -41,6 +41,12 @@ def stored_row(sweep: str, job: Job, outcome: dict) -> dict:
             **outcome}
 
 
+def missing_jobs(plan: Plan, store: Store, *, retry_failed: bool = False) -> list[Job]:
+    """The plan's jobs whose key the store lacks (or holds as failed, when retrying)."""
+    stored = store.keys(status="ok") if retry_failed else store.keys()
+    return [job for job in plan.jobs if job.key not in stored]
+
+
 def run_sweep(plan: Plan, store: Store, executor, *, retry_failed: bool = False,
               on_stored: OnStored | None = None) -> Summary:
     """Compute every job of the plan the store lacks (with `retry_failed`, also those
@@ -48,8 +54,7 @@ def run_sweep(plan: Plan, store: Store, executor, *, retry_failed: bool = False,
     started = time.perf_counter()
     name = plan.sweep.spec.name
     store.record_sweep(name, plan.sweep.spec.model_dump(mode="json"))
-    stored = store.keys(status="ok") if retry_failed else store.keys()
-    missing = [job for job in plan.jobs if job.key not in stored]
+    missing = missing_jobs(plan, store, retry_failed=retry_failed)
     computed = failed = 0
     interrupted = False
 

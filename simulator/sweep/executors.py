@@ -126,34 +126,35 @@ class Dask:
     local cluster of `workers` single-threaded worker processes for this sweep."""
 
     def __init__(self, address: str | None, workers: int) -> None:
-        distributed = import_distributed()
-        self.killed_worker = distributed.KilledWorker
-        self.as_completed = distributed.as_completed
-        self.cluster = None
-        try:
-            if address is None:
-                self.cluster = distributed.LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True,
-                    dashboard_address=None)
-                self.client = distributed.Client(self.cluster)
-                self.description = f"a local Dask cluster of {workers} workers"
-            else:
-                self.client = distributed.Client(address, timeout=10)
-                self.description = f"the Dask scheduler at {address}"
-        except (OSError, TimeoutError) as exc:
-            self.close()
-            where = address or "a local cluster"
-            raise AccsimError(f"cannot reach the Dask scheduler at {where}: {exc}",
-                              field="--scheduler") from None
+        self.distributed = import_distributed()
+        self.address = address
+        self.workers = workers
+        self.cluster = self.client = None
+        self.description = (f"the Dask scheduler at {address}" if address
+                            else f"a local Dask cluster of {workers} workers")
 
     def __enter__(self) -> Dask:
+        """Connect (or start the local cluster): only once the sweep is planned."""
+        distributed = self.distributed
+        try:
+            if self.address is None:
+                self.cluster = distributed.LocalCluster(
+                    n_workers=self.workers, threads_per_worker=1, processes=True,
+                    dashboard_address=None)
+                self.client = distributed.Client(self.cluster)
+            else:
+                self.client = distributed.Client(self.address, timeout=10)
+        except (OSError, TimeoutError) as exc:
+            self.close()
+            raise AccsimError(f"cannot reach {self.description}: {exc}",
+                              field="--scheduler") from None
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
     def close(self) -> None:
-        if getattr(self, "client", None) is not None:
+        if self.client is not None:
             self.client.close()
         if self.cluster is not None:
             self.cluster.close()
@@ -162,12 +163,13 @@ class Dask:
         futures = {self.client.submit(evaluate_point, job.platform, job.workload,
                                       key=f"accsim-point-{job.key}"): job for job in jobs}
         try:
-            for future in self.as_completed(list(futures)):
+            for future in self.distributed.as_completed(list(futures)):
                 job = futures.pop(future)
                 try:
                     outcome = future.result()
-                except self.killed_worker:
-                    outcome = worker_died(MAX_WORKER_DEATHS)
+                except self.distributed.KilledWorker as exc:
+                    outcome = {"status": "failed", "error": f"Dask workers died computing "
+                               f"this point ({exc}); rerun with --retry-failed"}
                 future.release()
                 yield job, outcome
         finally:

@@ -77,7 +77,7 @@ class Store:
         """Keep the spec (its objectives are the report's defaults)."""
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO sweeps (name, spec) VALUES (?, ?)",
-                            (name, json.dumps(spec, sort_keys=True)))
+                            (name, json.dumps(spec)))
 
     def sweep_specs(self) -> dict[str, dict]:
         return {name: json.loads(spec)
