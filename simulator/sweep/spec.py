@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, ValidationError, model_validator
+from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
 from simulator.config import Platform, Strict
 from simulator.errors import AccsimError
@@ -58,15 +58,16 @@ class SweepSpec(Strict):
     constraints: list[str] = Field(default=[], description="comparisons over fields")
     objectives: dict[str, Literal["min", "max"]] = {"time_s": "min"}
 
-    @model_validator(mode="after")
-    def _objectives_are_metrics(self) -> SweepSpec:
-        unknown = [name for name in self.objectives if name not in METRICS]
+    @field_validator("objectives")
+    @classmethod
+    def _objectives_are_metrics(cls, objectives: dict[str, str]) -> dict[str, str]:
+        unknown = [name for name in objectives if name not in METRICS]
         if unknown:
             raise ValueError(f"unknown objective {unknown[0]!r} (known: "
                              f"{', '.join(METRICS)})")
-        if not self.objectives:
+        if not objectives:
             raise ValueError("name at least one objective")
-        return self
+        return objectives
 
 
 @dataclass(frozen=True)
