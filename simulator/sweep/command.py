@@ -30,7 +30,7 @@ class PointsPerSecond(ProgressColumn):
     """The bar's recent rate, in points per second."""
 
     def render(self, task) -> Text:
-        return Text(f"{task.speed:.1f} points/s" if task.speed else "- points/s")
+        return Text(f"{task.speed:.1f} points/s" if task.speed else "")
 
 
 def sweep_progress(console: Console) -> Progress:
@@ -59,12 +59,12 @@ def describe_summary(summary: Summary, store: str) -> str:
 def _run(args: argparse.Namespace) -> int:
     executor = executor_for(args.scheduler, args.workers)
     plan = make_plan(load_sweep(args.spec))
-    print(describe_plan(plan))
+    print(f"{describe_plan(plan)}; on {executor.description}")
     stderr = Console(stderr=True)
     with Store(args.store) as store, executor:
         missing = len(missing_jobs(plan, store, retry_failed=args.retry_failed))
         with sweep_progress(stderr) as bar:
-            task = bar.add_task(f"simulating on {executor.description}", total=missing)
+            task = bar.add_task("simulating", total=missing)
             summary = run_sweep(plan, store, executor, retry_failed=args.retry_failed,
                                 on_stored=lambda row: bar.advance(task))
     print(describe_summary(summary, args.store))
@@ -92,7 +92,7 @@ def _report(args: argparse.Namespace) -> int:
         if args.plot and len(objectives) < 2:
             raise AccsimError("a plot needs two objectives (--pareto A,B)", field="--plot")
         report = build_report(store, objectives, args.workload)
-    console = Console(width=max(Console().width, 160))
+    console = Console(width=max(Console().width, 200))
     if not report.rows:
         print(f"{args.store}: no results yet")
         return 0

@@ -131,19 +131,29 @@ def format_value(value) -> str:
     return str(value)
 
 
+def axis_headings(axes: tuple[str, ...]) -> list[str]:
+    """Each axis by its last field name where no other axis shares it, else in full
+    (the exports always use the full dotted path)."""
+    last = [axis.rsplit(".", 1)[-1] for axis in axes]
+    return [name if last.count(name) == 1 else axis for axis, name in zip(axes, last)]
+
+
 def points_table(report: Report, rows: list[dict], title: str,
                  metrics: tuple[str, ...]) -> Table:
-    """One line per row: workload, axis values, the given metrics, bottleneck."""
+    """One line per row: workload, axis values, the given metrics, bottleneck. Values
+    never wrap; long headings (dotted axis paths) fold to the column's width."""
+    headings = ("workload", *axis_headings(report.axes), *metrics, "bottleneck")
+    cells = [[row["workload"], *(format_value(row["point"].get(a)) for a in report.axes),
+              *(format_value(row[m]) for m in metrics), row["bottleneck"] or "-"]
+             for row in rows]
     table = Table(title=Text(title), title_justify="left")
-    for heading in ("workload", *report.axes, *metrics, "bottleneck"):
+    for index, heading in enumerate(headings):
         label = heading in ("workload", "bottleneck")
-        table.add_column(Text(heading), overflow="fold", no_wrap=label,
+        width = max((len(line[index]) for line in cells), default=1)
+        table.add_column(Text(heading), overflow="fold", min_width=min(width, 24),
                          justify="left" if label else "right")
-    for row in rows:
-        table.add_row(Text(row["workload"]),
-                      *(Text(format_value(row["point"].get(a))) for a in report.axes),
-                      *(Text(format_value(row[m])) for m in metrics),
-                      Text(row["bottleneck"] or "-"))
+    for line in cells:
+        table.add_row(*map(Text, line))
     return table
 
 
@@ -172,7 +182,7 @@ def front_table(report: Report, top: int) -> Table:
 
 def failed_table(report: Report) -> Table:
     table = Table(title=Text("Failed points"), title_justify="left")
-    for heading in ("workload", *report.axes, "reason"):
+    for heading in ("workload", *axis_headings(report.axes), "reason"):
         table.add_column(Text(heading), overflow="fold")
     for row in report.rows:
         if row["status"] == "failed":
