@@ -313,3 +313,16 @@ def test_bad_axis_path_from_the_command_line(tmp_path):
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "spec.yaml: axes.systolic_array.colz: no such platform field" in done.stderr
     assert not (tmp_path / "s.sqlite").exists()  # refused before anything was written
+
+
+def test_results_from_a_worker_of_another_model_version_are_refused(tmp_path):
+    class OtherVersion(Serial):
+        def outcomes(self, jobs):
+            for job, outcome in super().outcomes(jobs):
+                yield job, {**outcome, "model_version": outcome["model_version"] + 1}
+
+    plan = make_plan(load_sweep(spec_file(tmp_path)))
+    with Store(tmp_path / "s.sqlite") as store:
+        with pytest.raises(AccsimError, match="install the same accsim on every machine"):
+            run_sweep(plan, store, OtherVersion())
+        assert store.keys(status="ok") == set()

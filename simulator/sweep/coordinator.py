@@ -12,6 +12,8 @@ from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
 
+import simulator
+from simulator.errors import AccsimError
 from simulator.sweep.plan import Job, Plan, canonical_json
 from simulator.sweep.store import Store
 
@@ -60,6 +62,11 @@ def run_sweep(plan: Plan, store: Store, executor, *, retry_failed: bool = False,
 
     def keep(job: Job, outcome: dict) -> None:
         nonlocal computed, failed
+        worker_version = outcome.get("model_version", simulator.MODEL_VERSION)
+        if worker_version != simulator.MODEL_VERSION:
+            raise AccsimError(f"a worker runs accsim MODEL_VERSION {worker_version}, this "
+                              f"coordinator {simulator.MODEL_VERSION}: install the same "
+                              "accsim on every machine", field="--scheduler")
         row = stored_row(name, job, outcome)
         store.put(row)
         computed += 1

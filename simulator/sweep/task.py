@@ -7,6 +7,7 @@ only the coordinator writes the store.
 
 from __future__ import annotations
 
+import simulator
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.mapping import Mapping
@@ -34,11 +35,14 @@ MAPPING_MODE = "default"
 def evaluate_point(platform: Platform, workload: Workload) -> dict:
     """Simulate one workload on one platform with the default mapping: the metrics
     and labels as a dict with status "ok", or status "failed" and the reason when the
-    workload cannot run there (a buffer too small for any tiling, say)."""
+    workload cannot run there (a buffer too small for any tiling, say). Each outcome
+    names the MODEL_VERSION that computed it, so a coordinator can refuse results
+    from a worker running other timing semantics than its keys promise."""
     try:
         result = simulate(Inputs(platform, workload, Mapping()))
     except AccsimError as exc:
-        return {"status": "failed", "error": exc.message()}
+        return {"status": "failed", "error": exc.message(),
+                "model_version": simulator.MODEL_VERSION}
     total = result.total
     derived = total.derived(platform)
     energy_j = derived["energy_j"]
@@ -56,4 +60,5 @@ def evaluate_point(platform: Platform, workload: Workload) -> dict:
         "area_mm2": getattr(platform, "area_mm2", None),
         "bottleneck": dominant_bottleneck(result.operators),
         "engine": result.engine,
+        "model_version": simulator.MODEL_VERSION,
     }
