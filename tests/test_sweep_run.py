@@ -228,6 +228,9 @@ def test_scheduler_and_workers_are_checked_first(monkeypatch):
         executor_for("dask:/x", None)
     with pytest.raises(AccsimError, match="at least 1 worker"):
         executor_for("processes", 0)
+    with pytest.raises(AccsimError, match="--workers: applies to the processes and "
+                       "dask-local schedulers, not 'serial'"):
+        executor_for("serial", 2)
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if not installed
     with pytest.raises(AccsimError, match=r"pip install 'accsim\[dask\]'"):
         executor_for("dask://127.0.0.1:8786", None)
@@ -289,6 +292,7 @@ def test_parquet_export(tmp_path, monkeypatch, capsys, serial_store):
      ["--scheduler", "unknown scheduler 'mpi'"]),
     (["sweep", "report", "MISSING"], ["MISSING", "no such store"]),
     (["sweep", "report", "STORE", "--pareto", "speed"], ["--pareto", "unknown objective"]),
+    (["sweep", "report", "STORE", "--best-by", "mfu,time_s"], ["--best-by", "one objective"]),
     (["sweep", "report", "STORE", "--plot", "x.jpg"], ["--plot", ".png"]),
     (["sweep", "report", "STORE", "--csv", "no/such/dir/r.csv"], ["--csv", "does not exist"]),
     (["sweep", "report", "STORE", "--pareto", "area_mm2,time_s"],

@@ -86,7 +86,7 @@ def _report(args: argparse.Namespace) -> int:
         import_pyarrow()
     with Store(args.store, create=False) as store:
         objectives = parse_objectives(args.pareto, store)
-        best = parse_objectives(args.best_by, store) if args.best_by else ()
+        best = parse_objectives(args.best_by, store, "--best-by") if args.best_by else ()
         if len(best) > 1:
             raise AccsimError("--best-by takes one objective", field="--best-by")
         if args.plot and len(objectives) < 2:

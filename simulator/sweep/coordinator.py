@@ -7,9 +7,10 @@ an interrupted one (killed, Ctrl-C, a lost machine) computes only the keys not s
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 
 import simulator
@@ -36,6 +37,20 @@ class Summary:
         return self.jobs - self.already_stored - self.computed
 
 
+@contextmanager
+def uninterrupted():
+    """Hold Ctrl-C (SIGINT) back while a row is written and counted, so an interrupt
+    never leaves a stored row uncounted; it is raised right after."""
+    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def stored_row(sweep: str, job: Job, outcome: dict) -> dict:
     """The store row of one job's outcome."""
     return {"key": job.key, "sweep": sweep, "workload": job.workload.name,
@@ -57,20 +72,19 @@ def run_sweep(plan: Plan, store: Store, executor, *, retry_failed: bool = False,
     name = plan.sweep.spec.name
     store.record_sweep(name, plan.sweep.spec.model_dump(mode="json"))
     missing = missing_jobs(plan, store, retry_failed=retry_failed)
-    computed = failed = 0
+    kept: dict[str, str] = {}  # key -> status of each row this run stored
     interrupted = False
 
     def keep(job: Job, outcome: dict) -> None:
-        nonlocal computed, failed
         worker_version = outcome.get("model_version", simulator.MODEL_VERSION)
         if worker_version != simulator.MODEL_VERSION:
             raise AccsimError(f"a worker runs accsim MODEL_VERSION {worker_version}, this "
                               f"coordinator {simulator.MODEL_VERSION}: install the same "
                               "accsim on every machine", field="--scheduler")
         row = stored_row(name, job, outcome)
-        store.put(row)
-        computed += 1
-        failed += row["status"] == "failed"
+        with uninterrupted():
+            store.put(row)
+            kept[job.key] = row["status"]
         if on_stored:
             on_stored(row)
 
@@ -84,5 +98,6 @@ def run_sweep(plan: Plan, store: Store, executor, *, retry_failed: bool = False,
                 keep(job, outcome)
     except KeyboardInterrupt:
         interrupted = True
-    return Summary(len(plan.jobs), len(plan.jobs) - len(missing), computed, failed,
+    failed = sum(status == "failed" for status in kept.values())
+    return Summary(len(plan.jobs), len(plan.jobs) - len(missing), len(kept), failed,
                    interrupted, time.perf_counter() - started)

@@ -160,10 +160,16 @@ class Dask:
             self.cluster.close()
 
     def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
-        futures = {self.client.submit(evaluate_point, job.platform, job.workload,
-                                      key=f"accsim-point-{job.key}"): job for job in jobs}
+        # Each workload goes to every worker once, not inside each of its tasks.
+        workloads = {job.workload.name: job.workload for job in jobs}
+        shared = {name: self.client.scatter(workload, broadcast=True)
+                  for name, workload in workloads.items()}
+        launched = self.client.map(evaluate_point, [job.platform for job in jobs],
+                                   [shared[job.workload.name] for job in jobs],
+                                   key=[f"accsim-point-{job.key}" for job in jobs])
+        futures = dict(zip(launched, jobs))
         try:
-            for future in self.distributed.as_completed(list(futures)):
+            for future in self.distributed.as_completed(launched):
                 job = futures.pop(future)
                 try:
                     outcome = future.result()
@@ -188,6 +194,10 @@ def executor_for(scheduler: str, workers: int | None):
     """The executor a --scheduler value names (checked before any simulation)."""
     if workers is not None and workers < 1:
         raise AccsimError("needs at least 1 worker", field="--workers")
+    if workers is not None and scheduler not in ("processes", "dask-local"):
+        raise AccsimError(f"applies to the processes and dask-local schedulers, not "
+                          f"{scheduler!r} (a Dask scheduler has the workers it has)",
+                          field="--workers")
     count = workers or available_cpus()
     if scheduler == "serial":
         return Serial()

@@ -52,30 +52,29 @@ class Report:
         return sorted({row["workload"] for row in self.rows})
 
 
-def parse_objectives(text: str | None, store: Store) -> tuple[Objective, ...]:
-    """`time_s,tops_per_w` or `time_s:min,tops_per_w:max`; senses left out come from
-    the stored specs' objectives, then from each metric's natural direction. Without
-    text: the objectives of the sweep(s) in the store."""
-    specs = store.sweep_specs()
-    chosen: dict[str, str] = {}
-    for spec in specs.values():
-        chosen.update(spec["objectives"])
+def parse_objectives(text: str | None, store: Store, flag: str = "--pareto"
+                     ) -> tuple[Objective, ...]:
+    """`time_s,tops_per_w` or `time_s:min,tops_per_w:max`; a sense left out comes from
+    the objectives of the sweep run into the store most recently, else from the
+    metric's natural direction. Without text: that sweep's objectives."""
+    specs = list(store.sweep_specs().values())
+    latest: dict[str, str] = specs[-1]["objectives"] if specs else {}
     if text is None:
-        if not chosen:
+        if not latest:
             raise AccsimError("the store records no sweep; name objectives with --pareto",
-                              file=store.path, field="--pareto")
-        return tuple(Objective(name, sense) for name, sense in chosen.items())
+                              file=store.path, field=flag)
+        return tuple(Objective(name, sense) for name, sense in latest.items())
     objectives = []
     for part in text.split(","):
         name, _, sense = part.strip().partition(":")
         if name not in METRICS:
             raise AccsimError(f"unknown objective {name!r} (known: {', '.join(METRICS)})",
-                              field="--pareto")
+                              field=flag)
         if sense not in ("", "min", "max"):
-            raise AccsimError(f"{part!r}: the sense is min or max", field="--pareto")
-        objectives.append(Objective(name, sense or chosen.get(name) or METRICS[name][1]))
+            raise AccsimError(f"{part!r}: the sense is min or max", field=flag)
+        objectives.append(Objective(name, sense or latest.get(name) or METRICS[name][1]))
     if len({o.name for o in objectives}) != len(objectives):
-        raise AccsimError("an objective is named twice", field="--pareto")
+        raise AccsimError("an objective is named twice", field=flag)
     return tuple(objectives)
 
 

@@ -80,8 +80,9 @@ class Store:
                             (name, json.dumps(spec)))
 
     def sweep_specs(self) -> dict[str, dict]:
-        return {name: json.loads(spec)
-                for name, spec in self.db.execute("SELECT name, spec FROM sweeps")}
+        """Specs by sweep name, the one run most recently last."""
+        return {name: json.loads(spec) for name, spec in self.db.execute(
+            "SELECT name, spec FROM sweeps ORDER BY rowid")}
 
     def keys(self, *, status: str | None = None) -> set[str]:
         """Keys stored, optionally only those of one status."""
