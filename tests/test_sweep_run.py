@@ -23,11 +23,17 @@ from simulator.sweep.plan import make_plan
 from simulator.sweep.spec import load_sweep
 from simulator.sweep.store import Store
 
-# edge_32x32 points; a 2-byte output buffer holds no int32 accumulator tile at all.
+# edge_32x32 points; a 2-byte output buffer holds no int32 accumulator tile at all. One
+# small GEMM keeps each point's default-mapping search short.
+GEMM = """\
+name: small_gemm
+operators:
+  - {name: g, layer_type: fc, kind: gemm, m: 32, n: 32, k: 64}
+"""
 SPEC = """\
 name: edge
 platform: edge_32x32
-workloads: [resnet50_b1]
+workloads: [small_gemm.yaml]
 axes:
   systolic_array.rows: [8, 16, 32]
   systolic_array.cols: [8, 16, 32]
@@ -49,6 +55,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def spec_file(tmp_path, text: str = SPEC):
+    (tmp_path / "small_gemm.yaml").write_text(GEMM)
     path = tmp_path / "spec.yaml"
     path.write_text(text)
     return path

@@ -8,6 +8,7 @@ an interrupted one (killed, Ctrl-C, a lost machine) computes only the keys not s
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Callable
 from contextlib import closing, contextmanager
@@ -39,16 +40,20 @@ class Summary:
 
 @contextmanager
 def uninterrupted():
-    """Hold Ctrl-C (SIGINT) back while a row is written and counted, so an interrupt
-    never leaves a stored row uncounted; it is raised right after."""
-    if not hasattr(signal, "pthread_sigmask"):  # Windows: no signal masks
+    """Hold Ctrl-C back while a row is written and counted, so an interrupt never leaves
+    a stored row uncounted: SIGINT is recorded meanwhile and handled right after.
+    Only the main thread can swap the handler; elsewhere SIGINT is not delivered."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        signal.signal(signal.SIGINT, previous)
+        if received and callable(previous):
+            previous(signal.SIGINT, None)
 
 
 def stored_row(sweep: str, job: Job, outcome: dict) -> dict:

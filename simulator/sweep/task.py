@@ -10,7 +10,7 @@ from __future__ import annotations
 import simulator
 from simulator.config import Platform
 from simulator.errors import AccsimError
-from simulator.mapping import Mapping
+from simulator.mapping import Mapping, describe_mapping
 from simulator.metrics import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
@@ -28,8 +28,9 @@ METRICS: dict[str, tuple[str, str, str]] = {
 }
 # Text columns filled beside the metrics.
 LABELS = ("bottleneck", "engine")
-# How a point is mapped; part of every key, so a store never mixes mapping modes.
-MAPPING_MODE = "default"
+# How a point is mapped, in words; part of every key, so a store never mixes mapping
+# modes (a change of what `Mapping()` means changes the words).
+MAPPING_MODE = describe_mapping(Mapping())
 
 
 def evaluate_point(platform: Platform, workload: Workload) -> dict:
@@ -56,8 +57,7 @@ def evaluate_point(platform: Platform, workload: Workload) -> dict:
         "energy_j": energy_j,
         "avg_power_w": derived["average_power_w"],
         "tops_per_w": total.model_flops / energy_j / 1e12 if energy_j else None,
-        # Platforms gain an optional area table elsewhere; until then there is none.
-        "area_mm2": getattr(platform, "area_mm2", None),
+        "area_mm2": platform.area_mm2,
         "bottleneck": dominant_bottleneck(result.operators),
         "engine": result.engine,
         "model_version": simulator.MODEL_VERSION,
