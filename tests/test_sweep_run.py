@@ -337,3 +337,17 @@ def test_results_from_a_worker_of_another_model_version_are_refused(tmp_path):
         with pytest.raises(AccsimError, match="install the same accsim on every machine"):
             run_sweep(plan, store, OtherVersion())
         assert store.keys(status="ok") == set()
+
+
+def test_workers_that_die_before_any_point_stop_the_sweep(tmp_path, monkeypatch):
+    """Forked workers that exit at start (as an environment that cannot import accsim
+    would) end the sweep with one error, not an endless round of fresh pools."""
+    fork = multiprocessing.get_context("fork")
+    monkeypatch.setattr(executors, "multiprocessing",
+                        type("Forking", (), {"get_context": staticmethod(lambda _: fork)}))
+    monkeypatch.setattr(executors, "ignore_interrupts", lambda: os._exit(1))
+    plan = make_plan(load_sweep(spec_file(tmp_path)))
+    with Store(tmp_path / "s.sqlite") as store:
+        with pytest.raises(AccsimError, match="died 3 times before finishing any point"):
+            run_sweep(plan, store, Processes(2))
+        assert store.keys() == set()

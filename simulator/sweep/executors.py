@@ -43,7 +43,7 @@ def worker_died(deaths: int) -> dict:
 class Serial:
     """Every task in the coordinating process."""
 
-    description = "serial"
+    description = "the coordinating process (serial)"
 
     def __enter__(self) -> Serial:
         return self
@@ -77,8 +77,14 @@ class Processes:
     def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
         pending = deque(jobs)
         deaths: Counter[str] = Counter()
+        barren_pools = 0  # pools in a row that broke before returning anything
         while pending:
-            lost = yield from self._run_pool(pending)
+            returned, lost = yield from self._run_pool(pending)
+            barren_pools = 0 if returned or not lost else barren_pools + 1
+            if barren_pools >= MAX_WORKER_DEATHS:
+                raise AccsimError(f"the worker processes died {barren_pools} times before "
+                                  "finishing any point; try --scheduler serial to see why",
+                                  field="--scheduler")
             for job in lost:
                 deaths[job.key] += 1
                 if deaths[job.key] >= MAX_WORKER_DEATHS:
@@ -86,11 +92,12 @@ class Processes:
                 else:
                     pending.appendleft(job)
 
-    def _run_pool(self, pending: deque) -> Iterator[tuple[Job, dict]]:
+    def _run_pool(self, pending: deque):
         """Run jobs from `pending` on one pool until done or the pool breaks; return
-        the jobs in flight that never came back."""
+        how many came back and the jobs in flight that never did."""
         window = self.workers * (1 + QUEUED_PER_WORKER)
         in_flight = {}
+        returned = 0
         pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(
             "spawn"), initializer=ignore_interrupts)
         try:
@@ -102,11 +109,13 @@ class Processes:
                 if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
                     break
                 for future in done:
+                    returned += 1
                     yield in_flight.pop(future), future.result()
-            # The pool broke: what finished before the break still counts.
+            # After a break, what finished before it still counts; the rest is lost.
             for future in [f for f in in_flight if f.done() and f.exception() is None]:
+                returned += 1
                 yield in_flight.pop(future), future.result()
-            return list(in_flight.values())
+            return returned, list(in_flight.values())
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
