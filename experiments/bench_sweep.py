@@ -1,6 +1,7 @@
 """How fast a design-space sweep runs: 1,000 platform points x ResNet-50 with the
-default mapping (`Mapping()`, whatever that means in this checkout) on a local process
-pool, from an empty store; then the same sweep again, which must compute nothing.
+default mapping (`Mapping()`, whatever that means in this checkout; `--heuristic NAME`
+maps with that heuristic instead) on a local process pool, from an empty store; then
+the same sweep again, which must compute nothing.
 
 The points are a 10 x 10 x 10 grid around TPU v1: array rows, array columns and DRAM
 bandwidth. Peak memory is the sum of the resident sets of the coordinator and its
@@ -8,7 +9,7 @@ worker processes, sampled every SAMPLE_S seconds from /proc (Linux), so it count
 everything the sweep holds at once; ru_maxrss of the coordinator is printed beside it.
 The issue's targets: <= 10 minutes on 2 cores and <= 2 GB peak.
 
-Run: `python experiments/bench_sweep.py [--workers 2]` (a few minutes on 2 cores).
+Run: `python experiments/bench_sweep.py [--workers 2] [--heuristic array_aligned]`.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import threading
 import time
 from pathlib import Path
 
+from simulator.mapping import Mapping, with_heuristic
 from simulator.sweep.coordinator import run_sweep
 from simulator.sweep.executors import Processes
 from simulator.sweep.plan import make_plan
 from simulator.sweep.spec import load_sweep
 from simulator.sweep.store import Store
+from simulator.sweep.task import mapping_mode
 
 POINTS = 1_000
 WORKERS = 2                          # worker processes (the issue's 2 cores)
@@ -80,20 +83,22 @@ class PeakMemory:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=WORKERS)
+    parser.add_argument("--heuristic", help="map with this heuristic, not the default")
     args = parser.parse_args()
+    mapping = with_heuristic(Mapping(), args.heuristic)
     with tempfile.TemporaryDirectory() as folder:
         spec = Path(folder) / "bench.yaml"
         spec.write_text(SPEC)
         started = time.perf_counter()
-        plan = make_plan(load_sweep(spec))
+        plan = make_plan(load_sweep(spec), mapping)
         planned_s = time.perf_counter() - started
         assert plan.points == POINTS, plan.points
         with Store(Path(folder) / "bench.sqlite") as store, PeakMemory() as memory:
             first = run_sweep(plan, store, Processes(args.workers))
             again = run_sweep(plan, store, Processes(args.workers))
     coordinator_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(f"{POINTS} platform points x resnet50_b1, default mapping, {args.workers} "
-          f"worker processes (spawned), empty store")
+    print(f"{POINTS} platform points x resnet50_b1, mapping: {mapping_mode(mapping)}; "
+          f"{args.workers} worker processes (spawned), empty store")
     print(f"  planning (sampling, validation, keys): {planned_s:.2f} s")
     print(f"  sweep: {first.elapsed_s:.1f} s wall, {first.computed / first.elapsed_s:.2f} "
           f"points/s, {first.failed} failed points "

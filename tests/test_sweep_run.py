@@ -351,3 +351,15 @@ def test_workers_that_die_before_any_point_stop_the_sweep(tmp_path, monkeypatch)
         with pytest.raises(AccsimError, match="died 3 times before finishing any point"):
             run_sweep(plan, store, Processes(2))
         assert store.keys() == set()
+
+
+def test_a_heuristic_mapping_is_its_own_key(tmp_path, capsys):
+    spec, path = spec_file(tmp_path), tmp_path / "s.sqlite"
+    assert main(["sweep", "run", str(spec), "--store", str(path), "--scheduler", "serial",
+                 "--heuristic", "array_aligned"]) == 0
+    assert "mapping: heuristic array_aligned" in capsys.readouterr().out
+    searched = make_plan(load_sweep(spec))
+    assert not {job.key for job in searched.jobs} & {key for key, _ in stored(path)}
+    assert main(["sweep", "run", str(spec), "--store", str(path), "--heuristic",
+                 "no_such"]) == 1
+    assert "no_such" in capsys.readouterr().err

@@ -12,6 +12,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.text import Text
 
 from simulator.errors import AccsimError
+from simulator.mapping import Mapping, heuristic, with_heuristic
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import Plan, make_plan
@@ -58,8 +59,11 @@ def describe_summary(summary: Summary, store: str) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     executor = executor_for(args.scheduler, args.workers)
-    plan = make_plan(load_sweep(args.spec))
+    if args.heuristic:
+        heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
+    plan = make_plan(load_sweep(args.spec), with_heuristic(Mapping(), args.heuristic))
     print(f"{describe_plan(plan)}; on {executor.description}")
+    print(f"mapping: {plan.jobs[0].inputs['mapping'] if plan.jobs else '-'}")
     stderr = Console(stderr=True)
     with Store(args.store) as store, executor:
         missing = len(missing_jobs(plan, store, retry_failed=args.retry_failed))
@@ -141,6 +145,9 @@ def add_parser(commands) -> None:
                      "Dask scheduler)")
     run.add_argument("--workers", type=int, help="processes or local Dask workers "
                      "(default: the CPUs available)")
+    run.add_argument("--heuristic", metavar="NAME", help="map every operator with this "
+                     "heuristic instead of the default mapping's search (faster; part of "
+                     "each point's key, so both kinds of result can share a store)")
     run.add_argument("--retry-failed", action="store_true",
                      help="also recompute the points stored as failed")
     run.set_defaults(handler=_run)

@@ -53,7 +53,7 @@ class Serial:
 
     def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
         for job in jobs:
-            yield job, evaluate_point(job.platform, job.workload)
+            yield job, evaluate_point(job.platform, job.workload, job.mapping)
 
 
 def ignore_interrupts() -> None:
@@ -104,7 +104,8 @@ class Processes:
             while pending or in_flight:
                 while pending and len(in_flight) < window:
                     job = pending.popleft()
-                    in_flight[pool.submit(evaluate_point, job.platform, job.workload)] = job
+                    in_flight[pool.submit(evaluate_point, job.platform, job.workload,
+                                          job.mapping)] = job
                 done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
                     break
@@ -175,6 +176,7 @@ class Dask:
                   for name, workload in workloads.items()}
         launched = self.client.map(evaluate_point, [job.platform for job in jobs],
                                    [shared[job.workload.name] for job in jobs],
+                                   [job.mapping for job in jobs],
                                    key=[f"accsim-point-{job.key}" for job in jobs])
         futures = dict(zip(launched, jobs))
         try:

@@ -21,7 +21,8 @@ from simulator.errors import AccsimError
 from simulator.loader import validation_error
 from simulator.sweep.sampling import sample
 from simulator.sweep.spec import Sweep, with_values
-from simulator.sweep.task import MAPPING_MODE
+from simulator.mapping import Mapping
+from simulator.sweep.task import mapping_mode
 from simulator.workload import Workload
 
 
@@ -33,6 +34,7 @@ class Job:
     key: str
     point: dict[str, Any]          # axis path -> value
     workload: Workload
+    mapping: Mapping
     platform: Platform | None
     error: str | None
     inputs: dict                   # what the key hashes, as stored (workload by hash)
@@ -68,8 +70,11 @@ def point_values(sweep: Sweep, indices) -> dict[str, Any]:
             for dimension, index in zip(sweep.dimensions, indices) for axis in dimension}
 
 
-def make_plan(sweep: Sweep) -> Plan:
-    """Sample, filter by the constraints, validate each platform, key each job."""
+def make_plan(sweep: Sweep, mapping: Mapping | None = None) -> Plan:
+    """Sample, filter by the constraints, validate each platform, key each job; every
+    job maps its workload with `mapping` (default `Mapping()`, the default mapping)."""
+    mapping = Mapping() if mapping is None else mapping
+    mode = mapping_mode(mapping)
     sampling = sweep.spec.sampling
     lengths = [len(dimension[0].values) for dimension in sweep.dimensions]
     try:
@@ -92,10 +97,11 @@ def make_plan(sweep: Sweep) -> Plan:
         for workload, workload_hash in zip(sweep.workloads, workload_hashes):
             inputs = {"platform": canonical,
                       "workload": {"name": workload.name, "sha256": workload_hash},
-                      "mapping": MAPPING_MODE,
+                      "mapping": mode,
                       "model_version": simulator.MODEL_VERSION}
             key = sha256(canonical_json(inputs))
-            jobs.setdefault(key, Job(key, point, workload, platform, error, inputs))
+            jobs.setdefault(key, Job(key, point, workload, mapping, platform, error,
+                                     inputs))
     return Plan(sweep, len(rows), excluded, tuple(jobs.values()))
 
 

@@ -28,19 +28,23 @@ METRICS: dict[str, tuple[str, str, str]] = {
 }
 # Text columns filled beside the metrics.
 LABELS = ("bottleneck", "engine")
-# How a point is mapped, in words; part of every key, so a store never mixes mapping
-# modes (a change of what `Mapping()` means changes the words).
-MAPPING_MODE = describe_mapping(Mapping())
 
 
-def evaluate_point(platform: Platform, workload: Workload) -> dict:
-    """Simulate one workload on one platform with the default mapping: the metrics
+def mapping_mode(mapping: Mapping) -> str:
+    """How points are mapped, in words: part of every key, so a store never mixes
+    mapping modes (and a change of what `Mapping()` means changes the words)."""
+    return describe_mapping(mapping)
+
+
+def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping) -> dict:
+    """Simulate one workload on one platform with a mapping (`Mapping()`, the default
+    mapping, unless the sweep names a heuristic for every operator): the metrics
     and labels as a dict with status "ok", or status "failed" and the reason when the
     workload cannot run there (a buffer too small for any tiling, say). Each outcome
     names the MODEL_VERSION that computed it, so a coordinator can refuse results
     from a worker running other timing semantics than its keys promise."""
     try:
-        result = simulate(Inputs(platform, workload, Mapping()))
+        result = simulate(Inputs(platform, workload, mapping))
     except AccsimError as exc:
         return {"status": "failed", "error": exc.message(),
                 "model_version": simulator.MODEL_VERSION}
