@@ -363,3 +363,23 @@ def test_a_heuristic_mapping_is_its_own_key(tmp_path, capsys):
     assert main(["sweep", "run", str(spec), "--store", str(path), "--heuristic",
                  "no_such"]) == 1
     assert "no_such" in capsys.readouterr().err
+
+
+def test_area_column_comes_from_the_platforms_area_table(tmp_path, capsys):
+    from simulator.loader import locate
+    base = locate("edge_32x32", "platform").read_text()
+    (tmp_path / "edge_area.yaml").write_text(
+        base + "\narea: {pe_mm2: {int8: 0.001}, sram_mm2_per_mib: 1.0, "
+        "vector_lane_mm2: 0.01, fixed_mm2: 2.0}\n")
+    spec = spec_file(tmp_path, SPEC.replace("platform: edge_32x32",
+                                            "platform: edge_area.yaml"))
+    plan = make_plan(load_sweep(spec))
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        run_sweep(plan, store, Serial())
+        areas = {r["key"]: r["area_mm2"] for r in store.rows() if r["status"] == "ok"}
+    expected = {job.key: job.platform.area_mm2 for job in plan.jobs}
+    assert areas and all(areas[key] == pytest.approx(expected[key]) for key in areas)
+    assert len(set(areas.values())) > 1  # the array and buffer axes change the area
+    assert main(["sweep", "report", str(path), "--pareto", "time_s,area_mm2"]) == 0
+    assert "Pareto front (time_s min, area_mm2 min)" in capsys.readouterr().out
