@@ -80,7 +80,7 @@ class Processes:
         barren_pools = 0  # pools in a row that broke before returning anything
         while pending:
             returned, lost = yield from self._run_pool(pending)
-            barren_pools = 0 if returned or not lost else barren_pools + 1
+            barren_pools = 0 if returned else barren_pools + 1
             if barren_pools >= MAX_WORKER_DEATHS:
                 raise AccsimError(f"the worker processes died {barren_pools} times before "
                                   "finishing any point; try --scheduler serial to see why",
@@ -102,10 +102,14 @@ class Processes:
             "spawn"), initializer=ignore_interrupts)
         try:
             while pending or in_flight:
-                while pending and len(in_flight) < window:
-                    job = pending.popleft()
-                    in_flight[pool.submit(evaluate_point, job.platform, job.workload,
-                                          job.mapping)] = job
+                try:
+                    while pending and len(in_flight) < window:
+                        job = pending[0]
+                        in_flight[pool.submit(evaluate_point, job.platform, job.workload,
+                                              job.mapping)] = job
+                        pending.popleft()
+                except BrokenProcessPool:  # broke before this job was taken
+                    break
                 done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
                 if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
                     break
