@@ -24,7 +24,9 @@ from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping, heuristic, with_heuristic
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.review.command import add_parser as add_review_parser
+from simulator.serving.command import add_parser as add_serve_parser
 from simulator.simulate import Inputs, simulate
+from simulator.sweep import command as sweep_command
 from simulator.trace import write_trace
 from simulator.verify import verify
 from simulator.workload import Workload
@@ -496,8 +498,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify_cmd.set_defaults(handler=_verify)
 
     add_review_parser(commands)
-    from simulator.serving.command import add_parser as add_serve
-    add_serve(commands)
+    add_serve_parser(commands)
+    sweep_command.add_parser(commands)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
     schema.add_argument("kind", choices=sorted(SCHEMAS))

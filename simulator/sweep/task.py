@@ -1,0 +1,68 @@
+"""The one task a sweep runs for each point x workload, and the metrics it yields.
+
+`evaluate_point` is pure (inputs in, a dict of metrics out, nothing written), so the
+same function runs in the coordinating process, a local process pool or a Dask worker;
+only the coordinator writes the store.
+"""
+
+from __future__ import annotations
+
+import simulator
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.mapping import Mapping, describe_mapping
+from simulator.metrics import dominant_bottleneck
+from simulator.simulate import Inputs, simulate
+from simulator.workload import Workload
+
+# Stored metrics: name -> (SQLite column type, the better direction, what it holds).
+METRICS: dict[str, tuple[str, str, str]] = {
+    "cycles": ("INTEGER", "min", "workload cycles"),
+    "time_s": ("REAL", "min", "workload latency, seconds"),
+    "mfu": ("REAL", "max", "model FLOPs / (time x peak FLOP/s)"),
+    "memory_stall_fraction": ("REAL", "min", "memory-stall cycles / total"),
+    "energy_j": ("REAL", "min", "energy, joules"),
+    "avg_power_w": ("REAL", "min", "energy / time, watts"),
+    "tops_per_w": ("REAL", "max", "model tera-operations per joule"),
+    "area_mm2": ("REAL", "min", "platform area (its area table), mm^2; NULL without one"),
+}
+# Text columns filled beside the metrics.
+LABELS = ("bottleneck", "engine")
+
+
+def mapping_mode(mapping: Mapping) -> str:
+    """How points are mapped, in words: part of every key, so a store never mixes
+    mapping modes (and a change of what `Mapping()` means changes the words)."""
+    return describe_mapping(mapping)
+
+
+def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping) -> dict:
+    """Simulate one workload on one platform with a mapping (`Mapping()`, the default
+    mapping, unless the sweep names a heuristic for every operator): the metrics
+    and labels as a dict with status "ok", or status "failed" and the reason when the
+    workload cannot run there (a buffer too small for any tiling, say). Each outcome
+    names the MODEL_VERSION that computed it, so a coordinator can refuse results
+    from a worker running other timing semantics than its keys promise."""
+    try:
+        result = simulate(Inputs(platform, workload, mapping))
+    except AccsimError as exc:
+        return {"status": "failed", "error": exc.message(),
+                "model_version": simulator.MODEL_VERSION}
+    total = result.total
+    derived = total.derived(platform)
+    energy_j = derived["energy_j"]
+    return {
+        "status": "ok",
+        "error": None,
+        "cycles": total.cycles,
+        "time_s": derived["time_s"],
+        "mfu": derived["mfu"],
+        "memory_stall_fraction": derived["memory_stall_fraction"],
+        "energy_j": energy_j,
+        "avg_power_w": derived["average_power_w"],
+        "tops_per_w": total.model_flops / energy_j / 1e12 if energy_j else None,
+        "area_mm2": platform.area_mm2,
+        "bottleneck": dominant_bottleneck(result.operators),
+        "engine": result.engine,
+        "model_version": simulator.MODEL_VERSION,
+    }
