@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, field_validator
 
-from simulator.config import DTYPE_BYTES, Dataflow, Platform, Strict
+from simulator.config import DTYPE_BYTES, Dataflow, Name, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.program import MAX_DEPTH
 from simulator.timing import ceil_div
@@ -36,7 +36,7 @@ class TilingSpec(Strict):
     rows_per_tile. Both use depth (1 = no prefetch, 2 = double buffering, up to 4).
     """
 
-    heuristic: str | None = None
+    heuristic: Name | None = None
     tm: int | None = Field(default=None, gt=0)
     tn: int | None = Field(default=None, gt=0)
     tk: int | None = Field(default=None, gt=0)
@@ -44,7 +44,7 @@ class TilingSpec(Strict):
     dataflow: Dataflow | None = None
     depth: int | None = Field(default=None, ge=1, le=MAX_DEPTH)
     rows_per_tile: int | None = Field(default=None, gt=0)
-    fuse: str | None = Field(default=None, description="following vector op to absorb")
+    fuse: Name | None = Field(default=None, description="following vector op to absorb")
 
     @field_validator("loop_order")
     @classmethod
@@ -62,10 +62,10 @@ VECTOR_FIELDS = ("rows_per_tile",)
 class Mapping(Strict):
     """Tilings by operator name, by layer_type, and a default, most specific winning."""
 
-    name: str = "default"
+    name: Name = "default"
     default: TilingSpec = TilingSpec()
-    layer_types: dict[str, TilingSpec] = {}
-    operators: dict[str, TilingSpec] = {}
+    layer_types: dict[Name, TilingSpec] = {}
+    operators: dict[Name, TilingSpec] = {}
 
 
 @dataclass(frozen=True)
