@@ -22,7 +22,9 @@ from simulator.mapping import Mapping
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
 from simulator.trace import write_trace
-from simulator.verify import verify
+from simulator.terminal import console as report_console
+from simulator.terminal import markup_safe, plain
+from simulator.verify import SHOWN_DIFFERENCES, verify
 from simulator.workload import Workload
 
 SCHEMAS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
@@ -57,7 +59,7 @@ def load_inputs(arch: str, workload: str, mapping: str | None, *,
         notes += scalesim.validate_notes(platform)
         mapping_plan = scalesim.validate_mapping(trace, platform)
     for note in notes:
-        print(f"scalesim: {note}")
+        print(f"scalesim: {plain(note)}")
     if validate is not None:
         return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
     if mapping is None:
@@ -77,11 +79,11 @@ def _run(args: argparse.Namespace) -> int:
         task = bar.add_task("simulating", total=None)
 
         def progress(done: int, total: int, name: str) -> None:
-            bar.update(task, completed=done, total=total, description=f"simulating {name}")
+            bar.update(task, completed=done, total=total, description=f"simulating {markup_safe(name)}")
 
         result = simulate(inputs, engine=args.engine, progress=progress)
     elapsed = time.perf_counter() - started
-    console = Console(width=max(Console().width, 180))
+    console = report_console(min_width=180)
     print_report(result, console)
     if args.validate == "scalesim":
         console.print()
@@ -105,16 +107,20 @@ def _compare(args: argparse.Namespace) -> int:
     for arch in args.arch:
         results.append(simulate(load_inputs(arch, args.workload, args.mapping),
                                 engine=args.engine))
-    Console(width=max(Console().width, 140)).print(compare_table(results))
+    report_console(min_width=140).print(compare_table(results))
     return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
     outcome = verify(args.result)
     for change in outcome.changed_sources:
-        print(f"changed input: {change}")
-    for difference in outcome.differences:
-        print(f"differs on rerun: {difference}")
+        print(f"changed input: {plain(change)}")
+    shown = outcome.differences if args.all else outcome.differences[:SHOWN_DIFFERENCES]
+    for difference in shown:
+        print(f"differs on rerun: {plain(difference)}")
+    if len(shown) < len(outcome.differences):
+        print(f"... and {len(outcome.differences) - len(shown)} more differences "
+              f"(accsim verify --all {args.result} lists them)")
     if outcome.ok:
         print(f"{args.result}: verified (inputs unchanged, rerun identical)")
         return 0
@@ -169,7 +175,7 @@ class _SearchProgress:
     def __call__(self, done: int, total: int, name: str, candidates: int) -> None:
         self.candidates += candidates
         self.bar.update(self.task, completed=done, total=total, candidates=self.candidates,
-                        description=f"{self.description} {name}".rstrip())
+                        description=f"{self.description} {markup_safe(name)}".rstrip())
         if not self.started:
             self.bar.start()
             self.started = True
@@ -187,11 +193,12 @@ def _check_plan(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.arch or DEFAULT_ARCH, args.workload or DEFAULT_WORKLOAD,
                          args.file)
     report = check_plan(inputs)
-    Console(width=max(Console().width, 250)).print(plan_check_table(report))
+    report_console(min_width=250).print(plan_check_table(report))
     for warning in report.warnings:
-        print(f"accsim: warning: {args.file}: {warning}", file=sys.stderr)
+        print(f"accsim: warning: {args.file}: {plain(warning)}", file=sys.stderr)
     for where, rule in report.errors:
-        print(f"accsim: error: {args.file}: {where}: {rule}", file=sys.stderr)
+        print(f"accsim: error: {args.file}: {plain(where)}: {plain(rule)}",
+              file=sys.stderr)
     checked = sum(1 for op in report.operators if op.fused_into is None)
     if report.ok:
         print(f"{args.file}: plan fits {report.workload} on {report.platform} "
@@ -212,7 +219,7 @@ def _map(args: argparse.Namespace) -> int:
                               workers=args.workers, exhaustive=args.exhaustive,
                               progress=progress)
     elapsed = time.perf_counter() - started
-    console = Console(width=max(Console().width, 200))
+    console = report_console(min_width=200)
     if not args.quiet:
         console.print(operator_search_table(result))
         console.print()
@@ -277,11 +284,11 @@ def _regress(args: argparse.Namespace) -> int:
                                  tolerance=args.tolerance, floor_cycles=args.floor_cycles,
                                  floor_energy_pj=args.floor_energy_pj)
             for line in report_lines(regression):
-                print(line)
+                print(plain(line))
             write(args.junit, junit_xml(regression))
             code = regression.exit_code
     except BaselineRefused as exc:
-        print(f"accsim: error: {exc.message()}", file=sys.stderr)
+        print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)
         write(args.junit, junit_xml(None, refused=exc.message()))
         code = EXIT_REFUSED
     if args.junit:
@@ -450,6 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="check a result JSON: changed inputs, and a rerun from its "
         "embedded inputs")
     verify_cmd.add_argument("result")
+    verify_cmd.add_argument("--all", action="store_true", help="list every difference "
+                            f"(default: the first {SHOWN_DIFFERENCES} and a count)")
     verify_cmd.set_defaults(handler=_verify)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
@@ -464,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except AccsimError as exc:
-        print(f"accsim: error: {exc.message()}", file=sys.stderr)
+        print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("accsim: interrupted", file=sys.stderr)

@@ -888,18 +888,15 @@ def gap_table(result: MapResult) -> Table:
 def write_map_json(result: MapResult, path: str) -> None:
     """Write a mapper result (MapResult.as_dict) as JSON; equal inputs, equal bytes."""
     from pathlib import Path
-    Path(path).write_text(json.dumps(result.as_dict(), indent=1) + "\n")
+
+    from simulator.loader import dump_json
+    Path(path).write_text(dump_json(result.as_dict(), indent=1) + "\n")
 
 
 def read_map_json(path: str) -> MapResult:
     """Read a mapper result written by write_map_json (`accsim map --json`)."""
-    from pathlib import Path
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise AccsimError(f"cannot read: {exc.strerror}", file=path) from None
-    except ValueError as exc:
-        raise AccsimError(f"not JSON ({exc})", file=path) from None
+    from simulator.loader import read_json
+    data, _ = read_json(path)
     if not isinstance(data, dict):
         raise AccsimError("not an accsim mapper result (not a JSON object)", file=path)
     return MapResult.from_dict(data, file=path)

@@ -6,13 +6,13 @@ Nothing here changes a number; every figure comes from metrics.Totals.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from simulator.loader import dump_json
 from simulator.metrics import OperatorResult, Totals, dominant_bottleneck
 from simulator.simulate import RunResult, manifest
 
@@ -147,7 +147,7 @@ def result_dict(result: RunResult) -> dict:
 
 def write_json(result: RunResult, path: str | Path) -> None:
     """The full result (result_dict) as indented JSON."""
-    Path(path).write_text(json.dumps(result_dict(result), indent=1) + "\n")
+    Path(path).write_text(dump_json(result_dict(result), indent=1) + "\n")
 
 
 CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu",
