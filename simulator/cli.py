@@ -18,7 +18,7 @@ from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
-from simulator.mapping import Mapping
+from simulator.mapping import Mapping, load_plugin
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
 from simulator.trace import write_trace
@@ -360,6 +360,15 @@ def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
                         "array_aligned heuristic for every operator")
     if engine:
         parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    _add_plugin(parser)
+
+
+def _add_plugin(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plugin", action="append", metavar="FILE.py", default=[],
+                        help="a Python file of your own heuristics, executed once "
+                        "before anything else; its @simulator.mapping.register(NAME) "
+                        "functions become names a plan's `heuristic` may use "
+                        "(repeatable; the only way user code is loaded)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -409,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "available, slots, spills, and unknown operator names")
     check.add_argument("--workload", help="with a plan: check it on this workload "
                        f"(default {DEFAULT_WORKLOAD})")
+    _add_plugin(check)
     check.set_defaults(handler=_check)
 
     map_cmd = commands.add_parser(
@@ -418,9 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "heuristics, depth and dataflow) apply; default: none")
     map_cmd.add_argument("--objective", choices=OBJECTIVES, default="cycles")
     map_cmd.add_argument("--heuristic", action="append", metavar="NAME",
-                         help="heuristic to compare (repeatable; a registered name, an "
-                         "accsim.heuristics entry point or module:function); default: "
-                         "the built-in ones")
+                         help="heuristic to compare (repeatable; a built-in name or one "
+                         "a --plugin file registers); default: the built-in ones")
     map_cmd.add_argument("--workers", type=int, help="processes (default: the CPUs "
                          "available)")
     map_cmd.add_argument("--exhaustive", action="store_true",
@@ -459,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify_cmd.add_argument("result")
     verify_cmd.add_argument("--all", action="store_true", help="list every difference "
                             f"(default: the first {SHOWN_DIFFERENCES} and a count)")
+    _add_plugin(verify_cmd)
     verify_cmd.set_defaults(handler=_verify)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
@@ -471,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; AccsimError becomes one line on stderr and exit 1."""
     args = build_parser().parse_args(argv)
     try:
+        for path in getattr(args, "plugin", []):
+            load_plugin(path)
         return args.handler(args)
     except AccsimError as exc:
         print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)

@@ -4,11 +4,9 @@ registry that fills in whatever a plan leaves open (DESIGN.md section 2, Mapping
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.util
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from importlib import metadata
 from itertools import permutations
 from pathlib import Path
 
@@ -24,8 +22,6 @@ from simulator.workload import Workload, is_compute
 LOOP_ORDERS = tuple("".join(p) for p in permutations("mnk"))
 DEFAULT_HEURISTIC = "array_aligned"
 DEFAULT_DEPTH = 2
-# Entry-point group through which installed packages offer heuristics by name.
-ENTRY_POINT_GROUP = "accsim.heuristics"
 DIMS = "mnk"
 
 
@@ -111,85 +107,54 @@ _HEURISTICS: dict[str, Heuristic] = {}
 def register(name: str) -> Callable[[Heuristic], Heuristic]:
     """Decorator adding a heuristic (operator, platform, depth, dataflow) -> Tiling."""
     def add(func: Heuristic) -> Heuristic:
-        _HEURISTICS[name] = func
+        if _HEURISTICS.setdefault(name, func) is not func:
+            raise ValueError(f"a heuristic named {name!r} is already registered")
         return func
     return add
 
 
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    """Heuristics offered by installed packages, by entry-point name."""
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def known_heuristics() -> list[str]:
-    """Names that `heuristic` resolves without a `module:function` path."""
-    return sorted(set(_HEURISTICS) | set(_entry_points()))
+    """Names a plan may give as `heuristic`: the built-ins and those registered by the
+    plugins loaded in this process."""
+    return sorted(_HEURISTICS)
 
 
-def _load_file(path: Path):
-    spec = importlib.util.spec_from_file_location(f"accsim_user_{path.stem}", path)
+@functools.lru_cache(maxsize=None)  # a plugin is executed once per process
+def _execute_plugin(path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(f"accsim_plugin_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
 
 
-@functools.lru_cache(maxsize=None)  # a user file is executed once per process
-def _import_function(name: str) -> Heuristic:
-    """`module:function` or `path/to/file.py:function`, imported on first use. A module
-    not importable is also looked for as a file in the working directory, as `python -m`
-    would find it."""
-    module_name, _, attr = name.rpartition(":")
-    if not module_name or not attr:
-        raise AccsimError(f"heuristic {name!r} is not of the form module:function",
-                          field="heuristic")
-    as_file = Path(module_name) if module_name.endswith(".py") \
-        else Path(module_name.replace(".", "/") + ".py")
+def load_plugin(path: str | Path) -> list[str]:
+    """Execute a user's Python file once (no sys.path change) so that its
+    `@register(...)` heuristics join the registry; return the names it added.
+
+    The only way user code loads (DESIGN.md section 7): a path the user gives on the
+    command line (`--plugin`), never a name found in a plan or result file."""
+    file = Path(path)
+    if file.suffix != ".py" or not file.is_file():
+        raise AccsimError("a plugin is a Python file (.py) that exists", file=str(path),
+                          field="--plugin")
+    before = set(_HEURISTICS)
     try:
-        if module_name.endswith(".py"):
-            if not as_file.is_file():
-                raise AccsimError(f"heuristic {name!r}: no file {module_name}",
-                                  field="heuristic")
-            module = _load_file(as_file)
-        else:
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if exc.name != module_name.split(".")[0] or not as_file.is_file():
-                    raise
-                module = _load_file(as_file)
-    except AccsimError:
-        raise
-    except Exception as exc:  # the user's module failed to import: say so, on one line
-        raise AccsimError(f"heuristic {name!r}: cannot import {module_name} "
-                          f"({type(exc).__name__}: {exc})", field="heuristic") from None
-    func = getattr(module, attr, None)
-    if not callable(func):
-        raise AccsimError(f"heuristic {name!r}: {module_name} has no function {attr!r}",
-                          field="heuristic")
-    return func
+        _execute_plugin(file.resolve())
+    except Exception as exc:  # the user's code failed: say so, on one line
+        raise AccsimError(f"plugin failed to load ({type(exc).__name__}: {exc})",
+                          file=str(path), field="--plugin") from None
+    return sorted(set(_HEURISTICS) - before)
 
 
 def heuristic(name: str) -> Heuristic:
-    """The heuristic of a registered name, an `accsim.heuristics` entry point, or a
-    `module:function`; an unknown name errors with the list of known names."""
+    """The registered heuristic of a name; an unknown name errors with the known ones.
+    Nothing is imported here: user heuristics come from `load_plugin`."""
     found = _HEURISTICS.get(name)
-    if found is not None:
-        return found
-    if ":" in name:
-        return _import_function(name)
-    else:
-        entry = _entry_points().get(name)
-        if entry is None:
-            raise AccsimError(f"unknown heuristic {name!r} (known: "
-                              f"{', '.join(known_heuristics())}; or module:function)",
-                              field="heuristic")
-        try:
-            func = entry.load()
-        except Exception as exc:
-            raise AccsimError(f"heuristic {name!r}: entry point {entry.value} failed to "
-                              f"load ({type(exc).__name__}: {exc})",
-                              field="heuristic") from None
-    return func
+    if found is None:
+        raise AccsimError(f"unknown heuristic {name!r} (known: "
+                          f"{', '.join(known_heuristics())}; a heuristic of your own "
+                          "loads with --plugin FILE.py, whose @register adds it)",
+                          field="heuristic")
+    return found
 
 
 def operator_dtype(op, platform: Platform) -> str:
