@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 
@@ -16,6 +18,7 @@ from simulator import scalesim
 from simulator.config import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
+from simulator.limits import MemoryBudget, parse_size
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping, load_plugin
@@ -68,9 +71,60 @@ def load_inputs(arch: str, workload: str, mapping: str | None, *,
     return Inputs(platform, trace, plan, platform_source, workload_source, mapping_source)
 
 
+# Output options and the suffixes each accepts (None: any).
+OUTPUT_SUFFIXES = {"json": None, "csv": None, "trace": None,
+                   "plot": (".png", ".pdf", ".svg"), "sheet": (".md", ".csv")}
+
+
+def _check_output(path: str, option: str, suffixes: tuple[str, ...] | None) -> None:
+    """An output path that can be written: its folder exists, it is not a folder, and
+    its suffix is one the writer knows. Checked before any simulation."""
+    from pathlib import Path
+    target = Path(path)
+    flag = f"--{option.replace('_', '-')}"
+    if suffixes and target.suffix.lower() not in suffixes:
+        raise AccsimError(f"must end in {' or '.join(suffixes)}", file=path, field=flag)
+    if target.is_dir():
+        raise AccsimError("is a directory", file=path, field=flag)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise AccsimError(f"folder {folder} does not exist", file=path, field=flag)
+    if not os.access(folder, os.W_OK) or target.exists() and not os.access(target, os.W_OK):
+        raise AccsimError("cannot be written (permission denied)", file=path, field=flag)
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """Every option of `run` that could fail after the simulation, checked before it."""
+    for option, suffixes in OUTPUT_SUFFIXES.items():
+        if getattr(args, option):
+            _check_output(getattr(args, option), option, suffixes)
+    if (args.sheet_best or args.sheet_search) and not args.sheet:
+        given = "--sheet-best" if args.sheet_best else "--sheet-search"
+        raise AccsimError(f"{given} only applies with --sheet PATH", field=given)
+    if args.sheet_best and args.sheet_search:
+        raise AccsimError("give --sheet-best or --sheet-search, not both",
+                          field="--sheet-search")
+
+
+def _budget(args: argparse.Namespace, *, trace: bool = False) -> MemoryBudget:
+    engine = "simpy" if getattr(args, "engine", "auto") == "simpy" else "fast"
+    max_bytes = parse_size(args.max_memory) if args.max_memory else None
+    return MemoryBudget.default(engine, trace=trace, max_bytes=max_bytes)
+
+
 def _run(args: argparse.Namespace) -> int:
+    _check_run_options(args)
+    budget = _budget(args, trace=bool(args.trace))
+    best = None
+    if args.sheet_best:
+        from simulator.mapper import read_map_json
+        best = read_map_json(args.sheet_best)
     inputs = load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
                          workload_format=args.format)
+    if best is not None:
+        from simulator.sheet import check_mapper_inputs
+        check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
+                            file=args.sheet_best)
     stderr = Console(stderr=True)
     started = time.perf_counter()
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
@@ -81,7 +135,7 @@ def _run(args: argparse.Namespace) -> int:
         def progress(done: int, total: int, name: str) -> None:
             bar.update(task, completed=done, total=total, description=f"simulating {markup_safe(name)}")
 
-        result = simulate(inputs, engine=args.engine, progress=progress)
+        result = simulate(inputs, engine=args.engine, progress=progress, budget=budget)
     elapsed = time.perf_counter() - started
     console = report_console(min_width=180)
     print_report(result, console)
@@ -98,17 +152,34 @@ def _run(args: argparse.Namespace) -> int:
                 raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
             print(f"wrote {path}")
     if args.sheet:
-        _write_sheet(args, inputs, result)
+        _write_sheet(args, inputs, result, best)
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    results = []
-    for arch in args.arch:
-        results.append(simulate(load_inputs(arch, args.workload, args.mapping),
-                                engine=args.engine))
-    report_console(min_width=140).print(compare_table(results))
+    budget = _budget(args)
+    every = [load_inputs(arch, args.workload, args.mapping) for arch in args.arch]
+    labels = _platform_labels([inputs.platform.name for inputs in every], args.arch)
+    results = [simulate(inputs, engine=args.engine, budget=budget) for inputs in every]
+    report_console(min_width=140).print(compare_table(results, labels))
     return 0
+
+
+def _platform_labels(names: list[str], given: list[str]) -> list[str]:
+    """A distinct label per compared platform: its name, or where names clash (a copied
+    file, say) the name with the file stem (or the path as given), with a warning."""
+    from collections import Counter
+    from pathlib import Path
+    clashing = {name for name, count in Counter(names).items() if count > 1}
+    labels = [f"{name} ({Path(arg).stem})" if name in clashing else name
+              for name, arg in zip(names, given)]
+    if len(set(labels)) < len(labels):
+        labels = [f"{name} ({arg})" if name in clashing else name
+                  for name, arg in zip(names, given)]
+    for name in sorted(clashing):
+        print(f"accsim: warning: several platforms are named {plain(name)!r}; labelled "
+              "by file", file=sys.stderr)
+    return labels
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -212,6 +283,12 @@ def _check_plan(args: argparse.Namespace) -> int:
 def _map(args: argparse.Namespace) -> int:
     from simulator.mapper import (gap_table, map_workload, operator_search_table,
                                   write_map_json)
+    if args.workers is not None and args.workers < 1:
+        raise AccsimError(f"{args.workers} is not a number of processes >= 1",
+                          field="--workers")
+    for option in ("json", "write_plan"):
+        if getattr(args, option):
+            _check_output(getattr(args, option), option, None)
     inputs = load_inputs(args.arch, args.workload, args.mapping)
     started = time.perf_counter()
     with _SearchProgress("mapping") as progress:
@@ -258,13 +335,20 @@ def _regress(args: argparse.Namespace) -> int:
     from simulator.regress import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
                                    read_baseline, report_lines, with_heuristic)
     from simulator.report import result_dict
+    for option in ("tolerance", "floor_cycles", "floor_energy_pj"):
+        value = getattr(args, option)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise AccsimError(f"{value} is not a finite number >= 0",
+                              field=f"--{option.replace('_', '-')}")
+    if args.junit:
+        _check_output(args.junit, "junit", None)
     if args.heuristic:
         heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
     inputs = load_inputs(args.arch, args.workload, args.mapping)
     inputs = Inputs(inputs.platform, inputs.workload,
                     with_heuristic(inputs.mapping, args.heuristic), inputs.platform_source,
                     inputs.workload_source, inputs.mapping_source)
-    result = simulate(inputs, engine=args.engine)
+    result = simulate(inputs, engine=args.engine, budget=_budget(args))
     current = json.loads(json.dumps(result_dict(result)))
 
     def write(path: str | None, text: str) -> None:
@@ -303,12 +387,12 @@ def _regress(args: argparse.Namespace) -> int:
     return code
 
 
-def _write_sheet(args: argparse.Namespace, inputs: Inputs, result) -> None:
-    from simulator.mapper import map_workload, read_map_json
+def _write_sheet(args: argparse.Namespace, inputs: Inputs, result, best) -> None:
+    from simulator.mapper import map_workload
     from simulator.sheet import check_mapper_result, write_sheet
-    best = source = None
-    if args.sheet_best:
-        best, source = read_map_json(args.sheet_best), args.sheet_best
+    source = None
+    if best is not None:
+        source = args.sheet_best
         check_mapper_result(best, result, file=args.sheet_best)
     elif args.sheet_search:
         with _SearchProgress("mapper") as progress:
@@ -360,6 +444,10 @@ def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
                         "array_aligned heuristic for every operator")
     if engine:
         parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+        parser.add_argument("--max-memory", metavar="SIZE", help="memory the tile "
+                            "programs may take, e.g. 8G or 512M (default: a quarter of "
+                            "RAM); a run needing more is refused before it starts, with "
+                            "a tiling that fits")
     _add_plugin(parser)
 
 

@@ -11,12 +11,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from simulator.simulate import RunResult  # noqa: E402
 
-# (label, Totals attribute) in stacking order; together they make up every cycle.
+# (label, Totals attribute) in stacking order; together they make up every cycle. The
+# labels start with the tables' column names (report.PERCENT_COLUMNS).
 SEGMENTS = [
-    ("useful", "useful_array_cycles"), ("padding", "padding_array_cycles"),
-    ("array fill", "fill_array_cycles"), ("vector unit", "vector_compute_cycles"),
-    ("pipeline fill", "fill_cycles"), ("input stall", "input_stall_cycles"),
-    ("output stall", "output_stall_cycles"), ("drain", "drain_cycles"),
+    ("useful", "useful_array_cycles"), ("pad: padding", "padding_array_cycles"),
+    ("afill: array fill", "fill_array_cycles"), ("vector unit", "vector_compute_cycles"),
+    ("fill: pipeline fill", "fill_cycles"), ("in: input stall", "input_stall_cycles"),
+    ("out: output stall", "output_stall_cycles"), ("drain", "drain_cycles"),
 ]
 
 
@@ -32,7 +33,7 @@ def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
     """Stacked bars of cycles per layer_type, largest share at the top."""
     groups = sorted(result.by_layer_type.items(), key=lambda item: item[1].cycles)
     names = [name for name, _ in groups]
-    figure, axes = plt.subplots(figsize=(9, 0.45 * len(names) + 1.6))
+    figure, axes = plt.subplots(figsize=(11, 0.45 * len(names) + 1.6))
     left = [0.0] * len(names)
     for label, attribute in SEGMENTS:
         widths = [_segment(totals, attribute) for _, totals in groups]
@@ -41,7 +42,8 @@ def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
     inputs = result.inputs
     axes.set_xlabel("cycles")
     axes.set_title(f"{inputs.workload.name} on {inputs.platform.name}: cycles by layer_type")
-    axes.legend(loc="lower right", fontsize="small")
+    # Beside the axes, never over a bar.
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

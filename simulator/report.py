@@ -169,20 +169,22 @@ def write_csv(result: RunResult, path: str | Path) -> None:
                              "bottleneck_class": op.verdict.bottleneck})
 
 
-def compare_table(results: list[RunResult]) -> Table:
-    """Platforms side by side on one workload, with ratios to the first platform."""
+def compare_table(results: list[RunResult], labels: list[str] | None = None) -> Table:
+    """Platforms side by side on one workload, with ratios to the first platform;
+    `labels` name the rows (default: the platforms' names)."""
+    labels = labels or [result.platform.name for result in results]
     table = Table(title=f"{results[0].inputs.workload.name}: platforms compared "
-                  f"(x: ratio to {results[0].platform.name})", title_justify="left",
+                  f"(x: ratio to {labels[0]})", title_justify="left",
                   show_edge=False, pad_edge=False)
     for header in ("platform", "latency ms", "x", "throughput /s", "MFU%", "stall%",
                    "energy mJ", "x", "avg W", "TFLOP/J", "x", "bottleneck"):
         table.add_column(header, justify="left" if header in ("platform", "bottleneck")
                          else "right", no_wrap=True)
     base = results[0].total.derived(results[0].platform)
-    for result in results:
+    for label, result in zip(labels, results):
         d = result.total.derived(result.platform)
         table.add_row(
-            result.platform.name, f"{d['time_s'] * 1e3:,.3f}",
+            label, f"{d['time_s'] * 1e3:,.3f}",
             f"{d['time_s'] / base['time_s']:.2f}", f"{1 / d['time_s']:,.1f}",
             f"{100 * d['mfu']:.1f}", f"{100 * d['memory_stall_fraction']:.1f}",
             f"{d['energy_j'] * 1e3:,.3f}", f"{d['energy_j'] / base['energy_j']:.2f}",
