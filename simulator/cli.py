@@ -202,12 +202,20 @@ def _verify(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     """Validate a platform, workload or mapping file, told apart by its top-level keys;
     with --arch or --workload, check a plan against them."""
-    from simulator.loader import parse_model, read_source
+    from simulator.loader import parse_yaml, read_source, validate_model
     if args.arch or args.workload:
         return _check_plan(args)
-    source = read_source(args.file)
-    kind = args.kind or _guess_kind(source.text)
-    model = parse_model(source.text, SCHEMAS[kind], file=source.path)
+    if scalesim.is_scalesim_config(args.file):
+        model, source, _ = scalesim.load_config(args.file)
+        kind = "platform (SCALE-Sim config)"
+    elif scalesim.is_scalesim_topology(args.file):
+        model, source, topology = scalesim.load_topology(args.file)
+        kind = f"workload (SCALE-Sim {topology.kind} topology)"
+    else:
+        source = read_source(_locate_any(args.file, args.kind))
+        raw = parse_yaml(source.text, file=source.path)
+        kind = args.kind or _guess_kind(raw)
+        model = validate_model(raw, SCHEMAS[kind], file=source.path)
     if isinstance(model, Platform):
         array = model.systolic_array
         detail = (f"{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} at "
@@ -401,12 +409,24 @@ def _write_sheet(args: argparse.Namespace, inputs: Inputs, result, best) -> None
     print(f"wrote {args.sheet}")
 
 
-def _guess_kind(text: str) -> str:
-    import yaml
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return "workload"  # parse_model reports the YAML error with its line
+def _locate_any(name: str, kind: str | None) -> str:
+    """A path, or a shipped platform, workload or mapping of that name (as `run` finds
+    them); `kind` narrows the search."""
+    from pathlib import Path
+    if Path(name).exists() or kind is not None:
+        return str(locate(name, kind or "platform"))
+    for candidate in SCHEMAS:
+        if name in shipped_names(candidate):
+            return str(locate(name, candidate))
+    if Path(name).suffix or "/" in name:
+        return name  # a path: read_source names it if it is missing
+    shipped = "; ".join(f"{kind}s {', '.join(shipped_names(kind))}" for kind in SCHEMAS)
+    raise AccsimError(f"no such file, and nothing shipped of that name ({shipped})",
+                      file=name)
+
+
+def _guess_kind(raw) -> str:
+    """platform, workload or mapping by the top-level keys of decoded YAML."""
     if isinstance(raw, dict) and "systolic_array" in raw:
         return "platform"
     if isinstance(raw, dict) and isinstance(raw.get("operators"), list):
@@ -498,7 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser(
         "check", help="validate a platform, workload or mapping file")
-    check.add_argument("file")
+    check.add_argument("file", help="a YAML file, a SCALE-Sim .cfg or topology .csv, or "
+                       "a shipped name")
     check.add_argument("--kind", choices=sorted(SCHEMAS),
                        help="default: told apart by the file's top-level keys")
     check.add_argument("--arch", help="with a plan: check it on this platform (default "
