@@ -426,12 +426,14 @@ def _locate_any(name: str, kind: str | None) -> str:
 
 
 def _guess_kind(raw) -> str:
-    """platform, workload or mapping by the top-level keys of decoded YAML."""
-    if isinstance(raw, dict) and "systolic_array" in raw:
-        return "platform"
-    if isinstance(raw, dict) and isinstance(raw.get("operators"), list):
+    """platform, workload or mapping by the top-level keys of decoded YAML: a list of
+    operators is a workload, else the schema sharing the most keys (a platform missing
+    a section is still told apart by the others)."""
+    if not isinstance(raw, dict) or isinstance(raw.get("operators"), list):
         return "workload"
-    return "mapping"
+    shared = {kind: len(set(raw) & set(model.model_fields) - {"name", "description"})
+              for kind, model in SCHEMAS.items()}
+    return max(("platform", "mapping", "workload"), key=lambda kind: shared[kind])
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -141,7 +141,7 @@ class StaticPower(Strict):
 class EnergyTable(Strict):
     """Energy per event, picojoules, and static power."""
 
-    mac_pj: dict[Dtype, float] = Field(description="per MAC, by input dtype")
+    mac_pj: dict[Dtype, Annotated[float, Field(ge=0)]] = Field(description="per MAC, by input dtype")
     sram_read_pj_per_byte: float = Field(ge=0)
     sram_write_pj_per_byte: float = Field(ge=0)
     offchip_pj_per_byte: float = Field(ge=0)

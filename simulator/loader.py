@@ -235,7 +235,8 @@ def parse_json(text: str, *, file: str):
         raise AccsimError(f"not JSON: {exc.msg}", file=file,
                           field=f"line {exc.lineno}, column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:
-        raise AccsimError(f"not strict JSON: {exc}", file=file) from None
+        rule = str(exc).split(";")[0]  # Python's int-digit limit adds advice on its API
+        raise AccsimError(f"not strict JSON: {rule}", file=file) from None
 
 
 def read_json(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES):

@@ -263,7 +263,11 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
     for index, op in enumerate(ops):
         if op.name == absorbed:
             continue
-        tiling = resolve_tiling(op, merged_spec(mapping, op), platform)
+        try:
+            tiling = resolve_tiling(op, merged_spec(mapping, op), platform)
+        except AccsimError as exc:  # the plan's fault: name its file
+            raise AccsimError(exc.rule, file=exc.file or mapping_source,
+                              field=exc.field) from None
         following = ops[index + 1] if index + 1 < len(ops) else None
         absorbed = tiling.fuse if is_compute(op) else None
         fused = following if absorbed is not None and following is not None \
