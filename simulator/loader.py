@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from simulator.errors import AccsimError
+from simulator.terminal import plain
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -301,10 +302,13 @@ def field_path(loc: tuple, raw) -> str:
         if isinstance(key, int):
             name = node[key].get("name") if isinstance(node, list) and key < len(node) \
                 and isinstance(node[key], dict) else None
-            parts.append(f"[{key}]" + (f"({name})" if name else ""))
+            parts.append(f"[{key}]" + (f"({plain(name)})" if isinstance(name, str)
+                                        else ""))
             node = node[key] if isinstance(node, list) and key < len(node) else None
         elif isinstance(node, dict) and key in node or not isinstance(node, dict):
-            parts.append(("." if parts else "") + str(key))
+            text = str(key)
+            shown = text if text and text.isprintable() else repr(text)
+            parts.append(("." if parts else "") + shown)
             node = node.get(key) if isinstance(node, dict) else None
         # else: a union tag inserted by pydantic, not a key of the input
     return "".join(parts) or "(top level)"
