@@ -112,6 +112,31 @@ def _budget(args: argparse.Namespace, *, trace: bool = False) -> MemoryBudget:
     return MemoryBudget.default(engine, trace=trace, max_bytes=max_bytes)
 
 
+def _simulate(inputs: Inputs, engine: str, budget: MemoryBudget, label: str = ""):
+    """simulate() with a progress bar on stderr when it is a terminal (nothing
+    otherwise): it pulses while the kernels load and the operators lower, then counts
+    operators."""
+    stderr = Console(stderr=True)
+    prefix = f"{markup_safe(label)}: " if label else ""
+    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                  MofNCompleteColumn(), console=stderr, transient=True,
+                  disable=not stderr.is_terminal) as bar:
+        task = bar.add_task(f"{prefix}lowering", total=None)
+
+        def progress(done: int, total: int, name: str) -> None:
+            bar.update(task, completed=done, total=total,
+                       description=f"{prefix}simulating {markup_safe(name)}")
+
+        return simulate(inputs, engine=engine, progress=progress, budget=budget)
+
+
+def _status(text: str):
+    """A spinner on stderr while a long step runs, only on a terminal."""
+    from contextlib import nullcontext
+    stderr = Console(stderr=True)
+    return stderr.status(markup_safe(text)) if stderr.is_terminal else nullcontext()
+
+
 def _run(args: argparse.Namespace) -> int:
     _check_run_options(args)
     budget = _budget(args, trace=bool(args.trace))
@@ -125,17 +150,8 @@ def _run(args: argparse.Namespace) -> int:
         from simulator.sheet import check_mapper_inputs
         check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
                             file=args.sheet_best)
-    stderr = Console(stderr=True)
     started = time.perf_counter()
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                  MofNCompleteColumn(), console=stderr, transient=True,
-                  disable=not stderr.is_terminal) as bar:
-        task = bar.add_task("simulating", total=None)
-
-        def progress(done: int, total: int, name: str) -> None:
-            bar.update(task, completed=done, total=total, description=f"simulating {markup_safe(name)}")
-
-        result = simulate(inputs, engine=args.engine, progress=progress, budget=budget)
+    result = _simulate(inputs, args.engine, budget)
     elapsed = time.perf_counter() - started
     console = report_console(min_width=180)
     print_report(result, console)
@@ -147,7 +163,8 @@ def _run(args: argparse.Namespace) -> int:
                          (args.trace, write_trace), (args.plot, _write_plot)):
         if path:
             try:
-                writer(result, path)
+                with _status(f"writing {path}"):
+                    writer(result, path)
             except OSError as exc:
                 raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
             print(f"wrote {path}")
@@ -160,7 +177,8 @@ def _compare(args: argparse.Namespace) -> int:
     budget = _budget(args)
     every = [load_inputs(arch, args.workload, args.mapping) for arch in args.arch]
     labels = _platform_labels([inputs.platform.name for inputs in every], args.arch)
-    results = [simulate(inputs, engine=args.engine, budget=budget) for inputs in every]
+    results = [_simulate(inputs, args.engine, budget, label)
+               for inputs, label in zip(every, labels)]
     report_console(min_width=140).print(compare_table(results, labels))
     return 0
 
@@ -183,7 +201,8 @@ def _platform_labels(names: list[str], given: list[str]) -> list[str]:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    outcome = verify(args.result)
+    with _status(f"verifying {args.result} (rerunning its inputs)"):
+        outcome = verify(args.result)
     for change in outcome.changed_sources:
         print(f"changed input: {plain(change)}")
     shown = outcome.differences if args.all else outcome.differences[:SHOWN_DIFFERENCES]
@@ -356,7 +375,7 @@ def _regress(args: argparse.Namespace) -> int:
     inputs = Inputs(inputs.platform, inputs.workload,
                     with_heuristic(inputs.mapping, args.heuristic), inputs.platform_source,
                     inputs.workload_source, inputs.mapping_source)
-    result = simulate(inputs, engine=args.engine, budget=_budget(args))
+    result = _simulate(inputs, args.engine, _budget(args))
     current = json.loads(json.dumps(result_dict(result)))
 
     def write(path: str | None, text: str) -> None:
