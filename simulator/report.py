@@ -150,7 +150,8 @@ def write_json(result: RunResult, path: str | Path) -> None:
     Path(path).write_text(dump_json(result_dict(result), indent=1) + "\n")
 
 
-CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu",
+# Fractions are 0..1 and say so in their names (the tables print the same as percent).
+CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu_fraction",
               "memory_stall_fraction", "fill_cycles", "input_stall_cycles",
               "output_stall_cycles", "drain_cycles", "useful_array_cycles",
               "padding_array_cycles", "fill_array_cycles", "offchip_read_bytes",
@@ -166,6 +167,7 @@ def write_csv(result: RunResult, path: str | Path) -> None:
         for op in result.operators:
             record = _operator_record(op, result)
             writer.writerow({**record, **record["totals"],
+                             "mfu_fraction": record["totals"]["mfu"],
                              "bottleneck_class": op.verdict.bottleneck})
 
 
