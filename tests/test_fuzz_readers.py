@@ -39,7 +39,7 @@ EXAMPLES = 1000
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 # Accepted inputs run only when their programs are small (about 4,000 SimPy steps).
-BUDGET = MemoryBudget(2 * 2**20, bytes_per_step=480)
+BUDGET = MemoryBudget(4 * 2**20, bytes_per_step=1024)
 
 HOSTILE = st.one_of(
     st.sampled_from([0, 1, -1, 2, 7, 64, 2**31, 2**48, 2**48 + 1, 2**62, 2**63, 2**64,
