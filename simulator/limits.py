@@ -257,10 +257,11 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
         if memory > budget.max_bytes or total_memory > budget.max_bytes:
             described = (f"{tiling.tm} rows per tile" if not hasattr(op, "gemm") else
                          f"tm {tiling.tm} tn {tiling.tn} tk {tiling.tk}")
+            so_far = f" (the run so far {_size(total_memory)})" \
+                if total_memory > memory else ""
             raise AccsimError(
                 f"its tile program under {described} has {estimate.steps:,} steps and "
-                f"needs {_size(memory)} (the run so far {_size(total_memory)}), over the "
-                f"memory budget of {_size(budget.max_bytes)} ({budget.option} to change "
+                f"needs {_size(memory)}{so_far}, over the memory budget of {_size(budget.max_bytes)} ({budget.option} to change "
                 f"it); a tiling within it: {_fitting_tiling(op, tiling, budget)}",
                 file=mapping_source, field=f"operators.{op.name}")
 
