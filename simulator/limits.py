@@ -51,6 +51,21 @@ TRACE_BYTES_PER_STEP = 2400
 BYTES_PER_KEY = 24
 
 
+# Tilings a search (the min_offchip heuristic, the mapper) may lay out as arrays at once:
+# about a dozen int64 arrays per candidate, so 2**25 candidates take some 3 GiB. The
+# largest shipped case (gemm_4096 on edge_32x32) has 14,115,822.
+MAX_CANDIDATES = 2**25
+
+
+def check_candidates(count: int, op, searcher: str) -> None:
+    """Refuse a tiling search whose candidate grid could not be held in memory."""
+    if count > MAX_CANDIDATES:
+        raise AccsimError(f"{searcher} would lay out {count:,} candidate tilings (more "
+                          f"than {MAX_CANDIDATES:,}: the array is small for operator "
+                          "dims this large); give tm/tn/tk in the plan or another "
+                          "heuristic", field=f"operators.{op.name}")
+
+
 def default_memory_budget() -> int:
     """A quarter of the machine's RAM, in bytes (8 GiB where it cannot be read)."""
     try:

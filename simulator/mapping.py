@@ -15,6 +15,7 @@ from pydantic import Field, field_validator
 
 from simulator.config import DTYPE_BYTES, Dataflow, Name, Platform, Strict
 from simulator.errors import AccsimError
+from simulator.limits import check_candidates
 from simulator.program import MAX_DEPTH
 from simulator.timing import ceil_div
 from simulator.workload import Workload, is_compute
@@ -291,8 +292,10 @@ def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
     units = (array.rows, array.cols)
-    tm, tn, tk, order = _grid([dim_candidates(g.m, units), dim_candidates(g.n, units),
-                               dim_candidates(g.k, units), range(len(LOOP_ORDERS))])
+    axes = [dim_candidates(g.m, units), dim_candidates(g.n, units),
+            dim_candidates(g.k, units), range(len(LOOP_ORDERS))]
+    check_candidates(int(np.prod([len(axis) for axis in axes])), op, "min_offchip")
+    tm, tn, tk, order = _grid(axes)
     buffers = platform.buffers
     fits = ((depth * a_tile_bound(op, tm, tk) * e <= buffers.ifmap_bytes)
             & (depth * tk * tn * e <= buffers.weight_bytes)

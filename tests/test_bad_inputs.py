@@ -297,6 +297,13 @@ for label, extra, fragment in (("--workers 0", ["--workers", "0"], "--workers"),
                                ("--write-plan is a directory", ["--write-plan", "."],
                                 "--write-plan")):
     case(f"map {label}", MAP + extra, OPTIONS, fragment)
+SMALL_ARRAY = changed(changed(changed(PLATFORM, "systolic_array.rows", 1),
+                              "systolic_array.cols", 1), "buffers.ifmap_bytes", 2**30)
+for argv, fragment in ((RUN + ["--mapping", "m.yaml"], "m.yaml"), (MAP, "w.yaml")):
+    case(f"{argv[0]} min_offchip grid too large for the memory", argv,
+         {"p.yaml": dump(SMALL_ARRAY), "w.yaml": dump(LARGE),
+          "m.yaml": dump({"default": {"heuristic": "min_offchip"}})}, fragment,
+         "operators.g", "candidate tilings")
 case("compare unknown arch", ["compare", "--arch", "p.yaml", "--arch", "nope.yaml",
                               "--workload", "w.yaml"], OPTIONS, "nope.yaml")
 case("compare bad max-memory", ["compare", "--arch", "p.yaml", "--workload", "w.yaml",
