@@ -26,11 +26,6 @@ from pydantic import BaseModel
 
 from simulator.errors import AccsimError
 
-
-def ceil_div(a: int, b: int) -> int:
-    """Ceiling division in Python integers."""
-    return -(-a // b)
-
 # Cycles, bytes and their sums over repeats stay below this (int64 holds 2**63 - 1;
 # the margin leaves room for the totals of a whole workload and for float rounding).
 INT64_BOUND = 2**62
@@ -64,6 +59,11 @@ def check_candidates(count: int, op, searcher: str) -> None:
                           f"than {MAX_CANDIDATES:,}: the array is small for operator "
                           "dims this large); give tm/tn/tk in the plan or another "
                           "heuristic", field=f"operators.{op.name}")
+
+
+def ceil_div(a: int, b: int) -> int:
+    """Ceiling division in Python integers (which cannot wrap)."""
+    return -(-a // b)
 
 
 def default_memory_budget() -> int:

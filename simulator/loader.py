@@ -94,6 +94,10 @@ def _yaml_error(problem: str, mark, *, file: str) -> AccsimError:
     return AccsimError(problem, file=file, field=where)
 
 
+class _Refused(yaml.MarkedYAMLError):
+    """Well-formed YAML that accsim's rules refuse (not a syntax error)."""
+
+
 class _StrictLoader(yaml.SafeLoader):
     """yaml.SafeLoader with YAML 1.2 scalars, no aliases and unique keys.
 
@@ -104,13 +108,13 @@ class _StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.MarkedYAMLError(problem=f"alias *{event.anchor} is not accepted "
+            raise _Refused(problem=f"alias *{event.anchor} is not accepted "
                                        "in accsim inputs (write the value out)",
                                        problem_mark=event.start_mark)
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             if self._depth > MAX_NESTING:
-                raise yaml.MarkedYAMLError(
+                raise _Refused(
                     problem=f"nested deeper than {MAX_NESTING} levels",
                     problem_mark=self.peek_event().start_mark)
             return super().compose_node(parent, index)
@@ -126,7 +130,7 @@ class _StrictLoader(yaml.SafeLoader):
             except TypeError:  # an unhashable key: let PyYAML report it
                 continue
             if first is not key_node.start_mark:
-                raise yaml.MarkedYAMLError(
+                raise _Refused(
                     problem=f"duplicate key {key!r} (first at line {first.line + 1}, "
                     f"again at line {key_node.start_mark.line + 1})",
                     problem_mark=key_node.start_mark)
@@ -135,7 +139,7 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_yaml_int(self, node):
         text = self.construct_scalar(node)
         if _LEADING_ZERO.match(text):
-            raise yaml.MarkedYAMLError(
+            raise _Refused(
                 problem=f"{text!r} has a leading zero (octal in YAML 1.1, decimal in "
                 "YAML 1.2): write it without the zero, or quote it as text",
                 problem_mark=node.start_mark)
@@ -173,13 +177,12 @@ def parse_yaml(text: str, *, file: str):
     file and the line."""
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+    except _Refused as exc:
+        raise _yaml_error(exc.problem, exc.problem_mark, file=file) from None
     except yaml.MarkedYAMLError as exc:
         problem = exc.problem or str(exc).splitlines()[0]
-        prefix = "" if exc.problem and ("duplicate key" in problem or "alias" in problem
-                                        or "leading zero" in problem
-                                        or "nested deeper" in problem) \
-            else "malformed YAML: "
-        raise _yaml_error(prefix + problem, exc.problem_mark, file=file) from None
+        raise _yaml_error(f"malformed YAML: {problem}", exc.problem_mark,
+                          file=file) from None
     except yaml.YAMLError as exc:
         raise AccsimError(f"malformed YAML: {str(exc).splitlines()[0]}",
                           file=file) from None

@@ -60,6 +60,9 @@ POOL = {"name": "p", "layer_type": "pool", "kind": "pool", "h": 6, "w": 6,
 WORKLOAD = {"name": "w", "operators": [GEMM, RELU, CONV, SOFTMAX]}
 PLATFORM_MODEL = Platform.model_validate(PLATFORM)
 WORKLOAD_MODEL = Workload.model_validate(WORKLOAD)
+# What an accepted platform runs: one array and one vector operator, fused.
+SMALL_WORKLOAD = Workload.model_validate({"name": "w", "operators": [GEMM, RELU]})
+FUSED = Mapping.model_validate({"operators": {"g": {"fuse": "r"}}})
 
 
 def leaf_paths(node, prefix=()) -> list[tuple]:
@@ -138,7 +141,7 @@ def accepted_or_refused(parse):
 def test_platform_reader(text):
     platform = accepted_or_refused(lambda: parse_model(text, Platform, file="p.yaml"))
     if platform is not None:
-        run_invariants(platform, WORKLOAD_MODEL, Mapping())
+        run_invariants(platform, SMALL_WORKLOAD, FUSED)
 
 
 @FUZZ
@@ -169,14 +172,19 @@ def test_plan_reader(text):
 
 @pytest.fixture(scope="module")
 def result_json() -> dict:
-    small = Workload.model_validate({"name": "w", "operators": [GEMM, RELU]})
-    return json.loads(json.dumps(result_dict(simulate(Inputs(PLATFORM_MODEL, small,
-                                                             Mapping())))))
+    return json.loads(json.dumps(result_dict(simulate(Inputs(PLATFORM_MODEL,
+                                                             SMALL_WORKLOAD, FUSED)))))
+
+
+@pytest.fixture(scope="module")
+def result_path():
+    with tempfile.TemporaryDirectory() as folder:
+        yield Path(folder) / "r.json"
 
 
 @FUZZ
 @given(data=st.data())
-def test_result_json_reader(result_json, data):
+def test_result_json_reader(result_json, result_path, data):
     if data.draw(st.integers(0, 4)) == 0:  # raw text: truncated, spliced
         text = json.dumps(result_json)
         at = data.draw(st.integers(0, len(text)))
@@ -184,10 +192,8 @@ def test_result_json_reader(result_json, data):
             text[at + data.draw(st.integers(0, 20)):]
     else:
         text = json.dumps(data.draw(mutated(result_json)))
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "r.json"
-        path.write_text(text)
-        found = accepted_or_refused(lambda: read_result(str(path)))
+    result_path.write_text(text)
+    found = accepted_or_refused(lambda: read_result(str(result_path)))
     if found is not None:
         recorded, models = found
         assert isinstance(models["platform"], Platform)
@@ -219,7 +225,7 @@ def test_scalesim_config_reader(fields, splice, noise):
         return parse_config(text, file="c.cfg").platform(template)
     platform = accepted_or_refused(read)
     if platform is not None:
-        run_invariants(platform, WORKLOAD_MODEL, Mapping())
+        run_invariants(platform, SMALL_WORKLOAD, FUSED)
 
 
 CELLS = st.one_of(st.integers(1, 40).map(str), st.sampled_from(

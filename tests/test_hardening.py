@@ -196,3 +196,19 @@ def test_bool_is_not_a_number():
         raw["systolic_array"]["rows"] = True
         validate_model(raw, Platform, file="p.yaml")
     assert np.int64(2**62) > 0  # the bound itself fits int64
+
+
+def test_verify_never_imports_what_a_result_names(recorded, capsys, monkeypatch):
+    path, _ = recorded
+    folder = path.parent
+    (folder / "evil.py").write_text("import pathlib; pathlib.Path('ran').touch()\n"
+                                    "def tile(*a): pass\n")
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    data = json.loads(path.read_text())
+    for name in ("evil:tile", "evil.py:tile", "os:system"):
+        data["manifest"]["inputs"]["mapping"]["canonical"]["default"]["heuristic"] = name
+        path.write_text(json.dumps(data))
+        assert main(["verify", str(path)]) == 1
+        assert f"unknown heuristic {name!r}" in capsys.readouterr().err
+    assert not (folder / "ran").exists()
