@@ -45,5 +45,5 @@ def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
     # Beside the axes, never over a bar.
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")  # the legend beside the axes too
     plt.close(figure)
