@@ -369,14 +369,10 @@ def _regress(args: argparse.Namespace) -> int:
                               field=f"--{option.replace('_', '-')}")
     if args.junit:
         _check_output(args.junit, "junit", None)
+    if args.update_baseline:
+        _check_output(args.baseline, "baseline", None)
     if args.heuristic:
         heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
-    inputs = load_inputs(args.arch, args.workload, args.mapping)
-    inputs = Inputs(inputs.platform, inputs.workload,
-                    with_heuristic(inputs.mapping, args.heuristic), inputs.platform_source,
-                    inputs.workload_source, inputs.mapping_source)
-    result = _simulate(inputs, args.engine, _budget(args))
-    current = json.loads(json.dumps(result_dict(result)))
 
     def write(path: str | None, text: str) -> None:
         if path:
@@ -385,12 +381,38 @@ def _regress(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
 
+    def refuse(exc: BaselineRefused) -> int:
+        print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)
+        write(args.junit, junit_xml(None, refused=exc.message()))
+        if args.junit:
+            print(f"wrote {args.junit}")
+        return EXIT_REFUSED
+
+    # The baseline is read before the run: a refused one costs no simulation (unless
+    # it is about to be replaced).
+    baseline = refused = None
+    if not (args.update_baseline and not Path(args.baseline).exists()):
+        try:
+            baseline = read_baseline(args.baseline)
+        except BaselineRefused as exc:
+            if not args.update_baseline:
+                return refuse(exc)
+            refused = exc
+    inputs = load_inputs(args.arch, args.workload, args.mapping)
+    inputs = Inputs(inputs.platform, inputs.workload,
+                    with_heuristic(inputs.mapping, args.heuristic), inputs.platform_source,
+                    inputs.workload_source, inputs.mapping_source)
+    result = _simulate(inputs, args.engine, _budget(args))
+    current = json.loads(json.dumps(result_dict(result)))
+
     code = 0
     try:
-        if args.update_baseline and not Path(args.baseline).exists():
+        if refused is not None:
+            raise refused
+        if baseline is None:
             print(f"regress: no baseline at {args.baseline} yet")
         else:
-            regression = compare(read_baseline(args.baseline), current,
+            regression = compare(baseline, current,
                                  path=args.baseline, platform=inputs.platform,
                                  tolerance=args.tolerance, floor_cycles=args.floor_cycles,
                                  floor_energy_pj=args.floor_energy_pj)
@@ -399,11 +421,10 @@ def _regress(args: argparse.Namespace) -> int:
             write(args.junit, junit_xml(regression))
             code = regression.exit_code
     except BaselineRefused as exc:
-        print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)
-        write(args.junit, junit_xml(None, refused=exc.message()))
-        code = EXIT_REFUSED
-    if args.junit:
-        print(f"wrote {args.junit}")
+        code = refuse(exc)
+    else:
+        if args.junit:
+            print(f"wrote {args.junit}")
     if args.update_baseline:
         try:
             write_json(result, args.baseline)
