@@ -641,6 +641,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("accsim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `accsim ... | head`: the reader left; end quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

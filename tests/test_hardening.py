@@ -212,3 +212,17 @@ def test_verify_never_imports_what_a_result_names(recorded, capsys, monkeypatch)
         assert main(["verify", str(path)]) == 1
         assert f"unknown heuristic {name!r}" in capsys.readouterr().err
     assert not (folder / "ran").exists()
+
+
+def test_a_closed_pipe_ends_quietly():
+    # `accsim schema platform | head -c 10`: no BrokenPipeError traceback.
+    import subprocess
+    import sys
+    process = subprocess.Popen([sys.executable, "-m", "simulator.cli", "schema",
+                                "platform"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.read(10)
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait(timeout=60) in (0, 141)  # 141: it hit the closed pipe
+    assert "Traceback" not in err
