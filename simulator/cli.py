@@ -641,6 +641,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("accsim: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:  # a last resort: the limits should refuse such a run up front
+        print("accsim: error: out of memory (lower --max-memory so the run is refused up "
+              "front with a tiling that fits, or use larger tiles)", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `accsim ... | head`: the reader left; end quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

@@ -171,6 +171,12 @@ def write_csv(result: RunResult, path: str | Path) -> None:
                              "bottleneck_class": op.verdict.bottleneck})
 
 
+def _ratio(value: float, base: float) -> str:
+    """value / base to two places; "-" against a zero base (a platform with no energy
+    figures, say)."""
+    return f"{value / base:.2f}" if base else "-"
+
+
 def compare_table(results: list[RunResult], labels: list[str] | None = None) -> Table:
     """Platforms side by side on one workload, with ratios to the first platform;
     `labels` name the rows (default: the platforms' names)."""
@@ -187,11 +193,10 @@ def compare_table(results: list[RunResult], labels: list[str] | None = None) -> 
         d = result.total.derived(result.platform)
         table.add_row(
             label, f"{d['time_s'] * 1e3:,.3f}",
-            f"{d['time_s'] / base['time_s']:.2f}", f"{1 / d['time_s']:,.1f}",
+            _ratio(d['time_s'], base['time_s']), f"{1 / d['time_s']:,.1f}",
             f"{100 * d['mfu']:.1f}", f"{100 * d['memory_stall_fraction']:.1f}",
-            f"{d['energy_j'] * 1e3:,.3f}", f"{d['energy_j'] / base['energy_j']:.2f}",
+            f"{d['energy_j'] * 1e3:,.3f}", _ratio(d['energy_j'], base['energy_j']),
             f"{d['average_power_w']:,.1f}", f"{d['flops_per_joule'] / 1e12:,.3f}",
-            f"{d['flops_per_joule'] / base['flops_per_joule']:.2f}"
-            if base['flops_per_joule'] else "-",
+            _ratio(d['flops_per_joule'], base['flops_per_joule']),
             dominant_bottleneck(result.operators))
     return table

@@ -226,3 +226,19 @@ def test_a_closed_pipe_ends_quietly():
     err = process.stderr.read().decode()
     assert process.wait(timeout=60) in (0, 141)  # 141: it hit the closed pipe
     assert "Traceback" not in err
+
+
+def test_a_platform_without_energy_figures_compares(tmp_path, capsys):
+    # Zero is a valid physical value; the ratios against it are "-", not a division.
+    raw = json.loads(json.dumps(BASE))
+    raw["energy"] = {"mac_pj": {"int8": 0.0}, "sram_read_pj_per_byte": 0.0,
+                     "sram_write_pj_per_byte": 0.0, "offchip_pj_per_byte": 0.0,
+                     "vector_op_pj": 0.0, "static_power": dict.fromkeys(
+                         ["array_w", "sram_w", "offchip_w", "vector_w", "other_w"], 0.0)}
+    path = tmp_path / "p0.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["compare", "--arch", str(path), "--arch", "tpu_v1", "--workload",
+                 "gemm_4096"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("tpu_v1"))
+    assert " - " in row
