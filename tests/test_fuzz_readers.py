@@ -12,6 +12,7 @@ added; a share of them also has random text spliced into the file itself.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import tempfile
 from pathlib import Path
@@ -28,7 +29,9 @@ from simulator.limits import MemoryBudget
 from simulator.loader import parse_model
 from simulator.mapping import LOOP_ORDERS, Mapping
 from simulator.metrics import STALL_PARTS
-from simulator.report import result_dict
+from simulator.report import compare_table, print_report, result_dict
+from simulator.sheet import markdown
+from simulator.terminal import console
 from simulator.scalesim import template_platform
 from simulator.scalesim_import import parse_config, parse_topology
 from simulator.simulate import Inputs, simulate
@@ -124,6 +127,12 @@ def run_invariants(platform: Platform, workload: Workload, mapping: Mapping) -> 
         assert totals.cycles >= totals.roofline_bound_cycles, a.lowered.name
         assert sum(getattr(a.run, part) for part in STALL_PARTS) == a.run.total_cycles
     json.dumps(result_dict(fast), allow_nan=False)  # the result file is strict JSON
+    # Every view of the result renders (no division by a zero figure, say).
+    screen = console(min_width=200)
+    screen.file = io.StringIO()
+    print_report(fast, screen)
+    screen.print(compare_table([fast, des]))
+    markdown(fast, None)
 
 
 def accepted_or_refused(parse):
