@@ -163,6 +163,7 @@ class _Estimate:
     keys: int              # LRU keys and table entries the lowering allocates
     scratch_bytes: int     # other working memory of the lowering (conv windows)
     terms: dict[str, int]  # per-instance cycle bound, by what contributes it
+    moved_bytes: int       # per-instance bound of the bytes its transfers move
 
 
 def _estimate(op, tiling, platform, fused) -> _Estimate:
@@ -211,7 +212,7 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
              steps * (compute + epilogue),
              "off-chip service (offchip.bandwidth_gbps / clock_ghz)": steps * service,
              "latency (offchip.latency_cycles + dma.setup_cycles)": steps * (2 * access + 2)}
-    return _Estimate(steps, keys, scratch, terms)
+    return _Estimate(steps, keys, scratch, terms, steps * (load + store))
 
 
 def _fitting_tiling(op, tiling, budget: MemoryBudget) -> str:
@@ -259,6 +260,10 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
                 f"cycles could reach {per_run:.3g} per run x {runs:,} runs, past int64 "
                 f"(2**62 allowed); most of it from {term}", file=platform_source,
                 field=f"operators.{op.name}")
+        if estimate.moved_bytes * runs >= INT64_BOUND:
+            raise AccsimError(f"its transfers could move {estimate.moved_bytes:.3g} bytes "
+                              f"per run x {runs:,} runs, past int64 (2**62 allowed)",
+                              file=mapping_source, field=f"operators.{op.name}")
         total_cycles += per_run * runs
         if total_cycles >= INT64_BOUND:
             raise AccsimError(f"the workload's cycles could reach {total_cycles:.3g}, "
