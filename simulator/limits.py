@@ -2,7 +2,7 @@
 int64 array or a compiled kernel is bounded first in exact (Python) integer arithmetic,
 and a run whose tile programs would not fit the memory budget is refused up front.
 
-Three entry points, each called with one line:
+Four entry points, each called with one line:
   - `check_inputs` from lowering's entry point, before any tiling is resolved: platform
     integers and operand sizes small enough for the heuristics' int64 arithmetic;
   - `check_tilings` from lowering's entry point, once every operator's tiling is known
@@ -11,7 +11,9 @@ Three entry points, each called with one line:
     within the budget;
   - `check_program` from each engine's public entry: the same cycle bound computed from
     a program's own arrays and the memory parameters (service time for a tiny
-    bandwidth, latency + DMA setup), for programs built directly.
+    bandwidth, latency + DMA setup), for programs built directly;
+  - `check_candidates` from the tiling searches (the min_offchip heuristic, the
+    mapper): a candidate grid small enough to lay out as arrays.
 The bound is the serial sum of everything a step can cost, which no schedule exceeds.
 """
 
@@ -44,7 +46,6 @@ BYTES_PER_STEP = {"fast": 64, "simpy": 1024}
 TRACE_BYTES_PER_STEP = 2400
 # Per LRU key of the lowering (tiles of A and B; C tiles' last visit): int64 links.
 BYTES_PER_KEY = 24
-
 
 # Tilings a search (the min_offchip heuristic, the mapper) may lay out as arrays at once:
 # about a dozen int64 arrays per candidate, so 2**25 candidates take some 3 GiB. The
