@@ -172,7 +172,7 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
     from simulator.workload import Conv2d, is_compute
     array, vector = platform.systolic_array, platform.vector_unit
     memory = platform.offchip
-    bytes_per_cycle = memory.bandwidth_gbps / platform.clock_ghz
+    bytes_per_cycle = platform.bytes_per_cycle
     access = memory.latency_cycles + platform.dma.setup_cycles
     costs = vector.cycles_per_element
     e, acc, out = operand_bytes(op, platform)
