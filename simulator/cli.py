@@ -21,7 +21,7 @@ from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget, parse_size
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
-from simulator.mapping import Mapping, load_plugin
+from simulator.mapping import Mapping, heuristic, load_plugin, with_heuristic
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
 from simulator.trace import write_trace
@@ -37,11 +37,18 @@ DEFAULT_WORKLOAD = "resnet50_b1"
 
 
 def load_inputs(arch: str, workload: str, mapping: str | None, *,
-                validate: str | None = None, workload_format: str | None = None) -> Inputs:
+                validate: str | None = None, workload_format: str | None = None,
+                heuristic_name: str | None = None) -> Inputs:
     """Load the three inputs by shipped name or path. SCALE-Sim files are read unchanged:
     a `.cfg` platform, a `.csv` topology (conv or GEMM by its header, or as
     `workload_format` says); what they hold that accsim does not honour is printed.
-    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.scalesim)."""
+    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.scalesim).
+    `heuristic_name` fills the fields the plan leaves open (default: the search)."""
+    if heuristic_name is not None:
+        if validate is not None:
+            raise AccsimError("--validate scalesim makes its own plan (one tile per "
+                              "GEMM); drop --heuristic", field="--heuristic")
+        heuristic(heuristic_name)  # an unknown name errors here, naming the known ones
     notes: list[str] = []
     if scalesim.is_scalesim_config(arch):
         platform, platform_source, config = scalesim.load_config(arch)
@@ -66,9 +73,11 @@ def load_inputs(arch: str, workload: str, mapping: str | None, *,
     if validate is not None:
         return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
     if mapping is None:
-        return Inputs(platform, trace, Mapping(), platform_source, workload_source)
+        return Inputs(platform, trace, with_heuristic(Mapping(), heuristic_name),
+                      platform_source, workload_source)
     plan, mapping_source = load_model(locate(mapping, "mapping"), Mapping)
-    return Inputs(platform, trace, plan, platform_source, workload_source, mapping_source)
+    return Inputs(platform, trace, with_heuristic(plan, heuristic_name), platform_source,
+                  workload_source, mapping_source)
 
 
 # Output options and the suffixes each accepts (None: any).
@@ -145,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
         from simulator.mapper import read_map_json
         best = read_map_json(args.sheet_best)
     inputs = load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
-                         workload_format=args.format)
+                         workload_format=args.format, heuristic_name=args.heuristic)
     if best is not None:
         from simulator.sheet import check_mapper_inputs
         check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
@@ -175,11 +184,14 @@ def _run(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     budget = _budget(args)
-    every = [load_inputs(arch, args.workload, args.mapping) for arch in args.arch]
+    every = [load_inputs(arch, args.workload, args.mapping, heuristic_name=args.heuristic)
+             for arch in args.arch]
     labels = _platform_labels([inputs.platform.name for inputs in every], args.arch)
     results = [_simulate(inputs, args.engine, budget, label)
                for inputs, label in zip(every, labels)]
-    report_console(min_width=140).print(compare_table(results, labels))
+    console = report_console(min_width=140)
+    console.print(compare_table(results, labels))
+    console.print(f"mapping (every platform): {results[0].mapping_mode}")
     return 0
 
 
@@ -205,6 +217,8 @@ def _verify(args: argparse.Namespace) -> int:
         outcome = verify(args.result)
     for change in outcome.changed_sources:
         print(f"changed input: {plain(change)}")
+    if outcome.model_changed:
+        print(f"model version changed: {plain(outcome.model_changed)}")
     shown = outcome.differences if args.all else outcome.differences[:SHOWN_DIFFERENCES]
     for difference in shown:
         print(f"differs on rerun: {plain(difference)}")
@@ -237,8 +251,10 @@ def _check(args: argparse.Namespace) -> int:
         model = validate_model(raw, SCHEMAS[kind], file=source.path)
     if isinstance(model, Platform):
         array = model.systolic_array
-        detail = (f"{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} at "
-                  f"{model.clock_ghz} GHz, {model.peak_flops / 1e12:,.2f} TFLOP/s peak, "
+        arrays = f"{array.count} x " if array.count > 1 else ""
+        detail = (f"{arrays}{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} "
+                  f"({array.fold_model} folds) at {model.clock_ghz} GHz, "
+                  f"{model.peak_flops / 1e12:,.2f} TFLOP/s peak, "
                   f"{model.offchip.bandwidth_gbps:g} GB/s")
     elif isinstance(model, Workload):
         detail = f"{len(model.operators)} operators"
@@ -358,9 +374,8 @@ def _write_plan(result, path: str) -> None:
 def _regress(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from simulator.mapping import heuristic
     from simulator.regress import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
-                                   read_baseline, report_lines, with_heuristic)
+                                   read_baseline, report_lines)
     from simulator.report import result_dict
     for option in ("tolerance", "floor_cycles", "floor_energy_pj"):
         value = getattr(args, option)
@@ -398,10 +413,8 @@ def _regress(args: argparse.Namespace) -> int:
             if not args.update_baseline:
                 return refuse(exc)
             refused = exc
-    inputs = load_inputs(args.arch, args.workload, args.mapping)
-    inputs = Inputs(inputs.platform, inputs.workload,
-                    with_heuristic(inputs.mapping, args.heuristic), inputs.platform_source,
-                    inputs.workload_source, inputs.mapping_source)
+    inputs = load_inputs(args.arch, args.workload, args.mapping,
+                         heuristic_name=args.heuristic)
     result = _simulate(inputs, args.engine, _budget(args))
     current = json.loads(json.dumps(result_dict(result)))
 
@@ -487,7 +500,8 @@ def _write_plot(result, path) -> None:
 
 
 def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
-                engine: bool = True, mapping_help: str | None = None) -> None:
+                engine: bool = True, mapping_help: str | None = None,
+                heuristic_option: bool = False) -> None:
     """The platform, workload and mapping options every simulating command shares."""
     arch_help = (f"platform YAML, SCALE-Sim .cfg, or a shipped name "
                  f"({', '.join(shipped_names('platform'))})")
@@ -502,8 +516,14 @@ def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
                         f"({', '.join(shipped_names('workload'))}); default "
                         f"{DEFAULT_WORKLOAD}")
     parser.add_argument("--mapping", help=mapping_help or "tiling plan YAML, or a shipped "
-                        f"name ({', '.join(shipped_names('mapping'))}); default: the "
-                        "array_aligned heuristic for every operator")
+                        f"name ({', '.join(shipped_names('mapping'))}); default: every "
+                        "operator's best tiling, searched by the mapper (deterministic, "
+                        "once per distinct operator)")
+    if heuristic_option:
+        parser.add_argument("--heuristic", metavar="NAME", help="fill what the plan "
+                            "leaves open with this heuristic instead of the search (a "
+                            "registered name, an accsim.heuristics entry point or "
+                            "module:function)")
     if engine:
         parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
         parser.add_argument("--max-memory", metavar="SIZE", help="memory the tile "
@@ -530,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="simulate a workload on a platform and print per-operator and "
         "per-layer_type tables")
-    _add_inputs(run)
+    _add_inputs(run, heuristic_option=True)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
     run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "
@@ -555,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser(
         "compare", help="one workload on several platforms side by side")
-    _add_inputs(compare, several_archs=True)
+    _add_inputs(compare, several_archs=True, heuristic_option=True)
     compare.set_defaults(handler=_compare)
 
     check = commands.add_parser(
@@ -597,9 +617,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(exit 1 on a regression, 2 on a refused baseline)")
     regress.add_argument("--baseline", required=True, metavar="BASE.json",
                          help="a result JSON written by `accsim run --json`")
-    _add_inputs(regress)
-    regress.add_argument("--heuristic", metavar="NAME", help="the heuristic for every "
-                         "field the plan leaves open")
+    _add_inputs(regress, heuristic_option=True)
     regress.add_argument("--tolerance", type=float, default=0.01,
                          help="relative change that counts (default 0.01 = 1%%)")
     regress.add_argument("--floor-cycles", type=float, default=100,

@@ -34,6 +34,9 @@ INT64_BOUND = 2**62
 # Any single platform integer (array dims, buffer bytes, lanes, cycles): beyond this the
 # heuristics' int64 products could wrap before the cycle bound is even computed.
 MAX_PLATFORM_INT = 2**48
+# Any per-event cycle count (a latency, a setup, cycles per element, an overhead): 2**32
+# is seconds per event at GHz clocks; beyond it the searches' own int64 bounds wrap.
+MAX_EVENT_CYCLES = 2**32
 # Elements of any one operand tensor of one operator instance.
 MAX_TENSOR_ELEMENTS = 2**48
 
@@ -125,14 +128,26 @@ def _platform_ints(model: BaseModel, prefix: str = ""):
 
 def check_inputs(workload, platform, *, workload_source: str | None = None,
                  platform_source: str | None = None) -> None:
-    """Platform integers and operand sizes within what int64 arithmetic can hold."""
+    """Platform integers and operand sizes within what int64 arithmetic can hold, and
+    every array operator's dtype one the array takes (the searches look its energy up
+    before any lowering would say so)."""
     for field, value in _platform_ints(platform):
-        if value > MAX_PLATFORM_INT:
-            raise AccsimError(f"{value} is larger than the 2**48 accsim accepts for a "
-                              "platform value (int64 cycles would overflow)",
-                              file=platform_source, field=field)
+        cycles = field.endswith("_cycles") or field.startswith(
+            "vector_unit.cycles_per_element.")
+        limit, said = (MAX_EVENT_CYCLES, "2**32 cycles accsim accepts for one event") \
+            if cycles else (MAX_PLATFORM_INT, "2**48 accsim accepts for a platform value")
+        if value > limit:
+            raise AccsimError(f"{value} is larger than the {said} (int64 cycles would "
+                              "overflow)", file=platform_source, field=field)
     from simulator.workload import Conv2d, is_compute
+    array = platform.systolic_array
+    bytes_per_cycle = platform.bytes_per_cycle
+    total = 0.0
     for op in workload.operators:
+        if is_compute(op) and (op.dtype or array.input_dtypes[0]) not in array.input_dtypes:
+            raise AccsimError(f"dtype {op.dtype} is not an input dtype of {platform.name} "
+                              f"({', '.join(array.input_dtypes)})", file=workload_source,
+                              field=f"operators.{op.name}.dtype")
         if is_compute(op):
             g = op.gemm()
             tensors = {"A (m x k)": g.m * g.k, "B (k x n)": g.k * g.n,
@@ -149,6 +164,17 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
                 raise AccsimError(f"{tensor} has {elements:,} elements, more than the "
                                   f"2**48 accsim accepts for one operand",
                                   file=workload_source, field=f"operators.{op.name}")
+        # Whatever the tiling, an array operator's weights (B) cross the memory once per
+        # run: a bandwidth so small that this alone passes int64 is refused before any
+        # search. (A vector operator may move nothing, its tensors on chip.)
+        runs = op.repeat * (op.gemm().instances if is_compute(op) else 1)
+        least = tensors["B (k x n)"] if is_compute(op) else 0
+        total += least / bytes_per_cycle * runs if bytes_per_cycle > 0 else math.inf
+        if not total < INT64_BOUND:
+            raise AccsimError(f"moving operator {op.name}'s operands at "
+                              f"{bytes_per_cycle:.3g} bytes per cycle (offchip."
+                              "bandwidth_gbps / clock_ghz) takes past int64 cycles",
+                              file=platform_source, field="offchip.bandwidth_gbps")
 
 
 def _vector_bound(elements: int, lanes: int, cycles_per_element: int, passes: int) -> int:

@@ -46,7 +46,8 @@ from simulator.lowering import lower_compute, lower_vector
 from simulator.lowering.windows import window_elements, window_maxima
 from simulator.mapping import (EFFECTIVE_ORDER, LOOP_ORDERS, Mapping, Tiling, TilingSpec,
                                a_tile_bound, array_busy_cycles, check_mapping_names,
-                               dim_candidates, divisors, heuristic, loop_tables_index,
+                               coarse_candidates, dim_candidates, divisors, heuristic,
+                               loop_tables_index,
                                merged_spec, operand_bytes, operator_dtype, resolve_tiling)
 from simulator.metrics import operator_totals
 from simulator.program import MAX_DEPTH
@@ -144,6 +145,13 @@ class _Task:
     heuristics: tuple[str, ...]
     objective: str
     exhaustive: bool
+    # The default mapping's search: a coarser grid (mapping.coarse_candidates) whose
+    # candidates keep the fields the plan fixes, and, beyond the heuristics' tilings,
+    # at most max_simulated candidates and max_steps tile steps replayed (None: no
+    # limit).
+    constrained: bool = False
+    max_simulated: int | None = None
+    max_steps: int = 0
 
 
 def _evaluate(op, tiling: Tiling, platform: Platform, memory, following) -> Evaluation:
@@ -228,16 +236,19 @@ def _static_pj_per_cycle(platform: Platform) -> float:
     return static_power_w(platform) / (platform.clock_ghz * 1e9) * 1e12
 
 
-def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candidates:
-    """Every tile size, loop order and dataflow of an array operator with the deepest
-    depth that fits and its lower bounds. Quantities are built on axes (m tile, n tile,
-    k tile, loop order, dataflow) and broadcast, so each is computed on its own axes."""
+def _compute_grid(op, fuse: str | None, following, platform: Platform,
+                  coarse: bool = False) -> _Candidates:
+    """Every tile size (`dim_candidates`, or `coarse_candidates`), loop order and
+    dataflow of an array operator with the deepest depth that fits and its lower bounds.
+    Quantities are built on axes (m tile, n tile, k tile, loop order, dataflow) and
+    broadcast, so each is computed on its own axes."""
     array = platform.systolic_array
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
     units = (array.rows, array.cols)
     dataflows = array.dataflows
-    vm, vn, vk = (np.asarray(dim_candidates(size, units), dtype=np.int64)
+    sizes = coarse_candidates if coarse else dim_candidates
+    vm, vn, vk = (np.asarray(sizes(size, units), dtype=np.int64)
                   for size in (g.m, g.n, g.k))
     check_candidates(len(vm) * len(vn) * len(vk) * len(LOOP_ORDERS) * len(dataflows), op,
                      "the mapper")
@@ -315,11 +326,12 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candi
         epilogue = -(-(ms_last * ns_last) // platform.vector_unit.lanes) * cpe * passes
     tail = 0 if onchip else 1 + _service(ms_last * ns_last * out, bpc) + access
     busy = np.stack([array_busy_cycles(g.m, g.n, g.k, tm[..., None], tn[..., None],
-                                       tk[..., None], order, name, array.rows, array.cols)
+                                       tk[..., None], order, name, array.rows, array.cols,
+                                       array.count, array.fold_model)
                      for name in dataflows], axis=-1)
     served = np.floor(offchip / bpc).astype(np.int64) + (0 if onchip else access)
     per_run = np.maximum((head + epilogue + tail)[..., None, None] + busy,
-                         served[..., None])
+                         served[..., None]) + platform.runtime.op_overhead_cycles
     runs = _runs(op)
     # Energy: MACs, fused vector work, the off-chip bytes above, SRAM reads (exact,
     # SCALE-Sim's per-fold counting in closed form), SRAM writes of those A and B
@@ -441,6 +453,7 @@ def _vector_grid(op, platform: Platform) -> _Candidates:
             cycles(last_rows) + tail
         served = np.where(last_out > 0, 1 + in_service + out_service + access, 0)
         per_run = np.maximum.reduce([head + busy + tail, last_load, served])
+    per_run = per_run + platform.runtime.op_overhead_cycles
     runs = _runs(op)
     zeros = np.zeros(len(sizes), dtype=np.int64)
     return _Candidates(sizes, zeros + 1, zeros + 1, zeros + LOOP_ORDERS.index("mnk"),
@@ -449,11 +462,11 @@ def _vector_grid(op, platform: Platform) -> _Candidates:
                        * (1 - 1e-9), zeros)
 
 
-def _grid(op, fuse: str | None, following, platform: Platform) -> tuple[_Candidates,
-                                                                        list[str]]:
+def _grid(op, fuse: str | None, following, platform: Platform,
+          coarse: bool = False) -> tuple[_Candidates, list[str]]:
     """An operator's candidates before depth, and the dataflows they index."""
     if is_compute(op):
-        return (_compute_grid(op, fuse, following, platform),
+        return (_compute_grid(op, fuse, following, platform, coarse),
                 list(platform.systolic_array.dataflows))
     return _vector_grid(op, platform), ["os"]
 
@@ -484,6 +497,24 @@ def _tie_loses(op, objective: str, best: Evaluation, bound: float, cycles: int,
                                       best.energy_pj)
 
 
+def _fixed_by_plan(grid: _Candidates, spec: TilingSpec, dataflows: list[str], *,
+                   vector: bool) -> np.ndarray:
+    """Grid candidates that agree with every tiling field the plan sets (depth aside:
+    it is checked once candidates are expanded by depth)."""
+    keep = np.ones(len(grid), dtype=bool)
+    fixed = {"tm": spec.rows_per_tile} if vector else \
+        {"tm": spec.tm, "tn": spec.tn, "tk": spec.tk}
+    for name, value in fixed.items():
+        if value is not None:
+            keep &= getattr(grid, name) == value
+    if not vector and spec.loop_order is not None:
+        keep &= grid.order == LOOP_ORDERS.index(spec.loop_order)
+    if not vector and spec.dataflow is not None:
+        keep &= grid.dataflow == (dataflows.index(spec.dataflow)
+                                  if spec.dataflow in dataflows else -1)
+    return keep
+
+
 def search_operator(task: _Task) -> OperatorSearch:
     """The best tiling of one operator (see the module docstring)."""
     op, platform, objective = task.op, task.platform, task.objective
@@ -499,11 +530,17 @@ def search_operator(task: _Task) -> OperatorSearch:
         if best is None or mine.key(objective) < best.key(objective):
             best = mine
 
+    evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
     for name in task.heuristics:
         try:
             tiling = resolve_tiling(op, task.spec.model_copy(update={"heuristic": name}),
                                     platform)
-            found = _evaluate(op, tiling, platform, memory, task.following)
+            found = evaluated.get(tiling.sort_key())
+            if found is None:
+                found = _evaluate(op, tiling, platform, memory, task.following)
+            else:
+                found = replace(found, tiling=tiling)
+            evaluated[tiling.sort_key()] = found
         except AccsimError as exc:
             heuristics[name] = exc.rule
             continue
@@ -512,10 +549,14 @@ def search_operator(task: _Task) -> OperatorSearch:
         simulated += 1
         consider(found)
     fuse = task.spec.fuse if is_compute(op) else None
-    grid, dataflows = _grid(op, fuse, task.following, platform)
+    op_dims = (op.gemm().m, op.gemm().n, op.gemm().k) if is_compute(op) \
+        else (op.vector().rows,)
+    grid, dataflows = _grid(op, fuse, task.following, platform, coarse=task.constrained)
     enumerated = len(grid) * MAX_DEPTH
     unfit = int((MAX_DEPTH - grid.max_depth).sum())
     keep = grid.max_depth > 0
+    if task.constrained:
+        keep &= _fixed_by_plan(grid, task.spec, dataflows, vector=not is_compute(op))
     pruned = 0
     if not task.exhaustive and best is not None:
         # What the heuristics' best already beats: the walk below would stop before it.
@@ -523,6 +564,8 @@ def search_operator(task: _Task) -> OperatorSearch:
         pruned = int(grid.max_depth[keep & over].sum())
         keep &= ~over
     grid = grid.select(keep).expand()
+    if task.constrained and task.spec.depth is not None:
+        grid = grid.select(grid.depth == task.spec.depth)
     order_rank = _rank(list(LOOP_ORDERS))[grid.order]
     flow_rank = _rank(dataflows)[grid.dataflow]
     duplicates = 0
@@ -541,12 +584,23 @@ def search_operator(task: _Task) -> OperatorSearch:
         grid = grid.select(unique)
         order_rank, flow_rank = order_rank[unique], flow_rank[unique]
     bound = _objective_lb(grid, objective)
+    grid_steps = -(-op_dims[0] // grid.tm) * -(-op_dims[1] // grid.tn) * \
+        -(-op_dims[2] // grid.tk) if is_compute(op) else -(-op_dims[0] // grid.tm)
+    seeded = simulated
+    steps_replayed = 0
     walk = np.lexsort((grid.depth, flow_rank, order_rank, grid.tk, grid.tn, grid.tm, bound))
     for position, i in enumerate(walk.tolist()):
         if not task.exhaustive and best is not None and \
                 bound[i] > best.objective(objective):
             pruned += len(walk) - position   # the walk is in bound order: all the rest
             break
+        if task.max_simulated is not None:
+            if simulated - seeded >= task.max_simulated:
+                pruned += len(walk) - position   # the search's candidate budget is spent
+                break
+            if steps_replayed + int(grid_steps[i]) > task.max_steps:
+                pruned += 1   # too long for what is left of the step budget
+                continue
         tiling = Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
                         LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
                         int(grid.depth[i]), fuse, MAPPER)
@@ -565,6 +619,7 @@ def search_operator(task: _Task) -> OperatorSearch:
             invalid += 1
             continue
         simulated += 1
+        steps_replayed += int(grid_steps[i])
         consider(found)
     stats = SearchStats(enumerated + len(task.heuristics), unfit, duplicates, pruned,
                         simulated, invalid)

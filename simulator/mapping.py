@@ -21,7 +21,12 @@ from simulator.timing import ceil_div
 from simulator.workload import Workload, is_compute
 
 LOOP_ORDERS = tuple("".join(p) for p in permutations("mnk"))
-DEFAULT_HEURISTIC = "array_aligned"
+# What fills the fields a plan leaves open when it names no heuristic: the mapper's best
+# tiling of the operator (simulator.default_search). A plan that sets every field of an
+# operator is taken as it is (its tilings are labelled PLAN).
+SEARCH = "search"
+PLAN = "plan"
+DEFAULT_HEURISTIC = "array_aligned"  # the heuristic a fully set plan entry is built on
 DEFAULT_DEPTH = 2
 DIMS = "mnk"
 
@@ -204,14 +209,16 @@ def vector_rows_tiling(op, platform: Platform, depth: int) -> Tiling:
 
 @register("array_aligned")
 def array_aligned(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
-    """Stationary dims one array fold, the streamed dim as long as `depth` tiles of every
-    operand fit their buffers; k innermost; the platform's default dataflow."""
+    """Stationary dims one round of array folds (one fold per array: the column dim
+    spans `count` arrays), the streamed dim as long as `depth` tiles of every operand
+    fit their buffers; k innermost; the platform's default dataflow."""
     buffers = platform.buffers
     e, acc, _ = operand_bytes(op, platform)
     if not is_compute(op):
         return vector_rows_tiling(op, platform, depth)
     g = op.gemm()
-    rows, cols = platform.systolic_array.rows, platform.systolic_array.cols
+    array = platform.systolic_array
+    rows, cols = array.rows, array.cols * array.count
     if dataflow == "os":
         tm, tn = min(g.m, rows), min(g.n, cols)
         tk = min(buffers.ifmap_bytes // (depth * tm * e), buffers.weight_bytes // (depth * tn * e))
@@ -305,7 +312,7 @@ def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     tm, tn, tk, order = tm[fits], tn[fits], tk[fits], order[fits]
     traffic = offchip_estimate(op, platform, tm, tn, tk, order)
     busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
-                             array.cols)
+                             array.cols, array.count, array.fold_model)
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
     order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]
     pick = np.lexsort((order_rank, tk, tn, tm, steps, busy, traffic))[0]
@@ -336,20 +343,41 @@ def dim_candidates(size: int, units: Iterable[int]) -> list[int]:
     return sorted(values)
 
 
+# Tile counts whose balanced tile sizes coarse_candidates adds.
+COARSE_TILE_COUNTS = range(2, 9)
+
+
+def coarse_candidates(size: int, units: Iterable[int]) -> list[int]:
+    """A short list of tile sizes for the default mapping's search: the whole dim, each
+    array dimension in `units` times a power of two below it, and the sizes that split
+    the dim into 2 to 8 balanced tiles, rounded up to a multiple of the smallest unit
+    when the dim exceeds it; ascending."""
+    unit = min(units)
+    values = {size}
+    for u in set(units):
+        scaled = u
+        while scaled < size:
+            values.add(scaled)
+            scaled *= 2
+    for count in COARSE_TILE_COUNTS:
+        tile = ceil_div(size, count)
+        if size > unit:
+            tile = min(size, ceil_div(tile, unit) * unit)
+        values.add(tile)
+    return sorted(values)
+
+
 def _grid(axes: list) -> list[np.ndarray]:
     """The cartesian product of value lists, as flat int64 arrays (first axis slowest)."""
     mesh = np.meshgrid(*[np.asarray(list(a), dtype=np.int64) for a in axes], indexing="ij")
     return [m.ravel() for m in mesh]
 
 
-def _axis_folds(size: int, tile: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
-    """Over the tiles of one dim: (sum of ceil(tile size / unit), count of tiles no
-    larger than unit)."""
+def _axis_tiles(size: int, tile: np.ndarray, unit: int) -> tuple[np.ndarray, ...]:
+    """The tiles of one dim in two kinds, full and edge: (full tiles, folds of a full
+    tile along `unit`, edge tiles (0 or 1), folds of the edge tile)."""
     full, rem = size // tile, size % tile
-    edge = rem > 0
-    folds = full * -(-tile // unit) + edge * -(-rem // unit)
-    single = full * (tile <= unit) + (edge & (rem <= unit))
-    return folds, single
+    return full, -(-tile // unit), (rem > 0).astype(np.int64), -(-rem // unit)
 
 
 def _loop_tables() -> tuple[np.ndarray, np.ndarray]:
@@ -378,37 +406,57 @@ def loop_tables_index(m: int, n: int, k: int, tm, tn, tk, order) -> tuple:
 
 
 def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
-                      rows: int, cols: int) -> np.ndarray:
+                      rows: int, cols: int, count: int, fold_model: str) -> np.ndarray:
     """The array's busy cycles of one GEMM instance under tilings, in closed form: the
     sum of the compute cycles the lowering emits (tests check equality). tm, tn, tk and
     order (indices into LOOP_ORDERS) broadcast against each other.
 
-    The stationary operand's tile fixes the folds (os: C, ws: B, is: A); every step pays
-    folds x T, and a fold fill unless it is single-fold and continues the previous
-    step's stationary tile. Consecutive steps share that tile only while the streamed
-    dim's loop is the innermost one with more than one tile; then each stationary tile
-    fills once, else every step fills.
+    The stationary operand's tile fixes the folds F (os: C, ws: B, is: A), run in
+    rounds F' = ceil(F / count); each dim's tiles come in two kinds (full, edge), so the
+    stationary tiles in four. A step pays F' x (T + fill) (scalesim) or
+    F' x max(T, R) + skew (pipelined), unless it is single-fold and continues the
+    previous step's stationary tile, when it pays T. Consecutive steps share that tile
+    only while the streamed dim's loop is the innermost one with more than one tile;
+    then each single-fold stationary tile starts once, on its first streamed tile (a
+    full one), else every step starts anew.
     """
     tm, tn, tk = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk))
-    counts = {"m": -(-m // tm), "n": -(-n // tn), "k": -(-k // tk)}
     if dataflow == "os":
-        (rf, rs), (cf, cs), streamed, total = (_axis_folds(m, tm, rows),
-                                               _axis_folds(n, tn, cols), "k", k)
+        row, col, streamed = (m, tm), (n, tn), (k, tk, "k")
         fill = rows + cols - 2
     elif dataflow == "ws":
-        (rf, rs), (cf, cs), streamed, total = (_axis_folds(k, tk, rows),
-                                               _axis_folds(n, tn, cols), "m", m)
+        row, col, streamed = (k, tk), (n, tn), (m, tm, "m")
         fill = 2 * rows + cols - 2
     else:
-        (rf, rs), (cf, cs), streamed, total = (_axis_folds(k, tk, rows),
-                                               _axis_folds(m, tm, cols), "n", n)
+        row, col, streamed = (k, tk), (m, tm), (n, tn, "n")
         fill = 2 * rows + cols - 2
-    folds = rf * cf           # summed over stationary tiles
-    singles = rs * cs         # stationary tiles of one fold
-    n_streamed = counts[streamed]
+    r_full, r_folds, r_edge, r_edge_folds = _axis_tiles(*row, rows)
+    c_full, c_folds, c_edge, c_edge_folds = _axis_tiles(*col, cols)
+    rounds = 0          # sum of F' over stationary tiles
+    singles = 0         # stationary tiles of one fold
+    tiles = 0
+    for r_count, r_f in ((r_full, r_folds), (r_edge, r_edge_folds)):
+        for c_count, c_f in ((c_full, c_folds), (c_edge, c_edge_folds)):
+            pairs = r_count * c_count
+            folds = r_f * c_f
+            rounds = rounds + pairs * -(-folds // count)
+            singles = singles + pairs * (folds == 1)
+            tiles = tiles + pairs
+    total, tile, name = streamed
+    s_full, _, s_edge, _ = _axis_tiles(total, tile, 1)
+    rem = total % tile
+    n_streamed = s_full + s_edge
     inner = INNERMOST[loop_tables_index(m, n, k, tm, tn, tk, order)]
-    runs = np.where((inner == DIMS.index(streamed)) | (inner < 0), 1, n_streamed)
-    return folds * total + fill * ((folds - singles) * n_streamed + singles * runs)
+    starts_once = (inner == DIMS.index(name)) | (inner < 0)
+    if fold_model == "scalesim":
+        runs = np.where(starts_once, 1, n_streamed)
+        return rounds * total + fill * ((rounds - singles) * n_streamed + singles * runs)
+    skew = rows + cols - 2
+    paced = s_full * np.maximum(tile, rows) + s_edge * np.maximum(rem, rows)  # sum max(T, R)
+    multi = (rounds - singles) * paced + skew * n_streamed * (tiles - singles)
+    single = np.where(starts_once, np.maximum(tile, rows) + skew + total - tile,
+                      paced + skew * n_streamed)
+    return multi + singles * single
 
 
 def _flat(*values) -> list[np.ndarray]:
@@ -502,18 +550,58 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
     return TilingSpec(**merged)
 
 
-def resolve_tiling(op, spec: TilingSpec, platform: Platform) -> Tiling:
-    """The heuristic's tiling with the spec's explicit fields laid over it."""
-    name = spec.heuristic or DEFAULT_HEURISTIC
-    depth = spec.depth or DEFAULT_DEPTH
-    dataflow = spec.dataflow or platform.systolic_array.default_dataflow
-    base = heuristic(name)(op, platform, depth, dataflow)
-    _check_heuristic_tiling(name, op, base)
+def fully_specified(op, spec: TilingSpec) -> bool:
+    """Whether the spec sets every tiling field of the operator (fuse aside)."""
+    own = ("tm", "tn", "tk", "loop_order", "dataflow") if is_compute(op) \
+        else ("rows_per_tile",)
+    return spec.depth is not None and all(getattr(spec, f) is not None for f in own)
+
+
+def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) -> Tiling:
+    """The heuristic's tiling with the spec's explicit fields laid over it. With no
+    heuristic named, the open fields are the mapper's best (SEARCH, memoised per
+    distinct operator; `following` is the operator a `fuse` absorbs)."""
     overrides = {k: v for k, v in spec.model_dump(exclude_none=True).items()
                  if k in ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")}
     if spec.rows_per_tile is not None:
         overrides["tm"] = spec.rows_per_tile
-    return replace(base, depth=depth, heuristic=name, **overrides)
+    name = spec.heuristic or SEARCH
+    if name == SEARCH and not fully_specified(op, spec):
+        from simulator.default_search import searched_tiling  # the mapper uses this module
+        found = searched_tiling(op, spec, platform, following)
+        if found is not None:
+            return replace(found, **overrides)
+        name = DEFAULT_HEURISTIC  # nothing fits: lowering reports this tiling's overflow
+    depth = spec.depth or DEFAULT_DEPTH
+    dataflow = spec.dataflow or platform.systolic_array.default_dataflow
+    label = PLAN if name == SEARCH else name
+    name = DEFAULT_HEURISTIC if name == SEARCH else name
+    base = heuristic(name)(op, platform, depth, dataflow)
+    _check_heuristic_tiling(name, op, base)
+    return replace(base, depth=depth, heuristic=label, **overrides)
+
+
+def with_heuristic(mapping: Mapping, name: str | None) -> Mapping:
+    """The plan with `name` as the heuristic of every field it leaves open (its
+    default's heuristic; entries naming their own heuristic keep it)."""
+    if name is None:
+        return mapping
+    return mapping.model_copy(update={
+        "default": mapping.default.model_copy(update={"heuristic": name})})
+
+
+def describe_mapping(mapping: Mapping, source: str | None = None) -> str:
+    """Which mapping a run used, in a few words: the searched default, a heuristic, or
+    a plan (whose open fields the search or its heuristic fills)."""
+    default = mapping.default.heuristic
+    entries = bool(mapping.operators or mapping.layer_types
+                   or mapping.default.model_dump(exclude_none=True, exclude={"heuristic"}))
+    fill = f"heuristic {default}" if default else \
+        "searched default (the mapper's best tiling per distinct operator, by cycles)"
+    if not entries:
+        return fill
+    return f"plan {mapping.name}" + (f" ({source})" if source else "") + \
+        f"; open fields: {fill}"
 
 
 def _check_heuristic_tiling(name: str, op, tiling) -> None:

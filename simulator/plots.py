@@ -15,9 +15,12 @@ from simulator.simulate import RunResult  # noqa: E402
 # labels start with the tables' column names (report.PERCENT_COLUMNS).
 SEGMENTS = [
     ("useful", "useful_array_cycles"), ("pad: padding", "padding_array_cycles"),
-    ("afill: array fill", "fill_array_cycles"), ("vector unit", "vector_compute_cycles"),
-    ("fill: pipeline fill", "fill_cycles"), ("in: input stall", "input_stall_cycles"),
-    ("out: output stall", "output_stall_cycles"), ("drain", "drain_cycles"),
+    ("setup: array fill", "fill_array_cycles"),
+    ("setup: stationary load", "stationary_load_array_cycles"),
+    ("setup: skew", "skew_array_cycles"), ("vector unit", "vector_compute_cycles"),
+    ("ovh: overhead", "overhead_cycles"), ("fill: pipeline fill", "fill_cycles"),
+    ("in: input stall", "input_stall_cycles"), ("out: output stall", "output_stall_cycles"),
+    ("drain", "drain_cycles"),
 ]
 
 
@@ -25,7 +28,9 @@ def _segment(totals, attribute: str) -> float:
     if attribute == "vector_compute_cycles":  # busy cycles the array split leaves out
         return totals.busy_cycles - (totals.useful_array_cycles
                                      + totals.padding_array_cycles
-                                     + totals.fill_array_cycles)
+                                     + totals.fill_array_cycles
+                                     + totals.stationary_load_array_cycles
+                                     + totals.skew_array_cycles)
     return getattr(totals, attribute)
 
 

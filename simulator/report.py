@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from simulator.loader import dump_json
@@ -18,14 +19,17 @@ from simulator.simulate import RunResult, manifest
 
 # (header, Totals-derived key, format) of the percentage columns shared by both tables.
 PERCENT_COLUMNS = [
-    ("MFU", "mfu"), ("stall", "memory_stall_fraction"), ("fill", "fill_fraction"),
-    ("in", "input_stall_fraction"), ("out", "output_stall_fraction"),
-    ("drain", "drain_fraction"), ("useful", "useful_fraction"),
-    ("pad", "padding_fraction"), ("afill", "array_fill_fraction"),
+    ("MFU", "mfu"), ("stall", "memory_stall_fraction"), ("ovh", "overhead_fraction"),
+    ("fill", "fill_fraction"), ("in", "input_stall_fraction"),
+    ("out", "output_stall_fraction"), ("drain", "drain_fraction"),
+    ("useful", "useful_fraction"), ("pad", "padding_fraction"),
+    ("setup", "array_setup_fraction"),
 ]
 LEGEND = ("% of cycles. stall: memory stalls (fill + in + memory-caused out + store "
-          "tail); fill / in / out / drain: compute-unit idle split; useful / pad / afill: "
-          "array busy split into useful, padding and array fill; MB: off-chip; refetch: "
+          "tail); ovh: per-operator dispatch overhead; fill / in / out / drain: "
+          "compute-unit idle split; useful / pad / setup: array busy split into useful, "
+          "padding and setup (fold fill in the scalesim model; stationary-operand load + "
+          "skew in the pipelined one; apart in --json and --csv); MB: off-chip; refetch: "
           "off-chip / compulsory bytes; uJ: energy.")
 
 
@@ -91,7 +95,10 @@ def summary_lines(result: RunResult) -> list[str]:
         f"energy {d['energy_j'] * 1e3:,.3f} mJ (static {total.energy_static_pj / 1e9:,.3f}"
         f" mJ), average power {d['average_power_w']:,.1f} W, "
         f"{d['flops_per_joule'] / 1e12:,.3f} TFLOP/J, "
-        f"{d['energy_per_mac_pj']:,.2f} pJ per MAC",
+        f"{d['energy_per_mac_pj']:,.2f} pJ per MAC"
+        + (f", {d['flops_per_s_per_mm2'] / 1e12:,.3f} TFLOP/s per mm^2 of "
+           f"{d['area_mm2']:,.1f} mm^2" if "area_mm2" in d else ""),
+        f"mapping: {escape(result.mapping_mode)}",
     ]
 
 
@@ -152,9 +159,10 @@ def write_json(result: RunResult, path: str | Path) -> None:
 
 # Fractions are 0..1 and say so in their names (the tables print the same as percent).
 CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu_fraction",
-              "memory_stall_fraction", "fill_cycles", "input_stall_cycles",
-              "output_stall_cycles", "drain_cycles", "useful_array_cycles",
-              "padding_array_cycles", "fill_array_cycles", "offchip_read_bytes",
+              "memory_stall_fraction", "overhead_cycles", "fill_cycles",
+              "input_stall_cycles", "output_stall_cycles", "drain_cycles",
+              "useful_array_cycles", "padding_array_cycles", "fill_array_cycles",
+              "stationary_load_array_cycles", "skew_array_cycles", "offchip_read_bytes",
               "offchip_write_bytes", "compulsory_bytes", "refetch_ratio", "energy_j",
               "average_power_w", "bottleneck_class"]
 

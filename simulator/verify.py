@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import simulator
 from simulator.config import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
@@ -36,10 +37,11 @@ class Verification:
 
     changed_sources: list[str]   # "kind: path (reason)"
     differences: list[str]       # every JSON path whose value differs on rerun, with both
+    model_changed: str | None = None   # why no rerun was compared: another model version
 
     @property
     def ok(self) -> bool:
-        return not self.changed_sources and not self.differences
+        return not self.changed_sources and not self.differences and not self.model_changed
 
 
 def comparable(result: dict) -> dict:
@@ -158,6 +160,14 @@ def verify(result_path: str) -> Verification:
     manifest = recorded["manifest"]
     embedded = manifest["inputs"]
     changed = _source_changes(embedded, models)
+    recorded_version = manifest.get("model_version")
+    if recorded_version != simulator.MODEL_VERSION:
+        # Timing or lowering semantics changed since: every figure may differ, and a
+        # list of them would say nothing the version does not.
+        return Verification(changed, [], (
+            f"the result was written by model version {recorded_version}, this accsim "
+            f"is model version {simulator.MODEL_VERSION}: the timing model changed, so "
+            "its figures are not comparable (rerun to refresh it)"))
     sources = {kind: Source(entry["path"], entry["sha256"], "") if entry.get("path")
                else None for kind, entry in embedded.items()}
     inputs = Inputs(models["platform"], models["workload"], models["mapping"],

@@ -57,7 +57,8 @@ def test_memory_budget_suggests_a_tiling_that_fits():
                                       "output_bytes": 2**20})
     workload = Workload.model_validate({"name": "w", "operators": [
         {"name": "g", "layer_type": "fc", "kind": "gemm", "m": 512, "n": 512, "k": 512}]})
-    tiny = Mapping(operators={"g": TilingSpec(tm=1, tn=1, tk=1)})
+    # The heuristic named, so that the fields left open are filled without a search.
+    tiny = Mapping(operators={"g": TilingSpec(tm=1, tn=1, tk=1, heuristic="array_aligned")})
     budget = MemoryBudget(8 * 2**20)
     with pytest.raises(AccsimError) as info:
         simulate(Inputs(platform, workload, tiny), budget=budget)
@@ -65,7 +66,7 @@ def test_memory_budget_suggests_a_tiling_that_fits():
     assert "134,217,728 steps" in message and "8.0 MiB" in message
     suggested = message.split("a tiling within it: ")[1].split()
     tiles = dict(zip(suggested[::2], map(int, suggested[1::2])))
-    plan = Mapping(operators={"g": TilingSpec(**tiles)})
+    plan = Mapping(operators={"g": TilingSpec(**tiles, heuristic="array_aligned")})
     result = simulate(Inputs(platform, workload, plan), budget=budget)
     assert result.operators[0].lowered.program.steps * budget.bytes_per_step \
         <= budget.max_bytes
