@@ -132,7 +132,7 @@ def test_a_memory_stalled_operator_is_never_balanced(busy):
     # 85% memory-stalled, the server busy anywhere below the bandwidth rule's 80%:
     # the latency rule takes it (it once required busy < 50%, leaving a gap).
     metrics = {"offchip_busy_fraction": busy, "vector_busy_fraction": 0.0,
-               "useful_fraction": 0.1, "array_fill_fraction": 0.03,
+               "useful_fraction": 0.1, "array_setup_fraction": 0.03,
                "padding_fraction": 0.02, "refetch_ratio": 1.0,
                "memory_stall_fraction": 0.85}
     verdict = classify(metrics)

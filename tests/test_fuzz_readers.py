@@ -63,9 +63,12 @@ POOL = {"name": "p", "layer_type": "pool", "kind": "pool", "h": 6, "w": 6,
 WORKLOAD = {"name": "w", "operators": [GEMM, RELU, CONV, SOFTMAX]}
 PLATFORM_MODEL = Platform.model_validate(PLATFORM)
 WORKLOAD_MODEL = Workload.model_validate(WORKLOAD)
+# Plans name a heuristic, so that what they leave open is filled without a search.
+NO_SEARCH = Mapping.model_validate({"default": {"heuristic": "array_aligned"}})
 # What an accepted platform runs: one array and one vector operator, fused.
 SMALL_WORKLOAD = Workload.model_validate({"name": "w", "operators": [GEMM, RELU]})
-FUSED = Mapping.model_validate({"operators": {"g": {"fuse": "r"}}})
+FUSED = Mapping.model_validate({"default": {"heuristic": "array_aligned"},
+                                "operators": {"g": {"fuse": "r"}}})
 
 
 def leaf_paths(node, prefix=()) -> list[tuple]:
@@ -158,7 +161,7 @@ def test_platform_reader(text):
 def test_workload_reader(text):
     workload = accepted_or_refused(lambda: parse_model(text, Workload, file="w.yaml"))
     if workload is not None:
-        run_invariants(PLATFORM_MODEL, workload, Mapping())
+        run_invariants(PLATFORM_MODEL, workload, NO_SEARCH)
 
 
 PLAN_VALUES = st.one_of(st.integers(-1, 48), st.sampled_from(LOOP_ORDERS),
@@ -176,6 +179,9 @@ PLAN = {"name": "plan", "default": {"depth": 2, "heuristic": "array_aligned"},
 def test_plan_reader(text):
     plan = accepted_or_refused(lambda: parse_model(text, Mapping, file="m.yaml"))
     if plan is not None:
+        if plan.default.heuristic is None:  # fill the open fields without a search
+            plan = plan.model_copy(update={"default": plan.default.model_copy(
+                update={"heuristic": "array_aligned"})})
         run_invariants(PLATFORM_MODEL, WORKLOAD_MODEL, plan)
 
 
@@ -257,4 +263,4 @@ def test_scalesim_topology_reader(kind, rows, named):
         return parse_topology(text, kind, file="t.csv").workload("t")
     workload = accepted_or_refused(read)
     if workload is not None:
-        run_invariants(PLATFORM_MODEL, workload, Mapping())
+        run_invariants(PLATFORM_MODEL, workload, NO_SEARCH)
