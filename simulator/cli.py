@@ -522,8 +522,7 @@ def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
     if heuristic_option:
         parser.add_argument("--heuristic", metavar="NAME", help="fill what the plan "
                             "leaves open with this heuristic instead of the search (a "
-                            "registered name, an accsim.heuristics entry point or "
-                            "module:function)")
+                            "built-in name or one a --plugin file registers)")
     if engine:
         parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
         parser.add_argument("--max-memory", metavar="SIZE", help="memory the tile "

@@ -211,11 +211,12 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
         scratch = 0
         if isinstance(op, Conv2d):
             scratch = op.h * op.w * 9 + (op.kh * op.kw) ** 2 * 16
-        # Every fold of the largest tile pays its streamed length and the largest fill.
+        # Every fold of the largest tile pays its streamed length and more than any fold
+        # model's fill, stationary load and skew (on one array: more arrays are faster).
         stationary = {"os": (tm, tn, tk), "ws": (tk, tn, tm), "is": (tk, tm, tn)}
         sr, sc, t = stationary[tiling.dataflow]
         compute = ceil_div(sr, array.rows) * ceil_div(sc, array.cols) \
-            * (t + 2 * array.rows + array.cols)
+            * (t + 3 * array.rows + 2 * array.cols)
         epilogue = 0
         if fused is not None:
             shape = fused.vector()
@@ -238,7 +239,8 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
     terms = {"array or vector unit (systolic_array, vector_unit, workload sizes)":
              steps * (compute + epilogue),
              "off-chip service (offchip.bandwidth_gbps / clock_ghz)": steps * service,
-             "latency (offchip.latency_cycles + dma.setup_cycles)": steps * (2 * access + 2)}
+             "latency (offchip.latency_cycles + dma.setup_cycles)": steps * (2 * access + 2),
+             "dispatch (runtime.op_overhead_cycles)": platform.runtime.op_overhead_cycles}
     return _Estimate(steps, keys, scratch, terms, steps * (load + store))
 
 
