@@ -19,7 +19,7 @@ from simulator.config import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget, parse_size
-from simulator.loader import load_model, locate, shipped_names
+from simulator.loader import check_output_path, load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping, heuristic, load_plugin, with_heuristic
 from simulator.report import compare_table, print_report, write_csv, write_json
@@ -85,28 +85,11 @@ OUTPUT_SUFFIXES = {"json": None, "csv": None, "trace": None,
                    "plot": (".png", ".pdf", ".svg"), "sheet": (".md", ".csv")}
 
 
-def _check_output(path: str, option: str, suffixes: tuple[str, ...] | None) -> None:
-    """An output path that can be written: its folder exists, it is not a folder, and
-    its suffix is one the writer knows. Checked before any simulation."""
-    from pathlib import Path
-    target = Path(path)
-    flag = f"--{option.replace('_', '-')}"
-    if suffixes and target.suffix.lower() not in suffixes:
-        raise AccsimError(f"must end in {' or '.join(suffixes)}", file=path, field=flag)
-    if target.is_dir():
-        raise AccsimError("is a directory", file=path, field=flag)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise AccsimError(f"folder {folder} does not exist", file=path, field=flag)
-    if not os.access(folder, os.W_OK) or target.exists() and not os.access(target, os.W_OK):
-        raise AccsimError("cannot be written (permission denied)", file=path, field=flag)
-
-
 def _check_run_options(args: argparse.Namespace) -> None:
     """Every option of `run` that could fail after the simulation, checked before it."""
     for option, suffixes in OUTPUT_SUFFIXES.items():
         if getattr(args, option):
-            _check_output(getattr(args, option), option, suffixes)
+            check_output_path(getattr(args, option), option, suffixes)
     if (args.sheet_best or args.sheet_search) and not args.sheet:
         given = "--sheet-best" if args.sheet_best else "--sheet-search"
         raise AccsimError(f"{given} only applies with --sheet PATH", field=given)
@@ -331,7 +314,7 @@ def _map(args: argparse.Namespace) -> int:
                           field="--workers")
     for option in ("json", "write_plan"):
         if getattr(args, option):
-            _check_output(getattr(args, option), option, None)
+            check_output_path(getattr(args, option), option, None)
     inputs = load_inputs(args.arch, args.workload, args.mapping)
     started = time.perf_counter()
     with _SearchProgress("mapping") as progress:
@@ -383,9 +366,9 @@ def _regress(args: argparse.Namespace) -> int:
             raise AccsimError(f"{value} is not a finite number >= 0",
                               field=f"--{option.replace('_', '-')}")
     if args.junit:
-        _check_output(args.junit, "junit", None)
+        check_output_path(args.junit, "junit", None)
     if args.update_baseline:
-        _check_output(args.baseline, "baseline", None)
+        check_output_path(args.baseline, "baseline", None)
     if args.heuristic:
         heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
 
