@@ -58,7 +58,9 @@ from simulator.scalesim import (load_config, load_topology, scalesim_rows,  # no
 from simulator.simulate import Inputs, simulate  # noqa: E402
 from simulator.workload import Workload  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "reference" / "scalesim-data"
+# SCALE-Sim's configs and topologies as copied into this repository (MIT, see its
+# README); point --topologies / --configs at SCALE-Sim's own folders for its full set.
+DATA = ROOT / "tests" / "data" / "scalesim"
 DATAFLOWS = ("os", "ws", "is")
 DEFAULT_ARRAYS = ("32x32", "256x256", "64x16")
 STALL_REASONS = [
@@ -598,8 +600,11 @@ def stall_figure(path: Path, records: list[dict]) -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--topologies", type=Path, default=DATA / "topologies")
-    parser.add_argument("--configs", type=Path, default=DATA / "configs")
+    parser.add_argument("--topologies", type=Path, default=DATA,
+                        help="folder of SCALE-Sim topology CSVs (default: the copies in "
+                        "tests/data/scalesim)")
+    parser.add_argument("--configs", type=Path, default=DATA,
+                        help="folder of SCALE-Sim .cfg files (default: tests/data/scalesim)")
     parser.add_argument("--only", type=lambda s: s.split(","), default=None,
                         help="topology names (file stems), comma-separated")
     parser.add_argument("--arrays", type=lambda s: s.split(","), default=list(DEFAULT_ARRAYS))
@@ -623,6 +628,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "validate_scalesim")
     args = parser.parse_args(argv)
     args.full = [spec for spec in args.full if spec]
+    # Absolute, so that relative paths given from any folder survive the subprocesses'
+    # own working directories.
+    args.topologies, args.configs, args.out = (path.resolve() for path in
+                                               (args.topologies, args.configs, args.out))
+    for option, folder in (("--topologies", args.topologies), ("--configs", args.configs)):
+        if not folder.is_dir():
+            parser.error(f"{option} {folder}: no such folder")
     _require_scalesim()
     if args.record_goldens:
         with tempfile.TemporaryDirectory() as tmp_name:

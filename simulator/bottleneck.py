@@ -26,7 +26,7 @@ RULES: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     ("mapping", (("padding_fraction", ">=", 0.25),)),
     ("buffer-capacity", (("refetch_ratio", ">=", 2.0), ("memory_stall_fraction", ">=", 0.25))),
     ("memory-latency", (("memory_stall_fraction", ">=", 0.25),
-                        ("offchip_busy_fraction", "<", 0.50))),
+                        ("offchip_busy_fraction", "<", 0.80))),
 )
 BALANCED = "balanced"
 CLASSES = tuple(name for name, _ in RULES) + (BALANCED,)

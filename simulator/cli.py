@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from simulator import scalesim
@@ -19,16 +20,19 @@ from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
-from simulator.loader import Source, load_model, locate, shipped_names
+from simulator.limits import MemoryBudget, parse_size
+from simulator.loader import Source, check_output_path, load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
-from simulator.mapping import Mapping, heuristic, with_heuristic
+from simulator.mapping import Mapping, heuristic, load_plugin, with_heuristic
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.review.command import add_parser as add_review_parser
 from simulator.serving.command import add_parser as add_serve_parser
 from simulator.simulate import Inputs, simulate
 from simulator.sweep import command as sweep_command
 from simulator.trace import write_trace
-from simulator.verify import verify
+from simulator.terminal import console as report_console
+from simulator.terminal import markup_safe, plain
+from simulator.verify import SHOWN_DIFFERENCES, verify
 from simulator.workload import Workload
 
 SCHEMAS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
@@ -75,7 +79,7 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
         notes += scalesim.validate_notes(platform)
         mapping_plan = scalesim.validate_mapping(trace, platform)
     for note in notes:
-        print(f"scalesim: {note}")
+        print(f"scalesim: {plain(note)}")
     if validate is not None:
         return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
     if mapping is None:
@@ -86,35 +90,89 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
                   workload_source, mapping_source)
 
 
-def _run(args: argparse.Namespace) -> int:
-    llm, model_source = hf_command.run_step(args)
-    if llm is None:
-        inputs = load_inputs(args.arch, args.workload, args.mapping,
-                             validate=args.validate, workload_format=args.format,
-                             heuristic_name=args.heuristic,
-                             imported=import_command.run_workload(args))
-    else:
-        if args.workload is not None or import_command.run_shortcut(args) or \
-                args.validate or args.format:
-            raise AccsimError("--model replaces --workload (and takes no --onnx, "
-                              "--kineto, --validate or --format)", field="--model")
-        plain = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping,
-                            heuristic_name=args.heuristic)
-        inputs = Inputs(plain.platform, llm.workload(), plain.mapping,
-                        plain.platform_source, model_source, plain.mapping_source)
+# Output options and the suffixes each accepts (None: any).
+OUTPUT_SUFFIXES = {"json": None, "csv": None, "trace": None,
+                   "plot": (".png", ".pdf", ".svg"), "sheet": (".md", ".csv")}
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """Every option of `run` that could fail after the simulation, checked before it."""
+    for option, suffixes in OUTPUT_SUFFIXES.items():
+        if getattr(args, option):
+            check_output_path(getattr(args, option), option, suffixes)
+    if (args.sheet_best or args.sheet_search) and not args.sheet:
+        given = "--sheet-best" if args.sheet_best else "--sheet-search"
+        raise AccsimError(f"{given} only applies with --sheet PATH", field=given)
+    if args.sheet_best and args.sheet_search:
+        raise AccsimError("give --sheet-best or --sheet-search, not both",
+                          field="--sheet-search")
+
+
+def _budget(args: argparse.Namespace, *, trace: bool = False) -> MemoryBudget:
+    engine = "simpy" if getattr(args, "engine", "auto") == "simpy" else "fast"
+    max_bytes = parse_size(args.max_memory) if args.max_memory else None
+    return MemoryBudget.default(engine, trace=trace, max_bytes=max_bytes)
+
+
+def _simulate(inputs: Inputs, engine: str, budget: MemoryBudget, label: str = ""):
+    """simulate() with a progress bar on stderr when it is a terminal (nothing
+    otherwise): it pulses while the kernels load and the operators lower, then counts
+    operators."""
     stderr = Console(stderr=True)
-    started = time.perf_counter()
+    prefix = f"{markup_safe(label)}: " if label else ""
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
                   MofNCompleteColumn(), console=stderr, transient=True,
                   disable=not stderr.is_terminal) as bar:
-        task = bar.add_task("simulating", total=None)
+        task = bar.add_task(f"{prefix}lowering", total=None)
 
         def progress(done: int, total: int, name: str) -> None:
-            bar.update(task, completed=done, total=total, description=f"simulating {name}")
+            bar.update(task, completed=done, total=total,
+                       description=f"{prefix}simulating {markup_safe(name)}")
 
-        result = simulate(inputs, engine=args.engine, progress=progress)
+        return simulate(inputs, engine=engine, progress=progress, budget=budget)
+
+
+def _status(text: str):
+    """A spinner on stderr while a long step runs, only on a terminal."""
+    from contextlib import nullcontext
+    stderr = Console(stderr=True)
+    return stderr.status(markup_safe(text)) if stderr.is_terminal else nullcontext()
+
+
+def _run_inputs(args: argparse.Namespace):
+    """The inputs of `run` (a workload file, an imported ONNX/Kineto file, or an LLM
+    step from --model) and the LLM step, None for other workloads."""
+    llm, model_source = hf_command.run_step(args)
+    if llm is None:
+        return load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
+                           workload_format=args.format, heuristic_name=args.heuristic,
+                           imported=import_command.run_workload(args)), None
+    if args.workload is not None or import_command.run_shortcut(args) or \
+            args.validate or args.format:
+        raise AccsimError("--model replaces --workload (and takes no --onnx, "
+                          "--kineto, --validate or --format)", field="--model")
+    base = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping,
+                       heuristic_name=args.heuristic)
+    return Inputs(base.platform, llm.workload(), base.mapping, base.platform_source,
+                  model_source, base.mapping_source), llm
+
+
+def _run(args: argparse.Namespace) -> int:
+    _check_run_options(args)
+    budget = _budget(args, trace=bool(args.trace))
+    best = None
+    if args.sheet_best:
+        from simulator.mapper import read_map_json
+        best = read_map_json(args.sheet_best)
+    inputs, llm = _run_inputs(args)
+    if best is not None:
+        from simulator.sheet import check_mapper_inputs
+        check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
+                            file=args.sheet_best)
+    started = time.perf_counter()
+    result = _simulate(inputs, args.engine, budget)
     elapsed = time.perf_counter() - started
-    console = Console(width=max(Console().width, 180))
+    console = report_console(min_width=180)
     print_report(result, console)
     if llm is not None:
         console.print()
@@ -127,35 +185,59 @@ def _run(args: argparse.Namespace) -> int:
                          (args.trace, write_trace), (args.plot, _write_plot)):
         if path:
             try:
-                writer(result, path)
+                with _status(f"writing {path}"):
+                    writer(result, path)
             except OSError as exc:
                 raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
             print(f"wrote {path}")
     if args.sheet:
-        _write_sheet(args, inputs, result)
+        _write_sheet(args, inputs, result, best)
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    results = []
-    for arch in args.arch:
-        results.append(simulate(load_inputs(arch, args.workload, args.mapping,
-                                            heuristic_name=args.heuristic),
-                                engine=args.engine))
-    console = Console(width=max(Console().width, 140))
-    console.print(compare_table(results))
-    console.print(f"mapping (every platform): {escape(results[0].mapping_mode)}")
+    budget = _budget(args)
+    every = [load_inputs(arch, args.workload, args.mapping, heuristic_name=args.heuristic)
+             for arch in args.arch]
+    labels = _platform_labels([inputs.platform.name for inputs in every], args.arch)
+    results = [_simulate(inputs, args.engine, budget, label)
+               for inputs, label in zip(every, labels)]
+    console = report_console(min_width=140)
+    console.print(compare_table(results, labels))
+    console.print(f"mapping (every platform): {results[0].mapping_mode}")
     return 0
 
 
+def _platform_labels(names: list[str], given: list[str]) -> list[str]:
+    """A distinct label per compared platform: its name, or where names clash (a copied
+    file, say) the name with the file stem (or the path as given), with a warning."""
+    from collections import Counter
+    from pathlib import Path
+    clashing = {name for name, count in Counter(names).items() if count > 1}
+    labels = [f"{name} ({Path(arg).stem})" if name in clashing else name
+              for name, arg in zip(names, given)]
+    if len(set(labels)) < len(labels):
+        labels = [f"{name} ({arg})" if name in clashing else name
+                  for name, arg in zip(names, given)]
+    for name in sorted(clashing):
+        print(f"accsim: warning: several platforms are named {plain(name)!r}; labelled "
+              "by file", file=sys.stderr)
+    return labels
+
+
 def _verify(args: argparse.Namespace) -> int:
-    outcome = verify(args.result)
+    with _status(f"verifying {args.result} (rerunning its inputs)"):
+        outcome = verify(args.result)
     for change in outcome.changed_sources:
-        print(f"changed input: {change}")
+        print(f"changed input: {plain(change)}")
     if outcome.model_changed:
-        print(f"model version changed: {outcome.model_changed}")
-    for difference in outcome.differences:
-        print(f"differs on rerun: {difference}")
+        print(f"model version changed: {plain(outcome.model_changed)}")
+    shown = outcome.differences if args.all else outcome.differences[:SHOWN_DIFFERENCES]
+    for difference in shown:
+        print(f"differs on rerun: {plain(difference)}")
+    if len(shown) < len(outcome.differences):
+        print(f"... and {len(outcome.differences) - len(shown)} more differences "
+              f"(accsim verify --all {args.result} lists them)")
     if outcome.ok:
         print(f"{args.result}: verified (inputs unchanged, rerun identical)")
         return 0
@@ -166,12 +248,20 @@ def _verify(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     """Validate a platform, workload or mapping file, told apart by its top-level keys;
     with --arch or --workload, check a plan against them."""
-    from simulator.loader import parse_model, read_source
+    from simulator.loader import parse_yaml, read_source, validate_model
     if args.arch or args.workload:
         return _check_plan(args)
-    source = read_source(args.file)
-    kind = args.kind or _guess_kind(source.text)
-    model = parse_model(source.text, SCHEMAS[kind], file=source.path)
+    if scalesim.is_scalesim_config(args.file):
+        model, source, _ = scalesim.load_config(args.file)
+        kind = "platform (SCALE-Sim config)"
+    elif scalesim.is_scalesim_topology(args.file):
+        model, source, topology = scalesim.load_topology(args.file)
+        kind = f"workload (SCALE-Sim {topology.kind} topology)"
+    else:
+        source = read_source(_locate_any(args.file, args.kind))
+        raw = parse_yaml(source.text, file=source.path)
+        kind = args.kind or _guess_kind(raw)
+        model = validate_model(raw, SCHEMAS[kind], file=source.path)
     if isinstance(model, Platform):
         array = model.systolic_array
         arrays = f"{array.count} x " if array.count > 1 else ""
@@ -212,7 +302,7 @@ class _SearchProgress:
     def __call__(self, done: int, total: int, name: str, candidates: int) -> None:
         self.candidates += candidates
         self.bar.update(self.task, completed=done, total=total, candidates=self.candidates,
-                        description=f"{self.description} {name}".rstrip())
+                        description=f"{self.description} {markup_safe(name)}".rstrip())
         if not self.started:
             self.bar.start()
             self.started = True
@@ -230,11 +320,12 @@ def _check_plan(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.arch or DEFAULT_ARCH, args.workload or DEFAULT_WORKLOAD,
                          args.file)
     report = check_plan(inputs)
-    Console(width=max(Console().width, 250)).print(plan_check_table(report))
+    report_console(min_width=250).print(plan_check_table(report))
     for warning in report.warnings:
-        print(f"accsim: warning: {args.file}: {warning}", file=sys.stderr)
+        print(f"accsim: warning: {args.file}: {plain(warning)}", file=sys.stderr)
     for where, rule in report.errors:
-        print(f"accsim: error: {args.file}: {where}: {rule}", file=sys.stderr)
+        print(f"accsim: error: {args.file}: {plain(where)}: {plain(rule)}",
+              file=sys.stderr)
     checked = sum(1 for op in report.operators if op.fused_into is None)
     if report.ok:
         print(f"{args.file}: plan fits {report.workload} on {report.platform} "
@@ -248,6 +339,12 @@ def _check_plan(args: argparse.Namespace) -> int:
 def _map(args: argparse.Namespace) -> int:
     from simulator.mapper import (gap_table, map_workload, operator_search_table,
                                   write_map_json)
+    if args.workers is not None and args.workers < 1:
+        raise AccsimError(f"{args.workers} is not a number of processes >= 1",
+                          field="--workers")
+    for option in ("json", "write_plan"):
+        if getattr(args, option):
+            check_output_path(getattr(args, option), option, None)
     inputs = load_inputs(args.arch, args.workload, args.mapping)
     started = time.perf_counter()
     with _SearchProgress("mapping") as progress:
@@ -255,7 +352,7 @@ def _map(args: argparse.Namespace) -> int:
                               workers=args.workers, exhaustive=args.exhaustive,
                               progress=progress)
     elapsed = time.perf_counter() - started
-    console = Console(width=max(Console().width, 200))
+    console = report_console(min_width=200)
     if not args.quiet:
         console.print(operator_search_table(result))
         console.print()
@@ -293,10 +390,17 @@ def _regress(args: argparse.Namespace) -> int:
     from simulator.regress import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
                                    read_baseline, report_lines)
     from simulator.report import result_dict
-    inputs = load_inputs(args.arch, args.workload, args.mapping,
-                         heuristic_name=args.heuristic)
-    result = simulate(inputs, engine=args.engine)
-    current = json.loads(json.dumps(result_dict(result)))
+    for option in ("tolerance", "floor_cycles", "floor_energy_pj"):
+        value = getattr(args, option)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise AccsimError(f"{value} is not a finite number >= 0",
+                              field=f"--{option.replace('_', '-')}")
+    if args.junit:
+        check_output_path(args.junit, "junit", None)
+    if args.update_baseline:
+        check_output_path(args.baseline, "baseline", None)
+    if args.heuristic:
+        heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
 
     def write(path: str | None, text: str) -> None:
         if path:
@@ -305,25 +409,48 @@ def _regress(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
 
+    def refuse(exc: BaselineRefused) -> int:
+        print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)
+        write(args.junit, junit_xml(None, refused=exc.message()))
+        if args.junit:
+            print(f"wrote {args.junit}")
+        return EXIT_REFUSED
+
+    # The baseline is read before the run: a refused one costs no simulation (unless
+    # it is about to be replaced).
+    baseline = refused = None
+    if not (args.update_baseline and not Path(args.baseline).exists()):
+        try:
+            baseline = read_baseline(args.baseline)
+        except BaselineRefused as exc:
+            if not args.update_baseline:
+                return refuse(exc)
+            refused = exc
+    inputs = load_inputs(args.arch, args.workload, args.mapping,
+                         heuristic_name=args.heuristic)
+    result = _simulate(inputs, args.engine, _budget(args))
+    current = json.loads(json.dumps(result_dict(result)))
+
     code = 0
     try:
-        if args.update_baseline and not Path(args.baseline).exists():
+        if refused is not None:
+            raise refused
+        if baseline is None:
             print(f"regress: no baseline at {args.baseline} yet")
         else:
-            regression = compare(read_baseline(args.baseline), current,
+            regression = compare(baseline, current,
                                  path=args.baseline, platform=inputs.platform,
                                  tolerance=args.tolerance, floor_cycles=args.floor_cycles,
                                  floor_energy_pj=args.floor_energy_pj)
             for line in report_lines(regression):
-                print(line)
+                print(plain(line))
             write(args.junit, junit_xml(regression))
             code = regression.exit_code
     except BaselineRefused as exc:
-        print(f"accsim: error: {exc.message()}", file=sys.stderr)
-        write(args.junit, junit_xml(None, refused=exc.message()))
-        code = EXIT_REFUSED
-    if args.junit:
-        print(f"wrote {args.junit}")
+        code = refuse(exc)
+    else:
+        if args.junit:
+            print(f"wrote {args.junit}")
     if args.update_baseline:
         try:
             write_json(result, args.baseline)
@@ -334,12 +461,12 @@ def _regress(args: argparse.Namespace) -> int:
     return code
 
 
-def _write_sheet(args: argparse.Namespace, inputs: Inputs, result) -> None:
-    from simulator.mapper import map_workload, read_map_json
+def _write_sheet(args: argparse.Namespace, inputs: Inputs, result, best) -> None:
+    from simulator.mapper import map_workload
     from simulator.sheet import check_mapper_result, write_sheet
-    best = source = None
-    if args.sheet_best:
-        best, source = read_map_json(args.sheet_best), args.sheet_best
+    source = None
+    if best is not None:
+        source = args.sheet_best
         check_mapper_result(best, result, file=args.sheet_best)
     elif args.sheet_search:
         with _SearchProgress("mapper") as progress:
@@ -348,17 +475,31 @@ def _write_sheet(args: argparse.Namespace, inputs: Inputs, result) -> None:
     print(f"wrote {args.sheet}")
 
 
-def _guess_kind(text: str) -> str:
-    import yaml
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return "workload"  # parse_model reports the YAML error with its line
-    if isinstance(raw, dict) and "systolic_array" in raw:
-        return "platform"
-    if isinstance(raw, dict) and isinstance(raw.get("operators"), list):
+def _locate_any(name: str, kind: str | None) -> str:
+    """A path, or a shipped platform, workload or mapping of that name (as `run` finds
+    them); `kind` narrows the search."""
+    from pathlib import Path
+    if Path(name).exists() or kind is not None:
+        return str(locate(name, kind or "platform"))
+    for candidate in SCHEMAS:
+        if name in shipped_names(candidate):
+            return str(locate(name, candidate))
+    if Path(name).suffix or "/" in name:
+        return name  # a path: read_source names it if it is missing
+    shipped = "; ".join(f"{kind}s {', '.join(shipped_names(kind))}" for kind in SCHEMAS)
+    raise AccsimError(f"no such file, and nothing shipped of that name ({shipped})",
+                      file=name)
+
+
+def _guess_kind(raw) -> str:
+    """platform, workload or mapping by the top-level keys of decoded YAML: a list of
+    operators is a workload, else the schema sharing the most keys (a platform missing
+    a section is still told apart by the others)."""
+    if not isinstance(raw, dict) or isinstance(raw.get("operators"), list):
         return "workload"
-    return "mapping"
+    shared = {kind: len(set(raw) & set(model.model_fields) - {"name", "description"})
+              for kind, model in SCHEMAS.items()}
+    return max(("platform", "mapping", "workload"), key=lambda kind: shared[kind])
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -394,10 +535,22 @@ def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
     if heuristic_option:
         parser.add_argument("--heuristic", metavar="NAME", help="fill what the plan "
                             "leaves open with this heuristic instead of the search (a "
-                            "registered name, an accsim.heuristics entry point or "
-                            "module:function)")
+                            "built-in name or one a --plugin file registers)")
     if engine:
         parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+        parser.add_argument("--max-memory", metavar="SIZE", help="memory the tile "
+                            "programs may take, e.g. 8G or 512M (default: a quarter of "
+                            "RAM); a run needing more is refused before it starts, with "
+                            "a tiling that fits")
+    _add_plugin(parser)
+
+
+def _add_plugin(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--plugin", action="append", metavar="FILE.py", default=[],
+                        help="a Python file of your own heuristics, executed once "
+                        "before anything else; its @simulator.mapping.register(NAME) "
+                        "functions become names a plan's `heuristic` may use "
+                        "(repeatable; the only way user code is loaded)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -441,7 +594,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser(
         "check", help="validate a platform, workload or mapping file")
-    check.add_argument("file")
+    check.add_argument("file", help="a YAML file, a SCALE-Sim .cfg or topology .csv, or "
+                       "a shipped name")
     check.add_argument("--kind", choices=sorted(SCHEMAS),
                        help="default: told apart by the file's top-level keys")
     check.add_argument("--arch", help="with a plan: check it on this platform (default "
@@ -449,6 +603,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "available, slots, spills, and unknown operator names")
     check.add_argument("--workload", help="with a plan: check it on this workload "
                        f"(default {DEFAULT_WORKLOAD})")
+    _add_plugin(check)
     check.set_defaults(handler=_check)
 
     map_cmd = commands.add_parser(
@@ -458,9 +613,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "heuristics, depth and dataflow) apply; default: none")
     map_cmd.add_argument("--objective", choices=OBJECTIVES, default="cycles")
     map_cmd.add_argument("--heuristic", action="append", metavar="NAME",
-                         help="heuristic to compare (repeatable; a registered name, an "
-                         "accsim.heuristics entry point or module:function); default: "
-                         "the built-in ones")
+                         help="heuristic to compare (repeatable; a built-in name or one "
+                         "a --plugin file registers); default: the built-in ones")
     map_cmd.add_argument("--workers", type=int, help="processes (default: the CPUs "
                          "available)")
     map_cmd.add_argument("--exhaustive", action="store_true",
@@ -495,6 +649,9 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="check a result JSON (or a review packet's packet.json, result "
         "by result): changed inputs, and a rerun from its embedded inputs")
     verify_cmd.add_argument("result")
+    verify_cmd.add_argument("--all", action="store_true", help="list every difference "
+                            f"(default: the first {SHOWN_DIFFERENCES} and a count)")
+    _add_plugin(verify_cmd)
     verify_cmd.set_defaults(handler=_verify)
 
     add_review_parser(commands)
@@ -513,13 +670,22 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; AccsimError becomes one line on stderr and exit 1."""
     args = build_parser().parse_args(argv)
     try:
+        for path in getattr(args, "plugin", []):
+            load_plugin(path)
         return args.handler(args)
     except AccsimError as exc:
-        print(f"accsim: error: {exc.message()}", file=sys.stderr)
+        print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("accsim: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:  # a last resort: the limits should refuse such a run up front
+        print("accsim: error: out of memory (lower --max-memory so the run is refused up "
+              "front with a tiling that fits, or use larger tiles)", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `accsim ... | head`: the reader left; end quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

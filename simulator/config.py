@@ -8,10 +8,11 @@ that names the file and the field.
 from __future__ import annotations
 
 import math
-from typing import Literal
+import unicodedata
+from typing import Annotated, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PositiveInt,
+                      field_validator, model_validator)
 
 from simulator.timing import DATAFLOW_CODES, FOLD_MODEL_CODES
 
@@ -24,10 +25,51 @@ DTYPE_BYTES: dict[str, int] = {
 }
 
 
-class Strict(BaseModel):
-    """Base for every input model: unknown keys are errors, models are immutable."""
+def _negative_float(value) -> float | None:
+    """The first negative (or non-finite) float inside a field's value, if any."""
+    if isinstance(value, float):
+        return value if value < 0 or not math.isfinite(value) else None
+    items = value.values() if isinstance(value, dict) else \
+        value if isinstance(value, (list, tuple)) else ()
+    return next((bad for item in items if (bad := _negative_float(item)) is not None),
+                None)
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+
+class Strict(BaseModel):
+    """Base for every input model (DESIGN.md section 7): unknown keys are errors, models
+    are immutable, values are not coerced (a boolean or a string is not a number), and
+    every float is a finite, non-negative physical value (energy, power, bandwidth,
+    clock, efficiency), so fields added later inherit those rules. Use PosFloat where
+    zero is meaningless too."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True,
+                              allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _physical_floats(cls, value):
+        bad = _negative_float(value)
+        if bad is not None:
+            raise ValueError(f"{bad!r} is negative; physical values are >= 0")
+        return value
+
+
+PosFloat = Annotated[float, Field(gt=0)]
+
+
+def _plain_text(text: str, *, allowed: str = "") -> str:
+    bad = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf")
+                and c not in allowed), None)
+    if bad is not None:
+        raise ValueError(f"contains the control character {bad!r}; names and "
+                         "descriptions are plain text")
+    return text
+
+
+# Text from input files, which reaches the terminal: no control characters (a name
+# none at all, a description may hold newlines and tabs).
+Name = Annotated[str, Field(min_length=1), AfterValidator(_plain_text)]
+Text = Annotated[str, AfterValidator(lambda text: _plain_text(text, allowed="\n\t"))]
 
 
 class SystolicArray(Strict):
@@ -73,7 +115,7 @@ class Dma(Strict):
 class OffchipMemory(Strict):
     """Off-chip memory (HBM, DDR): one server of this bandwidth and latency."""
 
-    bandwidth_gbps: float = Field(gt=0, description="GB/s, 1e9 bytes per second")
+    bandwidth_gbps: PosFloat = Field(description="GB/s, 1e9 bytes per second")
     latency_cycles: int = Field(ge=0)
     efficiency: float = Field(default=1.0, gt=0, le=1, allow_inf_nan=False,
                               description="sustained fraction of the rated bandwidth")
@@ -144,7 +186,7 @@ class StaticPower(Strict):
 class EnergyTable(Strict):
     """Energy per event, picojoules, and static power."""
 
-    mac_pj: dict[Dtype, float] = Field(description="per MAC, by input dtype")
+    mac_pj: dict[Dtype, Annotated[float, Field(ge=0)]] = Field(description="per MAC, by input dtype")
     sram_read_pj_per_byte: float = Field(ge=0)
     sram_write_pj_per_byte: float = Field(ge=0)
     offchip_pj_per_byte: float = Field(ge=0)
@@ -155,9 +197,9 @@ class EnergyTable(Strict):
 class Platform(Strict):
     """One accelerator platform, loaded from arch_configs/*.yaml."""
 
-    name: str = Field(min_length=1)
-    description: str = ""
-    clock_ghz: float = Field(gt=0)
+    name: Name
+    description: Text = ""
+    clock_ghz: PosFloat
     systolic_array: SystolicArray
     buffers: Buffers
     activation_memory_bytes: PositiveInt | None = Field(

@@ -1,9 +1,21 @@
 """Reading YAML/JSON inputs into the pydantic models, with errors that name the file,
-the field and the rule, and finding shipped platforms and workloads by name."""
+the field and the rule, and finding shipped platforms and workloads by name.
+
+Every reader of user files goes through the guards here (DESIGN.md section 7), so that
+each new reader inherits them: `read_source` (regular files only, bounded size, UTF-8
+text), `parse_yaml` (duplicate keys rejected, YAML 1.2 scalars, no aliases, bounded
+nesting) and `read_json` / `parse_json` (strict JSON: no NaN or Infinity, no duplicate
+keys, bounded nesting). Writers use `dump_json` (strict JSON) and `check_output_path`
+(an output path checked before any work).
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import re
+import stat
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -13,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from simulator.errors import AccsimError
+from simulator.terminal import plain
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -20,6 +33,13 @@ Model = TypeVar("Model", bound=BaseModel)
 SHIPPED_FOLDERS = {"platform": ("simulator.arch_configs", ""),
                    "workload": ("simulator.workloads", ""),
                    "mapping": ("simulator.workloads", "mappings")}
+
+# Largest input file read (the largest shipped one is 12 KiB; a result JSON of a large
+# workload a few MiB): a bigger one is refused before it is read.
+MAX_INPUT_BYTES = 64 * 2**20
+# Deepest nesting of lists and mappings accepted in YAML and JSON inputs (the schemas
+# need 4; a deeper file is refused before the parser's recursion gets near Python's).
+MAX_NESTING = 64
 
 
 @dataclass(frozen=True)
@@ -31,38 +51,248 @@ class Source:
     text: str
 
 
-def read_source(path: str | Path) -> Source:
-    """Read an input file with its sha256; a missing or unreadable file is an AccsimError."""
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def read_source(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES) -> Source:
+    """Read an input file with its sha256. Only a regular file of at most `max_bytes`
+    of UTF-8 text is read (a FIFO or /dev/zero would block or never end); anything else
+    is an AccsimError naming the file."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        info = os.stat(path)
+        kind = next((what for test, what in _FILE_KINDS if test(info.st_mode)), None)
+        if kind is not None or not stat.S_ISREG(info.st_mode):
+            raise AccsimError(f"is {kind or 'not a regular file'}, not an input file",
+                              file=str(path))
+        if info.st_size > max_bytes:
+            raise AccsimError(f"{info.st_size:,} bytes is larger than the {max_bytes:,} "
+                              "bytes an input file may have", file=str(path))
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
     except FileNotFoundError:
         raise AccsimError("file not found", file=str(path)) from None
     except OSError as exc:
         raise AccsimError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    if len(data) > max_bytes:
+        raise AccsimError(f"larger than the {max_bytes:,} bytes an input file may have",
+                          file=str(path))
+    if b"\x00" in data:
+        raise AccsimError("binary data (NUL bytes), not a text file", file=str(path))
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise AccsimError("not UTF-8 text", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise AccsimError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
     return Source(str(path), hashlib.sha256(data).hexdigest(), text)
+
+
+# --- YAML: a safe loader with duplicate keys refused and YAML 1.2 core-schema scalars.
+
+def _yaml_error(problem: str, mark, *, file: str) -> AccsimError:
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
+    return AccsimError(problem, file=file, field=where)
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """Well-formed YAML that accsim's rules refuse (not a syntax error)."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader with YAML 1.2 scalars, no aliases and unique keys.
+
+    YAML 1.1 (PyYAML's default) reads yes/no/on/off as booleans, 0100 as octal 64 and
+    1_000 as 1000; here only true/false are booleans, yes/no/on/off are strings, and a
+    number with a leading zero is refused as ambiguous."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _Refused(problem=f"alias *{event.anchor} is not accepted "
+                                       "in accsim inputs (write the value out)",
+                                       problem_mark=event.start_mark)
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_NESTING:
+                raise _Refused(
+                    problem=f"nested deeper than {MAX_NESTING} levels",
+                    problem_mark=self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node.start_mark)
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+            if first is not key_node.start_mark:
+                raise _Refused(
+                    problem=f"duplicate key {key!r} (first at line {first.line + 1}, "
+                    f"again at line {key_node.start_mark.line + 1})",
+                    problem_mark=key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node):
+        text = self.construct_scalar(node)
+        if _LEADING_ZERO.match(text):
+            raise _Refused(
+                problem=f"{text!r} has a leading zero (octal in YAML 1.1, decimal in "
+                "YAML 1.2): write it without the zero, or quote it as text",
+                problem_mark=node.start_mark)
+        return int(text, 0) if text.lower().startswith(("0x", "0o")) else int(text)
+
+    def construct_yaml_float(self, node):
+        text = self.construct_scalar(node).lower()
+        special = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
+        return float(special.get(text, text))
+
+
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9]+$")
+# YAML 1.2 core schema (plus leading-zero decimals, caught as ambiguous when built).
+_StrictLoader.yaml_implicit_resolvers = {
+    key: [(tag, regexp) for tag, regexp in resolvers
+          if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int",
+                         "tag:yaml.org,2002:float")]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+for _tag, _pattern, _first in (
+        ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+        ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$",
+         "-+0123456789"),
+        ("tag:yaml.org,2002:float",
+         r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+         r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+0123456789.")):
+    _StrictLoader.add_implicit_resolver(_tag, re.compile(_pattern), list(_first))
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_yaml_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float",
+                              _StrictLoader.construct_yaml_float)
+
+
+def parse_yaml(text: str, *, file: str):
+    """YAML text as Python data, read by YAML 1.2 rules with duplicate keys, aliases
+    and ambiguous leading-zero numbers refused; any fault is one AccsimError naming the
+    file and the line."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader)
+    except _Refused as exc:
+        raise _yaml_error(exc.problem, exc.problem_mark, file=file) from None
+    except yaml.MarkedYAMLError as exc:
+        problem = exc.problem or str(exc).splitlines()[0]
+        raise _yaml_error(f"malformed YAML: {problem}", exc.problem_mark,
+                          file=file) from None
+    except yaml.YAMLError as exc:
+        raise AccsimError(f"malformed YAML: {str(exc).splitlines()[0]}",
+                          file=file) from None
+    except (RecursionError, ValueError, OverflowError) as exc:
+        raise AccsimError(f"malformed YAML: {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}",
+                          file=file) from None
+
+
+# --- JSON: strict (RFC 8259 numbers only), unique keys, bounded nesting.
+
+def _unique_pairs(pairs: list) -> dict:
+    result = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is out of the range of a float")
+    return value
+
+
+def _nesting(text: str) -> int:
+    """Deepest bracket nesting of JSON text, ignoring brackets inside strings."""
+    depth = deepest = 0
+    for token in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        symbol = token.group()
+        if symbol in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif symbol in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json(text: str, *, file: str):
+    """Strict JSON text as Python data: NaN/Infinity, duplicate keys and nesting deeper
+    than MAX_NESTING are refused; any fault is one AccsimError naming the file."""
+    if _nesting(text) > MAX_NESTING:
+        raise AccsimError(f"JSON nested deeper than {MAX_NESTING} levels", file=file)
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs,
+                          parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise AccsimError(f"not JSON: {exc.msg}", file=file,
+                          field=f"line {exc.lineno}, column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:
+        rule = str(exc).split(";")[0]  # Python's int-digit limit adds advice on its API
+        raise AccsimError(f"not strict JSON: {rule}", file=file) from None
+
+
+def read_json(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES):
+    """A JSON file through read_source and parse_json: (data, its Source)."""
+    source = read_source(path, max_bytes=max_bytes)
+    return parse_json(source.text, file=source.path), source
+
+
+def check_output_path(path: str, option: str,
+                      suffixes: tuple[str, ...] | None = None) -> None:
+    """An output path given by command-line `option` ("json" for --json) can be
+    written: its folder exists, it is not a folder, it is writable, and its suffix is
+    one of `suffixes` when given. Commands call it before any simulation, so no result
+    is lost to a bad path."""
+    target = Path(path)
+    flag = f"--{option.replace('_', '-')}"
+    if suffixes and target.suffix.lower() not in suffixes:
+        raise AccsimError(f"must end in {' or '.join(suffixes)}", file=path, field=flag)
+    if target.is_dir():
+        raise AccsimError("is a directory", file=path, field=flag)
+    folder = target.parent
+    if not folder.is_dir():
+        raise AccsimError(f"folder {folder} does not exist", file=path, field=flag)
+    if not os.access(folder, os.W_OK) or target.exists() and not os.access(target, os.W_OK):
+        raise AccsimError("cannot be written (permission denied)", file=path, field=flag)
+
+
+def dump_json(data, **options) -> str:
+    """Strict JSON text (a NaN or Infinity is a bug, raised as ValueError, never
+    written as the non-JSON token)."""
+    return json.dumps(data, allow_nan=False, **options)
 
 
 def parse_model(text: str, model: type[Model], *, file: str) -> Model:
     """Parse YAML (or JSON) text into `model`, raising one AccsimError on any fault."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else None
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise AccsimError(f"malformed YAML: {problem}", file=file, field=where) from None
+    raw = parse_yaml(text, file=file)
+    return validate_model(raw, model, file=file)
+
+
+def validate_model(raw, model: type[Model], *, file: str) -> Model:
+    """Validate decoded data (a mapping at the top) into `model`; one AccsimError."""
     if not isinstance(raw, dict):
-        raise AccsimError(f"expected a mapping of fields at the top, found "
-                          f"{type(raw).__name__}", file=file)
+        found = "an empty file" if raw is None else type(raw).__name__
+        raise AccsimError(f"expected a mapping of fields at the top, found {found}",
+                          file=file)
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise validation_error(exc, raw, file=file) from None
+    except RecursionError:
+        raise AccsimError("nested too deeply", file=file) from None
 
 
 def validation_error(exc: ValidationError, raw: dict, *, file: str) -> AccsimError:
@@ -95,10 +325,13 @@ def field_path(loc: tuple, raw) -> str:
         if isinstance(key, int):
             name = node[key].get("name") if isinstance(node, list) and key < len(node) \
                 and isinstance(node[key], dict) else None
-            parts.append(f"[{key}]" + (f"({name})" if name else ""))
+            parts.append(f"[{key}]" + (f"({plain(name)})" if isinstance(name, str)
+                                        else ""))
             node = node[key] if isinstance(node, list) and key < len(node) else None
         elif isinstance(node, dict) and key in node or not isinstance(node, dict):
-            parts.append(("." if parts else "") + str(key))
+            text = str(key)
+            shown = text if text and text.isprintable() else repr(text)
+            parts.append(("." if parts else "") + shown)
             node = node.get(key) if isinstance(node, dict) else None
         # else: a union tag inserted by pydantic, not a key of the input
     return "".join(parts) or "(top level)"

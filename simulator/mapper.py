@@ -41,6 +41,7 @@ from simulator.config import Platform
 from simulator.energy import static_power_w
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
+from simulator.limits import check_candidates, check_inputs
 from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.lowering.windows import window_elements, window_maxima
 from simulator.mapping import (ATTENTION_FUSIONS, EFFECTIVE_ORDER, LOOP_ORDERS, Mapping,
@@ -308,6 +309,8 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     sizes = coarse_candidates if coarse else dim_candidates
     vm, vn, vk = (np.asarray(sizes(size, units), dtype=np.int64)
                   for size in (g.m, g.n, g.k))
+    check_candidates(len(vm) * len(vn) * len(vk) * len(LOOP_ORDERS) * len(dataflows), op,
+                     "the mapper")
     # Axes: 0 m tile, 1 n tile, 2 k tile, 3 loop order, 4 dataflow.
     tm, tn, tk = vm[:, None, None], vn[None, :, None], vk[None, None, :]
     order = np.arange(len(LOOP_ORDERS))[None, None, None, :]
@@ -884,6 +887,15 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
     platform, workload, mapping = inputs.platform, inputs.workload, inputs.mapping
     check_mapping_names(mapping, workload,
                         file=inputs.mapping_source.path if inputs.mapping_source else None)
+    workload_file = inputs.workload_source.path if inputs.workload_source else None
+    check_inputs(workload, platform, workload_source=workload_file,
+                 platform_source=inputs.platform_source.path if inputs.platform_source
+                 else None)
+    for op in workload.operators:
+        try:
+            check_candidates(_grid_size(op, platform) // MAX_DEPTH, op, "the mapper")
+        except AccsimError as exc:
+            raise AccsimError(exc.rule, file=workload_file, field=exc.field) from None
     names = list(dict.fromkeys(heuristics if heuristics else BUILTIN_HEURISTICS))
     for name in names:
         heuristic(name)  # an unknown name errors here, naming the known ones
@@ -1007,18 +1019,15 @@ def gap_table(result: MapResult) -> Table:
 def write_map_json(result: MapResult, path: str) -> None:
     """Write a mapper result (MapResult.as_dict) as JSON; equal inputs, equal bytes."""
     from pathlib import Path
-    Path(path).write_text(json.dumps(result.as_dict(), indent=1) + "\n")
+
+    from simulator.loader import dump_json
+    Path(path).write_text(dump_json(result.as_dict(), indent=1) + "\n")
 
 
 def read_map_json(path: str) -> MapResult:
     """Read a mapper result written by write_map_json (`accsim map --json`)."""
-    from pathlib import Path
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise AccsimError(f"cannot read: {exc.strerror}", file=path) from None
-    except ValueError as exc:
-        raise AccsimError(f"not JSON ({exc})", file=path) from None
+    from simulator.loader import read_json
+    data, _ = read_json(path)
     if not isinstance(data, dict):
         raise AccsimError("not an accsim mapper result (not a JSON object)", file=path)
     return MapResult.from_dict(data, file=path)

@@ -4,19 +4,18 @@ registry that fills in whatever a plan leaves open (DESIGN.md section 2, Mapping
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.util
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from importlib import metadata
 from itertools import permutations
 from pathlib import Path
 
 import numpy as np
 from pydantic import Field, field_validator
 
-from simulator.config import DTYPE_BYTES, Dataflow, Platform, Strict
+from simulator.config import DTYPE_BYTES, Dataflow, Name, Platform, Strict
 from simulator.errors import AccsimError
+from simulator.limits import check_candidates
 from simulator.program import MAX_DEPTH
 from simulator.timing import ceil_div
 from simulator.workload import Workload, is_attention, is_compute
@@ -29,8 +28,6 @@ SEARCH = "search"
 PLAN = "plan"
 DEFAULT_HEURISTIC = "array_aligned"  # the heuristic a fully set plan entry is built on
 DEFAULT_DEPTH = 2
-# Entry-point group through which installed packages offer heuristics by name.
-ENTRY_POINT_GROUP = "accsim.heuristics"
 DIMS = "mnk"
 
 
@@ -41,7 +38,7 @@ class TilingSpec(Strict):
     rows_per_tile. Both use depth (1 = no prefetch, 2 = double buffering, up to 4).
     """
 
-    heuristic: str | None = None
+    heuristic: Name | None = None
     tm: int | None = Field(default=None, gt=0)
     tn: int | None = Field(default=None, gt=0)
     tk: int | None = Field(default=None, gt=0)
@@ -49,7 +46,7 @@ class TilingSpec(Strict):
     dataflow: Dataflow | None = None
     depth: int | None = Field(default=None, ge=1, le=MAX_DEPTH)
     rows_per_tile: int | None = Field(default=None, gt=0)
-    fuse: str | None = Field(default=None, description="following vector op to absorb")
+    fuse: Name | None = Field(default=None, description="following vector op to absorb")
 
     @field_validator("loop_order")
     @classmethod
@@ -74,10 +71,10 @@ SCORE_TILE_ELEMENTS = 1 << 20
 class Mapping(Strict):
     """Tilings by operator name, by layer_type, and a default, most specific winning."""
 
-    name: str = "default"
+    name: Name = "default"
     default: TilingSpec = TilingSpec()
-    layer_types: dict[str, TilingSpec] = {}
-    operators: dict[str, TilingSpec] = {}
+    layer_types: dict[Name, TilingSpec] = {}
+    operators: dict[Name, TilingSpec] = {}
 
 
 @dataclass(frozen=True)
@@ -126,85 +123,54 @@ _HEURISTICS: dict[str, Heuristic] = {}
 def register(name: str) -> Callable[[Heuristic], Heuristic]:
     """Decorator adding a heuristic (operator, platform, depth, dataflow) -> Tiling."""
     def add(func: Heuristic) -> Heuristic:
-        _HEURISTICS[name] = func
+        if _HEURISTICS.setdefault(name, func) is not func:
+            raise ValueError(f"a heuristic named {name!r} is already registered")
         return func
     return add
 
 
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    """Heuristics offered by installed packages, by entry-point name."""
-    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def known_heuristics() -> list[str]:
-    """Names that `heuristic` resolves without a `module:function` path."""
-    return sorted(set(_HEURISTICS) | set(_entry_points()))
+    """Names a plan may give as `heuristic`: the built-ins and those registered by the
+    plugins loaded in this process."""
+    return sorted(_HEURISTICS)
 
 
-def _load_file(path: Path):
-    spec = importlib.util.spec_from_file_location(f"accsim_user_{path.stem}", path)
+@functools.lru_cache(maxsize=None)  # a plugin is executed once per process
+def _execute_plugin(path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(f"accsim_plugin_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
 
 
-@functools.lru_cache(maxsize=None)  # a user file is executed once per process
-def _import_function(name: str) -> Heuristic:
-    """`module:function` or `path/to/file.py:function`, imported on first use. A module
-    not importable is also looked for as a file in the working directory, as `python -m`
-    would find it."""
-    module_name, _, attr = name.rpartition(":")
-    if not module_name or not attr:
-        raise AccsimError(f"heuristic {name!r} is not of the form module:function",
-                          field="heuristic")
-    as_file = Path(module_name) if module_name.endswith(".py") \
-        else Path(module_name.replace(".", "/") + ".py")
+def load_plugin(path: str | Path) -> list[str]:
+    """Execute a user's Python file once (no sys.path change) so that its
+    `@register(...)` heuristics join the registry; return the names it added.
+
+    The only way user code loads (DESIGN.md section 7): a path the user gives on the
+    command line (`--plugin`), never a name found in a plan or result file."""
+    file = Path(path)
+    if file.suffix != ".py" or not file.is_file():
+        raise AccsimError("a plugin is a Python file (.py) that exists", file=str(path),
+                          field="--plugin")
+    before = set(_HEURISTICS)
     try:
-        if module_name.endswith(".py"):
-            if not as_file.is_file():
-                raise AccsimError(f"heuristic {name!r}: no file {module_name}",
-                                  field="heuristic")
-            module = _load_file(as_file)
-        else:
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if exc.name != module_name.split(".")[0] or not as_file.is_file():
-                    raise
-                module = _load_file(as_file)
-    except AccsimError:
-        raise
-    except Exception as exc:  # the user's module failed to import: say so, on one line
-        raise AccsimError(f"heuristic {name!r}: cannot import {module_name} "
-                          f"({type(exc).__name__}: {exc})", field="heuristic") from None
-    func = getattr(module, attr, None)
-    if not callable(func):
-        raise AccsimError(f"heuristic {name!r}: {module_name} has no function {attr!r}",
-                          field="heuristic")
-    return func
+        _execute_plugin(file.resolve())
+    except Exception as exc:  # the user's code failed: say so, on one line
+        raise AccsimError(f"plugin failed to load ({type(exc).__name__}: {exc})",
+                          file=str(path), field="--plugin") from None
+    return sorted(set(_HEURISTICS) - before)
 
 
 def heuristic(name: str) -> Heuristic:
-    """The heuristic of a registered name, an `accsim.heuristics` entry point, or a
-    `module:function`; an unknown name errors with the list of known names."""
+    """The registered heuristic of a name; an unknown name errors with the known ones.
+    Nothing is imported here: user heuristics come from `load_plugin`."""
     found = _HEURISTICS.get(name)
-    if found is not None:
-        return found
-    if ":" in name:
-        return _import_function(name)
-    else:
-        entry = _entry_points().get(name)
-        if entry is None:
-            raise AccsimError(f"unknown heuristic {name!r} (known: "
-                              f"{', '.join(known_heuristics())}; or module:function)",
-                              field="heuristic")
-        try:
-            func = entry.load()
-        except Exception as exc:
-            raise AccsimError(f"heuristic {name!r}: entry point {entry.value} failed to "
-                              f"load ({type(exc).__name__}: {exc})",
-                              field="heuristic") from None
-    return func
+    if found is None:
+        raise AccsimError(f"unknown heuristic {name!r} (known: "
+                          f"{', '.join(known_heuristics())}; a heuristic of your own "
+                          "loads with --plugin FILE.py, whose @register adds it)",
+                          field="heuristic")
+    return found
 
 
 def operator_dtype(op, platform: Platform) -> str:
@@ -379,8 +345,10 @@ def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
     units = (array.rows, array.cols)
-    tm, tn, tk, order = _grid([dim_candidates(g.m, units), dim_candidates(g.n, units),
-                               dim_candidates(g.k, units), range(len(LOOP_ORDERS))])
+    axes = [dim_candidates(g.m, units), dim_candidates(g.n, units),
+            dim_candidates(g.k, units), range(len(LOOP_ORDERS))]
+    check_candidates(int(np.prod([len(axis) for axis in axes])), op, "min_offchip")
+    tm, tn, tk, order = _grid(axes)
     buffers = platform.buffers
     fits = ((depth * a_tile_bound(op, tm, tk) * e <= buffers.ifmap_bytes)
             & (depth * tk * tn * e <= buffers.weight_bytes)

@@ -11,14 +11,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from simulator.simulate import RunResult  # noqa: E402
 
-# (label, Totals attribute) in stacking order; together they make up every cycle.
+# (label, Totals attribute) in stacking order; together they make up every cycle. The
+# labels start with the tables' column names (report.PERCENT_COLUMNS).
 SEGMENTS = [
-    ("useful", "useful_array_cycles"), ("padding", "padding_array_cycles"),
-    ("array fill", "fill_array_cycles"),
-    ("stationary load", "stationary_load_array_cycles"), ("skew", "skew_array_cycles"),
-    ("vector unit", "vector_compute_cycles"), ("overhead", "overhead_cycles"),
-    ("pipeline fill", "fill_cycles"), ("input stall", "input_stall_cycles"),
-    ("output stall", "output_stall_cycles"), ("drain", "drain_cycles"),
+    ("useful", "useful_array_cycles"), ("pad: padding", "padding_array_cycles"),
+    ("setup: array fill", "fill_array_cycles"),
+    ("setup: stationary load", "stationary_load_array_cycles"),
+    ("setup: skew", "skew_array_cycles"), ("vector unit", "vector_compute_cycles"),
+    ("ovh: overhead", "overhead_cycles"), ("fill: pipeline fill", "fill_cycles"),
+    ("in: input stall", "input_stall_cycles"), ("out: output stall", "output_stall_cycles"),
+    ("drain", "drain_cycles"),
 ]
 
 
@@ -42,16 +44,17 @@ def draw_breakdown(axes, groups: list[tuple[str, object]], title: str) -> None:
         left = [a + b for a, b in zip(left, widths)]
     axes.set_xlabel("cycles")
     axes.set_title(title)
-    axes.legend(loc="lower right", fontsize="small")
+    # Beside the axes, never over a bar.
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
 
 
 def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
     """Stacked bars of cycles per layer_type, largest share at the top."""
     groups = sorted(result.by_layer_type.items(), key=lambda item: item[1].cycles)
-    figure, axes = plt.subplots(figsize=(9, 0.45 * len(groups) + 1.6))
+    figure, axes = plt.subplots(figsize=(11, 0.45 * len(groups) + 1.6))
     inputs = result.inputs
     draw_breakdown(axes, groups, f"{inputs.workload.name} on {inputs.platform.name}: "
                    "cycles by layer_type")
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=120, bbox_inches="tight")  # the legend beside the axes too
     plt.close(figure)

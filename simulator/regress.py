@@ -16,7 +16,6 @@ a warning.
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import simulator
 from simulator.energy import static_power_w
 from simulator.errors import AccsimError
+from simulator.loader import read_json
 from simulator.verify import differences
 
 EXIT_OK, EXIT_REGRESSION, EXIT_REFUSED = 0, 1, 2
@@ -40,15 +40,13 @@ class BaselineRefused(AccsimError):
 
 def read_baseline(path: str) -> dict:
     """The baseline's JSON, refused if it is not a result file."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
+    if not Path(path).exists():
         raise BaselineRefused("baseline not found (write one with --update-baseline or "
-                              "`accsim run --json`)", file=path) from None
-    except OSError as exc:
-        raise BaselineRefused(f"cannot read: {exc.strerror}", file=path) from None
-    except ValueError as exc:
-        raise BaselineRefused(f"not JSON ({exc})", file=path) from None
+                              "`accsim run --json`)", file=path)
+    try:
+        data, _ = read_json(path)
+    except AccsimError as exc:
+        raise BaselineRefused(exc.rule, file=exc.file, field=exc.field) from None
     try:
         manifest = data["manifest"]
         int(manifest["model_version"])

@@ -6,7 +6,6 @@ Nothing here changes a number; every figure comes from metrics.Totals.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from simulator.loader import dump_json
 from simulator.metrics import OperatorResult, Totals, dominant_bottleneck
 from simulator.simulate import RunResult, manifest
 
@@ -200,10 +200,11 @@ def result_dict(result: RunResult) -> dict:
 
 def write_json(result: RunResult, path: str | Path) -> None:
     """The full result (result_dict) as indented JSON."""
-    Path(path).write_text(json.dumps(result_dict(result), indent=1) + "\n")
+    Path(path).write_text(dump_json(result_dict(result), indent=1) + "\n")
 
 
-CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu",
+# Fractions are 0..1 and say so in their names (the tables print the same as percent).
+CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu_fraction",
               "memory_stall_fraction", "overhead_cycles", "fill_cycles",
               "input_stall_cycles", "output_stall_cycles", "drain_cycles",
               "useful_array_cycles", "padding_array_cycles", "fill_array_cycles",
@@ -220,28 +221,36 @@ def write_csv(result: RunResult, path: str | Path) -> None:
         for op in result.operators:
             record = _operator_record(op, result)
             writer.writerow({**record, **record["totals"],
+                             "mfu_fraction": record["totals"]["mfu"],
                              "bottleneck_class": op.verdict.bottleneck})
 
 
-def compare_table(results: list[RunResult]) -> Table:
-    """Platforms side by side on one workload, with ratios to the first platform."""
+def _ratio(value: float, base: float) -> str:
+    """value / base to two places; "-" against a zero base (a platform with no energy
+    figures, say)."""
+    return f"{value / base:.2f}" if base else "-"
+
+
+def compare_table(results: list[RunResult], labels: list[str] | None = None) -> Table:
+    """Platforms side by side on one workload, with ratios to the first platform;
+    `labels` name the rows (default: the platforms' names)."""
+    labels = labels or [result.platform.name for result in results]
     table = Table(title=f"{results[0].inputs.workload.name}: platforms compared "
-                  f"(x: ratio to {results[0].platform.name})", title_justify="left",
+                  f"(x: ratio to {labels[0]})", title_justify="left",
                   show_edge=False, pad_edge=False)
     for header in ("platform", "latency ms", "x", "throughput /s", "MFU%", "stall%",
                    "energy mJ", "x", "avg W", "TFLOP/J", "x", "bottleneck"):
         table.add_column(header, justify="left" if header in ("platform", "bottleneck")
                          else "right", no_wrap=True)
     base = results[0].total.derived(results[0].platform)
-    for result in results:
+    for label, result in zip(labels, results):
         d = result.total.derived(result.platform)
         table.add_row(
-            result.platform.name, f"{d['time_s'] * 1e3:,.3f}",
-            f"{d['time_s'] / base['time_s']:.2f}", f"{1 / d['time_s']:,.1f}",
+            label, f"{d['time_s'] * 1e3:,.3f}",
+            _ratio(d['time_s'], base['time_s']), f"{1 / d['time_s']:,.1f}",
             f"{100 * d['mfu']:.1f}", f"{100 * d['memory_stall_fraction']:.1f}",
-            f"{d['energy_j'] * 1e3:,.3f}", f"{d['energy_j'] / base['energy_j']:.2f}",
+            f"{d['energy_j'] * 1e3:,.3f}", _ratio(d['energy_j'], base['energy_j']),
             f"{d['average_power_w']:,.1f}", f"{d['flops_per_joule'] / 1e12:,.3f}",
-            f"{d['flops_per_joule'] / base['flops_per_joule']:.2f}"
-            if base['flops_per_joule'] else "-",
+            _ratio(d['flops_per_joule'], base['flops_per_joule']),
             dominant_bottleneck(result.operators))
     return table

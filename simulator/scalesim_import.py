@@ -29,12 +29,14 @@ Topology lowering, as SCALE-Sim's code does it:
 from __future__ import annotations
 
 import configparser
+import math
 import re
 from dataclasses import dataclass, field
 
 from simulator.config import Platform
 from simulator.errors import AccsimError
-from simulator.workload import Conv2d, Gemm, Workload
+from simulator.loader import validate_model
+from simulator.workload import Workload
 
 CONV_COLUMNS = ("Layer name", "IFMAP Height", "IFMAP Width", "Filter Height",
                 "Filter Width", "Channels", "Num Filter", "Strides")
@@ -98,7 +100,7 @@ class TopologyImport:
                 seen[op_name] = 1
             if self.kind == "gemm":
                 m, n, k = row.values
-                operators.append(Gemm(name=op_name, layer_type="gemm", kind="gemm",
+                operators.append(dict(name=op_name, layer_type="gemm", kind="gemm",
                                       m=m, n=n, k=k))
                 continue
             h, w, fh, fw, c, nf, s = row.values
@@ -107,7 +109,7 @@ class TopologyImport:
             if (h2, w2) != (h, w):
                 extended.append(f"{op_name} {h}x{w}->{h2}x{w2}")
             depthwise = "DP" in row.name
-            operators.append(Conv2d(
+            operators.append(dict(
                 name=op_name, layer_type="conv.depthwise" if depthwise else "conv",
                 kind="conv2d", h=h2, w=w2, cin=1 if depthwise else c, cout=nf, kh=fh,
                 kw=fw, stride=s, padding=0, repeat=c if depthwise else 1))
@@ -121,7 +123,9 @@ class TopologyImport:
                 + ", ".join(extended))
         description = (f"SCALE-Sim {self.kind} topology {self.file}, imported by accsim "
                        "(simulator/scalesim_import.py)")
-        return Workload(name=name, description=description, operators=operators)
+        # Validated as a file would be: a bad layer is named, never a raw library error.
+        return validate_model({"name": name, "description": description,
+                               "operators": operators}, Workload, file=self.file)
 
 
 def parse_topology(text: str, kind: str, *, file: str) -> TopologyImport:
@@ -313,7 +317,7 @@ class ConfigImport:
         data["activation_memory_bytes"] = None
         data["dma"] = {"setup_cycles": 0}
         data["offchip"] = {"bandwidth_gbps": float(self.bandwidth), "latency_cycles": 0}
-        return Platform.model_validate(data)
+        return validate_model(data, Platform, file=self.file)
 
 
 def _config_error(exc: configparser.Error, file: str) -> AccsimError:
@@ -356,8 +360,9 @@ def parse_config(text: str, *, file: str) -> ConfigImport:
         except (TypeError, ValueError):
             raise AccsimError(f"{raw!r} is not a {'whole ' if number is int else ''}number",
                               file=file, field=f"{section}.{key}") from None
-        if value <= 0:
-            raise AccsimError(f"{raw} must be positive", file=file, field=f"{section}.{key}")
+        if not value > 0 or not math.isfinite(value):
+            raise AccsimError(f"{raw} must be positive and finite", file=file,
+                              field=f"{section}.{key}")
         return value
 
     name = values.get(("general", "run_name")) or stem
@@ -376,8 +381,8 @@ def parse_config(text: str, *, file: str) -> ConfigImport:
     except ValueError:
         raise AccsimError(f"{raw_bw!r} is not a number (words per cycle)", file=file,
                           field="architecture_presets.Bandwidth") from None
-    if bandwidth <= 0:
-        raise AccsimError(f"{raw_bw} must be positive", file=file,
+    if not bandwidth > 0 or not math.isfinite(bandwidth):
+        raise AccsimError(f"{raw_bw} must be positive and finite", file=file,
                           field="architecture_presets.Bandwidth")
     honoured += [f"ArrayHeight x ArrayWidth = {rows}x{cols} -> systolic_array rows x cols",
                  f"Ifmap/Filter/OfmapSramSzkB = {sizes[0]}/{sizes[1]}/{sizes[2]} KiB of "

@@ -46,7 +46,13 @@ def _occupancy(fit: BufferFit | None) -> str:
 
 def check_mapper_result(best: MapResult, result: RunResult, *, file: str | None) -> None:
     """A mapper result must be for this run's platform, workload and model version."""
-    platform, workload = result.platform.name, result.inputs.workload.name
+    check_mapper_inputs(best, result.platform.name, result.inputs.workload.name,
+                        file=file)
+
+
+def check_mapper_inputs(best: MapResult, platform: str, workload: str, *,
+                        file: str | None) -> None:
+    """check_mapper_result before the run: by the platform's and workload's names."""
     if (best.platform, best.workload) != (platform, workload):
         raise AccsimError(f"mapper result is for {best.workload} on {best.platform}, this "
                           f"run is {workload} on {platform}", file=file)

@@ -16,6 +16,7 @@ import simpy
 import simulator
 from simulator.config import Platform
 from simulator.engines import choose_engine, engine_runner
+from simulator.limits import MemoryBudget
 from simulator.loader import Source
 from simulator.lowering import lower_workload
 from simulator.mapping import Mapping, describe_mapping
@@ -82,14 +83,22 @@ def memory_params(platform: Platform) -> MemoryParams:
 
 
 def simulate(inputs: Inputs, *, engine: str = "auto",
-             progress: Progress | None = None) -> RunResult:
-    """Lower and replay every operator of the workload in order."""
+             progress: Progress | None = None,
+             budget: MemoryBudget | None = None) -> RunResult:
+    """Lower and replay every operator of the workload in order. The tile programs must
+    fit `budget` (default: a quarter of RAM for this engine), else nothing runs."""
     used, reason = choose_engine(engine)
     replay = engine_runner(used)
-    mapping_file = inputs.mapping_source.path if inputs.mapping_source else None
+
+    def path(source: Source | None) -> str | None:
+        return source.path if source else None
+
     lowered = lower_workload(
-        inputs.workload, inputs.mapping, inputs.platform, mapping_source=mapping_file,
-        workload_source=inputs.workload_source.path if inputs.workload_source else None)
+        inputs.workload, inputs.mapping, inputs.platform,
+        mapping_source=path(inputs.mapping_source),
+        workload_source=path(inputs.workload_source),
+        platform_source=path(inputs.platform_source),
+        budget=budget or MemoryBudget.default(used))
     memory = memory_params(inputs.platform)
     results = []
     for index, op in enumerate(lowered):

@@ -15,7 +15,7 @@ from typing import Annotated, Literal, Union
 from pydantic import (Field, NonNegativeInt, PositiveInt, field_validator, model_serializer,
                       model_validator)
 
-from simulator.config import Dtype, Strict
+from simulator.config import Dtype, Name, Strict, Text
 
 # Largest product of dimensions accepted, so that cycles and bytes stay far inside int64.
 MAX_WORK = 2**62
@@ -50,8 +50,8 @@ class VectorShape:
 class OperatorBase(Strict):
     """Fields every operator has."""
 
-    name: str = Field(min_length=1)
-    layer_type: str = Field(min_length=1, description="free label; metrics group by it")
+    name: Name
+    layer_type: Name = Field(description="free label; metrics group by it")
     dtype: Dtype | None = Field(default=None, description="default: the array's first")
     repeat: PositiveInt = Field(default=1, description="identical runs, simulated once")
     measured_s: float | None = Field(
@@ -277,8 +277,8 @@ KINDS = ("gemm", "conv2d", "elementwise", "reduction", "softmax", "norm", "pool"
 class Workload(Strict):
     """An ordered operator trace; operators run one after another."""
 
-    name: str = Field(min_length=1)
-    description: str = ""
+    name: Name
+    description: Text = ""
     operators: list[Operator] = Field(min_length=1)
 
     @field_validator("operators")

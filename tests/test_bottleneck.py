@@ -125,3 +125,16 @@ def test_resnet50_on_tpu_v1_first_stage_not_memory_bound_last_stage_is():
         assert not op.verdict.bottleneck.startswith("memory"), op.verdict.as_dict()
     for op in last_stage:
         assert op.verdict.bottleneck == "memory-bandwidth", op.verdict.as_dict()
+
+
+@pytest.mark.parametrize("busy", [0.0, 0.49, 0.5, 0.65, 0.79])
+def test_a_memory_stalled_operator_is_never_balanced(busy):
+    # 85% memory-stalled, the server busy anywhere below the bandwidth rule's 80%:
+    # the latency rule takes it (it once required busy < 50%, leaving a gap).
+    metrics = {"offchip_busy_fraction": busy, "vector_busy_fraction": 0.0,
+               "useful_fraction": 0.1, "array_setup_fraction": 0.03,
+               "padding_fraction": 0.02, "refetch_ratio": 1.0,
+               "memory_stall_fraction": 0.85}
+    verdict = classify(metrics)
+    assert verdict.bottleneck == "memory-latency"
+    assert "memory_stall_fraction 0.85 >= 0.25" in verdict.reason()

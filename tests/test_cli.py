@@ -116,12 +116,12 @@ def test_no_traceback_from_the_process(tmp_path):
     assert "Traceback" not in done.stderr
 
 
-def test_unwritable_output_keeps_the_printed_result(tmp_path, capsys):
+def test_unwritable_output_is_refused_before_the_run(tmp_path, capsys):
     target = tmp_path / "no_such_dir" / "r.json"
     assert main(["run", "--workload", "gemm_4096", "--json", str(target)]) == 1
     captured = capsys.readouterr()
-    assert "gemm_4096 on tpu_v1" in captured.out
-    assert f"{target}: cannot write" in captured.err
+    assert "gemm_4096 on tpu_v1" not in captured.out  # nothing simulated, nothing lost
+    assert f"{target}: --json: folder {target.parent} does not exist" in captured.err
 
 
 def test_trace_and_plot_files(tmp_path):

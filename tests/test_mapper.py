@@ -302,7 +302,9 @@ def test_sheet_csv_from_a_mapper_file_and_its_checks(tmp_path, capsys):
     assert "mapper result is for bert_base_s128 on tpu_v5e_like" in capsys.readouterr().err
     assert main(["run", "--workload", "bert_base_s128", "--sheet",
                  str(tmp_path / "s.txt")]) == 1
-    assert "a sheet is .md or .csv" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "s.txt: --sheet: must end in .md or .csv" in captured.err
+    assert captured.out == ""  # refused before the run
 
 
 def test_sheet_without_a_best_says_how_to_get_one(tmp_path):

@@ -1,14 +1,13 @@
 """Tiling plans and heuristics (the mapping issue): `accsim check PLAN --arch --workload`
 reports every buffer's fit with the numbers, spills and unknown operator names; the
-heuristic registry takes built-ins, `module:function` and entry points, and errors with
-the known names; the built-in heuristics do what their names say."""
+heuristic registry takes built-ins and the names `--plugin` files register (nothing
+named in a file is imported), and errors with the known names; the built-in heuristics do what their names say."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
-from importlib import metadata
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from simulator.errors import AccsimError
 from simulator.lowering import lower_compute
 from simulator.plan_check import check_plan
 from simulator.mapping import (LOOP_ORDERS, Mapping, Tiling, TilingSpec, dim_candidates,
-                               heuristic, known_heuristics, resolve_tiling)
+                               heuristic, resolve_tiling)
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Gemm, Workload
 
@@ -120,85 +119,105 @@ def test_a_fitting_plan_passes_and_plain_check_still_validates(tmp_path, capsys)
 
 
 USER_HEURISTIC = """\
-from simulator.mapping import Tiling, array_aligned
+from simulator.mapping import Tiling, array_aligned, register
 
+@register("{prefix}_tile")
 def tile(op, platform, depth, dataflow):
     base = array_aligned(op, platform, depth, dataflow)
     if op.kind in ("gemm", "conv2d"):
         return Tiling(min(base.tm, 8), base.tn, base.tk, "nmk", dataflow, depth)
     return base
 
+@register("{prefix}_broken")
 def broken(op, platform, depth, dataflow):
     return (8, 8, 8)
 """
 
 
 @pytest.fixture()
-def user_module(tmp_path, monkeypatch):
-    (tmp_path / "my_tiler.py").write_text(USER_HEURISTIC)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield "my_tiler"
-    sys.modules.pop("my_tiler", None)
-    for name in [n for n in mapping_module._HEURISTICS if n.startswith("my_tiler")]:
+def user_plugin(tmp_path):
+    """A plugin file registering `<prefix>_tile` and `<prefix>_broken`, loaded; the
+    registry is restored afterwards."""
+    prefix = f"t{abs(hash(str(tmp_path))) % 10**8}"
+    path = tmp_path / "my_tiler.py"
+    path.write_text(USER_HEURISTIC.format(prefix=prefix))
+    added = mapping_module.load_plugin(path)
+    assert added == [f"{prefix}_broken", f"{prefix}_tile"]
+    yield prefix
+    for name in added:
         del mapping_module._HEURISTICS[name]
 
 
-def test_module_function_heuristic_is_used(user_module):
+def test_plugin_heuristic_is_used(user_plugin):
     inputs = load_inputs("tpu_v5e_like", "bert_base_s128", None)
-    plan = Mapping(default=TilingSpec(heuristic=f"{user_module}:tile"))
+    plan = Mapping(default=TilingSpec(heuristic=f"{user_plugin}_tile"))
     result = simulate(Inputs(inputs.platform, inputs.workload, plan))
     gemms = [op.lowered for op in result.operators if op.lowered.unit == "array"]
-    assert gemms and all(op.tiling.heuristic == "my_tiler:tile" for op in gemms)
+    assert gemms and all(op.tiling.heuristic == f"{user_plugin}_tile" for op in gemms)
     assert all(op.tiling.tm <= 8 and op.tiling.loop_order == "nmk" for op in gemms)
 
 
-def test_module_function_heuristic_from_the_command_line(tmp_path):
-    # The console script does not put the working directory on sys.path; the lookup
-    # does, so a module beside the plan is found.
-    (tmp_path / "cli_tiler.py").write_text(USER_HEURISTIC)
-    (tmp_path / "plan.yaml").write_text("default: {heuristic: 'cli_tiler:tile'}\n")
-    done = subprocess.run([sys.executable, "-c", "import sys; from simulator.cli import "
-                           "main; sys.exit(main(sys.argv[1:]))", "run", "--arch",
-                           "tpu_v5e_like", "--workload", "bert_base_s128", "--mapping",
-                           "plan.yaml", "--json", "r.json"], cwd=tmp_path,
+def test_plugin_heuristic_from_the_command_line_and_verify(tmp_path):
+    (tmp_path / "cli_tiler.py").write_text(USER_HEURISTIC.format(prefix="cli"))
+    (tmp_path / "plan.yaml").write_text("default: {heuristic: cli_tile}\n")
+    # One fresh process (its registry starts with the built-ins only), four commands in
+    # order: without the flag the name is unknown (nothing in a plan loads code); with
+    # it the run uses it; verify reruns with the registry only until the plugin is named
+    # again (then it is executed once, already loaded).
+    script = textwrap.dedent("""\
+        from simulator.cli import main
+        run = ["run", "--arch", "tpu_v5e_like", "--workload", "bert_base_s128",
+               "--mapping", "plan.yaml", "--json", "r.json"]
+        print("codes", main(run), main(run + ["--plugin", "cli_tiler.py"]),
+              main(["verify", "r.json"]),
+              main(["verify", "r.json", "--plugin", "cli_tiler.py"]))
+        """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert '"heuristic": "cli_tiler:tile"' in (tmp_path / "r.json").read_text()
+    assert "codes 1 0 0 0" in done.stdout, done.stdout + done.stderr
+    assert done.stderr.count("unknown heuristic 'cli_tile'") == 1
+    assert '"heuristic": "cli_tile"' in (tmp_path / "r.json").read_text()
 
 
-def test_heuristic_from_a_file_path(tmp_path):
-    path = tmp_path / "file_tiler.py"
-    path.write_text(USER_HEURISTIC)
+def test_names_that_look_like_code_are_never_imported(tmp_path, monkeypatch):
+    # A plan (or a result) naming module:function or a file is not executed, even when
+    # the module or file is right there in the working directory.
+    (tmp_path / "evil.py").write_text("import pathlib; pathlib.Path('ran').touch()\n"
+                                      "def tile(*a): pass\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
     op = Gemm(name="g", layer_type="fc", kind="gemm", m=64, n=64, k=64)
-    tiling = resolve_tiling(op, TilingSpec(heuristic=f"{path}:tile"), make_platform())
-    assert (tiling.tm, tiling.loop_order) == (8, "nmk")
+    for name in ("evil:tile", "evil.py:tile", f"{tmp_path}/evil.py:tile", "os:system"):
+        with pytest.raises(AccsimError, match="unknown heuristic"):
+            resolve_tiling(op, TilingSpec(heuristic=name), make_platform())
+    assert not (tmp_path / "ran").exists() and "evil" not in sys.modules
 
 
-def test_entry_point_heuristic(user_module, monkeypatch):
-    entry = metadata.EntryPoint(name="from_package", value=f"{user_module}:tile",
-                                group=mapping_module.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(mapping_module, "_entry_points", lambda: {"from_package": entry})
-    monkeypatch.delitem(mapping_module._HEURISTICS, "from_package", raising=False)
-    assert "from_package" in known_heuristics()
-    op = Gemm(name="g", layer_type="fc", kind="gemm", m=64, n=64, k=64)
-    tiling = resolve_tiling(op, TilingSpec(heuristic="from_package"), make_platform())
-    assert tiling.heuristic == "from_package" and tiling.loop_order == "nmk"
-    mapping_module._HEURISTICS.pop("from_package", None)
+def test_plugin_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(AccsimError, match=r"bad.py: --plugin: plugin failed to load "
+                       r"\(RuntimeError: boom\)"):
+        mapping_module.load_plugin(bad)
+    clash = tmp_path / "clash.py"
+    clash.write_text("from simulator.mapping import register\n"
+                     "@register('array_aligned')\ndef f(*a): pass\n")
+    with pytest.raises(AccsimError, match="already registered"):
+        mapping_module.load_plugin(clash)
+    with pytest.raises(AccsimError, match="a plugin is a Python file"):
+        mapping_module.load_plugin(tmp_path / "missing.py")
 
 
-def test_unknown_heuristic_lists_the_known_names(user_module):
+def test_unknown_heuristic_lists_the_known_names(user_plugin):
     with pytest.raises(AccsimError) as info:
         heuristic("fastest_ever")
     message = info.value.message()
-    for name in ("array_aligned", "min_offchip", "os_k_inner", "module:function"):
+    for name in ("array_aligned", "min_offchip", "os_k_inner", f"{user_plugin}_tile",
+                 "--plugin"):
         assert name in message
-    with pytest.raises(AccsimError, match="has no function 'nope'"):
-        heuristic(f"{user_module}:nope")
-    with pytest.raises(AccsimError, match="cannot import no_such_module_xyz"):
-        heuristic("no_such_module_xyz:tile")
     op = Gemm(name="g", layer_type="fc", kind="gemm", m=64, n=64, k=64)
     with pytest.raises(AccsimError, match="returned tuple, not a simulator.mapping.Tiling"):
-        resolve_tiling(op, TilingSpec(heuristic=f"{user_module}:broken"), make_platform())
+        resolve_tiling(op, TilingSpec(heuristic=f"{user_plugin}_broken"), make_platform())
 
 
 @pytest.mark.parametrize("arch", ["tpu_v1", "tpu_v5e_like", "edge_32x32",

@@ -45,7 +45,7 @@ def platform_text(**changes) -> str:
     ("systolic_array.count", 0, "greater than 0"),
     ("systolic_array.fold_model", "magic", "'pipelined' or 'scalesim'"),
     ("runtime.op_overhead_cycles", -1, "greater than or equal to 0"),
-    ("area.pe_mm2", {"int8": -1.0}, "positive and finite"),
+    ("area.pe_mm2", {"int8": 0.0}, "positive and finite"),  # -1: Strict says negative
     ("area.sram_mm2_per_mib", -1.0, "greater than or equal to 0"),
 ])
 def test_bad_value_names_the_file_and_field(path, value, rule):

@@ -63,7 +63,7 @@ def test_verify_catches_a_tampered_number(recorded, capsys):
     data["operators"][0]["totals"]["cycles"] += 1
     path.write_text(json.dumps(data))
     assert main(["verify", str(path)]) == 1
-    assert ".operators[0].totals.cycles" in capsys.readouterr().out
+    assert ".operators[0](fc1).totals.cycles: " in capsys.readouterr().out
 
 
 def test_verify_rejects_a_file_that_is_not_a_result(tmp_path, capsys):

@@ -22,6 +22,7 @@ import simpy
 
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
+from simulator.limits import check_program
 from simulator.program import MemoryParams, TileProgram, validate_memory, validate_program
 from simulator.timing import input_stall, service_cycles
 
@@ -300,6 +301,7 @@ def run_des(program: TileProgram, memory: MemoryParams, *,
     """
     validate_program(program)
     validate_memory(memory)
+    check_program(program, memory)
     env = simpy.Environment()
     server = OffchipMemory(env, memory.bytes_per_cycle)
     compute_ends = Milestones(env, program.steps)

@@ -59,6 +59,7 @@ from numba import njit
 
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
+from simulator.limits import check_program
 from simulator.program import (MAX_DEPTH, MemoryParams, TileProgram, validate_memory,
                                validate_program)
 from simulator.timing import input_stall, service_cycles
@@ -352,6 +353,7 @@ def run_fast(program: TileProgram, memory: MemoryParams, *,
     """
     validate_program(program)
     validate_memory(memory)
+    check_program(program, memory)
     reloaded, reload_ring = reload_tables(program)
     steps, totals, unfinished = _replay(
         np.ascontiguousarray(program.load_bytes, dtype=np.int64),

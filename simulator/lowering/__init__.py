@@ -14,6 +14,7 @@ import numpy as np
 
 from simulator.config import Platform
 from simulator.errors import AccsimError
+from simulator.limits import MemoryBudget, check_inputs, check_tilings
 from simulator.lowering import steps as kernel
 from simulator.lowering.windows import window_elements, window_table
 from simulator.mapping import (Mapping, Tiling, check_mapping_names, merged_spec,
@@ -292,22 +293,40 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
 
 def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
                    mapping_source: str | None = None,
-                   workload_source: str | None = None) -> list[LoweredOperator]:
-    """Lower every operator in order; operators absorbed by `fuse` are not emitted."""
+                   workload_source: str | None = None,
+                   platform_source: str | None = None,
+                   budget: MemoryBudget | None = None) -> list[LoweredOperator]:
+    """Lower every operator in order; operators absorbed by `fuse` are not emitted.
+    Every tiling is resolved and checked against the limits (simulator.limits: int64
+    bounds, the memory `budget`) before any operator is lowered."""
     check_mapping_names(mapping, workload, file=mapping_source)
-    lowered: list[LoweredOperator] = []
+    check_inputs(workload, platform, workload_source=workload_source,
+                 platform_source=platform_source)
+    resolved = []
     absorbed: str | None = None
     ops = workload.operators
     for index, op in enumerate(ops):
         if op.name == absorbed:
             continue
         following = ops[index + 1] if index + 1 < len(ops) else None
-        tiling = resolve_tiling(op, merged_spec(mapping, op), platform, following=following)
+        try:
+            tiling = resolve_tiling(op, merged_spec(mapping, op), platform,
+                                    following=following)
+        except AccsimError as exc:  # the plan's fault: name its file
+            raise AccsimError(exc.rule, file=exc.file or mapping_source,
+                              field=exc.field) from None
+        absorbed = tiling.fuse if is_compute(op) else None
+        fused = following if absorbed is not None and following is not None \
+            and following.name == absorbed and not is_compute(following) else None
+        resolved.append((op, tiling, following, fused))
+    check_tilings([(op, tiling, fused) for op, tiling, _, fused in resolved], platform,
+                  budget, mapping_source=mapping_source, platform_source=platform_source)
+    lowered: list[LoweredOperator] = []
+    for op, tiling, following, _ in resolved:
         if is_compute(op):
             lowered.append(lower_compute(op, tiling, platform, following=following,
                                          source=mapping_source,
                                          workload_source=workload_source))
-            absorbed = tiling.fuse
         elif is_attention(op):
             lowered.append(lower_attention(op, tiling, platform, source=mapping_source,
                                            workload_source=workload_source))

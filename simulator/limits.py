@@ -1,0 +1,339 @@
+"""Limits checked before any work (DESIGN.md section 7): every count that reaches an
+int64 array or a compiled kernel is bounded first in exact (Python) integer arithmetic,
+and a run whose tile programs would not fit the memory budget is refused up front.
+
+Four entry points, each called with one line:
+  - `check_inputs` from lowering's entry point, before any tiling is resolved: platform
+    integers and operand sizes small enough for the heuristics' int64 arithmetic;
+  - `check_tilings` from lowering's entry point, once every operator's tiling is known
+    and before any is lowered: steps, bytes and an upper bound of the cycles of each
+    operator and of their sum over repeats within int64, and the programs' memory
+    within the budget;
+  - `check_program` from each engine's public entry: the same cycle bound computed from
+    a program's own arrays and the memory parameters (service time for a tiny
+    bandwidth, latency + DMA setup), for programs built directly;
+  - `check_candidates` from the tiling searches (the min_offchip heuristic, the
+    mapper): a candidate grid small enough to lay out as arrays.
+The bound is the serial sum of everything a step can cost, which no schedule exceeds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel
+
+from simulator.errors import AccsimError
+
+# Cycles, bytes and their sums over repeats stay below this (int64 holds 2**63 - 1;
+# the margin leaves room for the totals of a whole workload and for float rounding).
+INT64_BOUND = 2**62
+# Any single platform integer (array dims, buffer bytes, lanes, cycles): beyond this the
+# heuristics' int64 products could wrap before the cycle bound is even computed.
+MAX_PLATFORM_INT = 2**48
+# Any per-event cycle count (a latency, a setup, cycles per element, an overhead): 2**32
+# is seconds per event at GHz clocks; beyond it the searches' own int64 bounds wrap.
+MAX_EVENT_CYCLES = 2**32
+# Elements of any one operand tensor of one operator instance.
+MAX_TENSOR_ELEMENTS = 2**48
+
+# Memory a tile program costs per step while it is lowered and replayed. fast: the
+# program's arrays (5 int64 + 2 bool = 42 bytes) and validation's temporaries (measured:
+# 888 MiB peak RSS for 16,777,216 steps, interpreter included); simpy: its per-step
+# Python objects too (measured with tracemalloc: 941 bytes per step of a 65,536-step
+# program); the trace writer: four events of a few hundred bytes per step.
+BYTES_PER_STEP = {"fast": 64, "simpy": 1024}
+TRACE_BYTES_PER_STEP = 2400
+# Per LRU key of the lowering (tiles of A and B; C tiles' last visit): int64 links.
+BYTES_PER_KEY = 24
+
+# Tilings a search (the min_offchip heuristic, the mapper) may lay out as arrays at once:
+# about a dozen int64 arrays per candidate, so 2**25 candidates take some 3 GiB. The
+# largest shipped case (gemm_4096 on edge_32x32) has 14,115,822.
+MAX_CANDIDATES = 2**25
+
+
+def check_candidates(count: int, op, searcher: str) -> None:
+    """Refuse a tiling search whose candidate grid could not be held in memory."""
+    if count > MAX_CANDIDATES:
+        raise AccsimError(f"{searcher} would lay out {count:,} candidate tilings (more "
+                          f"than {MAX_CANDIDATES:,}: the array is small for operator "
+                          "dims this large); give tm/tn/tk in the plan or another "
+                          "heuristic", field=f"operators.{op.name}")
+
+
+def ceil_div(a: int, b: int) -> int:
+    """Ceiling division in Python integers (which cannot wrap)."""
+    return -(-a // b)
+
+
+def default_memory_budget() -> int:
+    """A quarter of the machine's RAM, in bytes (8 GiB where it cannot be read)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """How much memory the tile programs of a run may take, and what a step costs."""
+
+    max_bytes: int
+    bytes_per_step: int = BYTES_PER_STEP["fast"]
+    option: str = "--max-memory"
+
+    @classmethod
+    def default(cls, engine: str = "fast", *, trace: bool = False,
+                max_bytes: int | None = None) -> MemoryBudget:
+        per_step = BYTES_PER_STEP.get(engine, max(BYTES_PER_STEP.values()))
+        return cls(default_memory_budget() if max_bytes is None else max_bytes,
+                   per_step + (TRACE_BYTES_PER_STEP if trace else 0))
+
+
+def parse_size(text: str) -> int:
+    """A byte count such as 512M, 8G, 1.5T or 1000000 (K, M, G, T: powers of 1024)."""
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    body = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = body[-1:] if body[-1:] in units else ""
+    try:
+        value = float(body[:len(body) - len(unit)])
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0 or value * units[unit] > 2**62:
+        raise AccsimError(f"{text!r} is not a positive size (bytes, or with K, M, G or T)",
+                          field="--max-memory")
+    return max(1, int(value * units[unit]))
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{int(n):,} bytes"
+
+
+def _platform_ints(model: BaseModel, prefix: str = ""):
+    """(dotted field, value) of every integer field of a model, nested models included."""
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            yield from _platform_ints(value, f"{prefix}{name}.")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            yield f"{prefix}{name}", value
+
+
+def check_inputs(workload, platform, *, workload_source: str | None = None,
+                 platform_source: str | None = None) -> None:
+    """Platform integers and operand sizes within what int64 arithmetic can hold, and
+    every array operator's dtype one the array takes (the searches look its energy up
+    before any lowering would say so)."""
+    for field, value in _platform_ints(platform):
+        cycles = field.endswith("_cycles") or field.startswith(
+            "vector_unit.cycles_per_element.")
+        limit, said = (MAX_EVENT_CYCLES, "2**32 cycles accsim accepts for one event") \
+            if cycles else (MAX_PLATFORM_INT, "2**48 accsim accepts for a platform value")
+        if value > limit:
+            raise AccsimError(f"{value} is larger than the {said} (int64 cycles would "
+                              "overflow)", file=platform_source, field=field)
+    from simulator.workload import Conv2d, is_compute
+    array = platform.systolic_array
+    bytes_per_cycle = platform.bytes_per_cycle
+    total = 0.0
+    for op in workload.operators:
+        if is_compute(op) and (op.dtype or array.input_dtypes[0]) not in array.input_dtypes:
+            raise AccsimError(f"dtype {op.dtype} is not an input dtype of {platform.name} "
+                              f"({', '.join(array.input_dtypes)})", file=workload_source,
+                              field=f"operators.{op.name}.dtype")
+        if is_compute(op):
+            g = op.gemm()
+            tensors = {"A (m x k)": g.m * g.k, "B (k x n)": g.k * g.n,
+                       "C (m x n)": g.m * g.n}
+            if isinstance(op, Conv2d):
+                tensors["input"] = op.batch * op.h * op.w * op.cin
+                tensors["kernel window pairs"] = (op.kh * op.kw) ** 2
+        else:
+            shape = op.vector()
+            tensors = {"input": shape.input_elements, "output": shape.output_elements,
+                       "rows x cols": shape.rows * shape.cols}
+        for tensor, elements in tensors.items():
+            if elements > MAX_TENSOR_ELEMENTS:
+                raise AccsimError(f"{tensor} has {elements:,} elements, more than the "
+                                  f"2**48 accsim accepts for one operand",
+                                  file=workload_source, field=f"operators.{op.name}")
+        # Whatever the tiling, an array operator's weights (B) cross the memory once per
+        # run: a bandwidth so small that this alone passes int64 is refused before any
+        # search. (A vector operator may move nothing, its tensors on chip.)
+        runs = op.repeat * (op.gemm().instances if is_compute(op) else 1)
+        least = tensors["B (k x n)"] if is_compute(op) else 0
+        total += least / bytes_per_cycle * runs if bytes_per_cycle > 0 else math.inf
+        if not total < INT64_BOUND:
+            raise AccsimError(f"moving operator {op.name}'s operands at "
+                              f"{bytes_per_cycle:.3g} bytes per cycle (offchip."
+                              "bandwidth_gbps / clock_ghz) takes past int64 cycles",
+                              file=platform_source, field="offchip.bandwidth_gbps")
+
+
+def _vector_bound(elements: int, lanes: int, cycles_per_element: int, passes: int) -> int:
+    """timing.vector_cycles in Python integers (which cannot wrap)."""
+    return ceil_div(elements, lanes) * cycles_per_element * passes
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    """Exact upper bounds for one lowered operator instance."""
+
+    steps: int
+    keys: int              # LRU keys and table entries the lowering allocates
+    scratch_bytes: int     # other working memory of the lowering (conv windows)
+    terms: dict[str, int]  # per-instance cycle bound, by what contributes it
+    moved_bytes: int       # per-instance bound of the bytes its transfers move
+
+
+def _estimate(op, tiling, platform, fused) -> _Estimate:
+    from simulator.mapping import a_tile_bound, operand_bytes
+    from simulator.workload import Conv2d, is_compute
+    array, vector = platform.systolic_array, platform.vector_unit
+    memory = platform.offchip
+    bytes_per_cycle = platform.bytes_per_cycle
+    access = memory.latency_cycles + platform.dma.setup_cycles
+    costs = vector.cycles_per_element
+    e, acc, out = operand_bytes(op, platform)
+    if is_compute(op):
+        g = op.gemm()
+        tm, tn, tk = min(tiling.tm, g.m), min(tiling.tn, g.n), min(tiling.tk, g.k)
+        nm, nn, nk = ceil_div(g.m, tm), ceil_div(g.n, tn), ceil_div(g.k, tk)
+        steps = nm * nn * nk
+        keys = 2 * nm * nk + nk * nn + nm * nn
+        scratch = 0
+        if isinstance(op, Conv2d):
+            scratch = op.h * op.w * 9 + (op.kh * op.kw) ** 2 * 16
+        # Every fold of the largest tile pays its streamed length and more than any fold
+        # model's fill, stationary load and skew (on one array: more arrays are faster).
+        stationary = {"os": (tm, tn, tk), "ws": (tk, tn, tm), "is": (tk, tm, tn)}
+        sr, sc, t = stationary[tiling.dataflow]
+        compute = ceil_div(sr, array.rows) * ceil_div(sc, array.cols) \
+            * (t + 3 * array.rows + 2 * array.cols)
+        epilogue = 0
+        if fused is not None:
+            shape = fused.vector()
+            epilogue = _vector_bound(tm * tn, vector.lanes,
+                                     getattr(costs, shape.cost_kind), shape.passes)
+        load = a_tile_bound(op, tm, tk) * e + tk * tn * e + tm * tn * acc
+        store = tm * tn * max(acc, out)
+    else:
+        shape = op.vector()
+        rows = min(tiling.tm, shape.rows)
+        steps = ceil_div(shape.rows, rows)
+        keys = scratch = 0
+        compute = _vector_bound(rows * shape.cols, vector.lanes,
+                                getattr(costs, shape.cost_kind), shape.passes)
+        epilogue = 0
+        load = (ceil_div(shape.input_elements * rows, shape.rows) + 1) * e
+        store = (ceil_div(shape.output_elements * rows, shape.rows) + 1) * e
+    per_transfer = (load + store) / bytes_per_cycle if bytes_per_cycle > 0 else math.inf
+    service = math.ceil(per_transfer) + 2 if per_transfer < INT64_BOUND else INT64_BOUND
+    terms = {"array or vector unit (systolic_array, vector_unit, workload sizes)":
+             steps * (compute + epilogue),
+             "off-chip service (offchip.bandwidth_gbps / clock_ghz)": steps * service,
+             "latency (offchip.latency_cycles + dma.setup_cycles)": steps * (2 * access + 2),
+             "dispatch (runtime.op_overhead_cycles)": platform.runtime.op_overhead_cycles}
+    return _Estimate(steps, keys, scratch, terms, steps * (load + store))
+
+
+def _fitting_tiling(op, tiling, budget: MemoryBudget) -> str:
+    """A tiling of the operator whose program fits the budget: tiles doubled, the dim
+    with the most tiles first, until the steps fit (buffers are checked afterwards)."""
+    from simulator.workload import is_compute
+    if not is_compute(op):
+        rows = op.vector().rows
+        most = max(1, budget.max_bytes // (2 * budget.bytes_per_step))
+        return f"rows_per_tile {ceil_div(rows, most)} or more"
+    g = op.gemm()
+    sizes = {"tm": g.m, "tn": g.n, "tk": g.k}
+    tiles = {"tm": tiling.tm, "tn": tiling.tn, "tk": tiling.tk}
+
+    def need() -> int:
+        nm, nn, nk = (ceil_div(sizes[d], tiles[d]) for d in ("tm", "tn", "tk"))
+        return nm * nn * nk * budget.bytes_per_step + (2 * nm * nk + nk * nn + nm * nn) \
+            * BYTES_PER_KEY
+    while need() > budget.max_bytes // 2:
+        grow = max(tiles, key=lambda d: ceil_div(sizes[d], tiles[d]))
+        if tiles[grow] >= sizes[grow]:
+            break
+        tiles[grow] = min(sizes[grow], 2 * tiles[grow])
+    return " ".join(f"{d} {v}" for d, v in tiles.items())
+
+
+def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
+                  mapping_source: str | None = None,
+                  platform_source: str | None = None) -> None:
+    """Refuse, before anything is lowered, a run whose cycle or byte counts could pass
+    int64 or whose programs would exceed the memory budget.
+
+    `resolved`: (operator, tiling, fused vector operator or None) for every operator
+    that will be lowered.
+    """
+    total_cycles = 0
+    total_memory = 0
+    for op, tiling, fused in resolved:
+        estimate = _estimate(op, tiling, platform, fused)
+        per_run = sum(estimate.terms.values())
+        runs = op.repeat * (op.gemm().instances if hasattr(op, "gemm") else 1)
+        if per_run * runs >= INT64_BOUND:
+            term = max(estimate.terms, key=estimate.terms.get)
+            raise AccsimError(
+                f"cycles could reach {per_run:.3g} per run x {runs:,} runs, past int64 "
+                f"(2**62 allowed); most of it from {term}", file=platform_source,
+                field=f"operators.{op.name}")
+        if estimate.moved_bytes * runs >= INT64_BOUND:
+            raise AccsimError(f"its transfers could move {estimate.moved_bytes:.3g} bytes "
+                              f"per run x {runs:,} runs, past int64 (2**62 allowed)",
+                              file=mapping_source, field=f"operators.{op.name}")
+        total_cycles += per_run * runs
+        if total_cycles >= INT64_BOUND:
+            raise AccsimError(f"the workload's cycles could reach {total_cycles:.3g}, "
+                              "past int64 (2**62 allowed)", file=platform_source,
+                              field=f"operators.{op.name}")
+        if budget is None:
+            continue
+        memory = (estimate.steps * budget.bytes_per_step
+                  + estimate.keys * BYTES_PER_KEY + estimate.scratch_bytes)
+        total_memory += memory
+        if memory > budget.max_bytes or total_memory > budget.max_bytes:
+            described = (f"{tiling.tm} rows per tile" if not hasattr(op, "gemm") else
+                         f"tm {tiling.tm} tn {tiling.tn} tk {tiling.tk}")
+            so_far = f" (the run so far {_size(total_memory)})" \
+                if total_memory > memory else ""
+            raise AccsimError(
+                f"its tile program under {described} has {estimate.steps:,} steps and "
+                f"needs {_size(memory)}{so_far}, over the memory budget of {_size(budget.max_bytes)} ({budget.option} to change "
+                f"it); a tiling within it: {_fitting_tiling(op, tiling, budget)}",
+                file=mapping_source, field=f"operators.{op.name}")
+
+
+def check_program(program, memory) -> None:
+    """The cycle bound of a tile program under memory parameters, from its arrays:
+    refused if it could pass int64 (a tiny bandwidth, a huge latency or setup, huge
+    compute or byte counts)."""
+    access = memory.latency_cycles + memory.dma_setup_cycles
+    if access >= INT64_BOUND:
+        raise AccsimError(f"latency + DMA setup = {access} cycles, past int64 (2**62 "
+                          "allowed)", file="memory", field="latency_cycles")
+    steps = program.steps
+
+    def total(array) -> float:
+        return float(np.sum(array, dtype=np.float64))
+
+    transferred = total(program.load_bytes) + total(program.store_bytes)
+    bound = (total(program.compute_cycles) + total(program.vector_cycles)
+             + transferred / memory.bytes_per_cycle + steps * (2.0 * access + 4.0))
+    if not bound < INT64_BOUND:
+        raise AccsimError(f"cycles could reach {bound:.3g}, past int64 (2**62 allowed): "
+                          f"{transferred:.3g} bytes at {memory.bytes_per_cycle:g} bytes "
+                          f"per cycle, {access} cycles of latency + setup per transfer, "
+                          f"{total(program.compute_cycles):.3g} compute cycles",
+                          file="tile program", field="cycles")
