@@ -139,12 +139,13 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
         if value > limit:
             raise AccsimError(f"{value} is larger than the {said} (int64 cycles would "
                               "overflow)", file=platform_source, field=field)
-    from simulator.workload import Conv2d, is_compute
+    from simulator.workload import Conv2d, is_attention, is_compute
     array = platform.systolic_array
     bytes_per_cycle = platform.bytes_per_cycle
     total = 0.0
     for op in workload.operators:
-        if is_compute(op) and (op.dtype or array.input_dtypes[0]) not in array.input_dtypes:
+        on_array = is_compute(op) or is_attention(op)
+        if on_array and (op.dtype or array.input_dtypes[0]) not in array.input_dtypes:
             raise AccsimError(f"dtype {op.dtype} is not an input dtype of {platform.name} "
                               f"({', '.join(array.input_dtypes)})", file=workload_source,
                               field=f"operators.{op.name}.dtype")
@@ -155,6 +156,10 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
             if isinstance(op, Conv2d):
                 tensors["input"] = op.batch * op.h * op.w * op.cin
                 tensors["kernel window pairs"] = (op.kh * op.kw) ** 2
+        elif is_attention(op):
+            tensors = {"Q": op.batch * op.heads * op.q_len * op.head_dim,
+                       "K and V": 2 * op.batch * op.kv_heads * op.kv_len * op.head_dim,
+                       "scores": op.batch * op.heads * op.q_len * op.kv_len}
         else:
             shape = op.vector()
             tensors = {"input": shape.input_elements, "output": shape.output_elements,
@@ -167,7 +172,7 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
         # Whatever the tiling, an array operator's weights (B) cross the memory once per
         # run: a bandwidth so small that this alone passes int64 is refused before any
         # search. (A vector operator may move nothing, its tensors on chip.)
-        runs = op.repeat * (op.gemm().instances if is_compute(op) else 1)
+        runs = op.repeat * _instances(op)
         least = tensors["B (k x n)"] if is_compute(op) else 0
         total += least / bytes_per_cycle * runs if bytes_per_cycle > 0 else math.inf
         if not total < INT64_BOUND:
@@ -175,6 +180,15 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
                               f"{bytes_per_cycle:.3g} bytes per cycle (offchip."
                               "bandwidth_gbps / clock_ghz) takes past int64 cycles",
                               file=platform_source, field="offchip.bandwidth_gbps")
+
+
+def _instances(op) -> int:
+    """Independent program runs of one operator instance (GEMM batch, conv groups,
+    attention's batch x K/V head groups)."""
+    from simulator.workload import is_attention, is_compute
+    if is_compute(op):
+        return op.gemm().instances
+    return op.batch * op.kv_heads if is_attention(op) else 1
 
 
 def _vector_bound(elements: int, lanes: int, cycles_per_element: int, passes: int) -> int:
@@ -194,8 +208,8 @@ class _Estimate:
 
 
 def _estimate(op, tiling, platform, fused) -> _Estimate:
-    from simulator.mapping import a_tile_bound, operand_bytes
-    from simulator.workload import Conv2d, is_compute
+    from simulator.mapping import a_tile_bound, attention_rows, operand_bytes
+    from simulator.workload import Conv2d, is_attention, is_compute
     array, vector = platform.systolic_array, platform.vector_unit
     memory = platform.offchip
     bytes_per_cycle = platform.bytes_per_cycle
@@ -224,6 +238,21 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
                                      getattr(costs, shape.cost_kind), shape.passes)
         load = a_tile_bound(op, tm, tk) * e + tk * tn * e + tm * tn * acc
         store = tm * tn * max(acc, out)
+    elif is_attention(op):
+        # Per (query tile, key tile): QK^T and PV on the array, the softmax on the
+        # vector unit; unfused runs them as separate steps (at most three per pair).
+        rows, d = attention_rows(op), op.head_dim
+        tm, tn = min(tiling.tm, rows), min(tiling.tn, op.kv_len)
+        pairs = ceil_div(rows, tm) * ceil_div(op.kv_len, tn)
+        steps = 3 * pairs
+        keys = scratch = 0
+        per_product = max(ceil_div(d, array.rows) * ceil_div(tn, array.cols),
+                          ceil_div(tn, array.rows) * ceil_div(d, array.cols)) \
+            * (max(tm, d, tn) + 3 * array.rows + 2 * array.cols)
+        compute = 2 * per_product
+        epilogue = _vector_bound(tm * (tn + d), vector.lanes, costs.softmax, 4)
+        load = (tm * d + 2 * tn * d) * e + tm * tn * acc
+        store = tm * max(tn, d) * max(acc, out)
     else:
         shape = op.vector()
         rows = min(tiling.tm, shape.rows)
@@ -247,7 +276,18 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
 def _fitting_tiling(op, tiling, budget: MemoryBudget) -> str:
     """A tiling of the operator whose program fits the budget: tiles doubled, the dim
     with the most tiles first, until the steps fit (buffers are checked afterwards)."""
-    from simulator.workload import is_compute
+    from simulator.mapping import attention_rows
+    from simulator.workload import is_attention, is_compute
+    if is_attention(op):
+        sizes = {"tm": attention_rows(op), "tn": op.kv_len}
+        tiles = {"tm": tiling.tm, "tn": tiling.tn}
+        while 3 * ceil_div(sizes["tm"], tiles["tm"]) * ceil_div(sizes["tn"], tiles["tn"]) \
+                * budget.bytes_per_step > budget.max_bytes // 2:
+            grow = max(tiles, key=lambda d: ceil_div(sizes[d], tiles[d]))
+            if tiles[grow] >= sizes[grow]:
+                break
+            tiles[grow] = min(sizes[grow], 2 * tiles[grow])
+        return " ".join(f"{d} {v}" for d, v in tiles.items())
     if not is_compute(op):
         rows = op.vector().rows
         most = max(1, budget.max_bytes // (2 * budget.bytes_per_step))
@@ -277,12 +317,13 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
     `resolved`: (operator, tiling, fused vector operator or None) for every operator
     that will be lowered.
     """
+    from simulator.workload import is_attention, is_compute
     total_cycles = 0
     total_memory = 0
     for op, tiling, fused in resolved:
         estimate = _estimate(op, tiling, platform, fused)
         per_run = sum(estimate.terms.values())
-        runs = op.repeat * (op.gemm().instances if hasattr(op, "gemm") else 1)
+        runs = op.repeat * _instances(op)
         if per_run * runs >= INT64_BOUND:
             term = max(estimate.terms, key=estimate.terms.get)
             raise AccsimError(
@@ -304,8 +345,9 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
                   + estimate.keys * BYTES_PER_KEY + estimate.scratch_bytes)
         total_memory += memory
         if memory > budget.max_bytes or total_memory > budget.max_bytes:
-            described = (f"{tiling.tm} rows per tile" if not hasattr(op, "gemm") else
-                         f"tm {tiling.tm} tn {tiling.tn} tk {tiling.tk}")
+            described = (f"tm {tiling.tm} tn {tiling.tn}" if is_attention(op) else
+                         f"tm {tiling.tm} tn {tiling.tn} tk {tiling.tk}" if is_compute(op)
+                         else f"{tiling.tm} rows per tile")
             so_far = f" (the run so far {_size(total_memory)})" \
                 if total_memory > memory else ""
             raise AccsimError(
