@@ -10,7 +10,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from simulator.loader import dump_json
@@ -65,7 +64,7 @@ def operator_table(result: RunResult) -> Table:
     """One row per operator."""
     table = _table("Operators", ["operator", "layer_type", "runs"])
     for op in result.operators:
-        table.add_row(escape(op.lowered.name), escape(op.lowered.layer_type),
+        table.add_row(op.lowered.name, op.lowered.layer_type,
                       str(op.lowered.runs), *_figures(op.totals, result),
                       op.verdict.bottleneck)
     return table
@@ -85,7 +84,7 @@ def measured_table(result: RunResult) -> Table:
         if seconds is None:
             continue
         simulated = op.totals.derived(result.platform)["time_s"]
-        table.add_row(escape(op.lowered.name), escape(op.lowered.layer_type),
+        table.add_row(op.lowered.name, op.lowered.layer_type,
                       str(op.lowered.runs), f"{simulated * 1e6:,.1f}", f"{seconds * 1e6:,.1f}",
                       f"{simulated / seconds:.2f}" if seconds else "-")
     return table
@@ -98,7 +97,7 @@ def layer_type_table(result: RunResult) -> Table:
     members = result.operators_by_layer_type
     whole = max(result.total.cycles, 1)
     for name, totals in result.by_layer_type.items():
-        table.add_row(escape(name), str(len(members[name])),
+        table.add_row(name, str(len(members[name])),
                       f"{100 * totals.cycles / whole:.1f}", *_figures(totals, result),
                       dominant_bottleneck(members[name]))
     table.add_section()
@@ -114,7 +113,7 @@ def summary_lines(result: RunResult) -> list[str]:
     d = total.derived(result.platform)
     inputs = result.inputs
     return [
-        f"{escape(inputs.workload.name)} on {escape(inputs.platform.name)} (engine "
+        f"{inputs.workload.name} on {inputs.platform.name} (engine "
         f"{result.engine}): "
         f"{total.cycles:,} cycles = {d['time_s'] * 1e3:,.3f} ms at "
         f"{inputs.platform.clock_ghz} GHz",
@@ -128,7 +127,7 @@ def summary_lines(result: RunResult) -> list[str]:
         f"{d['energy_per_mac_pj']:,.2f} pJ per MAC"
         + (f", {d['flops_per_s_per_mm2'] / 1e12:,.3f} TFLOP/s per mm^2 of "
            f"{d['area_mm2']:,.1f} mm^2" if "area_mm2" in d else ""),
-        f"mapping: {escape(result.mapping_mode)}",
+        f"mapping: {result.mapping_mode}",
     ] + _measured_line(result)
 
 

@@ -15,6 +15,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
 from rich.table import Table
 
 from simulator.errors import AccsimError
+from simulator.terminal import console as report_console
 from simulator.loader import parse_model, read_source, shipped_names, validation_error
 from simulator.serving.arrivals import shipped_traces
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
@@ -237,7 +238,7 @@ def handle(args: argparse.Namespace) -> int:
     resolved = spec.resolved()
     served = resolved.model if resolved.llm else resolved.workload
     title = f"{served} on {resolved.arch}: {resolved.batching} batching"
-    console = Console(width=max(Console().width, 120))
+    console = report_console(min_width=120)
     if spec.sweep_rate is not None:
         with _LateProgress("rates") as progress:
             rows = sweep(setup, spec, progress=progress)

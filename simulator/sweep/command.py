@@ -12,6 +12,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.text import Text
 
 from simulator.errors import AccsimError
+from simulator.terminal import console as report_console
 from simulator.mapping import Mapping, heuristic, with_heuristic
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.executors import executor_for
@@ -96,7 +97,7 @@ def _report(args: argparse.Namespace) -> int:
         if args.plot and len(objectives) < 2:
             raise AccsimError("a plot needs two objectives (--pareto A,B)", field="--plot")
         report = build_report(store, objectives, args.workload)
-    console = Console(width=max(Console().width, 200))
+    console = report_console(min_width=200)
     if not report.rows:
         print(f"{args.store}: no results yet")
         return 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.markup import escape
 from rich.table import Table
 
 from simulator.frontends.hf.config import ModelConfig
@@ -85,7 +84,7 @@ def _binary(value: float) -> str:
 
 def figures_table(fig: StepFigures) -> Table:
     """The figures as a two-column table with the formula or source of each."""
-    table = Table(title=f"{escape(fig.model)} {fig.phase}, batch {fig.batch}, "
+    table = Table(title=f"{fig.model} {fig.phase}, batch {fig.batch}, "
                   f"{'prompt' if fig.phase == 'prefill' else 'context'} {fig.length}",
                   title_justify="left")
     for column in ("figure", "value", "how"):
