@@ -22,10 +22,12 @@ PERCENT_COLUMNS = [
     ("in", "input_stall_fraction"), ("out", "output_stall_fraction"),
     ("drain", "drain_fraction"), ("useful", "useful_fraction"),
     ("pad", "padding_fraction"), ("afill", "array_fill_fraction"),
+    ("coll", "collective_fraction"),
 ]
 LEGEND = ("% of cycles. stall: memory stalls (fill + in + memory-caused out + store "
           "tail); fill / in / out / drain: compute-unit idle split; useful / pad / afill: "
-          "array busy split into useful, padding and array fill; MB: off-chip; refetch: "
+          "array busy split into useful, padding and array fill; coll: chip-to-chip "
+          "collectives (not overlapped with compute); MB: off-chip; refetch: "
           "off-chip / compulsory bytes; uJ: energy.")
 
 
@@ -92,7 +94,10 @@ def summary_lines(result: RunResult) -> list[str]:
         f" mJ), average power {d['average_power_w']:,.1f} W, "
         f"{d['flops_per_joule'] / 1e12:,.3f} TFLOP/J, "
         f"{d['energy_per_mac_pj']:,.2f} pJ per MAC",
-    ]
+    ] + ([f"collectives {100 * d['collective_fraction']:.1f}% of cycles, not overlapped "
+          f"with compute; {total.collective_sent_bytes / 1e6:,.2f} MB sent per chip, "
+          f"ICI energy {total.energy_ici_pj / 1e9:,.3f} mJ per chip"]
+         if total.collective_cycles else [])
 
 
 def print_report(result: RunResult, console: Console) -> None:
@@ -113,7 +118,8 @@ def _operator_record(op: OperatorResult, result: RunResult) -> dict:
         "name": lowered.name, "layer_type": lowered.layer_type, "kind": lowered.kind,
         "unit": lowered.unit, "runs": lowered.runs, "instances": lowered.instances,
         "repeat": lowered.repeat, "steps": lowered.program.steps,
-        "tiling": asdict(lowered.tiling), "fused": lowered.fused,
+        "tiling": asdict(lowered.tiling) if lowered.tiling else None,
+        "fused": lowered.fused,
         "onchip_home": lowered.onchip_home,
         "buffers": {"slots": counters.slots, "live_c_tiles": counters.live_c_tiles,
                     "spills_partial_sums": counters.spills},
@@ -126,6 +132,9 @@ def _operator_record(op: OperatorResult, result: RunResult) -> dict:
                                "sram_write": counters.sram_write,
                                "sram_read_elements": counters.sram_read_elements},
         "totals": op.totals.as_dict(result.platform),
+        **({"collective": {**asdict(lowered.collective),
+                           "bytes_per_link": lowered.collective.bytes_per_link}}
+           if lowered.collective else {}),
     }
 
 
@@ -153,7 +162,8 @@ def write_json(result: RunResult, path: str | Path) -> None:
 CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu",
               "memory_stall_fraction", "fill_cycles", "input_stall_cycles",
               "output_stall_cycles", "drain_cycles", "useful_array_cycles",
-              "padding_array_cycles", "fill_array_cycles", "offchip_read_bytes",
+              "padding_array_cycles", "fill_array_cycles", "collective_cycles",
+              "collective_sent_bytes", "offchip_read_bytes",
               "offchip_write_bytes", "compulsory_bytes", "refetch_ratio", "energy_j",
               "average_power_w", "bottleneck_class"]
 

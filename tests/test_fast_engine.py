@@ -96,6 +96,7 @@ def test_worked_example_of_design_md() -> None:
         "input_stall_cycles": 9, "output_stall_cycles": 0,
         "output_stall_vector_cycles": 0, "drain_cycles": 21, "vector_tail_cycles": 0,
         "store_tail_cycles": 21, "offchip_busy_cycles": 56, "vector_busy_cycles": 0,
+        "collective_cycles": 0,
     })
 
 
@@ -121,6 +122,7 @@ def test_store_beats_load_requested_in_the_same_cycle() -> None:
         "input_stall_cycles": 25, "output_stall_cycles": 0,
         "output_stall_vector_cycles": 0, "drain_cycles": 15, "vector_tail_cycles": 0,
         "store_tail_cycles": 15, "offchip_busy_cycles": 24, "vector_busy_cycles": 0,
+        "collective_cycles": 0,
     })
 
 
@@ -147,6 +149,7 @@ def test_slot_wait_behind_the_vector_unit_counts_as_vector_output_stall() -> Non
         "input_stall_cycles": 0, "output_stall_cycles": 32,
         "output_stall_vector_cycles": 32, "drain_cycles": 2, "vector_tail_cycles": 0,
         "store_tail_cycles": 2, "offchip_busy_cycles": 3, "vector_busy_cycles": 30,
+        "collective_cycles": 0,
     })
 
 

@@ -37,7 +37,7 @@ class StepTimes:
 class Breakdown:
     """Where one run of an operator's cycles went (DESIGN.md section 3, accounting).
 
-    busy + fill + input_stall + output_stall + drain == total, where drain =
+    busy + fill + input_stall + output_stall + drain + collective == total, where drain =
     vector_tail + store_tail and output_stall_vector is the part of output_stall whose
     blocking store waited on the vector unit.
     """
@@ -53,6 +53,7 @@ class Breakdown:
     store_tail_cycles: int
     offchip_busy_cycles: int     # sum of service cycles of all transfers
     vector_busy_cycles: int      # sum of vector_cycles (fused epilogues)
+    collective_cycles: int = 0   # a collective's time on the links (no tile program)
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: int(getattr(self, f.name)) for f in fields(self)}
