@@ -13,7 +13,8 @@ from dataclasses import dataclass
 #   offchip_busy_fraction   off-chip server busy (all transfers' service cycles)
 #   vector_busy_fraction    vector unit busy (vector operators' compute + epilogues)
 #   useful_fraction         useful array cycles (MNK / (R*C))
-#   array_fill_fraction     array pipeline fill and drain of folds
+#   array_setup_fraction    array cycles that are neither useful nor padding: the fold
+#                           fill (scalesim model) or stationary load + skew (pipelined)
 #   padding_fraction        array cycles on unused PEs of partial folds
 #   memory_stall_fraction   fill + input stall + memory output stall + store tail
 #   refetch_ratio           off-chip bytes / compulsory bytes
@@ -22,7 +23,7 @@ RULES: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     ("memory-bandwidth", (("offchip_busy_fraction", ">=", 0.80),)),
     ("vector", (("vector_busy_fraction", ">=", 0.80),)),
     ("compute", (("useful_fraction", ">=", 0.60),)),
-    ("array-fill", (("array_fill_fraction", ">=", 0.40),)),
+    ("array-fill", (("array_setup_fraction", ">=", 0.40),)),
     ("mapping", (("padding_fraction", ">=", 0.25),)),
     ("buffer-capacity", (("refetch_ratio", ">=", 2.0), ("memory_stall_fraction", ">=", 0.25))),
     ("memory-latency", (("memory_stall_fraction", ">=", 0.25),

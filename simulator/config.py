@@ -7,14 +7,17 @@ that names the file and the field.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PositiveInt, field_validator,
+                      model_validator)
 
-from simulator.timing import DATAFLOW_CODES
+from simulator.timing import DATAFLOW_CODES, FOLD_MODEL_CODES
 
 Dtype = Literal["int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32"]
 Dataflow = Literal["os", "ws", "is"]
+FoldModel = Literal["pipelined", "scalesim"]
 
 DTYPE_BYTES: dict[str, int] = {
     "int8": 1, "fp8": 1, "int16": 2, "bf16": 2, "fp16": 2, "int32": 4, "fp32": 4,
@@ -36,10 +39,21 @@ class SystolicArray(Strict):
     input_dtypes: list[Dtype] = Field(min_length=1, description="first is default")
     accumulator_dtype: Dtype
     output_dtype: Dtype
+    count: PositiveInt = Field(
+        default=1, description="identical arrays sharing the buffers and the off-chip "
+        "server; a step's folds are spread over them (TPU v5e: 4 of 128x128)")
+    fold_model: FoldModel = Field(
+        default="pipelined", description="pipelined: the next fold's stationary operand "
+        "shifts in while the current one streams (real arrays); scalesim: every fold "
+        "pays SCALE-Sim v3's fill (what SCALE-Sim inputs and --validate scalesim use)")
 
     @property
     def default_dataflow(self) -> str:
         return self.dataflows[0]
+
+    @property
+    def fold_model_code(self) -> int:
+        return FOLD_MODEL_CODES[self.fold_model]
 
 
 class Buffers(Strict):
@@ -61,6 +75,39 @@ class OffchipMemory(Strict):
 
     bandwidth_gbps: float = Field(gt=0, description="GB/s, 1e9 bytes per second")
     latency_cycles: int = Field(ge=0)
+    efficiency: float = Field(default=1.0, gt=0, le=1, allow_inf_nan=False,
+                              description="sustained fraction of the rated bandwidth")
+    capacity_bytes: PositiveInt | None = Field(
+        default=None, description="off-chip capacity (HBM): what serving has for weights "
+        "and KV cache; None: not modelled")
+
+
+class Runtime(Strict):
+    """Costs of running operators that no hardware block above accounts for."""
+
+    op_overhead_cycles: int = Field(
+        default=0, ge=0, le=2**40, description="fixed dispatch and synchronisation cost "
+        "per operator instance, before its pipeline starts (breakdown term: overhead)")
+
+
+class Area(Strict):
+    """Silicon area, for performance per mm^2: mm^2 per PE by input dtype, per MiB of
+    SRAM in the three operand buffers, per vector lane, and fixed (an activation memory
+    apart from the buffers belongs in fixed_mm2)."""
+
+    pe_mm2: dict[Dtype, float] = Field(min_length=1, description="per PE, by input dtype")
+    sram_mm2_per_mib: float = Field(ge=0, allow_inf_nan=False)
+    vector_lane_mm2: float = Field(ge=0, allow_inf_nan=False)
+    fixed_mm2: float = Field(default=0.0, ge=0, allow_inf_nan=False,
+                             description="I/O, control, interconnect")
+
+    @field_validator("pe_mm2")
+    @classmethod
+    def _positive_finite(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: v for k, v in value.items() if not (math.isfinite(v) and v > 0)}
+        if bad:
+            raise ValueError(f"mm^2 per PE must be positive and finite: {bad}")
+        return value
 
 
 class VectorCosts(Strict):
@@ -146,23 +193,54 @@ class Platform(Strict):
     energy: EnergyTable
     interconnect: Interconnect | None = Field(
         default=None, description="links to other chips; needed for more than one chip")
+    runtime: Runtime = Runtime()
+    area: Area | None = Field(default=None, description="optional: perf per mm^2")
 
     @model_validator(mode="after")
     def _mac_energy_covers_input_dtypes(self) -> Platform:
         missing = [d for d in self.systolic_array.input_dtypes if d not in self.energy.mac_pj]
         if missing:
             raise ValueError(f"energy.mac_pj lacks the array's input dtypes {missing}")
+        if self.area is not None:
+            missing = [d for d in self.systolic_array.input_dtypes
+                       if d not in self.area.pe_mm2]
+            if missing:
+                raise ValueError(f"area.pe_mm2 lacks the array's input dtypes {missing}")
         return self
 
     @property
+    def pes(self) -> int:
+        """Processing elements of all arrays: R * C * count."""
+        array = self.systolic_array
+        return array.rows * array.cols * array.count
+
+    @property
     def peak_flops(self) -> float:
-        """2 * R * C * clock, in FLOP/s."""
-        return 2.0 * self.systolic_array.rows * self.systolic_array.cols * self.clock_ghz * 1e9
+        """2 * R * C * count * clock, in FLOP/s."""
+        return 2.0 * self.pes * self.clock_ghz * 1e9
+
+    @property
+    def rated_bytes_per_cycle(self) -> float:
+        """Rated off-chip bandwidth in bytes per cycle: GB/s over GHz."""
+        return self.offchip.bandwidth_gbps / self.clock_ghz
 
     @property
     def bytes_per_cycle(self) -> float:
-        """Off-chip bandwidth in bytes per cycle: GB/s over GHz."""
-        return self.offchip.bandwidth_gbps / self.clock_ghz
+        """Sustained off-chip bandwidth in bytes per cycle: GB/s x efficiency over GHz
+        (what the off-chip server of the engines runs at)."""
+        return self.offchip.bandwidth_gbps * self.offchip.efficiency / self.clock_ghz
+
+    @property
+    def area_mm2(self) -> float | None:
+        """Die area from the area table (PEs in the default input dtype, the buffers'
+        SRAM, the vector lanes, fixed); None without one."""
+        if self.area is None:
+            return None
+        area = self.area
+        sram = self.buffers.ifmap_bytes + self.buffers.weight_bytes + self.buffers.output_bytes
+        return (self.pes * area.pe_mm2[self.systolic_array.input_dtypes[0]]
+                + sram / 2**20 * area.sram_mm2_per_mib
+                + self.vector_unit.lanes * area.vector_lane_mm2 + area.fixed_mm2)
 
     def dataflow_code(self, dataflow: str) -> int:
         return DATAFLOW_CODES[dataflow]

@@ -312,11 +312,12 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candi
         epilogue = -(-(ms_last * ns_last) // platform.vector_unit.lanes) * cpe * passes
     tail = 0 if onchip else 1 + _service(ms_last * ns_last * out, bpc) + access
     busy = np.stack([array_busy_cycles(g.m, g.n, g.k, tm[..., None], tn[..., None],
-                                       tk[..., None], order, name, array.rows, array.cols)
+                                       tk[..., None], order, name, array.rows, array.cols,
+                                       array.count, array.fold_model)
                      for name in dataflows], axis=-1)
     served = np.floor(offchip / bpc).astype(np.int64) + (0 if onchip else access)
     per_run = np.maximum((head + epilogue + tail)[..., None, None] + busy,
-                         served[..., None])
+                         served[..., None]) + platform.runtime.op_overhead_cycles
     runs = _runs(op)
     # Energy: MACs, fused vector work, the off-chip bytes above, SRAM reads (exact,
     # SCALE-Sim's per-fold counting in closed form), SRAM writes of those A and B
@@ -438,6 +439,7 @@ def _vector_grid(op, platform: Platform) -> _Candidates:
             cycles(last_rows) + tail
         served = np.where(last_out > 0, 1 + in_service + out_service + access, 0)
         per_run = np.maximum.reduce([head + busy + tail, last_load, served])
+    per_run = per_run + platform.runtime.op_overhead_cycles
     runs = _runs(op)
     zeros = np.zeros(len(sizes), dtype=np.int64)
     return _Candidates(sizes, zeros + 1, zeros + 1, zeros + LOOP_ORDERS.index("mnk"),

@@ -238,14 +238,16 @@ def vector_rows_tiling(op, platform: Platform, depth: int) -> Tiling:
 
 @register("array_aligned")
 def array_aligned(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
-    """Stationary dims one array fold, the streamed dim as long as `depth` tiles of every
-    operand fit their buffers; k innermost; the platform's default dataflow."""
+    """Stationary dims one round of array folds (one fold per array: the column dim
+    spans `count` arrays), the streamed dim as long as `depth` tiles of every operand
+    fit their buffers; k innermost; the platform's default dataflow."""
     buffers = platform.buffers
     e, acc, _ = operand_bytes(op, platform)
     if not is_compute(op):
         return vector_rows_tiling(op, platform, depth)
     g = op.gemm()
-    rows, cols = platform.systolic_array.rows, platform.systolic_array.cols
+    array = platform.systolic_array
+    rows, cols = array.rows, array.cols * array.count
     if dataflow == "os":
         tm, tn = min(g.m, rows), min(g.n, cols)
         tk = min(buffers.ifmap_bytes // (depth * tm * e), buffers.weight_bytes // (depth * tn * e))
@@ -337,7 +339,7 @@ def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     tm, tn, tk, order = tm[fits], tn[fits], tk[fits], order[fits]
     traffic = offchip_estimate(op, platform, tm, tn, tk, order)
     busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
-                             array.cols)
+                             array.cols, array.count, array.fold_model)
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
     order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]
     pick = np.lexsort((order_rank, tk, tn, tm, steps, busy, traffic))[0]
@@ -374,14 +376,11 @@ def _grid(axes: list) -> list[np.ndarray]:
     return [m.ravel() for m in mesh]
 
 
-def _axis_folds(size: int, tile: np.ndarray, unit: int) -> tuple[np.ndarray, np.ndarray]:
-    """Over the tiles of one dim: (sum of ceil(tile size / unit), count of tiles no
-    larger than unit)."""
+def _axis_tiles(size: int, tile: np.ndarray, unit: int) -> tuple[np.ndarray, ...]:
+    """The tiles of one dim in two kinds, full and edge: (full tiles, folds of a full
+    tile along `unit`, edge tiles (0 or 1), folds of the edge tile)."""
     full, rem = size // tile, size % tile
-    edge = rem > 0
-    folds = full * -(-tile // unit) + edge * -(-rem // unit)
-    single = full * (tile <= unit) + (edge & (rem <= unit))
-    return folds, single
+    return full, -(-tile // unit), (rem > 0).astype(np.int64), -(-rem // unit)
 
 
 def _loop_tables() -> tuple[np.ndarray, np.ndarray]:
@@ -410,37 +409,57 @@ def loop_tables_index(m: int, n: int, k: int, tm, tn, tk, order) -> tuple:
 
 
 def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
-                      rows: int, cols: int) -> np.ndarray:
+                      rows: int, cols: int, count: int, fold_model: str) -> np.ndarray:
     """The array's busy cycles of one GEMM instance under tilings, in closed form: the
     sum of the compute cycles the lowering emits (tests check equality). tm, tn, tk and
     order (indices into LOOP_ORDERS) broadcast against each other.
 
-    The stationary operand's tile fixes the folds (os: C, ws: B, is: A); every step pays
-    folds x T, and a fold fill unless it is single-fold and continues the previous
-    step's stationary tile. Consecutive steps share that tile only while the streamed
-    dim's loop is the innermost one with more than one tile; then each stationary tile
-    fills once, else every step fills.
+    The stationary operand's tile fixes the folds F (os: C, ws: B, is: A), run in
+    rounds F' = ceil(F / count); each dim's tiles come in two kinds (full, edge), so the
+    stationary tiles in four. A step pays F' x (T + fill) (scalesim) or
+    F' x max(T, R) + skew (pipelined), unless it is single-fold and continues the
+    previous step's stationary tile, when it pays T. Consecutive steps share that tile
+    only while the streamed dim's loop is the innermost one with more than one tile;
+    then each single-fold stationary tile starts once, on its first streamed tile (a
+    full one), else every step starts anew.
     """
     tm, tn, tk = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk))
-    counts = {"m": -(-m // tm), "n": -(-n // tn), "k": -(-k // tk)}
     if dataflow == "os":
-        (rf, rs), (cf, cs), streamed, total = (_axis_folds(m, tm, rows),
-                                               _axis_folds(n, tn, cols), "k", k)
+        row, col, streamed = (m, tm), (n, tn), (k, tk, "k")
         fill = rows + cols - 2
     elif dataflow == "ws":
-        (rf, rs), (cf, cs), streamed, total = (_axis_folds(k, tk, rows),
-                                               _axis_folds(n, tn, cols), "m", m)
+        row, col, streamed = (k, tk), (n, tn), (m, tm, "m")
         fill = 2 * rows + cols - 2
     else:
-        (rf, rs), (cf, cs), streamed, total = (_axis_folds(k, tk, rows),
-                                               _axis_folds(m, tm, cols), "n", n)
+        row, col, streamed = (k, tk), (m, tm), (n, tn, "n")
         fill = 2 * rows + cols - 2
-    folds = rf * cf           # summed over stationary tiles
-    singles = rs * cs         # stationary tiles of one fold
-    n_streamed = counts[streamed]
+    r_full, r_folds, r_edge, r_edge_folds = _axis_tiles(*row, rows)
+    c_full, c_folds, c_edge, c_edge_folds = _axis_tiles(*col, cols)
+    rounds = 0          # sum of F' over stationary tiles
+    singles = 0         # stationary tiles of one fold
+    tiles = 0
+    for r_count, r_f in ((r_full, r_folds), (r_edge, r_edge_folds)):
+        for c_count, c_f in ((c_full, c_folds), (c_edge, c_edge_folds)):
+            pairs = r_count * c_count
+            folds = r_f * c_f
+            rounds = rounds + pairs * -(-folds // count)
+            singles = singles + pairs * (folds == 1)
+            tiles = tiles + pairs
+    total, tile, name = streamed
+    s_full, _, s_edge, _ = _axis_tiles(total, tile, 1)
+    rem = total % tile
+    n_streamed = s_full + s_edge
     inner = INNERMOST[loop_tables_index(m, n, k, tm, tn, tk, order)]
-    runs = np.where((inner == DIMS.index(streamed)) | (inner < 0), 1, n_streamed)
-    return folds * total + fill * ((folds - singles) * n_streamed + singles * runs)
+    starts_once = (inner == DIMS.index(name)) | (inner < 0)
+    if fold_model == "scalesim":
+        runs = np.where(starts_once, 1, n_streamed)
+        return rounds * total + fill * ((rounds - singles) * n_streamed + singles * runs)
+    skew = rows + cols - 2
+    paced = s_full * np.maximum(tile, rows) + s_edge * np.maximum(rem, rows)  # sum max(T, R)
+    multi = (rounds - singles) * paced + skew * n_streamed * (tiles - singles)
+    single = np.where(starts_once, np.maximum(tile, rows) + skew + total - tile,
+                      paced + skew * n_streamed)
+    return multi + singles * single
 
 
 def _flat(*values) -> list[np.ndarray]:

@@ -18,8 +18,8 @@ from simulator.engines.outcome import Breakdown
 from simulator.lowering import LoweredOperator
 
 # Breakdown fields that add up to the total (drain split into its two tails).
-STALL_PARTS = ("busy_cycles", "fill_cycles", "input_stall_cycles", "output_stall_cycles",
-               "drain_cycles", "collective_cycles")
+STALL_PARTS = ("overhead_cycles", "busy_cycles", "fill_cycles", "input_stall_cycles",
+               "output_stall_cycles", "drain_cycles", "collective_cycles")
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Totals:
     """Additive figures: cycles and bytes summed over runs, operators or layer types."""
 
     cycles: int
+    overhead_cycles: int             # per-operator dispatch (runtime.op_overhead_cycles)
     busy_cycles: int
     fill_cycles: int
     input_stall_cycles: int
@@ -44,6 +45,8 @@ class Totals:
     useful_array_cycles: float
     padding_array_cycles: float
     fill_array_cycles: float
+    stationary_load_array_cycles: float
+    skew_array_cycles: float
     offchip_read_bytes: int
     offchip_write_bytes: int
     compulsory_bytes: int
@@ -73,12 +76,16 @@ class Totals:
     def derived(self, platform: Platform) -> dict[str, float]:
         """Ratios of the totals: MFU, stall fractions, refetch ratio, time."""
         cycles = max(self.cycles, 1)
-        pes = platform.systolic_array.rows * platform.systolic_array.cols
         time_s = self.cycles / (platform.clock_ghz * 1e9)
         energy_j = self.energy_pj * 1e-12
+        area = platform.area_mm2
+        per_area = {} if area is None else {
+            "area_mm2": area,
+            "flops_per_s_per_mm2": self.model_flops / time_s / area if time_s else 0.0}
         return {
             "time_s": time_s,
-            "mfu": self.model_flops / (2 * pes * cycles),
+            "mfu": self.model_flops / (2 * platform.pes * cycles),
+            "overhead_fraction": self.overhead_cycles / cycles,
             "memory_stall_fraction": self.memory_stall_cycles / cycles,
             "vector_stall_fraction": (self.output_stall_vector_cycles
                                       + self.vector_tail_cycles) / cycles,
@@ -89,11 +96,18 @@ class Totals:
             "useful_fraction": self.useful_array_cycles / cycles,
             "padding_fraction": self.padding_array_cycles / cycles,
             "array_fill_fraction": self.fill_array_cycles / cycles,
+            "stationary_load_fraction": self.stationary_load_array_cycles / cycles,
+            "skew_fraction": self.skew_array_cycles / cycles,
+            "array_setup_fraction": (self.fill_array_cycles
+                                     + self.stationary_load_array_cycles
+                                     + self.skew_array_cycles) / cycles,
             "refetch_ratio": self.offchip_bytes / self.compulsory_bytes
             if self.compulsory_bytes else 0.0,
             "arithmetic_intensity": self.model_flops / self.compulsory_bytes
             if self.compulsory_bytes else 0.0,
             "machine_balance": platform.peak_flops / (platform.offchip.bandwidth_gbps * 1e9),
+            "offchip_bandwidth_fraction": self.offchip_bytes
+            / (cycles * platform.rated_bytes_per_cycle),
             "roofline_fraction": self.roofline_bound_cycles / cycles,
             "offchip_busy_fraction": self.offchip_busy_cycles / cycles,
             "vector_busy_fraction": self.vector_unit_busy_cycles / cycles,
@@ -103,6 +117,7 @@ class Totals:
             "flops_per_joule": self.model_flops / energy_j if energy_j else 0.0,
             "energy_per_mac_pj": 2 * self.energy_pj / self.model_flops
             if self.model_flops else 0.0,
+            **per_area,
         }
 
     def as_dict(self, platform: Platform) -> dict:
@@ -118,12 +133,13 @@ def add_totals(parts: Iterable[Totals]) -> Totals:
 
 
 def roofline_bound_cycles(lowered: LoweredOperator, platform: Platform) -> float:
-    """Cycles no schedule can beat: the compute floor or the compulsory-bytes floor."""
+    """Cycles no schedule can beat: the compute floor (all arrays' PEs busy) or the
+    compulsory bytes at the sustained bandwidth."""
     c = lowered.counters
     if lowered.collective is not None:  # the links' own time is its floor
         return float(lowered.collective.cycles)
     if lowered.unit == "array":
-        compute = c.macs / (platform.systolic_array.rows * platform.systolic_array.cols)
+        compute = c.macs / platform.pes
     else:  # the vector unit's own busy time is its floor
         compute = float(lowered.program.compute_cycles.sum())
     return max(compute, c.compulsory_bytes / platform.bytes_per_cycle)
@@ -137,6 +153,7 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
     own_vector = run.busy_cycles if lowered.unit == "vector" else 0
     return Totals(
         cycles=run.total_cycles * n,
+        overhead_cycles=run.overhead_cycles * n,
         busy_cycles=run.busy_cycles * n,
         fill_cycles=run.fill_cycles * n,
         input_stall_cycles=run.input_stall_cycles * n,
@@ -155,6 +172,8 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
         useful_array_cycles=c.useful_array_cycles * n,
         padding_array_cycles=c.padding_array_cycles * n,
         fill_array_cycles=c.fill_array_cycles * n,
+        stationary_load_array_cycles=c.stationary_load_array_cycles * n,
+        skew_array_cycles=c.skew_array_cycles * n,
         offchip_read_bytes=sum(c.offchip_read.values()) * n,
         offchip_write_bytes=c.offchip_write * n,
         compulsory_bytes=c.compulsory_bytes * n,

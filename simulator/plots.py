@@ -14,7 +14,9 @@ from simulator.simulate import RunResult  # noqa: E402
 # (label, Totals attribute) in stacking order; together they make up every cycle.
 SEGMENTS = [
     ("useful", "useful_array_cycles"), ("padding", "padding_array_cycles"),
-    ("array fill", "fill_array_cycles"), ("vector unit", "vector_compute_cycles"),
+    ("array fill", "fill_array_cycles"),
+    ("stationary load", "stationary_load_array_cycles"), ("skew", "skew_array_cycles"),
+    ("vector unit", "vector_compute_cycles"), ("overhead", "overhead_cycles"),
     ("pipeline fill", "fill_cycles"), ("input stall", "input_stall_cycles"),
     ("output stall", "output_stall_cycles"), ("drain", "drain_cycles"),
 ]
@@ -24,7 +26,9 @@ def _segment(totals, attribute: str) -> float:
     if attribute == "vector_compute_cycles":  # busy cycles the array split leaves out
         return totals.busy_cycles - (totals.useful_array_cycles
                                      + totals.padding_array_cycles
-                                     + totals.fill_array_cycles)
+                                     + totals.fill_array_cycles
+                                     + totals.stationary_load_array_cycles
+                                     + totals.skew_array_cycles)
     return getattr(totals, attribute)
 
 

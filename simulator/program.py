@@ -69,6 +69,7 @@ class TileProgram:
     reload_of: np.ndarray        # int64: step whose spilled partial sums this reloads, -1
     depth: int
     slots: int
+    overhead_cycles: int = 0     # dispatch cost before the pipeline starts (its cycle 0)
 
     @property
     def steps(self) -> int:
@@ -77,7 +78,7 @@ class TileProgram:
 
 def make_program(load_bytes, compute_cycles, vector_cycles=None, acquire=None,
                  release=None, store_bytes=None, reload_of=None, *, depth: int,
-                 slots: int) -> TileProgram:
+                 slots: int, overhead_cycles: int = 0) -> TileProgram:
     """Build a TileProgram from sequences, defaulting the optional arrays to zeros.
 
     Defaults: no vector work, no stores, no reloads, and release wherever store_bytes > 0.
@@ -99,6 +100,7 @@ def make_program(load_bytes, compute_cycles, vector_cycles=None, acquire=None,
         else np.asarray(reload_of, dtype=np.int64),
         depth=int(depth),
         slots=int(slots),
+        overhead_cycles=int(overhead_cycles),
     )
 
 
@@ -136,6 +138,8 @@ def validate_program(program: TileProgram, *, source: str = "tile program") -> N
         fail("depth", f"{program.depth} is outside 1..{MAX_DEPTH}")
     if program.slots < program.depth:
         fail("slots", f"{program.slots} output slots < depth {program.depth}")
+    if program.overhead_cycles < 0:
+        fail("overhead_cycles", f"{program.overhead_cycles} is negative")
     stores_without_release = (program.store_bytes > 0) & ~program.release
     if stores_without_release.any():
         fail("release", f"step {int(np.argmax(stores_without_release))} stores bytes "

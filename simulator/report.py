@@ -18,17 +18,19 @@ from simulator.simulate import RunResult, manifest
 
 # (header, Totals-derived key, format) of the percentage columns shared by both tables.
 PERCENT_COLUMNS = [
-    ("MFU", "mfu"), ("stall", "memory_stall_fraction"), ("fill", "fill_fraction"),
-    ("in", "input_stall_fraction"), ("out", "output_stall_fraction"),
-    ("drain", "drain_fraction"), ("useful", "useful_fraction"),
-    ("pad", "padding_fraction"), ("afill", "array_fill_fraction"),
-    ("coll", "collective_fraction"),
+    ("MFU", "mfu"), ("stall", "memory_stall_fraction"), ("ovh", "overhead_fraction"),
+    ("fill", "fill_fraction"), ("in", "input_stall_fraction"),
+    ("out", "output_stall_fraction"), ("drain", "drain_fraction"),
+    ("useful", "useful_fraction"), ("pad", "padding_fraction"),
+    ("afill", "array_fill_fraction"), ("sload", "stationary_load_fraction"),
+    ("skew", "skew_fraction"), ("coll", "collective_fraction"),
 ]
 LEGEND = ("% of cycles. stall: memory stalls (fill + in + memory-caused out + store "
-          "tail); fill / in / out / drain: compute-unit idle split; useful / pad / afill: "
-          "array busy split into useful, padding and array fill; coll: chip-to-chip "
-          "collectives (not overlapped with compute); MB: off-chip; refetch: "
-          "off-chip / compulsory bytes; uJ: energy.")
+          "tail); ovh: per-operator dispatch overhead; fill / in / out / drain: "
+          "compute-unit idle split; useful / pad / afill / sload / skew: array busy split "
+          "into useful, padding, fold fill (scalesim model), stationary-operand load and "
+          "skew (pipelined model); coll: chip-to-chip collectives (not overlapped with "
+          "compute); MB: off-chip; refetch: off-chip / compulsory bytes; uJ: energy.")
 
 
 def _figures(totals: Totals, result: RunResult) -> list[str]:
@@ -160,9 +162,10 @@ def write_json(result: RunResult, path: str | Path) -> None:
 
 
 CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu",
-              "memory_stall_fraction", "fill_cycles", "input_stall_cycles",
-              "output_stall_cycles", "drain_cycles", "useful_array_cycles",
-              "padding_array_cycles", "fill_array_cycles", "collective_cycles",
+              "memory_stall_fraction", "overhead_cycles", "fill_cycles",
+              "input_stall_cycles", "output_stall_cycles", "drain_cycles",
+              "useful_array_cycles", "padding_array_cycles", "fill_array_cycles",
+              "stationary_load_array_cycles", "skew_array_cycles", "collective_cycles",
               "collective_sent_bytes", "offchip_read_bytes",
               "offchip_write_bytes", "compulsory_bytes", "refetch_ratio", "energy_j",
               "average_power_w", "bottleneck_class"]

@@ -15,6 +15,9 @@ from numba import njit
 # Dataflow codes, in the order of DESIGN.md section 3's table.
 OS, WS, IS = 0, 1, 2
 DATAFLOW_CODES = {"os": OS, "ws": WS, "is": IS}
+# Fold model codes (DESIGN.md section 3).
+PIPELINED, SCALESIM = 0, 1
+FOLD_MODEL_CODES = {"pipelined": PIPELINED, "scalesim": SCALESIM}
 
 
 @njit(cache=True, inline="always")
@@ -42,25 +45,59 @@ def fold_count(m: int, n: int, k: int, rows: int, cols: int, dataflow: int) -> i
 
 @njit(cache=True, inline="always")
 def fold_fill_cycles(rows: int, cols: int, dataflow: int) -> int:
-    """Pipeline fill and drain of one fold: R + C - 2 (os), 2R + C - 2 (ws, is)."""
+    """SCALE-Sim's fill and drain of one fold: R + C - 2 (os), 2R + C - 2 (ws, is)."""
     if dataflow == OS:
         return rows + cols - 2
     return 2 * rows + cols - 2
 
 
 @njit(cache=True, inline="always")
-def array_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: int,
-                 continues_fold: bool) -> int:
-    """Cycles of the array on one tile product, SCALE-Sim v3's per-fold latency.
+def skew_cycles(rows: int, cols: int) -> int:
+    """The pipelined model's skew, paid once per step: R + C - 2."""
+    return rows + cols - 2
 
-    A single-fold tile whose stationary operand equals the previous step's continues
-    that fold and pays only its streamed length T.
+
+@njit(cache=True, inline="always")
+def array_split(m: int, n: int, k: int, rows: int, cols: int, count: int, dataflow: int,
+                fold_model: int, continues_fold: bool) -> tuple[float, float, int, int, int]:
+    """(useful, padding, fill, stationary_load, skew) array cycles of one tile product on
+    `count` arrays of rows x cols (DESIGN.md section 3); they sum to `array_cycles`.
+
+    Folds F run in rounds of `count`, F' = ceil(F / count) rounds. useful = T x used
+    PEs / (R C count), padding = F' T - useful. scalesim: fill = F' x its fold fill.
+    pipelined: stationary_load = F' x max(0, P - T) with P = R (the next fold's
+    stationary operand shifts in while the current one streams) and skew = R + C - 2
+    once. A step that continues the previous step's single fold costs T and pays none
+    of fill, stationary_load or skew.
+    """
+    sr, sc, t = fold_shape(m, n, k, dataflow)
+    rounds = 1 if continues_fold else ceil_div(fold_count(m, n, k, rows, cols, dataflow),
+                                               count)
+    useful = t * (sr * sc) / (rows * cols * count)
+    padding = rounds * t - useful
+    if continues_fold:
+        return useful, padding, 0, 0, 0
+    if fold_model == SCALESIM:
+        return useful, padding, rounds * fold_fill_cycles(rows, cols, dataflow), 0, 0
+    return useful, padding, 0, rounds * max(0, rows - t), skew_cycles(rows, cols)
+
+
+@njit(cache=True, inline="always")
+def array_cycles(m: int, n: int, k: int, rows: int, cols: int, count: int, dataflow: int,
+                 fold_model: int, continues_fold: bool) -> int:
+    """Cycles of the array(s) on one tile product.
+
+    scalesim: F' x (T + fill), SCALE-Sim v3's per-fold latency. pipelined:
+    F' x max(T, R) + R + C - 2. A single-fold tile whose stationary operand equals the
+    previous step's continues that fold and pays only its streamed length T.
     """
     _, _, t = fold_shape(m, n, k, dataflow)
     if continues_fold:
         return t
-    folds = fold_count(m, n, k, rows, cols, dataflow)
-    return folds * (t + fold_fill_cycles(rows, cols, dataflow))
+    rounds = ceil_div(fold_count(m, n, k, rows, cols, dataflow), count)
+    if fold_model == SCALESIM:
+        return rounds * (t + fold_fill_cycles(rows, cols, dataflow))
+    return rounds * max(t, rows) + skew_cycles(rows, cols)
 
 
 @njit(cache=True, inline="always")

@@ -31,6 +31,7 @@ def naive_timeline(program: TileProgram, memory: MemoryParams) -> EngineOutcome:
     vector_cycles = [int(c) for c in program.vector_cycles]
     acquire = [bool(a) for a in program.acquire]
     release = [bool(r) for r in program.release]
+    reload_of = [int(r) for r in program.reload_of]
     latency = memory.access_cycles
     bandwidth = memory.bytes_per_cycle
 
@@ -81,11 +82,14 @@ def naive_timeline(program: TileProgram, memory: MemoryParams) -> EngineOutcome:
         while something_fired:
             something_fired = False
 
-            # Load DMA: the next load, once the previous one is raised and compute of
-            # step i - depth has ended.
+            # Load DMA: the next load, once the previous one is raised, compute of
+            # step i - depth has ended, and the store of the partial sums it reloads
+            # (if any) has completed.
             if None in load_request:
                 i = load_request.index(None)
-                if i < depth or happened(compute_end[i - depth], now):
+                source = reload_of[i]
+                spilled = source < 0 or happened(store_complete[source], now)
+                if (i < depth or happened(compute_end[i - depth], now)) and spilled:
                     load_request[i] = now
                     if load_bytes[i] == 0:
                         load_start[i] = now
@@ -178,7 +182,7 @@ def naive_timeline(program: TileProgram, memory: MemoryParams) -> EngineOutcome:
     drain = total - compute_end[-1]
     vector_tail = max(0, vector_end[-1] - compute_end[-1])
     breakdown = Breakdown(
-        total_cycles=total,
+        total_cycles=total + program.overhead_cycles,
         busy_cycles=sum(compute_cycles),
         fill_cycles=fill,
         input_stall_cycles=input_stalled,
@@ -189,6 +193,7 @@ def naive_timeline(program: TileProgram, memory: MemoryParams) -> EngineOutcome:
         store_tail_cycles=drain - vector_tail,
         offchip_busy_cycles=offchip_busy,
         vector_busy_cycles=sum(vector_cycles),
+        overhead_cycles=program.overhead_cycles,
     )
     times = StepTimes(
         load_request=np.array(load_request, dtype=np.int64),

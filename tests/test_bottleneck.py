@@ -79,7 +79,7 @@ def test_synthetic_operator_lands_in_its_class(expected):
 def test_precedence_is_the_table_order():
     # Metrics meeting every rule land in the first one.
     everything = {"offchip_busy_fraction": 0.9, "vector_busy_fraction": 0.9,
-                  "useful_fraction": 0.9, "array_fill_fraction": 0.9,
+                  "useful_fraction": 0.9, "array_setup_fraction": 0.9,
                   "padding_fraction": 0.9, "refetch_ratio": 3.0,
                   "memory_stall_fraction": 0.9}
     assert classify(everything).bottleneck == RULES[0][0] == "memory-bandwidth"

@@ -33,7 +33,7 @@ def test_des_matches_naive_timeline(program, memory):
     assert_same_outcome(des, naive_timeline(program, memory))
 
     parts = des.breakdown
-    assert (parts.busy_cycles + parts.fill_cycles + parts.input_stall_cycles
+    assert (parts.overhead_cycles + parts.busy_cycles + parts.fill_cycles + parts.input_stall_cycles
             + parts.output_stall_cycles + parts.drain_cycles) == parts.total_cycles
     assert parts.vector_tail_cycles + parts.store_tail_cycles == parts.drain_cycles
     assert 0 <= parts.output_stall_vector_cycles <= parts.output_stall_cycles

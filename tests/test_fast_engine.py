@@ -69,8 +69,9 @@ def assert_expected(outcome: EngineOutcome, steps: dict[str, list[int]],
 
 
 def assert_accounts(b: Breakdown) -> None:
-    """Busy + fill + input + output + drain = total, and drain = vector + store tails."""
-    assert (b.busy_cycles + b.fill_cycles + b.input_stall_cycles + b.output_stall_cycles
+    """Overhead + busy + fill + input + output + drain = total, and drain = vector +
+    store tails."""
+    assert (b.overhead_cycles + b.busy_cycles + b.fill_cycles + b.input_stall_cycles + b.output_stall_cycles
             + b.drain_cycles) == b.total_cycles
     assert b.vector_tail_cycles + b.store_tail_cycles == b.drain_cycles
     assert 0 <= b.output_stall_vector_cycles <= b.output_stall_cycles
@@ -96,7 +97,7 @@ def test_worked_example_of_design_md() -> None:
         "input_stall_cycles": 9, "output_stall_cycles": 0,
         "output_stall_vector_cycles": 0, "drain_cycles": 21, "vector_tail_cycles": 0,
         "store_tail_cycles": 21, "offchip_busy_cycles": 56, "vector_busy_cycles": 0,
-        "collective_cycles": 0,
+        "overhead_cycles": 0, "collective_cycles": 0,
     })
 
 
@@ -122,7 +123,7 @@ def test_store_beats_load_requested_in_the_same_cycle() -> None:
         "input_stall_cycles": 25, "output_stall_cycles": 0,
         "output_stall_vector_cycles": 0, "drain_cycles": 15, "vector_tail_cycles": 0,
         "store_tail_cycles": 15, "offchip_busy_cycles": 24, "vector_busy_cycles": 0,
-        "collective_cycles": 0,
+        "overhead_cycles": 0, "collective_cycles": 0,
     })
 
 
@@ -149,7 +150,7 @@ def test_slot_wait_behind_the_vector_unit_counts_as_vector_output_stall() -> Non
         "input_stall_cycles": 0, "output_stall_cycles": 32,
         "output_stall_vector_cycles": 32, "drain_cycles": 2, "vector_tail_cycles": 0,
         "store_tail_cycles": 2, "offchip_busy_cycles": 3, "vector_busy_cycles": 30,
-        "collective_cycles": 0,
+        "overhead_cycles": 0, "collective_cycles": 0,
     })
 
 

@@ -87,11 +87,15 @@ def test_compiled_windows_match_a_naive_count():
         checked += 1
 
 
-def test_closed_forms_equal_the_lowering():
-    # Busy array cycles exactly; the min_offchip traffic model exactly for GEMMs.
-    rng = random.Random(3)
+@pytest.mark.parametrize("count, fold_model", [(1, "scalesim"), (1, "pipelined"),
+                                               (3, "scalesim"), (4, "pipelined")])
+def test_closed_forms_equal_the_lowering(count, fold_model):
+    # Busy array cycles exactly, for both fold models and several arrays; the
+    # min_offchip traffic model exactly for GEMMs.
+    rng = random.Random(3 + count)
     platform = make_platform(buffers={"ifmap_bytes": 400, "weight_bytes": 400,
-                                      "output_bytes": 1600})
+                                      "output_bytes": 1600},
+                             systolic_array={"count": count, "fold_model": fold_model})
     checked = 0
     while checked < 300:
         m, n, k = rng.randint(1, 30), rng.randint(1, 30), rng.randint(1, 30)
@@ -104,7 +108,8 @@ def test_closed_forms_equal_the_lowering():
                                     platform)
         except Exception:
             continue
-        assert int(array_busy_cycles(m, n, k, tm, tn, tk, order, dataflow, 8, 8)) == \
+        assert int(array_busy_cycles(m, n, k, tm, tn, tk, order, dataflow, 8, 8, count,
+                                     fold_model)) == \
             int(lowered.program.compute_cycles.sum())
         assert int(offchip_estimate(op, platform, tm, tn, tk, order)[0]) == \
             lowered.counters.offchip_bytes

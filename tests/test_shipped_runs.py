@@ -44,13 +44,15 @@ def test_time_is_never_below_the_roofline_bound(result):
         assert totals.offchip_bytes >= totals.compulsory_bytes, op.lowered.name
 
 
-def test_array_busy_splits_into_useful_padding_and_fill(result):
+def test_array_busy_splits_into_useful_padding_fill_load_and_skew(result):
     for op in result.operators:
         totals = op.totals
         if op.lowered.unit != "array":
             continue
         split = (totals.useful_array_cycles + totals.padding_array_cycles
-                 + totals.fill_array_cycles)
+                 + totals.fill_array_cycles + totals.stationary_load_array_cycles
+                 + totals.skew_array_cycles)
         assert split == pytest.approx(totals.busy_cycles), op.lowered.name
-        pes = result.platform.systolic_array.rows * result.platform.systolic_array.cols
-        assert totals.useful_array_cycles == pytest.approx(totals.model_flops / 2 / pes)
+        # Useful cycles count every PE of every array.
+        assert totals.useful_array_cycles == pytest.approx(
+            totals.model_flops / 2 / result.platform.pes)

@@ -119,13 +119,17 @@ class OffchipMemory:
 
 
 class LoadDma:
-    """Raises step i's load when compute of step i - depth ends (prefetch depth)."""
+    """Raises step i's load when compute of step i - depth ends (prefetch depth) and, if
+    it reloads spilled partial sums, once the store that spilled them has completed."""
 
     def __init__(self, env: simpy.Environment, program: TileProgram, server: OffchipMemory,
-                 access_cycles: int, compute_ends: Milestones):
+                 access_cycles: int, compute_ends: Milestones,
+                 spills_complete: Milestones):
         steps = program.steps
         self.env = env
         self.nbytes = program.load_bytes.tolist()
+        self.reload_of = program.reload_of.tolist()
+        self.spills_complete = spills_complete
         self.depth = program.depth
         self.server = server
         self.access_cycles = access_cycles
@@ -141,6 +145,8 @@ class LoadDma:
         for step, nbytes in enumerate(self.nbytes):
             if step >= self.depth:
                 yield from self.compute_ends.until(step - self.depth)
+            if self.reload_of[step] >= 0:
+                yield from self.spills_complete.until(self.reload_of[step])
             self.requested[step] = env.now
             if nbytes == 0:
                 self.started[step] = self.usable[step] = env.now
@@ -231,13 +237,17 @@ class VectorUnit:
 
 
 class StoreDma:
-    """Raises step i's store when its vector work ends; a releasing store frees a slot."""
+    """Raises step i's store when its vector work ends; a releasing store frees a slot;
+    a store whose partial sums a later step reloads marks its completion."""
 
     def __init__(self, env: simpy.Environment, program: TileProgram, server: OffchipMemory,
-                 access_cycles: int, vector_ends: Milestones, output_buffer: OutputBuffer):
+                 access_cycles: int, vector_ends: Milestones, output_buffer: OutputBuffer,
+                 spills_complete: Milestones):
         steps = program.steps
         self.env = env
         self.nbytes = program.store_bytes.tolist()
+        self.spills_complete = spills_complete
+        self.reloaded = set(program.reload_of[program.reload_of >= 0].tolist())
         # Residency each releasing step ends (its ordinal among releases), -1 elsewhere.
         self.residency_ended = np.where(program.release,
                                         np.cumsum(program.release) - 1, -1).tolist()
@@ -272,6 +282,12 @@ class StoreDma:
         residency = self.residency_ended[step]
         if residency >= 0:
             self.output_buffer.ended.mark(residency)
+        if step in self.reloaded:
+            if complete == self.env.now:
+                self.spills_complete.mark(step)
+            else:
+                later = self.env.timeout(complete - self.env.now)
+                later.callbacks.append(lambda _, step=step: self.spills_complete.mark(step))
 
 
 def run_des(program: TileProgram, memory: MemoryParams, *,
@@ -287,12 +303,14 @@ def run_des(program: TileProgram, memory: MemoryParams, *,
     env = simpy.Environment()
     server = OffchipMemory(env, memory.bytes_per_cycle)
     compute_ends = Milestones(env, program.steps)
-    load_dma = LoadDma(env, program, server, memory.access_cycles, compute_ends)
+    spills_complete = Milestones(env, program.steps)
+    load_dma = LoadDma(env, program, server, memory.access_cycles, compute_ends,
+                       spills_complete)
     output_buffer = OutputBuffer(env, program)
     compute = ComputeUnit(env, program, load_dma, output_buffer, compute_ends)
     vector = VectorUnit(env, program, compute_ends)
     store_dma = StoreDma(env, program, server, memory.access_cycles, vector.ends,
-                         output_buffer)
+                         output_buffer, spills_complete)
     env.run()
 
     blocks = (("load", load_dma.usable), ("compute unit", compute_ends.cycle),
@@ -344,7 +362,7 @@ def _account(program: TileProgram, times: StepTimes, offchip_busy: int) -> Break
     drain = total - last_end
     vector_tail = max(0, vector_end[-1] - last_end)
     return Breakdown(
-        total_cycles=total,
+        total_cycles=total + program.overhead_cycles,
         busy_cycles=int(program.compute_cycles.sum()),
         fill_cycles=start[0],
         input_stall_cycles=input_stalled,
@@ -355,4 +373,5 @@ def _account(program: TileProgram, times: StepTimes, offchip_busy: int) -> Break
         store_tail_cycles=drain - vector_tail,
         offchip_busy_cycles=offchip_busy,
         vector_busy_cycles=int(program.vector_cycles.sum()),
+        overhead_cycles=program.overhead_cycles,
     )

@@ -12,11 +12,13 @@ times, and only the off-chip server couples the load and store streams. Loads ar
 requested in step order at non-decreasing times (a running max), and stores too (store
 i is requested at ve[i], which is non-decreasing), so each stream is a FIFO and the
 server only ever compares the two heads. The kernel repeats:
-  1. resolve everything whose inputs are known: 0-byte loads at the head of the load
-     FIFO, then computes in order (each needs its load usable, the previous compute's
+  1. resolve everything whose inputs are known: the next load requests (each once
+     compute of step - depth has ended and, for a partial-sum reload, the spill store
+     it reads has completed), 0-byte loads at the head of the load FIFO, then computes
+     in order (each needs its load usable, the previous compute's
      end, and, when it acquires, the service end of the store that frees its slot); a
      compute gives its vector end, its store request (a 0-byte store is resolved on the
-     spot, a store with bytes joins the store FIFO) and the request of load i + depth;
+     spot, a store with bytes joins the store FIFO);
   2. make the next server decision at t = max(server free, min(head requests) + 1),
      serving the store head if it was requested by t - 1, else the load head.
 Why a request still unknown at step 2 cannot be eligible at t (so deciding from the
@@ -27,14 +29,18 @@ one cycle. Take the smallest unknown request u: it is at least the end of an und
 service whose request r is either known, so r >= min(head requests) and u >= r + 2 >= t + 1
 when t = min + 1, or unknown, so r < u, contradicting u's minimality. And u >= server
 free + 1 = t + 1 when t = server free. So every unknown request is > t - 1, and neither
-the choice nor the start t depends on it.
+the choice nor the start t depends on it. (A reload's request waits on a spill store's
+completion, service end + latency: the same kind of time, so the argument holds.)
 If step 1 resolves nothing and both FIFOs are empty while steps remain, the program is
 deadlocked: the kernel stops and reports the unfinished steps.
 
 What the kernel keeps when per-step times are not asked for (keep=False): no array of
 length S. It streams the breakdown totals and keeps
-  - a ring of 4 entries (MAX_DEPTH) with the request and usable time of the loads
-    between the next compute and the last requested load (at most depth of them);
+  - rings of 4 entries (MAX_DEPTH) with the request and usable time of the loads
+    between the next compute and the last requested load (at most depth of them), and
+    the compute ends of the last steps;
+  - a ring of store completions spanning the longest reload distance (1 entry when
+    nothing spills; the live C tiles when partial sums spill);
   - a ring of the next power of two >= slots entries with, per release number, the
     service end of its store (the cycle its output slot is free; -1 while unknown) and
     whether that store waited on the vector unit;
@@ -85,12 +91,14 @@ def _grow_fifo(fifo, head, tail):
 
 @njit(cache=True)
 def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_bytes,
-            depth, slots, bytes_per_cycle, access_cycles, keep):
+            reload_of, depth, slots, bytes_per_cycle, access_cycles, overhead, reload_ring,
+            keep):
     """Replay a valid tile program; return (per-step times, breakdown totals, unfinished).
 
     Per-step times are a (10, S) int64 array in StepTimes field order when `keep`, else
-    (10, 0). Totals are an 11-entry int64 array in Breakdown field order. `unfinished`
+    (10, 0). Totals are a 12-entry int64 array in Breakdown field order. `unfinished`
     counts the steps whose compute never ran (0 unless the program deadlocks).
+    reload_ring: a power of two above every reload's distance to its source step.
     """
     n_steps = load_bytes.shape[0]
     out = np.empty((_N_STEP_FIELDS, n_steps if keep else 0), np.int64)
@@ -98,6 +106,13 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     # Loads between the next compute and the last requested one, indexed by step & mask.
     load_req = np.zeros(_LOAD_RING, np.int64)
     load_use = np.zeros(_LOAD_RING, np.int64)
+    # Compute ends of the last steps (a load waits for that of step - depth).
+    comp_end = np.zeros(_LOAD_RING, np.int64)
+    # Store completion of recent steps, for the partial-sum reloads that wait on them:
+    # row step & (reload_ring - 1) holds (step, complete); another step there: unknown.
+    done_step = np.full(reload_ring, -1, np.int64)
+    done_time = np.zeros(reload_ring, np.int64)
+    done_mask = reload_ring - 1
     # Per release number (masked): service end of its store, -1 while unknown.
     rel_size = 1
     while rel_size < slots:
@@ -111,11 +126,8 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     q_tail = 0
 
     next_compute = 0
-    n_requested = min(depth, n_steps)  # loads [0, n_requested) have known requests (0)
-    n_resolved = 0                     # loads [0, n_resolved) have known usable times
-    if keep:
-        for i in range(n_requested):
-            out[_LOAD_REQUEST, i] = 0
+    n_requested = 0  # loads [0, n_requested) have known requests
+    n_resolved = 0   # loads [0, n_resolved) have known usable times
     last_request = 0
     server_free = 0
     prev_end = 0
@@ -132,8 +144,27 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     vector_busy = 0
 
     while True:
-        # 1. Resolve what is known: 0-byte loads at the FIFO head, then computes in order.
+        # 1. Resolve what is known: load requests whose compute (step - depth) has ended
+        # and whose partial-sum source is stored, 0-byte loads at the FIFO head, then
+        # computes in order.
         while True:
+            while n_requested < n_steps:
+                j = n_requested
+                gate = 0
+                if j >= depth:
+                    if next_compute <= j - depth:
+                        break
+                    gate = comp_end[(j - depth) & _LOAD_RING_MASK]
+                source = reload_of[j]
+                if source >= 0:
+                    if done_step[source & done_mask] != source:
+                        break  # the spill store it reloads has not completed yet
+                    gate = max(gate, done_time[source & done_mask])
+                last_request = max(last_request, gate)
+                load_req[j & _LOAD_RING_MASK] = last_request
+                if keep:
+                    out[_LOAD_REQUEST, j] = last_request
+                n_requested = j + 1
             while n_resolved < n_requested and load_bytes[n_resolved] == 0:
                 r = load_req[n_resolved & _LOAD_RING_MASK]
                 load_use[n_resolved & _LOAD_RING_MASK] = r
@@ -177,6 +208,8 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             if store_bytes[i] == 0:
                 # Never touches the server: served and complete at its request.
                 last_complete = max(last_complete, ve)
+                done_step[i & done_mask] = i
+                done_time[i & done_mask] = ve
                 if rel_no >= 0:
                     rel_free[rel_no & rel_mask] = ve
                     rel_vector[rel_no & rel_mask] = ve > end
@@ -200,13 +233,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 out[_COMPUTE_END, i] = end
                 out[_VECTOR_END, i] = ve
                 out[_STORE_REQUEST, i] = ve
-            j = i + depth  # the load this compute's end lets be requested
-            if j < n_steps:
-                last_request = max(last_request, end)
-                load_req[j & _LOAD_RING_MASK] = last_request
-                n_requested = j + 1
-                if keep:
-                    out[_LOAD_REQUEST, j] = last_request
+            comp_end[i & _LOAD_RING_MASK] = end
             prev_end = end
             prev_ve = ve
             next_compute = i + 1
@@ -233,6 +260,8 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             offchip_busy += served - t
             server_free = served
             last_complete = max(last_complete, served + access_cycles)
+            done_step[s & done_mask] = s
+            done_time[s & done_mask] = served + access_cycles
             rel_no = fifo[row, _Q_RELEASE]
             if rel_no >= 0:
                 rel_free[rel_no & rel_mask] = served
@@ -252,13 +281,13 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 out[_LOAD_USABLE, li] = served + access_cycles
             n_resolved = li + 1
 
-    totals = np.zeros(11, np.int64)
+    totals = np.zeros(12, np.int64)
     unfinished = n_steps - next_compute
     if unfinished == 0:
         total = max(last_complete, prev_ve)
         drain = total - prev_end
         vector_tail = max(0, prev_ve - prev_end)
-        totals[0] = total
+        totals[0] = total + overhead
         totals[1] = busy
         totals[2] = fill
         totals[3] = stall_in
@@ -269,7 +298,20 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
         totals[8] = drain - vector_tail
         totals[9] = offchip_busy
         totals[10] = vector_busy
+        totals[11] = overhead
     return out, totals, unfinished
+
+
+def reload_ring_size(program: TileProgram) -> int:
+    """A power of two above the largest distance from a partial-sum reload to the step
+    whose spill it reads (1 when nothing reloads): the fast kernel's store-completion
+    ring."""
+    reloads = np.flatnonzero(program.reload_of >= 0)
+    span = int((reloads - program.reload_of[reloads]).max()) + 1 if reloads.size else 1
+    size = 1
+    while size < span:
+        size *= 2
+    return size
 
 
 def run_fast(program: TileProgram, memory: MemoryParams, *,
@@ -290,8 +332,10 @@ def run_fast(program: TileProgram, memory: MemoryParams, *,
         np.ascontiguousarray(program.acquire, dtype=np.bool_),
         np.ascontiguousarray(program.release, dtype=np.bool_),
         np.ascontiguousarray(program.store_bytes, dtype=np.int64),
+        np.ascontiguousarray(program.reload_of, dtype=np.int64),
         int(program.depth), int(program.slots), float(memory.bytes_per_cycle),
-        int(memory.access_cycles), bool(keep_steps),
+        int(memory.access_cycles), int(program.overhead_cycles),
+        reload_ring_size(program), bool(keep_steps),
     )
     if unfinished:
         raise UnfinishedStepError(

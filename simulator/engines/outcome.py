@@ -12,7 +12,8 @@ import numpy as np
 
 @dataclass(frozen=True)
 class StepTimes:
-    """Integer cycles from the operator's cycle 0, one int64 array per event, per step.
+    """Integer cycles from the operator's cycle 0 (after its dispatch overhead), one
+    int64 array per event, per step.
 
     A 0-byte transfer never touches the server: its start, service end and
     usable/complete times all equal its request.
@@ -37,9 +38,9 @@ class StepTimes:
 class Breakdown:
     """Where one run of an operator's cycles went (DESIGN.md section 3, accounting).
 
-    busy + fill + input_stall + output_stall + drain + collective == total, where drain =
-    vector_tail + store_tail and output_stall_vector is the part of output_stall whose
-    blocking store waited on the vector unit.
+    overhead + busy + fill + input_stall + output_stall + drain + collective == total,
+    where drain = vector_tail + store_tail and output_stall_vector is the part of
+    output_stall whose blocking store waited on the vector unit.
     """
 
     total_cycles: int
@@ -53,6 +54,7 @@ class Breakdown:
     store_tail_cycles: int
     offchip_busy_cycles: int     # sum of service cycles of all transfers
     vector_busy_cycles: int      # sum of vector_cycles (fused epilogues)
+    overhead_cycles: int = 0     # the program's dispatch overhead, before its cycle 0
     collective_cycles: int = 0   # a collective's time on the links (no tile program)
 
     def as_dict(self) -> dict[str, int]:

@@ -34,7 +34,9 @@ class Counters:
     vector_elements: int = 0            # element-ops on the vector unit, all passes
     useful_array_cycles: float = 0.0
     padding_array_cycles: float = 0.0
-    fill_array_cycles: float = 0.0
+    fill_array_cycles: float = 0.0            # scalesim fold model's per-fold fill
+    stationary_load_array_cycles: float = 0.0  # pipelined: P - T per fold when T < P
+    skew_array_cycles: float = 0.0             # pipelined: R + C - 2 per step
     offchip_read: dict[str, int] = field(default_factory=dict)   # by operand a, b, c
     offchip_write: int = 0
     compulsory: dict[str, int] = field(default_factory=dict)     # by operand a, b, c
@@ -169,11 +171,13 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
      ints) = kernel.gemm_steps(
         g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
         np.array([DIM_CODES[d] for d in order], dtype=np.int64),
-        DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, a_table,
+        DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, array.count,
+        array.fold_model_code, a_table,
         not onchip, True, not onchip, e, acc, out, a_slots, b_slots, spill, cpe, passes,
         platform.vector_unit.lanes)
     program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
-                          depth=depth, slots=c_slots)
+                          depth=depth, slots=c_slots,
+                          overhead_cycles=platform.runtime.op_overhead_cycles)
     validate_program(program, source=f"lowering of {op.name}")
     counters = Counters(
         macs=g.m * g.n * g.k,
@@ -181,6 +185,8 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         useful_array_cycles=float(floats[kernel.USEFUL]),
         padding_array_cycles=float(floats[kernel.PADDING]),
         fill_array_cycles=float(floats[kernel.ARRAY_FILL]),
+        stationary_load_array_cycles=float(floats[kernel.STATIONARY_LOAD]),
+        skew_array_cycles=float(floats[kernel.SKEW]),
         offchip_read={"a": int(ints[kernel.A_OFFCHIP]), "b": int(ints[kernel.B_OFFCHIP]),
                       "c": int(ints[kernel.C_RELOAD_OFFCHIP])},
         offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
@@ -232,7 +238,8 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
     store = np.zeros(steps, dtype=np.int64) if onchip else out_bytes.astype(np.int64)
     program = TileProgram(load, compute, np.zeros(steps, dtype=np.int64), always,
                           always.copy(), store, np.full(steps, -1, dtype=np.int64),
-                          depth=depth, slots=out_slots)
+                          depth=depth, slots=out_slots,
+                          overhead_cycles=platform.runtime.op_overhead_cycles)
     validate_program(program, source=f"lowering of {op.name}")
     total_in, total_out = shape.input_elements * e, shape.output_elements * e
     counters = Counters(

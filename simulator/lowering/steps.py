@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from simulator.timing import (OS, WS, array_cycles, fold_count, fold_fill_cycles, fold_shape,
-                              vector_cycles)
+from simulator.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
 
-# Indices of the float counters returned by gemm_steps.
-USEFUL, PADDING, ARRAY_FILL = 0, 1, 2
+# Indices of the float counters returned by gemm_steps: the split of busy array cycles.
+USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
 # Indices of the integer counters returned by gemm_steps (bytes unless noted).
 (A_OFFCHIP, B_OFFCHIP, C_RELOAD_OFFCHIP, C_STORE_OFFCHIP, A_SRAM_WRITE, B_SRAM_WRITE,
  A_SRAM_READ_ELEMS, B_SRAM_READ_ELEMS, C_SRAM_WRITE, C_SRAM_READ, A_MISSES, B_MISSES,
@@ -60,7 +59,8 @@ def _lru_touch(links: np.ndarray, key: int, capacity: int, size: np.ndarray) -> 
 
 @njit(cache=True)
 def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndarray,
-               dataflow: int, rows: int, cols: int, a_tile_bytes: np.ndarray,
+               dataflow: int, rows: int, cols: int, count: int, fold_model: int,
+               a_tile_bytes: np.ndarray,
                a_offchip: bool, b_offchip: bool, c_offchip: bool, in_bytes: int,
                acc_bytes: int, out_bytes: int, a_slots: int, b_slots: int, spill: bool,
                epilogue_cycles_per_elem: int, epilogue_passes: int, lanes: int):
@@ -70,6 +70,7 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
     tile moves into the ifmap buffer (its conv window, or m*k elements). spill: k is not
     innermost and the live C tiles exceed the output slots, so every step stores partial
     sums and the next k step reloads them. epilogue_*: a fused vector operator's cost.
+    count arrays of rows x cols share the step's folds; fold_model: timing's code.
     """
     counts = np.array([(m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk])
     nm, nn, nk = counts[0], counts[1], counts[2]
@@ -81,13 +82,11 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
     release = np.zeros(steps, dtype=np.bool_)
     store_bytes = np.zeros(steps, dtype=np.int64)
     reload_of = np.full(steps, -1, dtype=np.int64)
-    floats = np.zeros(3, dtype=np.float64)
+    floats = np.zeros(N_FLOAT_COUNTERS, dtype=np.float64)
     ints = np.zeros(N_INT_COUNTERS, dtype=np.int64)
     a_lru, b_lru = _lru_new(nm * nk), _lru_new(nk * nn)
     a_size, b_size = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
     last_visit = np.full(nm * nn, -1, dtype=np.int64)
-    fill = fold_fill_cycles(rows, cols, dataflow)
-    pes = rows * cols
     index = np.zeros(3, dtype=np.int64)
     prev_stationary = -1
     for s in range(steps):
@@ -129,18 +128,20 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
             stationary = b_key
         else:
             stationary = a_key
-        folds = fold_count(ms, ns, ks, rows, cols, dataflow)
-        continues = folds == 1 and stationary == prev_stationary
-        prev_stationary = stationary
-        compute[s] = array_cycles(ms, ns, ks, rows, cols, dataflow, continues)
-        sr, sc, t = fold_shape(ms, ns, ks, dataflow)
-        useful = t * sr * sc / pes
-        floats[USEFUL] += useful
-        floats[PADDING] += t * folds - useful
-        if not continues:
-            floats[ARRAY_FILL] += folds * fill
-        # SRAM reads of the array, SCALE-Sim's per-fold counting, in elements.
+        sr, sc, _ = fold_shape(ms, ns, ks, dataflow)
         row_folds, col_folds = (sr + rows - 1) // rows, (sc + cols - 1) // cols
+        continues = row_folds * col_folds == 1 and stationary == prev_stationary
+        prev_stationary = stationary
+        compute[s] = array_cycles(ms, ns, ks, rows, cols, count, dataflow, fold_model,
+                                  continues)
+        useful, padding, fill, load, skew = array_split(ms, ns, ks, rows, cols, count,
+                                                        dataflow, fold_model, continues)
+        floats[USEFUL] += useful
+        floats[PADDING] += padding
+        floats[ARRAY_FILL] += fill
+        floats[STATIONARY_LOAD] += load
+        floats[SKEW] += skew
+        # SRAM reads of the array, SCALE-Sim's per-fold counting, in elements.
         if dataflow == OS:
             ints[A_SRAM_READ_ELEMS] += ms * ks * col_folds
             ints[B_SRAM_READ_ELEMS] += ks * ns * row_folds
