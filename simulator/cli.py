@@ -17,6 +17,7 @@ from simulator.config import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
+from simulator.frontends.hf import command as hf_command
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping
@@ -68,8 +69,17 @@ def load_inputs(arch: str, workload: str, mapping: str | None, *,
 
 
 def _run(args: argparse.Namespace) -> int:
-    inputs = load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
-                         workload_format=args.format)
+    llm, model_source = hf_command.run_step(args)
+    if llm is None:
+        inputs = load_inputs(args.arch, args.workload, args.mapping,
+                             validate=args.validate, workload_format=args.format)
+    else:
+        if args.workload != DEFAULT_WORKLOAD or args.validate or args.format:
+            raise AccsimError("--model replaces --workload (and takes no --validate or "
+                              "--format)", field="--model")
+        plain = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping)
+        inputs = Inputs(plain.platform, llm.workload(), plain.mapping,
+                        plain.platform_source, model_source, plain.mapping_source)
     stderr = Console(stderr=True)
     started = time.perf_counter()
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
@@ -84,6 +94,9 @@ def _run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     console = Console(width=max(Console().width, 180))
     print_report(result, console)
+    if llm is not None:
+        console.print()
+        console.print(llm.table(result))
     if args.validate == "scalesim":
         console.print()
         console.print(scalesim.scalesim_table(result))
@@ -386,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sheet-search", nargs="?", const="cycles", choices=OBJECTIVES,
                      metavar="OBJECTIVE", help="run the mapper for the sheet's gap "
                      "(objective: cycles (default), energy or edp)")
+    hf_command.add_run_arguments(run)
     run.set_defaults(handler=_run)
 
     compare = commands.add_parser(

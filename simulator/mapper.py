@@ -41,9 +41,10 @@ from simulator.config import Platform
 from simulator.energy import static_power_w
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
-from simulator.lowering import lower_compute, lower_vector
+from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.lowering.windows import window_elements, window_maxima
-from simulator.mapping import (EFFECTIVE_ORDER, LOOP_ORDERS, Mapping, Tiling, TilingSpec,
+from simulator.mapping import (ATTENTION_FUSIONS, EFFECTIVE_ORDER, LOOP_ORDERS, Mapping,
+                               Tiling, TilingSpec, attention_rows,
                                a_tile_bound, array_busy_cycles, check_mapping_names,
                                dim_candidates, divisors, heuristic, loop_tables_index,
                                merged_spec, operand_bytes, operator_dtype, resolve_tiling)
@@ -51,7 +52,7 @@ from simulator.metrics import operator_totals
 from simulator.program import MAX_DEPTH
 from simulator.simulate import Inputs, memory_params
 from simulator.timing import ceil_div
-from simulator.workload import Conv2d, is_collective, is_compute
+from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
 OBJECTIVES = ("cycles", "energy", "edp")
 BUILTIN_HEURISTICS = ("array_aligned", "min_offchip", "os_k_inner")
@@ -120,7 +121,7 @@ class OperatorSearch:
 
     @property
     def vector(self) -> bool:
-        return self.kind not in ("gemm", "conv2d")
+        return self.kind not in ("gemm", "conv2d", "attention")
 
     def gap(self, heuristic: str, objective: str) -> float | None:
         """Percent by which the heuristic's objective exceeds the best; None if its
@@ -149,6 +150,8 @@ def _evaluate(op, tiling: Tiling, platform: Platform, memory, following) -> Eval
     """Lower, replay with the fast engine, and total one tiling of an operator."""
     if is_compute(op):
         lowered = lower_compute(op, tiling, platform, following=following)
+    elif is_attention(op):
+        lowered = lower_attention(op, tiling, platform)
     else:
         lowered = lower_vector(op, tiling, platform)
     run = run_fast(lowered.program, memory).breakdown
@@ -174,7 +177,61 @@ def _onchip(op, platform: Platform) -> bool:
 
 
 def _runs(op) -> int:
+    if is_attention(op):
+        return op.batch * op.kv_heads * op.repeat
     return (op.gemm().instances if is_compute(op) else 1) * op.repeat
+
+
+def _attention_candidates(op, base: Tiling, spec: TilingSpec,
+                          platform: Platform) -> list[Tiling]:
+    """An attention operator's candidates: its tiling's query and key tiles halved,
+    kept and doubled (within the operator), every dataflow, both lowerings (or the
+    plan's), at the plan's depth."""
+    rows = attention_rows(op)
+    sizes_m = sorted({min(rows, max(1, base.tm * f // 2)) for f in (1, 2, 4)})
+    sizes_n = sorted({min(op.kv_len, max(1, base.tn * f // 2)) for f in (1, 2, 4)})
+    flows = [spec.dataflow] if spec.dataflow else list(platform.systolic_array.dataflows)
+    fusions = [spec.fuse] if spec.fuse else list(ATTENTION_FUSIONS)
+    return [replace(base, tm=spec.tm or tm, tn=spec.tn or tn, dataflow=flow, fuse=fuse,
+                    heuristic=MAPPER)
+            for tm in sizes_m for tn in sizes_n for flow in flows for fuse in fusions]
+
+
+def _search_attention(task: _Task) -> OperatorSearch:
+    """Attention's search: every candidate simulated (a few dozen programs of few
+    steps); the heuristics all give attention's one tiling rule, both lowerings
+    considered by the default's estimate."""
+    op, platform, objective = task.op, task.platform, task.objective
+    memory = memory_params(platform)
+    heuristics: dict[str, Evaluation | str] = {}
+    best: Evaluation | None = None
+    simulated = invalid = 0
+    for name in task.heuristics:
+        try:
+            tiling = resolve_tiling(op, task.spec.model_copy(update={"heuristic": name}),
+                                    platform)
+            lowered = lower_attention(op, tiling, platform)
+            found = _evaluate(op, lowered.tiling, platform, memory, None)
+        except AccsimError as exc:
+            heuristics[name] = exc.rule
+            continue
+        heuristics[name] = found
+        simulated += 1
+    base = resolve_tiling(op, task.spec, platform)
+    candidates = _attention_candidates(op, base, task.spec, platform)
+    for tiling in candidates:
+        try:
+            found = _evaluate(op, tiling, platform, memory, None)
+        except AccsimError:
+            invalid += 1
+            continue
+        simulated += 1
+        if best is None or found.key(objective) < best.key(objective):
+            best = found
+    stats = SearchStats(len(candidates) + len(task.heuristics), 0, 0, 0, simulated,
+                        invalid)
+    return OperatorSearch(op.name, op.layer_type, op.kind, _runs(op), best, heuristics,
+                          stats)
 
 
 @dataclass
@@ -485,6 +542,8 @@ def _tie_loses(op, objective: str, best: Evaluation, bound: float, cycles: int,
 
 def search_operator(task: _Task) -> OperatorSearch:
     """The best tiling of one operator (see the module docstring)."""
+    if is_attention(task.op):
+        return _search_attention(task)
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
     heuristics: dict[str, Evaluation | str] = {}
@@ -702,7 +761,8 @@ class MapResult:
         operators = {}
         for op in self.operators:
             if op.best is not None:
-                operators[op.name] = op.best.tiling.spec(vector=op.vector)
+                operators[op.name] = op.best.tiling.spec(
+                    vector=op.vector, attention=op.kind == "attention")
         return Mapping(name=f"{self.workload}_{self.platform}_best_{self.objective}",
                        operators=operators)
 
@@ -724,6 +784,8 @@ def _warm(task: _Task) -> None:
 
 def _grid_size(op, platform: Platform) -> int:
     """An operator's candidate count (its search's rough cost)."""
+    if is_attention(op):
+        return 9 * 2 * len(platform.systolic_array.dataflows)
     if not is_compute(op):
         return len(_vector_sizes(op, platform)) * MAX_DEPTH
     array = platform.systolic_array

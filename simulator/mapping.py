@@ -19,7 +19,7 @@ from simulator.config import DTYPE_BYTES, Dataflow, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.program import MAX_DEPTH
 from simulator.timing import ceil_div
-from simulator.workload import Workload, is_compute
+from simulator.workload import Workload, is_attention, is_compute
 
 LOOP_ORDERS = tuple("".join(p) for p in permutations("mnk"))
 DEFAULT_HEURISTIC = "array_aligned"
@@ -57,6 +57,13 @@ class TilingSpec(Strict):
 
 COMPUTE_FIELDS = ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")
 VECTOR_FIELDS = ("rows_per_tile",)
+# Attention: tm query rows (of the group's heads x q_len) and tn keys per tile; fuse is
+# `flash` or `unfused` (unset: lowering keeps the faster, lowering.attention).
+ATTENTION_FIELDS = ("tm", "tn", "dataflow", "fuse")
+ATTENTION_FUSIONS = ("flash", "unfused")
+# Largest score tile (query rows x keys) the attention tiling aims for: big enough to
+# amortise each tile's fill, small enough that its accumulators fit an output buffer.
+SCORE_TILE_ELEMENTS = 1 << 20
 
 
 class Mapping(Strict):
@@ -88,10 +95,13 @@ class Tiling:
         return (self.tm, self.tn, self.tk, self.loop_order, self.dataflow, self.depth,
                 self.fuse or "")
 
-    def spec(self, *, vector: bool = False) -> TilingSpec:
-        """This tiling as a plan entry (every field explicit)."""
+    def spec(self, *, vector: bool = False, attention: bool = False) -> TilingSpec:
+        """This tiling as a plan entry (every field the operator's kind takes)."""
         if vector:
             return TilingSpec(rows_per_tile=self.tm, depth=self.depth)
+        if attention:
+            return TilingSpec(tm=self.tm, tn=self.tn, dataflow=self.dataflow,
+                              depth=self.depth, fuse=self.fuse)
         return TilingSpec(tm=self.tm, tn=self.tn, tk=self.tk, loop_order=self.loop_order,
                           dataflow=self.dataflow, depth=self.depth, fuse=self.fuse)
 
@@ -207,6 +217,13 @@ def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
             DTYPE_BYTES[array.output_dtype])
 
 
+def weight_element_bytes(op, platform: Platform) -> int:
+    """Bytes per element of a compute operator's weight operand (B): its
+    `weight_dtype`, else its input dtype."""
+    dtype = getattr(op, "weight_dtype", None) or operator_dtype(op, platform)
+    return DTYPE_BYTES[dtype]
+
+
 def a_tile_bound(op, tm, tk):
     """Elements an A tile of tm x tk can move at most: its im2col size, widened for a
     conv by the bounding-rectangle rule of lowering.windows (a channel's partial k range
@@ -260,6 +277,34 @@ def array_aligned(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     tm = min(g.m, cols)
     tn = min(buffers.weight_bytes // (depth * tk * e), buffers.output_bytes // (depth * tm * acc))
     return Tiling(tm, _balanced(g.n, tn), tk, "mnk", dataflow, depth)
+
+
+def attention_rows(op) -> int:
+    """Query rows one attention instance (a batch item's K/V head group) computes: the
+    group's heads x q_len, ordered position-major so causal tiles are contiguous."""
+    return op.group * op.q_len
+
+
+def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
+    """Attention's one tiling rule (the GEMM heuristics do not apply): tm query rows up
+    to 2048, then tn keys filling a score tile of SCORE_TILE_ELEMENTS (at least one
+    array width), tm halved until `depth` tiles of Q (ifmap), K and V (weight) and one
+    score plus output accumulator tile per slot (output) fit. fuse is left open."""
+    buffers = platform.buffers
+    e, acc, _ = operand_bytes(op, platform)
+    kv = DTYPE_BYTES[op.kv_dtype or operator_dtype(op, platform)]
+    d, rows = op.head_dim, attention_rows(op)
+    cols = platform.systolic_array.cols
+    tm = _balanced(rows, 2048)
+    while True:
+        cap = max(cols, SCORE_TILE_ELEMENTS // tm)
+        tn = _balanced(op.kv_len, cap)
+        fits = (depth * tm * max(d, tn) * e <= buffers.ifmap_bytes
+                and depth * 2 * tn * d * kv <= buffers.weight_bytes
+                and depth * tm * (tn + d) * acc <= buffers.output_bytes)
+        if fits or tm == 1:
+            return Tiling(tm, tn, d, "mnk", dataflow, depth)
+        tm = _balanced(rows, tm // 2)
 
 
 def _largest_fitting(total: int, unit: int, fits: Callable[[int], bool]) -> int:
@@ -535,8 +580,11 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
     Fields of the other operator family are dropped from the default and layer_type
     specs (a default tm is not a row count) but are an error on the operator's own spec.
     """
-    own_fields = COMPUTE_FIELDS if is_compute(op) else VECTOR_FIELDS
-    foreign = VECTOR_FIELDS if is_compute(op) else COMPUTE_FIELDS
+    if is_attention(op):
+        own_fields = ATTENTION_FIELDS
+    else:
+        own_fields = COMPUTE_FIELDS if is_compute(op) else VECTOR_FIELDS
+    foreign = tuple(f for f in COMPUTE_FIELDS + VECTOR_FIELDS if f not in own_fields)
     own = mapping.operators.get(op.name, TilingSpec())
     wrong = [f for f in foreign if getattr(own, f) is not None]
     if wrong:
@@ -558,7 +606,10 @@ def resolve_tiling(op, spec: TilingSpec, platform: Platform) -> Tiling:
     name = spec.heuristic or DEFAULT_HEURISTIC
     depth = spec.depth or DEFAULT_DEPTH
     dataflow = spec.dataflow or platform.systolic_array.default_dataflow
-    base = heuristic(name)(op, platform, depth, dataflow)
+    if is_attention(op):
+        base = attention_tiling(op, platform, depth, dataflow)
+    else:
+        base = heuristic(name)(op, platform, depth, dataflow)
     _check_heuristic_tiling(name, op, base)
     overrides = {k: v for k, v in spec.model_dump(exclude_none=True).items()
                  if k in ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")}

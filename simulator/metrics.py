@@ -150,7 +150,7 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
     n = lowered.runs
     c = lowered.counters
     energy = run_energy(lowered, run.total_cycles, platform)
-    own_vector = run.busy_cycles if lowered.unit == "vector" else 0
+    own_vector = run.busy_cycles if lowered.unit == "vector" else c.vector_compute_cycles
     return Totals(
         cycles=run.total_cycles * n,
         overhead_cycles=run.overhead_cycles * n,

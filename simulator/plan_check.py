@@ -11,14 +11,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from rich.table import Table
 
-from simulator.config import Platform
+from simulator.config import DTYPE_BYTES, Platform
 from simulator.errors import AccsimError
-from simulator.lowering import lower_compute, lower_vector
+from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.lowering.windows import window_table
-from simulator.mapping import Tiling, merged_spec, operand_bytes, resolve_tiling
+from simulator.mapping import (Tiling, attention_rows, merged_spec, operand_bytes,
+                               resolve_tiling)
 from simulator.simulate import Inputs
 from simulator.timing import ceil_div
-from simulator.workload import Conv2d, is_collective, is_compute
+from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
 @dataclass(frozen=True)
 class BufferFit:
@@ -93,6 +94,16 @@ def buffer_fits(op, tiling: Tiling, platform: Platform) -> list[BufferFit]:
     buffers = platform.buffers
     e, acc, _ = operand_bytes(op, platform)
     depth = tiling.depth
+    if is_attention(op):  # the tiles lowering.attention sizes its slots by
+        kv = DTYPE_BYTES[op.kv_dtype] if op.kv_dtype else e
+        tm, tn, d = tiling.tm, tiling.tn, op.head_dim
+        q_tiles, k_tiles = ceil_div(attention_rows(op), tm), ceil_div(op.kv_len, tn)
+        return [BufferFit("A", "ifmap", f"Q/P {tm} rows", tm * max(d, tn) * e, q_tiles,
+                          buffers.ifmap_bytes, depth),
+                BufferFit("B", "weight", f"K and V {tn} keys", 2 * tn * d * kv, k_tiles,
+                          buffers.weight_bytes, depth),
+                BufferFit("C", "output", f"scores {tm} x {tn} + output", tm * (tn + d) * acc,
+                          q_tiles, buffers.output_bytes, depth)]
     if not is_compute(op):
         in_max, out_max, tiles = _vector_tile_bytes(op, tiling.tm, e)
         rows = f"{tiling.tm} rows"
@@ -142,7 +153,7 @@ class OperatorCheck:
 
     @property
     def vector(self) -> bool:
-        return self.kind not in ("gemm", "conv2d")
+        return self.kind not in ("gemm", "conv2d", "attention")
 
     def partial_sums(self) -> str:
         """The spills the loop order forces, in a few words."""
@@ -215,6 +226,14 @@ def _check_operator(op, following, inputs: Inputs) -> OperatorCheck:
         tiling = resolve_tiling(op, merged_spec(inputs.mapping, op), platform)
     except AccsimError as exc:
         return OperatorCheck(op.name, op.layer_type, op.kind, None, [], errors=[exc.rule])
+    if is_attention(op):  # its lowering checks tiles, buffers, dataflow and dtypes
+        try:
+            lower_attention(op, tiling, platform, source=source)
+        except AccsimError as exc:
+            return OperatorCheck(op.name, op.layer_type, op.kind, tiling, [],
+                                 errors=[exc.rule])
+        return OperatorCheck(op.name, op.layer_type, op.kind, tiling,
+                             buffer_fits(op, tiling, platform))
     errors = _tile_errors(op, tiling)
     if errors:
         return OperatorCheck(op.name, op.layer_type, op.kind, tiling, [], errors=errors)

@@ -60,13 +60,16 @@ class OperatorBase(Strict):
 
 
 class Gemm(OperatorBase):
-    """C = A . B; batch independent products (e.g. attention heads)."""
+    """C = A . B; batch independent products (e.g. attention heads). B is the weight
+    operand: `weight_dtype` (default: `dtype`) sets the bytes it moves, e.g. int8
+    weights beside bf16 activations."""
 
     kind: Literal["gemm"]
     batch: PositiveInt = 1
     m: PositiveInt
     n: PositiveInt
     k: PositiveInt
+    weight_dtype: Dtype | None = Field(default=None, description="B operand; default dtype")
 
     @model_validator(mode="after")
     def _fits_int64(self) -> Gemm:
@@ -97,6 +100,7 @@ class Conv2d(OperatorBase):
     padding: NonNegativeInt = 0
     dilation: PositiveInt = 1
     groups: PositiveInt = 1
+    weight_dtype: Dtype | None = Field(default=None, description="kernel; default dtype")
 
     @model_validator(mode="after")
     def _consistent(self) -> Conv2d:
@@ -198,6 +202,56 @@ class Pool(OperatorBase):
                            self.batch * self.h * self.w * self.channels, outputs)
 
 
+class Attention(OperatorBase):
+    """softmax(Q K^T / sqrt(head_dim)) V for `batch` sequences of `heads` query heads
+    sharing `kv_heads` K/V heads (GQA: heads / kv_heads query heads per group, their
+    K and V read once per group). Q has q_len rows, K and V kv_len; `causal`: query i
+    (of q_len, the last q_len positions of kv_len) sees keys 0 .. kv_len - q_len + i.
+    `kv_dtype` (default: `dtype`) sets the bytes K and V move (the KV cache).
+
+    Cost: the QK^T and PV products on the array (2 x visible pairs x head_dim MACs per
+    head) and a softmax over the visible scores on the vector unit; lowered unfused
+    (scores a real tensor) or `fuse: flash` (DESIGN.md section 9)."""
+
+    kind: Literal["attention"]
+    batch: PositiveInt = 1
+    heads: PositiveInt
+    kv_heads: PositiveInt
+    q_len: PositiveInt
+    kv_len: PositiveInt
+    head_dim: PositiveInt
+    causal: bool = False
+    kv_dtype: Dtype | None = Field(default=None, description="K and V; default dtype")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Attention:
+        if self.heads % self.kv_heads:
+            raise ValueError(f"kv_heads {self.kv_heads} must divide heads {self.heads}")
+        if self.causal and self.q_len > self.kv_len:
+            raise ValueError(f"causal attention needs q_len {self.q_len} <= kv_len "
+                             f"{self.kv_len} (the queries are the last q_len positions)")
+        self._check_work(2 * self.batch * self.heads * self.q_len * self.kv_len
+                         * self.head_dim * 2)
+        return self
+
+    @property
+    def group(self) -> int:
+        """Query heads per K/V head."""
+        return self.heads // self.kv_heads
+
+    @property
+    def visible_pairs(self) -> int:
+        """(query, key) pairs one head computes: all of them, or causal's triangle."""
+        if not self.causal:
+            return self.q_len * self.kv_len
+        return self.q_len * (self.kv_len - self.q_len) + self.q_len * (self.q_len + 1) // 2
+
+    @property
+    def macs(self) -> int:
+        """Model MACs: QK^T and PV over the visible pairs of every head."""
+        return 2 * self.batch * self.heads * self.visible_pairs * self.head_dim
+
+
 CollectiveKind = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all",
                          "point_to_point"]
 
@@ -222,10 +276,11 @@ class Collective(OperatorBase):
 
 ComputeOperator = Gemm | Conv2d
 VectorOperator = Elementwise | RowOperator | Pool
-Operator = Annotated[Union[Gemm, Conv2d, Elementwise, RowOperator, Pool, Collective],
+Operator = Annotated[Union[Gemm, Conv2d, Elementwise, RowOperator, Pool, Attention,
+                           Collective],
                      Field(discriminator="kind")]
 KINDS = ("gemm", "conv2d", "elementwise", "reduction", "softmax", "norm", "pool",
-         "collective")
+         "attention", "collective")
 
 
 class Workload(Strict):
@@ -247,8 +302,13 @@ class Workload(Strict):
 
 
 def is_compute(op) -> bool:
-    """True for operators that run on the systolic array."""
+    """True for the operators that lower to one GEMM on the systolic array."""
     return isinstance(op, (Gemm, Conv2d))
+
+
+def is_attention(op) -> bool:
+    """True for attention, which lowers to its own program (lowering.attention)."""
+    return isinstance(op, Attention)
 
 
 def is_collective(op) -> bool:

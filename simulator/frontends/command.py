@@ -21,7 +21,7 @@ from simulator.frontends.writer import workload_to_yaml
 from simulator.workload import Workload
 
 # Format name -> the module that reads it.
-FORMATS: dict[str, str] = {}
+FORMATS: dict[str, str] = {"hf": "simulator.frontends.hf.command"}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ array cycles, compulsory bytes) is counted here, once per operator instance.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -17,11 +17,13 @@ from simulator.errors import AccsimError
 from simulator.lowering import steps as kernel
 from simulator.lowering.windows import window_elements, window_table
 from simulator.mapping import (Mapping, Tiling, check_mapping_names, merged_spec,
-                               operand_bytes, operator_dtype, resolve_tiling)
+                               operand_bytes, operator_dtype, resolve_tiling,
+                               weight_element_bytes)
 from simulator.program import TileProgram, validate_program
 from simulator.system.collectives import CollectiveCost, collective_cost
 from simulator.timing import DATAFLOW_CODES, ceil_div, vector_cycles
-from simulator.workload import Conv2d, Workload, is_collective, is_compute
+from simulator.workload import (Conv2d, Workload, is_attention, is_collective,
+                                is_compute)
 
 DIM_CODES = {"m": 0, "n": 1, "k": 2}
 
@@ -46,6 +48,7 @@ class Counters:
     slots: dict[str, int] = field(default_factory=dict)          # tiles each buffer holds
     live_c_tiles: int = 1
     spills: bool = False
+    vector_compute_cycles: int = 0      # vector-unit cycles inside compute (unfused softmax)
 
     @property
     def offchip_bytes(self) -> int:
@@ -100,6 +103,21 @@ def _need_slots(op, operand: str, dims: str, buffer: str, capacity: int,
     return slots
 
 
+# Per-operand dtype fields: each must be an input dtype the platform's array lists.
+DTYPE_FIELDS = ("dtype", "weight_dtype", "kv_dtype")
+
+
+def check_dtypes(op, platform: Platform, workload_source: str | None) -> None:
+    """Refuse an operand dtype the platform's array does not list, naming the field."""
+    array = platform.systolic_array
+    for name in DTYPE_FIELDS:
+        dtype = operator_dtype(op, platform) if name == "dtype" else getattr(op, name, None)
+        if dtype is not None and dtype not in array.input_dtypes:
+            raise AccsimError(f"{name} {dtype} is not an input dtype of {platform.name} "
+                              f"({', '.join(array.input_dtypes)})", file=workload_source,
+                              field=f"operators.{op.name}.{name}")
+
+
 def _fused_epilogue(op, fuse: str, g, following, platform: Platform,
                     source: str | None) -> tuple[int, int]:
     """(cycles per element, passes) of the vector operator absorbed as an epilogue."""
@@ -127,14 +145,12 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
             raise _fail(op, f"{dim} {tile} is larger than the operator's "
                         f"{dim[1].upper()} {size}", source)
     dtype = operator_dtype(op, platform)
-    if dtype not in array.input_dtypes:
-        raise AccsimError(f"dtype {dtype} is not an input dtype of {platform.name} "
-                          f"({', '.join(array.input_dtypes)})", file=workload_source,
-                          field=f"operators.{op.name}.dtype")
+    check_dtypes(op, platform, workload_source)
     if tiling.dataflow not in array.dataflows:
         raise _fail(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
     e, acc, out = operand_bytes(op, platform)
+    wb = weight_element_bytes(op, platform)
     if isinstance(op, Conv2d):
         a_table = window_table(op, tiling.tm, tiling.tk) * e
         a_elements = window_elements(op, 0, g.m, 0, g.k)
@@ -154,7 +170,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     a_slots = _need_slots(op, "A", f"tm {tm} x tk {tk}", "ifmap", buffers.ifmap_bytes,
                           int(a_table.max()), depth, source)
     b_slots = _need_slots(op, "B", f"tk {tk} x tn {tn}", "weight", buffers.weight_bytes,
-                          tk * tn * e, depth, source)
+                          tk * tn * wb, depth, source)
     order = tiling.loop_order
     inside_k = order[order.index("k") + 1:]
     live = 1
@@ -173,7 +189,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         np.array([DIM_CODES[d] for d in order], dtype=np.int64),
         DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, array.count,
         array.fold_model_code, a_table,
-        not onchip, True, not onchip, e, acc, out, a_slots, b_slots, spill, cpe, passes,
+        not onchip, True, not onchip, wb, acc, out, a_slots, b_slots, spill, cpe, passes,
         platform.vector_unit.lanes)
     program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
                           depth=depth, slots=c_slots,
@@ -190,10 +206,10 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         offchip_read={"a": int(ints[kernel.A_OFFCHIP]), "b": int(ints[kernel.B_OFFCHIP]),
                       "c": int(ints[kernel.C_RELOAD_OFFCHIP])},
         offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
-        compulsory={"a": 0 if onchip else a_elements * e, "b": g.k * g.n * e,
+        compulsory={"a": 0 if onchip else a_elements * e, "b": g.k * g.n * wb,
                     "c": 0 if onchip else g.m * g.n * out},
         sram_read={"ifmap": int(ints[kernel.A_SRAM_READ_ELEMS]) * e,
-                   "weight": int(ints[kernel.B_SRAM_READ_ELEMS]) * e,
+                   "weight": int(ints[kernel.B_SRAM_READ_ELEMS]) * wb,
                    "output": int(ints[kernel.C_SRAM_READ])},
         sram_write={"ifmap": int(ints[kernel.A_SRAM_WRITE]),
                     "weight": int(ints[kernel.B_SRAM_WRITE]),
@@ -271,6 +287,29 @@ def lower_collective(op, platform: Platform, *,
                            Counters(), cost)
 
 
+def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | None = None,
+                    workload_source: str | None = None) -> LoweredOperator:
+    """Lower an attention operator, flash or unfused (lowering.attention); `fused`
+    records the lowering used."""
+    from simulator.lowering.attention import choose_lowering
+    check_dtypes(op, platform, workload_source)
+    chosen = choose_lowering(op, tiling, platform, source=source)
+    counters = Counters(
+        macs=chosen.macs, vector_elements=chosen.vector_elements,
+        useful_array_cycles=chosen.useful_array_cycles,
+        padding_array_cycles=chosen.padding_array_cycles,
+        fill_array_cycles=chosen.fill_array_cycles,
+        stationary_load_array_cycles=chosen.stationary_load_array_cycles,
+        skew_array_cycles=chosen.skew_array_cycles, offchip_read=chosen.offchip_read,
+        offchip_write=chosen.offchip_write, compulsory=chosen.compulsory,
+        sram_read=chosen.sram_read, sram_write=chosen.sram_write, slots=chosen.slots,
+        spills=chosen.scores_offchip, vector_compute_cycles=chosen.vector_compute_cycles)
+    return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
+                           "array", replace(tiling, fuse=chosen.fusion), chosen.program,
+                           op.batch * op.kv_heads, op.repeat, False, chosen.fusion,
+                           counters)
+
+
 def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
                    mapping_source: str | None = None,
                    workload_source: str | None = None) -> list[LoweredOperator]:
@@ -292,6 +331,9 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
                                          source=mapping_source,
                                          workload_source=workload_source))
             absorbed = tiling.fuse
+        elif is_attention(op):
+            lowered.append(lower_attention(op, tiling, platform, source=mapping_source,
+                                           workload_source=workload_source))
         else:
             lowered.append(lower_vector(op, tiling, platform, source=mapping_source))
     return lowered

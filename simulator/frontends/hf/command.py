@@ -1,0 +1,142 @@
+"""`accsim import hf CONFIG --phase prefill|decode --batch B --seq S | --context C` and
+`accsim run --model CONFIG --phase ...`: the LLM frontend's command-line options
+(DESIGN.md section 9). Options are validated before anything is simulated."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from simulator.errors import AccsimError
+from simulator.frontends.command import Imported
+from simulator.frontends.hf.config import ModelConfig, load_model_config, shipped_configs
+from simulator.frontends.hf.figures import figures_table, step_figures
+from simulator.frontends.hf.stats import model_stats
+from simulator.frontends.hf.workloads import decode_workload, prefill_workload
+from simulator.loader import read_source
+from simulator.workload import Workload
+
+HELP = "a Hugging Face config.json: an LLM's prefill or decode step"
+PHASES = ("prefill", "decode")
+# The length option each phase needs, and what it means.
+PHASE_LENGTH = {"prefill": ("seq", "the prompt length"),
+                "decode": ("context", "the KV-cache length")}
+DTYPES = ("int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32")
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """The phase, sizes and precision options (shared by `import hf` and `run`)."""
+    parser.add_argument("--phase", choices=PHASES, required=required)
+    parser.add_argument("--batch", type=int, default=None,
+                        help="sequences in the step (default 1)")
+    parser.add_argument("--seq", type=int, help="prefill: prompt tokens per sequence")
+    parser.add_argument("--context", type=int,
+                        help="decode: tokens in each sequence's KV cache")
+    parser.add_argument("--dtype", choices=DTYPES,
+                        help="activations (default: the platform's)")
+    parser.add_argument("--weight-dtype", choices=DTYPES,
+                        help="weights, e.g. int8 beside bf16 activations (default: "
+                        "--dtype)")
+    parser.add_argument("--kv-dtype", choices=DTYPES,
+                        help="the KV cache (default: --dtype)")
+    parser.add_argument("--imbalance", type=float, default=1.0,
+                        help="MoE: busiest expert's tokens over the mean (default 1.0)")
+    parser.add_argument("--all-logits", action="store_true",
+                        help="prefill: lm_head on every token, not only the last")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """`accsim run --model CONFIG` and the options that go with it."""
+    parser.add_argument("--model", metavar="CONFIG",
+                        help="a Hugging Face config.json, or a shipped one "
+                        f"({', '.join(shipped_configs())}), instead of --workload; "
+                        "needs --phase")
+    add_arguments(parser, required=False)
+
+
+@dataclass(frozen=True)
+class LlmStep:
+    """A model, a phase and its sizes, as the options gave them."""
+
+    config: ModelConfig
+    phase: str
+    batch: int
+    length: int
+    args: argparse.Namespace
+
+    def workload(self) -> Workload:
+        a = self.args
+        precision = dict(dtype=a.dtype, weight_dtype=a.weight_dtype, kv_dtype=a.kv_dtype,
+                         imbalance=a.imbalance)
+        if self.phase == "prefill":
+            workload = prefill_workload(self.config, batch=self.batch, seq=self.length,
+                                        all_logits=a.all_logits, **precision)
+        else:
+            workload = decode_workload(self.config, batch=self.batch,
+                                       context=self.length, **precision)
+        stats = model_stats(self.config, dtype=a.dtype, weight_dtype=a.weight_dtype,
+                            kv_dtype=a.kv_dtype)
+        described = (f"{workload.description} Params {stats.params_total:,} total, "
+                     f"{stats.params_active:,} active; {stats.flops_per_token:,} FLOPs "
+                     f"and {stats.kv_bytes_per_token:,} KV bytes per token (dtype "
+                     f"{a.dtype or 'bf16 assumed'}).")
+        return workload.model_copy(update={"description": described})
+
+    def figures(self, result):
+        a = self.args
+        return step_figures(self.config, result, phase=self.phase, batch=self.batch,
+                            length=self.length, dtype=a.dtype,
+                            weight_dtype=a.weight_dtype, kv_dtype=a.kv_dtype)
+
+    def table(self, result):
+        return figures_table(self.figures(result))
+
+
+def llm_step(args: argparse.Namespace, config_path: str) -> LlmStep:
+    """Check the phase and its length (one clear error for a phase without it, or with
+    the other phase's), then read the config."""
+    if args.phase is None:
+        raise AccsimError("needs --phase prefill (with --seq) or --phase decode (with "
+                          "--context)", field="--phase")
+    length_name, meaning = PHASE_LENGTH[args.phase]
+    other = next(name for phase, (name, _) in PHASE_LENGTH.items() if phase != args.phase)
+    length = getattr(args, length_name)
+    if length is None:
+        raise AccsimError(f"--phase {args.phase} needs --{length_name} N ({meaning})",
+                          field=f"--{length_name}")
+    if getattr(args, other) is not None:
+        raise AccsimError(f"--{other} does not apply to --phase {args.phase} (it takes "
+                          f"--{length_name})", field=f"--{other}")
+    batch = 1 if args.batch is None else args.batch
+    for name, value in (("--batch", batch), (f"--{length_name}", length)):
+        if value < 1:
+            raise AccsimError(f"must be a positive whole number, found {value}",
+                              field=name)
+    if args.all_logits and args.phase != "prefill":
+        raise AccsimError("--all-logits applies to --phase prefill", field="--all-logits")
+    return LlmStep(load_model_config(config_path), args.phase, batch, length, args)
+
+
+def load(args: argparse.Namespace) -> Imported:
+    """`accsim import hf`: the workload of the phase the options name."""
+    step = llm_step(args, args.file)
+    return Imported(step.workload(), [f"{step.config.name}: one layer simulated, "
+                                      f"repeat {step.config.layers} on each of its "
+                                      "operators"])
+
+
+def run_step(args: argparse.Namespace) -> tuple[LlmStep | None, object]:
+    """For `accsim run`: (the LLM step of --model, or None, and the config's Source for
+    the manifest); the LLM options without --model are an error."""
+    if args.model is None:
+        given = [f"--{name.replace('_', '-')}" for name in
+                 ("phase", "batch", "seq", "context", "dtype", "weight_dtype", "kv_dtype")
+                 if getattr(args, name) is not None]
+        if args.all_logits or args.imbalance != 1.0:
+            given.append("--all-logits" if args.all_logits else "--imbalance")
+        if given:
+            raise AccsimError(f"{', '.join(given)}: only with --model CONFIG",
+                              field=given[0])
+        return None, None
+    step = llm_step(args, args.model)
+    return step, read_source(step.config.source)

@@ -1,0 +1,224 @@
+"""Reading a Hugging Face `config.json` into a ModelConfig (DESIGN.md section 9).
+
+A config is read as Hugging Face writes it: the keys the model's shape needs are looked
+up under each family's spelling and validated, everything else (token ids, rope
+scaling, torch_dtype, transformers_version, ...) is ignored. The family (by
+`model_type`) says what the config leaves implicit: the MLP's form, the norm, biases,
+position embeddings and the default of `tie_word_embeddings`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulator.errors import AccsimError
+from simulator.loader import read_source, shipped_folder
+
+# Where the shipped configs live: workloads/hf/ (package simulator.workloads.hf).
+SHIPPED_SUBFOLDER = "hf"
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a model_type implies beyond its config keys."""
+
+    gated_mlp: bool          # gate and up projections, SiLU (else one up, GeLU)
+    norm: str                # "rms" (scale only) or "layer" (scale and bias)
+    rotary: bool             # RoPE on q and k (else learned position embeddings)
+    tie_default: bool        # tie_word_embeddings when the config omits it
+    qkv_bias: bool           # biases on the q, k, v projections
+    dense_bias: bool         # biases on every projection (GPT-2)
+    qk_norm: bool            # RMSNorm on each head's q and k (Qwen3)
+
+
+_LLAMA = Family(True, "rms", True, False, False, False, False)
+FAMILIES: dict[str, Family] = {
+    "llama": _LLAMA, "mistral": _LLAMA, "mixtral": _LLAMA,
+    "qwen2": Family(True, "rms", True, False, True, False, False),
+    "qwen2_moe": Family(True, "rms", True, False, True, False, False),
+    "qwen3": Family(True, "rms", True, False, False, False, True),
+    "qwen3_moe": Family(True, "rms", True, False, False, False, True),
+    "gpt2": Family(False, "layer", False, True, True, True, False),
+}
+
+# Canonical field -> the keys that spell it, in the order they are looked up.
+SPELLINGS: dict[str, tuple[str, ...]] = {
+    "hidden": ("hidden_size", "n_embd"),
+    "layers": ("num_hidden_layers", "n_layer"),
+    "heads": ("num_attention_heads", "n_head"),
+    "vocab": ("vocab_size",),
+    "kv_heads": ("num_key_value_heads",),
+    "head_dim": ("head_dim",),
+    "intermediate": ("intermediate_size", "n_inner"),
+    "experts": ("num_local_experts", "num_experts"),
+    "experts_per_token": ("num_experts_per_tok",),
+    "moe_intermediate": ("moe_intermediate_size",),
+    "shared_intermediate": ("shared_expert_intermediate_size",),
+    "max_positions": ("max_position_embeddings", "n_positions"),
+    "sliding_window": ("sliding_window",),
+}
+REQUIRED = ("hidden", "layers", "heads", "vocab")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The shape of a decoder-only model, dense or MoE, as accsim needs it."""
+
+    name: str
+    model_type: str
+    family: Family
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int          # dense MLP width (MoE models: unused unless shared)
+    vocab: int
+    tie_embeddings: bool
+    max_positions: int | None = None
+    sliding_window: int | None = None
+    experts: int = 0           # 0: dense
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
+    shared_intermediate: int = 0
+    source: str | None = None  # the file it was read from
+
+    @property
+    def moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def group(self) -> int:
+        """Query heads per K/V head (GQA)."""
+        return self.heads // self.kv_heads
+
+    def kv_len(self, tokens: int) -> int:
+        """Keys attention reads for `tokens` of context: capped by the sliding window."""
+        return min(tokens, self.sliding_window) if self.sliding_window else tokens
+
+
+def _fail(rule: str, file: str | None, key: str | None = None) -> AccsimError:
+    return AccsimError(rule, file=file, field=key)
+
+
+def _lookup(raw: dict, field: str) -> tuple[str | None, object]:
+    """(the key that spells `field`, its value), or (None, None) when absent or null."""
+    for key in SPELLINGS[field]:
+        if raw.get(key) is not None:
+            return key, raw[key]
+    return None, None
+
+
+def _positive(raw: dict, field: str, file: str | None, default=None) -> int | None:
+    key, value = _lookup(raw, field)
+    if key is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(f"must be a whole number, found {value!r}", file, key)
+    if value <= 0:
+        raise _fail(f"must be positive, found {value}", file, key)
+    return value
+
+
+def parse_config(raw: dict, *, file: str | None = None, name: str | None = None
+                 ) -> ModelConfig:
+    """A ModelConfig from the parsed JSON object of a config.json; one AccsimError
+    naming the key for a missing key, a bad value or an inconsistent shape."""
+    if not isinstance(raw, dict):
+        raise _fail(f"expected a JSON object, found {type(raw).__name__}", file)
+    absent = [f for f in REQUIRED if _lookup(raw, f)[0] is None]
+    missing = [" or ".join(SPELLINGS[f]) for f in absent]
+    model_type = raw.get("model_type")
+    if model_type not in FAMILIES:
+        known = ", ".join(sorted(FAMILIES))
+        rule = (f"unknown architecture {model_type!r} (architectures "
+                f"{raw.get('architectures')!r}): accsim reads model_type {known}")
+        if missing:
+            rule += f"; missing keys: {', '.join(missing)}"
+        raise _fail(rule, file, "model_type")
+    if missing:
+        raise _fail(f"missing keys for a {model_type} model: {', '.join(missing)}", file,
+                    SPELLINGS[absent[0]][0])
+    family = FAMILIES[model_type]
+    hidden = _positive(raw, "hidden", file)
+    heads = _positive(raw, "heads", file)
+    kv_heads = _positive(raw, "kv_heads", file, default=heads)
+    head_dim = _positive(raw, "head_dim", file)
+    if head_dim is None:
+        if hidden % heads:
+            raise _fail(f"{heads} heads do not divide hidden size {hidden} (and no "
+                        "head_dim is given)", file, _lookup(raw, "heads")[0])
+        head_dim = hidden // heads
+    if heads % kv_heads:
+        raise _fail(f"{kv_heads} key/value heads do not divide {heads} attention heads",
+                    file, "num_key_value_heads")
+    experts = _positive(raw, "experts", file, default=0)
+    top_k = _positive(raw, "experts_per_token", file, default=0)
+    if experts and not top_k:
+        raise _fail(f"an MoE config ({experts} experts) needs num_experts_per_tok", file,
+                    "num_experts_per_tok")
+    if top_k > experts:
+        raise _fail(f"{top_k} experts per token exceed the {experts} experts", file,
+                    "num_experts_per_tok")
+    # Layers must be identical (one is simulated and repeated): no dense layers among
+    # sparse ones (Qwen's mlp_only_layers, decoder_sparse_step).
+    if experts and raw.get("mlp_only_layers"):
+        raise _fail("dense layers among MoE layers are not modelled (accsim simulates "
+                    "one layer, repeated)", file, "mlp_only_layers")
+    if experts and raw.get("decoder_sparse_step", 1) != 1:
+        raise _fail("MoE on every n-th layer only is not modelled (accsim simulates one "
+                    "layer, repeated)", file, "decoder_sparse_step")
+    intermediate = _positive(raw, "intermediate", file,
+                             default=None if family.gated_mlp else 4 * hidden)
+    if intermediate is None:
+        raise _fail(f"missing key for a {model_type} model: intermediate_size", file,
+                    "intermediate_size")
+    tie = raw.get("tie_word_embeddings", family.tie_default)
+    if not isinstance(tie, bool):
+        raise _fail(f"must be true or false, found {tie!r}", file, "tie_word_embeddings")
+    window = _positive(raw, "sliding_window", file)
+    if raw.get("use_sliding_window") is False:  # Qwen: the window is defined, not used
+        window = None
+    return ModelConfig(
+        name=name or model_type, model_type=model_type, family=family, hidden=hidden,
+        layers=_positive(raw, "layers", file), heads=heads, kv_heads=kv_heads,
+        head_dim=head_dim, intermediate=intermediate, vocab=_positive(raw, "vocab", file),
+        tie_embeddings=tie, max_positions=_positive(raw, "max_positions", file),
+        sliding_window=window, experts=experts, experts_per_token=top_k,
+        moe_intermediate=_positive(raw, "moe_intermediate", file,
+                                   default=intermediate) if experts else 0,
+        shared_intermediate=_positive(raw, "shared_intermediate", file, default=0),
+        source=file)
+
+
+def shipped_configs() -> list[str]:
+    """Names of the config.json files shipped in workloads/hf/."""
+    folder = shipped_folder("workload") / SHIPPED_SUBFOLDER
+    return sorted(p.name.removesuffix(".json") for p in folder.iterdir()
+                  if p.name.endswith(".json"))
+
+
+def locate_config(path_or_name: str | Path) -> Path:
+    """A config path as given if it exists, else the shipped config of that name."""
+    path = Path(path_or_name)
+    if path.exists() or path.suffix == ".json" or "/" in str(path_or_name):
+        return path
+    if str(path_or_name) in shipped_configs():
+        return Path(str(shipped_folder("workload") / SHIPPED_SUBFOLDER
+                        / f"{path_or_name}.json"))
+    raise AccsimError(f"no such file, and no shipped model config of that name "
+                      f"(shipped: {', '.join(shipped_configs())})", file=str(path_or_name))
+
+
+def load_model_config(path_or_shipped_name: str | Path) -> ModelConfig:
+    """Read a config.json by path or shipped name (workloads/hf/NAME.json)."""
+    path = locate_config(path_or_shipped_name)
+    source = read_source(path)
+    try:
+        raw = json.loads(source.text)
+    except json.JSONDecodeError as exc:
+        raise AccsimError(f"malformed JSON: {exc.msg}", file=source.path,
+                          field=f"line {exc.lineno}, column {exc.colno}") from None
+    return parse_config(raw, file=source.path, name=path.stem)

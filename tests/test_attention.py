@@ -1,0 +1,206 @@
+"""The attention operator kind: its schema, and its two lowerings (unfused and flash)."""
+
+import pytest
+from pydantic import ValidationError
+
+from simulator.workload import Attention, Workload
+
+ATTENTION = dict(name="attn", layer_type="attention.core", kind="attention", batch=1,
+                 heads=32, kv_heads=8, q_len=16, kv_len=64, head_dim=128)
+
+
+def test_attention_fields_validate_and_count_macs():
+    op = Workload(name="w", operators=[{**ATTENTION, "causal": True}]).operators[0]
+    assert isinstance(op, Attention)
+    assert op.group == 4
+    # Causal: query i of the last 16 positions sees 64 - 16 + i + 1 keys.
+    pairs = sum(64 - 16 + i + 1 for i in range(16))
+    assert op.visible_pairs == pairs
+    assert op.macs == 2 * 32 * pairs * 128
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"kv_heads": 5}, "kv_heads 5 must divide heads 32"),
+    ({"head_dim": 0}, "greater than 0"),
+    ({"q_len": -1}, "greater than 0"),
+    ({"causal": True, "q_len": 65}, "q_len 65 <= kv_len 64"),
+    ({"kv_dtype": "int4"}, "Input should be"),
+])
+def test_attention_rejects_bad_shapes(change, message):
+    with pytest.raises(ValidationError, match=message):
+        Workload(name="w", operators=[{**ATTENTION, **change}])
+
+
+def test_weight_dtype_is_a_gemm_field():
+    op = Workload(name="w", operators=[dict(name="g", layer_type="fc", kind="gemm", m=4,
+                                            n=4, k=4, weight_dtype="int8")]).operators[0]
+    assert op.weight_dtype == "int8"
+
+
+# ------------------------------------------------------------------ lowering
+
+import numpy as np  # noqa: E402
+
+from platforms import make_platform  # noqa: E402
+
+from simulator.engines.des import run_des  # noqa: E402
+from simulator.engines.fast import run_fast  # noqa: E402
+from simulator.loader import load_model, locate  # noqa: E402
+from simulator.config import Platform  # noqa: E402
+from simulator.lowering import lower_attention, lower_workload  # noqa: E402
+from simulator.lowering.attention import lower_attention_as, estimate_cycles  # noqa: E402
+from simulator.mapping import Mapping, TilingSpec, resolve_tiling  # noqa: E402
+from simulator.simulate import Inputs, memory_params, simulate  # noqa: E402
+
+
+def _v5e() -> Platform:
+    return load_model(locate("tpu_v5e_like", "platform"), Platform)[0]
+
+
+def _op(**fields):
+    return Workload(name="w", operators=[{**ATTENTION, **fields}]).operators[0]
+
+
+def _both(op, platform, **spec):
+    tiling = resolve_tiling(op, TilingSpec(**spec), platform)
+    return {fusion: lower_attention_as(op, tiling, fusion, platform)
+            for fusion in ("flash", "unfused")}
+
+
+SHAPES = [dict(q_len=8192, kv_len=8192, causal=True), dict(q_len=2048, kv_len=2048),
+          dict(q_len=512, kv_len=4096, causal=True), dict(q_len=1, kv_len=2048),
+          dict(q_len=16, kv_len=64, heads=8, kv_heads=8)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_flash_and_unfused_do_the_same_flops(shape):
+    lowered = _both(_op(**shape), _v5e())
+    assert lowered["flash"].macs == lowered["unfused"].macs == _op(**shape).macs // (
+        _op(**shape).batch * _op(**shape).kv_heads)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_flash_moves_fewer_bytes_when_the_scores_spill(shape):
+    platform = _v5e()
+    op = _op(**shape)
+    lowered = _both(op, platform)
+    flash, unfused = lowered["flash"], lowered["unfused"]
+
+    def moved(x):
+        return int(x.program.load_bytes.sum() + x.program.store_bytes.sum())
+
+    scores = op.group * op.q_len * op.kv_len * 2
+    assert unfused.scores_offchip == (scores > platform.buffers.output_bytes)
+    if unfused.scores_offchip:
+        assert moved(flash) < moved(unfused)
+        assert unfused.offchip_read["scores"] > 0
+    else:  # the same Q, K, V and output traffic
+        assert moved(flash) == moved(unfused)
+    assert flash.offchip_read["scores"] == 0
+
+
+def test_unfused_prefill_8192_shows_the_score_traffic_in_the_result():
+    workload = Workload(name="w", operators=[{**ATTENTION, "q_len": 8192, "kv_len": 8192,
+                                              "causal": True}])
+    plan = Mapping(layer_types={"attention.core": TilingSpec(fuse="unfused")})
+    result = simulate(Inputs(_v5e(), workload, plan))
+    op = result.operators[0]
+    assert op.lowered.fused == "unfused"
+    scores = op.lowered.counters.offchip_read["scores"]
+    # Scores stored then read by softmax, probabilities stored then read by PV: most of
+    # the traffic, and far above the compulsory Q, K, V and output bytes.
+    assert scores > 0.9 * op.lowered.counters.offchip_bytes / 2
+    assert op.totals.offchip_bytes > 10 * op.totals.compulsory_bytes
+    flash = simulate(Inputs(_v5e(), workload, Mapping(
+        layer_types={"attention.core": TilingSpec(fuse="flash")}))).operators[0]
+    assert flash.totals.offchip_bytes < op.totals.offchip_bytes / 10
+    assert flash.totals.model_flops == op.totals.model_flops
+    assert flash.totals.cycles < op.totals.cycles
+
+
+def test_causal_visits_only_the_needed_tiles():
+    platform = _v5e()
+    full = _both(_op(q_len=4096, kv_len=4096), platform, tm=1024, tn=1024)
+    causal = _both(_op(q_len=4096, kv_len=4096, causal=True), platform, tm=1024, tn=1024)
+    # 16 query tiles (4 heads x 4096 rows / 1024) of 4 key tiles; causal: tiles of rows
+    # at positions 0..255 see one key tile, ... positions 768..1023 see it too, etc.
+    assert full["flash"].program.steps == 16 * 4
+    visited = sum(-(-((start + 1024) // 4) // 1024) for start in range(0, 16384, 1024))
+    assert causal["flash"].program.steps == visited
+    assert causal["flash"].macs * 2 == pytest.approx(full["flash"].macs, rel=0.01)
+
+
+def test_gqa_reads_k_and_v_once_per_group():
+    platform = _v5e()
+    gqa = _both(_op(q_len=1, kv_len=2048, heads=32, kv_heads=8), platform)["flash"]
+    mha = _both(_op(q_len=1, kv_len=2048, heads=32, kv_heads=32), platform)["flash"]
+    per_group = 2 * 2048 * 128 * 2
+    assert gqa.offchip_read["kv"] == per_group
+    lowered_gqa = lower_attention(_op(q_len=1, kv_len=2048, heads=32, kv_heads=8),
+                                  resolve_tiling(_op(q_len=1, kv_len=2048),
+                                                 TilingSpec(), platform), platform)
+    assert lowered_gqa.runs == 8
+    assert mha.offchip_read["kv"] == per_group  # per instance; MHA has 32 instances
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_default_keeps_the_lowering_estimated_faster(shape):
+    platform = _v5e()
+    op = _op(**shape)
+    lowered = _both(op, platform)
+    workload = Workload(name="w", operators=[op])
+    chosen = lower_workload(workload, Mapping(), platform)[0]
+    estimates = {k: estimate_cycles(v, platform) for k, v in lowered.items()}
+    assert chosen.fused == min(("flash", "unfused"), key=lambda k: (estimates[k], k))
+    # ... which is the one the engine finds faster too.
+    memory = memory_params(platform)
+    cycles = {k: run_fast(v.program, memory).breakdown.total_cycles
+              for k, v in lowered.items()}
+    assert cycles[chosen.fused] == min(cycles.values())
+
+
+@pytest.mark.parametrize("fusion", ["flash", "unfused"])
+@pytest.mark.parametrize("shape", [dict(q_len=40, kv_len=40, causal=True),
+                                   dict(q_len=3, kv_len=400)])
+def test_attention_programs_replay_identically_on_both_engines(fusion, shape):
+    # A small platform, so the scores spill and the unfused reloads wait on stores.
+    platform = make_platform(buffers={"output_bytes": 256 * 4 * 2 + 64})
+    op = _op(heads=4, kv_heads=2, head_dim=8, dtype="int8", **shape)
+    tiling = resolve_tiling(op, TilingSpec(tm=min(16, 2 * op.q_len), tn=8), platform)
+    lowered = lower_attention_as(op, tiling, fusion, platform)
+    if fusion == "unfused":
+        assert lowered.scores_offchip and (lowered.program.reload_of >= 0).any()
+    memory = memory_params(platform)
+    fast = run_fast(lowered.program, memory, keep_steps=True)
+    des = run_des(lowered.program, memory, keep_steps=True)
+    assert fast.breakdown == des.breakdown
+    for name, times in fast.steps.as_dict().items():
+        assert np.array_equal(times, des.steps.as_dict()[name]), name
+
+
+def test_kv_dtype_sets_the_kv_bytes_and_must_be_listed():
+    from simulator.errors import AccsimError
+    platform = _v5e()
+    op = _op(q_len=1, kv_len=2048, kv_dtype="fp8")
+    workload = Workload(name="w", operators=[op])
+    with pytest.raises(AccsimError, match="kv_dtype fp8 is not an input dtype"):
+        lower_workload(workload, Mapping(), platform)
+    array = platform.systolic_array.model_copy(update={"input_dtypes": ["bf16", "fp8"]})
+    wide = platform.model_copy(update={"systolic_array": array})
+    fp8 = lower_workload(workload, Mapping(), wide)[0]
+    bf16 = lower_workload(Workload(name="w", operators=[_op(q_len=1, kv_len=2048)]),
+                          Mapping(), wide)[0]
+    assert fp8.counters.offchip_read["kv"] * 2 == bf16.counters.offchip_read["kv"]
+
+
+def test_weight_dtype_sets_the_weight_bytes():
+    platform = make_platform(systolic_array={"input_dtypes": ["int16", "int8"]},
+                             energy={"mac_pj": {"int8": 0.2, "int16": 0.4}})
+    ops = [dict(name="g", layer_type="fc", kind="gemm", m=8, n=64, k=64, dtype="int16")]
+    plain = lower_workload(Workload(name="w", operators=ops), Mapping(), platform)[0]
+    narrow = lower_workload(Workload(name="w", operators=[{**ops[0], "weight_dtype":
+                                                           "int8"}]), Mapping(), platform)[0]
+    assert plain.counters.compulsory["b"] == 64 * 64 * 2
+    assert narrow.counters.compulsory["b"] == 64 * 64
+    assert narrow.counters.offchip_read["b"] * 2 == plain.counters.offchip_read["b"]
+    assert narrow.counters.offchip_read["a"] == plain.counters.offchip_read["a"]
