@@ -20,7 +20,7 @@ from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapper import OBJECTIVES
-from simulator.mapping import Mapping
+from simulator.mapping import Mapping, heuristic, with_heuristic
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
 from simulator.trace import write_trace
@@ -34,11 +34,18 @@ DEFAULT_WORKLOAD = "resnet50_b1"
 
 
 def load_inputs(arch: str, workload: str, mapping: str | None, *,
-                validate: str | None = None, workload_format: str | None = None) -> Inputs:
+                validate: str | None = None, workload_format: str | None = None,
+                heuristic_name: str | None = None) -> Inputs:
     """Load the three inputs by shipped name or path. SCALE-Sim files are read unchanged:
     a `.cfg` platform, a `.csv` topology (conv or GEMM by its header, or as
     `workload_format` says); what they hold that accsim does not honour is printed.
-    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.scalesim)."""
+    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.scalesim).
+    `heuristic_name` fills the fields the plan leaves open (default: the search)."""
+    if heuristic_name is not None:
+        if validate is not None:
+            raise AccsimError("--validate scalesim makes its own plan (one tile per "
+                              "GEMM); drop --heuristic", field="--heuristic")
+        heuristic(heuristic_name)  # an unknown name errors here, naming the known ones
     notes: list[str] = []
     if scalesim.is_scalesim_config(arch):
         platform, platform_source, config = scalesim.load_config(arch)
@@ -63,21 +70,25 @@ def load_inputs(arch: str, workload: str, mapping: str | None, *,
     if validate is not None:
         return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
     if mapping is None:
-        return Inputs(platform, trace, Mapping(), platform_source, workload_source)
+        return Inputs(platform, trace, with_heuristic(Mapping(), heuristic_name),
+                      platform_source, workload_source)
     plan, mapping_source = load_model(locate(mapping, "mapping"), Mapping)
-    return Inputs(platform, trace, plan, platform_source, workload_source, mapping_source)
+    return Inputs(platform, trace, with_heuristic(plan, heuristic_name), platform_source,
+                  workload_source, mapping_source)
 
 
 def _run(args: argparse.Namespace) -> int:
     llm, model_source = hf_command.run_step(args)
     if llm is None:
         inputs = load_inputs(args.arch, args.workload, args.mapping,
-                             validate=args.validate, workload_format=args.format)
+                             validate=args.validate, workload_format=args.format,
+                             heuristic_name=args.heuristic)
     else:
         if args.workload != DEFAULT_WORKLOAD or args.validate or args.format:
             raise AccsimError("--model replaces --workload (and takes no --validate or "
                               "--format)", field="--model")
-        plain = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping)
+        plain = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping,
+                            heuristic_name=args.heuristic)
         inputs = Inputs(plain.platform, llm.workload(), plain.mapping,
                         plain.platform_source, model_source, plain.mapping_source)
     stderr = Console(stderr=True)
@@ -92,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
 
         result = simulate(inputs, engine=args.engine, progress=progress)
     elapsed = time.perf_counter() - started
-    console = Console(width=max(Console().width, 180))
+    console = Console(width=max(Console().width, 200))
     print_report(result, console)
     if llm is not None:
         console.print()
@@ -117,8 +128,10 @@ def _run(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     results = []
     for arch in args.arch:
-        results.append(simulate(load_inputs(arch, args.workload, args.mapping),
+        results.append(simulate(load_inputs(arch, args.workload, args.mapping,
+                                            heuristic_name=args.heuristic),
                                 engine=args.engine))
+    print(f"mapping (every platform): {results[0].mapping_mode}")
     Console(width=max(Console().width, 140)).print(compare_table(results))
     return 0
 
@@ -127,6 +140,8 @@ def _verify(args: argparse.Namespace) -> int:
     outcome = verify(args.result)
     for change in outcome.changed_sources:
         print(f"changed input: {change}")
+    if outcome.model_changed:
+        print(f"model version changed: {outcome.model_changed}")
     for difference in outcome.differences:
         print(f"differs on rerun: {difference}")
     if outcome.ok:
@@ -261,16 +276,11 @@ def _write_plan(result, path: str) -> None:
 def _regress(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from simulator.mapping import heuristic
     from simulator.regress import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
-                                   read_baseline, report_lines, with_heuristic)
+                                   read_baseline, report_lines)
     from simulator.report import result_dict
-    if args.heuristic:
-        heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
-    inputs = load_inputs(args.arch, args.workload, args.mapping)
-    inputs = Inputs(inputs.platform, inputs.workload,
-                    with_heuristic(inputs.mapping, args.heuristic), inputs.platform_source,
-                    inputs.workload_source, inputs.mapping_source)
+    inputs = load_inputs(args.arch, args.workload, args.mapping,
+                         heuristic_name=args.heuristic)
     result = simulate(inputs, engine=args.engine)
     current = json.loads(json.dumps(result_dict(result)))
 
@@ -348,7 +358,8 @@ def _write_plot(result, path) -> None:
 
 
 def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
-                engine: bool = True, mapping_help: str | None = None) -> None:
+                engine: bool = True, mapping_help: str | None = None,
+                heuristic_option: bool = False) -> None:
     """The platform, workload and mapping options every simulating command shares."""
     arch_help = (f"platform YAML, SCALE-Sim .cfg, or a shipped name "
                  f"({', '.join(shipped_names('platform'))})")
@@ -363,8 +374,14 @@ def _add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
                         f"({', '.join(shipped_names('workload'))}); default "
                         f"{DEFAULT_WORKLOAD}")
     parser.add_argument("--mapping", help=mapping_help or "tiling plan YAML, or a shipped "
-                        f"name ({', '.join(shipped_names('mapping'))}); default: the "
-                        "array_aligned heuristic for every operator")
+                        f"name ({', '.join(shipped_names('mapping'))}); default: every "
+                        "operator's best tiling, searched by the mapper (deterministic, "
+                        "once per distinct operator)")
+    if heuristic_option:
+        parser.add_argument("--heuristic", metavar="NAME", help="fill what the plan "
+                            "leaves open with this heuristic instead of the search (a "
+                            "registered name, an accsim.heuristics entry point or "
+                            "module:function)")
     if engine:
         parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
 
@@ -378,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="simulate a workload on a platform and print per-operator and "
         "per-layer_type tables")
-    _add_inputs(run)
+    _add_inputs(run, heuristic_option=True)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
     run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "
@@ -404,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser(
         "compare", help="one workload on several platforms side by side")
-    _add_inputs(compare, several_archs=True)
+    _add_inputs(compare, several_archs=True, heuristic_option=True)
     compare.set_defaults(handler=_compare)
 
     check = commands.add_parser(
@@ -445,9 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(exit 1 on a regression, 2 on a refused baseline)")
     regress.add_argument("--baseline", required=True, metavar="BASE.json",
                          help="a result JSON written by `accsim run --json`")
-    _add_inputs(regress)
-    regress.add_argument("--heuristic", metavar="NAME", help="the heuristic for every "
-                         "field the plan leaves open")
+    _add_inputs(regress, heuristic_option=True)
     regress.add_argument("--tolerance", type=float, default=0.01,
                          help="relative change that counts (default 0.01 = 1%%)")
     regress.add_argument("--floor-cycles", type=float, default=100,

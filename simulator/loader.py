@@ -121,18 +121,31 @@ def shipped_folder(kind: str):
     return folder / sub if sub else folder
 
 
+# Sub-folders of shipped inputs whose files are shipped too, named "FOLDER/NAME": the
+# what-if variants of real chips (a chip as it is keeps the plain name).
+SHIPPED_SUBFOLDERS = {"platform": ("whatif",), "workload": (), "mapping": ()}
+
+
 def shipped_names(kind: str) -> list[str]:
-    """Names of the platforms, workloads or mappings shipped inside the package."""
-    return sorted(p.name.removesuffix(".yaml") for p in shipped_folder(kind).iterdir()
-                  if p.name.endswith(".yaml"))
+    """Names of the platforms, workloads or mappings shipped inside the package
+    (what-if platforms as whatif/NAME)."""
+    folder = shipped_folder(kind)
+    names = [p.name.removesuffix(".yaml") for p in folder.iterdir()
+             if p.name.endswith(".yaml")]
+    for sub in SHIPPED_SUBFOLDERS[kind]:
+        names += [f"{sub}/{p.name.removesuffix('.yaml')}" for p in (folder / sub).iterdir()
+                  if p.name.endswith(".yaml")]
+    return sorted(names)
 
 
 def locate(name_or_path: str, kind: str) -> Path:
     """A path as given if it exists, else the shipped file of that name."""
     path = Path(name_or_path)
-    if path.exists() or path.suffix in {".yaml", ".yml", ".json"} or "/" in name_or_path:
+    if path.exists():
         return path
-    if name_or_path in shipped_names(kind):
+    if path.suffix not in {".yaml", ".yml", ".json"} and name_or_path in shipped_names(kind):
         return Path(str(shipped_folder(kind) / f"{name_or_path}.yaml"))
+    if path.suffix in {".yaml", ".yml", ".json"} or "/" in name_or_path:
+        return path
     raise AccsimError(f"no such file, and no shipped {kind} of that name "
                       f"(shipped: {', '.join(shipped_names(kind))})", file=name_or_path)

@@ -46,7 +46,8 @@ from simulator.lowering.windows import window_elements, window_maxima
 from simulator.mapping import (ATTENTION_FUSIONS, EFFECTIVE_ORDER, LOOP_ORDERS, Mapping,
                                Tiling, TilingSpec, attention_rows,
                                a_tile_bound, array_busy_cycles, check_mapping_names,
-                               dim_candidates, divisors, heuristic, loop_tables_index,
+                               coarse_candidates, dim_candidates, divisors, heuristic,
+                               loop_tables_index,
                                merged_spec, operand_bytes, operator_dtype, resolve_tiling)
 from simulator.metrics import operator_totals
 from simulator.program import MAX_DEPTH
@@ -144,6 +145,11 @@ class _Task:
     heuristics: tuple[str, ...]
     objective: str
     exhaustive: bool
+    # The default mapping's search: a coarser grid (mapping.coarse_candidates) whose
+    # candidates keep the fields the plan fixes, and at most this many candidates
+    # simulated (None: no limit).
+    constrained: bool = False
+    max_simulated: int | None = None
 
 
 def _evaluate(op, tiling: Tiling, platform: Platform, memory, following) -> Evaluation:
@@ -284,16 +290,19 @@ def _static_pj_per_cycle(platform: Platform) -> float:
     return static_power_w(platform) / (platform.clock_ghz * 1e9) * 1e12
 
 
-def _compute_grid(op, fuse: str | None, following, platform: Platform) -> _Candidates:
-    """Every tile size, loop order and dataflow of an array operator with the deepest
-    depth that fits and its lower bounds. Quantities are built on axes (m tile, n tile,
-    k tile, loop order, dataflow) and broadcast, so each is computed on its own axes."""
+def _compute_grid(op, fuse: str | None, following, platform: Platform,
+                  coarse: bool = False) -> _Candidates:
+    """Every tile size (`dim_candidates`, or `coarse_candidates`), loop order and
+    dataflow of an array operator with the deepest depth that fits and its lower bounds.
+    Quantities are built on axes (m tile, n tile, k tile, loop order, dataflow) and
+    broadcast, so each is computed on its own axes."""
     array = platform.systolic_array
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
     units = (array.rows, array.cols)
     dataflows = array.dataflows
-    vm, vn, vk = (np.asarray(dim_candidates(size, units), dtype=np.int64)
+    sizes = coarse_candidates if coarse else dim_candidates
+    vm, vn, vk = (np.asarray(sizes(size, units), dtype=np.int64)
                   for size in (g.m, g.n, g.k))
     # Axes: 0 m tile, 1 n tile, 2 k tile, 3 loop order, 4 dataflow.
     tm, tn, tk = vm[:, None, None], vn[None, :, None], vk[None, None, :]
@@ -505,11 +514,11 @@ def _vector_grid(op, platform: Platform) -> _Candidates:
                        * (1 - 1e-9), zeros)
 
 
-def _grid(op, fuse: str | None, following, platform: Platform) -> tuple[_Candidates,
-                                                                        list[str]]:
+def _grid(op, fuse: str | None, following, platform: Platform,
+          coarse: bool = False) -> tuple[_Candidates, list[str]]:
     """An operator's candidates before depth, and the dataflows they index."""
     if is_compute(op):
-        return (_compute_grid(op, fuse, following, platform),
+        return (_compute_grid(op, fuse, following, platform, coarse),
                 list(platform.systolic_array.dataflows))
     return _vector_grid(op, platform), ["os"]
 
@@ -538,6 +547,24 @@ def _tie_loses(op, objective: str, best: Evaluation, bound: float, cycles: int,
         return (cycles, tiling.sort_key()) > (best.cycles, best.tiling.sort_key())
     return (bound, cycles, energy) > (best.objective(objective), best.cycles,
                                       best.energy_pj)
+
+
+def _fixed_by_plan(grid: _Candidates, spec: TilingSpec, dataflows: list[str], *,
+                   vector: bool) -> np.ndarray:
+    """Grid candidates that agree with every tiling field the plan sets (depth aside:
+    it is checked once candidates are expanded by depth)."""
+    keep = np.ones(len(grid), dtype=bool)
+    fixed = {"tm": spec.rows_per_tile} if vector else \
+        {"tm": spec.tm, "tn": spec.tn, "tk": spec.tk}
+    for name, value in fixed.items():
+        if value is not None:
+            keep &= getattr(grid, name) == value
+    if not vector and spec.loop_order is not None:
+        keep &= grid.order == LOOP_ORDERS.index(spec.loop_order)
+    if not vector and spec.dataflow is not None:
+        keep &= grid.dataflow == (dataflows.index(spec.dataflow)
+                                  if spec.dataflow in dataflows else -1)
+    return keep
 
 
 def search_operator(task: _Task) -> OperatorSearch:
@@ -570,10 +597,12 @@ def search_operator(task: _Task) -> OperatorSearch:
         simulated += 1
         consider(found)
     fuse = task.spec.fuse if is_compute(op) else None
-    grid, dataflows = _grid(op, fuse, task.following, platform)
+    grid, dataflows = _grid(op, fuse, task.following, platform, coarse=task.constrained)
     enumerated = len(grid) * MAX_DEPTH
     unfit = int((MAX_DEPTH - grid.max_depth).sum())
     keep = grid.max_depth > 0
+    if task.constrained:
+        keep &= _fixed_by_plan(grid, task.spec, dataflows, vector=not is_compute(op))
     pruned = 0
     if not task.exhaustive and best is not None:
         # What the heuristics' best already beats: the walk below would stop before it.
@@ -581,6 +610,8 @@ def search_operator(task: _Task) -> OperatorSearch:
         pruned = int(grid.max_depth[keep & over].sum())
         keep &= ~over
     grid = grid.select(keep).expand()
+    if task.constrained and task.spec.depth is not None:
+        grid = grid.select(grid.depth == task.spec.depth)
     order_rank = _rank(list(LOOP_ORDERS))[grid.order]
     flow_rank = _rank(dataflows)[grid.dataflow]
     duplicates = 0
@@ -604,6 +635,9 @@ def search_operator(task: _Task) -> OperatorSearch:
         if not task.exhaustive and best is not None and \
                 bound[i] > best.objective(objective):
             pruned += len(walk) - position   # the walk is in bound order: all the rest
+            break
+        if task.max_simulated is not None and simulated >= task.max_simulated:
+            pruned += len(walk) - position   # the search's budget is spent
             break
         tiling = Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
                         LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],

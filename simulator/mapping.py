@@ -22,7 +22,12 @@ from simulator.timing import ceil_div
 from simulator.workload import Workload, is_attention, is_compute
 
 LOOP_ORDERS = tuple("".join(p) for p in permutations("mnk"))
-DEFAULT_HEURISTIC = "array_aligned"
+# What fills the fields a plan leaves open when it names no heuristic: the mapper's best
+# tiling of the operator (simulator.default_search). A plan that sets every field of an
+# operator is taken as it is (its tilings are labelled PLAN).
+SEARCH = "search"
+PLAN = "plan"
+DEFAULT_HEURISTIC = "array_aligned"  # the heuristic a fully set plan entry is built on
 DEFAULT_DEPTH = 2
 # Entry-point group through which installed packages offer heuristics by name.
 ENTRY_POINT_GROUP = "accsim.heuristics"
@@ -415,6 +420,30 @@ def dim_candidates(size: int, units: Iterable[int]) -> list[int]:
     return sorted(values)
 
 
+# Tile counts whose balanced tile sizes coarse_candidates adds.
+COARSE_TILE_COUNTS = range(2, 9)
+
+
+def coarse_candidates(size: int, units: Iterable[int]) -> list[int]:
+    """A short list of tile sizes for the default mapping's search: the whole dim, each
+    array dimension in `units` times a power of two below it, and the sizes that split
+    the dim into 2 to 8 balanced tiles, rounded up to a multiple of the smallest unit
+    when the dim exceeds it; ascending."""
+    unit = min(units)
+    values = {size}
+    for u in set(units):
+        scaled = u
+        while scaled < size:
+            values.add(scaled)
+            scaled *= 2
+    for count in COARSE_TILE_COUNTS:
+        tile = ceil_div(size, count)
+        if size > unit:
+            tile = min(size, ceil_div(tile, unit) * unit)
+        values.add(tile)
+    return sorted(values)
+
+
 def _grid(axes: list) -> list[np.ndarray]:
     """The cartesian product of value lists, as flat int64 arrays (first axis slowest)."""
     mesh = np.meshgrid(*[np.asarray(list(a), dtype=np.int64) for a in axes], indexing="ij")
@@ -601,21 +630,64 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
     return TilingSpec(**merged)
 
 
-def resolve_tiling(op, spec: TilingSpec, platform: Platform) -> Tiling:
-    """The heuristic's tiling with the spec's explicit fields laid over it."""
-    name = spec.heuristic or DEFAULT_HEURISTIC
-    depth = spec.depth or DEFAULT_DEPTH
-    dataflow = spec.dataflow or platform.systolic_array.default_dataflow
-    if is_attention(op):
-        base = attention_tiling(op, platform, depth, dataflow)
-    else:
-        base = heuristic(name)(op, platform, depth, dataflow)
-    _check_heuristic_tiling(name, op, base)
+def fully_specified(op, spec: TilingSpec) -> bool:
+    """Whether the spec sets every tiling field of the operator (fuse aside)."""
+    own = ("tm", "tn", "tk", "loop_order", "dataflow") if is_compute(op) \
+        else ("rows_per_tile",)
+    return spec.depth is not None and all(getattr(spec, f) is not None for f in own)
+
+
+def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) -> Tiling:
+    """The heuristic's tiling with the spec's explicit fields laid over it. With no
+    heuristic named, the open fields are the mapper's best (SEARCH, memoised per
+    distinct operator; `following` is the operator a `fuse` absorbs)."""
     overrides = {k: v for k, v in spec.model_dump(exclude_none=True).items()
                  if k in ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")}
     if spec.rows_per_tile is not None:
         overrides["tm"] = spec.rows_per_tile
-    return replace(base, depth=depth, heuristic=name, **overrides)
+    if is_attention(op):  # tiles sized by lowering.attention's rule, not searched
+        depth = spec.depth or DEFAULT_DEPTH
+        dataflow = spec.dataflow or platform.systolic_array.default_dataflow
+        base = attention_tiling(op, platform, depth, dataflow)
+        return replace(base, depth=depth, heuristic=spec.heuristic or DEFAULT_HEURISTIC,
+                       **overrides)
+    name = spec.heuristic or SEARCH
+    if name == SEARCH and not fully_specified(op, spec):
+        from simulator.default_search import searched_tiling  # the mapper uses this module
+        found = searched_tiling(op, spec, platform, following)
+        if found is not None:
+            return replace(found, **overrides)
+        name = DEFAULT_HEURISTIC  # nothing fits: lowering reports this tiling's overflow
+    depth = spec.depth or DEFAULT_DEPTH
+    dataflow = spec.dataflow or platform.systolic_array.default_dataflow
+    label = PLAN if name == SEARCH else name
+    name = DEFAULT_HEURISTIC if name == SEARCH else name
+    base = heuristic(name)(op, platform, depth, dataflow)
+    _check_heuristic_tiling(name, op, base)
+    return replace(base, depth=depth, heuristic=label, **overrides)
+
+
+def with_heuristic(mapping: Mapping, name: str | None) -> Mapping:
+    """The plan with `name` as the heuristic of every field it leaves open (its
+    default's heuristic; entries naming their own heuristic keep it)."""
+    if name is None:
+        return mapping
+    return mapping.model_copy(update={
+        "default": mapping.default.model_copy(update={"heuristic": name})})
+
+
+def describe_mapping(mapping: Mapping, source: str | None = None) -> str:
+    """Which mapping a run used, in a few words: the searched default, a heuristic, or
+    a plan (whose open fields the search or its heuristic fills)."""
+    default = mapping.default.heuristic
+    entries = bool(mapping.operators or mapping.layer_types
+                   or mapping.default.model_dump(exclude_none=True, exclude={"heuristic"}))
+    fill = f"heuristic {default}" if default else \
+        "searched default (the mapper's best tiling per distinct operator, by cycles)"
+    if not entries:
+        return fill
+    return f"plan {mapping.name}" + (f" ({source})" if source else "") + \
+        f"; open fields: {fill}"
 
 
 def _check_heuristic_tiling(name: str, op, tiling) -> None:

@@ -223,7 +223,8 @@ def _check_operator(op, following, inputs: Inputs) -> OperatorCheck:
     platform = inputs.platform
     source = inputs.mapping_source.path if inputs.mapping_source else None
     try:
-        tiling = resolve_tiling(op, merged_spec(inputs.mapping, op), platform)
+        tiling = resolve_tiling(op, merged_spec(inputs.mapping, op), platform,
+                                following=following)
     except AccsimError as exc:
         return OperatorCheck(op.name, op.layer_type, op.kind, None, [], errors=[exc.rule])
     if is_attention(op):  # its lowering checks tiles, buffers, dataflow and dtypes

@@ -24,7 +24,6 @@ from pathlib import Path
 import simulator
 from simulator.energy import static_power_w
 from simulator.errors import AccsimError
-from simulator.mapping import Mapping
 from simulator.verify import differences
 
 EXIT_OK, EXIT_REGRESSION, EXIT_REFUSED = 0, 1, 2
@@ -37,15 +36,6 @@ IGNORED_PLATFORM_FIELDS = ("description",)
 
 class BaselineRefused(AccsimError):
     """The baseline cannot be compared with this run (exit status 2)."""
-
-
-def with_heuristic(mapping: Mapping, name: str | None) -> Mapping:
-    """The plan with `name` as the heuristic of every field it leaves open (its
-    default's heuristic; entries naming their own heuristic keep it)."""
-    if name is None:
-        return mapping
-    return mapping.model_copy(update={
-        "default": mapping.default.model_copy(update={"heuristic": name})})
 
 
 def read_baseline(path: str) -> dict:

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from simulator.metrics import OperatorResult, Totals, dominant_bottleneck
@@ -22,15 +23,15 @@ PERCENT_COLUMNS = [
     ("fill", "fill_fraction"), ("in", "input_stall_fraction"),
     ("out", "output_stall_fraction"), ("drain", "drain_fraction"),
     ("useful", "useful_fraction"), ("pad", "padding_fraction"),
-    ("afill", "array_fill_fraction"), ("sload", "stationary_load_fraction"),
-    ("skew", "skew_fraction"), ("coll", "collective_fraction"),
+    ("setup", "array_setup_fraction"), ("coll", "collective_fraction"),
 ]
 LEGEND = ("% of cycles. stall: memory stalls (fill + in + memory-caused out + store "
           "tail); ovh: per-operator dispatch overhead; fill / in / out / drain: "
-          "compute-unit idle split; useful / pad / afill / sload / skew: array busy split "
-          "into useful, padding, fold fill (scalesim model), stationary-operand load and "
-          "skew (pipelined model); coll: chip-to-chip collectives (not overlapped with "
-          "compute); MB: off-chip; refetch: off-chip / compulsory bytes; uJ: energy.")
+          "compute-unit idle split; useful / pad / setup: array busy split into useful, "
+          "padding and setup (fold fill in the scalesim model; stationary-operand load + "
+          "skew in the pipelined one; apart in --json and --csv); coll: chip-to-chip "
+          "collectives (not overlapped with compute); MB: off-chip; refetch: off-chip / "
+          "compulsory bytes; uJ: energy.")
 
 
 def _figures(totals: Totals, result: RunResult) -> list[str]:
@@ -95,7 +96,10 @@ def summary_lines(result: RunResult) -> list[str]:
         f"energy {d['energy_j'] * 1e3:,.3f} mJ (static {total.energy_static_pj / 1e9:,.3f}"
         f" mJ), average power {d['average_power_w']:,.1f} W, "
         f"{d['flops_per_joule'] / 1e12:,.3f} TFLOP/J, "
-        f"{d['energy_per_mac_pj']:,.2f} pJ per MAC",
+        f"{d['energy_per_mac_pj']:,.2f} pJ per MAC"
+        + (f", {d['flops_per_s_per_mm2'] / 1e12:,.3f} TFLOP/s per mm^2 of "
+           f"{d['area_mm2']:,.1f} mm^2" if "area_mm2" in d else ""),
+        f"mapping: {escape(result.mapping_mode)}",
     ] + ([f"collectives {100 * d['collective_fraction']:.1f}% of cycles, not overlapped "
           f"with compute; {total.collective_sent_bytes / 1e6:,.2f} MB sent per chip, "
           f"ICI energy {total.energy_ici_pj / 1e9:,.3f} mJ per chip"]

@@ -80,7 +80,8 @@ def load_topology(path: str, workload_format: str | None = None
 
 def validate_platform(platform: Platform, workload: Workload) -> Platform:
     """The platform with buffers that hold every compute operator's whole operands
-    (A, B and C of its one tile, twice over), and no on-chip activation memory.
+    (A, B and C of its one tile, twice over), no on-chip activation memory, and
+    SCALE-Sim's fold model on one array (whatever the platform file says).
 
     "Unbounded" in effect: nothing is evicted and no one-tile plan overflows. (The
     buffers are sized to the workload rather than made huge, because the engines keep
@@ -105,6 +106,7 @@ def validate_platform(platform: Platform, workload: Workload) -> Platform:
         "whole operands (unbounded in effect), one tile per GEMM]").strip()
     data["buffers"] = {key: VALIDATE_BUFFER_SLOTS * value for key, value in need.items()}
     data["activation_memory_bytes"] = None
+    data["systolic_array"].update(fold_model="scalesim", count=1)
     return Platform.model_validate(data)
 
 
@@ -126,7 +128,8 @@ def validate_notes(platform: Platform) -> list[str]:
     array = platform.systolic_array
     return [
         f"validate scalesim: buffers unbounded, one tile per GEMM, dataflow "
-        f"{array.default_dataflow} on {array.rows}x{array.cols}; each operator's compute "
+        f"{array.default_dataflow} on one {array.rows}x{array.cols} array with "
+        "SCALE-Sim's fold model (every fold fills); each operator's compute "
         "(busy) cycles equal SCALE-Sim's demand rows D = its Total Cycles - Stall Cycles "
         "+ 1 (its Total Cycles count from 0), and SRAM ifmap / filter reads "
         "(--json per_instance_bytes.sram_read_elements) equal its access report; "

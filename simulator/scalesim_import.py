@@ -259,6 +259,8 @@ ASSUMED = [
     "every operand)",
     "DMA setup 0 cycles and off-chip latency 0 cycles (SCALE-Sim has neither)",
     "vector unit and energy table of edge_32x32 (SCALE-Sim has neither)",
+    "one array with SCALE-Sim's fold model: every fold pays its fill (fold_model: "
+    "scalesim, count: 1)",
 ]
 
 
@@ -303,7 +305,8 @@ class ConfigImport:
         data["clock_ghz"] = 1.0
         array = data["systolic_array"]
         array.update(rows=self.rows, cols=self.cols, dataflows=[self.dataflow, *others],
-                     input_dtypes=["int8"], accumulator_dtype="int8", output_dtype="int8")
+                     input_dtypes=["int8"], accumulator_dtype="int8", output_dtype="int8",
+                     count=1, fold_model="scalesim")
         data["buffers"] = {"ifmap_bytes": self.ifmap_kb * 1024,
                            "weight_bytes": self.filter_kb * 1024,
                            "output_bytes": self.ofmap_kb * 1024}

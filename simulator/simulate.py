@@ -19,7 +19,7 @@ from simulator.engines import choose_engine, engine_runner
 from simulator.engines.outcome import Breakdown
 from simulator.loader import Source
 from simulator.lowering import lower_workload
-from simulator.mapping import Mapping
+from simulator.mapping import Mapping, describe_mapping
 from simulator.metrics import OperatorResult, Totals, add_totals, operator_result
 from simulator.program import MemoryParams
 from simulator.workload import Workload
@@ -51,6 +51,12 @@ class RunResult:
     @property
     def platform(self) -> Platform:
         return self.inputs.platform
+
+    @property
+    def mapping_mode(self) -> str:
+        """Which mapping the run used: the searched default, a heuristic, or a plan."""
+        source = self.inputs.mapping_source
+        return describe_mapping(self.inputs.mapping, source.path if source else None)
 
     @property
     def operators_by_layer_type(self) -> dict[str, list[OperatorResult]]:
@@ -130,6 +136,7 @@ def manifest(result: RunResult) -> dict:
                         "numba": numba.__version__, "simpy": simpy.__version__},
         "engine": result.engine,
         "engine_reason": result.engine_reason,
+        "mapping_mode": result.mapping_mode,
         "inputs": {"platform": embedded(inputs.platform, inputs.platform_source),
                    "workload": embedded(inputs.workload, inputs.workload_source),
                    "mapping": embedded(inputs.mapping, inputs.mapping_source)},

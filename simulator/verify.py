@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+import simulator
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import Source
@@ -32,10 +33,11 @@ class Verification:
 
     changed_sources: list[str]   # "kind: path (reason)"
     differences: list[str]       # JSON paths whose values differ on rerun
+    model_changed: str | None = None   # why no rerun was compared: another model version
 
     @property
     def ok(self) -> bool:
-        return not self.changed_sources and not self.differences
+        return not self.changed_sources and not self.differences and not self.model_changed
 
 
 def comparable(result: dict) -> dict:
@@ -91,6 +93,14 @@ def verify(result_path: str) -> Verification:
         raise AccsimError(f"not an accsim result file ({type(exc).__name__}: "
                           f"{str(exc).splitlines()[0]})", file=result_path) from None
     changed = [c for kind in INPUT_MODELS if (c := _source_change(kind, embedded[kind]))]
+    recorded_version = manifest.get("model_version")
+    if recorded_version != simulator.MODEL_VERSION:
+        # Timing or lowering semantics changed since: every figure may differ, and a
+        # list of them would say nothing the version does not.
+        return Verification(changed, [], (
+            f"the result was written by model version {recorded_version}, this accsim "
+            f"is model version {simulator.MODEL_VERSION}: the timing model changed, so "
+            "its figures are not comparable (rerun to refresh it)"))
     sources = {kind: Source(entry["path"], entry["sha256"], "") if entry.get("path")
                else None for kind, entry in embedded.items()}
     inputs = Inputs(models["platform"], models["workload"], models["mapping"],

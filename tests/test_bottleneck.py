@@ -103,12 +103,19 @@ def test_large_gemm_is_compute_bound_on_tpu_v5e_like():
     assert verdict_on("tpu_v5e_like", one_gemm(2048, 2048, 2048)) == "compute"
 
 
-def test_batch_1_gemm_is_bandwidth_bound_on_tpu_v1_and_fill_bound_on_v5e():
-    # 2048x2048 weights and a single row: TPU v1 streams 4 MiB at 34 GB/s; TPU v5e's
-    # 819 GB/s keeps up, so each weight tile's fold fill (766 cycles for T = 1) shows.
+def test_batch_1_gemm_is_bandwidth_bound_unless_every_fold_fills():
+    # 2048x2048 weights and a single row: TPU v1 streams 4 MiB at 34 GB/s. TPU v5e
+    # shifts the next weight tile in while one streams, so it too waits on HBM; with
+    # SCALE-Sim's fold model on one 256x256 array, each weight tile's fill (766 cycles
+    # for T = 1) shows instead.
     workload = one_gemm(1, 2048, 2048)
     assert verdict_on("tpu_v1", workload) == "memory-bandwidth"
-    assert verdict_on("tpu_v5e_like", workload) == "array-fill"
+    assert verdict_on("tpu_v5e_like", workload) == "memory-bandwidth"
+    one_array = shipped("whatif/tpu_v5e_256x256")
+    data = one_array.model_dump()
+    data["systolic_array"]["fold_model"] = "scalesim"
+    result = simulate(Inputs(Platform.model_validate(data), workload, Mapping()))
+    assert result.operators[0].verdict.bottleneck == "array-fill"
 
 
 def test_resnet50_on_tpu_v1_first_stage_not_memory_bound_last_stage_is():

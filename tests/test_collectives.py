@@ -99,7 +99,7 @@ def test_v5e_all_reduce_busbw_is_its_four_ports_at_efficiency():
 
 
 def test_switch_whatif_variant_loads():
-    path = locate("arch_configs/whatif/tpu_v5e_like_switch.yaml", "platform")
+    path = locate("whatif/tpu_v5e_switch", "platform")
     platform = load_model(path, Platform)[0]
     base = load_model(locate("tpu_v5e_like", "platform"), Platform)[0]
     assert platform.interconnect.topology == "switch"

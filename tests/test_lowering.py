@@ -20,7 +20,10 @@ A_TOTAL, B_TOTAL = 32 * 64, 64 * 16
 
 
 def lower(op, platform, **spec):
-    tiling = resolve_tiling(op, TilingSpec(**spec), platform)
+    """Lower with the spec's fields over the array_aligned heuristic (depth 2 unless
+    given)."""
+    tiling = resolve_tiling(op, TilingSpec(**{"heuristic": "array_aligned", **spec}),
+                            platform)
     return lower_compute(op, tiling, platform)
 
 

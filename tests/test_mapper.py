@@ -193,7 +193,7 @@ def test_result_does_not_depend_on_worker_count():
 
 
 def test_gaps_are_never_negative_and_identical_shapes_are_searched_once():
-    inputs = load_inputs("tpu_v5e_like", "bert_base_s128", None)
+    inputs = load_inputs("whatif/tpu_v5e_all_dataflows", "bert_base_s128", None)
     result = map_workload(inputs, workers=1)
     assert result.heuristics == list(BUILTIN_HEURISTICS)
     for op in result.operators:

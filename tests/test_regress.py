@@ -198,8 +198,8 @@ def test_update_baseline_writes_what_run_json_writes(tmp_path, capsys, baseline_
 
 
 def test_heuristic_switch_is_compared_per_operator(baseline, capsys):
-    code, out, _ = regress(baseline, capsys, "--heuristic", "os_k_inner")
-    assert "mapping default (heuristic os_k_inner) against baseline" in out
+    code, out, _ = regress(baseline, capsys, "--heuristic", "min_offchip")
+    assert "mapping default (heuristic min_offchip) against baseline" in out
     assert code in (0, 1)
     assert main(["regress", "--baseline", str(baseline), *ARGS, "--heuristic",
                  "nope"]) == 1

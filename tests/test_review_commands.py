@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+import simulator
 from simulator.cli import load_inputs, main
 from simulator.loader import locate
 from simulator.simulate import simulate
@@ -46,10 +47,14 @@ def test_verify_ignores_library_versions_but_not_the_model_version(recorded, cap
     data["manifest"]["accsim_version"] = "0.0.0"
     path.write_text(json.dumps(data))
     assert main(["verify", str(path)]) == 0
-    data["manifest"]["model_version"] = -1
+    data["manifest"]["model_version"] = 1
+    data["operators"][0]["totals"]["cycles"] += 1   # an old model's figures differ
     path.write_text(json.dumps(data))
     assert main(["verify", str(path)]) == 1
-    assert "differs on rerun: .manifest.model_version: -1 != " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"model version changed: the result was written by model version 1, this " \
+        f"accsim is model version {simulator.MODEL_VERSION}" in out
+    assert "differs on rerun" not in out
 
 
 def test_verify_catches_a_tampered_number(recorded, capsys):

@@ -19,10 +19,18 @@ WORKLOADS = shipped_names("workload")
 # (GB/s) of every shipped platform that models a real chip:
 # TPU v1: Jouppi et al., ISCA 2017 (92 TOPS int8, 34 GB/s DDR3).
 # TPU v5e: Google Cloud TPU v5e documentation (197 TFLOP/s bf16, 819 GB/s HBM2).
+# What-if variants keep their chip's peak rate and bandwidth.
 CITED = {
     "tpu_v1": (92e12, 34.0),
     "tpu_v5e_like": (197e12, 819.0),
+    "whatif/tpu_v1_all_dataflows": (92e12, 34.0),
+    "whatif/tpu_v5e_256x256": (197e12, 819.0),
+    "whatif/tpu_v5e_all_dataflows": (197e12, 819.0),
+    "whatif/tpu_v5e_switch": (197e12, 819.0),
 }
+# A real chip as it is: its only dataflows, its arrays as they are (DESIGN.md section 2).
+CHIPS = {"tpu_v1": {"dataflows": ["ws"], "count": 1, "rows": 256},
+         "tpu_v5e_like": {"dataflows": ["ws"], "count": 4, "rows": 128}}
 # Shipped platforms that model no real chip, so have no published figures to match.
 NOT_A_CHIP = {"edge_32x32"}
 
@@ -59,6 +67,19 @@ def test_workload_loads(name):
 def test_every_platform_is_real_or_declared_not(name):
     assert (name in CITED) != (name in NOT_A_CHIP), \
         f"{name}: add its published peak and bandwidth to CITED, or list it in NOT_A_CHIP"
+
+
+@pytest.mark.parametrize("name", sorted(CHIPS))
+def test_real_chip_models_its_arrays_and_dataflows_as_they_are(name):
+    array = load_platform(name).systolic_array
+    assert {key: getattr(array, key) for key in CHIPS[name]} == CHIPS[name]
+    assert array.fold_model == "pipelined"
+
+
+def test_what_if_variants_are_shipped_by_name():
+    assert {"whatif/tpu_v5e_256x256", "whatif/tpu_v5e_all_dataflows",
+            "whatif/tpu_v1_all_dataflows"} <= set(PLATFORMS)
+    assert load_platform("whatif/tpu_v5e_256x256").systolic_array.count == 1
 
 
 @pytest.mark.parametrize("name", sorted(CITED))

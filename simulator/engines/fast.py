@@ -40,7 +40,8 @@ length S. It streams the breakdown totals and keeps
     between the next compute and the last requested load (at most depth of them), and
     the compute ends of the last steps;
   - a ring of store completions spanning the longest reload distance (1 entry when
-    nothing spills; the live C tiles when partial sums spill);
+    nothing spills; the live C tiles when partial sums spill), and, only for a program
+    that reloads partial sums, one flag per step saying whether a later step reloads it;
   - a ring of the next power of two >= slots entries with, per release number, the
     service end of its store (the cycle its output slot is free; -1 while unknown) and
     whether that store waited on the vector unit;
@@ -91,14 +92,15 @@ def _grow_fifo(fifo, head, tail):
 
 @njit(cache=True)
 def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_bytes,
-            reload_of, depth, slots, bytes_per_cycle, access_cycles, overhead, reload_ring,
-            keep):
+            reload_of, reloaded, depth, slots, bytes_per_cycle, access_cycles, overhead,
+            reload_ring, keep):
     """Replay a valid tile program; return (per-step times, breakdown totals, unfinished).
 
     Per-step times are a (10, S) int64 array in StepTimes field order when `keep`, else
     (10, 0). Totals are a 12-entry int64 array in Breakdown field order. `unfinished`
     counts the steps whose compute never ran (0 unless the program deadlocks).
-    reload_ring: a power of two above every reload's distance to its source step.
+    reload_ring: a power of two above every reload's distance to its source step;
+    reloaded[i]: a later step reloads step i's spill (an empty array: nothing reloads).
     """
     n_steps = load_bytes.shape[0]
     out = np.empty((_N_STEP_FIELDS, n_steps if keep else 0), np.int64)
@@ -108,8 +110,12 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     load_use = np.zeros(_LOAD_RING, np.int64)
     # Compute ends of the last steps (a load waits for that of step - depth).
     comp_end = np.zeros(_LOAD_RING, np.int64)
-    # Store completion of recent steps, for the partial-sum reloads that wait on them:
-    # row step & (reload_ring - 1) holds (step, complete); another step there: unknown.
+    # Store completion of recent reloaded steps, for the reloads that wait on them: row
+    # step & (reload_ring - 1) holds (step, complete); another step there: unknown. Only
+    # reloaded steps write (a 0-byte store completes before an earlier queued one, so
+    # other steps could overwrite a row still to be read); a reloaded step's row is read
+    # before the next reloaded step mapping to it can compute.
+    spills = reloaded.shape[0] > 0
     done_step = np.full(reload_ring, -1, np.int64)
     done_time = np.zeros(reload_ring, np.int64)
     done_mask = reload_ring - 1
@@ -208,8 +214,9 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             if store_bytes[i] == 0:
                 # Never touches the server: served and complete at its request.
                 last_complete = max(last_complete, ve)
-                done_step[i & done_mask] = i
-                done_time[i & done_mask] = ve
+                if spills and reloaded[i]:
+                    done_step[i & done_mask] = i
+                    done_time[i & done_mask] = ve
                 if rel_no >= 0:
                     rel_free[rel_no & rel_mask] = ve
                     rel_vector[rel_no & rel_mask] = ve > end
@@ -260,8 +267,9 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             offchip_busy += served - t
             server_free = served
             last_complete = max(last_complete, served + access_cycles)
-            done_step[s & done_mask] = s
-            done_time[s & done_mask] = served + access_cycles
+            if spills and reloaded[s]:
+                done_step[s & done_mask] = s
+                done_time[s & done_mask] = served + access_cycles
             rel_no = fifo[row, _Q_RELEASE]
             if rel_no >= 0:
                 rel_free[rel_no & rel_mask] = served
@@ -302,16 +310,20 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     return out, totals, unfinished
 
 
-def reload_ring_size(program: TileProgram) -> int:
-    """A power of two above the largest distance from a partial-sum reload to the step
-    whose spill it reads (1 when nothing reloads): the fast kernel's store-completion
-    ring."""
+def reload_tables(program: TileProgram) -> tuple[np.ndarray, int]:
+    """For the fast kernel's store-completion ring: which steps a later step reloads
+    from (empty when nothing reloads, so no S-long array), and a power of two above the
+    largest distance from a reload to its source."""
     reloads = np.flatnonzero(program.reload_of >= 0)
-    span = int((reloads - program.reload_of[reloads]).max()) + 1 if reloads.size else 1
+    if reloads.size == 0:
+        return np.zeros(0, dtype=np.bool_), 1
+    reloaded = np.zeros(program.steps, dtype=np.bool_)
+    reloaded[program.reload_of[reloads]] = True
+    span = int((reloads - program.reload_of[reloads]).max()) + 1
     size = 1
     while size < span:
         size *= 2
-    return size
+    return reloaded, size
 
 
 def run_fast(program: TileProgram, memory: MemoryParams, *,
@@ -325,6 +337,7 @@ def run_fast(program: TileProgram, memory: MemoryParams, *,
     """
     validate_program(program)
     validate_memory(memory)
+    reloaded, reload_ring = reload_tables(program)
     steps, totals, unfinished = _replay(
         np.ascontiguousarray(program.load_bytes, dtype=np.int64),
         np.ascontiguousarray(program.compute_cycles, dtype=np.int64),
@@ -332,10 +345,10 @@ def run_fast(program: TileProgram, memory: MemoryParams, *,
         np.ascontiguousarray(program.acquire, dtype=np.bool_),
         np.ascontiguousarray(program.release, dtype=np.bool_),
         np.ascontiguousarray(program.store_bytes, dtype=np.int64),
-        np.ascontiguousarray(program.reload_of, dtype=np.int64),
+        np.ascontiguousarray(program.reload_of, dtype=np.int64), reloaded,
         int(program.depth), int(program.slots), float(memory.bytes_per_cycle),
-        int(memory.access_cycles), int(program.overhead_cycles),
-        reload_ring_size(program), bool(keep_steps),
+        int(memory.access_cycles), int(program.overhead_cycles), reload_ring,
+        bool(keep_steps),
     )
     if unfinished:
         raise UnfinishedStepError(

@@ -324,8 +324,8 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
         if is_collective(op):
             lowered.append(lower_collective(op, platform, workload_source=workload_source))
             continue
-        tiling = resolve_tiling(op, merged_spec(mapping, op), platform)
         following = ops[index + 1] if index + 1 < len(ops) else None
+        tiling = resolve_tiling(op, merged_spec(mapping, op), platform, following=following)
         if is_compute(op):
             lowered.append(lower_compute(op, tiling, platform, following=following,
                                          source=mapping_source,

@@ -1,0 +1,70 @@
+"""The fast kernel and the SimPy engine agree on every per-step time of programs the
+lowering emits (DESIGN.md section 5), over generated GEMMs on generated platforms:
+several arrays, both fold models, output buffers small enough that partial sums spill,
+fused epilogues and a dispatch overhead. The naive reference checks a share of them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from naive_timeline import naive_timeline
+from platforms import make_platform
+
+from simulator.engines.des import run_des
+from simulator.engines.fast import run_fast
+from simulator.lowering import lower_compute
+from simulator.mapping import LOOP_ORDERS, Tiling
+from simulator.simulate import memory_params
+from simulator.workload import Elementwise, Gemm
+
+EQUIVALENCE = settings(max_examples=500, deadline=None)
+
+
+@st.composite
+def lowered_programs(draw):
+    """(program, memory, spills) of a random GEMM tiling on a random small platform."""
+    m, n, k = (draw(st.integers(1, 24)) for _ in range(3))
+    tm, tn, tk = draw(st.integers(1, m)), draw(st.integers(1, n)), draw(st.integers(1, k))
+    depth = draw(st.integers(1, 3))
+    live = -(-m // tm) * -(-n // tn)
+    slots = draw(st.integers(depth, max(depth, live + 1)))   # below live: it spills
+    fuse = draw(st.booleans())
+    platform = make_platform(
+        systolic_array={"rows": draw(st.sampled_from([2, 4, 8])),
+                        "cols": draw(st.sampled_from([2, 4, 8])),
+                        "count": draw(st.integers(1, 4)),
+                        "fold_model": draw(st.sampled_from(["pipelined", "scalesim"]))},
+        buffers={"ifmap_bytes": 1 << 14, "weight_bytes": 1 << 14,
+                 "output_bytes": slots * tm * tn * 4},
+        offchip={"bandwidth_gbps": draw(st.sampled_from([0.5, 3.0, 16.0, 64.0])),
+                 "latency_cycles": draw(st.integers(0, 40)),
+                 "efficiency": draw(st.sampled_from([1.0, 0.9, 0.35]))},
+        dma={"setup_cycles": draw(st.integers(0, 5))},
+        runtime={"op_overhead_cycles": draw(st.sampled_from([0, 0, 3, 250]))})
+    gemm = Gemm(name="g", layer_type="fc", kind="gemm", m=m, n=n, k=k)
+    act = Elementwise(name="act", layer_type="act", kind="elementwise", elements=m * n,
+                      op="gelu")
+    tiling = Tiling(tm, tn, tk, draw(st.sampled_from(LOOP_ORDERS)),
+                    draw(st.sampled_from(["os", "ws", "is"])), depth,
+                    fuse="act" if fuse else None)
+    lowered = lower_compute(gemm, tiling, platform, following=act)
+    return lowered.program, memory_params(platform), lowered.counters.spills
+
+
+@EQUIVALENCE
+@given(case=lowered_programs(), naive=st.integers(0, 9))
+def test_fast_and_simpy_identical_on_lowered_programs(case, naive):
+    program, memory, spills = case
+    event(f"spills partial sums: {spills}")
+    event(f"dispatch overhead: {program.overhead_cycles > 0}")
+    fast = run_fast(program, memory, keep_steps=True)
+    references = [run_des(program, memory, keep_steps=True)]
+    if naive == 0:   # a tenth of the cases: the naive reference too (it is slow)
+        references.append(naive_timeline(program, memory))
+    for reference in references:
+        for name, times in reference.steps.as_dict().items():
+            np.testing.assert_array_equal(getattr(fast.steps, name), times, err_msg=name)
+        assert fast.breakdown == reference.breakdown
+    assert fast.breakdown.overhead_cycles == program.overhead_cycles
