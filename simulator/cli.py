@@ -23,6 +23,8 @@ from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping, heuristic, with_heuristic
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
+from simulator.system import command as system_command
+from simulator.system.run import write_system_json
 from simulator.trace import write_trace
 from simulator.verify import verify
 from simulator.workload import Workload
@@ -78,6 +80,9 @@ def load_inputs(arch: str, workload: str, mapping: str | None, *,
 
 
 def _run(args: argparse.Namespace) -> int:
+    plan = system_command.plan_from_args(args)
+    if args.validate and not plan.single_chip:
+        raise AccsimError("--validate scalesim models one chip", field="--chips")
     llm, model_source = hf_command.run_step(args)
     if llm is None:
         inputs = load_inputs(args.arch, args.workload, args.mapping,
@@ -101,13 +106,18 @@ def _run(args: argparse.Namespace) -> int:
         def progress(done: int, total: int, name: str) -> None:
             bar.update(task, completed=done, total=total, description=f"simulating {name}")
 
-        result = simulate(inputs, engine=args.engine, progress=progress)
+        system = None if plan.single_chip else system_command.run_plan(
+            inputs, plan, llm, engine=args.engine, progress=progress)
+        result = simulate(inputs, engine=args.engine, progress=progress) \
+            if system is None else system.result
     elapsed = time.perf_counter() - started
     console = Console(width=max(Console().width, 200))
     print_report(result, console)
     if llm is not None:
         console.print()
         console.print(llm.table(result))
+    for line in system.summary_lines() if system else []:
+        console.print(line)
     if args.validate == "scalesim":
         console.print()
         console.print(scalesim.scalesim_table(result))
@@ -116,23 +126,35 @@ def _run(args: argparse.Namespace) -> int:
                          (args.trace, write_trace), (args.plot, _write_plot)):
         if path:
             try:
-                writer(result, path)
+                if writer is write_json and system is not None:
+                    write_system_json(system, path)
+                else:
+                    writer(result, path)
             except OSError as exc:
                 raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
             print(f"wrote {path}")
     if args.sheet:
-        _write_sheet(args, inputs, result)
+        _write_sheet(args, result.inputs, result)
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
-    results = []
+    plan = system_command.plan_from_args(args)
+    results, lines = [], []
     for arch in args.arch:
-        results.append(simulate(load_inputs(arch, args.workload, args.mapping,
-                                            heuristic_name=args.heuristic),
-                                engine=args.engine))
+        inputs = load_inputs(arch, args.workload, args.mapping,
+                             heuristic_name=args.heuristic)
+        if plan.single_chip:
+            results.append(simulate(inputs, engine=args.engine))
+            continue
+        system = system_command.run_plan(inputs, plan, engine=args.engine)
+        results.append(system.result)
+        lines += [f"{inputs.platform.name}: {line}" for line in system.summary_lines()]
     print(f"mapping (every platform): {results[0].mapping_mode}")
-    Console(width=max(Console().width, 140)).print(compare_table(results))
+    console = Console(width=max(Console().width, 140))
+    console.print(compare_table(results))
+    for line in lines:
+        console.print(line)
     return 0
 
 
@@ -396,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="simulate a workload on a platform and print per-operator and "
         "per-layer_type tables")
     _add_inputs(run, heuristic_option=True)
+    system_command.add_arguments(run)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
     run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "
@@ -422,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser(
         "compare", help="one workload on several platforms side by side")
     _add_inputs(compare, several_archs=True, heuristic_option=True)
+    system_command.add_arguments(compare)
     compare.set_defaults(handler=_compare)
 
     check = commands.add_parser(

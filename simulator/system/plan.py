@@ -39,8 +39,14 @@ class ModelLimits:
     """What a model's shape allows a plan to split (None: no such limit)."""
 
     heads: int | None = None
+    kv_heads: int | None = None  # split when >= T (T must divide them), else replicated
     experts: int | None = None   # None: a dense model
     layers: int | None = None
+
+
+def tp_splits_kv(tp: int, kv_heads: int) -> bool:
+    """KV heads split evenly T ways, or each KV head replicated on T / kv_heads chips."""
+    return kv_heads % tp == 0 or tp % kv_heads == 0
 
 
 def flag(name: str) -> str:
@@ -62,6 +68,10 @@ def check_plan(plan: SystemPlan, platform: Platform, limits: ModelLimits, *,
     if limits.heads is not None and limits.heads % plan.tp:
         raise AccsimError(f"tensor parallelism {plan.tp} must divide the attention heads "
                           f"({limits.heads})", field=field("tp"))
+    if limits.kv_heads is not None and not tp_splits_kv(plan.tp, limits.kv_heads):
+        raise AccsimError(f"tensor parallelism {plan.tp} must divide the KV heads "
+                          f"({limits.kv_heads}) or be a multiple of them (each KV head "
+                          "then replicated)", field=field("tp"))
     if limits.layers is not None and plan.pp > limits.layers:
         raise AccsimError(f"pipeline parallelism {plan.pp} exceeds the layers "
                           f"({limits.layers}): a stage needs at least one layer",
@@ -103,7 +113,9 @@ def candidate_plans(plan: SystemPlan, limits: ModelLimits) -> Iterator[SystemPla
             tp, rest = divmod(chips, pp)
             if rest or (limits.layers is not None and pp > limits.layers):
                 continue
-            if limits.heads is None or limits.heads % tp == 0:
+            if limits.heads is not None and limits.heads % tp:
+                continue
+            if limits.kv_heads is None or tp_splits_kv(tp, limits.kv_heads):
                 yield SystemPlan(chips=chips, tp=tp, pp=pp, ep=plan.ep)
 
 
