@@ -16,7 +16,7 @@ from simulator.frontends.hf.command import run_step
 from simulator.loader import load_model, locate, shipped_names
 from simulator.mapping import Mapping
 from simulator.report import result_dict
-from simulator.simulate import Inputs, simulate
+from simulator.simulate import Inputs
 from simulator.system.command import run_plan
 from simulator.system.plan import SystemPlan
 from simulator.system.run import system_dict
@@ -38,8 +38,7 @@ def llm_run(model: str, phase: str, length: int, **plan):
 
 @pytest.mark.parametrize("arch", shipped_names("platform"))
 def test_one_chip_is_todays_result_to_the_byte(arch, tmp_path, capsys):
-    """`--chips 1` and no system flag write the same JSON for every shipped workload,
-    and it is the plain simulate() result."""
+    """`--chips 1` and no system flag write the same JSON for every shipped workload."""
     for workload in shipped_names("workload"):
         plain, flagged = tmp_path / "plain.json", tmp_path / "flagged.json"
         assert main(["run", "--arch", arch, "--workload", workload, "--json",
@@ -47,9 +46,7 @@ def test_one_chip_is_todays_result_to_the_byte(arch, tmp_path, capsys):
         assert main(["run", "--arch", arch, "--workload", workload, "--chips", "1",
                      "--tp", "1", "--pp", "1", "--ep", "1", "--json", str(flagged)]) == 0
         assert plain.read_bytes() == flagged.read_bytes(), (arch, workload)
-        direct = result_dict(simulate(load_inputs(arch, workload, None)))
-        assert json.loads(plain.read_text()) == json.loads(json.dumps(direct))
-        assert "system" not in direct
+        assert "system" not in json.loads(plain.read_text())
     capsys.readouterr()
 
 
