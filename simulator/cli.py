@@ -506,6 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify_cmd.add_argument("result")
     verify_cmd.set_defaults(handler=_verify)
 
+    from simulator.serving.command import add_parser as add_serve
+    add_serve(commands)
+
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
     schema.add_argument("kind", choices=sorted(SCHEMAS))
     schema.set_defaults(handler=_schema)

@@ -1,0 +1,267 @@
+"""`accsim serve`: its options (flags, or a YAML spec with the same fields) and its
+handler. Options are checked, and output folders looked at, before anything runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.table import Table
+
+from simulator.errors import AccsimError
+from simulator.loader import parse_model, read_source, shipped_names, validation_error
+from simulator.serving.arrivals import shipped_traces
+from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
+from simulator.serving.metrics import RequestTimes
+from simulator.serving.serve import prepare, serve
+from simulator.serving.sla import parse_sla
+from simulator.serving.spec import DEFAULT_ARCH, DEFAULT_WORKLOAD, ServeSpec
+
+PROGRESS_AFTER_S = 2.0  # runs shorter than this show no bar
+
+
+def add_parser(subparsers) -> None:
+    """Register `serve` on the accsim command's subparsers."""
+    serve_cmd = subparsers.add_parser(
+        "serve", help="request-level serving: arrivals, batching, KV cache, replicas; "
+        "latency/TTFT/TPOT percentiles, throughput, goodput, energy per request")
+    add = serve_cmd.add_argument
+    add("--spec", metavar="SPEC.yaml", help="a YAML file with the fields below (flags "
+        "override it)")
+    add("--arch", help=f"platform YAML or shipped name ({', '.join(shipped_names('platform'))}"
+        f"); default {DEFAULT_ARCH}")
+    add("--workload", help="plain workload (one request = one inference): YAML or shipped "
+        f"name; default {DEFAULT_WORKLOAD}")
+    add("--model", help="LLM: Hugging Face config.json or shipped model name; serves "
+        "prefill and decode of every request")
+    add("--dtype", help="LLM dtype (default: the model's)")
+    add("--arrival", choices=["poisson", "gamma", "trace"], help="default poisson")
+    add("--rate", type=float, help="requests/s (with a trace: scale it to this rate)")
+    add("--cv", type=float, help="gamma: coefficient of variation of the gaps (default 1)")
+    add("--arrival-trace", metavar="FILE|NAME", help="CSV of arrival times (s) and, for "
+        f"LLMs, prompt and output tokens; shipped: {', '.join(shipped_traces())}")
+    add("--prompt-tokens", type=int, help="poisson/gamma LLM prompt length (default 512)")
+    add("--output-tokens", type=int, help="poisson/gamma LLM output length (default 128)")
+    add("--requests", type=int, help="requests to serve (default 1000; a trace: all)")
+    add("--duration", type=float, dest="duration_s", metavar="SECONDS",
+        help="stop arrivals after this many simulated seconds")
+    add("--batching", choices=["static", "dynamic", "continuous"],
+        help="default: continuous for --model, dynamic for --workload")
+    add("--max-batch", type=int, help="requests per batch (default 8; continuous 256)")
+    add("--max-wait-ms", type=float, help="static: wait to fill at most this long after "
+        "the first request (default: until full); dynamic: default 0")
+    add("--max-tokens", type=int, help="continuous: tokens per iteration, the chunked "
+        "prefill budget (default 512)")
+    add("--block-tokens", type=int, help="KV cache block size in tokens (default 16)")
+    add("--replicas", type=int, help="default 1")
+    add("--routing", choices=["round_robin", "least_loaded", "shared_queue"],
+        help="default round_robin")
+    add("--seed", type=int, help="default 0; same seed, same result")
+    add("--sla", metavar="KEY=MS,...", help="targets such as ttft_p99_ms=500,"
+        "tpot_p99_ms=50,latency_p99_ms=20")
+    add("--sweep-rate", metavar="A:B:N", help="latency-throughput curve: N rates from A "
+        "to B requests/s")
+    add("--find-max-rate", action="store_true", default=None,
+        help="bisect the highest rate meeting --sla (within 1%%)")
+    add("--bucket-bits", type=int, help="LLM iteration shapes kept to this many "
+        "significant bits (default 6: within 1.6%%)")
+    add("--json", metavar="PATH", help="write the result (and manifest) as JSON")
+    add("--plot", metavar="PATH", help="PNG: latency CDFs, or the curve with --sweep-rate")
+    add("--csv", metavar="PATH", help="with --sweep-rate: write the curve as CSV")
+    serve_cmd.set_defaults(handler=handle)
+
+
+SPEC_FIELDS = [name for name in ServeSpec.model_fields]
+FLAG_NAMES = {name: "--" + name.replace("_", "-") for name in SPEC_FIELDS} | {
+    "duration_s": "--duration"}
+
+
+def spec_from_args(args: argparse.Namespace) -> ServeSpec:
+    """The spec file (if any) overridden by the flags given."""
+    raw: dict = {}
+    if args.spec:
+        source = read_source(args.spec)
+        try:
+            raw = parse_model(source.text, ServeSpec, file=source.path).model_dump(
+                exclude_unset=True)
+        except AccsimError as exc:  # a rule across fields: name the file too
+            raise AccsimError(exc.rule, file=source.path, field=exc.field) from None
+    flags = {name: getattr(args, name) for name in SPEC_FIELDS
+             if getattr(args, name, None) is not None}
+    if "sla" in flags:
+        flags["sla"] = parse_sla(flags["sla"])
+    merged = raw | flags
+    try:
+        return ServeSpec.model_validate(merged)
+    except ValidationError as exc:
+        error = validation_error(exc, merged, file=args.spec or None)
+    except AccsimError as exc:
+        error = exc
+    name = (error.field or "").split(".")[0]
+    if name in flags:  # name the flag the user typed
+        raise AccsimError(error.rule, field=FLAG_NAMES.get(name, name)) from None
+    raise AccsimError(error.rule, file=args.spec or None, field=error.field) from None
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    for flag in ("json", "plot", "csv"):
+        path = getattr(args, flag)
+        if path and not Path(path).resolve().parent.is_dir():
+            raise AccsimError("its folder does not exist", file=path, field=f"--{flag}")
+    if args.csv and not args.sweep_rate:
+        raise AccsimError("--csv writes the --sweep-rate curve; give --sweep-rate",
+                          field="--csv")
+
+
+class _LateProgress:
+    """A rich bar with ETA on stderr, shown only on a terminal and only once a run has
+    taken longer than PROGRESS_AFTER_S."""
+
+    def __init__(self, description: str):
+        self.console = Console(stderr=True)
+        self.description = description
+        self.started = time.perf_counter()
+        self.bar: Progress | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if not self.console.is_terminal or \
+                    time.perf_counter() - self.started < PROGRESS_AFTER_S:
+                return
+            self.bar = Progress(TextColumn(self.description), BarColumn(),
+                                MofNCompleteColumn(), TimeElapsedColumn(),
+                                TimeRemainingColumn(), console=self.console,
+                                transient=True)
+            self.task = self.bar.add_task(self.description, total=total or None)
+            self.bar.start()
+        self.bar.update(self.task, completed=done, total=total or None)
+
+    def __enter__(self) -> _LateProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _figures_table(result: dict) -> Table:
+    table = Table(title="Per request (ms)", title_justify="left", show_edge=False,
+                  pad_edge=False)
+    table.add_column("metric")
+    for stat in ("p50", "p90", "p95", "p99", "mean", "max"):
+        table.add_column(stat, justify="right")
+    for metric in ("latency", "ttft", "tpot"):
+        stats = result[f"{metric}_ms"]
+        if stats is not None:
+            table.add_row(metric, *(f"{stats[s]:,.3f}" for s in
+                                    ("p50", "p90", "p95", "p99", "mean", "max")))
+    return table
+
+
+def _summary_lines(result: dict) -> list[str]:
+    def opt(value, fmt):
+        return "-" if value is None else format(value, fmt)
+    lines = [f"requests {result['requests']:,}: completed {result['completed']:,}, "
+             f"dropped {result['dropped']:,}, preempted {result['preempted']:,}",
+             f"throughput {result['throughput_rps']:,.2f} requests/s, tokens "
+             f"{opt(result['tokens_per_s'], ',.1f')}/s, goodput "
+             f"{opt(result['goodput_rps'], ',.2f')} requests/s, utilization "
+             f"{100 * result['utilization']:.1f}%",
+             f"energy {opt(result['energy_per_request_j'], ',.4f')} J/request, "
+             f"{opt(result['energy_per_token_j'], ',.5f')} J/token; service alone "
+             f"{opt(result['service_ms'], ',.3f')} ms"]
+    bucketing = result["bucketing"]
+    if bucketing["samples"]:
+        lines.append(f"bucketing ({bucketing['bits']} bits) vs exact simulation on "
+                     f"{bucketing['samples']} sampled iterations: mean |error| "
+                     f"{100 * bucketing['mean_abs_error']:.2f}%, max "
+                     f"{100 * bucketing['max_abs_error']:.2f}%, summed time "
+                     f"{100 * bucketing['total_time_error']:+.2f}%")
+    if result["sla"]:
+        parts = [f"{key} {c['value'] if c['value'] is None else round(c['value'], 3)} <= "
+                 f"{c['target']:g}: {'met' if c['met'] else 'MISSED'}"
+                 for key, c in result["sla"]["targets"].items()]
+        lines.append(f"SLA {'met' if result['sla']['met'] else 'NOT met'}: "
+                     + "; ".join(parts))
+    return lines
+
+
+def _curve_table(rows: list[dict]) -> Table:
+    table = Table(title="Latency-throughput curve", title_justify="left", show_edge=False,
+                  pad_edge=False)
+    columns = ["offered_rps", "achieved_rps", "latency_p50_ms", "latency_p95_ms",
+               "latency_p99_ms", "ttft_p99_ms", "tpot_p99_ms", "utilization", "sla_met"]
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*("-" if row[c] is None else
+                        f"{row[c]:,.3f}" if isinstance(row[c], float) else str(row[c])
+                        for c in columns))
+    return table
+
+
+def _write(path: str | None, writer, *payload) -> None:
+    if not path:
+        return
+    try:
+        writer(*payload, path)
+    except OSError as exc:
+        raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
+    print(f"wrote {path}")
+
+
+def _write_json(payload: dict, path: str) -> None:
+    Path(path).write_text(json.dumps(payload, indent=1) + "\n")
+
+
+def _write_distribution(times: RequestTimes, title: str, path: str) -> None:
+    from simulator.serving.plots import distribution_figure
+    series = {"latency": times.latency_s, "ttft": times.ttft_s}
+    if times.tpot_s.size:
+        series["tpot"] = times.tpot_s
+    distribution_figure(series, path, title)
+
+
+def handle(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args)
+    _check_outputs(args)
+    started = time.perf_counter()
+    setup = prepare(spec)
+    resolved = spec.resolved()
+    served = resolved.model if resolved.llm else resolved.workload
+    title = f"{served} on {resolved.arch}: {resolved.batching} batching"
+    console = Console(width=max(Console().width, 120))
+    if spec.sweep_rate is not None:
+        with _LateProgress("rates") as progress:
+            rows = sweep(setup, spec, progress=progress)
+        console.print(_curve_table(rows))
+        print(f"swept {len(rows)} rates in {time.perf_counter() - started:.2f} s wall")
+        _write(args.csv, write_curve_csv, rows)
+        _write(args.plot, write_curve_plot, rows, title)
+        _write(args.json, _write_json, {"curve": rows})
+        return 0
+    if spec.find_max_rate:
+        with _LateProgress("searching") as progress:
+            found = find_max_rate(setup, spec, progress=progress)
+        print(f"highest rate meeting the SLA: {found['max_rate_rps']:,.3f} requests/s "
+              f"(bracket {found['bracket_rps'][0]:,.3f}-{found['bracket_rps'][1]:,.3f}, "
+              f"{len(found['evaluations'])} runs, {time.perf_counter() - started:.2f} s "
+              "wall)")
+        _write(args.json, _write_json, found)
+        return 0
+    with _LateProgress("serving") as progress:
+        result, times = serve(setup, spec, progress=progress)
+    console.print(_figures_table(result))
+    for line in _summary_lines(result):
+        console.print(line, markup=False, highlight=False)
+    print(f"simulated {result['requests']:,} requests in "
+          f"{time.perf_counter() - started:.2f} s wall")
+    _write(args.json, _write_json, result)
+    _write(args.plot, _write_distribution, times, title)
+    return 0

@@ -1,0 +1,66 @@
+"""The KV cache of one replica: what HBM holds after the weights, handed out in blocks.
+
+Sizing (`kv_capacity_blocks`) lives apart from allocation, as in Vidur's memory
+planner: capacity_bytes - weight_bytes, divided into blocks of `block_tokens` tokens.
+Allocators are registered by name; `paged` gives each request whole blocks as its KV
+grows (vLLM's paged attention) and frees them when it finishes or is preempted.
+"""
+
+from __future__ import annotations
+
+from simulator.errors import AccsimError
+from simulator.serving.registry import Registry
+
+
+def blocks_for(tokens: int, block_tokens: int) -> int:
+    """Blocks that hold `tokens` tokens of KV."""
+    return -(-tokens // block_tokens)
+
+
+def kv_capacity_blocks(capacity_bytes: int, weight_bytes: int, kv_bytes_per_token: int,
+                       block_tokens: int, *, file: str | None = None) -> int:
+    """How many KV blocks fit beside the weights; weights that do not fit are an error
+    naming both sizes."""
+    if weight_bytes >= capacity_bytes:
+        raise AccsimError(f"the weights ({weight_bytes:,} bytes) do not fit in HBM "
+                          f"(offchip.capacity_bytes {capacity_bytes:,} bytes), leaving no "
+                          "room for the KV cache", file=file, field="offchip.capacity_bytes")
+    return (capacity_bytes - weight_bytes) // (kv_bytes_per_token * block_tokens)
+
+
+KV_ALLOCATORS: Registry = Registry("KV allocator")
+
+
+@KV_ALLOCATORS.register("paged")
+class PagedKvCache:
+    """Whole blocks per request; a request's blocks grow with its KV tokens."""
+
+    def __init__(self, total_blocks: int, block_tokens: int):
+        self.total_blocks = total_blocks
+        self.block_tokens = block_tokens
+        self.free_blocks = total_blocks
+        self.held_tokens: dict[int, int] = {}  # request id -> tokens its blocks hold
+
+    def extra_blocks(self, request_id: int, tokens: int) -> int:
+        """Blocks a request must gain to hold `tokens` tokens."""
+        short = tokens - self.held_tokens.get(request_id, 0)
+        return -(-short // self.block_tokens) if short > 0 else 0
+
+    def grow(self, request_id: int, tokens: int) -> bool:
+        """Make the request hold `tokens` tokens; False (and nothing changed) if the
+        free blocks do not suffice."""
+        extra = self.extra_blocks(request_id, tokens)
+        if extra > self.free_blocks:
+            return False
+        if extra:
+            self.free_blocks -= extra
+            self.held_tokens[request_id] = self.held_tokens.get(request_id, 0) \
+                + extra * self.block_tokens
+        return True
+
+    def release(self, request_id: int) -> None:
+        self.free_blocks += self.held_tokens.pop(request_id, 0) // self.block_tokens
+
+    @property
+    def used_blocks(self) -> int:
+        return self.total_blocks - self.free_blocks

@@ -1,0 +1,135 @@
+"""What happened, collected beside the event loop: per-request times, per-replica busy
+time and energy, the number in the system over time, and a spread-out sample of
+iteration shapes (for the bucketing error). The policies report to this store; nothing
+here changes what they decide."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator.serving.requests import Request
+
+PERCENTILES = (50, 90, 95, 99)
+
+# Shape of one iteration as sampled: ((new, cached) per prefill chunk, decode contexts).
+Shape = tuple[tuple[tuple[int, int], ...], tuple[int, ...]]
+
+
+@dataclass
+class ShapeSample:
+    """Every `stride`-th iteration's shape, thinned (stride doubled) whenever the
+    sample would exceed twice its limit, so it spans the whole run deterministically."""
+
+    limit: int
+    stride: int = 1
+    seen: int = 0
+    shapes: list[Shape] = field(default_factory=list)
+
+    def offer(self, shape: Callable[[], Shape]) -> None:
+        if self.seen % self.stride == 0:
+            self.shapes.append(shape())
+            if len(self.shapes) >= 2 * self.limit:
+                self.shapes = self.shapes[::2]
+                self.stride *= 2
+        self.seen += 1
+
+
+class MetricsStore:
+    """Observer of one serving run."""
+
+    def __init__(self, replicas: int, *, sample_limit: int = 0):
+        self.busy_s = [0.0] * replicas
+        self.energy_j = [0.0] * replicas
+        self.iterations = [0] * replicas
+        self.finished: list[Request] = []
+        self.dropped: list[Request] = []
+        self.arrived = 0
+        self.preemptions = 0
+        self.running_max = [0] * replicas
+        self.sample = ShapeSample(sample_limit)
+        # (time, +1 arrival / -1 departure): the number in the system over time,
+        # integrated after the run (a batch reports its finishes when it ends, later
+        # than some of them happened).
+        self._changes: list[tuple[float, int]] = []
+
+    def _count(self, now: float, change: int) -> None:
+        self._changes.append((now, change))
+
+    def on_arrival(self, request: Request, now: float) -> None:
+        self.arrived += 1
+        self._count(now, +1)
+
+    def on_drop(self, request: Request, now: float) -> None:
+        request.dropped = True
+        request.finish_s = now
+        self.dropped.append(request)
+        self._count(now, -1)
+
+    def on_finish(self, request: Request, now: float) -> None:
+        request.finish_s = now
+        self.finished.append(request)
+        self._count(now, -1)
+
+    def on_preempt(self, request: Request) -> None:
+        self.preemptions += 1
+
+    def on_iterations(self, replica: int, start_s: float, end_s: float, energy_j: float,
+                      count: int, running: int) -> None:
+        self.busy_s[replica] += end_s - start_s
+        self.energy_j[replica] += energy_j
+        self.iterations[replica] += count
+        self.running_max[replica] = max(self.running_max[replica], running)
+
+    def offer_shape(self, shape: Callable[[], Shape]) -> None:
+        if self.sample.limit:
+            self.sample.offer(shape)
+
+    @property
+    def horizon_s(self) -> float:
+        """From time 0 to the last arrival or departure."""
+        return max((t for t, _ in self._changes), default=0.0)
+
+    @property
+    def in_system_area(self) -> float:
+        """Integral over time of the number of requests in the system (request-s)."""
+        changes = sorted(self._changes)
+        area, count, last = 0.0, 0, 0.0
+        for time, change in changes:
+            area += count * (time - last)
+            count += change
+            last = time
+        return area
+
+
+def distribution(values_s: np.ndarray) -> dict[str, float] | None:
+    """p50/p90/p95/p99, mean and max, in milliseconds; None when there are none."""
+    if values_s.size == 0:
+        return None
+    ms = values_s * 1e3
+    out = {f"p{p}": float(v) for p, v in zip(PERCENTILES, np.percentile(ms, PERCENTILES))}
+    return out | {"mean": float(ms.mean()), "max": float(ms.max())}
+
+
+@dataclass(frozen=True)
+class RequestTimes:
+    """Per completed request (in finishing order of id): latency, TTFT and TPOT."""
+
+    latency_s: np.ndarray
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray          # requests with more than one output token
+    tpot_index: np.ndarray      # which requests tpot_s belongs to
+    output_tokens: np.ndarray
+
+    @classmethod
+    def of(cls, finished: list[Request], *, tokens: bool) -> RequestTimes:
+        done = sorted(finished, key=lambda r: r.id)
+        arrival = np.array([r.arrival_s for r in done])
+        finish = np.array([r.finish_s for r in done])
+        first = np.array([r.first_token_s if tokens else r.finish_s for r in done])
+        outputs = np.array([r.output_tokens if tokens else 0 for r in done], dtype=np.int64)
+        multi = np.flatnonzero(outputs > 1)
+        tpot = (finish[multi] - first[multi]) / (outputs[multi] - 1)
+        return cls(finish - arrival, first - arrival, tpot, multi, outputs)

@@ -1,0 +1,42 @@
+"""A request as plain data: what arrived, and how far serving has got with it.
+
+The policies change these fields; the metrics store reads them. Times are simulated
+seconds from the start of the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class Request:
+    """One inference (plain workloads) or one prompt with its output (LLMs).
+
+    LLM progress: `prefill_target` tokens are computed before the next token comes
+    (the prompt, plus the tokens generated so far after a preemption); `prefilled`
+    counts them; `kv_tokens` are the tokens whose KV is held; `produced` output tokens
+    exist. A request holds at most prompt + output - 1 tokens of KV (the last token is
+    never fed back).
+    """
+
+    id: int
+    arrival_s: float
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    prefill_target: int = 0
+    prefilled: int = 0
+    kv_tokens: int = 0
+    produced: int = 0
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    preemptions: int = 0
+    dropped: bool = False
+
+    @property
+    def max_kv_tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens - 1
+
+    @property
+    def in_prefill(self) -> bool:
+        return self.prefilled < self.prefill_target

@@ -1,0 +1,297 @@
+"""Replica schedulers: which waiting requests run next on one replica, as what batch.
+
+- static: a fixed batch of max_batch; waits to fill, or until the first waiting
+  request has waited max_wait (if set); a plain batch always costs max_batch (the
+  empty slots are padding). LLM batches run prefill, then decode until all are done.
+- dynamic: when idle, runs up to max_batch as soon as max_batch are waiting or the
+  first has waited max_wait; costs the batch it runs.
+- continuous (LLMs): iteration-level (Orca, vLLM): requests join and leave at
+  iteration boundaries, prompts are prefilled in chunks under a per-iteration token
+  budget (Sarathi), KV blocks grow as tokens are produced, and when they run out the
+  most recently admitted request is preempted and later recomputed.
+
+A scheduler plans one or more iterations (`Plan`) from the current time; the replica
+process waits for them and hands back how many ran (`commit`). Runs of decode-only
+iterations with nothing to admit are planned as one Plan (the replica cuts it short at
+an arrival's iteration boundary when the arrival could join), so the event loop
+advances per scheduling decision, not per token.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from simulator.serving.cost import Cost
+from simulator.serving.kv_cache import blocks_for
+from simulator.serving.metrics import MetricsStore
+from simulator.serving.registry import Registry
+from simulator.serving.requests import Request
+
+# Longest decode-only run planned at once (bounds the plan's lists).
+MAX_RUN_ITERATIONS = 4096
+
+
+@dataclass
+class Plan:
+    """Iterations to run from `start_s`: each one's end time and the energy used by
+    its end; `work` is the scheduler's own record of what runs."""
+
+    start_s: float
+    ends_s: list[float]
+    energy_j: list[float]
+    interruptible: bool
+    work: object
+
+
+def _plan(now: float, costs: list[Cost], *, interruptible: bool, work) -> Plan:
+    ends, energy = [], []
+    t, e = now, 0.0
+    for cost in costs:
+        t += cost.seconds
+        e += cost.energy_j
+        ends.append(t)
+        energy.append(e)
+    return Plan(now, ends, energy, interruptible, work)
+
+
+REPLICA_SCHEDULERS: Registry = Registry("batching policy")
+
+
+class ReplicaScheduler:
+    """Shared state: the replica's waiting queue, cost model, KV cache and metrics."""
+
+    def __init__(self, index: int, spec, cost, kv, store: MetricsStore, *, llm: bool):
+        self.index = index
+        self.spec = spec
+        self.cost = cost
+        self.kv = kv
+        self.store = store
+        self.llm = llm
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.max_wait_s = None if spec.max_wait_ms is None else spec.max_wait_ms / 1e3
+        self.closed = False  # no more arrivals will come
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    def enqueue(self, request: Request, now: float) -> None:
+        if self.llm and blocks_for(request.max_kv_tokens, self.kv.block_tokens) \
+                > self.kv.total_blocks:
+            self.store.on_drop(request, now)  # its KV alone exceeds the cache: never fits
+            return
+        request.prefill_target = request.prompt_tokens
+        self.waiting.append(request)
+
+    def _finish(self, request: Request, now: float) -> None:
+        if self.llm:
+            self.kv.release(request.id)
+        self.store.on_finish(request, now)
+
+
+class RequestBatching(ReplicaScheduler):
+    """Static and dynamic batching: one batch at a time, run to completion."""
+
+    pads = False  # a plain batch costs max_batch whatever its fill
+
+    def _ready(self, now: float) -> bool | float | None:
+        """True to run now; else the time to look again (None: at the next arrival)."""
+        raise NotImplementedError
+
+    def plan(self, now: float) -> Plan | float | None:
+        if not self.waiting:
+            return None
+        ready = self._ready(now)
+        if ready is not True:
+            return ready
+        batch = self._take()
+        self.running = batch
+        if not self.llm:
+            size = self.spec.max_batch if self.pads else len(batch)
+            return _plan(now, [self.cost.batch(size)], interruptible=False, work=batch)
+        return self._llm_plan(now, batch)
+
+    def _take(self) -> list[Request]:
+        """Up to max_batch from the head; LLM requests only as far as their whole KV
+        fits (the cache is empty between batches, so the head always fits)."""
+        batch: list[Request] = []
+        while self.waiting and len(batch) < self.spec.max_batch:
+            if self.llm and not self.kv.grow(self.waiting[0].id,
+                                             self.waiting[0].max_kv_tokens):
+                break
+            batch.append(self.waiting.popleft())
+        return batch
+
+    def _llm_plan(self, now: float, batch: list[Request]) -> Plan:
+        """One prefill iteration over every prompt, then decode iterations while any
+        request still has tokens to produce (finished ones leave the batch)."""
+        costs = [self.cost.iteration([(r.prompt_tokens, 0) for r in batch], ())]
+        step = 1  # decode iteration `step` feeds token `step`: context prompt + step
+        for output in sorted({r.output_tokens for r in batch}):
+            if output > step:  # the requests still active until `output` tokens exist
+                active = [r.prompt_tokens + step for r in batch if r.output_tokens >= output]
+                costs += self.cost.decode_run(active, output - step)
+                step = output
+        return _plan(now, costs, interruptible=False, work=batch)
+
+    def commit(self, plan: Plan, done: int) -> None:
+        batch = plan.work
+        self.running = []
+        self.store.on_iterations(self.index, plan.start_s, plan.ends_s[done - 1],
+                                 plan.energy_j[done - 1], done, len(batch))
+        for request in batch:
+            if self.llm:
+                request.first_token_s = plan.ends_s[0]
+                request.produced = request.output_tokens
+                self._finish(request, plan.ends_s[request.output_tokens - 1])
+            else:
+                self._finish(request, plan.ends_s[-1])
+
+
+@REPLICA_SCHEDULERS.register("static")
+class StaticBatching(RequestBatching):
+    """Fixed batch: waits to fill max_batch, or for max_wait after the first request;
+    with no max_wait, the last partial batch runs once arrivals have ended (rather
+    than wait forever)."""
+
+    pads = True
+
+    def _ready(self, now: float) -> bool | float | None:
+        if len(self.waiting) >= self.spec.max_batch:
+            return True
+        if self.max_wait_s is None:
+            return True if self.closed else None
+        deadline = self.waiting[0].arrival_s + self.max_wait_s
+        return True if now >= deadline else deadline
+
+
+@REPLICA_SCHEDULERS.register("dynamic")
+class DynamicBatching(RequestBatching):
+    """Runs what is waiting (up to max_batch) once it is full or the first request has
+    waited max_wait (0: at once)."""
+
+    def _ready(self, now: float) -> bool | float | None:
+        deadline = self.waiting[0].arrival_s + (self.max_wait_s or 0.0)
+        if len(self.waiting) >= self.spec.max_batch or now >= deadline:
+            return True
+        return deadline
+
+
+@dataclass
+class Iterations:
+    """What a continuous-batching plan runs: prefill chunks (request, new tokens) and
+    the requests decoding one token per iteration."""
+
+    chunks: list[tuple[Request, int]]
+    decoding: list[Request]
+
+
+@REPLICA_SCHEDULERS.register("continuous")
+class ContinuousBatching(ReplicaScheduler):
+    """Iteration-level batching with chunked prefill and preemption by recompute."""
+
+    def _preempt_until_decodes_fit(self) -> list[Request]:
+        """The decoding requests once their next token's KV fits, preempting the most
+        recently admitted request (LIFO, as vLLM) while it does not."""
+        held = self.kv.held_tokens
+        while True:
+            decoding = [r for r in self.running if r.prefilled == r.prefill_target]
+            # one more token needs at most one more block
+            need = sum(1 for r in decoding if r.kv_tokens >= held.get(r.id, 0))
+            if need <= self.kv.free_blocks:
+                return decoding
+            victim = self.running.pop()
+            self.kv.release(victim.id)
+            victim.preemptions += 1
+            victim.prefill_target = victim.prompt_tokens + victim.produced
+            victim.prefilled = victim.kv_tokens = 0
+            self.waiting.appendleft(victim)
+            self.store.on_preempt(victim)
+
+    def plan(self, now: float) -> Plan | None:
+        if not self.running and not self.waiting:
+            return None
+        decoding = self._preempt_until_decodes_fit()
+        held = self.kv.held_tokens
+        for request in decoding:
+            if request.kv_tokens >= held.get(request.id, 0):
+                self.kv.grow(request.id, request.kv_tokens + 1)
+        budget = self.spec.max_tokens - len(decoding)
+        chunks: list[tuple[Request, int]] = []
+        for request in self.running:
+            if request.in_prefill and budget > 0:
+                new = min(request.prefill_target - request.prefilled, budget)
+                chunks.append((request, new))
+                budget -= new
+        while budget > 0 and self.waiting and len(self.running) < self.spec.max_batch:
+            head = self.waiting[0]
+            if not self.kv.grow(head.id, head.prefill_target):
+                break  # first come, first served: the head waits for blocks
+            self.running.append(self.waiting.popleft())
+            new = min(head.prefill_target, budget)
+            chunks.append((head, new))
+            budget -= new
+        if chunks:
+            self.store.offer_shape(lambda: (
+                tuple((n, r.prefilled) for r, n in chunks),
+                tuple(r.kv_tokens + 1 for r in decoding)))
+            cost = self.cost.iteration([(n, r.prefilled) for r, n in chunks],
+                                       [r.kv_tokens + 1 for r in decoding])
+            return _plan(now, [cost], interruptible=False,
+                         work=Iterations(chunks, decoding))
+        return self._decode_run(now, decoding)
+
+    def _decode_run(self, now: float, decoding: list[Request]) -> Plan:
+        """Decode-only iterations until the first request finishes or the KV blocks
+        for one more would run out; an arrival that could join cuts it short."""
+        run = min(MAX_RUN_ITERATIONS, min(r.output_tokens - r.produced for r in decoding))
+        run = self._iterations_that_fit(decoding, run)
+        contexts = [r.kv_tokens + 1 for r in decoding]
+        self.store.offer_shape(lambda: ((), tuple(contexts)))
+        costs = self.cost.decode_run(contexts, run)
+        interruptible = not self.waiting and len(self.running) < self.spec.max_batch
+        return _plan(now, costs, interruptible=interruptible,
+                     work=Iterations([], decoding))
+
+    def _iterations_that_fit(self, decoding: list[Request], most: int) -> int:
+        """The most decode iterations (1..most) whose KV growth fits the free blocks
+        (the first one's blocks are already held)."""
+        def fits(steps: int) -> bool:
+            return sum(self.kv.extra_blocks(r.id, r.kv_tokens + steps)
+                       for r in decoding) <= self.kv.free_blocks
+        if fits(most):  # the usual case: enough free blocks for the whole run
+            return most
+        low, high = 1, most - 1
+        while low < high:  # largest steps with fits(steps); fits(1) holds
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits(middle) else (low, middle - 1)
+        return low
+
+    def commit(self, plan: Plan, done: int) -> None:
+        work: Iterations = plan.work
+        end = plan.ends_s[done - 1]
+        self.store.on_iterations(self.index, plan.start_s, end, plan.energy_j[done - 1],
+                                 done, len(self.running))
+        finished = []
+        held = self.kv.held_tokens
+        for request in work.decoding:
+            if request.kv_tokens + done > held[request.id]:
+                self.kv.grow(request.id, request.kv_tokens + done)
+            request.kv_tokens += done
+            request.produced += done
+            if request.produced == request.output_tokens:
+                finished.append(request)
+        for request, new in work.chunks:
+            request.prefilled += new
+            if not request.in_prefill:
+                request.kv_tokens = request.prefill_target
+                request.produced += 1
+                if request.first_token_s is None:
+                    request.first_token_s = end
+                if request.produced == request.output_tokens:
+                    finished.append(request)
+        for request in finished:
+            self.running.remove(request)
+            self._finish(request, end)

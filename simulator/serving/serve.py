@@ -1,0 +1,147 @@
+"""One serving run end to end: load what the spec names, build the cost model once,
+simulate the arrivals, and summarise into the result `accsim serve --json` writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.config import Platform
+from simulator.loader import Source, load_model, locate
+from simulator.mapping import Mapping
+from simulator.serving import llm_cost
+from simulator.serving.arrivals import Arrivals, arrivals
+from simulator.serving.cost import PlainBatchCost
+from simulator.serving.engine import Progress, run_serving
+from simulator.serving.kv_cache import KV_ALLOCATORS
+from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
+from simulator.serving.sla import good_requests, sla_report
+from simulator.serving.spec import ServeSpec
+from simulator.simulate import Inputs, manifest, simulate
+from simulator.workload import Workload
+
+
+@dataclass
+class Setup:
+    """What stays the same across the runs of a sweep or a rate search: the platform,
+    the cost model (with its memo) and the KV cache size."""
+
+    spec: ServeSpec
+    platform: Platform
+    platform_source: Source
+    cost: object                    # PlainBatchCost or llm_cost.LlmCost
+    kv_blocks: int | None           # LLMs: blocks per replica
+    reference: Inputs               # the run embedded in the manifest
+    model_source: Source | None = None
+
+    @property
+    def llm(self) -> bool:
+        return self.spec.llm
+
+
+def prepare(spec: ServeSpec, *, hf=None) -> Setup:
+    """Load the platform and workload or model named by the (resolved) spec."""
+    spec = spec.resolved()
+    platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
+    if not spec.llm:
+        workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
+        cost = PlainBatchCost(platform, workload, file=workload_source.path)
+        reference = Inputs(platform, workload, Mapping(), platform_source, workload_source)
+        return Setup(spec, platform, platform_source, cost, None, reference)
+    config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
+    blocks = llm_cost.kv_blocks(platform, facts, spec.block_tokens,
+                                file=platform_source.path)
+    cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
+                            hf=hf)
+    reference = Inputs(platform, cost.reference_workload(), Mapping(), platform_source)
+    return Setup(spec, platform, platform_source, cost, blocks, reference,
+                 _model_source(spec.model))
+
+
+def _model_source(name_or_path: str) -> Source | None:
+    from pathlib import Path
+
+    from simulator.loader import read_source
+    return read_source(name_or_path) if Path(name_or_path).is_file() else None
+
+
+def simulate_serving(setup: Setup, spec: ServeSpec, *,
+                     progress: Progress | None = None) -> tuple[MetricsStore, Arrivals]:
+    """Run the spec's arrivals through its replicas; the store holds what happened."""
+    spec = spec.resolved()
+    came = arrivals(spec, need_tokens=setup.llm)
+    store = MetricsStore(spec.replicas, sample_limit=spec.error_samples if setup.llm else 0)
+    allocator = KV_ALLOCATORS.get(spec.kv_allocator, field="kv_allocator")
+
+    def make_kv():
+        return allocator(setup.kv_blocks, spec.block_tokens) if setup.llm else None
+
+    run_serving(spec, came, setup.cost, make_kv, llm=setup.llm, store=store,
+                progress=progress)
+    return store, came
+
+
+def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) -> dict:
+    """The result's figures (keys as `accsim serve --json` documents them)."""
+    spec = spec.resolved()
+    times = RequestTimes.of(store.finished, tokens=setup.llm)
+    horizon = store.horizon_s
+    completed = len(store.finished)
+    tokens = int(times.output_tokens.sum())
+    busy = sum(store.busy_s)
+    static_w = sum(setup.platform.energy.static_power.model_dump().values())
+    idle = max(0.0, spec.replicas * horizon - busy)
+    energy = sum(store.energy_j) + idle * static_w
+    per_second = (lambda count: count / horizon) if horizon > 0 else (lambda count: 0.0)
+    figures = {
+        "latency_ms": distribution(times.latency_s),
+        "ttft_ms": distribution(times.ttft_s),
+        "tpot_ms": distribution(times.tpot_s) if setup.llm else None,
+        "service_ms": None if setup.llm else setup.cost.batch(1).seconds * 1e3,
+        "throughput_rps": per_second(completed),
+        "tokens_per_s": per_second(tokens) if setup.llm else None,
+        "goodput_rps": per_second(good_requests(spec.sla, times)) if spec.sla else None,
+        "utilization": busy / (spec.replicas * horizon) if horizon > 0 else 0.0,
+        "energy_per_request_j": energy / completed if completed else None,
+        "energy_per_token_j": energy / tokens if setup.llm and tokens else None,
+        "requests": len(came),
+        "completed": completed,
+        "dropped": len(store.dropped),
+        "preempted": store.preemptions,
+    }
+    figures["sla"] = sla_report(spec.sla, figures)
+    return figures
+
+
+def bucketing(setup: Setup, store: MetricsStore) -> dict:
+    """How far the memoised, bucketed iteration costs are from exact simulation."""
+    if not setup.llm:
+        return {"bits": None, "samples": 0, "mean_abs_error": 0.0, "max_abs_error": 0.0,
+                "total_time_error": 0.0, "note": "plain batches are simulated exactly "
+                "for each batch size"}
+    return llm_cost.bucketing_error(setup.cost, store.sample.shapes)
+
+
+def serving_manifest(setup: Setup, spec: ServeSpec, came: Arrivals) -> dict:
+    """`run`'s manifest for the reference run, plus the serving spec and the trace and
+    model files with their sha256."""
+    reference = simulate(setup.reference)
+    out = manifest(reference)
+    out["serving"] = {
+        "spec": spec.resolved().model_dump(mode="json"),
+        "trace": {"path": came.source.path, "sha256": came.source.sha256}
+        if came.source else None,
+        "model": {"path": setup.model_source.path, "sha256": setup.model_source.sha256}
+        if setup.model_source else None,
+        "kv_blocks_per_replica": setup.kv_blocks,
+    }
+    return out
+
+
+def serve(setup: Setup, spec: ServeSpec, *, progress: Progress | None = None
+          ) -> tuple[dict, RequestTimes]:
+    """The full result of one run (figures, bucketing error and manifest) and the
+    per-request times behind it."""
+    store, came = simulate_serving(setup, spec, progress=progress)
+    result = {**summary(setup, spec, store, came), "bucketing": bucketing(setup, store),
+              "manifest": serving_manifest(setup, spec, came)}
+    return result, RequestTimes.of(store.finished, tokens=setup.llm)

@@ -1,0 +1,145 @@
+"""What `accsim serve` runs, as one model: the YAML spec and the command-line flags
+have the same fields (flags override the file)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+
+from simulator.config import Dtype, Strict
+from simulator.errors import AccsimError
+from simulator.serving.sla import check_sla
+
+DEFAULT_ARCH = "tpu_v1"
+DEFAULT_WORKLOAD = "resnet50_b1"
+# max_batch when none is given: a plain-serving batch, or vLLM's max_num_seqs.
+DEFAULT_REQUESTS = 1000  # poisson/gamma runs given neither requests nor duration_s
+DEFAULT_MAX_BATCH = {"static": 8, "dynamic": 8, "continuous": 256}
+
+
+class RateSweep(Strict):
+    """`--sweep-rate A:B:N`: N offered rates from A to B requests/s, evenly spaced."""
+
+    low: float = Field(gt=0, allow_inf_nan=False)
+    high: float = Field(gt=0, allow_inf_nan=False)
+    points: int = Field(ge=2, le=1000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RateSweep:
+        if self.high <= self.low:
+            raise ValueError(f"sweep end {self.high} must exceed its start {self.low}")
+        return self
+
+    @property
+    def rates(self) -> list[float]:
+        step = (self.high - self.low) / (self.points - 1)
+        return [self.low + i * step for i in range(self.points)]
+
+
+def parse_sweep(text):
+    """'A:B:N' -> the sweep's fields (a mapping passes through for YAML specs)."""
+    if not isinstance(text, str):
+        return text
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise ValueError(f"expected A:B:N (start rate, end rate, points), got {text!r}")
+    try:
+        return {"low": float(parts[0]), "high": float(parts[1]), "points": int(parts[2])}
+    except ValueError:
+        raise ValueError(f"expected numbers in A:B:N, got {text!r}") from None
+
+
+class ServeSpec(Strict):
+    """A serving run: platform, what is served, arrivals, batching, replicas, SLA."""
+
+    arch: str = DEFAULT_ARCH
+    workload: str | None = Field(default=None, description="plain workload: one request "
+                                 "is one inference")
+    model: str | None = Field(default=None, description="LLM config (HF config.json or "
+                              "shipped name): prefill and decode of every request")
+    dtype: Dtype | None = Field(default=None, description="LLM weights and activations")
+    arrival: Literal["poisson", "gamma", "trace"] = "poisson"
+    rate: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                               description="requests/s; with a trace, scales it to this")
+    cv: float = Field(default=1.0, gt=0, allow_inf_nan=False,
+                      description="gamma: coefficient of variation of the gaps")
+    arrival_trace: str | None = Field(default=None, description="CSV path or shipped name")
+    prompt_tokens: PositiveInt = Field(default=512, description="poisson/gamma LLM prompts")
+    output_tokens: PositiveInt = Field(default=128, description="poisson/gamma LLM outputs")
+    requests: PositiveInt | None = None
+    duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                     description="stop arrivals after this long")
+    batching: Literal["static", "dynamic", "continuous"] | None = None
+    max_batch: PositiveInt | None = None
+    max_wait_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False,
+                                      description="static: None waits to fill; "
+                                      "dynamic: None is 0")
+    max_tokens: PositiveInt = Field(default=512, description="continuous: tokens per "
+                                    "iteration (chunked-prefill budget)")
+    block_tokens: PositiveInt = Field(default=16, description="KV-cache block size")
+    kv_allocator: Literal["paged"] = "paged"
+    replicas: PositiveInt = 1
+    routing: Literal["round_robin", "least_loaded", "shared_queue"] = "round_robin"
+    seed: NonNegativeInt = 0
+    sla: dict[str, float] = Field(default_factory=dict)
+    sweep_rate: RateSweep | None = None
+    find_max_rate: bool = False
+    bucket_bits: int = Field(default=6, ge=1, le=20, description="LLM iteration shapes "
+                             "kept to this many significant bits (error <= 2^-bits)")
+    error_samples: NonNegativeInt = Field(default=64, description="iterations sampled to "
+                                          "measure the bucketing error")
+
+    @field_validator("sweep_rate", mode="before")
+    @classmethod
+    def _sweep(cls, value):
+        return parse_sweep(value) if value is not None else None
+
+    @field_validator("sla")
+    @classmethod
+    def _sla(cls, value: dict) -> dict:
+        try:
+            return check_sla(value)
+        except AccsimError as exc:  # a field error pydantic locates
+            raise ValueError(exc.rule) from None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ServeSpec:
+        rules = [
+            (self.workload is not None and self.model is not None, "model",
+             "give a workload or a model, not both"),
+            (self.arrival == "trace" and self.arrival_trace is None, "arrival_trace",
+             "arrival trace needs arrival_trace (a CSV file or a shipped name)"),
+            (self.arrival != "trace" and self.rate is None and self.sweep_rate is None
+             and not self.find_max_rate, "rate",
+             f"arrival {self.arrival} needs a rate (requests/s)"),
+            (self.batching == "continuous" and self.model is None, "batching",
+             "continuous batching serves LLMs: give a model"),
+            (self.find_max_rate and not self.sla, "find_max_rate",
+             "find_max_rate needs an sla to meet"),
+            (self.find_max_rate and self.sweep_rate is not None, "find_max_rate",
+             "give sweep_rate or find_max_rate, not both"),
+        ]
+        for broken, field, rule in rules:
+            if broken:  # AccsimError passes through pydantic with its field named
+                raise AccsimError(rule, field=field)
+        return self
+
+    @property
+    def llm(self) -> bool:
+        return self.model is not None
+
+    def resolved(self) -> ServeSpec:
+        """The spec with its defaults filled in: the workload, the batching policy
+        (continuous for LLMs, dynamic otherwise) and its max_batch."""
+        batching = self.batching or ("continuous" if self.llm else "dynamic")
+        unbounded = self.requests is None and self.duration_s is None
+        return self.model_copy(update={
+            "requests": DEFAULT_REQUESTS if unbounded and self.arrival != "trace"
+            else self.requests,
+            "workload": self.workload if self.llm or self.workload else DEFAULT_WORKLOAD,
+            "batching": batching,
+            "max_batch": self.max_batch or DEFAULT_MAX_BATCH[batching]})
+
+    def at_rate(self, rate: float) -> ServeSpec:
+        return self.model_copy(update={"rate": rate})

@@ -1,0 +1,2 @@
+"""Shipped request traces (CSV) for `accsim serve --arrival-trace NAME`, with their
+licences and sources beside them."""
