@@ -8,7 +8,8 @@ buffer) sends volume(p) x B bytes out of every chip in steps(p) ring steps:
     time = volume(p) x B / (ports x link bandwidth x efficiency) + steps(p) x latency
 
 all-reduce volume 2 (p-1)/p in 2 (p-1) steps; reduce-scatter, all-gather and all-to-all
-(p-1)/p in p-1 steps; point-to-point sends all B over one port in one step.
+(p-1)/p in p-1 steps; point-to-point sends all B in one step, over the one link to the
+neighbour (ring, torus2d) or striped over every port (switch).
 """
 
 from __future__ import annotations
@@ -83,7 +84,8 @@ def collective_cost(kind: str, payload_bytes: int, chips: int,
     if interconnect is None:
         raise ValueError(f"platform {platform.name} has no interconnect table")
     if kind == "point_to_point":
-        ports, steps, sent = 1, 1, float(payload_bytes)
+        ports = interconnect.ports_per_chip if interconnect.topology == "switch" else 1
+        steps, sent = 1, float(payload_bytes)
     else:
         factor = RING_FACTORS[kind]
         ports, steps = collective_ports(interconnect), factor * (chips - 1)
