@@ -171,7 +171,14 @@ def test_system_summary_line_and_json(tmp_path, capsys):
                  "decode", "--context", "512", "--tp", "4", "--json", str(path)]) == 0
     out = capsys.readouterr().out
     assert "fits on 4 chips: weights " in out and " GB per chip of 17.18 GB" in out
-    system = json.loads(path.read_text())["system"]
+    recorded = json.loads(path.read_text())
+    system = recorded["system"]
     assert system["chips"] == 4 and system["tokens_per_s_per_chip"] > 0
+    # accsim verify reruns the shard and recomputes the system figures from it.
+    assert main(["verify", str(path)]) == 0
+    recorded["system"]["collective_s"] *= 2
+    path.write_text(json.dumps(recorded))
+    assert main(["verify", str(path)]) == 1
+    assert ".system.collective_s" in capsys.readouterr().out
     with pytest.raises(AccsimError):
         run_plan(load_inputs("tpu_v5e_like", "gemm_4096", None), SystemPlan(chips=2))

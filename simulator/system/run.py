@@ -101,6 +101,19 @@ def simulate_system(inputs: Inputs, plan: SystemPlan, sharded: Sharded, *,
     return SystemRun(plan, result, footprint, capacity, sharded.tokens)
 
 
+def rerun_figures(recorded: dict, result: RunResult) -> dict:
+    """A recorded `system` block recomputed on a rerun of its shard (for accsim
+    verify): the plan, footprint, capacity and tokens are taken as recorded (they come
+    from the model, which the result does not embed), every timing and energy figure
+    from the rerun."""
+    plan = SystemPlan(**{key: recorded[key] for key in ("chips", "tp", "pp", "ep")})
+    footprint = Footprint(recorded["weight_bytes_per_chip"], recorded["kv_bytes_per_chip"],
+                          recorded["activation_bytes_per_chip"])
+    run = SystemRun(plan, result, footprint, recorded["capacity_bytes_per_chip"],
+                    recorded["tokens"])
+    return json.loads(json.dumps(run.figures()))
+
+
 def system_dict(run: SystemRun) -> dict:
     """The full result of one chip's shard with the `system` block beside it."""
     return {**result_dict(run.result), "system": run.figures()}
