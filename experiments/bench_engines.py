@@ -66,11 +66,12 @@ REPEATS = 3                          # timed runs of SimPy and of lowering; best
 FAST_REPEATS = 20                    # timed runs of the fast engine (each a few ms)
 
 # 2 and 4. Big GEMM: M = N = K = 16384 elements in 64^3 tiles: 256^3 = 16,777,216 steps.
-BIG_PLATFORM = "tpu_v5e_like"        # shipped platform (256 x 256 array, 16 MiB buffers)
+BIG_PLATFORM = "tpu_v5e_like"        # shipped platform (4 x 128 x 128 arrays, 16 MiB buffers)
 BIG_SIZE = 16384                     # M = N = K, elements
 BIG_TILE = 64                        # tm = tn = tk, elements
 BIG_LOOP_ORDER = "mnk"               # outermost first: k innermost
 BIG_DATAFLOW = "ws"                  # the platform's default dataflow
+BIG_DEPTH = 2                        # double buffering (the plan sets every field)
 WARM_SIZE = 1024                     # M = N = K of the GEMM that fills the JIT cache
 
 # The targets.
@@ -112,7 +113,7 @@ def gemm_inputs(size: int) -> Inputs:
          "k": size}]})
     mapping = Mapping(name="bench", default=TilingSpec(
         tm=BIG_TILE, tn=BIG_TILE, tk=BIG_TILE, loop_order=BIG_LOOP_ORDER,
-        dataflow=BIG_DATAFLOW))
+        dataflow=BIG_DATAFLOW, depth=BIG_DEPTH))
     return Inputs(platform, workload, mapping)
 
 

@@ -9,7 +9,7 @@ acceptance):
 Each is simulated under the default mapping (`Mapping()`) and under the mapper's best
 tilings (`accsim map`'s search, objective cycles), side by side. The test
 tests/test_llm_anchors.py pins the bounds (decode within 1.3x of the formula, prefill
-compute-bound with MFU >= 50%) on the searched tilings.
+compute-bound with MFU >= 50%) under the default mapping.
 
 Run: `python experiments/llm_anchors.py` (a few seconds).
 """

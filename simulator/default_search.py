@@ -4,9 +4,9 @@ without a plan, and every upper layer calling `simulate` with `Mapping()`, compa
 platforms at their best rather than at a heuristic's luck.
 
 The search is `mapper.search_operator` with the built-in heuristics as its seeds, the
-plan's fixed fields kept, and at most MAX_SIMULATED candidates simulated after the
-seeds (walked in order of their lower bound, so the budget goes to the most promising),
-which bounds its time and keeps it deterministic. It is memoised per distinct operator
+plan's fixed fields kept, and at most MAX_SIMULATED candidates and MAX_STEPS tile steps
+simulated after the seeds (walked in order of their lower bound, so the budget goes to
+the most promising), which bounds its time and keeps it deterministic. It is memoised per distinct operator
 content (shape, dtype, repeat, the plan entry, the fused operator) and platform within
 a process: a pure cache, so serving and sweeps that simulate many workloads sharing
 operators search each one once.
@@ -21,8 +21,11 @@ from dataclasses import dataclass, field, replace
 from simulator.config import Platform
 from simulator.mapping import SEARCH, Tiling, TilingSpec
 
-# Candidates simulated per operator beyond the heuristics' seeds.
+# Candidates simulated per operator beyond the heuristics' seeds, and the tile steps
+# they may replay in all (a candidate that would exceed it is skipped): the search's
+# time bound, a few seconds of lowering and replay at most.
 MAX_SIMULATED = 64
+MAX_STEPS = 1 << 23
 SEEDS = ("array_aligned", "min_offchip", "os_k_inner")
 
 
@@ -49,7 +52,8 @@ def _canonical(op, spec: TilingSpec, platform: Platform, following) -> str:
 def _search(query: _Query) -> Tiling | None:
     from simulator.mapper import _Task, search_operator
     task = _Task(query.op, query.following, query.spec, query.platform, SEEDS, "cycles",
-                 exhaustive=False, constrained=True, max_simulated=MAX_SIMULATED)
+                 exhaustive=False, constrained=True, max_simulated=MAX_SIMULATED,
+                 max_steps=MAX_STEPS)
     best = search_operator(task).best
     return None if best is None else replace(best.tiling, heuristic=SEARCH)
 

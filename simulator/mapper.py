@@ -44,11 +44,12 @@ from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.lowering.windows import window_elements, window_maxima
 from simulator.mapping import (ATTENTION_FUSIONS, EFFECTIVE_ORDER, LOOP_ORDERS, Mapping,
-                               Tiling, TilingSpec, attention_rows,
+                               Tiling, TilingSpec, attention_base, attention_rows,
                                a_tile_bound, array_busy_cycles, check_mapping_names,
                                coarse_candidates, dim_candidates, divisors, heuristic,
                                loop_tables_index,
-                               merged_spec, operand_bytes, operator_dtype, resolve_tiling)
+                               merged_spec, operand_bytes, operator_dtype, resolve_tiling,
+                               weight_element_bytes)
 from simulator.metrics import operator_totals
 from simulator.program import MAX_DEPTH
 from simulator.simulate import Inputs, memory_params
@@ -146,10 +147,12 @@ class _Task:
     objective: str
     exhaustive: bool
     # The default mapping's search: a coarser grid (mapping.coarse_candidates) whose
-    # candidates keep the fields the plan fixes, and at most this many candidates
-    # simulated (None: no limit).
+    # candidates keep the fields the plan fixes, and, beyond the heuristics' tilings,
+    # at most max_simulated candidates and max_steps tile steps replayed (None: no
+    # limit).
     constrained: bool = False
     max_simulated: int | None = None
+    max_steps: int = 0
 
 
 def _evaluate(op, tiling: Tiling, platform: Platform, memory, following) -> Evaluation:
@@ -223,7 +226,7 @@ def _search_attention(task: _Task) -> OperatorSearch:
             continue
         heuristics[name] = found
         simulated += 1
-    base = resolve_tiling(op, task.spec, platform)
+    base = attention_base(op, task.spec, platform, MAPPER)
     candidates = _attention_candidates(op, base, task.spec, platform)
     for tiling in candidates:
         try:
@@ -299,6 +302,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     array = platform.systolic_array
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
+    wb = weight_element_bytes(op, platform)  # B follows the weight dtype
     units = (array.rows, array.cols)
     dataflows = array.dataflows
     sizes = coarse_candidates if coarse else dim_candidates
@@ -332,7 +336,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
             js = np.flatnonzero(undecided[i, 0])
             a_bytes[i, 0, js] = a_low[i, 0, js] = window_maxima(op, int(vm[i]), vk[js]) * e
     max_depth = np.minimum(np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH),
-                           np.minimum(buffers.weight_bytes // (tk * tn * e),
+                           np.minimum(buffers.weight_bytes // (tk * tn * wb),
                                       buffers.output_bytes // (tm * tn * acc)))
     # Off-chip bytes, per loop order (axis 3): exact for a GEMM (the LRU reuse that
     # mapping.offchip_estimate models), a lower bound for a conv, whose A tiles are
@@ -358,7 +362,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     a_mean = np.maximum(a_low, -(-a_compulsory // (cm * ck * e)) * e)
     a_moves = (a_compulsory if isinstance(op, Conv2d) else g.m * g.k * e) * \
         fetches("n", "mk", buffers.ifmap_bytes // a_mean)
-    b_moves = g.k * g.n * e * fetches("m", "kn", buffers.weight_bytes // (tk * tn * e))
+    b_moves = g.k * g.n * wb * fetches("m", "kn", buffers.weight_bytes // (tk * tn * wb))
     spill = (buffers.output_bytes // (tm * tn * acc))[..., None] < inside("k", "mn")
     c_moves = g.m * g.n * out + spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
     offchip = b_moves + (0 if onchip else a_moves + c_moves)
@@ -368,7 +372,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     memory = memory_params(platform)
     bpc, access = memory.bytes_per_cycle, memory.access_cycles
     a0 = 0 if onchip or isinstance(op, Conv2d) else tm * tk * e  # conv: 0, a bound
-    head = 1 + _service(a0 + tk * tn * e, bpc) + access
+    head = 1 + _service(a0 + tk * tn * wb, bpc) + access
     ms_last, ns_last = g.m - (cm - 1) * tm, g.n - (cn - 1) * tn
     epilogue, passes = 0, 0
     if fuse is not None and following is not None and not is_compute(following):
@@ -397,7 +401,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
             a_reads, b_reads = g.m * g.k * _fold_sum(g.n, tn, array.cols), g.k * g.n * cm
         else:
             a_reads, b_reads = g.m * g.k * cn, g.k * g.n * _fold_sum(g.m, tm, array.cols)
-        reads.append(np.broadcast_to((a_reads + b_reads) * e, max_depth.shape))
+        reads.append(np.broadcast_to(a_reads * e + b_reads * wb, max_depth.shape))
     c_traffic = g.m * g.n * acc * ck
     table = platform.energy
     dynamic = (np.stack(reads, axis=-1)[:, :, :, None, :] * table.sram_read_pj_per_byte
@@ -584,11 +588,17 @@ def search_operator(task: _Task) -> OperatorSearch:
         if best is None or mine.key(objective) < best.key(objective):
             best = mine
 
+    evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
     for name in task.heuristics:
         try:
             tiling = resolve_tiling(op, task.spec.model_copy(update={"heuristic": name}),
                                     platform)
-            found = _evaluate(op, tiling, platform, memory, task.following)
+            found = evaluated.get(tiling.sort_key())
+            if found is None:
+                found = _evaluate(op, tiling, platform, memory, task.following)
+            else:
+                found = replace(found, tiling=tiling)
+            evaluated[tiling.sort_key()] = found
         except AccsimError as exc:
             heuristics[name] = exc.rule
             continue
@@ -597,6 +607,8 @@ def search_operator(task: _Task) -> OperatorSearch:
         simulated += 1
         consider(found)
     fuse = task.spec.fuse if is_compute(op) else None
+    op_dims = (op.gemm().m, op.gemm().n, op.gemm().k) if is_compute(op) \
+        else (op.vector().rows,)
     grid, dataflows = _grid(op, fuse, task.following, platform, coarse=task.constrained)
     enumerated = len(grid) * MAX_DEPTH
     unfit = int((MAX_DEPTH - grid.max_depth).sum())
@@ -630,15 +642,23 @@ def search_operator(task: _Task) -> OperatorSearch:
         grid = grid.select(unique)
         order_rank, flow_rank = order_rank[unique], flow_rank[unique]
     bound = _objective_lb(grid, objective)
+    grid_steps = -(-op_dims[0] // grid.tm) * -(-op_dims[1] // grid.tn) * \
+        -(-op_dims[2] // grid.tk) if is_compute(op) else -(-op_dims[0] // grid.tm)
+    seeded = simulated
+    steps_replayed = 0
     walk = np.lexsort((grid.depth, flow_rank, order_rank, grid.tk, grid.tn, grid.tm, bound))
     for position, i in enumerate(walk.tolist()):
         if not task.exhaustive and best is not None and \
                 bound[i] > best.objective(objective):
             pruned += len(walk) - position   # the walk is in bound order: all the rest
             break
-        if task.max_simulated is not None and simulated >= task.max_simulated:
-            pruned += len(walk) - position   # the search's budget is spent
-            break
+        if task.max_simulated is not None:
+            if simulated - seeded >= task.max_simulated:
+                pruned += len(walk) - position   # the search's candidate budget is spent
+                break
+            if steps_replayed + int(grid_steps[i]) > task.max_steps:
+                pruned += 1   # too long for what is left of the step budget
+                continue
         tiling = Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
                         LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
                         int(grid.depth[i]), fuse, MAPPER)
@@ -657,6 +677,7 @@ def search_operator(task: _Task) -> OperatorSearch:
             invalid += 1
             continue
         simulated += 1
+        steps_replayed += int(grid_steps[i])
         consider(found)
     stats = SearchStats(enumerated + len(task.heuristics), unfit, duplicates, pruned,
                         simulated, invalid)

@@ -215,7 +215,7 @@ def operator_dtype(op, platform: Platform) -> str:
 def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
     """Bytes per element of (input operands, accumulators, outputs) for an operator."""
     dtype = operator_dtype(op, platform)
-    if not is_compute(op):
+    if not (is_compute(op) or is_attention(op)):  # vector operators: one dtype
         return DTYPE_BYTES[dtype], DTYPE_BYTES[dtype], DTYPE_BYTES[dtype]
     array = platform.systolic_array
     return (DTYPE_BYTES[dtype], DTYPE_BYTES[array.accumulator_dtype],
@@ -292,9 +292,10 @@ def attention_rows(op) -> int:
 
 def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     """Attention's one tiling rule (the GEMM heuristics do not apply): tm query rows up
-    to 2048, then tn keys filling a score tile of SCORE_TILE_ELEMENTS (at least one
-    array width), tm halved until `depth` tiles of Q (ifmap), K and V (weight) and one
-    score plus output accumulator tile per slot (output) fit. fuse is left open."""
+    to 2048, then the most keys tn, up to a score tile of SCORE_TILE_ELEMENTS (at least
+    one array width), with which `depth` tiles of Q or probabilities (ifmap), of K and V
+    (weight) and of score plus output accumulators (output) fit; tm halves while no tn
+    fits. fuse is left open."""
     buffers = platform.buffers
     e, acc, _ = operand_bytes(op, platform)
     kv = DTYPE_BYTES[op.kv_dtype or operator_dtype(op, platform)]
@@ -302,13 +303,13 @@ def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tilin
     cols = platform.systolic_array.cols
     tm = _balanced(rows, 2048)
     while True:
-        cap = max(cols, SCORE_TILE_ELEMENTS // tm)
-        tn = _balanced(op.kv_len, cap)
-        fits = (depth * tm * max(d, tn) * e <= buffers.ifmap_bytes
-                and depth * 2 * tn * d * kv <= buffers.weight_bytes
-                and depth * tm * (tn + d) * acc <= buffers.output_bytes)
-        if fits or tm == 1:
-            return Tiling(tm, tn, d, "mnk", dataflow, depth)
+        most = min(op.kv_len, max(cols, SCORE_TILE_ELEMENTS // tm),
+                   buffers.weight_bytes // (depth * 2 * d * kv),
+                   buffers.ifmap_bytes // (depth * tm * e),
+                   buffers.output_bytes // (depth * tm * acc) - d)
+        if (most >= 1 and depth * tm * d * e <= buffers.ifmap_bytes) or tm == 1:
+            return Tiling(tm, _balanced(op.kv_len, max(1, most)), d, "mnk", dataflow,
+                          depth)
         tm = _balanced(rows, tm // 2)
 
 
@@ -631,26 +632,35 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
 
 
 def fully_specified(op, spec: TilingSpec) -> bool:
-    """Whether the spec sets every tiling field of the operator (fuse aside)."""
-    own = ("tm", "tn", "tk", "loop_order", "dataflow") if is_compute(op) \
-        else ("rows_per_tile",)
+    """Whether the spec sets every tiling field of the operator (a GEMM's fuse aside;
+    attention's fuse, which picks its lowering, included)."""
+    if is_attention(op):
+        own = ATTENTION_FIELDS
+    else:
+        own = ("tm", "tn", "tk", "loop_order", "dataflow") if is_compute(op) \
+            else ("rows_per_tile",)
     return spec.depth is not None and all(getattr(spec, f) is not None for f in own)
+
+
+def attention_base(op, spec: TilingSpec, platform: Platform, label: str) -> Tiling:
+    """Attention's tiling rule (`attention_tiling`) with the spec's fields laid over it."""
+    depth = spec.depth or DEFAULT_DEPTH
+    dataflow = spec.dataflow or platform.systolic_array.default_dataflow
+    overrides = {k: v for k, v in spec.model_dump(exclude_none=True).items()
+                 if k in ATTENTION_FIELDS}
+    return replace(attention_tiling(op, platform, depth, dataflow), heuristic=label,
+                   **overrides)
 
 
 def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) -> Tiling:
     """The heuristic's tiling with the spec's explicit fields laid over it. With no
     heuristic named, the open fields are the mapper's best (SEARCH, memoised per
-    distinct operator; `following` is the operator a `fuse` absorbs)."""
+    distinct operator; `following` is the operator a `fuse` absorbs). Attention has
+    one tiling rule instead of the heuristics; its search also picks the lowering."""
     overrides = {k: v for k, v in spec.model_dump(exclude_none=True).items()
                  if k in ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")}
     if spec.rows_per_tile is not None:
         overrides["tm"] = spec.rows_per_tile
-    if is_attention(op):  # tiles sized by lowering.attention's rule, not searched
-        depth = spec.depth or DEFAULT_DEPTH
-        dataflow = spec.dataflow or platform.systolic_array.default_dataflow
-        base = attention_tiling(op, platform, depth, dataflow)
-        return replace(base, depth=depth, heuristic=spec.heuristic or DEFAULT_HEURISTIC,
-                       **overrides)
     name = spec.heuristic or SEARCH
     if name == SEARCH and not fully_specified(op, spec):
         from simulator.default_search import searched_tiling  # the mapper uses this module
@@ -658,6 +668,10 @@ def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) 
         if found is not None:
             return replace(found, **overrides)
         name = DEFAULT_HEURISTIC  # nothing fits: lowering reports this tiling's overflow
+    if is_attention(op):
+        if name != SEARCH:
+            heuristic(name)  # an unknown name errors, though attention has its own rule
+        return attention_base(op, spec, platform, PLAN if name == SEARCH else name)
     depth = spec.depth or DEFAULT_DEPTH
     dataflow = spec.dataflow or platform.systolic_array.default_dataflow
     label = PLAN if name == SEARCH else name

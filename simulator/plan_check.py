@@ -16,7 +16,7 @@ from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.lowering.windows import window_table
 from simulator.mapping import (Tiling, attention_rows, merged_spec, operand_bytes,
-                               resolve_tiling)
+                               resolve_tiling, weight_element_bytes)
 from simulator.simulate import Inputs
 from simulator.timing import ceil_div
 from simulator.workload import Conv2d, is_attention, is_collective, is_compute
@@ -112,6 +112,7 @@ def buffer_fits(op, tiling: Tiling, platform: Platform) -> list[BufferFit]:
                 BufferFit("output", "output", rows, out_max, tiles, buffers.output_bytes,
                           depth)]
     g = op.gemm()
+    wb = weight_element_bytes(op, platform)
     tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
     nm, nn, nk = ceil_div(g.m, tm), ceil_div(g.n, tn), ceil_div(g.k, tk)
     a_bytes = (int(window_table(op, tm, tk).max()) * e if isinstance(op, Conv2d)
@@ -119,7 +120,7 @@ def buffer_fits(op, tiling: Tiling, platform: Platform) -> list[BufferFit]:
     return [
         BufferFit("A", "ifmap", f"tm {tm} x tk {tk}", a_bytes, nm * nk,
                   buffers.ifmap_bytes, depth),
-        BufferFit("B", "weight", f"tk {tk} x tn {tn}", tk * tn * e, nk * nn,
+        BufferFit("B", "weight", f"tk {tk} x tn {tn}", tk * tn * wb, nk * nn,
                   buffers.weight_bytes, depth),
         BufferFit("C", "output", f"tm {tm} x tn {tn}", tm * tn * acc, nm * nn,
                   buffers.output_bytes, depth),

@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import simulator
+from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
+from simulator.lowering.attention import lower_attention_as
 from simulator.mapper import MapResult
+from simulator.mapping import ATTENTION_FUSIONS
 from simulator.plan_check import BufferFit, buffer_fits
 from simulator.metrics import OperatorResult
-from simulator.simulate import RunResult
+from simulator.simulate import RunResult, memory_params
 
 SUFFIXES = (".md", ".csv")
 
@@ -61,6 +65,20 @@ def _objective(op: OperatorResult, objective: str) -> float:
     return totals.energy_pj * totals.cycles
 
 
+def attention_choice(op, lowered, platform) -> str:
+    """Which lowering an attention operator ran and why: each lowering's off-chip bytes
+    and cycles per run at the tiling used."""
+    memory = memory_params(platform)
+    parts = []
+    for fusion in ATTENTION_FUSIONS:
+        other = lower_attention_as(op, replace(lowered.tiling, fuse=fusion), fusion,
+                                   platform)
+        cycles = run_fast(other.program, memory).breakdown.total_cycles
+        moved = int(other.program.load_bytes.sum() + other.program.store_bytes.sum())
+        parts.append(f"{fusion}: {moved / 1e6:,.2f} MB, {cycles:,} cycles")
+    return f"{lowered.fused} ({'; '.join(parts)}; per run)"
+
+
 def sheet_rows(result: RunResult, best: MapResult | None = None) -> list[dict]:
     """One record per operator of the run, numbers unformatted."""
     ops = {op.name: op for op in result.inputs.workload.operators}
@@ -95,7 +113,9 @@ def sheet_rows(result: RunResult, best: MapResult | None = None) -> list[dict]:
             "loop_order": tiling.loop_order if not vector else None,
             "dataflow": tiling.dataflow if not vector else None,
             "depth": tiling.depth, "heuristic": tiling.heuristic,
-            "fused": lowered.fused, "onchip_home": lowered.onchip_home,
+            "fused": attention_choice(ops[lowered.name], lowered, result.platform)
+            if lowered.kind == "attention" else lowered.fused,
+            "onchip_home": lowered.onchip_home,
             "spills_partial_sums": lowered.counters.spills,
             "offchip_bytes": op.totals.offchip_bytes,
             "compulsory_bytes": op.totals.compulsory_bytes,

@@ -40,6 +40,7 @@ def test_weight_dtype_is_a_gemm_field():
 # ------------------------------------------------------------------ lowering
 
 import numpy as np  # noqa: E402
+from dataclasses import replace  # noqa: E402
 
 from platforms import make_platform  # noqa: E402
 
@@ -111,6 +112,9 @@ def test_unfused_prefill_8192_shows_the_score_traffic_in_the_result():
     # the traffic, and far above the compulsory Q, K, V and output bytes.
     assert scores > 0.9 * op.lowered.counters.offchip_bytes / 2
     assert op.totals.offchip_bytes > 10 * op.totals.compulsory_bytes
+    from simulator.report import result_dict
+    record = result_dict(result)["operators"][0]["per_instance_bytes"]
+    assert record["offchip_read"]["scores"] == scores
     flash = simulate(Inputs(_v5e(), workload, Mapping(
         layer_types={"attention.core": TilingSpec(fuse="flash")}))).operators[0]
     assert flash.totals.offchip_bytes < op.totals.offchip_bytes / 10
@@ -144,19 +148,28 @@ def test_gqa_reads_k_and_v_once_per_group():
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_default_keeps_the_lowering_estimated_faster(shape):
+def test_default_search_keeps_the_faster_lowering(shape):
+    platform = _v5e()
+    workload = Workload(name="w", operators=[_op(**shape)])
+    chosen = lower_workload(workload, Mapping(), platform)[0]
+    memory = memory_params(platform)
+    cycles = {fusion: run_fast(lower_attention_as(workload.operators[0],
+                                                  replace(chosen.tiling, fuse=fusion),
+                                                  fusion, platform).program,
+                               memory).breakdown.total_cycles
+              for fusion in ("flash", "unfused")}
+    assert cycles[chosen.fused] == min(cycles.values())
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_heuristic_plan_keeps_the_lowering_estimated_faster(shape):
     platform = _v5e()
     op = _op(**shape)
-    lowered = _both(op, platform)
-    workload = Workload(name="w", operators=[op])
-    chosen = lower_workload(workload, Mapping(), platform)[0]
+    lowered = _both(op, platform, heuristic="array_aligned")
+    plan = Mapping(default=TilingSpec(heuristic="array_aligned"))
+    chosen = lower_workload(Workload(name="w", operators=[op]), plan, platform)[0]
     estimates = {k: estimate_cycles(v, platform) for k, v in lowered.items()}
     assert chosen.fused == min(("flash", "unfused"), key=lambda k: (estimates[k], k))
-    # ... which is the one the engine finds faster too.
-    memory = memory_params(platform)
-    cycles = {k: run_fast(v.program, memory).breakdown.total_cycles
-              for k, v in lowered.items()}
-    assert cycles[chosen.fused] == min(cycles.values())
 
 
 @pytest.mark.parametrize("fusion", ["flash", "unfused"])
@@ -204,3 +217,67 @@ def test_weight_dtype_sets_the_weight_bytes():
     assert narrow.counters.compulsory["b"] == 64 * 64
     assert narrow.counters.offchip_read["b"] * 2 == plain.counters.offchip_read["b"]
     assert narrow.counters.offchip_read["a"] == plain.counters.offchip_read["a"]
+
+
+def test_the_sheet_says_which_lowering_ran_and_why():
+    from simulator.sheet import sheet_rows
+    workload = Workload(name="w", operators=[{**ATTENTION, "q_len": 4096, "kv_len": 4096,
+                                              "causal": True}])
+    result = simulate(Inputs(_v5e(), workload, Mapping()))
+    fused = sheet_rows(result)[0]["fused"]
+    chosen = result.operators[0].lowered.fused
+    assert fused.startswith(f"{chosen} (flash: ") and "; unfused: " in fused
+    cycles = {part.split(":")[0]: int(part.split(", ")[1].split(" ")[0].replace(",", ""))
+              for part in fused[len(chosen) + 2:].split("; ")[:2]}
+    assert cycles[chosen] == min(cycles.values())
+
+
+def test_mapper_bounds_hold_with_narrow_weights():
+    # The mapper prunes on lower bounds: with int8 weights beside int16 activations the
+    # bounds must count the weights' real bytes, or they would exceed what runs.
+    from simulator.mapper import _evaluate, candidate_bounds
+    from simulator.workload import Gemm
+    platform = make_platform(systolic_array={"input_dtypes": ["int16", "int8"]},
+                             energy={"mac_pj": {"int8": 0.2, "int16": 0.4}},
+                             buffers={"ifmap_bytes": 512, "weight_bytes": 256,
+                                      "output_bytes": 2048})
+    op = Gemm(name="g", layer_type="fc", kind="gemm", m=6, n=16, k=24, dtype="int16",
+              weight_dtype="int8")
+    memory = memory_params(platform)
+    tilings, cycles_lb, energy_lb = candidate_bounds(op, platform)
+    assert len(tilings) > 50
+    for tiling, c_lb, e_lb in zip(tilings, cycles_lb, energy_lb):
+        evaluation = _evaluate(op, tiling, platform, memory, None)
+        assert c_lb <= evaluation.cycles and e_lb <= evaluation.energy_pj, tiling
+
+
+@pytest.mark.parametrize("small, shape", [
+    *((False, shape) for shape in SHAPES),
+    *((True, shape) for shape in SHAPES[1:]),   # 8192 x 8192 in small tiles is slow
+    (True, dict(q_len=100, kv_len=3000, causal=True, head_dim=32))])
+def test_attention_tiling_rule_fits_the_buffers(small, shape):
+    platform = make_platform(systolic_array={"input_dtypes": ["bf16"],
+                                             "accumulator_dtype": "fp32",
+                                             "output_dtype": "bf16"},
+                             energy={"mac_pj": {"bf16": 0.5}},
+                             buffers={"ifmap_bytes": 65536, "weight_bytes": 32768,
+                                      "output_bytes": 65536}) if small else _v5e()
+    op = _op(**shape)
+    for depth in (1, 2, 4):
+        spec = TilingSpec(heuristic="array_aligned", depth=depth)
+        tiling = resolve_tiling(op, spec, platform)
+        for fusion in ("flash", "unfused"):
+            lower_attention_as(op, tiling, fusion, platform)   # raises if it overflows
+
+
+def test_the_mappers_plan_reproduces_its_best_attention():
+    from simulator.mapper import map_workload
+    workload = Workload(name="w", operators=[{**ATTENTION, "q_len": 2048, "kv_len": 2048,
+                                              "causal": True}])
+    inputs = Inputs(_v5e(), workload, Mapping())
+    found = map_workload(inputs, workers=1)
+    best = found.operators[0].best
+    assert best.tiling.fuse in ("flash", "unfused")
+    assert found.operators[0].stats.simulated >= 2      # both lowerings were tried
+    rerun = simulate(Inputs(_v5e(), workload, found.plan())).operators[0]
+    assert rerun.totals.cycles == best.cycles and rerun.lowered.fused == best.tiling.fuse

@@ -236,3 +236,44 @@ def test_run_model_prints_the_llm_figures(capsys):
         assert text in out
     assert main(["run", "--seq", "4"]) == 1
     assert "only with --model" in capsys.readouterr().err
+
+
+def test_step_figures_follow_from_the_result():
+    from simulator.frontends.hf import step_figures
+    platform = load_model(locate("tpu_v5e_like", "platform"), Platform)[0]
+    cfg = load_model_config("gpt2")
+    for phase, workload, length in (
+            ("decode", decode_workload(cfg, batch=4, context=300), 300),
+            ("prefill", prefill_workload(cfg, batch=4, seq=300), 300)):
+        result = simulate(Inputs(platform, workload, Mapping()))
+        fig = step_figures(cfg, result, phase=phase, batch=4, length=length)
+        seconds = result.total.cycles / (platform.clock_ghz * 1e9)
+        per_request = 1 if phase == "decode" else length
+        assert fig.simulated_s == pytest.approx(seconds)
+        assert fig.tokens == 4 * per_request
+        assert fig.tokens_per_s == pytest.approx(4 * per_request / seconds)
+        assert fig.ms_per_token == pytest.approx(1e3 * seconds / per_request)
+        assert 0 < fig.roofline_s <= fig.simulated_s
+        assert fig.kv_bytes_per_request == 300 * 2 * 12 * 12 * 64 * 2
+        # Every token multiplies by every matmul weight but lm_head's, which runs on one
+        # token per sequence; attention's FLOPs come on top.
+        lm_head = 2 * cfg.vocab * cfg.hidden
+        weights = fig.tokens * (fig.flops_per_token - lm_head) + 4 * lm_head
+        attention = fig.step_flops - weights
+        assert 0 < attention < 4 * per_request * model_stats(
+            cfg).attention_flops_per_token(300)
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_every_shipped_model_runs_above_its_roofline(name):
+    platform = load_model(locate("tpu_v5e_like", "platform"), Platform)[0]
+    cfg = load_model_config(name)
+    for workload in (decode_workload(cfg, batch=2, context=300),
+                     prefill_workload(cfg, batch=1, seq=200)):
+        result = simulate(Inputs(platform, workload, Mapping()))
+        for op in result.operators:
+            t = op.totals
+            assert t.cycles >= t.roofline_bound_cycles, op.lowered.name
+            assert (t.overhead_cycles + t.busy_cycles + t.fill_cycles
+                    + t.input_stall_cycles + t.output_stall_cycles
+                    + t.drain_cycles) == t.cycles, op.lowered.name

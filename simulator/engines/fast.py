@@ -100,7 +100,8 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     (10, 0). Totals are a 12-entry int64 array in Breakdown field order. `unfinished`
     counts the steps whose compute never ran (0 unless the program deadlocks).
     reload_ring: a power of two above every reload's distance to its source step;
-    reloaded[i]: a later step reloads step i's spill (an empty array: nothing reloads).
+    reloaded[i]: a later step reloads step i's spill; None when nothing reloads, so that
+    Numba compiles a second specialisation without any of the reload bookkeeping.
     """
     n_steps = load_bytes.shape[0]
     out = np.empty((_N_STEP_FIELDS, n_steps if keep else 0), np.int64)
@@ -115,7 +116,6 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     # reloaded steps write (a 0-byte store completes before an earlier queued one, so
     # other steps could overwrite a row still to be read); a reloaded step's row is read
     # before the next reloaded step mapping to it can compute.
-    spills = reloaded.shape[0] > 0
     done_step = np.full(reload_ring, -1, np.int64)
     done_time = np.zeros(reload_ring, np.int64)
     done_mask = reload_ring - 1
@@ -132,7 +132,13 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     q_tail = 0
 
     next_compute = 0
-    n_requested = 0  # loads [0, n_requested) have known requests
+    # Loads [0, n_requested) have known requests. Without reloads, load i + depth is
+    # requested at the end of compute i (the first `depth` at cycle 0); with them, the
+    # loop below requests each load once both of its conditions are known.
+    n_requested = min(depth, n_steps) if reloaded is None else 0
+    if keep and reloaded is None:
+        for i in range(n_requested):
+            out[_LOAD_REQUEST, i] = 0
     n_resolved = 0   # loads [0, n_resolved) have known usable times
     last_request = 0
     server_free = 0
@@ -154,7 +160,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
         # and whose partial-sum source is stored, 0-byte loads at the FIFO head, then
         # computes in order.
         while True:
-            while n_requested < n_steps:
+            while reloaded is not None and n_requested < n_steps:
                 j = n_requested
                 gate = 0
                 if j >= depth:
@@ -214,7 +220,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             if store_bytes[i] == 0:
                 # Never touches the server: served and complete at its request.
                 last_complete = max(last_complete, ve)
-                if spills and reloaded[i]:
+                if reloaded is not None and reloaded[i]:
                     done_step[i & done_mask] = i
                     done_time[i & done_mask] = ve
                 if rel_no >= 0:
@@ -240,7 +246,16 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 out[_COMPUTE_END, i] = end
                 out[_VECTOR_END, i] = ve
                 out[_STORE_REQUEST, i] = ve
-            comp_end[i & _LOAD_RING_MASK] = end
+            if reloaded is not None:
+                comp_end[i & _LOAD_RING_MASK] = end
+            else:
+                j = i + depth  # the load this compute's end lets be requested
+                if j < n_steps:
+                    last_request = max(last_request, end)
+                    load_req[j & _LOAD_RING_MASK] = last_request
+                    n_requested = j + 1
+                    if keep:
+                        out[_LOAD_REQUEST, j] = last_request
             prev_end = end
             prev_ve = ve
             next_compute = i + 1
@@ -267,7 +282,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             offchip_busy += served - t
             server_free = served
             last_complete = max(last_complete, served + access_cycles)
-            if spills and reloaded[s]:
+            if reloaded is not None and reloaded[s]:
                 done_step[s & done_mask] = s
                 done_time[s & done_mask] = served + access_cycles
             rel_no = fifo[row, _Q_RELEASE]
@@ -310,13 +325,13 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     return out, totals, unfinished
 
 
-def reload_tables(program: TileProgram) -> tuple[np.ndarray, int]:
+def reload_tables(program: TileProgram) -> tuple[np.ndarray | None, int]:
     """For the fast kernel's store-completion ring: which steps a later step reloads
-    from (empty when nothing reloads, so no S-long array), and a power of two above the
+    from (None when nothing reloads, so no S-long array), and a power of two above the
     largest distance from a reload to its source."""
+    if program.reload_of.max() < 0:  # the common case, one cheap pass
+        return None, 1
     reloads = np.flatnonzero(program.reload_of >= 0)
-    if reloads.size == 0:
-        return np.zeros(0, dtype=np.bool_), 1
     reloaded = np.zeros(program.steps, dtype=np.bool_)
     reloaded[program.reload_of[reloads]] = True
     span = int((reloads - program.reload_of[reloads]).max()) + 1

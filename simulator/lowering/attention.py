@@ -138,9 +138,7 @@ def _fail(op, rule: str, source: str | None) -> AccsimError:
 def _sizes(op, platform: Platform) -> tuple[int, int, int, int]:
     """Bytes per element of (Q and probabilities, K and V, accumulators, outputs)."""
     e, acc, out = operand_bytes(op, platform)
-    array = platform.systolic_array
-    kv = DTYPE_BYTES[op.kv_dtype] if op.kv_dtype else e
-    return e, kv, DTYPE_BYTES[array.accumulator_dtype], DTYPE_BYTES[array.output_dtype]
+    return e, DTYPE_BYTES[op.kv_dtype] if op.kv_dtype else e, acc, out
 
 
 def _slots(op, tiling: Tiling, platform: Platform, e: int, kv: int, acc: int,

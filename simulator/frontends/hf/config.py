@@ -10,6 +10,7 @@ position embeddings and the default of `tie_word_embeddings`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,4 +222,6 @@ def load_model_config(path_or_shipped_name: str | Path) -> ModelConfig:
     except json.JSONDecodeError as exc:
         raise AccsimError(f"malformed JSON: {exc.msg}", file=source.path,
                           field=f"line {exc.lineno}, column {exc.colno}") from None
-    return parse_config(raw, file=source.path, name=path.stem)
+    # The file's stem names the workloads: kept to characters that print as themselves.
+    return parse_config(raw, file=source.path, name=re.sub(r"[^A-Za-z0-9_.-]", "_",
+                                                           path.stem))

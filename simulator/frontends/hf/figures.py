@@ -4,8 +4,9 @@ ms/token."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from rich.markup import escape
 from rich.table import Table
 
 from simulator.frontends.hf.config import ModelConfig
@@ -37,9 +38,6 @@ class StepFigures:
     mfu: float
     tokens_per_s: float
     ms_per_token: float           # per request: step time / tokens each request adds
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def step_figures(cfg: ModelConfig, result, *, phase: str, batch: int, length: int,
@@ -87,7 +85,7 @@ def _binary(value: float) -> str:
 
 def figures_table(fig: StepFigures) -> Table:
     """The figures as a two-column table with the formula or source of each."""
-    table = Table(title=f"{fig.model} {fig.phase}, batch {fig.batch}, "
+    table = Table(title=f"{escape(fig.model)} {fig.phase}, batch {fig.batch}, "
                   f"{'prompt' if fig.phase == 'prefill' else 'context'} {fig.length}",
                   title_justify="left")
     for column in ("figure", "value", "how"):
