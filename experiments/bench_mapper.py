@@ -88,6 +88,8 @@ def main() -> None:
     best, _ = every.best_totals()
     print(f"best per operator summed: {best:,} cycles; "
           + "; ".join(f"{row['heuristic']} +{row['cycles_gap_percent']:.1f}%"
+                      if row["cycles_gap_percent"] is not None
+                      else f"{row['heuristic']}: does not fit every operator"
                       for row in every.summary()))
     rows = [
         (f"every operator, {WORKERS} workers, wall s", f"{every_s:.2f}",

@@ -10,6 +10,7 @@ import sys
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from simulator import scalesim
@@ -150,9 +151,9 @@ def _compare(args: argparse.Namespace) -> int:
         system = system_command.run_plan(inputs, plan, engine=args.engine)
         results.append(system.result)
         lines += [f"{inputs.platform.name}: {line}" for line in system.summary_lines()]
-    print(f"mapping (every platform): {results[0].mapping_mode}")
     console = Console(width=max(Console().width, 140))
     console.print(compare_table(results))
+    console.print(f"mapping (every platform): {escape(results[0].mapping_mode)}")
     for line in lines:
         console.print(line)
     return 0
@@ -184,8 +185,10 @@ def _check(args: argparse.Namespace) -> int:
     model = parse_model(source.text, SCHEMAS[kind], file=source.path)
     if isinstance(model, Platform):
         array = model.systolic_array
-        detail = (f"{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} at "
-                  f"{model.clock_ghz} GHz, {model.peak_flops / 1e12:,.2f} TFLOP/s peak, "
+        arrays = f"{array.count} x " if array.count > 1 else ""
+        detail = (f"{arrays}{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} "
+                  f"({array.fold_model} folds) at {model.clock_ghz} GHz, "
+                  f"{model.peak_flops / 1e12:,.2f} TFLOP/s peak, "
                   f"{model.offchip.bandwidth_gbps:g} GB/s")
     elif isinstance(model, Workload):
         detail = f"{len(model.operators)} operators"

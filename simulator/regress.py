@@ -171,8 +171,8 @@ class Regression:
 def _mapping_label(result: dict) -> str:
     plan = result["manifest"]["inputs"].get("mapping", {}).get("canonical", {})
     name = plan.get("name", "?")
-    heuristic = plan.get("default", {}).get("heuristic") or "array_aligned"
-    return f"{name} (heuristic {heuristic})"
+    heuristic = plan.get("default", {}).get("heuristic")
+    return f"{name} (heuristic {heuristic})" if heuristic else f"{name} (searched)"
 
 
 def compare(baseline: dict, current: dict, *, path: str, platform,

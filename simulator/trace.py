@@ -69,18 +69,19 @@ def trace_events(result: RunResult) -> list[dict]:
             continue
         times = replay(program, memory, keep_steps=True).steps
         every = np.arange(program.steps)
+        pipeline = offset + program.overhead_cycles  # step times count from here
         events += _slices("load", "off-chip memory", np.flatnonzero(program.load_bytes),
                           times.load_start, times.load_usable - memory.access_cycles,
-                          offset, us_per_cycle, lowered.name, program.load_bytes)
+                          pipeline, us_per_cycle, lowered.name, program.load_bytes)
         events += _slices("store", "off-chip memory", np.flatnonzero(program.store_bytes),
-                          times.store_start, times.store_served, offset, us_per_cycle,
+                          times.store_start, times.store_served, pipeline, us_per_cycle,
                           lowered.name, program.store_bytes)
         events += _slices(lowered.kind, "array / vector unit", every, times.compute_start,
-                          times.compute_end, offset, us_per_cycle, lowered.name)
+                          times.compute_end, pipeline, us_per_cycle, lowered.name)
         events += _slices(f"{lowered.fused} (fused)", "vector epilogue",
                           np.flatnonzero(program.vector_cycles),
                           times.vector_end - program.vector_cycles, times.vector_end,
-                          offset, us_per_cycle, lowered.name)
+                          pipeline, us_per_cycle, lowered.name)
         offset += op.totals.cycles
     return events
 

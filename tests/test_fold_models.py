@@ -109,3 +109,13 @@ def test_scalesim_model_with_one_array_reproduces_model_version_1(case):
         assert (c.useful_array_cycles, c.padding_array_cycles, c.fill_array_cycles) == \
             pytest.approx((expected["useful"], expected["padding"], expected["fill"]))
         assert c.stationary_load_array_cycles == c.skew_array_cycles == 0
+
+
+def test_scalesim_inputs_and_validation_force_scalesim_folds_on_one_array():
+    from simulator.cli import load_inputs
+    data = Path(__file__).parent / "data" / "scalesim"
+    imported = load_inputs(str(data / "scale.cfg"), str(data / "small_conv.csv"), None)
+    validated = load_inputs("tpu_v5e_like", "gemm_4096", None, validate="scalesim")
+    for platform in (imported.platform, validated.platform):
+        array = platform.systolic_array
+        assert (array.fold_model, array.count) == ("scalesim", 1)
