@@ -32,10 +32,13 @@ def test_valid_plans_pass():
 @pytest.mark.parametrize("plan, limits, where, rule", [
     (SystemPlan(chips=8, tp=2, pp=2), DENSE, "--chips", "T x P = 2 x 2 = 4 must equal"),
     (SystemPlan(chips=3, tp=3), DENSE, "--tp", "must divide the attention heads (64)"),
-    (SystemPlan(chips=2, pp=2), ModelLimits(heads=4, layers=1), "--pp", "exceeds the layers"),
+    (SystemPlan(chips=2, pp=2), ModelLimits(heads=4, layers=1), "--pp",
+     "exceeds the layers"),
     (SystemPlan(chips=6, tp=2, pp=3, ep=3), MOE, "--ep", "must divide the experts (8)"),
     (SystemPlan(chips=2, tp=2, ep=4), MOE, "--ep", "must divide the chips (2)"),
     (SystemPlan(chips=2, tp=2, ep=2), DENSE, "--ep", "needs a mixture-of-experts model"),
+    (SystemPlan(chips=8, tp=2, pp=4, ep=4), MOE, "--ep", "must divide the tensor "
+     "parallelism (2)"),
 ])
 def test_each_broken_rule_has_one_clear_error(plan, limits, where, rule):
     message = refusal(plan, limits)

@@ -74,7 +74,8 @@ def collective_cost(kind: str, payload_bytes: int, chips: int,
     """Price one collective of `payload_bytes` per chip over `chips` chips of `platform`
     (point-to-point: one chip sends to one other; `chips` counts both, so 2)."""
     if kind not in COLLECTIVE_KINDS:
-        raise ValueError(f"unknown collective {kind!r}; known: {', '.join(COLLECTIVE_KINDS)}")
+        raise ValueError(f"unknown collective {kind!r}; known: "
+                         f"{', '.join(COLLECTIVE_KINDS)}")
     if payload_bytes < 0 or chips < 1:
         raise ValueError(f"a collective needs bytes >= 0 and chips >= 1, "
                          f"found {payload_bytes} bytes over {chips} chips")

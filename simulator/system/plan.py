@@ -85,6 +85,10 @@ def check_plan(plan: SystemPlan, platform: Platform, limits: ModelLimits, *,
     if plan.chips % plan.ep:
         raise AccsimError(f"expert parallelism {plan.ep} must divide the chips "
                           f"({plan.chips})", field=field("ep"))
+    if plan.tp % plan.ep:
+        raise AccsimError(f"expert parallelism {plan.ep} must divide the tensor "
+                          f"parallelism ({plan.tp}): a stage's experts are spread over "
+                          "its T chips", field=field("ep"))
 
 
 @dataclass(frozen=True)
@@ -111,7 +115,7 @@ def candidate_plans(plan: SystemPlan, limits: ModelLimits) -> Iterator[SystemPla
     for chips in range(plan.ep, MAX_SEARCH_CHIPS + 1, plan.ep):
         for pp in range(1, chips + 1):
             tp, rest = divmod(chips, pp)
-            if rest or (limits.layers is not None and pp > limits.layers):
+            if rest or tp % plan.ep or (limits.layers is not None and pp > limits.layers):
                 continue
             if limits.heads is not None and limits.heads % tp:
                 continue

@@ -11,8 +11,9 @@ visits them in turn, so its latency is the whole shard sequence plus the transfe
 Hugging Face models (Megatron): heads split T ways (KV heads split where kv_heads >= T,
 replicated otherwise), the MLP width T ways, the vocabulary T ways (lm_head
 vocab-parallel), one all-reduce of tokens x hidden activations before each residual
-add (after o_proj and after the MLP). With E > 1, each chip holds experts / E whole
-experts; tokens are dispatched and combined by two all-to-alls per MoE layer.
+add (after o_proj and after the MLP). With E > 1 (E divides T), each chip holds
+experts / E experts, each split T / E ways; tokens are dispatched and combined by two
+all-to-alls per MoE layer, and the MLP all-reduce remains where T > E.
 Plain workloads: gemm and conv2d column-parallel (output columns / channels split T
 ways), vector operators split T ways; pipeline stages split the operator list.
 """
@@ -63,8 +64,7 @@ def shard_config(cfg: ModelConfig, plan: SystemPlan) -> ModelConfig:
         cfg, heads=cfg.heads // t,
         kv_heads=cfg.kv_heads // t if cfg.kv_heads >= t else 1,
         intermediate=math.ceil(cfg.intermediate / t), vocab=math.ceil(cfg.vocab / t),
-        moe_intermediate=cfg.moe_intermediate if plan.ep > 1
-        else math.ceil(cfg.moe_intermediate / t),
+        moe_intermediate=math.ceil(cfg.moe_intermediate / (t // plan.ep)),
         shared_intermediate=math.ceil(cfg.shared_intermediate / t))
 
 
@@ -107,7 +107,7 @@ def insert_model_collectives(workload: Workload, cfg: ModelConfig, plan: SystemP
     activations = tokens * cfg.hidden * act_bytes
     dispatched = math.ceil(tokens / plan.ep) * cfg.experts_per_token * cfg.hidden \
         * act_bytes
-    mlp_reduce = t > 1 and (plan.ep == 1 or not cfg.moe or cfg.shared_intermediate)
+    mlp_reduce = t > 1 and (plan.ep < t or not cfg.moe or cfg.shared_intermediate)
     ops = []
     for op in workload.operators:
         if op.name == "experts_gate_up" and plan.ep > 1:
