@@ -26,6 +26,7 @@ from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.simulate import Inputs, simulate
 from simulator.system import command as system_command
 from simulator.system.run import write_system_json
+from simulator.sweep import command as sweep_command
 from simulator.trace import write_trace
 from simulator.verify import verify
 from simulator.workload import Workload
@@ -511,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from simulator.serving.command import add_parser as add_serve
     add_serve(commands)
+    sweep_command.add_parser(commands)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
     schema.add_argument("kind", choices=sorted(SCHEMAS))

@@ -1,0 +1,167 @@
+"""`accsim sweep run` and `accsim sweep report`: their parsers and handlers. Every
+option and the whole spec are checked before the first point is simulated."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
+                           TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+from rich.text import Text
+
+from simulator.errors import AccsimError
+from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
+from simulator.sweep.executors import executor_for
+from simulator.sweep.plan import Plan, make_plan
+from simulator.sweep.report import (PLOT_SUFFIXES, best_by, build_report, check_output,
+                                    failed_table, front_table, import_pyarrow,
+                                    parse_objectives, points_table, shown_metrics,
+                                    write_csv, write_parquet, write_plot)
+from simulator.sweep.spec import load_sweep
+from simulator.sweep.store import Store
+from simulator.sweep.task import METRICS
+
+EXIT_INTERRUPTED = 130
+
+
+class PointsPerSecond(ProgressColumn):
+    """The bar's recent rate, in points per second."""
+
+    def render(self, task) -> Text:
+        return Text(f"{task.speed:.1f} points/s" if task.speed else "")
+
+
+def sweep_progress(console: Console) -> Progress:
+    """A bar with count, rate, elapsed and remaining time; shown only on a terminal."""
+    return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                    MofNCompleteColumn(), PointsPerSecond(), TimeElapsedColumn(),
+                    TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                    transient=True, disable=not console.is_terminal)
+
+
+def describe_plan(plan: Plan) -> str:
+    sweep = plan.sweep
+    excluded = f", {plan.excluded} ruled out by constraints" if plan.excluded else ""
+    return (f"sweep {sweep.spec.name}: {plan.samples} {sweep.spec.sampling.method} "
+            f"points{excluded}; {plan.points} platforms x {len(sweep.workloads)} "
+            f"workloads = {len(plan.jobs)} jobs")
+
+
+def describe_summary(summary: Summary, store: str) -> str:
+    rate = summary.computed / summary.elapsed_s if summary.elapsed_s else 0.0
+    failed = f" ({summary.failed} failed)" if summary.failed else ""
+    return (f"{summary.already_stored} already stored, {summary.computed} computed"
+            f"{failed} in {summary.elapsed_s:.1f} s ({rate:.1f} points/s); store {store}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    executor = executor_for(args.scheduler, args.workers)
+    plan = make_plan(load_sweep(args.spec))
+    print(f"{describe_plan(plan)}; on {executor.description}")
+    stderr = Console(stderr=True)
+    with Store(args.store) as store, executor:
+        missing = len(missing_jobs(plan, store, retry_failed=args.retry_failed))
+        with sweep_progress(stderr) as bar:
+            task = bar.add_task("simulating", total=missing)
+            summary = run_sweep(plan, store, executor, retry_failed=args.retry_failed,
+                                on_stored=lambda row: bar.advance(task))
+    print(describe_summary(summary, args.store))
+    if summary.failed:
+        print(f"{summary.failed} points failed; `accsim sweep report {args.store} "
+              "--failed` lists why")
+    if summary.interrupted:
+        print(f"accsim: interrupted: {summary.missing} jobs not computed; rerun the same "
+              "command to compute only those", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    check_output(args.csv, "--csv")
+    check_output(args.parquet, "--parquet")
+    check_output(args.plot, "--plot", PLOT_SUFFIXES)
+    if args.parquet:
+        import_pyarrow()
+    with Store(args.store, create=False) as store:
+        objectives = parse_objectives(args.pareto, store)
+        best = parse_objectives(args.best_by, store, "--best-by") if args.best_by else ()
+        if len(best) > 1:
+            raise AccsimError("--best-by takes one objective", field="--best-by")
+        if args.plot and len(objectives) < 2:
+            raise AccsimError("a plot needs two objectives (--pareto A,B)", field="--plot")
+        report = build_report(store, objectives, args.workload)
+    console = Console(width=max(Console().width, 200))
+    if not report.rows:
+        print(f"{args.store}: no results yet")
+        return 0
+    console.print(front_table(report, args.top))
+    for objective in best:
+        console.print()
+        console.print(points_table(report, best_by(report, objective),
+                                   f"Best by {objective.name} ({objective.sense})",
+                                   shown_metrics((objective,))))
+    failed = sum(row["status"] == "failed" for row in report.rows)
+    if args.failed and failed:
+        console.print()
+        console.print(failed_table(report))
+    elif failed:
+        print(f"{failed} failed points (--failed lists why)")
+    for path, writer in ((args.csv, write_csv), (args.parquet, write_parquet),
+                         (args.plot, write_plot)):
+        if path:
+            try:
+                writer(report, path)
+            except OSError as exc:
+                raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
+            print(f"wrote {path}")
+    return 0
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def add_parser(commands) -> None:
+    """Register `accsim sweep run` and `accsim sweep report`."""
+    sweep = commands.add_parser("sweep", help="design-space sweeps: run a spec into a "
+                                "resumable SQLite store, report Pareto fronts")
+    verbs = sweep.add_subparsers(dest="sweep_command", required=True)
+    run = verbs.add_parser("run", help="compute every point of a spec the store lacks")
+    run.add_argument("spec", help="sweep spec YAML (experiments/sweeps/ has examples)")
+    run.add_argument("--store", required=True, metavar="FILE.sqlite",
+                     help="result store; created if absent, resumed if not")
+    run.add_argument("--scheduler", default="processes",
+                     help="serial, processes (default: a local process pool), "
+                     "dask-local (a local Dask cluster), or dask://HOST:PORT (a running "
+                     "Dask scheduler)")
+    run.add_argument("--workers", type=int, help="processes or local Dask workers "
+                     "(default: the CPUs available)")
+    run.add_argument("--retry-failed", action="store_true",
+                     help="also recompute the points stored as failed")
+    run.set_defaults(handler=_run)
+
+    report = verbs.add_parser("report", help="Pareto front, best points, plot and "
+                              "export of a store")
+    report.add_argument("store", metavar="FILE.sqlite")
+    report.add_argument("--pareto", metavar="OBJ[:min|max],...",
+                        help=f"objectives of the front (default: the spec's); known: "
+                        f"{', '.join(METRICS)}")
+    report.add_argument("--best-by", metavar="OBJECTIVE",
+                        help="also print the best point of each workload by this metric")
+    report.add_argument("--workload", help="only this workload's points")
+    report.add_argument("--top", type=positive_int, default=20, metavar="N",
+                        help="front points shown per workload, best first by the first "
+                        "objective (default 20; the exports hold them all)")
+    report.add_argument("--failed", action="store_true", help="list the failed points "
+                        "and why")
+    report.add_argument("--csv", metavar="PATH", help="write every row as CSV")
+    report.add_argument("--parquet", metavar="PATH", help="write every row as Parquet "
+                        "(needs pyarrow: pip install 'accsim[parquet]')")
+    report.add_argument("--plot", metavar="PATH", help="scatter of the first two "
+                        "objectives with the front highlighted (.png, .svg, .pdf)")
+    report.set_defaults(handler=_report)

@@ -1,0 +1,213 @@
+"""Executors: how a sweep's tasks are launched. Each one runs the same pure task
+(`task.evaluate_point`) and hands the coordinator (job, outcome) pairs as they finish;
+none of them writes anything. They differ only in where the task runs:
+
+- serial: in the coordinating process, one after another;
+- processes: a local process pool; a worker that dies (killed, out of memory) breaks
+  the pool, and every job it had not returned is resubmitted to a fresh pool;
+- dask://HOST:PORT: a running Dask scheduler; dask-local: a Dask cluster of local
+  worker processes started for the sweep. Dask itself reruns the tasks of a lost
+  worker (up to its `distributed.scheduler.allowed-failures`).
+
+A job whose worker dies MAX_WORKER_DEATHS times is returned as failed, so one point
+that crashes every worker cannot stall a sweep.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections import Counter, deque
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+
+from simulator.errors import AccsimError
+from simulator.sweep.plan import Job
+from simulator.sweep.task import evaluate_point
+
+MAX_WORKER_DEATHS = 3
+DASK_PREFIX = "dask://"
+DASK_INSTALL = "install it with pip install 'accsim[dask]'"
+# Jobs handed to the pool beyond one per worker, so workers never wait for work while
+# few enough are in flight that a broken pool or Ctrl-C loses little.
+QUEUED_PER_WORKER = 1
+
+
+def worker_died(deaths: int) -> dict:
+    return {"status": "failed", "error": f"the worker process died {deaths} times while "
+            "computing this point (out of memory?); rerun with --retry-failed"}
+
+
+class Serial:
+    """Every task in the coordinating process."""
+
+    description = "serial"
+
+    def __enter__(self) -> Serial:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
+        for job in jobs:
+            yield job, evaluate_point(job.platform, job.workload, job.system)
+
+
+def ignore_interrupts() -> None:
+    """Pool workers leave Ctrl-C to the coordinator, which stops them cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Processes:
+    """A local process pool of `workers` processes (spawned: no state is inherited)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.description = f"{workers} local processes"
+
+    def __enter__(self) -> Processes:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
+        pending = deque(jobs)
+        deaths: Counter[str] = Counter()
+        while pending:
+            lost = yield from self._run_pool(pending)
+            for job in lost:
+                deaths[job.key] += 1
+                if deaths[job.key] >= MAX_WORKER_DEATHS:
+                    yield job, worker_died(deaths[job.key])
+                else:
+                    pending.appendleft(job)
+
+    def _run_pool(self, pending: deque) -> Iterator[tuple[Job, dict]]:
+        """Run jobs from `pending` on one pool until done or the pool breaks; return
+        the jobs in flight that never came back."""
+        window = self.workers * (1 + QUEUED_PER_WORKER)
+        in_flight = {}
+        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(
+            "spawn"), initializer=ignore_interrupts)
+        try:
+            while pending or in_flight:
+                while pending and len(in_flight) < window:
+                    job = pending.popleft()
+                    in_flight[pool.submit(evaluate_point, job.platform, job.workload,
+                                          job.system)] = job
+                done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                if any(isinstance(f.exception(), BrokenProcessPool) for f in done):
+                    break
+                for future in done:
+                    yield in_flight.pop(future), future.result()
+            # The pool broke: what finished before the break still counts.
+            for future in [f for f in in_flight if f.done() and f.exception() is None]:
+                yield in_flight.pop(future), future.result()
+            return list(in_flight.values())
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def import_distributed():
+    """The optional `distributed` package, or an error saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise AccsimError(f"Dask schedulers need the distributed package; {DASK_INSTALL}",
+                          field="--scheduler") from None
+    return distributed
+
+
+class Dask:
+    """Tasks on a Dask cluster: a running scheduler's address, or None to start a
+    local cluster of `workers` single-threaded worker processes for this sweep."""
+
+    def __init__(self, address: str | None, workers: int) -> None:
+        self.distributed = import_distributed()
+        self.address = address
+        self.workers = workers
+        self.cluster = self.client = None
+        self.description = (f"the Dask scheduler at {address}" if address
+                            else f"a local Dask cluster of {workers} workers")
+
+    def __enter__(self) -> Dask:
+        """Connect (or start the local cluster): only once the sweep is planned."""
+        distributed = self.distributed
+        try:
+            if self.address is None:
+                self.cluster = distributed.LocalCluster(
+                    n_workers=self.workers, threads_per_worker=1, processes=True,
+                    dashboard_address=None)
+                self.client = distributed.Client(self.cluster)
+            else:
+                self.client = distributed.Client(self.address, timeout=10)
+        except (OSError, TimeoutError) as exc:
+            self.close()
+            raise AccsimError(f"cannot reach {self.description}: {exc}",
+                              field="--scheduler") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
+        # Each workload goes to every worker once, not inside each of its tasks.
+        workloads = {job.workload.name: job.workload for job in jobs}
+        shared = {name: self.client.scatter(workload, broadcast=True)
+                  for name, workload in workloads.items()}
+        launched = self.client.map(evaluate_point, [job.platform for job in jobs],
+                                   [shared[job.workload.name] for job in jobs],
+                                   [job.system for job in jobs],
+                                   key=[f"accsim-point-{job.key}" for job in jobs])
+        futures = dict(zip(launched, jobs))
+        try:
+            for future in self.distributed.as_completed(launched):
+                job = futures.pop(future)
+                try:
+                    outcome = future.result()
+                except self.distributed.KilledWorker as exc:
+                    outcome = {"status": "failed", "error": f"Dask workers died computing "
+                               f"this point ({exc}); rerun with --retry-failed"}
+                future.release()
+                yield job, outcome
+        finally:
+            if futures:
+                self.client.cancel(list(futures))
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS tells it)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def executor_for(scheduler: str, workers: int | None):
+    """The executor a --scheduler value names (checked before any simulation)."""
+    if workers is not None and workers < 1:
+        raise AccsimError("needs at least 1 worker", field="--workers")
+    if workers is not None and scheduler not in ("processes", "dask-local"):
+        raise AccsimError(f"applies to the processes and dask-local schedulers, not "
+                          f"{scheduler!r} (a Dask scheduler has the workers it has)",
+                          field="--workers")
+    count = workers or available_cpus()
+    if scheduler == "serial":
+        return Serial()
+    if scheduler == "processes":
+        return Processes(count)
+    if scheduler == "dask-local":
+        return Dask(None, count)
+    if scheduler.startswith(DASK_PREFIX) and len(scheduler) > len(DASK_PREFIX):
+        return Dask("tcp://" + scheduler.removeprefix(DASK_PREFIX), count)
+    raise AccsimError(f"unknown scheduler {scheduler!r} (serial, processes, dask-local, "
+                      "or dask://HOST:PORT)", field="--scheduler")

@@ -1,0 +1,132 @@
+"""From a loaded sweep to its jobs: the sampled points, those the constraints keep,
+each point's platform validated, and one job per point x workload keyed by content.
+
+A job's key is the sha256 of the canonical platform, the workload, the mapping mode and
+MODEL_VERSION, so the same design point has the same key in any sweep, any order and
+any store: that is what lets a sweep resume and never compute a point twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+import simulator
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.loader import validation_error
+from simulator.sweep.sampling import sample
+from simulator.sweep.spec import SYSTEM_AXES, Sweep, with_values
+from simulator.system.plan import SystemPlan
+from simulator.sweep.task import MAPPING_MODE
+from simulator.workload import Workload
+
+
+@dataclass(frozen=True)
+class Job:
+    """One point x workload: its key, its axis values and inputs, and, for a point
+    whose platform is invalid, the reason instead of a platform."""
+
+    key: str
+    point: dict[str, Any]          # axis path -> value
+    workload: Workload
+    platform: Platform | None
+    error: str | None
+    inputs: dict                   # what the key hashes, as stored (workload by hash)
+    system: SystemPlan | None = None   # the point's multi-chip plan (system.* axes)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every job of a sweep, in sampling order, each key once."""
+
+    sweep: Sweep
+    samples: int                   # points drawn by the sampling method
+    excluded: int                  # of those, points the constraints ruled out
+    jobs: tuple[Job, ...]
+
+    @property
+    def points(self) -> int:
+        """Distinct platform points kept."""
+        return len({json.dumps(job.point, sort_keys=True) for job in self.jobs})
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON spelling hashed for keys: sorted keys, no spaces."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def point_values(sweep: Sweep, indices) -> dict[str, Any]:
+    """Axis path -> value for one row of dimension indices."""
+    return {axis.path: axis.values[int(index)]
+            for dimension, index in zip(sweep.dimensions, indices) for axis in dimension}
+
+
+def system_plan(point: dict[str, Any]) -> SystemPlan | None:
+    """The plan the point's system.* axes name (chips default to tp x pp), or None."""
+    named = {path.removeprefix("system."): value for path, value in point.items()
+             if path in SYSTEM_AXES}
+    if not named:
+        return None
+    tp, pp = named.get("tp", 1), named.get("pp", 1)
+    return SystemPlan(chips=named.get("chips", tp * pp), tp=tp, pp=pp,
+                      ep=named.get("ep", 1))
+
+
+def make_plan(sweep: Sweep) -> Plan:
+    """Sample, filter by the constraints, validate each platform, key each job."""
+    sampling = sweep.spec.sampling
+    lengths = [len(dimension[0].values) for dimension in sweep.dimensions]
+    try:
+        rows = sample(sampling.method, lengths, sampling.n, sampling.seed)
+    except AccsimError as exc:
+        raise AccsimError(exc.rule, file=sweep.file, field=exc.field) from None
+    workload_hashes = [sha256(canonical_json(w.model_dump(mode="json")))
+                       for w in sweep.workloads]
+    jobs: dict[str, Job] = {}
+    excluded = 0
+    for indices in rows:
+        point = point_values(sweep, indices)
+        raw = with_values(sweep.base, point)
+        if not all(holds(constraint, raw, point, sweep.file)
+                   for constraint in sweep.constraints):
+            excluded += 1
+            continue
+        platform, error = validated(raw)
+        system = system_plan(point)
+        canonical = platform.model_dump(mode="json") if platform else raw
+        for workload, workload_hash in zip(sweep.workloads, workload_hashes):
+            inputs = {"platform": canonical,
+                      "workload": {"name": workload.name, "sha256": workload_hash},
+                      "mapping": MAPPING_MODE,
+                      "model_version": simulator.MODEL_VERSION}
+            if system is not None:
+                inputs["system"] = system.model_dump()
+            key = sha256(canonical_json(inputs))
+            jobs.setdefault(key, Job(key, point, workload, platform, error, inputs,
+                                     system))
+    return Plan(sweep, len(rows), excluded, tuple(jobs.values()))
+
+
+def holds(constraint, raw: dict, point: dict, file: str) -> bool:
+    try:
+        return constraint.holds(raw)
+    except (TypeError, ZeroDivisionError, OverflowError) as exc:
+        raise AccsimError(f"constraint {constraint.text!r} cannot be evaluated at point "
+                          f"{point} ({exc})", file=file, field="constraints") from None
+
+
+def validated(raw: dict) -> tuple[Platform | None, str | None]:
+    """The platform of a point, or why its combination of values is not one."""
+    try:
+        return Platform.model_validate(raw), None
+    except ValidationError as exc:
+        return None, f"invalid platform: {validation_error(exc, raw, file='').message()}"

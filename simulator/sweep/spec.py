@@ -1,0 +1,294 @@
+"""The sweep spec: its YAML schema and its axes, each checked against the base platform
+so a misspelt field or an impossible value is an error before any simulation.
+
+Axes are dotted platform fields (`systolic_array.rows`, `energy.mac_pj.int8`), each a
+list of values, `{range: [lo, hi, step]}` (hi included when a step lands on it) or
+`{log2_range: [lo, hi]}` (every power of two from lo to hi, both powers of two).
+`link: [a, b]` (or a list of such lists) makes axes move together: one dimension of
+the design space whose i-th point takes the i-th value of each linked axis.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
+
+from simulator.config import Platform, Strict
+from simulator.errors import AccsimError
+from simulator.loader import load_model, locate, parse_model, read_source, validation_error
+from simulator.sweep.constraints import Constraint, parse_constraint
+from simulator.sweep.task import METRICS
+from simulator.workload import Workload
+
+LINK_KEY = "link"
+# Axes that name the multi-chip plan of a point (simulator.system), not a platform field.
+SYSTEM_AXES = {"system.chips", "system.tp", "system.pp", "system.ep"}
+# More values than this on one axis is a typo in a range, not a study.
+MAX_AXIS_VALUES = 100_000
+
+
+class Sampling(Strict):
+    """How points are drawn from the axes' grid: all of it, or n of them by seed."""
+
+    method: Literal["grid", "random", "lhs"] = "grid"
+    n: PositiveInt | None = Field(default=None, description="points, random and lhs only")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _n_matches_method(self) -> Sampling:
+        if self.method == "grid" and self.n is not None:
+            raise ValueError("n applies to random and lhs sampling; grid takes every point")
+        if self.method != "grid" and self.n is None:
+            raise ValueError(f"{self.method} sampling needs n (the number of points)")
+        return self
+
+
+class SweepSpec(Strict):
+    """The sweep file, with exactly these top-level keys so specs stay portable."""
+
+    name: str = Field(min_length=1)
+    platform: str = Field(min_length=1, description="base platform: file or shipped name")
+    workloads: list[str] = Field(min_length=1, description="files or shipped names")
+    axes: dict[str, Any] = Field(min_length=1, description="dotted platform field -> "
+                                 "values, range or log2_range; link ties axes")
+    sampling: Sampling = Sampling()
+    constraints: list[str] = Field(default=[], description="comparisons over fields")
+    objectives: dict[str, Literal["min", "max"]] = {"time_s": "min"}
+
+    @field_validator("objectives")
+    @classmethod
+    def _objectives_are_metrics(cls, objectives: dict[str, str]) -> dict[str, str]:
+        unknown = [name for name in objectives if name not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown objective {unknown[0]!r} (known: "
+                             f"{', '.join(METRICS)})")
+        if not objectives:
+            raise ValueError("name at least one objective")
+        return objectives
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One platform field and the values it takes."""
+
+    path: str
+    values: tuple
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A loaded spec: the base platform, the workloads and the axes, all checked.
+
+    `dimensions` are the independent directions of the grid: a single axis, or linked
+    axes that move together (equal lengths)."""
+
+    spec: SweepSpec
+    file: str
+    base: dict                      # the base platform, canonical JSON form
+    workloads: tuple[Workload, ...]
+    dimensions: tuple[tuple[Axis, ...], ...]
+    constraints: tuple[Constraint, ...]
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        return tuple(axis for dimension in self.dimensions for axis in dimension)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read a spec and check everything in it against the base platform."""
+    source = read_source(path)
+    spec = parse_model(source.text, SweepSpec, file=source.path)
+    folder = Path(source.path).parent
+    base_platform, _ = load_model(input_path(spec.platform, folder, "platform"), Platform)
+    workloads = tuple(load_model(input_path(name, folder, "workload"), Workload)[0]
+                      for name in spec.workloads)
+    names = [w.name for w in workloads]
+    if len(set(names)) != len(names):
+        raise AccsimError("two workloads have the same name", file=source.path,
+                          field="workloads")
+    base = base_platform.model_dump(mode="json")
+    axes = {path: Axis(path, axis_values(path, raw, base, file=source.path))
+            for path, raw in spec.axes.items() if path != LINK_KEY}
+    dimensions = link_dimensions(axes, spec.axes.get(LINK_KEY), file=source.path)
+    constraints = tuple(parse_constraint(text, base, file=source.path,
+                                         field=f"constraints[{index}]")
+                        for index, text in enumerate(spec.constraints))
+    return Sweep(spec, source.path, base, workloads, dimensions, constraints)
+
+
+def input_path(name: str, folder: Path, kind: str) -> Path:
+    """A spec names inputs as paths relative to its own folder, or shipped names."""
+    looks_like_path = "/" in name or Path(name).suffix in {".yaml", ".yml", ".json"}
+    return locate(str(folder / name) if looks_like_path else name, kind)
+
+
+def axis_values(path: str, raw: Any, base: dict, *, file: str) -> tuple:
+    """An axis's values, each checked alone on the base platform: a misspelt field or
+    a value the field can never take is a spec error naming `axes.PATH`. System axes
+    (SYSTEM_AXES) take positive whole numbers."""
+    field = f"axes.{path}"
+    if path.startswith("system."):
+        if path not in SYSTEM_AXES:
+            raise AccsimError("no such system field (known: "
+                              f"{', '.join(sorted(SYSTEM_AXES))})", file=file, field=field)
+        values = expand_values(raw, file=file, field=field)
+        for index, value in enumerate(values):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise AccsimError(f"value {value!r}: must be a positive whole number",
+                                  file=file, field=f"{field}[{index}]")
+        return values
+    check_field_path(path, base, file=file)
+    values = expand_values(raw, file=file, field=field)
+    for index, value in enumerate(values):
+        error = platform_error(with_values(base, {path: value}))
+        if error is not None and error.field == path:
+            raise AccsimError(f"value {value!r}: {error.rule}", file=file,
+                              field=f"{field}[{index}]")
+    return values
+
+
+def check_field_path(path: str, base: dict, *, file: str) -> None:
+    """A dotted path must end at a value of the platform, naming the field it missed."""
+    node: Any = base
+    walked: list[str] = []
+    for part in path.split("."):
+        where = ".".join(walked) or "the platform"
+        if not isinstance(node, dict):
+            raise AccsimError(f"no such platform field: {where} is a value, not a table",
+                              file=file, field=f"axes.{path}")
+        if part not in node:
+            raise AccsimError(f"no such platform field: {where} has no {part!r} (it has: "
+                              f"{', '.join(node)})", file=file, field=f"axes.{path}")
+        node = node[part]
+        walked.append(part)
+    if isinstance(node, dict):
+        raise AccsimError(f"{path} is a table; name one of its fields ({', '.join(node)})",
+                          file=file, field=f"axes.{path}")
+
+
+def expand_values(raw: Any, *, file: str, field: str) -> tuple:
+    """A list as given, or the values of a range or log2_range."""
+    if isinstance(raw, list):
+        values = tuple(raw)
+    elif isinstance(raw, dict) and set(raw) == {"range"}:
+        values = linear_range(raw["range"], file=file, field=f"{field}.range")
+    elif isinstance(raw, dict) and set(raw) == {"log2_range"}:
+        values = log2_range(raw["log2_range"], file=file, field=f"{field}.log2_range")
+    else:
+        raise AccsimError("an axis is a list of values, {range: [lo, hi, step]} or "
+                          "{log2_range: [lo, hi]}", file=file, field=field)
+    if not values:
+        raise AccsimError("an axis needs at least one value", file=file, field=field)
+    if len(values) > MAX_AXIS_VALUES:
+        raise AccsimError(f"{len(values):,} values (at most {MAX_AXIS_VALUES:,} per axis)",
+                          file=file, field=field)
+    return values
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def linear_range(bounds: Any, *, file: str, field: str) -> tuple:
+    """lo, lo + step, ... up to hi inclusive; integers when all three are integers."""
+    if not (isinstance(bounds, list) and len(bounds) == 3 and all(map(is_number, bounds))):
+        raise AccsimError("range is [lo, hi, step], three finite numbers", file=file,
+                          field=field)
+    lo, hi, step = bounds
+    if step <= 0 or hi < lo:
+        raise AccsimError("range needs step > 0 and hi >= lo", file=file, field=field)
+    if all(isinstance(b, int) for b in bounds):
+        return tuple(range(lo, hi + 1, step))
+    # Floats: count steps with a relative tolerance, so 0.1 steps land on hi.
+    count = math.floor((hi - lo) / step * (1 + 1e-12) + 1e-9) + 1
+    if count > MAX_AXIS_VALUES:
+        raise AccsimError(f"{count:,} values (at most {MAX_AXIS_VALUES:,} per axis)",
+                          file=file, field=field)
+    return tuple(round(lo + i * step, 12) for i in range(count))
+
+
+def log2_range(bounds: Any, *, file: str, field: str) -> tuple:
+    """Every power of two from lo to hi, both included."""
+    def power_of_two(b: Any) -> bool:
+        return isinstance(b, int) and not isinstance(b, bool) and b > 0 and b & (b - 1) == 0
+
+    if not (isinstance(bounds, list) and len(bounds) == 2 and all(map(power_of_two, bounds))):
+        raise AccsimError("log2_range is [lo, hi], two powers of two (e.g. [32, 512])",
+                          file=file, field=field)
+    lo, hi = bounds
+    if hi < lo:
+        raise AccsimError("log2_range needs hi >= lo", file=file, field=field)
+    return tuple(1 << e for e in range(lo.bit_length() - 1, hi.bit_length()))
+
+
+def link_dimensions(axes: dict[str, Axis], link: Any, *, file: str
+                    ) -> tuple[tuple[Axis, ...], ...]:
+    """Group linked axes into one dimension each; the rest are a dimension alone.
+    Dimensions keep the order in which their first axis appears in the spec."""
+    if not axes:
+        raise AccsimError("name at least one axis besides link", file=file, field="axes")
+    if link is None:
+        groups: list[list] = []
+    elif isinstance(link, list) and all(isinstance(name, str) for name in link):
+        groups = [link]
+    elif isinstance(link, list) and all(isinstance(group, list) for group in link):
+        groups = link
+    else:
+        raise AccsimError("link is a list of axis names, or a list of such lists",
+                          file=file, field=f"axes.{LINK_KEY}")
+    group_of: dict[str, int] = {}
+    for index, group in enumerate(groups):
+        field = f"axes.{LINK_KEY}" + (f"[{index}]" if len(groups) > 1 else "")
+        if len(group) < 2 or not all(isinstance(name, str) for name in group):
+            raise AccsimError("a link names two or more axes", file=file, field=field)
+        for name in group:
+            if name not in axes:
+                raise AccsimError(f"{name!r} is not an axis of this spec", file=file,
+                                  field=field)
+            if name in group_of:
+                raise AccsimError(f"{name!r} is linked twice", file=file, field=field)
+            group_of[name] = index
+        lengths = {len(axes[name].values) for name in group}
+        if len(lengths) > 1:
+            raise AccsimError("linked axes need the same number of values (they have "
+                              f"{', '.join(str(len(axes[n].values)) for n in group)})",
+                              file=file, field=field)
+    dimensions: list[tuple[Axis, ...]] = []
+    placed: set[int] = set()
+    for path, axis in axes.items():
+        if path not in group_of:
+            dimensions.append((axis,))
+        elif group_of[path] not in placed:
+            placed.add(group_of[path])
+            dimensions.append(tuple(axes[name] for name in groups[group_of[path]]))
+    return tuple(dimensions)
+
+
+def with_values(base: dict, values: dict[str, Any]) -> dict:
+    """A copy of the base platform with each dotted field set to its value (system
+    axes are the point's plan, not the platform's)."""
+    platform = copy.deepcopy(base)
+    for path, value in values.items():
+        if path in SYSTEM_AXES:
+            continue
+        *tables, leaf = path.split(".")
+        node = platform
+        for table in tables:
+            node = node[table]
+        node[leaf] = value
+    return platform
+
+
+def platform_error(raw: dict) -> AccsimError | None:
+    """Why a platform dict is not a valid platform (its first error), or None."""
+    try:
+        Platform.model_validate(raw)
+    except ValidationError as exc:
+        return validation_error(exc, raw, file="")
+    return None

@@ -1,0 +1,76 @@
+"""The one task a sweep runs for each point x workload, and the metrics it yields.
+
+`evaluate_point` is pure (inputs in, a dict of metrics out, nothing written), so the
+same function runs in the coordinating process, a local process pool or a Dask worker;
+only the coordinator writes the store.
+"""
+
+from __future__ import annotations
+
+import simulator
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.mapping import Mapping
+from simulator.metrics import dominant_bottleneck
+from simulator.simulate import Inputs, simulate
+from simulator.workload import Workload
+
+# Stored metrics: name -> (SQLite column type, the better direction, what it holds).
+METRICS: dict[str, tuple[str, str, str]] = {
+    "cycles": ("INTEGER", "min", "workload cycles"),
+    "time_s": ("REAL", "min", "workload latency, seconds"),
+    "mfu": ("REAL", "max", "model FLOPs / (time x peak FLOP/s)"),
+    "memory_stall_fraction": ("REAL", "min", "memory-stall cycles / total"),
+    "energy_j": ("REAL", "min", "energy, joules"),
+    "avg_power_w": ("REAL", "min", "energy / time, watts"),
+    "tops_per_w": ("REAL", "max", "model tera-operations per joule"),
+    "area_mm2": ("REAL", "min", "platform area (its area table), mm^2; NULL without one"),
+}
+# Text columns filled beside the metrics.
+LABELS = ("bottleneck", "engine")
+# How a point is mapped; part of every key, so a store never mixes mapping modes.
+MAPPING_MODE = "default"
+
+
+def evaluate_point(platform: Platform, workload: Workload, system=None) -> dict:
+    """Simulate one workload on one platform with the default mapping: the metrics
+    and labels as a dict with status "ok", or status "failed" and the reason when the
+    workload cannot run there (a buffer too small for any tiling, say). Each outcome
+    names the MODEL_VERSION that computed it, so a coordinator can refuse results
+    from a worker running other timing semantics than its keys promise. `system` (a
+    simulator.system.plan.SystemPlan of more than one chip): the workload sharded over
+    that many chips, its time end to end and its energy and MFU those of the system."""
+    inputs = Inputs(platform, workload, Mapping())
+    try:
+        if system is None or system.single_chip:
+            result = simulate(inputs)
+            figures = None
+        else:
+            from simulator.system.command import run_plan
+            run = run_plan(inputs, system)
+            result, figures = run.result, run.figures()
+    except AccsimError as exc:
+        return {"status": "failed", "error": exc.message(),
+                "model_version": simulator.MODEL_VERSION}
+    total = result.total
+    derived = total.derived(platform)
+    time_s, energy_j, flops = derived["time_s"], derived["energy_j"], total.model_flops
+    mfu = derived["mfu"]
+    if figures is not None:
+        energy_j, flops, mfu = figures["energy_j"], figures["flops"], figures["mfu"]
+    return {
+        "status": "ok",
+        "error": None,
+        "cycles": total.cycles,
+        "time_s": time_s,
+        "mfu": mfu,
+        "memory_stall_fraction": derived["memory_stall_fraction"],
+        "energy_j": energy_j,
+        "avg_power_w": energy_j / time_s if time_s else 0.0,
+        "tops_per_w": flops / energy_j / 1e12 if energy_j else None,
+        # Platforms gain an optional area table elsewhere; until then there is none.
+        "area_mm2": getattr(platform, "area_mm2", None),
+        "bottleneck": dominant_bottleneck(result.operators),
+        "engine": result.engine,
+        "model_version": simulator.MODEL_VERSION,
+    }
