@@ -18,6 +18,7 @@ from dataclasses import dataclass
 #   padding_fraction        array cycles on unused PEs of partial folds
 #   memory_stall_fraction   fill + input stall + memory output stall + store tail
 #   refetch_ratio           off-chip bytes / compulsory bytes
+#   collective_fraction     chip-to-chip collectives on the links
 RULES: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     ("memory-bandwidth", (("offchip_busy_fraction", ">=", 0.80),)),
     ("vector", (("vector_busy_fraction", ">=", 0.80),)),
@@ -27,6 +28,7 @@ RULES: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     ("buffer-capacity", (("refetch_ratio", ">=", 2.0), ("memory_stall_fraction", ">=", 0.25))),
     ("memory-latency", (("memory_stall_fraction", ">=", 0.25),
                         ("offchip_busy_fraction", "<", 0.80))),
+    ("interconnect", (("collective_fraction", ">=", 0.50),)),
 )
 BALANCED = "balanced"
 CLASSES = tuple(name for name, _ in RULES) + (BALANCED,)

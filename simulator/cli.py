@@ -5,6 +5,7 @@ exit status 1; results already computed are printed before any output file is wr
 from __future__ import annotations
 
 import argparse
+from contextlib import contextmanager
 import json
 import math
 import os
@@ -28,6 +29,8 @@ from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.review.command import add_parser as add_review_parser
 from simulator.serving.command import add_parser as add_serve_parser
 from simulator.simulate import Inputs, simulate
+from simulator.system import command as system_command
+from simulator.system.run import write_system_json
 from simulator.sweep import command as sweep_command
 from simulator.trace import write_trace
 from simulator.terminal import console as report_console
@@ -114,10 +117,11 @@ def _budget(args: argparse.Namespace, *, trace: bool = False) -> MemoryBudget:
     return MemoryBudget.default(engine, trace=trace, max_bytes=max_bytes)
 
 
-def _simulate(inputs: Inputs, engine: str, budget: MemoryBudget, label: str = ""):
-    """simulate() with a progress bar on stderr when it is a terminal (nothing
-    otherwise): it pulses while the kernels load and the operators lower, then counts
-    operators."""
+@contextmanager
+def _progress(label: str = ""):
+    """A progress callback for simulate(), drawing a bar on stderr when it is a
+    terminal (nothing otherwise): it pulses while the kernels load and the operators
+    lower, then counts operators."""
     stderr = Console(stderr=True)
     prefix = f"{markup_safe(label)}: " if label else ""
     with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
@@ -129,7 +133,20 @@ def _simulate(inputs: Inputs, engine: str, budget: MemoryBudget, label: str = ""
             bar.update(task, completed=done, total=total,
                        description=f"{prefix}simulating {markup_safe(name)}")
 
+        yield progress
+
+
+def _simulate(inputs: Inputs, engine: str, budget: MemoryBudget, label: str = ""):
+    """simulate() with its progress bar."""
+    with _progress(label) as progress:
         return simulate(inputs, engine=engine, progress=progress, budget=budget)
+
+
+def _simulate_system(inputs: Inputs, plan, llm, engine: str, label: str = ""):
+    """One chip's shard of a multi-chip run (simulator.system) with its progress bar."""
+    with _progress(label) as progress:
+        return system_command.run_plan(inputs, plan, llm, engine=engine,
+                                       progress=progress)
 
 
 def _status(text: str):
@@ -159,6 +176,9 @@ def _run_inputs(args: argparse.Namespace):
 
 def _run(args: argparse.Namespace) -> int:
     _check_run_options(args)
+    plan = system_command.plan_from_args(args)
+    if args.validate and not plan.single_chip:
+        raise AccsimError("--validate scalesim models one chip", field="--chips")
     budget = _budget(args, trace=bool(args.trace))
     best = None
     if args.sheet_best:
@@ -170,13 +190,16 @@ def _run(args: argparse.Namespace) -> int:
         check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
                             file=args.sheet_best)
     started = time.perf_counter()
-    result = _simulate(inputs, args.engine, budget)
+    system = None if plan.single_chip else _simulate_system(inputs, plan, llm, args.engine)
+    result = _simulate(inputs, args.engine, budget) if system is None else system.result
     elapsed = time.perf_counter() - started
-    console = report_console(min_width=180)
+    console = report_console(min_width=200)
     print_report(result, console)
     if llm is not None:
         console.print()
         console.print(llm.table(result))
+    for line in system.summary_lines() if system else []:
+        console.print(line)
     if args.validate == "scalesim":
         console.print()
         console.print(scalesim.scalesim_table(result))
@@ -186,25 +209,37 @@ def _run(args: argparse.Namespace) -> int:
         if path:
             try:
                 with _status(f"writing {path}"):
-                    writer(result, path)
+                    if writer is write_json and system is not None:
+                        write_system_json(system, path)
+                    else:
+                        writer(result, path)
             except OSError as exc:
                 raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
             print(f"wrote {path}")
     if args.sheet:
-        _write_sheet(args, inputs, result, best)
+        _write_sheet(args, result.inputs, result, best)
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
+    plan = system_command.plan_from_args(args)
     budget = _budget(args)
     every = [load_inputs(arch, args.workload, args.mapping, heuristic_name=args.heuristic)
              for arch in args.arch]
     labels = _platform_labels([inputs.platform.name for inputs in every], args.arch)
-    results = [_simulate(inputs, args.engine, budget, label)
-               for inputs, label in zip(every, labels)]
+    results, lines = [], []
+    for inputs, label in zip(every, labels):
+        if plan.single_chip:
+            results.append(_simulate(inputs, args.engine, budget, label))
+            continue
+        system = _simulate_system(inputs, plan, None, args.engine, label)
+        results.append(system.result)
+        lines += [f"{label}: {line}" for line in system.summary_lines()]
     console = report_console(min_width=140)
     console.print(compare_table(results, labels))
     console.print(f"mapping (every platform): {results[0].mapping_mode}")
+    for line in lines:
+        console.print(line)
     return 0
 
 
@@ -563,6 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="simulate a workload on a platform and print per-operator and "
         "per-layer_type tables")
     _add_inputs(run, heuristic_option=True)
+    system_command.add_arguments(run)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
     run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "
@@ -590,6 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare = commands.add_parser(
         "compare", help="one workload on several platforms side by side")
     _add_inputs(compare, several_archs=True, heuristic_option=True)
+    system_command.add_arguments(compare)
     compare.set_defaults(handler=_compare)
 
     check = commands.add_parser(

@@ -194,6 +194,31 @@ class EnergyTable(Strict):
     static_power: StaticPower
 
 
+class Interconnect(Strict):
+    """Chip-to-chip links (ICI, NVLink) that join N chips of this platform into one
+    system (DESIGN.md section 14). Collectives use the ports the topology gives them."""
+
+    topology: Literal["ring", "torus2d", "switch"]
+    ports_per_chip: PositiveInt
+    link_bandwidth_gbps: float = Field(gt=0, allow_inf_nan=False,
+                                       description="GB/s per port, per direction")
+    link_latency_cycles: int = Field(ge=0, description="per hop, at the chip clock")
+    efficiency: float = Field(gt=0, le=1, allow_inf_nan=False,
+                              description="sustained fraction of the links")
+    pj_per_byte: float = Field(ge=0, allow_inf_nan=False, description="per byte per link")
+
+    @model_validator(mode="after")
+    def _ports_fit_topology(self) -> Interconnect:
+        least = {"ring": 2, "torus2d": 4, "switch": 1}[self.topology]
+        if self.ports_per_chip < least:
+            raise ValueError(f"a {self.topology} needs at least {least} ports per chip, "
+                             f"found {self.ports_per_chip}")
+        if self.topology == "torus2d" and self.ports_per_chip % 2:
+            raise ValueError("a torus2d splits its ports evenly over two dimensions: "
+                             f"ports_per_chip must be even, found {self.ports_per_chip}")
+        return self
+
+
 class Platform(Strict):
     """One accelerator platform, loaded from arch_configs/*.yaml."""
 
@@ -208,6 +233,8 @@ class Platform(Strict):
     offchip: OffchipMemory
     vector_unit: VectorUnit
     energy: EnergyTable
+    interconnect: Interconnect | None = Field(
+        default=None, description="links to other chips; needed for more than one chip")
     runtime: Runtime = Runtime()
     area: Area | None = Field(default=None, description="optional: perf per mm^2")
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from simulator.config import Platform
 from simulator.lowering import LoweredOperator
 
-COMPONENTS = ("mac", "sram", "offchip", "vector", "static")
+COMPONENTS = ("mac", "sram", "offchip", "vector", "static", "ici")
 
 
 @dataclass(frozen=True)
@@ -24,10 +24,12 @@ class Energy:
     offchip_pj: float
     vector_pj: float
     static_pj: float
+    ici_pj: float = 0.0     # chip-to-chip links: the bytes this chip sends
 
     @property
     def total_pj(self) -> float:
-        return self.mac_pj + self.sram_pj + self.offchip_pj + self.vector_pj + self.static_pj
+        return (self.mac_pj + self.sram_pj + self.offchip_pj + self.vector_pj
+                + self.static_pj + self.ici_pj)
 
 
 def static_power_w(platform: Platform) -> float:
@@ -49,4 +51,5 @@ def run_energy(lowered: LoweredOperator, cycles: int, platform: Platform) -> Ene
         offchip_pj=counters.offchip_bytes * table.offchip_pj_per_byte,
         vector_pj=counters.vector_elements * table.vector_op_pj,
         static_pj=static_power_w(platform) * seconds * 1e12,
+        ici_pj=lowered.collective.energy_j_per_chip * 1e12 if lowered.collective else 0.0,
     )

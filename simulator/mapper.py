@@ -55,7 +55,7 @@ from simulator.metrics import operator_totals
 from simulator.program import MAX_DEPTH
 from simulator.simulate import Inputs, memory_params
 from simulator.timing import ceil_div
-from simulator.workload import Conv2d, is_attention, is_compute
+from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
 OBJECTIVES = ("cycles", "energy", "edp")
 BUILTIN_HEURISTICS = ("array_aligned", "min_offchip", "os_k_inner")
@@ -906,7 +906,7 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
     order: list[int] = []
     absorbed = None
     for index, op in enumerate(ops):
-        if op.name == absorbed:
+        if op.name == absorbed or is_collective(op):  # collectives take no tiling
             continue
         spec = merged_spec(mapping, op)
         following = ops[index + 1] if index + 1 < len(ops) else None

@@ -19,7 +19,7 @@ from simulator.lowering import LoweredOperator
 
 # Breakdown fields that add up to the total (drain split into its two tails).
 STALL_PARTS = ("overhead_cycles", "busy_cycles", "fill_cycles", "input_stall_cycles",
-               "output_stall_cycles", "drain_cycles")
+               "output_stall_cycles", "drain_cycles", "collective_cycles")
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class Totals:
     offchip_busy_cycles: int
     vector_busy_cycles: int          # fused epilogues
     vector_unit_busy_cycles: int     # epilogues and vector operators' own compute
+    collective_cycles: int           # chip-to-chip collectives (overlap no compute)
+    collective_sent_bytes: float     # bytes this chip sends over its links
     model_flops: int
     useful_array_cycles: float
     padding_array_cycles: float
@@ -54,6 +56,7 @@ class Totals:
     energy_offchip_pj: float
     energy_vector_pj: float
     energy_static_pj: float
+    energy_ici_pj: float
 
     @property
     def memory_stall_cycles(self) -> int:
@@ -68,7 +71,7 @@ class Totals:
     @property
     def energy_pj(self) -> float:
         return (self.energy_mac_pj + self.energy_sram_pj + self.energy_offchip_pj
-                + self.energy_vector_pj + self.energy_static_pj)
+                + self.energy_vector_pj + self.energy_static_pj + self.energy_ici_pj)
 
     def derived(self, platform: Platform) -> dict[str, float]:
         """Ratios of the totals: MFU, stall fractions, refetch ratio, time."""
@@ -108,6 +111,7 @@ class Totals:
             "roofline_fraction": self.roofline_bound_cycles / cycles,
             "offchip_busy_fraction": self.offchip_busy_cycles / cycles,
             "vector_busy_fraction": self.vector_unit_busy_cycles / cycles,
+            "collective_fraction": self.collective_cycles / cycles,
             "energy_j": energy_j,
             "average_power_w": energy_j / time_s if time_s else 0.0,
             "flops_per_joule": self.model_flops / energy_j if energy_j else 0.0,
@@ -132,6 +136,8 @@ def roofline_bound_cycles(lowered: LoweredOperator, platform: Platform) -> float
     """Cycles no schedule can beat: the compute floor (all arrays' PEs busy) or the
     compulsory bytes at the sustained bandwidth."""
     c = lowered.counters
+    if lowered.collective is not None:  # the links' own time is its floor
+        return float(lowered.collective.cycles)
     if lowered.unit == "array":
         compute = c.macs / platform.pes
     else:  # the vector unit's own busy time is its floor
@@ -159,6 +165,9 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
         offchip_busy_cycles=run.offchip_busy_cycles * n,
         vector_busy_cycles=run.vector_busy_cycles * n,
         vector_unit_busy_cycles=(run.vector_busy_cycles + own_vector) * n,
+        collective_cycles=run.collective_cycles * n,
+        collective_sent_bytes=lowered.collective.sent_bytes_per_chip * n
+        if lowered.collective else 0.0,
         model_flops=2 * c.macs * n,
         useful_array_cycles=c.useful_array_cycles * n,
         padding_array_cycles=c.padding_array_cycles * n,
@@ -174,6 +183,7 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
         energy_offchip_pj=energy.offchip_pj * n,
         energy_vector_pj=energy.vector_pj * n,
         energy_static_pj=energy.static_pj * n,
+        energy_ici_pj=energy.ici_pj * n,
     )
 
 

@@ -19,7 +19,7 @@ from simulator.mapping import (Tiling, attention_rows, merged_spec, operand_byte
                                resolve_tiling, weight_element_bytes)
 from simulator.simulate import Inputs
 from simulator.timing import ceil_div
-from simulator.workload import Conv2d, is_attention, is_compute
+from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
 @dataclass(frozen=True)
 class BufferFit:
@@ -210,6 +210,8 @@ def check_plan(inputs: Inputs) -> PlanCheck:
             absorbed = None
             continue
         absorbed = None
+        if is_collective(op):  # runs on the links: no plan, no buffers to check
+            continue
         checks.append(_check_operator(op, following, inputs))
         tiling = checks[-1].tiling
         if tiling is not None and tiling.fuse is not None and not checks[-1].errors:

@@ -22,14 +22,15 @@ PERCENT_COLUMNS = [
     ("fill", "fill_fraction"), ("in", "input_stall_fraction"),
     ("out", "output_stall_fraction"), ("drain", "drain_fraction"),
     ("useful", "useful_fraction"), ("pad", "padding_fraction"),
-    ("setup", "array_setup_fraction"),
+    ("setup", "array_setup_fraction"), ("coll", "collective_fraction"),
 ]
 LEGEND = ("% of cycles. stall: memory stalls (fill + in + memory-caused out + store "
           "tail); ovh: per-operator dispatch overhead; fill / in / out / drain: "
           "compute-unit idle split; useful / pad / setup: array busy split into useful, "
           "padding and setup (fold fill in the scalesim model; stationary-operand load + "
-          "skew in the pipelined one; apart in --json and --csv); MB: off-chip; refetch: "
-          "off-chip / compulsory bytes; uJ: energy.")
+          "skew in the pipelined one; apart in --json and --csv); coll: chip-to-chip "
+          "collectives (not overlapped with compute); MB: off-chip; refetch: off-chip / "
+          "compulsory bytes; uJ: energy.")
 
 
 def _figures(totals: Totals, result: RunResult) -> list[str]:
@@ -128,7 +129,10 @@ def summary_lines(result: RunResult) -> list[str]:
         + (f", {d['flops_per_s_per_mm2'] / 1e12:,.3f} TFLOP/s per mm^2 of "
            f"{d['area_mm2']:,.1f} mm^2" if "area_mm2" in d else ""),
         f"mapping: {result.mapping_mode}",
-    ] + _measured_line(result)
+    ] + ([f"collectives {100 * d['collective_fraction']:.1f}% of cycles, not overlapped "
+          f"with compute; {total.collective_sent_bytes / 1e6:,.2f} MB sent per chip, "
+          f"ICI energy {total.energy_ici_pj / 1e9:,.3f} mJ per chip"]
+         if total.collective_cycles else []) + _measured_line(result)
 
 
 def _measured_line(result: RunResult) -> list[str]:
@@ -165,7 +169,8 @@ def _operator_record(op: OperatorResult, result: RunResult) -> dict:
         "name": lowered.name, "layer_type": lowered.layer_type, "kind": lowered.kind,
         "unit": lowered.unit, "runs": lowered.runs, "instances": lowered.instances,
         "repeat": lowered.repeat, "steps": lowered.program.steps,
-        "tiling": asdict(lowered.tiling), "fused": lowered.fused,
+        "tiling": asdict(lowered.tiling) if lowered.tiling else None,
+        "fused": lowered.fused,
         "onchip_home": lowered.onchip_home,
         "buffers": {"slots": counters.slots, "live_c_tiles": counters.live_c_tiles,
                     "spills_partial_sums": counters.spills},
@@ -178,6 +183,9 @@ def _operator_record(op: OperatorResult, result: RunResult) -> dict:
                                "sram_write": counters.sram_write,
                                "sram_read_elements": counters.sram_read_elements},
         "totals": op.totals.as_dict(result.platform),
+        **({"collective": {**asdict(lowered.collective),
+                           "bytes_per_link": lowered.collective.bytes_per_link}}
+           if lowered.collective else {}),
     }
 
 
@@ -207,7 +215,8 @@ CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu_fra
               "memory_stall_fraction", "overhead_cycles", "fill_cycles",
               "input_stall_cycles", "output_stall_cycles", "drain_cycles",
               "useful_array_cycles", "padding_array_cycles", "fill_array_cycles",
-              "stationary_load_array_cycles", "skew_array_cycles", "offchip_read_bytes",
+              "stationary_load_array_cycles", "skew_array_cycles", "collective_cycles",
+              "collective_sent_bytes", "offchip_read_bytes",
               "offchip_write_bytes", "compulsory_bytes", "refetch_ratio", "energy_j",
               "average_power_w", "bottleneck_class"]
 

@@ -97,6 +97,9 @@ def sheet_rows(result: RunResult, best: MapResult | None = None) -> list[dict]:
         lowered = op.lowered
         vector = lowered.unit == "vector"
         tiling = lowered.tiling
+        if tiling is None:  # a collective: on the links, no tiling, no buffers
+            rows.append(_collective_row(op))
+            continue
         fits = {fit.operand: fit for fit in buffer_fits(ops[lowered.name], tiling,
                                                          result.platform)}
         derived = op.totals.derived(result.platform)
@@ -143,6 +146,26 @@ def sheet_rows(result: RunResult, best: MapResult | None = None) -> list[dict]:
     return rows
 
 
+def _collective_row(op: OperatorResult) -> dict:
+    """A collective's sheet record: no tiling or buffer columns, its link figures."""
+    lowered = op.lowered
+    record = dict.fromkeys(["tm", "tn", "tk", "rows_per_tile", "loop_order", "dataflow",
+                            "depth", "heuristic", "fused", "refetch_ratio", "best_tiling",
+                            "best_objective", "gap_percent"])
+    record.update({
+        "operator": lowered.name, "layer_type": lowered.layer_type, "kind": lowered.kind,
+        "runs": lowered.runs, "onchip_home": False, "spills_partial_sums": False,
+        "offchip_bytes": 0, "compulsory_bytes": 0, "cycles": op.totals.cycles,
+        "energy_pj": op.totals.energy_pj, "bottleneck": op.verdict.bottleneck,
+        "evidence": f"{lowered.collective.kind} over {lowered.collective.chips} chips, "
+                    f"{lowered.collective.bytes_per_link:,.0f} bytes per link"})
+    for operand in "ABC":
+        record.update({f"{operand}_buffer": None, f"{operand}_tile_bytes": None,
+                       f"{operand}_resident_tiles": None, f"{operand}_capacity_bytes": None,
+                       f"{operand}_occupancy": None, f"_{operand}_fit": None})
+    return record
+
+
 def _how(best: MapResult | None, source: str | None) -> str:
     if best is None:
         return ("not computed: pass `--sheet-best MAP.json` (written by `accsim map "
@@ -179,9 +202,10 @@ def markdown(result: RunResult, best: MapResult | None = None, *,
     for row in sheet_rows(result, best):
         vector = row["rows_per_tile"] is not None
         tiling = (f"{row['rows_per_tile']} rows" if vector
+                  else "links (collective)" if row["tm"] is None
                   else f"{row['tm']} x {row['tn']} x {row['tk']}")
         cells = [row["operator"], row["layer_type"], tiling, row["loop_order"] or "-",
-                 row["dataflow"] or "-", str(row["depth"]),
+                 row["dataflow"] or "-", str(row["depth"] or "-"),
                  _occupancy(row["_A_fit"]), _occupancy(row["_B_fit"]),
                  _occupancy(row["_C_fit"]),
                  row["fused"] or "-", f"{row['offchip_bytes'] / 1e6:,.2f}",

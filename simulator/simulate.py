@@ -17,6 +17,7 @@ import simulator
 from simulator.config import Platform
 from simulator.engines import choose_engine, engine_runner
 from simulator.limits import MemoryBudget
+from simulator.engines.outcome import Breakdown
 from simulator.loader import Source
 from simulator.lowering import lower_workload
 from simulator.mapping import Mapping, describe_mapping
@@ -82,6 +83,11 @@ def memory_params(platform: Platform) -> MemoryParams:
                         platform.dma.setup_cycles)
 
 
+def link_breakdown(cycles: int) -> Breakdown:
+    """A collective's run: all its cycles on the links, none on the array or memory."""
+    return Breakdown(cycles, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, collective_cycles=cycles)
+
+
 def simulate(inputs: Inputs, *, engine: str = "auto",
              progress: Progress | None = None,
              budget: MemoryBudget | None = None) -> RunResult:
@@ -104,7 +110,8 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
     for index, op in enumerate(lowered):
         if progress:
             progress(index, len(lowered), op.name)
-        run = replay(op.program, memory).breakdown
+        run = link_breakdown(op.collective.cycles) if op.collective else \
+            replay(op.program, memory).breakdown
         results.append(operator_result(op, run, inputs.platform, used))
     if progress:
         progress(len(lowered), len(lowered), "")

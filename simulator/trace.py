@@ -18,7 +18,7 @@ from simulator.engines import engine_runner
 from simulator.simulate import RunResult, memory_params
 
 TRACKS = {"operators": 0, "off-chip memory": 1, "array / vector unit": 2,
-          "vector epilogue": 3}
+          "vector epilogue": 3, "ICI (chip-to-chip links)": 4}
 
 
 def _slices(name: str, track: str, steps: np.ndarray, starts: np.ndarray,
@@ -51,14 +51,25 @@ def trace_events(result: RunResult) -> list[dict]:
     for op in result.operators:
         lowered = op.lowered
         program = lowered.program
-        times = replay(program, memory, keep_steps=True).steps
-        every = np.arange(program.steps)
-        pipeline = offset + program.overhead_cycles  # step times count from here
         events.append({"name": lowered.name, "ph": "X", "pid": 0,
                        "tid": TRACKS["operators"], "ts": offset * us_per_cycle,
                        "dur": op.totals.cycles * us_per_cycle,
                        "args": {"layer_type": lowered.layer_type, "runs": lowered.runs,
                                 "bottleneck": op.verdict.bottleneck}})
+        if lowered.collective is not None:  # no tile program: one slice on the links
+            cost = lowered.collective
+            events.append({"name": cost.kind, "ph": "X", "pid": 0,
+                           "tid": TRACKS["ICI (chip-to-chip links)"],
+                           "ts": offset * us_per_cycle,
+                           "dur": op.totals.cycles * us_per_cycle,
+                           "args": {"operator": lowered.name, "chips": cost.chips,
+                                    "bytes_per_link": cost.bytes_per_link,
+                                    "runs": lowered.runs}})
+            offset += op.totals.cycles
+            continue
+        times = replay(program, memory, keep_steps=True).steps
+        every = np.arange(program.steps)
+        pipeline = offset + program.overhead_cycles  # step times count from here
         events += _slices("load", "off-chip memory", np.flatnonzero(program.load_bytes),
                           times.load_start, times.load_usable - memory.access_cycles,
                           pipeline, us_per_cycle, lowered.name, program.load_bytes)

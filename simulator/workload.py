@@ -266,12 +266,35 @@ class Attention(OperatorBase):
         return 2 * self.batch * self.heads * self.visible_pairs * self.head_dim
 
 
+CollectiveKind = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all",
+                         "point_to_point"]
+
+
+class Collective(OperatorBase):
+    """Chip-to-chip communication over the platform's interconnect (DESIGN.md section
+    14): `payload_bytes` per chip (the sender's buffer for point_to_point) among
+    `chips` chips. Priced by simulator.system.collectives on the links alone: it uses
+    neither the array nor the vector unit, and overlaps no compute."""
+
+    kind: Literal["collective"]
+    collective: CollectiveKind
+    payload_bytes: PositiveInt
+    chips: int = Field(ge=2, description="chips taking part (2 for point_to_point)")
+
+    @model_validator(mode="after")
+    def _pairs_for_point_to_point(self) -> Collective:
+        if self.collective == "point_to_point" and self.chips != 2:
+            raise ValueError(f"point_to_point joins 2 chips, found chips {self.chips}")
+        return self
+
+
 ComputeOperator = Gemm | Conv2d
 VectorOperator = Elementwise | RowOperator | Pool
-Operator = Annotated[Union[Gemm, Conv2d, Elementwise, RowOperator, Pool, Attention],
+Operator = Annotated[Union[Gemm, Conv2d, Elementwise, RowOperator, Pool, Attention,
+                           Collective],
                      Field(discriminator="kind")]
 KINDS = ("gemm", "conv2d", "elementwise", "reduction", "softmax", "norm", "pool",
-         "attention")
+         "attention", "collective")
 
 
 class Workload(Strict):
@@ -300,6 +323,11 @@ def is_compute(op) -> bool:
 def is_attention(op) -> bool:
     """True for attention, which lowers to its own program (lowering.attention)."""
     return isinstance(op, Attention)
+
+
+def is_collective(op) -> bool:
+    """True for operators that run on the chip-to-chip links."""
+    return isinstance(op, Collective)
 
 
 def workload_yaml(name: str, description: str, operators: list[dict],

@@ -12,7 +12,7 @@ from simulator.loader import load_model, locate
 from simulator.config import Platform
 from simulator.mapping import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Elementwise, Gemm, Workload
+from simulator.workload import Collective, Elementwise, Gemm, Workload
 
 FAST = dict(offchip={"bandwidth_gbps": 1e6, "latency_cycles": 0}, dma={"setup_cycles": 0})
 SLOW_FAR = dict(offchip={"bandwidth_gbps": 16.0, "latency_cycles": 100})
@@ -43,6 +43,13 @@ SYNTHETIC = {
                         dict(buffers={"ifmap_bytes": 128, "weight_bytes": 128}, **SLOW_FAR)),
     # The same without the small buffers: stalls on latency alone.
     "memory-latency": (gemm("g", 32, 16, 64), dict(tk=16, depth=1, **OS_8), SLOW_FAR),
+    # A collective runs on the chip-to-chip links alone.
+    "interconnect": (Collective(name="g", layer_type="x", kind="collective",
+                                collective="all_reduce", payload_bytes=4096, chips=4), {},
+                     dict(interconnect={"topology": "ring", "ports_per_chip": 2,
+                                        "link_bandwidth_gbps": 10.0,
+                                        "link_latency_cycles": 10, "efficiency": 1.0,
+                                        "pj_per_byte": 1.0})),
     # 7 of 8 rows, K=24: useful 55%, array fill 36%, padding 8%, no stalls to speak of.
     "balanced": (gemm("g", 7, 64, 24), dict(tm=7, tn=8, tk=24, dataflow="os",
                                              loop_order="mnk"), FAST),

@@ -96,7 +96,8 @@ def test_worked_example_of_design_md() -> None:
         "total_cycles": 119, "busy_cycles": 60, "fill_cycles": 29,
         "input_stall_cycles": 9, "output_stall_cycles": 0,
         "output_stall_vector_cycles": 0, "drain_cycles": 21, "vector_tail_cycles": 0,
-        "store_tail_cycles": 21, "offchip_busy_cycles": 56, "vector_busy_cycles": 0, "overhead_cycles": 0,
+        "store_tail_cycles": 21, "offchip_busy_cycles": 56, "vector_busy_cycles": 0,
+        "overhead_cycles": 0, "collective_cycles": 0,
     })
 
 
@@ -121,7 +122,8 @@ def test_store_beats_load_requested_in_the_same_cycle() -> None:
         "total_cycles": 103, "busy_cycles": 40, "fill_cycles": 23,
         "input_stall_cycles": 25, "output_stall_cycles": 0,
         "output_stall_vector_cycles": 0, "drain_cycles": 15, "vector_tail_cycles": 0,
-        "store_tail_cycles": 15, "offchip_busy_cycles": 24, "vector_busy_cycles": 0, "overhead_cycles": 0,
+        "store_tail_cycles": 15, "offchip_busy_cycles": 24, "vector_busy_cycles": 0,
+        "overhead_cycles": 0, "collective_cycles": 0,
     })
 
 
@@ -147,7 +149,8 @@ def test_slot_wait_behind_the_vector_unit_counts_as_vector_output_stall() -> Non
         "total_cycles": 56, "busy_cycles": 20, "fill_cycles": 2,
         "input_stall_cycles": 0, "output_stall_cycles": 32,
         "output_stall_vector_cycles": 32, "drain_cycles": 2, "vector_tail_cycles": 0,
-        "store_tail_cycles": 2, "offchip_busy_cycles": 3, "vector_busy_cycles": 30, "overhead_cycles": 0,
+        "store_tail_cycles": 2, "offchip_busy_cycles": 3, "vector_busy_cycles": 30,
+        "overhead_cycles": 0, "collective_cycles": 0,
     })
 
 

@@ -26,6 +26,7 @@ CITED = {
     "whatif/tpu_v1_all_dataflows": (92e12, 34.0),
     "whatif/tpu_v5e_256x256": (197e12, 819.0),
     "whatif/tpu_v5e_all_dataflows": (197e12, 819.0),
+    "whatif/tpu_v5e_switch": (197e12, 819.0),
 }
 # A real chip as it is: its only dataflows, its arrays as they are (DESIGN.md section 2).
 CHIPS = {"tpu_v1": {"dataflows": ["ws"], "count": 1, "rows": 256},

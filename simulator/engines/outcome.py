@@ -38,9 +38,9 @@ class StepTimes:
 class Breakdown:
     """Where one run of an operator's cycles went (DESIGN.md section 3, accounting).
 
-    overhead + busy + fill + input_stall + output_stall + drain == total, where drain =
-    vector_tail + store_tail and output_stall_vector is the part of output_stall whose
-    blocking store waited on the vector unit.
+    overhead + busy + fill + input_stall + output_stall + drain + collective == total,
+    where drain = vector_tail + store_tail and output_stall_vector is the part of
+    output_stall whose blocking store waited on the vector unit.
     """
 
     total_cycles: int
@@ -55,6 +55,7 @@ class Breakdown:
     offchip_busy_cycles: int     # sum of service cycles of all transfers
     vector_busy_cycles: int      # sum of vector_cycles (fused epilogues)
     overhead_cycles: int = 0     # the program's dispatch overhead, before its cycle 0
+    collective_cycles: int = 0   # a collective's time on the links (no tile program)
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: int(getattr(self, f.name)) for f in fields(self)}

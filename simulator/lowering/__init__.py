@@ -21,8 +21,10 @@ from simulator.mapping import (Mapping, Tiling, check_mapping_names, merged_spec
                                operand_bytes, operator_dtype, resolve_tiling,
                                weight_element_bytes)
 from simulator.program import TileProgram, validate_program
+from simulator.system.collectives import CollectiveCost, collective_cost
 from simulator.timing import DATAFLOW_CODES, ceil_div, vector_cycles
-from simulator.workload import Conv2d, Workload, is_attention, is_compute
+from simulator.workload import (Conv2d, Workload, is_attention, is_collective,
+                                is_compute)
 
 DIM_CODES = {"m": 0, "n": 1, "k": 2}
 
@@ -66,14 +68,15 @@ class LoweredOperator:
     layer_type: str
     kind: str
     dtype: str                # input dtype (energy per MAC is looked up by it)
-    unit: str                 # "array" or "vector"
-    tiling: Tiling
-    program: TileProgram
+    unit: str                 # "array", "vector" or "interconnect" (a collective)
+    tiling: Tiling | None     # None for a collective: it takes no tiling
+    program: TileProgram      # empty for a collective
     instances: int            # gemm batch / conv groups: identical independent programs
     repeat: int
     onchip_home: bool         # A and C live in the on-chip activation memory
     fused: str | None
     counters: Counters
+    collective: CollectiveCost | None = None   # the link cost of a collective
 
     @property
     def runs(self) -> int:
@@ -268,6 +271,23 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
                            op.repeat, onchip, None, counters)
 
 
+def lower_collective(op, platform: Platform, *,
+                     workload_source: str | None = None) -> LoweredOperator:
+    """A collective is priced on the interconnect, not replayed: its program is empty
+    and its cycles come from simulator.system.collectives."""
+    if platform.interconnect is None:
+        raise AccsimError(f"collective {op.collective} over {op.chips} chips needs links: "
+                          f"platform {platform.name} has no interconnect table",
+                          file=workload_source, field=f"operators.{op.name}")
+    empty = np.zeros(0, dtype=np.int64)
+    none = np.zeros(0, dtype=bool)
+    program = TileProgram(empty, empty, empty, none, none, empty, empty, depth=1, slots=1)
+    cost = collective_cost(op.collective, op.payload_bytes, op.chips, platform)
+    return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
+                           "interconnect", None, program, 1, op.repeat, False, None,
+                           Counters(), cost)
+
+
 def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | None = None,
                     workload_source: str | None = None) -> LoweredOperator:
     """Lower an attention operator, flash or unfused (lowering.attention); `fused`
@@ -307,6 +327,9 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
     ops = workload.operators
     for index, op in enumerate(ops):
         if op.name == absorbed:
+            continue
+        if is_collective(op):
+            lowered.append(lower_collective(op, platform, workload_source=workload_source))
             continue
         following = ops[index + 1] if index + 1 < len(ops) else None
         try:

@@ -61,6 +61,11 @@ def add_parser(subparsers) -> None:
         "prefill budget (default 512)")
     add("--block-tokens", type=int, help="KV cache block size in tokens (default 16)")
     add("--replicas", type=int, help="default 1")
+    add("--chips", type=int, help="chips per replica, T x P (default); needs the "
+        "platform's interconnect table")
+    add("--tp", type=int, help="tensor parallelism per replica (default 1)")
+    add("--pp", type=int, help="pipeline stages per replica (default 1)")
+    add("--ep", type=int, help="expert parallelism per replica (default 1)")
     add("--routing", choices=["round_robin", "least_loaded", "shared_queue"],
         help="default round_robin")
     add("--seed", type=int, help="default 0; same seed, same result")

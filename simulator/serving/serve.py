@@ -45,10 +45,18 @@ def prepare(spec: ServeSpec, *, hf=None) -> Setup:
     spec = spec.resolved()
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
     if not spec.llm:
+        if not spec.system.single_chip:
+            from simulator.errors import AccsimError
+            raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
         workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
         cost = PlainBatchCost(platform, workload, file=workload_source.path)
         reference = Inputs(platform, workload, Mapping(), platform_source, workload_source)
         return Setup(spec, platform, platform_source, cost, None, reference)
+    plan = spec.system
+    if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
+        from simulator.system.serving import ShardedFrontend
+        hf = ShardedFrontend(hf or llm_cost.frontend(), plan, platform,
+                             platform_file=platform_source.path)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
     blocks = llm_cost.kv_blocks(platform, facts, spec.block_tokens,
                                 file=platform_source.path)
@@ -110,6 +118,9 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
         "preempted": store.preemptions,
     }
     figures["sla"] = sla_report(spec.sla, figures)
+    if not spec.system.single_chip:
+        from simulator.system.serving import serving_system
+        figures["system"] = serving_system(spec.system, spec.replicas, figures)
     return figures
 
 

@@ -80,6 +80,11 @@ class ServeSpec(Strict):
     block_tokens: PositiveInt = Field(default=16, description="KV-cache block size")
     kv_allocator: Literal["paged"] = "paged"
     replicas: PositiveInt = 1
+    chips: PositiveInt | None = Field(default=None, description="chips per replica: "
+                                      "tp x pp (default)")
+    tp: PositiveInt = Field(default=1, description="tensor parallelism per replica")
+    pp: PositiveInt = Field(default=1, description="pipeline stages per replica")
+    ep: PositiveInt = Field(default=1, description="expert parallelism per replica")
     routing: Literal["round_robin", "least_loaded", "shared_queue"] = "round_robin"
     seed: NonNegativeInt = 0
     sla: dict[str, float] = Field(default_factory=dict)
@@ -129,6 +134,13 @@ class ServeSpec(Strict):
     @property
     def llm(self) -> bool:
         return self.model is not None
+
+    @property
+    def system(self):
+        """The parallelism plan of each replica (simulator.system.plan)."""
+        from simulator.system.plan import SystemPlan
+        return SystemPlan(chips=self.chips or self.tp * self.pp, tp=self.tp, pp=self.pp,
+                          ep=self.ep)
 
     def resolved(self) -> ServeSpec:
         """The spec with its defaults filled in: the workload, the batching policy

@@ -53,7 +53,7 @@ class Serial:
 
     def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
         for job in jobs:
-            yield job, evaluate_point(job.platform, job.workload, job.mapping)
+            yield job, evaluate_point(job.platform, job.workload, job.mapping, job.system)
 
 
 def ignore_interrupts() -> None:
@@ -106,7 +106,7 @@ class Processes:
                     while pending and len(in_flight) < window:
                         job = pending[0]
                         in_flight[pool.submit(evaluate_point, job.platform, job.workload,
-                                              job.mapping)] = job
+                                              job.mapping, job.system)] = job
                         pending.popleft()
                 except BrokenProcessPool:  # broke before this job was taken
                     break
@@ -181,6 +181,7 @@ class Dask:
         launched = self.client.map(evaluate_point, [job.platform for job in jobs],
                                    [shared[job.workload.name] for job in jobs],
                                    [job.mapping for job in jobs],
+                                   [job.system for job in jobs],
                                    key=[f"accsim-point-{job.key}" for job in jobs])
         futures = dict(zip(launched, jobs))
         try:

@@ -20,9 +20,10 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import validation_error
 from simulator.sweep.sampling import sample
-from simulator.sweep.spec import Sweep, with_values
 from simulator.mapping import Mapping
+from simulator.sweep.spec import SYSTEM_AXES, Sweep, with_values
 from simulator.sweep.task import mapping_mode
+from simulator.system.plan import SystemPlan
 from simulator.workload import Workload
 
 
@@ -38,6 +39,7 @@ class Job:
     platform: Platform | None
     error: str | None
     inputs: dict                   # what the key hashes, as stored (workload by hash)
+    system: SystemPlan | None = None   # the point's multi-chip plan (system.* axes)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,17 @@ def point_values(sweep: Sweep, indices) -> dict[str, Any]:
             for dimension, index in zip(sweep.dimensions, indices) for axis in dimension}
 
 
+def system_plan(point: dict[str, Any]) -> SystemPlan | None:
+    """The plan the point's system.* axes name (chips default to tp x pp), or None."""
+    named = {path.removeprefix("system."): value for path, value in point.items()
+             if path in SYSTEM_AXES}
+    if not named:
+        return None
+    tp, pp = named.get("tp", 1), named.get("pp", 1)
+    return SystemPlan(chips=named.get("chips", tp * pp), tp=tp, pp=pp,
+                      ep=named.get("ep", 1))
+
+
 def make_plan(sweep: Sweep, mapping: Mapping | None = None) -> Plan:
     """Sample, filter by the constraints, validate each platform, key each job; every
     job maps its workload with `mapping` (default `Mapping()`, the default mapping)."""
@@ -93,15 +106,18 @@ def make_plan(sweep: Sweep, mapping: Mapping | None = None) -> Plan:
             excluded += 1
             continue
         platform, error = validated(raw)
+        system = system_plan(point)
         canonical = platform.model_dump(mode="json") if platform else raw
         for workload, workload_hash in zip(sweep.workloads, workload_hashes):
             inputs = {"platform": canonical,
                       "workload": {"name": workload.name, "sha256": workload_hash},
                       "mapping": mode,
                       "model_version": simulator.MODEL_VERSION}
+            if system is not None:
+                inputs["system"] = system.model_dump()
             key = sha256(canonical_json(inputs))
             jobs.setdefault(key, Job(key, point, workload, mapping, platform, error,
-                                     inputs))
+                                     inputs, system))
     return Plan(sweep, len(rows), excluded, tuple(jobs.values()))
 
 

@@ -26,6 +26,8 @@ from simulator.sweep.task import METRICS
 from simulator.workload import Workload
 
 LINK_KEY = "link"
+# Axes that name the multi-chip plan of a point (simulator.system), not a platform field.
+SYSTEM_AXES = {"system.chips", "system.tp", "system.pp", "system.ep"}
 # More values than this on one axis is a typo in a range, not a study.
 MAX_AXIS_VALUES = 100_000
 
@@ -127,8 +129,19 @@ def input_path(name: str, folder: Path, kind: str) -> Path:
 
 def axis_values(path: str, raw: Any, base: dict, *, file: str) -> tuple:
     """An axis's values, each checked alone on the base platform: a misspelt field or
-    a value the field can never take is a spec error naming `axes.PATH`."""
+    a value the field can never take is a spec error naming `axes.PATH`. System axes
+    (SYSTEM_AXES) take positive whole numbers."""
     field = f"axes.{path}"
+    if path.startswith("system."):
+        if path not in SYSTEM_AXES:
+            raise AccsimError("no such system field (known: "
+                              f"{', '.join(sorted(SYSTEM_AXES))})", file=file, field=field)
+        values = expand_values(raw, file=file, field=field)
+        for index, value in enumerate(values):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise AccsimError(f"value {value!r}: must be a positive whole number",
+                                  file=file, field=f"{field}[{index}]")
+        return values
     check_field_path(path, base, file=file)
     values = expand_values(raw, file=file, field=field)
     for index, value in enumerate(values):
@@ -258,9 +271,12 @@ def link_dimensions(axes: dict[str, Axis], link: Any, *, file: str
 
 
 def with_values(base: dict, values: dict[str, Any]) -> dict:
-    """A copy of the base platform with each dotted field set to its value."""
+    """A copy of the base platform with each dotted field set to its value (system
+    axes are the point's plan, not the platform's)."""
     platform = copy.deepcopy(base)
     for path, value in values.items():
+        if path in SYSTEM_AXES:
+            continue
         *tables, leaf = path.split(".")
         node = platform
         for table in tables:

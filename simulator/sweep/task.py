@@ -36,31 +36,44 @@ def mapping_mode(mapping: Mapping) -> str:
     return describe_mapping(mapping)
 
 
-def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping) -> dict:
+def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping,
+                   system=None) -> dict:
     """Simulate one workload on one platform with a mapping (`Mapping()`, the default
     mapping, unless the sweep names a heuristic for every operator): the metrics
     and labels as a dict with status "ok", or status "failed" and the reason when the
     workload cannot run there (a buffer too small for any tiling, say). Each outcome
     names the MODEL_VERSION that computed it, so a coordinator can refuse results
-    from a worker running other timing semantics than its keys promise."""
+    from a worker running other timing semantics than its keys promise. `system` (a
+    simulator.system.plan.SystemPlan of more than one chip): the workload sharded over
+    that many chips, its time end to end and its energy and MFU those of the system."""
+    inputs = Inputs(platform, workload, mapping)
     try:
-        result = simulate(Inputs(platform, workload, mapping))
+        if system is None or system.single_chip:
+            result = simulate(inputs)
+            figures = None
+        else:
+            from simulator.system.command import run_plan
+            run = run_plan(inputs, system)
+            result, figures = run.result, run.figures()
     except AccsimError as exc:
         return {"status": "failed", "error": exc.message(),
                 "model_version": simulator.MODEL_VERSION}
     total = result.total
     derived = total.derived(platform)
-    energy_j = derived["energy_j"]
+    time_s, energy_j, flops = derived["time_s"], derived["energy_j"], total.model_flops
+    mfu = derived["mfu"]
+    if figures is not None:
+        energy_j, flops, mfu = figures["energy_j"], figures["flops"], figures["mfu"]
     return {
         "status": "ok",
         "error": None,
         "cycles": total.cycles,
-        "time_s": derived["time_s"],
-        "mfu": derived["mfu"],
+        "time_s": time_s,
+        "mfu": mfu,
         "memory_stall_fraction": derived["memory_stall_fraction"],
         "energy_j": energy_j,
-        "avg_power_w": derived["average_power_w"],
-        "tops_per_w": total.model_flops / energy_j / 1e12 if energy_j else None,
+        "avg_power_w": energy_j / time_s if time_s else 0.0,
+        "tops_per_w": flops / energy_j / 1e12 if energy_j else None,
         "area_mm2": platform.area_mm2,
         "bottleneck": dominant_bottleneck(result.operators),
         "engine": result.engine,

@@ -1,0 +1,51 @@
+"""The multi-chip options of `accsim run` and `accsim compare` (DESIGN.md section 14):
+`--chips N --tp T --pp P --ep E`. `--chips 1` (the default) is today's single-chip run,
+unchanged; more chips shard the workload (simulator.system.shard) and run it through
+simulator.system.run. Options are validated before anything is simulated."""
+
+from __future__ import annotations
+
+import argparse
+
+from simulator.errors import AccsimError
+from simulator.simulate import Inputs, Progress
+from simulator.system.plan import SystemPlan
+from simulator.system.run import SystemRun, simulate_system
+from simulator.system.shard import shard_model, shard_plain
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "multi-chip system (the platform needs an interconnect table)")
+    group.add_argument("--chips", type=int, help="chips N = T x P (default: T x P, "
+                       "which is 1 without --tp and --pp: one chip, unchanged)")
+    group.add_argument("--tp", type=int, default=1, help="tensor parallelism T "
+                       "(Megatron for --model; column-parallel GEMM/conv otherwise)")
+    group.add_argument("--pp", type=int, default=1,
+                       help="pipeline parallelism P: contiguous stages of layers")
+    group.add_argument("--ep", type=int, default=1,
+                       help="expert parallelism E (MoE models): divides experts and N")
+
+
+def plan_from_args(args: argparse.Namespace) -> SystemPlan:
+    """The plan the options name; each must be a positive whole number."""
+    for name in ("chips", "tp", "pp", "ep"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise AccsimError(f"must be a positive whole number, found {value}",
+                              field=f"--{name}")
+    chips = args.chips if args.chips is not None else args.tp * args.pp
+    return SystemPlan(chips=chips, tp=args.tp, pp=args.pp, ep=args.ep)
+
+
+def run_plan(inputs: Inputs, plan: SystemPlan, llm=None, *, engine: str = "auto",
+             progress: Progress | None = None) -> SystemRun:
+    """Shard the workload (an LLM step of --model, or the plain workload) and simulate
+    one chip's share."""
+    platform_file = inputs.platform_source.path if inputs.platform_source else None
+    if llm is not None:
+        sharded = shard_model(llm, plan, inputs.platform, platform_file=platform_file)
+    else:
+        sharded = shard_plain(inputs.workload, plan, inputs.platform,
+                              platform_file=platform_file)
+    return simulate_system(inputs, plan, sharded, engine=engine, progress=progress)

@@ -1,0 +1,153 @@
+"""The parallelism plan of a multi-chip run (DESIGN.md section 14): N chips split T
+ways by tensor and P ways by pipeline (T x P = N), experts spread E ways, and the
+per-chip capacity check that refuses a plan before any work, naming the smallest
+T x P that would fit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from pydantic import PositiveInt
+
+from simulator.config import Platform, Strict
+from simulator.errors import AccsimError
+
+# Largest system the capacity search proposes (a TPU v5e pod is 256 chips).
+MAX_SEARCH_CHIPS = 4096
+
+
+class SystemPlan(Strict):
+    """chips = tp x pp; ep spreads experts over the same chips (E divides N)."""
+
+    chips: PositiveInt = 1
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    ep: PositiveInt = 1
+
+    @property
+    def single_chip(self) -> bool:
+        return self.chips == 1
+
+    def flags(self) -> str:
+        """The command-line spelling of this plan."""
+        return f"--chips {self.chips} --tp {self.tp} --pp {self.pp} --ep {self.ep}"
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """What a model's shape allows a plan to split (None: no such limit)."""
+
+    heads: int | None = None
+    kv_heads: int | None = None  # split when >= T (T must divide them), else replicated
+    experts: int | None = None   # None: a dense model
+    layers: int | None = None
+
+
+def tp_splits_kv(tp: int, kv_heads: int) -> bool:
+    """KV heads split evenly T ways, or each KV head replicated on T / kv_heads chips."""
+    return kv_heads % tp == 0 or tp % kv_heads == 0
+
+
+def flag(name: str) -> str:
+    return f"--{name}"
+
+
+def check_plan(plan: SystemPlan, platform: Platform, limits: ModelLimits, *,
+               platform_file: str | None = None,
+               field: Callable[[str], str] = flag) -> None:
+    """Raise one AccsimError for the first rule the plan breaks. `field` names a plan
+    field as the user wrote it (a flag by default; a spec key from sweeps)."""
+    if plan.tp * plan.pp != plan.chips:
+        raise AccsimError(f"T x P = {plan.tp} x {plan.pp} = {plan.tp * plan.pp} must "
+                          f"equal the chips ({plan.chips})", field=field("chips"))
+    if plan.chips > 1 and platform.interconnect is None:
+        raise AccsimError(f"{plan.chips} chips need links between them: platform "
+                          f"{platform.name} has no interconnect table",
+                          file=platform_file, field="interconnect")
+    if limits.heads is not None and limits.heads % plan.tp:
+        raise AccsimError(f"tensor parallelism {plan.tp} must divide the attention heads "
+                          f"({limits.heads})", field=field("tp"))
+    if limits.kv_heads is not None and not tp_splits_kv(plan.tp, limits.kv_heads):
+        raise AccsimError(f"tensor parallelism {plan.tp} must divide the KV heads "
+                          f"({limits.kv_heads}) or be a multiple of them (each KV head "
+                          "then replicated)", field=field("tp"))
+    if limits.layers is not None and plan.pp > limits.layers:
+        raise AccsimError(f"pipeline parallelism {plan.pp} exceeds the layers "
+                          f"({limits.layers}): a stage needs at least one layer",
+                          field=field("pp"))
+    if plan.ep > 1 and limits.experts is None:
+        raise AccsimError(f"expert parallelism {plan.ep} needs a mixture-of-experts model",
+                          field=field("ep"))
+    if limits.experts is not None and limits.experts % plan.ep:
+        raise AccsimError(f"expert parallelism {plan.ep} must divide the experts "
+                          f"({limits.experts})", field=field("ep"))
+    if plan.chips % plan.ep:
+        raise AccsimError(f"expert parallelism {plan.ep} must divide the chips "
+                          f"({plan.chips})", field=field("ep"))
+    if plan.tp % plan.ep:
+        raise AccsimError(f"expert parallelism {plan.ep} must divide the tensor "
+                          f"parallelism ({plan.tp}): a stage's experts are spread over "
+                          "its T chips", field=field("ep"))
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """Off-chip bytes one chip holds for a plan: its weight shard, its KV cache and
+    the activations live at once."""
+
+    weight_bytes: int
+    kv_bytes: int
+    activation_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.kv_bytes + self.activation_bytes
+
+
+def gb(count: int) -> str:
+    return f"{count / 1e9:.2f} GB"
+
+
+def candidate_plans(plan: SystemPlan, limits: ModelLimits) -> Iterator[SystemPlan]:
+    """Plans the capacity search tries, fewest chips first, then the fewest pipeline
+    stages (tensor parallelism stays within a host's fast links); E kept."""
+    for chips in range(plan.ep, MAX_SEARCH_CHIPS + 1, plan.ep):
+        for pp in range(1, chips + 1):
+            tp, rest = divmod(chips, pp)
+            if rest or tp % plan.ep or (limits.layers is not None and pp > limits.layers):
+                continue
+            if limits.heads is not None and limits.heads % tp:
+                continue
+            if limits.kv_heads is None or tp_splits_kv(tp, limits.kv_heads):
+                yield SystemPlan(chips=chips, tp=tp, pp=pp, ep=plan.ep)
+
+
+def smallest_fitting(plan: SystemPlan, limits: ModelLimits, capacity_bytes: int,
+                     footprint: Callable[[SystemPlan], Footprint]) -> SystemPlan | None:
+    """The plan with the fewest chips (then fewest stages) whose footprint fits."""
+    for candidate in candidate_plans(plan, limits):
+        if footprint(candidate).total_bytes <= capacity_bytes:
+            return candidate
+    return None
+
+
+def check_capacity(plan: SystemPlan, limits: ModelLimits, capacity_bytes: int,
+                   footprint: Callable[[SystemPlan], Footprint], *,
+                   platform_file: str | None = None) -> Footprint:
+    """The plan's per-chip footprint, or a refusal naming the bytes needed, the bytes
+    available and the smallest T x P that would fit."""
+    need = footprint(plan)
+    if need.total_bytes <= capacity_bytes:
+        return need
+    fit = smallest_fitting(plan, limits, capacity_bytes, footprint)
+    advice = (f"smallest fitting T x P: {fit.tp} x {fit.pp} ({fit.flags()}, "
+              f"{gb(footprint(fit).total_bytes)} per chip)" if fit else
+              f"no plan of up to {MAX_SEARCH_CHIPS} chips fits")
+    raise AccsimError(
+        f"does not fit {plan.chips} chip{'s' if plan.chips > 1 else ''} "
+        f"(T x P = {plan.tp} x {plan.pp}): each chip needs {need.total_bytes:,} bytes "
+        f"({gb(need.total_bytes)}: weights {gb(need.weight_bytes)} + KV "
+        f"{gb(need.kv_bytes)} + activations {gb(need.activation_bytes)}) of "
+        f"{capacity_bytes:,} bytes ({gb(capacity_bytes)}); {advice}",
+        file=platform_file, field="offchip.capacity_bytes")

@@ -1,0 +1,81 @@
+"""Serving on multi-chip replicas (DESIGN.md section 14): a replica is a T x P group of
+chips. Serving (simulator.serving) meets the Hugging Face frontend through three
+functions; this module offers the same three for one chip of the group, so an
+iteration costs one chip's shard with its collectives, the KV cache is per chip
+(capacity minus the chip's weight shard, over the chip's KV bytes per token), and
+`--replicas` multiplies groups.
+
+Not modelled: pipelining of stages over micro-batches. With P > 1 an iteration costs
+all stages in turn (as one request's latency does), which bounds throughput from below
+and reports no bubble.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.config import DTYPE_BYTES, Platform
+from simulator.system.plan import SystemPlan, check_plan
+from simulator.system.shard import (insert_model_collectives, model_footprint,
+                                    model_limits, shard_config)
+
+
+@dataclass(frozen=True)
+class ChipStats:
+    """What serving reads of model_stats, for one chip of the group."""
+
+    weight_bytes: int
+    kv_bytes_per_token: int
+
+
+class ShardedFrontend:
+    """The frontend functions serving calls, answering for one chip of a T x P group."""
+
+    def __init__(self, frontend, plan: SystemPlan, platform: Platform, *,
+                 platform_file: str | None = None):
+        self.frontend = frontend
+        self.plan = plan
+        self.platform = platform
+        self.platform_file = platform_file
+
+    def _bytes(self, dtype: str | None) -> int:
+        return DTYPE_BYTES[dtype or self.platform.systolic_array.input_dtypes[0]]
+
+    def load_model_config(self, name_or_path: str):
+        config = self.frontend.load_model_config(name_or_path)
+        check_plan(self.plan, self.platform, model_limits(config),
+                   platform_file=self.platform_file, field=lambda name: f"--{name}")
+        return config
+
+    def model_stats(self, config, *, dtype: str | None = None) -> ChipStats:
+        size = self._bytes(dtype)
+        chip = model_footprint(config, self.plan, tokens=0, kv_tokens=1, logits_rows=0,
+                               act_bytes=size, weight_bytes=size, kv_bytes=size)
+        return ChipStats(chip.weight_bytes, chip.kv_bytes)
+
+    def iteration_workload(self, config, *, prefill, decode, dtype: str | None = None):
+        workload = self.frontend.iteration_workload(
+            shard_config(config, self.plan), prefill=prefill, decode=decode, dtype=dtype)
+        tokens = sum(new for new, _ in prefill) + len(decode)
+        ops = insert_model_collectives(workload, config, self.plan, tokens=tokens,
+                                       act_bytes=self._bytes(dtype))
+        return workload.model_copy(update={"operators": ops})
+
+
+def serving_system(plan: SystemPlan, replicas: int, figures: dict) -> dict:
+    """The `system` block of a serving result: the chips used, perf per chip and per
+    joule. Serving's energy is one chip's of each group; a group's is N times that
+    (exact for P = 1: T chips' dynamic and static energy; for P > 1 an upper bound,
+    each stage's dynamic energy counted on every stage)."""
+    chips = plan.chips * replicas
+    per_chip = (lambda value: value / chips if value is not None else None)
+    per_token = figures["energy_per_token_j"]
+    group = per_token * plan.chips if per_token else None
+    return {"chips_per_replica": plan.chips, "replicas": replicas, "chips": chips,
+            "tp": plan.tp, "pp": plan.pp, "ep": plan.ep,
+            "throughput_rps_per_chip": per_chip(figures["throughput_rps"]),
+            "tokens_per_s_per_chip": per_chip(figures["tokens_per_s"]),
+            "energy_per_token_j": group,
+            "tokens_per_j": 1 / group if group else None,
+            "pipeline": "stages run in turn per iteration (no micro-batch pipelining)"
+            if plan.pp > 1 else None}

@@ -1,0 +1,262 @@
+"""What one chip of a multi-chip system runs (DESIGN.md section 14): the workload's
+shard under a plan, with the collectives it waits on inserted where they happen, and
+its per-chip footprint for the capacity check.
+
+The simulated sequence is what one request passes through, each operator on the chip
+that runs it: the tensor-parallel shard of every layer (identical on the T chips of a
+stage, so one is simulated), the P - 1 point-to-point transfers between stages, and the
+all-reduces and all-to-alls. Pipeline stages hold different layers, but one request
+visits them in turn, so its latency is the whole shard sequence plus the transfers.
+
+Hugging Face models (Megatron): heads split T ways (KV heads split where kv_heads >= T,
+replicated otherwise), the MLP width T ways, the vocabulary T ways (lm_head
+vocab-parallel), one all-reduce of tokens x hidden activations before each residual
+add (after o_proj and after the MLP). With E > 1 (E divides T), each chip holds
+experts / E experts, each split T / E ways; tokens are dispatched and combined by two
+all-to-alls per MoE layer, and the MLP all-reduce remains where T > E.
+Plain workloads: gemm and conv2d column-parallel (output columns / channels split T
+ways), vector operators split T ways; pipeline stages split the operator list.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from simulator.config import DTYPE_BYTES, Platform
+from simulator.frontends.hf.config import ModelConfig
+from simulator.frontends.hf.stats import layer_params
+from simulator.frontends.hf.workloads import experts_touched
+from simulator.system.plan import Footprint, ModelLimits, SystemPlan, check_plan
+from simulator.workload import Collective, Conv2d, Gemm, Workload, is_collective
+
+
+@dataclass(frozen=True)
+class Sharded:
+    """One chip's share of a workload under a plan, and how to size any plan."""
+
+    workload: Workload
+    limits: ModelLimits
+    footprint: Callable[[SystemPlan], Footprint]
+    tokens: int | None      # tokens one run processes (None: not a token workload)
+
+
+def collective(name: str, layer_type: str, kind: str, payload_bytes: int, chips: int,
+               repeat: int = 1) -> Collective:
+    return Collective(name=name, layer_type=layer_type, kind="collective",
+                      collective=kind, payload_bytes=max(1, payload_bytes), chips=chips,
+                      repeat=repeat)
+
+
+def stage_layers(layers: int, stages: int) -> list[int]:
+    """Layers per pipeline stage: contiguous, the remainder to the first stages."""
+    base, extra = divmod(layers, stages)
+    return [base + (1 if stage < extra else 0) for stage in range(stages)]
+
+
+# --- Hugging Face models -------------------------------------------------------------
+
+def shard_config(cfg: ModelConfig, plan: SystemPlan) -> ModelConfig:
+    """The model one chip of a tensor-parallel group holds (all layers)."""
+    t = plan.tp
+    return replace(
+        cfg, heads=cfg.heads // t,
+        kv_heads=cfg.kv_heads // t if cfg.kv_heads >= t else 1,
+        intermediate=math.ceil(cfg.intermediate / t), vocab=math.ceil(cfg.vocab / t),
+        moe_intermediate=math.ceil(cfg.moe_intermediate / (t // plan.ep)),
+        shared_intermediate=math.ceil(cfg.shared_intermediate / t))
+
+
+def model_limits(cfg: ModelConfig) -> ModelLimits:
+    return ModelLimits(heads=cfg.heads, kv_heads=cfg.kv_heads,
+                       experts=cfg.experts or None, layers=cfg.layers)
+
+
+def model_footprint(cfg: ModelConfig, plan: SystemPlan, *, tokens: int, kv_tokens: int,
+                    logits_rows: int, act_bytes: int, weight_bytes: int,
+                    kv_bytes: int) -> Footprint:
+    """Per-chip bytes of the busiest pipeline stage: its layers' weight shards (with
+    the embedding on the first stage, final norm and lm_head on the last), the KV cache
+    of its layers for `kv_tokens` tokens, and one layer's live activations."""
+    shard = shard_config(cfg, plan)
+    experts = cfg.experts // plan.ep if cfg.moe else 0
+    per_layer = layer_params(shard, experts)
+    embed = shard.vocab * shard.hidden
+    norm = shard.hidden * (2 if cfg.family.norm == "layer" else 1)
+    positions = (cfg.max_positions or 0) * cfg.hidden if not cfg.family.rotary else 0
+    head = embed  # lm_head, or the tied embedding the last stage multiplies by
+    stages = stage_layers(cfg.layers, plan.pp)
+    if plan.pp == 1:
+        outer = [embed + positions + norm + (0 if cfg.tie_embeddings else head)]
+    else:
+        outer = [embed + positions] + [0] * (plan.pp - 2) + [norm + head]
+    params = max(layers * per_layer + extra for layers, extra in zip(stages, outer))
+    kv_per_token = 2 * max(stages) * shard.kv_heads * shard.head_dim * kv_bytes
+    width = max(shard.intermediate, shard.moe_intermediate, shard.shared_intermediate)
+    live = tokens * (2 * cfg.hidden + (shard.heads + 2 * shard.kv_heads) * shard.head_dim
+                     + 2 * width) + logits_rows * shard.vocab
+    return Footprint(params * weight_bytes, kv_per_token * kv_tokens, live * act_bytes)
+
+
+def insert_model_collectives(workload: Workload, cfg: ModelConfig, plan: SystemPlan, *,
+                             tokens: int, act_bytes: int) -> list:
+    """The shard's operators with the tensor-, expert- and pipeline-parallel
+    collectives in place (DESIGN.md section 14)."""
+    t, layers = plan.tp, cfg.layers
+    activations = tokens * cfg.hidden * act_bytes
+    dispatched = math.ceil(tokens / plan.ep) * cfg.experts_per_token * cfg.hidden \
+        * act_bytes
+    mlp_reduce = t > 1 and (plan.ep < t or not cfg.moe or cfg.shared_intermediate)
+    ops = []
+    for op in workload.operators:
+        if op.name == "experts_gate_up" and plan.ep > 1:
+            ops.append(collective("ep_dispatch", "collective.ep", "all_to_all",
+                                  dispatched, plan.ep, layers))
+        if op.name == "attn_residual" and t > 1:
+            ops.append(collective("tp_attention_all_reduce", "collective.tp",
+                                  "all_reduce", activations, t, layers))
+        if op.name == "mlp_residual" and mlp_reduce:
+            ops.append(collective("tp_mlp_all_reduce", "collective.tp", "all_reduce",
+                                  activations, t, layers))
+        if op.name == "final_norm" and plan.pp > 1:
+            ops.append(collective("pp_transfer", "collective.pp", "point_to_point",
+                                  activations, 2, plan.pp - 1))
+        ops.append(expert_share(op, cfg, plan, tokens))
+        if op.name == "experts_down" and plan.ep > 1:
+            ops.append(collective("ep_combine", "collective.ep", "all_to_all",
+                                  dispatched, plan.ep, layers))
+    return ops
+
+
+EXPERT_OPERATORS = ("experts_gate_up", "experts_act", "experts_gate_mul", "experts_down")
+
+
+def expert_share(op, cfg: ModelConfig, plan: SystemPlan, tokens: int):
+    """With E > 1 a chip runs its share of the experts touched (each still sized by
+    the busiest expert)."""
+    if plan.ep == 1 or op.name not in EXPERT_OPERATORS:
+        return op
+    touched = experts_touched(cfg, tokens)
+    mine = math.ceil(touched / plan.ep)
+    if isinstance(op, Gemm):
+        return op.model_copy(update={"batch": mine})
+    return op.model_copy(update={"elements": op.elements // touched * mine})
+
+
+def shard_model(step, plan: SystemPlan, platform: Platform, *,
+                platform_file: str | None = None) -> Sharded:
+    """The shard of an LLM step (simulator.frontends.hf.command.LlmStep) under a plan,
+    which is checked first."""
+    cfg, args = step.config, step.args
+    check_plan(plan, platform, model_limits(cfg), platform_file=platform_file)
+    dtype = args.dtype or platform.systolic_array.input_dtypes[0]
+    act = DTYPE_BYTES[dtype]
+    weight = DTYPE_BYTES[args.weight_dtype] if args.weight_dtype else act
+    kv = DTYPE_BYTES[args.kv_dtype] if args.kv_dtype else act
+    prefill = step.phase == "prefill"
+    tokens = step.batch * (step.length if prefill else 1)
+    logits = tokens if prefill and args.all_logits else step.batch
+    kv_tokens = step.batch * cfg.kv_len(step.length)
+    workload = replace(step, config=shard_config(cfg, plan)).workload()
+    ops = insert_model_collectives(workload, cfg, plan, tokens=tokens, act_bytes=act)
+    shard = workload.model_copy(update={
+        "name": f"{workload.name}_{plan_label(plan)}",
+        "description": f"One chip of {plan.chips} ({plan.flags()}): "
+                       f"{workload.description}",
+        "operators": ops})
+
+    def footprint(candidate: SystemPlan) -> Footprint:
+        return model_footprint(cfg, candidate, tokens=tokens, kv_tokens=kv_tokens,
+                               logits_rows=logits, act_bytes=act, weight_bytes=weight,
+                               kv_bytes=kv)
+
+    return Sharded(Workload.model_validate(shard.model_dump()), model_limits(cfg),
+                   footprint, tokens)
+
+
+def plan_label(plan: SystemPlan) -> str:
+    return f"tp{plan.tp}_pp{plan.pp}" + (f"_ep{plan.ep}" if plan.ep > 1 else "")
+
+
+# --- plain workloads ---------------------------------------------------------------
+
+def column_shard(op, t: int):
+    """An operator's share on one of T chips, column-parallel: a GEMM's N, a conv's
+    output channels (or its groups), a vector operator's work."""
+    if t == 1 or is_collective(op):
+        return op
+    if isinstance(op, Gemm):
+        return op.model_copy(update={"n": math.ceil(op.n / t)})
+    if isinstance(op, Conv2d):
+        if op.groups % t == 0:
+            return op.model_copy(update={"groups": op.groups // t, "cin": op.cin // t,
+                                         "cout": op.cout // t})
+        return op.model_copy(update={"cout": math.ceil(op.cout // op.groups / t)
+                                     * op.groups})
+    if hasattr(op, "elements"):
+        return op.model_copy(update={"elements": math.ceil(op.elements / t)})
+    if hasattr(op, "channels"):
+        return op.model_copy(update={"channels": math.ceil(op.channels / t)})
+    return op.model_copy(update={"rows": math.ceil(op.rows / t)})
+
+
+def output_bytes(op, dtype_bytes: int) -> int:
+    """The bytes an operator's output holds (what crosses a pipeline boundary)."""
+    if isinstance(op, Gemm):
+        return op.batch * op.m * op.n * dtype_bytes
+    if isinstance(op, Conv2d):
+        return op.batch * op.ho * op.wo * op.cout * dtype_bytes
+    if is_collective(op):
+        return op.payload_bytes
+    if hasattr(op, "vector"):
+        return op.vector().output_elements * dtype_bytes
+    return op.batch * op.heads * op.q_len * op.head_dim * dtype_bytes  # attention
+
+
+def weight_bytes(op, dtype_bytes: int) -> int:
+    """A GEMM's B operand or a conv's kernel: what the chip keeps in HBM."""
+    if isinstance(op, Gemm):
+        return op.batch * op.k * op.n * dtype_bytes
+    if isinstance(op, Conv2d):
+        return op.kh * op.kw * op.cin // op.groups * op.cout * dtype_bytes
+    return 0
+
+
+def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
+                platform_file: str | None = None) -> Sharded:
+    """A GEMM/conv trace split T ways column-parallel and P ways into stages of
+    contiguous operators, one point-to-point transfer of the stage's last output
+    between stages. The plan is checked first."""
+    limits = ModelLimits(layers=len(workload.operators))
+    check_plan(plan, platform, limits, platform_file=platform_file)
+    ops = [column_shard(op, plan.tp) for op in workload.operators]
+    sizes = stage_layers(len(ops), plan.pp)
+    act = DTYPE_BYTES[platform.systolic_array.input_dtypes[0]]
+    staged, start = [], 0
+    for stage, size in enumerate(sizes):
+        staged += ops[start:start + size]
+        start += size
+        if stage < plan.pp - 1 and size:
+            staged.append(collective(f"pp_transfer_{stage + 1}", "collective.pp",
+                                     "point_to_point",
+                                     output_bytes(staged[-1], act) * staged[-1].repeat,
+                                     2))
+    shard = workload.model_copy(update={
+        "name": f"{workload.name}_{plan_label(plan)}",
+        "description": f"One chip of {plan.chips} ({plan.flags()}), column-parallel: "
+                       f"{workload.description}",
+        "operators": staged})
+
+    def footprint(candidate: SystemPlan) -> Footprint:
+        shards = [column_shard(op, candidate.tp) for op in workload.operators]
+        stages = stage_layers(len(shards), candidate.pp)
+        heaviest, start = 0, 0
+        for size in stages:
+            part = shards[start:start + size]
+            start += size
+            heaviest = max(heaviest, sum(weight_bytes(op, act) for op in part))
+        live = max((output_bytes(op, act) for op in shards), default=0)
+        return Footprint(heaviest, 0, 2 * live)
+
+    return Sharded(Workload.model_validate(shard.model_dump()), limits, footprint, None)
