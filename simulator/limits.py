@@ -139,11 +139,14 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
         if value > limit:
             raise AccsimError(f"{value} is larger than the {said} (int64 cycles would "
                               "overflow)", file=platform_source, field=field)
-    from simulator.workload import Conv2d, is_attention, is_compute
+    from simulator.workload import Conv2d, is_attention, is_collective, is_compute
     array = platform.systolic_array
     bytes_per_cycle = platform.bytes_per_cycle
     total = 0.0
     for op in workload.operators:
+        if is_collective(op):  # priced in closed form (simulator.system.collectives)
+            _check_collective(op, platform, platform_source)
+            continue
         on_array = is_compute(op) or is_attention(op)
         if on_array and (op.dtype or array.input_dtypes[0]) not in array.input_dtypes:
             raise AccsimError(f"dtype {op.dtype} is not an input dtype of {platform.name} "
@@ -180,6 +183,20 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
                               f"{bytes_per_cycle:.3g} bytes per cycle (offchip."
                               "bandwidth_gbps / clock_ghz) takes past int64 cycles",
                               file=platform_source, field="offchip.bandwidth_gbps")
+
+
+def _check_collective(op, platform, platform_source: str | None) -> None:
+    """A collective's link cycles, over its repeats, within int64 (a tiny link
+    bandwidth or a huge payload). Without an interconnect the lowering refuses it."""
+    if platform.interconnect is None:
+        return
+    from simulator.system.collectives import collective_cost
+    cycles = collective_cost(op.collective, op.payload_bytes, op.chips, platform).cycles
+    if cycles * op.repeat >= INT64_BOUND:
+        raise AccsimError(f"collective {op.name} would take {cycles:.3g} cycles x "
+                          f"{op.repeat:,} repeats on the links, past int64 (2**62 "
+                          "allowed)", file=platform_source,
+                          field="interconnect.link_bandwidth_gbps")
 
 
 def _instances(op) -> int:

@@ -328,8 +328,8 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
     for index, op in enumerate(ops):
         if op.name == absorbed:
             continue
-        if is_collective(op):
-            lowered.append(lower_collective(op, platform, workload_source=workload_source))
+        if is_collective(op):  # priced on the links: no tiling, no program
+            resolved.append((op, None, None, None))
             continue
         following = ops[index + 1] if index + 1 < len(ops) else None
         try:
@@ -342,11 +342,14 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
         fused = following if absorbed is not None and following is not None \
             and following.name == absorbed and not is_compute(following) else None
         resolved.append((op, tiling, following, fused))
-    check_tilings([(op, tiling, fused) for op, tiling, _, fused in resolved], platform,
-                  budget, mapping_source=mapping_source, platform_source=platform_source)
+    check_tilings([(op, tiling, fused) for op, tiling, _, fused in resolved
+                   if tiling is not None], platform, budget,
+                  mapping_source=mapping_source, platform_source=platform_source)
     lowered: list[LoweredOperator] = []
     for op, tiling, following, _ in resolved:
-        if is_compute(op):
+        if is_collective(op):
+            lowered.append(lower_collective(op, platform, workload_source=workload_source))
+        elif is_compute(op):
             lowered.append(lower_compute(op, tiling, platform, following=following,
                                          source=mapping_source,
                                          workload_source=workload_source))
