@@ -332,19 +332,6 @@ def test_llama_decode_study_runs_the_hf_model_and_flags_its_precision_change(lla
     assert len(flagged) == 1 and "KV cache" in flagged[0]["text"]
 
 
-def test_models_without_the_hf_frontend_are_not_evaluated(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "simulator.frontends.hf", None)  # import fails
-    study = tmp_path / "study.yaml"
-    study.write_text(SMALL_STUDY.replace("workloads: [gemm_4096]", "models: [{config: "
-                                         "llama_3_1_8b, phase: decode, context: 128}]"))
-    packet = write_packet(study, tmp_path / "packet", "--no-cache")
-    assert packet["results"] == []
-    scope = next(s for s in packet["sections"] if s["id"] == "scope-sla")
-    assert scope["verdict"] == "not evaluated"
-    assert "llama_3_1_8b_decode_b1_c128 not evaluated: Hugging Face model workloads " \
-        "(simulator.frontends.hf" in scope["reason"]
-
-
 def test_a_pair_serving_refuses_is_not_evaluated_and_the_rest_goes_on(tmp_path):
     study = tmp_path / "study.yaml"
     study.write_text(SMALL_STUDY.replace("""\

@@ -51,9 +51,8 @@ def _remove_stale(out: Path, packet: dict) -> None:
 
 
 def run_specs(study: ResolvedStudy, models: list) -> list[RunSpec]:
-    """Every platform x workload (and model a frontend could build) x mapping."""
-    workloads = study.workloads + [loaded for _, loaded in models
-                                   if not isinstance(loaded, NotEvaluated)]
+    """Every platform x workload (and model) x mapping."""
+    workloads = study.workloads + [loaded for _, loaded in models]
     return [RunSpec(platform, workload, mapping) for platform in study.platforms
             for workload in workloads for mapping in study.mappings]
 

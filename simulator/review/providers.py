@@ -1,18 +1,20 @@
-"""The packet's parts that need features built outside the core, one function each.
+"""The packet's parts that come from features outside the core (the hf frontend,
+serving, platform area, sweeps), one function each.
 
-Each returns its data, or `NotEvaluated` with the reason, so a section that needs a
-missing feature says "not evaluated" and why instead of inventing a number. Wiring a
-feature in when it lands changes one function here.
+Each returns its data, or `NotEvaluated` with the reason (the study does not ask for
+it, or the platform gives no figure), so a section says "not evaluated" and why instead
+of inventing a number.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.config import Platform
+from simulator.frontends import hf
 from simulator.loader import read_source
+from simulator.review import serving
 from simulator.review.study import Loaded, ModelUnderReview, ResolvedStudy
 
 
@@ -26,11 +28,6 @@ class NotEvaluated:
 def model_workload(model: ModelUnderReview, study: ResolvedStudy):
     """The Workload of a Hugging Face model in one phase (DESIGN.md section 9), built by
     the hf frontend, as a study input whose source is the config.json."""
-    try:
-        hf = importlib.import_module("simulator.frontends.hf")
-    except ImportError:
-        return NotEvaluated("Hugging Face model workloads (simulator.frontends.hf, "
-                            "`accsim import hf`) are not in this build")
     config = model_config_path(model, study)
     cfg = hf.load_model_config(config)
     dtypes = {"dtype": model.dtype, "weight_dtype": model.weight_dtype,
@@ -53,14 +50,9 @@ def model_config_path(model: ModelUnderReview, study: ResolvedStudy) -> str:
 def serving_runs(study: ResolvedStudy, out_dir: Path, *, cache_dir: Path | None,
                  progress=None):
     """Every platform x workload or model served at scope.serving's loads (DESIGN.md
-    section 10), as review.serving records; needs the serving simulator."""
+    section 10), as review.serving records."""
     if study.study.scope.serving is None:
         return NotEvaluated("the study asks for no serving load (scope.serving)")
-    try:
-        from simulator.review import serving
-    except ImportError:
-        return NotEvaluated("the serving simulation (simulator.serving, `accsim serve`) "
-                            "is not in this build")
     subjects = [(w.label, w.source.path, False) for w in study.workloads]
     subjects += [(m.label, model_config_path(m, study), True)
                  for m in study.study.scope.models]
@@ -70,19 +62,19 @@ def serving_runs(study: ResolvedStudy, out_dir: Path, *, cache_dir: Path | None,
 
 def platform_area_mm2(platform: Platform) -> float | NotEvaluated:
     """The platform's die area from its optional area table (DESIGN.md section 2)."""
-    if not hasattr(platform, "area_mm2"):
-        return NotEvaluated("platform area (Platform.area_mm2 from an `area` table) is "
-                            "not in this build")
-    value = platform.area_mm2() if callable(platform.area_mm2) else platform.area_mm2
+    value = platform.area_mm2
     if value is None:
         return NotEvaluated(f"{platform.name} gives no area table")
     return float(value)
 
 
 def design_sweep(study: ResolvedStudy) -> dict | NotEvaluated:
-    """The Pareto front of the sweep named by scope.sweep (DESIGN.md section 11);
-    needs the sweep package."""
-    if study.study.scope.sweep is None:
+    """The Pareto front of the sweep named by scope.sweep (DESIGN.md section 11). The
+    packet does not run or embed sweep stores yet: the section says how to get the
+    front with `accsim sweep`."""
+    spec = study.study.scope.sweep
+    if spec is None:
         return NotEvaluated("the study asks for no design-space sweep (scope.sweep)")
-    return NotEvaluated("design-space sweeps (simulator.sweep, `accsim sweep`) are not in "
-                        "this build")
+    return NotEvaluated(f"the packet does not embed sweep results yet: run `accsim sweep "
+                        f"run {spec} --store S.sqlite` and `accsim sweep report S.sqlite "
+                        "--pareto ...` for the front")

@@ -36,7 +36,7 @@ class Context:
 
     study: ResolvedStudy
     records: list[RunRecord]
-    models: list[tuple[ModelUnderReview, object]]  # (model, Loaded or NotEvaluated)
+    models: list[tuple[ModelUnderReview, object]]  # (model, study.Loaded)
     serving: list | NotEvaluated                   # review.serving.ServingRecord
 
 
@@ -188,21 +188,19 @@ def scope_and_sla(ctx: Context) -> dict:
     text = [f"Objective: {study.objective}",
             f"Owners: {', '.join(study.owners)}",
             f"Baseline platform: {study.baseline}"]
-    scope_rows = [["platform", p.label, p.source.path if p.source else "(built in)", None]
+    scope_rows = [["platform", p.label, p.source.path if p.source else "(built in)"]
                   for p in ctx.study.platforms]
-    scope_rows += [["workload", w.label, w.source.path if w.source else "(built in)",
-                    None] for w in ctx.study.workloads]
-    for model, loaded in ctx.models:
-        scope_rows.append(["model", model.label, model.config,
-                           loaded.reason if isinstance(loaded, NotEvaluated) else None])
-    scope_rows += [["mapping", m.label, m.source.path if m.source else "(built in)", None]
+    scope_rows += [["workload", w.label, w.source.path if w.source else "(built in)"]
+                   for w in ctx.study.workloads]
+    scope_rows += [["model", model.label, model.config] for model, _ in ctx.models]
+    scope_rows += [["mapping", m.label, m.source.path if m.source else "(built in)"]
                    for m in ctx.study.mappings]
     if scope.serving is not None:
         load = scope.serving
         scope_rows.append(["serving load", f"{load.arrival}, {load.requests} requests, "
                            f"{load.prompt_tokens} prompt / {load.output_tokens} output "
                            f"tokens (LLMs), SLA judged at {load.rate_per_s:g}/s",
-                           ", ".join(f"{r:g}/s" for r in load.rates), None])
+                           ", ".join(f"{r:g}/s" for r in load.rates)])
     judged_runs = [(run_cells(record), "one request at a time", check,
                     pointer(record, "workload"))
                    for record in ctx.records for check in sla_checks(ctx, record)]
@@ -223,8 +221,7 @@ def scope_and_sla(ctx: Context) -> dict:
                 "SLA missed", f"SLA missed: {check['target']} {check['value']:,.3f} vs "
                 f"{check['bound']} {check['limit']:g} ({basis}) on {label}", href))
     judged = len(rows)
-    notes = [f"{model.label} not evaluated: {loaded.reason}"
-             for model, loaded in ctx.models if isinstance(loaded, NotEvaluated)]
+    notes = []
     if serving_targets(ctx) and not served(ctx):
         notes.append(f"{', '.join(serving_targets(ctx))} not evaluated: "
                      + "; ".join(serving_notes(ctx)))
@@ -241,9 +238,8 @@ def scope_and_sla(ctx: Context) -> dict:
     if notes and judged:
         reason += "; " + listing(notes, 2)
     return section("scope-sla", verdict, reason, text=text, findings=findings, tables=[
-        table("scope", "Scope (models a frontend cannot build say why)",
-              [("kind", "text"), ("name", "text"), ("source", "text"),
-               ("not evaluated", "text")], scope_rows),
+        table("scope", "Scope", [("kind", "text"), ("name", "text"), ("source", "text")],
+              scope_rows),
         table("sla-checks", "SLA checks per run (one request at a time: no queueing, "
               "so every latency percentile is the simulated latency; serving: the "
               "serving simulation at the study's load; headroom: fraction of the limit "
@@ -523,8 +519,7 @@ def workload_fit(ctx: Context) -> dict:
     """Platform x workload: a platform fits a workload when one mapping meets every
     check one request at a time and, where it was served, serving meets them too."""
     workloads = [w.label for w in ctx.study.workloads]
-    workloads += [loaded.label for _, loaded in ctx.models
-                  if not isinstance(loaded, NotEvaluated)]
+    workloads += [loaded.label for _, loaded in ctx.models]
     by_run = {(r.spec.platform.label, r.spec.mapping.label, r.spec.workload.label): r
               for r in ctx.records}
     verdicts: dict[tuple[str, str], list[tuple[str, bool]]] = {}  # (basis, meets)
@@ -565,12 +560,10 @@ def workload_fit(ctx: Context) -> dict:
 
     unfit = [name for name in workloads
              if not any(fits(p.label, name) for p in ctx.study.platforms)]
-    notes = [f"{model.label}: not evaluated ({loaded.reason})"
-             for model, loaded in ctx.models if isinstance(loaded, NotEvaluated)]
     findings = []
     if not verdicts:
         verdict = NOT_EVALUATED
-        reason = "; ".join(notes) or "no SLA target a run can be judged on"
+        reason = "no SLA target a run can be judged on"
     elif unfit:
         verdict = FAIL
         reason = "no platform meets the SLA for " + ", ".join(unfit)
@@ -579,7 +572,7 @@ def workload_fit(ctx: Context) -> dict:
     else:
         verdict = PASS
         reason = "every workload meets the SLA on at least one platform"
-    return section("fit", verdict, reason, text=notes, findings=findings, tables=[table(
+    return section("fit", verdict, reason, findings=findings, tables=[table(
         "fit", "Workload fit: does each platform meet every SLA check for each workload "
         "(one row per mapping, one row served; headroom: the smallest over the checks; "
         "a platform fits when a mapping meets them and serving does too)", columns,
