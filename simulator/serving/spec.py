@@ -85,6 +85,9 @@ class ServeSpec(Strict):
     tp: PositiveInt = Field(default=1, description="tensor parallelism per replica")
     pp: PositiveInt = Field(default=1, description="pipeline stages per replica")
     ep: PositiveInt = Field(default=1, description="expert parallelism per replica")
+    micro_batches: PositiveInt | None = Field(default=None, description="micro-batches "
+                                              "in a replica's pipeline (default pp; 1 "
+                                              "runs the stages in turn)")
     routing: Literal["round_robin", "least_loaded", "shared_queue"] = "round_robin"
     seed: NonNegativeInt = 0
     sla: dict[str, float] = Field(default_factory=dict)
