@@ -72,3 +72,20 @@ def test_row_parallel_is_in_the_schema_export(capsys):
     assert main(["schema", "mapping"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert "GEMMs split by rows" in schema["properties"]["row_parallel"]["description"]
+
+
+def test_a_row_parallel_result_verifies_and_an_edited_shard_does_not(tmp_path, capsys):
+    """verify shards the workload file again under the recorded plan and mapping."""
+    path = tmp_path / "r.json"
+    assert main(["run", "--arch", "tpu_v5e_like", "--workload", "bert_base_s128", "--tp",
+                 "4", "--mapping", plan_file(tmp_path, f"row_parallel: [{DOWN}]\n"),
+                 "--json", str(path)]) == 0
+    assert main(["verify", str(path)]) == 0
+    edited = json.loads(path.read_text())
+    for op in edited["manifest"]["inputs"]["workload"]["canonical"]["operators"]:
+        if op["name"] == DOWN:
+            op["k"] = 3072  # as if unsharded
+    path.write_text(json.dumps(edited))
+    capsys.readouterr()
+    assert main(["verify", str(path)]) == 1
+    assert "workload: " in capsys.readouterr().out
