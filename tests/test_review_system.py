@@ -71,3 +71,21 @@ def test_a_bad_system_is_refused_before_any_run(tmp_path, capsys, system, platfo
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "p" / "results").exists() or \
         not any((tmp_path / "p" / "results").iterdir())
+
+
+def test_a_study_serves_each_replica_as_a_group_of_the_system(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY.replace("  system: {tp: 4}\n", "  system: {tp: 4}\n  serving: "
+                                   "{rate_per_s: 5, requests: 8, prompt_tokens: 64, "
+                                   "output_tokens: 8}\n"))
+    out = tmp_path / "packet"
+    assert main(["review", str(study), "--out", str(out), "--no-cache"]) == 0
+    served = json.loads((out / "results" / "serving.tpu_v5e_like."
+                         "llama_3_1_8b_decode_b1_c512.json").read_text())
+    point = served["points"][0]
+    assert point["system"]["chips"] == point["system"]["tp"] == 4
+    assert point["completed"] + point["dropped"] == point["requests"] == 8
+    # a plain workload is served on one chip only: that pair says why it is not served
+    assert not (out / "results" / "serving.tpu_v5e_like.gemm_4096.json").exists()
+    packet = json.loads((out / "packet.json").read_text())
+    assert "multi-chip replicas serve LLMs" in json.dumps(packet["sections"])
