@@ -8,6 +8,7 @@ import pytest
 from serving_helpers import LinearTokenCost, run
 
 from simulator.config import Platform
+from simulator.errors import AccsimError
 from simulator.loader import load_model, locate
 from simulator.serving.serve import Setup, summary
 from simulator.serving.spec import ServeSpec
@@ -50,9 +51,16 @@ def test_micro_batches_share_the_replicas_kv_cache():
     assert tight["completed"] == 60 and tight["dropped"] == 0
 
 
-def test_one_stage_serves_as_before():
-    """P = 1 runs the unpipelined replica: micro_batches changes nothing."""
-    plain = serve(spec())
-    again = serve(spec(micro_batches=3))
-    assert plain == again
-    assert "system" not in plain
+def test_one_micro_batch_is_the_unpipelined_replica(tmp_path):
+    """Stages in turn cost each iteration whole, as the P = 1 replica does: the same
+    request times (P = 1 itself runs the replica of before, whose figures the serving
+    tests check by hand)."""
+    _, _, one = run(spec(), COST, kv_blocks=4096)
+    _, _, turns = run(spec(chips=2, pp=2, micro_batches=1), COST, kv_blocks=4096)
+    assert turns.latency_s == pytest.approx(one.latency_s, rel=1e-12)
+    assert turns.ttft_s == pytest.approx(one.ttft_s, rel=1e-12)
+
+
+def test_micro_batches_need_a_pipeline():
+    with pytest.raises(AccsimError, match="micro-batches fill a pipeline: give pp > 1"):
+        spec(micro_batches=2)

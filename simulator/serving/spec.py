@@ -128,6 +128,8 @@ class ServeSpec(Strict):
              "find_max_rate needs an sla to meet"),
             (self.find_max_rate and self.sweep_rate is not None, "find_max_rate",
              "give sweep_rate or find_max_rate, not both"),
+            (self.micro_batches is not None and self.pp == 1, "micro_batches",
+             "micro-batches fill a pipeline: give pp > 1"),
         ]
         for broken, field, rule in rules:
             if broken:  # AccsimError passes through pydantic with its field named
