@@ -103,7 +103,7 @@ class PipelinedReplica:
 
     @property
     def scheduler(self):
-        """The scheduler arrivals are enqueued on (the queue is the lanes' own)."""
+        """The scheduler arrivals are enqueued on (its queue is every lane's)."""
         return self.lanes[0]
 
     @property
