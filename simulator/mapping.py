@@ -69,12 +69,24 @@ SCORE_TILE_ELEMENTS = 1 << 20
 
 
 class Mapping(Strict):
-    """Tilings by operator name, by layer_type, and a default, most specific winning."""
+    """Tilings by operator name, by layer_type, and a default, most specific winning;
+    and how a multi-chip run (--tp) splits the GEMMs it names (DESIGN.md section 14)."""
 
     name: Name = "default"
     default: TilingSpec = TilingSpec()
     layer_types: dict[Name, TilingSpec] = {}
     operators: dict[Name, TilingSpec] = {}
+    row_parallel: list[Name] = Field(
+        default=[], description="GEMMs split by rows (K) under --tp, each followed by "
+        "an all-reduce of its output; the others are column-parallel (N)")
+
+    @field_validator("row_parallel")
+    @classmethod
+    def _once_each(cls, names: list[str]) -> list[str]:
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"names {', '.join(repeated)} more than once")
+        return names
 
 
 @dataclass(frozen=True)
@@ -692,8 +704,15 @@ def _check_heuristic_tiling(name: str, op, tiling) -> None:
 
 def check_mapping_names(mapping: Mapping, workload: Workload, *, file: str | None) -> None:
     """Operator names in a plan must exist in the workload."""
-    known = {op.name for op in workload.operators}
+    known = {op.name: op for op in workload.operators}
     for name in mapping.operators:
         if name not in known:
             raise AccsimError(f"no operator named {name!r} in workload {workload.name!r}",
                               file=file, field=f"operators.{name}")
+    for name in mapping.row_parallel:
+        if name not in known:
+            raise AccsimError(f"no operator named {name!r} in workload {workload.name!r}",
+                              file=file, field="row_parallel")
+        if known[name].kind != "gemm":
+            raise AccsimError(f"{name!r} is a {known[name].kind} operator; only a gemm "
+                              "splits by rows", file=file, field="row_parallel")

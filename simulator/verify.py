@@ -100,9 +100,11 @@ def _is_imported(path: str) -> bool:
     return isinstance(data, dict) and "operators" not in data
 
 
-def _source_changes(embedded: dict, models: dict) -> list[str]:
+def _source_changes(embedded: dict, models: dict, system: dict | None = None) -> list[str]:
     """Sources whose file changed, and sources whose file is unchanged but whose
-    embedded canonical input differs from what the file gives (an edited result)."""
+    embedded canonical input differs from what the file gives (an edited result). A
+    multi-chip result embeds one chip's shard of its workload file: the file is
+    sharded again under the recorded plan before the comparison."""
     from simulator import scalesim
     changed, reread = [], {}
     for kind in INPUT_MODELS:
@@ -127,12 +129,28 @@ def _source_changes(embedded: dict, models: dict) -> list[str]:
     if validate and {"platform", "workload"} <= set(reread):
         reread["platform"] = scalesim.validate_platform(reread["platform"],
                                                         reread["workload"])
+    if system is not None and "workload" in reread:
+        reread["workload"] = _shard_of(reread["workload"], system, models)
     for kind, model in reread.items():
         if model != models[kind] and not (validate and kind == "mapping"):
             changed.append(f"{kind}: {embedded[kind]['path']} (the embedded input "
                            "differs from this file, whose sha256 is unchanged: the "
                            "result was edited)")
     return changed
+
+
+def _shard_of(workload, system: dict, models: dict):
+    """One chip's shard of a plain workload under a recorded `system` block's plan, as
+    the run built it (simulator.system.shard); the workload itself where the block is
+    not a plan."""
+    from simulator.system.plan import SystemPlan
+    from simulator.system.shard import shard_plain
+    try:
+        plan = SystemPlan(**{key: system[key] for key in ("chips", "tp", "pp", "ep")})
+        return shard_plain(workload, plan, models["platform"], row_parallel=frozenset(
+            models["mapping"].row_parallel)).workload
+    except (KeyError, TypeError, ValueError, AccsimError):
+        return workload  # the comparison then reports the edit
 
 
 def read_result(result_path: str) -> tuple[dict, dict]:
@@ -185,7 +203,9 @@ def verify(result_path: str) -> Verification:
     models = embedded_models(recorded, file=source.path)
     manifest = recorded["manifest"]
     embedded = manifest["inputs"]
-    changed = _source_changes(embedded, models)
+    system = recorded.get("system")
+    changed = _source_changes(embedded, models, system if isinstance(system, dict)
+                              else None)
     recorded_version = manifest.get("model_version")
     if recorded_version != simulator.MODEL_VERSION:
         # Timing or lowering semantics changed since: every figure may differ, and a

@@ -13,8 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
-from simulator.review.providers import NotEvaluated, model_workload, serving_runs
-from simulator.review.runs import RunSpec, default_cache_dir, run_all
+from simulator.review.providers import (NotEvaluated, model_step, model_workload,
+                                        serving_runs)
+from simulator.review.runs import RunSpec, default_cache_dir, on_system, run_all
 from simulator.review.study import ResolvedStudy, load_study, write_variants
 
 PACKET_FILES = ("index.html", "packet.md", "packet.json")
@@ -51,10 +52,19 @@ def _remove_stale(out: Path, packet: dict) -> None:
 
 
 def run_specs(study: ResolvedStudy, models: list) -> list[RunSpec]:
-    """Every platform x workload (and model) x mapping."""
-    workloads = study.workloads + [loaded for _, loaded in models]
-    return [RunSpec(platform, workload, mapping) for platform in study.platforms
-            for workload in workloads for mapping in study.mappings]
+    """Every platform x workload (and model) x mapping; on the study's system, each
+    sharded and checked here, before any simulation."""
+    workloads = [(w, None) for w in study.workloads] + [(loaded, model)
+                                                         for model, loaded in models]
+    specs = [(RunSpec(platform, workload, mapping), model)
+             for platform in study.platforms for workload, model in workloads
+             for mapping in study.mappings]
+    system = study.study.scope.system
+    if system is None or system.plan.single_chip:
+        return [spec for spec, _ in specs]
+    steps = {id(model): model_step(model, study) for model, _ in models}
+    return [on_system(spec, system.plan, steps[id(model)] if model else None,
+                      study_file=study.source.path) for spec, model in specs]
 
 
 def review(args: argparse.Namespace) -> int:

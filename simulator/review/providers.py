@@ -40,6 +40,20 @@ def model_workload(model: ModelUnderReview, study: ResolvedStudy):
     return Loaded(model.label, workload, read_source(hf.config.locate_config(config)))
 
 
+def model_step(model: ModelUnderReview, study: ResolvedStudy):
+    """The model's LLM step (simulator.frontends.hf.command.LlmStep), which a
+    multi-chip system shards as `accsim run --model ... --tp T` does."""
+    import argparse
+
+    from simulator.frontends.hf.command import LlmStep
+    options = argparse.Namespace(dtype=model.dtype, weight_dtype=model.weight_dtype,
+                                 kv_dtype=model.kv_dtype, imbalance=1.0,
+                                 all_logits=False)
+    length = model.seq if model.phase == "prefill" else model.context
+    return LlmStep(hf.load_model_config(model_config_path(model, study)), model.phase,
+                   model.batch, length, options)
+
+
 def model_config_path(model: ModelUnderReview, study: ResolvedStudy) -> str:
     """A config.json relative to the study file, else the name as given (a shipped
     config, which the frontend finds)."""

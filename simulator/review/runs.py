@@ -1,5 +1,8 @@
 """The runs a study needs (platform x workload x mapping), each simulated once through
-`simulator.simulate` and kept as the result file `accsim run --json` writes.
+`simulator.simulate` and kept as the result file `accsim run --json` writes. On a
+multi-chip system (scope.system) a run simulates one chip's shard through
+simulator.system.run, as `accsim run --chips N --tp T ...` does, and its file carries
+the `system` block.
 
 Results are reused by content hash: the key is the sha256 of the canonical inputs, their
 source files' hashes, the engine asked for and MODEL_VERSION, so a cached result is
@@ -15,13 +18,17 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import simulator
+from simulator.errors import AccsimError
 from simulator.report import write_json
 from simulator.review.study import Loaded
 from simulator.simulate import Inputs, simulate
+from simulator.system.plan import SystemPlan, check_capacity
+from simulator.system.run import simulate_system, write_system_json
+from simulator.system.shard import Sharded, plan_label, shard_model, shard_plain
 
 RESULTS_FOLDER = "results"
 
@@ -33,12 +40,31 @@ class RunSpec:
     platform: Loaded
     workload: Loaded
     mapping: Loaded
+    system: SystemPlan | None = None  # a multi-chip system: `sharded` is one chip's
+    sharded: Sharded | None = None    # share, checked (plan, capacity) before any run
 
     @property
     def name(self) -> str:
-        """File-name-safe id, e.g. `tpu_v1.resnet50_b1.default`."""
-        parts = (self.platform.label, self.workload.label, self.mapping.label)
+        """File-name-safe id, e.g. `tpu_v1.resnet50_b1.default` (`.tp4_pp1` appended
+        on a system)."""
+        parts = (self.platform.label, self.workload.label, self.mapping.label) \
+            + ((plan_label(self.system),) if self.system else ())
         return ".".join(re.sub(r"[^A-Za-z0-9_-]+", "_", part) for part in parts)
+
+    def embedded(self) -> dict:
+        """The inputs the result file embeds: on a system, the shard's workload."""
+        workload = self.workload if self.sharded is None else \
+            Loaded(self.workload.label, self.sharded.workload, self.workload.source)
+        return {"platform": _embedded(self.platform), "workload": _embedded(workload),
+                "mapping": _embedded(self.mapping)}
+
+    def simulate(self, path: Path, engine: str) -> None:
+        """Simulate the run and write its result file."""
+        if self.sharded is None:
+            write_json(simulate(self.inputs(), engine=engine), path)
+        else:
+            write_system_json(simulate_system(self.inputs(), self.system, self.sharded,
+                                              engine=engine), path)
 
     def inputs(self) -> Inputs:
         return Inputs(self.platform.model, self.workload.model, self.mapping.model,
@@ -56,6 +82,31 @@ class RunRecord:
     reused: bool       # taken from the cache (said on the terminal, not in the packet)
 
 
+def on_system(spec: RunSpec, plan: SystemPlan, step=None, *, study_file: str) -> RunSpec:
+    """The run on a multi-chip system: one chip's shard (of the LLM step, for a model)
+    built, and the plan and the per-chip capacity checked, before any simulation. An
+    error names the run and the study's scope.system field."""
+    platform = spec.platform.model
+    platform_file = spec.platform.source.path if spec.platform.source else study_file
+    try:
+        if step is None:
+            sharded = shard_plain(spec.workload.model, plan, platform,
+                                  platform_file=platform_file,
+                                  row_parallel=frozenset(spec.mapping.model.row_parallel))
+        else:
+            sharded = shard_model(step, plan, platform, platform_file=platform_file)
+        capacity = platform.offchip.capacity_bytes
+        if capacity:
+            check_capacity(plan, sharded.limits, capacity, sharded.footprint,
+                           platform_file=platform_file)
+    except AccsimError as exc:
+        field = exc.field or "system"
+        field = f"scope.system.{field[2:]}" if field.startswith("--") else field
+        raise AccsimError(f"{exc.rule} (run {spec.name})", file=exc.file or study_file,
+                          field=field) from None
+    return replace(spec, system=plan, sharded=sharded)
+
+
 def _embedded(loaded: Loaded) -> dict:
     source = loaded.source
     return {"path": source.path if source else None,
@@ -66,8 +117,9 @@ def _embedded(loaded: Loaded) -> dict:
 def cache_key(spec: RunSpec, engine: str) -> str:
     """sha256 of the canonical inputs with their sources, the engine and MODEL_VERSION."""
     identity = {"model_version": simulator.MODEL_VERSION, "engine": engine,
-                "platform": _embedded(spec.platform), "workload": _embedded(spec.workload),
-                "mapping": _embedded(spec.mapping)}
+                **spec.embedded()}
+    if spec.system is not None:  # keyed apart from the same inputs on one chip
+        identity["system"] = spec.system.model_dump()
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -78,11 +130,13 @@ def _cached(path: Path, spec: RunSpec) -> bool:
         recorded = json.loads(path.read_text())
         embedded = recorded["manifest"]["inputs"]
         same_version = recorded["manifest"]["model_version"] == simulator.MODEL_VERSION
+        system = recorded.get("system")
+        plan = None if system is None else \
+            {key: system[key] for key in ("chips", "tp", "pp", "ep")}
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    wanted = {"platform": _embedded(spec.platform), "workload": _embedded(spec.workload),
-              "mapping": _embedded(spec.mapping)}
-    return same_version and embedded == wanted
+    wanted = None if spec.system is None else spec.system.model_dump()
+    return same_version and embedded == spec.embedded() and plan == wanted
 
 
 def default_cache_dir() -> Path:
@@ -106,7 +160,7 @@ def run_all(specs: list[RunSpec], out_dir: Path, *, cache_dir: Path | None,
         reused = cached is not None and _cached(cached, spec)
         if not reused:
             fresh = target.with_suffix(".tmp")
-            write_json(simulate(spec.inputs(), engine=engine), fresh)
+            spec.simulate(fresh, engine)
             if cached is not None:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(fresh, cached.with_suffix(".tmp"))

@@ -195,6 +195,9 @@ def scope_and_sla(ctx: Context) -> dict:
     scope_rows += [["model", model.label, model.config] for model, _ in ctx.models]
     scope_rows += [["mapping", m.label, m.source.path if m.source else "(built in)"]
                    for m in ctx.study.mappings]
+    if scope.system is not None:
+        scope_rows.append(["system", scope.system.plan.flags(), "each run simulates one "
+                           "chip's shard; its result file holds the system block", None])
     if scope.serving is not None:
         load = scope.serving
         scope_rows.append(["serving load", f"{load.arrival}, {load.requests} requests, "
@@ -352,6 +355,8 @@ def utilisation(ctx: Context) -> dict:
 
 def _tiling(op: dict) -> list:
     tiling = op["tiling"]
+    if tiling is None:  # a collective: links only, no tiling
+        return ["-", "-", "-", "-"]
     if op["unit"] == "vector":
         return [f"{tiling['tm']} rows", "-", "-", tiling["depth"]]
     return [f"{tiling['tm']}x{tiling['tn']}x{tiling['tk']}", tiling["loop_order"],
@@ -669,11 +674,11 @@ RESULT_CHECKS: tuple[tuple[str, str, Callable[[dict], bool]], ...] = (
     ("roofline bound", "simulated cycles >= roofline bound (compute or compulsory "
      "bytes) on every operator",
      lambda t: t["cycles"] + 1e-9 >= t["roofline_bound_cycles"]),
-    ("cycle identity", "busy + fill + input stall + output stall + drain = total on "
-     "every operator",
+    ("cycle identity", "busy + fill + input stall + output stall + drain (+ collective "
+     "link time) = total on every operator",
      lambda t: t["busy_cycles"] + t["fill_cycles"] + t["input_stall_cycles"]
      + t["output_stall_cycles"] + t["drain_cycles"] + t.get("overhead_cycles", 0)
-     == t["cycles"]),
+     + t.get("collective_cycles", 0) == t["cycles"]),
 )
 # What accsim's own test suite validates, not rerun for a packet.
 SUITE_VALIDATIONS = (

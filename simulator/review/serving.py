@@ -72,10 +72,17 @@ def serve_spec(study: ResolvedStudy, platform: Loaded, subject: str, *,
                          prompt_tokens=load.prompt_tokens,
                          output_tokens=load.output_tokens, batching=load.batching,
                          max_batch=load.max_batch, replicas=load.replicas,
-                         seed=load.seed, sla=serving_sla(study.study.sla, llm=llm))
+                         seed=load.seed, sla=serving_sla(study.study.sla, llm=llm),
+                         **_system(study))
     except ValidationError as exc:  # a combination the serving simulator refuses
         rule = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise AccsimError(rule, file=study.source.path, field="scope.serving") from None
+
+
+def _system(study: ResolvedStudy) -> dict:
+    """The spec's parallelism fields: each replica a group of the study's system."""
+    system = study.study.scope.system
+    return {} if system is None else system.model_dump()
 
 
 def serve_points(spec: ServeSpec, rates: list[float]) -> dict:

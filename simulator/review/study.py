@@ -106,14 +106,33 @@ class PlatformVariant(Strict):
     set: dict[str, int | float | str | bool | list | None] = Field(min_length=1)
 
 
+class SystemUnderReview(Strict):
+    """The multi-chip system every run of the study uses (DESIGN.md section 14): each
+    run simulates one chip's shard, its result carries the `system` block."""
+
+    chips: PositiveInt | None = Field(default=None, description="default tp x pp")
+    tp: PositiveInt = Field(default=1, description="tensor parallelism")
+    pp: PositiveInt = Field(default=1, description="pipeline stages")
+    ep: PositiveInt = Field(default=1, description="expert parallelism (MoE models)")
+
+    @property
+    def plan(self):
+        from simulator.system.plan import SystemPlan
+        return SystemPlan(chips=self.chips or self.tp * self.pp, tp=self.tp, pp=self.pp,
+                          ep=self.ep)
+
+
 class Scope(Strict):
-    """What is reviewed: platforms x (workloads and models), and optionally a serving
-    load and a design-space sweep."""
+    """What is reviewed: platforms x (workloads and models), optionally on a
+    multi-chip system, and optionally a serving load and a design-space sweep."""
 
     platforms: list[str | PlatformVariant] = Field(
         min_length=1, description="shipped names, YAML paths, or what-if variants")
     workloads: list[str] = Field(default=[], description="shipped names or YAML paths")
     models: list[ModelUnderReview] = []
+    system: SystemUnderReview | None = Field(
+        default=None, description="every run on N chips split T x P (E for experts); "
+        "the platforms need an interconnect table")
     serving: ServingLoad | None = None
     sweep: str | None = Field(default=None, description="a sweep spec (simulator.sweep)")
 

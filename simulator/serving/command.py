@@ -66,6 +66,8 @@ def add_parser(subparsers) -> None:
     add("--tp", type=int, help="tensor parallelism per replica (default 1)")
     add("--pp", type=int, help="pipeline stages per replica (default 1)")
     add("--ep", type=int, help="expert parallelism per replica (default 1)")
+    add("--micro-batches", type=int, help="micro-batches in a replica's pipeline "
+        "(default --pp; 1 runs the stages in turn)")
     add("--routing", choices=["round_robin", "least_loaded", "shared_queue"],
         help="default round_robin")
     add("--seed", type=int, help="default 0; same seed, same result")

@@ -1,12 +1,15 @@
 """The event loop: SimPy processes that only move requests. An arrival process hands
 each request to the router's replica; each replica process asks its scheduler what to
 run, waits that long (or until an arrival, when the plan allows), and reports back.
+A replica of P > 1 pipeline stages (DESIGN.md section 14) is a PipelinedReplica: its
+micro-batches' iterations overlap across the stages.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
+from dataclasses import replace
 
 import simpy
 
@@ -42,6 +45,16 @@ class Replica:
         if not self.arrived.triggered:
             self.arrived.succeed()
 
+    def share_queue(self, queue) -> None:
+        self.scheduler.waiting = queue
+
+    def close(self) -> None:
+        """No more arrivals will come."""
+        self.scheduler.closed = True
+
+    def start(self) -> None:
+        self.env.process(self.serving())
+
     def serving(self):
         env = self.env
         while True:
@@ -65,6 +78,97 @@ class Replica:
             self.report()
 
 
+class PipelinedReplica:
+    """A replica of P pipeline stages fed by micro-batches: one scheduler per
+    micro-batch (as vLLM's virtual engines), all sharing the replica's waiting queue
+    and KV cache. Each iteration a micro-batch plans passes the stages in order, each
+    stage a SimPy resource held for 1 / P of the iteration's cost (stages balanced), so
+    one micro-batch's iteration on stage s overlaps another's on stage s - 1. With one
+    micro-batch the stages run in turn. The bubble is the stages' idle share of the
+    time any micro-batch is in the pipeline."""
+
+    def __init__(self, env: simpy.Environment, schedulers: list, stages: int,
+                 report: Callable[[], None], store: MetricsStore):
+        self.env = env
+        self.lanes = schedulers
+        for lane in schedulers[1:]:
+            lane.waiting = schedulers[0].waiting
+        self.stages = [simpy.Resource(env, capacity=1) for _ in range(stages)]
+        self.report = report
+        self.store = store
+        self.arrived = [env.event() for _ in schedulers]
+        self.freed = env.event()  # a micro-batch committed: KV blocks may be free
+        self.in_flight = 0
+        self.active_since = 0.0
+
+    @property
+    def scheduler(self):
+        """The scheduler arrivals are enqueued on (its queue is every lane's)."""
+        return self.lanes[0]
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.scheduler.waiting) + sum(len(s.running) for s in self.lanes)
+
+    def wake(self) -> None:
+        for event in self.arrived:
+            if not event.triggered:
+                event.succeed()
+
+    def share_queue(self, queue) -> None:
+        for lane in self.lanes:
+            lane.waiting = queue
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            lane.closed = True
+
+    def start(self) -> None:
+        for index in range(len(self.lanes)):
+            self.env.process(self.serving(index))
+
+    def _enter(self) -> None:
+        if self.in_flight == 0:
+            self.active_since = self.env.now
+        self.in_flight += 1
+
+    def _leave(self, replica: int) -> None:
+        self.in_flight -= 1
+        if self.in_flight == 0:
+            self.store.on_pipeline_active(replica, self.env.now - self.active_since)
+
+    def serving(self, lane: int):
+        env, scheduler, stages = self.env, self.lanes[lane], len(self.stages)
+        while True:
+            if self.arrived[lane].triggered:
+                self.arrived[lane] = env.event()
+            plan = scheduler.plan(env.now)
+            if not isinstance(plan, Plan):  # wait for an arrival, a freeing or deadline
+                news = self.arrived[lane] | self.freed
+                yield news if plan is None else news | env.timeout(max(0.0, plan - env.now))
+                continue
+            self._enter()
+            ends, busy, spent, last = [], [], 0.0, plan.start_s
+            for end in plan.ends_s:
+                share = (end - last) / stages
+                last = end
+                for stage in self.stages:
+                    with stage.request() as turn:
+                        yield turn
+                        yield env.timeout(share)
+                spent += share
+                ends.append(env.now)
+                busy.append(spent)
+                if plan.interruptible and self.arrived[lane].triggered:
+                    break  # an arrival may join at this iteration boundary
+            self._leave(scheduler.index)
+            self.store.on_stage_busy(scheduler.index, spent * stages)
+            scheduler.commit(replace(plan, ends_s=ends, busy_s=busy), len(ends))
+            freed, self.freed = self.freed, env.event()
+            freed.succeed()
+            self.report()
+
+
 def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[Replica],
              store: MetricsStore):
     shared = getattr(router, "shared", False)
@@ -81,7 +185,7 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
         for replica in replicas if shared else (target,):
             replica.wake()
     for replica in replicas:  # the end of arrivals is news too (static batching)
-        replica.scheduler.closed = True
+        replica.close()
         replica.wake()
 
 
@@ -99,16 +203,25 @@ def run_serving(spec, arrivals: Arrivals, cost, make_kv: Callable[[], object], *
             progress(done, total)
             next_report[0] = done + REPORT_EVERY
 
-    replicas = [Replica(env, policy(i, spec, cost, make_kv(), store, llm=llm), report)
-                for i in range(spec.replicas)]
+    stages = spec.system.pp
+    micro_batches = spec.micro_batches or stages
+
+    def replica(i: int):
+        if stages == 1:
+            return Replica(env, policy(i, spec, cost, make_kv(), store, llm=llm), report)
+        kv = make_kv()  # one cache per replica, shared by its micro-batches
+        return PipelinedReplica(env, [policy(i, spec, cost, kv, store, llm=llm)
+                                      for _ in range(micro_batches)], stages, report, store)
+
+    replicas = [replica(i) for i in range(spec.replicas)]
     router = ROUTERS.get(spec.routing, field="routing")()
     if getattr(router, "shared", False):
         queue = replicas[0].scheduler.waiting
-        for replica in replicas:
-            replica.scheduler.waiting = queue
+        for each in replicas:
+            each.share_queue(queue)
     env.process(arriving(env, arrivals, router, replicas, store))
-    for replica in replicas:
-        env.process(replica.serving())
+    for each in replicas:
+        each.start()
     env.run()
     unfinished = total - len(store.finished) - len(store.dropped)
     if unfinished:  # a policy left requests behind: say so rather than drop them

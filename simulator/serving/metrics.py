@@ -49,6 +49,10 @@ class MetricsStore:
         self.arrived = 0
         self.preemptions = 0
         self.running_max = [0] * replicas
+        # Pipelined replicas: seconds summed over stages, and seconds any micro-batch
+        # was in the pipeline (their ratio over P is the stages' utilisation).
+        self.stage_busy_s = [0.0] * replicas
+        self.pipeline_active_s = [0.0] * replicas
         self.sample = ShapeSample(sample_limit)
         # (time, +1 arrival / -1 departure): the number in the system over time,
         # integrated after the run (a batch reports its finishes when it ends, later
@@ -76,12 +80,23 @@ class MetricsStore:
     def on_preempt(self, request: Request) -> None:
         self.preemptions += 1
 
-    def on_iterations(self, replica: int, start_s: float, end_s: float, energy_j: float,
+    def on_iterations(self, replica: int, busy_s: float, energy_j: float,
                       count: int, running: int) -> None:
-        self.busy_s[replica] += end_s - start_s
+        self.busy_s[replica] += busy_s
         self.energy_j[replica] += energy_j
         self.iterations[replica] += count
         self.running_max[replica] = max(self.running_max[replica], running)
+
+    def on_stage_busy(self, replica: int, seconds: float) -> None:
+        self.stage_busy_s[replica] += seconds
+
+    def on_pipeline_active(self, replica: int, seconds: float) -> None:
+        self.pipeline_active_s[replica] += seconds
+
+    def pipeline_bubble_fraction(self, stages: int) -> float | None:
+        """The stages' idle share of the time a micro-batch was in the pipeline."""
+        active = sum(self.pipeline_active_s)
+        return 1.0 - sum(self.stage_busy_s) / (stages * active) if active > 0 else None
 
     def offer_shape(self, shape: Callable[[], Shape]) -> None:
         if self.sample.limit:

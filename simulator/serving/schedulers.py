@@ -35,13 +35,20 @@ MAX_RUN_ITERATIONS = 4096
 @dataclass
 class Plan:
     """Iterations to run from `start_s`: each one's end time and the energy used by
-    its end; `work` is the scheduler's own record of what runs."""
+    its end; `work` is the scheduler's own record of what runs. `busy_s`, where set,
+    is the replica's busy time by each iteration's end (a pipelined replica's stages
+    share it); otherwise the time since `start_s`."""
 
     start_s: float
     ends_s: list[float]
     energy_j: list[float]
     interruptible: bool
     work: object
+    busy_s: list[float] | None = None
+
+    def busy(self, done: int) -> float:
+        """Busy seconds of the first `done` iterations."""
+        return self.busy_s[done - 1] if self.busy_s else self.ends_s[done - 1] - self.start_s
 
 
 def _plan(now: float, costs: list[Cost], *, interruptible: bool, work) -> Plan:
@@ -107,6 +114,8 @@ class RequestBatching(ReplicaScheduler):
         if ready is not True:
             return ready
         batch = self._take()
+        if not batch:  # a pipelined replica's other micro-batches hold the KV blocks
+            return None
         self.running = batch
         if not self.llm:
             size = self.spec.max_batch if self.pads else len(batch)
@@ -140,8 +149,8 @@ class RequestBatching(ReplicaScheduler):
     def commit(self, plan: Plan, done: int) -> None:
         batch = plan.work
         self.running = []
-        self.store.on_iterations(self.index, plan.start_s, plan.ends_s[done - 1],
-                                 plan.energy_j[done - 1], done, len(batch))
+        self.store.on_iterations(self.index, plan.busy(done), plan.energy_j[done - 1],
+                                 done, len(batch))
         for request in batch:
             if self.llm:
                 request.first_token_s = plan.ends_s[0]
@@ -234,6 +243,8 @@ class ContinuousBatching(ReplicaScheduler):
             new = min(head.prefill_target, budget)
             chunks.append((head, new))
             budget -= new
+        if not chunks and not decoding:  # the KV blocks are held by other micro-batches
+            return None
         if chunks:
             self.store.offer_shape(lambda: (
                 tuple((n, r.prefilled) for r, n in chunks),
@@ -273,7 +284,7 @@ class ContinuousBatching(ReplicaScheduler):
     def commit(self, plan: Plan, done: int) -> None:
         work: Iterations = plan.work
         end = plan.ends_s[done - 1]
-        self.store.on_iterations(self.index, plan.start_s, end, plan.energy_j[done - 1],
+        self.store.on_iterations(self.index, plan.busy(done), plan.energy_j[done - 1],
                                  done, len(self.running))
         finished = []
         held = self.kv.held_tokens

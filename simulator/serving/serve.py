@@ -120,7 +120,9 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
     figures["sla"] = sla_report(spec.sla, figures)
     if not spec.system.single_chip:
         from simulator.system.serving import serving_system
-        figures["system"] = serving_system(spec.system, spec.replicas, figures)
+        figures["system"] = serving_system(spec.system, spec.replicas, figures,
+                                           micro_batches=spec.micro_batches or spec.pp,
+                                           bubble=store.pipeline_bubble_fraction(spec.pp))
     return figures
 
 

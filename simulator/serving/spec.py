@@ -85,6 +85,9 @@ class ServeSpec(Strict):
     tp: PositiveInt = Field(default=1, description="tensor parallelism per replica")
     pp: PositiveInt = Field(default=1, description="pipeline stages per replica")
     ep: PositiveInt = Field(default=1, description="expert parallelism per replica")
+    micro_batches: PositiveInt | None = Field(default=None, description="micro-batches "
+                                              "in a replica's pipeline (default pp; 1 "
+                                              "runs the stages in turn)")
     routing: Literal["round_robin", "least_loaded", "shared_queue"] = "round_robin"
     seed: NonNegativeInt = 0
     sla: dict[str, float] = Field(default_factory=dict)
@@ -125,6 +128,8 @@ class ServeSpec(Strict):
              "find_max_rate needs an sla to meet"),
             (self.find_max_rate and self.sweep_rate is not None, "find_max_rate",
              "give sweep_rate or find_max_rate, not both"),
+            (self.micro_batches is not None and self.pp == 1, "micro_batches",
+             "micro-batches fill a pipeline: give pp > 1"),
         ]
         for broken, field, rule in rules:
             if broken:  # AccsimError passes through pydantic with its field named

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from simulator.errors import AccsimError
+from simulator.mapping import check_mapping_names
 from simulator.simulate import Inputs, Progress
 from simulator.system.plan import SystemPlan
 from simulator.system.run import SystemRun, simulate_system
@@ -20,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--chips", type=int, help="chips N = T x P (default: T x P, "
                        "which is 1 without --tp and --pp: one chip, unchanged)")
     group.add_argument("--tp", type=int, default=1, help="tensor parallelism T "
-                       "(Megatron for --model; column-parallel GEMM/conv otherwise)")
+                       "(Megatron for --model; column-parallel GEMM/conv otherwise, row-parallel "
+                       "for the GEMMs a plan's row_parallel names)")
     group.add_argument("--pp", type=int, default=1,
                        help="pipeline parallelism P: contiguous stages of layers")
     group.add_argument("--ep", type=int, default=1,
@@ -45,7 +47,11 @@ def run_plan(inputs: Inputs, plan: SystemPlan, llm=None, *, engine: str = "auto"
     platform_file = inputs.platform_source.path if inputs.platform_source else None
     if llm is not None:
         sharded = shard_model(llm, plan, inputs.platform, platform_file=platform_file)
-    else:
+    else:  # the plan's names are the workload's, not its shard's
+        check_mapping_names(inputs.mapping, inputs.workload,
+                            file=inputs.mapping_source.path if inputs.mapping_source
+                            else None)
         sharded = shard_plain(inputs.workload, plan, inputs.platform,
-                              platform_file=platform_file)
+                              platform_file=platform_file,
+                              row_parallel=frozenset(inputs.mapping.row_parallel))
     return simulate_system(inputs, plan, sharded, engine=engine, progress=progress)

@@ -3,11 +3,8 @@ chips. Serving (simulator.serving) meets the Hugging Face frontend through three
 functions; this module offers the same three for one chip of the group, so an
 iteration costs one chip's shard with its collectives, the KV cache is per chip
 (capacity minus the chip's weight shard, over the chip's KV bytes per token), and
-`--replicas` multiplies groups.
-
-Not modelled: pipelining of stages over micro-batches. With P > 1 an iteration costs
-all stages in turn (as one request's latency does), which bounds throughput from below
-and reports no bubble.
+`--replicas` multiplies groups. With P > 1 the replica's micro-batches are pipelined
+over its stages (simulator.serving.engine.PipelinedReplica) and the bubble reported.
 """
 
 from __future__ import annotations
@@ -62,11 +59,13 @@ class ShardedFrontend:
         return workload.model_copy(update={"operators": ops})
 
 
-def serving_system(plan: SystemPlan, replicas: int, figures: dict) -> dict:
+def serving_system(plan: SystemPlan, replicas: int, figures: dict, *,
+                   micro_batches: int, bubble: float | None) -> dict:
     """The `system` block of a serving result: the chips used, perf per chip and per
     joule. Serving's energy is one chip's of each group; a group's is N times that
     (exact for P = 1: T chips' dynamic and static energy; for P > 1 an upper bound,
-    each stage's dynamic energy counted on every stage)."""
+    each stage's dynamic energy counted on every stage). The bubble is the stages'
+    idle share of the time a micro-batch was in the pipeline (None for P = 1)."""
     chips = plan.chips * replicas
     per_chip = (lambda value: value / chips if value is not None else None)
     per_token = figures["energy_per_token_j"]
@@ -77,5 +76,5 @@ def serving_system(plan: SystemPlan, replicas: int, figures: dict) -> dict:
             "tokens_per_s_per_chip": per_chip(figures["tokens_per_s"]),
             "energy_per_token_j": group,
             "tokens_per_j": 1 / group if group else None,
-            "pipeline": "stages run in turn per iteration (no micro-batch pipelining)"
-            if plan.pp > 1 else None}
+            "micro_batches": micro_batches if plan.pp > 1 else None,
+            "pipeline_bubble_fraction": bubble if plan.pp > 1 else None}

@@ -15,7 +15,9 @@ add (after o_proj and after the MLP). With E > 1 (E divides T), each chip holds
 experts / E experts, each split T / E ways; tokens are dispatched and combined by two
 all-to-alls per MoE layer, and the MLP all-reduce remains where T > E.
 Plain workloads: gemm and conv2d column-parallel (output columns / channels split T
-ways), vector operators split T ways; pipeline stages split the operator list.
+ways), vector operators split T ways; a GEMM the mapping plan names in `row_parallel`
+splits its K instead and is followed by an all-reduce of its (full) output; pipeline
+stages split the operator list.
 """
 
 from __future__ import annotations
@@ -201,6 +203,27 @@ def column_shard(op, t: int):
     return op.model_copy(update={"rows": math.ceil(op.rows / t)})
 
 
+def tp_shard(op, t: int, row_parallel: frozenset[str]):
+    """An operator's share on one of T chips: row-parallel (a GEMM's K) where the plan
+    names it, column-parallel otherwise."""
+    if t > 1 and op.name in row_parallel:
+        return op.model_copy(update={"k": math.ceil(op.k / t)})
+    return column_shard(op, t)
+
+
+def tensor_parallel(ops: list, t: int, row_parallel: frozenset[str], act: int) -> list:
+    """Each operator's shard, an all-reduce of each row-parallel GEMM's partial sums
+    after it."""
+    out = []
+    for op in ops:
+        shard = tp_shard(op, t, row_parallel)
+        out.append(shard)
+        if t > 1 and op.name in row_parallel:
+            out.append(collective(f"{op.name}_all_reduce", "collective.tp", "all_reduce",
+                                  output_bytes(shard, act), t, op.repeat))
+    return out
+
+
 def output_bytes(op, dtype_bytes: int) -> int:
     """The bytes an operator's output holds (what crosses a pipeline boundary)."""
     if isinstance(op, Gemm):
@@ -224,18 +247,20 @@ def weight_bytes(op, dtype_bytes: int) -> int:
 
 
 def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
-                platform_file: str | None = None) -> Sharded:
-    """A GEMM/conv trace split T ways column-parallel and P ways into stages of
+                platform_file: str | None = None,
+                row_parallel: frozenset[str] = frozenset()) -> Sharded:
+    """A GEMM/conv trace split T ways (column-parallel, or row-parallel with an
+    all-reduce for the GEMMs named in `row_parallel`) and P ways into stages of
     contiguous operators, one point-to-point transfer of the stage's last output
     between stages. The plan is checked first."""
     limits = ModelLimits(layers=len(workload.operators))
     check_plan(plan, platform, limits, platform_file=platform_file)
-    ops = [column_shard(op, plan.tp) for op in workload.operators]
-    sizes = stage_layers(len(ops), plan.pp)
+    sizes = stage_layers(len(workload.operators), plan.pp)
     act = DTYPE_BYTES[platform.systolic_array.input_dtypes[0]]
     staged, start = [], 0
     for stage, size in enumerate(sizes):
-        staged += ops[start:start + size]
+        staged += tensor_parallel(workload.operators[start:start + size], plan.tp,
+                                  row_parallel, act)
         start += size
         if stage < plan.pp - 1 and size:
             staged.append(collective(f"pp_transfer_{stage + 1}", "collective.pp",
@@ -244,12 +269,14 @@ def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
                                      2))
     shard = workload.model_copy(update={
         "name": f"{workload.name}_{plan_label(plan)}",
-        "description": f"One chip of {plan.chips} ({plan.flags()}), column-parallel: "
+        "description": f"One chip of {plan.chips} ({plan.flags()}), column-parallel"
+                       + (f" but {', '.join(sorted(row_parallel))} row-parallel"
+                          if row_parallel and plan.tp > 1 else "") + ": "
                        f"{workload.description}",
         "operators": staged})
 
     def footprint(candidate: SystemPlan) -> Footprint:
-        shards = [column_shard(op, candidate.tp) for op in workload.operators]
+        shards = [tp_shard(op, candidate.tp, row_parallel) for op in workload.operators]
         stages = stage_layers(len(shards), candidate.pp)
         heaviest, start = 0, 0
         for size in stages:
