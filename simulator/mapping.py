@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import permutations
 from pathlib import Path
 
@@ -330,6 +331,18 @@ def os_k_inner(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     return Tiling(tm, tn, tk, "mnk", "os", depth)
 
 
+@dataclass(frozen=True)
+class _MinOffchipQuery:
+    """min_offchip's inputs, equal and hashed by the canonical text of exactly what it
+    reads (the operator but its names, the array, the buffers, the activation memory,
+    depth and dataflow): platforms that differ only elsewhere (off-chip bandwidth, say,
+    in a sweep) share one answer."""
+
+    text: str
+    op: object = field(compare=False)
+    platform: Platform = field(compare=False)
+
+
 @register("min_offchip")
 def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     """Minimum off-chip bytes under the buffer budget: over tile sizes from the array
@@ -338,25 +351,45 @@ def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     as `a_tile_bound`, an upper bound of its window) and whose estimated off-chip
     traffic (`offchip_estimate`: LRU reuse by loop order and slots, partial-sum spills)
     is least; ties go to fewer array cycles (`array_busy_cycles`), then fewer steps,
-    then the canonical order. Vector operators get array_aligned's row tiles."""
+    then the canonical order. Vector operators get array_aligned's row tiles.
+    Memoised within a process (a pure cache, `_MinOffchipQuery`)."""
     if not is_compute(op):
         return vector_rows_tiling(op, platform, depth)
+    text = json.dumps([op.model_dump(mode="json", exclude={"name", "layer_type"}),
+                       platform.systolic_array.model_dump(mode="json"),
+                       platform.buffers.model_dump(mode="json"),
+                       platform.activation_memory_bytes, depth, dataflow], sort_keys=True)
+    return _min_offchip(_MinOffchipQuery(text, op, platform), depth, dataflow)
+
+
+@functools.lru_cache(maxsize=4096)
+def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
+    op, platform = query.op, query.platform
     array = platform.systolic_array
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
     units = (array.rows, array.cols)
-    axes = [dim_candidates(g.m, units), dim_candidates(g.n, units),
-            dim_candidates(g.k, units), range(len(LOOP_ORDERS))]
-    check_candidates(int(np.prod([len(axis) for axis in axes])), op, "min_offchip")
-    tm, tn, tk, order = _grid(axes)
+    vm, vn, vk = (np.asarray(dim_candidates(size, units), dtype=np.int64)
+                  for size in (g.m, g.n, g.k))
+    orders = len(LOOP_ORDERS)
+    check_candidates(len(vm) * len(vn) * len(vk) * orders, op, "min_offchip")
+    # Fit on the (m tile, n tile, k tile) axes (it does not depend on the loop order),
+    # then the fitting tiles x every loop order, in the grid's order (order fastest).
+    tm, tn, tk = vm[:, None, None], vn[None, :, None], vk[None, None, :]
     buffers = platform.buffers
     fits = ((depth * a_tile_bound(op, tm, tk) * e <= buffers.ifmap_bytes)
             & (depth * tk * tn * e <= buffers.weight_bytes)
             & (depth * tm * tn * acc <= buffers.output_bytes))
     if not fits.any():  # nothing fits: let lowering report array_aligned's overflow
         return array_aligned(op, platform, depth, dataflow)
-    tm, tn, tk, order = tm[fits], tn[fits], tk[fits], order[fits]
+    mi, ni, ki = np.nonzero(fits)
+    tm, tn, tk = (np.repeat(values, orders) for values in (vm[mi], vn[ni], vk[ki]))
+    order = np.tile(np.arange(orders, dtype=np.int64), len(mi))
     traffic = offchip_estimate(op, platform, tm, tn, tk, order)
+    # Traffic is the first key: the later ones matter only among its least.
+    least = traffic == traffic.min()
+    tm, tn, tk, order, traffic = tm[least], tn[least], tk[least], order[least], \
+        traffic[least]
     busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
                              array.cols, array.count, array.fold_model)
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
@@ -411,12 +444,6 @@ def coarse_candidates(size: int, units: Iterable[int]) -> list[int]:
             tile = min(size, ceil_div(tile, unit) * unit)
         values.add(tile)
     return sorted(values)
-
-
-def _grid(axes: list) -> list[np.ndarray]:
-    """The cartesian product of value lists, as flat int64 arrays (first axis slowest)."""
-    mesh = np.meshgrid(*[np.asarray(list(a), dtype=np.int64) for a in axes], indexing="ij")
-    return [m.ravel() for m in mesh]
 
 
 def _axis_tiles(size: int, tile: np.ndarray, unit: int) -> tuple[np.ndarray, ...]:
