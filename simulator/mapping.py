@@ -383,15 +383,19 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     if not fits.any():  # nothing fits: let lowering report array_aligned's overflow
         return array_aligned(op, platform, depth, dataflow)
     mi, ni, ki = np.nonzero(fits)
-    tm, tn, tk = (np.repeat(values, orders) for values in (vm[mi], vn[ni], vk[ki]))
-    order = np.tile(np.arange(orders, dtype=np.int64), len(mi))
+    tm, tn, tk = vm[mi][:, None], vn[ni][:, None], vk[ki][:, None]
+    order = np.arange(orders, dtype=np.int64)[None, :]
+    # Axes (fitting tile, loop order): the busy cycles depend on the order only through
+    # its innermost dim, so they are computed on the tiles and broadcast.
     traffic = offchip_estimate(op, platform, tm, tn, tk, order)
+    busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
+                             array.cols, array.count, array.fold_model).ravel()
+    tm, tn, tk, order = (np.broadcast_to(values, (len(mi), orders)).ravel()
+                         for values in (tm, tn, tk, order))
     # Traffic is the first key: the later ones matter only among its least.
     least = traffic == traffic.min()
-    tm, tn, tk, order, traffic = tm[least], tn[least], tk[least], order[least], \
-        traffic[least]
-    busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
-                             array.cols, array.count, array.fold_model)
+    tm, tn, tk, order, traffic, busy = (values[least] for values in
+                                        (tm, tn, tk, order, traffic, busy))
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
     order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]
     pick = np.lexsort((order_rank, tk, tn, tm, steps, busy, traffic))[0]
@@ -532,15 +536,10 @@ def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
     return multi + singles * single
 
 
-def _flat(*values) -> list[np.ndarray]:
-    """Scalars or arrays as int64 arrays of one common 1-D shape."""
-    arrays = np.broadcast_arrays(*[np.atleast_1d(np.asarray(v, dtype=np.int64))
-                                   for v in values])
-    return [a.ravel() for a in arrays]
-
-
-def _inside(order_name: str, dim: str) -> str:
-    return order_name[order_name.index(dim) + 1:]
+# Indexed [reuse dim][dim][loop order]: whether `dim`'s loop is inside `reuse`'s.
+_INSIDE = {reuse: {dim: np.array([dim in name[name.index(reuse) + 1:]
+                                  for name in LOOP_ORDERS]) for dim in DIMS}
+           for reuse in DIMS}
 
 
 def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
@@ -552,12 +551,15 @@ def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
     uses); otherwise once per tile of the reuse dim. C moves once as outputs unless the
     live C tiles exceed its slots with k not innermost, when partial sums spill and
     reload on every k step. A conv's A is counted as its input tensor (halos ignored).
-    Operands that live in the on-chip activation memory move nothing.
+    Operands that live in the on-chip activation memory move nothing. Tilings
+    broadcast against each other (order: indices into LOOP_ORDERS); the answer is flat,
+    one entry per element of their broadcast shape, in C order.
     """
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
     buffers = platform.buffers
-    tm, tn, tk, order = _flat(tm, tn, tk, order)
+    tm, tn, tk, order = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk, order))
+    shape = np.broadcast_shapes(tm.shape, tn.shape, tk.shape, order.shape)
     counts = {"m": -(-g.m // tm), "n": -(-g.n // tn), "k": -(-g.k // tk)}
     if hasattr(op, "cin"):
         a_bytes = op.batch * op.h * op.w * (op.cin // op.groups) * e
@@ -571,32 +573,26 @@ def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
     slots = {"a": buffers.ifmap_bytes // (tm * tk * e),
              "b": buffers.weight_bytes // (tk * tn * e),
              "c": buffers.output_bytes // (tm * tn * acc)}
-    total = np.zeros(tm.shape, dtype=np.int64)
-    for index, name in enumerate(LOOP_ORDERS):
-        chosen = order == index
-        if not chosen.any():
+
+    def inside(reuse: str) -> np.ndarray:
+        """Product of the tile counts of the dims whose loops are inside `reuse`'s."""
+        product = np.ones((), dtype=np.int64)
+        for dim in DIMS:
+            if dim != reuse:
+                product = product * np.where(_INSIDE[reuse][dim][order], counts[dim], 1)
+        return product
+
+    total = np.zeros((), dtype=np.int64)
+    for operand, reuse, base in (("a", "n", a_bytes), ("b", "m", g.k * g.n * e)):
+        if operand == "a" and onchip:
             continue
-        moved = np.zeros(chosen.sum(), dtype=np.int64)
-        for operand, own, reuse, base in (("a", "mk", "n", a_bytes),
-                                          ("b", "kn", "m", g.k * g.n * e)):
-            if operand == "a" and onchip:
-                continue
-            inner = np.ones(chosen.sum(), dtype=np.int64)
-            for dim in _inside(name, reuse):
-                inner = inner * counts[dim][chosen]
-            refetch = np.where((counts[reuse][chosen] == 1)
-                               | (inner <= slots[operand][chosen]), 1,
-                               counts[reuse][chosen])
-            moved += base * refetch
-        if not onchip:
-            live = np.ones(chosen.sum(), dtype=np.int64)
-            for dim in _inside(name, "k"):
-                live = live * counts[dim][chosen]
-            spill = slots["c"][chosen] < live
-            nk = counts["k"][chosen]
-            moved += g.m * g.n * out + spill * 2 * g.m * g.n * acc * (nk - 1)
-        total[chosen] = moved
-    return total
+        refetch = np.where((counts[reuse] == 1) | (inside(reuse) <= slots[operand]), 1,
+                           counts[reuse])
+        total = total + base * refetch
+    if not onchip:
+        spill = slots["c"] < inside("k")
+        total = total + g.m * g.n * out + spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
+    return np.broadcast_to(total, shape).ravel()
 
 
 def merged_spec(mapping: Mapping, op) -> TilingSpec:
