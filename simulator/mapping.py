@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import permutations
 from pathlib import Path
 
@@ -342,6 +343,18 @@ def os_k_inner(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     return Tiling(tm, tn, tk, "mnk", "os", depth)
 
 
+@dataclass(frozen=True)
+class _MinOffchipQuery:
+    """min_offchip's inputs, equal and hashed by the canonical text of exactly what it
+    reads (the operator but its names, the array, the buffers, the activation memory,
+    depth and dataflow): platforms that differ only elsewhere (off-chip bandwidth, say,
+    in a sweep) share one answer."""
+
+    text: str
+    op: object = field(compare=False)
+    platform: Platform = field(compare=False)
+
+
 @register("min_offchip")
 def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     """Minimum off-chip bytes under the buffer budget: over tile sizes from the array
@@ -350,27 +363,51 @@ def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     as `a_tile_bound`, an upper bound of its window) and whose estimated off-chip
     traffic (`offchip_estimate`: LRU reuse by loop order and slots, partial-sum spills)
     is least; ties go to fewer array cycles (`array_busy_cycles`), then fewer steps,
-    then the canonical order. Vector operators get array_aligned's row tiles."""
+    then the canonical order. Vector operators get array_aligned's row tiles.
+    Memoised within a process (a pure cache, `_MinOffchipQuery`)."""
     if not is_compute(op):
         return vector_rows_tiling(op, platform, depth)
+    text = json.dumps([op.model_dump(mode="json", exclude={"name", "layer_type"}),
+                       platform.systolic_array.model_dump(mode="json"),
+                       platform.buffers.model_dump(mode="json"),
+                       platform.activation_memory_bytes, depth, dataflow], sort_keys=True)
+    return _min_offchip(_MinOffchipQuery(text, op, platform), depth, dataflow)
+
+
+@functools.lru_cache(maxsize=4096)
+def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
+    op, platform = query.op, query.platform
     array = platform.systolic_array
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
     units = (array.rows, array.cols)
-    axes = [dim_candidates(g.m, units), dim_candidates(g.n, units),
-            dim_candidates(g.k, units), range(len(LOOP_ORDERS))]
-    check_candidates(int(np.prod([len(axis) for axis in axes])), op, "min_offchip")
-    tm, tn, tk, order = _grid(axes)
+    vm, vn, vk = (np.asarray(dim_candidates(size, units), dtype=np.int64)
+                  for size in (g.m, g.n, g.k))
+    orders = len(LOOP_ORDERS)
+    check_candidates(len(vm) * len(vn) * len(vk) * orders, op, "min_offchip")
+    # Fit on the (m tile, n tile, k tile) axes (it does not depend on the loop order),
+    # then the fitting tiles x every loop order, in the grid's order (order fastest).
+    tm, tn, tk = vm[:, None, None], vn[None, :, None], vk[None, None, :]
     buffers = platform.buffers
     fits = ((depth * a_tile_bound(op, tm, tk) * e <= buffers.ifmap_bytes)
             & (depth * tk * tn * e <= buffers.weight_bytes)
             & (depth * tm * tn * acc <= buffers.output_bytes))
     if not fits.any():  # nothing fits: let lowering report array_aligned's overflow
         return array_aligned(op, platform, depth, dataflow)
-    tm, tn, tk, order = tm[fits], tn[fits], tk[fits], order[fits]
+    mi, ni, ki = np.nonzero(fits)
+    tm, tn, tk = vm[mi][:, None], vn[ni][:, None], vk[ki][:, None]
+    order = np.arange(orders, dtype=np.int64)[None, :]
+    # Axes (fitting tile, loop order): the busy cycles depend on the order only through
+    # its innermost dim, so they are computed on the tiles and broadcast.
     traffic = offchip_estimate(op, platform, tm, tn, tk, order)
     busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
-                             array.cols, array.count, array.fold_model)
+                             array.cols, array.count, array.fold_model).ravel()
+    tm, tn, tk, order = (np.broadcast_to(values, (len(mi), orders)).ravel()
+                         for values in (tm, tn, tk, order))
+    # Traffic is the first key: the later ones matter only among its least.
+    least = traffic == traffic.min()
+    tm, tn, tk, order, traffic, busy = (values[least] for values in
+                                        (tm, tn, tk, order, traffic, busy))
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
     order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]
     pick = np.lexsort((order_rank, tk, tn, tm, steps, busy, traffic))[0]
@@ -423,12 +460,6 @@ def coarse_candidates(size: int, units: Iterable[int]) -> list[int]:
             tile = min(size, ceil_div(tile, unit) * unit)
         values.add(tile)
     return sorted(values)
-
-
-def _grid(axes: list) -> list[np.ndarray]:
-    """The cartesian product of value lists, as flat int64 arrays (first axis slowest)."""
-    mesh = np.meshgrid(*[np.asarray(list(a), dtype=np.int64) for a in axes], indexing="ij")
-    return [m.ravel() for m in mesh]
 
 
 def _axis_tiles(size: int, tile: np.ndarray, unit: int) -> tuple[np.ndarray, ...]:
@@ -517,15 +548,10 @@ def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
     return multi + singles * single
 
 
-def _flat(*values) -> list[np.ndarray]:
-    """Scalars or arrays as int64 arrays of one common 1-D shape."""
-    arrays = np.broadcast_arrays(*[np.atleast_1d(np.asarray(v, dtype=np.int64))
-                                   for v in values])
-    return [a.ravel() for a in arrays]
-
-
-def _inside(order_name: str, dim: str) -> str:
-    return order_name[order_name.index(dim) + 1:]
+# Indexed [reuse dim][dim][loop order]: whether `dim`'s loop is inside `reuse`'s.
+_INSIDE = {reuse: {dim: np.array([dim in name[name.index(reuse) + 1:]
+                                  for name in LOOP_ORDERS]) for dim in DIMS}
+           for reuse in DIMS}
 
 
 def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
@@ -537,12 +563,15 @@ def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
     uses); otherwise once per tile of the reuse dim. C moves once as outputs unless the
     live C tiles exceed its slots with k not innermost, when partial sums spill and
     reload on every k step. A conv's A is counted as its input tensor (halos ignored).
-    Operands that live in the on-chip activation memory move nothing.
+    Operands that live in the on-chip activation memory move nothing. Tilings
+    broadcast against each other (order: indices into LOOP_ORDERS); the answer is flat,
+    one entry per element of their broadcast shape, in C order.
     """
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
     buffers = platform.buffers
-    tm, tn, tk, order = _flat(tm, tn, tk, order)
+    tm, tn, tk, order = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk, order))
+    shape = np.broadcast_shapes(tm.shape, tn.shape, tk.shape, order.shape)
     counts = {"m": -(-g.m // tm), "n": -(-g.n // tn), "k": -(-g.k // tk)}
     if hasattr(op, "cin"):
         a_bytes = op.batch * op.h * op.w * (op.cin // op.groups) * e
@@ -556,32 +585,26 @@ def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
     slots = {"a": buffers.ifmap_bytes // (tm * tk * e),
              "b": buffers.weight_bytes // (tk * tn * e),
              "c": buffers.output_bytes // (tm * tn * acc)}
-    total = np.zeros(tm.shape, dtype=np.int64)
-    for index, name in enumerate(LOOP_ORDERS):
-        chosen = order == index
-        if not chosen.any():
+
+    def inside(reuse: str) -> np.ndarray:
+        """Product of the tile counts of the dims whose loops are inside `reuse`'s."""
+        product = np.ones((), dtype=np.int64)
+        for dim in DIMS:
+            if dim != reuse:
+                product = product * np.where(_INSIDE[reuse][dim][order], counts[dim], 1)
+        return product
+
+    total = np.zeros((), dtype=np.int64)
+    for operand, reuse, base in (("a", "n", a_bytes), ("b", "m", g.k * g.n * e)):
+        if operand == "a" and onchip:
             continue
-        moved = np.zeros(chosen.sum(), dtype=np.int64)
-        for operand, own, reuse, base in (("a", "mk", "n", a_bytes),
-                                          ("b", "kn", "m", g.k * g.n * e)):
-            if operand == "a" and onchip:
-                continue
-            inner = np.ones(chosen.sum(), dtype=np.int64)
-            for dim in _inside(name, reuse):
-                inner = inner * counts[dim][chosen]
-            refetch = np.where((counts[reuse][chosen] == 1)
-                               | (inner <= slots[operand][chosen]), 1,
-                               counts[reuse][chosen])
-            moved += base * refetch
-        if not onchip:
-            live = np.ones(chosen.sum(), dtype=np.int64)
-            for dim in _inside(name, "k"):
-                live = live * counts[dim][chosen]
-            spill = slots["c"][chosen] < live
-            nk = counts["k"][chosen]
-            moved += g.m * g.n * out + spill * 2 * g.m * g.n * acc * (nk - 1)
-        total[chosen] = moved
-    return total
+        refetch = np.where((counts[reuse] == 1) | (inside(reuse) <= slots[operand]), 1,
+                           counts[reuse])
+        total = total + base * refetch
+    if not onchip:
+        spill = slots["c"] < inside("k")
+        total = total + g.m * g.n * out + spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
+    return np.broadcast_to(total, shape).ravel()
 
 
 def merged_spec(mapping: Mapping, op) -> TilingSpec:

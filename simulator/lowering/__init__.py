@@ -22,7 +22,7 @@ from simulator.mapping import (Mapping, Tiling, check_mapping_names, merged_spec
                                weight_element_bytes)
 from simulator.program import TileProgram, validate_program
 from simulator.system.collectives import CollectiveCost, collective_cost
-from simulator.timing import DATAFLOW_CODES, ceil_div, vector_cycles
+from simulator.timing import DATAFLOW_CODES, ceil_div
 from simulator.workload import (Conv2d, Workload, is_attention, is_collective,
                                 is_compute)
 
@@ -247,8 +247,9 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
                             int(out_bytes.max()), depth, source)
     cpe = getattr(platform.vector_unit.cycles_per_element, shape.cost_kind)
     lanes = platform.vector_unit.lanes
-    compute = np.array([vector_cycles(int(rows) * shape.cols, lanes, cpe, shape.passes)
-                        for rows in np.diff(edges)], dtype=np.int64)
+    # timing.vector_cycles of each tile, on all tiles at once
+    compute = -(-(np.diff(edges).astype(np.int64) * shape.cols) // lanes) * cpe * \
+        shape.passes
     steps = compute.shape[0]
     always = np.ones(steps, dtype=bool)
     load = np.zeros(steps, dtype=np.int64) if onchip else in_bytes.astype(np.int64)
