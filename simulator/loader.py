@@ -56,17 +56,25 @@ _FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pip
                (stat.S_ISSOCK, "a socket"))
 
 
+def check_regular_file(path: str | Path) -> os.stat_result:
+    """A path that exists and is a regular file (not a folder, FIFO or device), as
+    os.stat gives it; an AccsimError naming the file otherwise (FileNotFoundError and
+    OSError pass through to the caller)."""
+    info = os.stat(path)
+    kind = next((what for test, what in _FILE_KINDS if test(info.st_mode)), None)
+    if kind is not None or not stat.S_ISREG(info.st_mode):
+        raise AccsimError(f"is {kind or 'not a regular file'}, not an input file",
+                          file=str(path))
+    return info
+
+
 def read_bytes(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """An input file's bytes. Only a regular file of at most `max_bytes` is read (a
     FIFO or /dev/zero would block or never end); anything else is an AccsimError naming
     the file. Binary inputs (ONNX models, figures) are read through it."""
     path = Path(path)
     try:
-        info = os.stat(path)
-        kind = next((what for test, what in _FILE_KINDS if test(info.st_mode)), None)
-        if kind is not None or not stat.S_ISREG(info.st_mode):
-            raise AccsimError(f"is {kind or 'not a regular file'}, not an input file",
-                              file=str(path))
+        info = check_regular_file(path)
         if info.st_size > max_bytes:
             raise AccsimError(f"{info.st_size:,} bytes is larger than the {max_bytes:,} "
                               "bytes an input file may have", file=str(path))

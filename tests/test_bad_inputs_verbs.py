@@ -203,7 +203,7 @@ for label, text, fragment in (
         ("axis unknown field", edited(SWEEP, "axes", {"systolic_array.rowz": [1]}),
          "rowz"),
         ("axis value NaN", edited(SWEEP, "axes", {"offchip.bandwidth_gbps":
-                                                  [float("nan")]}), "bandwidth_gbps"),
+                                                  [float("nan")]}), "finite"),
         ("axis value negative", edited(SWEEP, "axes", {"systolic_array.rows": [-8]}),
          "rows"),
         ("axis value huge", edited(SWEEP, "axes", {"systolic_array.rows": [2**70]}),
@@ -225,7 +225,7 @@ for label, text, fragment in (
         ("objective unknown", edited(SWEEP, "objectives", {"speed": "min"}), "objectives"),
         ("sampling n NaN", edited(SWEEP, "sampling", {"method": "random", "n": "x"}),
          "sampling"),
-        ("workload missing", edited(SWEEP, "workloads", ["nope.yaml"]), "nope.yaml"),
+        ("workload missing", edited(SWEEP, "workloads", ["nope.yaml"]), "not found"),
         ("name with escape", edited(SWEEP, "name", "s\x1b[2J"), "name"),
         ("top level list", "- 1\n", "mapping"), ("binary", b"\x00", "binary"),
         ("a FIFO", "fifo", "FIFO")):
@@ -256,7 +256,7 @@ for flag, value, fragment in (("--pareto", "speed", "speed"),
                               ("--top", "-1", "--top"), ("--csv", "no/x.csv", "no/x.csv"),
                               ("--plot", "p.xyz", "p.xyz"),
                               ("--parquet", "no/x.parquet", "no/x.parquet"),
-                              ("--csv", ".", "directory")):
+                              ("--csv", ".", ".csv")):
     case(f"sweep report {flag} {value}", REPORT + [flag, value],
          {"r.sqlite": "sqlite:store"}, flag, fragment)
 
