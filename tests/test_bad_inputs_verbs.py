@@ -225,13 +225,14 @@ for label, text, fragment in (
         ("objective unknown", edited(SWEEP, "objectives", {"speed": "min"}), "objectives"),
         ("sampling n NaN", edited(SWEEP, "sampling", {"method": "random", "n": "x"}),
          "sampling"),
-        ("workload missing", edited(SWEEP, "workloads", ["nope.yaml"]), "not found"),
         ("name with escape", edited(SWEEP, "name", "s\x1b[2J"), "name"),
         ("top level list", "- 1\n", "mapping"), ("binary", b"\x00", "binary"),
         ("a FIFO", "fifo", "FIFO")):
     case(f"sweep spec {label}", SWEEP_RUN, {**SWEEP_FILES, "s.yaml": text}, "s.yaml",
          fragment)
 GOOD_SWEEP = {**SWEEP_FILES, "s.yaml": dump(SWEEP)}
+case("sweep spec workload missing", SWEEP_RUN,
+     {"s.yaml": edited(SWEEP, "workloads", ["nope.yaml"])}, "nope.yaml", "not found")
 for flag, value in (("--workers", "0"), ("--workers", "-2"), ("--heuristic", "nope"),
                     ("--scheduler", "bogus"), ("--store", "no/r.sqlite"),
                     ("--store", ".")):

@@ -13,7 +13,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.text import Text
 
 from simulator.errors import AccsimError
-from simulator.loader import check_output_path
+from simulator.loader import check_output_path, check_regular_file
 from simulator.terminal import console as report_console
 from simulator.mapping import Mapping, heuristic, with_heuristic
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
@@ -69,9 +69,11 @@ def _run(args: argparse.Namespace) -> int:
             raise AccsimError(exc.rule, field="--heuristic") from None
     if not Path(args.store).exists():
         check_output_path(args.store, "store")
-    elif not Path(args.store).is_file():
-        raise AccsimError("is not a regular file (a store is one SQLite file)",
-                          file=args.store, field="--store")
+    else:
+        try:
+            check_regular_file(args.store)
+        except AccsimError as exc:
+            raise AccsimError(exc.rule, file=args.store, field="--store") from None
     plan = make_plan(load_sweep(args.spec), with_heuristic(Mapping(), args.heuristic))
     print(f"{describe_plan(plan)}; on {executor.description}")
     print(f"mapping: {plan.jobs[0].inputs['mapping'] if plan.jobs else '-'}")
