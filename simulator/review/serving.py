@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 import simulator
+from simulator.config import PosFloat, Strict
 from simulator.errors import AccsimError
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.review.study import Loaded, ResolvedStudy, Sla
@@ -29,6 +30,20 @@ from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
 
 SLA_METRICS = ("latency", "ttft", "tpot")
+
+
+class ServingRun(Strict):
+    """How a serving result file's points were computed: the spec at each load."""
+
+    spec: ServeSpec
+    rates_per_s: list[PosFloat] = Field(min_length=1)
+
+
+class ServingResultFile(Strict):
+    """A serving result file as verify reads it (serve_points writes it)."""
+
+    serving: ServingRun
+    points: list[dict]
 
 
 @dataclass(frozen=True)

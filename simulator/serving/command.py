@@ -4,7 +4,6 @@ handler. Options are checked, and output folders looked at, before anything runs
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -16,8 +15,8 @@ from rich.table import Table
 
 from simulator.errors import AccsimError
 from simulator.terminal import console as report_console
-from simulator.loader import (check_output_path, parse_model, read_source, shipped_names,
-                              validation_error)
+from simulator.loader import (check_output_path, dump_json, parse_model, read_source,
+                              shipped_names, validation_error)
 from simulator.serving.arrivals import shipped_traces
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
@@ -226,7 +225,7 @@ def _write(path: str | None, writer, *payload) -> None:
 
 
 def _write_json(payload: dict, path: str) -> None:
-    Path(path).write_text(json.dumps(payload, indent=1) + "\n")
+    Path(path).write_text(dump_json(payload, indent=1) + "\n")
 
 
 def _write_distribution(times: RequestTimes, title: str, path: str) -> None:
