@@ -188,10 +188,11 @@ for label, text, fragment in (
         ("tp zero", edited(SPEC, "tp", 0), "tp"),
         ("top level list", "- 1\n", "mapping"), ("empty", "", "mapping"),
         ("binary", b"\x00\x01", "binary"), ("a directory", "directory", "directory"),
-        ("a FIFO", "fifo", "FIFO"),
-        ("arch with escape", edited(SPEC, "arch", "x\x1b[2J.yaml"), "not found")):
+        ("a FIFO", "fifo", "FIFO")):
     case(f"serve spec {label}", SPECCED, {"s.yaml": text, "w.yaml": WORKLOAD_FILE},
          "s.yaml", fragment)
+case("serve spec arch with escape", SPECCED, {"s.yaml": edited(SPEC, "arch",
+     "x\x1b[2J.yaml"), "w.yaml": WORKLOAD_FILE}, "x\\x1b[2J.yaml", "not found")
 
 # --- accsim sweep run: spec, options, store.
 SWEEP_RUN = ["sweep", "run", "s.yaml", "--store", "r.sqlite", "--scheduler", "serial"]
