@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import simulator
+from simulator.errors import AccsimError
+from simulator.loader import read_json
 from simulator.report import write_json
 from simulator.review.study import Loaded
 from simulator.simulate import Inputs, simulate
@@ -75,10 +77,10 @@ def cache_key(spec: RunSpec, engine: str) -> str:
 def _cached(path: Path, spec: RunSpec) -> bool:
     """A cache entry is used only if it embeds exactly this run's inputs."""
     try:
-        recorded = json.loads(path.read_text())
+        recorded, _ = read_json(path)  # bounded, regular files only: a cache is data
         embedded = recorded["manifest"]["inputs"]
         same_version = recorded["manifest"]["model_version"] == simulator.MODEL_VERSION
-    except (OSError, ValueError, KeyError, TypeError):
+    except (AccsimError, KeyError, TypeError):
         return False
     wanted = {"platform": _embedded(spec.platform), "workload": _embedded(spec.workload),
               "mapping": _embedded(spec.mapping)}

@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError
 import simulator
 from simulator.config import PosFloat, Strict
 from simulator.errors import AccsimError
+from simulator.loader import read_json
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.review.study import Loaded, ResolvedStudy, Sla
 from simulator.serving.serve import prepare, serve
@@ -113,11 +114,11 @@ def _key(spec: ServeSpec, rates: list[float], sources: list[str]) -> str:
 def _usable(path: Path, spec: ServeSpec, rates: list[float]) -> bool:
     """A cache entry is used only if it holds this spec at these loads."""
     try:
-        content = json.loads(path.read_text())
+        content, _ = read_json(path)  # bounded, regular files only: a cache is data
         return (content["serving"] == {"spec": spec.model_dump(mode="json"),
                                        "rates_per_s": rates}
                 and len(content["points"]) == len(rates))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (AccsimError, KeyError, TypeError):
         return False
 
 
