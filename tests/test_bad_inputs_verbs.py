@@ -330,6 +330,26 @@ for flags, fragment in ((["--chips", "0"], "--chips"), (["--tp", "0"], "--tp"),
          fragment)
 
 
+# --- input files are data: a Python file named where an input goes is read as data,
+# never imported or run (the runner checks that "pwned" was not created).
+EVIL = "open('pwned', 'w').close()\n"
+for label, argv, files in (
+        ("serve arch", ["serve", "--arch", "evil.py", "--workload", "w.yaml", "--rate",
+                        "1"], {"w.yaml": WORKLOAD_FILE}),
+        ("serve model", ["serve", "--model", "evil.py", "--rate", "1"], {}),
+        ("serve spec", ["serve", "--spec", "evil.py"], {}),
+        ("sweep platform", SWEEP_RUN, {**SWEEP_FILES, "s.yaml": edited(SWEEP, "platform",
+                                                                      "evil.py")}),
+        ("review platform", REVIEW, {"s.yaml": edited(STUDY, "scope.platforms",
+                                                      ["evil.py"])}),
+        ("import kineto", ["import", "kineto", "evil.py"], {}),
+        ("import hf", ["import", "hf", "evil.py", "--phase", "prefill", "--seq", "8"], {}),
+        ("verify packet result", ["verify", "packet.json"],
+         {"packet.json": json.dumps(changed(PACKET, "results", [
+             {"path": "evil.py", "sha256": "0" * 64, "kind": "run"}]))})):
+    case(f"python file as {label}", argv, {**files, "evil.py": EVIL}, "evil.py")
+
+
 def _make_file(path: Path, content) -> None:
     if isinstance(content, str) and content.startswith("sqlite:"):
         db = sqlite3.connect(path)
@@ -379,3 +399,18 @@ def test_bad_input_is_one_clear_error(name, argv, files, fragments, tmp_path,
         assert fragment in out + err, f"{fragment!r} not in {err!r}"
     assert "\x1b" not in err
     assert not (tmp_path / "pwned").exists()
+
+
+def test_verify_serves_a_serve_result_again(tmp_path, monkeypatch, capsys):
+    """verify reruns a `serve --json` result from its recorded spec: identical figures
+    verify, an edited figure does not."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "--arch", "edge_32x32", "--workload", "gemm_4096", "--rate",
+                 "50", "--requests", "10", "--json", "s.json"]) == 0
+    assert main(["verify", "s.json"]) == 0
+    assert "s.json: verified" in capsys.readouterr().out
+    forged = json.loads(Path("s.json").read_text())
+    forged["completed"] += 1
+    Path("f.json").write_text(json.dumps(forged))
+    assert main(["verify", "f.json"]) == 1
+    assert ".completed: 11 != 10" in capsys.readouterr().out
