@@ -3,7 +3,8 @@ the field and the rule, and finding shipped platforms and workloads by name.
 
 Every reader of user files goes through the guards here (DESIGN.md section 7), so that
 each new reader inherits them: `read_source` (regular files only, bounded size, UTF-8
-text; `read_bytes` for binary files), `parse_yaml` (duplicate keys rejected, YAML 1.2 scalars, no aliases, bounded
+text; `read_bytes` for binary files, `check_regular_file` for paths another library
+opens), `parse_yaml` (duplicate keys rejected, YAML 1.2 scalars, no aliases, bounded
 nesting) and `read_json` / `parse_json` (strict JSON: no NaN or Infinity, no duplicate
 keys, bounded nesting). Writers use `dump_json` (strict JSON) and `check_output_path`
 (an output path checked before any work).

@@ -52,8 +52,10 @@ class ModelUnderReview(Strict):
                         "or a shipped model name")
     phase: Literal["prefill", "decode"]
     batch: int = Field(default=1, ge=1, le=MAX_REQUESTS)
-    seq: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="prefill: prompt tokens")
-    context: int | None = Field(default=None, ge=1, le=MAX_TOKENS, description="decode: KV length")
+    seq: int | None = Field(default=None, ge=1, le=MAX_TOKENS,
+                            description="prefill: prompt tokens")
+    context: int | None = Field(default=None, ge=1, le=MAX_TOKENS,
+                                description="decode: KV length")
     dtype: Dtype | None = Field(default=None, description="default: the platform's")
     weight_dtype: Dtype | None = None
     kv_dtype: Dtype | None = None

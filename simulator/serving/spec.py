@@ -71,8 +71,10 @@ class ServeSpec(Strict):
     cv: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                       description="gamma: coefficient of variation of the gaps")
     arrival_trace: str | None = Field(default=None, description="CSV path or shipped name")
-    prompt_tokens: int = Field(ge=1, le=MAX_TOKENS, default=512, description="poisson/gamma LLM prompts")
-    output_tokens: int = Field(ge=1, le=MAX_TOKENS, default=128, description="poisson/gamma LLM outputs")
+    prompt_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS,
+                               description="poisson/gamma LLM prompts")
+    output_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS,
+                               description="poisson/gamma LLM outputs")
     requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
     duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                      description="stop arrivals after this long")
@@ -81,16 +83,19 @@ class ServeSpec(Strict):
     max_wait_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False,
                                       description="static: None waits to fill; "
                                       "dynamic: None is 0")
-    max_tokens: int = Field(ge=1, le=MAX_TOKENS, default=512, description="continuous: tokens per "
-                                    "iteration (chunked-prefill budget)")
-    block_tokens: int = Field(ge=1, le=MAX_TOKENS, default=16, description="KV-cache block size")
+    max_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS, description="continuous: "
+                            "tokens per iteration (chunked-prefill budget)")
+    block_tokens: int = Field(default=16, ge=1, le=MAX_TOKENS,
+                              description="KV-cache block size")
     kv_allocator: Literal["paged"] = "paged"
     replicas: int = Field(default=1, ge=1, le=MAX_CHIPS)
-    chips: int | None = Field(default=None, ge=1, le=MAX_CHIPS, description="chips per replica: "
-                                      "tp x pp (default)")
-    tp: int = Field(default=1, ge=1, le=MAX_CHIPS, description="tensor parallelism per replica")
+    chips: int | None = Field(default=None, ge=1, le=MAX_CHIPS,
+                              description="chips per replica: tp x pp (default)")
+    tp: int = Field(default=1, ge=1, le=MAX_CHIPS,
+                    description="tensor parallelism per replica")
     pp: int = Field(default=1, ge=1, le=MAX_CHIPS, description="pipeline stages per replica")
-    ep: int = Field(default=1, ge=1, le=MAX_CHIPS, description="expert parallelism per replica")
+    ep: int = Field(default=1, ge=1, le=MAX_CHIPS,
+                    description="expert parallelism per replica")
     routing: Literal["round_robin", "least_loaded", "shared_queue"] = "round_robin"
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     sla: dict[str, float] = Field(default_factory=dict)

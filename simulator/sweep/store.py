@@ -88,8 +88,8 @@ class Store:
 
     def sweep_specs(self) -> dict[str, dict]:
         """Specs by sweep name, the one run most recently last."""
-        return {name: parse_json(str(spec), file=self.path) for name, spec in self.db.execute(
-            "SELECT name, spec FROM sweeps ORDER BY rowid")}
+        rows = self.db.execute("SELECT name, spec FROM sweeps ORDER BY rowid")
+        return {name: parse_json(str(spec), file=self.path) for name, spec in rows}
 
     def keys(self, *, status: str | None = None) -> set[str]:
         """Keys stored, optionally only those of one status."""

@@ -9,7 +9,6 @@ position embeddings and the default of `tie_word_embeddings`.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
