@@ -133,7 +133,7 @@ def _tokens(text: str, file: str, field: str) -> int:
     except ValueError:
         raise AccsimError(f"not an integer: {text!r}", file=file, field=field) from None
     if not 1 <= value <= MAX_TOKENS:
-        raise AccsimError(f"token count must be from 1 to {MAX_TOKENS:,}, got {value:,}",
+        raise AccsimError(f"token count must be >= 1 and <= {MAX_TOKENS:,}, got {value:,}",
                           file=file, field=field)
     return value
 
