@@ -50,7 +50,8 @@ class Strict(BaseModel):
     def _physical_floats(cls, value):
         bad = _negative_float(value)
         if bad is not None:
-            raise ValueError(f"{bad!r} is negative; physical values are >= 0")
+            rule = "is negative" if math.isfinite(bad) else "is not a finite number"
+            raise ValueError(f"{bad!r} {rule}; physical values are finite and >= 0")
         return value
 
 

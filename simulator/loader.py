@@ -3,7 +3,8 @@ the field and the rule, and finding shipped platforms and workloads by name.
 
 Every reader of user files goes through the guards here (DESIGN.md section 7), so that
 each new reader inherits them: `read_source` (regular files only, bounded size, UTF-8
-text), `parse_yaml` (duplicate keys rejected, YAML 1.2 scalars, no aliases, bounded
+text; `read_bytes` for binary files, `check_regular_file` for paths another library
+opens), `parse_yaml` (duplicate keys rejected, YAML 1.2 scalars, no aliases, bounded
 nesting) and `read_json` / `parse_json` (strict JSON: no NaN or Infinity, no duplicate
 keys, bounded nesting). Writers use `dump_json` (strict JSON) and `check_output_path`
 (an output path checked before any work).
@@ -56,17 +57,25 @@ _FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pip
                (stat.S_ISSOCK, "a socket"))
 
 
-def read_source(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES) -> Source:
-    """Read an input file with its sha256. Only a regular file of at most `max_bytes`
-    of UTF-8 text is read (a FIFO or /dev/zero would block or never end); anything else
-    is an AccsimError naming the file."""
+def check_regular_file(path: str | Path) -> os.stat_result:
+    """A path that exists and is a regular file (not a folder, FIFO or device), as
+    os.stat gives it; an AccsimError naming the file otherwise (FileNotFoundError and
+    OSError pass through to the caller)."""
+    info = os.stat(path)
+    kind = next((what for test, what in _FILE_KINDS if test(info.st_mode)), None)
+    if kind is not None or not stat.S_ISREG(info.st_mode):
+        raise AccsimError(f"is {kind or 'not a regular file'}, not an input file",
+                          file=str(path))
+    return info
+
+
+def read_bytes(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """An input file's bytes. Only a regular file of at most `max_bytes` is read (a
+    FIFO or /dev/zero would block or never end); anything else is an AccsimError naming
+    the file. Binary inputs (ONNX models, figures) are read through it."""
     path = Path(path)
     try:
-        info = os.stat(path)
-        kind = next((what for test, what in _FILE_KINDS if test(info.st_mode)), None)
-        if kind is not None or not stat.S_ISREG(info.st_mode):
-            raise AccsimError(f"is {kind or 'not a regular file'}, not an input file",
-                              file=str(path))
+        info = check_regular_file(path)
         if info.st_size > max_bytes:
             raise AccsimError(f"{info.st_size:,} bytes is larger than the {max_bytes:,} "
                               "bytes an input file may have", file=str(path))
@@ -79,13 +88,23 @@ def read_source(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES) -> Source
     if len(data) > max_bytes:
         raise AccsimError(f"larger than the {max_bytes:,} bytes an input file may have",
                           file=str(path))
+    return data
+
+
+def decode_text(data: bytes, *, file: str) -> Source:
+    """Bytes read from `file` as UTF-8 text with their sha256 (no NUL bytes)."""
     if b"\x00" in data:
-        raise AccsimError("binary data (NUL bytes), not a text file", file=str(path))
+        raise AccsimError("binary data (NUL bytes), not a text file", file=file)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise AccsimError(f"not UTF-8 text (byte {exc.start})", file=str(path)) from None
-    return Source(str(path), hashlib.sha256(data).hexdigest(), text)
+        raise AccsimError(f"not UTF-8 text (byte {exc.start})", file=file) from None
+    return Source(file, hashlib.sha256(data).hexdigest(), text)
+
+
+def read_source(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES) -> Source:
+    """Read an input file (through read_bytes) as UTF-8 text with its sha256."""
+    return decode_text(read_bytes(path, max_bytes=max_bytes), file=str(path))
 
 
 # --- YAML: a safe loader with duplicate keys refused and YAML 1.2 core-schema scalars.

@@ -200,6 +200,9 @@ def verify(result_path: str) -> Verification:
     if isinstance(recorded, dict) and isinstance(recorded.get("packet"), dict):
         from simulator.review.verification import verify_packet  # a review packet
         return verify_packet(result_path, recorded)
+    from simulator.serving.verification import serving_kind, verify_serving
+    if serving_kind(recorded):  # what `accsim serve --json` wrote
+        return verify_serving(source.path, recorded)
     models = embedded_models(recorded, file=source.path)
     manifest = recorded["manifest"]
     embedded = manifest["inputs"]

@@ -153,7 +153,7 @@ def test_strict_fails_on_the_first_unsupported_event(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content, message", [
-    (b'{"traceEvents": [', "malformed JSON"),
+    (b'{"traceEvents": [', "not JSON"),
     (b'{"schemaVersion": 1}', "expected a Chrome trace"),
     (b'{"traceEvents": []}', "no operator events"),
     (gzip.compress(b'{"traceEvents": []}')[:12], "corrupt or truncated gzip"),

@@ -217,7 +217,7 @@ def test_import_hf_writes_yaml_that_loads_back(tmp_path, capsys):
     (["--phase", "prefill"], "--seq: --phase prefill needs --seq N"),
     (["--phase", "decode", "--seq", "4"], "--context: --phase decode needs --context"),
     (["--phase", "prefill", "--seq", "4", "--context", "9"], "--context does not apply"),
-    (["--phase", "decode", "--context", "0"], "--context: must be a positive"),
+    (["--phase", "decode", "--context", "0"], "--context: must be a whole number from 1"),
     (["--phase", "decode", "--context", "8", "--batch", "-1"], "--batch: must be"),
 ])
 def test_phase_options_are_checked_first(args, message, capsys):

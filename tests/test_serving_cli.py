@@ -97,7 +97,7 @@ def test_find_max_rate_brackets_the_sla_within_one_percent(tmp_path):
     (["--arrival", "trace", "--arrival-trace", "TRACE"], "missing column"),
     (["--arrival", "trace", "--arrival-trace", "BACKWARDS"], "must not decrease"),
     (["--rate", "1", "--find-max-rate"], "needs an sla"),
-    (["--rate", "1", "--json", "/no/such/folder/x.json"], "its folder does not exist"),
+    (["--rate", "1", "--json", "/no/such/folder/x.json"], "does not exist"),
 ])
 def test_bad_input_is_one_clear_line(tmp_path, capsys, args, fragment):
     (tmp_path / "t.csv").write_text("when\n0\n")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from simulator.errors import AccsimError
 from simulator.frontends.writer import workload_to_yaml
-from simulator.loader import Source
+from simulator.loader import Source, check_output_path, read_bytes
 from simulator.workload import Workload
 
 # Format name -> the module that reads it.
@@ -33,6 +33,8 @@ FORMATS: dict[str, str] = {
 # `accsim run --FORMAT FILE`: formats a run imports directly, with their default
 # options (the metavar names the file).
 RUN_SHORTCUTS = {"onnx": "MODEL.onnx", "kineto": "TRACE.json"}
+# The largest file a frontend reads (an ONNX model at protobuf's limit).
+MAX_IMPORTED_BYTES = 2 * 2**30
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ def add_parser(commands) -> None:
 
 
 def _import(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        check_output_path(args.output, "output")
     imported = format_module(args.format).load(args)
     text = workload_to_yaml(imported.workload, made_by=f"accsim import {args.format} "
                             f"{Path(args.file).name}", notes=imported.notes)
@@ -112,5 +116,5 @@ def run_workload(args: argparse.Namespace) -> tuple[Workload, Source] | None:
     imported = module.load(argparse.Namespace(**vars(options.parse_args([])), file=path))
     for note in imported.notes:
         print(f"import: {note}")
-    data = Path(path).read_bytes()
+    data = read_bytes(path, max_bytes=MAX_IMPORTED_BYTES)
     return imported.workload, Source(path, hashlib.sha256(data).hexdigest(), "")

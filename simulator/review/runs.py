@@ -23,6 +23,7 @@ from pathlib import Path
 
 import simulator
 from simulator.errors import AccsimError
+from simulator.loader import read_json
 from simulator.report import write_json
 from simulator.review.study import Loaded
 from simulator.simulate import Inputs, simulate
@@ -127,13 +128,13 @@ def cache_key(spec: RunSpec, engine: str) -> str:
 def _cached(path: Path, spec: RunSpec) -> bool:
     """A cache entry is used only if it embeds exactly this run's inputs."""
     try:
-        recorded = json.loads(path.read_text())
+        recorded, _ = read_json(path)  # bounded, regular files only: a cache is data
         embedded = recorded["manifest"]["inputs"]
         same_version = recorded["manifest"]["model_version"] == simulator.MODEL_VERSION
         system = recorded.get("system")
         plan = None if system is None else \
             {key: system[key] for key in ("chips", "tp", "pp", "ep")}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (AccsimError, AttributeError, KeyError, TypeError):
         return False
     wanted = None if spec.system is None else spec.system.model_dump()
     return same_version and embedded == spec.embedded() and plan == wanted

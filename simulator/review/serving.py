@@ -19,16 +19,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 import simulator
+from simulator.config import PosFloat, Strict
 from simulator.errors import AccsimError
+from simulator.loader import read_json
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.review.study import Loaded, ResolvedStudy, Sla
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
 
 SLA_METRICS = ("latency", "ttft", "tpot")
+
+
+class ServingRun(Strict):
+    """How a serving result file's points were computed: the spec at each load."""
+
+    spec: ServeSpec
+    rates_per_s: list[PosFloat] = Field(min_length=1)
+
+
+class ServingResultFile(Strict):
+    """A serving result file as verify reads it (serve_points writes it)."""
+
+    serving: ServingRun
+    points: list[dict]
 
 
 @dataclass(frozen=True)
@@ -105,11 +121,11 @@ def _key(spec: ServeSpec, rates: list[float], sources: list[str]) -> str:
 def _usable(path: Path, spec: ServeSpec, rates: list[float]) -> bool:
     """A cache entry is used only if it holds this spec at these loads."""
     try:
-        content = json.loads(path.read_text())
+        content, _ = read_json(path)  # bounded, regular files only: a cache is data
         return (content["serving"] == {"spec": spec.model_dump(mode="json"),
                                        "rates_per_s": rates}
                 and len(content["points"]) == len(rates))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (AccsimError, KeyError, TypeError):
         return False
 
 

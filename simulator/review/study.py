@@ -15,15 +15,17 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import Field, PositiveFloat, ValidationError, model_validator
 
 from simulator.bottleneck import CLASSES
-from simulator.config import Dtype, Platform, Strict
+from simulator.config import Dtype, Name, Platform, Strict, Text
 from simulator.errors import AccsimError
 from simulator.loader import (Source, load_model, locate, parse_model, read_source,
                               validation_error)
 from simulator.mapping import Mapping, check_mapping_names, known_heuristics
 from simulator.mapping import with_heuristic
+from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
+from simulator.system.plan import MAX_CHIPS
 from simulator.workload import Workload
 
 BottleneckClass = Literal[CLASSES]
@@ -49,9 +51,11 @@ class ModelUnderReview(Strict):
     config: str = Field(min_length=1, description="config.json (relative to the study) "
                         "or a shipped model name")
     phase: Literal["prefill", "decode"]
-    batch: PositiveInt = 1
-    seq: PositiveInt | None = Field(default=None, description="prefill: prompt tokens")
-    context: PositiveInt | None = Field(default=None, description="decode: KV length")
+    batch: int = Field(default=1, ge=1, le=MAX_REQUESTS)
+    seq: int | None = Field(default=None, ge=1, le=MAX_TOKENS,
+                            description="prefill: prompt tokens")
+    context: int | None = Field(default=None, ge=1, le=MAX_TOKENS,
+                                description="decode: KV length")
     dtype: Dtype | None = Field(default=None, description="default: the platform's")
     weight_dtype: Dtype | None = None
     kv_dtype: Dtype | None = None
@@ -81,13 +85,13 @@ class ServingLoad(Strict):
     cv: PositiveFloat = Field(default=1.0, description="gamma: CV of the gaps")
     rate_per_s: PositiveFloat = Field(description="requests/s the SLA must hold at")
     curve_rates_per_s: list[PositiveFloat] = Field(default=[], description="more loads")
-    requests: PositiveInt = 1000
-    prompt_tokens: PositiveInt = Field(default=512, description="LLMs")
-    output_tokens: PositiveInt = Field(default=128, description="LLMs")
+    requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS)
+    prompt_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS, description="LLMs")
+    output_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS, description="LLMs")
     batching: Literal["static", "dynamic", "continuous"] | None = Field(
         default=None, description="default: continuous for LLMs, dynamic otherwise")
-    max_batch: PositiveInt | None = None
-    replicas: PositiveInt = 1
+    max_batch: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    replicas: int = Field(default=1, ge=1, le=MAX_CHIPS)
     seed: int = Field(default=0, ge=0)
 
     @property
@@ -102,7 +106,7 @@ class PlatformVariant(Strict):
     it tracks its base file and is still a file every result can point to."""
 
     base: str = Field(min_length=1, description="shipped name or YAML path")
-    name: str = Field(min_length=1, description="the variant's platform name")
+    name: Name = Field(description="the variant's platform name")
     set: dict[str, int | float | str | bool | list | None] = Field(min_length=1)
 
 
@@ -183,7 +187,7 @@ class MappingUnderReview(Strict):
     """A tiling plan file, a registered heuristic, or both (the heuristic fills what the
     plan leaves open); neither is the default mapping."""
 
-    name: str | None = Field(default=None, min_length=1, description="label")
+    name: Name | None = Field(default=None, description="label")
     plan: str | None = Field(default=None, description="plan YAML or shipped name")
     heuristic: str | None = Field(default=None, description="a registered heuristic")
 
@@ -203,21 +207,21 @@ class ExpectedBottlenecks(Strict):
 class PrecisionChange(Strict):
     """A precision change under review and the quality guardrail that covers it."""
 
-    what: str = Field(min_length=1)
+    what: Text = Field(min_length=1)
     layer_types: list[str] = []
     operators: list[str] = []
     from_dtype: Dtype | None = None
     to_dtype: Dtype
-    guardrail: str | None = Field(default=None, min_length=1,
+    guardrail: Text | None = Field(default=None, min_length=1,
                                   description="the quality check; absent = flagged")
 
 
 class Risk(Strict):
     """A named risk and the person who owns it."""
 
-    risk: str = Field(min_length=1)
-    owner: str = Field(min_length=1)
-    mitigation: str | None = None
+    risk: Text = Field(min_length=1)
+    owner: Name
+    mitigation: Text | None = None
 
 
 class Rollback(Strict):
@@ -232,9 +236,9 @@ class Rollback(Strict):
 class Study(Strict):
     """One review study, loaded from STUDY.yaml."""
 
-    title: str = Field(min_length=1)
-    objective: str = Field(min_length=1)
-    owners: list[str] = Field(min_length=1)
+    title: Name
+    objective: Text = Field(min_length=1)
+    owners: list[Name] = Field(min_length=1)
     scope: Scope
     baseline: str = Field(min_length=1, description="a platform of scope.platforms")
     sla: Sla = Sla()

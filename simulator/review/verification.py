@@ -9,25 +9,64 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Literal
 
+from pydantic import ConfigDict, Field
+
+from simulator.config import Strict
+from simulator.errors import AccsimError
+from simulator.loader import read_bytes, read_json, validate_model
 from simulator.verify import Verification, comparable, differences, verify
+
+
+class _Read(Strict):
+    """Only the packet fields verify reads (the packet holds much more, for people)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class RecordedFile(_Read):
+    path: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class ResultEntry(RecordedFile):
+    kind: Literal["run", "serving"]
+
+
+class Figure(_Read):
+    file: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class Section(_Read):
+    figures: list[Figure] = []
+
+
+class PacketIndex(_Read):
+    """What packet.json must hold for verify: the study and every file it wrote."""
+
+    study: RecordedFile
+    results: list[ResultEntry]
+    sections: list[Section]
 
 
 def _file_change(kind: str, path: Path, sha256: str) -> str | None:
     """A file the packet names against the sha256 it recorded."""
     try:
-        now = hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        now = hashlib.sha256(read_bytes(path)).hexdigest()
+    except AccsimError:
         return f"{kind}: {path} (no longer readable)"
     return None if now == sha256 else f"{kind}: {path} (sha256 changed since the packet)"
 
 
 def _serving_differences(path: Path) -> list[str]:
-    from simulator.review.serving import rerun
-    recorded = json.loads(path.read_text())
-    again = json.loads(json.dumps(rerun(recorded)))
+    from simulator.review.serving import ServingResultFile, rerun
+    content, source = read_json(path)
+    recorded = validate_model(content, ServingResultFile, file=source.path)
+    again = json.loads(json.dumps(rerun(recorded.model_dump(mode="json"))))
     found = []
-    for index, (old, new) in enumerate(zip(recorded["points"], again["points"])):
+    for index, (old, new) in enumerate(zip(content["points"], again["points"])):
         found += [text for _, text in differences(comparable(old), comparable(new),
                                                   f".points[{index}]")]
     return found
@@ -36,23 +75,23 @@ def _serving_differences(path: Path) -> list[str]:
 def verify_packet(packet_path: str, packet: dict) -> Verification:
     """Check a review packet's files and rerun every result it holds."""
     folder = Path(packet_path).parent
-    study = packet["study"]
-    changed = [c for c in [_file_change("study", Path(study["path"]), study["sha256"])]
-               if c]
+    index = validate_model(packet, PacketIndex, file=packet_path)
+    changed = [c for c in [_file_change("study", Path(index.study.path),
+                                        index.study.sha256)] if c]
     found = []
-    for entry in packet["results"]:
-        change = _file_change("result", folder / entry["path"], entry["sha256"])
+    for entry in index.results:
+        change = _file_change("result", folder / entry.path, entry.sha256)
         if change:
             changed.append(change)
             continue
-        if entry["kind"] == "serving":
-            found += [f"{entry['path']}: {d}"
-                      for d in _serving_differences(folder / entry["path"])]
+        if entry.kind == "serving":
+            found += [f"{entry.path}: {d}"
+                      for d in _serving_differences(folder / entry.path)]
             continue
-        outcome = verify(str(folder / entry["path"]))
-        changed += [f"{entry['path']}: {c}" for c in outcome.changed_sources]
-        found += [f"{entry['path']}: {d}" for d in outcome.differences]
-    for section in packet["sections"]:
-        changed += [c for fig in section["figures"]
-                    if (c := _file_change("figure", folder / fig["file"], fig["sha256"]))]
+        outcome = verify(str(folder / entry.path))
+        changed += [f"{entry.path}: {c}" for c in outcome.changed_sources]
+        found += [f"{entry.path}: {d}" for d in outcome.differences]
+    for section in index.sections:
+        changed += [c for fig in section.figures
+                    if (c := _file_change("figure", folder / fig.file, fig.sha256))]
     return Verification(changed, found)

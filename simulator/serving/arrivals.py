@@ -18,6 +18,7 @@ import numpy as np
 
 from simulator.errors import AccsimError
 from simulator.loader import Source, read_source, shipped_folder
+from simulator.serving.spec import MAX_TOKENS
 from simulator.serving.registry import Registry
 
 # Accepted column names, first the ones used by the shipped trace (Vidur's spelling).
@@ -131,8 +132,9 @@ def _tokens(text: str, file: str, field: str) -> int:
         value = int(text)
     except ValueError:
         raise AccsimError(f"not an integer: {text!r}", file=file, field=field) from None
-    if value < 1:
-        raise AccsimError(f"token count must be >= 1, got {value}", file=file, field=field)
+    if not 1 <= value <= MAX_TOKENS:
+        raise AccsimError(f"token count must be >= 1 and <= {MAX_TOKENS:,}, got {value:,}",
+                          file=file, field=field)
     return value
 
 

@@ -4,7 +4,6 @@ handler. Options are checked, and output folders looked at, before anything runs
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -16,7 +15,8 @@ from rich.table import Table
 
 from simulator.errors import AccsimError
 from simulator.terminal import console as report_console
-from simulator.loader import parse_model, read_source, shipped_names, validation_error
+from simulator.loader import (check_output_path, dump_json, parse_model, read_source,
+                              shipped_names, validation_error)
 from simulator.serving.arrivals import shipped_traces
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
@@ -25,6 +25,8 @@ from simulator.serving.sla import parse_sla
 from simulator.serving.spec import DEFAULT_ARCH, DEFAULT_WORKLOAD, ServeSpec
 
 PROGRESS_AFTER_S = 2.0  # runs shorter than this show no bar
+# Output option -> the suffixes it may end in (None: any).
+OUTPUT_SUFFIXES = {"json": None, "plot": (".png", ".svg", ".pdf"), "csv": (".csv",)}
 
 
 def add_parser(subparsers) -> None:
@@ -119,10 +121,9 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    for flag in ("json", "plot", "csv"):
-        path = getattr(args, flag)
-        if path and not Path(path).resolve().parent.is_dir():
-            raise AccsimError("its folder does not exist", file=path, field=f"--{flag}")
+    for flag, suffixes in OUTPUT_SUFFIXES.items():
+        if getattr(args, flag):
+            check_output_path(getattr(args, flag), flag, suffixes)
     if args.csv and not args.sweep_rate:
         raise AccsimError("--csv writes the --sweep-rate curve; give --sweep-rate",
                           field="--csv")
@@ -226,7 +227,7 @@ def _write(path: str | None, writer, *payload) -> None:
 
 
 def _write_json(payload: dict, path: str) -> None:
-    Path(path).write_text(json.dumps(payload, indent=1) + "\n")
+    Path(path).write_text(dump_json(payload, indent=1) + "\n")
 
 
 def _write_distribution(times: RequestTimes, title: str, path: str) -> None:

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+from pydantic import Field, NonNegativeInt, field_validator, model_validator
 
 from simulator.config import Dtype, Strict
 from simulator.errors import AccsimError
 from simulator.serving.sla import check_sla
+from simulator.system.plan import MAX_CHIPS
 
 DEFAULT_ARCH = "tpu_v1"
 DEFAULT_WORKLOAD = "resnet50_b1"
 # max_batch when none is given: a plain-serving batch, or vLLM's max_num_seqs.
 DEFAULT_REQUESTS = 1000  # poisson/gamma runs given neither requests nor duration_s
 DEFAULT_MAX_BATCH = {"static": 8, "dynamic": 8, "continuous": 256}
+# Bounds that keep every count an exact int64 and every array allocatable: a run of
+# ten million requests takes hours; no model has a context of 16M tokens.
+MAX_REQUESTS = 10_000_000
+MAX_TOKENS = 2**24
+MAX_SEED = 2**63 - 1
 
 
 class RateSweep(Strict):
@@ -65,31 +71,36 @@ class ServeSpec(Strict):
     cv: float = Field(default=1.0, gt=0, allow_inf_nan=False,
                       description="gamma: coefficient of variation of the gaps")
     arrival_trace: str | None = Field(default=None, description="CSV path or shipped name")
-    prompt_tokens: PositiveInt = Field(default=512, description="poisson/gamma LLM prompts")
-    output_tokens: PositiveInt = Field(default=128, description="poisson/gamma LLM outputs")
-    requests: PositiveInt | None = None
+    prompt_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS,
+                               description="poisson/gamma LLM prompts")
+    output_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS,
+                               description="poisson/gamma LLM outputs")
+    requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
     duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
                                      description="stop arrivals after this long")
     batching: Literal["static", "dynamic", "continuous"] | None = None
-    max_batch: PositiveInt | None = None
+    max_batch: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
     max_wait_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False,
                                       description="static: None waits to fill; "
                                       "dynamic: None is 0")
-    max_tokens: PositiveInt = Field(default=512, description="continuous: tokens per "
-                                    "iteration (chunked-prefill budget)")
-    block_tokens: PositiveInt = Field(default=16, description="KV-cache block size")
+    max_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS, description="continuous: "
+                            "tokens per iteration (chunked-prefill budget)")
+    block_tokens: int = Field(default=16, ge=1, le=MAX_TOKENS,
+                              description="KV-cache block size")
     kv_allocator: Literal["paged"] = "paged"
-    replicas: PositiveInt = 1
-    chips: PositiveInt | None = Field(default=None, description="chips per replica: "
-                                      "tp x pp (default)")
-    tp: PositiveInt = Field(default=1, description="tensor parallelism per replica")
-    pp: PositiveInt = Field(default=1, description="pipeline stages per replica")
-    ep: PositiveInt = Field(default=1, description="expert parallelism per replica")
-    micro_batches: PositiveInt | None = Field(default=None, description="micro-batches "
-                                              "in a replica's pipeline (default pp; 1 "
-                                              "runs the stages in turn)")
+    replicas: int = Field(default=1, ge=1, le=MAX_CHIPS)
+    chips: int | None = Field(default=None, ge=1, le=MAX_CHIPS,
+                              description="chips per replica: tp x pp (default)")
+    tp: int = Field(default=1, ge=1, le=MAX_CHIPS,
+                    description="tensor parallelism per replica")
+    pp: int = Field(default=1, ge=1, le=MAX_CHIPS, description="pipeline stages per replica")
+    ep: int = Field(default=1, ge=1, le=MAX_CHIPS,
+                    description="expert parallelism per replica")
+    micro_batches: int | None = Field(default=None, ge=1, le=MAX_CHIPS,
+                                      description="micro-batches in a replica's pipeline "
+                                      "(default pp; 1 runs the stages in turn)")
     routing: Literal["round_robin", "least_loaded", "shared_queue"] = "round_robin"
-    seed: NonNegativeInt = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None
     find_max_rate: bool = False

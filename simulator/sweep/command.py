@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
@@ -12,12 +13,13 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.text import Text
 
 from simulator.errors import AccsimError
+from simulator.loader import check_output_path, check_regular_file
 from simulator.terminal import console as report_console
 from simulator.mapping import Mapping, heuristic, with_heuristic
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import Plan, make_plan
-from simulator.sweep.report import (PLOT_SUFFIXES, best_by, build_report, check_output,
+from simulator.sweep.report import (PLOT_SUFFIXES, best_by, build_report,
                                     failed_table, front_table, import_pyarrow,
                                     parse_objectives, points_table, shown_metrics,
                                     write_csv, write_parquet, write_plot)
@@ -61,7 +63,17 @@ def describe_summary(summary: Summary, store: str) -> str:
 def _run(args: argparse.Namespace) -> int:
     executor = executor_for(args.scheduler, args.workers)
     if args.heuristic:
-        heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
+        try:  # an unknown name errors here, naming the known ones
+            heuristic(args.heuristic)
+        except AccsimError as exc:
+            raise AccsimError(exc.rule, field="--heuristic") from None
+    if not Path(args.store).exists():
+        check_output_path(args.store, "store")
+    else:
+        try:
+            check_regular_file(args.store)
+        except AccsimError as exc:
+            raise AccsimError(exc.rule, file=args.store, field="--store") from None
     plan = make_plan(load_sweep(args.spec), with_heuristic(Mapping(), args.heuristic))
     print(f"{describe_plan(plan)}; on {executor.description}")
     print(f"mapping: {plan.jobs[0].inputs['mapping'] if plan.jobs else '-'}")
@@ -84,9 +96,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    check_output(args.csv, "--csv")
-    check_output(args.parquet, "--parquet")
-    check_output(args.plot, "--plot", PLOT_SUFFIXES)
+    for flag, suffixes in (("csv", (".csv",)), ("parquet", (".parquet",)),
+                           ("plot", PLOT_SUFFIXES)):
+        if getattr(args, flag):
+            check_output_path(getattr(args, flag), flag, suffixes)
+    if args.best_by:  # an unknown name is an option error before the store is read
+        parse_objectives(args.best_by, None, "--best-by")
     if args.parquet:
         import_pyarrow()
     with Store(args.store, create=False) as store:

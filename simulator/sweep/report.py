@@ -8,9 +8,7 @@ Points of different workloads are never compared: each workload has its own fron
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 from rich.table import Table
@@ -52,12 +50,12 @@ class Report:
         return sorted({row["workload"] for row in self.rows})
 
 
-def parse_objectives(text: str | None, store: Store, flag: str = "--pareto"
+def parse_objectives(text: str | None, store: Store | None, flag: str = "--pareto"
                      ) -> tuple[Objective, ...]:
     """`time_s,tops_per_w` or `time_s:min,tops_per_w:max`; a sense left out comes from
     the objectives of the sweep run into the store most recently, else from the
     metric's natural direction. Without text: that sweep's objectives."""
-    specs = list(store.sweep_specs().values())
+    specs = list(store.sweep_specs().values()) if store is not None else []
     latest: dict[str, str] = specs[-1]["objectives"] if specs else {}
     if text is None:
         if not latest:
@@ -267,18 +265,3 @@ def write_plot(report: Report, path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
-
-
-def check_output(path: str | None, flag: str, suffixes: tuple[str, ...] = ()) -> None:
-    """An output path must be writable (and of a known kind) before any work."""
-    if path is None:
-        return
-    folder = Path(path).parent
-    if not folder.is_dir():
-        raise AccsimError(f"folder {folder} does not exist", file=path, field=flag)
-    if not os.access(folder, os.W_OK):
-        raise AccsimError(f"folder {folder} is not writable", file=path, field=flag)
-    if suffixes and Path(path).suffix.lower() not in suffixes:
-        raise AccsimError(f"the file type is one of {', '.join(suffixes)}", file=path,
-                          field=flag)
-

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
 
-from simulator.config import Platform, Strict
+from simulator.config import Name, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, parse_model, read_source, validation_error
 from simulator.sweep.constraints import Constraint, parse_constraint
@@ -51,7 +51,7 @@ class Sampling(Strict):
 class SweepSpec(Strict):
     """The sweep file, with exactly these top-level keys so specs stay portable."""
 
-    name: str = Field(min_length=1)
+    name: Name
     platform: str = Field(min_length=1, description="base platform: file or shipped name")
     workloads: list[str] = Field(min_length=1, description="files or shipped names")
     axes: dict[str, Any] = Field(min_length=1, description="dotted platform field -> "
@@ -145,6 +145,9 @@ def axis_values(path: str, raw: Any, base: dict, *, file: str) -> tuple:
     check_field_path(path, base, file=file)
     values = expand_values(raw, file=file, field=field)
     for index, value in enumerate(values):
+        if isinstance(value, int) and not -2**63 <= value < 2**63:
+            raise AccsimError(f"value {value!r}: outside the int64 range", file=file,
+                              field=f"{field}[{index}]")
         error = platform_error(with_values(base, {path: value}))
         if error is not None and error.field == path:
             raise AccsimError(f"value {value!r}: {error.rule}", file=file,

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from simulator.errors import AccsimError
+from simulator.loader import check_output_path, check_regular_file, parse_json
 from simulator.sweep.task import LABELS, METRICS
 
 # Bumped when the tables change shape; a store of another layout is refused.
@@ -45,8 +46,14 @@ class Store:
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = str(path)
-        if not create and not Path(path).is_file():
-            raise AccsimError("no such store", file=self.path)
+        if create and not Path(path).exists():
+            check_output_path(self.path, "store")
+        else:
+            try:
+                check_regular_file(path)
+            except OSError:
+                raise AccsimError("file not found (no such store)", file=self.path) \
+                    from None
         try:
             self.db = sqlite3.connect(self.path, timeout=30)
             layout = self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -81,8 +88,8 @@ class Store:
 
     def sweep_specs(self) -> dict[str, dict]:
         """Specs by sweep name, the one run most recently last."""
-        return {name: json.loads(spec) for name, spec in self.db.execute(
-            "SELECT name, spec FROM sweeps ORDER BY rowid")}
+        rows = self.db.execute("SELECT name, spec FROM sweeps ORDER BY rowid")
+        return {name: parse_json(str(spec), file=self.path) for name, spec in rows}
 
     def keys(self, *, status: str | None = None) -> set[str]:
         """Keys stored, optionally only those of one status."""
@@ -108,7 +115,7 @@ class Store:
         rows = []
         for values in self.db.execute(query + " ORDER BY key", tuple(args)):
             row = dict(zip(ROW_COLUMNS, values))
-            row["point"] = json.loads(row["point"])
-            row["inputs"] = json.loads(row["inputs"])
+            row["point"] = parse_json(str(row["point"]), file=self.path)
+            row["inputs"] = parse_json(str(row["inputs"]), file=self.path)
             rows.append(row)
         return rows

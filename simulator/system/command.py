@@ -10,7 +10,7 @@ import argparse
 from simulator.errors import AccsimError
 from simulator.mapping import check_mapping_names
 from simulator.simulate import Inputs, Progress
-from simulator.system.plan import SystemPlan
+from simulator.system.plan import MAX_CHIPS, SystemPlan
 from simulator.system.run import SystemRun, simulate_system
 from simulator.system.shard import shard_model, shard_plain
 
@@ -33,10 +33,13 @@ def plan_from_args(args: argparse.Namespace) -> SystemPlan:
     """The plan the options name; each must be a positive whole number."""
     for name in ("chips", "tp", "pp", "ep"):
         value = getattr(args, name)
-        if value is not None and value < 1:
-            raise AccsimError(f"must be a positive whole number, found {value}",
-                              field=f"--{name}")
+        if value is not None and not 1 <= value <= MAX_CHIPS:
+            raise AccsimError(f"must be a whole number from 1 to {MAX_CHIPS:,}, found "
+                              f"{value:,}", field=f"--{name}")
     chips = args.chips if args.chips is not None else args.tp * args.pp
+    if chips > MAX_CHIPS:
+        raise AccsimError(f"T x P = {chips:,} chips is more than the {MAX_CHIPS:,} a "
+                          "plan may have", field="--chips")
     return SystemPlan(chips=chips, tp=args.tp, pp=args.pp, ep=args.ep)
 
 

@@ -8,22 +8,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from pydantic import PositiveInt
+from pydantic import Field
 
 from simulator.config import Platform, Strict
 from simulator.errors import AccsimError
 
 # Largest system the capacity search proposes (a TPU v5e pod is 256 chips).
 MAX_SEARCH_CHIPS = 4096
+# Largest system a plan may name: far beyond any machine built, and small enough that
+# every per-chip division and link count stays exact.
+MAX_CHIPS = 2**16
 
 
 class SystemPlan(Strict):
     """chips = tp x pp; ep spreads experts over the same chips (E divides N)."""
 
-    chips: PositiveInt = 1
-    tp: PositiveInt = 1
-    pp: PositiveInt = 1
-    ep: PositiveInt = 1
+    chips: int = Field(default=1, ge=1, le=MAX_CHIPS)
+    tp: int = Field(default=1, ge=1, le=MAX_CHIPS)
+    pp: int = Field(default=1, ge=1, le=MAX_CHIPS)
+    ep: int = Field(default=1, ge=1, le=MAX_CHIPS)
 
     @property
     def single_chip(self) -> bool:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 
 from simulator.errors import AccsimError
@@ -22,6 +23,11 @@ PHASES = ("prefill", "decode")
 PHASE_LENGTH = {"prefill": ("seq", "the prompt length"),
                 "decode": ("context", "the KV-cache length")}
 DTYPES = ("int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32")
+
+
+# Largest --batch, --seq or --context: their products with the model's sizes stay
+# far inside int64 (DESIGN.md section 7).
+MAX_SIZE = 2**31 - 1
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -109,9 +115,12 @@ def llm_step(args: argparse.Namespace, config_path: str) -> LlmStep:
                           f"--{length_name})", field=f"--{other}")
     batch = 1 if args.batch is None else args.batch
     for name, value in (("--batch", batch), (f"--{length_name}", length)):
-        if value < 1:
-            raise AccsimError(f"must be a positive whole number, found {value}",
-                              field=name)
+        if not 1 <= value <= MAX_SIZE:
+            raise AccsimError(f"must be a whole number from 1 to {MAX_SIZE:,}, found "
+                              f"{value:,}", field=name)
+    if not math.isfinite(args.imbalance) or args.imbalance < 1.0:
+        raise AccsimError("must be a finite number >= 1 (busiest expert's tokens over "
+                          f"the mean), found {args.imbalance!r}", field="--imbalance")
     if args.all_logits and args.phase != "prefill":
         raise AccsimError("--all-logits applies to --phase prefill", field="--all-logits")
     return LlmStep(load_model_config(config_path), args.phase, batch, length, args)

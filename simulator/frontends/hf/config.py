@@ -9,13 +9,12 @@ position embeddings and the default of `tie_word_embeddings`.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import read_source, shipped_folder
+from simulator.loader import parse_json, read_source, shipped_folder
 
 # Where the shipped configs live: workloads/hf/ (package simulator.workloads.hf).
 SHIPPED_SUBFOLDER = "hf"
@@ -217,11 +216,7 @@ def load_model_config(path_or_shipped_name: str | Path) -> ModelConfig:
     """Read a config.json by path or shipped name (workloads/hf/NAME.json)."""
     path = locate_config(path_or_shipped_name)
     source = read_source(path)
-    try:
-        raw = json.loads(source.text)
-    except json.JSONDecodeError as exc:
-        raise AccsimError(f"malformed JSON: {exc.msg}", file=source.path,
-                          field=f"line {exc.lineno}, column {exc.colno}") from None
+    raw = parse_json(source.text, file=source.path)
     # The file's stem names the workloads: kept to characters that print as themselves.
     return parse_config(raw, file=source.path, name=re.sub(r"[^A-Za-z0-9_.-]", "_",
                                                            path.stem))

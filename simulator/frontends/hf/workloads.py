@@ -25,8 +25,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from simulator.errors import AccsimError
 from simulator.frontends.hf.config import ModelConfig
+from simulator.loader import validation_error
 from simulator.workload import Workload
 
 
@@ -156,8 +159,11 @@ def _workload(cfg: ModelConfig, name: str, description: str, tokens: int,
     _layers(b, cfg, tokens, attention)
     _norm(b, "final_norm", logits_rows, cfg, 1)
     b.gemm("lm_head", "lm_head", logits_rows, cfg.vocab, cfg.hidden, 1)
-    return Workload.model_validate({"name": name, "description": description,
-                                    "operators": b.ops})
+    raw = {"name": name, "description": description, "operators": b.ops}
+    try:
+        return Workload.model_validate(raw)
+    except ValidationError as exc:  # sizes the config and options multiply out of range
+        raise validation_error(exc, raw, file=cfg.source) from None
 
 
 def _shape_note(cfg: ModelConfig) -> str:

@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import ast
 import bisect
-import gzip
-import json
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.errors import AccsimError
+from simulator.loader import decode_text, parse_json, read_bytes
 
 OPERATOR_CATEGORIES = {"cpu_op", "operator"}          # "operator": older PyTorch
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+# Largest trace read (inflated): a long profile is a few hundred MiB of JSON.
+MAX_TRACE_BYTES = 512 * 2**20
+# Longest recorded argument parsed as a literal (a shape list is a few dozen).
+MAX_LITERAL_CHARS = 10_000
 
 
 class NoShapes(Exception):
@@ -68,6 +71,8 @@ class Event:
                 values[position] in ("", None):
             return default
         text = values[position]
+        if not isinstance(text, str) or len(text) > MAX_LITERAL_CHARS:
+            return text
         try:
             return ast.literal_eval(text)  # literals only: nothing is executed
         except (ValueError, SyntaxError, MemoryError, RecursionError):
@@ -133,25 +138,27 @@ def read_trace(path: str | Path) -> Trace:
     return Trace(file, roots, by_thread, device_us)
 
 
+def _gunzip(data: bytes, file: str) -> bytes:
+    """A .json.gz trace inflated, refused past MAX_TRACE_BYTES (a small gzip can
+    inflate to any size)."""
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, MAX_TRACE_BYTES + 1)
+    except zlib.error as exc:
+        raise AccsimError(f"corrupt or truncated gzip ({exc})", file=file) from None
+    if len(out) > MAX_TRACE_BYTES:
+        raise AccsimError(f"inflates to more than the {MAX_TRACE_BYTES:,} bytes a trace "
+                          "may have", file=file)
+    if not inflater.eof:
+        raise AccsimError("corrupt or truncated gzip (ends early)", file=file)
+    return out
+
+
 def _events(file: str) -> list:
-    try:
-        data = Path(file).read_bytes()
-    except FileNotFoundError:
-        raise AccsimError("file not found", file=file) from None
-    except OSError as exc:
-        raise AccsimError(f"cannot read: {exc.strerror}", file=file) from None
+    data = read_bytes(file, max_bytes=MAX_TRACE_BYTES)
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise AccsimError(f"corrupt or truncated gzip ({exc})", file=file) from None
-    try:
-        raw = json.loads(data)
-    except UnicodeDecodeError:
-        raise AccsimError("not UTF-8 JSON text", file=file) from None
-    except json.JSONDecodeError as exc:
-        raise AccsimError(f"malformed JSON: {exc.msg}", file=file,
-                          field=f"line {exc.lineno}, column {exc.colno}") from None
+        data = _gunzip(data, file)
+    raw = parse_json(decode_text(data, file=file).text, file=file)
     events = raw.get("traceEvents") if isinstance(raw, dict) else raw
     if not isinstance(events, list):
         raise AccsimError("expected a Chrome trace: an object with a traceEvents list",

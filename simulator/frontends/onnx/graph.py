@@ -19,9 +19,12 @@ from google.protobuf.message import DecodeError
 from onnx import helper, shape_inference
 
 from simulator.errors import AccsimError
+from simulator.loader import read_bytes
 
 Shape = tuple[int, ...]
 DEFAULT_DOMAINS = ("", "ai.onnx")
+# Largest model file read: protobuf's own limit on one message.
+MAX_MODEL_BYTES = 2 * 2**30
 
 
 class ShapeUnknown(Exception):
@@ -104,12 +107,7 @@ def read_graph(path: str | Path, *, batch: int | None = None,
 
 
 def _parse(file: str) -> onnx.ModelProto:
-    try:
-        data = Path(file).read_bytes()
-    except FileNotFoundError:
-        raise AccsimError("file not found", file=file) from None
-    except OSError as exc:
-        raise AccsimError(f"cannot read: {exc.strerror}", file=file) from None
+    data = read_bytes(file, max_bytes=MAX_MODEL_BYTES)
     try:
         return onnx.load_model_from_string(data)
     except (DecodeError, ValueError, RuntimeError) as exc:

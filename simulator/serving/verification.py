@@ -1,0 +1,99 @@
+"""`accsim verify` of what `accsim serve --json` wrote. A single-rate result is served
+again from the spec its manifest records and compared figure by figure (environment
+fields aside), after the files it names (platform, trace, model config) are checked
+against the sha256 they had. A curve (--sweep-rate) or a rate search (--find-max-rate)
+records no spec, so it is refused with a message saying what it is."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import simulator
+from simulator.errors import AccsimError
+from simulator.loader import dump_json, read_bytes, validate_model
+from simulator.serving.serve import prepare, serve
+from simulator.serving.spec import ServeSpec
+from simulator.verify import Verification, comparable, differences
+
+# A top-level key that only this kind of `serve --json` output has -> the command.
+UNVERIFIABLE = {"curve": "accsim serve --sweep-rate", "max_rate_rps":
+                "accsim serve --find-max-rate"}
+
+
+def serving_kind(recorded) -> str | None:
+    """The serve command that wrote a decoded result, or None if serve did not."""
+    if not isinstance(recorded, dict):
+        return None
+    manifest = recorded.get("manifest")
+    if isinstance(manifest, dict) and "serving" in manifest:
+        return "accsim serve"
+    return next((command for key, command in UNVERIFIABLE.items() if key in recorded),
+                None)
+
+
+def _need_dict(node, key: str, where: str, file: str) -> dict:
+    value = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(value, dict):
+        raise AccsimError(f"not an accsim serve result ({where} is missing or not a "
+                          "mapping)", file=file, field=where)
+    return value
+
+
+def _recorded_files(manifest: dict, serving: dict, file: str) -> list[tuple[str, dict]]:
+    """(kind, {path, sha256}) of each file the run read, checked to be strings."""
+    inputs = manifest.get("inputs") if isinstance(manifest.get("inputs"), dict) else {}
+    named = [("platform", inputs.get("platform"), "manifest.inputs.platform"),
+             ("trace", serving.get("trace"), "manifest.serving.trace"),
+             ("model", serving.get("model"), "manifest.serving.model")]
+    files = []
+    for kind, entry, where in named:
+        if entry is None:
+            continue
+        if not isinstance(entry, dict) or any(
+                entry.get(key) is not None and not isinstance(entry[key], str)
+                for key in ("path", "sha256")):
+            raise AccsimError("not a mapping of path and sha256 strings", file=file,
+                              field=where)
+        if entry.get("path") and entry.get("sha256"):
+            files.append((kind, entry))
+    return files
+
+
+def _changed(kind: str, entry: dict) -> str | None:
+    try:
+        now = hashlib.sha256(read_bytes(entry["path"])).hexdigest()
+    except AccsimError:
+        return f"{kind}: {entry['path']} (no longer readable)"
+    return None if now == entry["sha256"] else \
+        f"{kind}: {entry['path']} (sha256 changed since the run)"
+
+
+def verify_serving(file: str, recorded: dict) -> Verification:
+    """Check a serve result's files and serve its recorded spec again."""
+    kind = serving_kind(recorded)
+    if kind != "accsim serve":
+        raise AccsimError(f"an `{kind}` result: it records no serving spec, so it cannot "
+                          "be rerun and verified (verify a single-rate `accsim serve "
+                          "--json` result)", file=file)
+    manifest = recorded["manifest"]
+    serving = _need_dict(manifest, "serving", "manifest.serving", file)
+    raw_spec = _need_dict(serving, "spec", "manifest.serving.spec", file)
+    try:
+        spec = validate_model(raw_spec, ServeSpec, file=file)
+    except AccsimError as exc:
+        raise AccsimError(exc.rule, file=file,
+                          field=f"manifest.serving.spec.{exc.field or ''}".rstrip(".")
+                          ) from None
+    changed = [c for kind, entry in _recorded_files(manifest, serving, file)
+               if (c := _changed(kind, entry))]
+    recorded_version = manifest.get("model_version")
+    if recorded_version != simulator.MODEL_VERSION:
+        return Verification(changed, [], (
+            f"the result was written by model version {recorded_version}, this accsim "
+            f"is model version {simulator.MODEL_VERSION}: its figures are not "
+            "comparable (serve again to refresh it)"))
+    result, _ = serve(prepare(spec), spec)
+    rerun = json.loads(dump_json(result))
+    return Verification(changed, [text for _, text in
+                                  differences(comparable(recorded), comparable(rerun))])
