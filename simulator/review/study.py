@@ -114,10 +114,12 @@ class SystemUnderReview(Strict):
     """The multi-chip system every run of the study uses (DESIGN.md section 14): each
     run simulates one chip's shard, its result carries the `system` block."""
 
-    chips: PositiveInt | None = Field(default=None, description="default tp x pp")
-    tp: PositiveInt = Field(default=1, description="tensor parallelism")
-    pp: PositiveInt = Field(default=1, description="pipeline stages")
-    ep: PositiveInt = Field(default=1, description="expert parallelism (MoE models)")
+    chips: int | None = Field(default=None, ge=1, le=MAX_CHIPS,
+                              description="default tp x pp")
+    tp: int = Field(default=1, ge=1, le=MAX_CHIPS, description="tensor parallelism")
+    pp: int = Field(default=1, ge=1, le=MAX_CHIPS, description="pipeline stages")
+    ep: int = Field(default=1, ge=1, le=MAX_CHIPS,
+                    description="expert parallelism (MoE models)")
 
     @property
     def plan(self):
