@@ -423,18 +423,14 @@ def test_there_are_enough_cases():
     assert len({name for name, *_ in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("name, argv, files, fragments", CASES,
-                         ids=[re.sub(r"\s+", "_", c[0]) for c in CASES])
-def test_bad_input_is_one_clear_error(name, argv, files, fragments, tmp_path,
-                                      monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    for file, content in files.items():
-        _make(tmp_path / file, content)
+def assert_refused(argv: list[str], fragments, capsys) -> None:
+    """`accsim ARGV` run in-process under a SECONDS alarm is refused: a non-zero exit,
+    no traceback, a message on stderr, every fragment in the output, no ESC."""
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(SECONDS)
     started = time.perf_counter()
     try:
-        code = main(argv)
+        code = main(list(argv))
     except SystemExit as exc:  # argparse's own usage error (exit 2)
         code = exc.code
     finally:
@@ -446,7 +442,16 @@ def test_bad_input_is_one_clear_error(name, argv, files, fragments, tmp_path,
     assert "Traceback" not in out + err
     assert err.strip(), "no message on stderr"
     assert elapsed < SECONDS
-    text = out + err
     for fragment in fragments:
-        assert fragment in text, f"{fragment!r} not in {err!r}"
+        assert fragment in out + err, f"{fragment!r} not in {err!r}"
     assert "\x1b" not in err  # input text reaches the terminal escaped
+
+
+@pytest.mark.parametrize("name, argv, files, fragments", CASES,
+                         ids=[re.sub(r"\s+", "_", c[0]) for c in CASES])
+def test_bad_input_is_one_clear_error(name, argv, files, fragments, tmp_path,
+                                      monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for file, content in files.items():
+        _make(tmp_path / file, content)
+    assert_refused(argv, fragments, capsys)
