@@ -5,12 +5,12 @@ exit status 1; results already computed are printed before any output file is wr
 from __future__ import annotations
 
 import argparse
-from contextlib import contextmanager
 import json
 import math
 import os
 import sys
 import time
+from contextlib import contextmanager, nullcontext
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -151,7 +151,6 @@ def _simulate_system(inputs: Inputs, plan, llm, engine: str, label: str = ""):
 
 def _status(text: str):
     """A spinner on stderr while a long step runs, only on a terminal."""
-    from contextlib import nullcontext
     stderr = Console(stderr=True)
     return stderr.status(markup_safe(text)) if stderr.is_terminal else nullcontext()
 
