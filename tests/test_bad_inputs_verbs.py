@@ -9,7 +9,6 @@ Each row: (id, argv, {file name: content}, fragments the output must contain).
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import sqlite3

@@ -86,7 +86,8 @@ class Window:
     def fields(self) -> dict[str, int]:
         """accsim's batch, h, w, kh, kw, stride, padding, dilation with the output
         size `out` (the module docstring's rule)."""
-        (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.strides, self.dilations
+        # H's stride and dilation serve both axes; W's extent is fitted to them.
+        (kh, kw), (sh, _), (dh, _) = self.kernel, self.strides, self.dilations
         top, left, bottom, right = self.pads
         for padding in sorted({min(self.pads), 0}, reverse=True):
             h = _extent(self.h, top + bottom, padding, self.out[0], kh, sh, dh)
