@@ -1,11 +1,9 @@
 """The LLM cost adapter: shape bucketing, the split of an iteration into shared and
 per-request parts, its error against whole-iteration simulation, and LLM serving end
-to end, with a stand-in frontend (tests/fake_hf.py) and, where it is installed, the
-real one (simulator.frontends.hf)."""
+to end, with a stand-in frontend (tests/fake_hf.py) and the real one
+(simulator.frontends.hf)."""
 
 from __future__ import annotations
-
-import importlib.util
 
 import fake_hf
 import pytest
@@ -19,10 +17,6 @@ from simulator.serving import llm_cost
 from simulator.serving.llm_cost import LlmCost, bucketing_error, grid_cell
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
-
-HAS_FRONTEND = importlib.util.find_spec("simulator.frontends") is not None and \
-    importlib.util.find_spec("simulator.frontends.hf") is not None
-
 
 def on_grid(value: int, bits: int) -> bool:
     shift = max(0, value.bit_length() - bits)
@@ -133,18 +127,6 @@ def test_a_platform_without_hbm_capacity_cannot_serve_an_llm(tmp_path):
         prepare(spec, hf=fake_hf)
 
 
-def test_a_missing_frontend_is_one_clear_error(monkeypatch):
-    monkeypatch.setattr(llm_cost, "FRONTEND", "simulator.no_such_frontend")
-    with pytest.raises(AccsimError, match="simulator.no_such_frontend"):
-        llm_cost.frontend()
-
-
-needs_frontend = pytest.mark.skipif(
-    not HAS_FRONTEND, reason="simulator.frontends.hf (issue 11) is not in this branch; "
-    "the integrator removes this skip after merging it")
-
-
-@needs_frontend
 def test_llama_3_1_8b_facts_and_bucketing_error_with_the_real_frontend():
     config, facts = llm_cost.load_model("llama_3_1_8b", dtype=None)
     assert facts.kv_bytes_per_token == 131072      # 2 x 32 x 8 x 128 x 2 bytes
@@ -157,7 +139,6 @@ def test_llama_3_1_8b_facts_and_bucketing_error_with_the_real_frontend():
     assert report["max_abs_error"] < 0.02
 
 
-@needs_frontend
 def test_accsim_serve_model_with_the_real_frontend(tmp_path):
     import json
 

@@ -19,29 +19,19 @@ the bucketing error is measured against it on a sample of the run's iterations.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simulator.config import Platform
 from simulator.errors import AccsimError
+from simulator.frontends import hf as hf_frontend
 from simulator.serving.cost import ZERO, Cost, OperatorCosts, simulated_cost
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.workload import Workload
 
-FRONTEND = "simulator.frontends.hf"
 # Shapes used to tell per-request operators from shared ones: equal total tokens,
 # different cached tokens (prefill) or context (decode).
 PROBE_TOKENS = 64
-
-
-def frontend():
-    """The Hugging Face frontend module; a clear error where it is missing."""
-    try:
-        return importlib.import_module(FRONTEND)
-    except ModuleNotFoundError:
-        raise AccsimError(f"serving an LLM needs the Hugging Face frontend ({FRONTEND}), "
-                          "which this installation lacks", field="model") from None
 
 
 def grid_cell(value: int, bits: int) -> tuple[int, int]:
@@ -93,7 +83,7 @@ class LlmCost:
         self.config = config
         self.dtype = dtype
         self.bits = bits
-        self.hf = hf or frontend()
+        self.hf = hf or hf_frontend
         self.costs = OperatorCosts(platform)
         p = PROBE_TOKENS
         self._prefill_own = per_request_positions(self._workload([(p, 0)], ()),
@@ -228,7 +218,7 @@ class LlmCost:
 
 def load_model(name_or_path: str, *, dtype: str | None, hf=None):
     """The model's frontend config and its facts (weights, KV bytes per token)."""
-    hf = hf or frontend()
+    hf = hf or hf_frontend
     config = hf.load_model_config(name_or_path)
     stats = hf.model_stats(config, dtype=dtype)
     return config, ModelFacts(str(name_or_path), int(stats.weight_bytes),
