@@ -338,4 +338,8 @@ def test_resnet50_every_operator_searched_within_a_minute_on_two_workers():
     assert time.perf_counter() - started < 60
     assert all(op.same_as is None and op.stats.candidates >= 1000
                for op in result.operators)
-    assert result.best_totals()[0] < min(row["cycles"] for row in result.summary())
+    # os_k_inner has no tiling on a ws-only chip; the heuristics that map every operator
+    # all stay above the search's best.
+    covering = [row["cycles"] for row in result.summary() if row["cycles"] is not None]
+    assert len(covering) >= 2
+    assert result.best_totals()[0] < min(covering)
