@@ -8,6 +8,7 @@ from pathlib import Path
 
 from simulator.config import Platform
 from simulator.energy import static_power_w
+from simulator.frontends import hf as hf_frontend
 from simulator.loader import Source, load_model, locate, read_source
 from simulator.mapping import Mapping
 from simulator.serving import llm_cost
@@ -55,7 +56,7 @@ def prepare(spec: ServeSpec, *, hf=None) -> Setup:
     plan = spec.system
     if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
         from simulator.system.serving import ShardedFrontend
-        hf = ShardedFrontend(hf or llm_cost.frontend(), plan, platform,
+        hf = ShardedFrontend(hf or hf_frontend, plan, platform,
                              platform_file=platform_source.path)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
     blocks = llm_cost.kv_blocks(platform, facts, spec.block_tokens,
