@@ -22,7 +22,8 @@ from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.limits import MemoryBudget, parse_size
-from simulator.loader import Source, check_output_path, load_model, locate, shipped_names
+from simulator.loader import (Source, check_output_path, load_model, locate, shipped_names,
+                              writing)
 from simulator.mapper import OBJECTIVES
 from simulator.mapping import Mapping, heuristic, load_plugin, with_heuristic
 from simulator.report import compare_table, print_report, write_csv, write_json
@@ -206,14 +207,11 @@ def _run(args: argparse.Namespace) -> int:
     for path, writer in ((args.json, write_json), (args.csv, write_csv),
                          (args.trace, write_trace), (args.plot, _write_plot)):
         if path:
-            try:
-                with _status(f"writing {path}"):
-                    if writer is write_json and system is not None:
-                        write_system_json(system, path)
-                    else:
-                        writer(result, path)
-            except OSError as exc:
-                raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
+            with writing(path), _status(f"writing {path}"):
+                if writer is write_json and system is not None:
+                    write_system_json(system, path)
+                else:
+                    writer(result, path)
             print(f"wrote {path}")
     if args.sheet:
         _write_sheet(args, result.inputs, result, best)
@@ -400,10 +398,8 @@ def _map(args: argparse.Namespace) -> int:
           f"{stats.candidates / max(elapsed, 1e-9):,.0f} candidates/s")
     for path, writer in ((args.json, write_map_json), (args.write_plan, _write_plan)):
         if path:
-            try:
+            with writing(path):
                 writer(result, path)
-            except OSError as exc:
-                raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
             print(f"wrote {path}")
     return 0
 
@@ -438,10 +434,8 @@ def _regress(args: argparse.Namespace) -> int:
 
     def write(path: str | None, text: str) -> None:
         if path:
-            try:
+            with writing(path):
                 Path(path).write_text(text)
-            except OSError as exc:
-                raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
 
     def refuse(exc: BaselineRefused) -> int:
         print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)
@@ -486,10 +480,8 @@ def _regress(args: argparse.Namespace) -> int:
         if args.junit:
             print(f"wrote {args.junit}")
     if args.update_baseline:
-        try:
+        with writing(args.baseline):
             write_json(result, args.baseline)
-        except OSError as exc:
-            raise AccsimError(f"cannot write: {exc.strerror}", file=args.baseline) from None
         print(f"updated baseline {args.baseline}")
         return 0
     return code

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -267,6 +268,16 @@ def read_json(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES):
     """A JSON file through read_source and parse_json: (data, its Source)."""
     source = read_source(path, max_bytes=max_bytes)
     return parse_json(source.text, file=source.path), source
+
+
+@contextmanager
+def writing(path: str):
+    """Around the writing of one output file: an OS error (disk full, permission,
+    a folder gone since check_output_path) becomes one AccsimError naming the file."""
+    try:
+        yield
+    except OSError as exc:
+        raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
 
 
 def check_output_path(path: str, option: str,

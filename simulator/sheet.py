@@ -20,6 +20,7 @@ from pathlib import Path
 import simulator
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
+from simulator.loader import writing
 from simulator.lowering.attention import lower_attention_as
 from simulator.mapper import MapResult
 from simulator.mapping import ATTENTION_FUSIONS
@@ -254,7 +255,5 @@ def write_sheet(result: RunResult, path: str, best: MapResult | None = None, *,
                           file=path, field="--sheet")
     text = markdown(result, best, source=source) if suffix == ".md" else \
         csv_text(result, best, source=source)
-    try:
+    with writing(path):
         Path(path).write_text(text)
-    except OSError as exc:
-        raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None

@@ -153,6 +153,19 @@ def _shard_of(workload, system: dict, models: dict):
         return workload  # the comparison then reports the edit
 
 
+def model_change(manifest: dict, refresh: str) -> str | None:
+    """Why a result from another MODEL_VERSION is not compared figure by figure (timing
+    or lowering semantics changed since, so every figure may differ and a list of them
+    would say nothing the version does not); None for this version. `refresh`: the
+    command that refreshes it."""
+    recorded = manifest.get("model_version")
+    if recorded == simulator.MODEL_VERSION:
+        return None
+    return (f"the result was written by model version {recorded}, this accsim is model "
+            f"version {simulator.MODEL_VERSION}: the timing model changed, so its "
+            f"figures are not comparable ({refresh} to refresh it)")
+
+
 def read_result(result_path: str) -> tuple[dict, dict]:
     """A result file's decoded JSON and its embedded input models; anything else is an
     AccsimError naming the file and the field."""
@@ -209,14 +222,9 @@ def verify(result_path: str) -> Verification:
     system = recorded.get("system")
     changed = _source_changes(embedded, models, system if isinstance(system, dict)
                               else None)
-    recorded_version = manifest.get("model_version")
-    if recorded_version != simulator.MODEL_VERSION:
-        # Timing or lowering semantics changed since: every figure may differ, and a
-        # list of them would say nothing the version does not.
-        return Verification(changed, [], (
-            f"the result was written by model version {recorded_version}, this accsim "
-            f"is model version {simulator.MODEL_VERSION}: the timing model changed, so "
-            "its figures are not comparable (rerun to refresh it)"))
+    model_changed = model_change(manifest, "rerun")
+    if model_changed:
+        return Verification(changed, [], model_changed)
     sources = {kind: Source(entry["path"], entry["sha256"], "") if entry.get("path")
                else None for kind, entry in embedded.items()}
     inputs = Inputs(models["platform"], models["workload"], models["mapping"],

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from simulator.errors import AccsimError
 from simulator.frontends.writer import workload_to_yaml
-from simulator.loader import Source, check_output_path, read_bytes
+from simulator.loader import Source, check_output_path, read_bytes, writing
 from simulator.workload import Workload
 
 # Format name -> the module that reads it.
@@ -75,10 +75,8 @@ def _import(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="")
         return 0
-    try:
+    with writing(args.output):
         Path(args.output).write_text(text)
-    except OSError as exc:
-        raise AccsimError(f"cannot write: {exc.strerror}", file=args.output) from None
     for note in imported.notes:
         print(f"import: {note}")
     print(f"wrote {args.output}: {len(imported.workload.operators)} operators")

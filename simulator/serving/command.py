@@ -16,7 +16,7 @@ from rich.table import Table
 from simulator.errors import AccsimError
 from simulator.terminal import console as report_console
 from simulator.loader import (check_output_path, dump_json, parse_model, read_source,
-                              shipped_names, validation_error)
+                              shipped_names, validation_error, writing)
 from simulator.serving.arrivals import shipped_traces
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
@@ -219,10 +219,8 @@ def _curve_table(rows: list[dict]) -> Table:
 def _write(path: str | None, writer, *payload) -> None:
     if not path:
         return
-    try:
+    with writing(path):
         writer(*payload, path)
-    except OSError as exc:
-        raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
     print(f"wrote {path}")
 
 

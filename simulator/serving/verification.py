@@ -9,12 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 
-import simulator
 from simulator.errors import AccsimError
 from simulator.loader import dump_json, read_bytes, validate_model
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
-from simulator.verify import Verification, comparable, differences
+from simulator.verify import Verification, comparable, differences, model_change
 
 # A top-level key that only this kind of `serve --json` output has -> the command.
 UNVERIFIABLE = {"curve": "accsim serve --sweep-rate", "max_rate_rps":
@@ -87,12 +86,9 @@ def verify_serving(file: str, recorded: dict) -> Verification:
                           ) from None
     changed = [c for kind, entry in _recorded_files(manifest, serving, file)
                if (c := _changed(kind, entry))]
-    recorded_version = manifest.get("model_version")
-    if recorded_version != simulator.MODEL_VERSION:
-        return Verification(changed, [], (
-            f"the result was written by model version {recorded_version}, this accsim "
-            f"is model version {simulator.MODEL_VERSION}: its figures are not "
-            "comparable (serve again to refresh it)"))
+    model_changed = model_change(manifest, "serve again")
+    if model_changed:
+        return Verification(changed, [], model_changed)
     result, _ = serve(prepare(spec), spec)
     rerun = json.loads(dump_json(result))
     return Verification(changed, [text for _, text in

@@ -13,7 +13,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.text import Text
 
 from simulator.errors import AccsimError
-from simulator.loader import check_output_path, check_regular_file
+from simulator.loader import check_output_path, check_regular_file, writing
 from simulator.terminal import console as report_console
 from simulator.mapping import Mapping, heuristic, with_heuristic
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
@@ -131,10 +131,8 @@ def _report(args: argparse.Namespace) -> int:
     for path, writer in ((args.csv, write_csv), (args.parquet, write_parquet),
                          (args.plot, write_plot)):
         if path:
-            try:
+            with writing(path):
                 writer(report, path)
-            except OSError as exc:
-                raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
             print(f"wrote {path}")
     return 0
 
