@@ -5,4 +5,6 @@ __version__ = "0.1.0"
 # Bumped whenever timing or lowering semantics change (DESIGN.md section 6).
 # 2: pipelined folds, several arrays, sustained bandwidth, dispatch overhead, partial-sum
 # reloads after their spill store, the searched default mapping.
-MODEL_VERSION = 2
+# 3: tensor parallelism of plain workloads follows the activation's layout (all-gathers
+# before column-parallel operators fed a split input; heads and groups split in place).
+MODEL_VERSION = 3

@@ -14,10 +14,12 @@ vocab-parallel), one all-reduce of tokens x hidden activations before each resid
 add (after o_proj and after the MLP). With E > 1 (E divides T), each chip holds
 experts / E experts, each split T / E ways; tokens are dispatched and combined by two
 all-to-alls per MoE layer, and the MLP all-reduce remains where T > E.
-Plain workloads: gemm and conv2d column-parallel (output columns / channels split T
-ways), vector operators split T ways; a GEMM the mapping plan names in `row_parallel`
-splits its K instead and is followed by an all-reduce of its (full) output; pipeline
-stages split the operator list.
+Plain workloads (tensor_parallel): gemm and conv2d column-parallel (output columns /
+channels split T ways), each preceded by an all-gather when its input arrives split;
+batched GEMMs, grouped convs and attention split by heads or groups where they divide;
+a GEMM the mapping plan names in `row_parallel` splits its K instead and is followed by
+an all-reduce of its (full) output; vector operators work on their input as it lies;
+pipeline stages split the operator list.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from simulator.frontends.hf.config import ModelConfig
 from simulator.frontends.hf.stats import layer_params
 from simulator.frontends.hf.workloads import experts_touched
 from simulator.system.plan import Footprint, ModelLimits, SystemPlan, check_plan
-from simulator.workload import Collective, Conv2d, Gemm, Workload, is_collective
+from simulator.workload import (Attention, Collective, Conv2d, Gemm, Workload,
+                                is_collective)
 
 
 @dataclass(frozen=True)
@@ -182,20 +185,58 @@ def plan_label(plan: SystemPlan) -> str:
 
 
 # --- plain workloads ---------------------------------------------------------------
+# How an activation lies over the T chips of a tensor-parallel group: each chip holds
+# all of it (whole) or a 1/T part (split).
+WHOLE, SPLIT = "whole", "split"
+# What a user's own collective leaves behind.
+LAYOUT_AFTER = {"all_reduce": WHOLE, "all_gather": WHOLE, "reduce_scatter": SPLIT}
+
+
+@dataclass(frozen=True)
+class ShardStep:
+    """One operator's share on a chip, with the collectives it waits on before it runs
+    and those that follow it."""
+
+    before: tuple
+    shard: object
+    after: tuple
+
+
+def splits_by_groups(op, t: int) -> bool:
+    """Whether the operator splits T ways along independent groups (a batched GEMM's
+    batch of heads, a grouped conv's groups, attention's heads with their K/V heads),
+    so each chip works on the part of a split input it already holds."""
+    if isinstance(op, Gemm):
+        return op.batch > 1 and op.batch % t == 0
+    if isinstance(op, Conv2d):
+        return op.groups % t == 0
+    if isinstance(op, Attention):
+        return op.heads % t == 0 and (op.kv_heads % t == 0 or t % op.kv_heads == 0)
+    return False
+
+
+def group_shard(op, t: int):
+    """The operator's 1/T share along its groups (splits_by_groups holds)."""
+    if isinstance(op, Gemm):
+        return op.model_copy(update={"batch": op.batch // t})
+    if isinstance(op, Conv2d):
+        return op.model_copy(update={"groups": op.groups // t, "cin": op.cin // t,
+                                     "cout": op.cout // t})
+    # attention: K/V heads split with the query heads, or one per chip when fewer
+    return op.model_copy(update={"heads": op.heads // t,
+                                 "kv_heads": max(1, op.kv_heads // t)})
+
 
 def column_shard(op, t: int):
-    """An operator's share on one of T chips, column-parallel: a GEMM's N, a conv's
-    output channels (or its groups), a vector operator's work."""
-    if t == 1 or is_collective(op):
-        return op
+    """A GEMM's or conv's share with its output columns / channels split T ways."""
     if isinstance(op, Gemm):
         return op.model_copy(update={"n": math.ceil(op.n / t)})
-    if isinstance(op, Conv2d):
-        if op.groups % t == 0:
-            return op.model_copy(update={"groups": op.groups // t, "cin": op.cin // t,
-                                         "cout": op.cout // t})
-        return op.model_copy(update={"cout": math.ceil(op.cout // op.groups / t)
-                                     * op.groups})
+    return op.model_copy(update={"cout": math.ceil(op.cout // op.groups / t)
+                                 * op.groups})
+
+
+def vector_shard(op, t: int):
+    """A vector operator's work split T ways."""
     if hasattr(op, "elements"):
         return op.model_copy(update={"elements": math.ceil(op.elements / t)})
     if hasattr(op, "channels"):
@@ -203,25 +244,55 @@ def column_shard(op, t: int):
     return op.model_copy(update={"rows": math.ceil(op.rows / t)})
 
 
-def tp_shard(op, t: int, row_parallel: frozenset[str]):
-    """An operator's share on one of T chips: row-parallel (a GEMM's K) where the plan
-    names it, column-parallel otherwise."""
-    if t > 1 and op.name in row_parallel:
-        return op.model_copy(update={"k": math.ceil(op.k / t)})
-    return column_shard(op, t)
-
-
-def tensor_parallel(ops: list, t: int, row_parallel: frozenset[str], act: int) -> list:
-    """Each operator's shard, an all-reduce of each row-parallel GEMM's partial sums
-    after it."""
-    out = []
+def tensor_parallel(ops: list, t: int, row_parallel: frozenset[str], act: int,
+                    layout: str = WHOLE) -> tuple[list[ShardStep], str]:
+    """Each operator's share on one of T chips and the collectives its data needs
+    (Megatron's rules), walking the activation's layout from `layout`:
+    a row-parallel GEMM (named in the plan) splits K, takes its input as it lies and is
+    followed by an all-reduce of its partial sums (its output whole); an operator that
+    splits by groups (heads, conv groups) takes a split input as it lies; a
+    column-parallel GEMM or conv needs its whole input, so an all-gather of a split one
+    precedes it (its output split); attention that cannot split by heads runs whole on
+    a gathered input; a vector operator works on its input as it lies (a split input:
+    split work; a whole one: the whole work on every chip). Returns the steps and the
+    layout after the last."""
+    steps = []
     for op in ops:
-        shard = tp_shard(op, t, row_parallel)
-        out.append(shard)
-        if t > 1 and op.name in row_parallel:
-            out.append(collective(f"{op.name}_all_reduce", "collective.tp", "all_reduce",
-                                  output_bytes(shard, act), t, op.repeat))
-    return out
+        before, after = (), ()
+        if t == 1:
+            shard = op
+        elif is_collective(op):
+            shard, layout = op, LAYOUT_AFTER.get(op.collective, layout)
+        elif op.name in row_parallel:
+            shard = op.model_copy(update={"k": math.ceil(op.k / t)})
+            after = (collective(f"{op.name}_all_reduce", "collective.tp", "all_reduce",
+                                output_bytes(shard, act), t, op.repeat),)
+            layout = WHOLE
+        elif splits_by_groups(op, t):
+            shard, layout = group_shard(op, t), SPLIT
+        elif isinstance(op, (Gemm, Conv2d, Attention)):
+            if layout == SPLIT:
+                before = (collective(f"{op.name}_all_gather", "collective.tp",
+                                     "all_gather", input_bytes(op, act), t, op.repeat),)
+            if isinstance(op, Attention):
+                shard, layout = op, WHOLE
+            else:
+                shard, layout = column_shard(op, t), SPLIT
+        else:
+            shard = vector_shard(op, t) if layout == SPLIT else op
+        steps.append(ShardStep(before, shard, after))
+    return steps, layout
+
+
+def input_bytes(op, dtype_bytes: int) -> int:
+    """The bytes of a GEMM's A operand, a conv's input or attention's Q, K and V: what
+    an all-gather assembles before the operator runs."""
+    if isinstance(op, Gemm):
+        return op.batch * op.m * op.k * dtype_bytes
+    if isinstance(op, Conv2d):
+        return op.batch * op.h * op.w * op.cin * dtype_bytes
+    return op.batch * (op.heads * op.q_len + 2 * op.kv_heads * op.kv_len) \
+        * op.head_dim * dtype_bytes
 
 
 def output_bytes(op, dtype_bytes: int) -> int:
@@ -249,18 +320,21 @@ def weight_bytes(op, dtype_bytes: int) -> int:
 def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
                 platform_file: str | None = None,
                 row_parallel: frozenset[str] = frozenset()) -> Sharded:
-    """A GEMM/conv trace split T ways (column-parallel, or row-parallel with an
-    all-reduce for the GEMMs named in `row_parallel`) and P ways into stages of
-    contiguous operators, one point-to-point transfer of the stage's last output
-    between stages. The plan is checked first."""
+    """A GEMM/conv trace split T ways (tensor_parallel: column-parallel with the
+    all-gathers a split input needs, row-parallel with an all-reduce for the GEMMs named
+    in `row_parallel`, split by heads or groups where the operator allows) and P ways
+    into stages of contiguous operators, one point-to-point transfer of the stage's last
+    output between stages. The plan is checked first."""
     limits = ModelLimits(layers=len(workload.operators))
     check_plan(plan, platform, limits, platform_file=platform_file)
     sizes = stage_layers(len(workload.operators), plan.pp)
     act = DTYPE_BYTES[platform.systolic_array.input_dtypes[0]]
-    staged, start = [], 0
+    staged, start, layout = [], 0, WHOLE
     for stage, size in enumerate(sizes):
-        staged += tensor_parallel(workload.operators[start:start + size], plan.tp,
-                                  row_parallel, act)
+        steps, layout = tensor_parallel(workload.operators[start:start + size], plan.tp,
+                                        row_parallel, act, layout)
+        for step in steps:
+            staged += [*step.before, step.shard, *step.after]
         start += size
         if stage < plan.pp - 1 and size:
             staged.append(collective(f"pp_transfer_{stage + 1}", "collective.pp",
@@ -276,7 +350,8 @@ def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
         "operators": staged})
 
     def footprint(candidate: SystemPlan) -> Footprint:
-        shards = [tp_shard(op, candidate.tp, row_parallel) for op in workload.operators]
+        steps, _ = tensor_parallel(workload.operators, candidate.tp, row_parallel, act)
+        shards = [step.shard for step in steps]
         stages = stage_layers(len(shards), candidate.pp)
         heaviest, start = 0, 0
         for size in stages:
