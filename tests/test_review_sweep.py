@@ -18,6 +18,7 @@ import pytest
 
 from simulator.cli import main
 from simulator.review.packet import NUMBER_FORMATS
+from simulator.review.study import load_study
 from simulator.sweep import executors
 from test_review import html_tables, md_cell_text, md_tables, parse_number, resolution
 
@@ -301,6 +302,15 @@ def test_a_sweep_whose_every_point_fails_fails_the_section(tmp_path, capsys):
                for line in section["text"])
     assert "store none kept (--no-cache)" in capsys.readouterr().out
     assert main(["verify", str(tmp_path / "packet" / "packet.json")]) == 0
+
+
+def test_the_example_study_plans_its_sweep_relative_to_itself():
+    study = load_study(str(Path(__file__).resolve().parents[1] / "experiments" / "studies"
+                           / "edge_resnet50_sweep.yaml"))
+    plan = study.sweep
+    assert plan.sweep.file.endswith("studies/../sweeps/edge_32x32_array_and_dram.yaml")
+    assert (plan.samples, plan.excluded, len(plan.jobs)) == (9, 0, 9)  # 3 linked x 3
+    assert {job.workload.name for job in plan.jobs} == {"resnet50_b1"}
 
 
 # --- a bad sweep spec, or bad sweep options: one line, before any simulation ---

@@ -27,7 +27,7 @@ from pydantic import Field
 import simulator
 from simulator.config import Platform, Strict
 from simulator.errors import AccsimError
-from simulator.loader import read_bytes, validate_model
+from simulator.loader import read_bytes, validate_model, writing
 from simulator.mapping import Mapping
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
@@ -145,7 +145,8 @@ def run_study_sweep(plan: Plan, out_dir: Path, *, cache_dir: Path | None, execut
     folder = nullcontext(cache_dir / SWEEPS_FOLDER) if cache_dir is not None \
         else tempfile.TemporaryDirectory(prefix="accsim-sweep-")
     with folder as where:
-        Path(where).mkdir(parents=True, exist_ok=True)
+        with writing(str(where)):
+            Path(where).mkdir(parents=True, exist_ok=True)
         path = Path(where) / f"{safe_name(plan)}.sqlite"
         with Store(path) as store, executor:
             total = len(missing_jobs(plan, store))
