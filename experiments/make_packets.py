@@ -5,8 +5,11 @@ platforms: an SLA missed on the edge array, a rollback trigger that fires, bottl
 expectations that do not hold) and for Llama-3.1-8B decode on tpu_v5e_like against an
 HBM3 what-if (the decode step misses its latency SLA on both, a precision change without
 a guardrail is flagged, and the serving sections wait for the serving simulator: not
-evaluated, with the reason). Packets go to experiments/packets/STUDY/ (not
-checked in: result files record this machine's paths); open its index.html.
+evaluated, with the reason), and for ResNet-50 on the edge array with a design-space
+sweep of its array size and DRAM bandwidth (the latency-power Pareto front; the sweep's
+store is kept in the run cache, so a rerun simulates nothing). Packets go to
+experiments/packets/STUDY/ (not checked in: result files record this machine's paths);
+open its index.html.
 
     python experiments/make_packets.py [--out-root DIR] [--no-cache]
 """

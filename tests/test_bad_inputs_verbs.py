@@ -339,6 +339,7 @@ for label, argv, files in (
                                                                       "evil.py")}),
         ("review platform", REVIEW, {"s.yaml": edited(STUDY, "scope.platforms",
                                                       ["evil.py"])}),
+        ("review sweep spec", REVIEW, {"s.yaml": edited(STUDY, "scope.sweep", "evil.py")}),
         ("import kineto", ["import", "kineto", "evil.py"], {}),
         ("import hf", ["import", "hf", "evil.py", "--phase", "prefill", "--seq", "8"], {}),
         ("verify packet result", ["verify", "packet.json"],

@@ -486,6 +486,10 @@ BAD_STUDIES = [
      "scope: serving.batching continuous serves LLMs"),
     ("unknown rollback metric", SMALL_STUDY + "rollback: {metric: speed, fires_when: "
      "above, threshold: 1}\n", "rollback.metric: Input should be"),
+    ("no such sweep spec", SMALL_STUDY.replace("  workloads: [gemm_4096]\n",
+                                               "  workloads: [gemm_4096]\n"
+                                               "  sweep: sweeps/none.yaml\n"),
+     "scope.sweep: 'sweeps/none.yaml': no such sweep spec file"),
 ]
 
 

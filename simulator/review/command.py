@@ -13,10 +13,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
-from simulator.review.providers import (NotEvaluated, model_step, model_workload,
-                                        serving_runs)
+from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
+                                        model_workload, serving_runs)
 from simulator.review.runs import RunSpec, default_cache_dir, on_system, run_all
 from simulator.review.study import ResolvedStudy, load_study, write_variants
+from simulator.sweep.executors import executor_for
 
 PACKET_FILES = ("index.html", "packet.md", "packet.json")
 INPUTS_FOLDER = "inputs"  # what-if platform variants the study defines
@@ -71,6 +72,7 @@ def review(args: argparse.Namespace) -> int:
     """The handler: every check before any simulation, then runs, then the packet."""
     from simulator.review.packet import assemble, write_packet  # matplotlib, jinja2
     from simulator.review.sections import Context
+    executor = executor_for(args.scheduler, args.workers)
     study = load_study(args.study)
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
     out = _check_out_dir(args.out)
@@ -92,8 +94,10 @@ def review(args: argparse.Namespace) -> int:
         records = run_all(specs, out, cache_dir=cache, engine=args.engine,
                           progress=progress)
         served = serving_runs(study, out, cache_dir=cache, progress=progress)
+        swept = design_sweep(study, out, cache_dir=cache, executor=executor,
+                             progress=progress)
     reused = sum(r.reused for r in records)
-    packet = write_packet(assemble(Context(study, records, models, served)), out)
+    packet = write_packet(assemble(Context(study, records, models, served, swept)), out)
     _remove_stale(out, packet)
     elapsed = time.perf_counter() - started
     console = Console(highlight=False, soft_wrap=True)
@@ -105,6 +109,12 @@ def review(args: argparse.Namespace) -> int:
     console.print(f"{len(records)} runs and {len(serving)} serving results "
                   f"({reused + sum(s.reused for s in serving)} reused from "
                   f"{escape(str(cache)) if cache else 'no cache'}) in {elapsed:.1f} s wall")
+    if not isinstance(swept, NotEvaluated):
+        summary = swept.summary
+        console.print(f"sweep {escape(study.sweep.sweep.spec.name)}: {summary.jobs} "
+                      f"point x workload jobs, {summary.already_stored} already stored, "
+                      f"{summary.computed} computed ({summary.failed} failed); store "
+                      f"{escape(swept.store)}")
     for name in PACKET_FILES:
         console.print(f"wrote {escape(str(out / name))}")
     return 0
@@ -123,4 +133,10 @@ def add_parser(commands) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="simulate every run, read and write no cache")
     parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    parser.add_argument("--scheduler", default="processes",
+                        help="where the points of the study's sweep (scope.sweep) run: "
+                        "serial, processes (default: a local process pool), dask-local "
+                        "or dask://HOST:PORT, as for `accsim sweep run`")
+    parser.add_argument("--workers", type=int, help="processes or local Dask workers "
+                        "for the sweep (default: the CPUs available)")
     parser.set_defaults(handler=review)

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from simulator.metrics import Totals  # noqa: E402
 from simulator.plots import draw_breakdown  # noqa: E402
+from simulator.sweep.report import draw_front  # noqa: E402
 
 SVG_SETTINGS = {"svg.hashsalt": "accsim-review", "svg.fonttype": "path"}
 
@@ -75,6 +76,18 @@ def breakdown_figure(record) -> dict:
         draw_breakdown(axes, groups, title)
         svg = _svg(fig)
     return figure(f"breakdown-{record.spec.name}", title, svg)
+
+
+def sweep_figure(report, name: str) -> dict:
+    """A sweep's first two objectives: every point that ran and each workload's front
+    joined (drawn as `accsim sweep report --plot` draws it)."""
+    x, y = report.objectives[0], report.objectives[1]
+    with matplotlib.rc_context(SVG_SETTINGS):
+        fig, axes = plt.subplots(figsize=(7, 5))
+        draw_front(axes, report)
+        svg = _svg(fig)
+    return figure(f"sweep-{name}", f"sweep {name}: {x.name} against {y.name}, every "
+                  "point that ran, the Pareto front of each workload joined", svg)
 
 
 def serving_figure(record, sla) -> dict:

@@ -16,6 +16,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 import simulator
+from simulator.review.providers import NotEvaluated
 from simulator.review.sections import (FAIL, NOT_EVALUATED, PASS, Context,
                                        build_sections, ordered_findings, served)
 
@@ -96,8 +97,20 @@ def assemble(ctx: Context) -> dict:
                      "platform": r.spec.platform.label, "workload": r.spec.workload.label,
                      "mapping": r.spec.mapping.label} for r in ctx.records]
         + [{"kind": "serving", "path": r.file, "sha256": r.sha256, "platform": r.platform,
-            "workload": r.subject, "mapping": "default"} for r in served(ctx)],
+            "workload": r.subject, "mapping": "default"} for r in served(ctx)]
+        + _sweep_files(ctx),
     }
+
+
+def _sweep_files(ctx: Context) -> list[dict]:
+    """The sweep's export, when the study has a sweep."""
+    record = ctx.sweep
+    if isinstance(record, NotEvaluated):
+        return []
+    spec = record.data["sweep"]
+    return [{"kind": "sweep", "path": record.file, "sha256": record.sha256,
+             "platform": f"{spec['platform']} (sweep {spec['name']})",
+             "workload": ", ".join(record.data["workloads"]), "mapping": "default"}]
 
 
 def _environment(autoescape: bool) -> Environment:

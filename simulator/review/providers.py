@@ -16,6 +16,7 @@ from simulator.frontends import hf
 from simulator.loader import read_source
 from simulator.review import serving
 from simulator.review.study import Loaded, ModelUnderReview, ResolvedStudy
+from simulator.review.sweep import SweepRecord, run_study_sweep
 
 
 @dataclass(frozen=True)
@@ -82,13 +83,13 @@ def platform_area_mm2(platform: Platform) -> float | NotEvaluated:
     return float(value)
 
 
-def design_sweep(study: ResolvedStudy) -> dict | NotEvaluated:
-    """The Pareto front of the sweep named by scope.sweep (DESIGN.md section 11). The
-    packet does not run or embed sweep stores yet: the section says how to get the
-    front with `accsim sweep`."""
-    spec = study.study.scope.sweep
-    if spec is None:
+def design_sweep(study: ResolvedStudy, out_dir: Path, *, cache_dir: Path | None,
+                 executor, progress=None) -> SweepRecord | NotEvaluated:
+    """The sweep scope.sweep names (DESIGN.md section 11), run through simulator.sweep
+    into the run cache's store (resumed by point key, so a second review computes
+    nothing) and exported with its Pareto front over the spec's objectives into
+    results/ (review.sweep), as a review.sweep.SweepRecord."""
+    if study.sweep is None:
         return NotEvaluated("the study asks for no design-space sweep (scope.sweep)")
-    return NotEvaluated(f"the packet does not embed sweep results yet: run `accsim sweep "
-                        f"run {spec} --store S.sqlite` and `accsim sweep report S.sqlite "
-                        "--pareto ...` for the front")
+    return run_study_sweep(study.sweep, out_dir, cache_dir=cache_dir, executor=executor,
+                           progress=progress)

@@ -25,6 +25,8 @@ from simulator.loader import (Source, load_model, locate, parse_model, read_sour
 from simulator.mapping import Mapping, check_mapping_names, known_heuristics
 from simulator.mapping import with_heuristic
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
+from simulator.sweep.plan import Plan, make_plan
+from simulator.sweep.spec import load_sweep
 from simulator.system.plan import MAX_CHIPS
 from simulator.workload import Workload
 
@@ -140,7 +142,8 @@ class Scope(Strict):
         default=None, description="every run on N chips split T x P (E for experts); "
         "the platforms need an interconnect table")
     serving: ServingLoad | None = None
-    sweep: str | None = Field(default=None, description="a sweep spec (simulator.sweep)")
+    sweep: str | None = Field(default=None, min_length=1, description="a sweep spec "
+                              "file (simulator.sweep), relative to the study")
 
     @model_validator(mode="after")
     def _has_work(self) -> Scope:
@@ -277,6 +280,7 @@ class ResolvedStudy:
     platforms: list[Loaded]
     workloads: list[Loaded]
     mappings: list[Loaded]
+    sweep: Plan | None = None   # scope.sweep's jobs, planned before any simulation
 
     @property
     def baseline(self) -> str:
@@ -323,6 +327,24 @@ def _variant(entry: PlatformVariant, study: Source, field: str) -> Platform:
         error = validation_error(exc, raw, file=study.path)
         raise AccsimError(error.rule, file=study.path,
                           field=f"{field}.set ({error.field})") from None
+
+
+def _sweep(entry: str, study: Source) -> Plan:
+    """The plan of the sweep spec scope.sweep names (a file relative to the study),
+    made as `accsim sweep run` makes it, so a bad spec is refused before any
+    simulation; errors inside the spec name the spec file and its field."""
+    folder = Path(study.path).parent
+    path = Path(entry) if Path(entry).is_absolute() else folder / entry
+    if not path.is_file():
+        raise AccsimError(f"{entry!r}: no such sweep spec file (looked for {path})",
+                          file=study.path, field="scope.sweep")
+    sweep = load_sweep(path)
+    if "area_mm2" in sweep.spec.objectives and \
+            Platform.model_validate(sweep.base).area_mm2 is None and \
+            not any(axis.path.startswith("area.") for axis in sweep.axes):
+        raise AccsimError("objective area_mm2 has no values: the base platform has no "
+                          "area table", file=sweep.file, field="objectives.area_mm2")
+    return make_plan(sweep)
 
 
 def write_variants(resolved: ResolvedStudy, folder: Path) -> ResolvedStudy:
@@ -426,4 +448,5 @@ def load_study(path: str) -> ResolvedStudy:
                                   f"({', '.join(labels)})", file=source.path,
                                   field=f"rollback.platforms[{index}]")
     _check_names(study, workloads, source.path)
-    return ResolvedStudy(study, source, platforms, workloads, mappings)
+    sweep = None if study.scope.sweep is None else _sweep(study.scope.sweep, source)
+    return ResolvedStudy(study, source, platforms, workloads, mappings, sweep)

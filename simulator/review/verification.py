@@ -1,8 +1,9 @@
 """`accsim verify DIR/packet.json`: a packet is verified file by file. The study file
 and every result and figure file must match the sha256 the packet recorded; then each
-operator-simulation result is verified as `accsim verify RESULT.json` verifies it, and
+operator-simulation result is verified as `accsim verify RESULT.json` verifies it,
 each serving result is served again from the spec it embeds and compared, environment
-fields aside."""
+fields aside, and the sweep's export has its front checked and each front point
+simulated again from the inputs it embeds (review.sweep.rerun_differences)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pydantic import ConfigDict, Field
 from simulator.config import Strict
 from simulator.errors import AccsimError
 from simulator.loader import read_bytes, read_json, validate_model
+from simulator.review.sweep import rerun_differences
 from simulator.verify import Verification, comparable, differences, verify
 
 
@@ -31,7 +33,7 @@ class RecordedFile(_Read):
 
 
 class ResultEntry(RecordedFile):
-    kind: Literal["run", "serving"]
+    kind: Literal["run", "serving", "sweep"]
 
 
 class Figure(_Read):
@@ -87,6 +89,12 @@ def verify_packet(packet_path: str, packet: dict) -> Verification:
         if entry.kind == "serving":
             found += [f"{entry.path}: {d}"
                       for d in _serving_differences(folder / entry.path)]
+            continue
+        if entry.kind == "sweep":
+            content, source = read_json(folder / entry.path)
+            inputs, reran = rerun_differences(content, file=source.path)
+            changed += [f"{entry.path}: {c}" for c in inputs]
+            found += [f"{entry.path}: {d}" for d in reran]
             continue
         outcome = verify(str(folder / entry.path))
         changed += [f"{entry.path}: {c}" for c in outcome.changed_sources]

@@ -77,9 +77,11 @@ def parse_objectives(text: str | None, store: Store | None, flag: str = "--paret
 
 
 def build_report(store: Store, objectives: tuple[Objective, ...],
-                 workload: str | None = None) -> Report:
-    """Read the store and mark each workload's front."""
-    rows = sorted(store.rows(), key=lambda r: (r["workload"], r["key"]))
+                 workload: str | None = None, keys: set[str] | None = None) -> Report:
+    """Read the store and mark each workload's front. `keys`: only those rows (one
+    sweep's plan, in a store other sweeps share)."""
+    rows = sorted((r for r in store.rows() if keys is None or r["key"] in keys),
+                  key=lambda r: (r["workload"], r["key"]))
     if workload is not None:
         known = sorted({r["workload"] for r in rows})
         if workload not in known:
@@ -232,14 +234,22 @@ def write_parquet(report: Report, path: str) -> None:
 
 
 def write_plot(report: Report, path: str) -> None:
-    """Scatter of the first two objectives (one colour per workload), the front
-    highlighted and joined in order; log axes where values span over 100x."""
+    """The front figure (draw_front) as an image file."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    x, y = report.objectives[0], report.objectives[1]
     figure, axes = plt.subplots(figsize=(7, 5))
+    draw_front(axes, report)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def draw_front(axes, report: Report) -> None:
+    """Scatter of the first two objectives (one colour per workload), the front
+    highlighted and joined in order; log axes where values span over 100x."""
+    x, y = report.objectives[0], report.objectives[1]
     for index, name in enumerate(report.workloads):
         colour = f"C{index}"
         rows = [r for r in report.rows if r["workload"] == name and r["status"] == "ok"
@@ -262,6 +272,3 @@ def write_plot(report: Report, path: str) -> None:
                        + f"; shown: {x.name} vs {y.name}", fontsize=9)
     axes.legend(fontsize=8)
     axes.grid(True, alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
