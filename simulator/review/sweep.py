@@ -164,8 +164,9 @@ def run_study_sweep(plan: Plan, out_dir: Path, *, cache_dir: Path | None, execut
                                   keys={job.key for job in plan.jobs})
     spec_sha = hashlib.sha256(Path(plan.sweep.file).read_bytes()).hexdigest()
     target = out_dir / RESULTS_FOLDER / f"sweep.{safe_name(plan)}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(export(plan, report, spec_sha), indent=1) + "\n")
+    with writing(str(target)):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(export(plan, report, spec_sha), indent=1) + "\n")
     data = target.read_bytes()
     return SweepRecord(f"{RESULTS_FOLDER}/{target.name}", hashlib.sha256(data).hexdigest(),
                        json.loads(data), summary,
