@@ -527,6 +527,34 @@ def test_a_foreign_output_folder_is_refused(tmp_path, capsys):
     assert (out / "notes.txt").read_text() == "keep me"
 
 
+
+def test_an_interrupted_review_is_rerun_into_its_own_folder(tmp_path, capsys):
+    """A review leaves its marker before anything else, so a folder a failed or
+    interrupted review half wrote is taken again (and its leftovers dropped)."""
+    study = tmp_path / "study.yaml"
+    study.write_text(SMALL_STUDY)
+    out = tmp_path / "half"
+    (out / "results").mkdir(parents=True)
+    (out / ".accsim-review").write_text("")
+    (out / "results" / "left_over.json").write_text("{}")
+    assert main(["review", str(study), "--out", str(out), "--no-cache"]) == 0
+    capsys.readouterr()
+    assert (out / "packet.json").is_file()
+    assert not (out / "results" / "left_over.json").exists()
+
+
+def test_a_cache_that_cannot_be_made_is_refused_before_any_run(tmp_path, capsys):
+    study = tmp_path / "study.yaml"
+    study.write_text(SMALL_STUDY)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    out = tmp_path / "o"
+    assert main(["review", str(study), "--out", str(out),
+                 "--cache", str(blocker / "cache")]) == 1
+    err = capsys.readouterr().err
+    assert "--cache" in err and "a_file" in err and "Traceback" not in err
+    assert not (out / "results").exists() or not any((out / "results").iterdir())
+
 # --- the packet in a browser ---
 
 CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser",

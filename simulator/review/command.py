@@ -4,6 +4,7 @@ reuse) every simulation it needs, and write the packet."""
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -20,26 +21,41 @@ from simulator.review.study import ResolvedStudy, load_study, write_variants
 from simulator.sweep.executors import executor_for
 
 PACKET_FILES = ("index.html", "packet.md", "packet.json")
+PACKET_MARKER = ".accsim-review"  # written first: the folder is a packet's, even half done
 INPUTS_FOLDER = "inputs"  # what-if platform variants the study defines
 
 
 def _check_out_dir(path: str) -> Path:
-    """DIR must be new, empty, or a packet folder written before (then it is replaced)."""
+    """DIR must be new, empty, or a packet folder written before, finished or not (it
+    holds packet.json or the marker a review leaves first): then it is replaced."""
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise AccsimError("not a folder", file=path, field="--out")
-    if out.is_dir() and any(out.iterdir()) and not (out / "packet.json").is_file():
+    if out.is_dir() and any(out.iterdir()) and not (out / "packet.json").is_file() \
+            and not (out / PACKET_MARKER).is_file():
         raise AccsimError("folder is not empty and holds no packet.json; give a new or "
                           "empty folder", file=path, field="--out")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".accsim-write-check"
-        probe.write_text("")
-        probe.unlink()
+        (out / PACKET_MARKER).write_text("a folder accsim review writes its packet in\n")
     except OSError as exc:
         raise AccsimError(f"cannot write: {exc.strerror}", file=path,
                           field="--out") from None
     return out
+
+
+def _check_cache_dir(path: Path) -> Path:
+    """The run cache must be a folder accsim can create and write in, checked before
+    any simulation so that no result is lost to it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AccsimError(f"cannot create: {exc.strerror}", file=str(path),
+                          field="--cache") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise AccsimError("cannot write: permission denied", file=str(path),
+                          field="--cache")
+    return path
 
 
 def _remove_stale(out: Path, packet: dict) -> None:
@@ -77,8 +93,8 @@ def review(args: argparse.Namespace) -> int:
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
     out = _check_out_dir(args.out)
     study = write_variants(study, out / INPUTS_FOLDER)
-    cache = None if args.no_cache else Path(args.cache) if args.cache else \
-        default_cache_dir()
+    cache = None if args.no_cache else _check_cache_dir(
+        Path(args.cache) if args.cache else default_cache_dir())
     specs = run_specs(study, models)
     stderr = Console(stderr=True)
     started = time.perf_counter()
