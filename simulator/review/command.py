@@ -18,6 +18,7 @@ from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
 from simulator.review.runs import RunSpec, default_cache_dir, on_system, run_all
 from simulator.review.study import ResolvedStudy, load_study, write_variants
+from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
 
 PACKET_FILES = ("index.html", "packet.md", "packet.json")
@@ -149,10 +150,6 @@ def add_parser(commands) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="simulate every run, read and write no cache")
     parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
-    parser.add_argument("--scheduler", default="processes",
-                        help="where the points of the study's sweep (scope.sweep) run: "
-                        "serial, processes (default: a local process pool), dask-local "
-                        "or dask://HOST:PORT, as for `accsim sweep run`")
-    parser.add_argument("--workers", type=int, help="processes or local Dask workers "
-                        "for the sweep (default: the CPUs available)")
+    add_executor_arguments(parser, "where the points of the study's sweep (scope.sweep) "
+                           "run: ")
     parser.set_defaults(handler=review)

@@ -144,6 +144,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_executor_arguments(parser, purpose: str = "") -> None:
+    """--scheduler and --workers (simulator.sweep.executors.executor_for), for `sweep
+    run` and for every command that runs a sweep; `purpose` says what they run."""
+    parser.add_argument("--scheduler", default="processes",
+                        help=f"{purpose}serial, processes (default: a local process "
+                        "pool), dask-local (a local Dask cluster), or dask://HOST:PORT "
+                        "(a running Dask scheduler)")
+    parser.add_argument("--workers", type=int, help="processes or local Dask workers "
+                        "(default: the CPUs available)")
+
+
 def add_parser(commands) -> None:
     """Register `accsim sweep run` and `accsim sweep report`."""
     sweep = commands.add_parser("sweep", help="design-space sweeps: run a spec into a "
@@ -153,12 +164,7 @@ def add_parser(commands) -> None:
     run.add_argument("spec", help="sweep spec YAML (experiments/sweeps/ has examples)")
     run.add_argument("--store", required=True, metavar="FILE.sqlite",
                      help="result store; created if absent, resumed if not")
-    run.add_argument("--scheduler", default="processes",
-                     help="serial, processes (default: a local process pool), "
-                     "dask-local (a local Dask cluster), or dask://HOST:PORT (a running "
-                     "Dask scheduler)")
-    run.add_argument("--workers", type=int, help="processes or local Dask workers "
-                     "(default: the CPUs available)")
+    add_executor_arguments(run)
     run.add_argument("--heuristic", metavar="NAME", help="map every operator with this "
                      "heuristic instead of the default mapping's search (faster; part of "
                      "each point's key, so both kinds of result can share a store)")
