@@ -47,9 +47,11 @@ from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute
 from simulator.lowering import steps as lowering_kernel
-from simulator.mapping import Mapping, TilingSpec, merged_spec, resolve_tiling
+from simulator.mapping.plan import Mapping, TilingSpec, merged_spec
+from simulator.search.resolve import resolve_tiling
 from simulator.program import MemoryParams, TileProgram, make_program
-from simulator.simulate import Inputs, memory_params, simulate
+from simulator.program import memory_params
+from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
 
 # 1. Engine program: GEMM in tiles (M = N = 4096, K = 8192 at 128-element tiles), 65,536 steps.

@@ -21,7 +21,7 @@ import time
 from simulator.config import Platform
 from simulator.frontends.hf import decode_workload, load_model_config, prefill_workload
 from simulator.loader import load_model, locate
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 
 PLATFORM = "tpu_v5e_like"

@@ -30,8 +30,11 @@ import time
 from simulator.cli import load_inputs
 import numpy as np
 
-from simulator.mapper import _evaluate, candidate_bounds, map_workload
-from simulator.simulate import Inputs, memory_params
+from simulator.search.bounds import candidate_bounds
+from simulator.search.operator import evaluate as _evaluate
+from simulator.search.workload import map_workload
+from simulator.program import memory_params
+from simulator.simulate import Inputs
 from simulator.workload import is_compute
 
 PLATFORM = "tpu_v5e_like"            # shipped platform: 256 x 256 array, 16 MiB buffers

@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from simulator.mapping import Mapping, with_heuristic
+from simulator.mapping.plan import Mapping, with_heuristic
 from simulator.sweep.coordinator import run_sweep
 from simulator.sweep.executors import Processes
 from simulator.sweep.plan import make_plan

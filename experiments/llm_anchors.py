@@ -23,8 +23,8 @@ from simulator.config import Platform
 from simulator.frontends.hf import (decode_workload, load_model_config, model_stats,
                                     prefill_workload)
 from simulator.loader import load_model, locate
-from simulator.mapper import map_workload
-from simulator.mapping import Mapping
+from simulator.search.workload import map_workload
+from simulator.mapping.plan import Mapping
 from simulator.metrics import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
 

@@ -23,7 +23,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf.command import run_step
 from simulator.loader import load_model, locate
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs
 from simulator.system.command import run_plan
 from simulator.system.plan import SystemPlan

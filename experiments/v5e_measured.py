@@ -25,7 +25,7 @@ from rich.table import Table
 
 from simulator.config import Platform
 from simulator.loader import load_model, locate
-from simulator.mapping import Mapping, TilingSpec
+from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
 

@@ -24,8 +24,9 @@ from simulator.frontends.hf import command as hf_command
 from simulator.limits import MemoryBudget, parse_size
 from simulator.loader import (Source, check_output_path, load_model, locate, shipped_names,
                               writing)
-from simulator.mapper import OBJECTIVES
-from simulator.mapping import Mapping, heuristic, load_plugin, with_heuristic
+from simulator.search.operator import OBJECTIVES
+from simulator.mapping.heuristics import heuristic, load_plugin
+from simulator.mapping.plan import Mapping, with_heuristic
 from simulator.report import compare_table, print_report, write_csv, write_json
 from simulator.review.command import add_parser as add_review_parser
 from simulator.serving.command import add_parser as add_serve_parser
@@ -182,7 +183,7 @@ def _run(args: argparse.Namespace) -> int:
     budget = _budget(args, trace=bool(args.trace))
     best = None
     if args.sheet_best:
-        from simulator.mapper import read_map_json
+        from simulator.search.workload import read_map_json
         best = read_map_json(args.sheet_best)
     inputs, llm = _run_inputs(args)
     if best is not None:
@@ -369,8 +370,8 @@ def _check_plan(args: argparse.Namespace) -> int:
 
 
 def _map(args: argparse.Namespace) -> int:
-    from simulator.mapper import (gap_table, map_workload, operator_search_table,
-                                  write_map_json)
+    from simulator.search.tables import gap_table, operator_search_table
+    from simulator.search.workload import map_workload, write_map_json
     if args.workers is not None and args.workers < 1:
         raise AccsimError(f"{args.workers} is not a number of processes >= 1",
                           field="--workers")
@@ -488,7 +489,7 @@ def _regress(args: argparse.Namespace) -> int:
 
 
 def _write_sheet(args: argparse.Namespace, inputs: Inputs, result, best) -> None:
-    from simulator.mapper import map_workload
+    from simulator.search.workload import map_workload
     from simulator.sheet import check_mapper_result, write_sheet
     source = None
     if best is not None:

@@ -2,18 +2,17 @@
 int64 array or a compiled kernel is bounded first in exact (Python) integer arithmetic,
 and a run whose tile programs would not fit the memory budget is refused up front.
 
-Four entry points, each called with one line:
-  - `check_inputs` from lowering's entry point, before any tiling is resolved: platform
-    integers and operand sizes small enough for the heuristics' int64 arithmetic;
-  - `check_tilings` from lowering's entry point, once every operator's tiling is known
-    and before any is lowered: steps, bytes and an upper bound of the cycles of each
+Two entry points, each called with one line:
+  - `check_inputs` before any tiling is resolved (simulator.search.resolve and the
+    mapper): platform integers and operand sizes small enough for the heuristics'
+    int64 arithmetic;
+  - `check_tilings` once every operator's tiling is resolved and before any is
+    lowered: steps, bytes and an upper bound of the cycles of each
     operator and of their sum over repeats within int64, and the programs' memory
     within the budget;
-  - `check_program` from each engine's public entry: the same cycle bound computed from
-    a program's own arrays and the memory parameters (service time for a tiny
-    bandwidth, latency + DMA setup), for programs built directly;
-  - `check_candidates` from the tiling searches (the min_offchip heuristic, the
-    mapper): a candidate grid small enough to lay out as arrays.
+(Two more live beside what they bound: `program.check_program`, the same cycle bound
+from a program's own arrays, at each engine's entry; `mapping.heuristics.
+check_candidates`, a candidate grid small enough to lay out as arrays.)
 The bound is the serial sum of everything a step can cost, which no schedule exceeds.
 """
 
@@ -23,14 +22,15 @@ import math
 import os
 from dataclasses import dataclass
 
-import numpy as np
 from pydantic import BaseModel
 
+from simulator.collectives import collective_cost
 from simulator.errors import AccsimError
+from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_bytes,
+                                         c_tile_bytes, operand_bytes)
+from simulator.program import INT64_BOUND
+from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
-# Cycles, bytes and their sums over repeats stay below this (int64 holds 2**63 - 1;
-# the margin leaves room for the totals of a whole workload and for float rounding).
-INT64_BOUND = 2**62
 # Any single platform integer (array dims, buffer bytes, lanes, cycles): beyond this the
 # heuristics' int64 products could wrap before the cycle bound is even computed.
 MAX_PLATFORM_INT = 2**48
@@ -49,21 +49,6 @@ BYTES_PER_STEP = {"fast": 64, "simpy": 1024}
 TRACE_BYTES_PER_STEP = 2400
 # Per LRU key of the lowering (tiles of A and B; C tiles' last visit): int64 links.
 BYTES_PER_KEY = 24
-
-# Tilings a search (the min_offchip heuristic, the mapper) may lay out as arrays at once:
-# about a dozen int64 arrays per candidate, so 2**25 candidates take some 3 GiB. The
-# largest shipped case (gemm_4096 on edge_32x32) has 14,115,822.
-MAX_CANDIDATES = 2**25
-
-
-def check_candidates(count: int, op, searcher: str) -> None:
-    """Refuse a tiling search whose candidate grid could not be held in memory."""
-    if count > MAX_CANDIDATES:
-        raise AccsimError(f"{searcher} would lay out {count:,} candidate tilings (more "
-                          f"than {MAX_CANDIDATES:,}: the array is small for operator "
-                          "dims this large); give tm/tn/tk in the plan or another "
-                          "heuristic", field=f"operators.{op.name}")
-
 
 def ceil_div(a: int, b: int) -> int:
     """Ceiling division in Python integers (which cannot wrap)."""
@@ -139,12 +124,11 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
         if value > limit:
             raise AccsimError(f"{value} is larger than the {said} (int64 cycles would "
                               "overflow)", file=platform_source, field=field)
-    from simulator.workload import Conv2d, is_attention, is_collective, is_compute
     array = platform.systolic_array
     bytes_per_cycle = platform.bytes_per_cycle
     total = 0.0
     for op in workload.operators:
-        if is_collective(op):  # priced in closed form (simulator.system.collectives)
+        if is_collective(op):  # priced in closed form (simulator.collectives)
             _check_collective(op, platform, platform_source)
             continue
         on_array = is_compute(op) or is_attention(op)
@@ -190,7 +174,6 @@ def _check_collective(op, platform, platform_source: str | None) -> None:
     bandwidth or a huge payload). Without an interconnect the lowering refuses it."""
     if platform.interconnect is None:
         return
-    from simulator.system.collectives import collective_cost
     cycles = collective_cost(op.collective, op.payload_bytes, op.chips, platform).cycles
     if cycles * op.repeat >= INT64_BOUND:
         raise AccsimError(f"collective {op.name} would take {cycles:.3g} cycles x "
@@ -202,7 +185,6 @@ def _check_collective(op, platform, platform_source: str | None) -> None:
 def _instances(op) -> int:
     """Independent program runs of one operator instance (GEMM batch, conv groups,
     attention's batch x K/V head groups)."""
-    from simulator.workload import is_attention, is_compute
     if is_compute(op):
         return op.gemm().instances
     return op.batch * op.kv_heads if is_attention(op) else 1
@@ -225,8 +207,6 @@ class _Estimate:
 
 
 def _estimate(op, tiling, platform, fused) -> _Estimate:
-    from simulator.mapping import a_tile_bound, attention_rows, operand_bytes
-    from simulator.workload import Conv2d, is_attention, is_compute
     array, vector = platform.systolic_array, platform.vector_unit
     memory = platform.offchip
     bytes_per_cycle = platform.bytes_per_cycle
@@ -253,7 +233,8 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
             shape = fused.vector()
             epilogue = _vector_bound(tm * tn, vector.lanes,
                                      getattr(costs, shape.cost_kind), shape.passes)
-        load = a_tile_bound(op, tm, tk) * e + tk * tn * e + tm * tn * acc
+        load = a_tile_bytes(op, tm, tk, e, "bound") + b_tile_bytes(op, platform, tk, tn) \
+            + c_tile_bytes(op, platform, tm, tn)
         store = tm * tn * max(acc, out)
     elif is_attention(op):
         # Per (query tile, key tile): QK^T and PV on the array, the softmax on the
@@ -293,8 +274,6 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
 def _fitting_tiling(op, tiling, budget: MemoryBudget) -> str:
     """A tiling of the operator whose program fits the budget: tiles doubled, the dim
     with the most tiles first, until the steps fit (buffers are checked afterwards)."""
-    from simulator.mapping import attention_rows
-    from simulator.workload import is_attention, is_compute
     if is_attention(op):
         sizes = {"tm": attention_rows(op), "tn": op.kv_len}
         tiles = {"tm": tiling.tm, "tn": tiling.tn}
@@ -331,13 +310,15 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
     """Refuse, before anything is lowered, a run whose cycle or byte counts could pass
     int64 or whose programs would exceed the memory budget.
 
-    `resolved`: (operator, tiling, fused vector operator or None) for every operator
-    that will be lowered.
+    `resolved`: (operator, tiling, fused vector operator or None) triples
+    (simulator.search.resolve); collectives, which take no tiling, were bounded by
+    check_inputs.
     """
-    from simulator.workload import is_attention, is_compute
     total_cycles = 0
     total_memory = 0
     for op, tiling, fused in resolved:
+        if tiling is None:
+            continue
         estimate = _estimate(op, tiling, platform, fused)
         per_run = sum(estimate.terms.values())
         runs = op.repeat * _instances(op)
@@ -372,27 +353,3 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
                 f"needs {_size(memory)}{so_far}, over the memory budget of {_size(budget.max_bytes)} ({budget.option} to change "
                 f"it); a tiling within it: {_fitting_tiling(op, tiling, budget)}",
                 file=mapping_source, field=f"operators.{op.name}")
-
-
-def check_program(program, memory) -> None:
-    """The cycle bound of a tile program under memory parameters, from its arrays:
-    refused if it could pass int64 (a tiny bandwidth, a huge latency or setup, huge
-    compute or byte counts)."""
-    access = memory.latency_cycles + memory.dma_setup_cycles
-    if access >= INT64_BOUND:
-        raise AccsimError(f"latency + DMA setup = {access} cycles, past int64 (2**62 "
-                          "allowed)", file="memory", field="latency_cycles")
-    steps = program.steps
-
-    def total(array) -> float:
-        return float(np.sum(array, dtype=np.float64))
-
-    transferred = total(program.load_bytes) + total(program.store_bytes)
-    bound = (total(program.compute_cycles) + total(program.vector_cycles)
-             + transferred / memory.bytes_per_cycle + steps * (2.0 * access + 4.0))
-    if not bound < INT64_BOUND:
-        raise AccsimError(f"cycles could reach {bound:.3g}, past int64 (2**62 allowed): "
-                          f"{transferred:.3g} bytes at {memory.bytes_per_cycle:g} bytes "
-                          f"per cycle, {access} cycles of latency + setup per transfer, "
-                          f"{total(program.compute_cycles):.3g} compute cycles",
-                          file="tile program", field="cycles")

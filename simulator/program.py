@@ -15,9 +15,13 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from simulator.config import Platform
 from simulator.errors import AccsimError, InvalidProgramError
 
 MAX_DEPTH = 4
+# Cycles, bytes and their sums over repeats stay below this (int64 holds 2**63 - 1;
+# the margin leaves room for the totals of a whole workload and for float rounding).
+INT64_BOUND = 2**62
 # Steps per block when validate_program checks partial-sum reloads (bounds its scratch
 # memory to a few MiB on programs of millions of steps).
 _RELOAD_CHECK_BLOCK = 1 << 20
@@ -177,3 +181,33 @@ def validate_program(program: TileProgram, *, source: str = "tile program") -> N
             n = int(np.argmax(bad))
             fail("reload_of", f"step {int(reloads[n])} reloads partial sums from step "
                  f"{int(sources[n])}, which is not an earlier releasing step")
+
+
+def memory_params(platform: Platform) -> MemoryParams:
+    """The off-chip memory and DMA figures the engines need."""
+    return MemoryParams(platform.bytes_per_cycle, platform.offchip.latency_cycles,
+                        platform.dma.setup_cycles)
+
+
+def check_program(program, memory) -> None:
+    """The cycle bound of a tile program under memory parameters, from its arrays:
+    refused if it could pass int64 (a tiny bandwidth, a huge latency or setup, huge
+    compute or byte counts)."""
+    access = memory.latency_cycles + memory.dma_setup_cycles
+    if access >= INT64_BOUND:
+        raise AccsimError(f"latency + DMA setup = {access} cycles, past int64 (2**62 "
+                          "allowed)", file="memory", field="latency_cycles")
+    steps = program.steps
+
+    def total(array) -> float:
+        return float(np.sum(array, dtype=np.float64))
+
+    transferred = total(program.load_bytes) + total(program.store_bytes)
+    bound = (total(program.compute_cycles) + total(program.vector_cycles)
+             + transferred / memory.bytes_per_cycle + steps * (2.0 * access + 4.0))
+    if not bound < INT64_BOUND:
+        raise AccsimError(f"cycles could reach {bound:.3g}, past int64 (2**62 allowed): "
+                          f"{transferred:.3g} bytes at {memory.bytes_per_cycle:g} bytes "
+                          f"per cycle, {access} cycles of latency + setup per transfer, "
+                          f"{total(program.compute_cycles):.3g} compute cycles",
+                          file="tile program", field="cycles")

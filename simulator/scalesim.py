@@ -23,7 +23,8 @@ from rich.table import Table
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import Source, load_model, locate, read_source
-from simulator.mapping import DEFAULT_HEURISTIC, Mapping, TilingSpec, operand_bytes
+from simulator.mapping.footprint import operand_bytes
+from simulator.mapping.plan import DEFAULT_HEURISTIC, Mapping, TilingSpec
 from simulator.scalesim_import import (ConfigImport, TopologyImport, parse_config,
                                        parse_topology, sniff_topology_kind)
 from simulator.workload import Conv2d, Workload, is_compute

@@ -22,11 +22,12 @@ from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.loader import writing
 from simulator.lowering.attention import lower_attention_as
-from simulator.mapper import MapResult
-from simulator.mapping import ATTENTION_FUSIONS
-from simulator.plan_check import BufferFit, buffer_fits
+from simulator.search.workload import MapResult
+from simulator.mapping.plan import ATTENTION_FUSIONS
+from simulator.mapping.footprint import BufferFit, buffer_fits
 from simulator.metrics import OperatorResult
-from simulator.simulate import RunResult, memory_params
+from simulator.program import memory_params
+from simulator.simulate import RunResult
 
 SUFFIXES = (".md", ".csv")
 

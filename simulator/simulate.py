@@ -16,28 +16,16 @@ import simpy
 import simulator
 from simulator.config import Platform
 from simulator.engines import choose_engine, engine_runner
-from simulator.limits import MemoryBudget
 from simulator.engines.outcome import Breakdown
+from simulator.inputs import Inputs
+from simulator.limits import MemoryBudget
 from simulator.loader import Source
-from simulator.lowering import lower_workload
-from simulator.mapping import Mapping, describe_mapping
+from simulator.mapping.plan import describe_mapping
 from simulator.metrics import OperatorResult, Totals, add_totals, operator_result
-from simulator.program import MemoryParams
-from simulator.workload import Workload
+from simulator.program import memory_params
+from simulator.search.resolve import lower_workload
 
 Progress = Callable[[int, int, str], None]
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """The three inputs of a run and where each came from (None: built in code)."""
-
-    platform: Platform
-    workload: Workload
-    mapping: Mapping
-    platform_source: Source | None = None
-    workload_source: Source | None = None
-    mapping_source: Source | None = None
 
 
 @dataclass(frozen=True)
@@ -75,12 +63,6 @@ class RunResult:
     @property
     def total(self) -> Totals:
         return add_totals(r.totals for r in self.operators)
-
-
-def memory_params(platform: Platform) -> MemoryParams:
-    """The off-chip memory and DMA figures the engines need."""
-    return MemoryParams(platform.bytes_per_cycle, platform.offchip.latency_cycles,
-                        platform.dma.setup_cycles)
 
 
 def link_breakdown(cycles: int) -> Breakdown:

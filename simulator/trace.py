@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from simulator.engines import engine_runner
-from simulator.simulate import RunResult, memory_params
+from simulator.program import memory_params
+from simulator.simulate import RunResult
 
 TRACKS = {"operators": 0, "off-chip memory": 1, "array / vector unit": 2,
           "vector epilogue": 3, "ICI (chip-to-chip links)": 4}

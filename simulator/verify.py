@@ -20,7 +20,7 @@ from simulator.config import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.loader import Source, load_model, read_json, validate_model
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.report import result_dict
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload

@@ -48,10 +48,13 @@ from simulator.engines.des import run_des  # noqa: E402
 from simulator.engines.fast import run_fast  # noqa: E402
 from simulator.loader import load_model, locate  # noqa: E402
 from simulator.config import Platform  # noqa: E402
-from simulator.lowering import lower_attention, lower_workload  # noqa: E402
+from simulator.lowering import lower_attention  # noqa: E402
+from simulator.search.resolve import lower_workload  # noqa: E402
 from simulator.lowering.attention import lower_attention_as, estimate_cycles  # noqa: E402
-from simulator.mapping import Mapping, TilingSpec, resolve_tiling  # noqa: E402
-from simulator.simulate import Inputs, memory_params, simulate  # noqa: E402
+from simulator.mapping.plan import Mapping, TilingSpec  # noqa: E402
+from simulator.search.resolve import resolve_tiling  # noqa: E402
+from simulator.program import memory_params  # noqa: E402
+from simulator.simulate import Inputs, simulate  # noqa: E402
 
 
 def _v5e() -> Platform:
@@ -235,7 +238,8 @@ def test_the_sheet_says_which_lowering_ran_and_why():
 def test_mapper_bounds_hold_with_narrow_weights():
     # The mapper prunes on lower bounds: with int8 weights beside int16 activations the
     # bounds must count the weights' real bytes, or they would exceed what runs.
-    from simulator.mapper import _evaluate, candidate_bounds
+    from simulator.search.bounds import candidate_bounds
+    from simulator.search.operator import evaluate as _evaluate
     from simulator.workload import Gemm
     platform = make_platform(systolic_array={"input_dtypes": ["int16", "int8"]},
                              energy={"mac_pj": {"int8": 0.2, "int16": 0.4}},
@@ -271,7 +275,7 @@ def test_attention_tiling_rule_fits_the_buffers(small, shape):
 
 
 def test_the_mappers_plan_reproduces_its_best_attention():
-    from simulator.mapper import map_workload
+    from simulator.search.workload import map_workload
     workload = Workload(name="w", operators=[{**ATTENTION, "q_len": 2048, "kv_len": 2048,
                                               "causal": True}])
     inputs = Inputs(_v5e(), workload, Mapping())

@@ -10,7 +10,7 @@ from simulator.bottleneck import CLASSES, RULES, classify
 from simulator.cli import load_inputs
 from simulator.loader import load_model, locate
 from simulator.config import Platform
-from simulator.mapping import Mapping, TilingSpec
+from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Collective, Elementwise, Gemm, Workload
 

@@ -12,11 +12,11 @@ from rich.console import Console
 
 from platforms import make_platform
 from simulator.errors import AccsimError
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.report import print_report, result_dict, write_csv
 from simulator.sheet import markdown
 from simulator.simulate import Inputs, simulate
-from simulator.system.collectives import collective_cost
+from simulator.collectives import collective_cost
 from simulator.trace import TRACKS, trace_events
 from simulator.workload import Workload
 

@@ -13,7 +13,7 @@ import yaml
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate
-from simulator.system.collectives import (COLLECTIVE_KINDS, bus_bandwidth,
+from simulator.collectives import (COLLECTIVE_KINDS, bus_bandwidth,
                                           collective_cost)
 from platforms import make_platform
 

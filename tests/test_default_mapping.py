@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from simulator import default_search
+from simulator.search import default as default_search
 from simulator.cli import load_inputs, main
-from simulator.mapper import map_workload
-from simulator.mapping import Mapping, TilingSpec
+from simulator.search.workload import map_workload
+from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
 

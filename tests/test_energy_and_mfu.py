@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from platforms import make_platform
-from simulator.mapping import Mapping, TilingSpec
+from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Gemm, Workload
 

@@ -15,8 +15,8 @@ from platforms import make_platform
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute
-from simulator.mapping import LOOP_ORDERS, Tiling
-from simulator.simulate import memory_params
+from simulator.mapping.plan import LOOP_ORDERS, Tiling
+from simulator.program import memory_params
 from simulator.workload import Elementwise, Gemm
 
 EQUIVALENCE = settings(max_examples=500, deadline=None)

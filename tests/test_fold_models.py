@@ -14,7 +14,7 @@ from platforms import make_platform
 
 from simulator.config import Platform
 from simulator.lowering import lower_compute
-from simulator.mapping import LOOP_ORDERS, Mapping, Tiling, TilingSpec
+from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec
 from simulator.simulate import Inputs, simulate
 from simulator.timing import (DATAFLOW_CODES, PIPELINED, SCALESIM, WS, array_cycles,
                               array_split)

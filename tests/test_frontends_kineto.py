@@ -17,7 +17,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.kineto import import_kineto
 from simulator.loader import load_model, locate, parse_model, shipped_names
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload, is_attention, is_compute
 

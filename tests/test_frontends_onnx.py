@@ -18,7 +18,7 @@ from simulator.cli import main  # noqa: E402
 from simulator.errors import AccsimError  # noqa: E402
 from simulator.frontends.onnx import import_onnx  # noqa: E402
 from simulator.loader import load_model, locate, parse_model, shipped_names  # noqa: E402
-from simulator.mapping import Mapping  # noqa: E402
+from simulator.mapping.plan import Mapping  # noqa: E402
 from simulator.simulate import Inputs, simulate  # noqa: E402
 from simulator.config import Platform  # noqa: E402
 from simulator.workload import Workload, is_attention, is_compute  # noqa: E402

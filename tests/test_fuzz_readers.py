@@ -27,7 +27,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget
 from simulator.loader import parse_model
-from simulator.mapping import LOOP_ORDERS, Mapping
+from simulator.mapping.plan import LOOP_ORDERS, Mapping
 from simulator.metrics import STALL_PARTS
 from simulator.report import compare_table, print_report, result_dict
 from simulator.sheet import markdown

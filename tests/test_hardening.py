@@ -19,7 +19,7 @@ from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget, parse_size
 from simulator.loader import locate, parse_json, parse_yaml
-from simulator.mapping import Mapping, TilingSpec
+from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.program import MemoryParams, make_program
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload

@@ -16,7 +16,7 @@ from simulator.frontends.hf import (decode_workload, iteration_workload,
 from simulator.frontends.hf.config import locate_config, parse_config
 from simulator.loader import load_model, locate
 from simulator.config import Platform
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
 

@@ -8,8 +8,10 @@ import pytest
 
 from platforms import make_platform
 from simulator.errors import AccsimError, InvalidProgramError
-from simulator.lowering import lower_compute, lower_vector, lower_workload
-from simulator.mapping import Mapping, TilingSpec, resolve_tiling
+from simulator.lowering import lower_compute, lower_vector
+from simulator.search.resolve import lower_workload
+from simulator.mapping.plan import Mapping, TilingSpec
+from simulator.search.resolve import resolve_tiling
 from simulator.program import make_program, validate_program
 from simulator.workload import Conv2d, Elementwise, Gemm, Workload
 

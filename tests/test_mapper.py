@@ -16,13 +16,14 @@ import pytest
 from platforms import make_platform
 from simulator.cli import load_inputs, main
 from simulator.lowering import lower_compute
-from simulator.lowering.windows import window_elements, window_maxima, window_table
-from simulator.mapper import (BUILTIN_HEURISTICS, OBJECTIVES, Evaluation, MapResult,
-                              _evaluate, _grid_size, candidate_bounds, map_workload,
-                              read_map_json)
-from simulator.mapping import (LOOP_ORDERS, Mapping, Tiling, TilingSpec,
-                               array_busy_cycles, offchip_estimate)
-from simulator.simulate import Inputs, memory_params, simulate
+from simulator.mapping.windows import window_elements, window_maxima, window_table
+from simulator.search.bounds import candidate_bounds
+from simulator.search.operator import OBJECTIVES, Evaluation, evaluate as _evaluate
+from simulator.search.workload import (BUILTIN_HEURISTICS, MapResult, _grid_size, map_workload, read_map_json)
+from simulator.mapping.footprint import array_busy_cycles, offchip_estimate
+from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec
+from simulator.program import memory_params
+from simulator.simulate import Inputs, simulate
 from simulator.workload import Conv2d, Elementwise, Gemm, Workload, is_compute
 
 # A 4x4 array with small buffers, so the grid holds tilings that do not fit, tilings

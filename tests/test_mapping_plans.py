@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 from platforms import make_platform
-from simulator import mapping as mapping_module
+from simulator.mapping import heuristics as mapping_module
 from simulator.cli import load_inputs, main
 from simulator.errors import AccsimError
 from simulator.lowering import lower_compute
 from simulator.plan_check import check_plan
-from simulator.mapping import (LOOP_ORDERS, Mapping, Tiling, TilingSpec, dim_candidates,
-                               heuristic, resolve_tiling)
+from simulator.mapping.heuristics import dim_candidates, heuristic
+from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec
+from simulator.search.resolve import resolve_tiling
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Gemm, Workload
 

@@ -16,7 +16,7 @@ from simulator.cli import main
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import parse_model
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
 

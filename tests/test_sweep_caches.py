@@ -14,7 +14,8 @@ from pathlib import Path
 
 from simulator.config import Platform
 from simulator.loader import load_model, locate
-from simulator.mapping import Mapping, _min_offchip, min_offchip
+from simulator.mapping.heuristics import _min_offchip, min_offchip
+from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.sweep.task import evaluate_point
 from simulator.workload import Workload

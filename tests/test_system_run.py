@@ -14,7 +14,7 @@ from simulator.errors import AccsimError
 from simulator.frontends.hf import model_stats
 from simulator.frontends.hf.command import run_step
 from simulator.loader import load_model, locate, shipped_names
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.report import result_dict
 from simulator.simulate import Inputs
 from simulator.system.command import run_plan

@@ -12,7 +12,7 @@ import pytest
 
 from simulator.cli import load_inputs
 from simulator.loader import shipped_folder, load_model, locate, shipped_names
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.simulate import simulate
 from simulator.workload import Elementwise, Gemm, RowOperator, Workload, is_compute
 

@@ -22,8 +22,8 @@ import simpy
 
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
-from simulator.limits import check_program
-from simulator.program import MemoryParams, TileProgram, validate_memory, validate_program
+from simulator.program import (MemoryParams, TileProgram, check_program, validate_memory,
+                               validate_program)
 from simulator.timing import input_stall, service_cycles
 
 NOT_YET = -1  # cycle of an event that has not happened

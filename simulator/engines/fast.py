@@ -59,9 +59,8 @@ from numba import njit
 
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
-from simulator.limits import check_program
-from simulator.program import (MAX_DEPTH, MemoryParams, TileProgram, validate_memory,
-                               validate_program)
+from simulator.program import (MAX_DEPTH, MemoryParams, TileProgram, check_program,
+                               validate_memory, validate_program)
 from simulator.timing import input_stall, service_cycles
 
 # Rows of the kernel's (10, S) per-step output, in StepTimes field order.

@@ -1,6 +1,8 @@
 """Lowering: operator + tiling -> tile program (DESIGN.md section 3).
 
-Compute operators (gemm, conv2d) lower through the compiled step kernel in
+It takes resolved (operator, tiling, fused operator) triples (simulator.search.resolve
+makes them) and never meets a plan, a heuristic or the search. Compute operators (gemm,
+conv2d) lower through the compiled step kernel in
 `lowering.steps`; vector operators lower to row tiles on the vector unit. Everything a
 metric needs that does not depend on timing (bytes per level, useful / padding / fill
 array cycles, compulsory bytes) is counted here, once per operator instance.
@@ -12,19 +14,20 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from simulator.collectives import CollectiveCost, collective_cost
 from simulator.config import Platform
 from simulator.errors import AccsimError
-from simulator.limits import MemoryBudget, check_inputs, check_tilings
 from simulator.lowering import steps as kernel
-from simulator.lowering.windows import window_elements, window_table
-from simulator.mapping import (Mapping, Tiling, check_mapping_names, merged_spec,
-                               operand_bytes, operator_dtype, resolve_tiling,
-                               weight_element_bytes)
+from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
+from simulator.mapping.footprint import (buffer_fits, live_c_tiles,
+                                         onchip_home, operand_bytes, operator_dtype,
+                                         tensor_bytes, vector_tile_split,
+                                         weight_element_bytes)
+from simulator.mapping.plan import Tiling, fusion_error
+from simulator.mapping.windows import window_elements, window_table
 from simulator.program import TileProgram, validate_program
-from simulator.system.collectives import CollectiveCost, collective_cost
 from simulator.timing import DATAFLOW_CODES, ceil_div
-from simulator.workload import (Conv2d, Workload, is_attention, is_collective,
-                                is_compute)
+from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
 DIM_CODES = {"m": 0, "n": 1, "k": 2}
 
@@ -83,27 +86,6 @@ class LoweredOperator:
         return self.instances * self.repeat
 
 
-def _fail(op, rule: str, source: str | None) -> AccsimError:
-    return AccsimError(rule, file=source, field=f"operators.{op.name}")
-
-
-def _onchip_home(platform: Platform, input_bytes: int, output_bytes: int) -> bool:
-    capacity = platform.activation_memory_bytes
-    return capacity is not None and input_bytes + output_bytes <= capacity
-
-
-def _need_slots(op, operand: str, dims: str, buffer: str, capacity: int,
-                tile_bytes: int, depth: int, source: str | None) -> int:
-    """Tiles of `tile_bytes` a buffer holds; a plan needs at least `depth`."""
-    slots = capacity // tile_bytes
-    if slots < depth:
-        raise _fail(op, f"{operand} tiles ({dims}) of {tile_bytes} bytes: the {buffer} "
-                    f"buffer of {capacity} bytes holds {slots}, the plan needs {depth} "
-                    f"(depth {depth}); overflow {depth * tile_bytes - capacity} bytes",
-                    source)
-    return slots
-
-
 # Per-operand dtype fields: each must be an input dtype the platform's array lists.
 DTYPE_FIELDS = ("dtype", "weight_dtype", "kv_dtype")
 
@@ -119,18 +101,13 @@ def check_dtypes(op, platform: Platform, workload_source: str | None) -> None:
                               field=f"operators.{op.name}.{name}")
 
 
-def _fused_epilogue(op, fuse: str, g, following, platform: Platform,
+def _fused_epilogue(op, fuse: str, following, platform: Platform,
                     source: str | None) -> tuple[int, int]:
     """(cycles per element, passes) of the vector operator absorbed as an epilogue."""
-    if following is None or following.name != fuse:
-        raise _fail(op, f"fuse: {fuse!r} must name the operator right after it", source)
-    if is_compute(following):
-        raise _fail(op, f"fuse: {fuse!r} is a {following.kind}, not a vector operator",
-                    source)
+    error = fusion_error(op, fuse, following)
+    if error is not None:
+        raise operator_error(op, error, source)
     shape = following.vector()
-    if shape.rows * shape.cols != g.m * g.n * g.instances:
-        raise _fail(op, f"fuse: {fuse!r} works on {shape.rows * shape.cols} elements, "
-                    f"the output has {g.m * g.n * g.instances}", source)
     return getattr(platform.vector_unit.cycles_per_element, shape.cost_kind), shape.passes
 
 
@@ -143,47 +120,35 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     for dim, tile, size in (("tm", tiling.tm, g.m), ("tn", tiling.tn, g.n),
                             ("tk", tiling.tk, g.k)):
         if tile > size:
-            raise _fail(op, f"{dim} {tile} is larger than the operator's "
+            raise operator_error(op, f"{dim} {tile} is larger than the operator's "
                         f"{dim[1].upper()} {size}", source)
     dtype = operator_dtype(op, platform)
     check_dtypes(op, platform, workload_source)
     if tiling.dataflow not in array.dataflows:
-        raise _fail(op, f"dataflow {tiling.dataflow!r} is not supported by "
+        raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
     e, acc, out = operand_bytes(op, platform)
     wb = weight_element_bytes(op, platform)
     if isinstance(op, Conv2d):
         a_table = window_table(op, tiling.tm, tiling.tk) * e
         a_elements = window_elements(op, 0, g.m, 0, g.k)
-        input_bytes = op.batch * op.h * op.w * op.cin * e
     else:
         nm, nk = ceil_div(g.m, tiling.tm), ceil_div(g.k, tiling.tk)
         sizes_m = np.minimum(tiling.tm, g.m - np.arange(nm) * tiling.tm)
         sizes_k = np.minimum(tiling.tk, g.k - np.arange(nk) * tiling.tk)
         a_table = np.outer(sizes_m, sizes_k).astype(np.int64) * e
         a_elements = g.m * g.k
-        input_bytes = g.m * g.k * e * g.instances
-    output_bytes = g.m * g.n * out * g.instances
-    onchip = _onchip_home(platform, input_bytes, output_bytes)
+    onchip = onchip_home(platform, *tensor_bytes(op, platform))
     depth = tiling.depth
-    buffers = platform.buffers
-    tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
-    a_slots = _need_slots(op, "A", f"tm {tm} x tk {tk}", "ifmap", buffers.ifmap_bytes,
-                          int(a_table.max()), depth, source)
-    b_slots = _need_slots(op, "B", f"tk {tk} x tn {tn}", "weight", buffers.weight_bytes,
-                          tk * tn * wb, depth, source)
     order = tiling.loop_order
-    inside_k = order[order.index("k") + 1:]
-    live = 1
-    for dim, size, tile in (("m", g.m, tiling.tm), ("n", g.n, tiling.tn)):
-        if dim in inside_k:
-            live *= ceil_div(size, tile)
-    c_slots = _need_slots(op, "C", f"tm {tm} x tn {tn}", "output", buffers.output_bytes,
-                          tm * tn * acc, depth, source)
+    slots = checked_slots(op, buffer_fits(op, tiling, platform, a_bytes=int(a_table.max())),
+                        source)
+    a_slots, b_slots, c_slots = slots["ifmap"], slots["weight"], slots["output"]
+    live = live_c_tiles(g.m, g.n, tiling)
     spill = c_slots < live
     cpe, passes = (0, 0)
     if tiling.fuse is not None:
-        cpe, passes = _fused_epilogue(op, tiling.fuse, g, following, platform, source)
+        cpe, passes = _fused_epilogue(op, tiling.fuse, following, platform, source)
     (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
      ints) = kernel.gemm_steps(
         g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
@@ -230,21 +195,15 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
     output."""
     shape = op.vector()
     if tiling.tm > shape.rows:
-        raise _fail(op, f"rows_per_tile {tiling.tm} is larger than the operator's "
+        raise operator_error(op, f"rows_per_tile {tiling.tm} is larger than the operator's "
                     f"{shape.rows} rows", source)
     e = operand_bytes(op, platform)[0]
-    onchip = _onchip_home(platform, shape.input_elements * e, shape.output_elements * e)
-    edges = np.minimum(np.arange(0, shape.rows + tiling.tm, tiling.tm), shape.rows)
-    edges = np.unique(edges)
-    in_bytes = np.diff(shape.input_elements * edges // shape.rows) * e
-    out_bytes = np.diff(shape.output_elements * edges // shape.rows) * e
+    onchip = onchip_home(platform, *tensor_bytes(op, platform))
+    in_bytes, out_bytes = vector_tile_split(op, tiling.tm, e)
+    edges = np.append(np.arange(0, shape.rows, tiling.tm), shape.rows)
     depth = tiling.depth
-    buffers = platform.buffers
-    rows = f"{tiling.tm} rows"
-    in_slots = _need_slots(op, "input", rows, "ifmap", buffers.ifmap_bytes,
-                           int(in_bytes.max()), depth, source)
-    out_slots = _need_slots(op, "output", rows, "output", buffers.output_bytes,
-                            int(out_bytes.max()), depth, source)
+    slots = checked_slots(op, buffer_fits(op, tiling, platform), source)
+    in_slots, out_slots = slots["ifmap"], slots["output"]
     cpe = getattr(platform.vector_unit.cycles_per_element, shape.cost_kind)
     lanes = platform.vector_unit.lanes
     # timing.vector_cycles of each tile, on all tiles at once
@@ -275,7 +234,7 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
 def lower_collective(op, platform: Platform, *,
                      workload_source: str | None = None) -> LoweredOperator:
     """A collective is priced on the interconnect, not replayed: its program is empty
-    and its cycles come from simulator.system.collectives."""
+    and its cycles come from simulator.collectives."""
     if platform.interconnect is None:
         raise AccsimError(f"collective {op.collective} over {op.chips} chips needs links: "
                           f"platform {platform.name} has no interconnect table",
@@ -293,7 +252,6 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
                     workload_source: str | None = None) -> LoweredOperator:
     """Lower an attention operator, flash or unfused (lowering.attention); `fused`
     records the lowering used."""
-    from simulator.lowering.attention import choose_lowering
     check_dtypes(op, platform, workload_source)
     chosen = choose_lowering(op, tiling, platform, source=source)
     counters = Counters(
@@ -312,46 +270,16 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
                            counters)
 
 
-def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
-                   mapping_source: str | None = None,
-                   workload_source: str | None = None,
-                   platform_source: str | None = None,
-                   budget: MemoryBudget | None = None) -> list[LoweredOperator]:
-    """Lower every operator in order; operators absorbed by `fuse` are not emitted.
-    Every tiling is resolved and checked against the limits (simulator.limits: int64
-    bounds, the memory `budget`) before any operator is lowered."""
-    check_mapping_names(mapping, workload, file=mapping_source)
-    check_inputs(workload, platform, workload_source=workload_source,
-                 platform_source=platform_source)
-    resolved = []
-    absorbed: str | None = None
-    ops = workload.operators
-    for index, op in enumerate(ops):
-        if op.name == absorbed:
-            continue
-        if is_collective(op):  # priced on the links: no tiling, no program
-            resolved.append((op, None, None, None))
-            continue
-        following = ops[index + 1] if index + 1 < len(ops) else None
-        try:
-            tiling = resolve_tiling(op, merged_spec(mapping, op), platform,
-                                    following=following)
-        except AccsimError as exc:  # the plan's fault: name its file
-            raise AccsimError(exc.rule, file=exc.file or mapping_source,
-                              field=exc.field) from None
-        absorbed = tiling.fuse if is_compute(op) else None
-        fused = following if absorbed is not None and following is not None \
-            and following.name == absorbed and not is_compute(following) else None
-        resolved.append((op, tiling, following, fused))
-    check_tilings([(op, tiling, fused) for op, tiling, _, fused in resolved
-                   if tiling is not None], platform, budget,
-                  mapping_source=mapping_source, platform_source=platform_source)
+def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None = None,
+                   workload_source: str | None = None) -> list[LoweredOperator]:
+    """Lower resolved (operator, tiling, fused operator) triples in order (a
+    collective takes no tiling: priced on the links)."""
     lowered: list[LoweredOperator] = []
-    for op, tiling, following, _ in resolved:
+    for op, tiling, fused in resolved:
         if is_collective(op):
             lowered.append(lower_collective(op, platform, workload_source=workload_source))
         elif is_compute(op):
-            lowered.append(lower_compute(op, tiling, platform, following=following,
+            lowered.append(lower_compute(op, tiling, platform, following=fused,
                                          source=mapping_source,
                                          workload_source=workload_source))
         elif is_attention(op):

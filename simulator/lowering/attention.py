@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.config import DTYPE_BYTES, Platform
+from simulator.config import Platform
 from simulator.errors import AccsimError
-from simulator.mapping import ATTENTION_FUSIONS, Tiling, attention_rows, operand_bytes
+from simulator.mapping.footprint import attention_element_bytes, attention_rows, buffer_fits
+from simulator.mapping.plan import ATTENTION_FUSIONS, Tiling
 from simulator.program import TileProgram, validate_program
 from simulator.timing import DATAFLOW_CODES, array_cycles, array_split, ceil_div, vector_cycles
 
@@ -131,34 +132,17 @@ class AttentionLowering:
     scores_offchip: bool
 
 
-def _fail(op, rule: str, source: str | None) -> AccsimError:
+def operator_error(op, rule: str, source: str | None) -> AccsimError:
     return AccsimError(rule, file=source, field=f"operators.{op.name}")
 
 
-def _sizes(op, platform: Platform) -> tuple[int, int, int, int]:
-    """Bytes per element of (Q and probabilities, K and V, accumulators, outputs)."""
-    e, acc, out = operand_bytes(op, platform)
-    return e, DTYPE_BYTES[op.kv_dtype] if op.kv_dtype else e, acc, out
-
-
-def _slots(op, tiling: Tiling, platform: Platform, e: int, kv: int, acc: int,
-           source: str | None) -> dict:
-    """Tiles each buffer holds; a plan needs `depth` of each (Q or probabilities in
-    ifmap, K and V in weight, a score plus output accumulator tile in output)."""
-    buffers = platform.buffers
-    d, tm, tn, depth = op.head_dim, tiling.tm, tiling.tn, tiling.depth
-    needs = (("ifmap", buffers.ifmap_bytes, tm * max(d, tn) * e, f"Q/P tiles ({tm} rows)"),
-             ("weight", buffers.weight_bytes, 2 * tn * d * kv, f"K and V tiles ({tn} keys)"),
-             ("output", buffers.output_bytes, tm * (tn + d) * acc,
-              f"score and output tiles ({tm} x {tn} + {tm} x {d})"))
-    slots = {}
-    for buffer, capacity, tile, what in needs:
-        slots[buffer] = capacity // tile
-        if slots[buffer] < depth:
-            raise _fail(op, f"{what} of {tile} bytes: the {buffer} buffer of {capacity} "
-                        f"bytes holds {slots[buffer]}, the plan needs {depth} (depth "
-                        f"{depth}); overflow {depth * tile - capacity} bytes", source)
-    return slots
+def checked_slots(op, fits, source: str | None) -> dict[str, int]:
+    """Tiles each buffer holds (`fits`: mapping.footprint.buffer_fits); a plan needs
+    at least `depth` of each, else the first overflow is the error."""
+    for fit in fits:
+        if not fit.fits:
+            raise operator_error(op, fit.overflow(), source)
+    return {fit.buffer: fit.slots for fit in fits}
 
 
 def _flash(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
@@ -243,18 +227,18 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
                        source: str | None = None) -> AttentionLowering:
     """One instance's program and counts under `fusion` (flash or unfused)."""
     if tiling.tm > attention_rows(op):
-        raise _fail(op, f"tm {tiling.tm} is larger than the operator's "
+        raise operator_error(op, f"tm {tiling.tm} is larger than the operator's "
                     f"{attention_rows(op)} query rows per group (heads / kv_heads x "
                     f"q_len)", source)
     if tiling.tn > op.kv_len:
-        raise _fail(op, f"tn {tiling.tn} is larger than the operator's kv_len "
+        raise operator_error(op, f"tn {tiling.tn} is larger than the operator's kv_len "
                     f"{op.kv_len}", source)
     if tiling.dataflow not in platform.systolic_array.dataflows:
-        raise _fail(op, f"dataflow {tiling.dataflow!r} is not supported by "
+        raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(platform.systolic_array.dataflows)})",
                     source)
-    sizes = e, kv, acc, out = _sizes(op, platform)
-    slots = _slots(op, tiling, platform, e, kv, acc, source)
+    sizes = e, kv, acc, out = attention_element_bytes(op, platform)
+    slots = checked_slots(op, buffer_fits(op, tiling, platform), source)
     rows, d = attention_rows(op), op.head_dim
     q_bytes, kv_bytes, o_bytes = rows * d * e, 2 * op.kv_len * d * kv, rows * d * out
     capacity = platform.activation_memory_bytes
@@ -312,7 +296,7 @@ def choose_lowering(op, tiling: Tiling, platform: Platform, *,
     faster (ties: flash, which moves fewer bytes)."""
     if tiling.fuse is not None:
         if tiling.fuse not in ATTENTION_FUSIONS:
-            raise _fail(op, f"fuse: {tiling.fuse!r}: an attention operator is lowered "
+            raise operator_error(op, f"fuse: {tiling.fuse!r}: an attention operator is lowered "
                         f"{' or '.join(ATTENTION_FUSIONS)}", source)
         return lower_attention_as(op, tiling, tiling.fuse, platform, source=source)
     flash, unfused = (lower_attention_as(op, tiling, fusion, platform, source=source)

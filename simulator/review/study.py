@@ -22,8 +22,9 @@ from simulator.config import Dtype, Name, Platform, Strict, Text
 from simulator.errors import AccsimError
 from simulator.loader import (Source, load_model, locate, parse_model, read_source,
                               validation_error)
-from simulator.mapping import Mapping, check_mapping_names, known_heuristics
-from simulator.mapping import with_heuristic
+from simulator.mapping.heuristics import known_heuristics
+from simulator.mapping.plan import Mapping, check_mapping_names
+from simulator.mapping.plan import with_heuristic
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.plan import Plan, make_plan
 from simulator.sweep.spec import load_sweep

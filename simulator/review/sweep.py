@@ -28,7 +28,7 @@ import simulator
 from simulator.config import Platform, Strict
 from simulator.errors import AccsimError
 from simulator.loader import read_bytes, validate_model, writing
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.pareto import pareto_mask

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from simulator.config import Platform
 from simulator.errors import AccsimError
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
 

@@ -10,7 +10,7 @@ from simulator.config import Platform
 from simulator.energy import static_power_w
 from simulator.frontends import hf as hf_frontend
 from simulator.loader import Source, load_model, locate, read_source
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
 from simulator.serving.cost import PlainBatchCost

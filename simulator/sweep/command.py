@@ -15,7 +15,8 @@ from rich.text import Text
 from simulator.errors import AccsimError
 from simulator.loader import check_output_path, check_regular_file, writing
 from simulator.terminal import console as report_console
-from simulator.mapping import Mapping, heuristic, with_heuristic
+from simulator.mapping.heuristics import heuristic
+from simulator.mapping.plan import Mapping, with_heuristic
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import Plan, make_plan

@@ -20,7 +20,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import validation_error
 from simulator.sweep.sampling import sample
-from simulator.mapping import Mapping
+from simulator.mapping.plan import Mapping
 from simulator.sweep.spec import SYSTEM_AXES, Sweep, with_values
 from simulator.sweep.task import mapping_mode
 from simulator.system.plan import SystemPlan

@@ -10,7 +10,7 @@ from __future__ import annotations
 import simulator
 from simulator.config import Platform
 from simulator.errors import AccsimError
-from simulator.mapping import Mapping, describe_mapping
+from simulator.mapping.plan import Mapping, describe_mapping
 from simulator.metrics import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from simulator.errors import AccsimError
-from simulator.mapping import check_mapping_names
+from simulator.mapping.plan import check_mapping_names
 from simulator.simulate import Inputs, Progress
 from simulator.system.plan import MAX_CHIPS, SystemPlan
 from simulator.system.run import SystemRun, simulate_system

@@ -3,7 +3,7 @@ mapper's best tiling by cycles (DESIGN.md section 2, Mapping), so that `accsim r
 without a plan, and every upper layer calling `simulate` with `Mapping()`, compares
 platforms at their best rather than at a heuristic's luck.
 
-The search is `mapper.search_operator` with the built-in heuristics as its seeds, the
+The search is `search.operator.search_operator` with the built-in heuristics as its seeds, the
 plan's fixed fields kept, and at most MAX_SIMULATED candidates and MAX_STEPS tile steps
 simulated after the seeds (walked in order of their lower bound, so the budget goes to
 the most promising), which bounds its time and keeps it deterministic. It is memoised per distinct operator
@@ -19,7 +19,8 @@ import json
 from dataclasses import dataclass, field, replace
 
 from simulator.config import Platform
-from simulator.mapping import SEARCH, Tiling, TilingSpec
+from simulator.mapping.plan import SEARCH, Tiling, TilingSpec
+from simulator.search.operator import SearchTask, search_operator
 
 # Candidates simulated per operator beyond the heuristics' seeds, and the tile steps
 # they may replay in all (a candidate that would exceed it is skipped): the search's
@@ -50,8 +51,7 @@ def _canonical(op, spec: TilingSpec, platform: Platform, following) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _search(query: _Query) -> Tiling | None:
-    from simulator.mapper import _Task, search_operator
-    task = _Task(query.op, query.following, query.spec, query.platform, SEEDS, "cycles",
+    task = SearchTask(query.op, query.following, query.spec, query.platform, SEEDS, "cycles",
                  exhaustive=False, constrained=True, max_simulated=MAX_SIMULATED,
                  max_steps=MAX_STEPS)
     best = search_operator(task).best

@@ -1,0 +1,395 @@
+"""THE one home of what a tiling occupies and moves (DESIGN.md section 3, Lowering):
+bytes per element of each operand, the bytes of each operand's largest tile and the
+slots its buffer holds, the output tiles live at once, whether an operator's tensors
+live in the on-chip activation memory, the loop tables, and the closed-form estimates
+(array busy cycles, off-chip bytes) that lowering, plan checks, limits, the heuristics
+and the search all call, so the rule is written once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.config import DTYPE_BYTES, Platform
+from simulator.mapping.plan import DIMS, LOOP_ORDERS, Tiling
+from simulator.mapping.windows import window_table
+from simulator.timing import ceil_div
+from simulator.workload import Conv2d, is_attention, is_compute
+
+
+def operator_dtype(op, platform: Platform) -> str:
+    """The operator's input dtype: its own, else the array's default."""
+    return op.dtype or platform.systolic_array.input_dtypes[0]
+
+
+def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
+    """Bytes per element of (input operands, accumulators, outputs) for an operator."""
+    dtype = operator_dtype(op, platform)
+    if not (is_compute(op) or is_attention(op)):  # vector operators: one dtype
+        return DTYPE_BYTES[dtype], DTYPE_BYTES[dtype], DTYPE_BYTES[dtype]
+    array = platform.systolic_array
+    return (DTYPE_BYTES[dtype], DTYPE_BYTES[array.accumulator_dtype],
+            DTYPE_BYTES[array.output_dtype])
+
+
+def weight_element_bytes(op, platform: Platform) -> int:
+    """Bytes per element of a compute operator's weight operand (B): its
+    `weight_dtype`, else its input dtype."""
+    dtype = getattr(op, "weight_dtype", None) or operator_dtype(op, platform)
+    return DTYPE_BYTES[dtype]
+
+
+def a_tile_bound(op, tm, tk):
+    """Elements an A tile of tm x tk can move at most: its im2col size, widened for a
+    conv by the bounding-rectangle rule of mapping.windows (a channel's partial k range
+    counts whole kernel rows: at most kw - 1 positions more at each of its ends, and a
+    tile has at most two partial channels), so it may exceed the im2col size."""
+    if hasattr(op, "kw"):
+        return tm * (tk + 4 * (op.kw - 1))
+    return tm * tk
+
+
+
+def attention_rows(op) -> int:
+    """Query rows one attention instance (a batch item's K/V head group) computes: the
+    group's heads x q_len, ordered position-major so causal tiles are contiguous."""
+    return op.group * op.q_len
+
+
+
+
+def a_tile_bytes(op, tm, tk, e: int, rule: str):
+    """Bytes of A's largest tile of tm x tk, by one of three rules: `im2col` (the matrix
+    tile: a conv's halo ignored, as the estimates count it), `bound` (an upper bound of
+    a conv's window, `a_tile_bound`: what fit checks over many tilings use), `exact` (a
+    conv's largest window, `mapping.windows`; scalar tilings only)."""
+    if rule == "exact" and isinstance(op, Conv2d):
+        return int(window_table(op, tm, tk).max()) * e
+    if rule == "bound":
+        return a_tile_bound(op, tm, tk) * e
+    return tm * tk * e
+
+
+def b_tile_bytes(op, platform: Platform, tk, tn):
+    """Bytes of one B (weight) tile of tk x tn, in the weight dtype."""
+    return tk * tn * weight_element_bytes(op, platform)
+
+
+def c_tile_bytes(op, platform: Platform, tm, tn):
+    """Bytes of one C tile of tm x tn, in the accumulator dtype (partial sums)."""
+    return tm * tn * operand_bytes(op, platform)[1]
+
+
+def operand_fits(op, platform: Platform, tm, tn, tk, depth: int) -> tuple:
+    """Whether `depth` tiles of A (its `bound` size), of B and of C fit their buffers
+    (tile sizes broadcast: a check over many tilings at once)."""
+    buffers = platform.buffers
+    e = operand_bytes(op, platform)[0]
+    return (depth * a_tile_bytes(op, tm, tk, e, "bound") <= buffers.ifmap_bytes,
+            depth * b_tile_bytes(op, platform, tk, tn) <= buffers.weight_bytes,
+            depth * c_tile_bytes(op, platform, tm, tn) <= buffers.output_bytes)
+
+
+def live_c_tiles(m: int, n: int, tiling: Tiling) -> int:
+    """C tiles live at once: the tile counts of the C dims whose loops are inside k's
+    (each holds a partial sum until k finishes)."""
+    counts = {"m": ceil_div(m, tiling.tm), "n": ceil_div(n, tiling.tn)}
+    order = tiling.loop_order
+    live = 1
+    for dim in order[order.index("k") + 1:]:
+        live *= counts.get(dim, 1)
+    return live
+
+
+def inside_product(reuse: str, dims: str, counts: dict, order) -> np.ndarray:
+    """Product of the tile counts of `dims` whose loops are inside `reuse`'s loop, for
+    loop orders given as indices into LOOP_ORDERS (broadcasting against `counts`):
+    the tiles of an operand used between two uses of one of its tiles."""
+    product = np.ones((), dtype=np.int64)
+    for dim in dims:
+        if dim != reuse:
+            product = product * np.where(_INSIDE[reuse][dim][order], counts[dim], 1)
+    return product
+
+
+def vector_tile_bytes(op, rows_per_tile: int, e: int) -> tuple[int, int, int]:
+    """(largest input tile bytes, largest output tile bytes, tiles) of a vector
+    operator split into tiles of `rows_per_tile` rows, as lowering splits it: each tile
+    its share of the real input and output."""
+    shape = op.vector()
+    tiles = ceil_div(shape.rows, rows_per_tile)
+    if shape.input_elements % shape.rows == 0 and shape.output_elements % shape.rows == 0:
+        rows = min(rows_per_tile, shape.rows)  # every row holds the same elements
+        return (shape.input_elements // shape.rows * rows * e,
+                shape.output_elements // shape.rows * rows * e, tiles)
+    in_bytes, out_bytes = vector_tile_split(op, rows_per_tile, e)
+    return int(in_bytes.max()), int(out_bytes.max()), tiles
+
+
+def vector_tile_split(op, rows_per_tile: int, e: int) -> tuple[np.ndarray, np.ndarray]:
+    """Input and output bytes of each row tile of a vector operator."""
+    shape = op.vector()
+    edges = np.append(np.arange(0, shape.rows, rows_per_tile), shape.rows)
+    return (np.diff(shape.input_elements * edges // shape.rows) * e,
+            np.diff(shape.output_elements * edges // shape.rows) * e)
+
+
+def attention_element_bytes(op, platform: Platform) -> tuple[int, int, int, int]:
+    """Bytes per element of (Q and probabilities, K and V, accumulators, outputs)."""
+    e, acc, out = operand_bytes(op, platform)
+    return e, DTYPE_BYTES[op.kv_dtype] if op.kv_dtype else e, acc, out
+
+
+def attention_tile_bytes(op, platform: Platform, tm, tn) -> tuple:
+    """Bytes of attention's three tiles: Q or probabilities (tm x max(d, tn), ifmap),
+    K and V (2 x tn x d, weight), score plus output accumulators (tm x (tn + d),
+    output)."""
+    e, kv, acc, _ = attention_element_bytes(op, platform)
+    d = op.head_dim
+    return tm * np.maximum(d, tn) * e, 2 * tn * d * kv, tm * (tn + d) * acc
+
+
+@dataclass(frozen=True)
+class BufferFit:
+    """One operand's tiles against its buffer: the plan needs `depth` slots."""
+
+    operand: str       # A, B, C (array operators) or input, output (vector operators)
+    buffer: str        # ifmap, weight, output
+    dims: str          # e.g. "tm 256 x tk 576"
+    tile_bytes: int    # the largest tile (a conv's A tile: its window with halo)
+    tiles: int         # distinct tiles of the operand
+    capacity: int
+    depth: int
+    what: str = ""     # how an overflow names the tiles (default: operand and dims)
+
+    @property
+    def slots(self) -> int:
+        return self.capacity // self.tile_bytes
+
+    @property
+    def needed(self) -> int:
+        return self.depth * self.tile_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.slots >= self.depth
+
+    @property
+    def resident(self) -> int:
+        """Tiles the buffer can hold at once that the operator has."""
+        return min(self.slots, self.tiles)
+
+    @property
+    def occupancy(self) -> float:
+        return self.resident * self.tile_bytes / self.capacity
+
+    def overflow(self) -> str:
+        """Why the plan does not fit this buffer, with the numbers."""
+        what = self.what or f"{self.operand} tiles ({self.dims})"
+        return (f"{what} of {self.tile_bytes} bytes: the {self.buffer} buffer of "
+                f"{self.capacity} bytes holds {self.slots}, the plan needs {self.depth} "
+                f"(depth {self.depth}); overflow {self.depth * self.tile_bytes - self.capacity}"
+                " bytes")
+
+
+def buffer_fits(op, tiling: Tiling, platform: Platform, *,
+                a_bytes: int | None = None) -> list[BufferFit]:
+    """Each operand's largest tile, tile count and slots under a tiling whose tiles are
+    no larger than the operator (`a_bytes`: A's largest tile where the caller has
+    counted it already)."""
+    buffers = platform.buffers
+    e = operand_bytes(op, platform)[0]
+    depth = tiling.depth
+    if is_attention(op):
+        tm, tn, d = tiling.tm, tiling.tn, op.head_dim
+        q, kv, scores = (int(b) for b in attention_tile_bytes(op, platform, tm, tn))
+        q_tiles, k_tiles = ceil_div(attention_rows(op), tm), ceil_div(op.kv_len, tn)
+        return [BufferFit("A", "ifmap", f"Q/P {tm} rows", q, q_tiles, buffers.ifmap_bytes,
+                          depth, f"Q/P tiles ({tm} rows)"),
+                BufferFit("B", "weight", f"K and V {tn} keys", kv, k_tiles,
+                          buffers.weight_bytes, depth, f"K and V tiles ({tn} keys)"),
+                BufferFit("C", "output", f"scores {tm} x {tn} + output", scores, q_tiles,
+                          buffers.output_bytes, depth,
+                          f"score and output tiles ({tm} x {tn} + {tm} x {d})")]
+    if not is_compute(op):
+        in_max, out_max, tiles = vector_tile_bytes(op, tiling.tm, e)
+        rows = f"{tiling.tm} rows"
+        return [BufferFit("input", "ifmap", rows, in_max, tiles, buffers.ifmap_bytes,
+                          depth),
+                BufferFit("output", "output", rows, out_max, tiles, buffers.output_bytes,
+                          depth)]
+    g = op.gemm()
+    tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
+    nm, nn, nk = ceil_div(g.m, tm), ceil_div(g.n, tn), ceil_div(g.k, tk)
+    if a_bytes is None:
+        a_bytes = a_tile_bytes(op, tm, tk, e, "exact")
+    return [
+        BufferFit("A", "ifmap", f"tm {tm} x tk {tk}", a_bytes, nm * nk,
+                  buffers.ifmap_bytes, depth),
+        BufferFit("B", "weight", f"tk {tk} x tn {tn}", b_tile_bytes(op, platform, tk, tn),
+                  nk * nn, buffers.weight_bytes, depth),
+        BufferFit("C", "output", f"tm {tm} x tn {tn}", c_tile_bytes(op, platform, tm, tn),
+                  nm * nn, buffers.output_bytes, depth),
+    ]
+
+
+def onchip_home(platform: Platform, input_bytes: int, output_bytes: int) -> bool:
+    """Whether an operator's input and output live in the on-chip activation memory
+    (the platform has one and both fit it)."""
+    capacity = platform.activation_memory_bytes
+    return capacity is not None and input_bytes + output_bytes <= capacity
+
+
+def tensor_bytes(op, platform: Platform) -> tuple[int, int]:
+    """(input, output) bytes of an operator's activations over all its instances: a
+    conv's input tensor, not its im2col matrix."""
+    e, _, out = operand_bytes(op, platform)
+    if not is_compute(op):
+        shape = op.vector()
+        return shape.input_elements * e, shape.output_elements * e
+    g = op.gemm()
+    if isinstance(op, Conv2d):
+        return op.batch * op.h * op.w * op.cin * e, g.m * g.n * out * g.instances
+    return g.m * g.k * e * g.instances, g.m * g.n * out * g.instances
+
+
+def operator_onchip(op, platform: Platform) -> bool:
+    """Whether a gemm, conv or vector operator's activations live on chip."""
+    return onchip_home(platform, *tensor_bytes(op, platform))
+
+
+def _axis_tiles(size: int, tile: np.ndarray, unit: int) -> tuple[np.ndarray, ...]:
+    """The tiles of one dim in two kinds, full and edge: (full tiles, folds of a full
+    tile along `unit`, edge tiles (0 or 1), folds of the edge tile)."""
+    full, rem = size // tile, size % tile
+    return full, -(-tile // unit), (rem > 0).astype(np.int64), -(-rem // unit)
+
+
+def _loop_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Indexed [order, m has >1 tile, n has >1 tile, k has >1 tile]: the innermost dim
+    with more than one tile (DIMS index, -1 if none), and a code of the loop order over
+    those dims alone (equal codes: the same sequence of steps)."""
+    inner = np.full((len(LOOP_ORDERS), 2, 2, 2), -1, dtype=np.int64)
+    code = np.zeros((len(LOOP_ORDERS), 2, 2, 2), dtype=np.int64)
+    for index, name in enumerate(LOOP_ORDERS):
+        for flags in np.ndindex(2, 2, 2):
+            kept = [DIMS.index(d) for d in name if flags[DIMS.index(d)]]
+            inner[(index, *flags)] = kept[-1] if kept else -1
+            for dim in kept:
+                code[(index, *flags)] = code[(index, *flags)] * 4 + dim + 1
+    return inner, code
+
+
+INNERMOST, EFFECTIVE_ORDER = _loop_tables()
+
+
+def loop_tables_index(m: int, n: int, k: int, tm, tn, tk, order) -> tuple:
+    """Index into INNERMOST / EFFECTIVE_ORDER for (broadcastable) tilings."""
+    tm, tn, tk, order = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk, order))
+    return (order, (-(-m // tm) > 1).astype(np.int64), (-(-n // tn) > 1).astype(np.int64),
+            (-(-k // tk) > 1).astype(np.int64))
+
+
+def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
+                      rows: int, cols: int, count: int, fold_model: str) -> np.ndarray:
+    """The array's busy cycles of one GEMM instance under tilings, in closed form: the
+    sum of the compute cycles the lowering emits (tests check equality). tm, tn, tk and
+    order (indices into LOOP_ORDERS) broadcast against each other.
+
+    The stationary operand's tile fixes the folds F (os: C, ws: B, is: A), run in
+    rounds F' = ceil(F / count); each dim's tiles come in two kinds (full, edge), so the
+    stationary tiles in four. A step pays F' x (T + fill) (scalesim) or
+    F' x max(T, R) + skew (pipelined), unless it is single-fold and continues the
+    previous step's stationary tile, when it pays T. Consecutive steps share that tile
+    only while the streamed dim's loop is the innermost one with more than one tile;
+    then each single-fold stationary tile starts once, on its first streamed tile (a
+    full one), else every step starts anew.
+    """
+    tm, tn, tk = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk))
+    if dataflow == "os":
+        row, col, streamed = (m, tm), (n, tn), (k, tk, "k")
+        fill = rows + cols - 2
+    elif dataflow == "ws":
+        row, col, streamed = (k, tk), (n, tn), (m, tm, "m")
+        fill = 2 * rows + cols - 2
+    else:
+        row, col, streamed = (k, tk), (m, tm), (n, tn, "n")
+        fill = 2 * rows + cols - 2
+    r_full, r_folds, r_edge, r_edge_folds = _axis_tiles(*row, rows)
+    c_full, c_folds, c_edge, c_edge_folds = _axis_tiles(*col, cols)
+    rounds = 0          # sum of F' over stationary tiles
+    singles = 0         # stationary tiles of one fold
+    tiles = 0
+    for r_count, r_f in ((r_full, r_folds), (r_edge, r_edge_folds)):
+        for c_count, c_f in ((c_full, c_folds), (c_edge, c_edge_folds)):
+            pairs = r_count * c_count
+            folds = r_f * c_f
+            rounds = rounds + pairs * -(-folds // count)
+            singles = singles + pairs * (folds == 1)
+            tiles = tiles + pairs
+    total, tile, name = streamed
+    s_full, _, s_edge, _ = _axis_tiles(total, tile, 1)
+    rem = total % tile
+    n_streamed = s_full + s_edge
+    inner = INNERMOST[loop_tables_index(m, n, k, tm, tn, tk, order)]
+    starts_once = (inner == DIMS.index(name)) | (inner < 0)
+    if fold_model == "scalesim":
+        runs = np.where(starts_once, 1, n_streamed)
+        return rounds * total + fill * ((rounds - singles) * n_streamed + singles * runs)
+    skew = rows + cols - 2
+    paced = s_full * np.maximum(tile, rows) + s_edge * np.maximum(rem, rows)  # sum max(T, R)
+    multi = (rounds - singles) * paced + skew * n_streamed * (tiles - singles)
+    single = np.where(starts_once, np.maximum(tile, rows) + skew + total - tile,
+                      paced + skew * n_streamed)
+    return multi + singles * single
+
+
+# Indexed [reuse dim][dim][loop order]: whether `dim`'s loop is inside `reuse`'s.
+_INSIDE = {reuse: {dim: np.array([dim in name[name.index(reuse) + 1:]
+                                  for name in LOOP_ORDERS]) for dim in DIMS}
+           for reuse in DIMS}
+
+
+def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
+    """Estimated off-chip bytes of one instance under tilings (the min_offchip model).
+
+    Each operand's tiles are indexed by two dims; the third is its reuse dim (A: n,
+    B: m, C: k). A tile is fetched once if its reuse dim has one tile, or if the tiles
+    of its own dims inside the reuse loop fit its buffer's slots (LRU keeps them between
+    uses); otherwise once per tile of the reuse dim. C moves once as outputs unless the
+    live C tiles exceed its slots with k not innermost, when partial sums spill and
+    reload on every k step. A conv's A is counted as its input tensor (halos ignored).
+    Operands that live in the on-chip activation memory move nothing. Tilings
+    broadcast against each other (order: indices into LOOP_ORDERS); the answer is flat,
+    one entry per element of their broadcast shape, in C order.
+    """
+    g = op.gemm()
+    e, acc, out = operand_bytes(op, platform)
+    buffers = platform.buffers
+    tm, tn, tk, order = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk, order))
+    shape = np.broadcast_shapes(tm.shape, tn.shape, tk.shape, order.shape)
+    counts = {"m": -(-g.m // tm), "n": -(-g.n // tn), "k": -(-g.k // tk)}
+    a_bytes = (op.batch * op.h * op.w * (op.cin // op.groups) * e
+               if isinstance(op, Conv2d) else g.m * g.k * e)
+    onchip = operator_onchip(op, platform)
+    slots = {"a": buffers.ifmap_bytes // a_tile_bytes(op, tm, tk, e, "im2col"),
+             "b": buffers.weight_bytes // b_tile_bytes(op, platform, tk, tn),
+             "c": buffers.output_bytes // c_tile_bytes(op, platform, tm, tn)}
+
+    def inside(reuse: str) -> np.ndarray:
+        return inside_product(reuse, DIMS, counts, order)
+
+    total = np.zeros((), dtype=np.int64)
+    for operand, reuse, base in (("a", "n", a_bytes),
+                                 ("b", "m", g.k * g.n * weight_element_bytes(op, platform))):
+        if operand == "a" and onchip:
+            continue
+        refetch = np.where((counts[reuse] == 1) | (inside(reuse) <= slots[operand]), 1,
+                           counts[reuse])
+        total = total + base * refetch
+    if not onchip:
+        spill = slots["c"] < inside("k")
+        total = total + g.m * g.n * out + spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
+    return np.broadcast_to(total, shape).ravel()
+

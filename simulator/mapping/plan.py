@@ -1,0 +1,214 @@
+"""Tiling plans as data (DESIGN.md section 2, Mapping): the plan schema (TilingSpec,
+Mapping), a complete tiling of one operator (Tiling), how a plan's entries merge per
+operator, and the rules a plan must keep (names that exist, a fusion that can happen).
+Nothing here chooses a tiling: mapping.heuristics and simulator.search do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import permutations
+
+from pydantic import Field, field_validator
+
+from simulator.config import Dataflow, Name, Strict
+from simulator.errors import AccsimError
+from simulator.program import MAX_DEPTH
+from simulator.workload import Workload, is_attention, is_collective, is_compute
+
+LOOP_ORDERS = tuple("".join(p) for p in permutations("mnk"))
+# What fills the fields a plan leaves open when it names no heuristic: the mapper's best
+# tiling of the operator (simulator.default_search). A plan that sets every field of an
+# operator is taken as it is (its tilings are labelled PLAN).
+SEARCH = "search"
+PLAN = "plan"
+DEFAULT_HEURISTIC = "array_aligned"  # the heuristic a fully set plan entry is built on
+DEFAULT_DEPTH = 2
+DIMS = "mnk"
+
+
+class TilingSpec(Strict):
+    """Any subset of a tiling; unset fields come from the heuristic.
+
+    Compute operators use tm, tn, tk, loop_order, dataflow, fuse; vector operators use
+    rows_per_tile. Both use depth (1 = no prefetch, 2 = double buffering, up to 4).
+    """
+
+    heuristic: Name | None = None
+    tm: int | None = Field(default=None, gt=0)
+    tn: int | None = Field(default=None, gt=0)
+    tk: int | None = Field(default=None, gt=0)
+    loop_order: str | None = Field(default=None, description="outermost first, e.g. mnk")
+    dataflow: Dataflow | None = None
+    depth: int | None = Field(default=None, ge=1, le=MAX_DEPTH)
+    rows_per_tile: int | None = Field(default=None, gt=0)
+    fuse: Name | None = Field(default=None, description="following vector op to absorb")
+
+    @field_validator("loop_order")
+    @classmethod
+    def _is_permutation(cls, value: str | None) -> str | None:
+        if value is not None and value not in LOOP_ORDERS:
+            raise ValueError(f"{value!r} is not a permutation of m, n, k "
+                             f"(one of {', '.join(LOOP_ORDERS)})")
+        return value
+
+
+COMPUTE_FIELDS = ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")
+VECTOR_FIELDS = ("rows_per_tile",)
+# Attention: tm query rows (of the group's heads x q_len) and tn keys per tile; fuse is
+# `flash` or `unfused` (unset: lowering keeps the faster, lowering.attention).
+ATTENTION_FIELDS = ("tm", "tn", "dataflow", "fuse")
+ATTENTION_FUSIONS = ("flash", "unfused")
+
+
+class Mapping(Strict):
+    """Tilings by operator name, by layer_type, and a default, most specific winning;
+    and how a multi-chip run (--tp) splits the GEMMs it names (DESIGN.md section 14)."""
+
+    name: Name = "default"
+    default: TilingSpec = TilingSpec()
+    layer_types: dict[Name, TilingSpec] = {}
+    operators: dict[Name, TilingSpec] = {}
+    row_parallel: list[Name] = Field(
+        default=[], description="GEMMs split by rows (K) under --tp, each followed by "
+        "an all-reduce of its output; the others are column-parallel (N)")
+
+    @field_validator("row_parallel")
+    @classmethod
+    def _once_each(cls, names: list[str]) -> list[str]:
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"names {', '.join(repeated)} more than once")
+        return names
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """A complete tiling of one operator. Vector operators use tm as rows per tile."""
+
+    tm: int
+    tn: int
+    tk: int
+    loop_order: str
+    dataflow: str
+    depth: int
+    fuse: str | None = None
+    heuristic: str = DEFAULT_HEURISTIC
+
+    def sort_key(self) -> tuple:
+        """The canonical order of tilings (the mapper's last tie-break): tile sizes,
+        then loop order, dataflow, depth and fusion; the heuristic name is not part of
+        a tiling's identity."""
+        return (self.tm, self.tn, self.tk, self.loop_order, self.dataflow, self.depth,
+                self.fuse or "")
+
+    def spec(self, *, vector: bool = False, attention: bool = False) -> TilingSpec:
+        """This tiling as a plan entry (every field the operator's kind takes)."""
+        if vector:
+            return TilingSpec(rows_per_tile=self.tm, depth=self.depth)
+        if attention:
+            return TilingSpec(tm=self.tm, tn=self.tn, dataflow=self.dataflow,
+                              depth=self.depth, fuse=self.fuse)
+        return TilingSpec(tm=self.tm, tn=self.tn, tk=self.tk, loop_order=self.loop_order,
+                          dataflow=self.dataflow, depth=self.depth, fuse=self.fuse)
+
+    def describe(self, *, vector: bool = False) -> str:
+        """One short line, e.g. `256x64x576 mnk ws d2`."""
+        if vector:
+            return f"{self.tm} rows d{self.depth}"
+        fused = f" +{self.fuse}" if self.fuse else ""
+        return (f"{self.tm}x{self.tn}x{self.tk} {self.loop_order} {self.dataflow} "
+                f"d{self.depth}{fused}")
+
+
+
+def merged_spec(mapping: Mapping, op) -> TilingSpec:
+    """Default, then the layer_type's spec, then the operator's own, field by field.
+
+    Fields of the other operator family are dropped from the default and layer_type
+    specs (a default tm is not a row count) but are an error on the operator's own spec.
+    """
+    if is_attention(op):
+        own_fields = ATTENTION_FIELDS
+    else:
+        own_fields = COMPUTE_FIELDS if is_compute(op) else VECTOR_FIELDS
+    foreign = tuple(f for f in COMPUTE_FIELDS + VECTOR_FIELDS if f not in own_fields)
+    own = mapping.operators.get(op.name, TilingSpec())
+    wrong = [f for f in foreign if getattr(own, f) is not None]
+    if wrong:
+        raise AccsimError(f"{', '.join(wrong)} do not apply to a {op.kind} operator "
+                          f"(it takes {', '.join(own_fields)}, depth, heuristic)",
+                          field=f"operators.{op.name}")
+    merged: dict = {}
+    for spec in (mapping.default, mapping.layer_types.get(op.layer_type), own):
+        if spec is None:
+            continue
+        for key, value in spec.model_dump(exclude_none=True).items():
+            if spec is own or key not in foreign:
+                merged[key] = value
+    return TilingSpec(**merged)
+
+
+def fully_specified(op, spec: TilingSpec) -> bool:
+    """Whether the spec sets every tiling field of the operator (a GEMM's fuse aside;
+    attention's fuse, which picks its lowering, included)."""
+    if is_attention(op):
+        own = ATTENTION_FIELDS
+    else:
+        own = ("tm", "tn", "tk", "loop_order", "dataflow") if is_compute(op) \
+            else ("rows_per_tile",)
+    return spec.depth is not None and all(getattr(spec, f) is not None for f in own)
+
+
+
+def with_heuristic(mapping: Mapping, name: str | None) -> Mapping:
+    """The plan with `name` as the heuristic of every field it leaves open (its
+    default's heuristic; entries naming their own heuristic keep it)."""
+    if name is None:
+        return mapping
+    return mapping.model_copy(update={
+        "default": mapping.default.model_copy(update={"heuristic": name})})
+
+
+def describe_mapping(mapping: Mapping, source: str | None = None) -> str:
+    """Which mapping a run used, in a few words: the searched default, a heuristic, or
+    a plan (whose open fields the search or its heuristic fills)."""
+    default = mapping.default.heuristic
+    entries = bool(mapping.operators or mapping.layer_types
+                   or mapping.default.model_dump(exclude_none=True, exclude={"heuristic"}))
+    fill = f"heuristic {default}" if default else \
+        "searched default (the mapper's best tiling per distinct operator, by cycles)"
+    if not entries:
+        return fill
+    return f"plan {mapping.name}" + (f" ({source})" if source else "") + \
+        f"; open fields: {fill}"
+
+
+
+def check_mapping_names(mapping: Mapping, workload: Workload, *, file: str | None) -> None:
+    """Operator names in a plan must exist in the workload."""
+    known = {op.name: op for op in workload.operators}
+    for name in mapping.operators:
+        if name not in known:
+            raise AccsimError(f"no operator named {name!r} in workload {workload.name!r}",
+                              file=file, field=f"operators.{name}")
+    for name in mapping.row_parallel:
+        if name not in known:
+            raise AccsimError(f"no operator named {name!r} in workload {workload.name!r}",
+                              file=file, field="row_parallel")
+        if known[name].kind != "gemm":
+            raise AccsimError(f"{name!r} is a {known[name].kind} operator; only a gemm "
+                              "splits by rows", file=file, field="row_parallel")
+
+
+def fusion_error(op, fuse: str, following) -> str | None:
+    """Why `fuse` cannot absorb `following` as `op`'s epilogue (None: it can): the
+    fused operator is the next one, a vector operator over exactly op's outputs."""
+    if following is None or following.name != fuse:
+        return f"fuse: {fuse!r} must name the operator right after it"
+    if is_compute(following) or is_attention(following) or is_collective(following):
+        return f"fuse: {fuse!r} is a {following.kind}, not a vector operator"
+    shape, g = following.vector(), op.gemm()
+    if shape.rows * shape.cols != g.m * g.n * g.instances:
+        return (f"fuse: {fuse!r} works on {shape.rows * shape.cols} elements, the output "
+                f"has {g.m * g.n * g.instances}")
+    return None

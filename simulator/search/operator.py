@@ -1,0 +1,364 @@
+"""Searching for the best tiling of one operator (DESIGN.md section 2, Mapping).
+Checking a given plan is `simulator.plan_check`; the candidate grid and its lower
+bounds are `search.bounds`; a whole workload is `search.workload`.
+
+Mapper (`map_workload`): per operator, candidate tilings from the array multiples and
+divisors of its dims (`mapping.dim_candidates`), every loop order, every dataflow the
+platform supports and depth 1 to 4 (vector operators: rows per tile in steps of an
+eighth of a lane pass, and the divisors of its rows, at each depth), plus the
+heuristics' own tilings, which are simulated first. It drops what cannot fit, then
+walks the rest in order of a lower bound on the objective and stops once the bound
+exceeds the best found. The cycle bound is the largest of: the first load's service and
+latency + the exact busy cycles (`mapping.array_busy_cycles`; the vector unit's for
+vector operators) + the last epilogue and the last store's service and latency; the
+compulsory off-chip bytes over the bandwidth; for vector operators, every transfer's
+service one after another. The energy bound counts the MACs, vector work, compulsory
+off-chip bytes and SRAM traffic no tiling avoids (SRAM reads exactly) plus static power
+over the cycle bound. Candidates whose loop orders differ only in dims of one tile give
+the same program and are simulated once. The rest are lowered and replayed with the
+fast engine (`evaluate`: lower_compute or lower_vector, run_fast, operator_totals).
+
+Ties on the objective go to fewer cycles, then less energy, then the canonical tiling
+order (`Tiling.sort_key`); a candidate whose bound merely equals the best is pruned only
+when its bounds lose that tie-break. Each operator is searched by one process in a fixed
+order and the results are merged in workload order, so the result, and every count
+reported, does not depend on the number of worker processes; tests check the pruned
+search against an exhaustive one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, astuple, dataclass, replace
+
+import numpy as np
+
+from simulator.config import Platform
+from simulator.engines.fast import run_fast
+from simulator.errors import AccsimError
+from simulator.lowering import lower_attention, lower_compute, lower_vector
+from simulator.mapping.footprint import attention_rows
+from simulator.mapping.heuristics import attention_base, heuristic_tiling
+from simulator.mapping.plan import ATTENTION_FUSIONS, LOOP_ORDERS, Tiling, TilingSpec
+from simulator.metrics import operator_totals
+from simulator.program import MAX_DEPTH, memory_params
+from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
+from simulator.workload import is_attention, is_compute
+
+OBJECTIVES = ("cycles", "energy", "edp")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A simulated tiling of one operator: totals over all its runs."""
+
+    tiling: Tiling
+    cycles: int
+    energy_pj: float
+
+    def objective(self, name: str) -> float:
+        """cycles, energy (pJ) or edp (pJ x cycles), over all runs."""
+        if name == "cycles":
+            return float(self.cycles)
+        if name == "energy":
+            return self.energy_pj
+        return self.energy_pj * self.cycles
+
+    def key(self, objective: str) -> tuple:
+        """Smaller is better: the objective, then cycles, energy, canonical order."""
+        return (self.objective(objective), self.cycles, self.energy_pj,
+                self.tiling.sort_key())
+
+    def as_dict(self) -> dict:
+        return {"tiling": asdict(self.tiling), "cycles": self.cycles,
+                "energy_pj": self.energy_pj}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Evaluation:
+        return cls(Tiling(**data["tiling"]), int(data["cycles"]), float(data["energy_pj"]))
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    """What happened to the candidates of one operator."""
+
+    candidates: int = 0     # enumerated: the grid plus the heuristics' tilings
+    unfit: int = 0          # a buffer cannot hold `depth` tiles
+    duplicates: int = 0     # same program as a candidate earlier in canonical order
+    bound_pruned: int = 0   # lower bound above the best found
+    simulated: int = 0      # lowered and replayed (heuristics' tilings included)
+    invalid: int = 0        # rejected by the lowering for another reason
+
+    def __add__(self, other: SearchStats) -> SearchStats:
+        return SearchStats(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+
+@dataclass(frozen=True)
+class OperatorSearch:
+    """The best tiling of one operator and how each heuristic's tiling compares."""
+
+    name: str
+    layer_type: str
+    kind: str
+    runs: int
+    best: Evaluation | None
+    heuristics: dict[str, Evaluation | str]     # str: why the heuristic's tiling failed
+    stats: SearchStats
+    same_as: str | None = None     # searched once for an earlier operator of this shape
+
+    @property
+    def vector(self) -> bool:
+        return self.kind not in ("gemm", "conv2d", "attention")
+
+    def gap(self, heuristic: str, objective: str) -> float | None:
+        """Percent by which the heuristic's objective exceeds the best; None if its
+        tiling failed."""
+        found = self.heuristics.get(heuristic)
+        if not isinstance(found, Evaluation) or self.best is None:
+            return None
+        best = self.best.objective(objective)
+        return 100.0 * (found.objective(objective) / best - 1.0) if best else 0.0
+
+
+@dataclass(frozen=True)
+class SearchTask:
+    """One operator's search, as sent to a worker process."""
+
+    op: object
+    following: object
+    spec: TilingSpec
+    platform: Platform
+    heuristics: tuple[str, ...]
+    objective: str
+    exhaustive: bool
+    # The default mapping's search: a coarser grid (mapping.coarse_candidates) whose
+    # candidates keep the fields the plan fixes, and, beyond the heuristics' tilings,
+    # at most max_simulated candidates and max_steps tile steps replayed (None: no
+    # limit).
+    constrained: bool = False
+    max_simulated: int | None = None
+    max_steps: int = 0
+
+
+def evaluate(op, tiling: Tiling, platform: Platform, memory, following) -> Evaluation:
+    """Lower, replay with the fast engine, and total one tiling of an operator."""
+    if is_compute(op):
+        lowered = lower_compute(op, tiling, platform, following=following)
+    elif is_attention(op):
+        lowered = lower_attention(op, tiling, platform)
+    else:
+        lowered = lower_vector(op, tiling, platform)
+    run = run_fast(lowered.program, memory).breakdown
+    totals = operator_totals(lowered, run, platform)
+    return Evaluation(tiling, int(totals.cycles), float(totals.energy_pj))
+
+
+
+def _attention_candidates(op, base: Tiling, spec: TilingSpec,
+                          platform: Platform) -> list[Tiling]:
+    """An attention operator's candidates: its tiling's query and key tiles halved,
+    kept and doubled (within the operator), every dataflow, both lowerings (or the
+    plan's), at the plan's depth."""
+    rows = attention_rows(op)
+    sizes_m = sorted({min(rows, max(1, base.tm * f // 2)) for f in (1, 2, 4)})
+    sizes_n = sorted({min(op.kv_len, max(1, base.tn * f // 2)) for f in (1, 2, 4)})
+    flows = [spec.dataflow] if spec.dataflow else list(platform.systolic_array.dataflows)
+    fusions = [spec.fuse] if spec.fuse else list(ATTENTION_FUSIONS)
+    return [replace(base, tm=spec.tm or tm, tn=spec.tn or tn, dataflow=flow, fuse=fuse,
+                    heuristic=MAPPER)
+            for tm in sizes_m for tn in sizes_n for flow in flows for fuse in fusions]
+
+
+def _search_attention(task: SearchTask) -> OperatorSearch:
+    """Attention's search: every candidate simulated (a few dozen programs of few
+    steps); the heuristics all give attention's one tiling rule, both lowerings
+    considered by the default's estimate."""
+    op, platform, objective = task.op, task.platform, task.objective
+    memory = memory_params(platform)
+    heuristics: dict[str, Evaluation | str] = {}
+    best: Evaluation | None = None
+    simulated = invalid = 0
+    for name in task.heuristics:
+        try:
+            tiling = heuristic_tiling(op, task.spec, platform, name)
+            lowered = lower_attention(op, tiling, platform)
+            found = evaluate(op, lowered.tiling, platform, memory, None)
+        except AccsimError as exc:
+            heuristics[name] = exc.rule
+            continue
+        heuristics[name] = found
+        simulated += 1
+    base = attention_base(op, task.spec, platform, MAPPER)
+    candidates = _attention_candidates(op, base, task.spec, platform)
+    for tiling in candidates:
+        try:
+            found = evaluate(op, tiling, platform, memory, None)
+        except AccsimError:
+            invalid += 1
+            continue
+        simulated += 1
+        if best is None or found.key(objective) < best.key(objective):
+            best = found
+    stats = SearchStats(len(candidates) + len(task.heuristics), 0, 0, 0, simulated,
+                        invalid)
+    return OperatorSearch(op.name, op.layer_type, op.kind, runs_of(op), best, heuristics,
+                          stats)
+
+
+
+def _objective_lb(c: Candidates, objective: str) -> np.ndarray:
+    if objective == "cycles":
+        return c.cycles_lb.astype(np.float64)
+    if objective == "energy":
+        return c.energy_lb
+    return c.energy_lb * c.cycles_lb
+
+
+def _rank(names: list[str]) -> np.ndarray:
+    """Position of each name in sorted order (the canonical order of strings)."""
+    return np.argsort(np.argsort(np.array(names)))
+
+
+def _tie_loses(op, objective: str, best: Evaluation, bound: float, cycles: int,
+               energy: float, tiling: Tiling) -> bool:
+    """Whether a candidate whose objective bound does not exceed the best's still loses
+    the tie-break: its bounds, compared in the order of the tie-break, exceed the
+    best's figures. A vector operator's energy is its fixed work plus static power over
+    its cycles, so whatever the objective its candidates order exactly by (cycles,
+    canonical order), and a cycle bound equal to the best's cycles settles it."""
+    if not is_compute(op):
+        return (cycles, tiling.sort_key()) > (best.cycles, best.tiling.sort_key())
+    return (bound, cycles, energy) > (best.objective(objective), best.cycles,
+                                      best.energy_pj)
+
+
+def _fixed_by_plan(grid: Candidates, spec: TilingSpec, dataflows: list[str], *,
+                   vector: bool) -> np.ndarray:
+    """Grid candidates that agree with every tiling field the plan sets (depth aside:
+    it is checked once candidates are expanded by depth)."""
+    keep = np.ones(len(grid), dtype=bool)
+    fixed = {"tm": spec.rows_per_tile} if vector else \
+        {"tm": spec.tm, "tn": spec.tn, "tk": spec.tk}
+    for name, value in fixed.items():
+        if value is not None:
+            keep &= getattr(grid, name) == value
+    if not vector and spec.loop_order is not None:
+        keep &= grid.order == LOOP_ORDERS.index(spec.loop_order)
+    if not vector and spec.dataflow is not None:
+        keep &= grid.dataflow == (dataflows.index(spec.dataflow)
+                                  if spec.dataflow in dataflows else -1)
+    return keep
+
+
+def search_operator(task: SearchTask) -> OperatorSearch:
+    """The best tiling of one operator (see the module docstring)."""
+    if is_attention(task.op):
+        return _search_attention(task)
+    op, platform, objective = task.op, task.platform, task.objective
+    memory = memory_params(platform)
+    heuristics: dict[str, Evaluation | str] = {}
+    seen: set[tuple] = set()
+    best: Evaluation | None = None
+    simulated = invalid = 0
+
+    def consider(evaluation: Evaluation) -> None:
+        nonlocal best
+        mine = replace(evaluation, tiling=replace(evaluation.tiling, heuristic=MAPPER))
+        if best is None or mine.key(objective) < best.key(objective):
+            best = mine
+
+    evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
+    for name in task.heuristics:
+        try:
+            tiling = heuristic_tiling(op, task.spec, platform, name)
+            found = evaluated.get(tiling.sort_key())
+            if found is None:
+                found = evaluate(op, tiling, platform, memory, task.following)
+            else:
+                found = replace(found, tiling=tiling)
+            evaluated[tiling.sort_key()] = found
+        except AccsimError as exc:
+            heuristics[name] = exc.rule
+            continue
+        heuristics[name] = found
+        seen.add(found.tiling.sort_key())
+        simulated += 1
+        consider(found)
+    fuse = task.spec.fuse if is_compute(op) else None
+    op_dims = (op.gemm().m, op.gemm().n, op.gemm().k) if is_compute(op) \
+        else (op.vector().rows,)
+    grid, dataflows = candidate_grid(op, fuse, task.following, platform, coarse=task.constrained)
+    enumerated = len(grid) * MAX_DEPTH
+    unfit = int((MAX_DEPTH - grid.max_depth).sum())
+    keep = grid.max_depth > 0
+    if task.constrained:
+        keep &= _fixed_by_plan(grid, task.spec, dataflows, vector=not is_compute(op))
+    pruned = 0
+    if not task.exhaustive and best is not None:
+        # What the heuristics' best already beats: the walk below would stop before it.
+        over = _objective_lb(grid, objective) > best.objective(objective)
+        pruned = int(grid.max_depth[keep & over].sum())
+        keep &= ~over
+    grid = grid.select(keep).expand()
+    if task.constrained and task.spec.depth is not None:
+        grid = grid.select(grid.depth == task.spec.depth)
+    order_rank = _rank(list(LOOP_ORDERS))[grid.order]
+    flow_rank = _rank(dataflows)[grid.dataflow]
+    duplicates = 0
+    if not task.exhaustive and len(grid):
+        # One program per (tiles, dataflow, depth, effective loop order): keep the
+        # member first in canonical order.
+        ranked = np.lexsort((order_rank, grid.effective, grid.depth, flow_rank, grid.tk,
+                             grid.tn, grid.tm))
+        keys = np.stack([grid.tm, grid.tn, grid.tk, flow_rank, grid.depth,
+                         grid.effective])[:, ranked]
+        first = np.ones(len(grid), dtype=bool)
+        first[1:] = (keys[:, 1:] != keys[:, :-1]).any(axis=0)
+        unique = np.zeros(len(grid), dtype=bool)
+        unique[ranked[first]] = True
+        duplicates = int(len(grid) - unique.sum())
+        grid = grid.select(unique)
+        order_rank, flow_rank = order_rank[unique], flow_rank[unique]
+    bound = _objective_lb(grid, objective)
+    grid_steps = -(-op_dims[0] // grid.tm) * -(-op_dims[1] // grid.tn) * \
+        -(-op_dims[2] // grid.tk) if is_compute(op) else -(-op_dims[0] // grid.tm)
+    seeded = simulated
+    steps_replayed = 0
+    walk = np.lexsort((grid.depth, flow_rank, order_rank, grid.tk, grid.tn, grid.tm, bound))
+    for position, i in enumerate(walk.tolist()):
+        if not task.exhaustive and best is not None and \
+                bound[i] > best.objective(objective):
+            pruned += len(walk) - position   # the walk is in bound order: all the rest
+            break
+        if task.max_simulated is not None:
+            if simulated - seeded >= task.max_simulated:
+                pruned += len(walk) - position   # the search's candidate budget is spent
+                break
+            if steps_replayed + int(grid_steps[i]) > task.max_steps:
+                pruned += 1   # too long for what is left of the step budget
+                continue
+        tiling = Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
+                        LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
+                        int(grid.depth[i]), fuse, MAPPER)
+        if tiling.sort_key() in seen:
+            duplicates += 1
+            continue
+        seen.add(tiling.sort_key())
+        if not task.exhaustive and best is not None and _tie_loses(
+                op, objective, best, float(bound[i]), int(grid.cycles_lb[i]),
+                float(grid.energy_lb[i]), tiling):
+            pruned += 1
+            continue
+        try:
+            found = evaluate(op, tiling, platform, memory, task.following)
+        except AccsimError:
+            invalid += 1
+            continue
+        simulated += 1
+        steps_replayed += int(grid_steps[i])
+        consider(found)
+    stats = SearchStats(enumerated + len(task.heuristics), unfit, duplicates, pruned,
+                        simulated, invalid)
+    return OperatorSearch(op.name, op.layer_type, op.kind, runs_of(op), best, heuristics,
+                          stats)
+
+

@@ -1,0 +1,305 @@
+"""The mapper (`accsim map`): every operator of a workload searched (search.operator),
+in parallel across operators, merged in workload order, with how each heuristic
+compares; the answer as data (MapResult), JSON and a plan that reproduces it. Each
+operator is searched by one process in a fixed order, so the result, and every count
+reported, does not depend on the number of worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import simulator
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.inputs import Inputs
+from simulator.limits import check_inputs
+from simulator.loader import dump_json, read_json
+from simulator.mapping.heuristics import check_candidates, dim_candidates, heuristic
+from simulator.mapping.plan import (LOOP_ORDERS, Mapping, Tiling, TilingSpec,
+                                    check_mapping_names)
+from simulator.program import MAX_DEPTH, memory_params
+from simulator.search.bounds import runs_of, vector_sizes
+from simulator.search.operator import (OBJECTIVES, Evaluation, OperatorSearch, SearchStats,
+                                       SearchTask, evaluate, search_operator)
+from simulator.search.resolve import placed_operators
+from simulator.workload import Conv2d, Gemm, is_attention, is_collective, is_compute
+
+BUILTIN_HEURISTICS = ("array_aligned", "min_offchip", "os_k_inner")
+
+
+@dataclass(frozen=True)
+class MapResult:
+    """The mapper's answer for a workload on a platform."""
+
+    platform: str
+    workload: str
+    mapping: str
+    objective: str
+    exhaustive: bool
+    heuristics: list[str]
+    operators: list[OperatorSearch]
+    model_version: int = simulator.MODEL_VERSION
+    accsim_version: str = simulator.__version__
+
+    def operator(self, name: str) -> OperatorSearch | None:
+        return next((op for op in self.operators if op.name == name), None)
+
+    @property
+    def stats(self) -> SearchStats:
+        """Counts summed over the searches made (shared shapes once)."""
+        total = SearchStats()
+        for op in self.operators:
+            if op.same_as is None:
+                total = total + op.stats
+        return total
+
+    def summary(self) -> list[dict]:
+        """Per heuristic: workload totals and gaps to the sum of the per-operator bests."""
+        rows = []
+        best_cycles = sum(op.best.cycles for op in self.operators if op.best)
+        best_energy = sum(op.best.energy_pj for op in self.operators if op.best)
+        for name in self.heuristics:
+            found = [op.heuristics.get(name) for op in self.operators if op.best]
+            ok = [f for f in found if isinstance(f, Evaluation)]
+            failed = [op.name for op in self.operators
+                      if op.best and not isinstance(op.heuristics.get(name), Evaluation)]
+            gaps = [(op.gap(name, self.objective), op.name) for op in self.operators
+                    if op.gap(name, self.objective) is not None]
+            worst = max(gaps, default=(None, None))
+            cycles = sum(f.cycles for f in ok) if not failed else None
+            energy = sum(f.energy_pj for f in ok) if not failed else None
+            rows.append({
+                "heuristic": name,
+                "cycles": cycles,
+                "cycles_gap_percent": 100 * (cycles / best_cycles - 1)
+                if cycles is not None and best_cycles else None,
+                "energy_pj": energy,
+                "energy_gap_percent": 100 * (energy / best_energy - 1)
+                if energy is not None and best_energy else None,
+                "operators_at_best": sum(1 for g, _ in gaps if g <= 1e-9),
+                "mean_operator_gap_percent": sum(g for g, _ in gaps) / len(gaps)
+                if gaps else None,
+                "worst_operator": worst[1],
+                "worst_operator_gap_percent": worst[0],
+                "not_fitting": failed,
+            })
+        return rows
+
+    def best_totals(self) -> tuple[int, float]:
+        """(cycles, energy pJ) of the per-operator bests, summed over the workload."""
+        return (sum(op.best.cycles for op in self.operators if op.best),
+                sum(op.best.energy_pj for op in self.operators if op.best))
+
+    def as_dict(self) -> dict:
+        """Deterministic content: no wall-clock figure, no worker count."""
+        cycles, energy = self.best_totals()
+        return {
+            "kind": "accsim.map",
+            "accsim_version": self.accsim_version,
+            "model_version": self.model_version,
+            "platform": self.platform, "workload": self.workload, "mapping": self.mapping,
+            "objective": self.objective, "exhaustive": self.exhaustive,
+            "heuristics": self.heuristics,
+            "best": {"cycles": cycles, "energy_pj": energy},
+            "summary": self.summary(),
+            "search": asdict(self.stats),
+            "operators": [{
+                "name": op.name, "layer_type": op.layer_type, "kind": op.kind,
+                "runs": op.runs, "same_as": op.same_as,
+                "best": op.best.as_dict() if op.best else None,
+                "heuristics": {name: ({**found.as_dict(),
+                                       "gap_percent": op.gap(name, self.objective)}
+                                      if isinstance(found, Evaluation)
+                                      else {"error": found})
+                               for name, found in op.heuristics.items()},
+                "search": asdict(op.stats),
+            } for op in self.operators],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict, *, file: str | None = None) -> MapResult:
+        """Read a mapper result written by `accsim map --json`."""
+        try:
+            if data.get("kind") != "accsim.map":
+                raise ValueError("kind is not accsim.map")
+            operators = []
+            for op in data["operators"]:
+                heuristics = {name: (Evaluation.from_dict(found) if "error" not in found
+                                     else found["error"])
+                              for name, found in op["heuristics"].items()}
+                operators.append(OperatorSearch(
+                    op["name"], op["layer_type"], op["kind"], int(op["runs"]),
+                    Evaluation.from_dict(op["best"]) if op["best"] else None, heuristics,
+                    SearchStats(**op["search"]), op.get("same_as")))
+            return cls(data["platform"], data["workload"], data["mapping"],
+                       data["objective"], bool(data["exhaustive"]),
+                       list(data["heuristics"]), operators, int(data["model_version"]),
+                       str(data["accsim_version"]))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise AccsimError(f"not an accsim mapper result ({type(exc).__name__}: "
+                              f"{exc})", file=file) from None
+
+    def plan(self) -> Mapping:
+        """The best tilings as a plan: `accsim run --mapping` reproduces them."""
+        operators = {}
+        for op in self.operators:
+            if op.best is not None:
+                operators[op.name] = op.best.tiling.spec(
+                    vector=op.vector, attention=op.kind == "attention")
+        return Mapping(name=f"{self.workload}_{self.platform}_best_{self.objective}",
+                       operators=operators)
+
+
+def _warm(task: SearchTask) -> None:
+    """Run the lowering and the fast engine once on a tiny operator, so that the kernels
+    are loaded from Numba's cache in this process and inherited by forked workers."""
+    tiny = Tiling(1, 1, 1, "mnk", task.platform.systolic_array.dataflows[0], 1)
+    memory = memory_params(task.platform)
+    for op in (Gemm(name="warm", layer_type="warm", kind="gemm", m=1, n=1, k=1),
+               Conv2d(name="warm", layer_type="warm", kind="conv2d", h=1, w=1, cin=1, cout=1,
+                    kh=1, kw=1)):
+        try:
+            evaluate(op, tiny, task.platform, memory, None)
+        except AccsimError:
+            pass
+
+
+def _grid_size(op, platform: Platform) -> int:
+    """An operator's candidate count (its search's rough cost)."""
+    if is_attention(op):
+        return 9 * 2 * len(platform.systolic_array.dataflows)
+    if not is_compute(op):
+        return len(vector_sizes(op, platform)) * MAX_DEPTH
+    array = platform.systolic_array
+    g = op.gemm()
+    units = (array.rows, array.cols)
+    return (len(dim_candidates(g.m, units)) * len(dim_candidates(g.n, units))
+            * len(dim_candidates(g.k, units)) * len(LOOP_ORDERS) * len(array.dataflows)
+            * MAX_DEPTH)
+
+
+def _shape_key(op, spec: TilingSpec) -> str | None:
+    """Operators equal in everything but name and layer_type share a search; None for
+    those that fuse (the fused operator's name is part of the tiling)."""
+    if spec.fuse is not None:
+        return None
+    fields = op.model_dump(mode="json", exclude={"name", "layer_type"})
+    return json.dumps([fields, spec.model_dump(mode="json", exclude_none=True)],
+                      sort_keys=True)
+
+
+def default_workers() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+Progress = Callable[[int, int, str, int], None]   # (done, total, operator, candidates)
+
+
+def map_workload(inputs: Inputs, *, objective: str = "cycles",
+                 heuristics: list[str] | None = None, workers: int | None = None,
+                 exhaustive: bool = False, reuse_shapes: bool = True,
+                 progress: Progress | None = None) -> MapResult:
+    """Search every operator of the workload (operators absorbed by a plan's `fuse`
+    excepted), in parallel across operators, and merge in workload order."""
+    if objective not in OBJECTIVES:
+        raise AccsimError(f"unknown objective {objective!r} (one of "
+                          f"{', '.join(OBJECTIVES)})", field="objective")
+    platform, workload, mapping = inputs.platform, inputs.workload, inputs.mapping
+    mapping_file = inputs.mapping_source.path if inputs.mapping_source else None
+    check_mapping_names(mapping, workload, file=mapping_file)
+    workload_file = inputs.workload_source.path if inputs.workload_source else None
+    check_inputs(workload, platform, workload_source=workload_file,
+                 platform_source=inputs.platform_source.path if inputs.platform_source
+                 else None)
+    for op in workload.operators:
+        try:
+            check_candidates(_grid_size(op, platform) // MAX_DEPTH, op, "the mapper")
+        except AccsimError as exc:
+            raise AccsimError(exc.rule, file=workload_file, field=exc.field) from None
+    names = list(dict.fromkeys(heuristics if heuristics else BUILTIN_HEURISTICS))
+    for name in names:
+        heuristic(name)  # an unknown name errors here, naming the known ones
+    tasks: list[SearchTask] = []
+    owners: list[int] = []          # per operator: the task it takes its result from
+    shapes: dict[str, int] = {}
+    ops = workload.operators
+    order: list[int] = []
+    for index, placed in enumerate(placed_operators(workload, mapping)):
+        op, spec, following = placed.op, placed.spec, placed.following
+        if placed.absorbed_by is not None or is_collective(op):  # these take no tiling
+            continue
+        if placed.error is not None:
+            raise AccsimError(placed.error, file=mapping_file, field=f"operators.{op.name}")
+        key = _shape_key(op, spec) if reuse_shapes else None
+        order.append(index)
+        if key is not None and key in shapes:
+            owners.append(shapes[key])
+            continue
+        task = SearchTask(op, following, spec, platform, tuple(names), objective, exhaustive)
+        tasks.append(task)
+        owners.append(len(tasks) - 1)
+        if key is not None:
+            shapes[key] = len(tasks) - 1
+    results: list[OperatorSearch | None] = [None] * len(tasks)
+    workers = default_workers() if workers is None else max(1, workers)
+    done = 0
+
+    def finished(task_index: int, found: OperatorSearch) -> None:
+        nonlocal done
+        results[task_index] = found
+        done += 1
+        if progress:
+            progress(done, len(tasks), found.name, found.stats.candidates)
+
+    if workers == 1 or len(tasks) <= 1:
+        if progress:
+            progress(0, len(tasks), "", 0)
+        for task_index, task in enumerate(tasks):
+            finished(task_index, search_operator(task))
+    else:
+        _warm(tasks[0])  # load the compiled kernels once, before the workers fork
+        # Largest grids first, so the long searches do not start last.
+        schedule = sorted(range(len(tasks)), reverse=True,
+                          key=lambda t: (_grid_size(tasks[t].op, platform), -t))
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+            # Submitting starts the workers; only then may a progress bar start its
+            # thread (forking a threaded process can deadlock the child).
+            futures = {pool.submit(search_operator, tasks[t]): t for t in schedule}
+            if progress:
+                progress(0, len(tasks), "", 0)
+            for future in as_completed(futures):
+                finished(futures[future], future.result())
+    operators = []
+    for index, owner in zip(order, owners):
+        found = results[owner]
+        op = ops[index]
+        if found.name != op.name:
+            found = replace(found, name=op.name, layer_type=op.layer_type,
+                            runs=runs_of(op), same_as=found.name)
+        operators.append(found)
+    return MapResult(platform.name, workload.name, mapping.name, objective, exhaustive,
+                     names, operators)
+
+
+
+def write_map_json(result: MapResult, path: str) -> None:
+    """Write a mapper result (MapResult.as_dict) as JSON; equal inputs, equal bytes."""
+    Path(path).write_text(dump_json(result.as_dict(), indent=1) + "\n")
+
+
+def read_map_json(path: str) -> MapResult:
+    """Read a mapper result written by write_map_json (`accsim map --json`)."""
+    data, _ = read_json(path)
+    if not isinstance(data, dict):
+        raise AccsimError("not an accsim mapper result (not a JSON object)", file=path)
+    return MapResult.from_dict(data, file=path)
+
