@@ -1,0 +1,147 @@
+"""Digests of every shipped platform x workload result, and of every shipped Hugging Face
+model's prefill and decode step on every shipped platform: a regression net that says
+whether a change of code (a refactor) leaves every simulated figure byte-identical.
+
+Each pair runs on the fast engine under the default mapping, as `accsim run` does.
+Its result (report.result_dict) loses only what differs between checkouts of the same
+code: the accsim version, the git commit, the library versions, and each input's file
+path and file sha256 (the canonical inputs stay). The rest is written as canonical JSON
+(sorted keys, no spaces) and hashed per top-level key, so a mismatch names the parts
+of the result that moved. A pair that raises AccsimError is recorded as its message,
+with the shipped folders' absolute paths replaced by placeholders.
+
+Run: `python experiments/shipped_digests.py` writes tests/data/shipped_digests.json;
+`--check` recomputes every pair and exits 1 listing those that differ from the file
+(tests/test_shipped_identical.py checks the same, pair by pair).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from simulator.cli import DEFAULT_WORKLOAD, load_inputs
+from simulator.errors import AccsimError
+from simulator.frontends.hf import command as hf_command
+from simulator.frontends.hf.config import shipped_configs
+from simulator.loader import dump_json, read_source, shipped_folder, shipped_names
+from simulator.report import result_dict
+from simulator.simulate import Inputs, simulate
+
+DIGESTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "shipped_digests.json"
+# The sizes of the LLM steps (`accsim run --model NAME --phase ...`); batch and dtypes
+# are the CLI's defaults (1, the platform's).
+PHASE_OPTIONS = {"prefill": ["--seq", "2048"], "decode": ["--context", "2048"]}
+# Manifest fields, and fields of each embedded input, that are no simulated figure and
+# no canonical input: they change with the checkout, not with the model.
+CHECKOUT_FIELDS = ("accsim_version", "git_commit", "environment")
+SOURCE_FIELDS = ("path", "sha256")
+ERROR = "error: "
+
+
+def hf_inputs(arch: str, model: str, phase: str) -> Inputs:
+    """The inputs `accsim run ARCH --model MODEL --phase PHASE` builds (default mapping)."""
+    parser = argparse.ArgumentParser()
+    hf_command.add_arguments(parser)
+    step = hf_command.llm_step(parser.parse_args(["--phase", phase, *PHASE_OPTIONS[phase]]),
+                               model)
+    base = load_inputs(arch, DEFAULT_WORKLOAD, None)
+    return Inputs(base.platform, step.workload(), base.mapping, base.platform_source,
+                  read_source(step.config.source), base.mapping_source)
+
+
+def shipped_pairs() -> dict[str, Callable[[], Inputs]]:
+    """Every pair's name and how to load its inputs, in a stable order."""
+    platforms = shipped_names("platform")
+    pairs: dict[str, Callable[[], Inputs]] = {}
+    for arch, workload in itertools.product(platforms, shipped_names("workload")):
+        pairs[f"{arch} x {workload}"] = \
+            lambda arch=arch, workload=workload: load_inputs(arch, workload, None)
+    for arch, model, phase in itertools.product(platforms, shipped_configs(),
+                                                PHASE_OPTIONS):
+        pairs[f"{arch} x hf/{model} {phase} {' '.join(PHASE_OPTIONS[phase])}"] = \
+            lambda arch=arch, model=model, phase=phase: hf_inputs(arch, model, phase)
+    return pairs
+
+
+def stable_result(inputs: Inputs) -> dict:
+    """The fast engine's result dict without the fields that vary between checkouts."""
+    data = result_dict(simulate(inputs, engine="fast"))
+    manifest = data["manifest"]
+    for field in CHECKOUT_FIELDS:
+        del manifest[field]
+    for embedded in manifest["inputs"].values():
+        for field in SOURCE_FIELDS:
+            del embedded[field]
+    return data
+
+
+def without_checkout_paths(text: str) -> str:
+    """`text` with the shipped folders' absolute paths as placeholders."""
+    for kind in ("platform", "workload"):
+        text = text.replace(str(shipped_folder(kind)), f"<shipped {kind}s>")
+    return text
+
+
+def digest(data: dict) -> str:
+    """One short sha256 per top-level key of the canonical JSON, as "key=hex" words."""
+    def part(value) -> str:
+        text = without_checkout_paths(dump_json(value, sort_keys=True,
+                                                separators=(",", ":")))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return " ".join(f"{key}={part(data[key])}" for key in sorted(data))
+
+
+def pair_digest(load: Callable[[], Inputs]) -> str:
+    """The digest of a pair's result, or "error: MESSAGE" when it raises AccsimError."""
+    try:
+        return digest(stable_result(load()))
+    except AccsimError as exc:
+        return ERROR + without_checkout_paths(str(exc))
+
+
+def difference(stored: str | None, now: str | None) -> str:
+    """Why a pair's stored digest and its digest now differ, in a few words."""
+    if stored is None:
+        return "not in the stored file (newly shipped?)"
+    if now is None:
+        return "in the stored file, no longer shipped"
+    if stored.startswith(ERROR) or now.startswith(ERROR):
+        return f"was {stored!r}, now {now!r}"
+    before = dict(word.split("=") for word in stored.split())
+    after = dict(word.split("=") for word in now.split())
+    moved = sorted(key for key in before.keys() | after.keys()
+                   if before.get(key) != after.get(key))
+    return f"differs in {', '.join(moved)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true",
+                        help=f"compare with {DIGESTS.name} instead of writing it")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    digests = {name: pair_digest(load) for name, load in shipped_pairs().items()}
+    elapsed = time.perf_counter() - started
+    if not args.check:
+        DIGESTS.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+        print(f"{len(digests)} pairs in {elapsed:.1f} s, written to {DIGESTS}")
+        return 0
+    stored = json.loads(DIGESTS.read_text())
+    differing = sorted(name for name in stored.keys() | digests.keys()
+                       if stored.get(name) != digests.get(name))
+    for name in differing:
+        print(f"{name}: {difference(stored.get(name), digests.get(name))}")
+    print(f"{len(digests)} pairs in {elapsed:.1f} s: {len(differing)} differ from "
+          f"{DIGESTS}")
+    return 1 if differing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
