@@ -15,8 +15,9 @@ import simpy
 
 import simulator
 from simulator.config import Platform
-from simulator.engines import choose_engine, engine_runner
+from simulator.engines import choose_engine
 from simulator.engines.outcome import Breakdown
+from simulator.engines.runner import engine_runner
 from simulator.inputs import Inputs
 from simulator.limits import MemoryBudget
 from simulator.loader import Source

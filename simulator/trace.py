@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.engines import engine_runner
+from simulator.engines.runner import engine_runner
 from simulator.program import memory_params
 from simulator.simulate import RunResult
 

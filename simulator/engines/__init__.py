@@ -1,6 +1,8 @@
 """Engines replay a tile program: `simpy` (engines.des, the model of record) and `fast`
 (engines.fast, a compiled kernel giving identical cycles). `auto` picks the fast kernel
-unless the run needs a feature only the SimPy model has (none yet)."""
+unless the run needs a feature only the SimPy model has (none yet). This face holds the
+names only, so option parsing does not load Numba or SimPy; engines.runner maps a name
+to its replay function."""
 
 from __future__ import annotations
 
@@ -9,16 +11,9 @@ from simulator.errors import AccsimError
 ENGINE_CHOICES = ("auto", "fast", "simpy")
 
 
-def engine_runner(name: str):
-    """The replay function of an engine name ("fast" or "simpy")."""
-    if name == "fast":
-        from simulator.engines.fast import run_fast
-        return run_fast
-    if name == "simpy":
-        from simulator.engines.des import run_des
-        return run_des
-    raise AccsimError(f"unknown engine {name!r} (choose from {', '.join(ENGINE_CHOICES)})",
-                      field="engine")
+def unknown_engine(name: str) -> AccsimError:
+    return AccsimError(f"unknown engine {name!r} (choose from {', '.join(ENGINE_CHOICES)})",
+                       field="engine")
 
 
 def choose_engine(requested: str) -> tuple[str, str]:
@@ -28,5 +23,4 @@ def choose_engine(requested: str) -> tuple[str, str]:
         return "fast", "auto: the fast kernel supports every feature of this run"
     if requested in ENGINE_CHOICES:
         return requested, "requested"
-    engine_runner(requested)  # raises naming the choices
-    raise AssertionError("unreachable")
+    raise unknown_engine(requested)
