@@ -42,7 +42,7 @@ from contextlib import contextmanager
 import numpy as np
 
 import simulator.lowering
-from simulator.cli import load_inputs
+from simulator.commands.inputs import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute

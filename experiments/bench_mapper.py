@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 
-from simulator.cli import load_inputs
+from simulator.commands.inputs import load_inputs
 import numpy as np
 
 from simulator.search.bounds import candidate_bounds

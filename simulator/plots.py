@@ -1,15 +1,11 @@
-"""Figures: where each layer_type's cycles go, as stacked horizontal bars."""
+"""Figures: where each layer_type's cycles go, as stacked horizontal bars. matplotlib is
+imported only when a figure is written, so commands that import this module start fast."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; no display is needed or assumed
-import matplotlib.pyplot as plt  # noqa: E402
-
-from simulator.simulate import RunResult  # noqa: E402
+from simulator.simulate import RunResult
 
 # (label, Totals attribute) in stacking order; together they make up every cycle. The
 # labels start with the tables' column names (report.PERCENT_COLUMNS).
@@ -50,6 +46,9 @@ def draw_breakdown(axes, groups: list[tuple[str, object]], title: str) -> None:
 
 def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
     """Stacked bars of cycles per layer_type, largest share at the top."""
+    import matplotlib  # only when a figure is written: matplotlib is slow to import
+    matplotlib.use("Agg")  # files only; no display is needed or assumed
+    import matplotlib.pyplot as plt
     groups = sorted(result.by_layer_type.items(), key=lambda item: item[1].cycles)
     figure, axes = plt.subplots(figsize=(11, 0.45 * len(groups) + 1.6))
     inputs = result.inputs

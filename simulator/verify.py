@@ -1,6 +1,8 @@
 """Re-checking a result file (DESIGN.md section 6): have its source files changed, do
 the inputs embedded in it still match those files, and does a rerun from the embedded
-inputs give the same result?
+inputs give the same result? This is the core every kind of result shares (the
+Verification, the comparison, the model-version note, the rerun of a run result);
+`accsim verify` (simulator.commands.verify) tells the kinds apart.
 
 Environment fields (library versions, accsim version, git commit) are not compared: a
 different numpy must not fail a verification, a different MODEL_VERSION must. A result
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,13 +25,11 @@ from simulator.errors import AccsimError
 from simulator.loader import Source, load_model, read_json, validate_model
 from simulator.mapping.plan import Mapping
 from simulator.report import result_dict
-from simulator.simulate import Inputs, simulate
+from simulator.simulate import Inputs, RunResult, simulate
 from simulator.workload import Workload
 
 IGNORED_MANIFEST_FIELDS = ("environment", "accsim_version", "git_commit")
 INPUT_MODELS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
-# Differences the CLI prints before it counts the rest.
-SHOWN_DIFFERENCES = 20
 
 
 @dataclass(frozen=True)
@@ -75,13 +76,8 @@ def differences(old, new, path: str = "") -> list[tuple[str, str]]:
     return [] if old == new else [(where, f"{where}: {old!r} != {new!r}")]
 
 
-def _reread(kind: str, path: str):
-    """The model a source file gives today, read as `accsim run` reads it."""
-    from simulator import scalesim
-    if kind == "platform" and scalesim.is_scalesim_config(path):
-        return scalesim.load_config(path)[0]
-    if kind == "workload" and scalesim.is_scalesim_topology(path):
-        return scalesim.load_topology(path)[0]
+def read_input(kind: str, path: str):
+    """The model an input file gives today, read as a YAML input."""
     return load_model(path, INPUT_MODELS[kind])[0]
 
 
@@ -100,57 +96,52 @@ def _is_imported(path: str) -> bool:
     return isinstance(data, dict) and "operators" not in data
 
 
-def _source_changes(embedded: dict, models: dict, system: dict | None = None) -> list[str]:
+@dataclass(frozen=True)
+class RunKind:
+    """How a kind of run result differs from a plain run when it is verified (the
+    command layer builds one for a SCALE-Sim validation run or a multi-chip shard)."""
+
+    # (kind, path) -> the model a run reads from that file today
+    reread: Callable[[str, str], object] = read_input
+    # the models read again -> the models the run simulated (a shard, say)
+    as_run: Callable[[dict], dict] = dict
+    # embedded inputs the run made itself: not compared with their file
+    made_by_run: frozenset[str] = frozenset()
+    # top-level blocks beside the result, recomputed from the rerun (or None)
+    extra: Callable[[RunResult], dict] | None = None
+
+
+PLAIN_RUN = RunKind()
+
+
+def source_changes(embedded: dict, models: dict, kind: RunKind = PLAIN_RUN) -> list[str]:
     """Sources whose file changed, and sources whose file is unchanged but whose
-    embedded canonical input differs from what the file gives (an edited result). A
-    multi-chip result embeds one chip's shard of its workload file: the file is
-    sharded again under the recorded plan before the comparison."""
-    from simulator import scalesim
+    embedded canonical input differs from what the file gives (an edited result)."""
     changed, reread = [], {}
-    for kind in INPUT_MODELS:
-        path, sha = embedded[kind].get("path"), embedded[kind].get("sha256")
+    for name in INPUT_MODELS:
+        path, sha = embedded[name].get("path"), embedded[name].get("sha256")
         if path is None:
             continue
         try:
             now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
         except OSError:
-            changed.append(f"{kind}: {path} (no longer readable)")
+            changed.append(f"{name}: {path} (no longer readable)")
             continue
         if now != sha:
-            changed.append(f"{kind}: {path} (sha256 changed since the run)")
+            changed.append(f"{name}: {path} (sha256 changed since the run)")
             continue
-        if kind == "workload" and _is_imported(path):
+        if name == "workload" and _is_imported(path):
             continue
         try:
-            reread[kind] = _reread(kind, path)
+            reread[name] = kind.reread(name, path)
         except AccsimError as exc:
-            changed.append(f"{kind}: {path} (no longer loads: {exc.message()})")
-    validate = models["mapping"].name == scalesim.VALIDATE_MAPPING_NAME
-    if validate and {"platform", "workload"} <= set(reread):
-        reread["platform"] = scalesim.validate_platform(reread["platform"],
-                                                        reread["workload"])
-    if system is not None and "workload" in reread:
-        reread["workload"] = _shard_of(reread["workload"], system, models)
-    for kind, model in reread.items():
-        if model != models[kind] and not (validate and kind == "mapping"):
-            changed.append(f"{kind}: {embedded[kind]['path']} (the embedded input "
+            changed.append(f"{name}: {path} (no longer loads: {exc.message()})")
+    for name, model in kind.as_run(reread).items():
+        if model != models[name] and name not in kind.made_by_run:
+            changed.append(f"{name}: {embedded[name]['path']} (the embedded input "
                            "differs from this file, whose sha256 is unchanged: the "
                            "result was edited)")
     return changed
-
-
-def _shard_of(workload, system: dict, models: dict):
-    """One chip's shard of a plain workload under a recorded `system` block's plan, as
-    the run built it (simulator.system.shard); the workload itself where the block is
-    not a plan."""
-    from simulator.system.plan import SystemPlan
-    from simulator.system.shard import shard_plain
-    try:
-        plan = SystemPlan(**{key: system[key] for key in ("chips", "tp", "pp", "ep")})
-        return shard_plain(workload, plan, models["platform"], row_parallel=frozenset(
-            models["mapping"].row_parallel)).workload
-    except (KeyError, TypeError, ValueError, AccsimError):
-        return workload  # the comparison then reports the edit
 
 
 def model_change(manifest: dict, refresh: str) -> str | None:
@@ -205,43 +196,28 @@ def embedded_models(recorded, *, file: str) -> dict:
     return models
 
 
-def verify(result_path: str) -> Verification:
-    """Check a result file: changed or contradicted sources, and a rerun from its
-    embedded inputs. A review packet's packet.json is checked result by result
-    (review.verification.verify_packet)."""
-    recorded, source = read_json(result_path)
-    if isinstance(recorded, dict) and isinstance(recorded.get("packet"), dict):
-        from simulator.review.verification import verify_packet  # a review packet
-        return verify_packet(result_path, recorded)
-    from simulator.serving.verification import serving_kind, verify_serving
-    if serving_kind(recorded):  # what `accsim serve --json` wrote
-        return verify_serving(source.path, recorded)
-    models = embedded_models(recorded, file=source.path)
+def verify_run(file: str, recorded: dict, models: dict,
+               kind: RunKind = PLAIN_RUN) -> Verification:
+    """Check a decoded run result (`models`: its embedded inputs, embedded_models):
+    changed or contradicted sources, and a rerun from its embedded inputs."""
     manifest = recorded["manifest"]
     embedded = manifest["inputs"]
-    system = recorded.get("system")
-    changed = _source_changes(embedded, models, system if isinstance(system, dict)
-                              else None)
+    changed = source_changes(embedded, models, kind)
     model_changed = model_change(manifest, "rerun")
     if model_changed:
         return Verification(changed, [], model_changed)
-    sources = {kind: Source(entry["path"], entry["sha256"], "") if entry.get("path")
-               else None for kind, entry in embedded.items()}
+    sources = {name: Source(entry["path"], entry["sha256"], "") if entry.get("path")
+               else None for name, entry in embedded.items()}
     inputs = Inputs(models["platform"], models["workload"], models["mapping"],
                     sources.get("platform"), sources.get("workload"),
                     sources.get("mapping"))
     engine = manifest["engine"] if manifest["engine_reason"] == "requested" else "auto"
     if engine not in ENGINE_CHOICES:
-        raise AccsimError(f"unknown engine {engine!r}", file=result_path,
+        raise AccsimError(f"unknown engine {engine!r}", file=file,
                           field="manifest.engine")
     result = simulate(inputs, engine=engine)
     rerun = json.loads(json.dumps(result_dict(result)))
-    if isinstance(recorded.get("system"), dict):  # a multi-chip run: one chip's shard
-        from simulator.system.run import rerun_figures
-        try:
-            rerun["system"] = rerun_figures(recorded["system"], result)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AccsimError(f"not an accsim system block ({type(exc).__name__}: "
-                              f"{exc})", file=result_path, field="system") from None
+    if kind.extra is not None:
+        rerun.update(kind.extra(result))
     found = differences(comparable(recorded), comparable(rerun))
     return Verification(changed, [text for _, text in found])

@@ -7,7 +7,7 @@ import pytest
 
 from platforms import make_platform
 from simulator.bottleneck import CLASSES, RULES, classify
-from simulator.cli import load_inputs
+from simulator.commands.inputs import load_inputs
 from simulator.loader import load_model, locate
 from simulator.config import Platform
 from simulator.mapping.plan import Mapping, TilingSpec

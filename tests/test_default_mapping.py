@@ -11,7 +11,8 @@ import time
 import pytest
 
 from simulator.search import default as default_search
-from simulator.cli import load_inputs, main
+from simulator.cli import main
+from simulator.commands.inputs import load_inputs
 from simulator.search.workload import map_workload
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate

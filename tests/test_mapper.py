@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from platforms import make_platform
-from simulator.cli import load_inputs, main
+from simulator.cli import main
+from simulator.commands.inputs import load_inputs
 from simulator.lowering import lower_compute
 from simulator.mapping.windows import window_elements, window_maxima, window_table
 from simulator.search.bounds import candidate_bounds

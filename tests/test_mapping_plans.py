@@ -14,7 +14,8 @@ import pytest
 
 from platforms import make_platform
 from simulator.mapping import heuristics as mapping_module
-from simulator.cli import load_inputs, main
+from simulator.cli import main
+from simulator.commands.inputs import load_inputs
 from simulator.errors import AccsimError
 from simulator.lowering import lower_compute
 from simulator.plan_check import check_plan

@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 import simulator
-from simulator.cli import load_inputs, main
+from simulator.cli import main
+from simulator.commands.inputs import load_inputs
 from simulator.loader import locate
 from simulator.simulate import simulate
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.cli import load_inputs
+from simulator.commands.inputs import load_inputs
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload

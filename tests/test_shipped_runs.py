@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from simulator.cli import load_inputs
+from simulator.commands.inputs import load_inputs
 from simulator.loader import shipped_names
 from simulator.metrics import STALL_PARTS
 from simulator.simulate import simulate

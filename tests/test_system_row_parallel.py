@@ -9,7 +9,9 @@ import json
 
 import pytest
 
-from simulator.cli import load_inputs, main
+from simulator.cli import main
+
+from simulator.commands.inputs import load_inputs
 from simulator.system.command import run_plan
 from simulator.system.plan import SystemPlan
 

@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from simulator.cli import build_parser, load_inputs, main
+from simulator.cli import build_parser, main
+
+from simulator.commands.inputs import load_inputs
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf import model_stats

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cli import load_inputs
+from simulator.commands.inputs import load_inputs
 from simulator.loader import shipped_folder, load_model, locate, shipped_names
 from simulator.mapping.plan import Mapping
 from simulator.simulate import simulate

@@ -17,7 +17,7 @@ from simulator.workload import Workload, is_attention, is_collective, is_compute
 
 LOOP_ORDERS = tuple("".join(p) for p in permutations("mnk"))
 # What fills the fields a plan leaves open when it names no heuristic: the mapper's best
-# tiling of the operator (simulator.default_search). A plan that sets every field of an
+# tiling of the operator (simulator.search.default). A plan that sets every field of an
 # operator is taken as it is (its tilings are labelled PLAN).
 SEARCH = "search"
 PLAN = "plan"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from simulator import progress
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
@@ -97,22 +97,13 @@ def review(args: argparse.Namespace) -> int:
     cache = None if args.no_cache else _check_cache_dir(
         Path(args.cache) if args.cache else default_cache_dir())
     specs = run_specs(study, models)
-    stderr = Console(stderr=True)
     started = time.perf_counter()
-    with Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                  MofNCompleteColumn(), console=stderr, transient=True,
-                  disable=not stderr.is_terminal) as bar:
-        task = bar.add_task("reviewing", total=len(specs))
-
-        def progress(done: int, total: int, name: str) -> None:
-            bar.update(task, completed=done, total=total,
-                       description=f"simulating {escape(name)}")
-
+    with progress.operators(first="reviewing", total=len(specs)) as report:
         records = run_all(specs, out, cache_dir=cache, engine=args.engine,
-                          progress=progress)
-        served = serving_runs(study, out, cache_dir=cache, progress=progress)
+                          progress=report)
+        served = serving_runs(study, out, cache_dir=cache, progress=report)
         swept = design_sweep(study, out, cache_dir=cache, executor=executor,
-                             progress=progress)
+                             progress=report)
     reused = sum(r.reused for r in records)
     packet = write_packet(assemble(Context(study, records, models, served, swept)), out)
     _remove_stale(out, packet)

@@ -1,6 +1,7 @@
 """`accsim verify DIR/packet.json`: a packet is verified file by file. The study file
 and every result and figure file must match the sha256 the packet recorded; then each
-operator-simulation result is verified as `accsim verify RESULT.json` verifies it,
+operator-simulation result is verified as `accsim verify RESULT.json` verifies it
+(the command passes its own check in, so review never imports the command layer),
 each serving result is served again from the spec it embeds and compared, environment
 fields aside, and the sweep's export has its front checked and each front point
 simulated again from the inputs it embeds (review.sweep.rerun_differences)."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -17,8 +19,9 @@ from pydantic import ConfigDict, Field
 from simulator.config import Strict
 from simulator.errors import AccsimError
 from simulator.loader import read_bytes, read_json, validate_model
+from simulator.review.serving import ServingResultFile, rerun
 from simulator.review.sweep import rerun_differences
-from simulator.verify import Verification, comparable, differences, verify
+from simulator.verify import Verification, comparable, differences
 
 
 class _Read(Strict):
@@ -63,7 +66,6 @@ def _file_change(kind: str, path: Path, sha256: str) -> str | None:
 
 
 def _serving_differences(path: Path) -> list[str]:
-    from simulator.review.serving import ServingResultFile, rerun
     content, source = read_json(path)
     recorded = validate_model(content, ServingResultFile, file=source.path)
     again = json.loads(json.dumps(rerun(recorded.model_dump(mode="json"))))
@@ -74,8 +76,10 @@ def _serving_differences(path: Path) -> list[str]:
     return found
 
 
-def verify_packet(packet_path: str, packet: dict) -> Verification:
-    """Check a review packet's files and rerun every result it holds."""
+def verify_packet(packet_path: str, packet: dict, *,
+                  verify_file: Callable[[str], Verification]) -> Verification:
+    """Check a review packet's files and rerun every result it holds; `verify_file`
+    checks one run result file as `accsim verify` does."""
     folder = Path(packet_path).parent
     index = validate_model(packet, PacketIndex, file=packet_path)
     changed = [c for c in [_file_change("study", Path(index.study.path),
@@ -96,7 +100,7 @@ def verify_packet(packet_path: str, packet: dict) -> Verification:
             changed += [f"{entry.path}: {c}" for c in inputs]
             found += [f"{entry.path}: {d}" for d in reran]
             continue
-        outcome = verify(str(folder / entry.path))
+        outcome = verify_file(str(folder / entry.path))
         changed += [f"{entry.path}: {c}" for c in outcome.changed_sources]
         found += [f"{entry.path}: {d}" for d in outcome.differences]
     for section in index.sections:

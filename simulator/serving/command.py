@@ -8,11 +8,9 @@ import time
 from pathlib import Path
 
 from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
 from rich.table import Table
 
+from simulator import progress
 from simulator.errors import AccsimError
 from simulator.terminal import console as report_console
 from simulator.loader import (check_output_path, dump_json, parse_model, read_source,
@@ -129,37 +127,6 @@ def _check_outputs(args: argparse.Namespace) -> None:
                           field="--csv")
 
 
-class _LateProgress:
-    """A rich bar with ETA on stderr, shown only on a terminal and only once a run has
-    taken longer than PROGRESS_AFTER_S."""
-
-    def __init__(self, description: str):
-        self.console = Console(stderr=True)
-        self.description = description
-        self.started = time.perf_counter()
-        self.bar: Progress | None = None
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            if not self.console.is_terminal or \
-                    time.perf_counter() - self.started < PROGRESS_AFTER_S:
-                return
-            self.bar = Progress(TextColumn(self.description), BarColumn(),
-                                MofNCompleteColumn(), TimeElapsedColumn(),
-                                TimeRemainingColumn(), console=self.console,
-                                transient=True)
-            self.task = self.bar.add_task(self.description, total=total or None)
-            self.bar.start()
-        self.bar.update(self.task, completed=done, total=total or None)
-
-    def __enter__(self) -> _LateProgress:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-
 def _figures_table(result: dict) -> Table:
     table = Table(title="Per request (ms)", title_justify="left", show_edge=False,
                   pad_edge=False)
@@ -246,8 +213,8 @@ def handle(args: argparse.Namespace) -> int:
     title = f"{served} on {resolved.arch}: {resolved.batching} batching"
     console = report_console(min_width=120)
     if spec.sweep_rate is not None:
-        with _LateProgress("rates") as progress:
-            rows = sweep(setup, spec, progress=progress)
+        with progress.steps("rates", after_s=PROGRESS_AFTER_S) as report:
+            rows = sweep(setup, spec, progress=report)
         console.print(_curve_table(rows))
         print(f"swept {len(rows)} rates in {time.perf_counter() - started:.2f} s wall")
         _write(args.csv, write_curve_csv, rows)
@@ -255,16 +222,16 @@ def handle(args: argparse.Namespace) -> int:
         _write(args.json, _write_json, {"curve": rows})
         return 0
     if spec.find_max_rate:
-        with _LateProgress("searching") as progress:
-            found = find_max_rate(setup, spec, progress=progress)
+        with progress.steps("searching", after_s=PROGRESS_AFTER_S) as report:
+            found = find_max_rate(setup, spec, progress=report)
         print(f"highest rate meeting the SLA: {found['max_rate_rps']:,.3f} requests/s "
               f"(bracket {found['bracket_rps'][0]:,.3f}-{found['bracket_rps'][1]:,.3f}, "
               f"{len(found['evaluations'])} runs, {time.perf_counter() - started:.2f} s "
               "wall)")
         _write(args.json, _write_json, found)
         return 0
-    with _LateProgress("serving") as progress:
-        result, times = serve(setup, spec, progress=progress)
+    with progress.steps("serving", after_s=PROGRESS_AFTER_S) as report:
+        result, times = serve(setup, spec, progress=report)
     console.print(_figures_table(result))
     for line in _summary_lines(result):
         console.print(line, markup=False, highlight=False)

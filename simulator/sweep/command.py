@@ -7,11 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
-                           TextColumn, TimeElapsedColumn, TimeRemainingColumn)
-from rich.text import Text
-
+from simulator import progress
 from simulator.errors import AccsimError
 from simulator.loader import check_output_path, check_regular_file, writing
 from simulator.terminal import console as report_console
@@ -29,21 +25,6 @@ from simulator.sweep.store import Store
 from simulator.sweep.task import METRICS
 
 EXIT_INTERRUPTED = 130
-
-
-class PointsPerSecond(ProgressColumn):
-    """The bar's recent rate, in points per second."""
-
-    def render(self, task) -> Text:
-        return Text(f"{task.speed:.1f} points/s" if task.speed else "")
-
-
-def sweep_progress(console: Console) -> Progress:
-    """A bar with count, rate, elapsed and remaining time; shown only on a terminal."""
-    return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
-                    MofNCompleteColumn(), PointsPerSecond(), TimeElapsedColumn(),
-                    TextColumn("ETA"), TimeRemainingColumn(), console=console,
-                    transient=True, disable=not console.is_terminal)
 
 
 def describe_plan(plan: Plan) -> str:
@@ -78,13 +59,11 @@ def _run(args: argparse.Namespace) -> int:
     plan = make_plan(load_sweep(args.spec), with_heuristic(Mapping(), args.heuristic))
     print(f"{describe_plan(plan)}; on {executor.description}")
     print(f"mapping: {plan.jobs[0].inputs['mapping'] if plan.jobs else '-'}")
-    stderr = Console(stderr=True)
     with Store(args.store) as store, executor:
         missing = len(missing_jobs(plan, store, retry_failed=args.retry_failed))
-        with sweep_progress(stderr) as bar:
-            task = bar.add_task("simulating", total=missing)
+        with progress.Bar("simulating", total=missing, rate="points", eta=True) as bar:
             summary = run_sweep(plan, store, executor, retry_failed=args.retry_failed,
-                                on_stored=lambda row: bar.advance(task))
+                                on_stored=lambda row: bar.advance())
     print(describe_summary(summary, args.store))
     if summary.failed:
         print(f"{summary.failed} points failed; `accsim sweep report {args.store} "

@@ -1,0 +1,5 @@
+"""The core verbs of `accsim` (run, compare, check, schema, map, regress, verify), one
+command module each with `add_parser(commands)` and a handler, like the command modules
+of serving/, sweep/, review/ and frontends/; cli.py only builds the parser from them.
+`inputs` resolves the platform, workload and mapping a command names (also the way
+experiments and tests load shipped inputs); `options` holds the options verbs share."""

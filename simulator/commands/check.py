@@ -1,0 +1,85 @@
+"""`accsim check FILE`: validate a platform, workload or mapping file (told apart by its
+top-level keys, or as --kind says); with --arch or --workload, check a plan against
+them buffer by buffer (simulator.plan_check)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from simulator import scalesim
+from simulator.commands.inputs import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
+                                       guess_kind, load_inputs, locate_any)
+from simulator.commands.options import add_plugin
+from simulator.config import Platform
+from simulator.loader import parse_yaml, read_source, validate_model
+from simulator.plan_check import check_plan, plan_check_table
+from simulator.terminal import console as report_console
+from simulator.terminal import plain
+from simulator.workload import Workload
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.arch or args.workload:
+        return _check_plan(args)
+    if scalesim.is_scalesim_config(args.file):
+        model, source, _ = scalesim.load_config(args.file)
+        kind = "platform (SCALE-Sim config)"
+    elif scalesim.is_scalesim_topology(args.file):
+        model, source, topology = scalesim.load_topology(args.file)
+        kind = f"workload (SCALE-Sim {topology.kind} topology)"
+    else:
+        source = read_source(locate_any(args.file, args.kind))
+        raw = parse_yaml(source.text, file=source.path)
+        kind = args.kind or guess_kind(raw)
+        model = validate_model(raw, SCHEMAS[kind], file=source.path)
+    if isinstance(model, Platform):
+        array = model.systolic_array
+        arrays = f"{array.count} x " if array.count > 1 else ""
+        detail = (f"{arrays}{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} "
+                  f"({array.fold_model} folds) at {model.clock_ghz} GHz, "
+                  f"{model.peak_flops / 1e12:,.2f} TFLOP/s peak, "
+                  f"{model.offchip.bandwidth_gbps:g} GB/s")
+    elif isinstance(model, Workload):
+        detail = f"{len(model.operators)} operators"
+    else:
+        detail = (f"{len(model.operators)} operator and {len(model.layer_types)} "
+                  "layer_type entries")
+    print(f"{source.path}: valid {kind} ({detail})")
+    return 0
+
+
+def _check_plan(args: argparse.Namespace) -> int:
+    inputs = load_inputs(args.arch or DEFAULT_ARCH, args.workload or DEFAULT_WORKLOAD,
+                         args.file)
+    report = check_plan(inputs)
+    report_console(min_width=250).print(plan_check_table(report))
+    for warning in report.warnings:
+        print(f"accsim: warning: {args.file}: {plain(warning)}", file=sys.stderr)
+    for where, rule in report.errors:
+        print(f"accsim: error: {args.file}: {plain(where)}: {plain(rule)}",
+              file=sys.stderr)
+    checked = sum(1 for op in report.operators if op.fused_into is None)
+    if report.ok:
+        print(f"{args.file}: plan fits {report.workload} on {report.platform} "
+              f"({checked} operators)")
+        return 0
+    print(f"{args.file}: plan REJECTED for {report.workload} on {report.platform}: "
+          f"{len(report.errors)} errors", file=sys.stderr)
+    return 1
+
+
+def add_parser(commands) -> None:
+    check = commands.add_parser(
+        "check", help="validate a platform, workload or mapping file")
+    check.add_argument("file", help="a YAML file, a SCALE-Sim .cfg or topology .csv, or "
+                       "a shipped name")
+    check.add_argument("--kind", choices=sorted(SCHEMAS),
+                       help="default: told apart by the file's top-level keys")
+    check.add_argument("--arch", help="with a plan: check it on this platform (default "
+                       f"{DEFAULT_ARCH}): per operator, each buffer's bytes needed and "
+                       "available, slots, spills, and unknown operator names")
+    check.add_argument("--workload", help="with a plan: check it on this workload "
+                       f"(default {DEFAULT_WORKLOAD})")
+    add_plugin(check)
+    check.set_defaults(handler=handle)

@@ -1,0 +1,84 @@
+"""`accsim map`: search every operator's best tiling (simulator.search), print each
+heuristic's gap to it, and write the result or the best plan."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import yaml
+
+from simulator import progress
+from simulator.commands.inputs import load_inputs
+from simulator.commands.options import add_inputs
+from simulator.errors import AccsimError
+from simulator.loader import check_output_path, writing
+from simulator.search.operator import OBJECTIVES
+from simulator.search.tables import gap_table, operator_search_table
+from simulator.search.workload import map_workload, write_map_json
+from simulator.terminal import console as report_console
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.workers is not None and args.workers < 1:
+        raise AccsimError(f"{args.workers} is not a number of processes >= 1",
+                          field="--workers")
+    for option in ("json", "write_plan"):
+        if getattr(args, option):
+            check_output_path(getattr(args, option), option, None)
+    inputs = load_inputs(args.arch, args.workload, args.mapping)
+    started = time.perf_counter()
+    with progress.search("mapping") as report:
+        result = map_workload(inputs, objective=args.objective, heuristics=args.heuristic,
+                              workers=args.workers, exhaustive=args.exhaustive,
+                              progress=report)
+    elapsed = time.perf_counter() - started
+    console = report_console(min_width=200)
+    if not args.quiet:
+        console.print(operator_search_table(result))
+        console.print()
+    console.print(gap_table(result))
+    stats = result.stats
+    searched = sum(1 for op in result.operators if op.same_as is None)
+    print(f"searched {searched} distinct operators of {len(result.operators)}: "
+          f"{stats.candidates:,} candidates ({stats.unfit:,} do not fit, "
+          f"{stats.duplicates:,} duplicate programs, {stats.bound_pruned:,} pruned by the "
+          f"bound, {stats.simulated:,} simulated) in {elapsed:.1f} s wall, "
+          f"{stats.candidates / max(elapsed, 1e-9):,.0f} candidates/s")
+    for path, writer in ((args.json, write_map_json), (args.write_plan, _write_plan)):
+        if path:
+            with writing(path):
+                writer(result, path)
+            print(f"wrote {path}")
+    return 0
+
+
+def _write_plan(result, path: str) -> None:
+    plan = result.plan().model_dump(mode="json", exclude_none=True,
+                                    exclude_defaults=True)
+    Path(path).write_text(f"# Best tilings by {result.objective} of {result.workload} on "
+                          f"{result.platform}, written by `accsim map`.\n"
+                          + yaml.safe_dump(plan, sort_keys=False))
+
+
+def add_parser(commands) -> None:
+    map_cmd = commands.add_parser(
+        "map", help="search the best tiling of every operator and report each "
+        "heuristic's gap to it")
+    add_inputs(map_cmd, engine=False, mapping_help="plan whose fusions (and, for the "
+               "heuristics, depth and dataflow) apply; default: none")
+    map_cmd.add_argument("--objective", choices=OBJECTIVES, default="cycles")
+    map_cmd.add_argument("--heuristic", action="append", metavar="NAME",
+                         help="heuristic to compare (repeatable; a built-in name or one "
+                         "a --plugin file registers); default: the built-in ones")
+    map_cmd.add_argument("--workers", type=int, help="processes (default: the CPUs "
+                         "available)")
+    map_cmd.add_argument("--exhaustive", action="store_true",
+                         help="simulate every fitting candidate (no pruning)")
+    map_cmd.add_argument("--json", metavar="PATH", help="write the mapper result as JSON")
+    map_cmd.add_argument("--write-plan", metavar="PATH",
+                         help="write the best tilings as a plan YAML for --mapping")
+    map_cmd.add_argument("--quiet", action="store_true",
+                         help="print only the heuristics' gap table")
+    map_cmd.set_defaults(handler=handle)

@@ -1,0 +1,111 @@
+"""`accsim regress`: one run compared operator by operator with a baseline result
+(simulator.regress); exit 1 on a regression, 2 on a refused baseline. The baseline is
+read before the run, so a refused one costs no simulation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from simulator.commands.inputs import load_inputs
+from simulator.commands.options import add_inputs, budget
+from simulator.commands.run import simulate_shown
+from simulator.errors import AccsimError
+from simulator.loader import check_output_path, writing
+from simulator.mapping.heuristics import heuristic
+from simulator.regress import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
+                               read_baseline, report_lines)
+from simulator.report import result_dict, write_json
+from simulator.terminal import plain
+
+
+def handle(args: argparse.Namespace) -> int:
+    for option in ("tolerance", "floor_cycles", "floor_energy_pj"):
+        value = getattr(args, option)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise AccsimError(f"{value} is not a finite number >= 0",
+                              field=f"--{option.replace('_', '-')}")
+    if args.junit:
+        check_output_path(args.junit, "junit", None)
+    if args.update_baseline:
+        check_output_path(args.baseline, "baseline", None)
+    if args.heuristic:
+        heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
+
+    def write(path: str | None, text: str) -> None:
+        if path:
+            with writing(path):
+                Path(path).write_text(text)
+
+    def refuse(exc: BaselineRefused) -> int:
+        print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)
+        write(args.junit, junit_xml(None, refused=exc.message()))
+        if args.junit:
+            print(f"wrote {args.junit}")
+        return EXIT_REFUSED
+
+    # The baseline is read before the run: a refused one costs no simulation (unless
+    # it is about to be replaced).
+    baseline = refused = None
+    if not (args.update_baseline and not Path(args.baseline).exists()):
+        try:
+            baseline = read_baseline(args.baseline)
+        except BaselineRefused as exc:
+            if not args.update_baseline:
+                return refuse(exc)
+            refused = exc
+    inputs = load_inputs(args.arch, args.workload, args.mapping,
+                         heuristic_name=args.heuristic)
+    result = simulate_shown(inputs, args.engine, budget(args))
+    current = json.loads(json.dumps(result_dict(result)))
+
+    code = 0
+    try:
+        if refused is not None:
+            raise refused
+        if baseline is None:
+            print(f"regress: no baseline at {args.baseline} yet")
+        else:
+            regression = compare(baseline, current,
+                                 path=args.baseline, platform=inputs.platform,
+                                 tolerance=args.tolerance, floor_cycles=args.floor_cycles,
+                                 floor_energy_pj=args.floor_energy_pj)
+            for line in report_lines(regression):
+                print(plain(line))
+            write(args.junit, junit_xml(regression))
+            code = regression.exit_code
+    except BaselineRefused as exc:
+        code = refuse(exc)
+    else:
+        if args.junit:
+            print(f"wrote {args.junit}")
+    if args.update_baseline:
+        with writing(args.baseline):
+            write_json(result, args.baseline)
+        print(f"updated baseline {args.baseline}")
+        return 0
+    return code
+
+
+def add_parser(commands) -> None:
+    regress = commands.add_parser(
+        "regress", help="compare per-operator cycles and energy with a baseline result "
+        "(exit 1 on a regression, 2 on a refused baseline)")
+    regress.add_argument("--baseline", required=True, metavar="BASE.json",
+                         help="a result JSON written by `accsim run --json`")
+    add_inputs(regress, heuristic_option=True)
+    regress.add_argument("--tolerance", type=float, default=0.01,
+                         help="relative change that counts (default 0.01 = 1%%)")
+    regress.add_argument("--floor-cycles", type=float, default=100,
+                         help="absolute cycle change that counts (default 100)")
+    regress.add_argument("--floor-energy-pj", type=float,
+                         help="absolute energy change that counts (default: the static "
+                         "energy of --floor-cycles on the platform)")
+    regress.add_argument("--junit", metavar="PATH", help="write JUnit XML, one test case "
+                         "per operator")
+    regress.add_argument("--update-baseline", action="store_true",
+                         help="write this run's result to --baseline (exit 0)")
+    regress.set_defaults(handler=handle)

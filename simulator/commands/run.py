@@ -1,0 +1,159 @@
+"""`accsim run`: simulate one workload on one platform (or one chip's shard of a
+multi-chip system), print its tables, then write the outputs asked for. Every option
+that could fail after the simulation is checked before it."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from simulator import progress, scalesim
+from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
+from simulator.commands.options import add_inputs, budget
+from simulator.errors import AccsimError
+from simulator.frontends import command as import_command
+from simulator.frontends.hf import command as hf_command
+from simulator.limits import MemoryBudget
+from simulator.loader import check_output_path, writing
+from simulator.search.operator import OBJECTIVES
+from simulator.search.workload import map_workload, read_map_json
+from simulator.plots import write_breakdown_plot
+from simulator.report import print_report, write_csv, write_json
+from simulator.sheet import check_mapper_inputs, check_mapper_result, write_sheet
+from simulator.simulate import Inputs, simulate
+from simulator.system import command as system_command
+from simulator.system.run import write_system_json
+from simulator.terminal import console as report_console
+from simulator.trace import write_trace
+
+# Output options and the suffixes each accepts (None: any).
+OUTPUT_SUFFIXES = {"json": None, "csv": None, "trace": None,
+                   "plot": (".png", ".pdf", ".svg"), "sheet": (".md", ".csv")}
+
+
+def simulate_shown(inputs: Inputs, engine: str, memory: MemoryBudget, label: str = ""):
+    """simulate() with its progress bar."""
+    with progress.operators(label) as report:
+        return simulate(inputs, engine=engine, progress=report, budget=memory)
+
+
+def simulate_system_shown(inputs: Inputs, plan, llm, engine: str, label: str = ""):
+    """One chip's shard of a multi-chip run (simulator.system) with its progress bar."""
+    with progress.operators(label) as report:
+        return system_command.run_plan(inputs, plan, llm, engine=engine, progress=report)
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """Every option of `run` that could fail after the simulation, checked before it."""
+    for option, suffixes in OUTPUT_SUFFIXES.items():
+        if getattr(args, option):
+            check_output_path(getattr(args, option), option, suffixes)
+    if (args.sheet_best or args.sheet_search) and not args.sheet:
+        given = "--sheet-best" if args.sheet_best else "--sheet-search"
+        raise AccsimError(f"{given} only applies with --sheet PATH", field=given)
+    if args.sheet_best and args.sheet_search:
+        raise AccsimError("give --sheet-best or --sheet-search, not both",
+                          field="--sheet-search")
+
+
+def _run_inputs(args: argparse.Namespace):
+    """The inputs of `run` (a workload file, an imported ONNX/Kineto file, or an LLM
+    step from --model) and the LLM step, None for other workloads."""
+    llm, model_source = hf_command.run_step(args)
+    if llm is None:
+        return load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
+                           workload_format=args.format, heuristic_name=args.heuristic,
+                           imported=import_command.run_workload(args)), None
+    if args.workload is not None or import_command.run_shortcut(args) or \
+            args.validate or args.format:
+        raise AccsimError("--model replaces --workload (and takes no --onnx, "
+                          "--kineto, --validate or --format)", field="--model")
+    base = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping,
+                       heuristic_name=args.heuristic)
+    return Inputs(base.platform, llm.workload(), base.mapping, base.platform_source,
+                  model_source, base.mapping_source), llm
+
+
+def handle(args: argparse.Namespace) -> int:
+    _check_run_options(args)
+    plan = system_command.plan_from_args(args)
+    if args.validate and not plan.single_chip:
+        raise AccsimError("--validate scalesim models one chip", field="--chips")
+    memory = budget(args, trace=bool(args.trace))
+    best = read_map_json(args.sheet_best) if args.sheet_best else None
+    inputs, llm = _run_inputs(args)
+    if best is not None:
+        check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
+                            file=args.sheet_best)
+    started = time.perf_counter()
+    system = None if plan.single_chip else simulate_system_shown(inputs, plan, llm,
+                                                                 args.engine)
+    result = simulate_shown(inputs, args.engine, memory) if system is None else \
+        system.result
+    elapsed = time.perf_counter() - started
+    console = report_console(min_width=200)
+    print_report(result, console)
+    if llm is not None:
+        console.print()
+        console.print(llm.table(result))
+    for line in system.summary_lines() if system else []:
+        console.print(line)
+    if args.validate == "scalesim":
+        console.print()
+        console.print(scalesim.scalesim_table(result))
+    print(f"simulated {len(result.operators)} operators in {elapsed:.2f} s wall")
+    for path, writer in ((args.json, write_json), (args.csv, write_csv),
+                         (args.trace, write_trace), (args.plot, write_breakdown_plot)):
+        if path:
+            with writing(path), progress.status(f"writing {path}"):
+                if writer is write_json and system is not None:
+                    write_system_json(system, path)
+                else:
+                    writer(result, path)
+            print(f"wrote {path}")
+    if args.sheet:
+        _write_sheet(args, result.inputs, result, best)
+    return 0
+
+
+def _write_sheet(args: argparse.Namespace, inputs: Inputs, result, best) -> None:
+    source = None
+    if best is not None:
+        source = args.sheet_best
+        check_mapper_result(best, result, file=args.sheet_best)
+    elif args.sheet_search:
+        with progress.search("mapper") as report:
+            best = map_workload(inputs, objective=args.sheet_search, progress=report)
+    write_sheet(result, args.sheet, best, source=source)
+    print(f"wrote {args.sheet}")
+
+
+def add_parser(commands) -> None:
+    run = commands.add_parser(
+        "run", help="simulate a workload on a platform and print per-operator and "
+        "per-layer_type tables")
+    add_inputs(run, heuristic_option=True)
+    system_command.add_arguments(run)
+    run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
+    run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "
+                     "(JSON) of every tile transfer and computation")
+    run.add_argument("--plot", metavar="PATH", help="write a PNG of cycles by layer_type")
+    run.add_argument("--validate", choices=scalesim.VALIDATE_MODES,
+                     help="scalesim: unbounded buffers and one tile per GEMM, so each "
+                     "operator's compute cycles equal SCALE-Sim's (Total Cycles - Stall "
+                     "Cycles + 1) and its SRAM reads its access report")
+    run.add_argument("--format", choices=scalesim.WORKLOAD_FORMATS,
+                     help="read --workload as a SCALE-Sim topology CSV of this kind "
+                     "(default: a .csv by its header; --arch X.cfg is a SCALE-Sim config)")
+    run.add_argument("--sheet", metavar="PATH", help="write the mapping sheet (.md or "
+                     ".csv): per operator its tiling, buffer occupancy, fusion, off-chip "
+                     "bytes, bottleneck with evidence, and gap to the mapper's best")
+    run.add_argument("--sheet-best", metavar="MAP.json",
+                     help="the mapper result (`accsim map --json`) the sheet's gap uses")
+    run.add_argument("--sheet-search", nargs="?", const="cycles", choices=OBJECTIVES,
+                     metavar="OBJECTIVE", help="run the mapper for the sheet's gap "
+                     "(objective: cycles (default), energy or edp)")
+    import_command.add_run_options(run)
+    hf_command.add_run_arguments(run)
+    run.set_defaults(handler=handle)

@@ -1,0 +1,116 @@
+"""`accsim verify RESULT`: tell what kind of result a file holds and verify it with the
+checks of that kind. A review packet is checked file by file (review.verification), a
+serve result is served again (serving.verification), and a run result is rerun from
+its embedded inputs (simulator.verify) - read as `accsim run` reads SCALE-Sim files,
+with a validation run's platform made again, and a multi-chip result's workload
+sharded again and its `system` block recomputed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from simulator import progress, scalesim
+from simulator.commands.options import add_plugin
+from simulator.errors import AccsimError
+from simulator.loader import read_json
+from simulator.review.verification import verify_packet
+from simulator.serving.verification import serving_kind, verify_serving
+from simulator.system.plan import SystemPlan
+from simulator.system.run import rerun_figures
+from simulator.system.shard import shard_plain
+from simulator.terminal import plain
+from simulator.verify import RunKind, Verification, embedded_models, read_input, verify_run
+
+# Differences printed before the rest are counted.
+SHOWN_DIFFERENCES = 20
+
+
+def verify(path: str) -> Verification:
+    """Check a result file of any kind accsim writes."""
+    recorded, _ = read_json(path)
+    if isinstance(recorded, dict) and isinstance(recorded.get("packet"), dict):
+        return verify_packet(path, recorded, verify_file=verify)
+    if serving_kind(recorded):  # what `accsim serve --json` wrote
+        return verify_serving(path, recorded)
+    models = embedded_models(recorded, file=path)
+    return verify_run(path, recorded, models, run_kind(path, recorded, models))
+
+
+def _reread(kind: str, path: str):
+    """The model a source file gives today, read as `accsim run` reads it."""
+    if kind == "platform" and scalesim.is_scalesim_config(path):
+        return scalesim.load_config(path)[0]
+    if kind == "workload" and scalesim.is_scalesim_topology(path):
+        return scalesim.load_topology(path)[0]
+    return read_input(kind, path)
+
+
+def run_kind(path: str, recorded: dict, models: dict) -> RunKind:
+    """How this run result is checked: a SCALE-Sim validation run made its platform
+    and plan itself; a multi-chip run simulated one chip's shard of its workload file
+    and recorded a `system` block beside the result."""
+    validate = models["mapping"].name == scalesim.VALIDATE_MAPPING_NAME
+    system = recorded.get("system") if isinstance(recorded.get("system"), dict) else None
+
+    def as_run(reread: dict) -> dict:
+        if validate and {"platform", "workload"} <= set(reread):
+            reread["platform"] = scalesim.validate_platform(reread["platform"],
+                                                            reread["workload"])
+        if system is not None and "workload" in reread:
+            reread["workload"] = _shard_of(reread["workload"], system, models)
+        return reread
+
+    def extra(result) -> dict:
+        try:
+            return {"system": rerun_figures(system, result)}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AccsimError(f"not an accsim system block ({type(exc).__name__}: "
+                              f"{exc})", file=path, field="system") from None
+
+    return RunKind(reread=_reread, as_run=as_run,
+                   made_by_run=frozenset({"mapping"} if validate else ()),
+                   extra=None if system is None else extra)
+
+
+def _shard_of(workload, system: dict, models: dict):
+    """One chip's shard of a plain workload under a recorded `system` block's plan, as
+    the run built it (simulator.system.shard); the workload itself where the block is
+    not a plan."""
+    try:
+        plan = SystemPlan(**{key: system[key] for key in ("chips", "tp", "pp", "ep")})
+        return shard_plain(workload, plan, models["platform"], row_parallel=frozenset(
+            models["mapping"].row_parallel)).workload
+    except (KeyError, TypeError, ValueError, AccsimError):
+        return workload  # the comparison then reports the edit
+
+
+def handle(args: argparse.Namespace) -> int:
+    with progress.status(f"verifying {args.result} (rerunning its inputs)"):
+        outcome = verify(args.result)
+    for change in outcome.changed_sources:
+        print(f"changed input: {plain(change)}")
+    if outcome.model_changed:
+        print(f"model version changed: {plain(outcome.model_changed)}")
+    shown = outcome.differences if args.all else outcome.differences[:SHOWN_DIFFERENCES]
+    for difference in shown:
+        print(f"differs on rerun: {plain(difference)}")
+    if len(shown) < len(outcome.differences):
+        print(f"... and {len(outcome.differences) - len(shown)} more differences "
+              f"(accsim verify --all {args.result} lists them)")
+    if outcome.ok:
+        print(f"{args.result}: verified (inputs unchanged, rerun identical)")
+        return 0
+    print(f"{args.result}: NOT verified", file=sys.stderr)
+    return 1
+
+
+def add_parser(commands) -> None:
+    verify_cmd = commands.add_parser(
+        "verify", help="check a result JSON (or a review packet's packet.json, result "
+        "by result): changed inputs, and a rerun from its embedded inputs")
+    verify_cmd.add_argument("result")
+    verify_cmd.add_argument("--all", action="store_true", help="list every difference "
+                            f"(default: the first {SHOWN_DIFFERENCES} and a count)")
+    add_plugin(verify_cmd)
+    verify_cmd.set_defaults(handler=handle)

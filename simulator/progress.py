@@ -1,0 +1,135 @@
+"""Progress of long commands on stderr: one rich bar implementation for every verb
+(run, compare, regress, map, serve, sweep, review). It draws only when stderr is a
+terminal, so piped output and tests see nothing, and vanishes when done (transient).
+
+The simulator's callbacks come in three shapes; each has a context manager here that
+yields the matching callback: `operators` (simulate(): done, total, operator name),
+`search` (the mapper: done, total, operator, candidates tried) and `steps` (serving:
+done, total). `Bar` is the bar they share, used directly where a caller counts itself
+(the sweep's stored points).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+
+from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
+                           TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+from rich.text import Text
+
+from simulator.terminal import markup_safe
+
+
+class _Rate(ProgressColumn):
+    """The bar's recent rate, in `unit` per second."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task) -> Text:
+        return Text(f"{task.speed:.1f} {self.unit}/s" if task.speed else "")
+
+
+class Bar:
+    """One transient bar on stderr: a description, the bar and done/total, and on
+    request a running count (`count="candidates"`), a rate (`rate="points"`) and the
+    elapsed and remaining time (`eta`). It starts drawing on entry, or with
+    `wait=True` at the first report (the mapper reports once its worker processes
+    exist, so they never fork a process with a refresh thread) and, with `after_s`,
+    only once that long has passed (short runs show no bar)."""
+
+    def __init__(self, description: str, *, total: int | None = None,
+                 count: str | None = None, rate: str | None = None, eta: bool = False,
+                 wait: bool = False, after_s: float = 0.0) -> None:
+        console = Console(stderr=True)
+        columns: list = [TextColumn("[progress.description]{task.description}"),
+                         BarColumn(), MofNCompleteColumn()]
+        if count:
+            columns.append(TextColumn(f"{{task.fields[count]:,}} {count}"))
+        if rate:
+            columns.append(_Rate(rate))
+        if eta:
+            columns += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+        self.progress = Progress(*columns, console=console, transient=True,
+                                 disable=not console.is_terminal)
+        self.task = self.progress.add_task(description, total=total, count=0)
+        self.wait = wait or after_s > 0
+        self.after_s = after_s
+        self.started_at = time.perf_counter()
+        self.drawing = False
+
+    def update(self, done: int, total: int | None, description: str | None = None,
+               count: int | None = None) -> None:
+        """Set the figures (a total of None or 0 pulses); starts a waiting bar."""
+        fields = {} if count is None else {"count": count}
+        if description is not None:
+            fields["description"] = description
+        self.progress.update(self.task, completed=done, total=total or None, **fields)
+        self._start_due()
+
+    def advance(self, steps: int = 1) -> None:
+        self.progress.advance(self.task, steps)
+        self._start_due()
+
+    def _start_due(self) -> None:
+        if not self.drawing and time.perf_counter() - self.started_at >= self.after_s:
+            self.progress.start()
+            self.drawing = True
+
+    def __enter__(self) -> Bar:
+        if not self.wait:
+            self.progress.start()
+            self.drawing = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.drawing:
+            self.progress.stop()
+
+
+@contextmanager
+def operators(label: str = "", *, first: str = "lowering",
+              total: int | None = None) -> Iterator[Callable[[int, int, str], None]]:
+    """simulate()'s callback: the bar shows `first` (pulsing while the kernels load
+    and the operators lower, unless `total` is known), then counts operators as
+    "simulating NAME"; `label` (a platform, say) prefixes both."""
+    prefix = f"{markup_safe(label)}: " if label else ""
+    with Bar(f"{prefix}{first}", total=total) as bar:
+
+        def report(done: int, total: int, name: str) -> None:
+            bar.update(done, total, f"{prefix}simulating {markup_safe(name)}")
+
+        yield report
+
+
+@contextmanager
+def search(description: str) -> Iterator[Callable[[int, int, str, int], None]]:
+    """The mapper's callback: operators searched of all, the one being searched and
+    the candidates tried so far; drawn from the first report on."""
+    with Bar(description, count="candidates", wait=True) as bar:
+        tried = [0]
+
+        def report(done: int, total: int, name: str, candidates: int) -> None:
+            tried[0] += candidates
+            bar.update(done, total, f"{description} {markup_safe(name)}".rstrip(),
+                       count=tried[0])
+
+        yield report
+
+
+@contextmanager
+def steps(description: str, *, after_s: float) -> Iterator[Callable[[int, int], None]]:
+    """A (done, total) callback with elapsed and remaining time, drawn only once the
+    work has taken `after_s` seconds."""
+    with Bar(description, eta=True, after_s=after_s) as bar:
+        yield lambda done, total: bar.update(done, total)
+
+
+def status(text: str):
+    """A spinner on stderr while one long step runs, only on a terminal."""
+    console = Console(stderr=True)
+    return console.status(markup_safe(text)) if console.is_terminal else nullcontext()
