@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simulator.mapping.plan import Mapping  # noqa: E402
-from simulator.scalesim import (load_config, load_topology, scalesim_rows,  # noqa: E402
+from simulator.frontends.scalesim import (load_config, load_topology, scalesim_rows,  # noqa: E402
                                 validate_mapping, validate_platform)
 from simulator.simulate import Inputs, simulate  # noqa: E402
 from simulator.workload import Workload  # noqa: E402

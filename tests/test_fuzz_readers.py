@@ -32,8 +32,8 @@ from simulator.metrics import STALL_PARTS
 from simulator.report import compare_table, print_report, result_dict
 from simulator.sheet import markdown
 from simulator.terminal import console
-from simulator.scalesim import template_platform
-from simulator.scalesim_import import parse_config, parse_topology
+from simulator.frontends.scalesim import template_platform
+from simulator.frontends.scalesim.parse import parse_config, parse_topology
 from simulator.simulate import Inputs, simulate
 from simulator.verify import read_result
 from simulator.workload import Workload

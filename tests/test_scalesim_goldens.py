@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.scalesim import (load_config, load_topology, scalesim_rows,
+from simulator.frontends.scalesim import (load_config, load_topology, scalesim_rows,
                                 validate_mapping, validate_platform)
 from simulator.simulate import Inputs, simulate
 

@@ -14,7 +14,7 @@ import pytest
 from simulator.cli import main
 from simulator.errors import AccsimError
 from simulator.mapping.plan import Mapping
-from simulator.scalesim import (load_config, load_topology, scalesim_rows,
+from simulator.frontends.scalesim import (load_config, load_topology, scalesim_rows,
                                 validate_mapping, validate_platform)
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Conv2d, Gemm, Workload

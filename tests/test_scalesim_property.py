@@ -21,9 +21,9 @@ pytest.importorskip("scalesim.compute.systolic_compute_os")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from simulator.scalesim import (load_config, scalesim_rows, validate_mapping,  # noqa: E402
+from simulator.frontends.scalesim import (load_config, scalesim_rows, validate_mapping,  # noqa: E402
                                 validate_platform)
-from simulator.scalesim_import import parse_topology  # noqa: E402
+from simulator.frontends.scalesim.parse import parse_topology  # noqa: E402
 from simulator.simulate import Inputs, simulate  # noqa: E402
 
 ROOT = Path(__file__).parents[1]

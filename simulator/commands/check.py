@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from simulator import scalesim
+from simulator.frontends import scalesim
 from simulator.commands.inputs import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
                                        guess_kind, load_inputs, locate_any)
 from simulator.commands.options import add_plugin

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator import scalesim
+from simulator.frontends import scalesim
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import Source, load_model, locate, shipped_names
@@ -29,7 +29,7 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
     """Load the three inputs by shipped name or path. SCALE-Sim files are read unchanged:
     a `.cfg` platform, a `.csv` topology (conv or GEMM by its header, or as
     `workload_format` says); what they hold that accsim does not honour is printed.
-    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.scalesim).
+    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.frontends.scalesim).
     `heuristic_name` fills the fields the plan leaves open (default: the search).
     `imported`: a workload already read by a frontend (`run --onnx`), used as is."""
     if heuristic_name is not None:

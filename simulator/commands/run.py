@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from simulator import progress, scalesim
+from simulator import progress
+from simulator.frontends import scalesim
 from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.commands.options import add_inputs, budget
 from simulator.errors import AccsimError

@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from simulator import progress, scalesim
+from simulator import progress
+from simulator.frontends import scalesim
 from simulator.commands.options import add_plugin
 from simulator.errors import AccsimError
 from simulator.loader import read_json

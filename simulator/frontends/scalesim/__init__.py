@@ -2,7 +2,7 @@
 `--validate scalesim` mode whose compute cycles and SRAM reads equal SCALE-Sim's.
 
 Facts about SCALE-Sim used here are read from its source (shared/reference/scalesim.md);
-none of its code is copied. File parsing lives in `simulator.scalesim_import`; this
+none of its code is copied. File parsing lives in `simulator.frontends.scalesim.parse`; this
 module turns parsed files into accsim inputs and builds the validation mode.
 
 Validation mode (DESIGN.md section 8): unbounded buffers and one tile per GEMM
@@ -25,7 +25,7 @@ from simulator.errors import AccsimError
 from simulator.loader import Source, load_model, locate, read_source
 from simulator.mapping.footprint import operand_bytes
 from simulator.mapping.plan import DEFAULT_HEURISTIC, Mapping, TilingSpec
-from simulator.scalesim_import import (ConfigImport, TopologyImport, parse_config,
+from simulator.frontends.scalesim.parse import (ConfigImport, TopologyImport, parse_config,
                                        parse_topology, sniff_topology_kind)
 from simulator.workload import Conv2d, Workload, is_compute
 

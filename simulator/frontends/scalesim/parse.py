@@ -122,7 +122,7 @@ class TopologyImport:
                 "window's rows/cols so accsim's floor gives the same ofmap, for "
                 + ", ".join(extended))
         description = (f"SCALE-Sim {self.kind} topology {self.file}, imported by accsim "
-                       "(simulator/scalesim_import.py)")
+                       "(simulator/frontends/scalesim/parse.py)")
         # Validated as a file would be: a bad layer is named, never a raw library error.
         return validate_model({"name": name, "description": description,
                                "operators": operators}, Workload, file=self.file)
