@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.cli import DEFAULT_WORKLOAD, load_inputs
+from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.errors import AccsimError
 from simulator.frontends.hf import command as hf_command
 from simulator.frontends.hf.config import shipped_configs
