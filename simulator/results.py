@@ -211,26 +211,38 @@ class RunResultFile(Written):
         return self.model_dump(by_alias=True, exclude_unset=True)
 
 
-class Percentiles(Read):
-    """A distribution's percentiles in ms (the serving result writes more)."""
+class LatencyStats(Read):
+    """A latency distribution of a serving result, ms (None where nothing was measured)."""
 
     p50: float | None
+    p90: float | None
     p95: float | None
     p99: float | None
+    mean: float | None
+    max: float | None
+
+    def at(self, percentile: str) -> float | None:
+        """The figure by name ("p95"), as an SLA's bounds name it."""
+        return getattr(self, percentile)
 
 
 class ServeResult(Read):
-    """The figures of an `accsim serve --json` result readers use: latency percentiles
+    """The figures of an `accsim serve --json` result readers use: latency statistics
     (TTFT and TPOT for LLMs, else None), achieved rates, utilisation and counts."""
 
-    latency_ms: Percentiles | None
-    ttft_ms: Percentiles | None
-    tpot_ms: Percentiles | None
+    latency_ms: LatencyStats | None
+    ttft_ms: LatencyStats | None
+    tpot_ms: LatencyStats | None
     throughput_rps: float
     tokens_per_s: float | None
     utilization: float
     completed: int
     dropped: int
+
+    def stats(self, metric: str) -> LatencyStats | None:
+        """The statistics of "latency", "ttft" or "tpot"."""
+        return {"latency": self.latency_ms, "ttft": self.ttft_ms,
+                "tpot": self.tpot_ms}[metric]
 
 
 def read_result(raw, model: type[Model], *, file: str) -> Model:
