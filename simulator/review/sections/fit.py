@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from simulator.review.sections.blocks import (FAIL, NOT_EVALUATED, PASS, Context,
                                               finding, section, table)
-from simulator.review.sections.checks import operating_checks, served, sla_checks
+from simulator.review.sections.checks import (Check, operating_checks, served,
+                                              sla_checks)
 
 
 def workload_fit(ctx: Context) -> dict:
@@ -17,12 +18,12 @@ def workload_fit(ctx: Context) -> dict:
               for r in ctx.records}
     verdicts: dict[tuple[str, str], list[tuple[str, bool]]] = {}  # (basis, meets)
 
-    def cells(platform: str, name: str, checks: list[dict], basis: str) -> list:
+    def cells(platform: str, name: str, checks: list[Check], basis: str) -> list:
         if not checks:
             return ["not evaluated", None]
-        meets = all(c["met"] for c in checks)
+        meets = all(c.met for c in checks)
         verdicts.setdefault((platform, name), []).append((basis, meets))
-        return ["yes" if meets else "NO", min(c["headroom"] for c in checks)]
+        return ["yes" if meets else "NO", min(c.headroom for c in checks)]
 
     rows = []
     for platform in ctx.study.platforms:

@@ -44,14 +44,14 @@ def scope_and_sla(ctx: Context) -> dict:
     rows, findings, missed = [], [], []
     for cells, basis, check, href in judged_runs:
         label = " / ".join(cells)
-        rows.append(cells + [basis, check["target"], check["bound"], check["limit"],
-                             check["value"], "met" if check["met"] else "MISSED",
-                             check["headroom"], link("result", href)])
-        if not check["met"]:
-            missed.append(f"{check['target']} ({basis}) on {label}")
+        rows.append(cells + [basis, check.target, check.bound, check.limit,
+                             check.value, "met" if check.met else "MISSED",
+                             check.headroom, link("result", href)])
+        if not check.met:
+            missed.append(f"{check.target} ({basis}) on {label}")
             findings.append(finding(
-                "SLA missed", f"SLA missed: {check['target']} {check['value']:,.3f} vs "
-                f"{check['bound']} {check['limit']:g} ({basis}) on {label}", href))
+                "SLA missed", f"SLA missed: {check.target} {check.value:,.3f} vs "
+                f"{check.bound} {check.limit:g} ({basis}) on {label}", href))
     judged = len(rows)
     notes = []
     if serving_targets(ctx) and not served(ctx):

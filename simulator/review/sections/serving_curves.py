@@ -29,7 +29,7 @@ def serving(ctx: Context) -> dict:
         for index, point in enumerate(record.data.points):
             rate = record.data.serving.rates_per_s[index]
             checks = serving_checks(ctx, point, llm=record.llm, throughput=False)
-            meets = all(c["met"] for c in checks)
+            meets = all(c.met for c in checks)
             if meets and checks:
                 best = rate
             stats = [point.stats(metric).at(p)
@@ -43,7 +43,7 @@ def serving(ctx: Context) -> dict:
                          link("result", f"{record.file}#/points/{index}")])
         at_load, _ = operating_checks(ctx, record)
         judged += bool(at_load)
-        if not all(c["met"] for c in at_load):
+        if not all(c.met for c in at_load):
             missed.append(f"{record.subject} on {record.platform}")
         text.append(f"{record.subject} on {record.platform}: highest offered load whose "
                     "latency percentiles meet the SLA: " +

@@ -7,7 +7,7 @@ from simulator.review import figures
 from simulator.review.sections.blocks import (FAIL, NOT_EVALUATED, PASS, RUN_COLUMNS,
                                               Context, finding, link, listing, pointer,
                                               run_cells, run_label, section, table)
-from simulator.review.sections.checks import check
+from simulator.review.sections.checks import Check
 
 
 def utilisation(ctx: Context) -> dict:
@@ -36,7 +36,7 @@ def utilisation(ctx: Context) -> dict:
             if limit is None:
                 continue
             judged += 1
-            if not check(metric, bound, limit, value)["met"]:
+            if not Check(metric, bound, limit, value).met:
                 missed.append(f"{metric} {value:.3f} on {run_label(record)}")
                 findings.append(finding(
                     "target missed", f"target missed: {metric} {value:.3f} vs "
