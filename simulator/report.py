@@ -14,6 +14,7 @@ from rich.table import Table
 
 from simulator.loader import dump_json
 from simulator.metrics import OperatorResult, Totals, dominant_bottleneck
+from simulator.results import RunResultFile
 from simulator.simulate import RunResult, manifest
 
 # (header, Totals-derived key, format) of the percentage columns shared by both tables.
@@ -189,12 +190,13 @@ def _operator_record(op: OperatorResult, result: RunResult) -> dict:
     }
 
 
-def result_dict(result: RunResult) -> dict:
-    """The full result: manifest, per-operator records, per-layer_type and workload
-    totals. Contains no wall-clock figure, so equal inputs give an equal dict."""
+def result_model(result: RunResult) -> RunResultFile:
+    """The full result as the result model (simulator.results): manifest, per-operator
+    records, per-layer_type and workload totals. Contains no wall-clock figure, so equal
+    inputs give an equal model."""
     platform = result.platform
     members = result.operators_by_layer_type
-    return {
+    return RunResultFile.model_validate({
         "manifest": manifest(result),
         "operators": [_operator_record(op, result) for op in result.operators],
         "layer_types": {name: {**totals.as_dict(platform),
@@ -202,7 +204,12 @@ def result_dict(result: RunResult) -> dict:
                         for name, totals in result.by_layer_type.items()},
         "workload": {**result.total.as_dict(platform),
                      "bottleneck": dominant_bottleneck(result.operators)},
-    }
+    })
+
+
+def result_dict(result: RunResult) -> dict:
+    """The JSON document of the full result, dumped from its model (result_model)."""
+    return result_model(result).dump()
 
 
 def write_json(result: RunResult, path: str | Path) -> None:

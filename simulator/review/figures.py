@@ -38,18 +38,18 @@ def trend_figure(records: list, workload: str) -> dict:
     runs = [r for r in records if r.spec.workload.label == workload]
     layer_types: list[str] = []
     for record in runs:
-        layer_types += [n for n in record.result["layer_types"] if n not in layer_types]
+        layer_types += [n for n in record.result.layer_types if n not in layer_types]
     height = 0.8 / max(len(runs), 1)
     with matplotlib.rc_context(SVG_SETTINGS):
         fig, (mfu_axes, stall_axes) = plt.subplots(
             1, 2, sharey=True, figsize=(10, 0.5 * len(layer_types) * max(len(runs), 1)
                                         / 2 + 2))
         for offset, record in enumerate(runs):
-            groups = record.result["layer_types"]
+            groups = record.result.layer_types
             where = [i + offset * height for i in range(len(layer_types))]
             label = f"{record.spec.platform.label} / {record.spec.mapping.label}"
             for axes, key in ((mfu_axes, "mfu"), (stall_axes, "memory_stall_fraction")):
-                axes.barh(where, [100 * groups[n][key] if n in groups else 0.0
+                axes.barh(where, [100 * getattr(groups[n], key) if n in groups else 0.0
                                   for n in layer_types], height=height, label=label)
         mfu_axes.set_yticks([i + height * (len(runs) - 1) / 2
                              for i in range(len(layer_types))], layer_types)
@@ -66,8 +66,8 @@ def trend_figure(records: list, workload: str) -> dict:
 def breakdown_figure(record) -> dict:
     """Where each layer_type's cycles go, for one run."""
     fields = Totals.__dataclass_fields__
-    groups = sorted(((name, Totals(**{f: totals[f] for f in fields}))
-                     for name, totals in record.result["layer_types"].items()),
+    groups = sorted(((name, Totals(**{f: getattr(totals, f) for f in fields}))
+                     for name, totals in record.result.layer_types.items()),
                     key=lambda item: item[1].cycles)
     title = f"{record.spec.workload.label} on {record.spec.platform.label} " \
             f"({record.spec.mapping.label}): cycles by layer_type"
@@ -94,14 +94,15 @@ def serving_figure(record, sla) -> dict:
     """Per-request latency percentiles (TTFT and TPOT for LLMs) against the throughput
     achieved at each offered load, with the SLA's bounds as dashed lines."""
     metrics = ("ttft", "tpot") if record.llm else ("latency",)
-    points = record.data["points"]
-    achieved = [p["throughput_rps"] for p in points]
+    points = record.data.points
+    achieved = [p.throughput_rps for p in points]
     with matplotlib.rc_context(SVG_SETTINGS):
         fig, panels = plt.subplots(1, len(metrics), figsize=(5 * len(metrics) + 1, 3.8),
                                    squeeze=False)
         for axes, metric in zip(panels[0], metrics):
             for percentile in ("p50", "p95", "p99"):
-                axes.plot(achieved, [p[f"{metric}_ms"][percentile] for p in points],
+                axes.plot(achieved, [getattr(getattr(p, f"{metric}_ms"), percentile)
+                                     for p in points],
                           marker="o", label=percentile)
             bounds = getattr(sla, f"{metric}_ms")
             for percentile, bound in (bounds.bounds() if bounds else {}).items():

@@ -17,8 +17,9 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 import simulator
 from simulator.review.providers import NotEvaluated
-from simulator.review.sections import (FAIL, NOT_EVALUATED, PASS, Context,
-                                       build_sections, ordered_findings, served)
+from simulator.review.sections import Context, build_sections, ordered_findings
+from simulator.review.sections.blocks import FAIL, NOT_EVALUATED, PASS
+from simulator.review.sections.checks import served
 
 PACKET_FORMAT = "accsim-review-packet"
 PACKET_VERSION = 1
@@ -107,10 +108,10 @@ def _sweep_files(ctx: Context) -> list[dict]:
     record = ctx.sweep
     if isinstance(record, NotEvaluated):
         return []
-    spec = record.data["sweep"]
+    spec = record.data.sweep
     return [{"kind": "sweep", "path": record.file, "sha256": record.sha256,
-             "platform": f"{spec['platform']} (sweep {spec['name']})",
-             "workload": ", ".join(record.data["workloads"]), "mapping": "default"}]
+             "platform": f"{spec.platform} (sweep {spec.name})",
+             "workload": ", ".join(record.data.workloads), "mapping": "default"}]
 
 
 def _environment(autoescape: bool) -> Environment:

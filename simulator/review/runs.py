@@ -25,6 +25,7 @@ import simulator
 from simulator.errors import AccsimError
 from simulator.loader import read_json
 from simulator.report import write_json
+from simulator.results import RunResultFile, read_result
 from simulator.review.study import Loaded
 from simulator.simulate import Inputs, simulate
 from simulator.system.plan import SystemPlan, check_capacity
@@ -74,12 +75,12 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class RunRecord:
-    """A finished run: its result file inside the packet and the decoded result."""
+    """A finished run: its result file inside the packet and the result it holds."""
 
     spec: RunSpec
     file: str          # path inside the packet folder, e.g. results/x.json
     sha256: str
-    result: dict
+    result: RunResultFile
     reused: bool       # taken from the cache (said on the terminal, not in the packet)
 
 
@@ -128,14 +129,14 @@ def cache_key(spec: RunSpec, engine: str) -> str:
 def _cached(path: Path, spec: RunSpec) -> bool:
     """A cache entry is used only if it embeds exactly this run's inputs."""
     try:
-        recorded, _ = read_json(path)  # bounded, regular files only: a cache is data
-        embedded = recorded["manifest"]["inputs"]
-        same_version = recorded["manifest"]["model_version"] == simulator.MODEL_VERSION
-        system = recorded.get("system")
-        plan = None if system is None else \
-            {key: system[key] for key in ("chips", "tp", "pp", "ep")}
-    except (AccsimError, AttributeError, KeyError, TypeError):
+        content, source = read_json(path)  # bounded, regular files only: a cache is data
+        recorded = read_result(content, RunResultFile, file=source.path)
+    except AccsimError:
         return False
+    manifest = recorded.manifest
+    embedded = {kind: entry.model_dump() for kind, entry in manifest.inputs.items()}
+    same_version = manifest.model_version == simulator.MODEL_VERSION
+    plan = None if recorded.system is None else recorded.system.plan()
     wanted = None if spec.system is None else spec.system.model_dump()
     return same_version and embedded == spec.embedded() and plan == wanted
 
@@ -171,8 +172,9 @@ def run_all(specs: list[RunSpec], out_dir: Path, *, cache_dir: Path | None,
             shutil.copyfile(cached, target)
         data = target.read_bytes()
         records.append(RunRecord(spec, f"{RESULTS_FOLDER}/{target.name}",
-                                 hashlib.sha256(data).hexdigest(), json.loads(data),
-                                 reused))
+                                 hashlib.sha256(data).hexdigest(),
+                                 read_result(json.loads(data), RunResultFile,
+                                             file=str(target)), reused))
     if progress:
         progress(len(specs), len(specs), "")
     return records

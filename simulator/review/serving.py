@@ -25,6 +25,7 @@ import simulator
 from simulator.config import PosFloat, Strict
 from simulator.errors import AccsimError
 from simulator.loader import read_json
+from simulator.results import ServeResult, read_result
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.review.study import Loaded, ResolvedStudy, Sla
 from simulator.serving.serve import prepare, serve
@@ -41,10 +42,11 @@ class ServingRun(Strict):
 
 
 class ServingResultFile(Strict):
-    """A serving result file as verify reads it (serve_points writes it)."""
+    """A serving result file as verify and the packet's sections read it (serve_points
+    writes it): each point an `accsim serve --json` result."""
 
     serving: ServingRun
-    points: list[dict]
+    points: list[ServeResult]
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ class ServingRecord:
     llm: bool
     file: str | None
     sha256: str | None
-    data: dict | None
+    data: ServingResultFile | None
     reason: str | None    # not evaluated: the serving simulator's refusal
     reused: bool = False  # taken from the cache (said on the terminal only)
 
@@ -166,8 +168,9 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
         data = target.read_bytes()
         records.append(ServingRecord(platform.label, label, llm,
                                      f"{RESULTS_FOLDER}/{target.name}",
-                                     hashlib.sha256(data).hexdigest(), json.loads(data),
-                                     None, reused))
+                                     hashlib.sha256(data).hexdigest(),
+                                     read_result(json.loads(data), ServingResultFile,
+                                                 file=str(target)), None, reused))
     if progress:
         progress(len(pairs), len(pairs), "")
     return records

@@ -33,18 +33,18 @@ from simulator.workload import Workload
 
 BottleneckClass = Literal[CLASSES]
 
-# Metrics of one run's workload totals (the "workload" record of a result file) that an
-# SLA or a rollback trigger can name: (unit, how it is read from that record).
+# Metrics of one run's workload totals (the `workload` of a results.RunResultFile) that
+# an SLA or a rollback trigger can name: (unit, how it is read from those totals).
 WORKLOAD_METRICS = {
-    "latency_ms": ("ms", lambda w: w["time_s"] * 1e3),
+    "latency_ms": ("ms", lambda w: w.time_s * 1e3),
     "throughput_per_s": ("workload runs per second, one at a time",
-                         lambda w: 1.0 / w["time_s"] if w["time_s"] else 0.0),
-    "mfu": ("fraction of peak FLOP/s", lambda w: w["mfu"]),
-    "memory_stall_fraction": ("fraction of cycles", lambda w: w["memory_stall_fraction"]),
-    "average_power_w": ("W", lambda w: w["average_power_w"]),
-    "energy_mj": ("mJ per workload run", lambda w: w["energy_j"] * 1e3),
-    "tflops_per_joule": ("TFLOP/J", lambda w: w["flops_per_joule"] / 1e12),
-    "refetch_ratio": ("off-chip / compulsory bytes", lambda w: w["refetch_ratio"]),
+                         lambda w: 1.0 / w.time_s if w.time_s else 0.0),
+    "mfu": ("fraction of peak FLOP/s", lambda w: w.mfu),
+    "memory_stall_fraction": ("fraction of cycles", lambda w: w.memory_stall_fraction),
+    "average_power_w": ("W", lambda w: w.average_power_w),
+    "energy_mj": ("mJ per workload run", lambda w: w.energy_j * 1e3),
+    "tflops_per_joule": ("TFLOP/J", lambda w: w.flops_per_joule / 1e12),
+    "refetch_ratio": ("off-chip / compulsory bytes", lambda w: w.refetch_ratio),
 }
 
 

@@ -87,7 +87,7 @@ class SweepRecord:
 
     file: str          # e.g. results/sweep.NAME.json
     sha256: str
-    data: dict
+    data: SweepExport
     summary: Summary   # stored before / computed now (said on the terminal only)
     store: str         # the store's path (terminal only: the packet is the same anywhere)
 
@@ -129,13 +129,14 @@ def export(plan: Plan, report: Report, spec_sha256: str) -> dict:
             "points": points}
 
 
-def report_of(data: dict) -> Report:
+def report_of(data: SweepExport) -> Report:
     """The sweep report an export holds (rows as the store gives them), for figures."""
-    rows = [{**p, **p["metrics"], **p["labels"]} for p in data["points"]]
+    rows = [{**p.model_dump(exclude_unset=True), **p.metrics, **p.labels}
+            for p in data.points]
     return Report(tuple(Objective(name, sense) for name, sense in
-                        data["sweep"]["objectives"].items()), rows,
-                  {p["key"]: p["on_front"] for p in data["points"]},
-                  tuple(sorted({axis for p in data["points"] for axis in p["point"]})))
+                        data.sweep.objectives.items()), rows,
+                  {p.key: p.on_front for p in data.points},
+                  tuple(sorted({axis for p in data.points for axis in p.point})))
 
 
 def run_study_sweep(plan: Plan, out_dir: Path, *, cache_dir: Path | None, executor,
@@ -169,7 +170,8 @@ def run_study_sweep(plan: Plan, out_dir: Path, *, cache_dir: Path | None, execut
         target.write_text(json.dumps(export(plan, report, spec_sha), indent=1) + "\n")
     data = target.read_bytes()
     return SweepRecord(f"{RESULTS_FOLDER}/{target.name}", hashlib.sha256(data).hexdigest(),
-                       json.loads(data), summary,
+                       validate_model(json.loads(data), SweepExport, file=str(target)),
+                       summary,
                        str(path) if cache_dir is not None else "none kept (--no-cache)")
 
 

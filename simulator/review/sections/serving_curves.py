@@ -1,0 +1,69 @@
+"""The serving section: latency-throughput points per pair served, with
+p50/p95/p99 at each offered load and the SLA judged at the study's load."""
+
+from __future__ import annotations
+
+from simulator.review import figures
+from simulator.review.providers import NotEvaluated
+from simulator.review.sections.blocks import (FAIL, NOT_EVALUATED, PASS, Context, link,
+                                              listing, section, table)
+from simulator.review.sections.checks import (operating_checks, served, serving_checks,
+                                              serving_notes)
+
+
+SERVING_COLUMNS = [("platform", "text"), ("served", "text"), ("offered /s", "g"),
+                   ("achieved /s", "f3")] + [
+    (f"{metric} {p} ms", "f1") for metric in ("latency", "ttft", "tpot")
+    for p in ("p50", "p95", "p99")] + [
+    ("tokens/s", "f1"), ("utilisation %", "pct1"), ("completed", "int"),
+    ("dropped", "int"), ("SLA at this load", "text"), ("evidence", "link")]
+
+
+def serving(ctx: Context) -> dict:
+    if isinstance(ctx.serving, NotEvaluated):
+        return section("serving", NOT_EVALUATED, ctx.serving.reason)
+    rows, missed, text, shown, judged = [], [], [], [], 0
+    operating = ctx.study.study.scope.serving.rate_per_s
+    for record in served(ctx):
+        best = None
+        for index, point in enumerate(record.data.points):
+            rate = record.data.serving.rates_per_s[index]
+            checks = serving_checks(ctx, point, llm=record.llm, throughput=False)
+            meets = all(c.met for c in checks)
+            if meets and checks:
+                best = rate
+            stats = [point.stats(metric).at(p)
+                     if point.stats(metric) and (record.llm or metric == "latency")
+                     else None for metric in ("latency", "ttft", "tpot")
+                     for p in ("p50", "p95", "p99")]
+            rows.append([record.platform, record.subject, rate, point.throughput_rps,
+                         *stats, point.tokens_per_s, point.utilization,
+                         point.completed, point.dropped,
+                         "-" if not checks else "met" if meets else "MISSED",
+                         link("result", f"{record.file}#/points/{index}")])
+        at_load, _ = operating_checks(ctx, record)
+        judged += bool(at_load)
+        if not all(c.met for c in at_load):
+            missed.append(f"{record.subject} on {record.platform}")
+        text.append(f"{record.subject} on {record.platform}: highest offered load whose "
+                    "latency percentiles meet the SLA: " +
+                    (f"{best:g}/s" if best is not None else "none of those offered"))
+        shown.append(figures.serving_figure(record, ctx.study.study.sla))
+    if any(r.llm for r in served(ctx)):
+        text.append("An LLM is served whole: every request's prefill and decode, "
+                    "whatever phase its operator run uses.")
+    text += serving_notes(ctx)
+    if not rows:
+        verdict, reason = NOT_EVALUATED, "; ".join(serving_notes(ctx)) or "nothing served"
+    elif not judged:
+        verdict, reason = NOT_EVALUATED, "the study's SLA sets no target serving can be " \
+            "judged on"
+    elif missed:
+        verdict = FAIL
+        reason = f"SLA missed at {operating:g}/s: " + listing(missed)
+    else:
+        verdict, reason = PASS, f"SLA met at {operating:g}/s on every pair served"
+    return section("serving", verdict, reason, text=text, figures_=shown, tables=[table(
+        "serving", "Latency-throughput points: per request p50/p95/p99 at each offered "
+        "load (TTFT and TPOT for LLMs; SLA at this load: its latency percentile "
+        "targets)", SERVING_COLUMNS, rows)])
