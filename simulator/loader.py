@@ -264,6 +264,16 @@ def parse_json(text: str, *, file: str):
         raise AccsimError(f"not strict JSON: {rule}", file=file) from None
 
 
+def excerpt(value, limit: int = 80) -> str:
+    """A bounded excerpt of a value read from a file, for an error message: its JSON
+    (or repr) cut to `limit` characters. The CLI escapes it on the way out."""
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def read_json(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES):
     """A JSON file through read_source and parse_json: (data, its Source)."""
     source = read_source(path, max_bytes=max_bytes)
