@@ -131,7 +131,7 @@ def _convert(event: Event, tally: Tally) -> list[dict]:
     except ValueError as exc:
         if isinstance(exc, Contradiction):
             raise
-        raise Unsupported(f"recorded shapes fit no rule ({exc})") from None
+        raise Unsupported("recorded shapes fit no rule") from None
     for f in fields:
         try:
             OPERATOR.validate_python({"name": "op", "layer_type": "op", **f})

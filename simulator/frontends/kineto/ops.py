@@ -14,6 +14,7 @@ from simulator.frontends.kineto.trace import Event
 from simulator.frontends.shapes import (Contradiction, Window, broadcast, matmul_gemm,
                                         numel, out_size)
 from simulator.frontends.tally import Tally, Unsupported
+from simulator.loader import excerpt
 
 # aten op -> accsim elementwise op costing it (as in the ONNX importer's table).
 ELEMENTWISE = {
@@ -65,7 +66,8 @@ def linear(event: Event, tally: Tally) -> list[dict]:
     """linear(input [..., K], weight [N, K], bias)."""
     x, weight = event.dims[0], event.dims[1]
     if weight[-1] != x[-1]:
-        raise Contradiction(f"input {x} and weight {weight} disagree on K")
+        raise Contradiction(f"input {excerpt(x)} and weight {excerpt(weight)} disagree "
+                            "on K")
     return _gemm({"m": numel(x[:-1]), "n": weight[0], "k": x[-1]})
 
 

@@ -62,7 +62,7 @@ def _convert(node: Node, graph: Graph, tally: Tally) -> list:
         return []
     except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
         raise AccsimError(f"cannot read this {node.op_type} node's attributes or shapes "
-                          f"({type(exc).__name__}: {exc})", file=graph.file,
+                          f"({type(exc).__name__}: {str(exc)[:200]})", file=graph.file,
                           field=where) from None
     return [_operator(f, node, graph.file) for f in fields]
 
