@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import re
+import reprlib
 import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ValidationError
 
@@ -235,16 +237,29 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# A JSON string (possessive: an unterminated one fails in one pass, no backtracking).
+_JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# Bracket byte -> its step in depth: opening +1, closing -1.
+_STEP = np.zeros(256, dtype=np.int64)
+_STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
+_CHUNK = 2**20
+
+
 def _nesting(text: str) -> int:
-    """Deepest bracket nesting of JSON text, ignoring brackets inside strings."""
+    """Deepest bracket nesting of JSON text, ignoring brackets inside strings, counted
+    until it passes MAX_NESTING: vectorised over chunks of the brackets, so a long line,
+    string or nesting costs linear time and bounded memory."""
+    brackets = _JSON_STRING.sub("", text).encode("utf-8").translate(None, _NOT_BRACKETS)
     depth = deepest = 0
-    for token in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
-        symbol = token.group()
-        if symbol in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif symbol in "]}":
-            depth -= 1
+    for start in range(0, len(brackets), _CHUNK):
+        steps = _STEP[np.frombuffer(brackets, np.uint8, min(_CHUNK, len(brackets) - start),
+                                    start)]
+        running = np.cumsum(steps) + depth
+        deepest = max(deepest, int(running.max()))
+        if deepest > MAX_NESTING:
+            break
+        depth = int(running[-1])
     return deepest
 
 
@@ -262,6 +277,17 @@ def parse_json(text: str, *, file: str):
     except (ValueError, RecursionError) as exc:
         rule = str(exc).split(";")[0]  # Python's int-digit limit adds advice on its API
         raise AccsimError(f"not strict JSON: {rule}", file=file) from None
+
+
+def excerpt(value, limit: int = 80) -> str:
+    """A bounded excerpt of a value read from a file, for an error message: its repr,
+    long parts elided, cut to `limit` characters (the CLI escapes it on the way out)."""
+    short = reprlib.Repr()  # bounded work however large the value
+    short.maxlevel, short.maxlist, short.maxdict = 3, 8, 4
+    short.maxstring = short.maxother = 60
+    short.maxlong = 40
+    text = short.repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def read_json(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES):

@@ -118,3 +118,20 @@ def conv_trace(**writer) -> tuple[dict, int]:
     macs += 2 * 32 * 8 * 32 * 5              # Lo 32
     t.leaf("aten::softmax", [[2, 8, 32], [], []], ["", "-1", ""])
     return t.trace(), macs
+
+
+def unmodelled_trace(**writer) -> dict:
+    """The shapes real traces hold that fit no rule, beside ops that do: an aten::sum
+    over a zero-size dimension (a reduction of an empty batch), the out= variant
+    aten::pow.Tensor_Scalar_out (its output tensor recorded as a third input), a pow
+    whose recorded out tensor does not broadcast with its input, and a mul by a
+    broadcasting scalar (modelled)."""
+    t = TraceWriter(**writer)
+    t.leaf("aten::linear", [[8, 64], [32, 64], [32]], kernel_us=4.0)
+    t.leaf("aten::sum", [[0, 128], [], [], []], ["", "[1]", "False", ""], kernel_us=1.0)
+    t.leaf("aten::sum", [[16, 0], [], [], []], ["", "[-1]", "False", ""], kernel_us=1.0)
+    t.leaf("aten::pow.Tensor_Scalar_out", [[64, 128], [], [64, 128]], ["", "2", ""],
+           kernel_us=2.0)
+    t.leaf("aten::pow", [[64, 128], [], [3]], ["", "2", ""], kernel_us=2.0)
+    t.leaf("aten::mul", [[64, 128], []], ["", "0.5"], kernel_us=2.0)
+    return t.trace()

@@ -24,6 +24,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from simulator.loader import excerpt
+
+
+class Contradiction(ValueError):
+    """Shapes no run can have recorded (a matrix product whose inner dimensions
+    differ): the file is damaged or forged, not merely outside a rule."""
+
 
 def numel(shape: Sequence[int]) -> int:
     """Elements of a tensor of this shape (1 for a scalar)."""
@@ -53,7 +60,8 @@ def matmul_gemm(a: Sequence[int], b: Sequence[int]) -> dict[str, int]:
     a2 = [1, *a] if len(a) == 1 else list(a)
     b2 = [*b, 1] if len(b) == 1 else list(b)
     if a2[-1] != b2[-2]:
-        raise ValueError(f"inner dimensions differ: {list(a)} x {list(b)}")
+        raise Contradiction(f"inner dimensions differ: {excerpt(list(a))} x "
+                            f"{excerpt(list(b))}")
     m, k, n = a2[-2], a2[-1], b2[-1]
     if numel(b2[:-2]) == 1:
         return {"batch": 1, "m": numel(a2[:-2]) * m, "n": n, "k": k}

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 from simulator.errors import AccsimError
 
 
+# The reason of an op that has no converter at all.
+NO_CONVERTER = "no accsim operator for the op"
+
+
 class Unsupported(Exception):
     """A node or event of a known op type in a form accsim cannot express (a 3-D
     convolution, a transposed one...): counted under `op (reason)`."""
@@ -27,20 +31,27 @@ def _counts(counter: Counter) -> str:
 class Tally:
     """Counts by op name of what did not become an operator as it stands."""
 
-    unsupported: Counter = field(default_factory=Counter)  # left out
+    unsupported: Counter = field(default_factory=Counter)  # left out, "op (reason)"
+    reasons: Counter = field(default_factory=Counter)      # left out, by reason
     shape_only: Counter = field(default_factory=Counter)   # zero cost, move no data
     moves_data: Counter = field(default_factory=Counter)   # zero cost, but copy data
     proxies: Counter = field(default_factory=Counter)      # "Sigmoid as silu"
     assumed: Counter = field(default_factory=Counter)      # values the file lacks
     absorbed: Counter = field(default_factory=Counter)     # inside an attention
     fitted: list[str] = field(default_factory=list)        # windows fitted (shapes.py)
-    first_unsupported: tuple[str, str] | None = None       # (where, op) of the first
+    first_unsupported: tuple[str, str] | None = None       # (where, op and why) of the first
 
-    def leave_out(self, op: str, where: str) -> None:
-        """Count an unsupported op; remember where the first one was."""
-        self.unsupported[op] += 1
+    def leave_out(self, op: str, where: str, reason: str = NO_CONVERTER,
+                  detail: str = "") -> None:
+        """Count an op left out, under its op and the reason; remember where the first
+        one was (with `detail`, e.g. its recorded shapes, for --strict)."""
+        label = op if reason == NO_CONVERTER else f"{op} ({reason})"
+        self.unsupported[label] += 1
+        self.reasons[reason] += 1
         if self.first_unsupported is None:
-            self.first_unsupported = (where, op)
+            because = "; ".join(part for part in (
+                "" if reason == NO_CONVERTER else reason, detail) if part)
+            self.first_unsupported = (where, op + (f" ({because})" if because else ""))
 
     def notes(self) -> list[str]:
         """One line per non-empty count, worst news first."""
@@ -48,6 +59,7 @@ class Tally:
         if self.unsupported:
             lines.append(f"UNSUPPORTED, left out ({sum(self.unsupported.values())}): "
                          f"{_counts(self.unsupported)}")
+            lines.append(f"left out by reason: {_counts(self.reasons)}")
         if self.moves_data:
             lines.append("zero cost although they move data (accsim has no copy kind): "
                          f"{_counts(self.moves_data)}")
@@ -71,6 +83,6 @@ class Tally:
         """--strict: one error naming the first unsupported node or event and the
         counts of all of them."""
         if self.unsupported:
-            where, op = self.first_unsupported
-            raise AccsimError(f"--strict: {op} is not supported (unsupported in all: "
+            where, what = self.first_unsupported
+            raise AccsimError(f"--strict: {what} is not supported (unsupported in all: "
                               f"{_counts(self.unsupported)})", file=file, field=where)

@@ -123,7 +123,15 @@ def llm_step(args: argparse.Namespace, config_path: str) -> LlmStep:
                           f"the mean), found {args.imbalance!r}", field="--imbalance")
     if args.all_logits and args.phase != "prefill":
         raise AccsimError("--all-logits applies to --phase prefill", field="--all-logits")
-    return LlmStep(load_model_config(config_path), args.phase, batch, length, args)
+    config = load_model_config(config_path)
+    # The last position a step uses: the prompt's last token, or the decoded token
+    # after `context` cached ones.
+    positions = length if args.phase == "prefill" else length + 1
+    if config.max_positions is not None and positions > config.max_positions:
+        raise AccsimError(f"--{length_name} {length:,} needs {positions:,} positions, more "
+                          f"than the {config.max_positions:,} the model was built for",
+                          file=config.source, field=config.max_positions_key)
+    return LlmStep(config, args.phase, batch, length, args)
 
 
 def load(args: argparse.Namespace) -> Imported:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import parse_json, read_source, shipped_folder
+from simulator.loader import excerpt, parse_json, read_source, shipped_folder
 
 # Where the shipped configs live: workloads/hf/ (package simulator.workloads.hf).
 SHIPPED_SUBFOLDER = "hf"
@@ -60,6 +60,20 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "sliding_window": ("sliding_window",),
 }
 REQUIRED = ("hidden", "layers", "heads", "vocab")
+# Largest value read per field, far above any released model (the largest have ~130
+# layers, hidden 2**14, 2**18 tokens of vocabulary, 10M positions), so that a forged
+# size is refused by name before any product of sizes is formed.
+LIMITS: dict[str, tuple[int, str]] = {
+    "hidden": (2**20, "hidden size"), "layers": (2**16, "layer count"),
+    "heads": (2**16, "head count"), "vocab": (2**24, "vocabulary"),
+    "kv_heads": (2**16, "key/value head count"), "head_dim": (2**20, "head size"),
+    "intermediate": (2**22, "MLP width"), "experts": (2**16, "expert count"),
+    "experts_per_token": (2**16, "experts per token"),
+    "moe_intermediate": (2**22, "expert MLP width"),
+    "shared_intermediate": (2**22, "shared expert MLP width"),
+    "max_positions": (2**31 - 1, "position count"),
+    "sliding_window": (2**31 - 1, "sliding window"),
+}
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,7 @@ class ModelConfig:
     vocab: int
     tie_embeddings: bool
     max_positions: int | None = None
+    max_positions_key: str = "max_position_embeddings"  # how the config spells it
     sliding_window: int | None = None
     experts: int = 0           # 0: dense
     experts_per_token: int = 0
@@ -115,10 +130,14 @@ def _positive(raw: dict, field: str, file: str | None, default=None) -> int | No
     key, value = _lookup(raw, field)
     if key is None:
         return default
+    largest, meaning = LIMITS[field]
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(f"must be a whole number, found {value!r}", file, key)
+        raise _fail(f"must be a whole number, found {excerpt(value)}", file, key)
     if value <= 0:
         raise _fail(f"must be positive, found {value}", file, key)
+    if value > largest:
+        raise _fail(f"a {meaning} of at most {largest:,} is read, found "
+                    f"{excerpt(value, 40)}", file, key)
     return value
 
 
@@ -131,10 +150,11 @@ def parse_config(raw: dict, *, file: str | None = None, name: str | None = None
     absent = [f for f in REQUIRED if _lookup(raw, f)[0] is None]
     missing = [" or ".join(SPELLINGS[f]) for f in absent]
     model_type = raw.get("model_type")
-    if model_type not in FAMILIES:
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
         known = ", ".join(sorted(FAMILIES))
-        rule = (f"unknown architecture {model_type!r} (architectures "
-                f"{raw.get('architectures')!r}): accsim reads model_type {known}")
+        rule = (f"unknown architecture {excerpt(model_type, 40)} (architectures "
+                f"{excerpt(raw.get('architectures'), 80)}): accsim reads model_type "
+                f"{known}")
         if missing:
             rule += f"; missing keys: {', '.join(missing)}"
         raise _fail(rule, file, "model_type")
@@ -177,7 +197,8 @@ def parse_config(raw: dict, *, file: str | None = None, name: str | None = None
                     "intermediate_size")
     tie = raw.get("tie_word_embeddings", family.tie_default)
     if not isinstance(tie, bool):
-        raise _fail(f"must be true or false, found {tie!r}", file, "tie_word_embeddings")
+        raise _fail(f"must be true or false, found {excerpt(tie, 40)}", file,
+                    "tie_word_embeddings")
     window = _positive(raw, "sliding_window", file)
     if raw.get("use_sliding_window") is False:  # Qwen: the window is defined, not used
         window = None
@@ -186,6 +207,7 @@ def parse_config(raw: dict, *, file: str | None = None, name: str | None = None
         layers=_positive(raw, "layers", file), heads=heads, kv_heads=kv_heads,
         head_dim=head_dim, intermediate=intermediate, vocab=_positive(raw, "vocab", file),
         tie_embeddings=tie, max_positions=_positive(raw, "max_positions", file),
+        max_positions_key=_lookup(raw, "max_positions")[0] or "max_position_embeddings",
         sliding_window=window, experts=experts, experts_per_token=top_k,
         moe_intermediate=_positive(raw, "moe_intermediate", file,
                                    default=intermediate) if experts else 0,

@@ -21,9 +21,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from simulator.errors import AccsimError
 from simulator.frontends.command import Imported
-from simulator.frontends.kineto.ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY, short_name
-from simulator.frontends.kineto.trace import Event, NoShapes, Trace, read_trace
+from simulator.frontends.kineto.ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY
+from simulator.frontends.kineto.trace import BadShapes, Event, NoShapes, Trace, read_trace
+from simulator.frontends.shapes import Contradiction
 from simulator.frontends.tally import Tally, Unsupported
+from simulator.loader import excerpt
 from simulator.workload import Operator, Workload
 
 HELP = "a PyTorch profiler (Kineto) trace (.json or .json.gz) recorded with shapes"
@@ -68,21 +70,25 @@ def import_kineto(path: str, *, strict: bool = False) -> Imported:
 
 
 def _visit(event: Event, trace: Trace, tally: Tally, found: list, on_device: bool) -> bool:
-    """Convert an event or what it calls; True if anything became an operator."""
-    name = short_name(event.name)
+    """Convert an event or what it calls; True if anything became an operator or was
+    counted as left out with a reason (so the op that called it is not counted too)."""
+    name = event.op
     if name in CONVERTERS:
         try:
-            fields = CONVERTERS[name](event, tally)
+            fields = _convert(event, tally)
         except Unsupported as exc:
-            tally.leave_out(f"{name} ({exc.reason})", event.where)
-            return False
+            tally.leave_out(name, event.where, exc.reason,
+                            f"Input Dims {excerpt(event.args.get('Input Dims'))}")
+            return True
         except NoShapes:
             raise AccsimError("no recorded shapes (args 'Input Dims'): profile with "
                               "torch.profiler.profile(record_shapes=True)",
                               file=trace.file, field=event.where) from None
-        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
+        except BadShapes as exc:
+            raise AccsimError(str(exc), file=trace.file, field=event.where) from None
+        except Contradiction as exc:
             raise AccsimError(f"recorded shapes do not fit {name} ({exc}): Input Dims "
-                              f"{json.dumps(event.args.get('Input Dims'))}",
+                              f"{excerpt(event.args.get('Input Dims'))}",
                               file=trace.file, field=event.where) from None
         if on_device:
             device_us = trace.device_time_us(event)
@@ -102,6 +108,37 @@ def _visit(event: Event, trace: Trace, tally: Tally, found: list, on_device: boo
     if not any(inside):
         tally.leave_out(name, event.where)
     return any(inside)
+
+
+def _convert(event: Event, tally: Tally) -> list[dict]:
+    """An event's operator fields, each checked against accsim's rules; Unsupported,
+    with the reason, for recorded shapes that fit no rule (DESIGN.md section 13):
+    an out= variant, a zero-size dimension, fewer inputs than the schema, ..."""
+    if event.overload == "out" or event.overload.endswith("_out"):
+        raise Unsupported("out= variant: its output among the inputs")
+    if any(0 in shape for shape in event.dims
+           if all(isinstance(d, int) for d in shape)):
+        raise Unsupported("zero-size dimension")
+    try:
+        fields = CONVERTERS[event.op](event, tally)
+    except ZeroDivisionError:
+        raise Unsupported("a 0-d tensor where the op needs dimensions") from None
+    except IndexError:
+        raise Unsupported("fewer recorded inputs or dimensions than the op's "
+                          "schema") from None
+    except (KeyError, TypeError):
+        raise Unsupported("recorded arguments of an unexpected form") from None
+    except ValueError as exc:
+        if isinstance(exc, Contradiction):
+            raise
+        raise Unsupported("recorded shapes fit no rule") from None
+    for f in fields:
+        try:
+            OPERATOR.validate_python({"name": "op", "layer_type": "op", **f})
+        except ValidationError as exc:
+            raise Unsupported(f"not an accsim {f['kind']}: " + exc.errors()[0]["msg"]
+                              .removeprefix("Value error, ")) from None
+    return fields
 
 
 def _fold(found: list, file: str) -> list:

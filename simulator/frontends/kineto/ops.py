@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simulator.frontends.kineto.trace import Event
-from simulator.frontends.shapes import Window, broadcast, matmul_gemm, numel, out_size
+from simulator.frontends.shapes import (Contradiction, Window, broadcast, matmul_gemm,
+                                        numel, out_size)
 from simulator.frontends.tally import Tally, Unsupported
+from simulator.loader import excerpt
 
 # aten op -> accsim elementwise op costing it (as in the ONNX importer's table).
 ELEMENTWISE = {
@@ -64,7 +66,8 @@ def linear(event: Event, tally: Tally) -> list[dict]:
     """linear(input [..., K], weight [N, K], bias)."""
     x, weight = event.dims[0], event.dims[1]
     if weight[-1] != x[-1]:
-        raise ValueError(f"input {x} and weight {weight} disagree on K")
+        raise Contradiction(f"input {excerpt(x)} and weight {excerpt(weight)} disagree "
+                            "on K")
     return _gemm({"m": numel(x[:-1]), "n": weight[0], "k": x[-1]})
 
 
@@ -87,7 +90,7 @@ def conv(event: Event, tally: Tally) -> list[dict]:
     x, weight = event.dims[0], event.dims[1]
     if len(x) not in (3, 4):
         raise Unsupported(f"{len(x) - 2}-D")
-    at = CONV_ARGUMENTS[event.name.removeprefix("aten::")]
+    at = CONV_ARGUMENTS[event.op]
     if at[3] is not None and event.concrete(at[3], False):
         raise Unsupported("transposed")
     spatial = len(x) - 2
@@ -133,7 +136,7 @@ ATTENTION_ARGUMENTS = {
 def attention(event: Event, tally: Tally) -> list[dict]:
     """softmax(Q K^T) V from Q, K, V shapes: [batch..., heads, seq, head_dim] for the
     scaled_dot_product_* ops, [batch, seq, heads, head_dim] for flash's kernel."""
-    layout, causal_at = ATTENTION_ARGUMENTS[event.name.removeprefix("aten::")]
+    layout, causal_at = ATTENTION_ARGUMENTS[event.op]
     q, k, v = (list(d) for d in event.dims[:3])
     if layout == "bshd":
         q, k, v = ([t[0], t[2], t[1], t[3]] for t in (q, k, v))
@@ -146,16 +149,20 @@ def attention(event: Event, tally: Tally) -> list[dict]:
 
 
 def elementwise(event: Event, tally: Tally) -> list[dict]:
-    name = event.name.removeprefix("aten::").rstrip("_")
+    name = event.op.rstrip("_")
     op = ELEMENTWISE[name]
-    if op != name:
-        tally.proxies[f"{name} as {op}"] += 1
     shape: tuple[int, ...] = ()
     for dims in event.dims:
         if isinstance(dims, list) and all(isinstance(d, int) for d in dims):
-            shape = broadcast(shape, dims)
+            try:
+                shape = broadcast(shape, dims)
+            except ValueError:
+                raise Unsupported("inputs do not broadcast: an output or extra "
+                                  "tensor among them") from None
             if name in ("batch_norm", "native_batch_norm"):
                 break  # the input; the rest are per-channel statistics
+    if op != name:
+        tally.proxies[f"{name} as {op}"] += 1
     return [{"kind": "elementwise", "elements": numel(shape), "op": op}]
 
 
@@ -203,7 +210,7 @@ def pool(event: Event, tally: Tally) -> list[dict]:
     x = event.dims[0]
     if len(x) != 4:
         raise Unsupported(f"{len(x) - 2}-D")
-    name = event.name.removeprefix("aten::")
+    name = event.op
     if name.startswith("adaptive"):
         out = _pair(event.concrete(1, 1), 2)
         if any(size % o for size, o in zip(x[2:], out)):
@@ -243,7 +250,3 @@ CONVERTERS: dict[str, Converter] = {
     **{f"{op}_": elementwise for op in ELEMENTWISE},
 }
 
-
-def short_name(event_name: str) -> str:
-    """The op an event runs: `aten::add_` -> `add_`; other namespaces kept."""
-    return event_name.removeprefix("aten::")

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import ast
 import bisect
+import math
 import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import decode_text, parse_json, read_bytes
+from simulator.loader import decode_text, excerpt, parse_json, read_bytes
 
 OPERATOR_CATEGORIES = {"cpu_op", "operator"}          # "operator": older PyTorch
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}
@@ -28,10 +29,19 @@ DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 MAX_TRACE_BYTES = 512 * 2**20
 # Longest recorded argument parsed as a literal (a shape list is a few dozen).
 MAX_LITERAL_CHARS = 10_000
+# Deepest nesting of operator events on one thread (a real model's call stack is a
+# few dozen deep); a deeper one is refused before it is walked.
+MAX_EVENT_DEPTH = 256
+# A recorded dimension is an int64 in PyTorch.
+MAX_DIMENSION = 2**63 - 1
 
 
 class NoShapes(Exception):
     """An operator event without recorded input shapes."""
+
+
+class BadShapes(Exception):
+    """Recorded input shapes that are not lists of sizes: a damaged or forged trace."""
 
 
 @dataclass
@@ -51,16 +61,38 @@ class Event:
 
     @property
     def where(self) -> str:
-        """How an error or a note names this event."""
-        pid, tid = self.thread
-        return f"event {self.name} (pid {pid}, tid {tid}, ts {self.ts:g})"
+        """How an error or a note names this event (its name cut short)."""
+        pid, tid = (_cut(str(label), 40) for label in self.thread)
+        return f"event {_cut(self.name, 80)} (pid {pid}, tid {tid}, ts {self.ts:g})"
+
+    @property
+    def op(self) -> str:
+        """The aten op the event runs, without namespace or overload:
+        `aten::pow.Tensor_Scalar_out` -> `pow`; other namespaces kept."""
+        if not self.name.startswith("aten::"):
+            return self.name
+        return self.name.removeprefix("aten::").partition(".")[0]
+
+    @property
+    def overload(self) -> str:
+        """The overload an aten event's name gives (`Tensor_Scalar_out`), else ''."""
+        if not self.name.startswith("aten::"):
+            return ""
+        return self.name.removeprefix("aten::").partition(".")[2]
 
     @property
     def dims(self) -> list:
-        """The recorded input shapes (NoShapes where the trace has none)."""
+        """The recorded input shapes (NoShapes where the trace has none, BadShapes
+        where an entry is not a shape or a list of shapes)."""
         dims = self.args.get("Input Dims")
         if not isinstance(dims, list):
             raise NoShapes(self.where)
+        for index, entry in enumerate(dims):
+            if not isinstance(entry, list) or not (
+                    all(_size(d) for d in entry) or
+                    all(isinstance(t, list) and all(_size(d) for d in t) for t in entry)):
+                raise BadShapes(f"Input Dims[{index}] is {excerpt(entry)}, not a shape (a "
+                                f"list of whole numbers from 0 to {MAX_DIMENSION})")
         return dims
 
     def concrete(self, position: int, default=None):
@@ -77,6 +109,15 @@ class Event:
             return ast.literal_eval(text)  # literals only: nothing is executed
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             return text
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _size(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        0 <= value <= MAX_DIMENSION
 
 
 @dataclass(frozen=True)
@@ -113,29 +154,61 @@ def read_trace(path: str | Path) -> Trace:
             continue
         category = str(raw.get("cat", "")).lower()
         args = raw.get("args") if isinstance(raw.get("args"), dict) else {}
-        try:
-            ts, dur = float(raw["ts"]), float(raw.get("dur", 0))
-            thread = (raw.get("pid"), raw.get("tid"))
-        except (KeyError, TypeError, ValueError):
-            raise AccsimError("a complete event needs a numeric ts and dur", file=file,
-                              field=f"traceEvents[{index}]") from None
+        where = f"traceEvents[{index}]"
+        ts, dur = _time(raw, "ts", file, where), _time(raw, "dur", file, where)
+        thread = (_label(raw, "pid", file, where), _label(raw, "tid", file, where))
+        correlation = args.get("correlation")
+        if not isinstance(correlation, (int, str)):
+            correlation = None  # a launch or kernel without one is not matched
         if category in OPERATOR_CATEGORIES:
-            operators[thread].append(Event(str(raw.get("name", "")), thread, ts, dur,
-                                           args))
-        elif category in LAUNCH_CATEGORIES and "correlation" in args:
-            launches[thread].append((ts, args["correlation"]))
-        elif category in DEVICE_CATEGORIES and "correlation" in args:
-            device_us[args["correlation"]] = device_us.get(args["correlation"], 0) + dur
+            name = raw.get("name", "")
+            if not isinstance(name, str):
+                raise AccsimError(f"name must be text, found {excerpt(name)}", file=file,
+                                  field=f"{where}.name")
+            operators[thread].append(Event(name, thread, ts, dur, args))
+        elif category in LAUNCH_CATEGORIES and correlation is not None:
+            launches[thread].append((ts, correlation))
+        elif category in DEVICE_CATEGORIES and correlation is not None:
+            device_us[correlation] = device_us.get(correlation, 0) + dur
     if not operators:
         raise AccsimError("no operator events (cat 'cpu_op'): not a PyTorch profiler "
                           "trace, or one recorded without CPU activity", file=file)
     roots = [root for thread in sorted(operators, key=str)
-             for root in _nest(operators[thread])]
+             for root in _nest(operators[thread], file)]
     roots.sort(key=lambda e: e.ts)
     by_thread = {thread: ([t for t, _ in sorted(items, key=lambda i: i[0])],
                           [c for _, c in sorted(items, key=lambda i: i[0])])
                  for thread, items in launches.items()}
     return Trace(file, roots, by_thread, device_us)
+
+
+def _time(raw: dict, key: str, file: str, where: str) -> float:
+    """An event's ts or dur in microseconds: a finite number, dur >= 0 (absent: 0)."""
+    if key not in raw and key == "dur":
+        return 0.0
+    value = raw.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise AccsimError(f"a complete event needs a numeric {key}, found "
+                          f"{excerpt(value)}", file=file, field=f"{where}.{key}")
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        number = math.nan
+    if not math.isfinite(number) or key == "dur" and number < 0:
+        rule = "a finite number >= 0" if key == "dur" else "a finite number"
+        raise AccsimError(f"must be {rule}, found {excerpt(value)}", file=file,
+                          field=f"{where}.{key}")
+    return number
+
+
+def _label(raw: dict, key: str, file: str, where: str):
+    """An event's pid or tid: a number or a name (absent: None)."""
+    value = raw.get(key)
+    if value is not None and (isinstance(value, bool) or
+                              not isinstance(value, (int, str))):
+        raise AccsimError(f"must be a number or a name, found {excerpt(value)}",
+                          file=file, field=f"{where}.{key}")
+    return value
 
 
 def _gunzip(data: bytes, file: str) -> bytes:
@@ -166,13 +239,16 @@ def _events(file: str) -> list:
     return events
 
 
-def _nest(events: list[Event]) -> list[Event]:
+def _nest(events: list[Event], file: str) -> list[Event]:
     """One thread's events as trees by time containment; the roots in order."""
     roots: list[Event] = []
     stack: list[Event] = []
     for event in sorted(events, key=lambda e: (e.ts, -e.dur)):
         while stack and event.ts >= stack[-1].end:
             stack.pop()
+        if len(stack) >= MAX_EVENT_DEPTH:
+            raise AccsimError(f"operator events nested more than {MAX_EVENT_DEPTH} deep "
+                              "on one thread", file=file, field=event.where)
         (stack[-1].children if stack else roots).append(event)
         stack.append(event)
     return roots

@@ -49,7 +49,7 @@ def _convert(node: Node, graph: Graph, tally: Tally) -> list:
     try:
         fields = CONVERTERS[node.op_type](node, graph, tally)
     except Unsupported as exc:
-        tally.leave_out(f"{node.op_type} ({exc.reason})", where)
+        tally.leave_out(node.op_type, where, exc.reason)
         return []
     except ShapeUnknown as exc:
         if not tally.unsupported:
@@ -58,11 +58,11 @@ def _convert(node: Node, graph: Graph, tally: Tally) -> list:
                               "run time: give them with --input-shape)", file=graph.file,
                               field=where) from None
         # Downstream of an op that inference does not know: counted, like that op.
-        tally.leave_out(f"{node.op_type} (shape unknown)", where)
+        tally.leave_out(node.op_type, where, "shape unknown")
         return []
     except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
         raise AccsimError(f"cannot read this {node.op_type} node's attributes or shapes "
-                          f"({type(exc).__name__}: {exc})", file=graph.file,
+                          f"({type(exc).__name__}: {str(exc)[:200]})", file=graph.file,
                           field=where) from None
     return [_operator(f, node, graph.file) for f in fields]
 

@@ -83,6 +83,9 @@ def read_graph(path: str | Path, *, batch: int | None = None,
     if opset is None:
         raise AccsimError("no opset_import for the default ONNX domain (a truncated or "
                           "hand-damaged file?)", file=file)
+    if not 1 <= opset <= onnx.defs.onnx_opset_version():
+        raise AccsimError(f"opset {opset} is not one the installed onnx package knows "
+                          f"(1 to {onnx.defs.onnx_opset_version()})", file=file)
     if not graph.node:
         raise AccsimError("the graph has no nodes (an empty or truncated file?)", file=file)
     weights = frozenset(t.name for t in graph.initializer)
