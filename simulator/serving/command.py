@@ -17,7 +17,7 @@ from simulator.errors import AccsimError
 from simulator.terminal import console as report_console
 from simulator.loader import (check_output_path, dump_json, parse_model, read_source,
                               shipped_names, validation_error, writing)
-from simulator.serving.arrivals import shipped_traces
+from simulator.serving.trace import shipped_traces
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import prepare, serve

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.serving.arrivals import load_trace
 from simulator.serving.serve import Setup, simulate_serving, summary
 from simulator.serving.spec import ServeSpec
 
@@ -58,8 +57,8 @@ def _start_rate(setup: Setup, spec: ServeSpec) -> float:
     full batches on every replica sustain."""
     if spec.rate is not None:
         return spec.rate
-    if spec.arrival == "trace":
-        times = load_trace(spec.arrival_trace, need_tokens=setup.llm).times_s
+    if setup.trace is not None:
+        times = setup.trace.times_s
         if len(times) > 1 and times[-1] > 0:
             return (len(times) - 1) / float(times[-1])
     resolved = spec.resolved()
