@@ -131,7 +131,10 @@ def arrivals(spec, *, need_tokens: bool, read: Trace | None = None) -> Arrivals:
     rng = np.random.default_rng(spec.seed)
     process = ARRIVALS.get(spec.arrival, field="arrival")
     came = process(spec, rng, need_tokens=need_tokens, read=read)
-    last = float(came.times_s[-1]) if len(came) else 0.0
+    if not len(came):
+        raise AccsimError(f"no request arrives within duration_s {spec.duration_s:g} s "
+                          f"at {spec.rate:g} requests/s", field="duration_s")
+    last = float(came.times_s[-1])
     if not last <= MAX_HORIZON_S:  # NaN fails too
         raise AccsimError(f"the arrivals span {last:.4g} s, beyond the {MAX_HORIZON_S:g} s "
                           "a run may simulate: raise the rate or ask for fewer requests",

@@ -28,6 +28,9 @@ MAX_RATE = 1e9            # requests/s
 MAX_HORIZON_S = 1e9       # the last arrival, in simulated seconds
 CV_RANGE = (0.01, 100.0)  # gamma shapes 1e4 .. 1e-4: numpy draws both exactly
 MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
+# A batch is simulated as one workload of max_batch samples (static batching pads to
+# it): 16,384 is beyond any serving system's batch and simulates in about a second.
+MAX_BATCH = 2**14
 
 
 class RateSweep(Strict):
@@ -86,7 +89,7 @@ class ServeSpec(Strict):
                                      allow_inf_nan=False,
                                      description="stop arrivals after this long")
     batching: Literal["static", "dynamic", "continuous"] | None = None
-    max_batch: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    max_batch: int | None = Field(default=None, ge=1, le=MAX_BATCH)
     max_wait_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False,
                                       description="static: None waits to fill; "
                                       "dynamic: None is 0")
@@ -168,20 +171,20 @@ class ServeSpec(Strict):
         return self
 
     def _load_rules(self) -> list[tuple[bool, str, str]]:
-        """Poisson and gamma loads bounded before anything is drawn: every rate given
-        (or the sweep's ends) brings its requests within MAX_HORIZON_S, and a duration
-        without a request count holds at most MAX_REQUESTS expected arrivals. Trace loads are checked as read."""
+        """Poisson and gamma loads bounded before anything is drawn: the rate (or the
+        sweep's ends) brings the requests within MAX_HORIZON_S, and a duration without
+        a request count holds at most MAX_REQUESTS expected arrivals. Trace loads are
+        checked as the trace is read."""
         if self.arrival == "trace":
             return []
-        rates = [self.rate] if self.rate is not None else []
-        if self.sweep_rate is not None:
-            rates += [self.sweep_rate.low, self.sweep_rate.high]
+        sweep = self.sweep_rate
+        field = "rate" if sweep is None else "sweep_rate"  # a sweep runs its own rates
+        rates = [sweep.low, sweep.high] if sweep else [self.rate] if self.rate else []
         requests = self.requests or DEFAULT_REQUESTS
         rules = []
         if self.duration_s is None and rates:  # else arrivals stop at duration_s
             slowest = min(rates)
-            rules.append((requests / slowest > MAX_HORIZON_S,
-                          "rate" if self.rate is not None else "sweep_rate",
+            rules.append((requests / slowest > MAX_HORIZON_S, field,
                           f"{requests:,} requests at {slowest:g} requests/s take about "
                           f"{requests / slowest:.3g} s, beyond the {MAX_HORIZON_S:g} s a "
                           "run may simulate: raise the rate or ask for fewer requests"))
