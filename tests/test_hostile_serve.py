@@ -151,6 +151,8 @@ case("llm default lengths beyond max_position_embeddings", LLM + ["--rate", "1",
      "--requests", "2"], LLM_FILES, "tiny.json", "max_position_embeddings", "640")
 case("llm chips not T x P", LLM + ["--rate", "1", "--requests", "2", "--chips", "65536"],
      LLM_FILES, "--chips")
+case("llm replicas times chips beyond a system", LLM + ["--rate", "1", "--requests",
+     "2", "--tp", "4", "--replicas", "65536"], LLM_FILES, "--replicas", "262,144")
 case("llm config NaN", LLM + ["--rate", "1", "--requests", "2"],
      {"tiny.json": TINY.replace('"n_embd": 64', '"n_embd": NaN')}, "tiny.json", "NaN")
 case("llm config positions zero", LLM + ["--rate", "1", "--requests", "2"],

@@ -164,6 +164,10 @@ class ServeSpec(Strict):
              "give sweep_rate or find_max_rate, not both"),
             (self.micro_batches is not None and self.pp == 1, "micro_batches",
              "micro-batches fill a pipeline: give pp > 1"),
+            (self.replicas * (self.chips or self.tp * self.pp) > MAX_CHIPS, "replicas",
+             f"{self.replicas:,} replicas x {self.chips or self.tp * self.pp:,} chips = "
+             f"{self.replicas * (self.chips or self.tp * self.pp):,} chips, more than "
+             f"the {MAX_CHIPS:,} a system may have"),
         ]
         for broken, field, rule in rules + self._load_rules():
             if broken:  # AccsimError passes through pydantic with its field named
