@@ -197,6 +197,8 @@ for label, text, fragments in (
         ("tokens subnormal", TRACE.replace("0.5,16", "0.5,5e-324"), ["line 3"]),
         ("context beyond the model's positions", TRACE.replace("0.5,16,4", "0.5,60,8"),
          ["line 3", "max_position_embeddings 64"]),
+        ("context beyond the positions after blank lines",
+         TRACE.replace("\n0.5,16,4", "\n\n\n0.5,60,8"), ["line 5", "68 tokens"]),
         ("header duplicated", "arrived_at,arrived_at,num_prefill_tokens,"
          "num_decode_tokens\n0,0,16,4\n", ["header", "more than one column"]),
         ("two spellings of the time", "arrived_at,arrival_s,prompt_tokens,output_tokens"

@@ -99,7 +99,7 @@ def check_context(config, spec: ServeSpec, trace: Trace | None) -> None:
                           f"{trace.output_tokens[row]:,} = {need[row]:,} tokens needs more "
                           f"positions than the max_position_embeddings {limit:,} of "
                           f"{spec.model} ({over.size:,} requests do)",
-                          file=trace.source.path, field=f"line {row + 2}")
+                          file=trace.source.path, field=f"line {trace.lines[row]}")
 
 
 def _model_source(config, name_or_path: str) -> Source | None:

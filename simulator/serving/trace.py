@@ -40,12 +40,14 @@ HEADER_NAMES_SHOWN = 8  # of a header without the columns wanted
 
 @dataclass(frozen=True)
 class Trace:
-    """A trace file as read: times relative to its first arrival, tokens if present."""
+    """A trace file as read: times relative to its first arrival, tokens if present,
+    and the line each request is on (for messages)."""
 
     times_s: np.ndarray
     prompt_tokens: np.ndarray | None
     output_tokens: np.ndarray | None
     source: Source
+    lines: np.ndarray
 
 
 def shipped_traces() -> list[str]:
@@ -144,7 +146,8 @@ def load_trace(name_or_path: str, *, need_tokens: bool) -> Trace:
     _check_order(times, lines, source.path, header[columns["arrival"]])
     tokens = {role: np.asarray(values[role], dtype=np.int64) if role in values else None
               for role in ("prompt", "output")}
-    return Trace(times - times[0], tokens["prompt"], tokens["output"], source)
+    return Trace(times - times[0], tokens["prompt"], tokens["output"], source,
+                 np.asarray(lines, dtype=np.int64))
 
 
 def _check_order(times: np.ndarray, lines: list[int], file: str, column: str) -> None:
