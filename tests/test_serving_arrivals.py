@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from simulator.errors import AccsimError
-from simulator.serving.arrivals import arrivals, load_trace, shipped_traces
+from simulator.serving.arrivals import arrivals
+from simulator.serving.trace import load_trace, shipped_traces
 from simulator.serving.spec import ServeSpec
 
 

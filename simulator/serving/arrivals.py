@@ -2,29 +2,22 @@
 
 Each process is registered by name and turns the spec and a seeded generator into the
 arrival times (seconds, non-decreasing) and token counts of every request. Traces are
-CSV files (a shipped name or a path) with an arrival-time column in seconds and, for
-LLMs, prompt and output token columns.
+read by simulator.serving.trace. Whatever the process, at most MAX_REQUESTS requests
+arrive, all within MAX_HORIZON_S (beyond it float64 seconds lose the microseconds a
+latency is made of): a spec that asks for more is refused, not drawn.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from simulator.errors import AccsimError
-from simulator.loader import Source, read_source, shipped_folder
-from simulator.serving.spec import MAX_TOKENS
+from simulator.loader import Source
 from simulator.serving.registry import Registry
-
-# Accepted column names, first the ones used by the shipped trace (Vidur's spelling).
-ARRIVAL_COLUMNS = ("arrived_at", "arrival_s")
-PROMPT_COLUMNS = ("num_prefill_tokens", "prompt_tokens")
-OUTPUT_COLUMNS = ("num_decode_tokens", "output_tokens")
+from simulator.serving.spec import MAX_HORIZON_S, MAX_REQUESTS
+from simulator.serving.trace import Trace, load_trace
 
 
 @dataclass(frozen=True)
@@ -38,104 +31,6 @@ class Arrivals:
 
     def __len__(self) -> int:
         return len(self.times_s)
-
-
-@dataclass(frozen=True)
-class Trace:
-    """A trace file as read: times relative to its first arrival, tokens if present."""
-
-    times_s: np.ndarray
-    prompt_tokens: np.ndarray | None
-    output_tokens: np.ndarray | None
-    source: Source
-
-
-def shipped_traces() -> list[str]:
-    """Names of the traces shipped with the package."""
-    folder = shipped_folder("workload") / "traces"
-    return sorted(p.name.removesuffix(".csv") for p in folder.iterdir()
-                  if p.name.endswith(".csv"))
-
-
-def trace_path(name_or_path: str) -> Path:
-    """A path as given if it exists or looks like one, else the shipped trace."""
-    path = Path(name_or_path)
-    if path.exists() or path.suffix == ".csv" or "/" in name_or_path:
-        return path
-    if name_or_path in shipped_traces():
-        return Path(str(shipped_folder("workload") / "traces" / f"{name_or_path}.csv"))
-    raise AccsimError(f"no such file, and no shipped trace of that name (shipped: "
-                      f"{', '.join(shipped_traces())})", file=name_or_path,
-                      field="arrival_trace")
-
-
-def _column(header: list[str], names: tuple[str, ...]) -> int | None:
-    return next((header.index(n) for n in names if n in header), None)
-
-
-def load_trace(name_or_path: str, *, need_tokens: bool) -> Trace:
-    """Read and check a trace: times finite, >= 0 and non-decreasing; token counts
-    positive integers; the token columns required when `need_tokens`."""
-    source = read_source(trace_path(name_or_path))
-    rows = list(csv.reader(io.StringIO(source.text)))
-    if not rows:
-        raise AccsimError("empty trace (expected a header row)", file=source.path)
-    header = [h.strip() for h in rows[0]]
-    columns = {"arrival": _column(header, ARRIVAL_COLUMNS),
-               "prompt": _column(header, PROMPT_COLUMNS),
-               "output": _column(header, OUTPUT_COLUMNS)}
-    wanted = {"arrival": ARRIVAL_COLUMNS, "prompt": PROMPT_COLUMNS,
-              "output": OUTPUT_COLUMNS}
-    for role in ("arrival", "prompt", "output") if need_tokens else ("arrival",):
-        if columns[role] is None:
-            raise AccsimError(f"missing column: one of {', '.join(wanted[role])} "
-                              f"(header has {', '.join(header) or 'nothing'})",
-                              file=source.path, field=role)
-    body = rows[1:]
-    if not body:
-        raise AccsimError("no requests after the header", file=source.path)
-    values: dict[str, list] = {role: [] for role, index in columns.items()
-                               if index is not None}
-    for line, row in enumerate(body, start=2):
-        for role in values:
-            text = row[columns[role]].strip() if columns[role] < len(row) else ""
-            field = f"line {line}, {header[columns[role]]}"
-            if role == "arrival":
-                values[role].append(_time(text, source.path, field))
-            else:
-                values[role].append(_tokens(text, source.path, field))
-    times = np.asarray(values["arrival"], dtype=np.float64)
-    backwards = np.flatnonzero(np.diff(times) < 0)
-    if backwards.size:
-        line = int(backwards[0]) + 3
-        raise AccsimError(f"arrival times must not decrease ({times[backwards[0] + 1]!r} "
-                          f"after {times[backwards[0]]!r})", file=source.path,
-                          field=f"line {line}, {header[columns['arrival']]}")
-    tokens = {role: np.asarray(values[role], dtype=np.int64) if role in values else None
-              for role in ("prompt", "output")}
-    return Trace(times - times[0], tokens["prompt"], tokens["output"], source)
-
-
-def _time(text: str, file: str, field: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise AccsimError(f"not a number: {text!r}", file=file, field=field) from None
-    if not math.isfinite(value) or value < 0:
-        raise AccsimError(f"arrival time must be finite and >= 0, got {text}", file=file,
-                          field=field)
-    return value
-
-
-def _tokens(text: str, file: str, field: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise AccsimError(f"not an integer: {text!r}", file=file, field=field) from None
-    if not 1 <= value <= MAX_TOKENS:
-        raise AccsimError(f"token count must be >= 1 and <= {MAX_TOKENS:,}, got {value:,}",
-                          file=file, field=field)
-    return value
 
 
 def _limit(times: np.ndarray, requests: int | None, duration_s: float | None) -> int:
@@ -155,11 +50,17 @@ def _renewal(gaps, spec, rng: np.random.Generator) -> Arrivals:
     requests = spec.requests
     if requests is None:  # duration only: draw in chunks until past it
         drawn = []
-        total = 0.0
+        total, count = 0.0, 0
+        chunk_size = int(max(16.0, min(MAX_REQUESTS, spec.rate * spec.duration_s / 4)))
         while total <= spec.duration_s:
-            chunk = gaps(rng, max(16, int(spec.rate * spec.duration_s / 4)))
+            if count > MAX_REQUESTS:
+                raise AccsimError(f"more than {MAX_REQUESTS:,} requests arrive within "
+                                  f"{spec.duration_s:g} s at this rate; shorten it",
+                                  field="duration_s")
+            chunk = gaps(rng, chunk_size)
             drawn.append(chunk)
             total += float(chunk.sum())
+            count += chunk_size
         times = np.cumsum(np.concatenate(drawn))
     else:
         times = np.cumsum(gaps(rng, requests))
@@ -170,13 +71,15 @@ def _renewal(gaps, spec, rng: np.random.Generator) -> Arrivals:
 
 
 @ARRIVALS.register("poisson")
-def poisson(spec, rng: np.random.Generator, *, need_tokens: bool) -> Arrivals:
+def poisson(spec, rng: np.random.Generator, *, need_tokens: bool,
+            read: Trace | None = None) -> Arrivals:
     """Exponential gaps of mean 1/rate."""
     return _renewal(lambda g, n: g.exponential(1.0 / spec.rate, n), spec, rng)
 
 
 @ARRIVALS.register("gamma")
-def gamma(spec, rng: np.random.Generator, *, need_tokens: bool) -> Arrivals:
+def gamma(spec, rng: np.random.Generator, *, need_tokens: bool,
+          read: Trace | None = None) -> Arrivals:
     """Gamma gaps of mean 1/rate and coefficient of variation cv (shape 1/cv^2);
     cv = 1 is Poisson, cv < 1 smoother, cv > 1 burstier."""
     shape = 1.0 / spec.cv ** 2
@@ -184,10 +87,12 @@ def gamma(spec, rng: np.random.Generator, *, need_tokens: bool) -> Arrivals:
 
 
 @ARRIVALS.register("trace")
-def trace(spec, rng: np.random.Generator, *, need_tokens: bool) -> Arrivals:
-    """The trace's arrivals, scaled to mean `rate` if one is given, and repeated end to
-    end (one mean gap apart) when more requests are asked for than it holds."""
-    read = load_trace(spec.arrival_trace, need_tokens=need_tokens)
+def trace(spec, rng: np.random.Generator, *, need_tokens: bool,
+          read: Trace | None = None) -> Arrivals:
+    """The trace's arrivals (`read`, else the file the spec names), scaled to mean
+    `rate` if one is given, and repeated end to end (one mean gap apart) when more
+    requests are asked for than it holds."""
+    read = read or load_trace(spec.arrival_trace, need_tokens=need_tokens)
     times = read.times_s
     n = len(times)
     span = float(times[-1])
@@ -195,7 +100,12 @@ def trace(spec, rng: np.random.Generator, *, need_tokens: bool) -> Arrivals:
         if n < 2 or span <= 0:
             raise AccsimError("a trace needs two distinct arrival times to be scaled to "
                               "a rate", file=read.source.path, field="rate")
-        times = times * ((n - 1) / span / spec.rate)
+        scale = (n - 1) / span / spec.rate
+        if not scale * span <= MAX_HORIZON_S:  # checked before the arrays are made
+            raise AccsimError(f"scaled to {spec.rate:g} requests/s the trace would span "
+                              f"{scale * span:.4g} s, beyond the {MAX_HORIZON_S:g} s a "
+                              "run may simulate", file=read.source.path, field="rate")
+        times = times * scale
         span = float(times[-1])
     wanted = spec.requests if spec.requests is not None else n
     copies = 1
@@ -214,7 +124,19 @@ def trace(spec, rng: np.random.Generator, *, need_tokens: bool) -> Arrivals:
                     tokens(read.output_tokens, spec.output_tokens), read.source)
 
 
-def arrivals(spec, *, need_tokens: bool) -> Arrivals:
-    """The arrivals the spec asks for, drawn from a generator seeded by spec.seed."""
+def arrivals(spec, *, need_tokens: bool, read: Trace | None = None) -> Arrivals:
+    """The arrivals the spec asks for, drawn from a generator seeded by spec.seed (a
+    trace already read may be passed as `read`, which trace arrivals use and the
+    others ignore); refused if they end after MAX_HORIZON_S."""
     rng = np.random.default_rng(spec.seed)
-    return ARRIVALS.get(spec.arrival, field="arrival")(spec, rng, need_tokens=need_tokens)
+    process = ARRIVALS.get(spec.arrival, field="arrival")
+    came = process(spec, rng, need_tokens=need_tokens, read=read)
+    if not len(came):
+        raise AccsimError(f"no request arrives within duration_s {spec.duration_s:g} s "
+                          f"at {spec.rate:g} requests/s", field="duration_s")
+    last = float(came.times_s[-1])
+    if not last <= MAX_HORIZON_S:  # NaN fails too
+        raise AccsimError(f"the arrivals span {last:.4g} s, beyond the {MAX_HORIZON_S:g} s "
+                          "a run may simulate: raise the rate or ask for fewer requests",
+                          file=came.source.path if came.source else None, field="rate")
+    return came

@@ -15,12 +15,13 @@ from simulator.errors import AccsimError
 from simulator.terminal import console as report_console
 from simulator.loader import (check_output_path, dump_json, parse_model, read_source,
                               shipped_names, validation_error, writing)
-from simulator.serving.arrivals import shipped_traces
+from simulator.serving.trace import shipped_traces
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import prepare, serve
 from simulator.serving.sla import parse_sla
-from simulator.serving.spec import DEFAULT_ARCH, DEFAULT_WORKLOAD, ServeSpec
+from simulator.serving.spec import (CV_RANGE, DEFAULT_ARCH, DEFAULT_WORKLOAD, MAX_RATE,
+                                    MAX_REQUESTS, ServeSpec)
 
 PROGRESS_AFTER_S = 2.0  # runs shorter than this show no bar
 # Output option -> the suffixes it may end in (None: any).
@@ -42,14 +43,18 @@ def add_parser(subparsers) -> None:
     add("--model", help="LLM: Hugging Face config.json or shipped model name; serves "
         "prefill and decode of every request")
     add("--dtype", help="LLM dtype (default: the model's)")
-    add("--arrival", choices=["poisson", "gamma", "trace"], help="default poisson")
-    add("--rate", type=float, help="requests/s (with a trace: scale it to this rate)")
-    add("--cv", type=float, help="gamma: coefficient of variation of the gaps (default 1)")
+    add("--arrival", choices=["poisson", "gamma", "trace"], help="default poisson "
+        "(trace when --arrival-trace is given)")
+    add("--rate", type=float, help=f"requests/s, at most {MAX_RATE:g} (with a trace: "
+        "scale it to this rate)")
+    add("--cv", type=float, help="gamma: coefficient of variation of the gaps, "
+        f"{CV_RANGE[0]:g} to {CV_RANGE[1]:g} (default 1)")
     add("--arrival-trace", metavar="FILE|NAME", help="CSV of arrival times (s) and, for "
         f"LLMs, prompt and output tokens; shipped: {', '.join(shipped_traces())}")
     add("--prompt-tokens", type=int, help="poisson/gamma LLM prompt length (default 512)")
     add("--output-tokens", type=int, help="poisson/gamma LLM output length (default 128)")
-    add("--requests", type=int, help="requests to serve (default 1000; a trace: all)")
+    add("--requests", type=int, help=f"requests to serve, at most {MAX_REQUESTS:,} "
+        "(default 1000; a trace: all)")
     add("--duration", type=float, dest="duration_s", metavar="SECONDS",
         help="stop arrivals after this many simulated seconds")
     add("--batching", choices=["static", "dynamic", "continuous"],

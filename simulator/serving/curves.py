@@ -7,8 +7,9 @@ import csv
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from simulator.errors import AccsimError
-from simulator.serving.arrivals import load_trace
 from simulator.serving.serve import Setup, simulate_serving, summary
 from simulator.serving.spec import ServeSpec
 
@@ -58,8 +59,8 @@ def _start_rate(setup: Setup, spec: ServeSpec) -> float:
     full batches on every replica sustain."""
     if spec.rate is not None:
         return spec.rate
-    if spec.arrival == "trace":
-        times = load_trace(spec.arrival_trace, need_tokens=setup.llm).times_s
+    if setup.trace is not None:
+        times = setup.trace.times_s
         if len(times) > 1 and times[-1] > 0:
             return (len(times) - 1) / float(times[-1])
     resolved = spec.resolved()
@@ -69,10 +70,20 @@ def _start_rate(setup: Setup, spec: ServeSpec) -> float:
     return 1.0
 
 
+def _admissible(spec: ServeSpec, rate: float) -> bool:
+    """Whether a run at `rate` is within the spec's bounds (rate, arrivals' span)."""
+    try:
+        ServeSpec.model_validate(spec.model_dump(exclude_unset=True) | {"rate": rate})
+    except (ValidationError, AccsimError):
+        return False
+    return True
+
+
 def find_max_rate(setup: Setup, spec: ServeSpec, *,
                   progress: PointProgress | None = None) -> dict:
     """The highest offered rate whose run meets every SLA target: bracket by doubling
-    or halving from the start rate, then bisect until the bracket is within 1%."""
+    or halving from the start rate (within the rates a spec may ask for), then bisect
+    until the bracket is within 1%."""
     evaluations: list[dict] = []
 
     def met(rate: float) -> bool:
@@ -89,6 +100,8 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
         low = rate
         for _ in range(MAX_STEPS):
             rate *= 2
+            if not _admissible(spec, rate):
+                break
             if not met(rate):
                 high = rate
                 break
@@ -97,6 +110,8 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
         high = rate
         for _ in range(MAX_STEPS):
             rate /= 2
+            if not _admissible(spec, rate):
+                break
             if met(rate):
                 low = rate
                 break

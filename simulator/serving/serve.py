@@ -6,8 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from simulator.config import Platform
 from simulator.energy import static_power_w
+from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.loader import Source, load_model, locate, read_source
 from simulator.mapping.plan import Mapping
@@ -19,6 +22,7 @@ from simulator.serving.kv_cache import KV_ALLOCATORS
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
 from simulator.serving.sla import good_requests, sla_report
 from simulator.serving.spec import ServeSpec
+from simulator.serving.trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
 from simulator.workload import Workload
 
@@ -35,6 +39,7 @@ class Setup:
     kv_blocks: int | None           # LLMs: blocks per replica
     reference: Inputs               # the run embedded in the manifest
     model_source: Source | None = None
+    trace: Trace | None = None      # trace arrivals: the file, read and checked once
 
     @property
     def llm(self) -> bool:
@@ -42,30 +47,59 @@ class Setup:
 
 
 def prepare(spec: ServeSpec, *, hf=None) -> Setup:
-    """Load the platform and workload or model named by the (resolved) spec."""
+    """Load and check the platform, the trace and the workload or model named by the
+    (resolved) spec, before any cost is simulated."""
     spec = spec.resolved()
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
+    if not spec.llm and not spec.system.single_chip:
+        raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
+    trace = load_trace(spec.arrival_trace, need_tokens=spec.llm) \
+        if spec.arrival == "trace" else None
     if not spec.llm:
-        if not spec.system.single_chip:
-            from simulator.errors import AccsimError
-            raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
         workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
         cost = PlainBatchCost(platform, workload, file=workload_source.path)
         reference = Inputs(platform, workload, Mapping(), platform_source, workload_source)
-        return Setup(spec, platform, platform_source, cost, None, reference)
+        return Setup(spec, platform, platform_source, cost, None, reference, trace=trace)
     plan = spec.system
     if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
         from simulator.system.serving import ShardedFrontend
         hf = ShardedFrontend(hf or hf_frontend, plan, platform,
                              platform_file=platform_source.path)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
+    check_context(config, spec, trace)
     blocks = llm_cost.kv_blocks(platform, facts, spec.block_tokens,
                                 file=platform_source.path)
     cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
                             hf=hf)
     reference = Inputs(platform, cost.reference_workload(), Mapping(), platform_source)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
-                 _model_source(config, spec.model))
+                 _model_source(config, spec.model), trace)
+
+
+def check_context(config, spec: ServeSpec, trace: Trace | None) -> None:
+    """Every request's prompt and output fit the model's positions
+    (max_position_embeddings), when the config gives them."""
+    limit = getattr(config, "max_positions", None)
+    if limit is None:
+        return
+    if trace is None:
+        need = spec.prompt_tokens + spec.output_tokens
+        if need > limit:
+            raise AccsimError(f"a request of prompt_tokens {spec.prompt_tokens:,} + "
+                              f"output_tokens {spec.output_tokens:,} = {need:,} tokens "
+                              f"needs more positions than the model's "
+                              f"max_position_embeddings {limit:,}", file=str(spec.model),
+                              field="prompt_tokens")
+        return
+    need = trace.prompt_tokens + trace.output_tokens
+    over = np.flatnonzero(need > limit)
+    if over.size:
+        row = int(over[0])
+        raise AccsimError(f"prompt {trace.prompt_tokens[row]:,} + output "
+                          f"{trace.output_tokens[row]:,} = {need[row]:,} tokens needs more "
+                          f"positions than the max_position_embeddings {limit:,} of "
+                          f"{spec.model} ({over.size:,} requests do)",
+                          file=trace.source.path, field=f"line {trace.lines[row]}")
 
 
 def _model_source(config, name_or_path: str) -> Source | None:
@@ -78,7 +112,7 @@ def simulate_serving(setup: Setup, spec: ServeSpec, *,
                      progress: Progress | None = None) -> tuple[MetricsStore, Arrivals]:
     """Run the spec's arrivals through its replicas; the store holds what happened."""
     spec = spec.resolved()
-    came = arrivals(spec, need_tokens=setup.llm)
+    came = arrivals(spec, need_tokens=setup.llm, read=setup.trace)
     store = MetricsStore(spec.replicas, sample_limit=spec.error_samples if setup.llm else 0)
     allocator = KV_ALLOCATORS.get(spec.kv_allocator, field="kv_allocator")
 

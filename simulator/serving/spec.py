@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeInt, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from simulator.config import Dtype, Strict
 from simulator.errors import AccsimError
@@ -17,18 +17,27 @@ DEFAULT_WORKLOAD = "resnet50_b1"
 # max_batch when none is given: a plain-serving batch, or vLLM's max_num_seqs.
 DEFAULT_REQUESTS = 1000  # poisson/gamma runs given neither requests nor duration_s
 DEFAULT_MAX_BATCH = {"static": 8, "dynamic": 8, "continuous": 256}
-# Bounds that keep every count an exact int64 and every array allocatable: a run of
-# ten million requests takes hours; no model has a context of 16M tokens.
-MAX_REQUESTS = 10_000_000
+# Bounds checked before any work, so a spec too large is refused at once rather than
+# run out of memory: a million requests take about a minute and 2 GB (a plain run
+# serves ~30,000 a second), no model has a context of 16M tokens, and beyond 1e9 s
+# (32 years) float64 seconds lose the microseconds a latency is made of.
+MAX_REQUESTS = 1_000_000
 MAX_TOKENS = 2**24
 MAX_SEED = 2**63 - 1
+MAX_RATE = 1e9            # requests/s
+MAX_HORIZON_S = 1e9       # the last arrival, in simulated seconds
+CV_RANGE = (0.01, 100.0)  # gamma shapes 1e4 .. 1e-4: numpy draws both exactly
+MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
+# A batch is simulated as one workload of max_batch samples (static batching pads to
+# it): 16,384 is beyond any serving system's batch and simulates in about a second.
+MAX_BATCH = 2**14
 
 
 class RateSweep(Strict):
     """`--sweep-rate A:B:N`: N offered rates from A to B requests/s, evenly spaced."""
 
-    low: float = Field(gt=0, allow_inf_nan=False)
-    high: float = Field(gt=0, allow_inf_nan=False)
+    low: float = Field(gt=0, le=MAX_RATE, allow_inf_nan=False)
+    high: float = Field(gt=0, le=MAX_RATE, allow_inf_nan=False)
     points: int = Field(ge=2, le=1000)
 
     @model_validator(mode="after")
@@ -66,9 +75,9 @@ class ServeSpec(Strict):
                               "shipped name): prefill and decode of every request")
     dtype: Dtype | None = Field(default=None, description="LLM weights and activations")
     arrival: Literal["poisson", "gamma", "trace"] = "poisson"
-    rate: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+    rate: float | None = Field(default=None, gt=0, le=MAX_RATE, allow_inf_nan=False,
                                description="requests/s; with a trace, scales it to this")
-    cv: float = Field(default=1.0, gt=0, allow_inf_nan=False,
+    cv: float = Field(default=1.0, ge=CV_RANGE[0], le=CV_RANGE[1], allow_inf_nan=False,
                       description="gamma: coefficient of variation of the gaps")
     arrival_trace: str | None = Field(default=None, description="CSV path or shipped name")
     prompt_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS,
@@ -76,10 +85,11 @@ class ServeSpec(Strict):
     output_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS,
                                description="poisson/gamma LLM outputs")
     requests: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
-    duration_s: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+    duration_s: float | None = Field(default=None, gt=0, le=MAX_HORIZON_S,
+                                     allow_inf_nan=False,
                                      description="stop arrivals after this long")
     batching: Literal["static", "dynamic", "continuous"] | None = None
-    max_batch: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    max_batch: int | None = Field(default=None, ge=1, le=MAX_BATCH)
     max_wait_ms: float | None = Field(default=None, ge=0, allow_inf_nan=False,
                                       description="static: None waits to fill; "
                                       "dynamic: None is 0")
@@ -107,8 +117,18 @@ class ServeSpec(Strict):
     bucket_bits: int = Field(default=3, ge=1, le=20, description="LLM iteration costs "
                              "simulated at sizes of this many significant bits and "
                              "interpolated between them")
-    error_samples: NonNegativeInt = Field(default=32, description="iterations sampled to "
-                                          "measure the bucketing error")
+    error_samples: int = Field(default=32, ge=0, le=MAX_ERROR_SAMPLES,
+                               description="iterations sampled to measure the bucketing "
+                               "error")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_means_trace_arrivals(cls, raw):
+        """A trace given without an arrival process is served as a trace."""
+        if isinstance(raw, dict) and raw.get("arrival") is None and \
+                raw.get("arrival_trace") is not None:
+            return {**raw, "arrival": "trace"}
+        return raw
 
     @field_validator("sweep_rate", mode="before")
     @classmethod
@@ -130,6 +150,9 @@ class ServeSpec(Strict):
              "give a workload or a model, not both"),
             (self.arrival == "trace" and self.arrival_trace is None, "arrival_trace",
              "arrival trace needs arrival_trace (a CSV file or a shipped name)"),
+            (self.arrival != "trace" and self.arrival_trace is not None, "arrival",
+             f"arrival {self.arrival} conflicts with the arrival_trace given: use "
+             "arrival trace to serve the trace, or drop arrival_trace"),
             (self.arrival != "trace" and self.rate is None and self.sweep_rate is None
              and not self.find_max_rate, "rate",
              f"arrival {self.arrival} needs a rate (requests/s)"),
@@ -141,11 +164,43 @@ class ServeSpec(Strict):
              "give sweep_rate or find_max_rate, not both"),
             (self.micro_batches is not None and self.pp == 1, "micro_batches",
              "micro-batches fill a pipeline: give pp > 1"),
+            (self.replicas * (self.chips or self.tp * self.pp) > MAX_CHIPS, "replicas",
+             f"{self.replicas:,} replicas x {self.chips or self.tp * self.pp:,} chips = "
+             f"{self.replicas * (self.chips or self.tp * self.pp):,} chips, more than "
+             f"the {MAX_CHIPS:,} a system may have"),
         ]
-        for broken, field, rule in rules:
+        for broken, field, rule in rules + self._load_rules():
             if broken:  # AccsimError passes through pydantic with its field named
                 raise AccsimError(rule, field=field)
         return self
+
+    def _load_rules(self) -> list[tuple[bool, str, str]]:
+        """Poisson and gamma loads bounded before anything is drawn: the rate (or the
+        sweep's ends) brings the requests within MAX_HORIZON_S, and a duration without
+        a request count holds at most MAX_REQUESTS expected arrivals. Trace loads are
+        checked as the trace is read."""
+        if self.arrival == "trace":
+            return []
+        sweep = self.sweep_rate
+        field = "rate" if sweep is None else "sweep_rate"  # a sweep runs its own rates
+        rates = [sweep.low, sweep.high] if sweep else [self.rate] if self.rate else []
+        requests = self.requests or DEFAULT_REQUESTS
+        rules = []
+        if self.duration_s is None and rates:  # else arrivals stop at duration_s
+            slowest = min(rates)
+            rules.append((requests / slowest > MAX_HORIZON_S, field,
+                          f"{requests:,} requests at {slowest:g} requests/s take about "
+                          f"{requests / slowest:.3g} s, beyond the {MAX_HORIZON_S:g} s a "
+                          "run may simulate: raise the rate or ask for fewer requests"))
+        if self.requests is None and self.duration_s is not None and rates:
+            fastest = max(rates)
+            expected = fastest * self.duration_s
+            rules.append((expected > MAX_REQUESTS, "duration_s",
+                          f"{fastest:g} requests/s for {self.duration_s:g} s is about "
+                          f"{expected:.3g} requests, more than the {MAX_REQUESTS:,} a run "
+                          "may serve: shorten the duration, lower the rate, or give "
+                          "requests"))
+        return rules
 
     @property
     def llm(self) -> bool:
