@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from simulator.figure import pyplot
 from simulator.simulate import RunResult
 
 # (label, Totals attribute) in stacking order; together they make up every cycle. The
@@ -46,9 +47,7 @@ def draw_breakdown(axes, groups: list[tuple[str, object]], title: str) -> None:
 
 def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
     """Stacked bars of cycles per layer_type, largest share at the top."""
-    import matplotlib  # only when a figure is written: matplotlib is slow to import
-    matplotlib.use("Agg")  # files only; no display is needed or assumed
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     groups = sorted(result.by_layer_type.items(), key=lambda item: item[1].cycles)
     figure, axes = plt.subplots(figsize=(11, 0.45 * len(groups) + 1.6))
     inputs = result.inputs

@@ -26,7 +26,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from kineto_traces import TraceWriter, conv_trace, transformer_trace
+from kineto_traces import conv_trace, transformer_trace
 from simulator.cli import main
 
 SECONDS = 5

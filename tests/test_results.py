@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from simulator.cli import load_inputs
+from simulator.commands.inputs import load_inputs
 from simulator.errors import AccsimError
 from simulator.loader import dump_json
 from simulator.report import result_dict, result_model, write_json

@@ -20,6 +20,8 @@ from simulator.review.runs import RunSpec, default_cache_dir, on_system, run_all
 from simulator.review.study import ResolvedStudy, load_study, write_variants
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
+from simulator.review.packet import assemble, write_packet
+from simulator.review.sections import Context
 
 PACKET_FILES = ("index.html", "packet.md", "packet.json")
 PACKET_MARKER = ".accsim-review"  # written first: the folder is a packet's, even half done
@@ -87,8 +89,6 @@ def run_specs(study: ResolvedStudy, models: list) -> list[RunSpec]:
 
 def review(args: argparse.Namespace) -> int:
     """The handler: every check before any simulation, then runs, then the packet."""
-    from simulator.review.packet import assemble, write_packet  # matplotlib, jinja2
-    from simulator.review.sections import Context
     executor = executor_for(args.scheduler, args.workers)
     study = load_study(args.study)
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]

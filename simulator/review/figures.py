@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import io
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; no display is needed or assumed
-import matplotlib.pyplot as plt  # noqa: E402
-
-from simulator.metrics import Totals  # noqa: E402
-from simulator.plots import draw_breakdown  # noqa: E402
-from simulator.sweep.report import draw_front  # noqa: E402
+from simulator.figure import pyplot
+from simulator.metrics import Totals
+from simulator.plots import draw_breakdown
+from simulator.sweep.report import draw_front
 
 SVG_SETTINGS = {"svg.hashsalt": "accsim-review", "svg.fonttype": "path"}
 
 
 def _svg(figure) -> str:
+    plt = pyplot()
     buffer = io.StringIO()
     figure.tight_layout()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
@@ -35,12 +32,13 @@ def figure(figure_id: str, title: str, svg: str) -> dict:
 
 def trend_figure(records: list, workload: str) -> dict:
     """MFU and memory-stall fraction per layer_type of one workload, one bar per run."""
+    plt = pyplot()
     runs = [r for r in records if r.spec.workload.label == workload]
     layer_types: list[str] = []
     for record in runs:
         layer_types += [n for n in record.result.layer_types if n not in layer_types]
     height = 0.8 / max(len(runs), 1)
-    with matplotlib.rc_context(SVG_SETTINGS):
+    with plt.rc_context(SVG_SETTINGS):
         fig, (mfu_axes, stall_axes) = plt.subplots(
             1, 2, sharey=True, figsize=(10, 0.5 * len(layer_types) * max(len(runs), 1)
                                         / 2 + 2))
@@ -65,13 +63,14 @@ def trend_figure(records: list, workload: str) -> dict:
 
 def breakdown_figure(record) -> dict:
     """Where each layer_type's cycles go, for one run."""
+    plt = pyplot()
     fields = Totals.__dataclass_fields__
     groups = sorted(((name, Totals(**{f: getattr(totals, f) for f in fields}))
                      for name, totals in record.result.layer_types.items()),
                     key=lambda item: item[1].cycles)
     title = f"{record.spec.workload.label} on {record.spec.platform.label} " \
             f"({record.spec.mapping.label}): cycles by layer_type"
-    with matplotlib.rc_context(SVG_SETTINGS):
+    with plt.rc_context(SVG_SETTINGS):
         fig, axes = plt.subplots(figsize=(9, 0.45 * len(groups) + 1.6))
         draw_breakdown(axes, groups, title)
         svg = _svg(fig)
@@ -81,8 +80,9 @@ def breakdown_figure(record) -> dict:
 def sweep_figure(report, name: str) -> dict:
     """A sweep's first two objectives: every point that ran and each workload's front
     joined (drawn as `accsim sweep report --plot` draws it)."""
+    plt = pyplot()
     x, y = report.objectives[0], report.objectives[1]
-    with matplotlib.rc_context(SVG_SETTINGS):
+    with plt.rc_context(SVG_SETTINGS):
         fig, axes = plt.subplots(figsize=(7, 5))
         draw_front(axes, report)
         svg = _svg(fig)
@@ -93,10 +93,11 @@ def sweep_figure(report, name: str) -> dict:
 def serving_figure(record, sla) -> dict:
     """Per-request latency percentiles (TTFT and TPOT for LLMs) against the throughput
     achieved at each offered load, with the SLA's bounds as dashed lines."""
+    plt = pyplot()
     metrics = ("ttft", "tpot") if record.llm else ("latency",)
     points = record.data.points
     achieved = [p.throughput_rps for p in points]
-    with matplotlib.rc_context(SVG_SETTINGS):
+    with plt.rc_context(SVG_SETTINGS):
         fig, panels = plt.subplots(1, len(metrics), figsize=(5 * len(metrics) + 1, 3.8),
                                    squeeze=False)
         for axes, metric in zip(panels[0], metrics):

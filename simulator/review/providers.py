@@ -17,6 +17,7 @@ from simulator.loader import read_source
 from simulator.review import serving
 from simulator.review.study import Loaded, ModelUnderReview, ResolvedStudy
 from simulator.review.sweep import SweepRecord, run_study_sweep
+from simulator.frontends.hf.command import LlmStep
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,6 @@ def model_step(model: ModelUnderReview, study: ResolvedStudy):
     multi-chip system shards as `accsim run --model ... --tp T` does."""
     import argparse
 
-    from simulator.frontends.hf.command import LlmStep
     options = argparse.Namespace(dtype=model.dtype, weight_dtype=model.weight_dtype,
                                  kv_dtype=model.kv_dtype, imbalance=1.0,
                                  all_logits=False)

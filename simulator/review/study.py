@@ -30,6 +30,7 @@ from simulator.sweep.plan import Plan, make_plan
 from simulator.sweep.spec import load_sweep
 from simulator.system.plan import MAX_CHIPS
 from simulator.workload import Workload
+from simulator.system.plan import SystemPlan
 
 BottleneckClass = Literal[CLASSES]
 
@@ -126,7 +127,6 @@ class SystemUnderReview(Strict):
 
     @property
     def plan(self):
-        from simulator.system.plan import SystemPlan
         return SystemPlan(chips=self.chips or self.tp * self.pp, tp=self.tp, pp=self.pp,
                           ep=self.ep)
 

@@ -22,6 +22,7 @@ from simulator.serving.serve import prepare, serve
 from simulator.serving.sla import parse_sla
 from simulator.serving.spec import (CV_RANGE, DEFAULT_ARCH, DEFAULT_WORKLOAD, MAX_RATE,
                                     MAX_REQUESTS, ServeSpec)
+from simulator.serving.plots import distribution_figure
 
 PROGRESS_AFTER_S = 2.0  # runs shorter than this show no bar
 # Output option -> the suffixes it may end in (None: any).
@@ -201,7 +202,6 @@ def _write_json(payload: dict, path: str) -> None:
 
 
 def _write_distribution(times: RequestTimes, title: str, path: str) -> None:
-    from simulator.serving.plots import distribution_figure
     series = {"latency": times.latency_s, "ttft": times.ttft_s}
     if times.tpot_s.size:
         series["tpot"] = times.tpot_s

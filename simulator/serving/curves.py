@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from simulator.errors import AccsimError
 from simulator.serving.serve import Setup, simulate_serving, summary
 from simulator.serving.spec import ServeSpec
+from simulator.serving.plots import curve_figure
 
 PointProgress = Callable[[int, int], None]
 
@@ -137,5 +138,4 @@ def write_curve_csv(rows: list[dict], path: str | Path) -> None:
 
 def write_curve_plot(rows: list[dict], title: str, path: str | Path) -> None:
     """Latency percentiles against achieved throughput, offered load marked."""
-    from simulator.serving.plots import curve_figure  # matplotlib only when asked for
     curve_figure(rows, path, title)

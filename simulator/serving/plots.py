@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from simulator.figure import pyplot
 
 
 def curve_figure(rows: list[dict], path: str | Path, title: str) -> None:
     """Latency (and TTFT where there are tokens) p50/p95/p99 against achieved and
     offered requests per second."""
+    plt = pyplot()
     llm = rows[0]["tokens_per_s"] is not None  # plain workloads' TTFT is their latency
     metrics = ["latency"] + (["ttft"] if llm else [])
     figure, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.2),
@@ -37,6 +36,7 @@ def curve_figure(rows: list[dict], path: str | Path, title: str) -> None:
 def distribution_figure(series: dict[str, np.ndarray], path: str | Path,
                         title: str) -> None:
     """Empirical CDF of each per-request time (ms)."""
+    plt = pyplot()
     figure, ax = plt.subplots(figsize=(7, 4.2))
     for label, values_s in series.items():
         if values_s.size:

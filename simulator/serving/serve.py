@@ -25,6 +25,7 @@ from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
 from simulator.workload import Workload
+from simulator.system.serving import ShardedFrontend, serving_system
 
 
 @dataclass
@@ -62,7 +63,6 @@ def prepare(spec: ServeSpec, *, hf=None) -> Setup:
         return Setup(spec, platform, platform_source, cost, None, reference, trace=trace)
     plan = spec.system
     if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
-        from simulator.system.serving import ShardedFrontend
         hf = ShardedFrontend(hf or hf_frontend, plan, platform,
                              platform_file=platform_source.path)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
@@ -154,7 +154,6 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
     }
     figures["sla"] = sla_report(spec.sla, figures)
     if not spec.system.single_chip:
-        from simulator.system.serving import serving_system
         figures["system"] = serving_system(spec.system, spec.replicas, figures,
                                            micro_batches=spec.micro_batches or spec.pp,
                                            bubble=store.pipeline_bubble_fraction(spec.pp))

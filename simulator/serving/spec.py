@@ -11,6 +11,7 @@ from simulator.config import Dtype, Strict
 from simulator.errors import AccsimError
 from simulator.serving.sla import check_sla
 from simulator.system.plan import MAX_CHIPS
+from simulator.system.plan import SystemPlan
 
 DEFAULT_ARCH = "tpu_v1"
 DEFAULT_WORKLOAD = "resnet50_b1"
@@ -209,7 +210,6 @@ class ServeSpec(Strict):
     @property
     def system(self):
         """The parallelism plan of each replica (simulator.system.plan)."""
-        from simulator.system.plan import SystemPlan
         return SystemPlan(chips=self.chips or self.tp * self.pp, tp=self.tp, pp=self.pp,
                           ep=self.ep)
 

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from simulator.errors import AccsimError
+from simulator.figure import pyplot
 from simulator.sweep.pareto import pareto_mask
 from simulator.sweep.store import Store
 from simulator.sweep.task import LABELS, METRICS
@@ -235,10 +236,7 @@ def write_parquet(report: Report, path: str) -> None:
 
 def write_plot(report: Report, path: str) -> None:
     """The front figure (draw_front) as an image file."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(7, 5))
     draw_front(axes, report)
     figure.tight_layout()

@@ -14,6 +14,7 @@ from simulator.mapping.plan import Mapping, describe_mapping
 from simulator.metrics import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
+from simulator.system.command import run_plan
 
 # Stored metrics: name -> (SQLite column type, the better direction, what it holds).
 METRICS: dict[str, tuple[str, str, str]] = {
@@ -52,7 +53,6 @@ def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping,
             result = simulate(inputs)
             figures = None
         else:
-            from simulator.system.command import run_plan
             run = run_plan(inputs, system)
             result, figures = run.result, run.figures()
     except AccsimError as exc:
