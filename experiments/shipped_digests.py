@@ -35,9 +35,20 @@ from simulator.report import result_dict
 from simulator.simulate import Inputs, simulate
 
 DIGESTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "shipped_digests.json"
-# The sizes of the LLM steps (`accsim run --model NAME --phase ...`); batch and dtypes
-# are the CLI's defaults (1, the platform's).
-PHASE_OPTIONS = {"prefill": ["--seq", "2048"], "decode": ["--context", "2048"]}
+# The sizes of the LLM steps (`accsim run --model NAME --phase ...`): 2048 tokens, or
+# the most the model's positions allow (prefill seq, decode context + the new token);
+# batch and dtypes are the CLI's defaults (1, the platform's).
+PHASES = {"prefill": "--seq", "decode": "--context"}
+LENGTH = 2048
+
+
+def phase_options(model: str, phase: str) -> list[str]:
+    """The step's size options: LENGTH, capped one below the model's position count."""
+    config = json.loads((Path(shipped_folder("workload")) / "hf" / f"{model}.json")
+                        .read_text())
+    positions = config.get("max_position_embeddings") or config.get("n_positions")
+    length = min(LENGTH, positions - 1) if positions else LENGTH
+    return [PHASES[phase], str(length)]
 # Manifest fields, and fields of each embedded input, that are no simulated figure and
 # no canonical input: they change with the checkout, not with the model.
 CHECKOUT_FIELDS = ("accsim_version", "git_commit", "environment")
@@ -49,8 +60,8 @@ def hf_inputs(arch: str, model: str, phase: str) -> Inputs:
     """The inputs `accsim run ARCH --model MODEL --phase PHASE` builds (default mapping)."""
     parser = argparse.ArgumentParser()
     hf_command.add_arguments(parser)
-    step = hf_command.llm_step(parser.parse_args(["--phase", phase, *PHASE_OPTIONS[phase]]),
-                               model)
+    step = hf_command.llm_step(parser.parse_args(["--phase", phase,
+                                                  *phase_options(model, phase)]), model)
     base = load_inputs(arch, DEFAULT_WORKLOAD, None)
     return Inputs(base.platform, step.workload(), base.mapping, base.platform_source,
                   read_source(step.config.source), base.mapping_source)
@@ -63,9 +74,8 @@ def shipped_pairs() -> dict[str, Callable[[], Inputs]]:
     for arch, workload in itertools.product(platforms, shipped_names("workload")):
         pairs[f"{arch} x {workload}"] = \
             lambda arch=arch, workload=workload: load_inputs(arch, workload, None)
-    for arch, model, phase in itertools.product(platforms, shipped_configs(),
-                                                PHASE_OPTIONS):
-        pairs[f"{arch} x hf/{model} {phase} {' '.join(PHASE_OPTIONS[phase])}"] = \
+    for arch, model, phase in itertools.product(platforms, shipped_configs(), PHASES):
+        pairs[f"{arch} x hf/{model} {phase} {' '.join(phase_options(model, phase))}"] = \
             lambda arch=arch, model=model, phase=phase: hf_inputs(arch, model, phase)
     return pairs
 
