@@ -104,8 +104,9 @@ def check_resumable(path: str) -> None:
         raise AccsimError(exc.rule, file=path, field=exc.field or "--store") from None
     other = {v: n for v, n in versions.items() if v != simulator.MODEL_VERSION}
     if other:
-        held = ", ".join(f"{version} ({count} rows)" for version, count in versions.items())
-        raise AccsimError(f"holds rows of MODEL_VERSION {held}; this accsim is MODEL_VERSION "
+        held = " and ".join(f"MODEL_VERSION {version} ({count} rows)"
+                            for version, count in versions.items())
+        raise AccsimError(f"holds rows of {held}; this accsim is MODEL_VERSION "
                           f"{simulator.MODEL_VERSION}: resuming would mix two timing models "
                           "in one store; run into a new --store (`accsim sweep report "
                           f"--model-version {min(other)}` still reads the old rows)",

@@ -37,6 +37,8 @@ MAX_POWER_BITS = 4096
 MAX_CONSTRAINT_CHARS = 2000
 MAX_CONSTRAINT_NODES = 500
 MAX_CONSTRAINT_DEPTH = 50
+# A refusal quotes this much of the constraint at most.
+EXCERPT_CHARS = 120
 ALLOWED = ("comparisons (< <= > >= == !=), and/or/not, + - * / // % **, numbers, "
            "quoted strings and dotted platform fields")
 
@@ -58,7 +60,8 @@ def parse_constraint(text: str, base: dict, *, file: str, field: str) -> Constra
     """Parse one constraint and check that every field it reads is on the platform and
     that it evaluates on the base platform."""
     def refuse(rule: str) -> AccsimError:
-        return AccsimError(f"{rule} in {text!r}", file=file, field=field)
+        shown = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+        return AccsimError(f"{rule} in {shown!r}", file=file, field=field)
 
     if not isinstance(text, str) or not text.strip():
         raise AccsimError("a constraint is a non-empty comparison", file=file, field=field)
@@ -69,7 +72,9 @@ def parse_constraint(text: str, base: dict, *, file: str, field: str) -> Constra
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as exc:
         raise refuse(f"not a valid expression ({exc.msg})") from None
-    except (RecursionError, MemoryError, ValueError):
+    except ValueError as exc:  # NUL bytes, an over-long integer literal
+        raise refuse(f"not a valid expression ({exc})") from None
+    except (RecursionError, MemoryError):
         raise refuse("nested too deeply to parse") from None
     nodes, depth = size_of(tree)
     if nodes > MAX_CONSTRAINT_NODES or depth > MAX_CONSTRAINT_DEPTH:

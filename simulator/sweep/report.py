@@ -88,9 +88,10 @@ def one_version(rows: list[dict], model_version: int | None, *, file: str
     for row in rows:
         version = row["inputs"]["model_version"]
         counts[version] = counts.get(version, 0) + 1
-    held = ", ".join(f"{version} ({count} rows)" for version, count in sorted(counts.items()))
+    held = " and ".join(f"MODEL_VERSION {version} ({count} rows)"
+                        for version, count in sorted(counts.items()))
     if model_version is None and len(counts) > 1:
-        raise AccsimError(f"holds rows of MODEL_VERSION {held}: a front never mixes timing "
+        raise AccsimError(f"holds rows of {held}: a front never mixes timing "
                           "models; choose one with --model-version", file=file,
                           field="--model-version")
     if model_version is not None and rows and model_version not in counts:

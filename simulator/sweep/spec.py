@@ -229,8 +229,10 @@ def expand_values(raw: Any, *, file: str, field: str) -> tuple:
 
 
 def is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) \
-        and math.isfinite(value)
+    """A finite number (an int of any size: math.isfinite would overflow on 10**400)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or isinstance(value, float) and math.isfinite(value)
 
 
 def linear_range(bounds: Any, *, file: str, field: str) -> tuple:

@@ -149,8 +149,9 @@ class Store:
             "SELECT name FROM sqlite_master WHERE type = 'table'")
             if not str(name).startswith("sqlite_")}
         layout = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if not tables and not create:
-            raise AccsimError("an SQLite file without tables, not a sweep store", file=self.path)
+        if not tables and (layout or not create):
+            raise AccsimError(f"an SQLite file without tables (user_version {layout}), "
+                              "not a sweep store", file=self.path)
         if tables:
             columns = {name: {row[1] for row in self.db.execute(
                 f"PRAGMA table_info({name})")} for name in tables & set(TABLES)}
@@ -208,7 +209,7 @@ class Store:
         with self.guard("read"):
             bad = self.db.execute(BAD_VERSION_ROW).fetchone()
             if bad is not None:
-                raise AccsimError("inputs without a whole-number model_version (a forged "
+                raise AccsimError("no whole-number model_version (a forged "
                                   "or corrupt row)", file=self.path,
                                   field=f"results[{bad[0]}].inputs")
             return dict(self.db.execute(
