@@ -328,6 +328,9 @@ for label, content, *fragments in (
          "results[1].point"),
         ("workload empty", forged("workload", ""), "results[1].workload"),
         ("error a blob", forged("error", b"\x1b[2J"), "results[1].error"),
+        ("workload not UTF-8", edited_store(
+            "UPDATE results SET workload = CAST(X'FFFE41' AS TEXT) WHERE rowid = 1"),
+         "UTF-8"),
         ("spec not JSON", edited_store("UPDATE sweeps SET spec = '{'"), "sweeps['s']"),
         ("spec a list", edited_store("UPDATE sweeps SET spec = '[]'"), "sweeps['s']"),
         ("spec objective unknown", edited_store(

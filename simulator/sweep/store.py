@@ -174,6 +174,9 @@ class Store:
             yield
         except sqlite3.Error as exc:
             raise AccsimError(sqlite_problem(exc, doing), file=self.path) from None
+        except UnicodeDecodeError:  # sqlite3 decodes TEXT as UTF-8
+            raise AccsimError("text that is not UTF-8 in the SQLite store (a corrupt or "
+                              "forged file)", file=self.path) from None
 
     def __enter__(self) -> Store:
         return self
