@@ -119,8 +119,9 @@ def foreign(*statements: str):
     return make
 
 
-def damaged(how: str):
-    """A store of many pages, then truncated or overwritten."""
+def damaged(how: str, wal: bool = False):
+    """A store of many pages, then truncated or overwritten (and an empty WAL file
+    beside it, as a sweep still writing has)."""
     def make(path: Path) -> None:
         good_store(path, rows=400)
         data = bytearray(path.read_bytes())
@@ -136,6 +137,8 @@ def damaged(how: str):
         else:  # every page after the first overwritten
             data[page:] = bytes((i * 97 + 13) % 256 for i in range(len(data) - page))
         path.write_bytes(bytes(data))
+        if wal:
+            Path(f"{path}-wal").write_bytes(b"")
     return make
 
 
@@ -290,6 +293,7 @@ STORES = (
     ("header only", damaged("header"), "truncated"),
     ("truncated mid-page", damaged("half"), "truncated"),
     ("truncated to two pages", damaged("pages"), "truncated"),
+    ("truncated beside a WAL file", damaged("pages", wal=True), "SQLite"),
     ("page size corrupt", damaged("page size"), "corrupt"),
     ("pages overwritten", damaged("garbage"), "SQLite"),
     ("foreign with other tables", foreign("CREATE TABLE photos (id, blob)"), "sweep store"),
@@ -331,6 +335,9 @@ for label, content, *fragments in (
         ("workload not UTF-8", edited_store(
             "UPDATE results SET workload = CAST(X'FFFE41' AS TEXT) WHERE rowid = 1"),
          "UTF-8"),
+        ("10,000 bytes not UTF-8", edited_store(
+            "UPDATE results SET error = CAST(? AS TEXT) WHERE rowid = 1", b"\xfe" * 10000),
+         "UTF-8", "..."),
         ("spec not JSON", edited_store("UPDATE sweeps SET spec = '{'"), "sweeps['s']"),
         ("spec a list", edited_store("UPDATE sweeps SET spec = '[]'"), "sweeps['s']"),
         ("spec objective unknown", edited_store(
@@ -394,14 +401,15 @@ def snapshot(folder: Path) -> dict[str, tuple]:
 
 
 def named_output(argv: list[str]) -> set[str]:
-    """The files a command may write: the store of `sweep run` (with SQLite's journal
-    files beside it), the exports of `sweep report`."""
+    """The files a command may write: the store of `sweep run`, the exports of `sweep
+    report`, and SQLite's journal files beside the store either reads."""
     names = set()
     for flag in ("--store", "--csv", "--parquet", "--plot"):
         if flag in argv and argv.index(flag) + 1 < len(argv):
             names.add(argv[argv.index(flag) + 1])
-    return names | {f"{name}{suffix}" for name in names for suffix in ("-wal", "-shm",
-                                                                        "-journal")}
+    stores = names | ({argv[2]} if argv[:2] == ["sweep", "report"] else set())
+    return names | {f"{name}{suffix}" for name in stores for suffix in ("-wal", "-shm",
+                                                                         "-journal")}
 
 
 def test_there_are_enough_cases():

@@ -48,6 +48,8 @@ CREATE TABLE IF NOT EXISTS sweeps (
 # Writers wait this long for another process's lock before giving up.
 BUSY_TIMEOUT_S = 30
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# An SQLite message is quoted up to this many characters.
+EXCERPT_CHARS = 160
 HEADER_BYTES = 100
 # The first row of inputs without a whole-number model_version, if any.
 BAD_VERSION_ROW = """SELECT rowid FROM results WHERE CASE
@@ -55,22 +57,24 @@ BAD_VERSION_ROW = """SELECT rowid FROM results WHERE CASE
     THEN json_type(inputs, '$.model_version') IS NOT 'integer' ELSE 1 END LIMIT 1"""
 
 
-def sqlite_problem(exc: sqlite3.Error, doing: str) -> str:
+def sqlite_problem(error: sqlite3.Error, doing: str) -> str:
     """An SQLite failure in words a user can act on."""
-    code = getattr(exc, "sqlite_errorname", "") or ""
+    code = getattr(error, "sqlite_errorname", "") or ""
+    text = str(error)  # may quote a stored value: an excerpt at most
+    detail = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
     if code.startswith("SQLITE_FULL"):
-        return (f"the disk is full or the store reached its size limit ({exc}); every "
+        return (f"the disk is full or the store reached its size limit ({detail}); every "
                 "row stored before is kept: free space and rerun to resume")
     if code.startswith("SQLITE_READONLY"):
-        return f"is read-only ({exc}); make it writable, or only report from it"
+        return f"is read-only ({detail}); make it writable, or only report from it"
     if code.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
-        return (f"a corrupt or foreign SQLite file ({exc}), not a sweep store accsim can "
+        return (f"a corrupt or foreign SQLite file ({detail}), not a sweep store accsim can "
                 "read; run the sweep into a new --store")
     if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return f"locked by another process for over {BUSY_TIMEOUT_S} s ({exc})"
+        return f"locked by another process for over {BUSY_TIMEOUT_S} s ({detail})"
     if code.startswith("SQLITE_IOERR"):
-        return f"I/O error on the SQLite store ({exc}): a full disk or a truncated file?"
-    return f"cannot {doing} the SQLite store: {exc}"
+        return f"I/O error on the SQLite store ({detail}): a full disk or a truncated file?"
+    return f"cannot {doing} the SQLite store: {detail}"
 
 
 def check_header(path: str, size: int) -> None:
@@ -92,6 +96,10 @@ def check_header(path: str, size: int) -> None:
                           f"{page_size}), not a sweep store accsim can read", file=path)
     pages = int.from_bytes(header[28:32], "big")
     counted = header[24:28] == header[92:96]  # the page count is valid
+    # While a sweep writes, a checkpoint may copy page 1 before the pages it counts:
+    # with a WAL file beside the store, SQLite itself judges the length.
+    if Path(f"{path}-wal").exists():
+        return
     if size % page_size or counted and size < pages * page_size:
         raise AccsimError(f"a truncated SQLite file: {size:,} bytes where its header "
                           f"promises {pages:,} pages of {page_size:,} bytes", file=path)
