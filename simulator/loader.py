@@ -211,7 +211,7 @@ def parse_yaml(text: str, *, file: str):
                           file=file) from None
     except (RecursionError, ValueError, OverflowError) as exc:
         raise AccsimError(f"malformed YAML: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}",
+                          f"{str(exc).splitlines()[0].split(';')[0] if str(exc) else ''}",
                           file=file) from None
 
 

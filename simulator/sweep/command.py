@@ -7,9 +7,10 @@ import argparse
 import sys
 from pathlib import Path
 
+import simulator
 from simulator import progress
 from simulator.errors import AccsimError
-from simulator.loader import check_output_path, check_regular_file, writing
+from simulator.loader import check_output_path, writing
 from simulator.terminal import console as report_console
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import Mapping, with_heuristic
@@ -49,13 +50,7 @@ def _run(args: argparse.Namespace) -> int:
             heuristic(args.heuristic)
         except AccsimError as exc:
             raise AccsimError(exc.rule, field="--heuristic") from None
-    if not Path(args.store).exists():
-        check_output_path(args.store, "store")
-    else:
-        try:
-            check_regular_file(args.store)
-        except AccsimError as exc:
-            raise AccsimError(exc.rule, file=args.store, field="--store") from None
+    check_resumable(args.store)
     plan = make_plan(load_sweep(args.spec), with_heuristic(Mapping(), args.heuristic))
     print(f"{describe_plan(plan)}; on {executor.description}")
     print(f"mapping: {plan.jobs[0].inputs['mapping'] if plan.jobs else '-'}")
@@ -75,6 +70,29 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_resumable(path: str) -> None:
+    """A new store's path can be written; an existing store is a writable sweep store
+    whose every row this MODEL_VERSION computed (a resume of an older store would put
+    rows of two timing models side by side). Checked before the spec is planned."""
+    if not Path(path).exists():
+        check_output_path(path, "store")
+        return
+    try:
+        with Store(path) as store:
+            versions = store.model_versions()
+    except AccsimError as exc:
+        raise AccsimError(exc.rule, file=path, field=exc.field or "--store") from None
+    other = {v: n for v, n in versions.items() if v != simulator.MODEL_VERSION}
+    if other:
+        held = " and ".join(f"MODEL_VERSION {version} ({count} rows)"
+                            for version, count in versions.items())
+        raise AccsimError(f"holds rows of {held}; this accsim is MODEL_VERSION "
+                          f"{simulator.MODEL_VERSION}: resuming would mix two timing models "
+                          "in one store; run into a new --store (`accsim sweep report "
+                          f"--model-version {min(other)}` still reads the old rows)",
+                          file=path, field="--store")
+
+
 def _report(args: argparse.Namespace) -> int:
     for flag, suffixes in (("csv", (".csv",)), ("parquet", (".parquet",)),
                            ("plot", PLOT_SUFFIXES)):
@@ -91,11 +109,16 @@ def _report(args: argparse.Namespace) -> int:
             raise AccsimError("--best-by takes one objective", field="--best-by")
         if args.plot and len(objectives) < 2:
             raise AccsimError("a plot needs two objectives (--pareto A,B)", field="--plot")
-        report = build_report(store, objectives, args.workload)
+        report = build_report(store, objectives, args.workload,
+                              model_version=args.model_version)
     console = report_console(min_width=200)
     if not report.rows:
         print(f"{args.store}: no results yet")
         return 0
+    if report.model_version != simulator.MODEL_VERSION:
+        print(f"{args.store}: rows of MODEL_VERSION {report.model_version}; this accsim is "
+              f"MODEL_VERSION {simulator.MODEL_VERSION} (its timing model differs: rerun "
+              "the sweep into a new store to compare with current results)")
     console.print(front_table(report, args.top))
     for objective in best:
         console.print()
@@ -161,6 +184,9 @@ def add_parser(commands) -> None:
     report.add_argument("--best-by", metavar="OBJECTIVE",
                         help="also print the best point of each workload by this metric")
     report.add_argument("--workload", help="only this workload's points")
+    report.add_argument("--model-version", type=int, metavar="N", help="only rows "
+                        "computed by this MODEL_VERSION (needed when a store holds "
+                        "several: a front never mixes timing models)")
     report.add_argument("--top", type=positive_int, default=20, metavar="N",
                         help="front points shown per workload, best first by the first "
                         "objective (default 20; the exports hold them all)")

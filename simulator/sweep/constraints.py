@@ -29,6 +29,16 @@ ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
 SIGNS: dict[type, Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 # A larger constant exponent only makes numbers no platform field can reach.
 MAX_EXPONENT = 64
+# A power whose result would exceed this many bits is refused when evaluated (2**64
+# of a field is fine; (x**64)**64 would take minutes and gigabytes).
+MAX_POWER_BITS = 4096
+# A constraint is a line of a spec: longer text, more syntax nodes or deeper nesting
+# than this is refused before it is walked (the walk recurses once per level).
+MAX_CONSTRAINT_CHARS = 2000
+MAX_CONSTRAINT_NODES = 500
+MAX_CONSTRAINT_DEPTH = 50
+# A refusal quotes this much of the constraint at most.
+EXCERPT_CHARS = 120
 ALLOWED = ("comparisons (< <= > >= == !=), and/or/not, + - * / // % **, numbers, "
            "quoted strings and dotted platform fields")
 
@@ -50,14 +60,27 @@ def parse_constraint(text: str, base: dict, *, file: str, field: str) -> Constra
     """Parse one constraint and check that every field it reads is on the platform and
     that it evaluates on the base platform."""
     def refuse(rule: str) -> AccsimError:
-        return AccsimError(f"{rule} in {text!r}", file=file, field=field)
+        shown = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+        return AccsimError(f"{rule} in {shown!r}", file=file, field=field)
 
     if not isinstance(text, str) or not text.strip():
         raise AccsimError("a constraint is a non-empty comparison", file=file, field=field)
+    if len(text) > MAX_CONSTRAINT_CHARS:
+        raise AccsimError(f"{len(text):,} characters (a constraint has at most "
+                          f"{MAX_CONSTRAINT_CHARS:,})", file=file, field=field)
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as exc:
         raise refuse(f"not a valid expression ({exc.msg})") from None
+    except ValueError as exc:  # NUL bytes, an over-long integer literal
+        raise refuse(f"not a valid expression ({exc})") from None
+    except (RecursionError, MemoryError):
+        raise refuse("nested too deeply to parse") from None
+    nodes, depth = size_of(tree)
+    if nodes > MAX_CONSTRAINT_NODES or depth > MAX_CONSTRAINT_DEPTH:
+        raise AccsimError(f"{nodes:,} terms nested {depth} deep (a constraint has at most "
+                          f"{MAX_CONSTRAINT_NODES} terms, nested at most "
+                          f"{MAX_CONSTRAINT_DEPTH} deep)", file=file, field=field)
     if not isinstance(tree, ast.Compare | ast.BoolOp) and not (
             isinstance(tree, ast.UnaryOp) and isinstance(tree.op, ast.Not)):
         raise refuse("a constraint must be a comparison (or several joined by and/or)")
@@ -77,6 +100,30 @@ def parse_constraint(text: str, base: dict, *, file: str, field: str) -> Constra
     except (TypeError, ZeroDivisionError, OverflowError) as exc:
         raise refuse(f"cannot be evaluated on the base platform ({exc})") from None
     return constraint
+
+
+def size_of(tree: ast.AST) -> tuple[int, int]:
+    """(syntax nodes, deepest nesting) of a tree, walked without recursion."""
+    nodes = deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return nodes, deepest
+
+
+def arithmetic(op: ast.operator, left: Any, right: Any) -> Any:
+    """One arithmetic step on numbers only (text times a number would build a string
+    of any length), with powers bounded to MAX_POWER_BITS."""
+    for value in (left, right):
+        if isinstance(value, str) or not isinstance(value, int | float):
+            raise TypeError(f"arithmetic on {type(value).__name__} {value!r:.40}")
+    if isinstance(op, ast.Pow) and isinstance(left, int) and abs(left) > 1 \
+            and right > 0 and left.bit_length() * right > MAX_POWER_BITS:
+        raise OverflowError(f"a power of more than {MAX_POWER_BITS} bits")
+    return ARITHMETIC[type(op)](left, right)
 
 
 def disallowed(node: ast.AST) -> str | None:
@@ -142,8 +189,8 @@ def evaluate(node: ast.expr, platform: dict) -> Any:
         value = evaluate(node.operand, platform)
         return not value if isinstance(node.op, ast.Not) else SIGNS[type(node.op)](value)
     if isinstance(node, ast.BinOp):
-        return ARITHMETIC[type(node.op)](evaluate(node.left, platform),
-                                         evaluate(node.right, platform))
+        return arithmetic(node.op, evaluate(node.left, platform),
+                          evaluate(node.right, platform))
     if isinstance(node, ast.BoolOp):
         values = (evaluate(value, platform) for value in node.values)
         return all(values) if isinstance(node.op, ast.And) else any(values)

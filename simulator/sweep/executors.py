@@ -33,6 +33,8 @@ DASK_INSTALL = "install it with pip install 'accsim[dask]'"
 # Jobs handed to the pool beyond one per worker, so workers never wait for work while
 # few enough are in flight that a broken pool or Ctrl-C loses little.
 QUEUED_PER_WORKER = 1
+# Local worker processes allowed per CPU (max_workers).
+WORKERS_PER_CPU = 4
 
 
 def worker_died(deaths: int) -> dict:
@@ -206,10 +208,22 @@ def available_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def max_workers() -> int:
+    """The most local worker processes a sweep starts: WORKERS_PER_CPU per CPU. Beyond
+    the CPUs, more processes only share them, each paying its own interpreter and
+    compiled kernels (some 200 MB); tens of thousands would exhaust memory and process
+    slots before the first point."""
+    return WORKERS_PER_CPU * available_cpus()
+
+
 def executor_for(scheduler: str, workers: int | None):
     """The executor a --scheduler value names (checked before any simulation)."""
     if workers is not None and workers < 1:
         raise AccsimError("needs at least 1 worker", field="--workers")
+    if workers is not None and workers > max_workers():
+        raise AccsimError(f"{workers:,} workers is more than {max_workers()} ("
+                          f"{WORKERS_PER_CPU} x the {available_cpus()} CPUs available): "
+                          "extra processes only share the same CPUs", field="--workers")
     if workers is not None and scheduler not in ("processes", "dask-local"):
         raise AccsimError(f"applies to the processes and dask-local schedulers, not "
                           f"{scheduler!r} (a Dask scheduler has the workers it has)",

@@ -3,6 +3,9 @@ the best point by one objective, the failed points, a scatter plot with the fron
 highlighted, and CSV or Parquet export of every row (with its on-front flag).
 
 Points of different workloads are never compared: each workload has its own front.
+Nor are points of different MODEL_VERSIONs (other timing semantics): a store holding
+rows of two versions is reported for one of them, named with --model-version, and
+refused without it, naming both.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class Report:
     rows: list[dict]              # every row, ordered by workload then key
     on_front: dict[str, bool]     # key -> on the front (ok rows with every objective)
     axes: tuple[str, ...]         # axis paths found in the rows' points
+    model_version: int | None = None  # the MODEL_VERSION that computed every row
 
     def front(self, workload: str) -> list[dict]:
         """The front of one workload, best first by the first objective."""
@@ -77,12 +81,37 @@ def parse_objectives(text: str | None, store: Store | None, flag: str = "--paret
     return tuple(objectives)
 
 
+def one_version(rows: list[dict], model_version: int | None, *, file: str
+                ) -> tuple[list[dict], int | None]:
+    """The rows of one MODEL_VERSION (`model_version`, or the only one there is) and
+    that version; rows of several versions without a choice are an error naming them."""
+    counts: dict[int, int] = {}
+    for row in rows:
+        version = row["inputs"]["model_version"]
+        counts[version] = counts.get(version, 0) + 1
+    held = " and ".join(f"MODEL_VERSION {version} ({count} rows)"
+                        for version, count in sorted(counts.items()))
+    if model_version is None and len(counts) > 1:
+        raise AccsimError(f"holds rows of {held}: a front never mixes timing "
+                          "models; choose one with --model-version", file=file,
+                          field="--model-version")
+    if model_version is not None and rows and model_version not in counts:
+        raise AccsimError(f"no rows of MODEL_VERSION {model_version} (the store holds "
+                          f"{held})", file=file, field="--model-version")
+    if model_version is None:
+        return rows, next(iter(counts), None)
+    return [r for r in rows if r["inputs"]["model_version"] == model_version], model_version
+
+
 def build_report(store: Store, objectives: tuple[Objective, ...],
-                 workload: str | None = None, keys: set[str] | None = None) -> Report:
+                 workload: str | None = None, keys: set[str] | None = None,
+                 model_version: int | None = None) -> Report:
     """Read the store and mark each workload's front. `keys`: only those rows (one
-    sweep's plan, in a store other sweeps share)."""
+    sweep's plan, in a store other sweeps share). `model_version`: only rows of that
+    MODEL_VERSION (needed when the rows have several, see one_version)."""
     rows = sorted((r for r in store.rows() if keys is None or r["key"] in keys),
                   key=lambda r: (r["workload"], r["key"]))
+    rows, version = one_version(rows, model_version, file=store.path)
     if workload is not None:
         known = sorted({r["workload"] for r in rows})
         if workload not in known:
@@ -105,7 +134,7 @@ def build_report(store: Store, objectives: tuple[Objective, ...],
         mask = pareto_mask(values, [o.sense for o in objectives])
         on_front.update((r["key"], bool(m)) for r, m in zip(group, mask))
     axes = tuple(sorted({path for r in rows for path in r["point"]}))
-    return Report(objectives, rows, on_front, axes)
+    return Report(objectives, rows, on_front, axes, version)
 
 
 def best_by(report: Report, objective: Objective) -> list[dict]:

@@ -11,17 +11,31 @@ import numpy as np
 
 from simulator.errors import AccsimError
 
-# A grid larger than this is a sampling job, not an enumeration.
-MAX_GRID_POINTS = 1_000_000
+# Jobs (sampled points x workloads) a sweep may plan: planning takes about 1 ms a job
+# and holds each in memory, simulating each takes 10 ms to minutes, so more is a
+# mistake in the spec; a larger sweep is refused before anything is built.
+MAX_JOBS = 100_000
+# Seeds are numpy SeedSequence entropy: whole numbers from 0 to 2**64 - 1.
+MAX_SEED = 2**64 - 1
+
+
+def check_size(method: str, lengths: list[int], n: int | None, workloads: int) -> None:
+    """Refuse a sweep of more than MAX_JOBS jobs from the sizes alone, before any
+    point is drawn."""
+    points = math.prod(lengths) if method == "grid" else n
+    jobs = points * workloads
+    if jobs > MAX_JOBS:
+        advice = ("use random or lhs sampling with n, or fewer values" if method == "grid"
+                  else "lower n")
+        shown = f"{points:,}" if points < 10**15 else f"{points:.3g}"
+        raise AccsimError(f"{shown} {method} points x {workloads} workloads = {jobs:,} "
+                          f"jobs, more than the {MAX_JOBS:,} a sweep may have: {advice}",
+                          field="sampling")
 
 
 def grid(lengths: list[int]) -> np.ndarray:
-    """Every combination, the last dimension varying fastest."""
-    total = math.prod(lengths)
-    if total > MAX_GRID_POINTS:
-        raise AccsimError(f"the grid has {total:,} points (at most {MAX_GRID_POINTS:,}); "
-                          "use random or lhs sampling with n", field="sampling")
-    return np.stack(np.unravel_index(np.arange(total), lengths), axis=1)
+    """Every combination, the last dimension varying fastest (check_size bounds it)."""
+    return np.stack(np.unravel_index(np.arange(math.prod(lengths)), lengths), axis=1)
 
 
 def random(lengths: list[int], n: int, seed: int) -> np.ndarray:

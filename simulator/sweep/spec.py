@@ -22,22 +22,32 @@ from simulator.config import Name, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, parse_model, read_source, validation_error
 from simulator.sweep.constraints import Constraint, parse_constraint
+from simulator.sweep.sampling import MAX_JOBS, MAX_SEED, check_size
 from simulator.sweep.task import METRICS
 from simulator.workload import Workload
 
 LINK_KEY = "link"
 # Axes that name the multi-chip plan of a point (simulator.system), not a platform field.
 SYSTEM_AXES = {"system.chips", "system.tp", "system.pp", "system.ep"}
-# More values than this on one axis is a typo in a range, not a study.
-MAX_AXIS_VALUES = 100_000
+# More values than this on one axis, or over all axes, is a typo in a range, not a
+# study; each value is validated on the base platform (about 0.3 ms), so this bounds
+# the checks before planning to a few seconds.
+MAX_AXIS_VALUES = 10_000
+# Each axis is a dimension of the grid; a spec with more is a mistake (the platform
+# has fewer numeric fields than this that a study would vary together).
+MAX_AXES = 32
+# Workload files and constraints a spec may list.
+MAX_WORKLOADS = 100
+MAX_CONSTRAINTS = 100
 
 
 class Sampling(Strict):
     """How points are drawn from the axes' grid: all of it, or n of them by seed."""
 
     method: Literal["grid", "random", "lhs"] = "grid"
-    n: PositiveInt | None = Field(default=None, description="points, random and lhs only")
-    seed: int = 0
+    n: PositiveInt | None = Field(default=None, le=MAX_JOBS,
+                                  description="points, random and lhs only")
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, description="of numpy's generator")
 
     @model_validator(mode="after")
     def _n_matches_method(self) -> Sampling:
@@ -53,11 +63,13 @@ class SweepSpec(Strict):
 
     name: Name
     platform: str = Field(min_length=1, description="base platform: file or shipped name")
-    workloads: list[str] = Field(min_length=1, description="files or shipped names")
+    workloads: list[str] = Field(min_length=1, max_length=MAX_WORKLOADS,
+                                 description="files or shipped names")
     axes: dict[str, Any] = Field(min_length=1, description="dotted platform field -> "
                                  "values, range or log2_range; link ties axes")
     sampling: Sampling = Sampling()
-    constraints: list[str] = Field(default=[], description="comparisons over fields")
+    constraints: list[str] = Field(default=[], max_length=MAX_CONSTRAINTS,
+                                   description="comparisons over fields")
     objectives: dict[str, Literal["min", "max"]] = {"time_s": "min"}
 
     @field_validator("objectives")
@@ -100,21 +112,39 @@ class Sweep:
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    """Read a spec and check everything in it against the base platform."""
+    """Read a spec and check everything in it against the base platform. Sizes come
+    first: the axes' values are counted, and the jobs the sampling would make bounded
+    (simulator.sweep.sampling.check_size), before any value is validated or any
+    workload read, so an oversized spec is refused at once."""
     source = read_source(path)
     spec = parse_model(source.text, SweepSpec, file=source.path)
     folder = Path(source.path).parent
     base_platform, _ = load_model(input_path(spec.platform, folder, "platform"), Platform)
+    base = base_platform.model_dump(mode="json")
+    named = {path: raw for path, raw in spec.axes.items() if path != LINK_KEY}
+    if len(named) > MAX_AXES:
+        raise AccsimError(f"{len(named)} axes (at most {MAX_AXES})", file=source.path,
+                          field="axes")
+    axes = {path: Axis(path, expanded_axis(path, raw, base, file=source.path))
+            for path, raw in named.items()}
+    total = sum(len(axis.values) for axis in axes.values())
+    if total > MAX_AXIS_VALUES:
+        raise AccsimError(f"{total:,} values over all axes (at most {MAX_AXIS_VALUES:,})",
+                          file=source.path, field="axes")
+    dimensions = link_dimensions(axes, spec.axes.get(LINK_KEY), file=source.path)
+    try:
+        check_size(spec.sampling.method, [len(d[0].values) for d in dimensions],
+                   spec.sampling.n, len(spec.workloads))
+    except AccsimError as exc:
+        raise AccsimError(exc.rule, file=source.path, field=exc.field) from None
+    for axis in axes.values():
+        check_values(axis, base, file=source.path)
     workloads = tuple(load_model(input_path(name, folder, "workload"), Workload)[0]
                       for name in spec.workloads)
     names = [w.name for w in workloads]
     if len(set(names)) != len(names):
         raise AccsimError("two workloads have the same name", file=source.path,
                           field="workloads")
-    base = base_platform.model_dump(mode="json")
-    axes = {path: Axis(path, axis_values(path, raw, base, file=source.path))
-            for path, raw in spec.axes.items() if path != LINK_KEY}
-    dimensions = link_dimensions(axes, spec.axes.get(LINK_KEY), file=source.path)
     constraints = tuple(parse_constraint(text, base, file=source.path,
                                          field=f"constraints[{index}]")
                         for index, text in enumerate(spec.constraints))
@@ -127,32 +157,37 @@ def input_path(name: str, folder: Path, kind: str) -> Path:
     return locate(str(folder / name) if looks_like_path else name, kind)
 
 
-def axis_values(path: str, raw: Any, base: dict, *, file: str) -> tuple:
-    """An axis's values, each checked alone on the base platform: a misspelt field or
-    a value the field can never take is a spec error naming `axes.PATH`. System axes
-    (SYSTEM_AXES) take positive whole numbers."""
+def expanded_axis(path: str, raw: Any, base: dict, *, file: str) -> tuple:
+    """An axis's values, its path checked (a misspelt field is a spec error naming
+    `axes.PATH`) but its values not yet (check_values)."""
     field = f"axes.{path}"
     if path.startswith("system."):
         if path not in SYSTEM_AXES:
             raise AccsimError("no such system field (known: "
                               f"{', '.join(sorted(SYSTEM_AXES))})", file=file, field=field)
-        values = expand_values(raw, file=file, field=field)
-        for index, value in enumerate(values):
+    else:
+        check_field_path(path, base, file=file)
+    return expand_values(raw, file=file, field=field)
+
+
+def check_values(axis: Axis, base: dict, *, file: str) -> None:
+    """Each value of an axis checked alone on the base platform: a value the field can
+    never take is a spec error naming `axes.PATH[i]`. System axes (SYSTEM_AXES) take
+    positive whole numbers."""
+    field = f"axes.{axis.path}"
+    for index, value in enumerate(axis.values):
+        if axis.path in SYSTEM_AXES:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise AccsimError(f"value {value!r}: must be a positive whole number",
                                   file=file, field=f"{field}[{index}]")
-        return values
-    check_field_path(path, base, file=file)
-    values = expand_values(raw, file=file, field=field)
-    for index, value in enumerate(values):
+            continue
         if isinstance(value, int) and not -2**63 <= value < 2**63:
             raise AccsimError(f"value {value!r}: outside the int64 range", file=file,
                               field=f"{field}[{index}]")
-        error = platform_error(with_values(base, {path: value}))
-        if error is not None and error.field == path:
+        error = platform_error(with_values(base, {axis.path: value}))
+        if error is not None and error.field == axis.path:
             raise AccsimError(f"value {value!r}: {error.rule}", file=file,
                               field=f"{field}[{index}]")
-    return values
 
 
 def check_field_path(path: str, base: dict, *, file: str) -> None:
@@ -194,8 +229,10 @@ def expand_values(raw: Any, *, file: str, field: str) -> tuple:
 
 
 def is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) \
-        and math.isfinite(value)
+    """A finite number (an int of any size: math.isfinite would overflow on 10**400)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or isinstance(value, float) and math.isfinite(value)
 
 
 def linear_range(bounds: Any, *, file: str, field: str) -> tuple:
@@ -206,13 +243,21 @@ def linear_range(bounds: Any, *, file: str, field: str) -> tuple:
     lo, hi, step = bounds
     if step <= 0 or hi < lo:
         raise AccsimError("range needs step > 0 and hi >= lo", file=file, field=field)
-    if all(isinstance(b, int) for b in bounds):
-        return tuple(range(lo, hi + 1, step))
-    # Floats: count steps with a relative tolerance, so 0.1 steps land on hi.
-    count = math.floor((hi - lo) / step * (1 + 1e-12) + 1e-9) + 1
+    whole = all(isinstance(b, int) for b in bounds)
+    if whole:
+        count = (hi - lo) // step + 1
+    else:  # floats: count steps with a relative tolerance, so 0.1 steps land on hi
+        try:
+            span = (hi - lo) / step * (1 + 1e-12) + 1e-9
+        except OverflowError:
+            span = math.inf
+        count = math.floor(span) + 1 if span < 2**62 else 2**62
     if count > MAX_AXIS_VALUES:
-        raise AccsimError(f"{count:,} values (at most {MAX_AXIS_VALUES:,} per axis)",
+        shown = f"{count:,}" if count < 2**62 else "too many"
+        raise AccsimError(f"{shown} values (at most {MAX_AXIS_VALUES:,} per axis)",
                           file=file, field=field)
+    if whole:
+        return tuple(range(lo, hi + 1, step))
     return tuple(round(lo + i * step, 12) for i in range(count))
 
 
