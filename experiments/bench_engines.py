@@ -195,7 +195,8 @@ import sys, time
 sys.path.insert(0, {folder!r})
 from bench_engines import gemm_inputs
 from simulator.lowering import lower_compute
-from simulator.mapping import merged_spec, resolve_tiling
+from simulator.mapping.plan import merged_spec
+from simulator.search.resolve import resolve_tiling
 inputs = gemm_inputs(256)
 op = inputs.workload.operators[0]
 tiling = resolve_tiling(op, merged_spec(inputs.mapping, op), inputs.platform)
