@@ -63,12 +63,12 @@ def check_heads(tp: int, heads: int, kv_heads: int, field: str) -> None:
     layout = head_layout(heads, kv_heads, tp)
     if layout.buildable:
         return
-    near = " or ".join(f"--tp {t}" for t in buildable_near(heads, kv_heads, tp) if t)
+    near = " or ".join(str(t) for t in buildable_near(heads, kv_heads, tp) if t)
     raise AccsimError(
         f"tensor parallelism {tp} cannot be built: the {heads} query heads padded to "
         f"{layout.padded_heads} give each chip {layout.per_chip}, which read "
         f"{layout.kv_per_chip} of the {kv_heads} KV heads: not a whole number of query "
-        f"heads per KV head" + (f" (buildable near it: {near})" if near else ""),
+        f"heads per KV head" + (f" (T buildable near it: {near})" if near else ""),
         field=field)
 
 
