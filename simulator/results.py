@@ -190,9 +190,11 @@ class SystemRecord(Read):
     tp: int
     pp: int
     ep: int
+    overlap: str = "none"  # files written before overlap existed serialised them
 
-    def plan(self) -> dict[str, int]:
-        return {"chips": self.chips, "tp": self.tp, "pp": self.pp, "ep": self.ep}
+    def plan(self) -> dict[str, int | str]:
+        return {"chips": self.chips, "tp": self.tp, "pp": self.pp, "ep": self.ep,
+                "overlap": self.overlap}
 
 
 class RunResultFile(Written):

@@ -54,8 +54,8 @@ def test_a_study_reviews_a_tensor_parallel_system(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("system, platforms, message", [
-    ("{tp: 3}", "[tpu_v5e_like]", "scope.system.tp: tensor parallelism 3 must divide "
-     "the attention heads (32)"),
+    ("{tp: 3}", "[tpu_v5e_like]", "scope.system.tp: tensor parallelism 3 cannot be "
+     "built: the 32 query heads padded to 33"),
     ("{tp: 2}", "[tpu_v1]", "interconnect: 2 chips need links between them"),
     ("{chips: 8, tp: 2}", "[tpu_v5e_like]", "scope.system.chips: T x P = 2 x 1 = 2 "
      "must equal the chips (8)"),

@@ -15,6 +15,7 @@ LINKED = make_platform(interconnect={"topology": "torus2d", "ports_per_chip": 4,
                                      "pj_per_byte": 10.0})
 DENSE = ModelLimits(heads=64, layers=80)
 MOE = ModelLimits(heads=32, experts=8, layers=32)
+GQA = ModelLimits(heads=64, kv_heads=8, layers=80)
 
 
 def refusal(plan: SystemPlan, limits: ModelLimits, platform=LINKED) -> str:
@@ -31,7 +32,8 @@ def test_valid_plans_pass():
 
 @pytest.mark.parametrize("plan, limits, where, rule", [
     (SystemPlan(chips=8, tp=2, pp=2), DENSE, "--chips", "T x P = 2 x 2 = 4 must equal"),
-    (SystemPlan(chips=3, tp=3), DENSE, "--tp", "must divide the attention heads (64)"),
+    (SystemPlan(chips=3, tp=3), GQA, "--tp", "cannot be built: the 64 query heads padded "
+     "to 66 give each chip 22, which read 4 of the 8 KV heads"),
     (SystemPlan(chips=2, pp=2), ModelLimits(heads=4, layers=1), "--pp",
      "exceeds the layers"),
     (SystemPlan(chips=6, tp=2, pp=3, ep=3), MOE, "--ep", "must divide the experts (8)"),

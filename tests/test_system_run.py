@@ -146,7 +146,8 @@ def test_plain_workload_is_column_parallel_with_stage_transfers():
 
 @pytest.mark.parametrize("flags, message", [
     (["--chips", "8", "--tp", "2", "--pp", "2"], "--chips: T x P = 2 x 2 = 4 must equal"),
-    (["--tp", "3"], "--tp: tensor parallelism 3 must divide the attention heads (32)"),
+    (["--tp", "3"], "--tp: tensor parallelism 3 cannot be built: the 32 query heads padded "
+     "to 33"),
     (["--tp", "0"], "--tp: must be a whole number from 1"),
     (["--tp", "2", "--ep", "2"], "--ep: expert parallelism 2 needs a mixture-of-experts"),
 ])

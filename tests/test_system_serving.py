@@ -30,7 +30,7 @@ def test_70b_on_16_chips_serves_the_shipped_trace(tmp_path, capsys):
 
 def test_serving_flags_are_checked(capsys):
     assert main([*SERVE_70B[:5], "--tp", "3", "--rate", "1", "--requests", "4"]) == 1
-    assert "--tp: tensor parallelism 3 must divide the attention heads (64)" in \
+    assert "--tp: tensor parallelism 3 cannot be built: the 64 query heads padded to 66" in \
         capsys.readouterr().err
     assert main(["serve", "--arch", "tpu_v5e_like", "--workload", "gemm_4096", "--tp",
                  "2", "--rate", "1", "--requests", "4"]) == 1

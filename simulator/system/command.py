@@ -1,5 +1,5 @@
 """The multi-chip options of `accsim run` and `accsim compare` (DESIGN.md section 14):
-`--chips N --tp T --pp P --ep E`. `--chips 1` (the default) is today's single-chip run,
+`--chips N --tp T --pp P --ep E --overlap MODE`. `--chips 1` (the default) is today's single-chip run,
 unchanged; more chips shard the workload (simulator.system.shard) and run it through
 simulator.system.run. Options are validated before anything is simulated."""
 
@@ -10,6 +10,7 @@ import argparse
 from simulator.errors import AccsimError
 from simulator.mapping.plan import check_mapping_names
 from simulator.simulate import Inputs, Progress
+from simulator.system.overlap import OVERLAP_MODES
 from simulator.system.plan import MAX_CHIPS, SystemPlan
 from simulator.system.run import SystemRun, simulate_system
 from simulator.system.shard import shard_model, shard_plain
@@ -27,6 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="pipeline parallelism P: contiguous stages of layers")
     group.add_argument("--ep", type=int, default=1,
                        help="expert parallelism E (MoE models): divides experts and N")
+    group.add_argument("--overlap", choices=OVERLAP_MODES, default="none",
+                       help="collectives overlap compute: none (default: they "
+                       "serialise), independent (with compute that does not read them) "
+                       "or decomposed (also all-gathers / reduce-scatters split into ring "
+                       "steps under the GEMM they feed or follow)")
 
 
 def plan_from_args(args: argparse.Namespace) -> SystemPlan:
@@ -40,7 +46,8 @@ def plan_from_args(args: argparse.Namespace) -> SystemPlan:
     if chips > MAX_CHIPS:
         raise AccsimError(f"T x P = {chips:,} chips is more than the {MAX_CHIPS:,} a "
                           "plan may have", field="--chips")
-    return SystemPlan(chips=chips, tp=args.tp, pp=args.pp, ep=args.ep)
+    return SystemPlan(chips=chips, tp=args.tp, pp=args.pp, ep=args.ep,
+                      overlap=args.overlap)
 
 
 def run_plan(inputs: Inputs, plan: SystemPlan, llm=None, *, engine: str = "auto",

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import Field
 
 from simulator.config import Platform, Strict
 from simulator.errors import AccsimError
+from simulator.system.padding import buildable_near, head_layout
 
 # Largest system the capacity search proposes (a TPU v5e pod is 256 chips).
 MAX_SEARCH_CHIPS = 4096
@@ -21,12 +23,14 @@ MAX_CHIPS = 2**16
 
 
 class SystemPlan(Strict):
-    """chips = tp x pp; ep spreads experts over the same chips (E divides N)."""
+    """chips = tp x pp; ep spreads experts over the same chips (E divides N); overlap
+    says whether collectives overlap compute (simulator.system.overlap)."""
 
     chips: int = Field(default=1, ge=1, le=MAX_CHIPS)
     tp: int = Field(default=1, ge=1, le=MAX_CHIPS)
     pp: int = Field(default=1, ge=1, le=MAX_CHIPS)
     ep: int = Field(default=1, ge=1, le=MAX_CHIPS)
+    overlap: Literal["none", "independent", "decomposed"] = "none"
 
     @property
     def single_chip(self) -> bool:
@@ -34,7 +38,8 @@ class SystemPlan(Strict):
 
     def flags(self) -> str:
         """The command-line spelling of this plan."""
-        return f"--chips {self.chips} --tp {self.tp} --pp {self.pp} --ep {self.ep}"
+        return f"--chips {self.chips} --tp {self.tp} --pp {self.pp} --ep {self.ep}" + (
+            f" --overlap {self.overlap}" if self.overlap != "none" else "")
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,7 @@ class ModelLimits:
     """What a model's shape allows a plan to split (None: no such limit)."""
 
     heads: int | None = None
-    kv_heads: int | None = None  # split when >= T (T must divide them), else replicated
+    kv_heads: int | None = None  # None: one per query head (simulator.system.padding)
     experts: int | None = None   # None: a dense model
     layers: int | None = None
 
@@ -50,6 +55,21 @@ class ModelLimits:
 def tp_splits_kv(tp: int, kv_heads: int) -> bool:
     """KV heads split evenly T ways, or each KV head replicated on T / kv_heads chips."""
     return kv_heads % tp == 0 or tp % kv_heads == 0
+
+
+def check_heads(tp: int, heads: int, kv_heads: int, field: str) -> None:
+    """Heads need not divide by T (they are padded, simulator.system.padding); refuse
+    only a layout one chip's grouped-query attention cannot run."""
+    layout = head_layout(heads, kv_heads, tp)
+    if layout.buildable:
+        return
+    near = " or ".join(str(t) for t in buildable_near(heads, kv_heads, tp) if t)
+    raise AccsimError(
+        f"tensor parallelism {tp} cannot be built: the {heads} query heads padded to "
+        f"{layout.padded_heads} give each chip {layout.per_chip}, which read "
+        f"{layout.kv_per_chip} of the {kv_heads} KV heads: not a whole number of query "
+        f"heads per KV head" + (f" (T buildable near it: {near})" if near else ""),
+        field=field)
 
 
 def flag(name: str) -> str:
@@ -68,13 +88,8 @@ def check_plan(plan: SystemPlan, platform: Platform, limits: ModelLimits, *,
         raise AccsimError(f"{plan.chips} chips need links between them: platform "
                           f"{platform.name} has no interconnect table",
                           file=platform_file, field="interconnect")
-    if limits.heads is not None and limits.heads % plan.tp:
-        raise AccsimError(f"tensor parallelism {plan.tp} must divide the attention heads "
-                          f"({limits.heads})", field=field("tp"))
-    if limits.kv_heads is not None and not tp_splits_kv(plan.tp, limits.kv_heads):
-        raise AccsimError(f"tensor parallelism {plan.tp} must divide the KV heads "
-                          f"({limits.kv_heads}) or be a multiple of them (each KV head "
-                          "then replicated)", field=field("tp"))
+    if limits.heads is not None:
+        check_heads(plan.tp, limits.heads, limits.kv_heads or limits.heads, field("tp"))
     if limits.layers is not None and plan.pp > limits.layers:
         raise AccsimError(f"pipeline parallelism {plan.pp} exceeds the layers "
                           f"({limits.layers}): a stage needs at least one layer",

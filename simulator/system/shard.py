@@ -8,8 +8,9 @@ stage, so one is simulated), the P - 1 point-to-point transfers between stages, 
 all-reduces and all-to-alls. Pipeline stages hold different layers, but one request
 visits them in turn, so its latency is the whole shard sequence plus the transfers.
 
-Hugging Face models (Megatron): heads split T ways (KV heads split where kv_heads >= T,
-replicated otherwise), the MLP width T ways, the vocabulary T ways (lm_head
+Hugging Face models (Megatron): heads split T ways, padded up to a multiple of T where
+T does not divide them (KV heads split or replicated as the chips' query heads need
+them; simulator.system.padding), the MLP width T ways, the vocabulary T ways (lm_head
 vocab-parallel), one all-reduce of tokens x hidden activations before each residual
 add (after o_proj and after the MLP). With E > 1 (E divides T), each chip holds
 experts / E experts, each split T / E ways; tokens are dispatched and combined by two
@@ -32,6 +33,7 @@ from simulator.config import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
 from simulator.frontends.hf.stats import layer_params
 from simulator.frontends.hf.workloads import experts_touched
+from simulator.system.padding import HeadLayout, head_layout
 from simulator.system.plan import Footprint, ModelLimits, SystemPlan, check_plan
 from simulator.workload import (Attention, Collective, Conv2d, Gemm, Workload,
                                 is_collective)
@@ -45,6 +47,7 @@ class Sharded:
     limits: ModelLimits
     footprint: Callable[[SystemPlan], Footprint]
     tokens: int | None      # tokens one run processes (None: not a token workload)
+    heads: HeadLayout | None = None  # a model's heads over T chips (None: no padding)
 
 
 def collective(name: str, layer_type: str, kind: str, payload_bytes: int, chips: int,
@@ -64,13 +67,18 @@ def stage_layers(layers: int, stages: int) -> list[int]:
 
 def shard_config(cfg: ModelConfig, plan: SystemPlan) -> ModelConfig:
     """The model one chip of a tensor-parallel group holds (all layers)."""
-    t = plan.tp
+    t, heads = plan.tp, model_heads(cfg, plan)
     return replace(
-        cfg, heads=cfg.heads // t,
-        kv_heads=cfg.kv_heads // t if cfg.kv_heads >= t else 1,
+        cfg, heads=heads.per_chip, kv_heads=heads.kv_per_chip,
         intermediate=math.ceil(cfg.intermediate / t), vocab=math.ceil(cfg.vocab / t),
         moe_intermediate=math.ceil(cfg.moe_intermediate / (t // plan.ep)),
         shared_intermediate=math.ceil(cfg.shared_intermediate / t))
+
+
+def model_heads(cfg: ModelConfig, plan: SystemPlan) -> HeadLayout:
+    """The query heads padded to a multiple of T, the KV heads replicated as chips need
+    them (simulator.system.padding)."""
+    return head_layout(cfg.heads, cfg.kv_heads, plan.tp)
 
 
 def model_limits(cfg: ModelConfig) -> ModelLimits:
@@ -134,6 +142,11 @@ def insert_model_collectives(workload: Workload, cfg: ModelConfig, plan: SystemP
     return ops
 
 
+# Collectives read by an operator other than the one after them (simulator.system.
+# overlap): the MoE combine is added in by the residual add, after the shared experts,
+# which read the layer's own input and so run while the combine is on the links.
+CONSUMED_BY = {"ep_combine": "mlp_residual"}
+
 EXPERT_OPERATORS = ("experts_gate_up", "experts_act", "experts_gate_mul", "experts_down")
 
 
@@ -177,7 +190,7 @@ def shard_model(step, plan: SystemPlan, platform: Platform, *,
                                kv_bytes=kv)
 
     return Sharded(Workload.model_validate(shard.model_dump()), model_limits(cfg),
-                   footprint, tokens)
+                   footprint, tokens, model_heads(cfg, plan))
 
 
 def plan_label(plan: SystemPlan) -> str:
