@@ -14,7 +14,7 @@ from rich.table import Table
 
 from simulator.loader import dump_json
 from simulator.metrics import OperatorResult, Totals, dominant_bottleneck
-from simulator.results import RunResultFile
+from simulator.results import CapacityRecord, LlmFigures, RunResultFile
 from simulator.simulate import RunResult, manifest
 
 # (header, Totals-derived key, format) of the percentage columns shared by both tables.
@@ -207,14 +207,29 @@ def result_model(result: RunResult) -> RunResultFile:
     })
 
 
-def result_dict(result: RunResult) -> dict:
-    """The JSON document of the full result, dumped from its model (result_model)."""
-    return result_model(result).dump()
+# The optional blocks a result may carry after its totals, in file order, each checked
+# against its model (a multi-chip `system` block is system.run's, read in part).
+OPTIONAL_BLOCKS = {"system": None, "llm": LlmFigures, "capacity": CapacityRecord}
 
 
-def write_json(result: RunResult, path: str | Path) -> None:
+def result_dict(result: RunResult, **blocks: dict | None) -> dict:
+    """The JSON document of the full result, dumped from its model (result_model), with
+    the optional blocks given (OPTIONAL_BLOCKS: system, llm, capacity) after it; a
+    block not given is not written, so a plain run's file stays as it was."""
+    document = result_model(result).dump()
+    for key, model in OPTIONAL_BLOCKS.items():
+        block = blocks.pop(key, None)
+        if block is not None:
+            document[key] = block if model is None else \
+                model.model_validate(block).model_dump()
+    if blocks:
+        raise TypeError(f"no such result block: {', '.join(blocks)}")
+    return document
+
+
+def write_json(result: RunResult, path: str | Path, **blocks: dict | None) -> None:
     """The full result (result_dict) as indented JSON."""
-    Path(path).write_text(dump_json(result_dict(result), indent=1) + "\n")
+    Path(path).write_text(dump_json(result_dict(result, **blocks), indent=1) + "\n")
 
 
 # Fractions are 0..1 and say so in their names (the tables print the same as percent).

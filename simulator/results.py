@@ -197,15 +197,58 @@ class SystemRecord(Read):
                 "overlap": self.overlap}
 
 
+class LlmFigures(Written):
+    """The model figures of an LLM run (`run --model`; frontends.hf.figures.StepFigures),
+    as numbers: sizes from the config, the step's simulated figures beside them."""
+
+    model: str
+    phase: str
+    batch: int
+    length: int
+    tokens: int
+    params_total: int
+    params_active: int
+    flops_per_token: int
+    kv_bytes_per_token: int
+    kv_bytes_per_request: int
+    weight_bytes: int
+    step_flops: int
+    offchip_bytes: int
+    compulsory_bytes: int
+    arithmetic_intensity: float
+    machine_balance: float
+    roofline_s: float
+    simulated_s: float
+    mfu: float
+    tokens_per_s: float
+    ms_per_token: float
+
+
+class CapacityRecord(Written):
+    """The capacity stamp of a run made with --ignore-capacity (capacity.Capacity):
+    whether the chip's footprint fits, and whether a shortfall was ignored."""
+
+    ignored: bool
+    fits: bool | None                    # None: the platform gives no capacity
+    needed_bytes_per_chip: int
+    weight_bytes_per_chip: int
+    kv_bytes_per_chip: int
+    activation_bytes_per_chip: int
+    capacity_bytes_per_chip: int | None
+
+
 class RunResultFile(Written):
     """The file `accsim run --json` writes: manifest, operators, per-layer_type and
-    workload totals, and on a multi-chip system the `system` block."""
+    workload totals; on a multi-chip system the `system` block, on an LLM run its
+    model figures (`llm`), and with --ignore-capacity the `capacity` stamp."""
 
     manifest: Manifest
     operators: list[OperatorRecord]
     layer_types: dict[str, GroupTotals]
     workload: GroupTotals
     system: SystemRecord | None = None
+    llm: LlmFigures | None = None
+    capacity: CapacityRecord | None = None
 
     def dump(self) -> dict:
         """The JSON document: keys in field order, aliases as written, optional keys

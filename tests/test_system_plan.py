@@ -6,8 +6,8 @@ import pytest
 
 from platforms import make_platform
 from simulator.errors import AccsimError
-from simulator.system.plan import (Footprint, ModelLimits, SystemPlan, check_capacity,
-                                   check_plan, smallest_fitting)
+from simulator.capacity import Footprint, check_capacity, smallest_fitting
+from simulator.system.plan import ModelLimits, SystemPlan, check_plan
 
 LINKED = make_platform(interconnect={"topology": "torus2d", "ports_per_chip": 4,
                                      "link_bandwidth_gbps": 50.0,

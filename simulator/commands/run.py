@@ -38,10 +38,12 @@ def simulate_shown(inputs: Inputs, engine: str, memory: MemoryBudget, label: str
         return simulate(inputs, engine=engine, progress=report, budget=memory)
 
 
-def simulate_system_shown(inputs: Inputs, plan, llm, engine: str, label: str = ""):
+def simulate_system_shown(inputs: Inputs, plan, llm, engine: str, label: str = "", *,
+                          ignore_capacity: bool = False):
     """One chip's shard of a multi-chip run (simulator.system) with its progress bar."""
     with progress.operators(label) as report:
-        return system_command.run_plan(inputs, plan, llm, engine=engine, progress=report)
+        return system_command.run_plan(inputs, plan, llm, engine=engine, progress=report,
+                                       ignore_capacity=ignore_capacity)
 
 
 def _check_run_options(args: argparse.Namespace) -> None:
@@ -86,9 +88,10 @@ def handle(args: argparse.Namespace) -> int:
     if best is not None:
         check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
                             file=args.sheet_best)
+    fit = system_command.check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
     started = time.perf_counter()
-    system = None if plan.single_chip else simulate_system_shown(inputs, plan, llm,
-                                                                 args.engine)
+    system = None if plan.single_chip else simulate_system_shown(
+        inputs, plan, llm, args.engine, ignore_capacity=args.ignore_capacity)
     result = simulate_shown(inputs, args.engine, memory) if system is None else \
         system.result
     elapsed = time.perf_counter() - started
@@ -99,16 +102,21 @@ def handle(args: argparse.Namespace) -> int:
         console.print(llm.table(result))
     for line in system.summary_lines() if system else []:
         console.print(line)
+    if fit.note():
+        console.print(fit.note(), markup=False, highlight=False)
     if args.validate == "scalesim":
         console.print()
         console.print(scalesim.scalesim_table(result))
     print(f"simulated {len(result.operators)} operators in {elapsed:.2f} s wall")
+    llm_record = llm.record(result) if llm is not None else None
     for path, writer in ((args.json, write_json), (args.csv, write_csv),
                          (args.trace, write_trace), (args.plot, write_breakdown_plot)):
         if path:
             with writing(path), progress.status(f"writing {path}"):
                 if writer is write_json and system is not None:
-                    write_system_json(system, path)
+                    write_system_json(system, path, llm_record)
+                elif writer is write_json:
+                    write_json(result, path, llm=llm_record, capacity=fit.record())
                 else:
                     writer(result, path)
             print(f"wrote {path}")

@@ -8,13 +8,15 @@ sharded again and its `system` block recomputed."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from simulator import progress
 from simulator.frontends import scalesim
 from simulator.commands.options import add_plugin
 from simulator.errors import AccsimError
-from simulator.loader import read_json
+from simulator.frontends.hf.figures import simulated_figures
+from simulator.loader import dump_json, read_json
 from simulator.review.verification import verify_packet
 from simulator.serving.verification import serving_kind, verify_serving
 from simulator.system.plan import SystemPlan
@@ -63,15 +65,34 @@ def run_kind(path: str, recorded: dict, models: dict) -> RunKind:
         return reread
 
     def extra(result) -> dict:
-        try:
-            return {"system": rerun_figures(system, result)}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise AccsimError(f"not an accsim system block ({type(exc).__name__}: "
-                              f"{exc})", file=path, field="system") from None
+        blocks = {}
+        for key, rerun in (("system", rerun_figures), ("llm", rerun_llm),
+                           ("capacity", lambda block, _: block)):
+            if recorded.get(key) is None:
+                continue
+            try:
+                blocks[key] = rerun(recorded[key], result)
+            except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+                raise AccsimError(f"not an accsim {key} block ({type(exc).__name__}: "
+                                  f"{exc})", file=path, field=key) from None
+        return blocks
 
     return RunKind(reread=_reread, as_run=as_run,
                    made_by_run=frozenset({"mapping"} if validate else ()),
-                   extra=None if system is None else extra)
+                   extra=extra if any(recorded.get(key) is not None for key in
+                                      ("system", "llm", "capacity")) else None)
+
+
+def rerun_llm(recorded: dict, result) -> dict:
+    """A recorded `llm` block on a rerun: the model's sizes as recorded (they come from
+    the config, which the result does not embed), every simulated figure recomputed.
+    The capacity stamp is taken as recorded for the same reason."""
+    per_request = recorded["length"] if recorded["phase"] == "prefill" else 1
+    if not isinstance(per_request, int) or per_request < 1:
+        raise ValueError(f"length {per_request!r}")
+    figures = simulated_figures(result, tokens=recorded["tokens"],
+                                per_request=per_request)
+    return json.loads(dump_json({**recorded, **figures}))
 
 
 def _shard_of(workload, system: dict, models: dict):

@@ -16,7 +16,9 @@ from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
-from simulator.review.runs import RunSpec, default_cache_dir, on_system, run_all
+from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
+from simulator.system.command import add_ignore_capacity
+from simulator.system.plan import SystemPlan
 from simulator.review.study import ResolvedStudy, load_study, write_variants
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
@@ -71,20 +73,21 @@ def _remove_stale(out: Path, packet: dict) -> None:
                 old.unlink()
 
 
-def run_specs(study: ResolvedStudy, models: list) -> list[RunSpec]:
-    """Every platform x workload (and model) x mapping; on the study's system, each
-    sharded and checked here, before any simulation."""
+def run_specs(study: ResolvedStudy, models: list, *,
+              ignore_capacity: bool = False) -> list[RunSpec]:
+    """Every platform x workload (and model) x mapping, each checked here (capacity;
+    on the study's system, sharded and its plan checked too), before any simulation."""
     workloads = [(w, None) for w in study.workloads] + [(loaded, model)
                                                          for model, loaded in models]
     specs = [(RunSpec(platform, workload, mapping), model)
              for platform in study.platforms for workload, model in workloads
              for mapping in study.mappings]
     system = study.study.scope.system
-    if system is None or system.plan.single_chip:
-        return [spec for spec, _ in specs]
+    plan = SystemPlan() if system is None else system.plan
     steps = {id(model): model_step(model, study) for model, _ in models}
-    return [on_system(spec, system.plan, steps[id(model)] if model else None,
-                      study_file=study.source.path) for spec, model in specs]
+    return [checked(spec, plan, steps[id(model)] if model else None,
+                    study_file=study.source.path, ignore_capacity=ignore_capacity)
+            for spec, model in specs]
 
 
 def review(args: argparse.Namespace) -> int:
@@ -96,7 +99,7 @@ def review(args: argparse.Namespace) -> int:
     study = write_variants(study, out / INPUTS_FOLDER)
     cache = None if args.no_cache else _check_cache_dir(
         Path(args.cache) if args.cache else default_cache_dir())
-    specs = run_specs(study, models)
+    specs = run_specs(study, models, ignore_capacity=args.ignore_capacity)
     started = time.perf_counter()
     with progress.operators(first="reviewing", total=len(specs)) as report:
         records = run_all(specs, out, cache_dir=cache, engine=args.engine,
@@ -141,6 +144,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="simulate every run, read and write no cache")
     parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    add_ignore_capacity(parser)
     add_executor_arguments(parser, "where the points of the study's sweep (scope.sweep) "
                            "run: ")
     parser.set_defaults(handler=review)

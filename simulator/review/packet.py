@@ -100,7 +100,16 @@ def assemble(ctx: Context) -> dict:
         + [{"kind": "serving", "path": r.file, "sha256": r.sha256, "platform": r.platform,
             "workload": r.subject, "mapping": "default"} for r in served(ctx)]
         + _sweep_files(ctx),
+        **_capacity_stamp(ctx),
     }
+
+
+def _capacity_stamp(ctx: Context) -> dict:
+    """`capacity_ignored`: the runs made with --ignore-capacity whose chip cannot hold
+    them (written only where there are any, so other packets stay as they were)."""
+    ignored = [r.file for r in ctx.records
+               if r.result.capacity is not None and r.result.capacity.ignored]
+    return {"capacity_ignored": ignored} if ignored else {}
 
 
 def _sweep_files(ctx: Context) -> list[dict]:

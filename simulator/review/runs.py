@@ -28,9 +28,11 @@ from simulator.report import write_json
 from simulator.results import RunResultFile, read_result
 from simulator.review.study import Loaded
 from simulator.simulate import Inputs, simulate
-from simulator.system.plan import SystemPlan, check_capacity
+from simulator.capacity import Capacity, check
+from simulator.system.plan import SystemPlan
 from simulator.system.run import simulate_system, write_system_json
-from simulator.system.shard import Sharded, plan_label, shard_model, shard_plain
+from simulator.system.shard import (Sharded, model_sizing, plain_sizing, plan_label,
+                                    shard_model, shard_plain)
 
 RESULTS_FOLDER = "results"
 
@@ -44,6 +46,7 @@ class RunSpec:
     mapping: Loaded
     system: SystemPlan | None = None  # a multi-chip system: `sharded` is one chip's
     sharded: Sharded | None = None    # share, checked (plan, capacity) before any run
+    capacity: Capacity | None = None  # the capacity check, made before any run
 
     @property
     def name(self) -> str:
@@ -62,11 +65,17 @@ class RunSpec:
 
     def simulate(self, path: Path, engine: str) -> None:
         """Simulate the run and write its result file."""
+        ignore = self.ignore_capacity
         if self.sharded is None:
-            write_json(simulate(self.inputs(), engine=engine), path)
+            write_json(simulate(self.inputs(), engine=engine), path,
+                       capacity=self.capacity.record() if self.capacity else None)
         else:
             write_system_json(simulate_system(self.inputs(), self.system, self.sharded,
-                                              engine=engine), path)
+                                              engine=engine, ignore_capacity=ignore), path)
+
+    @property
+    def ignore_capacity(self) -> bool:
+        return self.capacity is not None and self.capacity.asked
 
     def inputs(self) -> Inputs:
         return Inputs(self.platform.model, self.workload.model, self.mapping.model,
@@ -84,29 +93,34 @@ class RunRecord:
     reused: bool       # taken from the cache (said on the terminal, not in the packet)
 
 
-def on_system(spec: RunSpec, plan: SystemPlan, step=None, *, study_file: str) -> RunSpec:
-    """The run on a multi-chip system: one chip's shard (of the LLM step, for a model)
-    built, and the plan and the per-chip capacity checked, before any simulation. An
-    error names the run and the study's scope.system field."""
+def checked(spec: RunSpec, plan: SystemPlan, step=None, *, study_file: str,
+            ignore_capacity: bool = False) -> RunSpec:
+    """The run with its capacity checked (simulator.capacity) before any simulation; on
+    a multi-chip system one chip's shard (of the LLM step, for a model) built and the
+    plan checked too. An error names the run and the study's field."""
     platform = spec.platform.model
     platform_file = spec.platform.source.path if spec.platform.source else study_file
+    row_parallel = frozenset(spec.mapping.model.row_parallel)
     try:
-        if step is None:
+        sharded = None
+        if plan.single_chip:
+            sizing = model_sizing(step, platform) if step is not None else \
+                plain_sizing(spec.workload.model, platform, row_parallel)
+        elif step is None:
             sharded = shard_plain(spec.workload.model, plan, platform,
-                                  platform_file=platform_file,
-                                  row_parallel=frozenset(spec.mapping.model.row_parallel))
+                                  platform_file=platform_file, row_parallel=row_parallel)
         else:
             sharded = shard_model(step, plan, platform, platform_file=platform_file)
-        capacity = platform.offchip.capacity_bytes
-        if capacity:
-            check_capacity(plan, sharded.limits, capacity, sharded.footprint,
-                           platform_file=platform_file)
+        fit = check(plan, sharded.sizing if sharded else sizing, platform,
+                    ignore=ignore_capacity, platform_file=platform_file)
     except AccsimError as exc:
         field = exc.field or "system"
         field = f"scope.system.{field[2:]}" if field.startswith("--") else field
         raise AccsimError(f"{exc.rule} (run {spec.name})", file=exc.file or study_file,
                           field=field) from None
-    return replace(spec, system=plan, sharded=sharded)
+    if sharded is None:
+        return replace(spec, capacity=fit)
+    return replace(spec, system=plan, sharded=sharded, capacity=fit)
 
 
 def _embedded(loaded: Loaded) -> dict:
@@ -122,6 +136,8 @@ def cache_key(spec: RunSpec, engine: str) -> str:
                 **spec.embedded()}
     if spec.system is not None:  # keyed apart from the same inputs on one chip
         identity["system"] = spec.system.model_dump()
+    if spec.ignore_capacity:  # its file carries the capacity stamp
+        identity["ignore_capacity"] = True
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

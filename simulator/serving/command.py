@@ -23,6 +23,7 @@ from simulator.serving.sla import parse_sla
 from simulator.serving.spec import (CV_RANGE, DEFAULT_ARCH, DEFAULT_WORKLOAD, MAX_RATE,
                                     MAX_REQUESTS, ServeSpec)
 from simulator.serving.plots import distribution_figure
+from simulator.system.command import add_ignore_capacity
 
 PROGRESS_AFTER_S = 2.0  # runs shorter than this show no bar
 # Output option -> the suffixes it may end in (None: any).
@@ -89,6 +90,7 @@ def add_parser(subparsers) -> None:
     add("--json", metavar="PATH", help="write the result (and manifest) as JSON")
     add("--plot", metavar="PATH", help="PNG: latency CDFs, or the curve with --sweep-rate")
     add("--csv", metavar="PATH", help="with --sweep-rate: write the curve as CSV")
+    add_ignore_capacity(serve_cmd)
     serve_cmd.set_defaults(handler=handle)
 
 
@@ -212,7 +214,9 @@ def handle(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     _check_outputs(args)
     started = time.perf_counter()
-    setup = prepare(spec)
+    setup = prepare(spec, ignore_capacity=args.ignore_capacity)
+    if setup.capacity is not None and setup.capacity.note():
+        print(setup.capacity.note())
     resolved = spec.resolved()
     served = resolved.model if resolved.llm else resolved.workload
     title = f"{served} on {resolved.arch}: {resolved.batching} batching"

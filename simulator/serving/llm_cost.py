@@ -226,14 +226,17 @@ def load_model(name_or_path: str, *, dtype: str | None, hf=None):
 
 
 def kv_blocks(platform: Platform, facts: ModelFacts, block_tokens: int, *,
-              file: str | None) -> int:
-    """KV blocks one replica holds: HBM capacity minus the weights."""
+              file: str | None, weights_elsewhere: bool = False) -> int:
+    """KV blocks one replica holds: HBM capacity minus the weights (the whole capacity
+    in a what-if whose weights do not fit and were let through by --ignore-capacity:
+    they are taken to live elsewhere)."""
     capacity = getattr(platform.offchip, "capacity_bytes", None)
     if capacity is None:
         raise AccsimError(f"serving {facts.name} needs the platform's HBM capacity for "
                           "its weights and KV cache", file=file,
                           field="offchip.capacity_bytes")
-    return kv_capacity_blocks(capacity, facts.weight_bytes, facts.kv_bytes_per_token,
+    weights = 0 if weights_elsewhere else facts.weight_bytes
+    return kv_capacity_blocks(capacity, weights, facts.kv_bytes_per_token,
                               block_tokens, file=file)
 
 

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.capacity import Capacity, check
 from simulator.config import Platform
+from simulator.frontends.hf.config import ModelConfig
 from simulator.energy import static_power_w
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
@@ -26,6 +28,7 @@ from simulator.serving.trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
 from simulator.workload import Workload
 from simulator.system.serving import ShardedFrontend, serving_system
+from simulator.system.shard import serving_sizing
 
 
 @dataclass
@@ -41,15 +44,17 @@ class Setup:
     reference: Inputs               # the run embedded in the manifest
     model_source: Source | None = None
     trace: Trace | None = None      # trace arrivals: the file, read and checked once
+    capacity: Capacity | None = None  # the capacity check of a model's replica
 
     @property
     def llm(self) -> bool:
         return self.spec.llm
 
 
-def prepare(spec: ServeSpec, *, hf=None) -> Setup:
+def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False) -> Setup:
     """Load and check the platform, the trace and the workload or model named by the
-    (resolved) spec, before any cost is simulated."""
+    (resolved) spec, and the capacity of one chip of a replica (simulator.capacity),
+    before any cost is simulated."""
     spec = spec.resolved()
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
     if not spec.llm and not spec.system.single_chip:
@@ -67,13 +72,36 @@ def prepare(spec: ServeSpec, *, hf=None) -> Setup:
                              platform_file=platform_source.path)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
     check_context(config, spec, trace)
+    fit = replica_capacity(config, spec, trace, platform, platform_source.path,
+                           ignore=ignore_capacity)
     blocks = llm_cost.kv_blocks(platform, facts, spec.block_tokens,
-                                file=platform_source.path)
+                                file=platform_source.path,
+                                weights_elsewhere=fit is not None and fit.ignored)
     cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
                             hf=hf)
     reference = Inputs(platform, cost.reference_workload(), Mapping(), platform_source)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
-                 _model_source(config, spec.model), trace)
+                 _model_source(config, spec.model), trace, fit)
+
+
+def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Platform,
+                     platform_file: str, *, ignore: bool) -> Capacity | None:
+    """The capacity rule for one chip of a replica serving a Hugging Face model: its
+    weight shard, the KV cache of the smallest request (prompt + output: at least one
+    request must be servable; larger ones are dropped and counted) and one prefill
+    chunk's activations (the prompt, at most max_tokens). None for a stand-in
+    frontend's config, which serving's KV sizing alone checks."""
+    if not isinstance(config, ModelConfig):
+        return None
+    if trace is None:
+        prompt, total = spec.prompt_tokens, spec.prompt_tokens + spec.output_tokens
+    else:
+        sizes = trace.prompt_tokens + trace.output_tokens
+        row = int(np.argmin(sizes))
+        prompt, total = int(trace.prompt_tokens[row]), int(sizes[row])
+    sizing = serving_sizing(config, platform, dtype=spec.dtype,
+                            tokens=min(prompt, spec.max_tokens), kv_tokens=total)
+    return check(spec.system, sizing, platform, ignore=ignore, platform_file=platform_file)
 
 
 def check_context(config, spec: ServeSpec, trace: Trace | None) -> None:
@@ -153,6 +181,8 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
         "preempted": store.preemptions,
     }
     figures["sla"] = sla_report(spec.sla, figures)
+    if setup.capacity is not None and setup.capacity.asked:
+        figures["capacity"] = setup.capacity.record()
     if not spec.system.single_chip:
         figures["system"] = serving_system(spec.system, spec.replicas, figures,
                                            micro_batches=spec.micro_batches or spec.pp,

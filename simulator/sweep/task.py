@@ -14,7 +14,8 @@ from simulator.mapping.plan import Mapping, describe_mapping
 from simulator.metrics import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
-from simulator.system.command import run_plan
+from simulator.system.command import check_fit, run_plan
+from simulator.system.plan import SystemPlan
 
 # Stored metrics: name -> (SQLite column type, the better direction, what it holds).
 METRICS: dict[str, tuple[str, str, str]] = {
@@ -46,10 +47,13 @@ def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping,
     names the MODEL_VERSION that computed it, so a coordinator can refuse results
     from a worker running other timing semantics than its keys promise. `system` (a
     simulator.system.plan.SystemPlan of more than one chip): the workload sharded over
-    that many chips, its time end to end and its energy and MFU those of the system."""
+    that many chips, its time end to end and its energy and MFU those of the system.
+    A point whose chip cannot hold the workload (simulator.capacity) fails with the
+    refusal, before it is simulated."""
     inputs = Inputs(platform, workload, mapping)
     try:
         if system is None or system.single_chip:
+            check_fit(inputs, SystemPlan())
             result = simulate(inputs)
             figures = None
         else:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 
+from simulator.capacity import FLAG, Capacity, check
 from simulator.errors import AccsimError
 from simulator.mapping.plan import check_mapping_names
 from simulator.simulate import Inputs, Progress
 from simulator.system.overlap import OVERLAP_MODES
-from simulator.system.plan import MAX_CHIPS, SystemPlan
+from simulator.system.plan import MAX_CHIPS, SystemPlan, check_plan
 from simulator.system.run import SystemRun, simulate_system
-from simulator.system.shard import shard_model, shard_plain
+from simulator.system.shard import model_sizing, plain_sizing, shard_model, shard_plain
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "serialise), independent (with compute that does not read them) "
                        "or decomposed (also all-gathers / reduce-scatters split into ring "
                        "steps under the GEMM they feed or follow)")
+    add_ignore_capacity(parser)
+
+
+def add_ignore_capacity(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(FLAG, action="store_true", dest="ignore_capacity",
+                        help="run even where a chip cannot hold its weights + KV cache + "
+                        "activations (offchip.capacity_bytes): a deliberate what-if, "
+                        "stamped on the result")
 
 
 def plan_from_args(args: argparse.Namespace) -> SystemPlan:
@@ -50,8 +59,26 @@ def plan_from_args(args: argparse.Namespace) -> SystemPlan:
                       overlap=args.overlap)
 
 
+def check_fit(inputs: Inputs, plan: SystemPlan, llm=None, *,
+              ignore: bool = False) -> Capacity:
+    """The capacity rule (simulator.capacity) for one chip of `plan` running the LLM
+    step or the plain workload, before any simulation: the plan's own rules first."""
+    platform_file = inputs.platform_source.path if inputs.platform_source else None
+    if llm is None:  # the plan's row_parallel names are checked before they are used
+        check_mapping_names(inputs.mapping, inputs.workload,
+                            file=inputs.mapping_source.path if inputs.mapping_source
+                            else None)
+    sizing = model_sizing(llm, inputs.platform) if llm is not None else \
+        plain_sizing(inputs.workload, inputs.platform,
+                     frozenset(inputs.mapping.row_parallel))
+    check_plan(plan, inputs.platform, sizing.limits, platform_file=platform_file)
+    return check(plan, sizing, inputs.platform, ignore=ignore,
+                 platform_file=platform_file)
+
+
 def run_plan(inputs: Inputs, plan: SystemPlan, llm=None, *, engine: str = "auto",
-             progress: Progress | None = None) -> SystemRun:
+             progress: Progress | None = None, ignore_capacity: bool = False
+             ) -> SystemRun:
     """Shard the workload (an LLM step of --model, or the plain workload) and simulate
     one chip's share."""
     platform_file = inputs.platform_source.path if inputs.platform_source else None
@@ -64,4 +91,5 @@ def run_plan(inputs: Inputs, plan: SystemPlan, llm=None, *, engine: str = "auto"
         sharded = shard_plain(inputs.workload, plan, inputs.platform,
                               platform_file=platform_file,
                               row_parallel=frozenset(inputs.mapping.row_parallel))
-    return simulate_system(inputs, plan, sharded, engine=engine, progress=progress)
+    return simulate_system(inputs, plan, sharded, engine=engine, progress=progress,
+                           ignore_capacity=ignore_capacity)

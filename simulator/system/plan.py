@@ -1,7 +1,6 @@
 """The parallelism plan of a multi-chip run (DESIGN.md section 14): N chips split T
 ways by tensor and P ways by pipeline (T x P = N), experts spread E ways, and the
-per-chip capacity check that refuses a plan before any work, naming the smallest
-T x P that would fit."""
+plans the capacity check (simulator.capacity) searches for the smallest that fits."""
 
 from __future__ import annotations
 
@@ -109,24 +108,6 @@ def check_plan(plan: SystemPlan, platform: Platform, limits: ModelLimits, *,
                           "its T chips", field=field("ep"))
 
 
-@dataclass(frozen=True)
-class Footprint:
-    """Off-chip bytes one chip holds for a plan: its weight shard, its KV cache and
-    the activations live at once."""
-
-    weight_bytes: int
-    kv_bytes: int
-    activation_bytes: int
-
-    @property
-    def total_bytes(self) -> int:
-        return self.weight_bytes + self.kv_bytes + self.activation_bytes
-
-
-def gb(count: int) -> str:
-    return f"{count / 1e9:.2f} GB"
-
-
 def candidate_plans(plan: SystemPlan, limits: ModelLimits) -> Iterator[SystemPlan]:
     """Plans the capacity search tries, fewest chips first, then the fewest pipeline
     stages (tensor parallelism stays within a host's fast links); E kept."""
@@ -139,33 +120,3 @@ def candidate_plans(plan: SystemPlan, limits: ModelLimits) -> Iterator[SystemPla
                 continue
             if limits.kv_heads is None or tp_splits_kv(tp, limits.kv_heads):
                 yield SystemPlan(chips=chips, tp=tp, pp=pp, ep=plan.ep)
-
-
-def smallest_fitting(plan: SystemPlan, limits: ModelLimits, capacity_bytes: int,
-                     footprint: Callable[[SystemPlan], Footprint]) -> SystemPlan | None:
-    """The plan with the fewest chips (then fewest stages) whose footprint fits."""
-    for candidate in candidate_plans(plan, limits):
-        if footprint(candidate).total_bytes <= capacity_bytes:
-            return candidate
-    return None
-
-
-def check_capacity(plan: SystemPlan, limits: ModelLimits, capacity_bytes: int,
-                   footprint: Callable[[SystemPlan], Footprint], *,
-                   platform_file: str | None = None) -> Footprint:
-    """The plan's per-chip footprint, or a refusal naming the bytes needed, the bytes
-    available and the smallest T x P that would fit."""
-    need = footprint(plan)
-    if need.total_bytes <= capacity_bytes:
-        return need
-    fit = smallest_fitting(plan, limits, capacity_bytes, footprint)
-    advice = (f"smallest fitting T x P: {fit.tp} x {fit.pp} ({fit.flags()}, "
-              f"{gb(footprint(fit).total_bytes)} per chip)" if fit else
-              f"no plan of up to {MAX_SEARCH_CHIPS} chips fits")
-    raise AccsimError(
-        f"does not fit {plan.chips} chip{'s' if plan.chips > 1 else ''} "
-        f"(T x P = {plan.tp} x {plan.pp}): each chip needs {need.total_bytes:,} bytes "
-        f"({gb(need.total_bytes)}: weights {gb(need.weight_bytes)} + KV "
-        f"{gb(need.kv_bytes)} + activations {gb(need.activation_bytes)}) of "
-        f"{capacity_bytes:,} bytes ({gb(capacity_bytes)}); {advice}",
-        file=platform_file, field="offchip.capacity_bytes")

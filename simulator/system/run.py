@@ -23,9 +23,10 @@ from pathlib import Path
 from simulator.energy import static_power_w
 from simulator.report import result_dict
 from simulator.simulate import Inputs, Progress, RunResult, simulate
+from simulator.capacity import Capacity, Footprint, check
 from simulator.system.overlap import Overlap, Step, overlap
 from simulator.system.padding import HeadLayout, head_layout
-from simulator.system.plan import Footprint, SystemPlan, check_capacity
+from simulator.system.plan import SystemPlan
 from simulator.system.shard import CONSUMED_BY, Sharded
 
 
@@ -39,6 +40,7 @@ class SystemRun:
     capacity_bytes: int | None
     tokens: int | None
     heads: HeadLayout | None = None
+    capacity: Capacity | None = None  # the check made before the run (None: rerun)
 
     def overlap(self) -> Overlap:
         """The shard's collective time split into exposed and hidden by the plan."""
@@ -148,20 +150,21 @@ def padding_lines(padding: dict | None) -> list[str]:
 
 
 def simulate_system(inputs: Inputs, plan: SystemPlan, sharded: Sharded, *,
-                    engine: str = "auto", progress: Progress | None = None) -> SystemRun:
-    """Check the per-chip capacity (nothing is simulated if it fails), then simulate
-    one chip's shard (built by simulator.system.shard, which checked the plan)."""
+                    engine: str = "auto", progress: Progress | None = None,
+                    ignore_capacity: bool = False) -> SystemRun:
+    """Check the per-chip capacity (nothing is simulated if it fails, unless
+    `ignore_capacity`), then simulate one chip's shard (built by
+    simulator.system.shard, which checked the plan)."""
     platform_file = inputs.platform_source.path if inputs.platform_source else None
     platform = inputs.platform
-    capacity = platform.offchip.capacity_bytes
-    footprint = check_capacity(plan, sharded.limits, capacity, sharded.footprint,
-                               platform_file=platform_file) if capacity else \
-        sharded.footprint(plan)
+    fit = check(plan, sharded.sizing, platform, ignore=ignore_capacity,
+                platform_file=platform_file)
     shard_inputs = Inputs(platform, sharded.workload, inputs.mapping,
                           inputs.platform_source, inputs.workload_source,
                           inputs.mapping_source)
     result = simulate(shard_inputs, engine=engine, progress=progress)
-    return SystemRun(plan, result, footprint, capacity, sharded.tokens, sharded.heads)
+    return SystemRun(plan, result, fit.footprint, fit.capacity_bytes, sharded.tokens,
+                     sharded.heads, fit)
 
 
 def rerun_figures(recorded: dict, result: RunResult) -> dict:
@@ -181,10 +184,12 @@ def rerun_figures(recorded: dict, result: RunResult) -> dict:
     return json.loads(json.dumps(run.figures()))
 
 
-def system_dict(run: SystemRun) -> dict:
-    """The full result of one chip's shard with the `system` block beside it."""
-    return {**result_dict(run.result), "system": run.figures()}
+def system_dict(run: SystemRun, llm: dict | None = None) -> dict:
+    """The full result of one chip's shard with the `system` block beside it (and the
+    LLM figures and capacity stamp where they apply)."""
+    capacity = run.capacity.record() if run.capacity else None
+    return result_dict(run.result, system=run.figures(), llm=llm, capacity=capacity)
 
 
-def write_system_json(run: SystemRun, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(system_dict(run), indent=1) + "\n")
+def write_system_json(run: SystemRun, path: str | Path, llm: dict | None = None) -> None:
+    Path(path).write_text(json.dumps(system_dict(run, llm), indent=1) + "\n")

@@ -26,15 +26,16 @@ pipeline stages split the operator list.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from simulator.config import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
 from simulator.frontends.hf.stats import layer_params
 from simulator.frontends.hf.workloads import experts_touched
+from simulator.capacity import (Footprint, Sizing, operator_output_bytes,
+                                operators_footprint)
 from simulator.system.padding import HeadLayout, head_layout
-from simulator.system.plan import Footprint, ModelLimits, SystemPlan, check_plan
+from simulator.system.plan import ModelLimits, SystemPlan, check_plan
 from simulator.workload import (Attention, Collective, Conv2d, Gemm, Workload,
                                 is_collective)
 
@@ -44,8 +45,7 @@ class Sharded:
     """One chip's share of a workload under a plan, and how to size any plan."""
 
     workload: Workload
-    limits: ModelLimits
-    footprint: Callable[[SystemPlan], Footprint]
+    sizing: Sizing          # the footprint of any plan (simulator.capacity)
     tokens: int | None      # tokens one run processes (None: not a token workload)
     heads: HeadLayout | None = None  # a model's heads over T chips (None: no padding)
 
@@ -162,35 +162,75 @@ def expert_share(op, cfg: ModelConfig, plan: SystemPlan, tokens: int):
     return op.model_copy(update={"elements": op.elements // touched * mine})
 
 
+@dataclass(frozen=True)
+class StepSizes:
+    """The sizes of an LLM step (simulator.frontends.hf.command.LlmStep) on a platform:
+    bytes per element of activations, weights and KV, and the tokens it holds."""
+
+    act: int
+    weight: int
+    kv: int
+    tokens: int        # tokens the step processes
+    logits: int        # rows lm_head produces
+    kv_tokens: int     # tokens of KV cache the step's requests hold
+
+    @classmethod
+    def of(cls, step, platform: Platform) -> StepSizes:
+        cfg, args = step.config, step.args
+        act = DTYPE_BYTES[args.dtype or platform.systolic_array.input_dtypes[0]]
+        prefill = step.phase == "prefill"
+        tokens = step.batch * (step.length if prefill else 1)
+        return cls(act, DTYPE_BYTES[args.weight_dtype] if args.weight_dtype else act,
+                   DTYPE_BYTES[args.kv_dtype] if args.kv_dtype else act, tokens,
+                   tokens if prefill and args.all_logits else step.batch,
+                   step.batch * cfg.kv_len(step.length))
+
+
+def model_sizing(step, platform: Platform) -> Sizing:
+    """The capacity sizing of an LLM step: model_footprint of its config for any plan."""
+    cfg, sizes = step.config, StepSizes.of(step, platform)
+
+    def footprint(candidate: SystemPlan) -> Footprint:
+        return model_footprint(cfg, candidate, tokens=sizes.tokens,
+                               kv_tokens=sizes.kv_tokens, logits_rows=sizes.logits,
+                               act_bytes=sizes.act, weight_bytes=sizes.weight,
+                               kv_bytes=sizes.kv)
+
+    return Sizing(model_limits(cfg), footprint)
+
+
+def serving_sizing(cfg: ModelConfig, platform: Platform, *, dtype: str | None,
+                   tokens: int, kv_tokens: int) -> Sizing:
+    """The capacity sizing of serving a model: its weights, the KV cache of `kv_tokens`
+    tokens and the activations of a `tokens`-token iteration, at one dtype (the
+    platform's by default, as a sharded replica sizes its KV cache)."""
+    size = DTYPE_BYTES[dtype or platform.systolic_array.input_dtypes[0]]
+
+    def footprint(candidate: SystemPlan) -> Footprint:
+        return model_footprint(cfg, candidate, tokens=tokens, kv_tokens=kv_tokens,
+                               logits_rows=1, act_bytes=size, weight_bytes=size,
+                               kv_bytes=size)
+
+    return Sizing(model_limits(cfg), footprint)
+
+
 def shard_model(step, plan: SystemPlan, platform: Platform, *,
                 platform_file: str | None = None) -> Sharded:
     """The shard of an LLM step (simulator.frontends.hf.command.LlmStep) under a plan,
     which is checked first."""
-    cfg, args = step.config, step.args
+    cfg = step.config
     check_plan(plan, platform, model_limits(cfg), platform_file=platform_file)
-    dtype = args.dtype or platform.systolic_array.input_dtypes[0]
-    act = DTYPE_BYTES[dtype]
-    weight = DTYPE_BYTES[args.weight_dtype] if args.weight_dtype else act
-    kv = DTYPE_BYTES[args.kv_dtype] if args.kv_dtype else act
-    prefill = step.phase == "prefill"
-    tokens = step.batch * (step.length if prefill else 1)
-    logits = tokens if prefill and args.all_logits else step.batch
-    kv_tokens = step.batch * cfg.kv_len(step.length)
+    sizes = StepSizes.of(step, platform)
     workload = replace(step, config=shard_config(cfg, plan)).workload()
-    ops = insert_model_collectives(workload, cfg, plan, tokens=tokens, act_bytes=act)
+    ops = insert_model_collectives(workload, cfg, plan, tokens=sizes.tokens,
+                                   act_bytes=sizes.act)
     shard = workload.model_copy(update={
         "name": f"{workload.name}_{plan_label(plan)}",
         "description": f"One chip of {plan.chips} ({plan.flags()}): "
                        f"{workload.description}",
         "operators": ops})
-
-    def footprint(candidate: SystemPlan) -> Footprint:
-        return model_footprint(cfg, candidate, tokens=tokens, kv_tokens=kv_tokens,
-                               logits_rows=logits, act_bytes=act, weight_bytes=weight,
-                               kv_bytes=kv)
-
-    return Sharded(Workload.model_validate(shard.model_dump()), model_limits(cfg),
-                   footprint, tokens, model_heads(cfg, plan))
+    return Sharded(Workload.model_validate(shard.model_dump()),
+                   model_sizing(step, platform), sizes.tokens, model_heads(cfg, plan))
 
 
 def plan_label(plan: SystemPlan) -> str:
@@ -279,7 +319,7 @@ def tensor_parallel(ops: list, t: int, row_parallel: frozenset[str], act: int,
         elif op.name in row_parallel:
             shard = op.model_copy(update={"k": math.ceil(op.k / t)})
             after = (collective(f"{op.name}_all_reduce", "collective.tp", "all_reduce",
-                                output_bytes(shard, act), t, op.repeat),)
+                                operator_output_bytes(shard, act), t, op.repeat),)
             layout = WHOLE
         elif splits_by_groups(op, t):
             shard, layout = group_shard(op, t), SPLIT
@@ -308,28 +348,6 @@ def input_bytes(op, dtype_bytes: int) -> int:
         * op.head_dim * dtype_bytes
 
 
-def output_bytes(op, dtype_bytes: int) -> int:
-    """The bytes an operator's output holds (what crosses a pipeline boundary)."""
-    if isinstance(op, Gemm):
-        return op.batch * op.m * op.n * dtype_bytes
-    if isinstance(op, Conv2d):
-        return op.batch * op.ho * op.wo * op.cout * dtype_bytes
-    if is_collective(op):
-        return op.payload_bytes
-    if hasattr(op, "vector"):
-        return op.vector().output_elements * dtype_bytes
-    return op.batch * op.heads * op.q_len * op.head_dim * dtype_bytes  # attention
-
-
-def weight_bytes(op, dtype_bytes: int) -> int:
-    """A GEMM's B operand or a conv's kernel: what the chip keeps in HBM."""
-    if isinstance(op, Gemm):
-        return op.batch * op.k * op.n * dtype_bytes
-    if isinstance(op, Conv2d):
-        return op.kh * op.kw * op.cin // op.groups * op.cout * dtype_bytes
-    return 0
-
-
 def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
                 platform_file: str | None = None,
                 row_parallel: frozenset[str] = frozenset()) -> Sharded:
@@ -352,7 +370,8 @@ def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
         if stage < plan.pp - 1 and size:
             staged.append(collective(f"pp_transfer_{stage + 1}", "collective.pp",
                                      "point_to_point",
-                                     output_bytes(staged[-1], act) * staged[-1].repeat,
+                                     operator_output_bytes(staged[-1], act)
+                                     * staged[-1].repeat,
                                      2))
     shard = workload.model_copy(update={
         "name": f"{workload.name}_{plan_label(plan)}",
@@ -362,16 +381,24 @@ def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
                        f"{workload.description}",
         "operators": staged})
 
+    return Sharded(Workload.model_validate(shard.model_dump()),
+                   plain_sizing(workload, platform, row_parallel), None)
+
+
+def plain_sizing(workload: Workload, platform: Platform,
+                 row_parallel: frozenset[str] = frozenset()) -> Sizing:
+    """The capacity sizing of a plain workload: under any plan, the footprint of the
+    busiest stage's shard (simulator.capacity.operators_footprint: repeats and KV
+    counted), as shard_plain would split it."""
+    act = DTYPE_BYTES[platform.systolic_array.input_dtypes[0]]
+
     def footprint(candidate: SystemPlan) -> Footprint:
         steps, _ = tensor_parallel(workload.operators, candidate.tp, row_parallel, act)
         shards = [step.shard for step in steps]
-        stages = stage_layers(len(shards), candidate.pp)
-        heaviest, start = 0, 0
-        for size in stages:
-            part = shards[start:start + size]
+        start, stages = 0, []
+        for size in stage_layers(len(shards), candidate.pp):
+            stages.append(operators_footprint(shards[start:start + size], act))
             start += size
-            heaviest = max(heaviest, sum(weight_bytes(op, act) for op in part))
-        live = max((output_bytes(op, act) for op in shards), default=0)
-        return Footprint(heaviest, 0, 2 * live)
+        return max(stages, key=lambda need: need.total_bytes)
 
-    return Sharded(Workload.model_validate(shard.model_dump()), limits, footprint, None)
+    return Sizing(ModelLimits(layers=len(workload.operators)), footprint)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from simulator.errors import AccsimError
 from simulator.frontends.command import Imported
@@ -96,6 +96,10 @@ class LlmStep:
 
     def table(self, result):
         return figures_table(self.figures(result))
+
+    def record(self, result) -> dict:
+        """The figures as the result JSON's `llm` block (simulator.results.LlmFigures)."""
+        return asdict(self.figures(result))
 
 
 def llm_step(args: argparse.Namespace, config_path: str) -> LlmStep:

@@ -239,6 +239,27 @@ def load_model_config(path_or_shipped_name: str | Path) -> ModelConfig:
     path = locate_config(path_or_shipped_name)
     source = read_source(path)
     raw = parse_json(source.text, file=source.path)
-    # The file's stem names the workloads: kept to characters that print as themselves.
-    return parse_config(raw, file=source.path, name=re.sub(r"[^A-Za-z0-9_.-]", "_",
-                                                           path.stem))
+    return parse_config(raw, file=source.path, name=model_name(raw, path))
+
+
+# Keys a config.json names its model by, in the order they are trusted.
+NAME_KEYS = ("_name_or_path", "name")
+# Longest model name kept (a hub id is far shorter).
+MAX_NAME = 64
+
+
+def model_name(raw, path: Path) -> str | None:
+    """What the workloads are named after: the model, not the file (every Hugging Face
+    config is called config.json). The last part of `_name_or_path` (a hub id
+    org/model, or the folder it was saved in), else `name`, else the shipped model's
+    name; None (the model_type is used) for an unnamed file of the user's. Kept to
+    characters that print as themselves."""
+    declared = [raw.get(key) for key in NAME_KEYS] if isinstance(raw, dict) else []
+    text = next((value.rstrip("/").rsplit("/", 1)[-1] for value in declared
+                 if isinstance(value, str) and value.strip("/ ")), None)
+    shipped = shipped_folder("workload") / SHIPPED_SUBFOLDER
+    if text is None and path.resolve().parent == shipped.resolve():
+        text = path.stem
+    if text is None:
+        return None
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:MAX_NAME] or None

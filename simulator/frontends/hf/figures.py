@@ -44,12 +44,8 @@ def step_figures(cfg: ModelConfig, result, *, phase: str, batch: int, length: in
                  kv_dtype: str | None = None) -> StepFigures:
     """The figures of a simulated prefill (length = prompt) or decode step (length =
     context) of `batch` sequences. `dtype` None: the platform's default."""
-    platform = result.platform
-    dtype = dtype or platform.systolic_array.input_dtypes[0]
+    dtype = dtype or result.platform.systolic_array.input_dtypes[0]
     stats = model_stats(cfg, dtype=dtype, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    total = result.total
-    derived = total.derived(platform)
-    seconds = derived["time_s"]
     per_request = length if phase == "prefill" else 1
     tokens = batch * per_request
     return StepFigures(
@@ -58,14 +54,24 @@ def step_figures(cfg: ModelConfig, result, *, phase: str, batch: int, length: in
         flops_per_token=stats.flops_per_token,
         kv_bytes_per_token=stats.kv_bytes_per_token,
         kv_bytes_per_request=stats.kv_bytes_per_request(length),
-        weight_bytes=stats.weight_bytes, step_flops=total.model_flops,
-        offchip_bytes=total.offchip_bytes, compulsory_bytes=total.compulsory_bytes,
-        arithmetic_intensity=derived["arithmetic_intensity"],
-        machine_balance=derived["machine_balance"],
-        roofline_s=total.roofline_bound_cycles / (platform.clock_ghz * 1e9),
-        simulated_s=seconds, mfu=derived["mfu"],
-        tokens_per_s=tokens / seconds if seconds else 0.0,
-        ms_per_token=1e3 * seconds / per_request)
+        weight_bytes=stats.weight_bytes,
+        **simulated_figures(result, tokens=tokens, per_request=per_request))
+
+
+def simulated_figures(result, *, tokens: int, per_request: int) -> dict:
+    """The StepFigures fields a simulated step gives (the rest come from the config):
+    what `accsim verify` recomputes on a rerun."""
+    platform, total = result.platform, result.total
+    derived = total.derived(platform)
+    seconds = derived["time_s"]
+    return {"step_flops": total.model_flops, "offchip_bytes": total.offchip_bytes,
+            "compulsory_bytes": total.compulsory_bytes,
+            "arithmetic_intensity": derived["arithmetic_intensity"],
+            "machine_balance": derived["machine_balance"],
+            "roofline_s": total.roofline_bound_cycles / (platform.clock_ghz * 1e9),
+            "simulated_s": seconds, "mfu": derived["mfu"],
+            "tokens_per_s": tokens / seconds if seconds else 0.0,
+            "ms_per_token": 1e3 * seconds / per_request}
 
 
 def _si(value: float, unit: str) -> str:

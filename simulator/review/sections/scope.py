@@ -24,6 +24,13 @@ def scope_and_sla(ctx: Context) -> dict:
     scope_rows += [["model", model.label, model.config] for model, _ in ctx.models]
     scope_rows += [["mapping", m.label, m.source.path if m.source else "(built in)"]
                    for m in ctx.study.mappings]
+    for record in ctx.records:
+        stamp = record.result.capacity
+        if stamp is not None and stamp.ignored:
+            text.append(f"Capacity IGNORED (--ignore-capacity) for {run_label(record)}: "
+                        f"each chip needs {stamp.needed_bytes_per_chip:,} bytes of "
+                        f"{stamp.capacity_bytes_per_chip:,}; a what-if that cannot run "
+                        "as configured")
     if scope.system is not None:
         scope_rows.append(["system", scope.system.plan.flags(), "each run simulates one "
                            "chip's shard; its result file holds the system block", None])
