@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.figure import pyplot
+from simulator.figure import pyplot, save_figure
 from simulator.simulate import RunResult
 
 # (label, Totals attribute) in stacking order; together they make up every cycle. The
@@ -54,5 +54,4 @@ def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
     draw_breakdown(axes, groups, f"{inputs.workload.name} on {inputs.platform.name}: "
                    "cycles by layer_type")
     figure.tight_layout()
-    figure.savefig(path, dpi=120, bbox_inches="tight")  # the legend beside the axes too
-    plt.close(figure)
+    save_figure(figure, path, dpi=120, bbox_inches="tight")  # the legend beside the axes

@@ -8,6 +8,7 @@ files, and the figure's text can be inlined in index.html.
 from __future__ import annotations
 
 import io
+import re
 
 from simulator.figure import pyplot
 from simulator.metrics import Totals
@@ -27,7 +28,9 @@ def _svg(figure) -> str:
 
 
 def figure(figure_id: str, title: str, svg: str) -> dict:
-    return {"id": figure_id, "title": title, "svg": svg}
+    """A figure of the packet; its id (a file name and an anchor) made of safe
+    characters only, whatever the names in it."""
+    return {"id": re.sub(r"[^A-Za-z0-9_-]+", "_", figure_id), "title": title, "svg": svg}
 
 
 def trend_figure(records: list, workload: str) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from pydantic import ValidationError
 from rich.table import Table
@@ -13,8 +12,9 @@ from rich.table import Table
 from simulator import progress
 from simulator.errors import AccsimError
 from simulator.terminal import console as report_console
-from simulator.loader import (check_output_path, dump_json, parse_model, read_source,
-                              shipped_names, validation_error, writing)
+from simulator.loader import (dump_json, parse_model, read_source, shipped_names,
+                              validation_error)
+from simulator.outputs import check_output_path, write_file, writing
 from simulator.serving.trace import shipped_traces
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
@@ -198,7 +198,7 @@ def _write(path: str | None, writer, *payload) -> None:
 
 
 def _write_json(payload: dict, path: str) -> None:
-    Path(path).write_text(dump_json(payload, indent=1) + "\n")
+    write_file(path, dump_json(payload, indent=1) + "\n")
 
 
 def _write_distribution(times: RequestTimes, title: str, path: str) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.figure import pyplot
+from simulator.figure import pyplot, save_figure
 
 
 def curve_figure(rows: list[dict], path: str | Path, title: str) -> None:
@@ -29,8 +29,7 @@ def curve_figure(rows: list[dict], path: str | Path, title: str) -> None:
         ax.legend(fontsize="small")
     figure.suptitle(title)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    save_figure(figure, path, dpi=120)
 
 
 def distribution_figure(series: dict[str, np.ndarray], path: str | Path,
@@ -48,5 +47,4 @@ def distribution_figure(series: dict[str, np.ndarray], path: str | Path,
     ax.set_title(title)
     ax.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    save_figure(figure, path, dpi=120)

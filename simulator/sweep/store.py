@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import check_output_path, check_regular_file, parse_json
+from simulator.loader import check_regular_file, parse_json
+from simulator.outputs import check_output_path
 from simulator.sweep.task import LABELS, METRICS
 
 # Bumped when the tables change shape; a store of another layout is refused.

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.energy import static_power_w
+from simulator.outputs import write_file
 from simulator.report import result_dict
 from simulator.simulate import Inputs, Progress, RunResult, simulate
 from simulator.system.plan import Footprint, SystemPlan, check_capacity
@@ -120,4 +121,4 @@ def system_dict(run: SystemRun) -> dict:
 
 
 def write_system_json(run: SystemRun, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(system_dict(run), indent=1) + "\n")
+    write_file(path, json.dumps(system_dict(run), indent=1) + "\n")
