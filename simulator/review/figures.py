@@ -64,8 +64,9 @@ def trend_figure(records: list, workload: str) -> dict:
                   "layer_type, per platform", svg)
 
 
-def breakdown_figure(record) -> dict:
-    """Where each layer_type's cycles go, for one run."""
+def breakdown_figure(record, longest: int) -> dict:
+    """Where each layer_type's cycles go, for one run, on an axis to `longest` cycles
+    (the same for every run of the workload, so the platforms' figures compare)."""
     plt = pyplot()
     fields = Totals.__dataclass_fields__
     groups = sorted(((name, Totals(**{f: getattr(totals, f) for f in fields}))
@@ -76,6 +77,7 @@ def breakdown_figure(record) -> dict:
     with plt.rc_context(SVG_SETTINGS):
         fig, axes = plt.subplots(figsize=(9, 0.45 * len(groups) + 1.6))
         draw_breakdown(axes, groups, title)
+        axes.set_xlim(0, max(longest, 1) * 1.02)
         svg = _svg(fig)
     return figure(f"breakdown-{record.spec.name}", title, svg)
 

@@ -134,6 +134,8 @@ def write_curve_csv(rows: list[dict], path: str | Path) -> None:
     write_file(path, csv_text(list(rows[0]), rows))
 
 
-def write_curve_plot(rows: list[dict], title: str, path: str | Path) -> None:
-    """Latency percentiles against achieved throughput, offered load marked."""
-    curve_figure(rows, path, title)
+def write_curve_plot(rows: list[dict], title: str, sla: dict[str, float],
+                     path: str | Path) -> None:
+    """Latency percentiles against achieved throughput, offered load and the SLA's
+    bounds marked."""
+    curve_figure(rows, path, title, sla)
