@@ -6,8 +6,8 @@ each new reader inherits them: `read_source` (regular files only, bounded size, 
 text; `read_bytes` for binary files, `check_regular_file` for paths another library
 opens), `parse_yaml` (duplicate keys rejected, YAML 1.2 scalars, no aliases, bounded
 nesting) and `read_json` / `parse_json` (strict JSON: no NaN or Infinity, no duplicate
-keys, bounded nesting). Writers use `dump_json` (strict JSON) and `check_output_path`
-(an output path checked before any work).
+keys, bounded nesting). Writers use `dump_json` (strict JSON) and simulator.outputs (the
+one guard for writing output files and folders).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import os
 import re
 import reprlib
 import stat
-from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -294,35 +293,6 @@ def read_json(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES):
     """A JSON file through read_source and parse_json: (data, its Source)."""
     source = read_source(path, max_bytes=max_bytes)
     return parse_json(source.text, file=source.path), source
-
-
-@contextmanager
-def writing(path: str):
-    """Around the writing of one output file: an OS error (disk full, permission,
-    a folder gone since check_output_path) becomes one AccsimError naming the file."""
-    try:
-        yield
-    except OSError as exc:
-        raise AccsimError(f"cannot write: {exc.strerror}", file=path) from None
-
-
-def check_output_path(path: str, option: str,
-                      suffixes: tuple[str, ...] | None = None) -> None:
-    """An output path given by command-line `option` ("json" for --json) can be
-    written: its folder exists, it is not a folder, it is writable, and its suffix is
-    one of `suffixes` when given. Commands call it before any simulation, so no result
-    is lost to a bad path."""
-    target = Path(path)
-    flag = f"--{option.replace('_', '-')}"
-    if suffixes and target.suffix.lower() not in suffixes:
-        raise AccsimError(f"must end in {' or '.join(suffixes)}", file=path, field=flag)
-    if target.is_dir():
-        raise AccsimError("is a directory", file=path, field=flag)
-    folder = target.parent
-    if not folder.is_dir():
-        raise AccsimError(f"folder {folder} does not exist", file=path, field=flag)
-    if not os.access(folder, os.W_OK) or target.exists() and not os.access(target, os.W_OK):
-        raise AccsimError("cannot be written (permission denied)", file=path, field=flag)
 
 
 def dump_json(data, **options) -> str:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.figure import pyplot
+from simulator.figure import pyplot, save_figure
 from simulator.simulate import RunResult
 
 # (label, Totals attribute) in stacking order; together they make up every cycle. The
-# labels start with the tables' column names (report.PERCENT_COLUMNS).
+# labels start with the tables' column names (report.PERCENT_COLUMNS). Each has its own
+# colour (COLOURS): matplotlib's default cycle has ten, one fewer than the terms.
 SEGMENTS = [
     ("useful", "useful_array_cycles"), ("pad: padding", "padding_array_cycles"),
     ("setup: array fill", "fill_array_cycles"),
@@ -19,6 +20,9 @@ SEGMENTS = [
     ("in: input stall", "input_stall_cycles"), ("out: output stall", "output_stall_cycles"),
     ("drain", "drain_cycles"),
 ]
+# Tableau's ten and a dark olive for the eleventh: distinct, one per SEGMENTS entry.
+COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+           "#ff9da7", "#9c755f", "#bab0ac", "#556b2f"]
 
 
 def _segment(totals, attribute: str) -> float:
@@ -35,9 +39,9 @@ def draw_breakdown(axes, groups: list[tuple[str, object]], title: str) -> None:
     """Stacked bars of cycles, one per (layer_type, Totals) in `groups`, bottom first."""
     names = [name for name, _ in groups]
     left = [0.0] * len(names)
-    for label, attribute in SEGMENTS:
+    for (label, attribute), colour in zip(SEGMENTS, COLOURS, strict=True):
         widths = [_segment(totals, attribute) for _, totals in groups]
-        axes.barh(names, widths, left=left, label=label)
+        axes.barh(names, widths, left=left, label=label, color=colour)
         left = [a + b for a, b in zip(left, widths)]
     axes.set_xlabel("cycles")
     axes.set_title(title)
@@ -54,5 +58,4 @@ def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
     draw_breakdown(axes, groups, f"{inputs.workload.name} on {inputs.platform.name}: "
                    "cycles by layer_type")
     figure.tight_layout()
-    figure.savefig(path, dpi=120, bbox_inches="tight")  # the legend beside the axes too
-    plt.close(figure)
+    save_figure(figure, path, dpi=120, bbox_inches="tight")  # the legend beside the axes

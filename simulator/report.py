@@ -5,14 +5,15 @@ Nothing here changes a number; every figure comes from metrics.Totals.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from simulator.escape import csv_text
 from simulator.loader import dump_json
+from simulator.outputs import write_file
 from simulator.metrics import OperatorResult, Totals, dominant_bottleneck
 from simulator.results import CapacityRecord, LlmFigures, RunResultFile
 from simulator.simulate import RunResult, manifest
@@ -229,7 +230,7 @@ def result_dict(result: RunResult, **blocks: dict | None) -> dict:
 
 def write_json(result: RunResult, path: str | Path, **blocks: dict | None) -> None:
     """The full result (result_dict) as indented JSON."""
-    Path(path).write_text(dump_json(result_dict(result, **blocks), indent=1) + "\n")
+    write_file(path, dump_json(result_dict(result, **blocks), indent=1) + "\n")
 
 
 # Fractions are 0..1 and say so in their names (the tables print the same as percent).
@@ -245,14 +246,12 @@ CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu_fra
 
 def write_csv(result: RunResult, path: str | Path) -> None:
     """One row per operator with the CSV_FIELDS columns."""
-    with Path(path).open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        for op in result.operators:
-            record = _operator_record(op, result)
-            writer.writerow({**record, **record["totals"],
-                             "mfu_fraction": record["totals"]["mfu"],
-                             "bottleneck_class": op.verdict.bottleneck})
+    rows = []
+    for op in result.operators:
+        record = _operator_record(op, result)
+        rows.append({**record, **record["totals"], "mfu_fraction": record["totals"]["mfu"],
+                     "bottleneck_class": op.verdict.bottleneck})
+    write_file(path, csv_text(CSV_FIELDS, rows, extrasaction="ignore"))
 
 
 def _ratio(value: float, base: float) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 import simulator
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
-from simulator.loader import writing
+from simulator.outputs import write_file
 from simulator.lowering.attention import lower_attention_as
 from simulator.search.workload import MapResult
 from simulator.mapping.plan import ATTENTION_FUSIONS
@@ -256,5 +256,4 @@ def write_sheet(result: RunResult, path: str, best: MapResult | None = None, *,
                           file=path, field="--sheet")
     text = markdown(result, best, source=source) if suffix == ".md" else \
         csv_text(result, best, source=source)
-    with writing(path):
-        Path(path).write_text(text)
+    write_file(path, text, field="--sheet")

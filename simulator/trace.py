@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.engines.runner import engine_runner
+from simulator.outputs import write_file
 from simulator.program import memory_params
 from simulator.simulate import RunResult
 
@@ -89,5 +90,5 @@ def trace_events(result: RunResult) -> list[dict]:
 
 def write_trace(result: RunResult, path: str | Path) -> None:
     """Write the timeline as a Chrome/Perfetto JSON trace."""
-    Path(path).write_text(json.dumps({"traceEvents": trace_events(result),
-                                      "displayTimeUnit": "ns"}))
+    write_file(path, json.dumps({"traceEvents": trace_events(result),
+                                 "displayTimeUnit": "ns"}))

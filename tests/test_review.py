@@ -530,13 +530,15 @@ def test_a_foreign_output_folder_is_refused(tmp_path, capsys):
 
 
 def test_an_interrupted_review_is_rerun_into_its_own_folder(tmp_path, capsys):
-    """A review leaves its marker before anything else, so a folder a failed or
-    interrupted review half wrote is taken again (and its leftovers dropped)."""
+    """A review leaves its marker before anything else (listing each file before it
+    writes it), so a folder a failed or interrupted review half wrote is taken again
+    (and its leftovers dropped)."""
     study = tmp_path / "study.yaml"
     study.write_text(SMALL_STUDY)
     out = tmp_path / "half"
     (out / "results").mkdir(parents=True)
-    (out / ".accsim-review").write_text("")
+    (out / ".accsim-review").write_text("a folder accsim writes; the files it wrote "
+                                        "here:\nresults/left_over.json\n")
     (out / "results" / "left_over.json").write_text("{}")
     assert main(["review", str(study), "--out", str(out), "--no-cache"]) == 0
     capsys.readouterr()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import yaml
 
@@ -13,7 +12,7 @@ from simulator import progress
 from simulator.commands.inputs import load_inputs
 from simulator.commands.options import add_inputs
 from simulator.errors import AccsimError
-from simulator.loader import check_output_path, writing
+from simulator.outputs import check_output_path, write_file, writing
 from simulator.search.operator import OBJECTIVES
 from simulator.search.tables import gap_table, operator_search_table
 from simulator.search.workload import map_workload, write_map_json
@@ -57,7 +56,7 @@ def handle(args: argparse.Namespace) -> int:
 def _write_plan(result, path: str) -> None:
     plan = result.plan().model_dump(mode="json", exclude_none=True,
                                     exclude_defaults=True)
-    Path(path).write_text(f"# Best tilings by {result.objective} of {result.workload} on "
+    write_file(path, f"# Best tilings by {result.objective} of {result.workload} on "
                           f"{result.platform}, written by `accsim map`.\n"
                           + yaml.safe_dump(plan, sort_keys=False))
 

@@ -14,7 +14,7 @@ from simulator.commands.inputs import load_inputs
 from simulator.commands.options import add_inputs, budget
 from simulator.commands.run import simulate_shown
 from simulator.errors import AccsimError
-from simulator.loader import check_output_path, writing
+from simulator.outputs import check_output_path, write_file, writing
 from simulator.mapping.heuristics import heuristic
 from simulator.regress import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
                                read_baseline, report_lines)
@@ -37,8 +37,7 @@ def handle(args: argparse.Namespace) -> int:
 
     def write(path: str | None, text: str) -> None:
         if path:
-            with writing(path):
-                Path(path).write_text(text)
+            write_file(path, text)
 
     def refuse(exc: BaselineRefused) -> int:
         print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)

@@ -15,7 +15,7 @@ from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.limits import MemoryBudget
-from simulator.loader import check_output_path, writing
+from simulator.outputs import check_output_path, writing
 from simulator.search.operator import OBJECTIVES
 from simulator.search.workload import map_workload, read_map_json
 from simulator.plots import write_breakdown_plot

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from simulator.errors import AccsimError
 from simulator.frontends.writer import workload_to_yaml
-from simulator.loader import Source, check_output_path, read_bytes, writing
+from simulator.loader import Source, read_bytes
+from simulator.outputs import check_output_path, write_file
 from simulator.workload import Workload
 
 # Format name -> the module that reads it.
@@ -75,8 +76,7 @@ def _import(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="")
         return 0
-    with writing(args.output):
-        Path(args.output).write_text(text)
+    write_file(args.output, text, field="--output")
     for note in imported.notes:
         print(f"import: {note}")
     print(f"wrote {args.output}: {len(imported.workload.operators)} operators")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from rich.console import Console
@@ -14,6 +15,7 @@ from rich.markup import escape
 from simulator import progress
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
+from simulator.outputs import OutputFolder
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
 from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
@@ -26,51 +28,30 @@ from simulator.review.packet import assemble, write_packet
 from simulator.review.sections import Context
 
 PACKET_FILES = ("index.html", "packet.md", "packet.json")
-PACKET_MARKER = ".accsim-review"  # written first: the folder is a packet's, even half done
+# Written first and kept current: the folder is a packet's, even half done, and it lists
+# every file a review wrote there (simulator.outputs.OutputFolder.claim).
+PACKET_MARKER = ".accsim-review"
 INPUTS_FOLDER = "inputs"  # what-if platform variants the study defines
 
 
-def _check_out_dir(path: str) -> Path:
-    """DIR must be new, empty, or a packet folder written before, finished or not (it
-    holds packet.json or the marker a review leaves first): then it is replaced."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise AccsimError("not a folder", file=path, field="--out")
-    if out.is_dir() and any(out.iterdir()) and not (out / "packet.json").is_file() \
-            and not (out / PACKET_MARKER).is_file():
-        raise AccsimError("folder is not empty and holds no packet.json; give a new or "
-                          "empty folder", file=path, field="--out")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / PACKET_MARKER).write_text("a folder accsim review writes its packet in\n")
-    except OSError as exc:
-        raise AccsimError(f"cannot write: {exc.strerror}", file=path,
-                          field="--out") from None
-    return out
-
-
-def _check_cache_dir(path: Path) -> Path:
-    """The run cache must be a folder accsim can create and write in, checked before
-    any simulation so that no result is lost to it."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise AccsimError(f"cannot create: {exc.strerror}", file=str(path),
-                          field="--cache") from None
+def _cache_folder(args: argparse.Namespace) -> OutputFolder | None:
+    """The run cache: a folder accsim can create and write in (not a link), checked
+    before any simulation so that no result is lost to it."""
+    if args.no_cache:
+        return None
+    path = Path(args.cache) if args.cache else default_cache_dir()
+    cache = OutputFolder.plain(path, field="--cache")
     if not os.access(path, os.W_OK | os.X_OK):
+        cache.close()
         raise AccsimError("cannot write: permission denied", file=str(path),
                           field="--cache")
-    return path
+    return cache
 
 
-def _remove_stale(out: Path, packet: dict) -> None:
-    """Drop result and figure files a previous packet in this folder left behind."""
-    kept = {r["path"] for r in packet["results"]}
-    kept |= {f["file"] for s in packet["sections"] for f in s["figures"]}
-    for folder in ("results", "figures"):
-        for old in (out / folder).glob("*"):
-            if f"{folder}/{old.name}" not in kept:
-                old.unlink()
+def _kept(packet: dict) -> set[str]:
+    """The files of the packet just written (results and figures it cites)."""
+    return {r["path"] for r in packet["results"]} | \
+        {f["file"] for s in packet["sections"] for f in s["figures"]}
 
 
 def run_specs(study: ResolvedStudy, models: list, *,
@@ -95,21 +76,22 @@ def review(args: argparse.Namespace) -> int:
     executor = executor_for(args.scheduler, args.workers)
     study = load_study(args.study)
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
-    out = _check_out_dir(args.out)
-    study = write_variants(study, out / INPUTS_FOLDER)
-    cache = None if args.no_cache else _check_cache_dir(
-        Path(args.cache) if args.cache else default_cache_dir())
-    specs = run_specs(study, models, ignore_capacity=args.ignore_capacity)
-    started = time.perf_counter()
-    with progress.operators(first="reviewing", total=len(specs)) as report:
-        records = run_all(specs, out, cache_dir=cache, engine=args.engine,
-                          progress=report)
-        served = serving_runs(study, out, cache_dir=cache, progress=report)
-        swept = design_sweep(study, out, cache_dir=cache, executor=executor,
-                             progress=report)
-    reused = sum(r.reused for r in records)
-    packet = write_packet(assemble(Context(study, records, models, served, swept)), out)
-    _remove_stale(out, packet)
+    with OutputFolder.claim(args.out, PACKET_MARKER, field="--out",
+                            signature="packet.json") as out, \
+            (_cache_folder(args) or nullcontext()) as cache:
+        study = write_variants(study, out, INPUTS_FOLDER)
+        specs = run_specs(study, models, ignore_capacity=args.ignore_capacity)
+        started = time.perf_counter()
+        with progress.operators(first="reviewing", total=len(specs)) as report:
+            records = run_all(specs, out, cache=cache, engine=args.engine,
+                              progress=report)
+            served = serving_runs(study, out, cache=cache, progress=report)
+            swept = design_sweep(study, out, cache=cache, executor=executor,
+                                 progress=report)
+        reused = sum(r.reused for r in records)
+        packet = write_packet(assemble(Context(study, records, models, served, swept)),
+                              out)
+        out.remove_stale(_kept(packet))
     elapsed = time.perf_counter() - started
     console = Console(highlight=False, soft_wrap=True)
     console.print(f"{escape(packet['title'])}: verdict {packet['verdict']}")
@@ -119,7 +101,8 @@ def review(args: argparse.Namespace) -> int:
         [s for s in served if s.data is not None]
     console.print(f"{len(records)} runs and {len(serving)} serving results "
                   f"({reused + sum(s.reused for s in serving)} reused from "
-                  f"{escape(str(cache)) if cache else 'no cache'}) in {elapsed:.1f} s wall")
+                  f"{escape(str(cache.path)) if cache else 'no cache'}) "
+                  f"in {elapsed:.1f} s wall")
     if not isinstance(swept, NotEvaluated):
         summary = swept.summary
         console.print(f"sweep {escape(study.sweep.sweep.spec.name)}: {summary.jobs} "
@@ -127,7 +110,7 @@ def review(args: argparse.Namespace) -> int:
                       f"{summary.computed} computed ({summary.failed} failed); store "
                       f"{escape(swept.store)}")
     for name in PACKET_FILES:
-        console.print(f"wrote {escape(str(out / name))}")
+        console.print(f"wrote {escape(out.shown(name))}")
     return 0
 
 

@@ -8,6 +8,7 @@ files, and the figure's text can be inlined in index.html.
 from __future__ import annotations
 
 import io
+import re
 
 from simulator.figure import pyplot
 from simulator.metrics import Totals
@@ -27,7 +28,9 @@ def _svg(figure) -> str:
 
 
 def figure(figure_id: str, title: str, svg: str) -> dict:
-    return {"id": figure_id, "title": title, "svg": svg}
+    """A figure of the packet; its id (a file name and an anchor) made of safe
+    characters only, whatever the names in it."""
+    return {"id": re.sub(r"[^A-Za-z0-9_-]+", "_", figure_id), "title": title, "svg": svg}
 
 
 def trend_figure(records: list, workload: str) -> dict:
@@ -61,8 +64,9 @@ def trend_figure(records: list, workload: str) -> dict:
                   "layer_type, per platform", svg)
 
 
-def breakdown_figure(record) -> dict:
-    """Where each layer_type's cycles go, for one run."""
+def breakdown_figure(record, longest: int) -> dict:
+    """Where each layer_type's cycles go, for one run, on an axis to `longest` cycles
+    (the same for every run of the workload, so the platforms' figures compare)."""
     plt = pyplot()
     fields = Totals.__dataclass_fields__
     groups = sorted(((name, Totals(**{f: getattr(totals, f) for f in fields}))
@@ -73,6 +77,7 @@ def breakdown_figure(record) -> dict:
     with plt.rc_context(SVG_SETTINGS):
         fig, axes = plt.subplots(figsize=(9, 0.45 * len(groups) + 1.6))
         draw_breakdown(axes, groups, title)
+        axes.set_xlim(0, max(longest, 1) * 1.02)
         svg = _svg(fig)
     return figure(f"breakdown-{record.spec.name}", title, svg)
 

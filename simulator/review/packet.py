@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 import simulator
+from simulator.escape import markdown, markdown_line
+from simulator.outputs import OutputFolder
 from simulator.review.providers import NotEvaluated
 from simulator.review.sections import Context, build_sections, ordered_findings
 from simulator.review.sections.blocks import FAIL, NOT_EVALUATED, PASS
@@ -128,8 +130,11 @@ def _environment(autoescape: bool) -> Environment:
                       autoescape=autoescape, undefined=StrictUndefined,
                       keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     env.filters["cell"] = cell_text
-    env.filters["md"] = lambda text: (str(text).replace("\\", "\\\\").replace("|", "\\|")
-                                      .replace("<", "&lt;").replace("\n", " "))
+    env.filters["md"] = markdown
+    env.filters["mdline"] = markdown_line
+    # A link target inside the packet: anything but a plain path and fragment is
+    # percent-encoded, so no target can close the link or start another.
+    env.filters["mdurl"] = lambda href: quote(str(href), safe="/#~%._-")
     return env
 
 
@@ -138,26 +143,22 @@ def _inline_svg(svg: str) -> str:
     return svg[svg.index("<svg"):]
 
 
-def write_packet(packet: dict, out_dir: Path) -> dict:
-    """Write figures, packet.json, packet.md and index.html; return the packet as
-    written to packet.json (figures as file and sha256)."""
-    figures_dir = out_dir / FIGURES_FOLDER
-    figures_dir.mkdir(parents=True, exist_ok=True)
+def write_packet(packet: dict, out: OutputFolder) -> dict:
+    """Write figures, packet.json, packet.md and index.html into the packet folder
+    (through its guard: no link followed); return the packet as written to
+    packet.json (figures as file and sha256)."""
     svgs = {}
     for section in packet["sections"]:
         written = []
         for fig in section["figures"]:
-            path = figures_dir / f"{fig['id']}.svg"
-            data = fig["svg"].encode()
-            path.write_bytes(data)
+            file = f"{FIGURES_FOLDER}/{fig['id']}.svg"
+            data = out.write(file, fig["svg"])
             svgs[fig["id"]] = _inline_svg(fig["svg"])
-            written.append({"id": fig["id"], "title": fig["title"],
-                            "file": f"{FIGURES_FOLDER}/{path.name}",
+            written.append({"id": fig["id"], "title": fig["title"], "file": file,
                             "sha256": hashlib.sha256(data).hexdigest()})
         section["figures"] = written
-    (out_dir / "packet.json").write_text(json.dumps(packet, indent=1) + "\n")
-    (out_dir / "packet.md").write_text(
-        _environment(False).get_template("packet.md").render(p=packet))
-    (out_dir / "index.html").write_text(
-        _environment(True).get_template("index.html").render(p=packet, svgs=svgs))
+    out.write("packet.json", json.dumps(packet, indent=1) + "\n")
+    out.write("packet.md", _environment(False).get_template("packet.md").render(p=packet))
+    out.write("index.html",
+              _environment(True).get_template("index.html").render(p=packet, svgs=svgs))
     return packet

@@ -14,6 +14,7 @@ from pathlib import Path
 from simulator.config import Platform
 from simulator.frontends import hf
 from simulator.loader import read_source
+from simulator.outputs import OutputFolder
 from simulator.review import serving
 from simulator.review.study import Loaded, ModelUnderReview, ResolvedStudy
 from simulator.review.sweep import SweepRecord, run_study_sweep
@@ -62,7 +63,7 @@ def model_config_path(model: ModelUnderReview, study: ResolvedStudy) -> str:
     return str(beside) if beside.is_file() else model.config
 
 
-def serving_runs(study: ResolvedStudy, out_dir: Path, *, cache_dir: Path | None,
+def serving_runs(study: ResolvedStudy, out: OutputFolder, *, cache: OutputFolder | None,
                  progress=None):
     """Every platform x workload or model served at scope.serving's loads (DESIGN.md
     section 10), as review.serving records."""
@@ -71,7 +72,7 @@ def serving_runs(study: ResolvedStudy, out_dir: Path, *, cache_dir: Path | None,
     subjects = [(w.label, w.source.path, False) for w in study.workloads]
     subjects += [(m.label, model_config_path(m, study), True)
                  for m in study.study.scope.models]
-    return serving.run_serving(study, subjects, out_dir, cache_dir=cache_dir,
+    return serving.run_serving(study, subjects, out, cache=cache,
                                progress=progress)
 
 
@@ -83,7 +84,7 @@ def platform_area_mm2(platform: Platform) -> float | NotEvaluated:
     return float(value)
 
 
-def design_sweep(study: ResolvedStudy, out_dir: Path, *, cache_dir: Path | None,
+def design_sweep(study: ResolvedStudy, out: OutputFolder, *, cache: OutputFolder | None,
                  executor, progress=None) -> SweepRecord | NotEvaluated:
     """The sweep scope.sweep names (DESIGN.md section 11), run through simulator.sweep
     into the run cache's store (resumed by point key, so a second review computes
@@ -91,5 +92,5 @@ def design_sweep(study: ResolvedStudy, out_dir: Path, *, cache_dir: Path | None,
     results/ (review.sweep), as a review.sweep.SweepRecord."""
     if study.sweep is None:
         return NotEvaluated("the study asks for no design-space sweep (scope.sweep)")
-    return run_study_sweep(study.sweep, out_dir, cache_dir=cache_dir, executor=executor,
+    return run_study_sweep(study.sweep, out, cache=cache, executor=executor,
                            progress=progress)

@@ -16,21 +16,21 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import simulator
 from simulator.errors import AccsimError
-from simulator.loader import read_json
-from simulator.report import write_json
+from simulator.loader import MAX_INPUT_BYTES, decode_text, parse_json
+from simulator.outputs import OutputFolder
+from simulator.report import result_dict
 from simulator.results import RunResultFile, read_result
 from simulator.review.study import Loaded
 from simulator.simulate import Inputs, simulate
 from simulator.capacity import Capacity, check
 from simulator.system.plan import SystemPlan
-from simulator.system.run import simulate_system, write_system_json
+from simulator.system.run import simulate_system, system_dict
 from simulator.system.shard import (Sharded, model_sizing, plain_sizing, plan_label,
                                     shard_model, shard_plain)
 
@@ -63,15 +63,16 @@ class RunSpec:
         return {"platform": _embedded(self.platform), "workload": _embedded(workload),
                 "mapping": _embedded(self.mapping)}
 
-    def simulate(self, path: Path, engine: str) -> None:
-        """Simulate the run and write its result file."""
-        ignore = self.ignore_capacity
+    def simulate(self, engine: str) -> str:
+        """Simulate the run: the text of its result file."""
         if self.sharded is None:
-            write_json(simulate(self.inputs(), engine=engine), path,
-                       capacity=self.capacity.record() if self.capacity else None)
+            content = result_dict(simulate(self.inputs(), engine=engine),
+                                  capacity=self.capacity.record() if self.capacity else None)
         else:
-            write_system_json(simulate_system(self.inputs(), self.system, self.sharded,
-                                              engine=engine, ignore_capacity=ignore), path)
+            content = system_dict(simulate_system(self.inputs(), self.system,
+                                                  self.sharded, engine=engine,
+                                                  ignore_capacity=self.ignore_capacity))
+        return json.dumps(content, indent=1) + "\n"
 
     @property
     def ignore_capacity(self) -> bool:
@@ -142,11 +143,13 @@ def cache_key(spec: RunSpec, engine: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _cached(path: Path, spec: RunSpec) -> bool:
+def _cached(data: bytes | None, spec: RunSpec, file: str) -> bool:
     """A cache entry is used only if it embeds exactly this run's inputs."""
+    if data is None:
+        return False
     try:
-        content, source = read_json(path)  # bounded, regular files only: a cache is data
-        recorded = read_result(content, RunResultFile, file=source.path)
+        content = parse_json(decode_text(data, file=file).text, file=file)
+        recorded = read_result(content, RunResultFile, file=file)
     except AccsimError:
         return False
     manifest = recorded.manifest
@@ -163,34 +166,27 @@ def default_cache_dir() -> Path:
     return Path(base) / "accsim" / "results"
 
 
-def run_all(specs: list[RunSpec], out_dir: Path, *, cache_dir: Path | None,
+def run_all(specs: list[RunSpec], out: OutputFolder, *, cache: OutputFolder | None,
             engine: str = "auto",
             progress: Callable[[int, int, str], None] | None = None) -> list[RunRecord]:
-    """Simulate (or reuse) every run and place its result file in out_dir/results."""
-    results = out_dir / RESULTS_FOLDER
-    results.mkdir(parents=True, exist_ok=True)
+    """Simulate (or reuse) every run and place its result file in the packet's
+    results folder (cache and packet written through their guards)."""
     records = []
     for index, spec in enumerate(specs):
         if progress:
             progress(index, len(specs), spec.name)
-        target = results / f"{spec.name}.json"
-        cached = cache_dir / f"{cache_key(spec, engine)}.json" if cache_dir else None
-        reused = cached is not None and _cached(cached, spec)
+        target = f"{RESULTS_FOLDER}/{spec.name}.json"
+        entry = f"{cache_key(spec, engine)}.json"
+        data = cache.read(entry, MAX_INPUT_BYTES) if cache is not None else None
+        reused = _cached(data, spec, cache.shown(entry) if cache is not None else "")
         if not reused:
-            fresh = target.with_suffix(".tmp")
-            spec.simulate(fresh, engine)
-            if cached is not None:
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(fresh, cached.with_suffix(".tmp"))
-                os.replace(cached.with_suffix(".tmp"), cached)
-            os.replace(fresh, target)
-        else:
-            shutil.copyfile(cached, target)
-        data = target.read_bytes()
-        records.append(RunRecord(spec, f"{RESULTS_FOLDER}/{target.name}",
-                                 hashlib.sha256(data).hexdigest(),
+            data = spec.simulate(engine).encode()
+            if cache is not None:
+                cache.write(entry, data)
+        out.write(target, data)
+        records.append(RunRecord(spec, target, hashlib.sha256(data).hexdigest(),
                                  read_result(json.loads(data), RunResultFile,
-                                             file=str(target)), reused))
+                                             file=out.shown(target)), reused))
     if progress:
         progress(len(specs), len(specs), "")
     return records

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,8 @@ from pydantic import Field, ValidationError
 import simulator
 from simulator.config import PosFloat, Strict
 from simulator.errors import AccsimError
-from simulator.loader import read_json
+from simulator.loader import MAX_INPUT_BYTES, decode_text, parse_json, read_bytes
+from simulator.outputs import OutputFolder
 from simulator.results import ServeResult, read_result
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.review.study import Loaded, ResolvedStudy, Sla
@@ -114,16 +113,18 @@ def serve_points(spec: ServeSpec, rates: list[float]) -> dict:
 def _key(spec: ServeSpec, rates: list[float], sources: list[str]) -> str:
     identity = {"model_version": simulator.MODEL_VERSION, "rates": rates,
                 "spec": spec.model_dump(mode="json"),
-                "sources": [hashlib.sha256(Path(p).read_bytes()).hexdigest()
+                "sources": [hashlib.sha256(read_bytes(p)).hexdigest()
                             for p in sources]}
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _usable(path: Path, spec: ServeSpec, rates: list[float]) -> bool:
+def _usable(data: bytes | None, spec: ServeSpec, rates: list[float], file: str) -> bool:
     """A cache entry is used only if it holds this spec at these loads."""
+    if data is None:
+        return False
     try:
-        content, _ = read_json(path)  # bounded, regular files only: a cache is data
+        content = parse_json(decode_text(data, file=file).text, file=file)
         return (content["serving"] == {"spec": spec.model_dump(mode="json"),
                                        "rates_per_s": rates}
                 and len(content["points"]) == len(rates))
@@ -132,13 +133,11 @@ def _usable(path: Path, spec: ServeSpec, rates: list[float]) -> bool:
 
 
 def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
-                out_dir: Path, *, cache_dir: Path | None,
+                out: OutputFolder, *, cache: OutputFolder | None,
                 progress: Callable[[int, int, str], None] | None = None
                 ) -> list[ServingRecord]:
     """Serve every platform x (label, workload path or model config, is an LLM)."""
     rates = study.study.scope.serving.rates
-    results = out_dir / RESULTS_FOLDER
-    results.mkdir(parents=True, exist_ok=True)
     pairs = [(p, s) for p in study.platforms for s in subjects]
     records = []
     for index, (platform, (label, path, llm)) in enumerate(pairs):
@@ -147,30 +146,25 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
             progress(index, len(pairs), record.name)
         spec = serve_spec(study, platform, path, llm=llm)
         sources = [platform.source.path] + ([path] if Path(path).is_file() else [])
-        cached = cache_dir / f"serving-{_key(spec, rates, sources)}.json" \
-            if cache_dir else None
-        target = results / f"{record.name}.json"
-        reused = cached is not None and _usable(cached, spec, rates)
-        if reused:
-            shutil.copyfile(cached, target)
-        else:
+        entry = f"serving-{_key(spec, rates, sources)}.json"
+        data = cache.read(entry, MAX_INPUT_BYTES) if cache is not None else None
+        reused = _usable(data, spec, rates, cache.shown(entry) if cache else "")
+        if not reused:
             try:
                 content = serve_points(spec, rates)
             except AccsimError as exc:
                 records.append(ServingRecord(platform.label, label, llm, None, None, None,
                                              exc.message()))
                 continue
-            target.write_text(json.dumps(content, indent=1) + "\n")
-            if cached is not None:
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(target, cached.with_suffix(".tmp"))
-                os.replace(cached.with_suffix(".tmp"), cached)
-        data = target.read_bytes()
-        records.append(ServingRecord(platform.label, label, llm,
-                                     f"{RESULTS_FOLDER}/{target.name}",
+            data = (json.dumps(content, indent=1) + "\n").encode()
+            if cache is not None:
+                cache.write(entry, data)
+        target = f"{RESULTS_FOLDER}/{record.name}.json"
+        out.write(target, data)
+        records.append(ServingRecord(platform.label, label, llm, target,
                                      hashlib.sha256(data).hexdigest(),
                                      read_result(json.loads(data), ServingResultFile,
-                                                 file=str(target)), None, reused))
+                                                 file=out.shown(target)), None, reused))
     if progress:
         progress(len(pairs), len(pairs), "")
     return records

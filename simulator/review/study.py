@@ -9,6 +9,7 @@ is data: it names heuristics from the registry only, never a module to import.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,8 +21,9 @@ from pydantic import Field, PositiveFloat, ValidationError, model_validator
 from simulator.bottleneck import CLASSES
 from simulator.config import Dtype, Name, Platform, Strict, Text
 from simulator.errors import AccsimError
-from simulator.loader import (Source, load_model, locate, parse_model, read_source,
-                              validation_error)
+from simulator.loader import (Source, decode_text, load_model, locate, parse_model,
+                              read_source, validation_error)
+from simulator.outputs import OutputFolder
 from simulator.mapping.heuristics import known_heuristics
 from simulator.mapping.plan import Mapping, check_mapping_names
 from simulator.mapping.plan import with_heuristic
@@ -348,20 +350,22 @@ def _sweep(entry: str, study: Source) -> Plan:
     return make_plan(sweep)
 
 
-def write_variants(resolved: ResolvedStudy, folder: Path) -> ResolvedStudy:
-    """Write each what-if variant as folder/NAME.yaml and make that its source."""
+def write_variants(resolved: ResolvedStudy, out: OutputFolder, folder: str
+                   ) -> ResolvedStudy:
+    """Write each what-if variant as FOLDER/NAME.yaml in the packet and make that its
+    source."""
     platforms = []
     for loaded in resolved.platforms:
         if loaded.source is not None:
             platforms.append(loaded)
             continue
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{re.sub(r'[^A-Za-z0-9_-]+', '_', loaded.label)}.yaml"
-        path.write_text(f"# What-if variant written by `accsim review` from "
-                        f"{resolved.source.path}; do not edit.\n"
-                        + yaml.safe_dump(loaded.model.model_dump(mode="json"),
-                                         sort_keys=False))
-        platforms.append(Loaded(loaded.label, loaded.model, read_source(path)))
+        file = f"{folder}/{re.sub(r'[^A-Za-z0-9_-]+', '_', loaded.label)}.yaml"
+        data = out.write(file, "# What-if variant written by `accsim review` from "
+                         f"{json.dumps(resolved.source.path)}; do not edit.\n"
+                         + yaml.safe_dump(loaded.model.model_dump(mode="json"),
+                                          sort_keys=False))
+        platforms.append(Loaded(loaded.label, loaded.model,
+                                decode_text(data, file=out.shown(file))))
     return replace(resolved, platforms=platforms)
 
 

@@ -16,7 +16,6 @@ import hashlib
 import json
 import re
 import tempfile
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,7 +26,8 @@ from pydantic import Field
 import simulator
 from simulator.config import Platform, Strict
 from simulator.errors import AccsimError
-from simulator.loader import read_bytes, validate_model, writing
+from simulator.loader import read_bytes, validate_model
+from simulator.outputs import OutputFolder
 from simulator.mapping.plan import Mapping
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
@@ -139,40 +139,42 @@ def report_of(data: SweepExport) -> Report:
                   tuple(sorted({axis for p in data.points for axis in p.point})))
 
 
-def run_study_sweep(plan: Plan, out_dir: Path, *, cache_dir: Path | None, executor,
-                    progress=None) -> SweepRecord:
+def _run(plan: Plan, path: Path, executor, progress) -> tuple[Summary, Report]:
+    """Compute the plan's missing points into the store at `path`; its report."""
+    with Store(path) as store, executor:
+        total = len(missing_jobs(plan, store))
+        done = []
+
+        def stored(row: dict) -> None:
+            done.append(row["key"])
+            if progress:
+                progress(len(done), total, f"sweep {plan.sweep.spec.name}")
+
+        summary = run_sweep(plan, store, executor, on_stored=stored)
+        if summary.interrupted:
+            raise KeyboardInterrupt
+        return summary, build_report(store, objectives(plan),
+                                     keys={job.key for job in plan.jobs})
+
+
+def run_study_sweep(plan: Plan, out: OutputFolder, *, cache: OutputFolder | None,
+                    executor, progress=None) -> SweepRecord:
     """Compute the plan's missing points into the cache's store (a throwaway one
-    without a cache) and export them to out_dir/results/sweep.NAME.json."""
-    folder = nullcontext(cache_dir / SWEEPS_FOLDER) if cache_dir is not None \
-        else tempfile.TemporaryDirectory(prefix="accsim-sweep-")
-    with folder as where:
-        with writing(str(where)):
-            Path(where).mkdir(parents=True, exist_ok=True)
-        path = Path(where) / f"{safe_name(plan)}.sqlite"
-        with Store(path) as store, executor:
-            total = len(missing_jobs(plan, store))
-            done = []
-
-            def stored(row: dict) -> None:
-                done.append(row["key"])
-                if progress:
-                    progress(len(done), total, f"sweep {plan.sweep.spec.name}")
-
-            summary = run_sweep(plan, store, executor, on_stored=stored)
-            if summary.interrupted:
-                raise KeyboardInterrupt
-            report = build_report(store, objectives(plan),
-                                  keys={job.key for job in plan.jobs})
-    spec_sha = hashlib.sha256(Path(plan.sweep.file).read_bytes()).hexdigest()
-    target = out_dir / RESULTS_FOLDER / f"sweep.{safe_name(plan)}.json"
-    with writing(str(target)):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(export(plan, report, spec_sha), indent=1) + "\n")
-    data = target.read_bytes()
-    return SweepRecord(f"{RESULTS_FOLDER}/{target.name}", hashlib.sha256(data).hexdigest(),
-                       validate_model(json.loads(data), SweepExport, file=str(target)),
+    without a cache) and export them to results/sweep.NAME.json in the packet."""
+    if cache is not None:
+        path = cache.checked_path(f"{SWEEPS_FOLDER}/{safe_name(plan)}.sqlite")
+        summary, report = _run(plan, path, executor, progress)
+    else:
+        with tempfile.TemporaryDirectory(prefix="accsim-sweep-") as scratch:
+            summary, report = _run(plan, Path(scratch) / "sweep.sqlite", executor,
+                                   progress)
+    spec_sha = hashlib.sha256(read_bytes(plan.sweep.file)).hexdigest()
+    target = f"{RESULTS_FOLDER}/sweep.{safe_name(plan)}.json"
+    data = out.write(target, json.dumps(export(plan, report, spec_sha), indent=1) + "\n")
+    return SweepRecord(target, hashlib.sha256(data).hexdigest(),
+                       validate_model(json.loads(data), SweepExport, file=out.shown(target)),
                        summary,
-                       str(path) if cache_dir is not None else "none kept (--no-cache)")
+                       str(path) if cache is not None else "none kept (--no-cache)")
 
 
 def rerun_differences(content: dict, *, file: str) -> tuple[list[str], list[str]]:

@@ -12,9 +12,9 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 from simulator.config import Strict
 from simulator.errors import AccsimError
@@ -30,17 +30,32 @@ class _Read(Strict):
     model_config = ConfigDict(extra="ignore")
 
 
+def _inside(path: str) -> str:
+    """A file of the packet: a plain relative path inside its folder (a review writes
+    only results/NAME and figures/NAME), so a forged packet cannot point verify at a
+    file elsewhere."""
+    parts = path.split("/")
+    if path.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in path \
+            or "\x00" in path:
+        raise ValueError("must be a plain relative path inside the packet's folder")
+    return path
+
+
+PacketPath = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_inside)]
+
+
 class RecordedFile(_Read):
     path: str = Field(min_length=1)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class ResultEntry(RecordedFile):
+    path: PacketPath
     kind: Literal["run", "serving", "sweep"]
 
 
 class Figure(_Read):
-    file: str = Field(min_length=1)
+    file: PacketPath
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 

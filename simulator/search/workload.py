@@ -11,7 +11,6 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 import simulator
 from simulator.config import Platform
@@ -19,6 +18,7 @@ from simulator.errors import AccsimError
 from simulator.inputs import Inputs
 from simulator.limits import check_inputs
 from simulator.loader import dump_json, read_json
+from simulator.outputs import write_file
 from simulator.mapping.heuristics import check_candidates, dim_candidates, heuristic
 from simulator.mapping.plan import (LOOP_ORDERS, Mapping, Tiling, TilingSpec,
                                     check_mapping_names)
@@ -293,7 +293,7 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
 
 def write_map_json(result: MapResult, path: str) -> None:
     """Write a mapper result (MapResult.as_dict) as JSON; equal inputs, equal bytes."""
-    Path(path).write_text(dump_json(result.as_dict(), indent=1) + "\n")
+    write_file(path, dump_json(result.as_dict(), indent=1) + "\n")
 
 
 def read_map_json(path: str) -> MapResult:

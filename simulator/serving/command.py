@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from pydantic import ValidationError
 from rich.table import Table
@@ -13,8 +12,9 @@ from rich.table import Table
 from simulator import progress
 from simulator.errors import AccsimError
 from simulator.terminal import console as report_console
-from simulator.loader import (check_output_path, dump_json, parse_model, read_source,
-                              shipped_names, validation_error, writing)
+from simulator.loader import (dump_json, parse_model, read_source, shipped_names,
+                              validation_error)
+from simulator.outputs import check_output_path, write_file, writing
 from simulator.serving.trace import shipped_traces
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
@@ -149,6 +149,20 @@ def _figures_table(result: dict) -> Table:
     return table
 
 
+def _energy_line(result: dict, opt) -> str:
+    """Energy per request and token: the system's (every chip of a replica) when the
+    replicas are multi-chip, with one chip's stated as such beside it."""
+    request, token = result["energy_per_request_j"], result["energy_per_token_j"]
+    one_chip = f"{opt(request, ',.4f')} J/request, {opt(token, ',.5f')} J/token"
+    system = result.get("system")
+    if not system:
+        return f"energy {one_chip}"
+    chips = system["chips_per_replica"]
+    return (f"energy (system: {chips} chips a replica) "
+            f"{opt(request * chips if request is not None else None, ',.4f')} J/request, "
+            f"{opt(system['energy_per_token_j'], ',.5f')} J/token; per chip {one_chip}")
+
+
 def _summary_lines(result: dict) -> list[str]:
     def opt(value, fmt):
         return "-" if value is None else format(value, fmt)
@@ -158,8 +172,7 @@ def _summary_lines(result: dict) -> list[str]:
              f"{opt(result['tokens_per_s'], ',.1f')}/s, goodput "
              f"{opt(result['goodput_rps'], ',.2f')} requests/s, utilization "
              f"{100 * result['utilization']:.1f}%",
-             f"energy {opt(result['energy_per_request_j'], ',.4f')} J/request, "
-             f"{opt(result['energy_per_token_j'], ',.5f')} J/token; service alone "
+             _energy_line(result, opt) + "; service alone "
              f"{opt(result['service_ms'], ',.3f')} ms"]
     bucketing = result["bucketing"]
     if bucketing["samples"]:
@@ -200,14 +213,15 @@ def _write(path: str | None, writer, *payload) -> None:
 
 
 def _write_json(payload: dict, path: str) -> None:
-    Path(path).write_text(dump_json(payload, indent=1) + "\n")
+    write_file(path, dump_json(payload, indent=1) + "\n")
 
 
-def _write_distribution(times: RequestTimes, title: str, path: str) -> None:
+def _write_distribution(times: RequestTimes, title: str, sla: dict[str, float],
+                        path: str) -> None:
     series = {"latency": times.latency_s, "ttft": times.ttft_s}
     if times.tpot_s.size:
         series["tpot"] = times.tpot_s
-    distribution_figure(series, path, title)
+    distribution_figure(series, path, title, sla)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -227,7 +241,7 @@ def handle(args: argparse.Namespace) -> int:
         console.print(_curve_table(rows))
         print(f"swept {len(rows)} rates in {time.perf_counter() - started:.2f} s wall")
         _write(args.csv, write_curve_csv, rows)
-        _write(args.plot, write_curve_plot, rows, title)
+        _write(args.plot, write_curve_plot, rows, title, resolved.sla)
         _write(args.json, _write_json, {"curve": rows})
         return 0
     if spec.find_max_rate:
@@ -247,5 +261,5 @@ def handle(args: argparse.Namespace) -> int:
     print(f"simulated {result['requests']:,} requests in "
           f"{time.perf_counter() - started:.2f} s wall")
     _write(args.json, _write_json, result)
-    _write(args.plot, _write_distribution, times, title)
+    _write(args.plot, _write_distribution, times, title, resolved.sla)
     return 0

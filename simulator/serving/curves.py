@@ -3,13 +3,14 @@ rates, and the highest rate that meets the SLA (bisection to within 1%)."""
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from simulator.errors import AccsimError
+from simulator.escape import csv_text
+from simulator.outputs import write_file
 from simulator.serving.serve import Setup, simulate_serving, summary
 from simulator.serving.spec import ServeSpec
 from simulator.serving.plots import curve_figure
@@ -130,12 +131,11 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
 
 
 def write_curve_csv(rows: list[dict], path: str | Path) -> None:
-    with Path(path).open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_file(path, csv_text(list(rows[0]), rows))
 
 
-def write_curve_plot(rows: list[dict], title: str, path: str | Path) -> None:
-    """Latency percentiles against achieved throughput, offered load marked."""
-    curve_figure(rows, path, title)
+def write_curve_plot(rows: list[dict], title: str, sla: dict[str, float],
+                     path: str | Path) -> None:
+    """Latency percentiles against achieved throughput, offered load and the SLA's
+    bounds marked."""
+    curve_figure(rows, path, title, sla)

@@ -10,7 +10,7 @@ from pathlib import Path
 import simulator
 from simulator import progress
 from simulator.errors import AccsimError
-from simulator.loader import check_output_path, writing
+from simulator.outputs import check_output_path, writing
 from simulator.terminal import console as report_console
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import Mapping, with_heuristic

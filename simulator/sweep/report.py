@@ -10,7 +10,7 @@ refused without it, naming both.
 
 from __future__ import annotations
 
-import csv
+import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from simulator.errors import AccsimError
-from simulator.figure import pyplot
+from simulator.escape import csv_text
+from simulator.figure import pyplot, save_figure
+from simulator.outputs import write_file
 from simulator.sweep.pareto import pareto_mask
 from simulator.sweep.store import Store
 from simulator.sweep.task import LABELS, METRICS
@@ -239,10 +241,7 @@ def export_records(report: Report) -> list[dict]:
 
 
 def write_csv(report: Report, path: str) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=export_columns(report))
-        writer.writeheader()
-        writer.writerows(export_records(report))
+    write_file(path, csv_text(export_columns(report), export_records(report)))
 
 
 def import_pyarrow():
@@ -260,7 +259,9 @@ def write_parquet(report: Report, path: str) -> None:
     records = export_records(report)
     columns = {name: [record[name] for record in records]
                for name in export_columns(report)}
-    pyarrow.parquet.write_table(pyarrow.table(columns), path)
+    buffer = io.BytesIO()
+    pyarrow.parquet.write_table(pyarrow.table(columns), buffer)
+    write_file(path, buffer.getvalue())
 
 
 def write_plot(report: Report, path: str) -> None:
@@ -269,8 +270,7 @@ def write_plot(report: Report, path: str) -> None:
     figure, axes = plt.subplots(figsize=(7, 5))
     draw_front(axes, report)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    save_figure(figure, path, dpi=120)
 
 
 def draw_front(axes, report: Report) -> None:

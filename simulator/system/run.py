@@ -21,6 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from simulator.energy import static_power_w
+from simulator.outputs import write_file
 from simulator.report import result_dict
 from simulator.simulate import Inputs, Progress, RunResult, simulate
 from simulator.capacity import Capacity, Footprint, check
@@ -192,4 +193,4 @@ def system_dict(run: SystemRun, llm: dict | None = None) -> dict:
 
 
 def write_system_json(run: SystemRun, path: str | Path, llm: dict | None = None) -> None:
-    Path(path).write_text(json.dumps(system_dict(run, llm), indent=1) + "\n")
+    write_file(path, json.dumps(system_dict(run, llm), indent=1) + "\n")

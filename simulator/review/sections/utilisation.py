@@ -54,7 +54,11 @@ def utilisation(ctx: Context) -> dict:
         verdict, reason = NOT_EVALUATED, "no run in this packet"
     workloads = list(dict.fromkeys(r.spec.workload.label for r in ctx.records))
     shown = [figures.trend_figure(ctx.records, name) for name in workloads]
-    shown += [figures.breakdown_figure(record) for record in ctx.records]
+    # One cycle scale for every platform's breakdown of a workload, so bars compare.
+    longest = {name: max(t.cycles for r in ctx.records if r.spec.workload.label == name
+                         for t in r.result.layer_types.values()) for name in workloads}
+    shown += [figures.breakdown_figure(record, longest[record.spec.workload.label])
+              for record in ctx.records]
     return section("utilisation", verdict, reason, findings=findings, figures_=shown,
                    tables=[table(
                        "utilisation", "MFU and memory-stall fraction by layer_type "
