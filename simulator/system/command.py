@@ -55,7 +55,7 @@ def plan_from_args(args: argparse.Namespace) -> SystemPlan:
     if chips > MAX_CHIPS:
         raise AccsimError(f"T x P = {chips:,} chips is more than the {MAX_CHIPS:,} a "
                           "plan may have", field="--chips")
-    if chips % args.ep:  # on one chip too, where no plan check runs: never ignored
+    if chips == 1 and args.ep > 1:  # one chip runs no plan check: say it here
         raise AccsimError(f"expert parallelism {args.ep} must divide the chips ({chips})",
                           field="--ep")
     return SystemPlan(chips=chips, tp=args.tp, pp=args.pp, ep=args.ep,
