@@ -59,6 +59,12 @@ def test_packed_bytes_round_up_to_whole_units(dtype, elements, expected):
     assert packed_bytes(dtype, np.array([elements]))[0] == expected
 
 
+def test_tpu_v5e_like_int8_peak_matches_the_cited_393_tops():
+    platform = load_inputs("tpu_v5e_like", DEFAULT_WORKLOAD, None).platform
+    assert platform.peak_flops_for("int8") == pytest.approx(393e12, rel=0.01)
+    assert platform.peak_flops == pytest.approx(197e12, rel=0.01)
+
+
 def _gemm_run(platform: str, size: int, **fields):
     base = load_inputs(platform, DEFAULT_WORKLOAD, None)
     workload = Workload(name="g", operators=[Gemm(name="g", layer_type="fc", kind="gemm",

@@ -114,16 +114,11 @@ class LoweredOperator:
     counters: Counters
     collective: CollectiveCost | None = None   # the link cost of a collective
     precision: Precision | None = None         # None: default dtype's rate, dense
+    speed: float = 1.0     # the array's streaming speed (mapping.footprint.array_speed)
 
     @property
     def runs(self) -> int:
         return self.instances * self.repeat
-
-    @property
-    def speed(self) -> float:
-        """The array's streaming speed: MAC rate of the run dtype x sparsity speedup."""
-        p = self.precision
-        return 1.0 if p is None else p.macs_per_cycle * p.speedup
 
 
 # Per-operand dtype fields: each must be an input dtype the platform's array lists.
@@ -235,7 +230,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         live_c_tiles=live, spills=bool(spill))
     return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", tiling, program,
                            g.instances, op.repeat, onchip, tiling.fuse, counters,
-                           precision=precision)
+                           precision=precision, speed=array_speed(op, platform))
 
 
 def lower_vector(op, tiling: Tiling, platform: Platform, *,
@@ -317,7 +312,8 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
     return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
                            "array", replace(tiling, fuse=chosen.fusion), chosen.program,
                            op.batch * op.kv_heads, op.repeat, False, chosen.fusion,
-                           counters)
+                           counters, precision=operator_precision(op, platform),
+                           speed=array_speed(op, platform))
 
 
 def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None = None,
