@@ -12,17 +12,31 @@ import unicodedata
 from typing import Annotated, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PositiveInt,
-                      field_validator, model_validator)
+                      field_validator, model_serializer, model_validator)
 
+from simulator.formats import WHOLE_BYTE
+from simulator.sparsity import parse_pattern
 from simulator.timing import DATAFLOW_CODES, FOLD_MODEL_CODES
 
-Dtype = Literal["int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32"]
+# Formats of simulator.formats (fp8: either 8-bit float encoding; the MX formats share
+# an 8-bit scale per block of 32).
+Dtype = Literal["int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32", "fp8_e4m3",
+                "fp8_e5m2", "int4", "fp4_e2m1", "mxfp8", "mxfp6", "mxfp4", "mxint8"]
 Dataflow = Literal["os", "ws", "is"]
 FoldModel = Literal["pipelined", "scalesim"]
 
-DTYPE_BYTES: dict[str, int] = {
-    "int8": 1, "fp8": 1, "int16": 2, "bf16": 2, "fp16": 2, "int32": 4, "fp32": 4,
-}
+# Bytes per element of the whole-byte formats (packed ones: simulator.formats).
+DTYPE_BYTES: dict[str, int] = WHOLE_BYTE
+
+
+def omit_when_empty(handler, model, fields: tuple[str, ...]) -> dict:
+    """A model's dump without the optional `fields` left empty, so adding them left
+    every existing input's canonical form (and result digests) unchanged."""
+    data = handler(model)
+    for name in fields:
+        if not data.get(name):
+            data.pop(name, None)
+    return data
 
 
 def _negative_float(value) -> float | None:
@@ -73,8 +87,28 @@ Name = Annotated[str, Field(min_length=1), AfterValidator(_plain_text)]
 Text = Annotated[str, AfterValidator(lambda text: _plain_text(text, allowed="\n\t"))]
 
 
+class SparsitySupport(Strict):
+    """An N:M weight-sparsity pattern the array runs sparse (DESIGN.md section 17)."""
+
+    pattern: str = Field(description="N:M, N kept of every M weights along k")
+    speedup: float = Field(ge=1, allow_inf_nan=False,
+                           description="array streaming speedup, at most M / N")
+    metadata_bits: int | None = Field(
+        default=None, ge=0, le=16, description="per kept value; default "
+        "ceil(log2(C(M, N))) per group of M")
+
+    @model_validator(mode="after")
+    def _speedup_in_range(self) -> SparsitySupport:
+        n, m = parse_pattern(self.pattern)
+        if self.speedup > m / n:
+            raise ValueError(f"speedup {self.speedup} of {self.pattern} is above M / N = "
+                             f"{m / n:g} (the MACs it skips)")
+        return self
+
+
 class SystolicArray(Strict):
-    """The MAC array: shape, dataflows it supports, and its dtypes."""
+    """The MAC array: shape, dataflows it supports, its dtypes with their MAC rates and
+    accumulators, and the sparsity patterns it runs sparse."""
 
     rows: PositiveInt
     cols: PositiveInt
@@ -89,6 +123,42 @@ class SystolicArray(Strict):
         default="pipelined", description="pipelined: the next fold's stationary operand "
         "shifts in while the current one streams (real arrays); scalesim: every fold "
         "pays SCALE-Sim v3's fill (what SCALE-Sim inputs and --validate scalesim use)")
+
+    macs_per_cycle: dict[Dtype, PositiveInt] = Field(
+        default_factory=dict, description="MACs per PE per cycle by input dtype; "
+        "1 where absent")
+    accumulator_dtypes: dict[Dtype, Dtype] = Field(
+        default_factory=dict, description="accumulator by input dtype; "
+        "accumulator_dtype where absent")
+    sparsity: list[SparsitySupport] = Field(
+        default_factory=list, description="N:M patterns run sparse on the array")
+
+    @model_validator(mode="after")
+    def _rates_name_input_dtypes(self) -> SystolicArray:
+        for name in ("macs_per_cycle", "accumulator_dtypes"):
+            unknown = [d for d in getattr(self, name) if d not in self.input_dtypes]
+            if unknown:
+                raise ValueError(f"{name} names {unknown}, which are not input_dtypes")
+        patterns = [s.pattern for s in self.sparsity]
+        if len(set(patterns)) != len(patterns):
+            raise ValueError(f"sparsity lists a pattern twice: {patterns}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler) -> dict:
+        return omit_when_empty(handler, self, ("macs_per_cycle", "accumulator_dtypes",
+                                               "sparsity"))
+
+    def rate(self, dtype: str) -> int:
+        """MACs per PE per cycle in an input dtype."""
+        return self.macs_per_cycle.get(dtype, 1)
+
+    def accumulator(self, dtype: str) -> str:
+        """The accumulator dtype of an input dtype."""
+        return self.accumulator_dtypes.get(dtype, self.accumulator_dtype)
+
+    def sparse_support(self, pattern: str) -> SparsitySupport | None:
+        return next((s for s in self.sparsity if s.pattern == pattern), None)
 
     @property
     def default_dataflow(self) -> str:
@@ -259,8 +329,12 @@ class Platform(Strict):
 
     @property
     def peak_flops(self) -> float:
-        """2 * R * C * count * clock, in FLOP/s."""
-        return 2.0 * self.pes * self.clock_ghz * 1e9
+        """2 * R * C * count * clock x the MAC rate of the default input dtype, FLOP/s."""
+        return self.peak_flops_for(self.systolic_array.input_dtypes[0])
+
+    def peak_flops_for(self, dtype: str) -> float:
+        """2 * R * C * count * clock x the MAC rate of `dtype`, in FLOP/s."""
+        return 2.0 * self.pes * self.systolic_array.rate(dtype) * self.clock_ghz * 1e9
 
     @property
     def rated_bytes_per_cycle(self) -> float:

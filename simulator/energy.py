@@ -1,8 +1,9 @@
 """Energy: event counts times the platform's energy table, plus static power times time
 (DESIGN.md section 4). Components: MAC, SRAM, off-chip memory, vector unit, static.
 
-Counts: model MACs (padded PEs draw static power only), SRAM bytes read and written per
-buffer as lowering counts them, off-chip bytes, vector element-ops over all passes.
+Counts: model MACs (padded PEs draw static power only; structured sparsity run sparse
+skips MACs by its speedup), SRAM bytes read and written per buffer as lowering counts
+them, off-chip bytes, vector element-ops over all passes.
 """
 
 from __future__ import annotations
@@ -43,9 +44,11 @@ def run_energy(lowered: LoweredOperator, cycles: int, platform: Platform) -> Ene
     table = platform.energy
     counters = lowered.counters
     dtype = lowered.dtype
+    # structured sparsity run sparse skips that fraction of the MACs
+    mac_speedup = lowered.precision.speedup if lowered.precision else 1.0
     seconds = cycles / (platform.clock_ghz * 1e9)
     return Energy(
-        mac_pj=counters.macs * table.mac_pj[dtype] if counters.macs else 0.0,
+        mac_pj=counters.macs * table.mac_pj[dtype] / mac_speedup if counters.macs else 0.0,
         sram_pj=sum(counters.sram_read.values()) * table.sram_read_pj_per_byte
         + sum(counters.sram_write.values()) * table.sram_write_pj_per_byte,
         offchip_pj=counters.offchip_bytes * table.offchip_pj_per_byte,

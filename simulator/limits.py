@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from simulator.collectives import collective_cost
+from simulator.config import DTYPE_BYTES
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_bytes,
                                          c_tile_bytes, operand_bytes)
@@ -132,6 +133,12 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
             _check_collective(op, platform, platform_source)
             continue
         on_array = is_compute(op) or is_attention(op)
+        dtype = op.dtype or array.input_dtypes[0]
+        if dtype not in DTYPE_BYTES:
+            raise AccsimError(f"dtype {dtype} is a packed format; activations are modelled "
+                              "in whole-byte formats only (weights and KV may be packed: "
+                              "weight_dtype, kv_dtype)", file=workload_source,
+                              field=f"operators.{op.name}.dtype")
         if on_array and (op.dtype or array.input_dtypes[0]) not in array.input_dtypes:
             raise AccsimError(f"dtype {op.dtype} is not an input dtype of {platform.name} "
                               f"({', '.join(array.input_dtypes)})", file=workload_source,

@@ -57,6 +57,19 @@ class Totals:
     energy_vector_pj: float
     energy_static_pj: float
     energy_ici_pj: float
+    # The peak MFU is relative to: the input dtype of the fastest MAC rate among the
+    # operators summed and that rate (DESIGN.md section 17); not additive, not written
+    # unless the rate differs from the platform's default dtype's.
+    peak_dtype: str = ""
+    peak_rate: int = 0
+
+    def peak(self, platform: Platform) -> tuple[str, int]:
+        """(dtype, MACs per PE per cycle) of the peak: the platform's default where
+        nothing set one."""
+        default = platform.systolic_array.input_dtypes[0]
+        if not self.peak_rate:
+            return default, platform.systolic_array.rate(default)
+        return self.peak_dtype, self.peak_rate
 
     @property
     def memory_stall_cycles(self) -> int:
@@ -76,6 +89,7 @@ class Totals:
     def derived(self, platform: Platform) -> dict[str, float]:
         """Ratios of the totals: MFU, stall fractions, refetch ratio, time."""
         cycles = max(self.cycles, 1)
+        peak_dtype, rate = self.peak(platform)
         time_s = self.cycles / (platform.clock_ghz * 1e9)
         energy_j = self.energy_pj * 1e-12
         area = platform.area_mm2
@@ -84,7 +98,7 @@ class Totals:
             "flops_per_s_per_mm2": self.model_flops / time_s / area if time_s else 0.0}
         return {
             "time_s": time_s,
-            "mfu": self.model_flops / (2 * platform.pes * cycles),
+            "mfu": self.model_flops / (2 * platform.pes * rate * cycles),
             "overhead_fraction": self.overhead_cycles / cycles,
             "memory_stall_fraction": self.memory_stall_cycles / cycles,
             "vector_stall_fraction": (self.output_stall_vector_cycles
@@ -105,7 +119,8 @@ class Totals:
             if self.compulsory_bytes else 0.0,
             "arithmetic_intensity": self.model_flops / self.compulsory_bytes
             if self.compulsory_bytes else 0.0,
-            "machine_balance": platform.peak_flops / (platform.offchip.bandwidth_gbps * 1e9),
+            "machine_balance": platform.peak_flops_for(peak_dtype)
+            / (platform.offchip.bandwidth_gbps * 1e9),
             "offchip_bandwidth_fraction": self.offchip_bytes
             / (cycles * platform.rated_bytes_per_cycle),
             "roofline_fraction": self.roofline_bound_cycles / cycles,
@@ -121,15 +136,29 @@ class Totals:
         }
 
     def as_dict(self, platform: Platform) -> dict:
-        return {**asdict(self), "memory_stall_cycles": self.memory_stall_cycles,
-                "energy_pj": self.energy_pj, **self.derived(platform)}
+        """The written record: the additive figures, two sums, the ratios, and the peak's
+        dtype only where its rate differs from the platform default dtype's."""
+        additive = {k: v for k, v in asdict(self).items() if k not in PEAK_FIELDS}
+        peak_dtype, rate = self.peak(platform)
+        array = platform.systolic_array
+        differs = rate != array.rate(array.input_dtypes[0])
+        return {**additive, "memory_stall_cycles": self.memory_stall_cycles,
+                "energy_pj": self.energy_pj, **self.derived(platform),
+                **({"peak_dtype": peak_dtype} if differs else {})}
+
+
+PEAK_FIELDS = ("peak_dtype", "peak_rate")
 
 
 def add_totals(parts: Iterable[Totals]) -> Totals:
-    """Field-by-field sum of additive totals."""
+    """Field-by-field sum of additive totals; the peak is the fastest part's (the
+    first of equal rates)."""
     parts = list(parts)
-    names = Totals.__dataclass_fields__
-    return Totals(**{name: sum(getattr(p, name) for p in parts) for name in names})
+    names = [name for name in Totals.__dataclass_fields__ if name not in PEAK_FIELDS]
+    fastest = max(parts, key=lambda p: p.peak_rate, default=None)
+    peak = {} if fastest is None else {"peak_dtype": fastest.peak_dtype,
+                                       "peak_rate": fastest.peak_rate}
+    return Totals(**{name: sum(getattr(p, name) for p in parts) for name in names}, **peak)
 
 
 def roofline_bound_cycles(lowered: LoweredOperator, platform: Platform) -> float:
@@ -138,8 +167,8 @@ def roofline_bound_cycles(lowered: LoweredOperator, platform: Platform) -> float
     c = lowered.counters
     if lowered.collective is not None:  # the links' own time is its floor
         return float(lowered.collective.cycles)
-    if lowered.unit == "array":
-        compute = c.macs / platform.pes
+    if lowered.unit == "array":   # at the array's speed in the dtype run
+        compute = c.macs / platform.pes / lowered.speed
     else:  # the vector unit's own busy time is its floor
         compute = float(lowered.program.compute_cycles.sum())
     return max(compute, c.compulsory_bytes / platform.bytes_per_cycle)
@@ -184,7 +213,17 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
         energy_vector_pj=energy.vector_pj * n,
         energy_static_pj=energy.static_pj * n,
         energy_ici_pj=energy.ici_pj * n,
+        **dict(zip(PEAK_FIELDS, operator_peak(lowered, platform))),
     )
+
+
+def operator_peak(lowered: LoweredOperator, platform: Platform) -> tuple[str, int]:
+    """(dtype, MAC rate) an operator's MFU is relative to: its run dtype's on the
+    array, else the platform default dtype's."""
+    if lowered.precision is not None:
+        return lowered.precision.run_dtype, lowered.precision.macs_per_cycle
+    default = platform.systolic_array.input_dtypes[0]
+    return default, platform.systolic_array.rate(default)
 
 
 @dataclass(frozen=True)

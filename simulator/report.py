@@ -110,6 +110,14 @@ def layer_type_table(result: RunResult) -> Table:
     return table
 
 
+def _peak_words(total, platform) -> str:
+    """The peak MFU is relative to, naming its dtype where it is not the default's."""
+    dtype, rate = total.peak(platform)
+    array = platform.systolic_array
+    named = "" if rate == array.rate(array.input_dtypes[0]) else f" ({dtype} peak)"
+    return f"{platform.peak_flops_for(dtype) / 1e12:,.1f} TFLOP/s{named}"
+
+
 def summary_lines(result: RunResult) -> list[str]:
     """The workload in three lines: time, MFU and traffic, energy."""
     total = result.total
@@ -120,7 +128,7 @@ def summary_lines(result: RunResult) -> list[str]:
         f"{result.engine}): "
         f"{total.cycles:,} cycles = {d['time_s'] * 1e3:,.3f} ms at "
         f"{inputs.platform.clock_ghz} GHz",
-        f"MFU {100 * d['mfu']:.1f}% of {inputs.platform.peak_flops / 1e12:,.1f} TFLOP/s; "
+        f"MFU {100 * d['mfu']:.1f}% of {_peak_words(total, inputs.platform)}; "
         f"memory stalls {100 * d['memory_stall_fraction']:.1f}%; off-chip "
         f"{total.offchip_bytes / 1e6:,.1f} MB (refetch {d['refetch_ratio']:.2f}x of "
         f"{total.compulsory_bytes / 1e6:,.1f} MB compulsory)",
@@ -188,6 +196,7 @@ def _operator_record(op: OperatorResult, result: RunResult) -> dict:
         **({"collective": {**asdict(lowered.collective),
                            "bytes_per_link": lowered.collective.bytes_per_link}}
            if lowered.collective else {}),
+        **({"precision": lowered.precision.as_dict()} if lowered.precision else {}),
     }
 
 

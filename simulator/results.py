@@ -130,6 +130,9 @@ class TotalsRecord(Written):
     energy_per_mac_pj: float
     area_mm2: float | None = None             # written only where the platform
     flops_per_s_per_mm2: float | None = None  # gives an area table
+    # The input dtype whose peak MFU is relative to, written only where its MAC rate
+    # differs from the platform default dtype's (DESIGN.md section 17).
+    peak_dtype: str | None = None
 
 
 class GroupTotals(TotalsRecord):
@@ -180,6 +183,10 @@ class OperatorRecord(Written):
     per_instance_bytes: dict[str, Any]
     totals: TotalsRecord
     collective: dict[str, Any] | None = None  # written only for a collective
+    # How an array operator ran where it differs from the default dtype's rate or has
+    # sparse weights: run dtype, its MAC rate, sparsity and its mode (structured,
+    # decompressed, bandwidth-only); written only then (lowering.Precision).
+    precision: dict[str, Any] | None = None
 
 
 class SystemRecord(Read):

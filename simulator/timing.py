@@ -58,8 +58,16 @@ def skew_cycles(rows: int, cols: int) -> int:
 
 
 @njit(cache=True, inline="always")
+def streamed_cycles(t: int, speed: float) -> int:
+    """Cycles of a fold streaming T rows at `speed` x the array's base rate (MACs per PE
+    per cycle of the dtype run, times a sparsity speedup): ceil(T / speed)."""
+    return int(math.ceil(t / speed))
+
+
+@njit(cache=True, inline="always")
 def array_split(m: int, n: int, k: int, rows: int, cols: int, count: int, dataflow: int,
-                fold_model: int, continues_fold: bool) -> tuple[float, float, int, int, int]:
+                fold_model: int, continues_fold: bool,
+                speed: float = 1.0) -> tuple[float, float, int, int, int]:
     """(useful, padding, fill, stationary_load, skew) array cycles of one tile product on
     `count` arrays of rows x cols (DESIGN.md section 3); they sum to `array_cycles`.
 
@@ -68,12 +76,14 @@ def array_split(m: int, n: int, k: int, rows: int, cols: int, count: int, datafl
     pipelined: stationary_load = F' x max(0, P - T) with P = R (the next fold's
     stationary operand shifts in while the current one streams) and skew = R + C - 2
     once. A step that continues the previous step's single fold costs T and pays none
-    of fill, stationary_load or skew.
+    of fill, stationary_load or skew. At `speed` s (section 17) a fold streams
+    T' = ceil(T / s) cycles and useful = T x used PEs / (R C count s).
     """
-    sr, sc, t = fold_shape(m, n, k, dataflow)
+    sr, sc, t0 = fold_shape(m, n, k, dataflow)
+    t = streamed_cycles(t0, speed)
     rounds = 1 if continues_fold else ceil_div(fold_count(m, n, k, rows, cols, dataflow),
                                                count)
-    useful = t * (sr * sc) / (rows * cols * count)
+    useful = t0 * (sr * sc) / (rows * cols * count) / speed
     padding = rounds * t - useful
     if continues_fold:
         return useful, padding, 0, 0, 0
@@ -84,14 +94,16 @@ def array_split(m: int, n: int, k: int, rows: int, cols: int, count: int, datafl
 
 @njit(cache=True, inline="always")
 def array_cycles(m: int, n: int, k: int, rows: int, cols: int, count: int, dataflow: int,
-                 fold_model: int, continues_fold: bool) -> int:
+                 fold_model: int, continues_fold: bool, speed: float = 1.0) -> int:
     """Cycles of the array(s) on one tile product.
 
     scalesim: F' x (T + fill), SCALE-Sim v3's per-fold latency. pipelined:
     F' x max(T, R) + R + C - 2. A single-fold tile whose stationary operand equals the
-    previous step's continues that fold and pays only its streamed length T.
+    previous step's continues that fold and pays only its streamed length T. T is the
+    streamed length at `speed`, ceil(T / speed) (streamed_cycles).
     """
-    _, _, t = fold_shape(m, n, k, dataflow)
+    _, _, t0 = fold_shape(m, n, k, dataflow)
+    t = streamed_cycles(t0, speed)
     if continues_fold:
         return t
     rounds = ceil_div(fold_count(m, n, k, rows, cols, dataflow), count)

@@ -12,13 +12,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, Union
 
-from pydantic import (Field, NonNegativeInt, PositiveInt, field_validator, model_serializer,
-                      model_validator)
+from pydantic import (AfterValidator, Field, NonNegativeInt, PositiveInt, field_validator,
+                      model_serializer, model_validator)
 
 from simulator.config import Dtype, Name, Strict, Text
+from simulator.sparsity import parse_pattern
 
 # Largest product of dimensions accepted, so that cycles and bytes stay far inside int64.
 MAX_WORK = 2**62
+
+
+def _checked_sparsity(value: str | float) -> str | float:
+    """An N:M pattern (0 < N < M) or an unstructured density in (0, 1)."""
+    if isinstance(value, str):
+        parse_pattern(value)
+    elif not 0 < value < 1:
+        raise ValueError(f"sparsity density {value} must lie strictly between 0 and 1 "
+                         "(the fraction of weights kept)")
+    return value
+
+
+# Weight sparsity (DESIGN.md section 17): "N:M" structured, or a density (unstructured,
+# a bandwidth-only what-if).
+Sparsity = Annotated[str | float, AfterValidator(_checked_sparsity)]
 
 
 @dataclass(frozen=True)
@@ -64,8 +80,9 @@ class OperatorBase(Strict):
         # Absent rather than null, so workloads without measurements dump (and embed in
         # results) exactly as they did before the field existed.
         fields = handler(self)
-        if self.measured_s is None:
-            fields.pop("measured_s", None)
+        for name in ("measured_s", "sparsity"):   # fields added later, absent when unset
+            if fields.get(name, 0) is None:
+                fields.pop(name)
         return fields
 
     def _check_work(self, work: int) -> None:
@@ -84,6 +101,7 @@ class Gemm(OperatorBase):
     n: PositiveInt
     k: PositiveInt
     weight_dtype: Dtype | None = Field(default=None, description="B operand; default dtype")
+    sparsity: Sparsity | None = Field(default=None, description="of B: N:M or a density")
 
     @model_validator(mode="after")
     def _fits_int64(self) -> Gemm:
@@ -115,6 +133,8 @@ class Conv2d(OperatorBase):
     dilation: PositiveInt = 1
     groups: PositiveInt = 1
     weight_dtype: Dtype | None = Field(default=None, description="kernel; default dtype")
+    sparsity: Sparsity | None = Field(default=None, description="of the kernel: N:M or a "
+                                      "density")
 
     @model_validator(mode="after")
     def _consistent(self) -> Conv2d:

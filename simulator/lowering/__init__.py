@@ -19,10 +19,10 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.lowering import steps as kernel
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
-from simulator.mapping.footprint import (buffer_fits, live_c_tiles,
+from simulator.mapping.footprint import (array_speed, buffer_fits, live_c_tiles,
                                          onchip_home, operand_bytes, operator_dtype,
-                                         tensor_bytes, vector_tile_split,
-                                         weight_element_bytes)
+                                         run_dtype, sparsity_mode, tensor_bytes,
+                                         vector_tile_split, weight_bytes)
 from simulator.mapping.plan import Tiling, fusion_error
 from simulator.mapping.windows import window_elements, window_table
 from simulator.program import TileProgram, validate_program
@@ -64,6 +64,39 @@ class Counters:
 
 
 @dataclass(frozen=True)
+class Precision:
+    """How an array operator ran where it differs from the platform's default dtype
+    (DESIGN.md section 17): the dtype whose MAC rate it ran at, that rate, and its
+    weight sparsity with the mode it ran in (simulator.sparsity)."""
+
+    run_dtype: str
+    macs_per_cycle: int
+    sparsity: str | float | None = None
+    sparsity_mode: str | None = None   # structured, decompressed or bandwidth-only
+    speedup: float = 1.0               # array streaming speedup of the sparsity
+
+    def as_dict(self) -> dict:
+        record = {"run_dtype": self.run_dtype, "macs_per_cycle": self.macs_per_cycle}
+        if self.sparsity is not None:
+            record.update(sparsity=self.sparsity, sparsity_mode=self.sparsity_mode,
+                          sparsity_speedup=self.speedup)
+        return record
+
+
+def operator_precision(op, platform: Platform) -> Precision | None:
+    """An array operator's Precision, or None when it runs at the default dtype's rate
+    with dense weights (so results of such runs are unchanged)."""
+    array = platform.systolic_array
+    dtype = run_dtype(op, platform)
+    rate = array.rate(dtype)
+    mode = sparsity_mode(op, platform)
+    if mode is None and rate == array.rate(array.input_dtypes[0]):
+        return None
+    speed = array_speed(op, platform)
+    return Precision(dtype, rate, getattr(op, "sparsity", None), mode, speed / rate)
+
+
+@dataclass(frozen=True)
 class LoweredOperator:
     """One operator ready for an engine: its program runs `runs` times back to back."""
 
@@ -80,6 +113,8 @@ class LoweredOperator:
     fused: str | None
     counters: Counters
     collective: CollectiveCost | None = None   # the link cost of a collective
+    precision: Precision | None = None         # None: default dtype's rate, dense
+    speed: float = 1.0     # the array's streaming speed (mapping.footprint.array_speed)
 
     @property
     def runs(self) -> int:
@@ -128,7 +163,6 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
     e, acc, out = operand_bytes(op, platform)
-    wb = weight_element_bytes(op, platform)
     if isinstance(op, Conv2d):
         a_table = window_table(op, tiling.tm, tiling.tk) * e
         a_elements = window_elements(op, 0, g.m, 0, g.k)
@@ -141,6 +175,13 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     onchip = onchip_home(platform, *tensor_bytes(op, platform))
     depth = tiling.depth
     order = tiling.loop_order
+    nk, nn = ceil_div(g.k, tiling.tk), ceil_div(g.n, tiling.tn)
+    b_elements = np.outer(np.minimum(tiling.tk, g.k - np.arange(nk) * tiling.tk),
+                          np.minimum(tiling.tn, g.n - np.arange(nn) * tiling.tn)
+                          ).astype(np.int64)
+    b_load = weight_bytes(op, platform, b_elements, offchip=True)
+    b_sram = weight_bytes(op, platform, b_elements, offchip=False)
+    precision = operator_precision(op, platform)
     slots = checked_slots(op, buffer_fits(op, tiling, platform, a_bytes=int(a_table.max())),
                         source)
     a_slots, b_slots, c_slots = slots["ifmap"], slots["weight"], slots["output"]
@@ -154,9 +195,9 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
         np.array([DIM_CODES[d] for d in order], dtype=np.int64),
         DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, array.count,
-        array.fold_model_code, a_table,
-        not onchip, True, not onchip, wb, acc, out, a_slots, b_slots, spill, cpe, passes,
-        platform.vector_unit.lanes)
+        array.fold_model_code, a_table, b_load, b_sram,
+        not onchip, True, not onchip, acc, out, a_slots, b_slots, spill, cpe, passes,
+        platform.vector_unit.lanes, array_speed(op, platform))
     program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
                           depth=depth, slots=c_slots,
                           overhead_cycles=platform.runtime.op_overhead_cycles)
@@ -172,10 +213,13 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         offchip_read={"a": int(ints[kernel.A_OFFCHIP]), "b": int(ints[kernel.B_OFFCHIP]),
                       "c": int(ints[kernel.C_RELOAD_OFFCHIP])},
         offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
-        compulsory={"a": 0 if onchip else a_elements * e, "b": g.k * g.n * wb,
+        compulsory={"a": 0 if onchip else a_elements * e,
+                    "b": int(weight_bytes(op, platform, g.k * g.n, offchip=True)),
                     "c": 0 if onchip else g.m * g.n * out},
         sram_read={"ifmap": int(ints[kernel.A_SRAM_READ_ELEMS]) * e,
-                   "weight": int(ints[kernel.B_SRAM_READ_ELEMS]) * wb,
+                   "weight": int(weight_bytes(op, platform,
+                                              int(ints[kernel.B_SRAM_READ_ELEMS]),
+                                              offchip=False)),
                    "output": int(ints[kernel.C_SRAM_READ])},
         sram_write={"ifmap": int(ints[kernel.A_SRAM_WRITE]),
                     "weight": int(ints[kernel.B_SRAM_WRITE]),
@@ -185,7 +229,8 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         slots={"ifmap": a_slots, "weight": b_slots, "output": c_slots},
         live_c_tiles=live, spills=bool(spill))
     return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", tiling, program,
-                           g.instances, op.repeat, onchip, tiling.fuse, counters)
+                           g.instances, op.repeat, onchip, tiling.fuse, counters,
+                           precision=precision, speed=array_speed(op, platform))
 
 
 def lower_vector(op, tiling: Tiling, platform: Platform, *,
@@ -267,7 +312,8 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
     return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
                            "array", replace(tiling, fuse=chosen.fusion), chosen.program,
                            op.batch * op.kv_heads, op.repeat, False, chosen.fusion,
-                           counters)
+                           counters, precision=operator_precision(op, platform),
+                           speed=array_speed(op, platform))
 
 
 def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None = None,

@@ -33,7 +33,8 @@ import numpy as np
 
 from simulator.config import Platform
 from simulator.errors import AccsimError
-from simulator.mapping.footprint import attention_element_bytes, attention_rows, buffer_fits
+from simulator.mapping.footprint import (array_speed, attention_element_bytes,
+                                         attention_rows, buffer_fits, kv_bytes)
 from simulator.mapping.plan import ATTENTION_FUSIONS, Tiling
 from simulator.program import TileProgram, validate_program
 from simulator.timing import DATAFLOW_CODES, array_cycles, array_split, ceil_div, vector_cycles
@@ -76,10 +77,11 @@ class _Steps:
     store: list
     reload_of: list
     split: list            # useful, padding, fill, stationary-load, skew array cycles
+    speed: float = 1.0     # the array's streaming speed (mapping.footprint.array_speed)
 
     @classmethod
-    def empty(cls) -> _Steps:
-        return cls([], [], [], [], [], [], [], [0.0] * 5)
+    def empty(cls, speed: float) -> _Steps:
+        return cls([], [], [], [], [], [], [], [0.0] * 5, speed)
 
     def add(self, *, load: int, compute: int, vector: int = 0, acquire: bool,
             release: bool, store: int = 0, reload_of: int = -1) -> int:
@@ -94,7 +96,8 @@ class _Steps:
         """Array cycles of one tile product (never continuing a fold: each product's
         stationary operand differs from the previous one's)."""
         a = platform.systolic_array
-        shape = (m, n, k, a.rows, a.cols, a.count, dataflow, a.fold_model_code, False)
+        shape = (m, n, k, a.rows, a.cols, a.count, dataflow, a.fold_model_code, False,
+                 self.speed)
         for index, part in enumerate(array_split(*shape)):
             self.split[index] += part
         return int(array_cycles(*shape))
@@ -148,11 +151,11 @@ def checked_slots(op, fits, source: str | None) -> dict[str, int]:
 def _flash(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
            sizes: tuple, qo_offchip: bool) -> tuple[_Steps, int, dict, int]:
     """The flash program: (steps, vector element-ops, SRAM bytes the array reads, 0)."""
-    e, kv, acc, out = sizes
+    e, _, acc, out = sizes
     d, flow = op.head_dim, DATAFLOW_CODES[tiling.dataflow]
     unit = platform.vector_unit
     cost = unit.cycles_per_element
-    steps = _Steps.empty()
+    steps = _Steps.empty(array_speed(op, platform))
     elements = 0
     sram = {"ifmap": 0, "weight": 0, "output": 0}
     for tile in tiles:
@@ -166,9 +169,10 @@ def _flash(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
                       + vector_cycles(tile.rows * d, unit.lanes, cost.mul, 1))
             elements += scores * SOFTMAX_PASSES + tile.rows * d
             sram["ifmap"] += tile.rows * d * e
-            sram["weight"] += 2 * keys * d * kv
+            kv_tile = kv_bytes(op, platform, 2 * keys * d)
+            sram["weight"] += kv_tile
             sram["output"] += scores * acc + tile.rows * d * acc
-            steps.add(load=q_bytes + 2 * keys * d * kv, compute=compute, vector=vector,
+            steps.add(load=q_bytes + kv_tile, compute=compute, vector=vector,
                       acquire=j == 0, release=j == last,
                       store=tile.rows * d * out if j == last and qo_offchip else 0)
     return steps, elements, sram, 0
@@ -179,10 +183,10 @@ def _unfused(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
              scores_offchip: bool) -> tuple[_Steps, int, dict, int]:
     """The unfused program: (steps, vector element-ops, SRAM bytes the array reads,
     softmax cycles inside compute)."""
-    e, kv, acc, out = sizes
+    e, _, acc, out = sizes
     d, flow = op.head_dim, DATAFLOW_CODES[tiling.dataflow]
     unit = platform.vector_unit
-    steps = _Steps.empty()
+    steps = _Steps.empty(array_speed(op, platform))
     sram = {"ifmap": 0, "weight": 0, "output": 0}
     stored_scores = []          # per query tile: the last step storing its scores
     for tile in tiles:          # QK^T
@@ -190,9 +194,9 @@ def _unfused(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
             q_bytes = tile.rows * d * e if j == 0 and qo_offchip else 0
             score_bytes = tile.rows * keys * out
             sram["ifmap"] += tile.rows * d * e
-            sram["weight"] += keys * d * kv
+            sram["weight"] += kv_bytes(op, platform, keys * d)
             sram["output"] += tile.rows * keys * acc
-            last = steps.add(load=q_bytes + keys * d * kv,
+            last = steps.add(load=q_bytes + kv_bytes(op, platform, keys * d),
                              compute=steps.product(tile.rows, keys, d, platform, flow),
                              acquire=True, release=True,
                              store=score_bytes if scores_offchip else 0)
@@ -213,9 +217,9 @@ def _unfused(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
         for j, keys in enumerate(tile.key_tiles):
             p_bytes = tile.rows * keys * out if scores_offchip else 0
             sram["ifmap"] += tile.rows * keys * e
-            sram["weight"] += keys * d * kv
+            sram["weight"] += kv_bytes(op, platform, keys * d)
             sram["output"] += tile.rows * d * acc
-            steps.add(load=p_bytes + keys * d * kv,
+            steps.add(load=p_bytes + kv_bytes(op, platform, keys * d),
                       compute=steps.product(tile.rows, d, keys, platform, flow),
                       acquire=j == 0, release=j == last,
                       store=tile.rows * d * out if j == last and qo_offchip else 0,
@@ -237,10 +241,11 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(platform.systolic_array.dataflows)})",
                     source)
-    sizes = e, kv, acc, out = attention_element_bytes(op, platform)
+    sizes = e, _, acc, out = attention_element_bytes(op, platform)
     slots = checked_slots(op, buffer_fits(op, tiling, platform), source)
     rows, d = attention_rows(op), op.head_dim
-    q_bytes, kv_bytes, o_bytes = rows * d * e, 2 * op.kv_len * d * kv, rows * d * out
+    q_bytes, kv_total, o_bytes = (rows * d * e, kv_bytes(op, platform, 2 * op.kv_len * d),
+                                  rows * d * out)
     capacity = platform.activation_memory_bytes
     qo_offchip = capacity is None or q_bytes + o_bytes > capacity
     score_bytes = rows * op.kv_len * out
@@ -259,8 +264,9 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     # Useful cycles count the visible pairs only; the masked part of the diagonal
     # tiles joins the padding (the parts still sum to the array's busy cycles).
     tiles_useful, padding, fill, stationary, skew = steps.split
-    useful = macs / platform.pes
-    kv_read = sum(2 * keys * d * kv for tile in tiles for keys in tile.key_tiles)
+    useful = macs / platform.pes / steps.speed
+    kv_read = sum(kv_bytes(op, platform, 2 * keys * d) for tile in tiles
+                  for keys in tile.key_tiles)
     scores_moved = (sum(tile.rows * sum(tile.key_tiles) for tile in tiles) * out
                     if scores_offchip else 0)
     q_read = q_bytes if qo_offchip else 0
@@ -273,7 +279,7 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
         # unfused: scores stored then read by softmax, probabilities stored then read by PV
         offchip_read={"q": q_read, "kv": kv_read, "scores": 2 * scores_moved},
         offchip_write=o_written + 2 * scores_moved,
-        compulsory={"q": q_read, "kv": kv_bytes, "c": o_written},
+        compulsory={"q": q_read, "kv": kv_total, "c": o_written},
         # SRAM (approximate): the array reads each product's operands, accumulates into
         # the output buffer; buffers are written with what is loaded.
         sram_read=sram, sram_write={"ifmap": q_bytes + scores_moved, "weight": kv_read,

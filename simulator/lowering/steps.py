@@ -60,17 +60,19 @@ def _lru_touch(links: np.ndarray, key: int, capacity: int, size: np.ndarray) -> 
 @njit(cache=True)
 def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndarray,
                dataflow: int, rows: int, cols: int, count: int, fold_model: int,
-               a_tile_bytes: np.ndarray,
-               a_offchip: bool, b_offchip: bool, c_offchip: bool, in_bytes: int,
+               a_tile_bytes: np.ndarray, b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray,
+               a_offchip: bool, b_offchip: bool, c_offchip: bool,
                acc_bytes: int, out_bytes: int, a_slots: int, b_slots: int, spill: bool,
-               epilogue_cycles_per_elem: int, epilogue_passes: int, lanes: int):
+               epilogue_cycles_per_elem: int, epilogue_passes: int, lanes: int,
+               speed: float):
     """Tile program of one GEMM instance.
 
     order: dims outermost first (0 = m, 1 = n, 2 = k). a_tile_bytes[mi, ki]: bytes an A
     tile moves into the ifmap buffer (its conv window, or m*k elements). spill: k is not
     innermost and the live C tiles exceed the output slots, so every step stores partial
     sums and the next k step reloads them. epilogue_*: a fused vector operator's cost.
-    count arrays of rows x cols share the step's folds; fold_model: timing's code.
+    count arrays of rows x cols share the step's folds; fold_model: timing's code;
+    speed: the array's rate in the dtype run (times a sparsity speedup).
     """
     counts = np.array([(m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk])
     nm, nn, nk = counts[0], counts[1], counts[2]
@@ -109,10 +111,10 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
                 ints[A_OFFCHIP] += a_tile_bytes[mi, ki]
         if not _lru_touch(b_lru, b_key, b_slots, b_size):
             ints[B_MISSES] += 1
-            ints[B_SRAM_WRITE] += ks * ns * in_bytes
+            ints[B_SRAM_WRITE] += b_sram_bytes[ki, ni]
             if b_offchip:
-                load_bytes[s] += ks * ns * in_bytes
-                ints[B_OFFCHIP] += ks * ns * in_bytes
+                load_bytes[s] += b_load_bytes[ki, ni]
+                ints[B_OFFCHIP] += b_load_bytes[ki, ni]
         first_k, last_k = ki == 0, ki == nk - 1
         partial = ms * ns * acc_bytes
         if spill and not first_k:
@@ -133,9 +135,10 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
         continues = row_folds * col_folds == 1 and stationary == prev_stationary
         prev_stationary = stationary
         compute[s] = array_cycles(ms, ns, ks, rows, cols, count, dataflow, fold_model,
-                                  continues)
+                                  continues, speed)
         useful, padding, fill, load, skew = array_split(ms, ns, ks, rows, cols, count,
-                                                        dataflow, fold_model, continues)
+                                                        dataflow, fold_model, continues,
+                                                        speed)
         floats[USEFUL] += useful
         floats[PADDING] += padding
         floats[ARRAY_FILL] += fill

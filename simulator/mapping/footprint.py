@@ -12,6 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.config import DTYPE_BYTES, Platform
+from simulator.formats import ceil_element_bytes, packed_bytes
+from simulator.sparsity import (BANDWIDTH_ONLY, DECOMPRESSED, STRUCTURED,
+                                default_metadata_bits, parse_pattern, structured_bytes,
+                                unstructured_bytes)
 from simulator.mapping.plan import DIMS, LOOP_ORDERS, Tiling
 from simulator.mapping.windows import window_table
 from simulator.timing import ceil_div
@@ -29,15 +33,70 @@ def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
     if not (is_compute(op) or is_attention(op)):  # vector operators: one dtype
         return DTYPE_BYTES[dtype], DTYPE_BYTES[dtype], DTYPE_BYTES[dtype]
     array = platform.systolic_array
-    return (DTYPE_BYTES[dtype], DTYPE_BYTES[array.accumulator_dtype],
+    return (DTYPE_BYTES[dtype], DTYPE_BYTES[array.accumulator(dtype)],
             DTYPE_BYTES[array.output_dtype])
 
 
+def weight_dtype(op, platform: Platform) -> str:
+    """A compute operator's weight (B) dtype: its `weight_dtype`, else its input dtype."""
+    return getattr(op, "weight_dtype", None) or operator_dtype(op, platform)
+
+
 def weight_element_bytes(op, platform: Platform) -> int:
-    """Bytes per element of a compute operator's weight operand (B): its
-    `weight_dtype`, else its input dtype."""
-    dtype = getattr(op, "weight_dtype", None) or operator_dtype(op, platform)
-    return DTYPE_BYTES[dtype]
+    """Whole bytes per weight element, rounded up (exact for byte-sized formats): what
+    tile sizing divides by; byte counts use `weight_bytes`."""
+    return ceil_element_bytes(weight_dtype(op, platform))
+
+
+def sparsity_mode(op, platform: Platform) -> str | None:
+    """How an operator's sparse weights run (simulator.sparsity): None when dense."""
+    sparsity = getattr(op, "sparsity", None)
+    if sparsity is None:
+        return None
+    if isinstance(sparsity, float):
+        return BANDWIDTH_ONLY
+    supported = platform.systolic_array.sparse_support(sparsity) is not None
+    return STRUCTURED if supported else DECOMPRESSED
+
+
+def weight_bytes(op, platform: Platform, elements, *, offchip: bool):
+    """Bytes of `elements` dense weights (an int or an int64 array) packed in the weight
+    dtype: compressed off chip wherever the operator is sparse, and in SRAM only where
+    the array runs its pattern sparse (elsewhere they are decompressed on load)."""
+    dtype = weight_dtype(op, platform)
+    mode = sparsity_mode(op, platform)
+    if mode is None or (not offchip and mode != STRUCTURED):
+        return packed_bytes(dtype, elements)
+    if mode == BANDWIDTH_ONLY:
+        return unstructured_bytes(dtype, elements, op.sparsity)
+    n, m = parse_pattern(op.sparsity)
+    support = platform.systolic_array.sparse_support(op.sparsity)
+    group_bits = n * support.metadata_bits if support and support.metadata_bits is not None \
+        else default_metadata_bits(n, m)
+    return structured_bytes(dtype, elements, n, m, group_bits)
+
+
+def run_dtype(op, platform: Platform) -> str:
+    """The input dtype whose MAC rate an array operator runs at: the slower of its
+    activation and weight (or KV) dtypes, ties to the activation dtype (section 17)."""
+    array = platform.systolic_array
+    dtype = operator_dtype(op, platform)
+    other = getattr(op, "weight_dtype", None) or getattr(op, "kv_dtype", None)
+    return other if other is not None and array.rate(other) < array.rate(dtype) else dtype
+
+
+def sparse_speedup(op, platform: Platform) -> float:
+    """The platform's speedup where it runs the operator's sparsity pattern sparse (the
+    array streams that much faster and does that fraction of the MACs), else 1."""
+    if sparsity_mode(op, platform) != STRUCTURED:
+        return 1.0
+    return platform.systolic_array.sparse_support(op.sparsity).speedup
+
+
+def array_speed(op, platform: Platform) -> float:
+    """The array's streaming speed for an operator: the MAC rate of its run dtype times
+    its sparse speedup."""
+    return platform.systolic_array.rate(run_dtype(op, platform)) * sparse_speedup(op, platform)
 
 
 def a_tile_bound(op, tm, tk):
@@ -72,8 +131,8 @@ def a_tile_bytes(op, tm, tk, e: int, rule: str):
 
 
 def b_tile_bytes(op, platform: Platform, tk, tn):
-    """Bytes of one B (weight) tile of tk x tn, in the weight dtype."""
-    return tk * tn * weight_element_bytes(op, platform)
+    """Bytes of one B (weight) tile of tk x tn in the weight buffer (`weight_bytes`)."""
+    return weight_bytes(op, platform, tk * tn, offchip=False)
 
 
 def c_tile_bytes(op, platform: Platform, tm, tn):
@@ -136,18 +195,26 @@ def vector_tile_split(op, rows_per_tile: int, e: int) -> tuple[np.ndarray, np.nd
 
 
 def attention_element_bytes(op, platform: Platform) -> tuple[int, int, int, int]:
-    """Bytes per element of (Q and probabilities, K and V, accumulators, outputs)."""
+    """Bytes per element of (Q and probabilities, K and V, accumulators, outputs); K and
+    V rounded up to whole bytes (for sizing; byte counts use `kv_bytes`)."""
     e, acc, out = operand_bytes(op, platform)
-    return e, DTYPE_BYTES[op.kv_dtype] if op.kv_dtype else e, acc, out
+    return e, ceil_element_bytes(op.kv_dtype) if op.kv_dtype else e, acc, out
+
+
+def kv_bytes(op, platform: Platform, elements):
+    """Bytes of `elements` K or V values of an attention operator, packed in its
+    `kv_dtype` (default: its input dtype)."""
+    return packed_bytes(op.kv_dtype or operator_dtype(op, platform), elements)
 
 
 def attention_tile_bytes(op, platform: Platform, tm, tn) -> tuple:
     """Bytes of attention's three tiles: Q or probabilities (tm x max(d, tn), ifmap),
     K and V (2 x tn x d, weight), score plus output accumulators (tm x (tn + d),
     output)."""
-    e, kv, acc, _ = attention_element_bytes(op, platform)
+    e, _, acc, _ = attention_element_bytes(op, platform)
     d = op.head_dim
-    return tm * np.maximum(d, tn) * e, 2 * tn * d * kv, tm * (tn + d) * acc
+    return tm * np.maximum(d, tn) * e, kv_bytes(op, platform, 2 * tn * d), \
+        tm * (tn + d) * acc
 
 
 @dataclass(frozen=True)
@@ -292,7 +359,8 @@ def loop_tables_index(m: int, n: int, k: int, tm, tn, tk, order) -> tuple:
 
 
 def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
-                      rows: int, cols: int, count: int, fold_model: str) -> np.ndarray:
+                      rows: int, cols: int, count: int, fold_model: str,
+                      speed: float = 1.0) -> np.ndarray:
     """The array's busy cycles of one GEMM instance under tilings, in closed form: the
     sum of the compute cycles the lowering emits (tests check equality). tm, tn, tk and
     order (indices into LOOP_ORDERS) broadcast against each other.
@@ -304,7 +372,8 @@ def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
     previous step's stationary tile, when it pays T. Consecutive steps share that tile
     only while the streamed dim's loop is the innermost one with more than one tile;
     then each single-fold stationary tile starts once, on its first streamed tile (a
-    full one), else every step starts anew.
+    full one), else every step starts anew. At `speed` each streamed tile of T rows
+    streams ceil(T / speed) cycles (timing.streamed_cycles).
     """
     tm, tn, tk = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk))
     if dataflow == "os":
@@ -330,17 +399,20 @@ def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
             tiles = tiles + pairs
     total, tile, name = streamed
     s_full, _, s_edge, _ = _axis_tiles(total, tile, 1)
-    rem = total % tile
+    tile_t = np.ceil(tile / speed).astype(np.int64)       # a full tile's T at speed
+    rem_t = np.ceil(total % tile / speed).astype(np.int64)  # the edge tile's
+    streamed_t = s_full * tile_t + s_edge * rem_t
     n_streamed = s_full + s_edge
     inner = INNERMOST[loop_tables_index(m, n, k, tm, tn, tk, order)]
     starts_once = (inner == DIMS.index(name)) | (inner < 0)
     if fold_model == "scalesim":
         runs = np.where(starts_once, 1, n_streamed)
-        return rounds * total + fill * ((rounds - singles) * n_streamed + singles * runs)
+        return rounds * streamed_t + fill * ((rounds - singles) * n_streamed
+                                             + singles * runs)
     skew = rows + cols - 2
-    paced = s_full * np.maximum(tile, rows) + s_edge * np.maximum(rem, rows)  # sum max(T, R)
+    paced = s_full * np.maximum(tile_t, rows) + s_edge * np.maximum(rem_t, rows)
     multi = (rounds - singles) * paced + skew * n_streamed * (tiles - singles)
-    single = np.where(starts_once, np.maximum(tile, rows) + skew + total - tile,
+    single = np.where(starts_once, np.maximum(tile_t, rows) + skew + streamed_t - tile_t,
                       paced + skew * n_streamed)
     return multi + singles * single
 
@@ -382,7 +454,8 @@ def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
 
     total = np.zeros((), dtype=np.int64)
     for operand, reuse, base in (("a", "n", a_bytes),
-                                 ("b", "m", g.k * g.n * weight_element_bytes(op, platform))):
+                                 ("b", "m", weight_bytes(op, platform, g.k * g.n,
+                                                         offchip=True))):
         if operand == "a" and onchip:
             continue
         refetch = np.where((counts[reuse] == 1) | (inside(reuse) <= slots[operand]), 1,

@@ -16,7 +16,8 @@ import numpy as np
 
 from simulator.config import Platform
 from simulator.errors import AccsimError
-from simulator.mapping.footprint import (array_busy_cycles, attention_element_bytes,
+from simulator.mapping.footprint import (array_busy_cycles, array_speed,
+                                         attention_element_bytes,
                                          attention_rows, offchip_estimate, operand_bytes,
                                          operand_fits, weight_element_bytes)
 from simulator.mapping.plan import (ATTENTION_FIELDS, DEFAULT_DEPTH, DEFAULT_HEURISTIC,
@@ -276,7 +277,8 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     # its innermost dim, so they are computed on the tiles and broadcast.
     traffic = offchip_estimate(op, platform, tm, tn, tk, order)
     busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
-                             array.cols, array.count, array.fold_model).ravel()
+                             array.cols, array.count, array.fold_model,
+                             array_speed(op, platform)).ravel()
     tm, tn, tk, order = (np.broadcast_to(values, (len(mi), orders)).ravel()
                          for values in (tm, tn, tk, order))
     # Traffic is the first key: the later ones matter only among its least.

@@ -18,10 +18,10 @@ import numpy as np
 from simulator.config import Platform
 from simulator.energy import static_power_w
 from simulator.mapping.footprint import (EFFECTIVE_ORDER, a_tile_bytes, array_busy_cycles,
-                                         b_tile_bytes, c_tile_bytes, inside_product,
-                                         loop_tables_index, operand_bytes, operator_dtype,
-                                         operator_onchip,
-                                         vector_tile_split, weight_element_bytes)
+                                         array_speed, b_tile_bytes, c_tile_bytes,
+                                         inside_product, loop_tables_index, operand_bytes,
+                                         operator_dtype, operator_onchip, sparse_speedup,
+                                         vector_tile_split, weight_bytes)
 from simulator.mapping.heuristics import (check_candidates, coarse_candidates,
                                           dim_candidates, divisors)
 from simulator.mapping.plan import LOOP_ORDERS, Tiling
@@ -99,7 +99,6 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     array = platform.systolic_array
     g = op.gemm()
     e, acc, out = operand_bytes(op, platform)
-    wb = weight_element_bytes(op, platform)  # B follows the weight dtype
     units = (array.rows, array.cols)
     dataflows = array.dataflows
     sizes = coarse_candidates if coarse else dim_candidates
@@ -158,7 +157,9 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     a_mean = np.maximum(a_low, -(-a_compulsory // (cm * ck * e)) * e)
     a_moves = (a_compulsory if isinstance(op, Conv2d) else g.m * g.k * e) * \
         fetches("n", "mk", buffers.ifmap_bytes // a_mean)
-    b_moves = g.k * g.n * wb * fetches("m", "kn", b_slots)
+    # B: its packed (compressed) tensor per fetch, a lower bound of its packed tiles
+    b_moves = weight_bytes(op, platform, g.k * g.n, offchip=True) * \
+        fetches("m", "kn", b_slots)
     spill = c_slots[..., None] < inside("k", "mn")
     c_moves = g.m * g.n * out + spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
     offchip = b_moves + (0 if onchip else a_moves + c_moves)
@@ -168,7 +169,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     memory = memory_params(platform)
     bpc, access = memory.bytes_per_cycle, memory.access_cycles
     a0 = 0 if onchip or isinstance(op, Conv2d) else tm * tk * e  # conv: 0, a bound
-    head = 1 + _service(a0 + tk * tn * wb, bpc) + access
+    head = 1 + _service(a0 + weight_bytes(op, platform, tk * tn, offchip=True), bpc) + access
     ms_last, ns_last = g.m - (cm - 1) * tm, g.n - (cn - 1) * tn
     epilogue, passes = 0, 0
     if fuse is not None and following is not None and not is_compute(following):
@@ -179,7 +180,8 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     tail = 0 if onchip else 1 + _service(ms_last * ns_last * out, bpc) + access
     busy = np.stack([array_busy_cycles(g.m, g.n, g.k, tm[..., None], tn[..., None],
                                        tk[..., None], order, name, array.rows, array.cols,
-                                       array.count, array.fold_model)
+                                       array.count, array.fold_model,
+                                       array_speed(op, platform))
                      for name in dataflows], axis=-1)
     served = np.floor(offchip / bpc).astype(np.int64) + (0 if onchip else access)
     per_run = np.maximum((head + epilogue + tail)[..., None, None] + busy,
@@ -197,7 +199,9 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
             a_reads, b_reads = g.m * g.k * _fold_sum(g.n, tn, array.cols), g.k * g.n * cm
         else:
             a_reads, b_reads = g.m * g.k * cn, g.k * g.n * _fold_sum(g.m, tm, array.cols)
-        reads.append(np.broadcast_to(a_reads * e + b_reads * wb, max_depth.shape))
+        reads.append(np.broadcast_to(a_reads * e + weight_bytes(op, platform, b_reads,
+                                                                offchip=False),
+                                     max_depth.shape))
     c_traffic = g.m * g.n * acc * ck
     table = platform.energy
     dynamic = (np.stack(reads, axis=-1)[:, :, :, None, :] * table.sram_read_pj_per_byte
@@ -206,6 +210,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
                   + (c_traffic * (table.sram_read_pj_per_byte
                                   + table.sram_write_pj_per_byte))[..., None])[..., None]
                + g.m * g.n * g.k * table.mac_pj[operator_dtype(op, platform)]
+               / sparse_speedup(op, platform)
                + g.m * g.n * passes * table.vector_op_pj)
     # A hair under, so float rounding in another summation order cannot lift the bound
     # above a candidate's true energy.

@@ -1,0 +1,72 @@
+"""Number formats and the bytes a run of their elements occupies (DESIGN.md section 17).
+
+Every format packs into whole-byte units of `unit_elements` elements: one element for
+byte-sized formats, two for 4-bit ones (sub-byte operands are packed), and a block of
+32 elements plus its shared 8-bit scale for the OCP MX v1.0 formats. A tensor or tile of
+n elements occupies ceil(n / unit_elements) units, so byte counts stay integers
+(int64 in the engines) while bytes per element are exact fractions (mxfp4: 17 bytes per
+32 elements = 4.25 bits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import gcd
+
+MX_BLOCK = 32        # OCP MX v1.0: elements sharing one scale
+MX_SCALE_BITS = 8    # OCP MX v1.0: the shared E8M0 scale
+
+
+@dataclass(frozen=True)
+class Format:
+    """A number format: bits per element, and for a block-scaled one its block."""
+
+    bits: int
+    block: int = 1          # elements sharing one scale (1: no shared scale)
+    scale_bits: int = 0     # bits of the shared scale per block
+
+    @property
+    def unit_elements(self) -> int:
+        """Elements of the smallest whole-byte unit: a block, or enough packed
+        sub-byte elements to fill whole bytes."""
+        if self.block > 1:
+            return self.block
+        return 8 // gcd(self.bits, 8)
+
+    @property
+    def unit_bytes(self) -> int:
+        bits = self.unit_elements * self.bits + self.scale_bits
+        assert bits % 8 == 0, "a packing unit is whole bytes"
+        return bits // 8
+
+    @property
+    def bytes_per_element(self) -> Fraction:
+        return Fraction(self.unit_bytes, self.unit_elements)
+
+
+# fp8 is the generic 8-bit float (either encoding); fp8_e4m3 / fp8_e5m2 name one.
+FORMATS: dict[str, Format] = {
+    "fp32": Format(32), "int32": Format(32), "bf16": Format(16), "fp16": Format(16),
+    "int16": Format(16), "int8": Format(8), "fp8": Format(8), "fp8_e4m3": Format(8),
+    "fp8_e5m2": Format(8), "int4": Format(4), "fp4_e2m1": Format(4),
+    "mxfp8": Format(8, MX_BLOCK, MX_SCALE_BITS), "mxfp6": Format(6, MX_BLOCK, MX_SCALE_BITS),
+    "mxfp4": Format(4, MX_BLOCK, MX_SCALE_BITS), "mxint8": Format(8, MX_BLOCK, MX_SCALE_BITS),
+}
+# Formats of whole bytes per element (no packing): what activations may use.
+WHOLE_BYTE = {name: f.unit_bytes for name, f in FORMATS.items() if f.unit_elements == 1}
+
+
+def packed_bytes(dtype: str, elements):
+    """Bytes of `elements` (an int or an int64 array) stored packed in `dtype`: whole
+    packing units, the last one rounded up."""
+    fmt = FORMATS[dtype]
+    if fmt.unit_elements == 1:
+        return elements * fmt.unit_bytes
+    return -(-elements // fmt.unit_elements) * fmt.unit_bytes
+
+
+def ceil_element_bytes(dtype: str) -> int:
+    """Bytes per element rounded up to a whole byte: an upper bound for sizing tiles."""
+    fraction = FORMATS[dtype].bytes_per_element
+    return -(-fraction.numerator // fraction.denominator)
