@@ -175,9 +175,14 @@ def compiling(bar: Bar | None = None) -> Iterator[None]:
         yield
         return
     from numba.core import event  # only now: Numba is loaded by the kernels' first use
-    listener = type("CompileNote", (_CompileNote, event.Listener), {})(console, bar)
-    with event.install_listener("numba:compile", listener):
+    with event.install_listener("numba:compile", compile_note(console, bar)):
         yield
+
+
+def compile_note(console: Console, bar: Bar | None):
+    """A Numba listener for "numba:compile" events running _CompileNote's handlers."""
+    from numba.core import event
+    return type("CompileNote", (_CompileNote, event.Listener), {})(console, bar)
 
 
 def status(text: str):
