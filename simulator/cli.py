@@ -1,46 +1,78 @@
-"""The `accsim` command: builds the parser from each verb's command module and
-dispatches to its handler. Bad input ends in one line naming file, field and rule, and
+"""The `accsim` command: builds the parser from the command module of the verb run (and
+only that one, so start-up imports no more than the verb needs) and dispatches to its
+handler. Bad input ends in one line naming file, field and rule, and
 exit status 1; results already computed are printed before any output file is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+from collections.abc import Iterable
 
-from simulator.commands import check, compare, regress, run, schema, verify
-from simulator.commands import map as map_command
 from simulator.errors import AccsimError
-from simulator.frontends import command as import_command
-from simulator.mapping.heuristics import load_plugin
-from simulator.review import command as review_command
-from simulator.serving import command as serve_command
-from simulator.sweep import command as sweep_command
 from simulator.terminal import plain
 
-# The verbs in the order `accsim --help` lists them.
-VERBS = (run, compare, check, map_command, regress, verify, review_command, serve_command,
-         sweep_command, schema, import_command)
+# Each verb, in the order `accsim --help` lists them: the module that adds its arguments
+# (add_arguments(parser), which also sets its handler) and its one-line help. A module
+# is imported only when its verb is the one run, so `accsim --help` imports none of
+# them and `accsim schema` only its own.
+VERBS = {
+    "run": ("simulator.commands.run", "simulate a workload on a platform and print "
+            "per-operator and per-layer_type tables"),
+    "compare": ("simulator.commands.compare", "one workload on several platforms side "
+                "by side"),
+    "check": ("simulator.commands.check", "validate a platform, workload or mapping file"),
+    "map": ("simulator.commands.map", "search the best tiling of every operator and "
+            "report each heuristic's gap to it"),
+    "regress": ("simulator.commands.regress", "compare per-operator cycles and energy with "
+                "a baseline result (exit 1 on a regression, 2 on a refused baseline)"),
+    "verify": ("simulator.commands.verify", "check a result JSON (or a review packet's "
+               "packet.json, result by result): changed inputs, and a rerun from its "
+               "embedded inputs"),
+    "review": ("simulator.review.command", "write a review packet (index.html, packet.md, "
+               "packet.json, figures, result files) for a study spec"),
+    "serve": ("simulator.serving.command", "request-level serving: arrivals, batching, KV "
+              "cache, replicas; latency/TTFT/TPOT percentiles, throughput, goodput, "
+              "energy per request"),
+    "sweep": ("simulator.sweep.command", "design-space sweeps: run a spec into a resumable "
+              "SQLite store, report Pareto fronts"),
+    "schema": ("simulator.commands.schema", "print the JSON Schema of an input kind"),
+    "import": ("simulator.frontends.command", "read a model or trace in another format and "
+               "write accsim workload YAML"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The accsim command line: one subcommand per task."""
+def build_parser(verbs: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The accsim command line: one subcommand per task, each listed with its help; the
+    arguments of `verbs` (default: every verb) are added by their command modules."""
     parser = argparse.ArgumentParser(
         prog="accsim", description="Cycle-approximate simulator of systolic-array ML "
         "accelerators.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for verb in VERBS:
-        verb.add_parser(commands)
+    chosen = set(VERBS) if verbs is None else set(verbs)
+    for verb, (module, help_text) in VERBS.items():
+        verb_parser = commands.add_parser(verb, help=help_text)
+        if verb in chosen:
+            importlib.import_module(module).add_arguments(verb_parser)
     return parser
+
+
+def named_verb(argv: list[str]) -> list[str]:
+    """The verb an argument list runs (its first word not an option: accsim itself takes
+    no option but --help), as a list of none or one."""
+    return [word for word in argv if not word.startswith("-")][:1]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; AccsimError becomes one line on stderr and exit 1."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(named_verb(argv)).parse_args(argv)
     try:
         for path in getattr(args, "plugin", []):
-            load_plugin(path)
+            args.load_plugin(path)
         return args.handler(args)
     except AccsimError as exc:
         print(f"accsim: error: {plain(exc.message())}", file=sys.stderr)

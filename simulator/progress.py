@@ -6,7 +6,8 @@ The simulator's callbacks come in three shapes; each has a context manager here 
 yields the matching callback: `operators` (simulate(): done, total, operator name),
 `search` (the mapper: done, total, operator, candidates tried) and `steps` (serving:
 done, total). `Bar` is the bar they share, used directly where a caller counts itself
-(the sweep's stored points).
+(the sweep's stored points). `operators` and `search` also say when Numba compiles the
+kernels (`compiling`: a first run on a machine, before its on-disk cache holds them).
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ class Bar:
         self.progress.update(self.task, completed=done, total=total or None, **fields)
         self._start_due()
 
+    def describe(self, text: str) -> str:
+        """Show `text` as the description; return the one it replaces."""
+        shown = self.progress.tasks[0].description
+        self.progress.update(self.task, description=text)
+        return shown
+
     def advance(self, steps: int = 1) -> None:
         self.progress.advance(self.task, steps)
         self._start_due()
@@ -98,7 +105,7 @@ def operators(label: str = "", *, first: str = "lowering",
     and the operators lower, unless `total` is known), then counts operators as
     "simulating NAME"; `label` (a platform, say) prefixes both."""
     prefix = f"{markup_safe(label)}: " if label else ""
-    with Bar(f"{prefix}{first}", total=total) as bar:
+    with Bar(f"{prefix}{first}", total=total) as bar, compiling(bar):
 
         def report(done: int, total: int, name: str) -> None:
             bar.update(done, total, f"{prefix}simulating {markup_safe(name)}")
@@ -110,7 +117,7 @@ def operators(label: str = "", *, first: str = "lowering",
 def search(description: str) -> Iterator[Callable[[int, int, str, int], None]]:
     """The mapper's callback: operators searched of all, the one being searched and
     the candidates tried so far; drawn from the first report on."""
-    with Bar(description, count="candidates", wait=True) as bar:
+    with Bar(description, count="candidates", wait=True) as bar, compiling():
         tried = [0]
 
         def report(done: int, total: int, name: str, candidates: int) -> None:
@@ -127,6 +134,55 @@ def steps(description: str, *, after_s: float) -> Iterator[Callable[[int, int], 
     work has taken `after_s` seconds."""
     with Bar(description, eta=True, after_s=after_s) as bar:
         yield lambda done, total: bar.update(done, total)
+
+
+COMPILING = "compiling kernels (first run only; Numba caches them on disk)"
+
+
+class _CompileNote:
+    """The handlers of a Numba "numba:compile" listener: when a kernel's compilation
+    starts (outermost only), say so once on stderr and in `bar`'s description until it
+    ends."""
+
+    def __init__(self, console: Console, bar: Bar | None) -> None:
+        self.console = console
+        self.bar = bar
+        self.depth = 0
+        self.said = False
+        self.shown = ""
+
+    def on_start(self, event) -> None:
+        self.depth += 1
+        if self.depth == 1:
+            if not self.said:
+                self.console.print(COMPILING, highlight=False)
+                self.said = True
+            if self.bar is not None:
+                self.shown = self.bar.describe(COMPILING)
+
+    def on_end(self, event) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self.bar is not None:
+            self.bar.describe(self.shown)
+
+
+@contextmanager
+def compiling(bar: Bar | None = None) -> Iterator[None]:
+    """On a terminal, tell the user while Numba compiles a kernel (a cache miss) in this
+    process: one line on stderr, and `bar` says so while it lasts."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield
+        return
+    from numba.core import event  # only now: Numba is loaded by the kernels' first use
+    with event.install_listener("numba:compile", compile_note(console, bar)):
+        yield
+
+
+def compile_note(console: Console, bar: Bar | None):
+    """A Numba listener for "numba:compile" events running _CompileNote's handlers."""
+    from numba.core import event
+    return type("CompileNote", (_CompileNote, event.Listener), {})(console, bar)
 
 
 def status(text: str):

@@ -7,9 +7,9 @@ import platform as host
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
-import numba
 import numpy as np
 import simpy
 
@@ -125,7 +125,7 @@ def manifest(result: RunResult) -> dict:
         "model_version": simulator.MODEL_VERSION,
         "git_commit": git_commit(),
         "environment": {"python": host.python_version(), "numpy": np.__version__,
-                        "numba": numba.__version__, "simpy": simpy.__version__},
+                        "numba": version("numba"), "simpy": simpy.__version__},
         "engine": result.engine,
         "engine_reason": result.engine_reason,
         "mapping_mode": result.mapping_mode,

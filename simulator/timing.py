@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
+from simulator.jit import njit
 
 # Dataflow codes, in the order of DESIGN.md section 3's table.
 OS, WS, IS = 0, 1, 2

@@ -1,5 +1,6 @@
 """The core verbs of `accsim` (run, compare, check, schema, map, regress, verify), one
-command module each with `add_parser(commands)` and a handler, like the command modules
-of serving/, sweep/, review/ and frontends/; cli.py only builds the parser from them.
+command module each with `add_arguments(parser)` and a handler, like the command modules
+of serving/, sweep/, review/ and frontends/; cli.py lists the verbs and imports only the
+module of the verb run.
 `inputs` resolves the platform, workload and mapping a command names (also the way
 experiments and tests load shipped inputs); `options` holds the options verbs share."""

@@ -69,9 +69,7 @@ def _check_plan(args: argparse.Namespace) -> int:
     return 1
 
 
-def add_parser(commands) -> None:
-    check = commands.add_parser(
-        "check", help="validate a platform, workload or mapping file")
+def add_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("file", help="a YAML file, a SCALE-Sim .cfg or topology .csv, or "
                        "a shipped name")
     check.add_argument("--kind", choices=sorted(SCHEMAS),

@@ -77,9 +77,7 @@ def platform_labels(names: list[str], given: list[str]) -> list[str]:
     return labels
 
 
-def add_parser(commands) -> None:
-    compare = commands.add_parser(
-        "compare", help="one workload on several platforms side by side")
+def add_arguments(compare: argparse.ArgumentParser) -> None:
     add_inputs(compare, several_archs=True, heuristic_option=True)
     system_command.add_arguments(compare)
     hf_command.add_run_arguments(compare)

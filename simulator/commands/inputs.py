@@ -12,7 +12,7 @@ from simulator.errors import AccsimError
 from simulator.loader import Source, load_model, locate, shipped_names
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import Mapping, with_heuristic
-from simulator.simulate import Inputs
+from simulator.inputs import Inputs
 from simulator.terminal import plain
 from simulator.workload import Workload
 

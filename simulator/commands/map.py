@@ -61,10 +61,7 @@ def _write_plan(result, path: str) -> None:
                           + yaml.safe_dump(plan, sort_keys=False))
 
 
-def add_parser(commands) -> None:
-    map_cmd = commands.add_parser(
-        "map", help="search the best tiling of every operator and report each "
-        "heuristic's gap to it")
+def add_arguments(map_cmd: argparse.ArgumentParser) -> None:
     add_inputs(map_cmd, engine=False, mapping_help="plan whose fusions (and, for the "
                "heuristics, depth and dataflow) apply; default: none")
     map_cmd.add_argument("--objective", choices=OBJECTIVES, default="cycles")

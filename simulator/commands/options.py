@@ -9,6 +9,7 @@ from simulator.commands.inputs import DEFAULT_ARCH, DEFAULT_WORKLOAD
 from simulator.engines import ENGINE_CHOICES
 from simulator.limits import MemoryBudget, parse_size
 from simulator.loader import shipped_names
+from simulator.mapping.heuristics import load_plugin
 
 
 def add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
@@ -45,11 +46,13 @@ def add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
 
 
 def add_plugin(parser: argparse.ArgumentParser) -> None:
+    """--plugin, and the loader the CLI runs each given file with before the handler."""
     parser.add_argument("--plugin", action="append", metavar="FILE.py", default=[],
                         help="a Python file of your own heuristics, executed once "
                         "before anything else; its @simulator.mapping.register(NAME) "
                         "functions become names a plan's `heuristic` may use "
                         "(repeatable; the only way user code is loaded)")
+    parser.set_defaults(load_plugin=load_plugin)
 
 
 def budget(args: argparse.Namespace, *, trace: bool = False) -> MemoryBudget:

@@ -89,10 +89,7 @@ def handle(args: argparse.Namespace) -> int:
     return code
 
 
-def add_parser(commands) -> None:
-    regress = commands.add_parser(
-        "regress", help="compare per-operator cycles and energy with a baseline result "
-        "(exit 1 on a regression, 2 on a refused baseline)")
+def add_arguments(regress: argparse.ArgumentParser) -> None:
     regress.add_argument("--baseline", required=True, metavar="BASE.json",
                          help="a result JSON written by `accsim run --json`")
     add_inputs(regress, heuristic_option=True)

@@ -137,10 +137,7 @@ def _write_sheet(args: argparse.Namespace, inputs: Inputs, result, best) -> None
     print(f"wrote {args.sheet}")
 
 
-def add_parser(commands) -> None:
-    run = commands.add_parser(
-        "run", help="simulate a workload on a platform and print per-operator and "
-        "per-layer_type tables")
+def add_arguments(run: argparse.ArgumentParser) -> None:
     add_inputs(run, heuristic_option=True)
     system_command.add_arguments(run)
     run.add_argument("--json", metavar="PATH", help="write the full result as JSON")

@@ -13,7 +13,6 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(commands) -> None:
-    schema = commands.add_parser("schema", help="print the JSON Schema of an input kind")
+def add_arguments(schema: argparse.ArgumentParser) -> None:
     schema.add_argument("kind", choices=sorted(SCHEMAS))
     schema.set_defaults(handler=handle)

@@ -127,10 +127,7 @@ def handle(args: argparse.Namespace) -> int:
     return 1
 
 
-def add_parser(commands) -> None:
-    verify_cmd = commands.add_parser(
-        "verify", help="check a result JSON (or a review packet's packet.json, result "
-        "by result): changed inputs, and a rerun from its embedded inputs")
+def add_arguments(verify_cmd: argparse.ArgumentParser) -> None:
     verify_cmd.add_argument("result")
     verify_cmd.add_argument("--all", action="store_true", help="list every difference "
                             f"(default: the first {SHOWN_DIFFERENCES} and a count)")

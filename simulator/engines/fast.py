@@ -55,8 +55,8 @@ length S. It streams the breakdown totals and keeps
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from simulator.jit import njit
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
 from simulator.program import (MAX_DEPTH, MemoryParams, TileProgram, check_program,
@@ -80,7 +80,9 @@ assert MAX_DEPTH <= _LOAD_RING
 _STORE_FIFO_START = 16
 
 
-@njit(cache=True)
+# One signature: left to itself, Numba first compiles a specialisation for the literal
+# zeros the kernel starts its FIFO indices at, then another for int64 (about 2 s cold).
+@njit("int64[:, ::1](int64[:, ::1], int64, int64)", cache=True)
 def _grow_fifo(fifo, head, tail):
     """Copy the FIFO's live rows, oldest first, into a ring of twice the capacity."""
     mask = fifo.shape[0] - 1

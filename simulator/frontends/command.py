@@ -51,11 +51,8 @@ def format_module(name: str):
     return importlib.import_module(FORMATS[name])
 
 
-def add_parser(commands) -> None:
-    """Register `accsim import` with one sub-command per format."""
-    verb = commands.add_parser(
-        "import", help="read a model or trace in another format and write accsim "
-        "workload YAML")
+def add_arguments(verb: argparse.ArgumentParser) -> None:
+    """The arguments of `accsim import`."""
     formats = verb.add_subparsers(dest="format", required=True, metavar="FORMAT")
     for name in FORMATS:
         module = format_module(name)

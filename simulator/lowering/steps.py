@@ -6,8 +6,8 @@ arrays and the operator's static counters. No Python object per step.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from simulator.jit import njit
 from simulator.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
 
 # Indices of the float counters returned by gemm_steps: the split of busy array cycles.

@@ -18,8 +18,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from numba import njit
 
+from simulator.jit import njit
 from simulator.workload import Conv2d
 
 

@@ -114,11 +114,8 @@ def review(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(commands) -> None:
-    """Register `accsim review` on the CLI's subcommands."""
-    parser = commands.add_parser(
-        "review", help="write a review packet (index.html, packet.md, packet.json, "
-        "figures, result files) for a study spec")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `accsim review`."""
     parser.add_argument("study", help="study spec YAML (see experiments/studies/)")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="folder for the packet (new, empty, or a previous packet)")

@@ -30,11 +30,8 @@ PROGRESS_AFTER_S = 2.0  # runs shorter than this show no bar
 OUTPUT_SUFFIXES = {"json": None, "plot": (".png", ".svg", ".pdf"), "csv": (".csv",)}
 
 
-def add_parser(subparsers) -> None:
-    """Register `serve` on the accsim command's subparsers."""
-    serve_cmd = subparsers.add_parser(
-        "serve", help="request-level serving: arrivals, batching, KV cache, replicas; "
-        "latency/TTFT/TPOT percentiles, throughput, goodput, energy per request")
+def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
+    """The arguments of `accsim serve`."""
     add = serve_cmd.add_argument
     add("--spec", metavar="SPEC.yaml", help="a YAML file with the fields below (flags "
         "override it)")

@@ -158,10 +158,8 @@ def add_executor_arguments(parser, purpose: str = "") -> None:
                         "(default: the CPUs available)")
 
 
-def add_parser(commands) -> None:
-    """Register `accsim sweep run` and `accsim sweep report`."""
-    sweep = commands.add_parser("sweep", help="design-space sweeps: run a spec into a "
-                                "resumable SQLite store, report Pareto fronts")
+def add_arguments(sweep: argparse.ArgumentParser) -> None:
+    """The arguments of `accsim sweep`."""
     verbs = sweep.add_subparsers(dest="sweep_command", required=True)
     run = verbs.add_parser("run", help="compute every point of a spec the store lacks")
     run.add_argument("spec", help="sweep spec YAML (experiments/sweeps/ has examples)")

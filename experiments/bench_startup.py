@@ -1,0 +1,81 @@
+"""Start-up of the light commands against issue 26's targets: `accsim --help` < 0.3 s
+and `python -c "import simulator"` < 0.2 s whole process (median of a farm of 5), and
+whether `--help`, `check` and `schema` import Numba (they must not: the kernels load it
+on first use, simulator.jit, and the CLI imports only the verb's command module).
+
+Each command runs FARM times in a fresh interpreter; printed: the median wall time and
+the median CPU time (user + system of the child: on a shared machine the wall time also
+counts other jobs' turns), and the heavy libraries the same call leaves in sys.modules.
+Run: `python experiments/bench_startup.py` (about 10 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FARM = 5
+HEAVY = ("numba", "matplotlib", "jinja2", "onnx", "distributed")
+TARGETS_S = {"accsim --help": 0.3, "import simulator": 0.2}
+ACCSIM = Path(sys.executable).with_name("accsim")
+
+# name: (process argv, the same call in-process for the sys.modules probe)
+COMMANDS = {
+    "accsim --help": ([str(ACCSIM), "--help"], "main(['--help'])"),
+    "import simulator": ([sys.executable, "-c", "import simulator"], None),
+    "accsim check tpu_v1": ([str(ACCSIM), "check", "tpu_v1"], "main(['check', 'tpu_v1'])"),
+    "accsim schema platform": ([str(ACCSIM), "schema", "platform"],
+                               "main(['schema', 'platform'])"),
+}
+
+_PROBE = """
+import contextlib, io, json, sys
+from simulator.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        {call}
+    except SystemExit:
+        pass
+print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
+"""
+
+
+def timed(argv: list[str], env: dict | None = None) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one process; it must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{done.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def heavy_loaded(call: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", _PROBE.format(call=call, heavy=HEAVY)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def main() -> None:
+    print(f"farm of {FARM}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print(f"{'command':<24} {'wall':>7} {'cpu':>7} {'target':>7}  heavy modules loaded")
+    for name, (argv, call) in COMMANDS.items():
+        runs = [timed(argv) for _ in range(FARM)]
+        wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        target = f"{TARGETS_S[name]:.2f}" if name in TARGETS_S else "-"
+        loaded = "-" if call is None else (", ".join(heavy_loaded(call)) or "none")
+        print(f"{name:<24} {wall:7.3f} {cpu:7.3f} {target:>7}  {loaded}")
+
+
+if __name__ == "__main__":
+    main()

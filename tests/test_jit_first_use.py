@@ -1,0 +1,75 @@
+"""Kernels made on first use (simulator.jit) behave as numba.njit's, and a compilation
+is said on the terminal (simulator.progress.compiling)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba.core import event
+
+from simulator import timing
+from simulator.jit import Kernel, njit
+from simulator.progress import COMPILING, compile_note
+
+
+@njit(cache=False, inline="always")
+def _twice(x):
+    return 2 * x
+
+
+@njit(cache=False)
+def _sum_twice(values):
+    total = 0
+    for v in values:
+        total += _twice(v)  # a kernel calling a kernel, inlined
+    return total
+
+
+@njit("int64(int64)", cache=False)
+def _plus_one(x):
+    return x + 1
+
+
+class _Console:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def print(self, text: str, **_) -> None:
+        self.lines.append(text)
+
+
+class _Bar:
+    def __init__(self) -> None:
+        self.description = "lowering"
+        self.seen: list[str] = []
+
+    def describe(self, text: str) -> str:
+        shown, self.description = self.description, text
+        self.seen.append(text)
+        return shown
+
+
+def test_kernels_are_lazy_and_compile_like_njit() -> None:
+    assert isinstance(timing.ceil_div, Kernel) and timing.ceil_div.__name__ == "ceil_div"
+    assert timing.ceil_div(7, 2) == 4
+    assert _sum_twice(np.arange(5, dtype=np.int64)) == 20
+    assert _twice.targetoptions["inline"] == "always"  # the dispatcher's, looked up
+
+
+def test_a_signature_gives_one_specialisation() -> None:
+    assert _plus_one(np.int32(4)) == 5 and _plus_one(4) == 5
+    assert len(_plus_one.signatures) == 1
+
+
+def test_a_compilation_is_said_once_and_the_bar_restored() -> None:
+    console, bar = _Console(), _Bar()
+
+    @njit(cache=False)
+    def fresh(x):
+        return x * 3
+
+    with event.install_listener("numba:compile", compile_note(console, bar)):
+        assert fresh(2) == 6
+        assert fresh(2.5) == 7.5  # a second specialisation: the bar says it again
+    assert console.lines == [COMPILING]
+    assert bar.seen == [COMPILING, "lowering", COMPILING, "lowering"]
+    assert bar.description == "lowering"

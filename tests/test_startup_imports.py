@@ -1,0 +1,65 @@
+"""Start-up stays light: `accsim --help`, `accsim schema` and `accsim check` never import
+Numba, and nothing imports matplotlib, Jinja2, ONNX or Dask's distributed before a
+command needs it (issue 26). Each case runs in a fresh interpreter, since this test
+process has long imported everything."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("numba", "matplotlib", "jinja2", "onnx", "distributed")
+
+# What each case runs after `import simulator.cli` (stdout is discarded).
+CASES = {
+    "import": "pass",
+    "help": "cli.build_parser([]).format_help()",
+    "main --help": "cli.main(['--help'])",
+    "schema": "cli.main(['schema', 'platform'])",
+    "check": "cli.main(['check', 'tpu_v1'])",
+    "check workload": "cli.main(['check', 'resnet50_b1'])",
+}
+
+_PROBE = """
+import contextlib, io, json, sys
+import simulator.cli as cli
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        {call}
+    except SystemExit:
+        pass
+print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
+"""
+
+
+def loaded_after(call: str) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", _PROBE.format(call=call, heavy=HEAVY)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_light_commands_import_no_heavy_library(case: str) -> None:
+    assert loaded_after(CASES[case]) == []
+
+
+def test_the_probe_sees_a_heavy_import() -> None:
+    # The kernels load Numba on first use: the probe must notice it.
+    assert "numba" in loaded_after("__import__('simulator.timing').timing.ceil_div(7, 2)")
+
+
+def test_help_lists_every_verb_without_importing_their_modules() -> None:
+    call = ("print(cli.build_parser([]).format_help(), file=sys.stderr); "
+            "print(sorted(m for m in sys.modules if m.startswith('simulator.commands.')), "
+            "file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", _PROBE.format(call=call, heavy=HEAVY)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    from simulator.cli import VERBS
+    for verb, (_, help_text) in VERBS.items():
+        assert verb in done.stderr and help_text.split()[0] in done.stderr
+    assert "[]" in done.stderr.splitlines()[-1]
