@@ -39,6 +39,8 @@ VERBS = {
               "energy per request"),
     "sweep": ("simulator.sweep.command", "design-space sweeps: run a spec into a resumable "
               "SQLite store, report Pareto fronts"),
+    "sensitivity": ("simulator.calibrate.command", "perturb each assumed platform value "
+                    "to the ends of its range: a tornado of time, energy or EDP"),
     "schema": ("simulator.commands.schema", "print the JSON Schema of an input kind"),
     "import": ("simulator.frontends.command", "read a model or trace in another format and "
                "write accsim workload YAML"),

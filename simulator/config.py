@@ -12,7 +12,11 @@ import unicodedata
 from typing import Annotated, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PositiveInt,
-                      field_validator, model_serializer, model_validator)
+                      ValidationError, field_validator, model_serializer, model_validator)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from simulator.calibrate.provenance import (Provenance, listed_values, numeric_leaves,
+                                            provenance_errors)
 
 from simulator.formats import WHOLE_BYTE
 from simulator.sparsity import parse_pattern
@@ -308,6 +312,34 @@ class Platform(Strict):
         default=None, description="links to other chips; needed for more than one chip")
     runtime: Runtime = Runtime()
     area: Area | None = Field(default=None, description="optional: perf per mm^2")
+    provenance: dict[str, Provenance] = Field(
+        default_factory=dict, description="dotted field path -> where its value comes "
+        "from (DESIGN.md section 16); description only, left out of the canonical dump")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler) -> dict:
+        data = handler(self)
+        data.pop("provenance", None)  # no figure depends on it: results stay as they were
+        return data
+
+    @model_validator(mode="after")
+    def _provenance_names_fields(self) -> Platform:
+        errors = self.provenance and provenance_errors(self.provenance,
+                                                       self.numeric_fields())
+        if errors:
+            raise ValidationError.from_exception_data("Platform", [InitErrorDetails(
+                type=PydanticCustomError("provenance", rule), loc=("provenance", path),
+                input=path) for path, rule in errors])
+        return self
+
+    def numeric_fields(self) -> dict:
+        """Every numeric value of the platform by dotted field path."""
+        return numeric_leaves(self.model_dump(mode="json"))
+
+    def assumptions(self) -> dict[str, dict]:
+        """The assumed and fitted values the platform holds, with their ranges and
+        sources (what a result's manifest lists)."""
+        return listed_values(self.provenance, self.numeric_fields())
 
     @model_validator(mode="after")
     def _mac_energy_covers_input_dtypes(self) -> Platform:

@@ -62,6 +62,9 @@ class Manifest(Written):
     engine_reason: str
     mapping_mode: str
     inputs: dict[str, EmbeddedInput]
+    # the platform's assumed and fitted values with their provenance (only where the
+    # platform has a provenance table; DESIGN.md section 16)
+    assumptions: dict[str, dict[str, Any]] | None = None
 
 
 class TotalsRecord(Written):

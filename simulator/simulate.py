@@ -112,7 +112,8 @@ def git_commit() -> str | None:
 
 
 def manifest(result: RunResult) -> dict:
-    """What produced a result: versions, engine, and the canonical inputs embedded."""
+    """What produced a result: versions, engine, the canonical inputs embedded, and the
+    assumed (and fitted) platform values it used, where the platform says which."""
     inputs = result.inputs
 
     def embedded(model, source: Source | None) -> dict:
@@ -120,6 +121,7 @@ def manifest(result: RunResult) -> dict:
                 "sha256": source.sha256 if source else None,
                 "canonical": model.model_dump(mode="json")}
 
+    listed = inputs.platform.assumptions()
     return {
         "accsim_version": simulator.__version__,
         "model_version": simulator.MODEL_VERSION,
@@ -132,4 +134,4 @@ def manifest(result: RunResult) -> dict:
         "inputs": {"platform": embedded(inputs.platform, inputs.platform_source),
                    "workload": embedded(inputs.workload, inputs.workload_source),
                    "mapping": embedded(inputs.mapping, inputs.mapping_source)},
-    }
+    } | ({"assumptions": listed} if listed else {})

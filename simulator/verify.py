@@ -137,11 +137,19 @@ def source_changes(embedded: dict, models: dict, kind: RunKind = PLAIN_RUN) -> l
         except AccsimError as exc:
             changed.append(f"{name}: {path} (no longer loads: {exc.message()})")
     for name, model in kind.as_run(reread).items():
-        if model != models[name] and name not in kind.made_by_run:
+        if embedded_form(model) != embedded_form(models[name]) \
+                and name not in kind.made_by_run:
             changed.append(f"{name}: {embedded[name]['path']} (the embedded input "
                            "differs from this file, whose sha256 is unchanged: the "
                            "result was edited)")
     return changed
+
+
+def embedded_form(model) -> tuple:
+    """What a result embeds of an input: its canonical form and, for a platform, the
+    assumed values its manifest lists (the rest of its provenance is not recorded)."""
+    listed = model.assumptions() if isinstance(model, Platform) else None
+    return model.model_dump(mode="json"), listed
 
 
 def model_change(manifest: dict, refresh: str) -> str | None:
@@ -188,12 +196,23 @@ def embedded_models(recorded, *, file: str) -> dict:
                 raise AccsimError("not a string", file=file,
                                   field=f"manifest.inputs.{kind}.{key}")
         canonical = need(entry, "canonical", f"manifest.inputs.{kind}.canonical")
+        if kind == "platform" and "assumptions" in manifest:
+            canonical = with_assumptions(canonical, need(manifest, "assumptions",
+                                                         "manifest.assumptions"))
         try:
             models[kind] = validate_model(canonical, model, file=file)
         except AccsimError as exc:
             raise AccsimError(exc.rule, file=file, field=f"manifest.inputs.{kind}."
                               f"canonical.{exc.field}") from None
     return models
+
+
+def with_assumptions(canonical: dict, listed: dict) -> dict:
+    """An embedded platform with the provenance its manifest lists (the canonical form
+    leaves provenance out), so that the rerun lists the same assumed values."""
+    provenance = {path: {key: value for key, value in entry.items() if key != "value"}
+                  if isinstance(entry, dict) else entry for path, entry in listed.items()}
+    return {**canonical, "provenance": provenance}
 
 
 def verify_run(file: str, recorded: dict, models: dict,

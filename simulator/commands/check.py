@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 from simulator.frontends import scalesim
 from simulator.commands.inputs import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
@@ -46,7 +47,27 @@ def handle(args: argparse.Namespace) -> int:
         detail = (f"{len(model.operators)} operator and {len(model.layer_types)} "
                   "layer_type entries")
     print(f"{source.path}: valid {kind} ({detail})")
+    if isinstance(model, Platform):
+        _print_assumptions(model)
     return 0
+
+
+def _print_assumptions(platform: Platform) -> None:
+    """The assumed (and fitted) values with their ranges, and how many of the numeric
+    fields the provenance table leaves unannotated."""
+    listed = platform.assumptions()
+    fields = platform.numeric_fields()
+    if not platform.provenance:
+        print(f"provenance: none ({len(fields)} numeric fields unannotated)")
+        return
+    kinds = Counter(entry.kind for entry in platform.provenance.values())
+    bare = sum(1 for path in fields if path not in platform.provenance)
+    print("provenance: " + ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+          + (f", {bare} unannotated" if bare else ""))
+    for path, entry in listed.items():
+        span = f"range [{entry['range'][0]:g}, {entry['range'][1]:g}]" \
+            if "range" in entry else f"fitted to {entry.get('source')}"
+        print(f"  {entry['kind']} {path} = {entry['value']:g}  {span}")
 
 
 def _check_plan(args: argparse.Namespace) -> int:

@@ -1,0 +1,88 @@
+"""`accsim sensitivity`: the tornado of one metric over the platform's assumed values
+(simulator.calibrate.sensitivity): a table widest swing first, --json for machines,
+--plot for the figure."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.table import Table
+
+from simulator import progress
+from simulator.calibrate.sensitivity import METRICS, Sensitivity, sensitivity
+from simulator.commands.compare import compared_inputs
+from simulator.commands.options import add_inputs, budget
+from simulator.figure import pyplot, save_figure
+from simulator.frontends.hf import command as hf_command
+from simulator.loader import dump_json
+from simulator.outputs import check_output_path, write_file
+from simulator.terminal import console as report_console
+
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def handle(args: argparse.Namespace) -> int:
+    for path, option, suffixes in ((args.json, "json", (".json",)),
+                                   (args.plot, "plot", PLOT_SUFFIXES)):
+        if path and path != "-":
+            check_output_path(path, option, suffixes)
+    args.arch, args.heuristic = [args.arch], None
+    (inputs,), _ = compared_inputs(args)
+    with progress.operators("sensitivity") as report:
+        study = sensitivity(inputs, args.metric, engine=args.engine,
+                            fields=args.field or None, progress=report,
+                            budget=budget(args))
+    if args.json == "-":
+        print(dump_json(study.as_dict(), indent=1))
+    else:
+        report_console(min_width=120).print(tornado_table(study, inputs.platform.name))
+    if args.json and args.json != "-":
+        write_file(args.json, dump_json(study.as_dict(), indent=1) + "\n", field="--json")
+    if args.plot:
+        write_tornado(study, inputs.platform.name, args.plot)
+    return 0
+
+
+def tornado_table(study: Sensitivity, name: str) -> Table:
+    table = Table(title=f"{study.metric} on {name}: {study.base:.6g} {study.unit} at the "
+                  "values as given; each assumed field at the ends of its range")
+    for column in ("field", "value", "range", f"{study.metric} low", f"{study.metric} high",
+                   "swing %", "elasticity"):
+        table.add_column(column, justify="left" if column == "field" else "right")
+    for swing in study.swings:
+        elasticity = swing.elasticity(study.base)
+        table.add_row(swing.field, f"{swing.value:g}", f"[{swing.low:g}, {swing.high:g}]",
+                      f"{swing.metric_low:.6g}", f"{swing.metric_high:.6g}",
+                      f"{100 * swing.spread / study.base:.3g}" if study.base else "-",
+                      "-" if elasticity is None else f"{elasticity:+.3g}")
+    return table
+
+
+def write_tornado(study: Sensitivity, name: str, path: str) -> None:
+    """Bars from the metric at each field's low end to its high end, around the base."""
+    plt = pyplot()
+    shown = study.swings[::-1]
+    figure, axes = plt.subplots(figsize=(8, 1.5 + 0.3 * len(shown)))
+    for row, swing in enumerate(shown):
+        for end, colour in ((swing.metric_low, "tab:blue"), (swing.metric_high, "tab:red")):
+            axes.barh(row, end - study.base, left=study.base, color=colour, height=0.6)
+    axes.axvline(study.base, color="black", linewidth=0.8)
+    axes.set_yticks(range(len(shown)), [s.field for s in shown], fontsize=7)
+    axes.set_xlabel(f"{study.metric} ({study.unit}); blue: low end, red: high end")
+    axes.set_title(f"{name}: sensitivity of {study.metric} to assumed values")
+    figure.tight_layout()
+    save_figure(figure, path)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_inputs(parser)
+    hf_command.add_run_arguments(parser)
+    parser.add_argument("--metric", choices=sorted(METRICS), default="time_s",
+                        help="the figure perturbed (default time_s)")
+    parser.add_argument("--field", action="append", metavar="PATH",
+                        help="only this assumed field (repeatable; default: all)")
+    parser.add_argument("--json", metavar="PATH", help="write the tornado as JSON "
+                        "('-': print it instead of the table)")
+    parser.add_argument("--plot", metavar="PATH", help="write the tornado figure "
+                        "(.png, .pdf or .svg)")
+    parser.set_defaults(handler=handle)

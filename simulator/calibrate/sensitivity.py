@@ -1,0 +1,156 @@
+"""How much a result moves when an assumed platform value is wrong (DESIGN.md section
+16): each assumed value set, one at a time, to the low and the high end of its range,
+the workload simulated again, and the fields ordered by the spread of the metric (a
+tornado). Elasticity = (d metric / metric) / (d value / value) across the two ends.
+
+A perturbed platform is validated like a platform file (so a range end the schema
+refuses is an error naming the field), and runs whose platform equals one already run
+(an end at the value itself, the common case of a cost that can only grow) reuse that
+run: the figures are exactly those of a rerun with the perturbed file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.inputs import Inputs
+from simulator.limits import MemoryBudget
+from simulator.loader import validate_model
+from simulator.simulate import RunResult, simulate
+
+# Metrics in cycles or seconds, and the fields that cannot move them: energy
+# coefficients change no cycle count, and the default search orders tilings by cycles
+# first (energy only breaks ties between equal cycle counts), so the same cycles win.
+TIMING_METRICS = ("time_s", "cycles")
+NO_TIMING_EFFECT = ("energy.", "area.")
+
+# The metrics a study may ask about: name -> (unit, value of a result).
+METRICS: dict[str, tuple[str, Callable[[RunResult], float]]] = {
+    "time_s": ("s", lambda r: r.total.cycles / (r.platform.clock_ghz * 1e9)),
+    "cycles": ("cycles", lambda r: float(r.total.cycles)),
+    "energy_j": ("J", lambda r: r.total.energy_pj * 1e-12),
+    "edp_js": ("J s", lambda r: r.total.energy_pj * 1e-12 * r.total.cycles
+               / (r.platform.clock_ghz * 1e9)),
+}
+
+
+@dataclass(frozen=True)
+class Swing:
+    """One assumed field's effect: the metric at the low and the high end of its range
+    (the rest of the platform as it is)."""
+
+    field: str
+    value: float
+    low: float
+    high: float
+    metric_low: float
+    metric_high: float
+
+    @property
+    def spread(self) -> float:
+        return abs(self.metric_high - self.metric_low)
+
+    def elasticity(self, base: float) -> float | None:
+        """Relative change of the metric over relative change of the value, across the
+        range; None where the value is 0 or the range has no width."""
+        if self.value == 0 or self.high == self.low or base == 0:
+            return None
+        return ((self.metric_high - self.metric_low) / base) \
+            / ((self.high - self.low) / self.value)
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """The tornado of one metric: its base value and every assumed field's swing,
+    widest first."""
+
+    metric: str
+    unit: str
+    base: float
+    swings: list[Swing]
+
+    def as_dict(self) -> dict:
+        return {"metric": self.metric, "unit": self.unit, "base": self.base,
+                "fields": [{"field": s.field, "value": s.value, "low": s.low,
+                            "high": s.high, "metric_low": s.metric_low,
+                            "metric_high": s.metric_high, "spread": s.spread,
+                            "elasticity": s.elasticity(self.base)} for s in self.swings]}
+
+
+def perturbed_raw(platform: Platform, field: str, value) -> dict:
+    """The platform as a file would hold it (provenance included) with one field set."""
+    raw = platform.model_dump(mode="json")
+    raw["provenance"] = {path: entry.dump() for path, entry in platform.provenance.items()}
+    node = raw
+    *parents, leaf = field.split(".")
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if isinstance(node, list):
+        node[int(leaf)] = value
+    else:
+        node[leaf] = value
+    return raw
+
+
+def perturbed(platform: Platform, field: str, value, *, file: str) -> Platform:
+    """The platform with one field set, validated as its file would be."""
+    return validate_model(perturbed_raw(platform, field, value), Platform, file=file)
+
+
+def assumed_ranges(platform: Platform) -> dict[str, tuple[float, float, float]]:
+    """field -> (value, low, high) of every assumed value with a range of some width."""
+    values = platform.numeric_fields()
+    return {path: (values[path], entry.range[0], entry.range[1])
+            for path, entry in platform.provenance.items()
+            if entry.kind == "assumed" and entry.range[0] != entry.range[1]}
+
+
+def sensitivity(inputs: Inputs, metric: str = "time_s", *, engine: str = "fast",
+                fields: list[str] | None = None,
+                progress: Callable[[int, int, str], None] | None = None,
+                budget: MemoryBudget | None = None) -> Sensitivity:
+    """Perturb each assumed field of the platform (or those of `fields`) to both ends
+    of its range and measure `metric`; fields widest first (ties by name)."""
+    if metric not in METRICS:
+        raise AccsimError(f"unknown metric {metric!r} (known: {', '.join(METRICS)})",
+                          field="--metric")
+    unit, measure = METRICS[metric]
+    platform = inputs.platform
+    file = inputs.platform_source.path if inputs.platform_source else platform.name
+    ranges = assumed_ranges(platform)
+    if not ranges:
+        raise AccsimError("the platform assumes no value with a range (no provenance "
+                          "table, or none of kind assumed)", file=file,
+                          field="provenance")
+    unknown = [name for name in fields or () if name not in ranges]
+    if unknown:
+        raise AccsimError(f"{unknown} are no assumed fields with a range (assumed: "
+                          f"{', '.join(ranges)})", file=file, field="--field")
+    chosen = {name: ranges[name] for name in fields} if fields else ranges
+    runs: dict[str, float] = {}
+
+    def run(candidate: Platform) -> float:
+        key = json.dumps(candidate.model_dump(mode="json"), sort_keys=True)
+        if key not in runs:
+            runs[key] = measure(simulate(Inputs(candidate, inputs.workload,
+                                                inputs.mapping), engine=engine,
+                                         budget=budget))
+        return runs[key]
+
+    base = run(platform)
+    swings = []
+    for index, (name, (value, low, high)) in enumerate(chosen.items()):
+        if progress:
+            progress(index, len(chosen), name)
+        candidates = [perturbed(platform, name, end, file=file) for end in (low, high)]
+        timeless = metric in TIMING_METRICS and name.startswith(NO_TIMING_EFFECT)
+        ends = [base if timeless else run(candidate) for candidate in candidates]
+        swings.append(Swing(name, value, low, high, *ends))
+    if progress:
+        progress(len(chosen), len(chosen), "")
+    swings.sort(key=lambda s: (-s.spread, s.field))
+    return Sensitivity(metric, unit, base, swings)
