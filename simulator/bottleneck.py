@@ -19,10 +19,15 @@ from dataclasses import dataclass
 #   memory_stall_fraction   fill + input stall + memory output stall + store tail
 #   refetch_ratio           off-chip bytes / compulsory bytes
 #   collective_fraction     chip-to-chip collectives on the links
+#   evacuation_fraction     vector unit copying output tiles out of the accumulators
+#                           (output_path: vector); a rule on a metric an operator does
+#                           not have (no evacuation) is not tried, so verdicts without
+#                           it are unchanged
 RULES: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     ("memory-bandwidth", (("offchip_busy_fraction", ">=", 0.80),)),
     ("vector", (("vector_busy_fraction", ">=", 0.80),)),
     ("compute", (("useful_fraction", ">=", 0.60),)),
+    ("evacuation", (("evacuation_fraction", ">=", 0.40),)),
     ("array-fill", (("array_setup_fraction", ">=", 0.40),)),
     ("mapping", (("padding_fraction", ">=", 0.25),)),
     ("buffer-capacity", (("refetch_ratio", ">=", 2.0), ("memory_stall_fraction", ">=", 0.25))),
@@ -55,9 +60,12 @@ class Verdict:
 
 
 def classify(metrics: dict[str, float]) -> Verdict:
-    """Apply RULES in order to an operator's metrics."""
+    """Apply RULES in order to an operator's metrics, skipping a rule on a metric
+    they do not carry (an optional term it does not have)."""
     tried = []
     for name, conditions in RULES:
+        if any(metric not in metrics for metric, _, _ in conditions):
+            continue
         checked = [{"metric": metric, "value": float(metrics[metric]), "op": op,
                     "threshold": threshold,
                     "held": bool(_COMPARE[op](metrics[metric], threshold))}
