@@ -27,13 +27,15 @@ RULES: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     ("memory-bandwidth", (("offchip_busy_fraction", ">=", 0.80),)),
     ("vector", (("vector_busy_fraction", ">=", 0.80),)),
     ("compute", (("useful_fraction", ">=", 0.60),)),
-    ("evacuation", (("evacuation_fraction", ">=", 0.40),)),
     ("array-fill", (("array_setup_fraction", ">=", 0.40),)),
     ("mapping", (("padding_fraction", ">=", 0.25),)),
     ("buffer-capacity", (("refetch_ratio", ">=", 2.0), ("memory_stall_fraction", ">=", 0.25))),
     ("memory-latency", (("memory_stall_fraction", ">=", 0.25),
                         ("offchip_busy_fraction", "<", 0.80))),
     ("interconnect", (("collective_fraction", ">=", 0.50),)),
+    # Last: the later terms (DESIGN.md section 4); an operator whose array waits on its
+    # evacuations has no stronger class above (vector-caused stalls are not memory's).
+    ("evacuation", (("evacuation_fraction", ">=", 0.40),)),
 )
 BALANCED = "balanced"
 CLASSES = tuple(name for name, _ in RULES) + (BALANCED,)
