@@ -16,21 +16,31 @@ from simulator.energy import static_power_w
 from simulator.mapping.footprint import tensor_bytes
 from simulator.metrics import Totals
 from simulator.timing import host_transfer_cycles
-from simulator.workload import Workload, is_collective
+from simulator.workload import Workload, is_attention, is_collective
 
 
 def call_io_bytes(workload: Workload, platform: Platform) -> tuple[int, int]:
     """(input, output) bytes of one call: the first operator's activations in and the
     last one's out (weights and KV caches stay on the device); (0, 0) when the workload
-    is resident or starts or ends with a collective (its data is already on chip)."""
-    first, last = workload.operators[0], workload.operators[-1]
-    if workload.resident or is_collective(first) or is_collective(last):
+    is resident. A collective or attention at either end moves nothing over the link
+    there (its operands are already on the device: a previous operator's or the KV
+    cache), a simplification this model makes."""
+    if workload.resident:
         return 0, 0
-    return tensor_bytes(first, platform)[0], tensor_bytes(last, platform)[1]
+    first, last = workload.operators[0], workload.operators[-1]
+
+    def on_device(op) -> bool:
+        return is_collective(op) or is_attention(op)
+
+    return (0 if on_device(first) else tensor_bytes(first, platform)[0],
+            0 if on_device(last) else tensor_bytes(last, platform)[1])
 
 
 def invocation_cycles(workload: Workload, platform: Platform) -> int:
-    """Cycles of one call of the workload (call_cycles of its call_io_bytes)."""
+    """Cycles of one call of the workload (call_cycles of its call_io_bytes; no bytes
+    are counted without a host link)."""
+    if platform.runtime.host_link is None:
+        return call_cycles(platform, 0, 0)
     return call_cycles(platform, *call_io_bytes(workload, platform))
 
 
