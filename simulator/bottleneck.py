@@ -19,6 +19,10 @@ from dataclasses import dataclass
 #   memory_stall_fraction   fill + input stall + memory output stall + store tail
 #   refetch_ratio           off-chip bytes / compulsory bytes
 #   collective_fraction     chip-to-chip collectives on the links
+#   evacuation_fraction     vector unit copying output tiles out of the accumulators
+#                           (output_path: vector); a rule on a metric an operator does
+#                           not have (no evacuation) is not tried, so verdicts without
+#                           it are unchanged
 RULES: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     ("memory-bandwidth", (("offchip_busy_fraction", ">=", 0.80),)),
     ("vector", (("vector_busy_fraction", ">=", 0.80),)),
@@ -29,6 +33,9 @@ RULES: tuple[tuple[str, tuple[tuple[str, str, float], ...]], ...] = (
     ("memory-latency", (("memory_stall_fraction", ">=", 0.25),
                         ("offchip_busy_fraction", "<", 0.80))),
     ("interconnect", (("collective_fraction", ">=", 0.50),)),
+    # Last: the later terms (DESIGN.md section 4); an operator whose array waits on its
+    # evacuations has no stronger class above (vector-caused stalls are not memory's).
+    ("evacuation", (("evacuation_fraction", ">=", 0.40),)),
 )
 BALANCED = "balanced"
 CLASSES = tuple(name for name, _ in RULES) + (BALANCED,)
@@ -55,9 +62,12 @@ class Verdict:
 
 
 def classify(metrics: dict[str, float]) -> Verdict:
-    """Apply RULES in order to an operator's metrics."""
+    """Apply RULES in order to an operator's metrics, skipping a rule on a metric
+    they do not carry (an optional term it does not have)."""
     tried = []
     for name, conditions in RULES:
+        if any(metric not in metrics for metric, _, _ in conditions):
+            continue
         checked = [{"metric": metric, "value": float(metrics[metric]), "op": op,
                     "threshold": threshold,
                     "held": bool(_COMPARE[op](metrics[metric], threshold))}

@@ -28,6 +28,7 @@ Dtype = Literal["int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32", "fp8_e4
                 "fp8_e5m2", "int4", "fp4_e2m1", "mxfp8", "mxfp6", "mxfp4", "mxint8"]
 Dataflow = Literal["os", "ws", "is"]
 FoldModel = Literal["pipelined", "scalesim"]
+OutputPath = Literal["direct", "vector"]
 
 # Bytes per element of the whole-byte formats (packed ones: simulator.formats).
 DTYPE_BYTES: dict[str, int] = WHOLE_BYTE
@@ -110,6 +111,21 @@ class SparsitySupport(Strict):
         return self
 
 
+class Evacuation(Strict):
+    """How the vector unit copies one output tile out of the array's accumulators
+    (output_path: vector): ceil(elements / elements_per_cycle) + tile_cycles, plus,
+    with transpose_stationary, the stationary operand's tile passed through the vector
+    unit's transpose at the same rate."""
+
+    elements_per_cycle: PositiveInt = Field(
+        description="accumulator elements the vector unit reads out per cycle")
+    tile_cycles: int = Field(ge=0, le=2**40, description="fixed cost per output tile "
+                             "(instruction issue, semaphore wait)")
+    transpose_stationary: bool = Field(
+        default=False, description="the stationary operand is transposed through the "
+        "vector unit once per output tile")
+
+
 class SystolicArray(Strict):
     """The MAC array: shape, dataflows it supports, its dtypes with their MAC rates and
     accumulators, and the sparsity patterns it runs sparse."""
@@ -136,6 +152,13 @@ class SystolicArray(Strict):
         "accumulator_dtype where absent")
     sparsity: list[SparsitySupport] = Field(
         default_factory=list, description="N:M patterns run sparse on the array")
+    output_path: OutputPath = Field(
+        default="direct", description="direct: results stream to the output buffer with "
+        "the array; vector: every output tile is copied out of the accumulators by the "
+        "vector unit (NeuronCore PSUM), at evacuation's rate (DESIGN.md section 15)")
+    evacuation: Evacuation | None = Field(
+        default=None, description="the vector unit's copy of an output tile out of the "
+        "accumulators; required by output_path: vector")
 
     @model_validator(mode="after")
     def _rates_name_input_dtypes(self) -> SystolicArray:
@@ -146,12 +169,21 @@ class SystolicArray(Strict):
         patterns = [s.pattern for s in self.sparsity]
         if len(set(patterns)) != len(patterns):
             raise ValueError(f"sparsity lists a pattern twice: {patterns}")
+        if self.output_path == "vector" and self.evacuation is None:
+            raise ValueError("output_path: vector needs evacuation (elements_per_cycle, "
+                             "tile_cycles)")
+        if self.output_path == "direct" and self.evacuation is not None:
+            raise ValueError("evacuation is given but output_path is direct: set "
+                             "output_path: vector or drop evacuation")
         return self
 
     @model_serializer(mode="wrap")
     def _dump(self, handler) -> dict:
-        return omit_when_empty(handler, self, ("macs_per_cycle", "accumulator_dtypes",
-                                               "sparsity"))
+        data = omit_when_empty(handler, self, ("macs_per_cycle", "accumulator_dtypes",
+                                               "sparsity", "evacuation"))
+        if data.get("output_path") == "direct":  # the default: inputs written before
+            data.pop("output_path")              # it existed keep their canonical form
+        return data
 
     def rate(self, dtype: str) -> int:
         """MACs per PE per cycle in an input dtype."""
@@ -199,12 +231,32 @@ class OffchipMemory(Strict):
         "and KV cache; None: not modelled")
 
 
+class HostLink(Strict):
+    """The host-to-device link of a call (PCIe, a host DMA): one transfer in and one
+    out per call, each latency + bytes / bandwidth."""
+
+    bandwidth_gbps: PosFloat = Field(le=1e9, description="GB/s, 1e9 bytes per second")
+    latency_us: float = Field(ge=0, le=1e9, allow_inf_nan=False,
+                              description="per transfer")
+
+
 class Runtime(Strict):
     """Costs of running operators that no hardware block above accounts for."""
 
     op_overhead_cycles: int = Field(
         default=0, ge=0, le=2**40, description="fixed dispatch and synchronisation cost "
         "per operator instance, before its pipeline starts (breakdown term: overhead)")
+    invocation_overhead_us: float = Field(
+        default=0.0, ge=0, le=1e9, allow_inf_nan=False, description="launch and "
+        "synchronisation of one call of the whole workload (one run, one serving "
+        "iteration); breakdown term: invocation")
+    host_link: HostLink | None = Field(
+        default=None, description="link from the host over which a call's non-resident "
+        "inputs arrive and its outputs leave; None: no transfer cost")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler) -> dict:
+        return omit_when_empty(handler, self, ("invocation_overhead_us", "host_link"))
 
 
 class Area(Strict):

@@ -19,7 +19,13 @@ from simulator.lowering import LoweredOperator
 
 # Breakdown fields that add up to the total (drain split into its two tails).
 STALL_PARTS = ("overhead_cycles", "busy_cycles", "fill_cycles", "input_stall_cycles",
-               "output_stall_cycles", "drain_cycles", "collective_cycles")
+               "output_stall_cycles", "drain_cycles", "collective_cycles",
+               "invocation_cycles")
+# Terms written only where non-zero (with their fractions), so results of platforms and
+# workloads without an output path through the vector unit or a per-call cost are
+# unchanged: evacuation is vector-unit occupancy (not a part of the total: what it
+# delays shows as vector tail and vector-caused output stall), invocation a part.
+OPTIONAL_TERMS = ("evacuation_cycles", "invocation_cycles")
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ class Totals:
     # unless the rate differs from the platform's default dtype's.
     peak_dtype: str = ""
     peak_rate: int = 0
+    evacuation_cycles: int = 0       # vector unit copying output tiles out (section 15)
+    invocation_cycles: int = 0       # a call's launch and host transfers (section 15)
 
     def peak(self, platform: Platform) -> tuple[str, int]:
         """(dtype, MACs per PE per cycle) of the peak: the platform's default where
@@ -127,6 +135,8 @@ class Totals:
             "offchip_busy_fraction": self.offchip_busy_cycles / cycles,
             "vector_busy_fraction": self.vector_unit_busy_cycles / cycles,
             "collective_fraction": self.collective_cycles / cycles,
+            **{term.replace("_cycles", "_fraction"): getattr(self, term) / cycles
+               for term in OPTIONAL_TERMS if getattr(self, term)},
             "energy_j": energy_j,
             "average_power_w": energy_j / time_s if time_s else 0.0,
             "flops_per_joule": self.model_flops / energy_j if energy_j else 0.0,
@@ -138,7 +148,8 @@ class Totals:
     def as_dict(self, platform: Platform) -> dict:
         """The written record: the additive figures, two sums, the ratios, and the peak's
         dtype only where its rate differs from the platform default dtype's."""
-        additive = {k: v for k, v in asdict(self).items() if k not in PEAK_FIELDS}
+        additive = {k: v for k, v in asdict(self).items()
+                    if k not in PEAK_FIELDS and (k not in OPTIONAL_TERMS or v)}
         peak_dtype, rate = self.peak(platform)
         array = platform.systolic_array
         differs = rate != array.rate(array.input_dtypes[0])
@@ -195,6 +206,8 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
         vector_busy_cycles=run.vector_busy_cycles * n,
         vector_unit_busy_cycles=(run.vector_busy_cycles + own_vector) * n,
         collective_cycles=run.collective_cycles * n,
+        evacuation_cycles=run.evacuation_cycles * n,
+        invocation_cycles=run.invocation_cycles * n,
         collective_sent_bytes=lowered.collective.sent_bytes_per_chip * n
         if lowered.collective else 0.0,
         model_flops=2 * c.macs * n,

@@ -74,15 +74,25 @@ class TileProgram:
     depth: int
     slots: int
     overhead_cycles: int = 0     # dispatch cost before the pipeline starts (its cycle 0)
+    # int64 or None (no evacuation): vector-unit cycles copying the step's output tile
+    # out of the accumulators (output_path: vector), run before its epilogue.
+    evacuation_cycles: np.ndarray | None = None
 
     @property
     def steps(self) -> int:
         return int(self.load_bytes.shape[0])
 
+    def vector_work(self) -> np.ndarray:
+        """Vector-unit cycles after each step: evacuation plus fused epilogue."""
+        if self.evacuation_cycles is None:
+            return self.vector_cycles
+        return self.vector_cycles + self.evacuation_cycles
+
 
 def make_program(load_bytes, compute_cycles, vector_cycles=None, acquire=None,
                  release=None, store_bytes=None, reload_of=None, *, depth: int,
-                 slots: int, overhead_cycles: int = 0) -> TileProgram:
+                 slots: int, overhead_cycles: int = 0,
+                 evacuation_cycles=None) -> TileProgram:
     """Build a TileProgram from sequences, defaulting the optional arrays to zeros.
 
     Defaults: no vector work, no stores, no reloads, and release wherever store_bytes > 0.
@@ -105,6 +115,8 @@ def make_program(load_bytes, compute_cycles, vector_cycles=None, acquire=None,
         depth=int(depth),
         slots=int(slots),
         overhead_cycles=int(overhead_cycles),
+        evacuation_cycles=None if evacuation_cycles is None
+        else np.asarray(evacuation_cycles, dtype=np.int64),
     )
 
 
@@ -127,14 +139,16 @@ def validate_program(program: TileProgram, *, source: str = "tile program") -> N
         "release": program.release, "store_bytes": program.store_bytes,
         "reload_of": program.reload_of,
     }
+    if program.evacuation_cycles is not None:
+        arrays["evacuation_cycles"] = program.evacuation_cycles
     steps = program.steps
     if steps < 1:
         fail("load_bytes", "a program needs at least one step")
     for name, arr in arrays.items():
         if arr.ndim != 1 or arr.shape[0] != steps:
             fail(name, f"length {arr.shape} differs from load_bytes ({steps} steps)")
-    for name in ("load_bytes", "vector_cycles", "store_bytes"):
-        if (arrays[name] < 0).any():
+    for name in ("load_bytes", "vector_cycles", "store_bytes", "evacuation_cycles"):
+        if name in arrays and (arrays[name] < 0).any():
             fail(name, f"negative at step {int(np.argmax(arrays[name] < 0))}")
     if (program.compute_cycles < 1).any():
         fail("compute_cycles", f"below 1 at step {int(np.argmax(program.compute_cycles < 1))}")
@@ -203,7 +217,7 @@ def check_program(program, memory) -> None:
         return float(np.sum(array, dtype=np.float64))
 
     transferred = total(program.load_bytes) + total(program.store_bytes)
-    bound = (total(program.compute_cycles) + total(program.vector_cycles)
+    bound = (total(program.compute_cycles) + total(program.vector_work())
              + transferred / memory.bytes_per_cycle + steps * (2.0 * access + 4.0))
     if not bound < INT64_BOUND:
         raise AccsimError(f"cycles could reach {bound:.3g}, past int64 (2**62 allowed): "

@@ -14,7 +14,7 @@ from rich.table import Table
 from simulator.escape import csv_text
 from simulator.loader import dump_json
 from simulator.outputs import write_file
-from simulator.metrics import OperatorResult, Totals, dominant_bottleneck
+from simulator.metrics import OPTIONAL_TERMS, OperatorResult, Totals, dominant_bottleneck
 from simulator.results import CapacityRecord, LlmFigures, RunResultFile
 from simulator.simulate import RunResult, manifest
 
@@ -26,6 +26,8 @@ PERCENT_COLUMNS = [
     ("useful", "useful_fraction"), ("pad", "padding_fraction"),
     ("setup", "array_setup_fraction"), ("coll", "collective_fraction"),
 ]
+# Columns of terms a run may lack (DESIGN.md section 15), shown only where it has them.
+OPTIONAL_COLUMNS = [("evac", "evacuation_fraction"), ("inv", "invocation_fraction")]
 LEGEND = ("% of cycles. stall: memory stalls (fill + in + memory-caused out + store "
           "tail); ovh: per-operator dispatch overhead; fill / in / out / drain: "
           "compute-unit idle split; useful / pad / setup: array busy split into useful, "
@@ -33,23 +35,40 @@ LEGEND = ("% of cycles. stall: memory stalls (fill + in + memory-caused out + st
           "skew in the pipelined one; apart in --json and --csv); coll: chip-to-chip "
           "collectives (not overlapped with compute); MB: off-chip; refetch: off-chip / "
           "compulsory bytes; uJ: energy.")
+OPTIONAL_LEGEND = {"evacuation_fraction": " evac: vector unit copying output tiles out "
+                   "of the accumulators (output_path: vector; overlaps compute, what it "
+                   "delays shows in drain and out).",
+                   "invocation_fraction": " inv: the call's launch and host transfers "
+                   "(runtime.invocation_overhead_us, host_link)."}
+
+
+def percent_columns(result: RunResult) -> list[tuple[str, str]]:
+    """The percentage columns of this result: the shared ones and the optional terms
+    its workload has."""
+    d = result.total.derived(result.platform)
+    return PERCENT_COLUMNS + [(h, key) for h, key in OPTIONAL_COLUMNS if key in d]
+
+
+def legend(result: RunResult) -> str:
+    return LEGEND + "".join(OPTIONAL_LEGEND[key] for _, key in percent_columns(result)
+                            if key in OPTIONAL_LEGEND)
 
 
 def _figures(totals: Totals, result: RunResult) -> list[str]:
     d = totals.derived(result.platform)
     cells = [f"{totals.cycles:,}", f"{d['time_s'] * 1e6:,.1f}"]
-    cells += [f"{100 * d[key]:.1f}" for _, key in PERCENT_COLUMNS]
+    cells += [f"{100 * d.get(key, 0.0):.1f}" for _, key in percent_columns(result)]
     cells += [f"{totals.offchip_bytes / 1e6:,.2f}",
               f"{d['refetch_ratio']:.2f}" if totals.compulsory_bytes else "-",
               f"{d['energy_j'] * 1e6:,.1f}"]
     return cells
 
 
-def _table(title: str, first: list[str]) -> Table:
+def _table(title: str, first: list[str], result: RunResult) -> Table:
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for header in first:
         table.add_column(header, no_wrap=True)
-    for header in ["cycles", "us"] + [f"{h}%" for h, _ in PERCENT_COLUMNS] + \
+    for header in ["cycles", "us"] + [f"{h}%" for h, _ in percent_columns(result)] + \
             ["MB", "refetch", "uJ"]:
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("bottleneck", no_wrap=True)
@@ -65,7 +84,7 @@ def measured_s(result: RunResult) -> dict[str, float]:
 
 def operator_table(result: RunResult) -> Table:
     """One row per operator."""
-    table = _table("Operators", ["operator", "layer_type", "runs"])
+    table = _table("Operators", ["operator", "layer_type", "runs"], result)
     for op in result.operators:
         table.add_row(op.lowered.name, op.lowered.layer_type,
                       str(op.lowered.runs), *_figures(op.totals, result),
@@ -96,7 +115,7 @@ def measured_table(result: RunResult) -> Table:
 def layer_type_table(result: RunResult) -> Table:
     """One row per layer_type and one for the workload, with the dominant class."""
     table = _table("By layer_type (bottleneck: the class holding most cycles)",
-                   ["layer_type", "ops", "share%"])
+                   ["layer_type", "ops", "share%"], result)
     members = result.operators_by_layer_type
     whole = max(result.total.cycles, 1)
     for name, totals in result.by_layer_type.items():
@@ -166,7 +185,7 @@ def print_report(result: RunResult, console: Console) -> None:
         console.print(measured_table(result))
         console.print()
     console.print(layer_type_table(result))
-    console.print(LEGEND)
+    console.print(legend(result))
     console.print()
     for line in summary_lines(result):
         console.print(line)
@@ -254,13 +273,17 @@ CSV_FIELDS = ["name", "layer_type", "kind", "runs", "cycles", "time_s", "mfu_fra
 
 
 def write_csv(result: RunResult, path: str | Path) -> None:
-    """One row per operator with the CSV_FIELDS columns."""
+    """One row per operator with the CSV_FIELDS columns, and the optional terms'
+    cycles where the workload has them."""
+    total = result.total
+    fields = CSV_FIELDS[:-1] + [term for term in OPTIONAL_TERMS if getattr(total, term)] \
+        + CSV_FIELDS[-1:]
     rows = []
     for op in result.operators:
         record = _operator_record(op, result)
         rows.append({**record, **record["totals"], "mfu_fraction": record["totals"]["mfu"],
                      "bottleneck_class": op.verdict.bottleneck})
-    write_file(path, csv_text(CSV_FIELDS, rows, extrasaction="ignore"))
+    write_file(path, csv_text(fields, rows, extrasaction="ignore"))
 
 
 def _ratio(value: float, base: float) -> str:

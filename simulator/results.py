@@ -85,6 +85,8 @@ class TotalsRecord(Written):
     vector_busy_cycles: int
     vector_unit_busy_cycles: int
     collective_cycles: int
+    evacuation_cycles: int | None = None   # written only where non-zero
+    invocation_cycles: int | None = None   # (DESIGN.md section 15)
     collective_sent_bytes: float
     model_flops: int
     useful_array_cycles: float
@@ -127,6 +129,8 @@ class TotalsRecord(Written):
     offchip_busy_fraction: float
     vector_busy_fraction: float
     collective_fraction: float
+    evacuation_fraction: float | None = None   # written only where their cycles
+    invocation_fraction: float | None = None   # are non-zero
     energy_j: float
     average_power_w: float
     flops_per_joule: float

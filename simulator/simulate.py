@@ -19,6 +19,7 @@ from simulator.engines import choose_engine
 from simulator.engines.outcome import Breakdown
 from simulator.engines.runner import engine_runner
 from simulator.inputs import Inputs
+from simulator.invocation import invocation_cycles, invocation_totals
 from simulator.limits import MemoryBudget
 from simulator.loader import Source
 from simulator.mapping.plan import describe_mapping
@@ -37,6 +38,7 @@ class RunResult:
     engine: str
     engine_reason: str
     operators: list[OperatorResult]
+    invocation_cycles: int = 0   # one call's launch and host transfers (invocation.py)
 
     @property
     def platform(self) -> Platform:
@@ -62,8 +64,17 @@ class RunResult:
                 for name, ops in self.operators_by_layer_type.items()}
 
     @property
-    def total(self) -> Totals:
+    def operators_total(self) -> Totals:
+        """The operators' totals alone, without the call's cost."""
         return add_totals(r.totals for r in self.operators)
+
+    @property
+    def total(self) -> Totals:
+        """The operators' totals plus one call's (the invocation term), if any."""
+        if not self.invocation_cycles:
+            return self.operators_total
+        return add_totals([*(r.totals for r in self.operators),
+                           invocation_totals(self.invocation_cycles, self.platform)])
 
 
 def link_breakdown(cycles: int) -> Breakdown:
@@ -98,7 +109,8 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
         results.append(operator_result(op, run, inputs.platform, used))
     if progress:
         progress(len(lowered), len(lowered), "")
-    return RunResult(inputs, used, reason, results)
+    return RunResult(inputs, used, reason, results,
+                     invocation_cycles(inputs.workload, inputs.platform))
 
 
 def git_commit() -> str | None:

@@ -128,3 +128,23 @@ def service_cycles(nbytes: int, bytes_per_cycle: float) -> int:
 def input_stall(load_usable: int, start: int, prev_end: int) -> int:
     """Part of the compute gap before a step spent waiting for its load."""
     return max(0, min(load_usable, start) - prev_end)
+
+
+@njit(cache=True, inline="always")
+def evacuation_cycles(elements: int, elements_per_cycle: int, tile_cycles: int,
+                      transposed: int) -> int:
+    """Vector-unit cycles copying one output tile of `elements` out of the array's
+    accumulators (output_path: vector, DESIGN.md section 15): ceil(elements / rate) +
+    tile_cycles, plus ceil(transposed / rate) for a stationary tile transposed on the
+    way (0 elements when the platform does not transpose)."""
+    return (ceil_div(elements, elements_per_cycle) + tile_cycles
+            + ceil_div(transposed, elements_per_cycle))
+
+
+@njit(cache=True, inline="always")
+def host_transfer_cycles(nbytes: int, bytes_per_cycle: float, latency_cycles: int) -> int:
+    """Cycles of one host-link transfer of a call: latency + ceil(bytes / bandwidth);
+    0 when nothing moves."""
+    if nbytes <= 0:
+        return 0
+    return latency_cycles + int(math.ceil(nbytes / bytes_per_cycle))

@@ -323,6 +323,17 @@ class Workload(Strict):
     name: Name
     description: Text = ""
     operators: list[Operator] = Field(min_length=1)
+    resident: bool = Field(
+        default=False, description="the call's inputs and outputs stay on the device "
+        "between calls (no host-link transfer; DESIGN.md section 15)")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        # Absent when false, so workloads written before it existed dump as they did.
+        fields = handler(self)
+        if not fields.get("resident"):
+            fields.pop("resident", None)
+        return fields
 
     @field_validator("operators")
     @classmethod

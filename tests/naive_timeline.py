@@ -29,6 +29,8 @@ def naive_timeline(program: TileProgram, memory: MemoryParams) -> EngineOutcome:
     store_bytes = [int(b) for b in program.store_bytes]
     compute_cycles = [int(c) for c in program.compute_cycles]
     vector_cycles = [int(c) for c in program.vector_cycles]
+    evacuation = [0] * len(vector_cycles) if program.evacuation_cycles is None else \
+        [int(c) for c in program.evacuation_cycles]
     acquire = [bool(a) for a in program.acquire]
     release = [bool(r) for r in program.release]
     reload_of = [int(r) for r in program.reload_of]
@@ -140,7 +142,7 @@ def naive_timeline(program: TileProgram, memory: MemoryParams) -> EngineOutcome:
                 i = vector_end.index(None)
                 previous_done = i == 0 or happened(vector_end[i - 1], now)
                 if previous_done and happened(compute_end[i], now):
-                    vector_end[i] = now + vector_cycles[i]
+                    vector_end[i] = now + evacuation[i] + vector_cycles[i]
                     heapq.heappush(cycles_to_visit, vector_end[i])
                     something_fired = True
 
@@ -194,6 +196,7 @@ def naive_timeline(program: TileProgram, memory: MemoryParams) -> EngineOutcome:
         offchip_busy_cycles=offchip_busy,
         vector_busy_cycles=sum(vector_cycles),
         overhead_cycles=program.overhead_cycles,
+        evacuation_cycles=sum(evacuation),
     )
     times = StepTimes(
         load_request=np.array(load_request, dtype=np.int64),

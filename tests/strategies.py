@@ -6,7 +6,8 @@ at once), acquiring on a tile's first step and releasing on its last; or, in a s
 block, acquiring and releasing on every step, storing partial sums after each round but
 the last and reloading them on the tile's next visit (`reload_of`), as lowering does
 when the live tiles exceed the output slots. Every generated program is valid by
-construction, and some carry a dispatch overhead. Small integer ranges make loads and stores raised in
+construction, and some carry a dispatch overhead or evacuation cycles on their releasing
+steps (output_path: vector). Small integer ranges make loads and stores raised in
 the same cycle common.
 """
 
@@ -57,5 +58,10 @@ def tile_programs(draw, max_blocks: int = 6, max_live: int = 4, max_rounds: int 
     else:
         vector = [0] * steps
     overhead = draw(st.sampled_from([0, 0, 0, 1, 7, 300]))
+    evacuation = None
+    if draw(st.booleans()):
+        evacuation = [draw(st.sampled_from([0, 1, 5, 40, 300])) if rel else 0
+                      for rel in release]
     return make_program(load_bytes, compute, vector, acquire, release, store_bytes,
-                        reload_of, depth=depth, slots=slots, overhead_cycles=overhead)
+                        reload_of, depth=depth, slots=slots, overhead_cycles=overhead,
+                        evacuation_cycles=evacuation)

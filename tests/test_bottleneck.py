@@ -50,6 +50,11 @@ SYNTHETIC = {
                                         "link_bandwidth_gbps": 10.0,
                                         "link_latency_cycles": 10, "efficiency": 1.0,
                                         "pj_per_byte": 1.0})),
+    # Every 8x8 output tile (K=8: 22 array cycles) copied out of the accumulators at one
+    # element per cycle: 64 vector cycles per tile, the array waits on its slots.
+    "evacuation": (gemm("g", 64, 64, 8), dict(tk=8, **OS_8),
+                   dict(systolic_array={"output_path": "vector", "evacuation": {
+                       "elements_per_cycle": 1, "tile_cycles": 0}}, **FAST)),
     # 7 of 8 rows, K=24: useful 55%, array fill 36%, padding 8%, no stalls to speak of.
     "balanced": (gemm("g", 7, 64, 24), dict(tm=7, tn=8, tk=24, dataflow="os",
                                              loop_order="mnk"), FAST),

@@ -1,7 +1,8 @@
 """The fast kernel and the SimPy engine agree on every per-step time of programs the
 lowering emits (DESIGN.md section 5), over generated GEMMs on generated platforms:
 several arrays, both fold models, output buffers small enough that partial sums spill,
-fused epilogues and a dispatch overhead. The naive reference checks a share of them.
+fused epilogues, a dispatch overhead and an output path through the vector unit
+(evacuation cycles, with and without a transpose of the stationary operand). The naive reference checks a share of them.
 """
 
 from __future__ import annotations
@@ -31,11 +32,18 @@ def lowered_programs(draw):
     live = -(-m // tm) * -(-n // tn)
     slots = draw(st.integers(depth, max(depth, live + 1)))   # below live: it spills
     fuse = draw(st.booleans())
+    output = {}
+    if draw(st.booleans()):
+        output = {"output_path": "vector", "evacuation": {
+            "elements_per_cycle": draw(st.sampled_from([1, 3, 8, 64])),
+            "tile_cycles": draw(st.sampled_from([0, 2, 64])),
+            "transpose_stationary": draw(st.booleans())}}
     platform = make_platform(
         systolic_array={"rows": draw(st.sampled_from([2, 4, 8])),
                         "cols": draw(st.sampled_from([2, 4, 8])),
                         "count": draw(st.integers(1, 4)),
-                        "fold_model": draw(st.sampled_from(["pipelined", "scalesim"]))},
+                        "fold_model": draw(st.sampled_from(["pipelined", "scalesim"])),
+                        **output},
         buffers={"ifmap_bytes": 1 << 14, "weight_bytes": 1 << 14,
                  "output_bytes": slots * tm * tn * 4},
         offchip={"bandwidth_gbps": draw(st.sampled_from([0.5, 3.0, 16.0, 64.0])),
@@ -59,6 +67,7 @@ def test_fast_and_simpy_identical_on_lowered_programs(case, naive):
     program, memory, spills = case
     event(f"spills partial sums: {spills}")
     event(f"dispatch overhead: {program.overhead_cycles > 0}")
+    event(f"evacuation: {program.evacuation_cycles is not None}")
     fast = run_fast(program, memory, keep_steps=True)
     references = [run_des(program, memory, keep_steps=True)]
     if naive == 0:   # a tenth of the cases: the naive reference too (it is slow)

@@ -219,12 +219,13 @@ class ComputeUnit:
 
 
 class VectorUnit:
-    """Runs each step's fused epilogue, in order, after the step's compute ends."""
+    """Runs each step's evacuation (output_path: vector) then its fused epilogue, in
+    order, after the step's compute ends."""
 
     def __init__(self, env: simpy.Environment, program: TileProgram,
                  compute_ends: Milestones):
         self.env = env
-        self.cycles = program.vector_cycles.tolist()
+        self.cycles = program.vector_work().tolist()
         self.compute_ends = compute_ends
         self.ends = Milestones(env, program.steps)
         env.process(self.working())
@@ -376,4 +377,6 @@ def _account(program: TileProgram, times: StepTimes, offchip_busy: int) -> Break
         offchip_busy_cycles=offchip_busy,
         vector_busy_cycles=int(program.vector_cycles.sum()),
         overhead_cycles=program.overhead_cycles,
+        evacuation_cycles=0 if program.evacuation_cycles is None
+        else int(program.evacuation_cycles.sum()),
     )

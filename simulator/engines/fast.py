@@ -95,15 +95,18 @@ def _grow_fifo(fifo, head, tail):
 @njit(cache=True)
 def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_bytes,
             reload_of, reloaded, depth, slots, bytes_per_cycle, access_cycles, overhead,
-            reload_ring, keep):
+            reload_ring, keep, evacuation):
     """Replay a valid tile program; return (per-step times, breakdown totals, unfinished).
 
     Per-step times are a (10, S) int64 array in StepTimes field order when `keep`, else
-    (10, 0). Totals are a 12-entry int64 array in Breakdown field order. `unfinished`
+    (10, 0). Totals are a 13-entry int64 array in Breakdown field order (the 13th:
+    evacuation cycles). `unfinished`
     counts the steps whose compute never ran (0 unless the program deadlocks).
     reload_ring: a power of two above every reload's distance to its source step;
     reloaded[i]: a later step reloads step i's spill; None when nothing reloads, so that
     Numba compiles a second specialisation without any of the reload bookkeeping.
+    evacuation: per-step evacuation cycles run on the vector unit before the epilogue,
+    or None (output_path: direct; a specialisation without them).
     """
     n_steps = load_bytes.shape[0]
     out = np.empty((_N_STEP_FIELDS, n_steps if keep else 0), np.int64)
@@ -156,6 +159,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     stall_out_vector = 0
     offchip_busy = 0
     vector_busy = 0
+    evacuation_busy = 0
 
     while True:
         # 1. Resolve what is known: load requests whose compute (step - depth) has ended
@@ -215,6 +219,9 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                     stall_out_vector += gap - waited_load
             ve = max(end, prev_ve) + vector_cycles[i]
             vector_busy += vector_cycles[i]
+            if evacuation is not None:
+                ve += evacuation[i]
+                evacuation_busy += evacuation[i]
             rel_no = -1
             if release[i]:
                 rel_no = n_released
@@ -306,7 +313,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 out[_LOAD_USABLE, li] = served + access_cycles
             n_resolved = li + 1
 
-    totals = np.zeros(12, np.int64)
+    totals = np.zeros(13, np.int64)
     unfinished = n_steps - next_compute
     if unfinished == 0:
         total = max(last_complete, prev_ve)
@@ -324,6 +331,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
         totals[9] = offchip_busy
         totals[10] = vector_busy
         totals[11] = overhead
+        totals[12] = evacuation_busy
     return out, totals, unfinished
 
 
@@ -366,12 +374,14 @@ def run_fast(program: TileProgram, memory: MemoryParams, *,
         np.ascontiguousarray(program.reload_of, dtype=np.int64), reloaded,
         int(program.depth), int(program.slots), float(memory.bytes_per_cycle),
         int(memory.access_cycles), int(program.overhead_cycles), reload_ring,
-        bool(keep_steps),
+        bool(keep_steps), None if program.evacuation_cycles is None
+        else np.ascontiguousarray(program.evacuation_cycles, dtype=np.int64),
     )
     if unfinished:
         raise UnfinishedStepError(
             f"{unfinished} of {program.steps} steps never computed: the program "
             "deadlocked", file="tile program", field="acquire")
-    breakdown = Breakdown(*(int(v) for v in totals))
+    breakdown = Breakdown(*(int(v) for v in totals[:12]),
+                          evacuation_cycles=int(totals[12]))
     times = StepTimes(*steps) if keep_steps else None
     return EngineOutcome(breakdown=breakdown, steps=times)

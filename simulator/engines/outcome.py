@@ -38,7 +38,8 @@ class StepTimes:
 class Breakdown:
     """Where one run of an operator's cycles went (DESIGN.md section 3, accounting).
 
-    overhead + busy + fill + input_stall + output_stall + drain + collective == total,
+    overhead + busy + fill + input_stall + output_stall + drain + collective
+    + invocation == total,
     where drain = vector_tail + store_tail and output_stall_vector is the part of
     output_stall whose blocking store waited on the vector unit.
     """
@@ -56,9 +57,21 @@ class Breakdown:
     vector_busy_cycles: int      # sum of vector_cycles (fused epilogues)
     overhead_cycles: int = 0     # the program's dispatch overhead, before its cycle 0
     collective_cycles: int = 0   # a collective's time on the links (no tile program)
+    # Vector-unit cycles copying output tiles out of the accumulators (output_path:
+    # vector); they occupy the vector unit with the epilogues, so what they delay shows
+    # in vector_tail and output_stall_vector. Written only when non-zero.
+    evacuation_cycles: int = 0
+    # A workload call's launch and host transfers (runtime.invocation_overhead_us,
+    # host_link): a term of the total, written only when non-zero.
+    invocation_cycles: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {f.name: int(getattr(self, f.name)) for f in fields(self)}
+        return {f.name: int(getattr(self, f.name)) for f in fields(self)
+                if f.name not in OPTIONAL_TERMS or getattr(self, f.name)}
+
+
+# Breakdown fields written only when non-zero, so results without them are unchanged.
+OPTIONAL_TERMS = ("evacuation_cycles", "invocation_cycles")
 
 
 @dataclass(frozen=True)

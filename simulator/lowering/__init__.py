@@ -19,6 +19,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.lowering import steps as kernel
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
+from simulator.lowering.evacuation import evacuation_steps
 from simulator.mapping.footprint import (array_speed, buffer_fits, live_c_tiles,
                                          onchip_home, operand_bytes, operator_dtype,
                                          run_dtype, sparsity_mode, tensor_bytes,
@@ -198,9 +199,13 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         array.fold_model_code, a_table, b_load, b_sram,
         not onchip, True, not onchip, acc, out, a_slots, b_slots, spill, cpe, passes,
         platform.vector_unit.lanes, array_speed(op, platform))
+    evacuation = evacuation_steps(platform, g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
+                                  tuple(DIM_CODES[d] for d in order),
+                                  DATAFLOW_CODES[tiling.dataflow], release)
     program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
                           depth=depth, slots=c_slots,
-                          overhead_cycles=platform.runtime.op_overhead_cycles)
+                          overhead_cycles=platform.runtime.op_overhead_cycles,
+                          evacuation_cycles=evacuation)
     validate_program(program, source=f"lowering of {op.name}")
     counters = Counters(
         macs=g.m * g.n * g.k,

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from simulator.config import Platform
 from simulator.errors import AccsimError
+from simulator.invocation import invocation_cycles, invocation_totals
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
@@ -76,7 +77,7 @@ class OperatorCosts:
     def _simulate_operator(self, op) -> Cost:
         result = simulate(Inputs(self.platform, Workload(name="serving", operators=[op]),
                                  Mapping()))
-        total = result.total
+        total = result.operators_total  # the call's cost is charged once per batch
         return Cost(total.cycles * self._seconds_per_cycle, total.energy_pj * 1e-12)
 
     def workload(self, workload: Workload) -> Cost:
@@ -134,4 +135,15 @@ class PlainBatchCost:
         self.batch = lru_cache(maxsize=None)(self._batch)
 
     def _batch(self, size: int) -> Cost:
-        return self._costs.workload(batched_workload(self.workload, size, file=self.file))
+        """The batched workload's operators plus one call (invocation.py)."""
+        workload = batched_workload(self.workload, size, file=self.file)
+        return self._costs.workload(workload) + call_cost(
+            self.platform, invocation_cycles(workload, self.platform))
+
+
+def call_cost(platform: Platform, cycles: int) -> Cost:
+    """One call's launch and host transfers as a Cost (ZERO when it costs nothing)."""
+    if not cycles:
+        return ZERO
+    totals = invocation_totals(cycles, platform)
+    return Cost(cycles / (platform.clock_ghz * 1e9), totals.energy_pj * 1e-12)

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
-from simulator.serving.cost import ZERO, Cost, OperatorCosts, simulated_cost
+from simulator.invocation import call_cycles
+from simulator.serving.cost import ZERO, Cost, OperatorCosts, call_cost, simulated_cost
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.workload import Workload
 
@@ -72,6 +73,11 @@ class ModelFacts:
     name: str
     weight_bytes: int
     kv_bytes_per_token: int
+
+
+# Bytes of one token id: an iteration's call takes its new tokens' ids in and gives
+# one sampled id per request out (weights and KV cache stay on the device).
+TOKEN_ID_BYTES = 4
 
 
 class LlmCost:
@@ -162,7 +168,13 @@ class LlmCost:
             part = self.decode_attention(context)
             seconds += part.seconds
             energy += part.energy_j
-        return Cost(seconds, energy)
+        tokens = len(decode) + sum(new for new, _ in prefill)
+        return Cost(seconds, energy) + self._call(tokens, len(decode) + len(prefill))
+
+    def _call(self, tokens: int, requests: int) -> Cost:
+        """One iteration's call: launch, token ids in, sampled ids out."""
+        return call_cost(self.platform, call_cycles(self.platform, TOKEN_ID_BYTES * tokens,
+                                                    TOKEN_ID_BYTES * requests))
 
     def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]:
         """Each of `iterations` decode-only iterations, contexts growing by one per
@@ -195,7 +207,7 @@ class LlmCost:
                 slope_e[step] += b_e
                 slope_e[end] -= b_e
                 step = end
-        dense = self.dense(len(decode))
+        dense = self.dense(len(decode)) + self._call(len(decode), len(decode))
         run = []
         a_s = b_s = a_e = b_e = 0.0
         for step in range(iterations):

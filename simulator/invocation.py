@@ -1,0 +1,71 @@
+"""Per-call cost (DESIGN.md section 15): the launch and synchronisation of one call of
+a workload (runtime.invocation_overhead_us) and, over an optional host link, its inputs
+arriving and its outputs leaving unless the workload marks them resident.
+
+Charged once per workload run and once per serving iteration, never per operator, so
+it lives apart from the tile programs: a Totals of its own that the run adds to its
+operators' (the `invocation` term).
+"""
+
+from __future__ import annotations
+
+import math
+
+from simulator.config import Platform
+from simulator.energy import static_power_w
+from simulator.mapping.footprint import tensor_bytes
+from simulator.metrics import Totals
+from simulator.timing import host_transfer_cycles
+from simulator.workload import Workload, is_attention, is_collective
+
+
+def call_io_bytes(workload: Workload, platform: Platform) -> tuple[int, int]:
+    """(input, output) bytes of one call: the first operator's activations in and the
+    last one's out (weights and KV caches stay on the device); (0, 0) when the workload
+    is resident. A collective or attention at either end moves nothing over the link
+    there (its operands are already on the device: a previous operator's or the KV
+    cache), a simplification this model makes."""
+    if workload.resident:
+        return 0, 0
+    first, last = workload.operators[0], workload.operators[-1]
+
+    def on_device(op) -> bool:
+        return is_collective(op) or is_attention(op)
+
+    return (0 if on_device(first) else tensor_bytes(first, platform)[0],
+            0 if on_device(last) else tensor_bytes(last, platform)[1])
+
+
+def invocation_cycles(workload: Workload, platform: Platform) -> int:
+    """Cycles of one call of the workload (call_cycles of its call_io_bytes; no bytes
+    are counted without a host link)."""
+    if platform.runtime.host_link is None:
+        return call_cycles(platform, 0, 0)
+    return call_cycles(platform, *call_io_bytes(workload, platform))
+
+
+def call_cycles(platform: Platform, in_bytes: int, out_bytes: int) -> int:
+    """Cycles of one call moving these bytes: the launch overhead, then, over the host
+    link, the inputs in and the outputs out (each its latency + bytes / bandwidth);
+    0 by default (no overhead, no link)."""
+    runtime = platform.runtime
+    cycles_per_us = platform.clock_ghz * 1e3
+    cycles = int(math.ceil(runtime.invocation_overhead_us * cycles_per_us))
+    link = runtime.host_link
+    if link is not None:
+        bytes_per_cycle = link.bandwidth_gbps / platform.clock_ghz
+        latency = int(math.ceil(link.latency_us * cycles_per_us))
+        for nbytes in (in_bytes, out_bytes):
+            cycles += host_transfer_cycles(nbytes, bytes_per_cycle, latency)
+    return cycles
+
+
+def invocation_totals(cycles: int, platform: Platform) -> Totals:
+    """The call's time as a Totals: its cycles, all of them the invocation term, and
+    the chip's static energy over them (nothing else runs)."""
+    fields = {name: 0 for name in Totals.__dataclass_fields__
+              if name not in ("peak_dtype", "peak_rate")}
+    seconds = cycles / (platform.clock_ghz * 1e9)
+    return Totals(**{**fields, "cycles": cycles, "invocation_cycles": cycles,
+                     "collective_sent_bytes": 0.0,
+                     "energy_static_pj": static_power_w(platform) * seconds * 1e12})

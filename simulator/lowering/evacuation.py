@@ -1,0 +1,57 @@
+"""The array's output path (DESIGN.md section 15): with `output_path: vector`, every
+output tile leaving the accumulators is copied out by the vector unit, so lowering adds
+a per-step evacuation-cycles array to the tile program.
+
+Kept apart from the step kernel and the fused epilogue: it is a function of the loop
+nest and the releasing steps only, computed on whole arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.config import Platform
+from simulator.timing import IS, WS
+
+
+def step_tile_sizes(m: int, n: int, k: int, tm: int, tn: int, tk: int,
+                    order: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ms, ns, ks) of every step in loop order: `order` names the dims outermost
+    first (0 = m, 1 = n, 2 = k), the innermost running fastest, as lowering.steps."""
+    counts = [-(-m // tm), -(-n // tn), -(-k // tk)]
+    rest = np.arange(counts[0] * counts[1] * counts[2], dtype=np.int64)
+    index = [None, None, None]
+    for dim in reversed(order):
+        index[dim] = rest % counts[dim]
+        rest = rest // counts[dim]
+    return (np.minimum(tm, m - index[0] * tm), np.minimum(tn, n - index[1] * tn),
+            np.minimum(tk, k - index[2] * tk))
+
+
+def evacuation_steps(platform: Platform, m: int, n: int, k: int, tm: int, tn: int,
+                     tk: int, order: tuple[int, ...], dataflow: int,
+                     release: np.ndarray) -> np.ndarray | None:
+    """Vector-unit cycles per step copying the output tile out of the accumulators, on
+    every releasing step (a finished C tile or spilled partial sums: both leave the
+    accumulators); None on a direct output path. With transpose_stationary, the step's
+    stationary input tile (ws: its k x n weight tile, is: its m x k input tile; os keeps
+    the output stationary, nothing to transpose) passes through the vector unit too."""
+    array = platform.systolic_array
+    if array.output_path == "direct":
+        return None
+    evac = array.evacuation
+    ms, ns, ks = step_tile_sizes(m, n, k, tm, tn, tk, order)
+    transposed = np.zeros_like(ms)
+    if evac.transpose_stationary:
+        transposed = ks * ns if dataflow == WS else ms * ks if dataflow == IS else transposed
+    cycles = evacuation_array(ms * ns, transposed, evac.elements_per_cycle,
+                              evac.tile_cycles)
+    return np.where(release, cycles, 0).astype(np.int64)
+
+
+def evacuation_array(elements: np.ndarray, transposed: np.ndarray, rate: int,
+                     tile_cycles: int) -> np.ndarray:
+    """timing.evacuation_cycles on whole arrays, its integer arithmetic unchanged (a
+    test holds the two equal): a Python call per step would cost seconds on programs
+    of millions of steps."""
+    return -(-elements // rate) + tile_cycles + -(-transposed // rate)
