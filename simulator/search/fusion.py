@@ -48,9 +48,11 @@ def has_edges(workload: Workload) -> bool:
 
 def epilogue_candidates(workload: Workload) -> dict[int, tuple[EpilogueMember, ...]]:
     """For each GEMM or conv (by index), the chain of following vector operators that
-    could run as its epilogue before any capacity check: each the only consumer of the
-    previous one's output (with edges) or simply the next operator (adjacency), over at
-    most the producer's output elements, a whole divisor of them."""
+    could run as its epilogue before any capacity check: each reading the previous one
+    (with edges: and no intermediate read outside the group) or simply the next
+    operator (adjacency), repeated as often as the producer, over at most the
+    producer's output elements, a whole divisor of them. A binary member streams its
+    second operand in unless both its inputs are in the group."""
     ops = workload.operators
     edges = has_edges(workload)
     consumers: dict[str, list[str]] = {}
@@ -63,23 +65,26 @@ def epilogue_candidates(workload: Workload) -> dict[int, tuple[EpilogueMember, .
             continue
         g = op.gemm()
         out = g.m * g.n * g.instances
-        group, last, members = {op.name}, op, []
+        group, last, members = [op.name], op, []
         for member in ops[index + 1:]:
-            if not _epilogue_kind(member):
+            if not _epilogue_kind(member) or member.repeat != op.repeat:
                 break
             shape = member.vector()
             elements = shape.rows * shape.cols
             if elements > out or out % elements:
                 break
-            if edges and (last.name not in (member.inputs or ())
-                          or consumers.get(last.name) != [member.name]):
+            if edges and last.name not in (member.inputs or ()):
                 break
             binary = isinstance(member, Elementwise) and member.op in BINARY_OPS
-            outside = [name for name in member.inputs or () if name not in group]
-            streamed = binary and (bool(outside) if edges else True)
-            members.append(EpilogueMember(member, streamed))
-            group.add(member.name)
+            inside = sum(name in group for name in member.inputs or ())
+            members.append(EpilogueMember(member, binary and (inside < 2 or not edges)))
+            group.append(member.name)
             last = member
+        # An intermediate read outside the group must go off chip: end the chain before.
+        while edges and members and not all(
+                set(consumers.get(name, ())) <= set(group) for name in group[:-1]):
+            members.pop()
+            group.pop()
         if members:
             chains[index] = tuple(members)
     return chains
