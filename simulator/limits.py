@@ -28,7 +28,8 @@ from simulator.collectives import collective_cost
 from simulator.config import DTYPE_BYTES
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_bytes,
-                                         c_tile_bytes, operand_bytes)
+                                         c_tile_bytes, epilogue_tile_bytes,
+                                         operand_bytes)
 from simulator.program import INT64_BOUND
 from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
@@ -236,13 +237,15 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
         compute = ceil_div(sr, array.rows) * ceil_div(sc, array.cols) \
             * (t + 3 * array.rows + 2 * array.cols)
         epilogue = 0
-        if fused is not None:
-            shape = fused.vector()
-            epilogue = _vector_bound(tm * tn, vector.lanes,
-                                     getattr(costs, shape.cost_kind), shape.passes)
+        for member in fused or ():
+            shape = member.op.vector()
+            epilogue += _vector_bound(tm * tn, vector.lanes,
+                                      getattr(costs, shape.cost_kind), shape.passes)
         load = a_tile_bytes(op, tm, tk, e, "bound") + b_tile_bytes(op, platform, tk, tn) \
-            + c_tile_bytes(op, platform, tm, tn)
-        store = tm * tn * max(acc, out)
+            + c_tile_bytes(op, platform, tm, tn) \
+            + epilogue_tile_bytes(op, tuple(fused or ()), platform, tm, tn)
+        store = tm * tn * max(acc, out, *(operand_bytes(m.op, platform)[0]
+                                          for m in fused or ()))
     elif is_attention(op):
         # Per (query tile, key tile): QK^T and PV on the array, the softmax on the
         # vector unit; unfused runs them as separate steps (at most three per pair).
@@ -317,7 +320,7 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
     """Refuse, before anything is lowered, a run whose cycle or byte counts could pass
     int64 or whose programs would exceed the memory budget.
 
-    `resolved`: (operator, tiling, fused vector operator or None) triples
+    `resolved`: (operator, tiling, fused epilogue members) triples
     (simulator.search.resolve); collectives, which take no tiling, were bounded by
     check_inputs.
     """

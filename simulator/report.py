@@ -161,7 +161,25 @@ def summary_lines(result: RunResult) -> list[str]:
     ] + ([f"collectives {100 * d['collective_fraction']:.1f}% of cycles, not overlapped "
           f"with compute; {total.collective_sent_bytes / 1e6:,.2f} MB sent per chip, "
           f"ICI energy {total.energy_ici_pj / 1e9:,.3f} mJ per chip"]
-         if total.collective_cycles else []) + _measured_line(result)
+         if total.collective_cycles else []) + _fusion_lines(result) + _measured_line(result)
+
+
+def _fusion_lines(result: RunResult) -> list[str]:
+    """The fusion plan in a few lines: its groups with what they save, and every
+    member a capacity check gave back, with why."""
+    if not result.fusion:
+        return []
+    kept = [g for g in result.fusion if g.members]
+    how = "by adjacency (the workload names no inputs)" if result.fusion_adjacency \
+        else "along the workload's edges"
+    lines = [f"fusion: {len(kept)} epilogue groups {how}, saving "
+             f"{sum(g.offchip_bytes_saved for g in kept) / 1e6:,.2f} MB off-chip and "
+             f"{sum(g.cycles_saved for g in kept):,} cycles against unfused"]
+    lines += [f"  {g.producer} + {', '.join(g.members)}: {g.offchip_bytes_saved:,} B, "
+              f"{g.cycles_saved:,} cycles saved" for g in kept]
+    lines += [f"  {g.producer}: {name} not fused: {reason}"
+              for g in result.fusion for name, reason in g.dropped]
+    return lines
 
 
 def _measured_line(result: RunResult) -> list[str]:
@@ -225,6 +243,9 @@ def result_model(result: RunResult) -> RunResultFile:
     inputs give an equal model."""
     platform = result.platform
     members = result.operators_by_layer_type
+    fusion = {"fusion": {"by_adjacency": result.fusion_adjacency,
+                         "groups": [g.as_dict() for g in result.fusion]}} \
+        if result.fusion else {}
     return RunResultFile.model_validate({
         "manifest": manifest(result),
         "operators": [_operator_record(op, result) for op in result.operators],
@@ -233,6 +254,7 @@ def result_model(result: RunResult) -> RunResultFile:
                         for name, totals in result.by_layer_type.items()},
         "workload": {**result.total.as_dict(platform),
                      "bottleneck": dominant_bottleneck(result.operators)},
+        **fusion,
     })
 
 

@@ -251,6 +251,24 @@ class CapacityRecord(Written):
     capacity_bytes_per_chip: int | None
 
 
+class FusionGroupRecord(Written):
+    """One group of the fusion plan (fusion_plan.FusionGroup.as_dict)."""
+
+    producer: str
+    members: list[str]
+    dropped: list[dict[str, str]]
+    offchip_bytes_saved: int
+    cycles_saved: int
+
+
+class FusionRecord(Written):
+    """The fusion plan of a run (DESIGN.md section 15), written only when it has groups:
+    whether it followed adjacency (the workload names no inputs) and each group."""
+
+    by_adjacency: bool
+    groups: list[FusionGroupRecord]
+
+
 class RunResultFile(Written):
     """The file `accsim run --json` writes: manifest, operators, per-layer_type and
     workload totals; on a multi-chip system the `system` block, on an LLM run its
@@ -260,6 +278,7 @@ class RunResultFile(Written):
     operators: list[OperatorRecord]
     layer_types: dict[str, GroupTotals]
     workload: GroupTotals
+    fusion: FusionRecord | None = None
     system: SystemRecord | None = None
     llm: LlmFigures | None = None
     capacity: CapacityRecord | None = None

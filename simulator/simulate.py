@@ -25,7 +25,9 @@ from simulator.loader import Source
 from simulator.mapping.plan import describe_mapping
 from simulator.metrics import OperatorResult, Totals, add_totals, operator_result
 from simulator.program import memory_params
-from simulator.search.resolve import lower_workload
+from simulator.fusion_plan import FusionGroup, fusion_groups
+from simulator.lowering import lower_resolved
+from simulator.search.resolve import fusion_adjacency, resolve_checked
 
 Progress = Callable[[int, int, str], None]
 
@@ -39,6 +41,8 @@ class RunResult:
     engine_reason: str
     operators: list[OperatorResult]
     invocation_cycles: int = 0   # one call's launch and host transfers (invocation.py)
+    fusion: tuple[FusionGroup, ...] = ()   # the fusion plan's groups (DESIGN.md 15)
+    fusion_adjacency: bool = False         # planned by adjacency: the workload has no edges
 
     @property
     def platform(self) -> Platform:
@@ -93,12 +97,15 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
     def path(source: Source | None) -> str | None:
         return source.path if source else None
 
-    lowered = lower_workload(
+    resolved = resolve_checked(
         inputs.workload, inputs.mapping, inputs.platform,
         mapping_source=path(inputs.mapping_source),
         workload_source=path(inputs.workload_source),
         platform_source=path(inputs.platform_source),
         budget=budget or MemoryBudget.default(used))
+    lowered = lower_resolved([r[:3] for r in resolved], inputs.platform,
+                             mapping_source=path(inputs.mapping_source),
+                             workload_source=path(inputs.workload_source))
     memory = memory_params(inputs.platform)
     results = []
     for index, op in enumerate(lowered):
@@ -109,8 +116,13 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
         results.append(operator_result(op, run, inputs.platform, used))
     if progress:
         progress(len(lowered), len(lowered), "")
+    groups = fusion_groups(resolved, lowered, inputs.mapping, inputs.platform,
+                           lambda op: replay(op.program, memory).breakdown.total_cycles
+                           * op.instances)
+    adjacency = bool(groups) and fusion_adjacency(inputs.workload, inputs.mapping)
     return RunResult(inputs, used, reason, results,
-                     invocation_cycles(inputs.workload, inputs.platform))
+                     invocation_cycles(inputs.workload, inputs.platform), tuple(groups),
+                     adjacency)
 
 
 def git_commit() -> str | None:

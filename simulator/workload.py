@@ -74,13 +74,16 @@ class OperatorBase(Strict):
         default=None, ge=0, allow_inf_nan=False,
         description="seconds this operator took on real hardware, all repeats together "
         "(a profiler trace's); the report shows it beside the simulated time")
+    inputs: list[Name] | None = Field(
+        default=None, description="names of the earlier operators whose outputs this one "
+        "reads: the edges the fusion planner follows (DESIGN.md section 15)")
 
     @model_serializer(mode="wrap")
     def _leave_out_unmeasured(self, handler):
         # Absent rather than null, so workloads without measurements dump (and embed in
         # results) exactly as they did before the field existed.
         fields = handler(self)
-        for name in ("measured_s", "sparsity"):   # fields added later, absent when unset
+        for name in ("measured_s", "sparsity", "inputs"):  # added later, absent when unset
             if fields.get(name, 0) is None:
                 fields.pop(name)
         return fields
@@ -342,6 +345,10 @@ class Workload(Strict):
         for op in operators:
             if op.name in seen:
                 raise ValueError(f"operator name {op.name!r} appears twice")
+            for name in op.inputs or ():
+                if name not in seen:
+                    raise ValueError(f"operator {op.name!r}: inputs names {name!r}, which "
+                                     "is not an earlier operator")
             seen.add(op.name)
         return operators
 

@@ -25,13 +25,14 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
     llm, model_source = hf_command.run_step(args)
     if llm is None:
         return [load_inputs(arch, args.workload, args.mapping,
-                            heuristic_name=args.heuristic) for arch in args.arch], None
+                            heuristic_name=args.heuristic, fusion=args.fusion)
+                for arch in args.arch], None
     if args.workload is not None:
         raise AccsimError("--model replaces --workload", field="--model")
     every = []
     for arch in args.arch:
         base = load_inputs(arch, DEFAULT_WORKLOAD, args.mapping,
-                           heuristic_name=args.heuristic)
+                           heuristic_name=args.heuristic, fusion=args.fusion)
         every.append(Inputs(base.platform, llm.workload(), base.mapping,
                             base.platform_source, model_source, base.mapping_source))
     return every, llm

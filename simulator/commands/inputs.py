@@ -11,7 +11,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.loader import Source, load_model, locate, shipped_names
 from simulator.mapping.heuristics import heuristic
-from simulator.mapping.plan import Mapping, with_heuristic
+from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
 from simulator.inputs import Inputs
 from simulator.terminal import plain
 from simulator.workload import Workload
@@ -24,14 +24,15 @@ DEFAULT_WORKLOAD = "resnet50_b1"
 
 def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
                 validate: str | None = None, workload_format: str | None = None,
-                heuristic_name: str | None = None,
+                heuristic_name: str | None = None, fusion: str | None = None,
                 imported: tuple[Workload, Source] | None = None) -> Inputs:
     """Load the three inputs by shipped name or path. SCALE-Sim files are read unchanged:
     a `.cfg` platform, a `.csv` topology (conv or GEMM by its header, or as
     `workload_format` says); what they hold that accsim does not honour is printed.
     `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.frontends.scalesim).
     `heuristic_name` fills the fields the plan leaves open (default: the search).
-    `imported`: a workload already read by a frontend (`run --onnx`), used as is."""
+    `imported`: a workload already read by a frontend (`run --onnx`), used as is.
+    `fusion`: the fusion planner's mode (--fusion; None: the plan's, else the default)."""
     if heuristic_name is not None:
         if validate is not None:
             raise AccsimError("--validate scalesim makes its own plan (one tile per "
@@ -64,11 +65,12 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
     if validate is not None:
         return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
     if mapping is None:
-        return Inputs(platform, trace, with_heuristic(Mapping(), heuristic_name),
+        return Inputs(platform, trace,
+                      with_fusion(with_heuristic(Mapping(), heuristic_name), fusion),
                       platform_source, workload_source)
     plan, mapping_source = load_model(locate(mapping, "mapping"), Mapping)
-    return Inputs(platform, trace, with_heuristic(plan, heuristic_name), platform_source,
-                  workload_source, mapping_source)
+    return Inputs(platform, trace, with_fusion(with_heuristic(plan, heuristic_name), fusion),
+                  platform_source, workload_source, mapping_source)
 
 
 def locate_any(name: str, kind: str | None) -> str:

@@ -26,7 +26,7 @@ def handle(args: argparse.Namespace) -> int:
     for option in ("json", "write_plan"):
         if getattr(args, option):
             check_output_path(getattr(args, option), option, None)
-    inputs = load_inputs(args.arch, args.workload, args.mapping)
+    inputs = load_inputs(args.arch, args.workload, args.mapping, fusion=args.fusion)
     started = time.perf_counter()
     with progress.search("mapping") as report:
         result = map_workload(inputs, objective=args.objective, heuristics=args.heuristic,

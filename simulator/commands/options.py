@@ -10,6 +10,7 @@ from simulator.engines import ENGINE_CHOICES
 from simulator.limits import MemoryBudget, parse_size
 from simulator.loader import shipped_names
 from simulator.mapping.heuristics import load_plugin
+from simulator.mapping.plan import FUSION_MODES
 
 
 def add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
@@ -32,6 +33,11 @@ def add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
                         f"name ({', '.join(shipped_names('mapping'))}); default: every "
                         "operator's best tiling, searched by the mapper (deterministic, "
                         "once per distinct operator)")
+    parser.add_argument("--fusion", choices=FUSION_MODES, help="the fusion planner "
+                        "(DESIGN.md section 15): auto groups vector operators into their "
+                        "producer's epilogue as a compiler would; epilogue only what the "
+                        "plan's `fuse:` asks; none runs operator at a time (default: the "
+                        "plan's `fusion`, else the default mode)")
     if heuristic_option:
         parser.add_argument("--heuristic", metavar="NAME", help="fill what the plan "
                             "leaves open with this heuristic instead of the search (a "

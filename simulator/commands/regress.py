@@ -57,7 +57,7 @@ def handle(args: argparse.Namespace) -> int:
                 return refuse(exc)
             refused = exc
     inputs = load_inputs(args.arch, args.workload, args.mapping,
-                         heuristic_name=args.heuristic)
+                         heuristic_name=args.heuristic, fusion=args.fusion)
     result = simulate_shown(inputs, args.engine, budget(args))
     current = json.loads(json.dumps(result_dict(result)))
 

@@ -66,13 +66,14 @@ def _run_inputs(args: argparse.Namespace):
     if llm is None:
         return load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
                            workload_format=args.format, heuristic_name=args.heuristic,
+                           fusion=args.fusion,
                            imported=import_command.run_workload(args)), None
     if args.workload is not None or import_command.run_shortcut(args) or \
             args.validate or args.format:
         raise AccsimError("--model replaces --workload (and takes no --onnx, "
                           "--kineto, --validate or --format)", field="--model")
     base = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping,
-                       heuristic_name=args.heuristic)
+                       heuristic_name=args.heuristic, fusion=args.fusion)
     return Inputs(base.platform, llm.workload(), base.mapping, base.platform_source,
                   model_source, base.mapping_source), llm
 

@@ -20,11 +20,13 @@ from simulator.errors import AccsimError
 from simulator.lowering import steps as kernel
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
 from simulator.lowering.evacuation import evacuation_steps
-from simulator.mapping.footprint import (array_speed, buffer_fits, live_c_tiles,
-                                         onchip_home, operand_bytes, operator_dtype,
-                                         run_dtype, sparsity_mode, tensor_bytes,
-                                         vector_tile_split, weight_bytes)
-from simulator.mapping.plan import Tiling, fusion_error
+from simulator.mapping.footprint import (array_speed, buffer_fits, epilogue_store_bytes,
+                                         epilogue_table, live_c_tiles, onchip_home,
+                                         operand_bytes, operator_dtype, run_dtype,
+                                         sparsity_mode, tensor_bytes, vector_tile_split,
+                                         weight_bytes)
+from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
+from simulator.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
 from simulator.program import TileProgram, validate_program
 from simulator.timing import DATAFLOW_CODES, ceil_div
@@ -137,20 +139,22 @@ def check_dtypes(op, platform: Platform, workload_source: str | None) -> None:
                               field=f"operators.{op.name}.{name}")
 
 
-def _fused_epilogue(op, fuse: str, following, platform: Platform,
-                    source: str | None) -> tuple[int, int]:
-    """(cycles per element, passes) of the vector operator absorbed as an epilogue."""
+def _fused_epilogue(op, fuse: str, following, source: str | None) -> EpilogueMember:
+    """The vector operator a plan's `fuse` absorbs as the epilogue: a binary one
+    streams its second operand in with each C tile."""
     error = fusion_error(op, fuse, following)
     if error is not None:
         raise operator_error(op, error, source)
-    shape = following.vector()
-    return getattr(platform.vector_unit.cycles_per_element, shape.cost_kind), shape.passes
+    return EpilogueMember(following, getattr(following, "op", None) in BINARY_OPS)
 
 
 def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
+                  fused: tuple[EpilogueMember, ...] | None = None,
                   source: str | None = None,
                   workload_source: str | None = None) -> LoweredOperator:
-    """Lower a gemm or conv2d under a tiling; raise naming the numbers that overflow."""
+    """Lower a gemm or conv2d under a tiling; raise naming the numbers that overflow.
+    `fused`: the epilogue members (the planner's); without it a tiling's `fuse`
+    absorbs `following`."""
     g = op.gemm()
     array = platform.systolic_array
     for dim, tile, size in (("tm", tiling.tm, g.m), ("tn", tiling.tn, g.n),
@@ -183,22 +187,24 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     b_load = weight_bytes(op, platform, b_elements, offchip=True)
     b_sram = weight_bytes(op, platform, b_elements, offchip=False)
     precision = operator_precision(op, platform)
-    slots = checked_slots(op, buffer_fits(op, tiling, platform, a_bytes=int(a_table.max())),
-                        source)
+    if fused is None:
+        fused = () if tiling.fuse is None else \
+            (_fused_epilogue(op, tiling.fuse, following, source),)
+    slots = checked_slots(op, buffer_fits(op, tiling, platform, a_bytes=int(a_table.max()),
+                                          members=fused), source)
     a_slots, b_slots, c_slots = slots["ifmap"], slots["weight"], slots["output"]
     live = live_c_tiles(g.m, g.n, tiling)
     spill = c_slots < live
-    cpe, passes = (0, 0)
-    if tiling.fuse is not None:
-        cpe, passes = _fused_epilogue(op, tiling.fuse, following, platform, source)
+    epilogue = epilogue_table(op, fused, platform)
     (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
      ints) = kernel.gemm_steps(
         g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
         np.array([DIM_CODES[d] for d in order], dtype=np.int64),
         DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, array.count,
         array.fold_model_code, a_table, b_load, b_sram,
-        not onchip, True, not onchip, acc, out, a_slots, b_slots, spill, cpe, passes,
-        platform.vector_unit.lanes, array_speed(op, platform))
+        not onchip, True, not onchip, acc, epilogue_store_bytes(op, fused, platform),
+        a_slots, b_slots, spill, epilogue, platform.vector_unit.lanes,
+        array_speed(op, platform))
     evacuation = evacuation_steps(platform, g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
                                   tuple(DIM_CODES[d] for d in order),
                                   DATAFLOW_CODES[tiling.dataflow], release)
@@ -209,14 +215,14 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     validate_program(program, source=f"lowering of {op.name}")
     counters = Counters(
         macs=g.m * g.n * g.k,
-        vector_elements=int(g.m * g.n * passes) if passes else 0,
+        vector_elements=sum(m.op.vector().rows * m.op.vector().cols * m.op.vector().passes
+                            for m in fused) // g.instances,
         useful_array_cycles=float(floats[kernel.USEFUL]),
         padding_array_cycles=float(floats[kernel.PADDING]),
         fill_array_cycles=float(floats[kernel.ARRAY_FILL]),
         stationary_load_array_cycles=float(floats[kernel.STATIONARY_LOAD]),
         skew_array_cycles=float(floats[kernel.SKEW]),
-        offchip_read={"a": int(ints[kernel.A_OFFCHIP]), "b": int(ints[kernel.B_OFFCHIP]),
-                      "c": int(ints[kernel.C_RELOAD_OFFCHIP])},
+        offchip_read=_offchip_read(ints),
         offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
         compulsory={"a": 0 if onchip else a_elements * e,
                     "b": int(weight_bytes(op, platform, g.k * g.n, offchip=True)),
@@ -233,9 +239,19 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                             "weight": int(ints[kernel.B_SRAM_READ_ELEMS])},
         slots={"ifmap": a_slots, "weight": b_slots, "output": c_slots},
         live_c_tiles=live, spills=bool(spill))
+    names = "+".join(m.op.name for m in fused) or None
     return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", tiling, program,
-                           g.instances, op.repeat, onchip, tiling.fuse, counters,
+                           g.instances, op.repeat, onchip, names, counters,
                            precision=precision, speed=array_speed(op, platform))
+
+
+def _offchip_read(ints) -> dict[str, int]:
+    """Off-chip reads by operand; `epilogue` (streamed second operands) only when some."""
+    read = {"a": int(ints[kernel.A_OFFCHIP]), "b": int(ints[kernel.B_OFFCHIP]),
+            "c": int(ints[kernel.C_RELOAD_OFFCHIP])}
+    if ints[kernel.EPILOGUE_OFFCHIP]:
+        read["epilogue"] = int(ints[kernel.EPILOGUE_OFFCHIP])
+    return read
 
 
 def lower_vector(op, tiling: Tiling, platform: Platform, *,
@@ -323,14 +339,14 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
 
 def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None = None,
                    workload_source: str | None = None) -> list[LoweredOperator]:
-    """Lower resolved (operator, tiling, fused operator) triples in order (a
+    """Lower resolved (operator, tiling, fused epilogue members) triples in order (a
     collective takes no tiling: priced on the links)."""
     lowered: list[LoweredOperator] = []
     for op, tiling, fused in resolved:
         if is_collective(op):
             lowered.append(lower_collective(op, platform, workload_source=workload_source))
         elif is_compute(op):
-            lowered.append(lower_compute(op, tiling, platform, following=fused,
+            lowered.append(lower_compute(op, tiling, platform, fused=fused,
                                          source=mapping_source,
                                          workload_source=workload_source))
         elif is_attention(op):

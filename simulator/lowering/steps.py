@@ -15,7 +15,7 @@ USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
 # Indices of the integer counters returned by gemm_steps (bytes unless noted).
 (A_OFFCHIP, B_OFFCHIP, C_RELOAD_OFFCHIP, C_STORE_OFFCHIP, A_SRAM_WRITE, B_SRAM_WRITE,
  A_SRAM_READ_ELEMS, B_SRAM_READ_ELEMS, C_SRAM_WRITE, C_SRAM_READ, A_MISSES, B_MISSES,
- N_INT_COUNTERS) = range(13)
+ EPILOGUE_OFFCHIP, N_INT_COUNTERS) = range(14)
 
 
 @njit(cache=True)
@@ -63,14 +63,17 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
                a_tile_bytes: np.ndarray, b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray,
                a_offchip: bool, b_offchip: bool, c_offchip: bool,
                acc_bytes: int, out_bytes: int, a_slots: int, b_slots: int, spill: bool,
-               epilogue_cycles_per_elem: int, epilogue_passes: int, lanes: int,
-               speed: float):
+               epilogue: np.ndarray, lanes: int, speed: float):
     """Tile program of one GEMM instance.
 
     order: dims outermost first (0 = m, 1 = n, 2 = k). a_tile_bytes[mi, ki]: bytes an A
     tile moves into the ifmap buffer (its conv window, or m*k elements). spill: k is not
     innermost and the live C tiles exceed the output slots, so every step stores partial
-    sums and the next k step reloads them. epilogue_*: a fused vector operator's cost.
+    sums and the next k step reloads them. epilogue: one row per fused vector operator
+    (numerator, denominator of its elements over the C tile's, cycles per element times
+    passes, bytes per element of a second operand streamed in per C tile); the finished
+    tile stores out_bytes per element of the C tile (the last member's tensor, scaled by
+    the last row's fraction when there are members).
     count arrays of rows x cols share the step's folds; fold_model: timing's code;
     speed: the array's rate in the dtype run (times a sparsity speedup).
     """
@@ -165,10 +168,17 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
             release[s] = True
             if last_k:
                 ints[C_SRAM_READ] += partial
-                vector[s] = vector_cycles(ms * ns, lanes, epilogue_cycles_per_elem,
-                                          epilogue_passes)
+                done = ms * ns
+                for row in range(epilogue.shape[0]):
+                    share = done * epilogue[row, 0] // epilogue[row, 1]
+                    vector[s] += vector_cycles(share, lanes, epilogue[row, 2], 1)
+                    if c_offchip and epilogue[row, 3] > 0:
+                        load_bytes[s] += share * epilogue[row, 3]
+                        ints[EPILOGUE_OFFCHIP] += share * epilogue[row, 3]
+                    if row == epilogue.shape[0] - 1:
+                        done = share
                 if c_offchip:
-                    store_bytes[s] = ms * ns * out_bytes
+                    store_bytes[s] = done * out_bytes
             elif c_offchip:
                 store_bytes[s] = partial
             ints[C_STORE_OFFCHIP] += store_bytes[s]

@@ -8,6 +8,7 @@ and the search all call, so the rule is written once."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from simulator.formats import ceil_element_bytes, packed_bytes
 from simulator.sparsity import (BANDWIDTH_ONLY, DECOMPRESSED, STRUCTURED,
                                 default_metadata_bits, parse_pattern, structured_bytes,
                                 unstructured_bytes)
-from simulator.mapping.plan import DIMS, LOOP_ORDERS, Tiling
+from simulator.mapping.plan import DIMS, LOOP_ORDERS, EpilogueMember, Tiling
 from simulator.mapping.windows import window_table
 from simulator.timing import ceil_div
 from simulator.workload import Conv2d, is_attention, is_compute
@@ -260,11 +261,50 @@ class BufferFit:
                 " bytes")
 
 
+def epilogue_table(op, members: tuple[EpilogueMember, ...],
+                   platform: Platform) -> np.ndarray:
+    """The epilogue rows lowering.steps.gemm_steps takes, one per fused member:
+    (numerator, denominator) of its elements over op's output elements, its cycles per
+    element times passes, and the bytes per element of its streamed second operand."""
+    rows = np.zeros((len(members), 4), dtype=np.int64)
+    g = op.gemm()
+    out = g.m * g.n * g.instances
+    costs = platform.vector_unit.cycles_per_element
+    for index, member in enumerate(members):
+        shape = member.op.vector()
+        elements = shape.rows * shape.cols
+        common = gcd(elements, out)
+        rows[index] = (elements // common, out // common,
+                       getattr(costs, shape.cost_kind) * shape.passes,
+                       operand_bytes(member.op, platform)[0] if member.streamed else 0)
+    return rows
+
+
+def epilogue_tile_bytes(op, members: tuple[EpilogueMember, ...], platform: Platform,
+                        tm: int, tn: int) -> int:
+    """Bytes the streamed second operands of one full C tile take in the output buffer
+    beside it (they arrive with the tile's last k step)."""
+    table = epilogue_table(op, members, platform)
+    return int(sum(tm * tn * num // den * streamed for num, den, _, streamed in table))
+
+
+def epilogue_store_bytes(op, members: tuple[EpilogueMember, ...],
+                         platform: Platform) -> int:
+    """Bytes per element of the tensor a finished C tile stores: the output dtype's
+    without an epilogue, else the last member's (its elements are counted by gemm_steps
+    from the last row's fraction)."""
+    if not members:
+        return operand_bytes(op, platform)[2]
+    return operand_bytes(members[-1].op, platform)[0]
+
+
 def buffer_fits(op, tiling: Tiling, platform: Platform, *,
-                a_bytes: int | None = None) -> list[BufferFit]:
+                a_bytes: int | None = None,
+                members: tuple[EpilogueMember, ...] = ()) -> list[BufferFit]:
     """Each operand's largest tile, tile count and slots under a tiling whose tiles are
     no larger than the operator (`a_bytes`: A's largest tile where the caller has
-    counted it already)."""
+    counted it already; `members`: a fused epilogue whose streamed operands share the
+    output buffer with their C tile)."""
     buffers = platform.buffers
     e = operand_bytes(op, platform)[0]
     depth = tiling.depth
@@ -296,7 +336,8 @@ def buffer_fits(op, tiling: Tiling, platform: Platform, *,
                   buffers.ifmap_bytes, depth),
         BufferFit("B", "weight", f"tk {tk} x tn {tn}", b_tile_bytes(op, platform, tk, tn),
                   nk * nn, buffers.weight_bytes, depth),
-        BufferFit("C", "output", f"tm {tm} x tn {tn}", c_tile_bytes(op, platform, tm, tn),
+        BufferFit("C", "output", f"tm {tm} x tn {tn}", c_tile_bytes(op, platform, tm, tn)
+                  + epilogue_tile_bytes(op, members, platform, tm, tn),
                   nm * nn, buffers.output_bytes, depth),
     ]
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import permutations
 
-from pydantic import Field, field_validator
+from typing import Literal
+
+from pydantic import Field, field_validator, model_serializer
 
 from simulator.config import Dataflow, Name, Strict
 from simulator.errors import AccsimError
@@ -24,6 +26,7 @@ PLAN = "plan"
 DEFAULT_HEURISTIC = "array_aligned"  # the heuristic a fully set plan entry is built on
 DEFAULT_DEPTH = 2
 DIMS = "mnk"
+FUSION_MODES = ("none", "epilogue", "auto")
 
 
 class TilingSpec(Strict):
@@ -71,6 +74,17 @@ class Mapping(Strict):
     row_parallel: list[Name] = Field(
         default=[], description="GEMMs split by rows (K) under --tp, each followed by "
         "an all-reduce of its output; the others are column-parallel (N)")
+    fusion: Literal["none", "epilogue", "auto"] | None = Field(
+        default=None, description="the fusion planner's mode (DESIGN.md section 15); "
+        "unset: the default, or --fusion")
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset_fusion(self, handler):
+        # Absent rather than null, so plans dump as they did before the field existed.
+        fields = handler(self)
+        if fields.get("fusion", 0) is None:
+            fields.pop("fusion")
+        return fields
 
     @field_validator("row_parallel")
     @classmethod
@@ -79,6 +93,16 @@ class Mapping(Strict):
         if repeated:
             raise ValueError(f"names {', '.join(repeated)} more than once")
         return names
+
+
+@dataclass(frozen=True)
+class EpilogueMember:
+    """A vector operator run as a GEMM or conv's epilogue (DESIGN.md section 15):
+    `streamed`: it reads a second operand from off chip (a residual, a gate), loaded
+    with each finished C tile."""
+
+    op: object
+    streamed: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,6 +191,11 @@ def with_heuristic(mapping: Mapping, name: str | None) -> Mapping:
         return mapping
     return mapping.model_copy(update={
         "default": mapping.default.model_copy(update={"heuristic": name})})
+
+
+def with_fusion(mapping: Mapping, mode: str | None) -> Mapping:
+    """The plan under fusion `mode` (None: as it is; DESIGN.md section 15)."""
+    return mapping if mode is None else mapping.model_copy(update={"fusion": mode})
 
 
 def describe_mapping(mapping: Mapping, source: str | None = None) -> str:

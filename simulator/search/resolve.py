@@ -15,50 +15,64 @@ from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget, check_inputs, check_tilings
 from simulator.lowering import LoweredOperator, lower_resolved
 from simulator.mapping.heuristics import heuristic_tiling, spec_overrides
-from simulator.mapping.plan import (DEFAULT_HEURISTIC, SEARCH, Mapping, Tiling, TilingSpec,
-                                    check_mapping_names, fully_specified, fusion_error,
-                                    merged_spec)
+from simulator.mapping.plan import (DEFAULT_HEURISTIC, SEARCH, EpilogueMember, Mapping,
+                                    Tiling, TilingSpec, check_mapping_names,
+                                    fully_specified, fusion_error, merged_spec)
 from simulator.search.default import searched_tiling
-from simulator.workload import Workload, is_collective, is_compute
+from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
+                                     fitted_epilogue, fusion_mode, has_edges)
+from simulator.workload import BINARY_OPS, Workload, is_collective, is_compute
 
 
 class Placed(NamedTuple):
     """One operator as the plan places it. `spec`: its merged plan entry (None for a
     collective, which takes no tiling, or where the entry is wrong: `error`);
-    `following`: the next operator; `absorbed_by`: the operator whose `fuse` takes
-    this one as its epilogue (it does not run on its own)."""
+    `following`: the next operator; `absorbed_by`: the operator whose `fuse` (or the
+    fusion planner) takes this one as its epilogue; `members`: the epilogue the planner
+    proposes for this operator, before the capacity check of its tiling."""
 
     op: object
     spec: TilingSpec | None
     following: object
     absorbed_by: str | None = None
     error: str | None = None
+    members: tuple[EpilogueMember, ...] = ()
 
 
 def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
     """THE fused-operator walk: every operator in order with its merged plan entry;
     a compute operator whose entry sets `fuse` absorbs the operator of that name when
-    it comes next, which is then yielded with `absorbed_by` set."""
+    it comes next, which is then yielded with `absorbed_by` set. Under `auto` fusion
+    the planner's epilogue members are yielded absorbed too (with their own entry, in
+    case the capacity check of the producer's tiling gives them back)."""
     ops = workload.operators
-    absorber: tuple[str, str] | None = None   # (absorbed name, absorbing operator)
+    planned = epilogue_candidates(workload) if fusion_mode(mapping) == "auto" else {}
+    absorbed: dict[str, str] = {}   # absorbed name -> absorbing operator
     for index, op in enumerate(ops):
         following = ops[index + 1] if index + 1 < len(ops) else None
-        if absorber is not None and op.name == absorber[0]:
-            yield Placed(op, None, following, absorbed_by=absorber[1])
-            absorber = None
-            continue
-        absorber = None
+        owner = absorbed.pop(op.name, None)
+        if owner is None:
+            absorbed.clear()
         if is_collective(op):
             yield Placed(op, None, following)
             continue
         try:
             spec = merged_spec(mapping, op)
         except AccsimError as exc:
-            yield Placed(op, None, following, error=exc.rule)
+            yield Placed(op, None, following, absorbed_by=owner, error=exc.rule)
             continue
-        if is_compute(op) and spec.fuse is not None:
-            absorber = (spec.fuse, op.name)
-        yield Placed(op, spec, following)
+        if owner is not None:
+            yield Placed(op, spec, following, absorbed_by=owner)
+            continue
+        members: tuple[EpilogueMember, ...] = ()
+        if spec.fuse == NO_FUSION and is_compute(op):
+            spec = spec.model_copy(update={"fuse": None})
+        elif is_compute(op) and spec.fuse is not None:
+            absorbed[spec.fuse] = op.name
+        elif is_compute(op) and index in planned:
+            members = planned[index]
+            absorbed.update((m.op.name, op.name) for m in members)
+        yield Placed(op, spec, following, members=members)
 
 
 def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) -> Tiling:
@@ -76,25 +90,29 @@ def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) 
 
 
 class Resolved(NamedTuple):
-    """An operator ready to lower: its tiling (None for a collective) and the vector
-    operator its `fuse` absorbs (None when it absorbs none)."""
+    """An operator ready to lower: its tiling (None for a collective), the vector
+    operators it runs as its epilogue (empty when none), and the planner's members it
+    could not keep, with why."""
 
     op: object
     tiling: Tiling | None
-    fused: object = None
+    fused: tuple[EpilogueMember, ...] = ()
+    dropped: tuple[Dropped, ...] = ()
 
 
 def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
                      mapping_source: str | None = None) -> list[Resolved]:
     """Every operator that runs, resolved; a wrong plan entry or fusion is an error
-    naming the plan's file."""
+    naming the plan's file. A planner member its producer's tiling cannot keep runs
+    on its own."""
     def refused(op, rule: str, file: str | None = None) -> AccsimError:
         return AccsimError(rule, file=file or mapping_source, field=f"operators.{op.name}")
 
     resolved: list[Resolved] = []
+    kept: set[str] = set()
     for placed in placed_operators(workload, mapping):
         op = placed.op
-        if placed.absorbed_by is not None:
+        if placed.absorbed_by is not None and op.name in kept:
             continue
         if placed.error is not None:
             raise refused(op, placed.error)
@@ -106,13 +124,40 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
         except AccsimError as exc:  # the plan's fault: name its file
             raise AccsimError(exc.rule, file=exc.file or mapping_source,
                               field=exc.field) from None
-        fused = None
+        fused: tuple[EpilogueMember, ...] = ()
+        dropped: tuple[Dropped, ...] = ()
         if is_compute(op) and tiling.fuse is not None:
             error = fusion_error(op, tiling.fuse, placed.following)
             if error is not None:
                 raise refused(op, error)
-            fused = placed.following
-        resolved.append(Resolved(op, tiling, fused))
+            fused = (EpilogueMember(placed.following,
+                                    getattr(placed.following, "op", None) in BINARY_OPS),)
+        elif placed.members:
+            fused, dropped = fitted_epilogue(op, tiling, placed.members, platform)
+        kept.update(member.op.name for member in fused)
+        resolved.append(Resolved(op, tiling, fused, dropped))
+    return resolved
+
+
+def fusion_adjacency(workload: Workload, mapping: Mapping) -> bool:
+    """Whether the planner ran on adjacency (auto, and the workload names no inputs)."""
+    return fusion_mode(mapping) == "auto" and not has_edges(workload)
+
+
+def resolve_checked(workload: Workload, mapping: Mapping, platform: Platform, *,
+                    mapping_source: str | None = None,
+                    workload_source: str | None = None,
+                    platform_source: str | None = None,
+                    budget: MemoryBudget | None = None) -> list[Resolved]:
+    """Check and resolve every operator in order; every tiling is checked against the
+    limits (simulator.limits: int64 bounds, the memory `budget`) before any is
+    lowered."""
+    check_mapping_names(mapping, workload, file=mapping_source)
+    check_inputs(workload, platform, workload_source=workload_source,
+                 platform_source=platform_source)
+    resolved = resolve_workload(workload, mapping, platform, mapping_source=mapping_source)
+    check_tilings([r[:3] for r in resolved], platform, budget,
+                  mapping_source=mapping_source, platform_source=platform_source)
     return resolved
 
 
@@ -121,14 +166,10 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
                    workload_source: str | None = None,
                    platform_source: str | None = None,
                    budget: MemoryBudget | None = None) -> list[LoweredOperator]:
-    """Check, resolve and lower every operator in order (operators absorbed by `fuse`
-    are not emitted). Every tiling is resolved and checked against the limits
-    (simulator.limits: int64 bounds, the memory `budget`) before any is lowered."""
-    check_mapping_names(mapping, workload, file=mapping_source)
-    check_inputs(workload, platform, workload_source=workload_source,
-                 platform_source=platform_source)
-    resolved = resolve_workload(workload, mapping, platform, mapping_source=mapping_source)
-    check_tilings(resolved, platform, budget, mapping_source=mapping_source,
-                  platform_source=platform_source)
-    return lower_resolved(resolved, platform, mapping_source=mapping_source,
-                          workload_source=workload_source)
+    """Check, resolve and lower every operator in order (operators absorbed as an
+    epilogue are not emitted)."""
+    resolved = resolve_checked(workload, mapping, platform, mapping_source=mapping_source,
+                               workload_source=workload_source,
+                               platform_source=platform_source, budget=budget)
+    return lower_resolved([r[:3] for r in resolved], platform,
+                          mapping_source=mapping_source, workload_source=workload_source)

@@ -78,8 +78,11 @@ class _Builder:
         self.precision = precision
         self.ops: list[dict] = []
 
-    def add(self, name: str, layer_type: str, kind: str, repeat: int, **shape) -> None:
+    def add(self, name: str, layer_type: str, kind: str, repeat: int,
+            inputs: Sequence[str] = (), **shape) -> None:
         op = {"name": name, "layer_type": layer_type, "kind": kind, **shape}
+        if inputs:   # the edges the fusion planner follows (DESIGN.md section 15)
+            op["inputs"] = list(inputs)
         p = self.precision
         if p.dtype:
             op["dtype"] = p.dtype
@@ -92,61 +95,75 @@ class _Builder:
         self.ops.append(op)
 
     def gemm(self, name: str, layer_type: str, m: int, n: int, k: int, repeat: int,
-             batch: int = 1) -> None:
+             batch: int = 1, inputs: Sequence[str] = ()) -> None:
         shape = {"batch": batch} if batch > 1 else {}
-        self.add(name, layer_type, "gemm", repeat, **shape, m=m, n=n, k=k)
+        self.add(name, layer_type, "gemm", repeat, inputs, **shape, m=m, n=n, k=k)
 
 
 def _mlp(b: _Builder, cfg: ModelConfig, prefix: str, label: str, tokens: int,
-         width: int, repeat: int, experts: int = 1) -> None:
-    """gate+up (or up), activation, gate x up, down; `experts` batched instances."""
+         width: int, repeat: int, experts: int = 1) -> str:
+    """gate+up (or up), activation, gate x up, down; `experts` batched instances.
+    Returns the name of the down projection (the MLP's output)."""
     gated = cfg.family.gated_mlp
     b.gemm(f"{prefix}gate_up", f"{label}.gate_up" if experts == 1 else label, tokens,
-           (2 if gated else 1) * width, cfg.hidden, repeat, experts)
+           (2 if gated else 1) * width, cfg.hidden, repeat, experts,
+           inputs=["post_attention_norm"])
     act_label = f"{label}.act" if experts == 1 else label
-    b.add(f"{prefix}act", act_label, "elementwise", repeat,
+    b.add(f"{prefix}act", act_label, "elementwise", repeat, [f"{prefix}gate_up"],
           elements=experts * tokens * width, op="silu" if gated else "gelu")
-    if gated:
+    if gated:  # silu(gate) x up: the up half read from gate_up's output
         b.add(f"{prefix}gate_mul", act_label, "elementwise", repeat,
-              elements=experts * tokens * width, op="mul")
+              [f"{prefix}act", f"{prefix}gate_up"], elements=experts * tokens * width,
+              op="mul")
     b.gemm(f"{prefix}down", f"{label}.down" if experts == 1 else label, tokens,
-           cfg.hidden, width, repeat, experts)
+           cfg.hidden, width, repeat, experts,
+           inputs=[f"{prefix}gate_mul" if gated else f"{prefix}act"])
+    return f"{prefix}down"
 
 
-def _norm(b: _Builder, name: str, rows: int, cfg: ModelConfig, repeat: int) -> None:
-    b.add(name, "norm", "norm", repeat, rows=rows, cols=cfg.hidden)
+def _norm(b: _Builder, name: str, rows: int, cfg: ModelConfig, repeat: int,
+          inputs: Sequence[str] = ()) -> None:
+    b.add(name, "norm", "norm", repeat, inputs, rows=rows, cols=cfg.hidden)
 
 
 def _layers(b: _Builder, cfg: ModelConfig, tokens: int,
             attention: Sequence[AttentionShape]) -> None:
     """One decoder layer over `tokens`, each operator repeated over the layers."""
     n, d = cfg.layers, cfg.head_dim
+    # Edges (`inputs`) within the layer; the layer's input (the previous layer's
+    # residual, or the embeddings) is outside the list, so it is not named.
     _norm(b, "input_norm", tokens, cfg, n)
     b.gemm("qkv", "attention.qkv", tokens, (cfg.heads + 2 * cfg.kv_heads) * d,
-           cfg.hidden, n)
+           cfg.hidden, n, inputs=["input_norm"])
+    attn_inputs = ["qkv"]
     if cfg.family.rotary:  # x * cos + rotate(x) * sin on q and k, read with the table
-        b.add("rope", "rope", "elementwise", n,
+        b.add("rope", "rope", "elementwise", n, ["qkv"],
               elements=tokens * (cfg.heads + cfg.kv_heads) * d, op="mul")
+        attn_inputs = ["rope", "qkv"]
+    names = []
     for shape in attention:
         name = "attn" if len(attention) == 1 else f"attn_q{shape.q_len}_kv{shape.kv_len}"
-        b.add(name, "attention.core", "attention", n, batch=shape.batch,
+        names.append(name)
+        b.add(name, "attention.core", "attention", n, attn_inputs, batch=shape.batch,
               heads=cfg.heads, kv_heads=cfg.kv_heads, q_len=shape.q_len,
               kv_len=shape.kv_len, head_dim=d, causal=shape.causal)
-    b.gemm("o_proj", "attention.o", tokens, cfg.hidden, cfg.heads * d, n)
-    b.add("attn_residual", "residual", "elementwise", n, elements=tokens * cfg.hidden,
-          op="add")
-    _norm(b, "post_attention_norm", tokens, cfg, n)
+    b.gemm("o_proj", "attention.o", tokens, cfg.hidden, cfg.heads * d, n, inputs=names)
+    b.add("attn_residual", "residual", "elementwise", n, ["o_proj"],
+          elements=tokens * cfg.hidden, op="add")
+    _norm(b, "post_attention_norm", tokens, cfg, n, ["attn_residual"])
     if not cfg.moe:
-        _mlp(b, cfg, "mlp_", "mlp", tokens, cfg.intermediate, n)
+        outputs = [_mlp(b, cfg, "mlp_", "mlp", tokens, cfg.intermediate, n)]
     else:
-        b.gemm("router", "moe.router", tokens, cfg.experts, cfg.hidden, n)
+        b.gemm("router", "moe.router", tokens, cfg.experts, cfg.hidden, n,
+               inputs=["post_attention_norm"])
         busiest = busiest_expert_tokens(cfg, tokens, b.precision.imbalance)
-        _mlp(b, cfg, "experts_", "moe.experts", busiest, cfg.moe_intermediate, n,
-             experts_touched(cfg, tokens))
+        outputs = [_mlp(b, cfg, "experts_", "moe.experts", busiest, cfg.moe_intermediate,
+                        n, experts_touched(cfg, tokens))]
         if cfg.shared_intermediate:
-            _mlp(b, cfg, "shared_", "mlp", tokens, cfg.shared_intermediate, n)
-    b.add("mlp_residual", "residual", "elementwise", n, elements=tokens * cfg.hidden,
-          op="add")
+            outputs.append(_mlp(b, cfg, "shared_", "mlp", tokens, cfg.shared_intermediate,
+                                n))
+    b.add("mlp_residual", "residual", "elementwise", n, outputs,
+          elements=tokens * cfg.hidden, op="add")
 
 
 def _workload(cfg: ModelConfig, name: str, description: str, tokens: int,
@@ -157,8 +174,9 @@ def _workload(cfg: ModelConfig, name: str, description: str, tokens: int,
                           f"found {precision.imbalance!r}", field="imbalance")
     b = _Builder(precision)
     _layers(b, cfg, tokens, attention)
-    _norm(b, "final_norm", logits_rows, cfg, 1)
-    b.gemm("lm_head", "lm_head", logits_rows, cfg.vocab, cfg.hidden, 1)
+    _norm(b, "final_norm", logits_rows, cfg, 1, ["mlp_residual"])
+    b.gemm("lm_head", "lm_head", logits_rows, cfg.vocab, cfg.hidden, 1,
+           inputs=["final_norm"])
     raw = {"name": name, "description": description, "operators": b.ops}
     try:
         return Workload.model_validate(raw)

@@ -1,0 +1,127 @@
+"""The fusion planner (DESIGN.md section 15): which vector operators run as a GEMM or
+conv's epilogue, as a compiler would group them. It follows the workload's producer ->
+consumer edges (operators' `inputs`), or adjacency where the workload has none (the
+plan says so), and keeps a group only where the output buffer holds its streamed
+operands at the plan's depth, dropping members from the end with the reason recorded.
+
+Modes: `none` (operator at a time, DESIGN.md section 3, kept exactly), `epilogue`
+(only what a plan's `fuse:` asks) and `auto` (the planner; a plan's `fuse:` still wins
+for its operator and `fuse: none` forbids a group there)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.config import Platform
+from simulator.mapping.footprint import buffer_fits, live_c_tiles
+from simulator.mapping.plan import EpilogueMember, Mapping, Tiling
+from simulator.workload import BINARY_OPS, Elementwise, RowOperator, Workload, is_compute
+
+DEFAULT_FUSION = "none"
+# A plan entry's `fuse: none` forbids the planner to group that operator.
+NO_FUSION = "none"
+
+
+def fusion_mode(mapping: Mapping) -> str:
+    """The mode a plan runs under: its own `fusion`, else the default."""
+    return mapping.fusion or DEFAULT_FUSION
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """A member the planner found but could not keep, and why."""
+
+    name: str
+    reason: str
+
+
+def _epilogue_kind(op) -> bool:
+    """Elementwise (bias, scale, activation, gating, residual add) or a row norm."""
+    return isinstance(op, Elementwise) or (isinstance(op, RowOperator)
+                                           and op.kind == "norm")
+
+
+def has_edges(workload: Workload) -> bool:
+    """Whether any operator names its inputs (else the planner follows adjacency)."""
+    return any(op.inputs for op in workload.operators)
+
+
+def epilogue_candidates(workload: Workload) -> dict[int, tuple[EpilogueMember, ...]]:
+    """For each GEMM or conv (by index), the chain of following vector operators that
+    could run as its epilogue before any capacity check: each reading the previous one
+    (with edges: and no intermediate read outside the group) or simply the next
+    operator (adjacency), repeated as often as the producer, over at most the
+    producer's output elements, a whole divisor of them. A binary member streams its
+    second operand in unless both its inputs are in the group."""
+    ops = workload.operators
+    edges = has_edges(workload)
+    consumers: dict[str, list[str]] = {}
+    for op in ops:
+        for name in op.inputs or ():
+            consumers.setdefault(name, []).append(op.name)
+    chains: dict[int, tuple[EpilogueMember, ...]] = {}
+    for index, op in enumerate(ops):
+        if not is_compute(op):
+            continue
+        g = op.gemm()
+        out = g.m * g.n * g.instances
+        group, last, members = [op.name], op, []
+        for member in ops[index + 1:]:
+            if not _epilogue_kind(member) or member.repeat != op.repeat:
+                break
+            shape = member.vector()
+            elements = shape.rows * shape.cols
+            if elements > out or out % elements:
+                break
+            if edges and last.name not in (member.inputs or ()):
+                break
+            binary = isinstance(member, Elementwise) and member.op in BINARY_OPS
+            inside = sum(name in group for name in member.inputs or ())
+            members.append(EpilogueMember(member, binary and (inside < 2 or not edges)))
+            group.append(member.name)
+            last = member
+        # An intermediate read outside the group must go off chip: end the chain before.
+        while edges and members and not all(
+                set(consumers.get(name, ())) <= set(group) for name in group[:-1]):
+            members.pop()
+            group.pop()
+        if members:
+            chains[index] = tuple(members)
+    return chains
+
+
+def fitted_epilogue(op, tiling: Tiling, members: tuple[EpilogueMember, ...],
+                    platform: Platform) -> tuple[tuple[EpilogueMember, ...],
+                                                 tuple[Dropped, ...]]:
+    """The longest prefix of `members` the tiling can run: a norm needs whole rows in
+    one C tile; the C tile and its streamed operands must fit the output buffer at the
+    plan's depth without making the partial sums spill. The rest are dropped, each with
+    the reason."""
+    g = op.gemm()
+    unfused = buffer_fits(op, tiling, platform)[2]
+    live = live_c_tiles(g.m, g.n, tiling)
+    dropped: list[Dropped] = []
+    for keep in range(len(members), 0, -1):
+        reason = _refusal(op, tiling, members[:keep], platform, unfused.slots, live)
+        if reason is None:
+            break
+        dropped.insert(0, Dropped(members[keep - 1].op.name, reason))
+    return members[:len(members) - len(dropped)], tuple(dropped)
+
+
+def _refusal(op, tiling: Tiling, kept: tuple[EpilogueMember, ...], platform: Platform,
+             unfused_slots: int, live: int) -> str | None:
+    """Why the tiling cannot run `kept` as its epilogue (None: it can)."""
+    g = op.gemm()
+    for member in kept:
+        if isinstance(member.op, RowOperator) and (member.op.cols != g.n
+                                                   or tiling.tn < g.n):
+            return (f"norm rows of {member.op.cols} must lie whole in one C tile; "
+                    f"the tile has tn {tiling.tn} of N {g.n}")
+    fit = buffer_fits(op, tiling, platform, members=kept)[2]
+    spills = fit.slots < live <= unfused_slots
+    if fit.fits and not spills:
+        return None
+    return (f"output buffer {fit.capacity} bytes holds {fit.slots} C tiles with their "
+            f"streamed operands ({fit.tile_bytes} bytes each); needs "
+            f"{max(fit.depth, live if spills else 0)}")

@@ -1,0 +1,119 @@
+"""The fusion planner (DESIGN.md section 15): groups, bytes kept on chip, never slower
+than unfused, every capacity fallback listed, --fusion none unchanged."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from simulator.commands.inputs import load_inputs
+from simulator.frontends.hf.config import load_model_config as load_config
+from simulator.frontends.hf.workloads import prefill_workload
+from simulator.inputs import Inputs
+from simulator.mapping.plan import with_fusion
+from simulator.simulate import simulate
+from simulator.workload import Workload
+
+
+def _run(arch: str, workload, mode: str):
+    base = load_inputs(arch, "bert_base_s128", None)
+    if isinstance(workload, str):
+        base = load_inputs(arch, workload, None)
+        workload = base.workload
+    inputs = Inputs(base.platform, workload, with_fusion(base.mapping, mode),
+                    base.platform_source, base.workload_source)
+    return simulate(inputs, engine="fast")
+
+
+def _kept_on_chip(result) -> int:
+    """Bytes of the intermediates the groups keep on chip, counted from the tensors:
+    each intermediate is written once by its producer and read once by its consumer."""
+    ops = {op.name: op for op in result.inputs.workload.operators}
+    platform = result.platform
+    total = 0
+    for group in result.fusion:
+        producer = ops[group.producer]
+        g = producer.gemm()
+        out = platform.systolic_array.output_dtype
+        from_dtype = {"bf16": 2, "fp16": 2, "fp32": 4, "int8": 1, "int32": 4}
+        e_out = from_dtype[out]
+        chain = [producer] + [ops[name] for name in group.members]
+        for before, after in zip(chain, chain[1:]):
+            e_after = from_dtype[after.dtype or platform.systolic_array.input_dtypes[0]]
+            if before is producer:
+                elements = g.m * g.n * g.instances
+                total += elements * e_out * producer.repeat
+            else:
+                e_before = from_dtype[before.dtype or platform.systolic_array.input_dtypes[0]]
+                elements = before.vector().output_elements
+                total += elements * e_before * before.repeat
+            total += elements * e_after * after.repeat
+    return total
+
+
+@pytest.mark.parametrize("workload", ["bert_base_s128", "llama"])
+def test_auto_saves_exactly_the_intermediates(workload):
+    if workload == "llama":
+        workload = prefill_workload(load_config("llama_3_1_8b"), batch=1, seq=512)
+    none = _run("tpu_v5e_like", workload, "none")
+    auto = _run("tpu_v5e_like", workload, "auto")
+    assert auto.fusion and not none.fusion
+    saved = none.total.offchip_bytes - auto.total.offchip_bytes
+    assert saved == _kept_on_chip(auto) > 0
+    assert saved == sum(g.offchip_bytes_saved for g in auto.fusion)
+    assert all(g.cycles_saved >= 0 for g in auto.fusion)
+
+
+def test_llama_follows_edges_and_fuses_the_gated_mlp():
+    workload = prefill_workload(load_config("llama_3_1_8b"), batch=1, seq=512)
+    auto = _run("tpu_v5e_like", workload, "auto")
+    assert not auto.fusion_adjacency
+    groups = {g.producer: g.members for g in auto.fusion}
+    assert groups["mlp_gate_up"] == ("mlp_act", "mlp_gate_mul")
+    assert "rope" not in groups.get("qkv", ())   # V is read by attention from qkv
+
+
+def test_every_capacity_fallback_is_listed():
+    auto = _run("tpu_v5e_like", "bert_base_s128", "auto")
+    dropped = {name: reason for g in auto.fusion for name, reason in g.dropped}
+    assert set(dropped) == {"layer0_attn_norm", "layer0_mlp_norm"}
+    assert all("C tile" in reason for reason in dropped.values())
+    fused = {m for g in auto.fusion for m in g.members}
+    ran = {op.lowered.name for op in auto.operators}
+    assert set(dropped) <= ran and not fused & ran
+
+
+def test_epilogue_mode_fuses_only_what_the_plan_asks():
+    assert not _run("tpu_v5e_like", "bert_base_s128", "epilogue").fusion
+
+
+def _chain(ops: list[str], m: int, n: int, k: int) -> Workload:
+    operators = [{"name": "g", "layer_type": "fc", "kind": "gemm", "m": m, "n": n, "k": k}]
+    for index, op in enumerate(ops):
+        operators.append({"name": f"v{index}", "layer_type": "act", "kind": "elementwise",
+                          "elements": m * n, "op": op})
+    return Workload.model_validate({"name": "chain", "operators": operators})
+
+
+@settings(max_examples=12, deadline=None)
+@given(ops=st.lists(st.sampled_from(["add", "mul", "relu", "gelu", "silu"]), min_size=1,
+                    max_size=4),
+       m=st.integers(1, 300), n=st.integers(1, 300), k=st.integers(1, 300),
+       arch=st.sampled_from(["tpu_v5e_like", "tpu_v1"]))
+def test_a_fused_group_never_takes_more_cycles_than_unfused(ops, m, n, k, arch):
+    workload = _chain(ops, m, n, k)
+    none = _run(arch, workload, "none")
+    auto = _run(arch, workload, "auto")
+    assert auto.total.cycles <= none.total.cycles
+    assert auto.total.offchip_bytes <= none.total.offchip_bytes
+    for group in auto.fusion:
+        assert group.cycles_saved >= 0
+
+
+def test_inputs_must_name_earlier_operators():
+    with pytest.raises(Exception, match="not an earlier operator"):
+        Workload.model_validate({"name": "w", "operators": [
+            {"name": "a", "layer_type": "x", "kind": "elementwise", "elements": 4,
+             "op": "relu", "inputs": ["b"]},
+            {"name": "b", "layer_type": "x", "kind": "elementwise", "elements": 4,
+             "op": "relu"}]})
