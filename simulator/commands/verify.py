@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from simulator import progress
+from simulator.anchors import anchored
 from simulator.frontends import scalesim
 from simulator.commands.options import add_plugin
 from simulator.errors import AccsimError
@@ -34,6 +36,8 @@ def verify(path: str) -> Verification:
     recorded, _ = read_json(path)
     if isinstance(recorded, dict) and isinstance(recorded.get("packet"), dict):
         return verify_packet(path, recorded, verify_file=verify)
+    # the paths it records are relative to its folder, not to the working directory
+    recorded = anchored(recorded, Path(path).parent)
     if serving_kind(recorded):  # what `accsim serve --json` wrote
         return verify_serving(path, recorded)
     models = embedded_models(recorded, file=path)

@@ -11,7 +11,7 @@ import io
 import re
 
 from simulator.figure import pyplot
-from simulator.metrics import Totals
+from simulator.metrics import PEAK_FIELDS, Totals
 from simulator.plots import draw_breakdown
 from simulator.sweep.report import draw_front
 
@@ -68,7 +68,9 @@ def breakdown_figure(record, longest: int) -> dict:
     """Where each layer_type's cycles go, for one run, on an axis to `longest` cycles
     (the same for every run of the workload, so the platforms' figures compare)."""
     plt = pyplot()
-    fields = Totals.__dataclass_fields__
+    # The peak (PEAK_FIELDS) is not additive and a record need not hold it; the
+    # breakdown draws additive cycles only.
+    fields = [f for f in Totals.__dataclass_fields__ if f not in PEAK_FIELDS]
     groups = sorted(((name, Totals(**{f: getattr(totals, f) for f in fields}))
                      for name, totals in record.result.layer_types.items()),
                     key=lambda item: item[1].cycles)

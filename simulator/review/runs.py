@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import simulator
+from simulator.anchors import relocated
 from simulator.errors import AccsimError
 from simulator.loader import MAX_INPUT_BYTES, decode_text, parse_json
 from simulator.outputs import OutputFolder
@@ -160,6 +161,14 @@ def _cached(data: bytes | None, spec: RunSpec, file: str) -> bool:
     return same_version and embedded == spec.embedded() and plan == wanted
 
 
+def placed(data: bytes, out: OutputFolder) -> bytes:
+    """A result file's text as the packet's results folder holds it: the paths it
+    records relative to that folder (simulator.anchors), so the packet verifies from
+    any directory. The cache keeps them as given, as its keys do."""
+    content = relocated(json.loads(data), out.path / RESULTS_FOLDER)
+    return (json.dumps(content, indent=1) + "\n").encode()
+
+
 def default_cache_dir() -> Path:
     """$XDG_CACHE_HOME/accsim/results, else ~/.cache/accsim/results."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -183,7 +192,7 @@ def run_all(specs: list[RunSpec], out: OutputFolder, *, cache: OutputFolder | No
             data = spec.simulate(engine).encode()
             if cache is not None:
                 cache.write(entry, data)
-        out.write(target, data)
+        data = out.write(target, placed(data, out))
         records.append(RunRecord(spec, target, hashlib.sha256(data).hexdigest(),
                                  read_result(json.loads(data), RunResultFile,
                                              file=out.shown(target)), reused))

@@ -25,7 +25,7 @@ from simulator.errors import AccsimError
 from simulator.loader import MAX_INPUT_BYTES, decode_text, parse_json, read_bytes
 from simulator.outputs import OutputFolder
 from simulator.results import ServeResult, read_result
-from simulator.review.runs import RESULTS_FOLDER
+from simulator.review.runs import RESULTS_FOLDER, placed
 from simulator.review.study import Loaded, ResolvedStudy, Sla
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
@@ -160,7 +160,7 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
             if cache is not None:
                 cache.write(entry, data)
         target = f"{RESULTS_FOLDER}/{record.name}.json"
-        out.write(target, data)
+        data = out.write(target, placed(data, out))
         records.append(ServingRecord(platform.label, label, llm, target,
                                      hashlib.sha256(data).hexdigest(),
                                      read_result(json.loads(data), ServingResultFile,

@@ -1,6 +1,8 @@
 """`accsim verify DIR/packet.json`: a packet is verified file by file. The study file
 and every result and figure file must match the sha256 the packet recorded; then each
 operator-simulation result is verified as `accsim verify RESULT.json` verifies it
+(a relative path recorded in the packet or a result is relative to the file recording
+it, simulator.anchors, so a packet verifies from any directory)
 (the command passes its own check in, so review never imports the command layer),
 each serving result is served again from the spec it embeds and compared, environment
 fields aside, and the sweep's export has its front checked and each front point
@@ -16,6 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field
 
+from simulator.anchors import anchor, anchored
 from simulator.config import Strict
 from simulator.errors import AccsimError
 from simulator.loader import read_bytes, read_json, validate_model
@@ -82,6 +85,7 @@ def _file_change(kind: str, path: Path, sha256: str) -> str | None:
 
 def _serving_differences(path: Path) -> list[str]:
     content, source = read_json(path)
+    content = anchored(content, path.parent)
     recorded = validate_model(content, ServingResultFile, file=source.path)
     again = json.loads(json.dumps(rerun(recorded.model_dump(mode="json"))))
     found = []
@@ -97,7 +101,7 @@ def verify_packet(packet_path: str, packet: dict, *,
     checks one run result file as `accsim verify` does."""
     folder = Path(packet_path).parent
     index = validate_model(packet, PacketIndex, file=packet_path)
-    changed = [c for c in [_file_change("study", Path(index.study.path),
+    changed = [c for c in [_file_change("study", Path(anchor(index.study.path, folder)),
                                         index.study.sha256)] if c]
     found = []
     for entry in index.results:
@@ -111,6 +115,7 @@ def verify_packet(packet_path: str, packet: dict, *,
             continue
         if entry.kind == "sweep":
             content, source = read_json(folder / entry.path)
+            content = anchored(content, (folder / entry.path).parent)
             inputs, reran = rerun_differences(content, file=source.path)
             changed += [f"{entry.path}: {c}" for c in inputs]
             found += [f"{entry.path}: {d}" for d in reran]
