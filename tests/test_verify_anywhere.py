@@ -13,6 +13,7 @@ import pytest
 
 from simulator.cli import main
 from simulator.serving.verification import MAX_VERIFY_WORK
+from test_review import SERVING_STUDY, write_packet
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = ROOT / "experiments" / "studies"
@@ -118,3 +119,25 @@ def test_forged_huge_serving_result_in_a_packet_is_refused_fast(tmp_path, capsys
     assert main(["verify", str(folder / "packet.json")]) == 1
     assert time.perf_counter() - started < 1.0
     assert "--allow-long" in capsys.readouterr().err
+
+
+def test_forged_review_cache_entry_is_recomputed(tmp_path, capsys):
+    """A cache entry whose numbers were edited (its embedded inputs intact, so its key
+    still matches) differs from the digest written beside it: it is recomputed and no
+    forged number reaches the packet (issue 23 item 3)."""
+    study = tmp_path / "small.yaml"
+    study.write_text(SERVING_STUDY)
+    cache = tmp_path / "cache"
+    first = write_packet(study, tmp_path / "a", "--cache", str(cache))
+    entries = sorted(cache.glob("*.json"))
+    assert entries and all(Path(f"{p}.sha256").is_file() for p in entries)
+    for entry in entries:
+        text = entry.read_text()
+        key = '"throughput_rps": ' if entry.name.startswith("serving-") else '"cycles": '
+        at = text.index(key) + len(key)
+        entry.write_text(text[:at] + "7" + text[at:])  # a forged figure, valid JSON
+    capsys.readouterr()
+    assert write_packet(study, tmp_path / "b", "--cache", str(cache)) == first
+    assert "(0 reused" in capsys.readouterr().out
+    for result in (tmp_path / "a" / "results").iterdir():
+        assert result.read_bytes() == (tmp_path / "b" / "results" / result.name).read_bytes()
