@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from simulator.anchors import relocated
 from simulator.escape import csv_text
 from simulator.loader import dump_json
 from simulator.outputs import write_file
@@ -280,7 +281,8 @@ def result_dict(result: RunResult, **blocks: dict | None) -> dict:
 
 def write_json(result: RunResult, path: str | Path, **blocks: dict | None) -> None:
     """The full result (result_dict) as indented JSON."""
-    write_file(path, dump_json(result_dict(result, **blocks), indent=1) + "\n")
+    content = relocated(result_dict(result, **blocks), Path(path).parent)
+    write_file(path, dump_json(content, indent=1) + "\n")
 
 
 # Fractions are 0..1 and say so in their names (the tables print the same as percent).

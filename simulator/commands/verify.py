@@ -10,15 +10,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from simulator import progress
+from simulator.anchors import anchored
 from simulator.frontends import scalesim
 from simulator.commands.options import add_plugin
 from simulator.errors import AccsimError
 from simulator.frontends.hf.figures import simulated_figures
 from simulator.loader import dump_json, read_json
 from simulator.review.verification import verify_packet
-from simulator.serving.verification import serving_kind, verify_serving
+from simulator.serving.verification import (MAX_VERIFY_WORK, serving_kind,
+                                            verify_serving)
 from simulator.system.plan import SystemPlan
 from simulator.system.run import rerun_figures
 from simulator.system.shard import shard_plain
@@ -29,13 +32,16 @@ from simulator.verify import RunKind, Verification, embedded_models, read_input,
 SHOWN_DIFFERENCES = 20
 
 
-def verify(path: str) -> Verification:
-    """Check a result file of any kind accsim writes."""
+def verify(path: str, *, allow_long: bool = False) -> Verification:
+    """Check a result file of any kind accsim writes (a serving rerun over verify's
+    work bound refused unless `allow_long`)."""
     recorded, _ = read_json(path)
     if isinstance(recorded, dict) and isinstance(recorded.get("packet"), dict):
-        return verify_packet(path, recorded, verify_file=verify)
+        return verify_packet(path, recorded, verify_file=verify, allow_long=allow_long)
+    # the paths it records are relative to its folder, not to the working directory
+    recorded = anchored(recorded, Path(path).parent)
     if serving_kind(recorded):  # what `accsim serve --json` wrote
-        return verify_serving(path, recorded)
+        return verify_serving(path, recorded, allow_long=allow_long)
     models = embedded_models(recorded, file=path)
     return verify_run(path, recorded, models, run_kind(path, recorded, models))
 
@@ -109,7 +115,7 @@ def _shard_of(workload, system: dict, models: dict):
 
 def handle(args: argparse.Namespace) -> int:
     with progress.status(f"verifying {args.result} (rerunning its inputs)"):
-        outcome = verify(args.result)
+        outcome = verify(args.result, allow_long=args.allow_long)
     for change in outcome.changed_sources:
         print(f"changed input: {plain(change)}")
     if outcome.model_changed:
@@ -131,5 +137,9 @@ def add_arguments(verify_cmd: argparse.ArgumentParser) -> None:
     verify_cmd.add_argument("result")
     verify_cmd.add_argument("--all", action="store_true", help="list every difference "
                             f"(default: the first {SHOWN_DIFFERENCES} and a count)")
+    verify_cmd.add_argument("--allow-long", action="store_true", help="rerun a serving "
+                            "result however long it takes (default: refuse one over "
+                            f"{MAX_VERIFY_WORK:,} requests x tokens, 100x the shipped "
+                            "example)")
     add_plugin(verify_cmd)
     verify_cmd.set_defaults(handler=handle)

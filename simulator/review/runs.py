@@ -7,7 +7,12 @@ the `system` block.
 Results are reused by content hash: the key is the sha256 of the canonical inputs, their
 source files' hashes, the engine asked for and MODEL_VERSION, so a cached result is
 exactly what a rerun would write. A cache entry whose embedded inputs do not match its
-key (a damaged file) is recomputed, never trusted.
+key, or whose bytes do not match the digest written beside it (KEY.json.sha256), is
+recomputed, never trusted. What a cache can guarantee: an entry is used only for the
+inputs it was computed from, and damage or an edit of the entry alone (a forged number)
+is caught. What it cannot: someone able to write the cache can rewrite an entry and its
+digest together; `accsim verify` of the packet reruns every result and catches that,
+and `--no-cache` skips the cache.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import simulator
+from simulator.anchors import relocated
 from simulator.errors import AccsimError
 from simulator.loader import MAX_INPUT_BYTES, decode_text, parse_json
 from simulator.outputs import OutputFolder
@@ -160,6 +166,33 @@ def _cached(data: bytes | None, spec: RunSpec, file: str) -> bool:
     return same_version and embedded == spec.embedded() and plan == wanted
 
 
+def placed(data: bytes, out: OutputFolder) -> bytes:
+    """A result file's text as the packet's results folder holds it: the paths it
+    records relative to that folder (simulator.anchors), so the packet verifies from
+    any directory. The cache keeps them as given, as its keys do."""
+    content = relocated(json.loads(data), out.path / RESULTS_FOLDER)
+    return (json.dumps(content, indent=1) + "\n").encode()
+
+
+def cache_read(cache: OutputFolder | None, entry: str) -> bytes | None:
+    """A cache entry's bytes, or None when it is absent or differs from its digest."""
+    if cache is None:
+        return None
+    data = cache.read(entry, MAX_INPUT_BYTES)
+    digest = cache.read(f"{entry}.sha256", 128)
+    if data is None or digest is None or \
+            digest.strip() != hashlib.sha256(data).hexdigest().encode():
+        return None
+    return data
+
+
+def cache_write(cache: OutputFolder | None, entry: str, data: bytes) -> None:
+    """Write a cache entry and the digest of its bytes beside it."""
+    if cache is not None:
+        cache.write(entry, data)
+        cache.write(f"{entry}.sha256", hashlib.sha256(data).hexdigest() + "\n")
+
+
 def default_cache_dir() -> Path:
     """$XDG_CACHE_HOME/accsim/results, else ~/.cache/accsim/results."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -177,13 +210,12 @@ def run_all(specs: list[RunSpec], out: OutputFolder, *, cache: OutputFolder | No
             progress(index, len(specs), spec.name)
         target = f"{RESULTS_FOLDER}/{spec.name}.json"
         entry = f"{cache_key(spec, engine)}.json"
-        data = cache.read(entry, MAX_INPUT_BYTES) if cache is not None else None
+        data = cache_read(cache, entry)
         reused = _cached(data, spec, cache.shown(entry) if cache is not None else "")
         if not reused:
             data = spec.simulate(engine).encode()
-            if cache is not None:
-                cache.write(entry, data)
-        out.write(target, data)
+            cache_write(cache, entry, data)
+        data = out.write(target, placed(data, out))
         records.append(RunRecord(spec, target, hashlib.sha256(data).hexdigest(),
                                  read_result(json.loads(data), RunResultFile,
                                              file=out.shown(target)), reused))

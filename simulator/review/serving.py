@@ -22,10 +22,10 @@ from pydantic import Field, ValidationError
 import simulator
 from simulator.config import PosFloat, Strict
 from simulator.errors import AccsimError
-from simulator.loader import MAX_INPUT_BYTES, decode_text, parse_json, read_bytes
+from simulator.loader import decode_text, parse_json, read_bytes
 from simulator.outputs import OutputFolder
 from simulator.results import ServeResult, read_result
-from simulator.review.runs import RESULTS_FOLDER
+from simulator.review.runs import RESULTS_FOLDER, cache_read, cache_write, placed
 from simulator.review.study import Loaded, ResolvedStudy, Sla
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
@@ -147,7 +147,7 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
         spec = serve_spec(study, platform, path, llm=llm)
         sources = [platform.source.path] + ([path] if Path(path).is_file() else [])
         entry = f"serving-{_key(spec, rates, sources)}.json"
-        data = cache.read(entry, MAX_INPUT_BYTES) if cache is not None else None
+        data = cache_read(cache, entry)
         reused = _usable(data, spec, rates, cache.shown(entry) if cache else "")
         if not reused:
             try:
@@ -157,10 +157,9 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
                                              exc.message()))
                 continue
             data = (json.dumps(content, indent=1) + "\n").encode()
-            if cache is not None:
-                cache.write(entry, data)
+            cache_write(cache, entry, data)
         target = f"{RESULTS_FOLDER}/{record.name}.json"
-        out.write(target, data)
+        data = out.write(target, placed(data, out))
         records.append(ServingRecord(platform.label, label, llm, target,
                                      hashlib.sha256(data).hexdigest(),
                                      read_result(json.loads(data), ServingResultFile,

@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import Field
 
 import simulator
+from simulator.anchors import relocated
 from simulator.config import Platform, Strict
 from simulator.errors import AccsimError
 from simulator.loader import read_bytes, validate_model
@@ -170,7 +171,8 @@ def run_study_sweep(plan: Plan, out: OutputFolder, *, cache: OutputFolder | None
                                    progress)
     spec_sha = hashlib.sha256(read_bytes(plan.sweep.file)).hexdigest()
     target = f"{RESULTS_FOLDER}/sweep.{safe_name(plan)}.json"
-    data = out.write(target, json.dumps(export(plan, report, spec_sha), indent=1) + "\n")
+    content = relocated(export(plan, report, spec_sha), out.path / RESULTS_FOLDER)
+    data = out.write(target, json.dumps(content, indent=1) + "\n")
     return SweepRecord(target, hashlib.sha256(data).hexdigest(),
                        validate_model(json.loads(data), SweepExport, file=out.shown(target)),
                        summary,

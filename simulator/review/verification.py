@@ -1,6 +1,8 @@
 """`accsim verify DIR/packet.json`: a packet is verified file by file. The study file
 and every result and figure file must match the sha256 the packet recorded; then each
 operator-simulation result is verified as `accsim verify RESULT.json` verifies it
+(a relative path recorded in the packet or a result is relative to the file recording
+it, simulator.anchors, so a packet verifies from any directory)
 (the command passes its own check in, so review never imports the command layer),
 each serving result is served again from the spec it embeds and compared, environment
 fields aside, and the sweep's export has its front checked and each front point
@@ -16,11 +18,13 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field
 
+from simulator.anchors import anchor, anchored
 from simulator.config import Strict
 from simulator.errors import AccsimError
 from simulator.loader import read_bytes, read_json, validate_model
 from simulator.review.serving import ServingResultFile, rerun
 from simulator.review.sweep import rerun_differences
+from simulator.serving.verification import check_work
 from simulator.verify import Verification, comparable, differences
 
 
@@ -80,9 +84,12 @@ def _file_change(kind: str, path: Path, sha256: str) -> str | None:
     return None if now == sha256 else f"{kind}: {path} (sha256 changed since the packet)"
 
 
-def _serving_differences(path: Path) -> list[str]:
+def _serving_differences(path: Path, allow_long: bool) -> list[str]:
     content, source = read_json(path)
+    content = anchored(content, path.parent)
     recorded = validate_model(content, ServingResultFile, file=source.path)
+    check_work(recorded.serving.spec, loads=len(recorded.serving.rates_per_s),
+               file=source.path, field="serving.spec.requests", allow_long=allow_long)
     again = json.loads(json.dumps(rerun(recorded.model_dump(mode="json"))))
     found = []
     for index, (old, new) in enumerate(zip(content["points"], again["points"])):
@@ -92,12 +99,14 @@ def _serving_differences(path: Path) -> list[str]:
 
 
 def verify_packet(packet_path: str, packet: dict, *,
-                  verify_file: Callable[[str], Verification]) -> Verification:
+                  verify_file: Callable[[str], Verification],
+                  allow_long: bool = False) -> Verification:
     """Check a review packet's files and rerun every result it holds; `verify_file`
-    checks one run result file as `accsim verify` does."""
+    checks one run result file as `accsim verify` does; a serving result over
+    verify's work bound is refused unless `allow_long` (serving.verification)."""
     folder = Path(packet_path).parent
     index = validate_model(packet, PacketIndex, file=packet_path)
-    changed = [c for c in [_file_change("study", Path(index.study.path),
+    changed = [c for c in [_file_change("study", Path(anchor(index.study.path, folder)),
                                         index.study.sha256)] if c]
     found = []
     for entry in index.results:
@@ -107,10 +116,11 @@ def verify_packet(packet_path: str, packet: dict, *,
             continue
         if entry.kind == "serving":
             found += [f"{entry.path}: {d}"
-                      for d in _serving_differences(folder / entry.path)]
+                      for d in _serving_differences(folder / entry.path, allow_long)]
             continue
         if entry.kind == "sweep":
             content, source = read_json(folder / entry.path)
+            content = anchored(content, (folder / entry.path).parent)
             inputs, reran = rerun_differences(content, file=source.path)
             changed += [f"{entry.path}: {c}" for c in inputs]
             found += [f"{entry.path}: {d}" for d in reran]

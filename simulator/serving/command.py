@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from pydantic import ValidationError
 from rich.table import Table
 
 from simulator import progress
+from simulator.anchors import relocated
 from simulator.errors import AccsimError
 from simulator.terminal import console as report_console
 from simulator.loader import (dump_json, parse_model, read_source, shipped_names,
@@ -210,7 +212,7 @@ def _write(path: str | None, writer, *payload) -> None:
 
 
 def _write_json(payload: dict, path: str) -> None:
-    write_file(path, dump_json(payload, indent=1) + "\n")
+    write_file(path, dump_json(relocated(payload, Path(path).parent), indent=1) + "\n")
 
 
 def _write_distribution(times: RequestTimes, title: str, sla: dict[str, float],

@@ -8,12 +8,44 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 from simulator.errors import AccsimError
 from simulator.loader import dump_json, read_bytes, validate_model
 from simulator.serving.serve import prepare, serve
-from simulator.serving.spec import ServeSpec
+from simulator.serving.spec import DEFAULT_REQUESTS, ServeSpec
 from simulator.verify import Verification, comparable, differences, model_change
+
+# The work a rerun may take without --allow-long, in requests x tokens per request (a
+# plain request counts 1): 100x what `accsim serve` of the shipped LLM example takes
+# (DEFAULT_REQUESTS of 512 prompt + 128 output tokens: 640,000, a few seconds), so any
+# result a person served interactively reruns, while a forged one within serve's own
+# limits (1,000,000 requests of 16M tokens) is refused before any work.
+WORK_PER_SERVE = DEFAULT_REQUESTS * (512 + 128)
+MAX_VERIFY_WORK = 100 * WORK_PER_SERVE
+
+
+def check_work(spec: ServeSpec, *, loads: int = 1, file: str, field: str,
+               allow_long: bool) -> None:
+    """Refuse, before serving anything, a rerun whose recorded size exceeds the budget
+    (MAX_VERIFY_WORK) unless allowed: requests (as recorded, or rate x duration) x
+    (prompt + output tokens for an LLM) x the loads served."""
+    resolved = spec.resolved()
+    if resolved.requests is not None:
+        requests = resolved.requests
+    elif resolved.duration_s is not None and resolved.rate is not None:
+        requests = math.ceil(resolved.rate * resolved.duration_s)
+    else:
+        return  # a trace: its length is bounded by the trace file's size
+    per_request = resolved.prompt_tokens + resolved.output_tokens if resolved.llm else 1
+    work = requests * per_request * loads
+    if work > MAX_VERIFY_WORK and not allow_long:
+        raise AccsimError(f"rerunning it would serve {requests:,} requests x "
+                          f"{per_request:,} tokens x {loads} loads = {work:,}, over "
+                          f"verify's bound of {MAX_VERIFY_WORK:,} (100x the shipped "
+                          "example); give --allow-long to rerun it anyway",
+                          file=file, field=field)
+
 
 # A top-level key that only this kind of `serve --json` output has -> the command.
 UNVERIFIABLE = {"curve": "accsim serve --sweep-rate", "max_rate_rps":
@@ -68,8 +100,10 @@ def _changed(kind: str, entry: dict) -> str | None:
         f"{kind}: {entry['path']} (sha256 changed since the run)"
 
 
-def verify_serving(file: str, recorded: dict) -> Verification:
-    """Check a serve result's files and serve its recorded spec again."""
+def verify_serving(file: str, recorded: dict, *, allow_long: bool = False
+                   ) -> Verification:
+    """Check a serve result's files and serve its recorded spec again (within the
+    work bound unless `allow_long`)."""
     kind = serving_kind(recorded)
     if kind != "accsim serve":
         raise AccsimError(f"an `{kind}` result: it records no serving spec, so it cannot "
@@ -84,6 +118,8 @@ def verify_serving(file: str, recorded: dict) -> Verification:
         raise AccsimError(exc.rule, file=file,
                           field=f"manifest.serving.spec.{exc.field or ''}".rstrip(".")
                           ) from None
+    check_work(spec, file=file, field="manifest.serving.spec.requests",
+               allow_long=allow_long)
     changed = [c for kind, entry in _recorded_files(manifest, serving, file)
                if (c := _changed(kind, entry))]
     model_changed = model_change(manifest, "serve again")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
+from simulator.anchors import relocated
 from simulator.energy import static_power_w
 from simulator.outputs import write_file
 from simulator.report import result_dict
@@ -193,4 +194,5 @@ def system_dict(run: SystemRun, llm: dict | None = None) -> dict:
 
 
 def write_system_json(run: SystemRun, path: str | Path, llm: dict | None = None) -> None:
-    write_file(path, json.dumps(system_dict(run, llm), indent=1) + "\n")
+    content = relocated(system_dict(run, llm), Path(path).parent)
+    write_file(path, json.dumps(content, indent=1) + "\n")
