@@ -16,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from simulator.config import DTYPE_BYTES, Platform
+from simulator.config import Platform
 from simulator.errors import AccsimError
+from simulator.formats import packed_bytes
 from simulator.system.plan import (MAX_SEARCH_CHIPS, ModelLimits, SystemPlan,
                                    candidate_plans)
 from simulator.workload import Attention, Conv2d, Gemm, is_collective
@@ -52,18 +53,20 @@ def gb(count: int) -> str:
     return f"{count / 1e9:.2f} GB"
 
 
-def _bytes(dtype: str | None, default: int) -> int:
-    return DTYPE_BYTES[dtype] if dtype else default
+def _bytes(dtype: str | None, default: int, elements: int) -> int:
+    """Bytes of `elements` in `dtype`, packed (sub-byte and MX formats), else at the
+    platform's default bytes per element."""
+    return packed_bytes(dtype, elements) if dtype else elements * default
 
 
 def operator_weight_bytes(op, default_bytes: int) -> int:
     """One copy of a GEMM's B operand (every batch instance's) or a conv's kernel, at
     the operator's weight dtype: what the chip keeps in HBM for it."""
-    size = _bytes(getattr(op, "weight_dtype", None) or op.dtype, default_bytes)
+    dtype = getattr(op, "weight_dtype", None) or op.dtype
     if isinstance(op, Gemm):
-        return op.batch * op.k * op.n * size
+        return _bytes(dtype, default_bytes, op.batch * op.k * op.n)
     if isinstance(op, Conv2d):
-        return op.kh * op.kw * op.cin // op.groups * op.cout * size
+        return _bytes(dtype, default_bytes, op.kh * op.kw * op.cin // op.groups * op.cout)
     return 0
 
 
@@ -71,8 +74,8 @@ def operator_kv_bytes(op, default_bytes: int) -> int:
     """One copy of the K and V an attention operator reads (its KV cache)."""
     if not isinstance(op, Attention):
         return 0
-    size = _bytes(op.kv_dtype or op.dtype, default_bytes)
-    return 2 * op.batch * op.kv_heads * op.kv_len * op.head_dim * size
+    return _bytes(op.kv_dtype or op.dtype, default_bytes,
+                  2 * op.batch * op.kv_heads * op.kv_len * op.head_dim)
 
 
 def operator_output_bytes(op, size: int) -> int:
