@@ -16,7 +16,8 @@ from simulator.escape import csv_text
 from simulator.loader import dump_json
 from simulator.outputs import write_file
 from simulator.metrics import OPTIONAL_TERMS, OperatorResult, Totals, dominant_bottleneck
-from simulator.results import CapacityRecord, LlmFigures, RunResultFile
+from simulator.results import (CapacityRecord, LlmFigures, PrecisionRecord,
+                               RunResultFile)
 from simulator.simulate import RunResult, manifest
 
 # (header, Totals-derived key, format) of the percentage columns shared by both tables.
@@ -261,13 +262,14 @@ def result_model(result: RunResult) -> RunResultFile:
 
 # The optional blocks a result may carry after its totals, in file order, each checked
 # against its model (a multi-chip `system` block is system.run's, read in part).
-OPTIONAL_BLOCKS = {"system": None, "llm": LlmFigures, "capacity": CapacityRecord}
+OPTIONAL_BLOCKS = {"system": None, "llm": LlmFigures, "capacity": CapacityRecord,
+                   "precision": PrecisionRecord}
 
 
 def result_dict(result: RunResult, **blocks: dict | None) -> dict:
     """The JSON document of the full result, dumped from its model (result_model), with
-    the optional blocks given (OPTIONAL_BLOCKS: system, llm, capacity) after it; a
-    block not given is not written, so a plain run's file stays as it was."""
+    the optional blocks given (OPTIONAL_BLOCKS: system, llm, capacity, precision)
+    after it; a block not given is not written, so a plain run's file stays as it was."""
     document = result_model(result).dump()
     for key, model in OPTIONAL_BLOCKS.items():
         block = blocks.pop(key, None)

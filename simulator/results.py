@@ -269,10 +269,43 @@ class FusionRecord(Written):
     groups: list[FusionGroupRecord]
 
 
+class FallbackRecord(Written):
+    """A format of a precision plan's chain passed over, and why."""
+
+    role: str
+    format: str
+    reason: str
+
+
+class PrecisionOperatorRecord(Written):
+    """What a precision plan made of one operator (precision.resolve): the formats per
+    role, sparsity, fallbacks, and the emulated GEMM's quality against fp32 (None where
+    nothing changed and no guardrail asked for it)."""
+
+    name: str
+    layer_type: str
+    formats: dict[str, str]
+    sparsity: str | float | None
+    fallbacks: list[FallbackRecord]
+    rel_error: float | None
+    sqnr_db: float | None   # None: also where the emulation is exact
+    tensors: str | None
+    guardrail: dict[str, float] | None
+
+
+class PrecisionRecord(Written):
+    """The `precision` block of a run given `--precision PLAN`."""
+
+    plan: str
+    file: str | None
+    operators: list[PrecisionOperatorRecord]
+
+
 class RunResultFile(Written):
     """The file `accsim run --json` writes: manifest, operators, per-layer_type and
     workload totals; on a multi-chip system the `system` block, on an LLM run its
-    model figures (`llm`), and with --ignore-capacity the `capacity` stamp."""
+    model figures (`llm`), with --ignore-capacity the `capacity` stamp, and with
+    --precision what the plan chose (`precision`)."""
 
     manifest: Manifest
     operators: list[OperatorRecord]
@@ -282,6 +315,7 @@ class RunResultFile(Written):
     system: SystemRecord | None = None
     llm: LlmFigures | None = None
     capacity: CapacityRecord | None = None
+    precision: PrecisionRecord | None = None
 
     def dump(self) -> dict:
         """The JSON document: keys in field order, aliases as written, optional keys

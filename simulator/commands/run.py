@@ -16,6 +16,7 @@ from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.limits import MemoryBudget
 from simulator.outputs import check_output_path, writing
+from simulator.precision import command as precision_command
 from simulator.search.operator import OBJECTIVES
 from simulator.search.workload import map_workload, read_map_json
 from simulator.plots import write_breakdown_plot
@@ -86,6 +87,7 @@ def handle(args: argparse.Namespace) -> int:
     memory = budget(args, trace=bool(args.trace))
     best = read_map_json(args.sheet_best) if args.sheet_best else None
     inputs, llm = _run_inputs(args)
+    inputs, precision = precision_command.applied(args, inputs, single_chip=plan.single_chip)
     if best is not None:
         check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
                             file=args.sheet_best)
@@ -105,6 +107,8 @@ def handle(args: argparse.Namespace) -> int:
         console.print(line)
     if fit.note():
         console.print(fit.note(), markup=False, highlight=False)
+    for line in precision.lines() if precision else []:
+        console.print(line, markup=False, highlight=False)
     if args.validate == "scalesim":
         console.print()
         console.print(scalesim.scalesim_table(result))
@@ -117,7 +121,8 @@ def handle(args: argparse.Namespace) -> int:
                 if writer is write_json and system is not None:
                     write_system_json(system, path, llm_record)
                 elif writer is write_json:
-                    write_json(result, path, llm=llm_record, capacity=fit.record())
+                    write_json(result, path, llm=llm_record, capacity=fit.record(),
+                               precision=precision.record() if precision else None)
                 else:
                     writer(result, path)
             print(f"wrote {path}")
@@ -163,4 +168,5 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
                      "(objective: cycles (default), energy or edp)")
     import_command.add_run_options(run)
     hf_command.add_run_arguments(run)
+    precision_command.add_arguments(run)
     run.set_defaults(handler=handle)

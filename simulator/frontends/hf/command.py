@@ -38,8 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> 
     parser.add_argument("--seq", type=int, help="prefill: prompt tokens per sequence")
     parser.add_argument("--context", type=int,
                         help="decode: tokens in each sequence's KV cache")
-    parser.add_argument("--dtype", choices=DTYPES,
-                        help="activations (default: the platform's)")
+    parser.add_argument("--dtype", "--act-dtype", choices=DTYPES, dest="dtype",
+                        help="activations (default: the platform's); a precision plan "
+                        "(run --precision) sets fallback chains per operator instead")
     parser.add_argument("--weight-dtype", choices=DTYPES,
                         help="weights, e.g. int8 beside bf16 activations (default: "
                         "--dtype)")

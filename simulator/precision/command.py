@@ -1,0 +1,36 @@
+"""`accsim run --precision PLAN.yaml`: the plan is read, applied to the run's workload
+before anything is simulated (precision.resolve), and what it chose is printed and
+written to the result's `precision` block."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from simulator.errors import AccsimError
+from simulator.inputs import Inputs
+from simulator.loader import load_model
+from simulator.precision.plan import PrecisionPlan
+from simulator.precision.resolve import AppliedPlan, apply_plan
+
+
+def add_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--precision", metavar="PLAN.yaml", help="a precision plan: per "
+                     "operator or layer_type, fallback chains of weight / activation / "
+                     "KV formats, sparsity and a guardrail on the emulated error; the "
+                     "chosen formats, every fallback and the emulated quality are "
+                     "printed and written to the JSON's precision block")
+
+
+def applied(args: argparse.Namespace, inputs: Inputs, *,
+            single_chip: bool) -> tuple[Inputs, AppliedPlan | None]:
+    """The inputs with the plan of --precision applied, and what it chose (None
+    without --precision)."""
+    if not args.precision:
+        return inputs, None
+    if not single_chip:
+        raise AccsimError("--precision applies to a single-chip run for now",
+                          field="--precision")
+    plan, source = load_model(args.precision, PrecisionPlan)
+    result = apply_plan(plan, inputs.workload, inputs.platform, file=source.path)
+    return replace(inputs, workload=result.workload), result
