@@ -374,16 +374,6 @@ class Platform(Strict):
         data.pop("provenance", None)  # no figure depends on it: results stay as they were
         return data
 
-    @model_validator(mode="after")
-    def _provenance_names_fields(self) -> Platform:
-        errors = self.provenance and provenance_errors(self.provenance,
-                                                       self.numeric_fields())
-        if errors:
-            raise ValidationError.from_exception_data("Platform", [InitErrorDetails(
-                type=PydanticCustomError("provenance", rule), loc=("provenance", path),
-                input=path) for path, rule in errors])
-        return self
-
     def numeric_fields(self) -> dict:
         """Every numeric value of the platform by dotted field path."""
         return numeric_leaves(self.model_dump(mode="json"))
@@ -403,6 +393,18 @@ class Platform(Strict):
                        if d not in self.area.pe_mm2]
             if missing:
                 raise ValueError(f"area.pe_mm2 lacks the array's input dtypes {missing}")
+        return self
+
+    @model_validator(mode="after")
+    def _provenance_names_fields(self) -> Platform:
+        # Last of the validators: a wrong field is named as such before the provenance
+        # entry that describes it.
+        errors = self.provenance and provenance_errors(self.provenance,
+                                                       self.numeric_fields())
+        if errors:
+            raise ValidationError.from_exception_data("Platform", [InitErrorDetails(
+                type=PydanticCustomError("provenance", rule), loc=("provenance", path),
+                input=path) for path, rule in errors])
         return self
 
     @property
