@@ -22,10 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
-from simulator.serving.cost import ZERO, Cost, OperatorCosts, simulated_cost
+from simulator.serving.cost import ZERO, Cost, CostRun, OperatorCosts, simulated_cost
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.workload import Workload
 
@@ -42,6 +44,14 @@ def grid_cell(value: int, bits: int) -> tuple[int, int]:
     shift = value.bit_length() - bits
     low = (value >> shift) << shift
     return (low, low) if low == value else (low, low + (1 << shift))
+
+
+def grid_cells(values: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """grid_cell of every value of an integer array."""
+    length = np.frexp(values.astype(np.float64))[1]  # bit length (values < 2^53)
+    shift = np.maximum(length - bits, 0)
+    low = (values >> shift) << shift
+    return low, np.where(low == values, low, low + (np.int64(1) << shift))
 
 
 def _between(low: Cost, high: Cost, fraction: float) -> Cost:
@@ -150,6 +160,23 @@ class LlmCost:
         high = at(n0, c1) if n1 == n0 else _between(at(n0, c1), at(n1, c1), across)
         return _between(low, high, (cached - c0) / (c1 - c0))
 
+    def _decode_points(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Seconds and energy of decode attention at each of `points` (grid points),
+        each distinct point looked up (or simulated) once."""
+        distinct, where = np.unique(points, return_inverse=True)
+        found = [self._decode_at(p) for p in distinct.tolist()]
+        seconds = np.array([c.seconds for c in found], dtype=np.float64)
+        energy = np.array([c.energy_j for c in found], dtype=np.float64)
+        return seconds[where], energy[where]
+
+    def _decode_parts(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """decode_attention of every context, as arrays (same arithmetic as _between)."""
+        low, high = grid_cells(contexts, self.bits)
+        s0, e0 = self._decode_points(low)
+        s1, e1 = self._decode_points(high)
+        fraction = (contexts - low) / np.where(high == low, 1, high - low)
+        return s0 + (s1 - s0) * fraction, e0 + (e1 - e0) * fraction
+
     def iteration(self, prefill: Sequence[tuple[int, int]],
                   decode: Sequence[int]) -> Cost:
         dense = self.dense(len(decode) + sum(new for new, _ in prefill))
@@ -158,54 +185,54 @@ class LlmCost:
             part = self.prefill_attention(new, cached)
             seconds += part.seconds
             energy += part.energy_j
-        for context in decode:
-            part = self.decode_attention(context)
-            seconds += part.seconds
-            energy += part.energy_j
+        if decode:  # added left to right, as one at a time
+            part_s, part_e = self._decode_parts(np.asarray(decode, dtype=np.int64))
+            seconds = float(np.add.accumulate(np.concatenate(([seconds], part_s)))[-1])
+            energy = float(np.add.accumulate(np.concatenate(([energy], part_e)))[-1])
         return Cost(seconds, energy)
 
-    def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]:
+    def decode_run(self, decode: Sequence[int], iterations: int) -> CostRun:
         """Each of `iterations` decode-only iterations, contexts growing by one per
         iteration. Between two grid points a request's attention cost is linear in its
         context, so each such stretch is added once, as a start value and a slope
-        (difference arrays over the run), rather than once per iteration."""
-        size = iterations + 1
-        base_s, slope_s, base_e, slope_e = ([0.0] * size for _ in range(4))
-        bits, at = self.bits, self._decode_at
-        for context in decode:
-            step = 0
-            while step < iterations:
-                low, high = grid_cell(context + step, bits)
-                if low == high:  # a grid point: this one iteration at its cost
-                    end, part = step + 1, at(low)
-                    a_s, a_e, b_s, b_e = part.seconds, part.energy_j, 0.0, 0.0
-                else:  # cost = f(low) + slope * (context + j - low) for j in the stretch
-                    end = min(high - context, iterations)
-                    f0, f1 = at(low), at(high)
-                    b_s = (f1.seconds - f0.seconds) / (high - low)
-                    b_e = (f1.energy_j - f0.energy_j) / (high - low)
-                    a_s = f0.seconds + b_s * (context - low)
-                    a_e = f0.energy_j + b_e * (context - low)
-                base_s[step] += a_s
-                base_s[end] -= a_s
-                slope_s[step] += b_s
-                slope_s[end] -= b_s
-                base_e[step] += a_e
-                base_e[end] -= a_e
-                slope_e[step] += b_e
-                slope_e[end] -= b_e
-                step = end
+        (difference arrays over the run), rather than once per iteration; every
+        request's stretches are found together, one stretch of each per round."""
+        contexts = np.asarray(decode, dtype=np.int64)
+        step = np.zeros(len(contexts), dtype=np.int64)
+        live = np.arange(len(contexts))
+        rounds = [tuple(np.zeros(0, dtype=t) for t in (np.int64,) * 3 + (np.float64,) * 4)]
+        while live.size:
+            context, start = contexts[live], step[live]
+            low, high = grid_cells(context + start, self.bits)
+            point = low == high  # a grid point: this one iteration at its cost
+            end = np.where(point, start + 1, np.minimum(high - context, iterations))
+            s0, e0 = self._decode_points(low)
+            s1, e1 = self._decode_points(high)
+            span = np.where(point, 1, high - low)
+            b_s = np.where(point, 0.0, (s1 - s0) / span)
+            b_e = np.where(point, 0.0, (e1 - e0) / span)
+            a_s = np.where(point, s0, s0 + b_s * (context - low))
+            a_e = np.where(point, e0, e0 + b_e * (context - low))
+            rounds.append((live, start, end, a_s, b_s, a_e, b_e))
+            step[live] = end
+            live = live[end < iterations]
+        owner, start, end, a_s, b_s, a_e, b_e = (np.concatenate(column)
+                                                 for column in zip(*rounds))
+        order = np.argsort(owner, kind="stable")  # request by request, stretch by stretch
+        at = np.empty(2 * len(order), dtype=np.int64)
+        at[0::2], at[1::2] = start[order], end[order]
+
+        def running(values: np.ndarray) -> np.ndarray:
+            change = np.zeros(iterations + 1)
+            signed = np.empty(2 * len(order))
+            signed[0::2], signed[1::2] = values[order], -values[order]
+            np.add.at(change, at, signed)  # in order, as the loop added them
+            return np.add.accumulate(change[:iterations])
+
         dense = self.dense(len(decode))
-        run = []
-        a_s = b_s = a_e = b_e = 0.0
-        for step in range(iterations):
-            a_s += base_s[step]
-            b_s += slope_s[step]
-            a_e += base_e[step]
-            b_e += slope_e[step]
-            run.append(Cost(dense.seconds + a_s + b_s * step,
-                            dense.energy_j + a_e + b_e * step))
-        return run
+        steps = np.arange(iterations)
+        return CostRun(dense.seconds + running(a_s) + running(b_s) * steps,
+                       dense.energy_j + running(a_e) + running(b_e) * steps)
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
         """The whole iteration simulated as one workload, nothing bucketed."""
