@@ -20,7 +20,7 @@ the bucketing error is measured against it on a sample of the run's iterations.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.serving.cost import ZERO, Cost, CostRun, OperatorCosts, simulated_cost
+from simulator.serving.cost_cache import CostCache, cache_key
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.workload import Workload
 
@@ -44,6 +45,10 @@ def grid_cell(value: int, bits: int) -> tuple[int, int]:
     shift = value.bit_length() - bits
     low = (value >> shift) << shift
     return (low, low) if low == value else (low, low + (1 << shift))
+
+
+def as_pairs(table: dict) -> dict:
+    return {key: (cost.seconds, cost.energy_j) for key, cost in table.items()}
 
 
 def grid_cells(values: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
@@ -88,7 +93,7 @@ class LlmCost:
     """TokenCost of one model on one platform (see the module docstring)."""
 
     def __init__(self, platform: Platform, config, *, dtype: str | None, bits: int,
-                 hf=None):
+                 hf=None, cache: CostCache | None = None):
         self.platform = platform
         self.config = config
         self.dtype = dtype
@@ -100,9 +105,40 @@ class LlmCost:
                                                   self._workload([(p, p)], ()))
         self._decode_own = per_request_positions(self._workload((), [p]),
                                                  self._workload((), [2 * p]))
-        self._dense: dict[int, Cost] = {}
-        self._prefill: dict[tuple[int, int], Cost] = {}
-        self._decode: dict[int, Cost] = {}
+        self.cache = cache or CostCache(None)
+        self.key = cache_key(self._identity())
+        stored = self.cache.load(self.key)
+        self._dense: dict[int, Cost] = {k: Cost(*v) for k, v in stored["dense"].items()}
+        self._prefill: dict[tuple[int, int], Cost] = {
+            k: Cost(*v) for k, v in stored["prefill"].items()}
+        self._decode: dict[int, Cost] = {k: Cost(*v) for k, v in stored["decode"].items()}
+        self._saved = self._sizes()
+
+    def _identity(self) -> dict:
+        """What the grid costs depend on: the cache key's content."""
+        config = self.config
+        config = asdict(config) if is_dataclass(config) else \
+            config.model_dump(mode="json") if hasattr(config, "model_dump") else repr(config)
+        p = PROBE_TOKENS
+        probes = [self._workload([(p, p)], ()), self._workload((), [p])]
+        frontend = getattr(self.hf, "plan", None)
+        return {"platform": self.platform.model_dump(mode="json"), "config": config,
+                "dtype": self.dtype,
+                "frontend": [getattr(self.hf, "__name__", type(self.hf).__qualname__),
+                             frontend.model_dump(mode="json") if frontend else None],
+                "probes": [w.model_dump(mode="json") for w in probes]}
+
+    def _sizes(self) -> tuple[int, int, int]:
+        return len(self._dense), len(self._prefill), len(self._decode)
+
+    def save(self) -> None:
+        """Write the grid points simulated since the last save to the cache."""
+        if self._sizes() == self._saved:
+            return
+        self.cache.store(self.key, {"dense": as_pairs(self._dense),
+                                    "prefill": as_pairs(self._prefill),
+                                    "decode": as_pairs(self._decode)})
+        self._saved = self._sizes()
 
     def _workload(self, prefill, decode) -> Workload:
         return self.hf.iteration_workload(self.config, prefill=list(prefill),
