@@ -66,7 +66,7 @@ def test_a_corrupt_entry_is_recomputed_and_rewritten(tmp_path):
 def test_a_linked_cost_cache_folder_is_refused_on_the_command_line(tmp_path, capsys):
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    code = main(["serve", "--model", "llama_3_1_8b", "--requests", "5", "--rate", "1",
+    code = main(["serve", "--model", "llama_3_1_8b", "--requests", "5", "--rate", "1", "--arch", "tpu_v5e_like",
                  "--cost-cache", str(tmp_path / "link")])
     assert code == 1
     assert "link" in capsys.readouterr().err
