@@ -4,3 +4,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cost_cache(tmp_path_factory):
+    """Serving's default cost cache ($XDG_CACHE_HOME) in a folder of this test session,
+    never the user's."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    yield
+    patch.undo()

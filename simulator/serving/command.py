@@ -18,6 +18,7 @@ from simulator.loader import (dump_json, parse_model, read_source, shipped_names
                               validation_error)
 from simulator.outputs import check_output_path, write_file, writing
 from simulator.serving.trace import shipped_traces
+from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import prepare, serve
@@ -89,6 +90,11 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--json", metavar="PATH", help="write the result (and manifest) as JSON")
     add("--plot", metavar="PATH", help="PNG: latency CDFs, or the curve with --sweep-rate")
     add("--csv", metavar="PATH", help="with --sweep-rate: write the curve as CSV")
+    cache = serve_cmd.add_mutually_exclusive_group()
+    cache.add_argument("--cost-cache", metavar="DIR", help="folder of cached LLM grid "
+                       "costs (default: $XDG_CACHE_HOME/accsim/serving-costs)")
+    cache.add_argument("--no-cost-cache", action="store_true", help="neither read nor "
+                       "write cached LLM grid costs")
     add_ignore_capacity(serve_cmd)
     serve_cmd.set_defaults(handler=handle)
 
@@ -223,11 +229,20 @@ def _write_distribution(times: RequestTimes, title: str, sla: dict[str, float],
     distribution_figure(series, path, title, sla)
 
 
+def _cost_cache(args: argparse.Namespace) -> CostCache:
+    if args.no_cost_cache:
+        return CostCache(None)
+    if args.cost_cache:
+        return CostCache(args.cost_cache, strict=True)
+    return CostCache(user_folder())
+
+
 def handle(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     _check_outputs(args)
     started = time.perf_counter()
-    setup = prepare(spec, ignore_capacity=args.ignore_capacity)
+    setup = prepare(spec, ignore_capacity=args.ignore_capacity,
+                    cost_cache=_cost_cache(args))
     if setup.capacity is not None and setup.capacity.note():
         print(setup.capacity.note())
     resolved = spec.resolved()

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
+import numpy as np
+
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.invocation import invocation_cycles, invocation_totals
@@ -40,6 +42,31 @@ class Cost:
 ZERO = Cost(0.0, 0.0)
 
 
+@dataclass(frozen=True)
+class CostRun:
+    """Costs of consecutive iterations as two arrays (no object per iteration);
+    iterating it yields Cost for readers that want them one by one."""
+
+    seconds: np.ndarray
+    energy_j: np.ndarray
+
+    @classmethod
+    def of(cls, costs: Sequence[Cost]) -> CostRun:
+        return cls(np.array([c.seconds for c in costs], dtype=np.float64),
+                   np.array([c.energy_j for c in costs], dtype=np.float64))
+
+    @classmethod
+    def joined(cls, runs: Sequence[CostRun]) -> CostRun:
+        return cls(np.concatenate([r.seconds for r in runs]),
+                   np.concatenate([r.energy_j for r in runs]))
+
+    def __len__(self) -> int:
+        return len(self.seconds)
+
+    def __iter__(self):
+        return (Cost(s, e) for s, e in zip(self.seconds.tolist(), self.energy_j.tolist()))
+
+
 class BatchCost(Protocol):
     """Plain workloads: a batch of `size` requests, each one inference."""
 
@@ -55,15 +82,15 @@ class TokenCost(Protocol):
     def iteration(self, prefill: Sequence[tuple[int, int]],
                   decode: Sequence[int]) -> Cost: ...
 
-    def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]: ...
+    def decode_run(self, decode: Sequence[int], iterations: int) -> CostRun: ...
 
 
 class DecodeRunByIteration:
     """decode_run for cost models with no faster way: one iteration at a time."""
 
-    def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]:
-        return [self.iteration((), [c + step for c in decode])
-                for step in range(iterations)]
+    def decode_run(self, decode: Sequence[int], iterations: int) -> CostRun:
+        return CostRun.of([self.iteration((), [c + step for c in decode])
+                           for step in range(iterations)])
 
 
 class OperatorCosts:

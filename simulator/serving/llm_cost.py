@@ -20,13 +20,17 @@ the bucketing error is measured against it on a sample of the run's iterations.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
+
+import numpy as np
 
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.invocation import call_cycles
-from simulator.serving.cost import ZERO, Cost, OperatorCosts, call_cost, simulated_cost
+from simulator.serving.cost import (ZERO, Cost, CostRun, OperatorCosts, call_cost,
+                                    simulated_cost)
+from simulator.serving.cost_cache import CostCache, cache_key
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.workload import Workload
 
@@ -43,6 +47,18 @@ def grid_cell(value: int, bits: int) -> tuple[int, int]:
     shift = value.bit_length() - bits
     low = (value >> shift) << shift
     return (low, low) if low == value else (low, low + (1 << shift))
+
+
+def as_pairs(table: dict) -> dict:
+    return {key: (cost.seconds, cost.energy_j) for key, cost in table.items()}
+
+
+def grid_cells(values: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """grid_cell of every value of an integer array."""
+    length = np.frexp(values.astype(np.float64))[1]  # bit length (values < 2^53)
+    shift = np.maximum(length - bits, 0)
+    low = (values >> shift) << shift
+    return low, np.where(low == values, low, low + (np.int64(1) << shift))
 
 
 def _between(low: Cost, high: Cost, fraction: float) -> Cost:
@@ -84,7 +100,7 @@ class LlmCost:
     """TokenCost of one model on one platform (see the module docstring)."""
 
     def __init__(self, platform: Platform, config, *, dtype: str | None, bits: int,
-                 hf=None):
+                 hf=None, cache: CostCache | None = None):
         self.platform = platform
         self.config = config
         self.dtype = dtype
@@ -96,9 +112,40 @@ class LlmCost:
                                                   self._workload([(p, p)], ()))
         self._decode_own = per_request_positions(self._workload((), [p]),
                                                  self._workload((), [2 * p]))
-        self._dense: dict[int, Cost] = {}
-        self._prefill: dict[tuple[int, int], Cost] = {}
-        self._decode: dict[int, Cost] = {}
+        self.cache = cache or CostCache(None)
+        self.key = cache_key(self._identity())
+        stored = self.cache.load(self.key)
+        self._dense: dict[int, Cost] = {k: Cost(*v) for k, v in stored["dense"].items()}
+        self._prefill: dict[tuple[int, int], Cost] = {
+            k: Cost(*v) for k, v in stored["prefill"].items()}
+        self._decode: dict[int, Cost] = {k: Cost(*v) for k, v in stored["decode"].items()}
+        self._saved = self._sizes()
+
+    def _identity(self) -> dict:
+        """What the grid costs depend on: the cache key's content."""
+        config = self.config
+        config = asdict(config) if is_dataclass(config) else \
+            config.model_dump(mode="json") if hasattr(config, "model_dump") else repr(config)
+        p = PROBE_TOKENS
+        probes = [self._workload([(p, p)], ()), self._workload((), [p])]
+        frontend = getattr(self.hf, "plan", None)
+        return {"platform": self.platform.model_dump(mode="json"), "config": config,
+                "dtype": self.dtype,
+                "frontend": [getattr(self.hf, "__name__", type(self.hf).__qualname__),
+                             frontend.model_dump(mode="json") if frontend else None],
+                "probes": [w.model_dump(mode="json") for w in probes]}
+
+    def _sizes(self) -> tuple[int, int, int]:
+        return len(self._dense), len(self._prefill), len(self._decode)
+
+    def save(self) -> None:
+        """Write the grid points simulated since the last save to the cache."""
+        if self._sizes() == self._saved:
+            return
+        self.cache.store(self.key, {"dense": as_pairs(self._dense),
+                                    "prefill": as_pairs(self._prefill),
+                                    "decode": as_pairs(self._decode)})
+        self._saved = self._sizes()
 
     def _workload(self, prefill, decode) -> Workload:
         return self.hf.iteration_workload(self.config, prefill=list(prefill),
@@ -156,6 +203,23 @@ class LlmCost:
         high = at(n0, c1) if n1 == n0 else _between(at(n0, c1), at(n1, c1), across)
         return _between(low, high, (cached - c0) / (c1 - c0))
 
+    def _decode_points(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Seconds and energy of decode attention at each of `points` (grid points),
+        each distinct point looked up (or simulated) once."""
+        distinct, where = np.unique(points, return_inverse=True)
+        found = [self._decode_at(p) for p in distinct.tolist()]
+        seconds = np.array([c.seconds for c in found], dtype=np.float64)
+        energy = np.array([c.energy_j for c in found], dtype=np.float64)
+        return seconds[where], energy[where]
+
+    def _decode_parts(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """decode_attention of every context, as arrays (same arithmetic as _between)."""
+        low, high = grid_cells(contexts, self.bits)
+        s0, e0 = self._decode_points(low)
+        s1, e1 = self._decode_points(high)
+        fraction = (contexts - low) / np.where(high == low, 1, high - low)
+        return s0 + (s1 - s0) * fraction, e0 + (e1 - e0) * fraction
+
     def iteration(self, prefill: Sequence[tuple[int, int]],
                   decode: Sequence[int]) -> Cost:
         dense = self.dense(len(decode) + sum(new for new, _ in prefill))
@@ -164,10 +228,10 @@ class LlmCost:
             part = self.prefill_attention(new, cached)
             seconds += part.seconds
             energy += part.energy_j
-        for context in decode:
-            part = self.decode_attention(context)
-            seconds += part.seconds
-            energy += part.energy_j
+        if decode:  # added left to right, as one at a time
+            part_s, part_e = self._decode_parts(np.asarray(decode, dtype=np.int64))
+            seconds = float(np.add.accumulate(np.concatenate(([seconds], part_s)))[-1])
+            energy = float(np.add.accumulate(np.concatenate(([energy], part_e)))[-1])
         tokens = len(decode) + sum(new for new, _ in prefill)
         return Cost(seconds, energy) + self._call(tokens, len(decode) + len(prefill))
 
@@ -176,48 +240,48 @@ class LlmCost:
         return call_cost(self.platform, call_cycles(self.platform, TOKEN_ID_BYTES * tokens,
                                                     TOKEN_ID_BYTES * requests))
 
-    def decode_run(self, decode: Sequence[int], iterations: int) -> list[Cost]:
+    def decode_run(self, decode: Sequence[int], iterations: int) -> CostRun:
         """Each of `iterations` decode-only iterations, contexts growing by one per
         iteration. Between two grid points a request's attention cost is linear in its
         context, so each such stretch is added once, as a start value and a slope
-        (difference arrays over the run), rather than once per iteration."""
-        size = iterations + 1
-        base_s, slope_s, base_e, slope_e = ([0.0] * size for _ in range(4))
-        bits, at = self.bits, self._decode_at
-        for context in decode:
-            step = 0
-            while step < iterations:
-                low, high = grid_cell(context + step, bits)
-                if low == high:  # a grid point: this one iteration at its cost
-                    end, part = step + 1, at(low)
-                    a_s, a_e, b_s, b_e = part.seconds, part.energy_j, 0.0, 0.0
-                else:  # cost = f(low) + slope * (context + j - low) for j in the stretch
-                    end = min(high - context, iterations)
-                    f0, f1 = at(low), at(high)
-                    b_s = (f1.seconds - f0.seconds) / (high - low)
-                    b_e = (f1.energy_j - f0.energy_j) / (high - low)
-                    a_s = f0.seconds + b_s * (context - low)
-                    a_e = f0.energy_j + b_e * (context - low)
-                base_s[step] += a_s
-                base_s[end] -= a_s
-                slope_s[step] += b_s
-                slope_s[end] -= b_s
-                base_e[step] += a_e
-                base_e[end] -= a_e
-                slope_e[step] += b_e
-                slope_e[end] -= b_e
-                step = end
+        (difference arrays over the run), rather than once per iteration; every
+        request's stretches are found together, one stretch of each per round."""
+        contexts = np.asarray(decode, dtype=np.int64)
+        step = np.zeros(len(contexts), dtype=np.int64)
+        live = np.arange(len(contexts))
+        rounds = [tuple(np.zeros(0, dtype=t) for t in (np.int64,) * 3 + (np.float64,) * 4)]
+        while live.size:
+            context, start = contexts[live], step[live]
+            low, high = grid_cells(context + start, self.bits)
+            point = low == high  # a grid point: this one iteration at its cost
+            end = np.where(point, start + 1, np.minimum(high - context, iterations))
+            s0, e0 = self._decode_points(low)
+            s1, e1 = self._decode_points(high)
+            span = np.where(point, 1, high - low)
+            b_s = np.where(point, 0.0, (s1 - s0) / span)
+            b_e = np.where(point, 0.0, (e1 - e0) / span)
+            a_s = np.where(point, s0, s0 + b_s * (context - low))
+            a_e = np.where(point, e0, e0 + b_e * (context - low))
+            rounds.append((live, start, end, a_s, b_s, a_e, b_e))
+            step[live] = end
+            live = live[end < iterations]
+        owner, start, end, a_s, b_s, a_e, b_e = (np.concatenate(column)
+                                                 for column in zip(*rounds))
+        order = np.argsort(owner, kind="stable")  # request by request, stretch by stretch
+        at = np.empty(2 * len(order), dtype=np.int64)
+        at[0::2], at[1::2] = start[order], end[order]
+
+        def running(values: np.ndarray) -> np.ndarray:
+            change = np.zeros(iterations + 1)
+            signed = np.empty(2 * len(order))
+            signed[0::2], signed[1::2] = values[order], -values[order]
+            np.add.at(change, at, signed)  # in order, as the loop added them
+            return np.add.accumulate(change[:iterations])
+
         dense = self.dense(len(decode)) + self._call(len(decode), len(decode))
-        run = []
-        a_s = b_s = a_e = b_e = 0.0
-        for step in range(iterations):
-            a_s += base_s[step]
-            b_s += slope_s[step]
-            a_e += base_e[step]
-            b_e += slope_e[step]
-            run.append(Cost(dense.seconds + a_s + b_s * step,
-                            dense.energy_j + a_e + b_e * step))
-        return run
+        steps = np.arange(iterations)
+        return CostRun(dense.seconds + running(a_s) + running(b_s) * steps,
+                       dense.energy_j + running(a_e) + running(b_e) * steps)
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
         """The whole iteration simulated as one workload, nothing bucketed."""

@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from simulator.serving.cost import Cost
+import numpy as np
+
+from simulator.serving.cost import CostRun
 from simulator.serving.kv_cache import blocks_for
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.registry import Registry
@@ -51,15 +53,11 @@ class Plan:
         return self.busy_s[done - 1] if self.busy_s else self.ends_s[done - 1] - self.start_s
 
 
-def _plan(now: float, costs: list[Cost], *, interruptible: bool, work) -> Plan:
-    ends, energy = [], []
-    t, e = now, 0.0
-    for cost in costs:
-        t += cost.seconds
-        e += cost.energy_j
-        ends.append(t)
-        energy.append(e)
-    return Plan(now, ends, energy, interruptible, work)
+def _plan(now: float, costs: CostRun, *, interruptible: bool, work) -> Plan:
+    """Running sums in iteration order (accumulate adds left to right, as a loop)."""
+    ends = np.add.accumulate(np.concatenate(([now], costs.seconds)))[1:]
+    energy = np.add.accumulate(costs.energy_j)
+    return Plan(now, ends.tolist(), energy.tolist(), interruptible, work)
 
 
 REPLICA_SCHEDULERS: Registry = Registry("batching policy")
@@ -119,7 +117,8 @@ class RequestBatching(ReplicaScheduler):
         self.running = batch
         if not self.llm:
             size = self.spec.max_batch if self.pads else len(batch)
-            return _plan(now, [self.cost.batch(size)], interruptible=False, work=batch)
+            return _plan(now, CostRun.of([self.cost.batch(size)]), interruptible=False,
+                         work=batch)
         return self._llm_plan(now, batch)
 
     def _take(self) -> list[Request]:
@@ -136,15 +135,16 @@ class RequestBatching(ReplicaScheduler):
     def _llm_plan(self, now: float, batch: list[Request]) -> Plan:
         """One prefill iteration over every prompt, then decode iterations while any
         request still has tokens to produce (finished ones leave the batch)."""
-        costs = [self.cost.iteration([(r.prompt_tokens, 0) for r in batch], ())]
+        costs = [CostRun.of([self.cost.iteration([(r.prompt_tokens, 0) for r in batch],
+                                                 ())])]
         step = 1  # decode iteration `step` feeds token `step`: context prompt + step
         for output in sorted({r.output_tokens for r in batch}):
             if output > step:  # the requests still active until `output` tokens exist
                 active = [r.prompt_tokens + step for r in batch
                           if r.output_tokens >= output]
-                costs += self.cost.decode_run(active, output - step)
+                costs.append(self.cost.decode_run(active, output - step))
                 step = output
-        return _plan(now, costs, interruptible=False, work=batch)
+        return _plan(now, CostRun.joined(costs), interruptible=False, work=batch)
 
     def commit(self, plan: Plan, done: int) -> None:
         batch = plan.work
@@ -251,7 +251,7 @@ class ContinuousBatching(ReplicaScheduler):
                 tuple(r.kv_tokens + 1 for r in decoding)))
             cost = self.cost.iteration([(n, r.prefilled) for r, n in chunks],
                                        [r.kv_tokens + 1 for r in decoding])
-            return _plan(now, [cost], interruptible=False,
+            return _plan(now, CostRun.of([cost]), interruptible=False,
                          work=Iterations(chunks, decoding))
         return self._decode_run(now, decoding)
 

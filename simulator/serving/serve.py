@@ -19,6 +19,7 @@ from simulator.mapping.plan import Mapping
 from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
 from simulator.serving.cost import PlainBatchCost
+from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.engine import Progress, run_serving
 from simulator.serving.kv_cache import KV_ALLOCATORS
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
@@ -51,10 +52,12 @@ class Setup:
         return self.spec.llm
 
 
-def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False) -> Setup:
+def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
+            cost_cache: CostCache | None = None) -> Setup:
     """Load and check the platform, the trace and the workload or model named by the
     (resolved) spec, and the capacity of one chip of a replica (simulator.capacity),
-    before any cost is simulated."""
+    before any cost is simulated. LLM grid costs come from and go to `cost_cache`
+    (default: the user's cache folder; CostCache(None) for none)."""
     spec = spec.resolved()
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
     if not spec.llm and not spec.system.single_chip:
@@ -78,7 +81,7 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False) -> Setup
                                 file=platform_source.path,
                                 weights_elsewhere=fit is not None and fit.ignored)
     cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
-                            hf=hf)
+                            hf=hf, cache=cost_cache or CostCache(user_folder()))
     reference = Inputs(platform, cost.reference_workload(), Mapping(), platform_source)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
                  _model_source(config, spec.model), trace, fit)
@@ -149,6 +152,8 @@ def simulate_serving(setup: Setup, spec: ServeSpec, *,
 
     run_serving(spec, came, setup.cost, make_kv, llm=setup.llm, store=store,
                 progress=progress)
+    if isinstance(setup.cost, llm_cost.LlmCost):  # grid points for the next run
+        setup.cost.save()
     return store, came
 
 

@@ -1,0 +1,129 @@
+"""The on-disk cache of LLM iteration costs at grid points (DESIGN.md section 10), so
+a second run, a sweep or a review of the same model on the same platform simulates
+nothing again.
+
+An entry is one JSON file named by the SHA-256 of a canonical JSON of what the costs
+depend on (the platform's canonical dump, the model config, dtype, the frontend and
+its probe workloads, MODEL_VERSION). The folder is the user's cache folder
+($XDG_CACHE_HOME/accsim/serving-costs, else ~/.cache/...) or one named by
+--cost-cache, written only through simulator.outputs. An entry is untrusted: one of
+another key, a wrong shape or type, or unreadable, is ignored and recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import simulator
+from simulator.errors import AccsimError
+from simulator.outputs import OutputFolder
+
+FORMAT = 1
+MAX_ENTRY_BYTES = 64 * 2**20
+# Part -> how many integer coordinates each point has before its seconds and joules.
+PARTS = {"dense": 1, "prefill": 2, "decode": 1}
+
+
+def user_folder() -> Path:
+    """$XDG_CACHE_HOME/accsim/serving-costs (~/.cache when unset or not absolute)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
+    return root / "accsim" / "serving-costs"
+
+
+def cache_key(identity: dict) -> str:
+    """SHA-256 of the canonical JSON of `identity` and MODEL_VERSION."""
+    text = json.dumps({"model_version": simulator.MODEL_VERSION, **identity},
+                      sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _count(value) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _amount(value) -> bool:
+    return type(value) is float and math.isfinite(value) and value >= 0.0
+
+
+def _points(rows, width: int) -> dict | None:
+    """{coordinates: (seconds, joules)} of a part's rows, or None if any is malformed."""
+    if not isinstance(rows, list):
+        return None
+    points = {}
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == width + 2
+                and all(_count(v) for v in row[:width])
+                and _amount(row[width]) and _amount(row[width + 1])):
+            return None
+        points[row[0] if width == 1 else tuple(row[:width])] = (row[width], row[width + 1])
+    return points
+
+
+def parse_entry(data: bytes, key: str) -> dict[str, dict] | None:
+    """The parts of an entry if it is well formed and of this key, else None."""
+    try:
+        content = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not (isinstance(content, dict) and content.get("format") == FORMAT
+            and content.get("key") == key):
+        return None
+    parts = {name: _points(content.get(name), width) for name, width in PARTS.items()}
+    return None if any(p is None for p in parts.values()) else parts
+
+
+def _rows(points: dict) -> list[list]:
+    return [[*(k if isinstance(k, tuple) else (k,)), s, e]
+            for k, (s, e) in sorted(points.items())]
+
+
+class CostCache:
+    """One folder of entries; `folder` None disables it. `strict` (a folder the user
+    named) makes an unusable folder an error; the default folder is then skipped."""
+
+    def __init__(self, folder: str | Path | None, *, strict: bool = False):
+        self.folder = None if folder is None else Path(folder)
+        self.strict = strict
+
+    def _open(self) -> OutputFolder | None:
+        if self.folder is None:
+            return None
+        try:
+            return OutputFolder.plain(self.folder, field="--cost-cache")
+        except AccsimError:
+            if self.strict:
+                raise
+            return None
+
+    def load(self, key: str) -> dict[str, dict]:
+        """The entry's parts ({} each when absent or unusable)."""
+        folder = self._open()
+        if folder is not None:
+            with folder:
+                data = folder.read(f"{key}.json", MAX_ENTRY_BYTES)
+            parts = parse_entry(data, key) if data is not None else None
+            if parts is not None:
+                return parts
+        return {name: {} for name in PARTS}
+
+    def store(self, key: str, parts: dict[str, dict]) -> None:
+        """Write the entry: what is on disk now (another run's points) and `parts`."""
+        folder = self._open()
+        if folder is None:
+            return
+        merged = self.load(key)
+        for name in PARTS:
+            merged[name].update(parts[name])
+        content = {"format": FORMAT, "key": key,
+                   **{name: _rows(points) for name, points in merged.items()}}
+        with folder:
+            try:
+                folder.write(f"{key}.json", json.dumps(content) + "\n")
+            except AccsimError:
+                if self.strict:
+                    raise

@@ -1,0 +1,78 @@
+"""The on-disk cache of LLM grid costs: same results cold, warm and without it; an
+entry is untrusted input (corrupt, foreign or of another key: recomputed, no
+traceback)."""
+
+import json
+
+import fake_hf
+import pytest
+
+from simulator.cli import main
+from simulator.commands.inputs import load_inputs
+from simulator.serving.cost_cache import CostCache, cache_key, parse_entry, user_folder
+from simulator.serving.llm_cost import LlmCost
+from simulator.serving.serve import prepare, serve
+from simulator.serving.spec import ServeSpec
+
+SPEC = ServeSpec(arch="tpu_v5e_like", model="llama_3_1_8b", rate=4.0, requests=60,
+                 prompt_tokens=200, output_tokens=40)
+
+
+def served(cache: CostCache) -> dict:
+    return serve(prepare(SPEC, cost_cache=cache), SPEC)[0]
+
+
+def test_cold_warm_and_uncached_runs_are_identical(tmp_path):
+    uncached = served(CostCache(None))
+    cold = served(CostCache(tmp_path))
+    entries = list(tmp_path.glob("*.json"))
+    assert len(entries) == 1
+    warm = served(CostCache(tmp_path))
+    assert json.dumps(cold) == json.dumps(uncached) == json.dumps(warm)
+
+
+def test_a_warm_cost_model_simulates_no_grid_point(tmp_path):
+    platform = load_inputs("tpu_v5e_like", "gemm_4096", None).platform
+    first = LlmCost(platform, fake_hf.TinyConfig(), dtype=None, bits=3, hf=fake_hf,
+                    cache=CostCache(tmp_path))
+    expected = first.iteration([(100, 37)], [300, 1000])
+    first.save()
+    second = LlmCost(platform, fake_hf.TinyConfig(), dtype=None, bits=3, hf=fake_hf,
+                     cache=CostCache(tmp_path))
+    assert second.iteration([(100, 37)], [300, 1000]) == expected
+    assert second.costs.distinct_operators == 0
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", "\xff", '{"format": 1}',
+                                  '{"format": 1, "key": "KEY", "dense": [[1, -2.0, 1.0]],'
+                                  ' "prefill": [], "decode": []}',
+                                  '{"format": 1, "key": "KEY", "dense": [["1", 2.0, 1.0]],'
+                                  ' "prefill": [], "decode": []}',
+                                  '{"format": 1, "key": "other", "dense": [],'
+                                  ' "prefill": [], "decode": []}'])
+def test_a_malformed_entry_is_refused(text):
+    assert parse_entry(text.replace("KEY", "k").encode("utf-8", "surrogateescape"),
+                       "k") is None
+
+
+def test_a_corrupt_entry_is_recomputed_and_rewritten(tmp_path):
+    cold = served(CostCache(tmp_path))
+    (entry,) = tmp_path.glob("*.json")
+    entry.write_text('{"format": 1, "key": "' + entry.stem + '", "dense": [[1, "x"]]}')
+    assert json.dumps(served(CostCache(tmp_path))) == json.dumps(cold)
+    assert parse_entry(entry.read_bytes(), entry.stem) is not None
+
+
+def test_a_linked_cost_cache_folder_is_refused_on_the_command_line(tmp_path, capsys):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    code = main(["serve", "--model", "llama_3_1_8b", "--requests", "5", "--rate", "1", "--arch", "tpu_v5e_like",
+                 "--cost-cache", str(tmp_path / "link")])
+    assert code == 1
+    assert "link" in capsys.readouterr().err
+
+
+def test_the_key_and_the_folder(monkeypatch, tmp_path):
+    assert cache_key({"a": 1, "b": 2}) == cache_key({"b": 2, "a": 1}) != cache_key({"a": 2})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert user_folder() == tmp_path / "accsim" / "serving-costs"
