@@ -7,6 +7,7 @@ import argparse
 import os
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -24,6 +25,7 @@ from simulator.system.plan import SystemPlan
 from simulator.review.study import ResolvedStudy, load_study, write_variants
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
+from simulator.sweep.plan import make_plan
 from simulator.review.packet import assemble, write_packet
 from simulator.review.sections import Context
 
@@ -75,6 +77,8 @@ def review(args: argparse.Namespace) -> int:
     """The handler: every check before any simulation, then runs, then the packet."""
     executor = executor_for(args.scheduler, args.workers)
     study = load_study(args.study)
+    if args.ignore_capacity and study.sweep is not None:  # its points' keys say so
+        study = replace(study, sweep=make_plan(study.sweep.sweep, ignore_capacity=True))
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
     with OutputFolder.claim(args.out, PACKET_MARKER, field="--out",
                             signature="packet.json") as out, \

@@ -33,7 +33,7 @@ from simulator.mapping.plan import Mapping
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.pareto import pareto_mask
-from simulator.sweep.plan import Plan, canonical_json, sha256
+from simulator.sweep.plan import IGNORE_CAPACITY, Plan, canonical_json, sha256
 from simulator.sweep.report import Objective, Report, build_report
 from simulator.sweep.store import Store
 from simulator.sweep.task import LABELS, METRICS, evaluate_point, mapping_mode
@@ -69,6 +69,7 @@ class ExportedSweep(Strict):
     mapping: str
     samples: int
     excluded: int
+    ignore_capacity: bool = False  # written only when --ignore-capacity was given
 
 
 class SweepExport(Strict):
@@ -124,7 +125,9 @@ def export(plan: Plan, report: Report, spec_sha256: str) -> dict:
                       "path": plan.sweep.file, "sha256": spec_sha256,
                       "objectives": dict(spec.objectives),
                       "mapping": mapping_mode(mapping), "samples": plan.samples,
-                      "excluded": plan.excluded},
+                      "excluded": plan.excluded,
+                      **({IGNORE_CAPACITY: True} if any(job.ignore_capacity
+                                                        for job in plan.jobs) else {})},
             "workloads": {w.name: w.model_dump(mode="json") for w in plan.sweep.workloads},
             "mapping": mapping.model_dump(mode="json"),
             "points": points}
@@ -211,7 +214,8 @@ def rerun_differences(content: dict, *, file: str) -> tuple[list[str], list[str]
                           f"points[{index}].inputs.platform")
         system = _model(inputs["system"], SystemPlan, file,
                         f"points[{index}].inputs.system") if "system" in inputs else None
-        again = evaluate_point(platform, workloads[point.workload], mapping, system)
+        again = evaluate_point(platform, workloads[point.workload], mapping, system,
+                               inputs.get(IGNORE_CAPACITY, False))
         for name, old in [("status", point.status), ("error", point.error),
                           *((f"metrics.{m}", point.metrics.get(m)) for m in METRICS),
                           *((f"labels.{m}", point.labels.get(m)) for m in LABELS)]:
@@ -244,6 +248,8 @@ def _key_problem(point: ExportedPoint, workloads: dict, mapping: Mapping) -> str
         return "its workload is not the embedded one its key names"
     if inputs.get("mapping") != mapping_mode(mapping):
         return "its mapping is not the embedded one its key names"
+    if inputs.get(IGNORE_CAPACITY, True) is not True:  # absent, or the flag as set
+        return f"its inputs' {IGNORE_CAPACITY} is not true (a key holds it only when set)"
     return None
 
 

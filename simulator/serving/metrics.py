@@ -94,9 +94,14 @@ class MetricsStore:
         self.pipeline_active_s[replica] += seconds
 
     def pipeline_bubble_fraction(self, stages: int) -> float | None:
-        """The stages' idle share of the time a micro-batch was in the pipeline."""
+        """The stages' idle share of the time a micro-batch was in the pipeline. A share
+        is >= 0: a pipeline with no bubble sums its stages' busy time in another order
+        than its active time, which can round 1 - busy / (stages x active) to -4e-16,
+        a negative physical value a reader (verify's strict models) refuses; so 0."""
         active = sum(self.pipeline_active_s)
-        return 1.0 - sum(self.stage_busy_s) / (stages * active) if active > 0 else None
+        if active <= 0:
+            return None
+        return max(0.0, 1.0 - sum(self.stage_busy_s) / (stages * active))
 
     def offer_shape(self, shape: Callable[[], Shape]) -> None:
         if self.sample.limit:

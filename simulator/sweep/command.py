@@ -9,6 +9,7 @@ from pathlib import Path
 
 import simulator
 from simulator import progress
+from simulator.capacity import FLAG
 from simulator.errors import AccsimError
 from simulator.outputs import check_output_path, writing
 from simulator.terminal import console as report_console
@@ -24,6 +25,7 @@ from simulator.sweep.report import (PLOT_SUFFIXES, best_by, build_report,
 from simulator.sweep.spec import load_sweep
 from simulator.sweep.store import Store
 from simulator.sweep.task import METRICS
+from simulator.system.command import add_ignore_capacity
 
 EXIT_INTERRUPTED = 130
 
@@ -51,9 +53,13 @@ def _run(args: argparse.Namespace) -> int:
         except AccsimError as exc:
             raise AccsimError(exc.rule, field="--heuristic") from None
     check_resumable(args.store)
-    plan = make_plan(load_sweep(args.spec), with_heuristic(Mapping(), args.heuristic))
+    plan = make_plan(load_sweep(args.spec), with_heuristic(Mapping(), args.heuristic),
+                     ignore_capacity=args.ignore_capacity)
     print(f"{describe_plan(plan)}; on {executor.description}")
     print(f"mapping: {plan.jobs[0].inputs['mapping'] if plan.jobs else '-'}")
+    if args.ignore_capacity:
+        print(f"capacity IGNORED ({FLAG}): points whose chip cannot hold the workload "
+              "run as what-ifs, under keys of their own")
     with Store(args.store) as store, executor:
         missing = len(missing_jobs(plan, store, retry_failed=args.retry_failed))
         with progress.Bar("simulating", total=missing, rate="points", eta=True) as bar:
@@ -171,6 +177,7 @@ def add_arguments(sweep: argparse.ArgumentParser) -> None:
                      "each point's key, so both kinds of result can share a store)")
     run.add_argument("--retry-failed", action="store_true",
                      help="also recompute the points stored as failed")
+    add_ignore_capacity(run)
     run.set_defaults(handler=_run)
 
     report = verbs.add_parser("report", help="Pareto front, best points, plot and "

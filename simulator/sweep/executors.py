@@ -55,7 +55,8 @@ class Serial:
 
     def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
         for job in jobs:
-            yield job, evaluate_point(job.platform, job.workload, job.mapping, job.system)
+            yield job, evaluate_point(job.platform, job.workload, job.mapping, job.system,
+                                      job.ignore_capacity)
 
 
 def ignore_interrupts() -> None:
@@ -108,7 +109,8 @@ class Processes:
                     while pending and len(in_flight) < window:
                         job = pending[0]
                         in_flight[pool.submit(evaluate_point, job.platform, job.workload,
-                                              job.mapping, job.system)] = job
+                                              job.mapping, job.system,
+                                              job.ignore_capacity)] = job
                         pending.popleft()
                 except BrokenProcessPool:  # broke before this job was taken
                     break
@@ -184,6 +186,7 @@ class Dask:
                                    [shared[job.workload.name] for job in jobs],
                                    [job.mapping for job in jobs],
                                    [job.system for job in jobs],
+                                   [job.ignore_capacity for job in jobs],
                                    key=[f"accsim-point-{job.key}" for job in jobs])
         futures = dict(zip(launched, jobs))
         try:

@@ -2,7 +2,8 @@
 each point's platform validated, and one job per point x workload keyed by content.
 
 A job's key is the sha256 of the canonical platform, the workload, the mapping mode and
-MODEL_VERSION, so the same design point has the same key in any sweep, any order and
+MODEL_VERSION (and, only for a sweep run with --ignore-capacity, that flag: a what-if
+never shares a key with a checked point, and every other key stays as it was), so the same design point has the same key in any sweep, any order and
 any store: that is what lets a sweep resume and never compute a point twice.
 """
 
@@ -27,6 +28,10 @@ from simulator.system.plan import SystemPlan
 from simulator.workload import Workload
 
 
+# The key input a sweep run with --ignore-capacity adds (absent otherwise).
+IGNORE_CAPACITY = "ignore_capacity"
+
+
 @dataclass(frozen=True)
 class Job:
     """One point x workload: its key, its axis values and inputs, and, for a point
@@ -40,6 +45,7 @@ class Job:
     error: str | None
     inputs: dict                   # what the key hashes, as stored (workload by hash)
     system: SystemPlan | None = None   # the point's multi-chip plan (system.* axes)
+    ignore_capacity: bool = False      # --ignore-capacity: a chip too small still runs
 
 
 @dataclass(frozen=True)
@@ -83,9 +89,11 @@ def system_plan(point: dict[str, Any]) -> SystemPlan | None:
                       ep=named.get("ep", 1))
 
 
-def make_plan(sweep: Sweep, mapping: Mapping | None = None) -> Plan:
+def make_plan(sweep: Sweep, mapping: Mapping | None = None, *,
+              ignore_capacity: bool = False) -> Plan:
     """Sample, filter by the constraints, validate each platform, key each job; every
-    job maps its workload with `mapping` (default `Mapping()`, the default mapping)."""
+    job maps its workload with `mapping` (default `Mapping()`, the default mapping)
+    and, with `ignore_capacity`, runs where its chip cannot hold it (in its key)."""
     mapping = Mapping() if mapping is None else mapping
     mode = mapping_mode(mapping)
     sampling = sweep.spec.sampling
@@ -115,9 +123,11 @@ def make_plan(sweep: Sweep, mapping: Mapping | None = None) -> Plan:
                       "model_version": simulator.MODEL_VERSION}
             if system is not None:
                 inputs["system"] = system.model_dump()
+            if ignore_capacity:
+                inputs[IGNORE_CAPACITY] = True
             key = sha256(canonical_json(inputs))
             jobs.setdefault(key, Job(key, point, workload, mapping, platform, error,
-                                     inputs, system))
+                                     inputs, system, ignore_capacity))
     return Plan(sweep, len(rows), excluded, tuple(jobs.values()))
 
 

@@ -39,7 +39,7 @@ def mapping_mode(mapping: Mapping) -> str:
 
 
 def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping,
-                   system=None) -> dict:
+                   system=None, ignore_capacity: bool = False) -> dict:
     """Simulate one workload on one platform with a mapping (`Mapping()`, the default
     mapping, unless the sweep names a heuristic for every operator): the metrics
     and labels as a dict with status "ok", or status "failed" and the reason when the
@@ -49,15 +49,16 @@ def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping,
     simulator.system.plan.SystemPlan of more than one chip): the workload sharded over
     that many chips, its time end to end and its energy and MFU those of the system.
     A point whose chip cannot hold the workload (simulator.capacity) fails with the
-    refusal, before it is simulated."""
+    refusal, before it is simulated, unless `ignore_capacity` (--ignore-capacity, a
+    what-if that the job's key records) lets it run."""
     inputs = Inputs(platform, workload, mapping)
     try:
         if system is None or system.single_chip:
-            check_fit(inputs, SystemPlan())
+            check_fit(inputs, SystemPlan(), ignore=ignore_capacity)
             result = simulate(inputs)
             figures = None
         else:
-            run = run_plan(inputs, system)
+            run = run_plan(inputs, system, ignore_capacity=ignore_capacity)
             result, figures = run.result, run.figures()
     except AccsimError as exc:
         return {"status": "failed", "error": exc.message(),

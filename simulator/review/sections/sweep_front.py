@@ -44,6 +44,9 @@ def sweep(ctx: Context) -> dict:
     text = [f"Sweep {spec.name} ({spec.path}): {spec.samples} points sampled, "
             f"{spec.excluded} ruled out by its constraints; every point mapped with "
             f"the {spec.mapping}. One front per workload, over {senses}."]
+    if spec.ignore_capacity:
+        text.append("Capacity IGNORED (--ignore-capacity): a point whose chip cannot "
+                    "hold the workload ran as a what-if instead of failing.")
     text += [f"{count} points failed: {reason}" for reason, count in
              sorted(failures.items(), key=lambda item: (-item[1], item[0]))]
     shown = []
