@@ -41,6 +41,9 @@ VERBS = {
               "SQLite store, report Pareto fronts"),
     "sensitivity": ("simulator.calibrate.command", "perturb each assumed platform value "
                     "to the ends of its range: a tornado of time, energy or EDP"),
+    "calibrate": ("simulator.calibrate.calibrate_command", "fit assumed platform values "
+                  "to measured operator times (bounded least squares, k-fold "
+                  "cross-validated); write the calibrated platform"),
     "schema": ("simulator.commands.schema", "print the JSON Schema of an input kind"),
     "import": ("simulator.frontends.command", "read a model or trace in another format and "
                "write accsim workload YAML"),

@@ -83,16 +83,23 @@ class Sensitivity:
 
 def perturbed_raw(platform: Platform, field: str, value) -> dict:
     """The platform as a file would hold it (provenance included) with one field set."""
+    return with_values(platform, {field: value})
+
+
+def with_values(platform: Platform, values: dict) -> dict:
+    """The platform as a file would hold it (provenance included) with several fields
+    set (field path -> value)."""
     raw = platform.model_dump(mode="json")
     raw["provenance"] = {path: entry.dump() for path, entry in platform.provenance.items()}
-    node = raw
-    *parents, leaf = field.split(".")
-    for key in parents:
-        node = node[int(key)] if isinstance(node, list) else node[key]
-    if isinstance(node, list):
-        node[int(leaf)] = value
-    else:
-        node[leaf] = value
+    for field, value in values.items():
+        node = raw
+        *parents, leaf = field.split(".")
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        if isinstance(node, list):
+            node[int(leaf)] = value
+        else:
+            node[leaf] = value
     return raw
 
 

@@ -1,4 +1,6 @@
-"""`accsim compare`: one workload on several platforms, side by side in one table."""
+"""`accsim compare`: one workload on several platforms, side by side in one table;
+with --robust, whether each pair's ranking holds across the platforms' assumed ranges
+(simulator.calibrate.robust)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,18 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from rich.table import Table
+
+from simulator import progress
+from simulator.calibrate.robust import Corners, Verdict, robust_ranking
+from simulator.calibrate.sensitivity import METRICS
 from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.commands.options import add_inputs, budget
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError
 from simulator.frontends.hf import command as hf_command
+from simulator.loader import dump_json
+from simulator.outputs import check_output_path, write_file
 from simulator.report import compare_table
 from simulator.simulate import Inputs
 from simulator.system import command as system_command
@@ -41,6 +50,11 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
 def handle(args: argparse.Namespace) -> int:
     plan = system_command.plan_from_args(args)
     memory = budget(args)
+    if args.robust and not plan.single_chip:
+        raise AccsimError("--robust compares single chips (no --chips, --tp, --pp, "
+                          "--dp)", field="--robust")
+    if args.robust_json and args.robust_json != "-":
+        check_output_path(args.robust_json, "robust-json", (".json",))
     every, llm = compared_inputs(args)
     labels = platform_labels([inputs.platform.name for inputs in every], args.arch)
     fits = [system_command.check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
@@ -60,7 +74,45 @@ def handle(args: argparse.Namespace) -> int:
     console.print(f"mapping (every platform): {results[0].mapping_mode}")
     for line in lines:
         console.print(line, markup=False, highlight=False)
+    if args.robust:
+        show_robust(args, every, labels, memory, console)
     return 0
+
+
+def show_robust(args: argparse.Namespace, every: list[Inputs], labels: list[str], memory,
+                console) -> None:
+    """Each platform's corners and each pair's verdict (DESIGN.md section 16)."""
+    with progress.operators("robust") as report:
+        found, verdicts = robust_ranking(every, labels, args.metric, engine=args.engine,
+                                         budget=memory, progress=report)
+    console.print(corners_table(found, args.metric))
+    for verdict in verdicts:
+        console.print(verdict.line(), markup=False, highlight=False)
+    if args.robust_json:
+        text = dump_json(robust_dict(found, verdicts), indent=1)
+        if args.robust_json == "-":
+            print(text)
+        else:
+            write_file(args.robust_json, text + "\n", field="--robust-json")
+
+
+def corners_table(found: list[Corners], metric: str) -> Table:
+    unit = METRICS[metric][0]
+    table = Table(title=f"{metric} ({unit}) at each platform's assumed values as given "
+                  "and at its best and worst corners (every assumed field at the end "
+                  "of its range that lowers, resp. raises, it)")
+    for column in ("platform", "as given", "best corner", "worst corner",
+                   "fields that move it"):
+        table.add_column(column, justify="left" if column == "platform" else "right")
+    for corner in found:
+        table.add_row(corner.label, f"{corner.base:.6g}", f"{corner.best:.6g}",
+                      f"{corner.worst:.6g}", str(len(corner.best_values)))
+    return table
+
+
+def robust_dict(found: list[Corners], verdicts: list[Verdict]) -> dict:
+    return {"platforms": [c.as_dict() for c in found],
+            "pairs": [v.as_dict() for v in verdicts]}
 
 
 def platform_labels(names: list[str], given: list[str]) -> list[str]:
@@ -82,4 +134,11 @@ def add_arguments(compare: argparse.ArgumentParser) -> None:
     add_inputs(compare, several_archs=True, heuristic_option=True)
     system_command.add_arguments(compare)
     hf_command.add_run_arguments(compare)
+    compare.add_argument("--robust", action="store_true", help="also say for each pair "
+                         "whether its ranking holds across the platforms' assumed "
+                         "ranges, or which assumption flips it (single chip)")
+    compare.add_argument("--metric", choices=sorted(METRICS), default="time_s",
+                         help="the figure --robust ranks by (default time_s)")
+    compare.add_argument("--robust-json", metavar="PATH", help="with --robust: write "
+                         "the corners and verdicts as JSON ('-': print it)")
     compare.set_defaults(handler=handle)

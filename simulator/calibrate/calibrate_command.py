@@ -1,0 +1,116 @@
+"""`accsim calibrate --arch A --measured FILE [--fit FIELD,...] -o OUT.yaml`: fit the
+platform's assumed values to measured operator times (simulator.calibrate.fit), print
+the fitted values and the cross-validated error before and after, and write the
+platform with the fitted values marked `kind: fitted` (the file and its sha256)."""
+
+from __future__ import annotations
+
+import argparse
+
+import yaml
+from rich.table import Table
+
+from simulator.calibrate.fit import Calibration, calibrate
+from simulator.calibrate.measured import read_measured
+from simulator.calibrate.sensitivity import assumed_ranges, with_values
+from simulator.commands.inputs import load_inputs
+from simulator.commands.options import budget
+from simulator.config import Platform
+from simulator.engines import ENGINE_CHOICES
+from simulator.errors import AccsimError
+from simulator.loader import dump_json, validate_model
+from simulator.outputs import check_output_path, write_file
+from simulator.terminal import console as report_console
+
+
+def handle(args: argparse.Namespace) -> int:
+    check_output_path(args.output, "output", (".yaml", ".yml"))
+    if args.json and args.json != "-":
+        check_output_path(args.json, "json", (".json",))
+    inputs = load_inputs(args.arch, None, None)
+    platform = inputs.platform
+    file = inputs.platform_source.path if inputs.platform_source else platform.name
+    ranges = assumed_ranges(platform)
+    chosen = [name for part in args.fit or () for name in part.split(",") if name] \
+        or list(ranges)
+    unknown = [name for name in chosen if name not in ranges]
+    if unknown:
+        raise AccsimError(f"{unknown} are no assumed fields with a range (assumed: "
+                          f"{', '.join(ranges) or 'none'})", file=file, field="--fit")
+    measured = read_measured(args.measured)
+    result = calibrate(platform, measured, {name: ranges[name] for name in chosen},
+                       folds=args.folds, engine=args.engine, budget=budget(args),
+                       file=file)
+    if args.json == "-":
+        print(dump_json(result.as_dict(), indent=1))
+    else:
+        console = report_console(min_width=100)
+        console.print(fit_table(result, ranges))
+        for line in summary_lines(result, len(measured.operators)):
+            console.print(line, markup=False, highlight=False)
+    if args.json and args.json != "-":
+        write_file(args.json, dump_json(result.as_dict(), indent=1) + "\n", field="--json")
+    write_file(args.output, calibrated_yaml(platform, result, measured.file,
+                                            measured.sha256, file), field="--output")
+    return 0
+
+
+def fit_table(result: Calibration, ranges: dict) -> Table:
+    table = Table(title="Fitted assumed values (bounded least squares within each range)")
+    for column in ("field", "range", "before", "fitted"):
+        table.add_column(column, justify="left" if column == "field" else "right")
+    for name, value in result.fitted.items():
+        _, low, high = ranges[name]
+        table.add_row(name, f"[{low:g}, {high:g}]", f"{result.before[name]:g}",
+                      f"{value:.6g}")
+    for name in result.unidentifiable:
+        value, low, high = ranges[name]
+        table.add_row(name, f"[{low:g}, {high:g}]", f"{value:g}",
+                      "unidentifiable (unchanged)")
+    return table
+
+
+def summary_lines(result: Calibration, count: int) -> list[str]:
+    lines = [f"{result.folds}-fold cross-validation over {count} measured operators: "
+             f"mean |relative error| on held-back operators {100 * result.heldout_before:.3g}%"
+             f" before, {100 * result.heldout_after:.3g}% after fitting the others",
+             f"fit to all operators: mean |relative error| {100 * result.train_after:.3g}%"]
+    if result.unidentifiable:
+        lines.append("unidentifiable (no measured operator depends on them; left "
+                     f"unchanged): {', '.join(result.unidentifiable)}")
+    return lines
+
+
+def calibrated_yaml(platform: Platform, result: Calibration, source: str, sha256: str,
+                    file: str) -> str:
+    """The platform with the fitted values, each marked fitted (range kept)."""
+    raw = with_values(platform, result.fitted)
+    for name in result.fitted:
+        entry = raw["provenance"][name]
+        raw["provenance"][name] = {"kind": "fitted", "source": source, "sha256": sha256,
+                                   **({"range": entry["range"]} if "range" in entry
+                                      else {})}
+    validate_model(raw, Platform, file=file)
+    header = (f"# {platform.name} calibrated by accsim against {source} (sha256 "
+              f"{sha256}); fitted: {', '.join(result.fitted)}\n")
+    return header + yaml.safe_dump(raw, sort_keys=False)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--arch", required=True, help="platform YAML or shipped name")
+    parser.add_argument("--measured", required=True, metavar="FILE",
+                        help="measured operator times: a CSV (operator, shape, dtype, "
+                        "measured_s; docs/calibration.md), a Kineto trace (.json[.gz]) "
+                        "or a workload YAML whose operators carry measured_s")
+    parser.add_argument("--fit", action="append", metavar="FIELD,...",
+                        help="assumed fields to fit (default: every assumed field)")
+    parser.add_argument("-o", "--output", required=True, metavar="PATH",
+                        help="the calibrated platform YAML")
+    parser.add_argument("--folds", type=int, default=5,
+                        help="k of the k-fold cross-validation (default 5)")
+    parser.add_argument("--engine", choices=ENGINE_CHOICES, default="fast")
+    parser.add_argument("--max-memory", metavar="SIZE",
+                        help="memory the tile programs may use")
+    parser.add_argument("--json", metavar="PATH", help="write the fit as JSON ('-': "
+                        "print it instead of the table)")
+    parser.set_defaults(handler=handle)

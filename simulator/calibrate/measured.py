@@ -1,0 +1,91 @@
+"""Measured operator times for calibration (DESIGN.md section 16, docs/calibration.md):
+a CSV of operator, shape, dtype and measured seconds, a PyTorch profiler (Kineto)
+trace read by the importer (its operators carry measured_s), or an accsim workload
+whose operators carry measured_s. Every source becomes operators with measured_s and
+the sha256 of the file they came from."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from dataclasses import dataclass
+
+from pydantic import TypeAdapter, ValidationError
+
+from simulator.errors import AccsimError
+from simulator.frontends.kineto import import_kineto
+from simulator.loader import decode_text, parse_yaml, read_bytes, validate_model
+from simulator.workload import Operator, Workload
+
+OPERATOR = TypeAdapter(Operator)
+COLUMNS = ("operator", "shape", "dtype", "measured_s")
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The measured operators of one file and that file's sha256."""
+
+    file: str
+    sha256: str
+    operators: list
+
+
+def read_measured(path: str) -> Measured:
+    """The operators of a .csv, a Kineto trace (.json, .json.gz) or a workload YAML,
+    those with a measured time only."""
+    data = read_bytes(path)
+    sha = hashlib.sha256(data).hexdigest()
+    if path.endswith((".json", ".json.gz")):
+        operators = import_kineto(path).workload.operators
+    elif path.endswith(".csv"):
+        operators = _csv_operators(decode_text(data, file=path).text, path)
+    elif path.endswith((".yaml", ".yml")):
+        source = decode_text(data, file=path)
+        operators = validate_model(parse_yaml(source.text, file=path), Workload,
+                                   file=path).operators
+    else:
+        raise AccsimError("measurements must be a .csv, a Kineto trace (.json or "
+                          ".json.gz) or a workload (.yaml) with measured_s", file=path)
+    measured = [op for op in operators if op.measured_s is not None and op.measured_s > 0]
+    if len(measured) < 2:
+        raise AccsimError(f"{len(measured)} operators carry a positive measured time; "
+                          "calibration needs at least 2", file=path, field="measured_s")
+    return Measured(path, sha, measured)
+
+
+def _csv_operators(text: str, file: str) -> list:
+    rows = csv.DictReader(io.StringIO(text))
+    missing = [name for name in COLUMNS if name not in (rows.fieldnames or ())]
+    if missing:
+        raise AccsimError(f"missing columns {missing} (needed: {', '.join(COLUMNS)})",
+                          file=file, field="header")
+    operators = []
+    for number, row in enumerate(rows, start=2):
+        where = f"line {number}"
+        fields = {"name": f"{row['operator']}_{number}", "layer_type": row["operator"],
+                  "kind": row["operator"], **_shape(row["shape"], file, where)}
+        if row["dtype"]:
+            fields["dtype"] = row["dtype"]
+        try:
+            fields["measured_s"] = float(row["measured_s"])
+            operators.append(OPERATOR.validate_python(fields))
+        except (TypeError, ValueError, ValidationError) as exc:
+            reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) \
+                else f"measured_s {row['measured_s']!r} is no number"
+            raise AccsimError(f"not an accsim operator: {reason}", file=file,
+                              field=where) from None
+    return operators
+
+
+def _shape(text: str, file: str, where: str) -> dict:
+    """`m=128 n=256 k=64` (spaces or semicolons between): whole numbers stay numbers,
+    anything else (an elementwise op's name) stays text."""
+    fields = {}
+    for part in text.replace(";", " ").split():
+        key, sep, value = part.partition("=")
+        if not sep or not key or not value:
+            raise AccsimError(f"shape {text!r}: {part!r} is not key=value", file=file,
+                              field=where)
+        fields[key] = int(value) if value.isdigit() else value
+    return fields
