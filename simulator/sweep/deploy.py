@@ -200,15 +200,18 @@ def _bracket_figures(found: dict) -> tuple[dict, dict]:
     return at[low]["figures"], at[high]
 
 
-def search_point(setup, spec: ServeSpec, point: Deployment) -> dict:
-    """serve's max-rate search on one point (the platform's setup reused: one cost
-    memo per platform and plan) and its figures at the rate found."""
-    at = spec.model_copy(update={"replicas": point.replicas, "batching": point.batching,
+def search_point(setup, point: Deployment) -> dict:
+    """serve's max-rate search on one point (the setup of its platform and plan reused:
+    one cost memo per platform and plan) and its figures at the rate found."""
+    at = setup.spec.model_copy(update={"replicas": point.replicas, "batching": point.batching,
                                  "max_batch": point.max_batch}).resolved()
     try:
         found = find_max_rate(replace(setup, spec=at), at)
-    except AccsimError as exc:
-        return {**point.fields(), "sla_rate_rps": None, "note": exc.rule}
+    except AccsimError as exc:  # met at every rate a spec may ask for, or at none
+        unbounded = "doublings" in exc.rule
+        return {**point.fields(), "sla_rate_rps": None, "unbounded": unbounded,
+                "note": ("the SLA is met at every rate tried: " if unbounded else
+                         "no rate meets the SLA: ") + exc.rule}
     met, above = _bracket_figures(found)
     row = point_figures(point, met, found["max_rate_rps"], setup.platform)
     checks = sla_report(at.sla, above["figures"])["targets"]
@@ -247,7 +250,7 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
                 setups[point.plan] = prepare(spec.model_copy(update={
                     "arch": arch, "chips": point.plan.chips, "tp": point.plan.tp,
                     "pp": point.plan.pp}), hf=hf)
-            outcome.points.append(search_point(setups[point.plan], spec, point))
+            outcome.points.append(search_point(setups[point.plan], point))
         if progress:
             progress(arch, index + 1, len(points))
     return outcome

@@ -171,8 +171,9 @@ def _rows(outcomes, front: list[dict]) -> list[dict]:
     rows = []
     for outcome in outcomes:
         for row in outcome.points:
-            rows.append({**row, "status": "searched" if row["sla_rate_rps"] is not None
-                         else "no rate meets the SLA", "on_front": id(row) in on_front,
+            status = "searched" if row["sla_rate_rps"] is not None else \
+                "unbounded" if row["unbounded"] else "no rate meets the SLA"
+            rows.append({**row, "status": status, "on_front": id(row) in on_front,
                          "reason": row.get("note")})
         rows += [{**row, "status": "pruned"} for row in outcome.pruned]
     return rows
