@@ -93,33 +93,40 @@ def test_the_best_point_per_platform_is_the_brute_force_best(files, capsys):
 
 
 def test_pruned_points_are_those_that_do_not_fit_or_whose_bound_misses(files, capsys):
-    platform = load_inputs(files["priced"], "gemm_4096", None).platform
     config = hf.load_model_config(files["model"])
+    plans = ((1, 1), (2, 1), (1, 2))
 
-    def decode_bound_ms(plan: SystemPlan) -> float:
+    def decode_bound_ms(arch: str, plan: SystemPlan) -> float:
+        platform = load_inputs(arch, "gemm_4096", None).platform
         frontend = hf if plan.single_chip else ShardedFrontend(hf, plan, platform)
         workload = frontend.iteration_workload(config, prefill=[], decode=[64])
         return iteration_bound_s(platform, workload) * 1e3
 
-    bounds = {(t, p): decode_bound_ms(SystemPlan(chips=t * p, tp=t, pp=p))
-              for t, p in ((1, 1), (2, 1), (1, 2))}
-    target = (bounds[1, 1] + bounds[2, 1]) / 2  # between T1's bound and T2's
-    assert bounds[2, 1] < target < bounds[1, 1]
+    bounds = {(files[name], t, p): decode_bound_ms(files[name],
+                                                   SystemPlan(chips=t * p, tp=t, pp=p))
+              for name in ("priced", "small") for t, p in plans}
+    priced = [bounds[files["priced"], t, p] for t, p in plans]
+    target = (min(priced) + max(priced)) / 2  # some plans' bounds above it, some below
+    assert min(priced) < target < max(priced)
     result = plan_deployment(files, sla=f"tpot_p99_ms={target}")
     capsys.readouterr()
     pruned = {(row["arch"], row["tp"], row["pp"], row["max_batch"]): row["reason"]
               for row in result["points"] if row["status"] == "pruned"}
     expected = {}
-    for batch in (4, 16):
-        expected[files["small"], 1, 1, batch] = "capacity"
-        for t, p in ((1, 1), (2, 1), (1, 2)):
-            if bounds[t, p] > target:
-                expected[files["priced"], t, p, batch] = "bound"
+    for (arch, t, p), bound in bounds.items():
+        for batch in (4, 16):
+            if arch == files["small"] and t * p == 1:
+                expected[arch, t, p, batch] = "capacity"
+            elif bound > target:
+                expected[arch, t, p, batch] = "bound"
     assert {key: reason.split(":")[0] for key, reason in pruned.items()} == expected
+    assert any(row["status"] != "pruned" for row in result["points"])  # some simulated
     # A full run of a bound-pruned point misses the target it was pruned for.
+    _, t, p = max((key for key in bounds if key[0] == files["priced"]), key=bounds.get)
     out = files["folder"] / "pruned.json"
     assert main(["serve", "--arch", files["priced"], "--model", files["model"],
-                 *WORKLOAD, "--rate", "1", "--json", str(out)]) == 0
+                 *WORKLOAD, "--rate", "1", "--chips", str(t * p), "--tp", str(t),
+                 "--pp", str(p), "--json", str(out)]) == 0
     assert json.loads(out.read_text())["tpot_ms"]["p99"] > target
     capsys.readouterr()
 
