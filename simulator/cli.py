@@ -39,6 +39,10 @@ VERBS = {
               "energy per request"),
     "sweep": ("simulator.sweep.command", "design-space sweeps: run a spec into a resumable "
               "SQLite store, report Pareto fronts"),
+    "plan-deployment": ("simulator.sweep.deploy_command", "deployment search: per "
+                        "platform, the best deployment meeting a serving SLA (SLA "
+                        "capacity, tokens/s per chip and per watt, cost), what binds "
+                        "it, and the Pareto front"),
     "sensitivity": ("simulator.calibrate.command", "perturb each assumed platform value "
                     "to the ends of its range: a tornado of time, energy or EDP"),
     "calibrate": ("simulator.calibrate.calibrate_command", "fit assumed platform values "

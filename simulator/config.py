@@ -346,6 +346,44 @@ class Interconnect(Strict):
         return self
 
 
+HOURS_PER_YEAR = 8766  # 365.25 days
+
+
+class CostTable(Strict):
+    """What a chip costs to run (DESIGN.md section 18), for cost per million tokens:
+    a price per chip-hour (cloud), or a capital cost written off over a lifetime plus
+    the power it draws at a price per kWh (owned). Description of the buyer's terms,
+    never input to the timing or energy model."""
+
+    price_per_chip_hour: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                              description="USD per chip-hour")
+    capital_per_chip: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                           description="USD per chip, bought")
+    lifetime_years: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                         description="years the capital is spread over")
+    power_price_per_kwh: float | None = Field(default=None, ge=0, allow_inf_nan=False,
+                                              description="USD per kWh drawn")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> CostTable:
+        owned = (self.capital_per_chip, self.lifetime_years, self.power_price_per_kwh)
+        if self.price_per_chip_hour is not None:
+            if any(value is not None for value in owned):
+                raise ValueError("give price_per_chip_hour, or capital_per_chip + "
+                                 "lifetime_years + power_price_per_kwh, not both")
+        elif any(value is None for value in owned):
+            raise ValueError("give price_per_chip_hour, or all of capital_per_chip, "
+                             "lifetime_years and power_price_per_kwh")
+        return self
+
+    def chip_hour(self, watts_per_chip: float) -> float:
+        """USD one chip costs an hour while drawing `watts_per_chip`."""
+        if self.price_per_chip_hour is not None:
+            return self.price_per_chip_hour
+        return (self.capital_per_chip / (self.lifetime_years * HOURS_PER_YEAR)
+                + watts_per_chip / 1e3 * self.power_price_per_kwh)
+
+
 class Platform(Strict):
     """One accelerator platform, loaded from arch_configs/*.yaml."""
 
@@ -364,6 +402,8 @@ class Platform(Strict):
         default=None, description="links to other chips; needed for more than one chip")
     runtime: Runtime = Runtime()
     area: Area | None = Field(default=None, description="optional: perf per mm^2")
+    cost: CostTable | None = Field(default=None, description="optional: cost per million "
+                                   "tokens; each value cited or assumed in provenance")
     provenance: dict[str, Provenance] = Field(
         default_factory=dict, description="dotted field path -> where its value comes "
         "from (DESIGN.md section 16); description only, left out of the canonical dump")
@@ -372,7 +412,24 @@ class Platform(Strict):
     def _dump(self, handler) -> dict:
         data = handler(self)
         data.pop("provenance", None)  # no figure depends on it: results stay as they were
+        if data.get("cost") is None:  # absent: every existing platform's form unchanged
+            data.pop("cost", None)
         return data
+
+    @model_validator(mode="after")
+    def _costs_have_provenance(self) -> Platform:
+        """A cost is a buyer's term, not a measurement: each one given must be cited
+        (published) or marked assumed in the provenance table."""
+        if self.cost is None:
+            return self
+        given = [f"cost.{name}" for name, value in self.cost if value is not None]
+        missing = [path for path in given if path not in self.provenance]
+        if missing:
+            raise ValidationError.from_exception_data("Platform", [InitErrorDetails(
+                type=PydanticCustomError("provenance", "a cost must be cited or marked "
+                                         "assumed: add a provenance entry for it"),
+                loc=("provenance", path), input=path) for path in missing])
+        return self
 
     def numeric_fields(self) -> dict:
         """Every numeric value of the platform by dotted field path."""

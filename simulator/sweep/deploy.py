@@ -1,0 +1,256 @@
+"""Deployment search (DESIGN.md section 18): for each platform, every deployment of a
+grid (chips per replica split T x P, replicas within a chip budget, batching policy,
+max batch) is pruned before any simulation when it cannot be built, cannot hold the
+model (the capacity rule, simulator.capacity) or when the roofline bound of one
+batch-1 iteration already misses the SLA; every other point gets its SLA capacity from
+serve's --find-max-rate search (simulator.serving.curves.find_max_rate), and its
+figures at that rate. Pruned points are kept with their reason, never dropped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from simulator.capacity import check
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.frontends import hf as hf_frontend
+from simulator.loader import load_model, locate
+from simulator.mapping.plan import Mapping
+from simulator.metrics import roofline_bound_cycles
+from simulator.search.resolve import lower_workload
+from simulator.serving import llm_cost
+from simulator.serving.curves import find_max_rate
+from simulator.serving.serve import prepare
+from simulator.serving.sla import sla_report, split_key
+from simulator.serving.spec import ServeSpec
+from simulator.serving.trace import load_trace
+from simulator.system.plan import SystemPlan, check_plan
+from simulator.system.serving import ShardedFrontend
+from simulator.system.shard import model_limits, serving_sizing
+
+# Objective -> whether larger is better.
+OBJECTIVES = {"tokens_per_s_per_watt": "max", "tokens_per_s_per_chip": "max",
+              "cost_per_mtok": "min"}
+COST_OBJECTIVES = ("cost_per_mtok",)
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The deployment axes searched on every platform."""
+
+    budget_chips: int
+    chips_per_replica: tuple[int, ...]
+    replicas: tuple[int, ...]
+    batching: tuple[str, ...]
+    max_batch: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One point: a platform and how it serves (what `accsim serve` flags say)."""
+
+    arch: str
+    plan: SystemPlan
+    replicas: int
+    batching: str
+    max_batch: int
+
+    @property
+    def chips(self) -> int:
+        return self.plan.chips * self.replicas
+
+    def fields(self) -> dict:
+        return {"arch": self.arch, "chips": self.chips, "chips_per_replica": self.plan.chips,
+                "tp": self.plan.tp, "pp": self.plan.pp, "replicas": self.replicas,
+                "batching": self.batching, "max_batch": self.max_batch}
+
+    def label(self) -> str:
+        return (f"{self.replicas} x (T{self.plan.tp} x P{self.plan.pp}), {self.batching} "
+                f"max_batch {self.max_batch}")
+
+    def flags(self) -> str:
+        """The `accsim serve` flags that run this point alone."""
+        return (f"--arch {self.arch} --chips {self.plan.chips} --tp {self.plan.tp} "
+                f"--pp {self.plan.pp} --replicas {self.replicas} --batching "
+                f"{self.batching} --max-batch {self.max_batch}")
+
+
+@dataclass
+class Outcome:
+    """What the search found for every point of one platform."""
+
+    arch: str
+    platform: Platform
+    platform_file: str
+    config: object = None                              # the model, as the frontend reads it
+    hf: object = None                                  # the frontend that read it
+    context: int = 0                                   # mean decode context of a request
+    points: list[dict] = field(default_factory=list)   # searched, with figures
+    pruned: list[dict] = field(default_factory=list)   # with their reason
+
+
+def plans(chips: int) -> list[SystemPlan]:
+    """Every T x P split of `chips` (fewest stages first)."""
+    return [SystemPlan(chips=chips, tp=chips // pp, pp=pp)
+            for pp in range(1, chips + 1) if chips % pp == 0]
+
+
+def deployments(arch: str, grid: Grid) -> list[Deployment]:
+    """The grid's points for one platform, within the chip budget."""
+    return [Deployment(arch, plan, replicas, batching, max_batch)
+            for chips in grid.chips_per_replica for plan in plans(chips)
+            for replicas in grid.replicas if chips * replicas <= grid.budget_chips
+            for batching in grid.batching for max_batch in grid.max_batch]
+
+
+def _smallest_request(spec: ServeSpec) -> tuple[int, int]:
+    """(prompt, output) of the request with the fewest tokens: what every bound and the
+    capacity rule are taken at (the smallest is the one every run must serve)."""
+    if spec.arrival != "trace":
+        return spec.prompt_tokens, spec.output_tokens
+    trace = load_trace(spec.arrival_trace, need_tokens=True)
+    sizes = trace.prompt_tokens + trace.output_tokens
+    row = int(sizes.argmin())
+    return int(trace.prompt_tokens[row]), int(trace.output_tokens[row])
+
+
+def _mean_context(spec: ServeSpec) -> int:
+    """A decoding request's mean context: its prompt and half its output."""
+    if spec.arrival != "trace":
+        return spec.prompt_tokens + spec.output_tokens // 2
+    trace = load_trace(spec.arrival_trace, need_tokens=True)
+    return int(trace.prompt_tokens.mean() + trace.output_tokens.mean() / 2)
+
+
+def iteration_bound_s(platform: Platform, workload) -> float:
+    """Seconds no schedule beats for one iteration: each operator's roofline floor
+    (compute, compulsory bytes or its collective's link time), summed."""
+    lowered = lower_workload(workload, Mapping(), platform)
+    cycles = sum(roofline_bound_cycles(op, platform) * op.runs for op in lowered)
+    return cycles / (platform.clock_ghz * 1e9)
+
+
+def bound_misses(spec: ServeSpec, platform: Platform, config, plan: SystemPlan, hf,
+                 request: tuple[int, int]) -> str | None:
+    """Why the roofline bound already misses the SLA (None if it does not): a TPOT
+    target below one batch-1 decode step's bound, or a TTFT target below one batch-1
+    prefill's, for the smallest request. Any statistic of a metric is at least its
+    smallest value, which is at least this bound."""
+    frontend = hf if plan.single_chip else ShardedFrontend(hf, plan, platform)
+    prompt, _ = request
+    phases = {"tpot": ((), [prompt]), "ttft": ([(prompt, 0)], ())}
+    for key, target_ms in sorted(spec.sla.items()):
+        metric, _ = split_key(key)
+        if metric not in phases:
+            continue
+        prefill, decode = phases[metric]
+        workload = frontend.iteration_workload(config, prefill=list(prefill),
+                                               decode=list(decode), dtype=spec.dtype)
+        bound_ms = iteration_bound_s(platform, workload) * 1e3
+        if bound_ms > target_ms:
+            return (f"bound: one batch-1 {'decode step' if metric == 'tpot' else 'prefill'}"
+                    f" takes at least {bound_ms:.4g} ms > {key} {target_ms:g}")
+    return None
+
+
+def _prune_reason(spec: ServeSpec, platform: Platform, platform_file: str, config,
+                  plan: SystemPlan, hf, request: tuple[int, int]) -> str | None:
+    """Why a plan is pruned before simulation on this platform, or None."""
+    try:
+        check_plan(plan, platform, model_limits(config), platform_file=platform_file)
+    except AccsimError as exc:
+        return f"cannot be built: {exc.rule}"
+    prompt, output = request
+    sizing = serving_sizing(config, platform, dtype=spec.dtype,
+                            tokens=min(prompt, spec.max_tokens), kv_tokens=prompt + output)
+    fit = check(plan, sizing, platform, ignore=True, platform_file=platform_file)
+    if fit.fits is False:
+        return (f"capacity: each chip needs {fit.footprint.total_bytes:,} bytes of "
+                f"{fit.capacity_bytes:,}")
+    return bound_misses(spec, platform, config, plan, hf, request)
+
+
+def point_figures(point: Deployment, figures: dict, rate: float,
+                  platform: Platform) -> dict:
+    """A searched point's figures at its SLA capacity: rates, tokens/s per chip and per
+    watt (tokens per joule of the whole system), energy per token, cost per million
+    tokens (None without a cost table)."""
+    tokens_s = figures["tokens_per_s"] or 0.0
+    per_chip_j = figures["energy_per_token_j"]
+    energy = per_chip_j * point.plan.chips if per_chip_j else None
+    watts = tokens_s * energy if energy else 0.0
+    cost = None
+    if platform.cost is not None and tokens_s > 0:
+        chip_hour = platform.cost.chip_hour(watts / point.chips)
+        cost = point.chips * chip_hour / (tokens_s * SECONDS_PER_HOUR) * 1e6
+    return {**point.fields(), "sla_rate_rps": rate, "goodput_rps": figures["goodput_rps"],
+            "throughput_rps": figures["throughput_rps"], "tokens_per_s": tokens_s,
+            "tokens_per_s_per_chip": tokens_s / point.chips,
+            "tokens_per_s_per_watt": 1 / energy if energy else None,
+            "energy_per_token_j": energy, "power_w": watts, "cost_per_mtok": cost}
+
+
+def _bracket_figures(found: dict) -> tuple[dict, dict]:
+    """The figures of the runs at the bracket's ends: at the SLA capacity (met) and
+    just above it (missed)."""
+    low, high = found["bracket_rps"]
+    at = {e["rate_rps"]: e for e in found["evaluations"]}
+    return at[low]["figures"], at[high]
+
+
+def search_point(setup, point: Deployment) -> dict:
+    """serve's max-rate search on one point (the setup of its platform and plan reused:
+    one cost memo per platform and plan) and its figures at the rate found."""
+    at = setup.spec.model_copy(update={"replicas": point.replicas, "batching": point.batching,
+                                 "max_batch": point.max_batch}).resolved()
+    try:
+        found = find_max_rate(replace(setup, spec=at), at)
+    except AccsimError as exc:  # met at every rate a spec may ask for, or at none
+        unbounded = "doublings" in exc.rule
+        return {**point.fields(), "sla_rate_rps": None, "unbounded": unbounded,
+                "note": ("the SLA is met at every rate tried: " if unbounded else
+                         "no rate meets the SLA: ") + exc.rule}
+    met, above = _bracket_figures(found)
+    row = point_figures(point, met, found["max_rate_rps"], setup.platform)
+    checks = sla_report(at.sla, above["figures"])["targets"]
+    figures = above["figures"]
+    row["above"] = {"rate_rps": above["rate_rps"],
+                    "missed": [key for key, c in checks.items() if not c["met"]],
+                    **{name: figures[name] for name in (
+                        "preempted", "dropped", "requests", "utilization",
+                        "throughput_rps", "latency_ms", "ttft_ms", "tpot_ms")}}
+    row["evaluations"] = len(found["evaluations"])
+    return row
+
+
+Progress = Callable[[str, int, int], None]
+
+
+def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
+                    progress: Progress | None = None) -> Outcome:
+    """Prune, then search, every point of the grid on one platform."""
+    hf = hf or hf_frontend
+    platform, source = load_model(locate(arch, "platform"), Platform)
+    config, _ = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
+    request = _smallest_request(spec)
+    outcome = Outcome(arch, platform, source.path, config, hf, _mean_context(spec))
+    points = deployments(arch, grid)
+    reasons: dict[SystemPlan, str | None] = {}
+    setups: dict[SystemPlan, object] = {}
+    for index, point in enumerate(points):
+        if point.plan not in reasons:
+            reasons[point.plan] = _prune_reason(spec, platform, source.path, config,
+                                                point.plan, hf, request)
+        if reasons[point.plan] is not None:
+            outcome.pruned.append({**point.fields(), "reason": reasons[point.plan]})
+        else:
+            if point.plan not in setups:
+                setups[point.plan] = prepare(spec.model_copy(update={
+                    "arch": arch, "chips": point.plan.chips, "tp": point.plan.tp,
+                    "pp": point.plan.pp}), hf=hf)
+            outcome.points.append(search_point(setups[point.plan], point))
+        if progress:
+            progress(arch, index + 1, len(points))
+    return outcome

@@ -1,0 +1,230 @@
+"""`accsim plan-deployment`: which platform meets a serving SLA, at what perf per watt
+or cost, limited by what (DESIGN.md section 18). Options, platforms and the grid are
+checked before the first point is simulated."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+from rich.table import Table
+
+from simulator import progress
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.escape import csv_text
+from simulator.loader import dump_json, load_model, locate, validation_error
+from simulator.outputs import check_output_path, write_file, writing
+from simulator.serving.sla import parse_sla
+from simulator.serving.spec import ServeSpec
+from simulator.sweep.deploy import (COST_OBJECTIVES, OBJECTIVES, Grid, deployments,
+                                    search_platform)
+from simulator.sweep.deploy_report import conclude
+from simulator.terminal import console as report_console
+
+DEFAULT_BUDGET = 8
+DEFAULT_MAX_BATCH = (16, 64, 256)
+CSV_COLUMNS = ("arch", "chips", "chips_per_replica", "tp", "pp", "replicas", "batching",
+               "max_batch", "status", "sla_rate_rps", "goodput_rps", "tokens_per_s",
+               "tokens_per_s_per_chip", "tokens_per_s_per_watt", "energy_per_token_j",
+               "cost_per_mtok", "on_front", "reason")
+# Spec fields set from flags of the same meaning (flag -> field).
+SPEC_FLAGS = {"model": "model", "dtype": "dtype", "arrival": "arrival", "rate": "rate",
+              "cv": "cv", "trace": "arrival_trace", "prompt_tokens": "prompt_tokens",
+              "output_tokens": "output_tokens", "requests": "requests", "seed": "seed",
+              "max_tokens": "max_tokens", "bucket_bits": "bucket_bits"}
+
+
+def add_arguments(cmd: argparse.ArgumentParser) -> None:
+    """The arguments of `accsim plan-deployment`."""
+    add = cmd.add_argument
+    add("--arch", action="append", required=True, help="a platform to search (YAML or "
+        "shipped name); repeat for each")
+    add("--model", required=True, help="Hugging Face config.json or shipped model name")
+    add("--dtype", help="weights and activations (default: the model's)")
+    add("--trace", metavar="FILE|NAME", help="arrival trace (CSV or shipped name)")
+    add("--arrival", choices=["poisson", "gamma", "trace"], help="default poisson "
+        "(trace with --trace)")
+    add("--rate", type=float, help="requests/s where the rate search starts")
+    add("--cv", type=float, help="gamma: coefficient of variation of the gaps")
+    add("--prompt-tokens", type=int, help="poisson/gamma prompt length (default 512)")
+    add("--output-tokens", type=int, help="poisson/gamma output length (default 128)")
+    add("--requests", type=int, help="requests per run (default 1000; a trace: all)")
+    add("--seed", type=int, help="default 0")
+    add("--max-tokens", type=int, help="continuous batching: tokens per iteration")
+    add("--bucket-bits", type=int, help="iteration-cost grid (serve's option)")
+    add("--sla", required=True, metavar="KEY=MS,...", help="e.g. ttft_p99_ms=500,"
+        "tpot_p99_ms=50")
+    add("--budget-chips", type=int, default=DEFAULT_BUDGET,
+        help=f"chips a deployment may use in all (default {DEFAULT_BUDGET})")
+    add("--chips-per-replica", metavar="N,...", help="default: powers of 2 up to the "
+        "budget; every T x P split of each is searched")
+    add("--replicas", metavar="N,...", help="default: powers of 2 up to the budget")
+    add("--batching", metavar="POLICY,...", default="continuous",
+        help="static, dynamic, continuous (default continuous)")
+    add("--max-batch", metavar="N,...", help="default "
+        f"{','.join(map(str, DEFAULT_MAX_BATCH))}")
+    add("--objective", choices=list(OBJECTIVES), default="tokens_per_s_per_watt",
+        help="what the best point of a platform maximises (cost: minimises)")
+    add("--json", metavar="PATH", help="write every point, pruned point, best and front")
+    add("--csv", metavar="PATH", help="write one row per point (pruned ones included)")
+    cmd.set_defaults(handler=handle)
+
+
+def _int_list(text: str | None, flag: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    if text is None:
+        return default
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise AccsimError(f"expected whole numbers separated by commas, got {text!r}",
+                          field=flag) from None
+    if not values or any(value < 1 for value in values):
+        raise AccsimError(f"expected whole numbers >= 1, got {text!r}", field=flag)
+    return tuple(sorted(set(values)))
+
+
+def powers_of_two(limit: int) -> tuple[int, ...]:
+    return tuple(2 ** i for i in range(limit.bit_length()) if 2 ** i <= limit)
+
+
+def grid_from_args(args: argparse.Namespace) -> Grid:
+    if args.budget_chips < 1:
+        raise AccsimError(f"must be >= 1, got {args.budget_chips}", field="--budget-chips")
+    batching = tuple(dict.fromkeys(p.strip() for p in args.batching.split(",") if p.strip()))
+    unknown = [p for p in batching if p not in ("static", "dynamic", "continuous")]
+    if unknown or not batching:
+        raise AccsimError(f"unknown batching policy {unknown[0] if unknown else '(none)'}"
+                          " (known: static, dynamic, continuous)", field="--batching")
+    grid = Grid(args.budget_chips,
+                _int_list(args.chips_per_replica, "--chips-per-replica",
+                          powers_of_two(args.budget_chips)),
+                _int_list(args.replicas, "--replicas", powers_of_two(args.budget_chips)),
+                batching, _int_list(args.max_batch, "--max-batch", DEFAULT_MAX_BATCH))
+    if not deployments("-", grid):
+        raise AccsimError(f"the grid is empty: no chips per replica x replicas of "
+                          f"{list(grid.chips_per_replica)} x {list(grid.replicas)} fits "
+                          f"the budget of {grid.budget_chips} chips", field="--budget-chips")
+    return grid
+
+
+def spec_from_args(args: argparse.Namespace) -> ServeSpec:
+    """The serving run every point shares (its rate searched), checked as serve's."""
+    raw = {field: getattr(args, flag) for flag, field in SPEC_FLAGS.items()
+           if getattr(args, flag) is not None}
+    raw |= {"sla": parse_sla(args.sla), "find_max_rate": True}
+    try:
+        return ServeSpec.model_validate(raw).resolved()
+    except ValidationError as exc:
+        error = validation_error(exc, raw, file=None)
+    except AccsimError as exc:
+        error = exc
+    name = (error.field or "").split(".")[0]
+    flag = next((f for f, field in SPEC_FLAGS.items() if field == name), name)
+    raise AccsimError(error.rule, field="--" + flag.replace("_", "-")) from None
+
+
+def check_cost(archs: list[str], objective: str) -> None:
+    """A cost objective needs a cost table on every platform searched."""
+    if objective not in COST_OBJECTIVES:
+        return
+    for arch in archs:
+        platform, source = load_model(locate(arch, "platform"), Platform)
+        if platform.cost is None:
+            raise AccsimError(f"objective {objective} needs the platform's cost table "
+                              "(price_per_chip_hour, or capital_per_chip + "
+                              "lifetime_years + power_price_per_kwh), which it lacks",
+                              file=source.path, field="cost")
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def points_table(outcome) -> Table:
+    table = Table(title=f"{outcome.arch}: {len(outcome.points)} searched, "
+                  f"{len(outcome.pruned)} pruned", title_justify="left",
+                  show_edge=False, pad_edge=False)
+    for column in ("deployment", "chips", "SLA rate/s", "goodput/s", "tok/s",
+                   "tok/s/chip", "tok/s/W", "J/tok", "$/Mtok"):
+        table.add_column(column, justify="left" if column == "deployment" else "right")
+    for row in outcome.points:
+        table.add_row(_label(row), str(row["chips"]), _fmt(row["sla_rate_rps"], ",.3f"),
+                      _fmt(row.get("goodput_rps"), ",.3f"),
+                      _fmt(row.get("tokens_per_s"), ",.1f"),
+                      _fmt(row.get("tokens_per_s_per_chip"), ",.1f"),
+                      _fmt(row.get("tokens_per_s_per_watt"), ",.2f"),
+                      _fmt(row.get("energy_per_token_j"), ",.4f"),
+                      _fmt(row.get("cost_per_mtok"), ",.3f"))
+    return table
+
+
+def _label(row: dict) -> str:
+    return (f"{row['replicas']} x (T{row['tp']} x P{row['pp']}) {row['batching']} "
+            f"b{row['max_batch']}")
+
+
+def _rows(outcomes, front: list[dict]) -> list[dict]:
+    on_front = {id(row) for row in front}
+    rows = []
+    for outcome in outcomes:
+        for row in outcome.points:
+            status = "searched" if row["sla_rate_rps"] is not None else \
+                "unbounded" if row["unbounded"] else "no rate meets the SLA"
+            rows.append({**row, "status": status, "on_front": id(row) in on_front,
+                         "reason": row.get("note")})
+        rows += [{**row, "status": "pruned"} for row in outcome.pruned]
+    return rows
+
+
+def handle(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args)
+    grid = grid_from_args(args)
+    for flag, suffixes in (("json", None), ("csv", (".csv",))):
+        if getattr(args, flag):
+            check_output_path(getattr(args, flag), flag, suffixes)
+    archs = list(dict.fromkeys(args.arch))
+    check_cost(archs, args.objective)
+    started = time.perf_counter()
+    outcomes = []
+    with progress.steps("searching deployments", after_s=2.0) as report:
+        for arch in archs:
+            outcomes.append(search_platform(spec, arch, grid,
+                                            progress=lambda a, done, total:
+                                            report(done, total)))
+    found = conclude(outcomes, args.objective, spec.dtype)
+    console = report_console(min_width=120)
+    for outcome in outcomes:
+        console.print(points_table(outcome))
+        for row in outcome.pruned:
+            console.print(f"  pruned {_label(row)}: {row['reason']}", markup=False,
+                          highlight=False)
+    print(f"best per platform by {args.objective}:")
+    for arch, top in found["best"].items():
+        if top is None:
+            print(f"  {arch}: no deployment meets the SLA")
+            continue
+        print(f"  {arch}: {_label(top)} ({top['chips']} chips): SLA rate "
+              f"{top['sla_rate_rps']:,.3f}/s, {_fmt(top[args.objective], ',.4g')} "
+              f"{args.objective}; {top['binding']['text']}")
+    names = ", ".join(found["front_objectives"])
+    print(f"Pareto front over {names}: " + "; ".join(
+        f"{row['arch']} {_label(row)}" for row in found["front"]))
+    searched = sum(len(o.points) for o in outcomes)
+    print(f"searched {searched} points ({sum(len(o.pruned) for o in outcomes)} pruned) "
+          f"in {time.perf_counter() - started:.1f} s wall")
+    rows = _rows(outcomes, found["front"])
+    if args.json:
+        with writing(args.json):
+            write_file(args.json, dump_json({
+                "sla": spec.sla, "objective": args.objective,
+                "spec": spec.model_dump(mode="json"), "points": rows,
+                "best": found["best"], "front": found["front"]}, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.csv:
+        with writing(args.csv):
+            write_file(args.csv, csv_text(list(CSV_COLUMNS), rows, extrasaction="ignore"))
+        print(f"wrote {Path(args.csv)}")
+    return 0

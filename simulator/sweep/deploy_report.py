@@ -1,0 +1,126 @@
+"""What a deployment search concludes (DESIGN.md section 18): each platform's best
+point under the objective, the constraint that binds it at its SLA capacity, and the
+Pareto front across platforms (simulator.sweep.pareto)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.errors import AccsimError
+from simulator.mapping.plan import Mapping
+from simulator.serving.sla import split_key
+from simulator.simulate import Inputs, simulate
+from simulator.sweep.deploy import OBJECTIVES, Outcome
+from simulator.sweep.pareto import pareto_mask
+from simulator.system.plan import SystemPlan
+from simulator.system.serving import ShardedFrontend
+
+# The binding resource's thresholds (DESIGN.md section 18): off-chip bandwidth when the
+# memory is busy this share of an iteration, the interconnect when collectives take
+# this share of it.
+HBM_BUSY = 0.80
+COLLECTIVE_SHARE = 0.30
+FRONT_OBJECTIVES = ("tokens_per_s_per_chip", "tokens_per_s_per_watt", "cost_per_mtok")
+
+
+def feasible(rows: list[dict], objective: str) -> list[dict]:
+    """Points with an SLA capacity and a value of the objective."""
+    return [row for row in rows if row.get("sla_rate_rps") is not None
+            and row.get(objective) is not None]
+
+
+def best(rows: list[dict], objective: str) -> dict | None:
+    """The best point under the objective; ties to fewer chips, then the grid's order."""
+    sign = -1 if OBJECTIVES[objective] == "max" else 1
+    found = feasible(rows, objective)
+    if not found:
+        return None
+    return min(enumerate(found), key=lambda item: (sign * item[1][objective],
+                                                   item[1]["chips"], item[0]))[1]
+
+
+def _metric_name(key: str) -> str:
+    metric, statistic = split_key(key)
+    return f"{metric.upper()} {statistic}"
+
+
+def iteration_shares(outcome: Outcome, row: dict, dtype: str | None) -> dict:
+    """Where one decode iteration's time goes on a chip of the point, at the batch the
+    run just above the SLA capacity kept in flight (Little's law, within 1 and max
+    batch) and the workload's mean context: off-chip busy, collectives, array busy and
+    vector busy, each a share of the iteration's cycles."""
+    above = row["above"]
+    latency_s = (above["latency_ms"] or {}).get("mean", 0.0) / 1e3
+    in_flight = above["throughput_rps"] * latency_s / row["replicas"]
+    batch = int(min(max(round(in_flight), 1), row["max_batch"]))
+    plan = SystemPlan(chips=row["chips_per_replica"], tp=row["tp"], pp=row["pp"])
+    frontend = outcome.hf if plan.single_chip else \
+        ShardedFrontend(outcome.hf, plan, outcome.platform)
+    workload = frontend.iteration_workload(outcome.config, prefill=[],
+                                           decode=[outcome.context] * batch, dtype=dtype)
+    total = simulate(Inputs(outcome.platform, workload, Mapping())).total
+    cycles = max(total.cycles, 1)
+    return {"batch": batch, "hbm_busy": total.offchip_busy_cycles / cycles,
+            "collective": total.collective_cycles / cycles,
+            "array_busy": total.busy_cycles / cycles,
+            "vector_busy": total.vector_unit_busy_cycles / cycles}
+
+
+def binding(outcome: Outcome, row: dict, dtype: str | None) -> dict:
+    """The SLA metric that fails just above the point's SLA capacity and the resource
+    behind it: KV capacity (preemptions or drops there), else the interconnect
+    (collectives >= 30% of an iteration), else off-chip bandwidth (>= 80% busy), else
+    the busiest of the array, the vector unit and the memory."""
+    above = row["above"]
+    shares = iteration_shares(outcome, row, dtype)
+    metrics = ", ".join(_metric_name(key) for key in above["missed"]) or "no SLA metric"
+    if above["preempted"] or above["dropped"]:
+        resource = (f"KV capacity: {above['preempted']:,} preemptions, "
+                    f"{above['dropped']:,} dropped")
+    elif shares["collective"] >= COLLECTIVE_SHARE:
+        resource = f"interconnect: collectives {100 * shares['collective']:.0f}%"
+    elif shares["hbm_busy"] >= HBM_BUSY:
+        resource = f"HBM bandwidth {100 * shares['hbm_busy']:.0f}% busy"
+    else:
+        name, share = max((("compute: array", shares["array_busy"]),
+                           ("vector unit", shares["vector_busy"]),
+                           ("HBM bandwidth", shares["hbm_busy"])), key=lambda p: p[1])
+        resource = f"{name} {100 * share:.0f}% busy"
+    return {"metric": metrics, "rate_rps": above["rate_rps"], "resource": resource,
+            "iteration": shares,
+            "text": f"limited by {metrics} at rate {above['rate_rps']:.4g}/s: {resource}"}
+
+
+def front_objectives(rows: list[dict]) -> list[str]:
+    """The objectives the front is taken over: cost only when every point has one."""
+    return [name for name in FRONT_OBJECTIVES
+            if rows and all(row.get(name) is not None for row in rows)]
+
+
+def front(rows: list[dict]) -> list[dict]:
+    """Points no other beats on every front objective, across platforms."""
+    rows = [row for row in rows if row.get("sla_rate_rps") is not None]
+    names = front_objectives(rows)
+    if not rows or not names:
+        return []
+    values = np.array([[row[name] for name in names] for row in rows], dtype=float)
+    mask = pareto_mask(values, [OBJECTIVES[name] for name in names])
+    return [row for row, on in zip(rows, mask) if on]
+
+
+def conclude(outcomes: list[Outcome], objective: str, dtype: str | None) -> dict:
+    """Best point and its binding constraint per platform, and the front; refuses a
+    search where no platform has any point to search."""
+    if all(not outcome.points for outcome in outcomes):
+        pruned = sum(len(outcome.pruned) for outcome in outcomes)
+        raise AccsimError(f"no deployment of any platform is left to search: all {pruned}"
+                          " points were pruned (see their reasons with --json or raise "
+                          "--budget-chips)", field="--arch")
+    chosen = {}
+    for outcome in outcomes:
+        top = best(outcome.points, objective)
+        chosen[outcome.arch] = None if top is None else \
+            {**top, "binding": binding(outcome, top, dtype)}
+    everything = [row for outcome in outcomes for row in outcome.points]
+    return {"objective": objective, "best": chosen, "front": front(everything),
+            "front_objectives": front_objectives(feasible(everything, "sla_rate_rps"))}
