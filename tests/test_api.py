@@ -109,3 +109,16 @@ def test_sweep_runs_a_spec_into_a_store_and_resumes(tmp_path):
     again = accsim.sweep(spec, store)  # resumed: nothing recomputed, the same rows
     assert again.rows == first.rows
     assert all(0 < row["mfu"] <= 1 for row in first.rows if row["status"] == "ok")
+
+
+def test_sweep_report_prints_mfu_as_percent_like_run(tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).parent))
+    spec = __import__("test_sweep_run").spec_file(tmp_path)
+    store = tmp_path / "store.sqlite"
+    rows = accsim.sweep(spec, store).rows
+    capsys.readouterr()
+    assert main(["sweep", "report", str(store), "--pareto", "mfu,time_s"]) == 0
+    shown = capsys.readouterr().out
+    assert "MFU%" in shown
+    best = max(row["mfu"] for row in rows if row["status"] == "ok")
+    assert f"{100 * best:.1f}" in shown  # the stored fraction, shown as percent
