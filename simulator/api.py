@@ -26,8 +26,8 @@ dictionary, DataFrame, JSON and CSV; tables print them as percent with a `%` hea
 >>> round(result.summary()["mfu"], 3)
 0.084
 >>> both = accsim.compare(["tpu_v1", "edge_32x32"], "resnet50_b1")
->>> [row["platform"] for row in both.rows()]
-['tpu_v1', 'edge_32x32']
+>>> print(*(row["platform"] for row in both.rows()))
+tpu_v1 edge_32x32
 """
 
 from __future__ import annotations
