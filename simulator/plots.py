@@ -59,3 +59,14 @@ def write_breakdown_plot(result: RunResult, path: str | Path) -> None:
                    "cycles by layer_type")
     figure.tight_layout()
     save_figure(figure, path, dpi=120, bbox_inches="tight")  # the legend beside the axes
+
+
+def write_compare_plot(results: list[RunResult], labels: list[str], path: str | Path
+                       ) -> None:
+    """`accsim compare --plot`: one stacked bar of the workload's cycles per platform."""
+    plt = pyplot()
+    groups = [(label, result.total) for label, result in zip(labels, results)][::-1]
+    figure, axes = plt.subplots(figsize=(11, 0.45 * len(groups) + 1.6))
+    draw_breakdown(axes, groups, f"{results[0].inputs.workload.name}: cycles by platform")
+    figure.tight_layout()
+    save_figure(figure, path, dpi=120, bbox_inches="tight")

@@ -12,16 +12,19 @@ from pathlib import Path
 from rich.table import Table
 
 from simulator import progress
+from simulator.api import Comparison, Result
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
 from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.commands.options import add_inputs, budget
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError
+from simulator.escape import csv_text
+from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.loader import dump_json
-from simulator.outputs import check_output_path, write_file
-from simulator.report import compare_table
+from simulator.outputs import check_output_path, write_file, writing
+from simulator.plots import write_compare_plot
 from simulator.simulate import Inputs
 from simulator.system import command as system_command
 from simulator.terminal import console as report_console
@@ -33,11 +36,14 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
     LLM step (None for a workload)."""
     llm, model_source = hf_command.run_step(args)
     if llm is None:
+        imported = import_command.run_workload(args)  # read once, run on every platform
         return [load_inputs(arch, args.workload, args.mapping,
-                            heuristic_name=args.heuristic, fusion=args.fusion)
+                            heuristic_name=args.heuristic, fusion=args.fusion,
+                            imported=imported)
                 for arch in args.arch], None
-    if args.workload is not None:
-        raise AccsimError("--model replaces --workload", field="--model")
+    if args.workload is not None or import_command.run_shortcut(args):
+        raise AccsimError("--model replaces --workload (and takes no --onnx or "
+                          "--kineto)", field="--model")
     every = []
     for arch in args.arch:
         base = load_inputs(arch, DEFAULT_WORKLOAD, args.mapping,
@@ -47,7 +53,14 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
     return every, llm
 
 
+# Output options and the suffixes each accepts (None: any).
+OUTPUT_SUFFIXES = {"json": None, "csv": None, "plot": (".png", ".pdf", ".svg")}
+
+
 def handle(args: argparse.Namespace) -> int:
+    for option, suffixes in OUTPUT_SUFFIXES.items():
+        if getattr(args, option):
+            check_output_path(getattr(args, option), option, suffixes)
     plan = system_command.plan_from_args(args)
     memory = budget(args)
     if args.robust and not plan.single_chip:
@@ -69,14 +82,31 @@ def handle(args: argparse.Namespace) -> int:
                                        ignore_capacity=args.ignore_capacity)
         results.append(system.result)
         lines += [f"{label}: {line}" for line in system.summary_lines()]
+    compared = Comparison([Result(run, llm, fit) for run, fit in zip(results, fits)],
+                          labels)
     console = report_console(min_width=140)
-    console.print(compare_table(results, labels))
+    console.print(compared.table())
     console.print(f"mapping (every platform): {results[0].mapping_mode}")
     for line in lines:
         console.print(line, markup=False, highlight=False)
+    _write_outputs(args, compared)
     if args.robust:
         show_robust(args, every, labels, memory, console)
     return 0
+
+
+def _write_outputs(args: argparse.Namespace, compared: Comparison) -> None:
+    """--json (every platform's full result), --csv (one row per platform), --plot."""
+    rows = compared.rows()
+    for path, write in (
+            (args.json, compared.save_json),
+            (args.csv, lambda p: write_file(p, csv_text(list(rows[0]), rows))),
+            (args.plot, lambda p: write_compare_plot([r.run for r in compared.results],
+                                                     compared.labels, p))):
+        if path:
+            with writing(path):
+                write(path)
+            print(f"wrote {path}")
 
 
 def show_robust(args: argparse.Namespace, every: list[Inputs], labels: list[str], memory,
@@ -134,6 +164,13 @@ def add_arguments(compare: argparse.ArgumentParser) -> None:
     add_inputs(compare, several_archs=True, heuristic_option=True)
     system_command.add_arguments(compare)
     hf_command.add_run_arguments(compare)
+    import_command.add_run_options(compare)
+    compare.add_argument("--json", metavar="PATH", help="write every platform's full "
+                         "result (as `run --json` writes it) in one JSON file")
+    compare.add_argument("--csv", metavar="PATH", help="write one row per platform "
+                         "(ratios as fractions, x_*: ratio to the first platform)")
+    compare.add_argument("--plot", metavar="PATH", help="write a PNG/SVG/PDF of each "
+                         "platform's cycles by term")
     compare.add_argument("--robust", action="store_true", help="also say for each pair "
                          "whether its ranking holds across the platforms' assumed "
                          "ranges, or which assumption flips it (single chip)")

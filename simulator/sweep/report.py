@@ -162,6 +162,22 @@ def format_value(value) -> str:
     return str(value)
 
 
+# Ratios stored as fractions (0..1) and printed as percent, as every table prints them
+# (`run`, `compare`: MFU%); the store, CSV and Parquet keep the fractions.
+PERCENT_METRICS = {"mfu": "MFU%"}
+
+
+def metric_heading(metric: str) -> str:
+    return PERCENT_METRICS.get(metric, metric)
+
+
+def metric_text(metric: str, value) -> str:
+    """A metric's cell: a percent for PERCENT_METRICS, else format_value."""
+    if metric in PERCENT_METRICS and isinstance(value, float):
+        return f"{100 * value:.1f}"
+    return format_value(value)
+
+
 def axis_headings(axes: tuple[str, ...]) -> list[str]:
     """Each axis by its last field name where no other axis shares it, else in full
     (the exports always use the full dotted path)."""
@@ -173,9 +189,10 @@ def points_table(report: Report, rows: list[dict], title: str,
                  metrics: tuple[str, ...]) -> Table:
     """One line per row: workload, axis values, the given metrics, bottleneck. Values
     never wrap; long headings (dotted axis paths) fold to the column's width."""
-    headings = ("workload", *axis_headings(report.axes), *metrics, "bottleneck")
+    headings = ("workload", *axis_headings(report.axes), *map(metric_heading, metrics),
+                "bottleneck")
     cells = [[row["workload"], *(format_value(row["point"].get(a)) for a in report.axes),
-              *(format_value(row[m]) for m in metrics), row["bottleneck"] or "-"]
+              *(metric_text(m, row[m]) for m in metrics), row["bottleneck"] or "-"]
              for row in rows]
     table = Table(title=Text(title), title_justify="left")
     for index, heading in enumerate(headings):

@@ -1,0 +1,360 @@
+"""The Python API: what notebooks and pipelines call (`import simulator.api as accsim`).
+
+Why `simulator.api` and not the package itself: `simulator.simulate` (the core's one
+entry point) and `simulator.sweep` (the sweep subpackage) are modules, and Python sets a
+package attribute to a submodule whenever it is imported, so a package-level function of
+either name would silently become a module. `import simulator` stays light (no Numba);
+importing this module loads the simulator.
+
+The functions here load inputs, simulate and present results through the same
+functions the `accsim` commands call (load_inputs, the capacity check, simulate,
+result_dict/write_json, compare_table), so a result saved here is byte for byte the
+file `accsim run --json` writes for the same inputs. Results are small objects with
+`to_dict()`, `save_json(path)`, `to_pandas()` (pandas is the optional extra
+`accsim[pandas]`) and an HTML table for Jupyter.
+
+Ratios (MFU, stall and the other fractions) are fractions from 0 to 1 in every
+dictionary, DataFrame, JSON and CSV; tables print them as percent with a `%` header.
+
+>>> import simulator.api as accsim
+>>> platform = accsim.load_platform("tpu_v1")
+>>> platform.systolic_array.rows, platform.systolic_array.cols
+(256, 256)
+>>> result = accsim.simulate("tpu_v1", "resnet50_b1")
+>>> result.operators_count
+72
+>>> round(result.summary()["mfu"], 3)
+0.084
+>>> both = accsim.compare(["tpu_v1", "edge_32x32"], "resnet50_b1")
+>>> print(*(row["platform"] for row in both.rows()))
+tpu_v1 edge_32x32
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from simulator.capacity import Capacity
+from simulator.commands.inputs import DEFAULT_ARCH, DEFAULT_WORKLOAD, load_inputs
+from simulator.config import Platform
+from simulator.errors import AccsimError
+from simulator.frontends.hf.command import LlmStep, llm_step
+from simulator.inputs import Inputs
+from simulator.loader import (dump_json, load_model, locate, read_source,
+                              validation_error)
+from simulator.mapping.plan import Mapping
+from simulator.metrics import dominant_bottleneck
+from simulator.report import compare_table, result_dict, write_json
+from simulator.simulate import RunResult
+from simulator.simulate import simulate as simulate_inputs
+from simulator.system.command import check_fit
+from simulator.system.plan import SystemPlan
+from simulator.workload import Workload
+from simulator.anchors import relocated
+from simulator.outputs import write_file
+from simulator.serving.serve import prepare
+from simulator.serving.serve import serve as serve_spec
+from simulator.serving.spec import ServeSpec
+from simulator.sweep.coordinator import run_sweep
+from simulator.sweep.executors import executor_for
+from simulator.sweep.plan import make_plan
+from simulator.sweep.report import build_report, parse_objectives
+from simulator.sweep.spec import load_sweep
+from simulator.sweep.store import Store
+
+__all__ = ["load_platform", "load_workload", "load_mapping", "from_hf", "simulate",
+           "compare", "serve", "sweep", "Result", "Comparison", "ServeReport",
+           "SweepReport", "LlmStep"]
+
+# The workload figures a summary and a compare row carry (all from Totals.derived).
+SUMMARY_KEYS = ("cycles", "time_s", "mfu", "memory_stall_fraction", "energy_j",
+                "average_power_w", "flops_per_joule", "offchip_read_bytes",
+                "offchip_write_bytes")
+PANDAS_HINT = "pandas is needed for to_pandas(): pip install 'accsim[pandas]'"
+
+
+def _pandas():
+    """pandas, or one clear error naming the extra that installs it."""
+    try:
+        import pandas  # optional: the `pandas` extra
+    except ImportError:
+        raise AccsimError(PANDAS_HINT, field="to_pandas") from None
+    return pandas
+
+
+def _html_table(rows: list[dict], title: str) -> str:
+    """A plain HTML table of dictionaries (Jupyter's display, no pandas needed)."""
+    if not rows:
+        return f"<p>{html.escape(title)}: no rows</p>"
+    head = "".join(f"<th>{html.escape(str(key))}</th>" for key in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>"
+                                    for v in row.values()) + "</tr>" for row in rows)
+    return (f"<table><caption>{html.escape(title)}</caption><thead><tr>{head}</tr>"
+            f"</thead><tbody>{body}</tbody></table>")
+
+
+def _cell(value) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def load_platform(name_or_path: str | Path) -> Platform:
+    """A platform by shipped name (`tpu_v1`) or YAML path, checked against its schema.
+
+    >>> load_platform("tpu_v1").name
+    'tpu_v1'
+    """
+    return load_model(locate(str(name_or_path), "platform"), Platform)[0]
+
+
+def load_workload(name_or_path: str | Path) -> Workload:
+    """A workload by shipped name (`resnet50_b1`) or YAML path.
+
+    >>> len(load_workload("resnet50_b1").operators)
+    72
+    """
+    return load_model(locate(str(name_or_path), "workload"), Workload)[0]
+
+
+def load_mapping(name_or_path: str | Path) -> Mapping:
+    """A tiling plan by shipped name or YAML path."""
+    return load_model(locate(str(name_or_path), "mapping"), Mapping)[0]
+
+
+def from_hf(config: str | Path, *, phase: str, batch: int = 1, seq: int | None = None,
+            context: int | None = None, dtype: str | None = None,
+            weight_dtype: str | None = None, kv_dtype: str | None = None,
+            imbalance: float = 1.0, all_logits: bool = False) -> LlmStep:
+    """An LLM step from a Hugging Face config.json (path or shipped name): `phase`
+    prefill takes `seq`, decode takes `context`; checked as `accsim run --model` checks
+    its flags (errors name the flag). Pass it to simulate() or compare() as the
+    workload; `.workload()` is the Workload itself.
+
+    >>> step = from_hf("llama_3_1_8b", phase="decode", batch=8, context=1024)
+    >>> step.workload().name
+    'llama_3_1_8b_decode_b8_c1024'
+    """
+    options = argparse.Namespace(phase=phase, batch=batch, seq=seq, context=context,
+                                 dtype=dtype, weight_dtype=weight_dtype,
+                                 kv_dtype=kv_dtype, imbalance=imbalance,
+                                 all_logits=all_logits)
+    return llm_step(options, str(config))
+
+
+def _inputs(platform, workload, mapping, heuristic, fusion) -> tuple[Inputs, LlmStep | None]:
+    """The run's inputs as `accsim run` loads them: names and paths through
+    load_inputs; objects built in code are used as they are (no source file)."""
+    llm = workload if isinstance(workload, LlmStep) else None
+    named_workload = workload if isinstance(workload, (str, Path)) else DEFAULT_WORKLOAD
+    named_platform = platform if isinstance(platform, (str, Path)) else DEFAULT_ARCH
+    named_mapping = mapping if isinstance(mapping, (str, Path)) or mapping is None else None
+    base = load_inputs(str(named_platform), str(named_workload),
+                       None if named_mapping is None else str(named_mapping),
+                       heuristic_name=heuristic, fusion=fusion)
+    replaced = {}
+    if isinstance(platform, Platform):
+        replaced.update(platform=platform, platform_source=None)
+    if isinstance(workload, Workload):
+        replaced.update(workload=workload, workload_source=None)
+    if llm is not None:
+        replaced.update(workload=llm.workload(),
+                        workload_source=read_source(llm.config.source))
+    if isinstance(mapping, Mapping):
+        replaced.update(mapping=mapping, mapping_source=None)
+    if not isinstance(platform, (str, Path, Platform)) or not isinstance(
+            workload, (str, Path, Workload, LlmStep)):
+        raise AccsimError("platform is a name, path or Platform; workload a name, path, "
+                          "Workload or from_hf() step", field="simulate")
+    fields = dict(base.__dict__) | replaced
+    return Inputs(**fields), llm
+
+
+@dataclass(frozen=True)
+class Result:
+    """One simulated workload: the run (`.run`, a RunResult), the LLM step it came from
+    (or None) and the capacity check it passed."""
+
+    run: RunResult
+    llm: LlmStep | None = None
+    capacity: Capacity | None = None
+
+    @property
+    def operators_count(self) -> int:
+        return len(self.run.operators)
+
+    def summary(self) -> dict:
+        """The workload's headline figures; ratios are fractions (0..1)."""
+        derived = self.run.total.as_dict(self.run.platform)
+        return {"platform": self.run.platform.name,
+                "workload": self.run.inputs.workload.name,
+                **{key: derived[key] for key in SUMMARY_KEYS},
+                "bottleneck": dominant_bottleneck(self.run.operators)}
+
+    def _blocks(self) -> dict:
+        blocks = {"capacity": self.capacity.record() if self.capacity else None}
+        if self.llm is not None:
+            blocks["llm"] = self.llm.record(self.run)
+        return blocks
+
+    def to_dict(self) -> dict:
+        """The full result document (the JSON `accsim run --json` writes, before its
+        recorded paths are made relative to the file)."""
+        return result_dict(self.run, **self._blocks())
+
+    def save_json(self, path: str | Path) -> None:
+        """Write the result exactly as `accsim run --json PATH` does."""
+        write_json(self.run, path, **self._blocks())
+
+    def operator_rows(self) -> list[dict]:
+        """One flat row per operator: name, layer_type, kind, and its totals."""
+        rows = []
+        for op, record in zip(self.run.operators, self.to_dict()["operators"]):
+            totals = record["totals"]
+            rows.append({"name": record["name"], "layer_type": record["layer_type"],
+                         "kind": record["kind"], "runs": record["runs"],
+                         **{k: v for k, v in totals.items()
+                            if isinstance(v, (int, float))},
+                         "bottleneck": op.verdict.bottleneck})
+        return rows
+
+    def to_pandas(self):
+        """A DataFrame of operator_rows() (needs the `pandas` extra)."""
+        return _pandas().DataFrame(self.operator_rows())
+
+    def _repr_html_(self) -> str:
+        return _html_table([self.summary()], "accsim result")
+
+
+def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
+             workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
+             mapping: str | Path | Mapping | None = None, *, heuristic: str | None = None,
+             fusion: str | None = None, engine: str = "auto",
+             ignore_capacity: bool = False) -> Result:
+    """Simulate one workload on one platform (one chip), as `accsim run` does.
+
+    >>> simulate("tpu_v1", "resnet50_b1").summary()["bottleneck"]
+    'memory-bandwidth'
+    """
+    inputs, llm = _inputs(platform, workload, mapping, heuristic, fusion)
+    fit = check_fit(inputs, SystemPlan(), llm, ignore=ignore_capacity)
+    return Result(simulate_inputs(inputs, engine=engine), llm, fit)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One workload on several platforms; `labels` name them (the platforms' names,
+    or with the file where names clash)."""
+
+    results: list[Result]
+    labels: list[str] = field(default_factory=list)
+
+    def table(self):
+        """The rich table `accsim compare` prints."""
+        return compare_table([r.run for r in self.results], self.labels)
+
+    def rows(self) -> list[dict]:
+        """One row per platform: summary() with its label and the ratios to the first
+        platform (`x_latency`, `x_energy`, `x_flops_per_joule`)."""
+        base = self.results[0].summary()
+        rows = []
+        for label, result in zip(self.labels, self.results):
+            row = {"platform": label} | {k: v for k, v in result.summary().items()
+                                         if k != "platform"}
+            for key, name in (("time_s", "x_latency"), ("energy_j", "x_energy"),
+                              ("flops_per_joule", "x_flops_per_joule")):
+                row[name] = row[key] / base[key] if base[key] else None
+            rows.append(row)
+        return rows
+
+    def to_dict(self) -> dict:
+        """{"workload", "platforms": [{"label", "result"}]}: each result the document
+        `accsim run --json` writes for that platform."""
+        return {"workload": self.results[0].run.inputs.workload.name,
+                "platforms": [{"label": label, "result": result.to_dict()}
+                              for label, result in zip(self.labels, self.results)]}
+
+    def save_json(self, path: str | Path) -> None:
+        """Write to_dict() as `accsim compare --json PATH` does."""
+        write_file(path, dump_json(relocated(self.to_dict(), Path(path).parent),
+                                   indent=1) + "\n")
+
+    def to_pandas(self):
+        return _pandas().DataFrame(self.rows())
+
+    def _repr_html_(self) -> str:
+        return _html_table(self.rows(), "platforms compared")
+
+
+def compare(platforms: list, workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
+            mapping: str | Path | Mapping | None = None, *, heuristic: str | None = None,
+            fusion: str | None = None, engine: str = "auto",
+            ignore_capacity: bool = False) -> Comparison:
+    """One workload on several platforms, as `accsim compare` does (every platform's
+    capacity is checked before any is simulated)."""
+    every = [_inputs(p, workload, mapping, heuristic, fusion) for p in platforms]
+    fits = [check_fit(inputs, SystemPlan(), llm, ignore=ignore_capacity)
+            for inputs, llm in every]
+    results = [Result(simulate_inputs(inputs, engine=engine), llm, fit)
+               for (inputs, llm), fit in zip(every, fits)]
+    return Comparison(results, [r.run.platform.name for r in results])
+
+
+@dataclass(frozen=True)
+class ServeReport:
+    """A serving run's result document (`accsim serve --json`)."""
+
+    result: dict
+
+    def save_json(self, path: str | Path) -> None:
+        """Write the result exactly as `accsim serve --json PATH` does."""
+        write_file(path, dump_json(relocated(self.result, Path(path).parent),
+                                   indent=1) + "\n")
+
+    def rows(self) -> list[dict]:
+        return [{k: v for k, v in self.result.items() if isinstance(v, (int, float, str))}]
+
+    def to_pandas(self):
+        return _pandas().DataFrame(self.rows())
+
+    def _repr_html_(self) -> str:
+        return _html_table(self.rows(), "accsim serve")
+
+
+def serve(**fields) -> ServeReport:
+    """A serving run (the fields of `accsim serve --spec`, e.g. arch, workload or model,
+    rate, requests, batching); the report holds the document `accsim serve --json`
+    writes."""
+    try:
+        spec = ServeSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise validation_error(exc, fields, file=None) from None
+    return ServeReport(serve_spec(prepare(spec), spec)[0])
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """Every row of a sweep's store (ratios as fractions, as stored)."""
+
+    rows: list[dict]
+
+    def to_pandas(self):
+        return _pandas().DataFrame(self.rows)
+
+    def _repr_html_(self) -> str:
+        return _html_table(self.rows, "accsim sweep")
+
+
+def sweep(spec: str | Path, store: str | Path, *, scheduler: str = "serial",
+          workers: int | None = None) -> SweepReport:
+    """Run a sweep spec into a SQLite store (resuming it: stored points are not
+    recomputed) as `accsim sweep run` does, and return every row of the store."""
+    plan = make_plan(load_sweep(spec))
+    with Store(str(store)) as opened, executor_for(scheduler, workers) as executor:
+        run_sweep(plan, opened, executor)
+    with Store(str(store), create=False) as opened:
+        report = build_report(opened, parse_objectives(None, opened))
+    return SweepReport(report.rows)
