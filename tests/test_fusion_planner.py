@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from simulator.commands.inputs import load_inputs
+from simulator.errors import AccsimError
 from simulator.frontends.hf.config import load_model_config as load_config
 from simulator.frontends.hf.workloads import prefill_workload
 from simulator.inputs import Inputs
@@ -117,3 +118,16 @@ def test_inputs_must_name_earlier_operators():
              "op": "relu", "inputs": ["b"]},
             {"name": "b", "layer_type": "x", "kind": "elementwise", "elements": 4,
              "op": "relu"}]})
+
+
+def test_scalesim_validation_keeps_fusion_off():
+    validated = load_inputs("tpu_v5e_like", "bert_base_s128", None, validate="scalesim")
+    assert validated.mapping.fusion == "none"
+    assert not simulate(validated, engine="fast").fusion
+    with pytest.raises(AccsimError, match="drop --fusion"):
+        load_inputs("tpu_v5e_like", "bert_base_s128", None, validate="scalesim",
+                    fusion="auto")
+
+
+def test_auto_is_the_default():
+    assert _run("tpu_v5e_like", "bert_base_s128", None).fusion
