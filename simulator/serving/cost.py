@@ -81,10 +81,12 @@ class OperatorCosts:
         return Cost(total.cycles * self._seconds_per_cycle, total.energy_pj * 1e-12)
 
     def workload(self, workload: Workload) -> Cost:
-        """The workload's cost: the sum of its operators' (names do not matter)."""
+        """The workload's cost: the sum of its operators' (names and edges do not
+        matter to one operator alone; a list of edges would not hash)."""
         cost = ZERO
         for op in workload.operators:
-            cost = cost + self._operator(op.model_copy(update={"name": "op"}))
+            cost = cost + self._operator(op.model_copy(update={"name": "op",
+                                                               "inputs": None}))
         return cost
 
     @property
