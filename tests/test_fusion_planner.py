@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from simulator.commands.inputs import load_inputs
 from simulator.errors import AccsimError
+from simulator.sheet import markdown, sheet_rows
 from simulator.frontends.hf.config import load_model_config as load_config
 from simulator.frontends.hf.workloads import prefill_workload
 from simulator.inputs import Inputs
@@ -131,3 +132,16 @@ def test_scalesim_validation_keeps_fusion_off():
 
 def test_auto_is_the_default():
     assert _run("tpu_v5e_like", "bert_base_s128", None).fusion
+
+
+def test_the_mapping_sheet_lists_the_fusion_plan():
+    result = _run("tpu_v5e_like", "bert_base_s128", "auto")
+    text = markdown(result)
+    assert "## Fusion plan (--fusion auto)" in text
+    rows = {row["operator"]: row for row in sheet_rows(result)}
+    for group in result.fusion:
+        assert group.producer in text
+        row = rows[group.producer]
+        assert row["fusion_members"] == " ".join(group.members)
+        assert row["fusion_bytes_saved"] == group.offchip_bytes_saved > 0
+    assert "No groups" in markdown(_run("tpu_v5e_like", "bert_base_s128", "none"))
