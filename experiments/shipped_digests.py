@@ -13,6 +13,13 @@ with the shipped folders' absolute paths replaced by placeholders.
 Run: `python experiments/shipped_digests.py` writes tests/data/shipped_digests.json;
 `--check` recomputes every pair and exits 1 listing those that differ from the file
 (tests/test_shipped_identical.py checks the same, pair by pair).
+
+`--fusion MODE` builds every pair's mapping under that fusion mode (as `accsim run
+--fusion MODE` does) and uses its own file, tests/data/shipped_digests_fusion_MODE.json.
+Such a net pins one mode's figures across changes of the default timing model, so its
+manifest also loses `model_version` (which counts those changes): `--fusion none` must
+keep reproducing the operator-at-a-time figures of MODEL_VERSION 3 exactly
+(tests/test_fusion_none_identical.py).
 """
 
 from __future__ import annotations
@@ -30,11 +37,13 @@ from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.errors import AccsimError
 from simulator.frontends.hf import command as hf_command
 from simulator.frontends.hf.config import shipped_configs
+from simulator.mapping.plan import FUSION_MODES
 from simulator.loader import dump_json, read_source, shipped_folder, shipped_names
 from simulator.report import result_dict
 from simulator.simulate import Inputs, simulate
 
-DIGESTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "shipped_digests.json"
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+DIGESTS = DATA / "shipped_digests.json"
 # The sizes of the LLM steps (`accsim run --model NAME --phase ...`): 2048 tokens, or
 # the most the model's positions allow (prefill seq, decode context + the new token);
 # batch and dtypes are the CLI's defaults (1, the platform's).
@@ -56,35 +65,45 @@ SOURCE_FIELDS = ("path", "sha256")
 ERROR = "error: "
 
 
-def hf_inputs(arch: str, model: str, phase: str) -> Inputs:
-    """The inputs `accsim run ARCH --model MODEL --phase PHASE` builds (default mapping)."""
+def digests_file(fusion: str | None) -> Path:
+    """The stored digests of the default run, or of the run under one fusion mode."""
+    return DIGESTS if fusion is None else DATA / f"shipped_digests_fusion_{fusion}.json"
+
+
+def hf_inputs(arch: str, model: str, phase: str, fusion: str | None = None) -> Inputs:
+    """The inputs `accsim run ARCH --model MODEL --phase PHASE [--fusion MODE]` builds
+    (default mapping)."""
     parser = argparse.ArgumentParser()
     hf_command.add_arguments(parser)
     step = hf_command.llm_step(parser.parse_args(["--phase", phase,
                                                   *phase_options(model, phase)]), model)
-    base = load_inputs(arch, DEFAULT_WORKLOAD, None)
+    base = load_inputs(arch, DEFAULT_WORKLOAD, None, fusion=fusion)
     return Inputs(base.platform, step.workload(), base.mapping, base.platform_source,
                   read_source(step.config.source), base.mapping_source)
 
 
-def shipped_pairs() -> dict[str, Callable[[], Inputs]]:
-    """Every pair's name and how to load its inputs, in a stable order."""
+def shipped_pairs(fusion: str | None = None) -> dict[str, Callable[[], Inputs]]:
+    """Every pair's name and how to load its inputs (under `fusion`: that mode's
+    mapping), in a stable order."""
     platforms = shipped_names("platform")
     pairs: dict[str, Callable[[], Inputs]] = {}
     for arch, workload in itertools.product(platforms, shipped_names("workload")):
         pairs[f"{arch} x {workload}"] = \
-            lambda arch=arch, workload=workload: load_inputs(arch, workload, None)
+            lambda arch=arch, workload=workload: load_inputs(arch, workload, None,
+                                                            fusion=fusion)
     for arch, model, phase in itertools.product(platforms, shipped_configs(), PHASES):
         pairs[f"{arch} x hf/{model} {phase} {' '.join(phase_options(model, phase))}"] = \
-            lambda arch=arch, model=model, phase=phase: hf_inputs(arch, model, phase)
+            lambda arch=arch, model=model, phase=phase: hf_inputs(arch, model, phase,
+                                                                 fusion)
     return pairs
 
 
-def stable_result(inputs: Inputs) -> dict:
-    """The fast engine's result dict without the fields that vary between checkouts."""
+def stable_result(inputs: Inputs, *, fixed_mode: bool = False) -> dict:
+    """The fast engine's result dict without the fields that vary between checkouts
+    (`fixed_mode`: nor the model version, for the net of one fusion mode)."""
     data = result_dict(simulate(inputs, engine="fast"))
     manifest = data["manifest"]
-    for field in CHECKOUT_FIELDS:
+    for field in CHECKOUT_FIELDS + (("model_version",) if fixed_mode else ()):
         del manifest[field]
     for embedded in manifest["inputs"].values():
         for field in SOURCE_FIELDS:
@@ -108,10 +127,10 @@ def digest(data: dict) -> str:
     return " ".join(f"{key}={part(data[key])}" for key in sorted(data))
 
 
-def pair_digest(load: Callable[[], Inputs]) -> str:
+def pair_digest(load: Callable[[], Inputs], *, fixed_mode: bool = False) -> str:
     """The digest of a pair's result, or "error: MESSAGE" when it raises AccsimError."""
     try:
-        return digest(stable_result(load()))
+        return digest(stable_result(load(), fixed_mode=fixed_mode))
     except AccsimError as exc:
         return ERROR + without_checkout_paths(str(exc))
 
@@ -134,22 +153,29 @@ def difference(stored: str | None, now: str | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
-                        help=f"compare with {DIGESTS.name} instead of writing it")
+                        help="compare with the stored file instead of writing it")
+    parser.add_argument("--fusion", choices=FUSION_MODES,
+                        help="run every pair under this fusion mode, against "
+                        "shipped_digests_fusion_MODE.json (default: the default mode, "
+                        f"against {DIGESTS.name})")
     args = parser.parse_args(argv)
+    path = digests_file(args.fusion)
+    fixed = args.fusion is not None
     started = time.perf_counter()
-    digests = {name: pair_digest(load) for name, load in shipped_pairs().items()}
+    digests = {name: pair_digest(load, fixed_mode=fixed)
+               for name, load in shipped_pairs(args.fusion).items()}
     elapsed = time.perf_counter() - started
     if not args.check:
-        DIGESTS.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
-        print(f"{len(digests)} pairs in {elapsed:.1f} s, written to {DIGESTS}")
+        path.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+        print(f"{len(digests)} pairs in {elapsed:.1f} s, written to {path}")
         return 0
-    stored = json.loads(DIGESTS.read_text())
+    stored = json.loads(path.read_text())
     differing = sorted(name for name in stored.keys() | digests.keys()
                        if stored.get(name) != digests.get(name))
     for name in differing:
         print(f"{name}: {difference(stored.get(name), digests.get(name))}")
     print(f"{len(digests)} pairs in {elapsed:.1f} s: {len(differing)} differ from "
-          f"{DIGESTS}")
+          f"{path}")
     return 1 if differing else 0
 
 

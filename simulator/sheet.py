@@ -1,7 +1,8 @@
 """The operator-to-kernel mapping sheet (`accsim run --sheet PATH.md|.csv`): per
 operator of a run, the tiling, loop order, dataflow and depth it ran with, how full each
 operand's buffer is, fusion, off-chip bytes and refetch, the bottleneck class with the
-measured values that decided it, and the gap to the mapper's best tiling when a mapper
+measured values that decided it, the fusion plan (each group, its members, the
+off-chip bytes and cycles it saves against unfused, what capacity gave back), and the gap to the mapper's best tiling when a mapper
 result is given (`--sheet-best MAP.json`, from `accsim map --json`) or computed
 (`--sheet-search`). The sheet says which.
 
@@ -19,9 +20,11 @@ from pathlib import Path
 
 import simulator
 from simulator.engines.fast import run_fast
+from simulator.fusion_plan import FusionGroup
 from simulator.errors import AccsimError
 from simulator.outputs import write_file
 from simulator.lowering.attention import lower_attention_as
+from simulator.search.fusion import fusion_mode
 from simulator.search.workload import MapResult
 from simulator.mapping.plan import ATTENTION_FUSIONS
 from simulator.mapping.footprint import BufferFit, buffer_fits
@@ -30,6 +33,9 @@ from simulator.program import memory_params
 from simulator.simulate import RunResult
 
 SUFFIXES = (".md", ".csv")
+# A producer row's fusion group (DESIGN.md section 15); empty on every other row.
+FUSION_COLUMNS = ("fusion_members", "fusion_dropped", "fusion_bytes_saved",
+                  "fusion_cycles_saved")
 
 
 def _size(nbytes: float) -> str:
@@ -94,6 +100,7 @@ def sheet_rows(result: RunResult, best: MapResult | None = None) -> list[dict]:
     for op in result.operators:
         if op.lowered.fused:
             fused_by[op.lowered.fused] = op.lowered.name
+    groups = {group.producer: group for group in result.fusion}
     rows = []
     for op in result.operators:
         lowered = op.lowered
@@ -134,6 +141,7 @@ def sheet_rows(result: RunResult, best: MapResult | None = None) -> list[dict]:
             "best_tiling": searched.best.tiling.describe(vector=vector)
             if searched is not None and searched.best is not None else None,
             "best_objective": best_value, "gap_percent": gap,
+            **_group_fields(groups.get(lowered.name)),
         }
         for operand, buffer_name in (("A", "ifmap"), ("B", "weight"), ("C", "output")):
             fit = fits.get(operand) or (fits.get("input") if operand == "A" else
@@ -148,12 +156,41 @@ def sheet_rows(result: RunResult, best: MapResult | None = None) -> list[dict]:
     return rows
 
 
+def _group_fields(group: FusionGroup | None) -> dict:
+    """The fusion plan's columns of a producer's row (empty for any other)."""
+    if group is None:
+        return dict.fromkeys(FUSION_COLUMNS)
+    return {"fusion_members": " ".join(group.members),
+            "fusion_dropped": "; ".join(f"{n}: {r}" for n, r in group.dropped),
+            "fusion_bytes_saved": group.offchip_bytes_saved,
+            "fusion_cycles_saved": group.cycles_saved}
+
+
+def fusion_plan_lines(result: RunResult) -> list[str]:
+    """The fusion plan section of the Markdown sheet: one line per group."""
+    mode = fusion_mode(result.inputs.mapping)
+    lines = ["", f"## Fusion plan (--fusion {mode})", ""]
+    if not result.fusion:
+        return lines + ["No groups: every operator makes its own off-chip round trip."]
+    how = " by adjacency (the workload names no inputs)" if result.fusion_adjacency \
+        else ""
+    lines += [f"Groups{how}; saved = unfused (each member lowered alone) - fused.", "",
+              "| producer | members | off-chip bytes saved | cycles saved | "
+              "given back (capacity) |", "|---|---|---:|---:|---|"]
+    for group in result.fusion:
+        dropped = "; ".join(f"{n}: {r}" for n, r in group.dropped) or "-"
+        lines.append(f"| {group.producer} | {', '.join(group.members) or '-'} | "
+                     f"{group.offchip_bytes_saved:,} | {group.cycles_saved:,} | "
+                     f"{dropped} |")
+    return lines
+
+
 def _collective_row(op: OperatorResult) -> dict:
     """A collective's sheet record: no tiling or buffer columns, its link figures."""
     lowered = op.lowered
     record = dict.fromkeys(["tm", "tn", "tk", "rows_per_tile", "loop_order", "dataflow",
                             "depth", "heuristic", "fused", "refetch_ratio", "best_tiling",
-                            "best_objective", "gap_percent"])
+                            "best_objective", "gap_percent", *FUSION_COLUMNS])
     record.update({
         "operator": lowered.name, "layer_type": lowered.layer_type, "kind": lowered.kind,
         "runs": lowered.runs, "onchip_home": False, "spills_partial_sums": False,
@@ -218,7 +255,7 @@ def markdown(result: RunResult, best: MapResult | None = None, *,
         if row["spills_partial_sums"]:
             cells[3] += " (spills)"
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + fusion_plan_lines(result)) + "\n"
 
 
 CSV_COLUMNS = ["operator", "layer_type", "kind", "runs", "tm", "tn", "tk",
@@ -229,7 +266,8 @@ CSV_COLUMNS = ["operator", "layer_type", "kind", "runs", "tm", "tn", "tk",
                "C_resident_tiles", "C_capacity_bytes", "C_occupancy", "fused",
                "onchip_home", "spills_partial_sums", "offchip_bytes", "compulsory_bytes",
                "refetch_ratio", "cycles", "energy_pj", "bottleneck", "evidence",
-               "best_tiling", "best_objective", "gap_percent", "gap_basis"]
+               "best_tiling", "best_objective", "gap_percent", *FUSION_COLUMNS,
+               "gap_basis"]
 
 
 def csv_text(result: RunResult, best: MapResult | None = None, *,

@@ -1,7 +1,8 @@
 """The fast kernel and the SimPy engine agree on every per-step time of programs the
 lowering emits (DESIGN.md section 5), over generated GEMMs on generated platforms:
 several arrays, both fold models, output buffers small enough that partial sums spill,
-fused epilogues, a dispatch overhead and an output path through the vector unit
+fused epilogues (one member by a plan's `fuse`, or a planner's chain of up to four with
+streamed second operands), a dispatch overhead and an output path through the vector unit
 (evacuation cycles, with and without a transpose of the stationary operand). The naive reference checks a share of them.
 """
 
@@ -16,22 +17,31 @@ from platforms import make_platform
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute
-from simulator.mapping.plan import LOOP_ORDERS, Tiling
+from simulator.mapping.plan import LOOP_ORDERS, EpilogueMember, Tiling
 from simulator.program import memory_params
 from simulator.workload import Elementwise, Gemm
 
 EQUIVALENCE = settings(max_examples=500, deadline=None)
+EPILOGUE_OPS = ("gelu", "relu", "silu", "add", "mul")
 
 
 @st.composite
-def lowered_programs(draw):
-    """(program, memory, spills) of a random GEMM tiling on a random small platform."""
+def lowered_programs(draw, chains: bool = False):
+    """(program, memory, spills) of a random GEMM tiling on a random small platform;
+    `chains`: with a multi-op epilogue (binary members streaming their second operand
+    in, or not) instead of a plan's single `fuse`."""
     m, n, k = (draw(st.integers(1, 24)) for _ in range(3))
     tm, tn, tk = draw(st.integers(1, m)), draw(st.integers(1, n)), draw(st.integers(1, k))
     depth = draw(st.integers(1, 3))
     live = -(-m // tm) * -(-n // tn)
     slots = draw(st.integers(depth, max(depth, live + 1)))   # below live: it spills
-    fuse = draw(st.booleans())
+    fuse = draw(st.booleans()) and not chains
+    chain = []   # (op, streamed) of a multi-op epilogue
+    if chains:
+        chain = [(op, op in ("add", "mul") and draw(st.booleans()))
+                 for op in draw(st.lists(st.sampled_from(EPILOGUE_OPS), min_size=1,
+                                         max_size=4))]
+    streamed = sum(s for _, s in chain)   # each holds a tile of its operand beside C
     output = {}
     if draw(st.booleans()):
         output = {"output_path": "vector", "evacuation": {
@@ -45,7 +55,7 @@ def lowered_programs(draw):
                         "fold_model": draw(st.sampled_from(["pipelined", "scalesim"])),
                         **output},
         buffers={"ifmap_bytes": 1 << 14, "weight_bytes": 1 << 14,
-                 "output_bytes": slots * tm * tn * 4},
+                 "output_bytes": slots * tm * tn * (4 + 4 * streamed)},
         offchip={"bandwidth_gbps": draw(st.sampled_from([0.5, 3.0, 16.0, 64.0])),
                  "latency_cycles": draw(st.integers(0, 40)),
                  "efficiency": draw(st.sampled_from([1.0, 0.9, 0.35]))},
@@ -57,13 +67,14 @@ def lowered_programs(draw):
     tiling = Tiling(tm, tn, tk, draw(st.sampled_from(LOOP_ORDERS)),
                     draw(st.sampled_from(["os", "ws", "is"])), depth,
                     fuse="act" if fuse else None)
-    lowered = lower_compute(gemm, tiling, platform, following=act)
+    members = tuple(EpilogueMember(Elementwise(name=f"e{i}", layer_type="epilogue",
+                                               kind="elementwise", elements=m * n, op=op),
+                                   stream) for i, (op, stream) in enumerate(chain)) or None
+    lowered = lower_compute(gemm, tiling, platform, following=act, fused=members)
     return lowered.program, memory_params(platform), lowered.counters.spills
 
 
-@EQUIVALENCE
-@given(case=lowered_programs(), naive=st.integers(0, 9))
-def test_fast_and_simpy_identical_on_lowered_programs(case, naive):
+def _assert_identical(case, naive: int) -> None:
     program, memory, spills = case
     event(f"spills partial sums: {spills}")
     event(f"dispatch overhead: {program.overhead_cycles > 0}")
@@ -77,3 +88,17 @@ def test_fast_and_simpy_identical_on_lowered_programs(case, naive):
             np.testing.assert_array_equal(getattr(fast.steps, name), times, err_msg=name)
         assert fast.breakdown == reference.breakdown
     assert fast.breakdown.overhead_cycles == program.overhead_cycles
+
+
+@EQUIVALENCE
+@given(case=lowered_programs(), naive=st.integers(0, 9))
+def test_fast_and_simpy_identical_on_lowered_programs(case, naive):
+    _assert_identical(case, naive)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=lowered_programs(chains=True), naive=st.integers(0, 9))
+def test_fast_and_simpy_identical_with_multi_op_epilogues(case, naive):
+    program, _, _ = case
+    event(f"epilogue vector cycles: {bool(program.vector_cycles.any())}")
+    _assert_identical(case, naive)

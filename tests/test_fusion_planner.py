@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from simulator.commands.inputs import load_inputs
+from simulator.errors import AccsimError
+from simulator.sheet import markdown, sheet_rows
 from simulator.frontends.hf.config import load_model_config as load_config
 from simulator.frontends.hf.workloads import prefill_workload
 from simulator.inputs import Inputs
@@ -117,3 +119,29 @@ def test_inputs_must_name_earlier_operators():
              "op": "relu", "inputs": ["b"]},
             {"name": "b", "layer_type": "x", "kind": "elementwise", "elements": 4,
              "op": "relu"}]})
+
+
+def test_scalesim_validation_keeps_fusion_off():
+    validated = load_inputs("tpu_v5e_like", "bert_base_s128", None, validate="scalesim")
+    assert validated.mapping.fusion == "none"
+    assert not simulate(validated, engine="fast").fusion
+    with pytest.raises(AccsimError, match="drop --fusion"):
+        load_inputs("tpu_v5e_like", "bert_base_s128", None, validate="scalesim",
+                    fusion="auto")
+
+
+def test_auto_is_the_default():
+    assert _run("tpu_v5e_like", "bert_base_s128", None).fusion
+
+
+def test_the_mapping_sheet_lists_the_fusion_plan():
+    result = _run("tpu_v5e_like", "bert_base_s128", "auto")
+    text = markdown(result)
+    assert "## Fusion plan (--fusion auto)" in text
+    rows = {row["operator"]: row for row in sheet_rows(result)}
+    for group in result.fusion:
+        assert group.producer in text
+        row = rows[group.producer]
+        assert row["fusion_members"] == " ".join(group.members)
+        assert row["fusion_bytes_saved"] == group.offchip_bytes_saved > 0
+    assert "No groups" in markdown(_run("tpu_v5e_like", "bert_base_s128", "none"))

@@ -365,6 +365,19 @@ def test_a_heuristic_mapping_is_its_own_key(tmp_path, capsys):
     assert "no_such" in capsys.readouterr().err
 
 
+def test_a_fusion_mode_is_its_own_key(tmp_path, capsys):
+    spec, path = spec_file(tmp_path), tmp_path / "s.sqlite"
+    assert main(["sweep", "run", str(spec), "--store", str(path), "--scheduler", "serial",
+                 "--fusion", "none"]) == 0
+    assert "; fusion none" in capsys.readouterr().out
+    default = make_plan(load_sweep(spec))
+    assert default.jobs[0].inputs["mapping"].endswith("; fusion auto")
+    assert not {job.key for job in default.jobs} & {key for key, _ in stored(path)}
+    with pytest.raises(SystemExit):   # argparse names the choices
+        main(["sweep", "run", str(spec), "--store", str(path), "--fusion", "sideways"])
+    assert "invalid choice: 'sideways'" in capsys.readouterr().err
+
+
 def test_area_column_comes_from_the_platforms_area_table(tmp_path, capsys):
     from simulator.loader import locate
     base = locate("edge_32x32", "platform").read_text()

@@ -32,7 +32,8 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
     `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.frontends.scalesim).
     `heuristic_name` fills the fields the plan leaves open (default: the search).
     `imported`: a workload already read by a frontend (`run --onnx`), used as is.
-    `fusion`: the fusion planner's mode (--fusion; None: the plan's, else the default)."""
+    `fusion`: the fusion planner's mode (--fusion; None: the plan's, else the default);
+    SCALE-Sim validation runs operator at a time (fusion none), as SCALE-Sim does."""
     if heuristic_name is not None:
         if validate is not None:
             raise AccsimError("--validate scalesim makes its own plan (one tile per "
@@ -57,6 +58,9 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
         if mapping is not None:
             raise AccsimError("--validate scalesim makes its own plan (one tile per GEMM); "
                               "drop --mapping", file=mapping, field="--mapping")
+        if fusion not in (None, "none"):
+            raise AccsimError("--validate scalesim runs operator at a time, as SCALE-Sim "
+                              "does (fusion none); drop --fusion", field="--fusion")
         platform = scalesim.validate_platform(platform, trace)
         notes += scalesim.validate_notes(platform)
         mapping_plan = scalesim.validate_mapping(trace, platform)

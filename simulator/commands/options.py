@@ -11,6 +11,7 @@ from simulator.limits import MemoryBudget, parse_size
 from simulator.loader import shipped_names
 from simulator.mapping.heuristics import load_plugin
 from simulator.mapping.plan import FUSION_MODES
+from simulator.search.fusion import DEFAULT_FUSION
 
 
 def add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
@@ -37,7 +38,7 @@ def add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
                         "(DESIGN.md section 15): auto groups vector operators into their "
                         "producer's epilogue as a compiler would; epilogue only what the "
                         "plan's `fuse:` asks; none runs operator at a time (default: the "
-                        "plan's `fusion`, else the default mode)")
+                        f"plan's `fusion`, else {DEFAULT_FUSION})")
     if heuristic_option:
         parser.add_argument("--heuristic", metavar="NAME", help="fill what the plan "
                             "leaves open with this heuristic instead of the search (a "

@@ -17,7 +17,7 @@ from simulator.mapping.footprint import buffer_fits, live_c_tiles
 from simulator.mapping.plan import EpilogueMember, Mapping, Tiling
 from simulator.workload import BINARY_OPS, Elementwise, RowOperator, Workload, is_compute
 
-DEFAULT_FUSION = "none"
+DEFAULT_FUSION = "auto"
 # A plan entry's `fuse: none` forbids the planner to group that operator.
 NO_FUSION = "none"
 

@@ -14,7 +14,8 @@ from simulator.errors import AccsimError
 from simulator.outputs import check_output_path, writing
 from simulator.terminal import console as report_console
 from simulator.mapping.heuristics import heuristic
-from simulator.mapping.plan import Mapping, with_heuristic
+from simulator.mapping.plan import FUSION_MODES, Mapping, with_fusion, with_heuristic
+from simulator.search.fusion import DEFAULT_FUSION
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import Plan, make_plan
@@ -53,7 +54,8 @@ def _run(args: argparse.Namespace) -> int:
         except AccsimError as exc:
             raise AccsimError(exc.rule, field="--heuristic") from None
     check_resumable(args.store)
-    plan = make_plan(load_sweep(args.spec), with_heuristic(Mapping(), args.heuristic),
+    plan = make_plan(load_sweep(args.spec),
+                     with_fusion(with_heuristic(Mapping(), args.heuristic), args.fusion),
                      ignore_capacity=args.ignore_capacity)
     print(f"{describe_plan(plan)}; on {executor.description}")
     print(f"mapping: {plan.jobs[0].inputs['mapping'] if plan.jobs else '-'}")
@@ -175,6 +177,9 @@ def add_arguments(sweep: argparse.ArgumentParser) -> None:
     run.add_argument("--heuristic", metavar="NAME", help="map every operator with this "
                      "heuristic instead of the default mapping's search (faster; part of "
                      "each point's key, so both kinds of result can share a store)")
+    run.add_argument("--fusion", choices=FUSION_MODES, help="the fusion planner's "
+                     "mode for every point (DESIGN.md section 15; default: "
+                     f"{DEFAULT_FUSION}); part of each point's key")
     run.add_argument("--retry-failed", action="store_true",
                      help="also recompute the points stored as failed")
     add_ignore_capacity(run)

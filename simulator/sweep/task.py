@@ -11,6 +11,7 @@ import simulator
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.mapping.plan import Mapping, describe_mapping
+from simulator.search.fusion import fusion_mode
 from simulator.metrics import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
@@ -34,8 +35,9 @@ LABELS = ("bottleneck", "engine")
 
 def mapping_mode(mapping: Mapping) -> str:
     """How points are mapped, in words: part of every key, so a store never mixes
-    mapping modes (and a change of what `Mapping()` means changes the words)."""
-    return describe_mapping(mapping)
+    mapping modes (and a change of what `Mapping()` means changes the words); the
+    fusion planner's mode (DESIGN.md section 15) is part of it."""
+    return f"{describe_mapping(mapping)}; fusion {fusion_mode(mapping)}"
 
 
 def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping,

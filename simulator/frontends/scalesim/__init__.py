@@ -115,7 +115,8 @@ def validate_mapping(workload: Workload, platform: Platform,
                      dataflow: str | None = None) -> Mapping:
     """One tile per GEMM: tm = M, tn = N, tk = K for every compute operator, depth 1,
     in `dataflow` (default: the platform's default dataflow); vector operators get the
-    array_aligned heuristic, never the search."""
+    array_aligned heuristic, never the search. Fusion is off: SCALE-Sim runs operator
+    at a time."""
     dataflow = dataflow or platform.systolic_array.default_dataflow
     specs = {}
     for op in workload.operators:
@@ -126,7 +127,8 @@ def validate_mapping(workload: Workload, platform: Platform,
     # Vector operators (SCALE-Sim has none) keep array_aligned's row tiles: the searched
     # default never leaks into validation.
     return Mapping(name=VALIDATE_MAPPING_NAME,
-                   default=TilingSpec(heuristic=DEFAULT_HEURISTIC), operators=specs)
+                   default=TilingSpec(heuristic=DEFAULT_HEURISTIC), operators=specs,
+                   fusion="none")
 
 
 def validate_notes(platform: Platform) -> list[str]:

@@ -1,0 +1,57 @@
+"""`--fusion none` reproduces the operator-at-a-time figures exactly (issue 24's
+acceptance): every shipped pair run under `fusion: none` gives the digests in
+tests/data/shipped_digests_fusion_none.json, written by experiments/shipped_digests.py
+--fusion none on the code before the planner became the default (MODEL_VERSION 3), and
+checked then against that code's default digests with only the mapping's `fusion`
+field apart. The manifest of this net leaves out model_version (the default model moved
+to 4; this mode did not).
+
+As in test_shipped_identical.py, the LLM steps on platforms other than HF_PLATFORM are
+marked slow."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "shipped_digests.py"
+HF_PLATFORM = "tpu_v5e_like"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("shipped_digests", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+DIGESTS = _script()
+PAIRS = DIGESTS.shipped_pairs("none")
+STORED = json.loads(DIGESTS.digests_file("none").read_text())
+
+
+def _param(name: str):
+    arch, workload = name.split(" x ", 1)
+    slow = workload.startswith("hf/") and arch != HF_PLATFORM
+    return pytest.param(name, id=name, marks=[pytest.mark.slow] if slow else [])
+
+
+def test_the_none_file_names_exactly_the_shipped_pairs():
+    assert sorted(STORED) == sorted(PAIRS)
+
+
+@pytest.mark.parametrize("name", [_param(name) for name in PAIRS])
+def test_fusion_none_is_byte_identical_to_the_operator_at_a_time_model(name: str):
+    now = DIGESTS.pair_digest(PAIRS[name], fixed_mode=True)
+    assert now == STORED[name], f"{name}: {DIGESTS.difference(STORED[name], now)}"
+
+
+def test_the_none_net_leaves_out_only_the_model_version():
+    result = DIGESTS.stable_result(PAIRS[f"{HF_PLATFORM} x bert_base_s128"](),
+                                   fixed_mode=True)
+    assert "model_version" not in result["manifest"]
+    assert result["manifest"]["inputs"]["mapping"]["canonical"]["fusion"] == "none"
+    assert "engine" in result["manifest"]
