@@ -13,14 +13,12 @@ import copy
 import json
 import os
 import re
-import signal
-import time
 
 import pytest
 import yaml
 
 from platforms import BASE as PLATFORM
-from simulator.cli import main
+from timed_cli import run_main
 
 GEMM = {"name": "g", "layer_type": "fc", "kind": "gemm", "m": 64, "n": 64, "k": 64}
 CONV = {"name": "c", "layer_type": "conv", "kind": "conv2d", "h": 8, "w": 8, "cin": 4,
@@ -410,14 +408,6 @@ def _make(path, content) -> None:
         path.write_text(content)
 
 
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"no answer within {SECONDS} s")
-
-
 def test_there_are_enough_cases():
     assert len(CASES) >= 150
     assert len({name for name, *_ in CASES}) == len(CASES)
@@ -426,18 +416,7 @@ def test_there_are_enough_cases():
 def assert_refused(argv: list[str], fragments, capsys) -> None:
     """`accsim ARGV` run in-process under a SECONDS alarm is refused: a non-zero exit,
     no traceback, a message on stderr, every fragment in the output, no ESC."""
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS)
-    started = time.perf_counter()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's own usage error (exit 2)
-        code = exc.code
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    elapsed = time.perf_counter() - started
-    out, err = capsys.readouterr()
+    code, out, err, elapsed = run_main(argv, capsys, SECONDS)
     assert code not in (0, None), f"accepted: {out[-400:]}"
     assert "Traceback" not in out + err
     assert err.strip(), "no message on stderr"

@@ -18,8 +18,6 @@ import gzip
 import json
 import os
 import re
-import signal
-import time
 from pathlib import Path
 
 import onnx
@@ -27,7 +25,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from kineto_traces import conv_trace, transformer_trace
-from simulator.cli import main
+from timed_cli import run_main
 
 SECONDS = 5
 # Longest error line accepted: a message plus bounded excerpts, never a file's content.
@@ -370,29 +368,10 @@ def _make(path: Path, content) -> None:
         path.write_text(content)
 
 
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"no answer within {SECONDS} s")
-
-
 def _run(argv: list[str], capsys) -> tuple[int, str, str, float]:
     """`accsim ARGV` in-process under a SECONDS alarm: (exit code, out, err, seconds)."""
     capsys.readouterr()
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS)
-    started = time.perf_counter()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    out, err = capsys.readouterr()
-    return code, out, err, time.perf_counter() - started
+    return run_main(argv, capsys, SECONDS)
 
 
 def _ids(cases) -> list[str]:

@@ -20,14 +20,13 @@ import json
 import os
 import re
 import shutil
-import signal
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from simulator.cli import main
+from timed_cli import run_main
 from test_bad_inputs import WORKLOAD, _make
 
 SECONDS = 5
@@ -338,27 +337,8 @@ def _state(folder: Path, skip: tuple[str, ...] = ()) -> dict:
     return state
 
 
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"no answer within {SECONDS} s")
-
-
 def _run(argv: list[str], capsys) -> tuple[int, str, str, float]:
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS)
-    started = time.perf_counter()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's usage error (exit 2)
-        code = exc.code
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    out, err = capsys.readouterr()
-    return code, out, err, time.perf_counter() - started
+    return run_main(argv, capsys, SECONDS)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -16,14 +16,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from simulator.cli import main
+from timed_cli import run_main
 from simulator.serving.spec import MAX_BATCH, MAX_REQUESTS
 from test_bad_inputs import WORKLOAD_FILE, _make
 
@@ -316,29 +314,10 @@ def _files(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"no answer within {SECONDS} s")
-
-
 def _run(argv: list[str], capsys) -> tuple[int, str, str, float]:
     """`accsim ARGV` in-process under a SECONDS alarm: exit code, stdout, stderr,
     seconds taken."""
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS)
-    started = time.perf_counter()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's own usage error (exit 2)
-        code = exc.code
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    out, err = capsys.readouterr()
-    return code, out, err, time.perf_counter() - started
+    return run_main(argv, capsys, SECONDS)
 
 
 def test_there_are_enough_cases():

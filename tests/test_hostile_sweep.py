@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import signal
 import sqlite3
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ import yaml
 
 import simulator
 from simulator.cli import main
+from timed_cli import run_main
 from simulator.sweep.executors import max_workers
 from simulator.sweep.rows import ROW_COLUMNS, stored_key
 from simulator.sweep.store import Store
@@ -374,14 +374,6 @@ for flags, fragment in (
                                                          "sub": "directory"}, fragment)
 
 
-class Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise Hang(f"no answer within {SECONDS} s")
-
-
 def make(path: Path, content) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if callable(content):
@@ -425,18 +417,7 @@ def test_hostile_sweep_input_is_one_clear_error(name, argv, files, fragments, tm
     for file, content in files.items():
         make(tmp_path / file, content)
     before = snapshot(tmp_path)
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(SECONDS)
-    started = time.perf_counter()
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's own usage error (exit 2)
-        code = exc.code
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-    elapsed = time.perf_counter() - started
-    out, err = capsys.readouterr()
+    code, out, err, elapsed = run_main(argv, capsys, SECONDS)
     assert code not in (0, None), f"accepted: {out[-400:]}"
     assert "Traceback" not in out + err
     errors = [line for line in err.splitlines() if "error:" in line]
