@@ -11,39 +11,22 @@ marked slow."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "shipped_digests.py"
-HF_PLATFORM = "tpu_v5e_like"
+from digest_net import HF_PLATFORM, load_script, pair_case
 
-
-def _script():
-    spec = importlib.util.spec_from_file_location("shipped_digests", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-DIGESTS = _script()
+DIGESTS = load_script()
 PAIRS = DIGESTS.shipped_pairs("none")
 STORED = json.loads(DIGESTS.digests_file("none").read_text())
-
-
-def _param(name: str):
-    arch, workload = name.split(" x ", 1)
-    slow = workload.startswith("hf/") and arch != HF_PLATFORM
-    return pytest.param(name, id=name, marks=[pytest.mark.slow] if slow else [])
 
 
 def test_the_none_file_names_exactly_the_shipped_pairs():
     assert sorted(STORED) == sorted(PAIRS)
 
 
-@pytest.mark.parametrize("name", [_param(name) for name in PAIRS])
+@pytest.mark.parametrize("name", [pair_case(name) for name in PAIRS])
 def test_fusion_none_is_byte_identical_to_the_operator_at_a_time_model(name: str):
     now = DIGESTS.pair_digest(PAIRS[name], fixed_mode=True)
     assert now == STORED[name], f"{name}: {DIGESTS.difference(STORED[name], now)}"
