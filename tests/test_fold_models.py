@@ -14,7 +14,7 @@ from platforms import make_platform
 
 from simulator.config import Platform
 from simulator.lowering import lower_compute
-from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec
+from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec, with_fusion
 from simulator.simulate import Inputs, simulate
 from simulator.timing import (DATAFLOW_CODES, PIPELINED, SCALESIM, WS, array_cycles,
                               array_split)
@@ -96,7 +96,8 @@ def test_scalesim_model_with_one_array_reproduces_model_version_1(case):
                               "count": 1}
     platform = Platform.model_validate(data)
     workload = Workload.model_validate(recorded["workload"])
-    mapping = Mapping(default=TilingSpec(heuristic="array_aligned"))
+    # Model version 1 ran every operator on its own: no fusion.
+    mapping = with_fusion(Mapping(default=TilingSpec(heuristic="array_aligned")), "none")
     result = simulate(Inputs(platform, workload, mapping))
     assert len(result.operators) == len(recorded["operators"])
     for op in result.operators:

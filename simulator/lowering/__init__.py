@@ -148,6 +148,14 @@ def _fused_epilogue(op, fuse: str, following, source: str | None) -> EpilogueMem
     return EpilogueMember(following, getattr(following, "op", None) in BINARY_OPS)
 
 
+def _stored_elements(g, fused) -> int:
+    """Elements one instance stores: its output, or a fused epilogue's last member's
+    output (a gating multiply halves it): what no schedule can avoid writing."""
+    if not fused:
+        return g.m * g.n
+    return fused[-1].op.vector().output_elements // g.instances
+
+
 def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                   fused: tuple[EpilogueMember, ...] | None = None,
                   source: str | None = None,
@@ -196,13 +204,14 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     live = live_c_tiles(g.m, g.n, tiling)
     spill = c_slots < live
     epilogue = epilogue_table(op, fused, platform)
+    stored = epilogue_store_bytes(op, fused, platform)
     (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
      ints) = kernel.gemm_steps(
         g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
         np.array([DIM_CODES[d] for d in order], dtype=np.int64),
         DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, array.count,
         array.fold_model_code, a_table, b_load, b_sram,
-        not onchip, True, not onchip, acc, epilogue_store_bytes(op, fused, platform),
+        not onchip, True, not onchip, acc, stored,
         a_slots, b_slots, spill, epilogue, platform.vector_unit.lanes,
         array_speed(op, platform))
     evacuation = evacuation_steps(platform, g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
@@ -226,7 +235,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
         compulsory={"a": 0 if onchip else a_elements * e,
                     "b": int(weight_bytes(op, platform, g.k * g.n, offchip=True)),
-                    "c": 0 if onchip else g.m * g.n * out},
+                    "c": 0 if onchip else _stored_elements(g, fused) * stored},
         sram_read={"ifmap": int(ints[kernel.A_SRAM_READ_ELEMS]) * e,
                    "weight": int(weight_bytes(op, platform,
                                               int(ints[kernel.B_SRAM_READ_ELEMS]),
