@@ -174,14 +174,14 @@ def fusion_plan_lines(result: RunResult) -> list[str]:
         return lines + ["No groups: every operator makes its own off-chip round trip."]
     how = " by adjacency (the workload names no inputs)" if result.fusion_adjacency \
         else ""
-    lines += [f"Groups{how}; saved = unfused (each member lowered alone) - fused.", "",
-              "| producer | members | off-chip bytes saved | cycles saved | "
-              "given back (capacity) |", "|---|---|---:|---:|---|"]
+    # A list, not a table: its lines must not read as the operator table's rows.
+    lines += [f"Groups{how}; saved = unfused (each member lowered alone) - fused.", ""]
     for group in result.fusion:
-        dropped = "; ".join(f"{n}: {r}" for n, r in group.dropped) or "-"
-        lines.append(f"| {group.producer} | {', '.join(group.members) or '-'} | "
-                     f"{group.offchip_bytes_saved:,} | {group.cycles_saved:,} | "
-                     f"{dropped} |")
+        dropped = "; ".join(f"{n}: {r}" for n, r in group.dropped) or "none"
+        lines.append(f"- {group.producer} + {', '.join(group.members) or '-'}: "
+                     f"{group.offchip_bytes_saved:,} off-chip bytes and "
+                     f"{group.cycles_saved:,} cycles saved; given back (capacity): "
+                     f"{dropped}")
     return lines
 
 
