@@ -35,9 +35,11 @@ LABELS = ("bottleneck", "engine")
 
 def mapping_mode(mapping: Mapping) -> str:
     """How points are mapped, in words: part of every key, so a store never mixes
-    mapping modes (and a change of what `Mapping()` means changes the words); the
-    fusion planner's mode (DESIGN.md section 15) is part of it."""
-    return f"{describe_mapping(mapping)}; fusion {fusion_mode(mapping)}"
+    mapping modes (and a change of what `Mapping()` means changes the words); a fusion
+    planner's mode other than operator at a time (DESIGN.md section 15) is part of it,
+    so the keys of unfused points are those they had before the planner."""
+    mode = fusion_mode(mapping)
+    return describe_mapping(mapping) + ("" if mode == "none" else f"; fusion {mode}")
 
 
 def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping,
