@@ -395,6 +395,8 @@ case("config check", ["check", "c.cfg"],
 
 
 def _make(path, content) -> None:
+    """One input on disk: a directory, a FIFO, a sparse file ("sparse:BYTES"), a
+    symbolic link ("link:TARGET"), bytes, or text."""
     if content == "directory":
         path.mkdir()
     elif content == "fifo":
@@ -402,6 +404,8 @@ def _make(path, content) -> None:
     elif isinstance(content, str) and content.startswith("sparse:"):
         with open(path, "wb") as handle:
             handle.truncate(int(content.split(":")[1]))
+    elif isinstance(content, str) and content.startswith("link:"):
+        path.symlink_to(content.removeprefix("link:"))
     elif isinstance(content, bytes):
         path.write_bytes(content)
     else:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from kineto_traces import conv_trace, transformer_trace
+from test_bad_inputs import _make as make_input
 from timed_cli import run_main
 
 SECONDS = 5
@@ -351,21 +351,7 @@ accepted("hf imports a good config", HF + ["-o", "w.yaml"], {"c.json": config(LL
 # --- the runner.
 
 def _make(path: Path, content) -> None:
-    if callable(content):
-        content = content()
-    if content == "directory":
-        path.mkdir()
-    elif content == "fifo":
-        os.mkfifo(path)
-    elif isinstance(content, str) and content.startswith("sparse:"):
-        with open(path, "wb") as handle:
-            handle.truncate(int(content.split(":")[1]))
-    elif isinstance(content, str) and content.startswith("link:"):
-        path.symlink_to(content.removeprefix("link:"))
-    elif isinstance(content, bytes):
-        path.write_bytes(content)
-    else:
-        path.write_text(content)
+    make_input(path, content() if callable(content) else content)
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str, str, float]:

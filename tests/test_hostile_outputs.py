@@ -310,9 +310,7 @@ for name, flags in (("chips zero", ["--chips", "0"]), ("tp negative", ["--tp", "
 def _make_file(root: Path, name: str, content) -> None:
     path = root / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(content, str) and content.startswith("link:"):
-        path.symlink_to(content.removeprefix("link:"))
-    elif isinstance(content, str) and content.startswith("hardlink:"):
+    if isinstance(content, str) and content.startswith("hardlink:"):
         os.link(root / content.removeprefix("hardlink:").removeprefix("../"), path)
     else:
         _make(path, content)
