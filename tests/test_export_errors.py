@@ -32,6 +32,11 @@ def fails(capsys, args) -> str:
     (["export", "vidur", "--model", "llama_3_1_8b", "--arch", "tpu_v1", "--tp", "2"],
      "interconnect"),
     (["export", "vidur", "--model", "llama_3_1_8b", "--bits", "0"], "--bits"),
+    (["export", "vidur", "--model", "llama_3_1_8b", "--bits", "8"], "operator shapes"),
+    (["export", "llmservingsim", "--model", "llama_3_1_8b", "--max-tokens", "100000"],
+     "rows"),
+    (["export", "llmservingsim", "--model", "llama_3_1_8b", "--hardware", ".."],
+     "cannot name a folder"),
 ])
 def test_bad_options(tmp_path, capsys, args, says):
     out = tmp_path / "out"

@@ -1,6 +1,7 @@
 """`accsim export FORMAT`: pre-silicon profiles for other tools (Vidur, Chakra for
-ASTRA-sim, LLMServingSim) from accsim's simulated operator times. Options are checked
-and the output folder claimed before anything is simulated."""
+ASTRA-sim, LLMServingSim) from accsim's simulated operator times. An existing output
+folder is checked before anything is simulated; a new one is made only once there is
+something to write."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "of --model (one node per operator, one chip)")
     add("--dtype", help="LLM dtype (default: the platform's first input dtype)")
     add("--tp", type=int, default=1, help="tensor parallelism: the profile is one chip's "
-            "of T (default 1; T > 1 needs the platform's interconnect table)")
+        "of T (default 1; T > 1 needs the platform's interconnect table)")
     add("-o", "--output", required=True, metavar="FOLDER", help="folder to write (new, "
         "empty, or one an earlier export wrote)")
     add("--max-tokens", type=int, help="vidur: largest num_tokens, prefill chunk and KV "
@@ -70,10 +71,19 @@ def _profile(args: argparse.Namespace, platform: Platform, file: str | None
     if not args.model:
         raise AccsimError(f"{args.format} needs --model (a config.json or a shipped "
                           "model name)", field="--model")
-    if isinstance(args.tp, bool) or not 1 <= args.tp <= MAX_CHIPS:
+    if not 1 <= args.tp <= MAX_CHIPS:
         raise AccsimError(f"must be from 1 to {MAX_CHIPS}, found {args.tp}", field="--tp")
     return ModelProfile(platform, args.model, tp=args.tp, dtype=args.dtype,
                         platform_file=file)
+
+
+def _folder_name(text: str, field: str) -> str:
+    """A name a path of the export is made of (device, hardware, model, workload):
+    checked before anything is simulated, so a bad one costs no simulation."""
+    if text in ("", ".", "..") or "/" in text or "\\" in text or "\x00" in text:
+        raise AccsimError(f"{text!r} cannot name a folder of the export (one plain "
+                          "folder name, no '/' and not '.' or '..')", field=field)
+    return text
 
 
 def _option(args, name: str, default: int) -> int:
@@ -97,12 +107,15 @@ def _files(args: argparse.Namespace) -> dict[str, str | bytes]:
         raise AccsimError(f"{args.format} profiles an LLM: give --model, not --workload",
                           field="--workload")
     profile = _profile(args, platform, file)
+    _folder_name(profile.config.name, "--model")
+    _folder_name(platform.name, "--arch")
     if args.format == "vidur":
         return vidur_files(profile, max_tokens=_option(args, "max_tokens", 4096),
                            max_batch=_option(args, "max_batch", 128),
                            block_size=check_limit(args.block_size, "--block-size"),
                            bits=_bits(args, 1))
-    return llmservingsim_files(profile, hardware=args.hardware or platform.name,
+    hardware = _folder_name(args.hardware or platform.name, "--hardware")
+    return llmservingsim_files(profile, hardware=hardware,
                                max_tokens=_option(args, "max_tokens", 2048),
                                max_batch=_option(args, "max_batch", 64),
                                kv_granularity=check_limit(args.kv_granularity,
@@ -119,9 +132,11 @@ def _chakra(args: argparse.Namespace, platform: Platform, file: str | None) -> d
             raise AccsimError("a plain workload's trace is one chip's; drop --tp",
                               field="--tp")
         workload, _ = load_model(locate(args.workload, "workload"), Workload)
+        _folder_name(workload.name, "--workload")
         nodes = workload_nodes(OperatorCosts(platform), workload)
         return chakra_files(nodes, f"{workload.name} on {platform.name}", workload.name, 1)
     profile = _profile(args, platform, file)
+    _folder_name(profile.config.name, "--model")
     batch, tokens = check_limit(args.batch, "--batch"), check_limit(args.tokens, "--tokens")
     prefill = [(tokens, 0)] * batch if args.phase == "prefill" else []
     decode = [tokens] * batch if args.phase == "decode" else []

@@ -31,7 +31,7 @@ import io
 from functools import lru_cache
 
 from simulator.errors import AccsimError
-from simulator.export.profile import ModelProfile, interpolated
+from simulator.export.profile import ModelProfile, check_size, grid_points, interpolated
 
 LAYERS = ("embedding", "input_layernorm", "q_proj", "k_proj", "v_proj", "rope", "attn",
           "o_proj", "post_layernorm", "gate_proj", "up_proj", "act_fn", "down_proj",
@@ -109,10 +109,13 @@ def llmservingsim_files(profile: ModelProfile, *, hardware: str, max_tokens: int
         raise AccsimError("the LLMServingSim export writes dense models only (its MoE "
                           "rows, expert.w1..w3 and gate, are not written); "
                           f"{profile.config.name} is a mixture of experts", field="--model")
+    tokens, batches = grid_points(max_tokens, bits), grid_points(max_batch, bits)
+    cached_sizes = range(0, max_tokens, kv_granularity)
+    check_size(len(tokens) * (len(LAYERS) + 2 * len(tokens) + 2 * len(batches)),
+               max_tokens * len(LAYERS) + len(cached_sizes) * (max_tokens + max_batch))
     tables, tp = Tables(profile, bits), profile.tp
     layers = [[name, tokens, 0, tp, tables.layer(name, tokens)]
               for tokens in range(1, max_tokens + 1) for name in LAYERS]
-    cached_sizes = range(0, max_tokens, kv_granularity)
     prefill = [[cached, chunk, tables.bilinear(tables.prefill_ns, chunk, cached)]
                for cached in cached_sizes for chunk in range(1, max_tokens - cached + 1)]
     decode = [[batch, cached, tables.bilinear(tables.decode_ns, batch, cached)]

@@ -2,7 +2,7 @@
 export format is filled from, so they all agree with `accsim run` and `accsim serve`.
 
 The operators are the Hugging Face frontend's (simulator.frontends.hf) for one
-continuous-batching iteration of the chip's shard (simulator.system.ShardedFrontend,
+continuous-batching iteration of the chip's shard (simulator.system.serving.ShardedFrontend,
 collectives in place); each is simulated for one layer (repeat 1) through
 simulator.serving.cost.OperatorCosts, so one shape is simulated once per export.
 Times are seconds of one chip; the formats convert them to their own units.
@@ -24,8 +24,12 @@ from simulator.system.serving import ShardedFrontend
 from simulator.system.shard import shard_config
 from simulator.workload import Workload
 
-# Largest grid an export simulates along one axis (tokens, KV cache, batch).
+# Largest size an export takes along one axis (tokens, KV cache, batch), the most
+# shapes it simulates and the most rows it writes: a run past them is refused up front,
+# naming the options that shrink it, rather than running for days or filling the disk.
 MAX_LIMIT = 1 << 17
+MAX_SHAPES = 20_000
+MAX_ROWS = 5_000_000
 
 
 def grid_points(limit: int, bits: int, *, zero: bool = False) -> list[int]:
@@ -103,6 +107,18 @@ class ModelProfile:
         """One all-reduce of `payload_bytes` per chip over the T chips."""
         return collective_cost("all_reduce", payload_bytes, self.tp,
                                self.platform).time_s
+
+
+def check_size(shapes: int, rows: int) -> None:
+    """Refuse an export that would simulate or write too much (MAX_SHAPES, MAX_ROWS)."""
+    if shapes > MAX_SHAPES:
+        raise AccsimError(f"would simulate about {shapes:,} operator shapes (at most "
+                          f"{MAX_SHAPES:,}): lower --bits, --max-tokens or --max-batch",
+                          field="--bits")
+    if rows > MAX_ROWS:
+        raise AccsimError(f"would write about {rows:,} rows (at most {MAX_ROWS:,}): lower "
+                          "--max-tokens or --max-batch, or raise --kv-granularity",
+                          field="--max-tokens")
 
 
 def check_limit(value: int, flag: str) -> int:

@@ -22,7 +22,7 @@ import csv
 import io
 
 from simulator.errors import AccsimError
-from simulator.export.profile import ModelProfile, grid_points
+from simulator.export.profile import ModelProfile, check_size, grid_points
 
 STATS = ("min", "max", "mean", "median", "std")
 # Vidur's operator -> the accsim operators (simulator.frontends.hf.workloads) whose
@@ -123,6 +123,9 @@ def vidur_files(profile: ModelProfile, *, max_tokens: int, max_batch: int,
                           f"{profile.config.name} is a mixture of experts", field="--model")
     device, model = profile.platform.name, profile.config.name
     tokens = grid_points(max_tokens, bits)
+    batches = grid_points(max_batch, bits)
+    check_size(len(tokens) * (len(MLP_OPERATORS) + len(batches) + len(tokens) + 1),
+               len(tokens) * (len(tokens) + len(batches) + 2))
     files = {
         f"compute/{device}/{model}/mlp.csv": mlp_csv(profile, tokens),
         f"compute/{device}/{model}/attention.csv": attention_csv(
