@@ -33,6 +33,8 @@ FIRST_SCREEN = (
     ("rollback", "Rollback trigger", {FAIL: "FIRED", PASS: "not fired"}),
     ("precision", "Precision changes", {FAIL: "FLAGGED: no quality guardrail",
                                         PASS: "each has a guardrail"}),
+    ("precision-whatif", "Precision what-ifs", {
+        FAIL: "FLAGGED: a win without quality evidence", PASS: "each win has evidence"}),
     ("mapping-sheet", "Expected bottlenecks", {FAIL: "MISMATCH", PASS: "all match"}),
 )
 # How a column's cells are written, in every format of the packet.
@@ -100,6 +102,9 @@ def assemble(ctx: Context) -> dict:
         "results": [{"kind": "run", "path": r.file, "sha256": r.sha256,
                      "platform": r.spec.platform.label, "workload": r.spec.workload.label,
                      "mapping": r.spec.mapping.label} for r in ctx.records]
+        + [{"kind": "run", "path": v.run.file, "sha256": v.run.sha256,
+            "platform": v.run.spec.platform.label, "workload": v.run.spec.workload.label,
+            "mapping": v.run.spec.mapping.label} for v in ctx.variants]
         + [{"kind": "serving", "path": r.file, "sha256": r.sha256, "platform": r.platform,
             "workload": r.subject, "mapping": "default"} for r in served(ctx)]
         + _sweep_files(ctx),
