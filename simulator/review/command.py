@@ -23,7 +23,7 @@ from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
 from simulator.system.command import add_ignore_capacity
 from simulator.system.plan import SystemPlan
 from simulator.review.study import ResolvedStudy, load_study, write_variants
-from simulator.review.variants import pair_records, variant_specs
+from simulator.review.variants import apply_variants, pair_records, variant_specs
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import make_plan
@@ -81,12 +81,13 @@ def review(args: argparse.Namespace) -> int:
     if args.ignore_capacity and study.sweep is not None:  # its points' keys say so
         study = replace(study, sweep=make_plan(study.sweep.sweep, ignore_capacity=True))
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
+    applied = apply_variants(study, models)
     with OutputFolder.claim(args.out, PACKET_MARKER, field="--out",
                             signature="packet.json") as out, \
             (_cache_folder(args) or nullcontext()) as cache:
         study = write_variants(study, out, INPUTS_FOLDER)
         specs = run_specs(study, models, ignore_capacity=args.ignore_capacity)
-        variants = variant_specs(study, specs, out, INPUTS_FOLDER)
+        variants = variant_specs(study, specs, applied, out, INPUTS_FOLDER)
         started = time.perf_counter()
         with progress.operators(first="reviewing",
                                 total=len(specs) + len(variants)) as report:

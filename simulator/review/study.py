@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, PositiveFloat, ValidationError, model_validator
+from pydantic import (Field, PositiveFloat, ValidationError, field_validator,
+                      model_validator)
 
 from simulator.bottleneck import CLASSES
 from simulator.config import Dtype, Name, Platform, Strict, Text
@@ -233,6 +234,12 @@ class QualityFigure(Strict):
     value: float = Field(allow_inf_nan=False)
     unit: Text = ""
     source: Text = Field(min_length=1, description="where the figure comes from")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _physical_floats(cls, value):
+        """Not a physical value: a delta may be negative (finite all the same)."""
+        return value
 
 
 class PrecisionVariant(Strict):
@@ -495,7 +502,7 @@ def _precision_plans(study: Study, source: Source) -> tuple[Loaded, ...]:
     inline; a variant is a single-chip what-if, as `accsim run --precision` is."""
     plans = []
     for index, variant in enumerate(study.precision_variants):
-        field = f"precision_variants[{index}]"
+        field = f"precision_variants[{index}]({variant.name})"
         if study.scope.system is not None:
             raise AccsimError("precision variants apply to single-chip studies for now "
                               "(scope.system is set)", file=source.path, field=field)

@@ -1,7 +1,6 @@
 """A study's precision variants as runs (DESIGN.md section 17): each variant's plan is
-applied to every baseline run's workload on that run's platform, as
-`accsim run --precision` applies it (simulator.precision.resolve), before any
-simulation, so a plan that cannot hold (an unknown operator, a chain that never
+applied to every workload of the study on every platform, as `accsim run --precision`
+applies it (simulator.precision.resolve), before any output or simulation, so a plan that cannot hold (an unknown operator, a chain that never
 reaches a format the platform runs, a tensor file of the wrong shape) stops the review
 with one error naming the study or plan field. Each variant run is then simulated
 like any other and carries the plan's `precision` block; its baseline is the run it
@@ -19,7 +18,7 @@ import yaml
 from simulator.errors import AccsimError
 from simulator.loader import decode_text
 from simulator.outputs import OutputFolder
-from simulator.precision.resolve import apply_plan
+from simulator.precision.resolve import AppliedPlan, apply_plan
 from simulator.review.runs import RunRecord, RunSpec
 from simulator.review.study import Loaded, PrecisionVariant, ResolvedStudy
 
@@ -42,19 +41,33 @@ class VariantRecord:
     run: RunRecord
 
 
-def _applied(study: ResolvedStudy, index: int, plan: Loaded, base: RunSpec):
-    """The plan applied to the base run's workload on its platform; an error names the
-    plan file, or for an inline plan the study's field, and the run."""
+def _applied(study: ResolvedStudy, index: int, plan: Loaded, platform: Loaded,
+             workload: Loaded) -> AppliedPlan:
+    """The plan applied to a workload on a platform; an error names the plan file, or
+    for an inline plan the study's field, and where it was applied."""
     inline = plan.source is None
     file = study.source.path if inline else plan.source.path
     try:
-        return apply_plan(plan.model, base.workload.model, base.platform.model, file=file)
+        return apply_plan(plan.model, workload.model, platform.model, file=file)
     except AccsimError as exc:
         field = exc.field or ""
         if inline:
-            field = f"precision_variants[{index}].inline" + (f".{field}" if field else "")
-        raise AccsimError(f"{exc.rule} (variant {plan.label} of run {base.name})",
-                          file=exc.file or file, field=field or None) from None
+            field = f"precision_variants[{index}]({plan.label}).inline" + (
+                f".{field}" if field else "")
+        raise AccsimError(f"{exc.rule} (variant {plan.label}, {workload.label} on "
+                          f"{platform.label})", file=exc.file or file,
+                          field=field or None) from None
+
+
+def apply_variants(study: ResolvedStudy, models: list) -> dict[tuple, AppliedPlan]:
+    """Every variant's plan applied to every workload and model of the study on every
+    platform, keyed (variant index, platform, workload label): made before any output
+    or simulation, so a plan that cannot hold stops the review first."""
+    workloads = list(study.workloads) + [loaded for _, loaded in models]
+    return {(index, platform.label, workload.label):
+            _applied(study, index, plan, platform, workload)
+            for index, plan in enumerate(study.precision)
+            for platform in study.platforms for workload in workloads}
 
 
 def _written(study: ResolvedStudy, base: RunSpec, out: OutputFolder, folder: str,
@@ -76,22 +89,21 @@ def _written(study: ResolvedStudy, base: RunSpec, out: OutputFolder, folder: str
     return Loaded(label, applied, decode_text(data, file=out.shown(file)))
 
 
-def variant_specs(study: ResolvedStudy, specs: list[RunSpec], out: OutputFolder,
+def variant_specs(study: ResolvedStudy, specs: list[RunSpec],
+                  applied: dict[tuple, AppliedPlan], out: OutputFolder,
                   folder: str) -> list[VariantSpec]:
     """Every precision variant x every baseline run (platform x workload x mapping)."""
     found: list[VariantSpec] = []
-    for index, (variant, plan) in enumerate(zip(study.study.precision_variants,
-                                                study.precision)):
-        made: dict[tuple[str, str], tuple[Loaded, dict]] = {}
+    for index, variant in enumerate(study.study.precision_variants):
+        made: dict[tuple[str, str], Loaded] = {}
         for base in specs:
-            key = (base.platform.label, base.workload.label)
+            key = (index, base.platform.label, base.workload.label)
+            plan = applied[key]
             if key not in made:
-                applied = _applied(study, index, plan, base)
-                made[key] = (_written(study, base, out, folder, variant.name,
-                                      applied.workload), applied.record())
-            workload, record = made[key]
-            found.append(VariantSpec(variant, base, replace(base, workload=workload,
-                                                            precision=record)))
+                made[key] = _written(study, base, out, folder, variant.name,
+                                     plan.workload)
+            found.append(VariantSpec(variant, base, replace(
+                base, workload=made[key], precision=plan.record())))
     return found
 
 
