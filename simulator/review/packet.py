@@ -37,6 +37,9 @@ FIRST_SCREEN = (
         FAIL: "FLAGGED: a win without quality evidence", PASS: "each win has evidence"}),
     ("mapping-sheet", "Expected bottlenecks", {FAIL: "MISMATCH", PASS: "all match"}),
 )
+# First-screen lines shown only where their section was evaluated (a study without
+# precision variants keeps the first screen it had).
+ONLY_WHEN_EVALUATED = frozenset({"precision-whatif"})
 # How a column's cells are written, in every format of the packet.
 NUMBER_FORMATS = {
     "int": lambda v: f"{v:,}",
@@ -72,6 +75,8 @@ def first_screen(sections: list[dict]) -> list[dict]:
     lines = []
     for section_id, label, wording in FIRST_SCREEN:
         section = by_id[section_id]
+        if section_id in ONLY_WHEN_EVALUATED and section["verdict"] == NOT_EVALUATED:
+            continue
         lines.append({"label": label, "verdict": section["verdict"],
                       "status": wording.get(section["verdict"], NOT_EVALUATED),
                       "text": section["reason"], "href": f"#s-{section_id}"})
