@@ -250,3 +250,22 @@ def test_precision_variants_on_a_multi_chip_system_are_refused(tmp_path, capsys)
     assert "precision_variants[0](v): precision variants apply to single-chip studies" \
         in _refused(tmp_path, capsys, text)
 
+
+
+def test_verify_accepts_a_precision_run_of_a_workload_file(tmp_path, capsys):
+    """The run simulated the plan's formats (the embedded workload, not its file's) and
+    recorded what the plan chose: verify reruns the former, takes the latter as
+    recorded, and still catches an edited figure."""
+    plan = tmp_path / "int8.yaml"
+    plan.write_text("name: int8_all\ndefault: {weight: [int8], activation: [int8]}\n")
+    out = tmp_path / "r.json"
+    assert main(["run", "--arch", "tpu_v5e_like", "--workload", "gemm_4096",
+                 "--precision", str(plan), "--json", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 0, capsys.readouterr().out
+    result = json.loads(out.read_text())
+    result["workload"]["cycles"] += 1
+    out.write_text(json.dumps(result))
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 1
+    assert ".workload.cycles" in capsys.readouterr().out
