@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -269,3 +270,35 @@ def test_verify_accepts_a_precision_run_of_a_workload_file(tmp_path, capsys):
     capsys.readouterr()
     assert main(["verify", str(out)]) == 1
     assert ".workload.cycles" in capsys.readouterr().out
+
+
+def test_a_sparse_variant_runs_sparse_where_the_platform_lists_the_pattern(tmp_path):
+    """A plan's 2:4 weights: streamed at twice the rate on the 2:4 what-if, decompressed
+    and dense on tpu_v5e_like; compressed off chip on both; the pruning's emulated
+    error is shown, and with no guardrail and no figure the win is flagged."""
+    sparse24 = Path(__file__).resolve().parents[1] / "arch_configs" / "whatif" / \
+        "tpu_v5e_sparse24.yaml"
+    study = tmp_path / "study.yaml"
+    study.write_text(_variant("  - {name: sparse, inline: {default: {sparsity: '2:4'}}}\n")
+                     .replace("[tpu_v5e_like]", f"[tpu_v5e_like, {sparse24}]"))
+    out = tmp_path / "packet"
+    packet = write_packet(study, out, "--no-cache")
+    runs = {(r["platform"], r["workload"]): json.loads((out / r["path"]).read_text())
+            for r in packet["results"]}
+    modes, ratios = {}, {}
+    for platform in ("tpu_v5e_like", "whatif/tpu_v5e_sparse24"):
+        base, run = runs[(platform, "gemm_4096")], runs[(platform, "gemm_4096+sparse")]
+        [op] = run["operators"]
+        modes[platform] = op["precision"]["sparsity_mode"]
+        ratios[platform] = run["workload"]["useful_array_cycles"] / \
+            base["workload"]["useful_array_cycles"]
+        assert op["per_instance_bytes"]["compulsory"]["b"] < \
+            base["operators"][0]["per_instance_bytes"]["compulsory"]["b"]
+    assert modes == {"tpu_v5e_like": "decompressed",
+                     "whatif/tpu_v5e_sparse24": "structured"}
+    assert ratios == {"tpu_v5e_like": 1.0, "whatif/tpu_v5e_sparse24": 0.5}
+    section = _sections(packet)["precision-whatif"]
+    operators = section["tables"][1]["rows"]
+    assert {row[4] for row in operators} == {"2:4"} and all(row[6] > 0.1
+                                                            for row in operators)
+    assert section["verdict"] == "fail"
