@@ -108,8 +108,8 @@ def variant_specs(study: ResolvedStudy, specs: list[RunSpec],
 
 
 def pair_records(variants: list[VariantSpec], baselines: list[RunRecord],
-                 runs: list[RunRecord]) -> list[VariantRecord]:
+                 runs: list[RunRecord]) -> tuple[VariantRecord, ...]:
     """The finished variant runs, each beside its finished baseline."""
     by_name = {record.spec.name: record for record in baselines}
-    return [VariantRecord(v.variant, by_name[v.baseline.name], run)
-            for v, run in zip(variants, runs)]
+    return tuple(VariantRecord(v.variant, by_name[v.baseline.name], run)
+                 for v, run in zip(variants, runs))

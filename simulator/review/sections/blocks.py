@@ -47,7 +47,7 @@ class Context:
     models: list[tuple[ModelUnderReview, object]]  # (model, study.Loaded)
     serving: list[ServingRecord] | NotEvaluated
     sweep: SweepRecord | NotEvaluated
-    variants: list[VariantRecord] = ()  # precision variants beside their baselines
+    variants: tuple[VariantRecord, ...] = ()  # precision variants beside baselines
 
 
 # --- building blocks (plain dicts: packet.json holds them as they are) ---
