@@ -12,10 +12,12 @@ from simulator import progress
 from simulator.commands.inputs import load_inputs
 from simulator.commands.options import add_inputs
 from simulator.errors import AccsimError
+from simulator.frontends import command as import_command
 from simulator.outputs import check_output_path, write_file, writing
 from simulator.search.operator import OBJECTIVES
 from simulator.search.tables import gap_table, operator_search_table
 from simulator.search.workload import map_workload, write_map_json
+from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 
 
@@ -26,21 +28,22 @@ def handle(args: argparse.Namespace) -> int:
     for option in ("json", "write_plan"):
         if getattr(args, option):
             check_output_path(getattr(args, option), option, None)
-    inputs = load_inputs(args.arch, args.workload, args.mapping, fusion=args.fusion)
+    inputs = load_inputs(args.arch, args.workload, args.mapping, fusion=args.fusion,
+                         imported=import_command.run_workload(args))
     started = time.perf_counter()
     with progress.search("mapping") as report:
         result = map_workload(inputs, objective=args.objective, heuristics=args.heuristic,
                               workers=args.workers, exhaustive=args.exhaustive,
                               progress=report)
     elapsed = time.perf_counter() - started
-    console = report_console(min_width=200)
+    console = report_console(wide=args.wide)
     if not args.quiet:
         console.print(operator_search_table(result))
         console.print()
     console.print(gap_table(result))
     stats = result.stats
     searched = sum(1 for op in result.operators if op.same_as is None)
-    print(f"searched {searched} distinct operators of {len(result.operators)}: "
+    console.print(f"searched {searched} distinct operators of {len(result.operators)}: "
           f"{stats.candidates:,} candidates ({stats.unfit:,} do not fit, "
           f"{stats.duplicates:,} duplicate programs, {stats.bound_pruned:,} pruned by the "
           f"bound, {stats.simulated:,} simulated) in {elapsed:.1f} s wall, "
@@ -77,4 +80,6 @@ def add_arguments(map_cmd: argparse.ArgumentParser) -> None:
                          help="write the best tilings as a plan YAML for --mapping")
     map_cmd.add_argument("--quiet", action="store_true",
                          help="print only the heuristics' gap table")
+    import_command.add_run_options(map_cmd)
+    add_wide(map_cmd)
     map_cmd.set_defaults(handler=handle)

@@ -1,0 +1,95 @@
+"""Terminal tables fit the terminal (issue 29 item 4): every table-printing command, run
+on shipped inputs at 80 and 120 columns, prints no line wider than that and no cut cell,
+and every figure of its one-table `--wide` output appears, whole, in the grouped one."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+from rich.table import Table
+
+from simulator.cli import main
+from simulator.terminal import Grouped, table_parts
+
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+SWEEP = """\
+name: width
+platform: edge_32x32
+workloads: [tpu_v1_mlp_b200]
+axes:
+  systolic_array.rows: [16, 32]
+  systolic_array.cols: [16, 32]
+  offchip.bandwidth_gbps: [10.0, 20.0]
+objectives: {time_s: min, memory_stall_fraction: min}
+"""
+COMMANDS = {
+    "run": ["run", "--arch", "tpu_v1", "--workload", "tpu_v1_mlp_b200"],
+    "compare": ["compare", "--arch", "tpu_v1", "--arch", "tpu_v5e_like", "--arch",
+                "edge_32x32", "--workload", "tpu_v1_mlp_b200"],
+    "map": ["map", "--arch", "tpu_v1", "--workload", "tpu_v1_mlp_b200"],
+    "check": ["check", "bert_base_fuse_gelu", "--arch", "tpu_v5e_like", "--workload",
+              "bert_base_s128"],
+    "serve": ["serve", "--arch", "tpu_v1", "--workload", "tpu_v1_mlp_b200", "--requests",
+              "200", "--sweep-rate", "200:400:2"],
+    "sensitivity": ["sensitivity", "--arch", "tpu_v5e_like", "--workload", "gemm_4096"],
+    "sweep report": ["sweep", "report", "{store}", "--best-by", "time_s", "--failed"],
+}
+
+
+def printed(capsys, monkeypatch, argv: list[str], columns: int | None) -> list[str]:
+    """What a command prints on stdout, at `columns` (None: --wide, 400 columns)."""
+    monkeypatch.setenv("COLUMNS", str(columns or 400))
+    capsys.readouterr()
+    assert main(argv + ([] if columns else ["--wide"])) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def figures(lines: list[str]) -> Counter:
+    """Every number printed, wall-clock lines left out (no two runs share them)."""
+    return Counter(n for line in lines if "wall" not in line
+                   for n in NUMBER.findall(line))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("width")
+    (folder / "spec.yaml").write_text(SWEEP)
+    path = str(folder / "s.sqlite")
+    assert main(["sweep", "run", str(folder / "spec.yaml"), "--store", path,
+                 "--scheduler", "serial", "--heuristic", "array_aligned"]) == 0
+    return path
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_tables_fit_80_and_120_columns_and_keep_every_figure(command, capsys, monkeypatch,
+                                                             request):
+    argv = [request.getfixturevalue("store") if word == "{store}" else word
+            for word in COMMANDS[command]]
+    wide = printed(capsys, monkeypatch, argv, None)
+    assert max(map(len, wide)) > 80, "the command prints nothing wider than 80 columns"
+    for columns in (80, 120):
+        lines = printed(capsys, monkeypatch, argv, columns)
+        too_wide = [line for line in lines if len(line.rstrip()) > columns]
+        assert not too_wide, f"{command} at {columns} columns: {too_wide[:3]}"
+        assert not any("\u2026" in line for line in lines), "an ellipsised cell"
+        missing = figures(wide) - figures(lines)
+        assert not missing, f"{command} at {columns} columns lost {dict(missing)}"
+
+
+def test_a_split_table_repeats_its_key_and_keeps_groups_whole():
+    table = Table(title="t")
+    for header in ("name", "a", "b", "c", "d", "e"):
+        table.add_column(header)
+    table.add_row("x" * 10, *("1" * 8 for _ in range(5)))
+
+    def measured(t: Table) -> int:  # natural width: cells of 10 and 8, 3 between
+        return sum(10 if str(c.header) == "name" else 8 for c in t.columns) + \
+            3 * (len(t.columns) - 1)
+    # name + a fits 45 columns, name + b..d (43) too, but not with a or e beside them
+    parts = table_parts(Grouped(table, key=1, groups=(("b", "c", "d"),)), 45, measured)
+    assert [[str(c.header) for c in p.columns] for p in parts] == \
+        [["name", "a"], ["name", "b", "c", "d"], ["name", "e"]]
+    assert [p.title for p in parts] == ["t", None, None]
+    assert table_parts(Grouped(table), 45, measured, wide=True) == [table]
