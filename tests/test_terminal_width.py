@@ -4,6 +4,8 @@ and every figure of its one-table `--wide` output appears, whole, in the grouped
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 from collections import Counter
 
@@ -93,3 +95,78 @@ def test_a_split_table_repeats_its_key_and_keeps_groups_whole():
         [["name", "a"], ["name", "b", "c", "d"], ["name", "e"]]
     assert [p.title for p in parts] == ["t", None, None]
     assert table_parts(Grouped(table), 45, measured, wide=True) == [table]
+
+
+def column(lines: list[str], header: str, first: str) -> dict[str, str]:
+    """The `header` column of the one-table (--wide) table whose header row holds it,
+    by each row's first cell; the table starts at the first header row with `first`."""
+    start = next(k for k, line in enumerate(lines) if line.startswith(first) and
+                 header in [cell.strip() for cell in line.split("\u2503")])
+    headers = [h.strip() for h in lines[start].split("\u2503")]
+    at = headers.index(header)
+    cells = {}
+    for line in lines[start + 2:]:
+        if "\u2502" not in line and "\u253c" in line:
+            continue  # a section's rule
+        if "\u2502" not in line:
+            break
+        row = [c.strip() for c in line.split("\u2502")]
+        cells[row[0]] = row[at]
+    return cells
+
+
+def percent(fraction: float) -> str:
+    return f"{100 * fraction:.1f}"
+
+
+def test_mfu_and_other_ratios_print_alike_in_run_compare_sweep_report_and_serve(
+        store, capsys, monkeypatch, tmp_path):
+    """Each command's table shows a ratio as percent to one decimal under a `%` header,
+    from the fraction its JSON or CSV holds."""
+    run_json = tmp_path / "run.json"
+    lines = printed(capsys, monkeypatch, COMMANDS["run"] + ["--json", str(run_json)], None)
+    workload = json.loads(run_json.read_text())["workload"]
+    by_type = column(lines, "MFU%", "layer_type")
+    assert by_type["workload"] == percent(workload["mfu"])
+    assert column(lines, "stall%", "layer_type")["workload"] == \
+        percent(workload["memory_stall_fraction"])
+    assert f"MFU {percent(workload['mfu'])}% of" in "\n".join(lines)
+
+    compare_csv = tmp_path / "compare.csv"
+    lines = printed(capsys, monkeypatch, COMMANDS["compare"] + ["--csv", str(compare_csv)],
+                    None)
+    rows = list(csv.DictReader(compare_csv.open()))
+    shown = column(lines, "MFU%", "platform")
+    assert shown == {row["platform"]: percent(float(row["mfu"])) for row in rows}
+    assert rows[0]["platform"] == "tpu_v1" and rows[0]["workload"] == "tpu_v1_mlp_b200"
+    run_mfu = percent(workload["mfu"])
+    assert shown["tpu_v1"] == run_mfu  # the same run, the same figure
+
+    sweep_csv = tmp_path / "sweep.csv"
+    lines = printed(capsys, monkeypatch, ["sweep", "report", store, "--csv",
+                                          str(sweep_csv)], None)
+    point = ("systolic_array.rows", "systolic_array.cols", "offchip.bandwidth_gbps")
+    rows = {tuple(float(r[axis]) for axis in point): r
+            for r in csv.DictReader(sweep_csv.open())}
+    table = [line for line in lines if "\u2502" in line and "tpu_v1_mlp_b200" in line]
+    header = next(line for line in lines if "MFU%" in line and "stall%" in line)
+    headers = [h.strip() for h in re.split("[\u2503\u2502]", header)]
+    for line in table:
+        cells = dict(zip(headers, (c.strip() for c in re.split("[\u2503\u2502]", line))))
+        row = rows[tuple(float(cells[axis.rsplit(".", 1)[1]]) for axis in point)]
+        assert cells["MFU%"] == percent(float(row["mfu"]))
+        assert cells["stall%"] == percent(float(row["memory_stall_fraction"]))
+    assert table
+
+    serve_csv, serve_json = tmp_path / "curve.csv", tmp_path / "serve.json"
+    lines = printed(capsys, monkeypatch, COMMANDS["serve"] + ["--csv", str(serve_csv)],
+                    None)
+    curve = list(csv.DictReader(serve_csv.open()))
+    shown = column(lines, "utilization%", "offered_rps")
+    assert sorted(shown.values()) == sorted(percent(float(r["utilization"]))
+                                            for r in curve)
+    single = [w for w in COMMANDS["serve"] if w not in ("--sweep-rate", "200:400:2")]
+    lines = printed(capsys, monkeypatch, single + ["--rate", "300", "--json",
+                                                   str(serve_json)], None)
+    utilization = json.loads(serve_json.read_text())["utilization"]
+    assert f"utilization {percent(utilization)}%" in "\n".join(lines)
