@@ -12,7 +12,8 @@ pipe or a file). A table wider than that is printed as several narrower tables, 
 repeating the table's key columns (operator, platform, ...) and carrying whole column
 groups where they fit; `wide=True` (`--wide`) prints it in one table. A table never
 shrinks below its natural width: a part that cannot fit (long names) is printed wider
-than the terminal rather than with a cut or ellipsised cell.
+than the terminal rather than with a cut or ellipsised cell. Lines of text are not
+wrapped here (the terminal folds them; a pipe keeps one line per line).
 """
 
 from __future__ import annotations
@@ -154,5 +155,8 @@ def _part(table: Table, columns: list[int], *, first: bool = True,
 
 def console(*, stderr: bool = False, wide: bool = False) -> FittingConsole:
     """A console for reports: markup and highlighting off, so table cells and titles
-    built from input text are printed as they are; tables fit its width unless `wide`."""
-    return FittingConsole(wide=wide, stderr=stderr, markup=False, highlight=False)
+    built from input text are printed as they are; tables fit its width unless `wide`;
+    a line of text is printed whole (soft-wrapped: the terminal folds it, a pipe or
+    a file gets it on one line)."""
+    return FittingConsole(wide=wide, stderr=stderr, markup=False, highlight=False,
+                          soft_wrap=True)

@@ -43,7 +43,7 @@ def handle(args: argparse.Namespace) -> int:
     console.print(gap_table(result))
     stats = result.stats
     searched = sum(1 for op in result.operators if op.same_as is None)
-    console.print(f"searched {searched} distinct operators of {len(result.operators)}: "
+    print(f"searched {searched} distinct operators of {len(result.operators)}: "
           f"{stats.candidates:,} candidates ({stats.unfit:,} do not fit, "
           f"{stats.duplicates:,} duplicate programs, {stats.bound_pruned:,} pruned by the "
           f"bound, {stats.simulated:,} simulated) in {elapsed:.1f} s wall, "
