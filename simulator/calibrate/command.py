@@ -17,6 +17,7 @@ from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.loader import dump_json
 from simulator.outputs import check_output_path, write_file
+from simulator.precision import command as precision_command
 from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 
@@ -30,6 +31,7 @@ def handle(args: argparse.Namespace) -> int:
             check_output_path(path, option, suffixes)
     args.arch = [args.arch]
     (inputs,), _ = compared_inputs(args)
+    inputs, _ = precision_command.applied(args, inputs, single_chip=True)
     with progress.operators("sensitivity") as report:
         study = sensitivity(inputs, args.metric, engine=args.engine,
                             fields=args.field or None, progress=report,
@@ -79,6 +81,7 @@ def write_tornado(study: Sensitivity, name: str, path: str) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_inputs(parser, heuristic_option=True)
     import_command.add_run_options(parser)
+    precision_command.add_arguments(parser)
     hf_command.add_run_arguments(parser)
     parser.add_argument("--metric", choices=sorted(METRICS), default="time_s",
                         help="the figure perturbed (default time_s)")

@@ -9,11 +9,13 @@ import time
 import yaml
 
 from simulator import progress
-from simulator.commands.inputs import load_inputs
+from simulator.commands.compare import compared_inputs
 from simulator.commands.options import add_inputs
 from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
+from simulator.frontends.hf import command as hf_command
 from simulator.outputs import check_output_path, write_file, writing
+from simulator.precision import command as precision_command
 from simulator.search.operator import OBJECTIVES
 from simulator.search.tables import gap_table, operator_search_table
 from simulator.search.workload import map_workload, write_map_json
@@ -28,8 +30,11 @@ def handle(args: argparse.Namespace) -> int:
     for option in ("json", "write_plan"):
         if getattr(args, option):
             check_output_path(getattr(args, option), option, None)
-    inputs = load_inputs(args.arch, args.workload, args.mapping, fusion=args.fusion,
-                         imported=import_command.run_workload(args))
+    # the workload, an imported file or an LLM step, read as `compare` reads it (the
+    # mapper's --heuristic names the heuristics compared, not a mapping)
+    (inputs,), _ = compared_inputs(argparse.Namespace(**{**vars(args), "arch": [args.arch],
+                                                         "heuristic": None}))
+    inputs, _ = precision_command.applied(args, inputs, single_chip=True)
     started = time.perf_counter()
     with progress.search("mapping") as report:
         result = map_workload(inputs, objective=args.objective, heuristics=args.heuristic,
@@ -81,5 +86,7 @@ def add_arguments(map_cmd: argparse.ArgumentParser) -> None:
     map_cmd.add_argument("--quiet", action="store_true",
                          help="print only the heuristics' gap table")
     import_command.add_run_options(map_cmd)
+    hf_command.add_run_arguments(map_cmd)
+    precision_command.add_arguments(map_cmd)
     add_wide(map_cmd)
     map_cmd.set_defaults(handler=handle)
