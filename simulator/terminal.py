@@ -7,8 +7,9 @@ or print on a `console()` (rich with markup off), so a name like `[/]` or one ho
 escape sequence is displayed as written.
 
 Width (the one place that decides it): the console is as wide as the terminal, or
-COLUMNS when set, or rich's default of 80 columns when the output is not a terminal (a
-pipe or a file). A table wider than that is printed as several narrower tables, each
+COLUMNS when set; output that is not a terminal (a pipe, a file) without COLUMNS has
+no width, so its tables are printed whole (one line per row for grep and diff), as with
+`wide`. A table wider than that is printed as several narrower tables, each
 repeating the table's key columns (operator, platform, ...) and carrying whole column
 groups where they fit; `wide=True` (`--wide`) prints it in one table. A table never
 shrinks below its natural width: a part that cannot fit (long names) is printed wider
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import unicodedata
 from dataclasses import dataclass
 
@@ -56,8 +58,9 @@ def add_wide(parser: argparse.ArgumentParser) -> None:
     """--wide, for every command that prints tables."""
     parser.add_argument("--wide", action="store_true", help="print each table in one "
                         "piece, however wide (default: a table wider than the terminal, "
-                        "or than COLUMNS or 80 columns when not a terminal, is printed "
-                        "as several, each repeating its key columns)")
+                        "or than COLUMNS where set, is printed as several, each "
+                        "repeating its key columns; a pipe or file without COLUMNS "
+                        "gets whole tables)")
 
 
 class FittingConsole(Console):
@@ -158,5 +161,8 @@ def console(*, stderr: bool = False, wide: bool = False) -> FittingConsole:
     built from input text are printed as they are; tables fit its width unless `wide`;
     a line of text is printed whole (soft-wrapped: the terminal folds it, a pipe or
     a file gets it on one line)."""
-    return FittingConsole(wide=wide, stderr=stderr, markup=False, highlight=False,
-                          soft_wrap=True)
+    shown = FittingConsole(wide=wide, stderr=stderr, markup=False, highlight=False,
+                           soft_wrap=True)
+    shown.wide = wide or not (shown.is_terminal or
+                              os.environ.get("COLUMNS", "").strip().isdigit())
+    return shown

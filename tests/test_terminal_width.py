@@ -173,3 +173,13 @@ def test_mfu_and_other_ratios_print_alike_in_run_compare_sweep_report_and_serve(
                                                    str(serve_json)], None)
     utilization = json.loads(serve_json.read_text())["utilization"]
     assert f"utilization {percent(utilization)}%" in "\n".join(lines)
+
+
+def test_a_pipe_without_columns_gets_whole_tables(capsys, monkeypatch):
+    """Output that is not a terminal has no width of its own: without COLUMNS every
+    table is printed whole, one line per row, as --wide prints it."""
+    wide = printed(capsys, monkeypatch, COMMANDS["compare"], None)
+    monkeypatch.delenv("COLUMNS")
+    assert main(COMMANDS["compare"]) == 0
+    assert capsys.readouterr().out.splitlines() == wide
+    assert max(map(len, wide)) > 80
