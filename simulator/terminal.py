@@ -87,8 +87,11 @@ class FittingConsole(Console):
                 self._print_whole(part, **options)
 
     def measured(self, table: Table) -> int:
-        """The table's natural width: every cell and heading on one line."""
-        return self.measure(table, options=self.options.update(width=10 ** 6)).maximum
+        """The table's natural width: every cell and heading on one line (an
+        expanding table measured as if it did not expand)."""
+        natural = copy.copy(table)
+        natural.expand = False
+        return self.measure(natural, options=self.options.update(width=10 ** 6)).maximum
 
     def _print_whole(self, table: Table, **options) -> None:
         """`table` at its natural width even where that is wider than the console."""
