@@ -187,6 +187,7 @@ class Result:
 
     @property
     def operators_count(self) -> int:
+        """How many operators the run simulated."""
         return len(self.run.operators)
 
     def summary(self) -> dict:
@@ -301,6 +302,7 @@ class Comparison:
                                    indent=1) + "\n")
 
     def to_pandas(self):
+        """A DataFrame of rows() (needs the `pandas` extra)."""
         return _pandas().DataFrame(self.rows())
 
     def _repr_html_(self) -> str:
@@ -335,9 +337,11 @@ class ServeReport:
                                    indent=1) + "\n")
 
     def rows(self) -> list[dict]:
+        """One row: the document's headline figures (its numbers and strings)."""
         return [{k: v for k, v in self.result.items() if isinstance(v, (int, float, str))}]
 
     def to_pandas(self):
+        """A DataFrame of rows() (needs the `pandas` extra)."""
         return _pandas().DataFrame(self.rows())
 
     def _repr_html_(self) -> str:
@@ -362,6 +366,7 @@ class SweepReport:
     rows: list[dict]
 
     def to_pandas(self):
+        """A DataFrame of the rows (needs the `pandas` extra)."""
         return _pandas().DataFrame(self.rows)
 
     def _repr_html_(self) -> str:
