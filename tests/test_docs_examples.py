@@ -7,7 +7,7 @@ What runs:
   whose shown outputs must match.
 - A python or yaml block whose first line is a comment naming a file (`# my_tilers.py
   ...`, `# bad.yaml`) is written under that name for the page's later shell blocks.
-- shell blocks (no language, sh, bash, console, shell): a `$ ` line is a command and the
+- shell blocks (no language, sh, bash, console, shell, or text): a `$ ` line is a command and the
   lines under it are its output; in a block without prompts every line that starts with
   `accsim ` or `python ` is a command. An `<!-- accsim-example: CMD -->` marker's CMD
   runs for its block. `pip install` lines are skipped; other programs (`head`, `dask`)
@@ -164,9 +164,8 @@ def cases() -> list[Block]:
         for block in page_blocks(page):
             if block.lang in PYTHON_LANGS or block.lang in ("yaml", "yml"):
                 found.append(block)
-            elif block.lang in SHELL_LANGS and (block.example is not None
-                                                or any(map(runnable,
-                                                           shell_commands(block)))):
+            elif block.lang in SHELL_LANGS | {"text"} and (
+                    block.example is not None or any(map(runnable, shell_commands(block)))):
                 found.append(block)
     return found
 
@@ -260,6 +259,9 @@ def test_the_example_runs(block, tmp_path):
         yaml.safe_load("\n".join(block.lines))
         return
     folder = scratch(tmp_path)
+    if block.lang == "text":
+        pytest.fail(f"{block.name}: a text block of commands runs as a shell block or "
+                    "says why not (<!-- not-run: REASON -->)")
     if block.lang in PYTHON_LANGS:
         run_python(block, folder)
     else:
@@ -273,6 +275,23 @@ def test_the_collector_sees_the_pages_examples():
     assert any(n.startswith("docs/howto/python-api.md") for n in names)
     assert sum(b.lang in SHELL_LANGS for b in CASES) >= 10
     assert all(b.not_run for b in CASES if b.not_run is not None)
+
+
+INDENTED_COMMAND = re.compile(r"^ {4}(\$ |accsim |python )")
+
+
+def test_no_command_hides_in_an_indented_code_block():
+    """An indented code block is not collected above: commands go in fenced blocks."""
+    hidden = []
+    for page in PAGES:
+        fenced, previous = False, ""
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if FENCE.match(line):
+                fenced = not fenced
+            elif not fenced and not previous.strip() and INDENTED_COMMAND.match(line):
+                hidden.append(f"{page.relative_to(ROOT)}:{number}")
+            previous = line
+    assert hidden == []
 
 
 def test_the_parser_reads_prompts_outputs_markers_and_continuations(tmp_path):
