@@ -25,7 +25,7 @@ paths resolve and whatever a command writes stays in the scratch folder.
 Run: `python experiments/readme_numbers.py` rewrites every line whose figures moved
 (the line with the same words in the fresh output replaces it); `--check` changes no
 file and exits 1 listing each mismatch as FILE:LINE. Default pages: README.md and
-docs/*.md; or name the files.
+docs/**/*.md; or name the files.
 """
 
 from __future__ import annotations
@@ -222,13 +222,13 @@ def check_page(path: Path, *, update: bool, timeout_s: int) -> list[Mismatch]:
 def pages(named: list[str]) -> list[Path]:
     if named:
         return [Path(p) for p in named]
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pages", nargs="*", help="markdown files (default: README.md "
-                        "and docs/*.md)")
+                        "and docs/**/*.md)")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 "
                         "listing every quoted line the commands no longer print")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_S, metavar="S",

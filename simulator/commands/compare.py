@@ -5,14 +5,11 @@ with --robust, whether each pair's ranking holds across the platforms' assumed r
 from __future__ import annotations
 
 import argparse
-import sys
-from collections import Counter
-from pathlib import Path
 
 from rich.table import Table
 
 from simulator import progress
-from simulator.api import Comparison, Result
+from simulator.api import Comparison, Result, platform_labels
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
 from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
@@ -31,7 +28,6 @@ from simulator.system import command as system_command
 from simulator.report import COMPARE_GROUPS
 from simulator.terminal import Grouped, add_wide
 from simulator.terminal import console as report_console
-from simulator.terminal import plain
 
 
 def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
@@ -150,21 +146,6 @@ def corners_table(found: list[Corners], metric: str) -> Table:
 def robust_dict(found: list[Corners], verdicts: list[Verdict]) -> dict:
     return {"platforms": [c.as_dict() for c in found],
             "pairs": [v.as_dict() for v in verdicts]}
-
-
-def platform_labels(names: list[str], given: list[str]) -> list[str]:
-    """A distinct label per compared platform: its name, or where names clash (a copied
-    file, say) the name with the file stem (or the path as given), with a warning."""
-    clashing = {name for name, count in Counter(names).items() if count > 1}
-    labels = [f"{name} ({Path(arg).stem})" if name in clashing else name
-              for name, arg in zip(names, given)]
-    if len(set(labels)) < len(labels):
-        labels = [f"{name} ({arg})" if name in clashing else name
-                  for name, arg in zip(names, given)]
-    for name in sorted(clashing):
-        print(f"accsim: warning: several platforms are named {plain(name)!r}; labelled "
-              "by file", file=sys.stderr)
-    return labels
 
 
 def add_arguments(compare: argparse.ArgumentParser) -> None:
