@@ -75,6 +75,23 @@ def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
         yield Placed(op, spec, following, members=members)
 
 
+def fusion_units(workload: Workload, mapping: Mapping) -> list[tuple[int, ...]]:
+    """The operators whose cost is one, by index in workload order: a producer with
+    every member the walk gives it (before its tiling's capacity check, which may give
+    some back: their cost then depends on the producer's tiling), every other operator
+    alone. Costing each unit on its own and adding them gives a whole run's operator
+    cycles, as operators run one after another (DESIGN.md section 3)."""
+    units: list[list[int]] = []
+    owner_unit: dict[str, int] = {}
+    for index, placed in enumerate(placed_operators(workload, mapping)):
+        if placed.absorbed_by is not None and placed.absorbed_by in owner_unit:
+            units[owner_unit[placed.absorbed_by]].append(index)
+            continue
+        owner_unit[placed.op.name] = len(units)
+        units.append([index])
+    return [tuple(unit) for unit in units]
+
+
 def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) -> Tiling:
     """The operator's tiling under its plan entry: with no heuristic named, the open
     fields are the default search's best (memoised per distinct operator; `following`
