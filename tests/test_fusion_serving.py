@@ -103,3 +103,29 @@ def test_serve_prices_iterations_under_the_specs_fusion(mode):
                               fusion=mode))
     assert setup.cost._costs.mapping.fusion == mode
     assert setup.reference.mapping.fusion == mode
+
+
+def test_serve_cli_takes_fusion_and_auto_serves_faster(tmp_path):
+    from simulator.cli import main
+    import json
+    latency = {}
+    for mode in MODES:
+        out = tmp_path / f"{mode}.json"
+        assert main(["serve", "--arch", "tpu_v5e_like", "--workload", "bert_base_s128",
+                     "--rate", "50", "--requests", "40", "--fusion", mode,
+                     "--json", str(out)]) == 0
+        data = json.loads(out.read_text())
+        assert data["manifest"]["serving"]["spec"]["fusion"] == mode
+        latency[mode] = data["latency_ms"]["p50"]
+    assert latency["auto"] < latency["none"]
+
+
+def test_review_fusion_reaches_every_plan_and_serving_point():
+    from simulator.review.serving import serve_spec
+    from simulator.review.study import load_study, with_study_fusion
+    study = load_study("experiments/studies/resnet50_platforms.yaml")
+    assert with_study_fusion(study, None) is study
+    fused = with_study_fusion(study, "auto")
+    assert all(m.model.fusion == "auto" for m in fused.mappings)
+    spec = serve_spec(fused, fused.platforms[0], fused.workloads[0].source.path, llm=False)
+    assert spec.fusion == "auto" and spec.mapping().fusion == "auto"

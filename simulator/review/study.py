@@ -26,7 +26,7 @@ from simulator.loader import (Source, decode_text, load_model, locate, parse_mod
 from simulator.outputs import OutputFolder
 from simulator.mapping.heuristics import known_heuristics
 from simulator.mapping.plan import Mapping, check_mapping_names
-from simulator.mapping.plan import with_heuristic
+from simulator.mapping.plan import with_fusion, with_heuristic
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.plan import Plan, make_plan
 from simulator.sweep.spec import load_sweep
@@ -284,6 +284,7 @@ class ResolvedStudy:
     workloads: list[Loaded]
     mappings: list[Loaded]
     sweep: Plan | None = None   # scope.sweep's jobs, planned before any simulation
+    fusion: str | None = None   # --fusion: every run's and serving point's mode
 
     @property
     def baseline(self) -> str:
@@ -455,3 +456,12 @@ def load_study(path: str) -> ResolvedStudy:
     _check_names(study, workloads, source.path)
     sweep = None if study.scope.sweep is None else _sweep(study.scope.sweep, source)
     return ResolvedStudy(study, source, platforms, workloads, mappings, sweep)
+
+
+def with_study_fusion(study: ResolvedStudy, mode: str | None) -> ResolvedStudy:
+    """The study with every plan (and its serving points) under fusion `mode` (None:
+    as the plans say)."""
+    if mode is None:
+        return study
+    mappings = [replace(m, model=with_fusion(m.model, mode)) for m in study.mappings]
+    return replace(study, mappings=mappings, fusion=mode)
