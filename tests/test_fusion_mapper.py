@@ -69,3 +69,21 @@ def test_map_cli_auto_plan_reproduces_bert(tmp_path, capsys):
     run = simulate(load_inputs("tpu_v5e_like", "bert_base_s128", str(plan)))
     assert [op.totals.cycles for op in run.operators] == \
         [op.best.cycles for op in result.operators]
+
+
+RUN = Workload.model_validate({"name": "run", "operators": [
+    {"name": "n", "layer_type": "norm", "kind": "norm", "rows": 64, "cols": 256},
+    {"name": "a", "layer_type": "res", "kind": "elementwise", "elements": 64 * 256,
+     "op": "add"},
+    {"name": "s", "layer_type": "act", "kind": "elementwise", "elements": 64 * 256,
+     "op": "silu"},
+]})
+
+
+def test_the_mapper_reports_a_vector_run_as_the_run_makes_it():
+    platform = make_platform(systolic_array={"rows": 8, "cols": 8})
+    result = map_workload(Inputs(platform, RUN, Mapping(fusion="auto")), workers=1)
+    assert result.operator("n").fused == ("a", "s")
+    run = simulate(Inputs(platform, RUN, result.plan()), engine="fast")
+    assert [op.totals.cycles for op in run.operators] == \
+        [op.best.cycles for op in result.operators]

@@ -150,7 +150,7 @@ def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
     elif is_attention(op):
         lowered = lower_attention(op, tiling, platform)
     else:
-        lowered = lower_vector(op, tiling, platform)
+        lowered = lower_vector(op, tiling, platform, fused=fused or ())
     run = run_fast(lowered.program, memory).breakdown
     totals = operator_totals(lowered, run, platform)
     return Evaluation(tiling, int(totals.cycles), float(totals.energy_pj))

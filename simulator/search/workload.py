@@ -26,7 +26,7 @@ from simulator.program import MAX_DEPTH, memory_params
 from simulator.search.bounds import runs_of, vector_sizes
 from simulator.search.operator import (OBJECTIVES, Evaluation, OperatorSearch, SearchStats,
                                        SearchTask, evaluate, search_operator)
-from simulator.search.fusion import fitted_epilogue
+from simulator.search.fusion import fitted_group
 from simulator.search.resolve import placed_operators
 from simulator.workload import Conv2d, Gemm, is_attention, is_collective, is_compute
 
@@ -295,7 +295,7 @@ def _fused_search(found: OperatorSearch, op, planned: tuple[EpilogueMember, ...]
     memory = memory_params(platform)
 
     def grouped(evaluation: Evaluation) -> tuple[Evaluation, tuple[str, ...]]:
-        kept, dropped = fitted_epilogue(op, evaluation.tiling, planned, platform)
+        kept, dropped = fitted_group(op, evaluation.tiling, planned, platform)
         again = evaluate(op, evaluation.tiling, platform, memory, None, fused=kept)
         return again, tuple(d.name for d in dropped)
 
