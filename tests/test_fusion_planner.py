@@ -188,9 +188,9 @@ def test_scalesim_validation_keeps_fusion_off():
                     fusion="auto")
 
 
-def test_none_is_the_default_until_serving_and_the_mapper_plan_fusion():
-    assert not _run("tpu_v5e_like", "bert_base_s128", None).fusion
-    assert _run("tpu_v5e_like", "bert_base_s128", "auto").fusion
+def test_auto_is_the_default_now_serving_and_the_mapper_plan_fusion():
+    assert _run("tpu_v5e_like", "bert_base_s128", None).fusion
+    assert not _run("tpu_v5e_like", "bert_base_s128", "none").fusion
 
 
 def test_the_mapping_sheet_lists_the_fusion_plan():

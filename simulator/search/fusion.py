@@ -18,10 +18,10 @@ from simulator.mapping.footprint import buffer_fits, live_c_tiles
 from simulator.mapping.plan import EpilogueMember, Mapping, Tiling
 from simulator.workload import BINARY_OPS, Elementwise, RowOperator, Workload, is_compute
 
-# The default stays operator at a time until every consumer of a model's cost plans
-# fusion alike: serving still prices operators one at a time, and the mapper searches
-# members unfused; `--fusion auto` runs the planner (DESIGN.md section 15).
-DEFAULT_FUSION = "none"
+# The planner is the default (MODEL_VERSION 4): serving prices fusion units and the
+# mapper reports groups, so every consumer of a model's cost plans fusion alike;
+# `--fusion none` runs operator at a time (DESIGN.md section 15).
+DEFAULT_FUSION = "auto"
 # A plan entry's `fuse: none` forbids the planner to group that operator.
 NO_FUSION = "none"
 
