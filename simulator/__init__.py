@@ -7,4 +7,7 @@ __version__ = "0.1.0"
 # reloads after their spill store, the searched default mapping.
 # 3: tensor parallelism of plain workloads follows the activation's layout (all-gathers
 # before column-parallel operators fed a split input; heads and groups split in place).
-MODEL_VERSION = 3
+# 4: the fusion planner is the default (--fusion auto, DESIGN.md section 15): vector
+# operators run as GEMM/conv epilogues or fused vector kernels, in runs, serving and the
+# mapper alike; --fusion none keeps 3's figures.
+MODEL_VERSION = 4

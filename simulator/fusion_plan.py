@@ -12,11 +12,12 @@ from simulator.config import Platform
 from simulator.lowering import LoweredOperator, lower_compute, lower_vector
 from simulator.mapping.plan import Mapping, merged_spec
 from simulator.search.resolve import Resolved, resolve_tiling
+from simulator.workload import is_compute
 
 
 @dataclass(frozen=True)
 class FusionGroup:
-    """One epilogue group, all its runs together."""
+    """One group (a GEMM or conv's epilogue, or a vector run), all its runs together."""
 
     producer: str
     members: tuple[str, ...]
@@ -48,8 +49,9 @@ def fusion_groups(resolved: list[Resolved], lowered: list[LoweredOperator],
             continue
         fused = by_name[entry.op.name]
         bytes_fused, cycles_fused = _cost(fused, replay)
-        bytes_alone, cycles_alone = _cost(
-            lower_compute(entry.op, entry.tiling, platform, fused=()), replay)
+        alone = lower_compute(entry.op, entry.tiling, platform, fused=()) \
+            if is_compute(entry.op) else lower_vector(entry.op, entry.tiling, platform)
+        bytes_alone, cycles_alone = _cost(alone, replay)
         for member in entry.fused:
             tiling = resolve_tiling(member.op, merged_spec(mapping, member.op), platform)
             b, c = _cost(lower_vector(member.op, tiling, platform), replay)

@@ -14,7 +14,7 @@ from simulator.frontends.hf.workloads import prefill_workload
 from simulator.inputs import Inputs
 from simulator.mapping.plan import with_fusion
 from simulator.simulate import simulate
-from simulator.workload import Workload
+from simulator.workload import Workload, is_compute
 
 
 def _run(arch: str, workload, mode: str):
@@ -35,15 +35,19 @@ def _kept_on_chip(result) -> int:
     total = 0
     for group in result.fusion:
         producer = ops[group.producer]
-        g = producer.gemm()
-        out = platform.systolic_array.output_dtype
         from_dtype = {"bf16": 2, "fp16": 2, "fp32": 4, "int8": 1, "int32": 4}
-        e_out = from_dtype[out]
+        if is_compute(producer):   # an epilogue: the array's output dtype
+            g = producer.gemm()
+            e_out = from_dtype[platform.systolic_array.output_dtype]
+            produced = g.m * g.n * g.instances
+        else:                      # a vector run: the first operator's own dtype
+            e_out = from_dtype[producer.dtype or platform.systolic_array.input_dtypes[0]]
+            produced = producer.vector().output_elements
         chain = [producer] + [ops[name] for name in group.members]
         for before, after in zip(chain, chain[1:]):
             e_after = from_dtype[after.dtype or platform.systolic_array.input_dtypes[0]]
             if before is producer:
-                elements = g.m * g.n * g.instances
+                elements = produced
                 total += elements * e_out * producer.repeat
             else:
                 e_before = from_dtype[before.dtype or platform.systolic_array.input_dtypes[0]]
@@ -53,10 +57,27 @@ def _kept_on_chip(result) -> int:
     return total
 
 
-@pytest.mark.parametrize("workload", ["bert_base_s128", "llama"])
+def _vector_runs() -> Workload:
+    """Two vector runs (a norm led run, an elementwise one) by adjacency, each
+    intermediate read once, the binary members streaming their second operand."""
+    rows, cols = 256, 1024
+    elements = rows * cols
+    ops = [{"name": "n0", "kind": "norm", "rows": rows, "cols": cols},
+           {"name": "a0", "kind": "elementwise", "elements": elements, "op": "add"},
+           {"name": "g0", "kind": "elementwise", "elements": elements, "op": "gelu"},
+           {"name": "p", "kind": "pool", "h": 8, "w": 8, "channels": 4, "kh": 2, "kw": 2},
+           {"name": "s1", "kind": "elementwise", "elements": elements, "op": "silu"},
+           {"name": "m1", "kind": "elementwise", "elements": elements, "op": "mul"}]
+    return Workload.model_validate({"name": "runs", "operators": [
+        {"layer_type": "v", **op} for op in ops]})
+
+
+@pytest.mark.parametrize("workload", ["bert_base_s128", "llama", "vector_runs"])
 def test_auto_saves_exactly_the_intermediates(workload):
     if workload == "llama":
         workload = prefill_workload(load_config("llama_3_1_8b"), batch=1, seq=512)
+    if workload == "vector_runs":
+        workload = _vector_runs()
     none = _run("tpu_v5e_like", workload, "none")
     auto = _run("tpu_v5e_like", workload, "auto")
     assert auto.fusion and not none.fusion
@@ -112,6 +133,43 @@ def test_a_fused_group_never_takes_more_cycles_than_unfused(ops, m, n, k, arch):
         assert group.cycles_saved >= 0
 
 
+def test_vector_runs_form_one_kernel_each_and_list_their_fallbacks():
+    auto = _run("tpu_v5e_like", _vector_runs(), "auto")
+    groups = {g.producer: g.members for g in auto.fusion}
+    assert groups == {"n0": ("a0", "g0"), "s1": ("m1",)}
+    assert [op.lowered.name for op in auto.operators] == ["n0", "p", "s1"]
+    # A norm inside a run needs whole rows in each of the first operator's tiles.
+    tight = Workload.model_validate({"name": "t", "operators": [
+        {"name": "a", "layer_type": "v", "kind": "elementwise", "elements": 3 * 1000,
+         "op": "relu"},
+        {"name": "n", "layer_type": "v", "kind": "norm", "rows": 3, "cols": 1000}]})
+    result = _run("tpu_v1", tight, "auto")
+    dropped = {n: r for g in result.fusion for n, r in g.dropped}
+    assert "whole in one tile" in dropped["n"]
+    assert [op.lowered.name for op in result.operators] == ["a", "n"]
+
+
+@settings(max_examples=12, deadline=None)
+@given(ops=st.lists(st.sampled_from(["add", "mul", "relu", "gelu", "silu", "norm"]),
+                    min_size=2, max_size=5),
+       rows=st.integers(1, 200), cols=st.integers(1, 300),
+       arch=st.sampled_from(["tpu_v5e_like", "tpu_v1"]))
+def test_a_vector_run_never_takes_more_cycles_than_its_members_alone(ops, rows, cols,
+                                                                       arch):
+    operators = []
+    for index, op in enumerate(ops):
+        operators.append({"name": f"v{index}", "layer_type": "v", "kind": "norm",
+                          "rows": rows, "cols": cols} if op == "norm" else
+                         {"name": f"v{index}", "layer_type": "v", "kind": "elementwise",
+                          "elements": rows * cols, "op": op})
+    workload = Workload.model_validate({"name": "run", "operators": operators})
+    none = _run(arch, workload, "none")
+    auto = _run(arch, workload, "auto")
+    assert auto.total.cycles <= none.total.cycles
+    assert auto.total.offchip_bytes <= none.total.offchip_bytes
+    assert all(group.cycles_saved >= 0 for group in auto.fusion)
+
+
 def test_inputs_must_name_earlier_operators():
     with pytest.raises(Exception, match="not an earlier operator"):
         Workload.model_validate({"name": "w", "operators": [
@@ -130,9 +188,9 @@ def test_scalesim_validation_keeps_fusion_off():
                     fusion="auto")
 
 
-def test_none_is_the_default_until_serving_and_the_mapper_plan_fusion():
-    assert not _run("tpu_v5e_like", "bert_base_s128", None).fusion
-    assert _run("tpu_v5e_like", "bert_base_s128", "auto").fusion
+def test_auto_is_the_default_now_serving_and_the_mapper_plan_fusion():
+    assert _run("tpu_v5e_like", "bert_base_s128", None).fusion
+    assert not _run("tpu_v5e_like", "bert_base_s128", "none").fusion
 
 
 def test_the_mapping_sheet_lists_the_fusion_plan():

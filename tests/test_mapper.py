@@ -136,7 +136,8 @@ def test_pruned_search_finds_the_exhaustive_best_on_small_operators():
     # Every fitting candidate is simulated once (checking its bounds on the way); for
     # each objective the mapper's pruned best must be the minimum of (objective, cycles,
     # energy, canonical order) over them and the heuristics' tilings.
-    inputs = Inputs(SMALL, SMALL_OPS, Mapping())
+    # Operator at a time: the exhaustive reference evaluates each operator alone.
+    inputs = Inputs(SMALL, SMALL_OPS, Mapping(fusion="none"))
     results = {objective: map_workload(inputs, objective=objective, workers=1)
                for objective in OBJECTIVES}
     for op in SMALL_OPS.operators:
@@ -214,7 +215,9 @@ def test_result_does_not_depend_on_worker_count():
 
 
 def test_gaps_are_never_negative_and_identical_shapes_are_searched_once():
-    inputs = load_inputs("whatif/tpu_v5e_all_dataflows", "bert_base_s128", None)
+    # Operator at a time, so the residual adds are searched as operators of their own.
+    inputs = load_inputs("whatif/tpu_v5e_all_dataflows", "bert_base_s128", None,
+                         fusion="none")
     result = map_workload(inputs, workers=1)
     assert result.heuristics == list(BUILTIN_HEURISTICS)
     for op in result.operators:
@@ -266,7 +269,7 @@ def test_sheet_markdown_with_a_computed_best(tmp_path, capsys):
     sheet = tmp_path / "sheet.md"
     assert main(["run", "--arch", "tpu_v5e_like", "--workload", "bert_base_s128",
                  "--mapping", "bert_base_fuse_gelu", "--sheet", str(sheet),
-                 "--sheet-search"]) == 0
+                 "--sheet-search", "--fusion", "none"]) == 0
     text = sheet.read_text()
     assert "computed for this run by the mapper" in text
     rows = [line for line in text.splitlines() if line.startswith("| layer0_")]
@@ -283,7 +286,7 @@ def test_sheet_csv_from_a_mapper_file_and_its_checks(tmp_path, capsys):
     best, plan = tmp_path / "map.json", tmp_path / "best.yaml"
     assert main(["map", "--arch", "tpu_v5e_like", "--workload", "bert_base_s128",
                  "--workers", "1", "--quiet", "--json", str(best), "--write-plan",
-                 str(plan)]) == 0
+                 str(plan), "--fusion", "none"]) == 0   # the plan carries the mode
     sheet = tmp_path / "sheet.csv"
     assert main(["run", "--arch", "tpu_v5e_like", "--workload", "bert_base_s128",
                  "--mapping", str(plan), "--sheet", str(sheet), "--sheet-best",

@@ -111,7 +111,8 @@ def test_check_lists_every_error_not_only_the_first(tmp_path, capsys):
 
 
 def test_a_fitting_plan_passes_and_plain_check_still_validates(tmp_path, capsys):
-    plan = write(tmp_path, "plan.yaml", "default: {depth: 3}\n")
+    # Operator at a time (`fusion: none`), so every one of the 12 operators is placed.
+    plan = write(tmp_path, "plan.yaml", "default: {depth: 3}\nfusion: none\n")
     assert main(["check", str(plan), "--arch", "tpu_v5e_like", "--workload",
                  "bert_base_s128"]) == 0
     assert "plan fits bert_base_s128 on tpu_v5e_like (12 operators)" in \

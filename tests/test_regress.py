@@ -13,7 +13,8 @@ import pytest
 
 from simulator.cli import main
 
-ARGS = ["--arch", "tpu_v5e_like", "--workload", "bert_base_s128"]
+# Operator at a time (--fusion none): the cases name operators the planner would fuse.
+ARGS = ["--arch", "tpu_v5e_like", "--workload", "bert_base_s128", "--fusion", "none"]
 
 
 @pytest.fixture(scope="module")

@@ -366,12 +366,14 @@ def test_a_heuristic_mapping_is_its_own_key(tmp_path, capsys):
 
 
 def test_a_fusion_mode_is_its_own_key(tmp_path, capsys):
+    # Since MODEL_VERSION 4 the planner is the default: its keys name it, and the
+    # operator-at-a-time mode keeps the plain mapping words it had before the planner.
     spec, path = spec_file(tmp_path), tmp_path / "s.sqlite"
     assert main(["sweep", "run", str(spec), "--store", str(path), "--scheduler", "serial",
-                 "--fusion", "auto"]) == 0
-    assert "; fusion auto" in capsys.readouterr().out
-    default = make_plan(load_sweep(spec))   # operator at a time: the keys of before
-    assert "; fusion" not in default.jobs[0].inputs["mapping"]
+                 "--fusion", "none"]) == 0
+    assert "; fusion" not in capsys.readouterr().out
+    default = make_plan(load_sweep(spec))   # the planner (auto), the default
+    assert "; fusion auto" in default.jobs[0].inputs["mapping"]
     assert not {job.key for job in default.jobs} & {key for key, _ in stored(path)}
     with pytest.raises(SystemExit):   # argparse names the choices
         main(["sweep", "run", str(spec), "--store", str(path), "--fusion", "sideways"])

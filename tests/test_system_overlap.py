@@ -30,14 +30,17 @@ BASE = Path(__file__).parent / "data" / "system_base_figures.json"
 
 
 def system_run(name: str, phase: str | None, length: int | None, **plan):
+    """One plan's run operator at a time (--fusion none), as the base figures were
+    recorded before the fusion planner."""
     if phase is None:
-        return run_plan(load_inputs("tpu_v5e_like", name, None), SystemPlan(**plan))
+        return run_plan(load_inputs("tpu_v5e_like", name, None, fusion="none"),
+                        SystemPlan(**plan))
     flag = "--seq" if phase == "prefill" else "--context"
     args = build_parser().parse_args(["run", "--arch", "tpu_v5e_like", "--model", name,
                                       "--phase", phase, flag, str(length)])
     step, _ = run_step(args)
     platform, source = load_model(locate("tpu_v5e_like", "platform"), Platform)
-    return run_plan(Inputs(platform, step.workload(), Mapping(), source),
+    return run_plan(Inputs(platform, step.workload(), Mapping(fusion="none"), source),
                     SystemPlan(**plan), step)
 
 

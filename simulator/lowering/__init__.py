@@ -23,7 +23,7 @@ from simulator.lowering.evacuation import evacuation_steps
 from simulator.mapping.footprint import (array_speed, buffer_fits, epilogue_store_bytes,
                                          epilogue_table, live_c_tiles, onchip_home,
                                          operand_bytes, operator_dtype, run_dtype,
-                                         sparsity_mode, tensor_bytes, vector_tile_split,
+                                         sparsity_mode, tensor_bytes, vector_run_tiles,
                                          weight_bytes)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
 from simulator.workload import BINARY_OPS
@@ -264,26 +264,36 @@ def _offchip_read(ints) -> dict[str, int]:
 
 
 def lower_vector(op, tiling: Tiling, platform: Platform, *,
-                 source: str | None = None) -> LoweredOperator:
+                 source: str | None = None,
+                 fused: tuple[EpilogueMember, ...] = ()) -> LoweredOperator:
     """Lower a vector operator to tiles of `tiling.tm` rows on the vector unit; each
     tile loads its share of the real input, computes, and stores its share of the
-    output."""
+    output. `fused`: the vector operators that follow it as one kernel (a vector run,
+    DESIGN.md section 15 b): each tile also loads their streamed second operands, runs
+    every member on its share, and stores only the last member's."""
     shape = op.vector()
     if tiling.tm > shape.rows:
         raise operator_error(op, f"rows_per_tile {tiling.tm} is larger than the operator's "
                     f"{shape.rows} rows", source)
-    e = operand_bytes(op, platform)[0]
-    onchip = onchip_home(platform, *tensor_bytes(op, platform))
-    in_bytes, out_bytes = vector_tile_split(op, tiling.tm, e)
+    elements, in_bytes, out_bytes = vector_run_tiles(op, fused, tiling.tm, platform)
+    total_in, total_out = int(in_bytes.sum()), int(out_bytes.sum())
+    onchip = onchip_home(platform, *tensor_bytes(op, platform)) if not fused else \
+        onchip_home(platform, total_in, total_out)
     edges = np.append(np.arange(0, shape.rows, tiling.tm), shape.rows)
     depth = tiling.depth
-    slots = checked_slots(op, buffer_fits(op, tiling, platform), source)
+    slots = checked_slots(op, buffer_fits(op, tiling, platform, members=fused), source)
     in_slots, out_slots = slots["ifmap"], slots["output"]
-    cpe = getattr(platform.vector_unit.cycles_per_element, shape.cost_kind)
+    costs = platform.vector_unit.cycles_per_element
     lanes = platform.vector_unit.lanes
     # timing.vector_cycles of each tile, on all tiles at once
-    compute = -(-(np.diff(edges).astype(np.int64) * shape.cols) // lanes) * cpe * \
-        shape.passes
+    compute = -(-(np.diff(edges).astype(np.int64) * shape.cols) // lanes) * \
+        getattr(costs, shape.cost_kind) * shape.passes
+    work = shape.rows * shape.cols * shape.passes
+    for member in fused:
+        kind = member.op.vector()
+        compute = compute + -(-elements.astype(np.int64) // lanes) * \
+            getattr(costs, kind.cost_kind) * kind.passes
+        work += int(elements.sum()) * kind.passes
     steps = compute.shape[0]
     always = np.ones(steps, dtype=bool)
     load = np.zeros(steps, dtype=np.int64) if onchip else in_bytes.astype(np.int64)
@@ -293,17 +303,17 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
                           depth=depth, slots=out_slots,
                           overhead_cycles=platform.runtime.op_overhead_cycles)
     validate_program(program, source=f"lowering of {op.name}")
-    total_in, total_out = shape.input_elements * e, shape.output_elements * e
     counters = Counters(
-        vector_elements=shape.rows * shape.cols * shape.passes,
+        vector_elements=work,
         offchip_read={"a": int(load.sum())}, offchip_write=int(store.sum()),
         compulsory={"a": 0 if onchip else total_in, "c": 0 if onchip else total_out},
         sram_read={"ifmap": total_in, "output": total_out},
         sram_write={"ifmap": total_in, "output": total_out},
         slots={"ifmap": in_slots, "output": out_slots})
+    names = "+".join(m.op.name for m in fused) or None
     return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
                            "vector", tiling, program, 1,
-                           op.repeat, onchip, None, counters)
+                           op.repeat, onchip, names, counters)
 
 
 def lower_collective(op, platform: Platform, *,
@@ -362,5 +372,6 @@ def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None =
             lowered.append(lower_attention(op, tiling, platform, source=mapping_source,
                                            workload_source=workload_source))
         else:
-            lowered.append(lower_vector(op, tiling, platform, source=mapping_source))
+            lowered.append(lower_vector(op, tiling, platform, source=mapping_source,
+                                        fused=fused))
     return lowered

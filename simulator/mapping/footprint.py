@@ -187,6 +187,24 @@ def vector_tile_bytes(op, rows_per_tile: int, e: int) -> tuple[int, int, int]:
     return int(in_bytes.max()), int(out_bytes.max()), tiles
 
 
+def vector_run_tiles(op, members: tuple[EpilogueMember, ...], rows_per_tile: int,
+                     platform: Platform) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A vector run (DESIGN.md section 15 b) in the tiles of its first operator `op`:
+    per tile, the elements each member works on (the share of op's output), the bytes
+    loaded (op's input share plus each streamed second operand's) and the bytes stored
+    (the last member's output share)."""
+    e = operand_bytes(op, platform)[0]
+    in_bytes, out_bytes = vector_tile_split(op, rows_per_tile, e)
+    if not members:
+        return out_bytes // e, in_bytes, out_bytes
+    shape = op.vector()
+    edges = np.append(np.arange(0, shape.rows, rows_per_tile), shape.rows)
+    elements = np.diff(shape.output_elements * edges // shape.rows)
+    loads = in_bytes + sum(elements * operand_bytes(m.op, platform)[0]
+                           for m in members if m.streamed)
+    return elements, loads, elements * operand_bytes(members[-1].op, platform)[0]
+
+
 def vector_tile_split(op, rows_per_tile: int, e: int) -> tuple[np.ndarray, np.ndarray]:
     """Input and output bytes of each row tile of a vector operator."""
     shape = op.vector()
@@ -321,6 +339,9 @@ def buffer_fits(op, tiling: Tiling, platform: Platform, *,
                           f"score and output tiles ({tm} x {tn} + {tm} x {d})")]
     if not is_compute(op):
         in_max, out_max, tiles = vector_tile_bytes(op, tiling.tm, e)
+        if members:  # a vector run: streamed operands arrive with the tile's input
+            _, loads, stores = vector_run_tiles(op, members, tiling.tm, platform)
+            in_max, out_max = int(loads.max()), int(stores.max())
         rows = f"{tiling.tm} rows"
         return [BufferFit("input", "ifmap", rows, in_max, tiles, buffers.ifmap_bytes,
                           depth),

@@ -22,7 +22,10 @@ from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
 from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
 from simulator.system.command import add_ignore_capacity
 from simulator.system.plan import SystemPlan
-from simulator.review.study import ResolvedStudy, load_study, write_variants
+from simulator.mapping.plan import FUSION_MODES
+from simulator.search.fusion import DEFAULT_FUSION
+from simulator.review.study import (ResolvedStudy, load_study, with_study_fusion,
+                                    write_variants)
 from simulator.review.variants import apply_variants, pair_records, variant_specs
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
@@ -77,7 +80,7 @@ def run_specs(study: ResolvedStudy, models: list, *,
 def review(args: argparse.Namespace) -> int:
     """The handler: every check before any simulation, then runs, then the packet."""
     executor = executor_for(args.scheduler, args.workers)
-    study = load_study(args.study)
+    study = with_study_fusion(load_study(args.study), args.fusion)
     if args.ignore_capacity and study.sweep is not None:  # its points' keys say so
         study = replace(study, sweep=make_plan(study.sweep.sweep, ignore_capacity=True))
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
@@ -135,6 +138,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="simulate every run, read and write no cache")
     parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
+    parser.add_argument("--fusion", choices=FUSION_MODES, help="the fusion planner's "
+                        "mode for every run and serving point (default: each plan's "
+                        f"`fusion`, else {DEFAULT_FUSION})")
     add_ignore_capacity(parser)
     add_executor_arguments(parser, "where the points of the study's sweep (scope.sweep) "
                            "run: ")

@@ -90,7 +90,7 @@ def serve_spec(study: ResolvedStudy, platform: Loaded, subject: str, *,
                          output_tokens=load.output_tokens, batching=load.batching,
                          max_batch=load.max_batch, replicas=load.replicas,
                          seed=load.seed, sla=serving_sla(study.study.sla, llm=llm),
-                         **_system(study))
+                         fusion=study.fusion, **_system(study))
     except ValidationError as exc:  # a combination the serving simulator refuses
         rule = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise AccsimError(rule, file=study.source.path, field="scope.serving") from None

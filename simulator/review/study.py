@@ -27,7 +27,7 @@ from simulator.loader import (Source, decode_text, load_model, locate, parse_mod
 from simulator.outputs import OutputFolder
 from simulator.mapping.heuristics import known_heuristics
 from simulator.mapping.plan import Mapping, check_mapping_names
-from simulator.mapping.plan import with_heuristic
+from simulator.mapping.plan import with_fusion, with_heuristic
 from simulator.precision.plan import PrecisionPlan
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.plan import Plan, make_plan
@@ -323,6 +323,7 @@ class ResolvedStudy:
     mappings: list[Loaded]
     sweep: Plan | None = None   # scope.sweep's jobs, planned before any simulation
     precision: tuple[Loaded, ...] = ()  # precision_variants' plans, in study order
+    fusion: str | None = None   # --fusion: every run's and serving point's mode
 
     @property
     def baseline(self) -> str:
@@ -518,3 +519,12 @@ def _precision_plans(study: Study, source: Source) -> tuple[Loaded, ...]:
         plans.append(Loaded(variant.name, plan, plan_source))
     _unique(plans, "precision variant", source, "precision_variants")
     return tuple(plans)
+
+
+def with_study_fusion(study: ResolvedStudy, mode: str | None) -> ResolvedStudy:
+    """The study with every plan (and its serving points) under fusion `mode` (None:
+    as the plans say)."""
+    if mode is None:
+        return study
+    mappings = [replace(m, model=with_fusion(m.model, mode)) for m in study.mappings]
+    return replace(study, mappings=mappings, fusion=mode)

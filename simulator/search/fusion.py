@@ -1,5 +1,6 @@
 """The fusion planner (DESIGN.md section 15): which vector operators run as a GEMM or
-conv's epilogue, as a compiler would group them. It follows the workload's producer ->
+conv's epilogue, and which runs of vector operators run as one vector kernel, as a
+compiler would group them. It follows the workload's producer ->
 consumer edges (operators' `inputs`), or adjacency where the workload has none (the
 plan says so), and keeps a group only where the output buffer holds its streamed
 operands at the plan's depth, dropping members from the end with the reason recorded.
@@ -17,10 +18,10 @@ from simulator.mapping.footprint import buffer_fits, live_c_tiles
 from simulator.mapping.plan import EpilogueMember, Mapping, Tiling
 from simulator.workload import BINARY_OPS, Elementwise, RowOperator, Workload, is_compute
 
-# The default stays operator at a time until every consumer of a model's cost plans
-# fusion alike: serving still prices operators one at a time, and the mapper searches
-# members unfused; `--fusion auto` runs the planner (DESIGN.md section 15).
-DEFAULT_FUSION = "none"
+# The planner is the default (MODEL_VERSION 4): serving prices fusion units and the
+# mapper reports groups, so every consumer of a model's cost plans fusion alike;
+# `--fusion none` runs operator at a time (DESIGN.md section 15).
+DEFAULT_FUSION = "auto"
 # A plan entry's `fuse: none` forbids the planner to group that operator.
 NO_FUSION = "none"
 
@@ -91,6 +92,98 @@ def epilogue_candidates(workload: Workload) -> dict[int, tuple[EpilogueMember, .
         if members:
             chains[index] = tuple(members)
     return chains
+
+
+def _run_kind(op) -> bool:
+    """A vector operator a vector run may hold: elementwise, norm or softmax (each
+    writes as many elements as it reads per operand)."""
+    return isinstance(op, Elementwise) or (isinstance(op, RowOperator)
+                                           and op.kind in ("norm", "softmax"))
+
+
+def _intermediates_stay(group: list[str], consumers: dict[str, list[str]]) -> bool:
+    """Whether no member but the last is read outside the group."""
+    return all(set(consumers.get(name, ())) <= set(group) for name in group[:-1])
+
+
+def vector_run_candidates(workload: Workload, taken: set[str]
+                          ) -> dict[int, tuple[EpilogueMember, ...]]:
+    """Runs of vector operators that could run as one vector kernel (by the first's
+    index), before any capacity check: consecutive elementwise / norm / softmax
+    operators outside every epilogue (`taken`), repeated alike, each over as many
+    elements as the first writes, each reading the previous one (with edges: and no
+    intermediate read outside the run) or simply the next (adjacency)."""
+    ops = workload.operators
+    edges = has_edges(workload)
+    consumers: dict[str, list[str]] = {}
+    for op in ops:
+        for name in op.inputs or ():
+            consumers.setdefault(name, []).append(op.name)
+    runs: dict[int, tuple[EpilogueMember, ...]] = {}
+    index = 0
+    while index < len(ops):
+        op = ops[index]
+        if not _run_kind(op) or op.name in taken:
+            index += 1
+            continue
+        out = op.vector().output_elements
+        group, last, members = [op.name], op, []
+        for member in ops[index + 1:]:
+            if not _run_kind(member) or member.name in taken or member.repeat != op.repeat:
+                break
+            shape = member.vector()
+            if shape.rows * shape.cols != out or shape.output_elements != out:
+                break
+            if edges and last.name not in (member.inputs or ()):
+                break
+            binary = isinstance(member, Elementwise) and member.op in BINARY_OPS
+            inside = sum(name in group for name in member.inputs or ())
+            members.append(EpilogueMember(member, binary and (inside < 2 or not edges)))
+            group.append(member.name)
+            last = member
+        while edges and members and not _intermediates_stay(group, consumers):
+            members.pop()
+            group.pop()
+        if members:
+            runs[index] = tuple(members)
+        index += 1 + len(members)
+    return runs
+
+
+def fitted_group(op, tiling: Tiling, members: tuple[EpilogueMember, ...],
+                 platform: Platform) -> tuple[tuple[EpilogueMember, ...],
+                                              tuple[Dropped, ...]]:
+    """The members `op`'s tiling can keep (a GEMM or conv's epilogue, or a vector
+    run's), and the rest with why."""
+    if is_compute(op):
+        return fitted_epilogue(op, tiling, members, platform)
+    dropped: list[Dropped] = []
+    for keep in range(len(members), 0, -1):
+        reason = _run_refusal(op, tiling, members[:keep], platform)
+        if reason is None:
+            break
+        dropped.insert(0, Dropped(members[keep - 1].op.name, reason))
+    return members[:len(members) - len(dropped)], tuple(dropped)
+
+
+def _run_refusal(op, tiling: Tiling, kept: tuple[EpilogueMember, ...],
+                 platform: Platform) -> str | None:
+    """Why a vector run cannot keep `kept` in tiles of the first operator's rows."""
+    shape = op.vector()
+    per_row = shape.output_elements // shape.rows if \
+        shape.output_elements % shape.rows == 0 else None
+    for member in kept:
+        if isinstance(member.op, RowOperator):
+            cols = member.op.cols
+            tile = None if per_row is None else tiling.tm * per_row
+            if tile is None or tile % cols:
+                return (f"norm rows of {cols} must lie whole in one tile; the tile holds "
+                        f"{tile if tile is not None else 'uneven'} elements")
+    for fit in buffer_fits(op, tiling, platform, members=kept):
+        if not fit.fits:
+            return (f"{fit.buffer} buffer {fit.capacity} bytes holds {fit.slots} tiles "
+                    f"of the run ({fit.tile_bytes} bytes each); needs {fit.depth}")
+    return None
 
 
 def fitted_epilogue(op, tiling: Tiling, members: tuple[EpilogueMember, ...],

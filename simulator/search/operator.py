@@ -38,7 +38,8 @@ from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.mapping.footprint import attention_rows
 from simulator.mapping.heuristics import attention_base, heuristic_tiling
-from simulator.mapping.plan import ATTENTION_FUSIONS, LOOP_ORDERS, Tiling, TilingSpec
+from simulator.mapping.plan import (ATTENTION_FUSIONS, LOOP_ORDERS, EpilogueMember, Tiling,
+                                    TilingSpec)
 from simulator.metrics import operator_totals
 from simulator.program import MAX_DEPTH, memory_params
 from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
@@ -104,6 +105,7 @@ class OperatorSearch:
     heuristics: dict[str, Evaluation | str]     # str: why the heuristic's tiling failed
     stats: SearchStats
     same_as: str | None = None     # searched once for an earlier operator of this shape
+    fused: tuple[str, ...] = ()    # epilogue members the best tiling runs (fusion auto)
 
     @property
     def vector(self) -> bool:
@@ -139,14 +141,16 @@ class SearchTask:
     max_steps: int = 0
 
 
-def evaluate(op, tiling: Tiling, platform: Platform, memory, following) -> Evaluation:
-    """Lower, replay with the fast engine, and total one tiling of an operator."""
+def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
+             fused: tuple[EpilogueMember, ...] | None = None) -> Evaluation:
+    """Lower, replay with the fast engine, and total one tiling of an operator (with
+    `fused`: a GEMM or conv and those epilogue members, as one group)."""
     if is_compute(op):
-        lowered = lower_compute(op, tiling, platform, following=following)
+        lowered = lower_compute(op, tiling, platform, following=following, fused=fused)
     elif is_attention(op):
         lowered = lower_attention(op, tiling, platform)
     else:
-        lowered = lower_vector(op, tiling, platform)
+        lowered = lower_vector(op, tiling, platform, fused=fused or ())
     run = run_fast(lowered.program, memory).breakdown
     totals = operator_totals(lowered, run, platform)
     return Evaluation(tiling, int(totals.cycles), float(totals.energy_pj))

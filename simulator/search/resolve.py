@@ -20,7 +20,8 @@ from simulator.mapping.plan import (DEFAULT_HEURISTIC, SEARCH, EpilogueMember, M
                                     fully_specified, fusion_error, merged_spec)
 from simulator.search.default import searched_tiling
 from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
-                                     fitted_epilogue, fusion_mode, has_edges)
+                                     fitted_group, fusion_mode, has_edges,
+                                     vector_run_candidates)
 from simulator.workload import BINARY_OPS, Workload, is_collective, is_compute
 
 
@@ -43,10 +44,13 @@ def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
     """THE fused-operator walk: every operator in order with its merged plan entry;
     a compute operator whose entry sets `fuse` absorbs the operator of that name when
     it comes next, which is then yielded with `absorbed_by` set. Under `auto` fusion
-    the planner's epilogue members are yielded absorbed too (with their own entry, in
+    the planner's epilogue and vector-run members are yielded absorbed too (with their own entry, in
     case the capacity check of the producer's tiling gives them back)."""
     ops = workload.operators
-    planned = epilogue_candidates(workload) if fusion_mode(mapping) == "auto" else {}
+    auto = fusion_mode(mapping) == "auto"
+    planned = epilogue_candidates(workload) if auto else {}
+    runs = vector_run_candidates(workload, {m.op.name for chain in planned.values()
+                                            for m in chain}) if auto else {}
     absorbed: dict[str, str] = {}   # absorbed name -> absorbing operator
     for index, op in enumerate(ops):
         following = ops[index + 1] if index + 1 < len(ops) else None
@@ -72,7 +76,27 @@ def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
         elif is_compute(op) and index in planned:
             members = planned[index]
             absorbed.update((m.op.name, op.name) for m in members)
+        elif index in runs:
+            members = runs[index]
+            absorbed.update((m.op.name, op.name) for m in members)
         yield Placed(op, spec, following, members=members)
+
+
+def fusion_units(workload: Workload, mapping: Mapping) -> list[tuple[int, ...]]:
+    """The operators whose cost is one, by index in workload order: a producer with
+    every member the walk gives it (before its tiling's capacity check, which may give
+    some back: their cost then depends on the producer's tiling), every other operator
+    alone. Costing each unit on its own and adding them gives a whole run's operator
+    cycles, as operators run one after another (DESIGN.md section 3)."""
+    units: list[list[int]] = []
+    owner_unit: dict[str, int] = {}
+    for index, placed in enumerate(placed_operators(workload, mapping)):
+        if placed.absorbed_by is not None and placed.absorbed_by in owner_unit:
+            units[owner_unit[placed.absorbed_by]].append(index)
+            continue
+        owner_unit[placed.op.name] = len(units)
+        units.append([index])
+    return [tuple(unit) for unit in units]
 
 
 def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) -> Tiling:
@@ -133,7 +157,7 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
             fused = (EpilogueMember(placed.following,
                                     getattr(placed.following, "op", None) in BINARY_OPS),)
         elif placed.members:
-            fused, dropped = fitted_epilogue(op, tiling, placed.members, platform)
+            fused, dropped = fitted_group(op, tiling, placed.members, platform)
         kept.update(member.op.name for member in fused)
         resolved.append(Resolved(op, tiling, fused, dropped))
     return resolved

@@ -20,12 +20,13 @@ from simulator.limits import check_inputs
 from simulator.loader import dump_json, read_json
 from simulator.outputs import write_file
 from simulator.mapping.heuristics import check_candidates, dim_candidates, heuristic
-from simulator.mapping.plan import (LOOP_ORDERS, Mapping, Tiling, TilingSpec,
-                                    check_mapping_names)
+from simulator.mapping.plan import (LOOP_ORDERS, EpilogueMember, Mapping, Tiling,
+                                    TilingSpec, check_mapping_names)
 from simulator.program import MAX_DEPTH, memory_params
 from simulator.search.bounds import runs_of, vector_sizes
 from simulator.search.operator import (OBJECTIVES, Evaluation, OperatorSearch, SearchStats,
                                        SearchTask, evaluate, search_operator)
+from simulator.search.fusion import fitted_group
 from simulator.search.resolve import placed_operators
 from simulator.workload import Conv2d, Gemm, is_attention, is_collective, is_compute
 
@@ -45,6 +46,7 @@ class MapResult:
     operators: list[OperatorSearch]
     model_version: int = simulator.MODEL_VERSION
     accsim_version: str = simulator.__version__
+    fusion: str | None = None      # the plan's fusion mode, carried into plan()
 
     def operator(self, name: str) -> OperatorSearch | None:
         return next((op for op in self.operators if op.name == name), None)
@@ -118,8 +120,9 @@ class MapResult:
                                       else {"error": found})
                                for name, found in op.heuristics.items()},
                 "search": asdict(op.stats),
-            } for op in self.operators],
-        }
+            } | ({"fused": list(op.fused)} if op.fused else {})
+                for op in self.operators],
+        } | ({"fusion": self.fusion} if self.fusion else {})
 
     @classmethod
     def from_dict(cls, data: dict, *, file: str | None = None) -> MapResult:
@@ -135,11 +138,12 @@ class MapResult:
                 operators.append(OperatorSearch(
                     op["name"], op["layer_type"], op["kind"], int(op["runs"]),
                     Evaluation.from_dict(op["best"]) if op["best"] else None, heuristics,
-                    SearchStats(**op["search"]), op.get("same_as")))
+                    SearchStats(**op["search"]), op.get("same_as"),
+                    tuple(op.get("fused", ()))))
             return cls(data["platform"], data["workload"], data["mapping"],
                        data["objective"], bool(data["exhaustive"]),
                        list(data["heuristics"]), operators, int(data["model_version"]),
-                       str(data["accsim_version"]))
+                       str(data["accsim_version"]), data.get("fusion"))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise AccsimError(f"not an accsim mapper result ({type(exc).__name__}: "
                               f"{exc})", file=file) from None
@@ -152,7 +156,7 @@ class MapResult:
                 operators[op.name] = op.best.tiling.spec(
                     vector=op.vector, attention=op.kind == "attention")
         return Mapping(name=f"{self.workload}_{self.platform}_best_{self.objective}",
-                       operators=operators)
+                       operators=operators, fusion=self.fusion)
 
 
 def _warm(task: SearchTask) -> None:
@@ -209,7 +213,9 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
                  exhaustive: bool = False, reuse_shapes: bool = True,
                  progress: Progress | None = None) -> MapResult:
     """Search every operator of the workload (operators absorbed by a plan's `fuse`
-    excepted), in parallel across operators, and merge in workload order."""
+    excepted), in parallel across operators, and merge in workload order. Under the
+    fusion planner a producer is reported as the group a run makes of it, and the
+    members its best tiling gives back are searched on their own (_fused_search)."""
     if objective not in OBJECTIVES:
         raise AccsimError(f"unknown objective {objective!r} (one of "
                           f"{', '.join(OBJECTIVES)})", field="objective")
@@ -233,8 +239,14 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
     shapes: dict[str, int] = {}
     ops = workload.operators
     order: list[int] = []
+    members: dict[int, tuple[EpilogueMember, ...]] = {}   # producer index -> planned
+    absorbed: dict[str, tuple[int, TilingSpec]] = {}      # member name -> (index, entry)
     for index, placed in enumerate(placed_operators(workload, mapping)):
         op, spec, following = placed.op, placed.spec, placed.following
+        if placed.members:
+            members[index] = placed.members
+        if placed.absorbed_by is not None:
+            absorbed[op.name] = (index, spec)
         if placed.absorbed_by is not None or is_collective(op):  # these take no tiling
             continue
         if placed.error is not None:
@@ -251,6 +263,54 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
             shapes[key] = len(tasks) - 1
     results: list[OperatorSearch | None] = [None] * len(tasks)
     workers = default_workers() if workers is None else max(1, workers)
+    _run_tasks(tasks, results, workers, platform, progress)
+    operators: list[tuple[int, OperatorSearch]] = []
+    given_back: list[int] = []   # planner members a producer's best tiling cannot keep
+    for index, owner in zip(order, owners):
+        found = results[owner]
+        op = ops[index]
+        if found.name != op.name:
+            found = replace(found, name=op.name, layer_type=op.layer_type,
+                            runs=runs_of(op), same_as=found.name)
+        if index in members:
+            found, dropped = _fused_search(found, op, members[index], platform)
+            given_back.extend(absorbed[name][0] for name in dropped)
+        operators.append((index, found))
+    alone = [SearchTask(ops[i], None, absorbed[ops[i].name][1], platform, tuple(names),
+                        objective, exhaustive) for i in given_back]
+    found_alone: list[OperatorSearch | None] = [None] * len(alone)
+    _run_tasks(alone, found_alone, 1, platform, None)
+    operators.extend(zip(given_back, found_alone))
+    return MapResult(platform.name, workload.name, mapping.name, objective, exhaustive,
+                     names, [found for _, found in sorted(operators, key=lambda p: p[0])],
+                     fusion=mapping.fusion)
+
+
+def _fused_search(found: OperatorSearch, op, planned: tuple[EpilogueMember, ...],
+                  platform: Platform) -> tuple[OperatorSearch, tuple[str, ...]]:
+    """A producer's search re-totalled as the group a run makes of it (fusion auto):
+    its tilings are ranked unfused, as the default mapping's search ranks them, and each
+    (the best and every heuristic's) is evaluated with the members its tiling keeps.
+    Also the members the best tiling gives back (they are searched on their own)."""
+    memory = memory_params(platform)
+
+    def grouped(evaluation: Evaluation) -> tuple[Evaluation, tuple[str, ...]]:
+        kept, dropped = fitted_group(op, evaluation.tiling, planned, platform)
+        again = evaluate(op, evaluation.tiling, platform, memory, None, fused=kept)
+        return again, tuple(d.name for d in dropped)
+
+    if found.best is None:
+        return found, ()
+    best, dropped = grouped(found.best)
+    kept = tuple(m.op.name for m in planned if m.op.name not in dropped)
+    heuristics = {name: grouped(e)[0] if isinstance(e, Evaluation) else e
+                  for name, e in found.heuristics.items()}
+    return replace(found, best=best, heuristics=heuristics, fused=kept), dropped
+
+
+def _run_tasks(tasks: list[SearchTask], results: list, workers: int, platform: Platform,
+               progress: Progress | None) -> None:
+    """Search every task into `results` (by task index), in parallel when asked."""
     done = 0
 
     def finished(task_index: int, found: OperatorSearch) -> None:
@@ -278,16 +338,6 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
                 progress(0, len(tasks), "", 0)
             for future in as_completed(futures):
                 finished(futures[future], future.result())
-    operators = []
-    for index, owner in zip(order, owners):
-        found = results[owner]
-        op = ops[index]
-        if found.name != op.name:
-            found = replace(found, name=op.name, layer_type=op.layer_type,
-                            runs=runs_of(op), same_as=found.name)
-        operators.append(found)
-    return MapResult(platform.name, workload.name, mapping.name, objective, exhaustive,
-                     names, operators)
 
 
 

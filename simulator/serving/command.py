@@ -18,6 +18,8 @@ from simulator.terminal import console as report_console
 from simulator.loader import (dump_json, parse_model, read_source, shipped_names,
                               validation_error)
 from simulator.outputs import check_output_path, write_file, writing
+from simulator.mapping.plan import FUSION_MODES
+from simulator.search.fusion import DEFAULT_FUSION
 from simulator.serving.trace import shipped_traces
 from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
@@ -79,6 +81,8 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--routing", choices=["round_robin", "least_loaded", "shared_queue"],
         help="default round_robin")
     add("--seed", type=int, help="default 0; same seed, same result")
+    add("--fusion", choices=FUSION_MODES, help="the fusion planner's mode for iteration "
+        f"costs, as `accsim run --fusion` (default {DEFAULT_FUSION})")
     add("--sla", metavar="KEY=MS,...", help="targets such as ttft_p99_ms=500,"
         "tpot_p99_ms=50,latency_p99_ms=20")
     add("--sweep-rate", metavar="A:B:N", help="latency-throughput curve: N rates from A "

@@ -1,17 +1,19 @@
 """What a batch or an iteration costs: the protocols serving depends on, and the one
 function that asks the operator simulator.
 
-Serving never builds tile programs: `simulated_cost` calls
-`simulator.simulate.simulate` once per distinct operator shape and keeps the answer, so
-a workload's cost is the sum of its operators' (operators run one after another in the
-core, and with the default mapping nothing couples neighbours; a test checks the sum
-against a whole-workload run).
+Serving never builds tile programs: `OperatorCosts` calls
+`simulator.simulate.simulate` once per distinct fusion unit (an operator alone, or a
+producer with the epilogue the fusion planner gives it, search.resolve.fusion_units)
+and keeps the answer, so a workload's cost is the sum of its units' (operators run one
+after another in the core, and with the default mapping nothing else couples
+neighbours; a test checks the sum against a whole-workload run under each fusion mode).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+import json
 from functools import lru_cache
 from typing import Protocol
 
@@ -21,6 +23,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.invocation import invocation_cycles, invocation_totals
 from simulator.mapping.plan import Mapping
+from simulator.search.resolve import fusion_units
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
 
@@ -94,37 +97,63 @@ class DecodeRunByIteration:
 
 
 class OperatorCosts:
-    """Simulated cost of workloads on one platform, memoised per operator shape."""
+    """Simulated cost of workloads on one platform under one plan's fusion mode (the
+    plan's tilings are not used: each unit takes the default mapping), memoised per
+    fusion unit's content."""
 
-    def __init__(self, platform: Platform):
+    def __init__(self, platform: Platform, mapping: Mapping | None = None):
         self.platform = platform
+        self.mapping = Mapping(fusion=(mapping or Mapping()).fusion)
         self._seconds_per_cycle = 1.0 / (platform.clock_ghz * 1e9)
-        self._operator = lru_cache(maxsize=None)(self._simulate_operator)
+        self._units: dict[str, Cost] = {}
 
-    def _simulate_operator(self, op) -> Cost:
-        result = simulate(Inputs(self.platform, Workload(name="serving", operators=[op]),
-                                 Mapping()))
+    def _simulate_unit(self, operators: list) -> Cost:
+        result = simulate(Inputs(self.platform, Workload(name="serving",
+                                                         operators=operators),
+                                 self.mapping))
         total = result.operators_total  # the call's cost is charged once per batch
         return Cost(total.cycles * self._seconds_per_cycle, total.energy_pj * 1e-12)
 
-    def workload(self, workload: Workload) -> Cost:
-        """The workload's cost: the sum of its operators' (names and the edges to other
-        operators do not matter to one operator's cost)."""
+    def _unit(self, operators: list) -> Cost:
+        """One unit's cost; names are canonical and only edges inside it kept, so equal
+        shapes share a simulation wherever they sit in a workload."""
+        names = {op.name: f"op{i}" for i, op in enumerate(operators)}
+        canonical = [op.model_copy(update={
+            "name": names[op.name],
+            "inputs": [names[n] for n in op.inputs or () if n in names] or None})
+            for op in operators]
+        key = json.dumps([op.model_dump(mode="json") for op in canonical], sort_keys=True)
+        found = self._units.get(key)
+        if found is None:
+            found = self._units[key] = self._simulate_unit(canonical)
+        return found
+
+    def units(self, workload: Workload) -> list[tuple[int, ...]]:
+        """The workload's fusion units (indices), as a whole run groups them."""
+        return fusion_units(workload, self.mapping)
+
+    def workload(self, workload: Workload, units: list[tuple[int, ...]] | None = None
+                 ) -> Cost:
+        """The workload's cost: the sum of its units' (`units`: a subset of its fusion
+        units, default all)."""
+        ops = workload.operators
         cost = ZERO
-        for op in workload.operators:
-            cost = cost + self._operator(op.model_copy(update={"name": "op",
-                                                               "inputs": None}))
+        for unit in self.units(workload) if units is None else units:
+            cost = cost + self._unit([ops[i] for i in unit])
         return cost
 
     @property
     def distinct_operators(self) -> int:
-        return self._operator.cache_info().currsize
+        return len(self._units)
 
 
-def simulated_cost(platform: Platform, workload: Workload) -> Cost:
-    """One whole-workload run of the operator simulator (no memo): the reference the
-    memoised sums and the bucketing are checked against."""
-    total = simulate(Inputs(platform, workload, Mapping())).total
+def simulated_cost(platform: Platform, workload: Workload,
+                   mapping: Mapping | None = None) -> Cost:
+    """One whole-workload run of the operator simulator (no memo) under the plan's
+    fusion mode: the reference the memoised sums and the bucketing are checked
+    against."""
+    plan = Mapping(fusion=(mapping or Mapping()).fusion)
+    total = simulate(Inputs(platform, workload, plan)).total
     return Cost(total.cycles / (platform.clock_ghz * 1e9), total.energy_pj * 1e-12)
 
 
@@ -156,11 +185,12 @@ class PlainBatchCost:
     """BatchCost of a plain workload on a platform, memoised per batch size (exact:
     no bucketing, batch sizes are few)."""
 
-    def __init__(self, platform: Platform, workload: Workload, *, file: str | None = None):
+    def __init__(self, platform: Platform, workload: Workload, *, file: str | None = None,
+                 mapping: Mapping | None = None):
         self.platform = platform
         self.workload = workload
         self.file = file
-        self._costs = OperatorCosts(platform)
+        self._costs = OperatorCosts(platform, mapping)
         self.batch = lru_cache(maxsize=None)(self._batch)
 
     def _batch(self, size: int) -> Cost:

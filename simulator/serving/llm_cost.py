@@ -28,6 +28,8 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.invocation import call_cycles
+from simulator.mapping.plan import Mapping
+from simulator.search.fusion import fusion_mode
 from simulator.serving.cost import (ZERO, Cost, CostRun, OperatorCosts, call_cost,
                                     simulated_cost)
 from simulator.serving.cost_cache import CostCache, cache_key
@@ -67,7 +69,9 @@ def _between(low: Cost, high: Cost, fraction: float) -> Cost:
 
 
 def _shape(op) -> object:
-    return op.model_copy(update={"name": "op"})
+    """An operator's shape: its name and its edges aside (an operator reading a
+    request's attention is not the request's for that)."""
+    return op.model_copy(update={"name": "op", "inputs": None})
 
 
 def per_request_positions(fixed: Workload, varied: Workload) -> frozenset[int]:
@@ -100,13 +104,13 @@ class LlmCost:
     """TokenCost of one model on one platform (see the module docstring)."""
 
     def __init__(self, platform: Platform, config, *, dtype: str | None, bits: int,
-                 hf=None, cache: CostCache | None = None):
+                 hf=None, cache: CostCache | None = None, mapping: Mapping | None = None):
         self.platform = platform
         self.config = config
         self.dtype = dtype
         self.bits = bits
         self.hf = hf or hf_frontend
-        self.costs = OperatorCosts(platform)
+        self.costs = OperatorCosts(platform, mapping)
         p = PROBE_TOKENS
         self._prefill_own = per_request_positions(self._workload([(p, 0)], ()),
                                                   self._workload([(p, p)], ()))
@@ -130,7 +134,7 @@ class LlmCost:
         probes = [self._workload([(p, p)], ()), self._workload((), [p])]
         frontend = getattr(self.hf, "plan", None)
         return {"platform": self.platform.model_dump(mode="json"), "config": config,
-                "dtype": self.dtype,
+                "dtype": self.dtype, "fusion": fusion_mode(self.costs.mapping),
                 "frontend": [getattr(self.hf, "__name__", type(self.hf).__qualname__),
                              frontend.model_dump(mode="json") if frontend else None],
                 "probes": [w.model_dump(mode="json") for w in probes]}
@@ -152,9 +156,12 @@ class LlmCost:
                                           decode=list(decode), dtype=self.dtype)
 
     def _part(self, workload: Workload, positions: frozenset[int], own: bool) -> Cost:
-        ops = [op for i, op in enumerate(workload.operators) if (i in positions) == own]
-        return self.costs.workload(workload.model_copy(update={"operators": ops})) \
-            if ops else ZERO
+        """The cost of the fusion units that belong to a request (`own`) or are shared:
+        a unit is a request's when any of its operators is (a group is costed whole,
+        as a run fuses it)."""
+        units = [unit for unit in self.costs.units(workload)
+                 if any(i in positions for i in unit) == own]
+        return self.costs.workload(workload, units) if units else ZERO
 
     def _dense_at(self, tokens: int) -> Cost:
         """Shared operators (projections, MLP, norms, head) over `tokens` tokens."""
@@ -285,7 +292,8 @@ class LlmCost:
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
         """The whole iteration simulated as one workload, nothing bucketed."""
-        return simulated_cost(self.platform, self._workload(prefill, decode))
+        return simulated_cost(self.platform, self._workload(prefill, decode),
+                              self.costs.mapping)
 
     def reference_workload(self) -> Workload:
         """One decode iteration of one request: what the result's manifest embeds."""

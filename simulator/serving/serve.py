@@ -66,8 +66,10 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
         if spec.arrival == "trace" else None
     if not spec.llm:
         workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
-        cost = PlainBatchCost(platform, workload, file=workload_source.path)
-        reference = Inputs(platform, workload, Mapping(), platform_source, workload_source)
+        cost = PlainBatchCost(platform, workload, file=workload_source.path,
+                              mapping=spec.mapping())
+        reference = Inputs(platform, workload, spec.mapping(), platform_source,
+                           workload_source)
         return Setup(spec, platform, platform_source, cost, None, reference, trace=trace)
     plan = spec.system
     if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
@@ -81,8 +83,10 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                                 file=platform_source.path,
                                 weights_elsewhere=fit is not None and fit.ignored)
     cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
-                            hf=hf, cache=cost_cache or CostCache(user_folder()))
-    reference = Inputs(platform, cost.reference_workload(), Mapping(), platform_source)
+                            hf=hf, cache=cost_cache or CostCache(user_folder()),
+                            mapping=spec.mapping())
+    reference = Inputs(platform, cost.reference_workload(), spec.mapping(),
+                       platform_source)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
                  _model_source(config, spec.model), trace, fit)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from simulator.config import Dtype, Strict
 from simulator.errors import AccsimError
+from simulator.mapping.plan import Mapping
 from simulator.serving.sla import check_sla
 from simulator.system.plan import MAX_CHIPS
 from simulator.system.plan import SystemPlan
@@ -111,6 +112,9 @@ class ServeSpec(Strict):
                                       description="micro-batches in a replica's pipeline "
                                       "(default pp; 1 runs the stages in turn)")
     routing: Literal["round_robin", "least_loaded", "shared_queue"] = "round_robin"
+    fusion: Literal["none", "epilogue", "auto"] | None = Field(
+        default=None, description="the fusion planner's mode for iteration costs "
+        "(DESIGN.md section 15; default: the simulator's)")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None
@@ -130,6 +134,19 @@ class ServeSpec(Strict):
                 raw.get("arrival_trace") is not None:
             return {**raw, "arrival": "trace"}
         return raw
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset_fusion(self, handler):
+        # Absent rather than null, so results dump as they did before the field existed.
+        fields = handler(self)
+        if fields.get("fusion", 0) is None:
+            fields.pop("fusion")
+        return fields
+
+    def mapping(self) -> Mapping:
+        """The plan iteration costs run under: the default mapping in the spec's
+        fusion mode."""
+        return Mapping(fusion=self.fusion)
 
     @field_validator("sweep_rate", mode="before")
     @classmethod
