@@ -173,30 +173,33 @@ class StreamChecker:
         self._reloads(p, begin)
 
     def _residencies(self, p: TileProgram, begin: int) -> None:
-        acquire, release = p.acquire, p.release
-        # Acquisitions at or before each step, releases strictly before it.
-        acquired_upto = self.acquired + np.cumsum(acquire, dtype=np.int64)
-        released_before = self.releases + np.cumsum(release, dtype=np.int64) - release
-        releasing = np.flatnonzero(release)
-        if self.early is None:
-            early = acquired_upto[releasing] <= released_before[releasing]
+        releasing = np.flatnonzero(p.release)
+        acquiring = np.flatnonzero(p.acquire)
+        if self.early is None and releasing.size:
+            # Acquisitions at or before each release against its release number.
+            acquired_upto = self.acquired + np.searchsorted(acquiring, releasing, "right")
+            numbers = self.releases + np.arange(releasing.size)
+            early = acquired_upto <= numbers
             if early.any():
-                step = int(releasing[np.argmax(early)])
-                self.early = (int(released_before[step]), begin + step)
-        acquiring = np.flatnonzero(acquire)
-        numbers = acquired_upto[acquiring] - 1
-        if self.early is not None and (numbers == self.early[0]).any():
-            step = int(acquiring[np.argmax(numbers == self.early[0])])
-            number = self.early[0]
-            self._fail("release", f"release {number} at step {self.early[1]} comes "
-                       f"before acquisition {number} at step {begin + step}")
-        late = (numbers >= self.slots) & (released_before[acquiring] <= numbers - self.slots)
-        if late.any():
-            n = int(np.argmax(late))
-            number = int(numbers[n])
-            self._fail("acquire", f"acquisition {number} at step {begin + int(acquiring[n])} "
-                       f"waits for release {number - self.slots}, which is not before "
-                       f"it ({self.slots} slots): deadlock")
+                n = int(np.argmax(early))
+                self.early = (int(numbers[n]), begin + int(releasing[n]))
+        if acquiring.size:
+            numbers = self.acquired + np.arange(acquiring.size)
+            if self.early is not None and (numbers == self.early[0]).any():
+                step = int(acquiring[np.argmax(numbers == self.early[0])])
+                number = self.early[0]
+                self._fail("release", f"release {number} at step {self.early[1]} comes "
+                           f"before acquisition {number} at step {begin + step}")
+            # Releases strictly before each acquisition.
+            released_before = self.releases + np.searchsorted(releasing, acquiring, "left")
+            late = (numbers >= self.slots) & (released_before <= numbers - self.slots)
+            if late.any():
+                n = int(np.argmax(late))
+                number = int(numbers[n])
+                self._fail("acquire", f"acquisition {number} at step "
+                           f"{begin + int(acquiring[n])} waits for release "
+                           f"{number - self.slots}, which is not before it ({self.slots} "
+                           "slots): deadlock")
         self.acquired += int(acquiring.size)
         self.releases += int(releasing.size)
 

@@ -123,7 +123,19 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
     counts = np.array([(m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk])
     nk, nn = counts[2], counts[1]
     a_size, b_size = sizes[0:1], sizes[1:2]
+    nm = counts[0]
     index = np.zeros(3, dtype=np.int64)
+    rest = begin  # mixed-radix digits of the first step, innermost dim fastest
+    for level in range(2, -1, -1):
+        dim = order[level]
+        index[dim] = rest % counts[dim]
+        rest //= counts[dim]
+    # Per tile shape (whether mi, ni, ki is the last, edge, tile: 8 shapes) the folds,
+    # and per shape and fold continuation (16) the array cycles and their split, each
+    # worked out on first use: the same values as per step, without its divisions.
+    folds = np.full((8, 2), -1, dtype=np.int64)
+    cycles = np.full(16, -1, dtype=np.int64)
+    split = np.zeros((16, 5), dtype=np.float64)
     prev_stationary = prev[0]
     for local in range(length):
         s = begin + local
@@ -133,12 +145,13 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
         release[local] = False
         store_bytes[local] = 0
         reload_of[local] = -1
-        rest = s  # mixed-radix digits of s, innermost dim fastest
-        for level in range(2, -1, -1):
-            dim = order[level]
-            index[dim] = rest % counts[dim]
-            rest //= counts[dim]
         mi, ni, ki = index[0], index[1], index[2]
+        for level in range(2, -1, -1):  # the next step's digits
+            dim = order[level]
+            index[dim] += 1
+            if index[dim] < counts[dim]:
+                break
+            index[dim] = 0
         ms = min(tm, m - mi * tm)
         ns = min(tn, n - ni * tn)
         ks = min(tk, k - ki * tk)
@@ -171,20 +184,32 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
             stationary = b_key
         else:
             stationary = a_key
-        sr, sc, _ = fold_shape(ms, ns, ks, dataflow)
-        row_folds, col_folds = (sr + rows - 1) // rows, (sc + cols - 1) // cols
+        shape = (4 if mi == nm - 1 else 0) + (2 if ni == nn - 1 else 0) + \
+            (1 if last_k else 0)
+        if folds[shape, 0] < 0:
+            sr, sc, _ = fold_shape(ms, ns, ks, dataflow)
+            folds[shape, 0] = (sr + rows - 1) // rows
+            folds[shape, 1] = (sc + cols - 1) // cols
+        row_folds, col_folds = folds[shape, 0], folds[shape, 1]
         continues = row_folds * col_folds == 1 and stationary == prev_stationary
         prev_stationary = stationary
-        compute[local] = array_cycles(ms, ns, ks, rows, cols, count, dataflow, fold_model,
-                                  continues, speed)
-        useful, padding, fill, load, skew = array_split(ms, ns, ks, rows, cols, count,
-                                                        dataflow, fold_model, continues,
-                                                        speed)
-        floats[USEFUL] += useful
-        floats[PADDING] += padding
-        floats[ARRAY_FILL] += fill
-        floats[STATIONARY_LOAD] += load
-        floats[SKEW] += skew
+        case = 2 * shape + (1 if continues else 0)
+        if cycles[case] < 0:
+            cycles[case] = array_cycles(ms, ns, ks, rows, cols, count, dataflow,
+                                        fold_model, continues, speed)
+            useful, padding, fill, load, skew = array_split(
+                ms, ns, ks, rows, cols, count, dataflow, fold_model, continues, speed)
+            split[case, 0] = useful
+            split[case, 1] = padding
+            split[case, 2] = fill
+            split[case, 3] = load
+            split[case, 4] = skew
+        compute[local] = cycles[case]
+        floats[USEFUL] += split[case, 0]
+        floats[PADDING] += split[case, 1]
+        floats[ARRAY_FILL] += split[case, 2]
+        floats[STATIONARY_LOAD] += split[case, 3]
+        floats[SKEW] += split[case, 4]
         # SRAM reads of the array, SCALE-Sim's per-fold counting, in elements.
         if dataflow == OS:
             ints[A_SRAM_READ_ELEMS] += ms * ks * col_folds
