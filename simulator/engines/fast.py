@@ -391,10 +391,11 @@ def _contiguous(array, dtype):
 def replay_stream(program: StreamedProgram, memory: MemoryParams, *,
                   block_steps: int = DEFAULT_BLOCK_STEPS, keep_steps: bool = False,
                   checked: bool = False) -> EngineOutcome:
-    """Check (unless `checked`: done whole already) and replay a program block by block
+    """Check program and memory (unless `checked`: done already) and replay a program block by block
     with the compiled kernel, its state carried from block to block: the outcome of
     replaying the whole program at once."""
-    validate_memory(memory)
+    if not checked:
+        validate_memory(memory)
     checker = None if checked else StreamChecker(program)
     bound = None if checked else ProgramBound(memory)
     state, rings, done, rel, fifo = _initial_state(program)
