@@ -6,6 +6,8 @@ block); a stream is checked by the same rules; the memory budget sets the block 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,6 +16,8 @@ from strategies import memory_params as memory_strategy
 from strategies import tile_programs
 from test_engine_equivalence_lowered import lowering_cases
 
+from simulator.cli import main
+from simulator.commands.inputs import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import replay_stream, run_fast
 from simulator.errors import AccsimError, InvalidProgramError
@@ -21,7 +25,10 @@ from simulator.limits import MemoryBudget
 from simulator.lowering import lower_compute
 from simulator.lowering.stream import GemmStream
 from simulator.program import MemoryParams, make_program, memory_params, validate_program
+from simulator.report import result_dict
+from simulator.simulate import simulate
 from simulator.stream import StreamChecker, WholeProgram
+from simulator.trace import trace_events
 
 STREAMING = settings(max_examples=150, deadline=None)
 BLOCK_SIZES = st.sampled_from([1, 2, 3, 5, 7, 16, 64, 10**6])
@@ -139,3 +146,31 @@ def test_the_budget_sets_the_block_size_and_refuses_one_too_small_for_a_block():
     assert "block" in str(raised.value)
     # The SimPy model holds every step: it does not stream.
     assert MemoryBudget.default("simpy", max_bytes=2**30).block_steps is None
+
+
+def test_a_budget_too_small_for_one_block_is_one_clear_line(capsys):
+    assert main(["run", "--max-memory", "10K"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("accsim: error: --max-memory: ") and "\n" not in err
+    assert "too small for one block" in err
+
+
+@pytest.mark.parametrize("block", [1024, 4096])
+def test_a_streamed_run_gives_the_unstreamed_result(block):
+    """A whole run through simulate(): GEMMs longer than the block stream (and the
+    checker names the budget's block size), the result is the run held whole's."""
+    inputs = load_inputs("edge_32x32", "gemm_4096", None)
+    whole = simulate(inputs, budget=MemoryBudget(2**40))
+    streamed_budget = MemoryBudget(2**40, block_steps=block)
+    streamed = simulate(inputs, budget=streamed_budget)
+    assert any(op.lowered.program.steps > block for op in whole.operators)
+    assert any(isinstance(op.lowered.program, GemmStream) for op in streamed.operators)
+    assert json.dumps(result_dict(streamed), sort_keys=True) == \
+        json.dumps(result_dict(whole), sort_keys=True)
+
+
+def test_a_trace_of_a_streamed_run_is_the_unstreamed_trace():
+    inputs = load_inputs("edge_32x32", "gemm_4096", None)
+    whole = simulate(inputs, budget=MemoryBudget(2**40))
+    streamed = simulate(inputs, budget=MemoryBudget(2**40, block_steps=1024))
+    assert trace_events(streamed) == trace_events(whole)
