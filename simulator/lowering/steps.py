@@ -18,7 +18,6 @@ USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
  EPILOGUE_OFFCHIP, N_INT_COUNTERS) = range(14)
 
 
-@njit(cache=True)
 def _lru_new(n_keys: int) -> np.ndarray:
     """An LRU over keys 0..n_keys-1 as a doubly linked list; row 0 prev, row 1 next,
     column n_keys is the sentinel (its next is the most recent), -2 marks absent."""
@@ -57,11 +56,11 @@ def _lru_touch(links: np.ndarray, key: int, capacity: int, size: np.ndarray) -> 
     return hit
 
 
-@njit(cache=True)
 def gemm_state(m: int, n: int, k: int, tm: int, tn: int, tk: int):
     """What gemm_block carries from one block of steps to the next: the two operand
-    LRUs with their sizes, each C tile's last visit, the previous stationary tile (in
-    `scalars`) and the float and integer counters so far."""
+    LRUs with their sizes, each C tile's last visit, the previous stationary tile and
+    the float and integer counters so far. (Plain Python, as gemm_steps: only
+    gemm_block is compiled.)"""
     nm, nn, nk = (m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk
     return (_lru_new(nm * nk), _lru_new(nk * nn), np.zeros(2, dtype=np.int64),
             np.full(nm * nn, -1, dtype=np.int64), np.full(1, -1, dtype=np.int64),
@@ -69,7 +68,6 @@ def gemm_state(m: int, n: int, k: int, tm: int, tn: int, tk: int):
             np.zeros(N_INT_COUNTERS, dtype=np.int64))
 
 
-@njit(cache=True)
 def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndarray,
                dataflow: int, rows: int, cols: int, count: int, fold_model: int,
                a_tile_bytes: np.ndarray, b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray,
@@ -80,6 +78,7 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
     block): the program's seven arrays, then the float and integer counters."""
     steps = ((m + tm - 1) // tm) * ((n + tn - 1) // tn) * ((k + tk - 1) // tk)
     a_lru, b_lru, sizes, last_visit, prev, floats, ints = gemm_state(m, n, k, tm, tn, tk)
+    steps = int(steps)
     load_bytes = np.zeros(steps, dtype=np.int64)
     compute = np.zeros(steps, dtype=np.int64)
     vector = np.zeros(steps, dtype=np.int64)
