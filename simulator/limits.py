@@ -56,9 +56,9 @@ BYTES_PER_KEY = 24
 # generated arrays, the window the fast engine joins and the checker's temporaries.
 STREAM_BYTES_PER_STEP = 256
 # The budget's share one block may take, and the fewest steps a block may have (below
-# that the per-block costs of Python dominate).
+# that the per-block costs of Python dominate; correct, only slow).
 BLOCK_SHARE = 4
-MIN_BLOCK_STEPS = 1024
+MIN_BLOCK_STEPS = 16
 
 def ceil_div(a: int, b: int) -> int:
     """Ceiling division in Python integers (which cannot wrap)."""

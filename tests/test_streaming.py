@@ -138,6 +138,7 @@ def test_a_stream_that_deadlocks_is_refused_before_it_runs():
 def test_the_budget_sets_the_block_size_and_refuses_one_too_small_for_a_block():
     budget = MemoryBudget.default("fast", max_bytes=2**30)
     assert budget.block_steps is not None and budget.block_steps >= 1024
+    assert MemoryBudget.default("fast", max_bytes=64 * 2**10).block_steps == 64
     small = MemoryBudget.default("fast", max_bytes=2**20)
     assert small.block_steps < budget.block_steps
     with pytest.raises(AccsimError) as raised:
