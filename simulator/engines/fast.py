@@ -4,7 +4,8 @@ It gives the same per-step times and breakdown as the SimPy engine (engines.des)
 is the model of record; DESIGN.md section 3 ("Engines: times of each step" and
 "Accounting per operator") is the contract both implement. The public `run_fast`
 validates the program and calls the private kernel `_replay` with flat arrays and a few
-scalars, as stumpy does. The per-step arithmetic (service_cycles, input_stall) is
+scalars, as stumpy does; `replay_stream` feeds it a program block by block (a
+StreamedProgram, simulator.stream), its state carried in arrays between calls. The per-step arithmetic (service_cycles, input_stall) is
 imported from simulator.timing, so the semantics are written once.
 
 How the kernel walks time. Everything is causal: every time is a max/sum of earlier
@@ -46,10 +47,19 @@ length S. It streams the breakdown totals and keeps
     service end of its store (the cycle its output slot is free; -1 while unknown) and
     whether that store waited on the vector unit;
   - the FIFO of stores with bytes requested but not yet served (step, request, release
-    number): a ring buffer that starts at 16 entries and doubles when full. It stays
-    within about `slots` entries for programs whose acquisitions and releases pair up
-    (each unserved release holds a slot); only releases beyond the last acquisition can
-    grow it.
+    number, bytes, reloaded): a ring buffer that starts at 16 entries and doubles when
+    full. It stays within about `slots` entries for programs whose acquisitions and
+    releases pair up (each unserved release holds a slot); only releases beyond the last
+    acquisition can grow it.
+
+Streaming. The kernel replays a window of steps (the whole program, or the steps a
+window left plus the next block) and, in a window that is not the last, stops at the
+first server decision that could depend on a step after the window: a head load past
+it, or (with reloads) a load request it cannot yet make. The loop up to that point is
+exactly the whole program's, and the state carried (all of the above, in arrays) lets
+the next call continue it, so the outcome is the same whatever the blocks. What a
+window leaves is the steps from the next compute on: at most `depth` of them, since
+loads are requested at most `depth` steps ahead of the computes.
 """
 
 from __future__ import annotations
