@@ -98,8 +98,6 @@ _STORE_FIFO_START = 16
  _PREV_VE, _N_ACQUIRED, _N_RELEASED, _LAST_COMPLETE, _BUSY, _FILL, _STALL_IN, _STALL_OUT,
  _STALL_OUT_VECTOR, _OFFCHIP_BUSY, _VECTOR_BUSY, _EVACUATION_BUSY, _Q_HEAD, _Q_TAIL,
  _N_STATE) = range(21)
-# Rows of the kernel's load rings (request, usable, compute end; by step & mask).
-_RING_REQ, _RING_USE, _RING_END = 0, 1, 2
 
 
 # One signature: left to itself, Numba first compiles a specialisation for the literal
@@ -117,10 +115,12 @@ def _grow_fifo(fifo, head, tail):
 @njit(cache=True)
 def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_bytes,
             reload_of, reloaded, evacuation, base, n_steps, depth, slots, bytes_per_cycle,
-            access_cycles, keep, out, state, rings, done, rel, fifo):
+            access_cycles, keep, out, state, load_req, load_use, comp_end, done_step,
+            done_time, rel_free, rel_vector, fifo):
     """Replay steps base .. base + len(load_bytes) - 1 (a window) of a valid tile
-    program of n_steps steps, carrying `state`, `rings`, `done`, `rel` and the store
-    `fifo` (returned: it may grow) from the window before; the whole program is one
+    program of n_steps steps, carrying `state`, the load rings (request, usable time,
+    compute end by step & 3), the completions (`done_*`), the releases (`rel_*`) and the
+    store `fifo` (returned: it may grow) from the window before; the whole program is one
     window. A window that is not the last stops as soon as its next decision could
     depend on a step after it; the caller passes the steps from state[_NEXT_COMPUTE] on
     again with the next block.
@@ -129,20 +129,21 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     `keep` (one window only), else (10, 0).
     reloaded[i]: a later step reloads step base + i's spill; None when nothing reloads,
     so that Numba compiles a specialisation without any of the reload bookkeeping.
-    done: (2, reload ring) store completions of recent reloaded steps: column
+    done_step, done_time: store completions of recent reloaded steps: entry
     step & (ring - 1) holds (step, complete); another step there: unknown. Only reloaded
     steps write (a 0-byte store completes before an earlier queued one, so other steps
     could overwrite a column still to be read); a reloaded step's column is read before
     the next reloaded step mapping to it can compute.
-    rel: (2, power of two >= slots) per release number (masked): the service end of its
-    store (-1 while unknown) and whether that store waited on the vector unit.
+    rel_free, rel_vector: (power of two >= slots) per release number (masked): the
+    service end of its store (-1 while unknown) and whether that store waited on the
+    vector unit.
     evacuation: per-step evacuation cycles run on the vector unit before the epilogue,
     or None (output_path: direct; a specialisation without them).
     """
     end = base + load_bytes.shape[0]
     last_window = end >= n_steps
-    done_mask = done.shape[1] - 1
-    rel_mask = rel.shape[1] - 1
+    done_mask = done_step.shape[0] - 1
+    rel_mask = rel_free.shape[0] - 1
     next_compute = state[_NEXT_COMPUTE]
     n_requested = state[_N_REQUESTED]
     n_resolved = state[_N_RESOLVED]
@@ -175,21 +176,21 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 if j >= depth:
                     if next_compute <= j - depth:
                         break
-                    gate = rings[_RING_END, (j - depth) & _LOAD_RING_MASK]
+                    gate = comp_end[(j - depth) & _LOAD_RING_MASK]
                 source = reload_of[j - base]
                 if source >= 0:
-                    if done[0, source & done_mask] != source:
+                    if done_step[source & done_mask] != source:
                         break  # the spill store it reloads has not completed yet
-                    gate = max(gate, done[1, source & done_mask])
+                    gate = max(gate, done_time[source & done_mask])
                 last_request = max(last_request, gate)
-                rings[_RING_REQ, j & _LOAD_RING_MASK] = last_request
+                load_req[j & _LOAD_RING_MASK] = last_request
                 if keep:
                     out[_LOAD_REQUEST, j] = last_request
                 n_requested = j + 1
             while (n_resolved < n_requested and n_resolved < end
                    and load_bytes[n_resolved - base] == 0):
-                r = rings[_RING_REQ, n_resolved & _LOAD_RING_MASK]
-                rings[_RING_USE, n_resolved & _LOAD_RING_MASK] = r
+                r = load_req[n_resolved & _LOAD_RING_MASK]
+                load_use[n_resolved & _LOAD_RING_MASK] = r
                 if keep:
                     out[_LOAD_START, n_resolved] = r
                     out[_LOAD_USABLE, n_resolved] = r
@@ -203,13 +204,13 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             if acquire[at]:
                 if n_acquired >= slots:
                     k = (n_acquired - slots) & rel_mask
-                    slot_free = rel[0, k]
+                    slot_free = rel_free[k]
                     if slot_free < 0:
                         break  # the store freeing this slot is not served yet
-                    slot_vector = rel[1, k] != 0
-                    rel[0, k] = -1  # consumed: release n_acquired + size - slots reuses it
+                    slot_vector = rel_vector[k]
+                    rel_free[k] = -1  # consumed: release n_acquired + size - slots reuses it
                 n_acquired += 1
-            usable = rings[_RING_USE, i & _LOAD_RING_MASK]
+            usable = load_use[i & _LOAD_RING_MASK]
             start = max(usable, prev_end, slot_free)
             end_i = start + compute_cycles[at]
             busy += compute_cycles[at]
@@ -236,11 +237,11 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 # Never touches the server: served and complete at its request.
                 last_complete = max(last_complete, ve)
                 if is_reloaded:
-                    done[0, i & done_mask] = i
-                    done[1, i & done_mask] = ve
+                    done_step[i & done_mask] = i
+                    done_time[i & done_mask] = ve
                 if rel_no >= 0:
-                    rel[0, rel_no & rel_mask] = ve
-                    rel[1, rel_no & rel_mask] = 1 if ve > end_i else 0
+                    rel_free[rel_no & rel_mask] = ve
+                    rel_vector[rel_no & rel_mask] = ve > end_i
                 if keep:
                     out[_STORE_START, i] = ve
                     out[_STORE_SERVED, i] = ve
@@ -264,12 +265,12 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 out[_VECTOR_END, i] = ve
                 out[_STORE_REQUEST, i] = ve
             if reloaded is not None:
-                rings[_RING_END, i & _LOAD_RING_MASK] = end_i
+                comp_end[i & _LOAD_RING_MASK] = end_i
             else:
                 j = i + depth  # the load this compute's end lets be requested
                 if j < n_steps:
                     last_request = max(last_request, end_i)
-                    rings[_RING_REQ, j & _LOAD_RING_MASK] = last_request
+                    load_req[j & _LOAD_RING_MASK] = last_request
                     n_requested = j + 1
                     if keep:
                         out[_LOAD_REQUEST, j] = last_request
@@ -286,7 +287,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
         if not has_store and not has_load:
             break  # all done, or deadlocked if computes remain
         store_req = fifo[q_head & (fifo.shape[0] - 1), _Q_REQUEST] if has_store else 0
-        load_r = rings[_RING_REQ, n_resolved & _LOAD_RING_MASK] if has_load else 0
+        load_r = load_req[n_resolved & _LOAD_RING_MASK] if has_load else 0
         if has_store and has_load:
             earliest = min(store_req, load_r)
         elif has_store:
@@ -303,12 +304,12 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             server_free = served
             last_complete = max(last_complete, served + access_cycles)
             if fifo[row, _Q_RELOADED] != 0:
-                done[0, s & done_mask] = s
-                done[1, s & done_mask] = served + access_cycles
+                done_step[s & done_mask] = s
+                done_time[s & done_mask] = served + access_cycles
             rel_no = fifo[row, _Q_RELEASE]
             if rel_no >= 0:
-                rel[0, rel_no & rel_mask] = served
-                rel[1, rel_no & rel_mask] = fifo[row, _Q_VECTOR]
+                rel_free[rel_no & rel_mask] = served
+                rel_vector[rel_no & rel_mask] = fifo[row, _Q_VECTOR] != 0
             if keep:
                 out[_STORE_START, s] = t
                 out[_STORE_SERVED, s] = served
@@ -318,7 +319,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             served = t + service_cycles(load_bytes[li - base], bytes_per_cycle)
             offchip_busy += served - t
             server_free = served
-            rings[_RING_USE, li & _LOAD_RING_MASK] = served + access_cycles
+            load_use[li & _LOAD_RING_MASK] = served + access_cycles
             if keep:
                 out[_LOAD_START, li] = t
                 out[_LOAD_USABLE, li] = served + access_cycles
@@ -353,11 +354,11 @@ def _initial_state(program: StreamedProgram):
     state = np.zeros(_N_STATE, np.int64)
     if not program.reloads:
         state[_N_REQUESTED] = min(program.depth, program.steps)
-    rel = np.zeros((2, power_of_two_above(program.slots)), np.int64)
-    rel[0] = -1
-    done = np.zeros((2, program.reload_ring), np.int64)
-    done[0] = -1
-    return (state, np.zeros((3, _LOAD_RING), np.int64), done, rel,
+    rel_size = power_of_two_above(program.slots)
+    return (state, np.zeros(_LOAD_RING, np.int64), np.zeros(_LOAD_RING, np.int64),
+            np.zeros(_LOAD_RING, np.int64), np.full(program.reload_ring, -1, np.int64),
+            np.zeros(program.reload_ring, np.int64), np.full(rel_size, -1, np.int64),
+            np.zeros(rel_size, np.bool_),
             np.empty((_STORE_FIFO_START, _Q_COLUMNS), np.int64))
 
 
@@ -408,7 +409,7 @@ def replay_stream(program: StreamedProgram, memory: MemoryParams, *,
         validate_memory(memory)
     checker = None if checked else StreamChecker(program)
     bound = None if checked else ProgramBound(memory)
-    state, rings, done, rel, fifo = _initial_state(program)
+    state, *rings, fifo = _initial_state(program)
     out = np.empty((_N_STEP_FIELDS, program.steps if keep_steps else 0), np.int64)
     if keep_steps and not program.reloads:
         out[_LOAD_REQUEST, :int(state[_N_REQUESTED])] = 0
@@ -429,7 +430,7 @@ def replay_stream(program: StreamedProgram, memory: MemoryParams, *,
             else _contiguous(p.evacuation_cycles, np.int64),
             window.begin, program.steps, program.depth, program.slots,
             float(memory.bytes_per_cycle), int(memory.access_cycles), bool(keep_steps), out,
-            state, rings, done, rel, fifo)
+            state, *rings, fifo)
         rest = _rest(window, int(state[_NEXT_COMPUTE]))
     if checker is not None:
         checker.finish()
