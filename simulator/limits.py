@@ -31,6 +31,7 @@ from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_by
                                          c_tile_bytes, epilogue_tile_bytes,
                                          operand_bytes)
 from simulator.program import INT64_BOUND
+from simulator.stream import DEFAULT_BLOCK_STEPS
 from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
 # Any single platform integer (array dims, buffer bytes, lanes, cycles): beyond this the
@@ -51,6 +52,13 @@ BYTES_PER_STEP = {"fast": 64, "simpy": 1024}
 TRACE_BYTES_PER_STEP = 2400
 # Per LRU key of the lowering (tiles of A and B; C tiles' last visit): int64 links.
 BYTES_PER_KEY = 24
+# A program longer than a block streams (simulator.stream): per step of its block, the
+# generated arrays, the window the fast engine joins and the checker's temporaries.
+STREAM_BYTES_PER_STEP = 256
+# The budget's share one block may take, and the fewest steps a block may have (below
+# that the per-block costs of Python dominate; correct, only slow).
+BLOCK_SHARE = 4
+MIN_BLOCK_STEPS = 16
 
 def ceil_div(a: int, b: int) -> int:
     """Ceiling division in Python integers (which cannot wrap)."""
@@ -72,13 +80,35 @@ class MemoryBudget:
     max_bytes: int
     bytes_per_step: int = BYTES_PER_STEP["fast"]
     option: str = "--max-memory"
+    # Steps per block of a streamed program (None: nothing streams, programs are held
+    # whole); a longer GEMM program is generated and replayed block by block.
+    block_steps: int | None = None
 
     @classmethod
     def default(cls, engine: str = "fast", *, trace: bool = False,
                 max_bytes: int | None = None) -> MemoryBudget:
+        """The budget of a run; the fast engine without a trace streams programs in
+        blocks of a quarter of the budget (at most DEFAULT_BLOCK_STEPS steps)."""
         per_step = BYTES_PER_STEP.get(engine, max(BYTES_PER_STEP.values()))
-        return cls(default_memory_budget() if max_bytes is None else max_bytes,
-                   per_step + (TRACE_BYTES_PER_STEP if trace else 0))
+        limit = default_memory_budget() if max_bytes is None else max_bytes
+        block = None
+        if engine == "fast" and not trace:
+            block = min(DEFAULT_BLOCK_STEPS,
+                        limit // (BLOCK_SHARE * STREAM_BYTES_PER_STEP))
+            if block < MIN_BLOCK_STEPS:
+                need = MIN_BLOCK_STEPS * BLOCK_SHARE * STREAM_BYTES_PER_STEP
+                raise AccsimError(f"{_size(limit)} is too small for one block of "
+                                  f"{MIN_BLOCK_STEPS:,} tile steps (a quarter of the "
+                                  f"budget holds a block): give at least {_size(need)}",
+                                  field="--max-memory")
+        return cls(limit, per_step + (TRACE_BYTES_PER_STEP if trace else 0),
+                   block_steps=block)
+
+    def held_steps(self, steps: int) -> tuple[int, int]:
+        """(steps held at once, bytes per held step) of a program of `steps` steps."""
+        if self.block_steps is not None and steps > self.block_steps:
+            return self.block_steps, STREAM_BYTES_PER_STEP
+        return steps, self.bytes_per_step
 
 
 def parse_size(text: str) -> int:
@@ -349,7 +379,9 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
                               field=f"operators.{op.name}")
         if budget is None:
             continue
-        memory = (estimate.steps * budget.bytes_per_step
+        held, per_step = budget.held_steps(estimate.steps) if is_compute(op) else \
+            (estimate.steps, budget.bytes_per_step)
+        memory = (held * per_step
                   + estimate.keys * BYTES_PER_KEY + estimate.scratch_bytes)
         total_memory += memory
         if memory > budget.max_bytes or total_memory > budget.max_bytes:

@@ -203,25 +203,55 @@ def memory_params(platform: Platform) -> MemoryParams:
                         platform.dma.setup_cycles)
 
 
-def check_program(program, memory) -> None:
-    """The cycle bound of a tile program under memory parameters, from its arrays:
-    refused if it could pass int64 (a tiny bandwidth, a huge latency or setup, huge
-    compute or byte counts)."""
-    access = memory.latency_cycles + memory.dma_setup_cycles
+class ProgramBound:
+    """check_program on a program met block by block: the bound of the steps so far is
+    checked before each block is replayed (a step's times depend only on earlier
+    steps, so no time the replay computes exceeds it)."""
+
+    def __init__(self, memory: MemoryParams):
+        self.memory = memory
+        self.access = memory.latency_cycles + memory.dma_setup_cycles
+        self.steps = 0
+        self.moved = 0.0
+        self.compute = 0.0
+        self.vector = 0.0
+
+    def add(self, program: TileProgram) -> None:
+        """Add one block's steps; raise AccsimError once the bound could pass int64."""
+        def total(array) -> float:
+            return float(np.sum(array, dtype=np.float64))
+        self.steps += program.steps
+        self.moved += total(program.load_bytes) + total(program.store_bytes)
+        self.compute += total(program.compute_cycles)
+        self.vector += total(program.vector_work())
+        _check_bound(self.memory, self.access, self.steps, self.moved, self.compute,
+                     self.vector)
+
+
+def _check_bound(memory: MemoryParams, access: int, steps: int, transferred: float,
+                 compute: float, vector: float) -> None:
     if access >= INT64_BOUND:
         raise AccsimError(f"latency + DMA setup = {access} cycles, past int64 (2**62 "
                           "allowed)", file="memory", field="latency_cycles")
-    steps = program.steps
-
-    def total(array) -> float:
-        return float(np.sum(array, dtype=np.float64))
-
-    transferred = total(program.load_bytes) + total(program.store_bytes)
-    bound = (total(program.compute_cycles) + total(program.vector_work())
-             + transferred / memory.bytes_per_cycle + steps * (2.0 * access + 4.0))
+    bound = (compute + vector + transferred / memory.bytes_per_cycle
+             + steps * (2.0 * access + 4.0))
     if not bound < INT64_BOUND:
         raise AccsimError(f"cycles could reach {bound:.3g}, past int64 (2**62 allowed): "
                           f"{transferred:.3g} bytes at {memory.bytes_per_cycle:g} bytes "
                           f"per cycle, {access} cycles of latency + setup per transfer, "
-                          f"{total(program.compute_cycles):.3g} compute cycles",
+                          f"{compute:.3g} compute cycles",
                           file="tile program", field="cycles")
+
+
+def check_program(program, memory) -> None:
+    """The cycle bound of a tile program under memory parameters, from its arrays:
+    refused if it could pass int64 (a tiny bandwidth, a huge latency or setup, huge
+    compute or byte counts)."""
+    def total(array) -> float:
+        return float(np.sum(array, dtype=np.float64))
+    access = memory.latency_cycles + memory.dma_setup_cycles
+    if access >= INT64_BOUND:
+        _check_bound(memory, access, 0, 0.0, 0.0, 0.0)
+    _check_bound(memory, access, program.steps,
+                 total(program.load_bytes) + total(program.store_bytes),
+                 total(program.compute_cycles), total(program.vector_work()))

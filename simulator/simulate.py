@@ -90,34 +90,38 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
              progress: Progress | None = None,
              budget: MemoryBudget | None = None) -> RunResult:
     """Lower and replay every operator of the workload in order. The tile programs must
-    fit `budget` (default: a quarter of RAM for this engine), else nothing runs."""
+    fit `budget` (default: a quarter of RAM for this engine), else nothing runs; a GEMM
+    program longer than the budget's block is generated and replayed block by block."""
     used, reason = choose_engine(engine)
     replay = engine_runner(used)
 
     def path(source: Source | None) -> str | None:
         return source.path if source else None
 
+    budget = budget or MemoryBudget.default(used)
     resolved = resolve_checked(
         inputs.workload, inputs.mapping, inputs.platform,
         mapping_source=path(inputs.mapping_source),
         workload_source=path(inputs.workload_source),
-        platform_source=path(inputs.platform_source),
-        budget=budget or MemoryBudget.default(used))
+        platform_source=path(inputs.platform_source), budget=budget)
+    blocks = budget.block_steps
     lowered = lower_resolved([r[:3] for r in resolved], inputs.platform,
                              mapping_source=path(inputs.mapping_source),
-                             workload_source=path(inputs.workload_source))
+                             workload_source=path(inputs.workload_source),
+                             block_steps=blocks)
     memory = memory_params(inputs.platform)
     results = []
     for index, op in enumerate(lowered):
         if progress:
             progress(index, len(lowered), op.name)
         run = link_breakdown(op.collective.cycles) if op.collective else \
-            replay(op.program, memory).breakdown
+            replay(op.program, memory, block_steps=blocks).breakdown
         results.append(operator_result(op, run, inputs.platform, used))
     if progress:
         progress(len(lowered), len(lowered), "")
     groups = fusion_groups(resolved, lowered, inputs.mapping, inputs.platform,
-                           lambda op: replay(op.program, memory).breakdown.total_cycles
+                           lambda op: replay(op.program, memory,
+                                             block_steps=blocks).breakdown.total_cycles
                            * op.instances)
     adjacency = bool(groups) and fusion_adjacency(inputs.workload, inputs.mapping)
     return RunResult(inputs, used, reason, results,

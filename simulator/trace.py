@@ -4,7 +4,8 @@ computation, operators laid end to end as the timing model runs them.
 
 The engines keep per-step times only when asked, so each operator's program is replayed
 once more here with keep_steps; a repeated operator shows its first run and spans the
-time of all its runs.
+time of all its runs. A streamed program (simulator.stream) is gathered whole here: a
+run with a trace holds every step (its memory budget counts them).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 
 from simulator.engines.runner import engine_runner
 from simulator.outputs import write_file
-from simulator.program import memory_params
+from simulator.program import TileProgram, memory_params
 from simulator.simulate import RunResult
 
 TRACKS = {"operators": 0, "off-chip memory": 1, "array / vector unit": 2,
@@ -69,6 +70,8 @@ def trace_events(result: RunResult) -> list[dict]:
                                     "runs": lowered.runs}})
             offset += op.totals.cycles
             continue
+        if not isinstance(program, TileProgram):  # a stream: its arrays are needed whole
+            program = program.materialize()
         times = replay(program, memory, keep_steps=True).steps
         every = np.arange(program.steps)
         pipeline = offset + program.overhead_cycles  # step times count from here

@@ -30,6 +30,15 @@ def lowered_programs(draw, chains: bool = False):
     """(program, memory, spills) of a random GEMM tiling on a random small platform;
     `chains`: with a multi-op epilogue (binary members streaming their second operand
     in, or not) instead of a plan's single `fuse`."""
+    gemm, tiling, platform, act, members = draw(lowering_cases(chains))
+    lowered = lower_compute(gemm, tiling, platform, following=act, fused=members)
+    return lowered.program, memory_params(platform), lowered.counters.spills
+
+
+@st.composite
+def lowering_cases(draw, chains: bool = False):
+    """lower_compute's inputs for lowered_programs: (gemm, tiling, platform, the
+    operator a plan's `fuse` absorbs, epilogue members or None)."""
     m, n, k = (draw(st.integers(1, 24)) for _ in range(3))
     tm, tn, tk = draw(st.integers(1, m)), draw(st.integers(1, n)), draw(st.integers(1, k))
     depth = draw(st.integers(1, 3))
@@ -70,8 +79,7 @@ def lowered_programs(draw, chains: bool = False):
     members = tuple(EpilogueMember(Elementwise(name=f"e{i}", layer_type="epilogue",
                                                kind="elementwise", elements=m * n, op=op),
                                    stream) for i, (op, stream) in enumerate(chain)) or None
-    lowered = lower_compute(gemm, tiling, platform, following=act, fused=members)
-    return lowered.program, memory_params(platform), lowered.counters.spills
+    return gemm, tiling, platform, act, members
 
 
 def _assert_identical(case, naive: int) -> None:

@@ -47,7 +47,9 @@ def add_inputs(parser: argparse.ArgumentParser, *, several_archs: bool = False,
         parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
         parser.add_argument("--max-memory", metavar="SIZE", help="memory the tile "
                             "programs may take, e.g. 8G or 512M (default: a quarter of "
-                            "RAM); a run needing more is refused before it starts, with "
+                            "RAM); with the fast engine a GEMM program longer than a "
+                            "block (a quarter of it) is generated and replayed block by "
+                            "block; a run needing more is refused before it starts, with "
                             "a tiling that fits")
     add_plugin(parser)
 

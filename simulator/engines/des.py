@@ -292,14 +292,19 @@ class StoreDma:
                 later.callbacks.append(lambda _, step=step: self.spills_complete.mark(step))
 
 
-def run_des(program: TileProgram, memory: MemoryParams, *,
-            keep_steps: bool = False) -> EngineOutcome:
+def run_des(program, memory: MemoryParams, *, keep_steps: bool = False,
+            block_steps: int | None = None) -> EngineOutcome:
     """Replay a tile program on the SimPy model; per-step times only if keep_steps.
+
+    A StreamedProgram is gathered whole first (`block_steps` is not used): the model
+    keeps Python objects per step, so it is for programs that fit in memory.
 
     Raises InvalidProgramError for a program that breaks a validity rule, AccsimError for
     memory parameters validate_memory rejects, and UnfinishedStepError if steps are left
     unfinished (a deadlock).
     """
+    if not isinstance(program, TileProgram):
+        program = program.materialize()
     validate_program(program)
     validate_memory(memory)
     check_program(program, memory)

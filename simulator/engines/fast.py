@@ -4,7 +4,8 @@ It gives the same per-step times and breakdown as the SimPy engine (engines.des)
 is the model of record; DESIGN.md section 3 ("Engines: times of each step" and
 "Accounting per operator") is the contract both implement. The public `run_fast`
 validates the program and calls the private kernel `_replay` with flat arrays and a few
-scalars, as stumpy does. The per-step arithmetic (service_cycles, input_stall) is
+scalars, as stumpy does; `replay_stream` feeds it a program block by block (a
+StreamedProgram, simulator.stream), its state carried in arrays between calls. The per-step arithmetic (service_cycles, input_stall) is
 imported from simulator.timing, so the semantics are written once.
 
 How the kernel walks time. Everything is causal: every time is a max/sum of earlier
@@ -46,10 +47,19 @@ length S. It streams the breakdown totals and keeps
     service end of its store (the cycle its output slot is free; -1 while unknown) and
     whether that store waited on the vector unit;
   - the FIFO of stores with bytes requested but not yet served (step, request, release
-    number): a ring buffer that starts at 16 entries and doubles when full. It stays
-    within about `slots` entries for programs whose acquisitions and releases pair up
-    (each unserved release holds a slot); only releases beyond the last acquisition can
-    grow it.
+    number, bytes, reloaded): a ring buffer that starts at 16 entries and doubles when
+    full. It stays within about `slots` entries for programs whose acquisitions and
+    releases pair up (each unserved release holds a slot); only releases beyond the last
+    acquisition can grow it.
+
+Streaming. The kernel replays a window of steps (the whole program, or the steps a
+window left plus the next block) and, in a window that is not the last, stops at the
+first server decision that could depend on a step after the window: a head load past
+it, or (with reloads) a load request it cannot yet make. The loop up to that point is
+exactly the whole program's, and the state carried (all of the above, in arrays) lets
+the next call continue it, so the outcome is the same whatever the blocks. What a
+window leaves is the steps from the next compute on: at most `depth` of them, since
+loads are requested at most `depth` steps ahead of the computes.
 """
 
 from __future__ import annotations
@@ -59,8 +69,10 @@ import numpy as np
 from simulator.jit import njit
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
-from simulator.program import (MAX_DEPTH, MemoryParams, TileProgram, check_program,
-                               validate_memory, validate_program)
+from simulator.program import (MAX_DEPTH, MemoryParams, ProgramBound, TileProgram,
+                               check_program, validate_memory, validate_program)
+from simulator.stream import (DEFAULT_BLOCK_STEPS, ProgramBlock, StreamChecker,
+                              StreamedProgram, as_streamed, power_of_two_above)
 from simulator.timing import input_stall, service_cycles
 
 # Rows of the kernel's (10, S) per-step output, in StepTimes field order.
@@ -69,8 +81,10 @@ _COMPUTE_START, _COMPUTE_END, _VECTOR_END = 3, 4, 5
 _STORE_REQUEST, _STORE_START, _STORE_SERVED, _STORE_COMPLETE = 6, 7, 8, 9
 _N_STEP_FIELDS = 10
 
-# Columns of the kernel's store FIFO rows.
-_Q_STEP, _Q_REQUEST, _Q_RELEASE, _Q_VECTOR = 0, 1, 2, 3
+# Columns of the kernel's store FIFO rows: a row carries what its service needs (bytes,
+# whether a later step reloads it), so a stream never looks back at an earlier block.
+_Q_STEP, _Q_REQUEST, _Q_RELEASE, _Q_VECTOR, _Q_BYTES, _Q_RELOADED = range(6)
+_Q_COLUMNS = 6
 
 # Load ring size: a power of two >= MAX_DEPTH, so `i & _LOAD_RING_MASK` replaces i % depth.
 _LOAD_RING = 4
@@ -78,6 +92,12 @@ _LOAD_RING_MASK = _LOAD_RING - 1
 assert MAX_DEPTH <= _LOAD_RING
 
 _STORE_FIFO_START = 16
+
+# The kernel's scalar state, carried from one window of steps to the next.
+(_NEXT_COMPUTE, _N_REQUESTED, _N_RESOLVED, _LAST_REQUEST, _SERVER_FREE, _PREV_END,
+ _PREV_VE, _N_ACQUIRED, _N_RELEASED, _LAST_COMPLETE, _BUSY, _FILL, _STALL_IN, _STALL_OUT,
+ _STALL_OUT_VECTOR, _OFFCHIP_BUSY, _VECTOR_BUSY, _EVACUATION_BUSY, _Q_HEAD, _Q_TAIL,
+ _N_STATE) = range(21)
 
 
 # One signature: left to itself, Numba first compiles a specialisation for the literal
@@ -94,86 +114,70 @@ def _grow_fifo(fifo, head, tail):
 
 @njit(cache=True)
 def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_bytes,
-            reload_of, reloaded, depth, slots, bytes_per_cycle, access_cycles, overhead,
-            reload_ring, keep, evacuation):
-    """Replay a valid tile program; return (per-step times, breakdown totals, unfinished).
+            reload_of, reloaded, evacuation, base, n_steps, depth, slots, bytes_per_cycle,
+            access_cycles, keep, out, state, load_req, load_use, comp_end, done_step,
+            done_time, rel_free, rel_vector, fifo):
+    """Replay steps base .. base + len(load_bytes) - 1 (a window) of a valid tile
+    program of n_steps steps, carrying `state`, the load rings (request, usable time,
+    compute end by step & 3), the completions (`done_*`), the releases (`rel_*`) and the
+    store `fifo` (returned: it may grow) from the window before; the whole program is one
+    window. A window that is not the last stops as soon as its next decision could
+    depend on a step after it; the caller passes the steps from state[_NEXT_COMPUTE] on
+    again with the next block.
 
-    Per-step times are a (10, S) int64 array in StepTimes field order when `keep`, else
-    (10, 0). Totals are a 13-entry int64 array in Breakdown field order (the 13th:
-    evacuation cycles). `unfinished`
-    counts the steps whose compute never ran (0 unless the program deadlocks).
-    reload_ring: a power of two above every reload's distance to its source step;
-    reloaded[i]: a later step reloads step i's spill; None when nothing reloads, so that
-    Numba compiles a second specialisation without any of the reload bookkeeping.
+    out: per-step times, a (10, n_steps) int64 array in StepTimes field order when
+    `keep` (one window only), else (10, 0).
+    reloaded[i]: a later step reloads step base + i's spill; None when nothing reloads,
+    so that Numba compiles a specialisation without any of the reload bookkeeping.
+    done_step, done_time: store completions of recent reloaded steps: entry
+    step & (ring - 1) holds (step, complete); another step there: unknown. Only reloaded
+    steps write (a 0-byte store completes before an earlier queued one, so other steps
+    could overwrite a column still to be read); a reloaded step's column is read before
+    the next reloaded step mapping to it can compute.
+    rel_free, rel_vector: (power of two >= slots) per release number (masked): the
+    service end of its store (-1 while unknown) and whether that store waited on the
+    vector unit.
     evacuation: per-step evacuation cycles run on the vector unit before the epilogue,
     or None (output_path: direct; a specialisation without them).
     """
-    n_steps = load_bytes.shape[0]
-    out = np.empty((_N_STEP_FIELDS, n_steps if keep else 0), np.int64)
-
-    # Loads between the next compute and the last requested one, indexed by step & mask.
-    load_req = np.zeros(_LOAD_RING, np.int64)
-    load_use = np.zeros(_LOAD_RING, np.int64)
-    # Compute ends of the last steps (a load waits for that of step - depth).
-    comp_end = np.zeros(_LOAD_RING, np.int64)
-    # Store completion of recent reloaded steps, for the reloads that wait on them: row
-    # step & (reload_ring - 1) holds (step, complete); another step there: unknown. Only
-    # reloaded steps write (a 0-byte store completes before an earlier queued one, so
-    # other steps could overwrite a row still to be read); a reloaded step's row is read
-    # before the next reloaded step mapping to it can compute.
-    done_step = np.full(reload_ring, -1, np.int64)
-    done_time = np.zeros(reload_ring, np.int64)
-    done_mask = reload_ring - 1
-    # Per release number (masked): service end of its store, -1 while unknown.
-    rel_size = 1
-    while rel_size < slots:
-        rel_size *= 2  # a power of two so a mask replaces the modulo on every acquisition
-    rel_mask = rel_size - 1
-    rel_free = np.full(rel_size, -1, np.int64)
-    rel_vector = np.zeros(rel_size, np.bool_)
-    # Stores with bytes, requested and not yet served: a growable ring of rows.
-    fifo = np.empty((_STORE_FIFO_START, 4), np.int64)
-    q_head = 0  # both counters only grow; the row is counter & (capacity - 1)
-    q_tail = 0
-
-    next_compute = 0
-    # Loads [0, n_requested) have known requests. Without reloads, load i + depth is
-    # requested at the end of compute i (the first `depth` at cycle 0); with them, the
-    # loop below requests each load once both of its conditions are known.
-    n_requested = min(depth, n_steps) if reloaded is None else 0
-    if keep and reloaded is None:
-        for i in range(n_requested):
-            out[_LOAD_REQUEST, i] = 0
-    n_resolved = 0   # loads [0, n_resolved) have known usable times
-    last_request = 0
-    server_free = 0
-    prev_end = 0
-    prev_ve = 0
-    n_acquired = 0
-    n_released = 0
-    last_complete = 0
-    busy = 0
-    fill = 0
-    stall_in = 0
-    stall_out = 0
-    stall_out_vector = 0
-    offchip_busy = 0
-    vector_busy = 0
-    evacuation_busy = 0
+    end = base + load_bytes.shape[0]
+    last_window = end >= n_steps
+    done_mask = done_step.shape[0] - 1
+    rel_mask = rel_free.shape[0] - 1
+    next_compute = state[_NEXT_COMPUTE]
+    n_requested = state[_N_REQUESTED]
+    n_resolved = state[_N_RESOLVED]
+    last_request = state[_LAST_REQUEST]
+    server_free = state[_SERVER_FREE]
+    prev_end = state[_PREV_END]
+    prev_ve = state[_PREV_VE]
+    n_acquired = state[_N_ACQUIRED]
+    n_released = state[_N_RELEASED]
+    last_complete = state[_LAST_COMPLETE]
+    busy = state[_BUSY]
+    fill = state[_FILL]
+    stall_in = state[_STALL_IN]
+    stall_out = state[_STALL_OUT]
+    stall_out_vector = state[_STALL_OUT_VECTOR]
+    offchip_busy = state[_OFFCHIP_BUSY]
+    vector_busy = state[_VECTOR_BUSY]
+    evacuation_busy = state[_EVACUATION_BUSY]
+    q_head = state[_Q_HEAD]  # both counters only grow; the row is counter & (capacity - 1)
+    q_tail = state[_Q_TAIL]
 
     while True:
         # 1. Resolve what is known: load requests whose compute (step - depth) has ended
         # and whose partial-sum source is stored, 0-byte loads at the FIFO head, then
         # computes in order.
         while True:
-            while reloaded is not None and n_requested < n_steps:
+            while reloaded is not None and n_requested < end:
                 j = n_requested
                 gate = 0
                 if j >= depth:
                     if next_compute <= j - depth:
                         break
                     gate = comp_end[(j - depth) & _LOAD_RING_MASK]
-                source = reload_of[j]
+                source = reload_of[j - base]
                 if source >= 0:
                     if done_step[source & done_mask] != source:
                         break  # the spill store it reloads has not completed yet
@@ -183,7 +187,8 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 if keep:
                     out[_LOAD_REQUEST, j] = last_request
                 n_requested = j + 1
-            while n_resolved < n_requested and load_bytes[n_resolved] == 0:
+            while (n_resolved < n_requested and n_resolved < end
+                   and load_bytes[n_resolved - base] == 0):
                 r = load_req[n_resolved & _LOAD_RING_MASK]
                 load_use[n_resolved & _LOAD_RING_MASK] = r
                 if keep:
@@ -193,21 +198,22 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             i = next_compute
             if i >= n_resolved:
                 break
+            at = i - base
             slot_free = 0
             slot_vector = False
-            if acquire[i]:
+            if acquire[at]:
                 if n_acquired >= slots:
                     k = (n_acquired - slots) & rel_mask
                     slot_free = rel_free[k]
                     if slot_free < 0:
                         break  # the store freeing this slot is not served yet
                     slot_vector = rel_vector[k]
-                    rel_free[k] = -1  # consumed: release n_acquired + rel_size - slots reuses it
+                    rel_free[k] = -1  # consumed: release n_acquired + size - slots reuses it
                 n_acquired += 1
             usable = load_use[i & _LOAD_RING_MASK]
             start = max(usable, prev_end, slot_free)
-            end = start + compute_cycles[i]
-            busy += compute_cycles[i]
+            end_i = start + compute_cycles[at]
+            busy += compute_cycles[at]
             if i == 0:
                 fill = start
             elif start > prev_end:
@@ -217,24 +223,25 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 stall_out += gap - waited_load
                 if slot_vector:
                     stall_out_vector += gap - waited_load
-            ve = max(end, prev_ve) + vector_cycles[i]
-            vector_busy += vector_cycles[i]
+            ve = max(end_i, prev_ve) + vector_cycles[at]
+            vector_busy += vector_cycles[at]
             if evacuation is not None:
-                ve += evacuation[i]
-                evacuation_busy += evacuation[i]
+                ve += evacuation[at]
+                evacuation_busy += evacuation[at]
             rel_no = -1
-            if release[i]:
+            if release[at]:
                 rel_no = n_released
                 n_released += 1
-            if store_bytes[i] == 0:
+            is_reloaded = reloaded is not None and reloaded[at]
+            if store_bytes[at] == 0:
                 # Never touches the server: served and complete at its request.
                 last_complete = max(last_complete, ve)
-                if reloaded is not None and reloaded[i]:
+                if is_reloaded:
                     done_step[i & done_mask] = i
                     done_time[i & done_mask] = ve
                 if rel_no >= 0:
                     rel_free[rel_no & rel_mask] = ve
-                    rel_vector[rel_no & rel_mask] = ve > end
+                    rel_vector[rel_no & rel_mask] = ve > end_i
                 if keep:
                     out[_STORE_START, i] = ve
                     out[_STORE_SERVED, i] = ve
@@ -248,30 +255,35 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 fifo[row, _Q_STEP] = i
                 fifo[row, _Q_REQUEST] = ve
                 fifo[row, _Q_RELEASE] = rel_no
-                fifo[row, _Q_VECTOR] = 1 if ve > end else 0
+                fifo[row, _Q_VECTOR] = 1 if ve > end_i else 0
+                fifo[row, _Q_BYTES] = store_bytes[at]
+                fifo[row, _Q_RELOADED] = 1 if is_reloaded else 0
                 q_tail += 1
             if keep:
                 out[_COMPUTE_START, i] = start
-                out[_COMPUTE_END, i] = end
+                out[_COMPUTE_END, i] = end_i
                 out[_VECTOR_END, i] = ve
                 out[_STORE_REQUEST, i] = ve
             if reloaded is not None:
-                comp_end[i & _LOAD_RING_MASK] = end
+                comp_end[i & _LOAD_RING_MASK] = end_i
             else:
                 j = i + depth  # the load this compute's end lets be requested
                 if j < n_steps:
-                    last_request = max(last_request, end)
+                    last_request = max(last_request, end_i)
                     load_req[j & _LOAD_RING_MASK] = last_request
                     n_requested = j + 1
                     if keep:
                         out[_LOAD_REQUEST, j] = last_request
-            prev_end = end
+            prev_end = end_i
             prev_ve = ve
             next_compute = i + 1
 
         # 2. The next server decision, from the heads of the two FIFOs.
         has_store = q_tail > q_head
         has_load = n_resolved < n_requested  # the head is a load with bytes (step 1)
+        if not last_window and (n_resolved >= end or (reloaded is not None
+                                                      and n_requested >= end)):
+            break  # the head load, or a request that might come first, is past the window
         if not has_store and not has_load:
             break  # all done, or deadlocked if computes remain
         store_req = fifo[q_head & (fifo.shape[0] - 1), _Q_REQUEST] if has_store else 0
@@ -287,11 +299,11 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
             row = q_head & (fifo.shape[0] - 1)
             s = fifo[row, _Q_STEP]
             q_head += 1
-            served = t + service_cycles(store_bytes[s], bytes_per_cycle)
+            served = t + service_cycles(fifo[row, _Q_BYTES], bytes_per_cycle)
             offchip_busy += served - t
             server_free = served
             last_complete = max(last_complete, served + access_cycles)
-            if reloaded is not None and reloaded[s]:
+            if fifo[row, _Q_RELOADED] != 0:
                 done_step[s & done_mask] = s
                 done_time[s & done_mask] = served + access_cycles
             rel_no = fifo[row, _Q_RELEASE]
@@ -304,7 +316,7 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 out[_STORE_COMPLETE, s] = served + access_cycles
         else:
             li = n_resolved
-            served = t + service_cycles(load_bytes[li], bytes_per_cycle)
+            served = t + service_cycles(load_bytes[li - base], bytes_per_cycle)
             offchip_busy += served - t
             server_free = served
             load_use[li & _LOAD_RING_MASK] = served + access_cycles
@@ -313,75 +325,159 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
                 out[_LOAD_USABLE, li] = served + access_cycles
             n_resolved = li + 1
 
-    totals = np.zeros(13, np.int64)
-    unfinished = n_steps - next_compute
-    if unfinished == 0:
-        total = max(last_complete, prev_ve)
-        drain = total - prev_end
-        vector_tail = max(0, prev_ve - prev_end)
-        totals[0] = total + overhead
-        totals[1] = busy
-        totals[2] = fill
-        totals[3] = stall_in
-        totals[4] = stall_out
-        totals[5] = stall_out_vector
-        totals[6] = drain
-        totals[7] = vector_tail
-        totals[8] = drain - vector_tail
-        totals[9] = offchip_busy
-        totals[10] = vector_busy
-        totals[11] = overhead
-        totals[12] = evacuation_busy
-    return out, totals, unfinished
+    state[_NEXT_COMPUTE] = next_compute
+    state[_N_REQUESTED] = n_requested
+    state[_N_RESOLVED] = n_resolved
+    state[_LAST_REQUEST] = last_request
+    state[_SERVER_FREE] = server_free
+    state[_PREV_END] = prev_end
+    state[_PREV_VE] = prev_ve
+    state[_N_ACQUIRED] = n_acquired
+    state[_N_RELEASED] = n_released
+    state[_LAST_COMPLETE] = last_complete
+    state[_BUSY] = busy
+    state[_FILL] = fill
+    state[_STALL_IN] = stall_in
+    state[_STALL_OUT] = stall_out
+    state[_STALL_OUT_VECTOR] = stall_out_vector
+    state[_OFFCHIP_BUSY] = offchip_busy
+    state[_VECTOR_BUSY] = vector_busy
+    state[_EVACUATION_BUSY] = evacuation_busy
+    state[_Q_HEAD] = q_head
+    state[_Q_TAIL] = q_tail
+    return fifo
 
 
-def reload_tables(program: TileProgram) -> tuple[np.ndarray | None, int]:
-    """For the fast kernel's store-completion ring: which steps a later step reloads
-    from (None when nothing reloads, so no S-long array), and a power of two above the
-    largest distance from a reload to its source."""
-    if program.reload_of.max() < 0:  # the common case, one cheap pass
-        return None, 1
-    reloads = np.flatnonzero(program.reload_of >= 0)
-    reloaded = np.zeros(program.steps, dtype=np.bool_)
-    reloaded[program.reload_of[reloads]] = True
-    span = int((reloads - program.reload_of[reloads]).max()) + 1
-    size = 1
-    while size < span:
-        size *= 2
-    return reloaded, size
+def _initial_state(program: StreamedProgram):
+    """The kernel's state before step 0: without reloads the first `depth` loads are
+    requested at cycle 0."""
+    state = np.zeros(_N_STATE, np.int64)
+    if not program.reloads:
+        state[_N_REQUESTED] = min(program.depth, program.steps)
+    rel_size = power_of_two_above(program.slots)
+    return (state, np.zeros(_LOAD_RING, np.int64), np.zeros(_LOAD_RING, np.int64),
+            np.zeros(_LOAD_RING, np.int64), np.full(program.reload_ring, -1, np.int64),
+            np.zeros(program.reload_ring, np.int64), np.full(rel_size, -1, np.int64),
+            np.zeros(rel_size, np.bool_),
+            np.empty((_STORE_FIFO_START, _Q_COLUMNS), np.int64))
 
 
-def run_fast(program: TileProgram, memory: MemoryParams, *,
-             keep_steps: bool = False) -> EngineOutcome:
-    """Replay a tile program with the compiled kernel: the breakdown, and per-step times
-    when keep_steps is true (cycle-identical to engines.des).
+def _joined(rest: ProgramBlock | None, block: ProgramBlock) -> ProgramBlock:
+    """The steps a window left unconsumed followed by the next block."""
+    if rest is None or rest.program.steps == 0:
+        return block
+    a, b = rest.program, block.program
+    evac = None if a.evacuation_cycles is None else \
+        np.concatenate((a.evacuation_cycles, b.evacuation_cycles))
+    program = TileProgram(*(np.concatenate((getattr(a, name), getattr(b, name))) for name in
+                            ("load_bytes", "compute_cycles", "vector_cycles", "acquire",
+                             "release", "store_bytes", "reload_of")),
+                          depth=a.depth, slots=a.slots, overhead_cycles=a.overhead_cycles,
+                          evacuation_cycles=evac)
+    reloaded = None if rest.reloaded is None else \
+        np.concatenate((rest.reloaded, block.reloaded))
+    return ProgramBlock(rest.begin, program, reloaded)
+
+
+def _rest(window: ProgramBlock, first: int) -> ProgramBlock:
+    """Copies of steps `first` on of a window (those the kernel has still to compute: a
+    few steps; a stream may overwrite the window's arrays with its next block)."""
+    cut = first - window.begin
+    p = window.program
+
+    def tail(array):
+        return None if array is None else array[cut:].copy()
+    program = TileProgram(*(tail(getattr(p, name)) for name in
+                            ("load_bytes", "compute_cycles", "vector_cycles", "acquire",
+                             "release", "store_bytes", "reload_of")),
+                          depth=p.depth, slots=p.slots, overhead_cycles=p.overhead_cycles,
+                          evacuation_cycles=tail(p.evacuation_cycles))
+    return ProgramBlock(first, program, tail(window.reloaded))
+
+
+def _contiguous(array, dtype):
+    return np.ascontiguousarray(array, dtype=dtype)
+
+
+def replay_stream(program: StreamedProgram, memory: MemoryParams, *,
+                  block_steps: int = DEFAULT_BLOCK_STEPS, keep_steps: bool = False,
+                  checked: bool = False) -> EngineOutcome:
+    """Check program and memory (unless `checked`: done already) and replay a program block by block
+    with the compiled kernel, its state carried from block to block: the outcome of
+    replaying the whole program at once."""
+    if not checked:
+        validate_memory(memory)
+    checker = None if checked else StreamChecker(program)
+    bound = None if checked else ProgramBound(memory)
+    state, *rings, fifo = _initial_state(program)
+    out = np.empty((_N_STEP_FIELDS, program.steps if keep_steps else 0), np.int64)
+    if keep_steps and not program.reloads:
+        out[_LOAD_REQUEST, :int(state[_N_REQUESTED])] = 0
+    rest = None
+    for block in program.blocks(block_steps):
+        if checker is not None:
+            checker.check(block)
+            bound.add(block.program)
+        window = _joined(rest, block)
+        p = window.program
+        fifo = _replay(
+            _contiguous(p.load_bytes, np.int64), _contiguous(p.compute_cycles, np.int64),
+            _contiguous(p.vector_cycles, np.int64), _contiguous(p.acquire, np.bool_),
+            _contiguous(p.release, np.bool_), _contiguous(p.store_bytes, np.int64),
+            _contiguous(p.reload_of, np.int64),
+            None if window.reloaded is None else _contiguous(window.reloaded, np.bool_),
+            None if p.evacuation_cycles is None
+            else _contiguous(p.evacuation_cycles, np.int64),
+            window.begin, program.steps, program.depth, program.slots,
+            float(memory.bytes_per_cycle), int(memory.access_cycles), bool(keep_steps), out,
+            state, *rings, fifo)
+        rest = _rest(window, int(state[_NEXT_COMPUTE]))
+    if checker is not None:
+        checker.finish()
+    unfinished = program.steps - int(state[_NEXT_COMPUTE])
+    if unfinished:
+        raise UnfinishedStepError(
+            f"{unfinished} of {program.steps} steps never computed: the program "
+            "deadlocked", file="tile program", field="acquire")
+    return EngineOutcome(breakdown=_breakdown(state, program.overhead_cycles),
+                         steps=StepTimes(*out) if keep_steps else None)
+
+
+def _breakdown(state: np.ndarray, overhead: int) -> Breakdown:
+    """The totals of a finished replay from the kernel's final state."""
+    prev_end, prev_ve = int(state[_PREV_END]), int(state[_PREV_VE])
+    total = max(int(state[_LAST_COMPLETE]), prev_ve)
+    drain = total - prev_end
+    vector_tail = max(0, prev_ve - prev_end)
+    return Breakdown(
+        total_cycles=total + overhead, busy_cycles=int(state[_BUSY]),
+        fill_cycles=int(state[_FILL]), input_stall_cycles=int(state[_STALL_IN]),
+        output_stall_cycles=int(state[_STALL_OUT]),
+        output_stall_vector_cycles=int(state[_STALL_OUT_VECTOR]), drain_cycles=drain,
+        vector_tail_cycles=vector_tail, store_tail_cycles=drain - vector_tail,
+        offchip_busy_cycles=int(state[_OFFCHIP_BUSY]),
+        vector_busy_cycles=int(state[_VECTOR_BUSY]), overhead_cycles=overhead,
+        evacuation_cycles=int(state[_EVACUATION_BUSY]))
+
+
+def run_fast(program, memory: MemoryParams, *, keep_steps: bool = False,
+             block_steps: int | None = None) -> EngineOutcome:
+    """Replay a tile program (a TileProgram, or a StreamedProgram generated block by
+    block) with the compiled kernel: the breakdown, and per-step times when keep_steps
+    is true (cycle-identical to engines.des). block_steps: steps per block (default:
+    a TileProgram in one block, a stream in DEFAULT_BLOCK_STEPS).
 
     Raises InvalidProgramError for a program that breaks a validity rule, AccsimError for
     memory parameters validate_memory rejects, and UnfinishedStepError if steps are left
     unfinished (a deadlock).
     """
-    validate_program(program)
-    validate_memory(memory)
-    check_program(program, memory)
-    reloaded, reload_ring = reload_tables(program)
-    steps, totals, unfinished = _replay(
-        np.ascontiguousarray(program.load_bytes, dtype=np.int64),
-        np.ascontiguousarray(program.compute_cycles, dtype=np.int64),
-        np.ascontiguousarray(program.vector_cycles, dtype=np.int64),
-        np.ascontiguousarray(program.acquire, dtype=np.bool_),
-        np.ascontiguousarray(program.release, dtype=np.bool_),
-        np.ascontiguousarray(program.store_bytes, dtype=np.int64),
-        np.ascontiguousarray(program.reload_of, dtype=np.int64), reloaded,
-        int(program.depth), int(program.slots), float(memory.bytes_per_cycle),
-        int(memory.access_cycles), int(program.overhead_cycles), reload_ring,
-        bool(keep_steps), None if program.evacuation_cycles is None
-        else np.ascontiguousarray(program.evacuation_cycles, dtype=np.int64),
-    )
-    if unfinished:
-        raise UnfinishedStepError(
-            f"{unfinished} of {program.steps} steps never computed: the program "
-            "deadlocked", file="tile program", field="acquire")
-    breakdown = Breakdown(*(int(v) for v in totals[:12]),
-                          evacuation_cycles=int(totals[12]))
-    times = StepTimes(*steps) if keep_steps else None
-    return EngineOutcome(breakdown=breakdown, steps=times)
+    whole = isinstance(program, TileProgram)
+    if whole:
+        # Checked whole first, so a broken program names the rule validate_program finds.
+        validate_program(program)
+        validate_memory(memory)
+        check_program(program, memory)
+        block_steps = block_steps or max(program.steps, 1)
+    return replay_stream(as_streamed(program), memory,
+                         block_steps=block_steps or DEFAULT_BLOCK_STEPS,
+                         keep_steps=keep_steps, checked=whole)

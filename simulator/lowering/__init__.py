@@ -20,6 +20,7 @@ from simulator.errors import AccsimError
 from simulator.lowering import steps as kernel
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
 from simulator.lowering.evacuation import evacuation_steps
+from simulator.lowering.stream import GemmStream
 from simulator.mapping.footprint import (array_speed, buffer_fits, epilogue_store_bytes,
                                          epilogue_table, live_c_tiles, onchip_home,
                                          operand_bytes, operator_dtype, run_dtype,
@@ -29,6 +30,7 @@ from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
 from simulator.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
 from simulator.program import TileProgram, validate_program
+from simulator.stream import StreamedProgram
 from simulator.timing import DATAFLOW_CODES, ceil_div
 from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
@@ -109,7 +111,7 @@ class LoweredOperator:
     dtype: str                # input dtype (energy per MAC is looked up by it)
     unit: str                 # "array", "vector" or "interconnect" (a collective)
     tiling: Tiling | None     # None for a collective: it takes no tiling
-    program: TileProgram      # empty for a collective
+    program: TileProgram | StreamedProgram  # empty for a collective; or a GemmStream
     instances: int            # gemm batch / conv groups: identical independent programs
     repeat: int
     onchip_home: bool         # A and C live in the on-chip activation memory
@@ -158,11 +160,12 @@ def _stored_elements(g, fused) -> int:
 
 def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                   fused: tuple[EpilogueMember, ...] | None = None,
-                  source: str | None = None,
-                  workload_source: str | None = None) -> LoweredOperator:
+                  source: str | None = None, workload_source: str | None = None,
+                  block_steps: int | None = None) -> LoweredOperator:
     """Lower a gemm or conv2d under a tiling; raise naming the numbers that overflow.
     `fused`: the epilogue members (the planner's); without it a tiling's `fuse`
-    absorbs `following`."""
+    absorbs `following`. A program of more than `block_steps` steps is a GemmStream
+    (generated block by block when replayed), else a TileProgram in memory."""
     g = op.gemm()
     array = platform.systolic_array
     for dim, tile, size in (("tm", tiling.tm, g.m), ("tn", tiling.tn, g.n),
@@ -205,23 +208,22 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     spill = c_slots < live
     epilogue = epilogue_table(op, fused, platform)
     stored = epilogue_store_bytes(op, fused, platform)
-    (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
-     ints) = kernel.gemm_steps(
-        g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
-        np.array([DIM_CODES[d] for d in order], dtype=np.int64),
-        DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, array.count,
-        array.fold_model_code, a_table, b_load, b_sram,
-        not onchip, True, not onchip, acc, stored,
-        a_slots, b_slots, spill, epilogue, platform.vector_unit.lanes,
-        array_speed(op, platform))
-    evacuation = evacuation_steps(platform, g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
-                                  tuple(DIM_CODES[d] for d in order),
-                                  DATAFLOW_CODES[tiling.dataflow], release)
-    program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
-                          depth=depth, slots=c_slots,
-                          overhead_cycles=platform.runtime.op_overhead_cycles,
-                          evacuation_cycles=evacuation)
-    validate_program(program, source=f"lowering of {op.name}")
+    args = (g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
+            np.array([DIM_CODES[d] for d in order], dtype=np.int64),
+            DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, array.count,
+            array.fold_model_code, a_table, b_load, b_sram,
+            not onchip, True, not onchip, acc, stored,
+            a_slots, b_slots, spill, epilogue, platform.vector_unit.lanes,
+            array_speed(op, platform))
+    steps = ceil_div(g.m, tiling.tm) * ceil_div(g.n, tiling.tn) * ceil_div(g.k, tiling.tk)
+    if block_steps is not None and steps > block_steps:
+        # Streamed: one pass now for the counters, the steps again block by block when
+        # an engine replays it (checked then).
+        program = GemmStream(args, platform, depth=depth, slots=c_slots,
+                             overhead_cycles=platform.runtime.op_overhead_cycles)
+        floats, ints = program.counters(block_steps)
+    else:
+        program, floats, ints = _whole_program(args, platform, depth, c_slots, op.name)
     counters = Counters(
         macs=g.m * g.n * g.k,
         vector_elements=sum(m.op.vector().rows * m.op.vector().cols * m.op.vector().passes
@@ -252,6 +254,22 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", tiling, program,
                            g.instances, op.repeat, onchip, names, counters,
                            precision=precision, speed=array_speed(op, platform))
+
+
+def _whole_program(args: tuple, platform: Platform, depth: int, slots: int,
+                   name: str) -> tuple[TileProgram, np.ndarray, np.ndarray]:
+    """A GEMM's whole program in memory, validated, with the kernel's counters."""
+    (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
+     ints) = kernel.gemm_steps(*args)
+    m, n, k, tm, tn, tk, order, dataflow = args[:8]
+    evacuation = evacuation_steps(platform, m, n, k, tm, tn, tk,
+                                  tuple(int(d) for d in order), dataflow, release)
+    program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
+                          depth=depth, slots=slots,
+                          overhead_cycles=platform.runtime.op_overhead_cycles,
+                          evacuation_cycles=evacuation)
+    validate_program(program, source=f"lowering of {name}")
+    return program, floats, ints
 
 
 def _offchip_read(ints) -> dict[str, int]:
@@ -357,9 +375,11 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
 
 
 def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None = None,
-                   workload_source: str | None = None) -> list[LoweredOperator]:
+                   workload_source: str | None = None,
+                   block_steps: int | None = None) -> list[LoweredOperator]:
     """Lower resolved (operator, tiling, fused epilogue members) triples in order (a
-    collective takes no tiling: priced on the links)."""
+    collective takes no tiling: priced on the links); GEMM programs longer than
+    `block_steps` are streamed (lower_compute)."""
     lowered: list[LoweredOperator] = []
     for op, tiling, fused in resolved:
         if is_collective(op):
@@ -367,7 +387,8 @@ def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None =
         elif is_compute(op):
             lowered.append(lower_compute(op, tiling, platform, fused=fused,
                                          source=mapping_source,
-                                         workload_source=workload_source))
+                                         workload_source=workload_source,
+                                         block_steps=block_steps))
         elif is_attention(op):
             lowered.append(lower_attention(op, tiling, platform, source=mapping_source,
                                            workload_source=workload_source))

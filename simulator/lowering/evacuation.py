@@ -15,11 +15,14 @@ from simulator.timing import IS, WS
 
 
 def step_tile_sizes(m: int, n: int, k: int, tm: int, tn: int, tk: int,
-                    order: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ms, ns, ks) of every step in loop order: `order` names the dims outermost
-    first (0 = m, 1 = n, 2 = k), the innermost running fastest, as lowering.steps."""
+                    order: tuple[int, ...], begin: int = 0,
+                    length: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ms, ns, ks) of every step in loop order (or of steps begin .. begin + length - 1):
+    `order` names the dims outermost first (0 = m, 1 = n, 2 = k), the innermost running
+    fastest, as lowering.steps."""
     counts = [-(-m // tm), -(-n // tn), -(-k // tk)]
-    rest = np.arange(counts[0] * counts[1] * counts[2], dtype=np.int64)
+    end = counts[0] * counts[1] * counts[2] if length is None else begin + length
+    rest = np.arange(begin, end, dtype=np.int64)
     index = [None, None, None]
     for dim in reversed(order):
         index[dim] = rest % counts[dim]
@@ -30,17 +33,18 @@ def step_tile_sizes(m: int, n: int, k: int, tm: int, tn: int, tk: int,
 
 def evacuation_steps(platform: Platform, m: int, n: int, k: int, tm: int, tn: int,
                      tk: int, order: tuple[int, ...], dataflow: int,
-                     release: np.ndarray) -> np.ndarray | None:
+                     release: np.ndarray, begin: int = 0) -> np.ndarray | None:
     """Vector-unit cycles per step copying the output tile out of the accumulators, on
     every releasing step (a finished C tile or spilled partial sums: both leave the
     accumulators); None on a direct output path. With transpose_stationary, the step's
     stationary input tile (ws: its k x n weight tile, is: its m x k input tile; os keeps
-    the output stationary, nothing to transpose) passes through the vector unit too."""
+    the output stationary, nothing to transpose) passes through the vector unit too.
+    `release` may be one block of the program, starting at step `begin`."""
     array = platform.systolic_array
     if array.output_path == "direct":
         return None
     evac = array.evacuation
-    ms, ns, ks = step_tile_sizes(m, n, k, tm, tn, tk, order)
+    ms, ns, ks = step_tile_sizes(m, n, k, tm, tn, tk, order, begin, release.shape[0])
     transposed = np.zeros_like(ms)
     if evac.transpose_stationary:
         transposed = ks * ns if dataflow == WS else ms * ks if dataflow == IS else transposed

@@ -18,7 +18,6 @@ USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
  EPILOGUE_OFFCHIP, N_INT_COUNTERS) = range(14)
 
 
-@njit(cache=True)
 def _lru_new(n_keys: int) -> np.ndarray:
     """An LRU over keys 0..n_keys-1 as a doubly linked list; row 0 prev, row 1 next,
     column n_keys is the sentinel (its next is the most recent), -2 marks absent."""
@@ -57,14 +56,57 @@ def _lru_touch(links: np.ndarray, key: int, capacity: int, size: np.ndarray) -> 
     return hit
 
 
-@njit(cache=True)
+def gemm_state(m: int, n: int, k: int, tm: int, tn: int, tk: int):
+    """What gemm_block carries from one block of steps to the next: the two operand
+    LRUs with their sizes, each C tile's last visit, the previous stationary tile and
+    the float and integer counters so far. (Plain Python, as gemm_steps: only
+    gemm_block is compiled.)"""
+    nm, nn, nk = (m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk
+    return (_lru_new(nm * nk), _lru_new(nk * nn), np.zeros(2, dtype=np.int64),
+            np.full(nm * nn, -1, dtype=np.int64), np.full(1, -1, dtype=np.int64),
+            np.zeros(N_FLOAT_COUNTERS, dtype=np.float64),
+            np.zeros(N_INT_COUNTERS, dtype=np.int64))
+
+
 def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndarray,
                dataflow: int, rows: int, cols: int, count: int, fold_model: int,
                a_tile_bytes: np.ndarray, b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray,
                a_offchip: bool, b_offchip: bool, c_offchip: bool,
                acc_bytes: int, out_bytes: int, a_slots: int, b_slots: int, spill: bool,
                epilogue: np.ndarray, lanes: int, speed: float):
-    """Tile program of one GEMM instance.
+    """Tile program of one GEMM instance, all its steps at once (gemm_block on one
+    block): the program's seven arrays, then the float and integer counters."""
+    steps = ((m + tm - 1) // tm) * ((n + tn - 1) // tn) * ((k + tk - 1) // tk)
+    a_lru, b_lru, sizes, last_visit, prev, floats, ints = gemm_state(m, n, k, tm, tn, tk)
+    steps = int(steps)
+    load_bytes = np.zeros(steps, dtype=np.int64)
+    compute = np.zeros(steps, dtype=np.int64)
+    vector = np.zeros(steps, dtype=np.int64)
+    acquire = np.zeros(steps, dtype=np.bool_)
+    release = np.zeros(steps, dtype=np.bool_)
+    store_bytes = np.zeros(steps, dtype=np.int64)
+    reload_of = np.full(steps, -1, dtype=np.int64)
+    gemm_block(0, steps, m, n, k, tm, tn, tk, order, dataflow, rows, cols, count,
+               fold_model, a_tile_bytes, b_load_bytes, b_sram_bytes, a_offchip, b_offchip,
+               c_offchip, acc_bytes, out_bytes, a_slots, b_slots, spill, epilogue, lanes,
+               speed, a_lru, b_lru, sizes, last_visit, prev, floats, ints, load_bytes,
+               compute, vector, acquire, release, store_bytes, reload_of)
+    return (load_bytes, compute, vector, acquire, release, store_bytes, reload_of,
+            floats, ints)
+
+
+@njit(cache=True)
+def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int,
+               tk: int, order: np.ndarray, dataflow: int, rows: int, cols: int,
+               count: int, fold_model: int, a_tile_bytes: np.ndarray,
+               b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray, a_offchip: bool,
+               b_offchip: bool, c_offchip: bool, acc_bytes: int, out_bytes: int,
+               a_slots: int, b_slots: int, spill: bool, epilogue: np.ndarray, lanes: int,
+               speed: float, a_lru, b_lru, sizes, last_visit, prev, floats, ints,
+               load_bytes, compute, vector, acquire, release, store_bytes, reload_of):
+    """Steps begin .. begin + length - 1 of one GEMM instance into the first `length`
+    entries of the output arrays (which it overwrites whole), carrying gemm_state's
+    arrays from the previous block (steps must come in order from 0).
 
     order: dims outermost first (0 = m, 1 = n, 2 = k). a_tile_bytes[mi, ki]: bytes an A
     tile moves into the ifmap buffer (its conv window, or m*k elements). spill: k is not
@@ -78,29 +120,37 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
     speed: the array's rate in the dtype run (times a sparsity speedup).
     """
     counts = np.array([(m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk])
-    nm, nn, nk = counts[0], counts[1], counts[2]
-    steps = nm * nn * nk
-    load_bytes = np.zeros(steps, dtype=np.int64)
-    compute = np.zeros(steps, dtype=np.int64)
-    vector = np.zeros(steps, dtype=np.int64)
-    acquire = np.zeros(steps, dtype=np.bool_)
-    release = np.zeros(steps, dtype=np.bool_)
-    store_bytes = np.zeros(steps, dtype=np.int64)
-    reload_of = np.full(steps, -1, dtype=np.int64)
-    floats = np.zeros(N_FLOAT_COUNTERS, dtype=np.float64)
-    ints = np.zeros(N_INT_COUNTERS, dtype=np.int64)
-    a_lru, b_lru = _lru_new(nm * nk), _lru_new(nk * nn)
-    a_size, b_size = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    last_visit = np.full(nm * nn, -1, dtype=np.int64)
+    nk, nn = counts[2], counts[1]
+    a_size, b_size = sizes[0:1], sizes[1:2]
+    nm = counts[0]
     index = np.zeros(3, dtype=np.int64)
-    prev_stationary = -1
-    for s in range(steps):
-        rest = s  # mixed-radix digits of s, innermost dim fastest
-        for level in range(2, -1, -1):
-            dim = order[level]
-            index[dim] = rest % counts[dim]
-            rest //= counts[dim]
+    rest = begin  # mixed-radix digits of the first step, innermost dim fastest
+    for level in range(2, -1, -1):
+        dim = order[level]
+        index[dim] = rest % counts[dim]
+        rest //= counts[dim]
+    # Per tile shape (whether mi, ni, ki is the last, edge, tile: 8 shapes) the folds,
+    # and per shape and fold continuation (16) the array cycles and their split, each
+    # worked out on first use: the same values as per step, without its divisions.
+    folds = np.full((8, 2), -1, dtype=np.int64)
+    cycles = np.full(16, -1, dtype=np.int64)
+    split = np.zeros((16, 5), dtype=np.float64)
+    prev_stationary = prev[0]
+    for local in range(length):
+        s = begin + local
+        load_bytes[local] = 0
+        vector[local] = 0
+        acquire[local] = False
+        release[local] = False
+        store_bytes[local] = 0
+        reload_of[local] = -1
         mi, ni, ki = index[0], index[1], index[2]
+        for level in range(2, -1, -1):  # the next step's digits
+            dim = order[level]
+            index[dim] += 1
+            if index[dim] < counts[dim]:
+                break
+            index[dim] = 0
         ms = min(tm, m - mi * tm)
         ns = min(tn, n - ni * tn)
         ks = min(tk, k - ki * tk)
@@ -110,20 +160,20 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
             ints[A_MISSES] += 1
             ints[A_SRAM_WRITE] += a_tile_bytes[mi, ki]
             if a_offchip:
-                load_bytes[s] += a_tile_bytes[mi, ki]
+                load_bytes[local] += a_tile_bytes[mi, ki]
                 ints[A_OFFCHIP] += a_tile_bytes[mi, ki]
         if not _lru_touch(b_lru, b_key, b_slots, b_size):
             ints[B_MISSES] += 1
             ints[B_SRAM_WRITE] += b_sram_bytes[ki, ni]
             if b_offchip:
-                load_bytes[s] += b_load_bytes[ki, ni]
+                load_bytes[local] += b_load_bytes[ki, ni]
                 ints[B_OFFCHIP] += b_load_bytes[ki, ni]
         first_k, last_k = ki == 0, ki == nk - 1
         partial = ms * ns * acc_bytes
         if spill and not first_k:
-            reload_of[s] = last_visit[c_key]
+            reload_of[local] = last_visit[c_key]
             if c_offchip:
-                load_bytes[s] += partial
+                load_bytes[local] += partial
                 ints[C_RELOAD_OFFCHIP] += partial
         last_visit[c_key] = s
         # Compute: one fold continues when the stationary operand is unchanged.
@@ -133,20 +183,32 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
             stationary = b_key
         else:
             stationary = a_key
-        sr, sc, _ = fold_shape(ms, ns, ks, dataflow)
-        row_folds, col_folds = (sr + rows - 1) // rows, (sc + cols - 1) // cols
+        shape = (4 if mi == nm - 1 else 0) + (2 if ni == nn - 1 else 0) + \
+            (1 if last_k else 0)
+        if folds[shape, 0] < 0:
+            sr, sc, _ = fold_shape(ms, ns, ks, dataflow)
+            folds[shape, 0] = (sr + rows - 1) // rows
+            folds[shape, 1] = (sc + cols - 1) // cols
+        row_folds, col_folds = folds[shape, 0], folds[shape, 1]
         continues = row_folds * col_folds == 1 and stationary == prev_stationary
         prev_stationary = stationary
-        compute[s] = array_cycles(ms, ns, ks, rows, cols, count, dataflow, fold_model,
-                                  continues, speed)
-        useful, padding, fill, load, skew = array_split(ms, ns, ks, rows, cols, count,
-                                                        dataflow, fold_model, continues,
-                                                        speed)
-        floats[USEFUL] += useful
-        floats[PADDING] += padding
-        floats[ARRAY_FILL] += fill
-        floats[STATIONARY_LOAD] += load
-        floats[SKEW] += skew
+        case = 2 * shape + (1 if continues else 0)
+        if cycles[case] < 0:
+            cycles[case] = array_cycles(ms, ns, ks, rows, cols, count, dataflow,
+                                        fold_model, continues, speed)
+            useful, padding, fill, load, skew = array_split(
+                ms, ns, ks, rows, cols, count, dataflow, fold_model, continues, speed)
+            split[case, 0] = useful
+            split[case, 1] = padding
+            split[case, 2] = fill
+            split[case, 3] = load
+            split[case, 4] = skew
+        compute[local] = cycles[case]
+        floats[USEFUL] += split[case, 0]
+        floats[PADDING] += split[case, 1]
+        floats[ARRAY_FILL] += split[case, 2]
+        floats[STATIONARY_LOAD] += split[case, 3]
+        floats[SKEW] += split[case, 4]
         # SRAM reads of the array, SCALE-Sim's per-fold counting, in elements.
         if dataflow == OS:
             ints[A_SRAM_READ_ELEMS] += ms * ks * col_folds
@@ -163,24 +225,23 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
             ints[C_SRAM_READ] += partial
         # Residency and store of the C tile.
         if spill or first_k:
-            acquire[s] = True
+            acquire[local] = True
         if spill or last_k:
-            release[s] = True
+            release[local] = True
             if last_k:
                 ints[C_SRAM_READ] += partial
                 done = ms * ns
                 for row in range(epilogue.shape[0]):
                     share = done * epilogue[row, 0] // epilogue[row, 1]
-                    vector[s] += vector_cycles(share, lanes, epilogue[row, 2], 1)
+                    vector[local] += vector_cycles(share, lanes, epilogue[row, 2], 1)
                     if c_offchip and epilogue[row, 3] > 0:
-                        load_bytes[s] += share * epilogue[row, 3]
+                        load_bytes[local] += share * epilogue[row, 3]
                         ints[EPILOGUE_OFFCHIP] += share * epilogue[row, 3]
                     if row == epilogue.shape[0] - 1:
                         done = share
                 if c_offchip:
-                    store_bytes[s] = done * out_bytes
+                    store_bytes[local] = done * out_bytes
             elif c_offchip:
-                store_bytes[s] = partial
-            ints[C_STORE_OFFCHIP] += store_bytes[s]
-    return (load_bytes, compute, vector, acquire, release, store_bytes, reload_of,
-            floats, ints)
+                store_bytes[local] = partial
+            ints[C_STORE_OFFCHIP] += store_bytes[local]
+    prev[0] = prev_stationary

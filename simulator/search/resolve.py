@@ -191,9 +191,10 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
                    platform_source: str | None = None,
                    budget: MemoryBudget | None = None) -> list[LoweredOperator]:
     """Check, resolve and lower every operator in order (operators absorbed as an
-    epilogue are not emitted)."""
+    epilogue are not emitted); GEMM programs longer than the budget's block stream."""
     resolved = resolve_checked(workload, mapping, platform, mapping_source=mapping_source,
                                workload_source=workload_source,
                                platform_source=platform_source, budget=budget)
     return lower_resolved([r[:3] for r in resolved], platform,
-                          mapping_source=mapping_source, workload_source=workload_source)
+                          mapping_source=mapping_source, workload_source=workload_source,
+                          block_steps=None if budget is None else budget.block_steps)

@@ -1,0 +1,133 @@
+"""How a run's time and memory grow with its tile steps (issue 26): GEMMs of 1e6, 1e7,
+1e8 (and, with --slow, 1e9) steps in 32^3 tiles on the edge_32x32 platform, each run
+end to end (`simulate.simulate`: search-free resolve with a fixed plan, streamed
+lowering, fast engine, metrics) in its own interpreter with a warm JIT cache, after an
+untimed 343,000-step run there that loads the cached kernels.
+
+Per case it prints the wall seconds of the simulate() call, the steps/s of that whole
+run, the steps/s of the replay kernel alone (engines.fast._replay on one block of the
+same program, the block generated beforehand), and the peak RSS of the interpreter
+(VmHWM in /proc/self/status; ru_maxrss where /proc is missing). Programs longer than a
+block (simulator.stream.DEFAULT_BLOCK_STEPS) are generated, checked and replayed block
+by block, so the peak RSS should not grow with the steps above 1e7.
+
+Run: `python experiments/bench_scaling.py` (1e6 .. 1e8: a few minutes on one core);
+`python experiments/bench_scaling.py --slow` adds 1e9 (run by hand: tens of minutes);
+`--cases 1e6 1e7` picks cases. Prints one table; writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+# Tile counts (m, n, k) per case: tm = tn = tk = TILE elements.
+CASES = {"1e6": (100, 100, 100), "1e7": (200, 250, 200), "1e8": (400, 500, 500),
+         "1e9": (1000, 1000, 1000)}
+SLOW = ("1e9",)
+TILE = 32
+PLATFORM = "edge_32x32"
+LOOP_ORDER = "mnk"          # k innermost: no partial sums spill
+DATAFLOW = "os"
+DEPTH = 2
+KERNEL_BLOCK = 1 << 20      # steps of the block the kernel alone replays
+WARM_TILES = (70, 70, 70)   # a run just over one block: loads every streamed kernel
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory, MiB."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def inputs(tiles: tuple[int, int, int]):
+    """The case's GEMM on PLATFORM with the fixed 32^3 plan."""
+    from simulator.commands.inputs import load_inputs
+    from simulator.mapping.plan import Mapping, TilingSpec
+    from simulator.simulate import Inputs
+    from simulator.workload import Workload
+    platform = load_inputs(PLATFORM, "gemm_4096", None).platform
+    m, n, k = (t * TILE for t in tiles)
+    workload = Workload.model_validate({"name": "scaling", "operators": [
+        {"name": "gemm", "layer_type": "gemm", "kind": "gemm", "m": m, "n": n, "k": k}]})
+    mapping = Mapping(name="scaling", default=TilingSpec(
+        tm=TILE, tn=TILE, tk=TILE, loop_order=LOOP_ORDER, dataflow=DATAFLOW, depth=DEPTH))
+    return Inputs(platform, workload, mapping)
+
+
+def kernel_steps_per_second(case) -> float:
+    """The replay kernel alone on the first KERNEL_BLOCK steps of the case's program
+    (generated first; the kernel's warm second call timed)."""
+    from simulator.engines.fast import replay_stream
+    from simulator.lowering import lower_compute
+    from simulator.mapping.plan import Tiling
+    from simulator.program import memory_params
+    from simulator.stream import WholeProgram, as_streamed
+    tiling = Tiling(TILE, TILE, TILE, LOOP_ORDER, DATAFLOW, DEPTH)
+    lowered = lower_compute(case.workload.operators[0], tiling, case.platform,
+                            block_steps=KERNEL_BLOCK)
+    block = WholeProgram(next(as_streamed(lowered.program).blocks(KERNEL_BLOCK)).program)
+    memory = memory_params(case.platform)
+    replay_stream(block, memory, block_steps=block.steps, checked=True)
+    began = time.perf_counter()
+    replay_stream(block, memory, block_steps=block.steps, checked=True)
+    return block.steps / (time.perf_counter() - began)
+
+
+def child(name: str) -> None:
+    """One case in this interpreter: print its figures as JSON."""
+    from simulator.simulate import simulate
+    simulate(inputs(WARM_TILES))  # loads the cached kernels, so the case times the run
+    case = inputs(CASES[name])
+    began = time.perf_counter()
+    result = simulate(case)
+    wall = time.perf_counter() - began
+    rss = peak_rss_mib()
+    steps = result.operators[0].lowered.program.steps
+    print(json.dumps({"case": name, "steps": steps, "wall_s": wall, "peak_rss_mib": rss,
+                      "cycles": result.total.cycles,
+                      "kernel_steps_per_s": kernel_steps_per_second(case)}))
+
+
+def run_case(name: str) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", name], capture_output=True,
+                          text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(f"case {name} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slow", action="store_true", help="add the 1e9-step case")
+    parser.add_argument("--cases", nargs="+", choices=sorted(CASES), help="run these")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    names = args.cases or [n for n in CASES if args.slow or n not in SLOW]
+    run_case(min(CASES))  # fills the on-disk JIT cache, so no case pays compilation
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'case':>5} {'steps':>14} {'wall s':>9} {'run steps/s':>13} "
+          f"{'kernel steps/s':>15} {'peak RSS MiB':>13}")
+    for name in names:
+        r = run_case(name)
+        print(f"{name:>5} {r['steps']:>14,} {r['wall_s']:>9.2f} "
+              f"{r['steps'] / r['wall_s'] / 1e6:>11.1f} M {r['kernel_steps_per_s'] / 1e6:>13.1f} M "
+              f"{r['peak_rss_mib']:>13.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
