@@ -19,11 +19,12 @@ from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
-from simulator.formats import MX_BLOCK
+from simulator.formats import FORMATS, MX_BLOCK
 from simulator.limits import check_inputs
 from simulator.loader import validate_model
 from simulator.lowering import lower_compute
 from simulator.mapping.footprint import buffer_fits
+from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling
 from simulator.precision.plan import PrecisionPlan
 from simulator.precision.resolve import apply_plan
@@ -117,6 +118,29 @@ def test_a_plan_that_fits_in_bf16_fits_packed(m, n, k, data, dtype, conv):
     assert all(fit.fits and fit.needed <= fit.capacity for fit in fits)
     lowered = lower_compute(packed, tiling, platform)          # lowering agrees
     assert lowered.counters.slots["ifmap"] * fits[0].tile_bytes <= fits[0].capacity
+
+
+@settings(max_examples=150, deadline=None)
+@given(m=st.integers(1, 40), n=st.integers(1, 40), k=st.integers(1, 80),
+       ifmap=st.integers(8, 600), depth=st.integers(1, 3),
+       name=st.sampled_from(["array_aligned", "os_k_inner", "min_offchip"]),
+       dataflow=st.sampled_from(["os", "ws", "is"]), dtype=st.sampled_from(PACKED))
+def test_heuristic_tilings_of_packed_activations_fit(m, n, k, ifmap, depth, name,
+                                                    dataflow, dtype):
+    # wherever the bf16 operator's heuristic tiling fits and `depth` packing units of
+    # the format fit the ifmap buffer, the packed operator's heuristic tiling lowers
+    platform = _platform(buffers={"ifmap_bytes": ifmap, "weight_bytes": 1 << 14,
+                                  "output_bytes": 1 << 14})
+    op = Gemm(name="g", layer_type="fc", kind="gemm", m=m, n=n, k=k, dtype="bf16")
+    assume(depth * FORMATS[dtype].unit_bytes <= ifmap)
+    try:
+        lower_compute(op, heuristic(name)(op, platform, depth, dataflow), platform)
+    except AccsimError:
+        assume(False)
+    packed = op.model_copy(update={"dtype": dtype})
+    lowered = lower_compute(packed, heuristic(name)(packed, platform, depth, dataflow),
+                            platform)
+    assert lowered.counters.slots["ifmap"] >= depth
 
 
 # The mapper test's small platform: tilings that do not fit, that spill, every dataflow.
