@@ -243,8 +243,8 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
             shape = member.op.vector()
             epilogue += _vector_bound(tm * tn, vector.lanes,
                                       getattr(costs, shape.cost_kind), shape.passes)
-        load = a_tile_bytes(op, platform, tm, tk, "bound") + b_tile_bytes(op, platform, tk, tn) \
-            + c_tile_bytes(op, platform, tm, tn) \
+        load = a_tile_bytes(op, platform, tm, tk, "bound") \
+            + b_tile_bytes(op, platform, tk, tn) + c_tile_bytes(op, platform, tm, tn) \
             + epilogue_tile_bytes(op, tuple(fused or ()), platform, tm, tn)
         store = tm * tn * max(acc, out, *(operand_bytes(m.op, platform)[0]
                                           for m in fused or ()))

@@ -67,7 +67,8 @@ def test_offchip_bytes_of_packed_activations_are_exact(dtype):
     bf16 = op.model_copy(update={"dtype": "bf16"})
     # n in one tile: each A tile moves once; tk a multiple of the MX block
     tiling = Tiling(16, n, 32, "mnk", "os", 2)
-    packed, wide = lower_compute(op, tiling, platform), lower_compute(bf16, tiling, platform)
+    packed = lower_compute(op, tiling, platform)
+    wide = lower_compute(bf16, tiling, platform)
     expected = _exact_a_bytes(dtype, m, k)
     assert packed.counters.offchip_read["a"] == expected
     assert packed.counters.compulsory["a"] == expected

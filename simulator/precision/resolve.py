@@ -6,9 +6,9 @@ quality. A pure function: the simulator core runs the returned workload unchange
 Per operator, roles resolve in the order weight, activation, kv: the first format of a
 role's chain the platform supports (an input dtype of its array; packed activation
 formats on gemms and convolutions only) and, where the entry sets a guardrail, whose
-emulated GEMM keeps it, with the roles not yet resolved at the operator's own dtypes. A role the entry leaves out keeps
-the operator's dtype (pinned, so that a new activation dtype does not drag the weights
-along). Vector operators and collectives are not array operators and are left as they
+emulated GEMM keeps it, with the roles not yet resolved at the operator's own dtypes.
+A role the entry leaves out keeps the operator's dtype (pinned, so that a new
+activation dtype does not drag the weights along). Vector operators and collectives are not array operators and are left as they
 are; an entry naming one is an error.
 """
 
