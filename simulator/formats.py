@@ -53,7 +53,8 @@ FORMATS: dict[str, Format] = {
     "mxfp8": Format(8, MX_BLOCK, MX_SCALE_BITS), "mxfp6": Format(6, MX_BLOCK, MX_SCALE_BITS),
     "mxfp4": Format(4, MX_BLOCK, MX_SCALE_BITS), "mxint8": Format(8, MX_BLOCK, MX_SCALE_BITS),
 }
-# Formats of whole bytes per element (no packing): what activations may use.
+# Formats of whole bytes per element (no packing): what vector operators and attention
+# activations may use (packed activations: gemm and conv2d only).
 WHOLE_BYTE = {name: f.unit_bytes for name, f in FORMATS.items() if f.unit_elements == 1}
 
 

@@ -165,13 +165,15 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
             continue
         on_array = is_compute(op) or is_attention(op)
         dtype = op.dtype or array.input_dtypes[0]
-        if dtype not in DTYPE_BYTES:
-            raise AccsimError(f"dtype {dtype} is a packed format; activations are modelled "
-                              "in whole-byte formats only (weights and KV may be packed: "
-                              "weight_dtype, kv_dtype)", file=workload_source,
+        if dtype not in DTYPE_BYTES and not is_compute(op):
+            raise AccsimError(f"dtype {dtype} is a packed format; packed activations are "
+                              f"modelled for gemm and conv2d only, a {op.kind} takes "
+                              "whole-byte formats", file=workload_source,
                               field=f"operators.{op.name}.dtype")
-        if on_array and (op.dtype or array.input_dtypes[0]) not in array.input_dtypes:
-            raise AccsimError(f"dtype {op.dtype} is not an input dtype of {platform.name} "
+        if on_array and dtype not in array.input_dtypes:
+            packed = "" if dtype in DTYPE_BYTES else " (a packed format)"
+            raise AccsimError(f"dtype {dtype}{packed} is not an input dtype of "
+                              f"{platform.name} "
                               f"({', '.join(array.input_dtypes)})", file=workload_source,
                               field=f"operators.{op.name}.dtype")
         if is_compute(op):
@@ -271,8 +273,8 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
             shape = member.op.vector()
             epilogue += _vector_bound(tm * tn, vector.lanes,
                                       getattr(costs, shape.cost_kind), shape.passes)
-        load = a_tile_bytes(op, tm, tk, e, "bound") + b_tile_bytes(op, platform, tk, tn) \
-            + c_tile_bytes(op, platform, tm, tn) \
+        load = a_tile_bytes(op, platform, tm, tk, "bound") \
+            + b_tile_bytes(op, platform, tk, tn) + c_tile_bytes(op, platform, tm, tn) \
             + epilogue_tile_bytes(op, tuple(fused or ()), platform, tm, tn)
         store = tm * tn * max(acc, out, *(operand_bytes(m.op, platform)[0]
                                           for m in fused or ()))

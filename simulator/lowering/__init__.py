@@ -21,11 +21,11 @@ from simulator.lowering import steps as kernel
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
 from simulator.lowering.evacuation import evacuation_steps
 from simulator.lowering.stream import GemmStream
-from simulator.mapping.footprint import (array_speed, buffer_fits, epilogue_store_bytes,
-                                         epilogue_table, live_c_tiles, onchip_home,
-                                         operand_bytes, operator_dtype, run_dtype,
-                                         sparsity_mode, tensor_bytes, vector_run_tiles,
-                                         weight_bytes)
+from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_fits,
+                                         epilogue_store_bytes, epilogue_table,
+                                         live_c_tiles, onchip_home, operand_bytes,
+                                         operator_dtype, run_dtype, sparsity_mode,
+                                         tensor_bytes, vector_run_tiles, weight_bytes)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
 from simulator.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
@@ -178,15 +178,16 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     if tiling.dataflow not in array.dataflows:
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
-    e, acc, out = operand_bytes(op, platform)
+    _, acc, out = operand_bytes(op, platform)
     if isinstance(op, Conv2d):
-        a_table = window_table(op, tiling.tm, tiling.tk) * e
+        a_table = activation_bytes(op, platform, window_table(op, tiling.tm, tiling.tk))
         a_elements = window_elements(op, 0, g.m, 0, g.k)
     else:
         nm, nk = ceil_div(g.m, tiling.tm), ceil_div(g.k, tiling.tk)
         sizes_m = np.minimum(tiling.tm, g.m - np.arange(nm) * tiling.tm)
         sizes_k = np.minimum(tiling.tk, g.k - np.arange(nk) * tiling.tk)
-        a_table = np.outer(sizes_m, sizes_k).astype(np.int64) * e
+        a_table = activation_bytes(op, platform,
+                                   np.outer(sizes_m, sizes_k).astype(np.int64))
         a_elements = g.m * g.k
     onchip = onchip_home(platform, *tensor_bytes(op, platform))
     depth = tiling.depth
@@ -235,10 +236,11 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         skew_array_cycles=float(floats[kernel.SKEW]),
         offchip_read=_offchip_read(ints),
         offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
-        compulsory={"a": 0 if onchip else a_elements * e,
+        compulsory={"a": 0 if onchip else int(activation_bytes(op, platform, a_elements)),
                     "b": int(weight_bytes(op, platform, g.k * g.n, offchip=True)),
                     "c": 0 if onchip else _stored_elements(g, fused) * stored},
-        sram_read={"ifmap": int(ints[kernel.A_SRAM_READ_ELEMS]) * e,
+        sram_read={"ifmap": int(activation_bytes(op, platform,
+                                                 int(ints[kernel.A_SRAM_READ_ELEMS]))),
                    "weight": int(weight_bytes(op, platform,
                                               int(ints[kernel.B_SRAM_READ_ELEMS]),
                                               offchip=False)),

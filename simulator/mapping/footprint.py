@@ -29,13 +29,21 @@ def operator_dtype(op, platform: Platform) -> str:
 
 
 def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
-    """Bytes per element of (input operands, accumulators, outputs) for an operator."""
+    """Bytes per element of (input operands, accumulators, outputs) for an operator; a
+    packed input format rounded up to whole bytes (for sizing tiles: byte counts of a
+    gemm's or conv's A operand use `activation_bytes`)."""
     dtype = operator_dtype(op, platform)
+    e = ceil_element_bytes(dtype)
     if not (is_compute(op) or is_attention(op)):  # vector operators: one dtype
-        return DTYPE_BYTES[dtype], DTYPE_BYTES[dtype], DTYPE_BYTES[dtype]
+        return e, e, e
     array = platform.systolic_array
-    return (DTYPE_BYTES[dtype], DTYPE_BYTES[array.accumulator(dtype)],
-            DTYPE_BYTES[array.output_dtype])
+    return (e, DTYPE_BYTES[array.accumulator(dtype)], DTYPE_BYTES[array.output_dtype])
+
+
+def activation_bytes(op, platform: Platform, elements):
+    """Bytes of `elements` activations of an operator's A operand (an int or an int64
+    array, e.g. one entry per tile), packed in its input dtype (simulator.formats)."""
+    return packed_bytes(operator_dtype(op, platform), elements)
 
 
 def weight_dtype(op, platform: Platform) -> str:
@@ -119,16 +127,19 @@ def attention_rows(op) -> int:
 
 
 
-def a_tile_bytes(op, tm, tk, e: int, rule: str):
-    """Bytes of A's largest tile of tm x tk, by one of three rules: `im2col` (the matrix
-    tile: a conv's halo ignored, as the estimates count it), `bound` (an upper bound of
-    a conv's window, `a_tile_bound`: what fit checks over many tilings use), `exact` (a
-    conv's largest window, `mapping.windows`; scalar tilings only)."""
+def a_tile_bytes(op, platform: Platform, tm, tk, rule: str):
+    """Bytes of A's largest tile of tm x tk (`activation_bytes`: packed formats round
+    up to whole units per tile), by one of three rules: `im2col` (the matrix tile: a
+    conv's halo ignored, as the estimates count it), `bound` (an upper bound of a conv's
+    window, `a_tile_bound`: what fit checks over many tilings use), `exact` (a conv's
+    largest window, `mapping.windows`; scalar tilings only)."""
     if rule == "exact" and isinstance(op, Conv2d):
-        return int(window_table(op, tm, tk).max()) * e
-    if rule == "bound":
-        return a_tile_bound(op, tm, tk) * e
-    return tm * tk * e
+        elements = int(window_table(op, tm, tk).max())
+    elif rule == "bound":
+        elements = a_tile_bound(op, tm, tk)
+    else:
+        elements = tm * tk
+    return activation_bytes(op, platform, elements)
 
 
 def b_tile_bytes(op, platform: Platform, tk, tn):
@@ -145,8 +156,7 @@ def operand_fits(op, platform: Platform, tm, tn, tk, depth: int) -> tuple:
     """Whether `depth` tiles of A (its `bound` size), of B and of C fit their buffers
     (tile sizes broadcast: a check over many tilings at once)."""
     buffers = platform.buffers
-    e = operand_bytes(op, platform)[0]
-    return (depth * a_tile_bytes(op, tm, tk, e, "bound") <= buffers.ifmap_bytes,
+    return (depth * a_tile_bytes(op, platform, tm, tk, "bound") <= buffers.ifmap_bytes,
             depth * b_tile_bytes(op, platform, tk, tn) <= buffers.weight_bytes,
             depth * c_tile_bytes(op, platform, tm, tn) <= buffers.output_bytes)
 
@@ -351,7 +361,7 @@ def buffer_fits(op, tiling: Tiling, platform: Platform, *,
     tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
     nm, nn, nk = ceil_div(g.m, tm), ceil_div(g.n, tn), ceil_div(g.k, tk)
     if a_bytes is None:
-        a_bytes = a_tile_bytes(op, tm, tk, e, "exact")
+        a_bytes = a_tile_bytes(op, platform, tm, tk, "exact")
     return [
         BufferFit("A", "ifmap", f"tm {tm} x tk {tk}", a_bytes, nm * nk,
                   buffers.ifmap_bytes, depth),
@@ -379,8 +389,10 @@ def tensor_bytes(op, platform: Platform) -> tuple[int, int]:
         return shape.input_elements * e, shape.output_elements * e
     g = op.gemm()
     if isinstance(op, Conv2d):
-        return op.batch * op.h * op.w * op.cin * e, g.m * g.n * out * g.instances
-    return g.m * g.k * e * g.instances, g.m * g.n * out * g.instances
+        return (activation_bytes(op, platform, op.batch * op.h * op.w * op.cin),
+                g.m * g.n * out * g.instances)
+    return (activation_bytes(op, platform, g.m * g.k) * g.instances,
+            g.m * g.n * out * g.instances)
 
 
 def operator_onchip(op, platform: Platform) -> bool:
@@ -499,15 +511,15 @@ def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
     one entry per element of their broadcast shape, in C order.
     """
     g = op.gemm()
-    e, acc, out = operand_bytes(op, platform)
+    _, acc, out = operand_bytes(op, platform)
     buffers = platform.buffers
     tm, tn, tk, order = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk, order))
     shape = np.broadcast_shapes(tm.shape, tn.shape, tk.shape, order.shape)
     counts = {"m": -(-g.m // tm), "n": -(-g.n // tn), "k": -(-g.k // tk)}
-    a_bytes = (op.batch * op.h * op.w * (op.cin // op.groups) * e
-               if isinstance(op, Conv2d) else g.m * g.k * e)
+    a_bytes = activation_bytes(op, platform, op.batch * op.h * op.w * (op.cin // op.groups)
+                               if isinstance(op, Conv2d) else g.m * g.k)
     onchip = operator_onchip(op, platform)
-    slots = {"a": buffers.ifmap_bytes // a_tile_bytes(op, tm, tk, e, "im2col"),
+    slots = {"a": buffers.ifmap_bytes // a_tile_bytes(op, platform, tm, tk, "im2col"),
              "b": buffers.weight_bytes // b_tile_bytes(op, platform, tk, tn),
              "c": buffers.output_bytes // c_tile_bytes(op, platform, tm, tn)}
 

@@ -4,11 +4,11 @@ operator what was chosen, every format passed over with its reason, and the emul
 quality. A pure function: the simulator core runs the returned workload unchanged.
 
 Per operator, roles resolve in the order weight, activation, kv: the first format of a
-role's chain the platform supports (an input dtype of its array; activations also whole
-bytes) and, where the entry sets a guardrail, whose emulated GEMM keeps it, with the
-roles not yet resolved at the operator's own dtypes. A role the entry leaves out keeps
-the operator's dtype (pinned, so that a new activation dtype does not drag the weights
-along). Vector operators and collectives are not array operators and are left as they
+role's chain the platform supports (an input dtype of its array; packed activation
+formats on gemms and convolutions only) and, where the entry sets a guardrail, whose
+emulated GEMM keeps it, with the roles not yet resolved at the operator's own dtypes.
+A role the entry leaves out keeps the operator's dtype (pinned, so that a new
+activation dtype does not drag the weights along). Vector operators and collectives are not array operators and are left as they
 are; an entry naming one is an error.
 """
 
@@ -95,12 +95,13 @@ class AppliedPlan:
         return [head] + [line for op in self.operators for line in op.lines()]
 
 
-def _unsupported(role: str, dtype: str, platform: Platform) -> str | None:
-    """Why the platform cannot run `dtype` in `role`, or None."""
+def _unsupported(role: str, dtype: str, platform: Platform, op) -> str | None:
+    """Why the platform cannot run `dtype` in `role` of `op`, or None."""
     if dtype not in platform.systolic_array.input_dtypes:
         return f"platform lacks {dtype}"
-    if role == "activation" and dtype not in DTYPE_BYTES:
-        return f"{dtype} is a packed format; activations are whole-byte formats"
+    if role == "activation" and dtype not in DTYPE_BYTES and not is_compute(op):
+        return (f"{dtype} is a packed format; packed activations are modelled for gemm "
+                "and conv2d only")
     return None
 
 
@@ -176,7 +177,7 @@ class _Resolver:
     def _choose(self, op, spec: PrecisionSpec, role: str, chain: list[str],
                 formats: dict[str, str], fallbacks: list[Fallback]) -> str:
         for dtype in chain:
-            reason = _unsupported(role, dtype, self.platform)
+            reason = _unsupported(role, dtype, self.platform, op)
             if reason is None and spec.guardrail is not None:
                 quality, _ = self.emulate(op, spec, {**formats, role: dtype})
                 reason = spec.guardrail.failure(quality.rel_error, quality.sqnr_db)

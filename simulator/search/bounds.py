@@ -17,11 +17,11 @@ import numpy as np
 
 from simulator.config import Platform
 from simulator.energy import static_power_w
-from simulator.mapping.footprint import (EFFECTIVE_ORDER, a_tile_bytes, array_busy_cycles,
-                                         array_speed, b_tile_bytes, c_tile_bytes,
-                                         inside_product, loop_tables_index, operand_bytes,
-                                         operator_dtype, operator_onchip, sparse_speedup,
-                                         vector_tile_split, weight_bytes)
+from simulator.mapping.footprint import (EFFECTIVE_ORDER, a_tile_bytes, activation_bytes,
+                                         array_busy_cycles, array_speed, b_tile_bytes,
+                                         c_tile_bytes, inside_product, loop_tables_index,
+                                         operand_bytes, operator_dtype, operator_onchip,
+                                         sparse_speedup, vector_tile_split, weight_bytes)
 from simulator.mapping.heuristics import (check_candidates, coarse_candidates,
                                           dim_candidates, divisors)
 from simulator.mapping.plan import LOOP_ORDERS, Tiling
@@ -98,7 +98,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     broadcast, so each is computed on its own axes."""
     array = platform.systolic_array
     g = op.gemm()
-    e, acc, out = operand_bytes(op, platform)
+    _, acc, out = operand_bytes(op, platform)
     units = (array.rows, array.cols)
     dataflows = array.dataflows
     sizes = coarse_candidates if coarse else dim_candidates
@@ -117,23 +117,26 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     # one middle tile's window (a_low; counted only where the bound a_bytes leaves the
     # depth open) and a_bytes (mapping.a_tile_bound); the exact largest window is
     # counted only where those two disagree on the depth that fits.
-    a_bytes = np.broadcast_to(a_tile_bytes(op, tm, tk, e, "bound"),
+    a_bytes = np.broadcast_to(a_tile_bytes(op, platform, tm, tk, "bound"),
                               (len(vm), 1, len(vk))).copy()
     a_low = np.zeros_like(a_bytes) if isinstance(op, Conv2d) else a_bytes.copy()
-    a_compulsory = (window_elements(op, 0, g.m, 0, g.k) if isinstance(op, Conv2d)
-                    else g.m * g.k) * e
+    a_elements = window_elements(op, 0, g.m, 0, g.k) if isinstance(op, Conv2d) \
+        else g.m * g.k
+    a_compulsory = activation_bytes(op, platform, a_elements)
     if isinstance(op, Conv2d):
         unsure = buffers.ifmap_bytes // a_bytes < MAX_DEPTH
         for i, _, j in zip(*np.nonzero(unsure)):
             rows, cols = int(vm[i]), int(vk[j])
             m0 = (ceil_div(g.m, rows) // 2) * rows
-            a_low[i, 0, j] = window_elements(op, m0, min(g.m, m0 + rows), 0, cols) * e
+            a_low[i, 0, j] = activation_bytes(op, platform, window_elements(
+                op, m0, min(g.m, m0 + rows), 0, cols))
         undecided = unsure & (np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH)
                               != np.minimum(buffers.ifmap_bytes // np.maximum(a_low, 1),
                                             MAX_DEPTH))
         for i in np.flatnonzero(undecided.any(axis=(1, 2))):
             js = np.flatnonzero(undecided[i, 0])
-            a_bytes[i, 0, js] = a_low[i, 0, js] = window_maxima(op, int(vm[i]), vk[js]) * e
+            a_bytes[i, 0, js] = a_low[i, 0, js] = activation_bytes(
+                op, platform, window_maxima(op, int(vm[i]), vk[js]))
     b_slots = buffers.weight_bytes // b_tile_bytes(op, platform, tk, tn)
     c_slots = buffers.output_bytes // c_tile_bytes(op, platform, tm, tn)
     max_depth = np.minimum(np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH),
@@ -154,9 +157,9 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
         return np.where((counts[reuse] == 1) | (inside(reuse, own) <= slots[..., None]), 1,
                         counts[reuse])
 
-    a_mean = np.maximum(a_low, -(-a_compulsory // (cm * ck * e)) * e)
-    a_moves = (a_compulsory if isinstance(op, Conv2d) else g.m * g.k * e) * \
-        fetches("n", "mk", buffers.ifmap_bytes // a_mean)
+    # A's mean tile, whole elements rounded up, packed: no larger than its largest
+    a_mean = np.maximum(a_low, activation_bytes(op, platform, -(-a_elements // (cm * ck))))
+    a_moves = a_compulsory * fetches("n", "mk", buffers.ifmap_bytes // a_mean)
     # B: its packed (compressed) tensor per fetch, a lower bound of its packed tiles
     b_moves = weight_bytes(op, platform, g.k * g.n, offchip=True) * \
         fetches("m", "kn", b_slots)
@@ -168,7 +171,8 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     # then the last store's latency.
     memory = memory_params(platform)
     bpc, access = memory.bytes_per_cycle, memory.access_cycles
-    a0 = 0 if onchip or isinstance(op, Conv2d) else tm * tk * e  # conv: 0, a bound
+    a0 = 0 if onchip or isinstance(op, Conv2d) else \
+        activation_bytes(op, platform, tm * tk)  # conv: 0, a bound
     head = 1 + _service(a0 + weight_bytes(op, platform, tk * tn, offchip=True), bpc) + access
     ms_last, ns_last = g.m - (cm - 1) * tm, g.n - (cn - 1) * tn
     epilogue, passes = 0, 0
@@ -199,8 +203,8 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
             a_reads, b_reads = g.m * g.k * _fold_sum(g.n, tn, array.cols), g.k * g.n * cm
         else:
             a_reads, b_reads = g.m * g.k * cn, g.k * g.n * _fold_sum(g.m, tm, array.cols)
-        reads.append(np.broadcast_to(a_reads * e + weight_bytes(op, platform, b_reads,
-                                                                offchip=False),
+        reads.append(np.broadcast_to(activation_bytes(op, platform, a_reads)
+                                     + weight_bytes(op, platform, b_reads, offchip=False),
                                      max_depth.shape))
     c_traffic = g.m * g.n * acc * ck
     table = platform.energy
