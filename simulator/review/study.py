@@ -241,6 +241,20 @@ class Rollback(Strict):
     platforms: list[str] = Field(default=[], description="default: every platform")
 
 
+class AssumptionsUnderReview(Strict):
+    """The "Assumptions and sensitivity" section (DESIGN.md section 16): the tornado of
+    the headline metric for one workload (or model) on each platform, and whether the
+    ranking and the SLA verdict hold across the platforms' assumed ranges."""
+
+    metric: Literal["time_s", "cycles", "energy_j", "edp_js"] = Field(
+        default="time_s", description="the headline metric (time_s: the latency the "
+        "SLA's latency and throughput targets judge)")
+    workload: str | None = Field(default=None, min_length=1, description="a workload "
+                                 "or model label in scope (default: the first)")
+    fields: list[str] = Field(default=[], description="only these assumed fields "
+                              "(default: every assumed field of each platform)")
+
+
 class Study(Strict):
     """One review study, loaded from STUDY.yaml."""
 
@@ -257,6 +271,7 @@ class Study(Strict):
     precision_changes: list[PrecisionChange] = []
     risks: list[Risk] = []
     rollback: Rollback | None = None
+    assumptions: AssumptionsUnderReview | None = None
 
     @model_validator(mode="after")
     def _owners_named(self) -> Study:
@@ -313,6 +328,9 @@ def _variant(entry: PlatformVariant, study: Source, field: str) -> Platform:
     """The base platform with the variant's fields set; errors name the study field."""
     base, _ = load_model(_find(entry.base, "platform", study, f"{field}.base"), Platform)
     raw = base.model_dump(mode="json")
+    # the base's provenance, less the fields the variant sets (what-ifs, not sourced)
+    raw["provenance"] = {path: item.dump() for path, item in base.provenance.items()
+                         if path not in entry.set}
     for key, value in entry.set.items():
         node, parts = raw, key.split(".")
         for part in parts[:-1]:
@@ -360,10 +378,12 @@ def write_variants(resolved: ResolvedStudy, out: OutputFolder, folder: str
             platforms.append(loaded)
             continue
         file = f"{folder}/{re.sub(r'[^A-Za-z0-9_-]+', '_', loaded.label)}.yaml"
+        raw = loaded.model.model_dump(mode="json")
+        raw["provenance"] = {path: item.dump()
+                             for path, item in loaded.model.provenance.items()}
         data = out.write(file, "# What-if variant written by `accsim review` from "
                          f"{json.dumps(resolved.source.path)}; do not edit.\n"
-                         + yaml.safe_dump(loaded.model.model_dump(mode="json"),
-                                          sort_keys=False))
+                         + yaml.safe_dump(raw, sort_keys=False))
         platforms.append(Loaded(loaded.label, loaded.model,
                                 decode_text(data, file=out.shown(file))))
     return replace(resolved, platforms=platforms)
@@ -412,6 +432,15 @@ def _check_names(study: Study, workloads: list[Loaded], file: str) -> None:
                                   file=file, field=f"{field}.{name}")
 
 
+def _check_assumptions(study: Study, workloads: list[Loaded], file: str) -> None:
+    """The section's workload must be in scope."""
+    chosen = study.assumptions.workload if study.assumptions else None
+    labels = [w.label for w in workloads] + [m.label for m in study.scope.models]
+    if chosen is not None and chosen not in labels:
+        raise AccsimError(f"{chosen!r} is no workload or model in scope "
+                          f"({', '.join(labels)})", file=file, field="assumptions.workload")
+
+
 def load_study(path: str) -> ResolvedStudy:
     """Read, validate and resolve a study; every error names the study file and field."""
     source = read_source(path)
@@ -453,5 +482,6 @@ def load_study(path: str) -> ResolvedStudy:
                                   f"({', '.join(labels)})", file=source.path,
                                   field=f"rollback.platforms[{index}]")
     _check_names(study, workloads, source.path)
+    _check_assumptions(study, workloads, source.path)
     sweep = None if study.scope.sweep is None else _sweep(study.scope.sweep, source)
     return ResolvedStudy(study, source, platforms, workloads, mappings, sweep)

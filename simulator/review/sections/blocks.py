@@ -29,6 +29,7 @@ TITLES = {
     "efficiency": "Performance per watt and per mm^2",
     "fit": "Workload fit matrix",
     "sweep": "Design-space sweep",
+    "assumptions": "Assumptions and sensitivity",
     "precision": "Precision changes",
     "risks": "Risks and owners",
     "rollback": "Rollback trigger",
@@ -45,6 +46,9 @@ class Context:
     models: list[tuple[ModelUnderReview, object]]  # (model, study.Loaded)
     serving: list[ServingRecord] | NotEvaluated
     sweep: SweepRecord | NotEvaluated
+    # review.assumptions.AssumptionsRecord where the study asks for it
+    assumptions: object = NotEvaluated("the study asks for no sensitivity study "
+                                       "(assumptions:)")
 
 
 # --- building blocks (plain dicts: packet.json holds them as they are) ---
