@@ -188,13 +188,36 @@ def test_a_study_without_assumptions_says_not_evaluated(tmp_path):
     assert "assumptions" not in [r["kind"] for r in packet["results"]]
 
 
-def test_an_unknown_workload_is_one_clear_error(tmp_path, capsys):
+@pytest.mark.parametrize("given, expected", [
+    ("{{workload: nope}}", "assumptions.workload: 'nope' is no workload"),
+    ("{{fields: [dma.setup_cycles, offchip.bandwidth_gbps]}}",
+     "assumptions.fields[1]: 'offchip.bandwidth_gbps' is assumed by no platform"),
+    ("{{metric: watts}}", "assumptions.metric"),
+])
+def test_a_bad_assumptions_entry_is_one_clear_error(tmp_path, capsys, given, expected):
     study = tmp_path / "study.yaml"
-    study.write_text(STUDY.replace("assumptions: {{}}", "assumptions: {{workload: nope}}")
+    study.write_text(STUDY.replace("assumptions: {{}}", f"assumptions: {given}")
                      .replace("[A.yaml, B.yaml]", "[tpu_v1]").replace("baseline: A",
                                                                    "baseline: tpu_v1")
                      .replace("[stream.yaml]", "[gemm_4096]").format(limit=5))
     assert main(["review", str(study), "--out", str(tmp_path / "p")]) == 1
     err = capsys.readouterr().err
-    assert f"{study}: assumptions.workload: 'nope' is no workload" in err
-    assert "Traceback" not in err
+    assert f"{study}: {expected}" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p" / "results").exists()
+
+
+def test_fields_bound_the_perturbations(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY.replace("assumptions: {{}}",
+                                   "assumptions: {{fields: [offchip.efficiency]}}")
+                     .replace("  serving: {{rate_per_s: 20, requests: 30}}\n", "")
+                     .replace("[A.yaml, B.yaml]", "[tpu_v1, tpu_v5e_like]")
+                     .replace("baseline: A", "baseline: tpu_v1")
+                     .replace("[stream.yaml]", "[gemm_4096]").format(limit=5))
+    assert main(["review", str(study), "--out", str(tmp_path / "p"), "--no-cache"]) == 0
+    packet = json.loads((tmp_path / "p" / "packet.json").read_text())
+    tables = {t["id"]: t for t in _section(packet)["tables"]}
+    assert [row[:2] for row in tables["tornado"]["rows"]] == [
+        ["tpu_v1", "offchip.efficiency"], ["tpu_v5e_like", "offchip.efficiency"]]
+    assert len(tables["assumed"]["rows"]) > 2  # every assumed value is still listed

@@ -432,13 +432,22 @@ def _check_names(study: Study, workloads: list[Loaded], file: str) -> None:
                                   file=file, field=f"{field}.{name}")
 
 
-def _check_assumptions(study: Study, workloads: list[Loaded], file: str) -> None:
-    """The section's workload must be in scope."""
-    chosen = study.assumptions.workload if study.assumptions else None
+def _check_assumptions(study: Study, platforms: list[Loaded], workloads: list[Loaded],
+                       file: str) -> None:
+    """The section's workload must be in scope, and each field it names assumed by a
+    platform in scope."""
+    if study.assumptions is None:
+        return
+    chosen = study.assumptions.workload
     labels = [w.label for w in workloads] + [m.label for m in study.scope.models]
     if chosen is not None and chosen not in labels:
         raise AccsimError(f"{chosen!r} is no workload or model in scope "
                           f"({', '.join(labels)})", file=file, field="assumptions.workload")
+    for index, name in enumerate(study.assumptions.fields):
+        if not any(name in p.model.provenance and p.model.provenance[name].kind ==
+                   "assumed" for p in platforms):
+            raise AccsimError(f"{name!r} is assumed by no platform in scope",
+                              file=file, field=f"assumptions.fields[{index}]")
 
 
 def load_study(path: str) -> ResolvedStudy:
@@ -482,6 +491,6 @@ def load_study(path: str) -> ResolvedStudy:
                                   f"({', '.join(labels)})", file=source.path,
                                   field=f"rollback.platforms[{index}]")
     _check_names(study, workloads, source.path)
-    _check_assumptions(study, workloads, source.path)
+    _check_assumptions(study, platforms, workloads, source.path)
     sweep = None if study.scope.sweep is None else _sweep(study.scope.sweep, source)
     return ResolvedStudy(study, source, platforms, workloads, mappings, sweep)
