@@ -119,7 +119,10 @@ class Evaluator:
             if values else platform
 
     def __call__(self, values: dict[str, float]) -> float:
-        candidate = self.platform(values)
+        return self.measured(self.platform(values))
+
+    def measured(self, candidate: Platform) -> float:
+        """The metric of one platform, each distinct one run once."""
         key = json.dumps(candidate.model_dump(mode="json"), sort_keys=True)
         if key not in self.runs:
             self.runs[key] = self.measure(simulate(Inputs(
@@ -199,7 +202,8 @@ def robust_ranking(every: list[Inputs], labels: list[str], metric: str = "time_s
         chosen = (fields or {}).get(evaluate.label)
         if assumed_ranges(evaluate.inputs.platform) and chosen != []:
             study = sensitivity(evaluate.inputs, metric, engine=engine, fields=chosen,
-                                progress=progress, budget=budget)
+                                progress=progress, budget=budget,
+                                measured=evaluate.measured)
         else:  # nothing assumed: the platform's figure is fixed
             study = Sensitivity(metric, METRICS[metric][0], evaluate({}), [])
         found.append(corners(evaluate, study))
