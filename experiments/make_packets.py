@@ -7,7 +7,9 @@ HBM3 what-if (the decode step misses its latency SLA on both, a precision change
 a guardrail is flagged, and the serving sections wait for the serving simulator: not
 evaluated, with the reason), and for ResNet-50 on the edge array with a design-space
 sweep of its array size and DRAM bandwidth (the latency-power Pareto front; the sweep's
-store is kept in the run cache, so a rerun simulates nothing). Packets go to
+store is kept in the run cache, so a rerun simulates nothing), and for Llama-3.1-8B
+decode in bf16 against int8 weights and an fp8 KV cache (precision variants simulated
+against the baseline, with their fallbacks and emulated error). Packets go to
 experiments/packets/STUDY/ (not checked in: result files record this machine's paths);
 open its index.html.
 

@@ -10,7 +10,9 @@ A page carries a checked example as an HTML comment right before a fenced block:
 The block is (an excerpt of) what the command prints: every line of it must be a line
 of the command's output, in order, blank lines and `...` lines skipped. A marker
 without a command (`<!-- accsim-example -->`) takes its commands from the block's own
-`$ accsim ...` lines, each followed by its output. Lines are compared with runs of
+`$ accsim ...` lines, each followed by its output. Commands run 400 columns wide (every
+table in one piece, as with --wide) unless the marker names a width:
+`<!-- accsim-example columns=80: accsim compare ... -->`. Lines are compared with runs of
 spaces and table rules collapsed (a terminal's width changes padding, not figures);
 wall-clock figures (a number before `s wall` or a rate `/s` on a line that says
 `wall`) are not compared, since no rerun reproduces them.
@@ -23,7 +25,7 @@ paths resolve and whatever a command writes stays in the scratch folder.
 Run: `python experiments/readme_numbers.py` rewrites every line whose figures moved
 (the line with the same words in the fresh output replaces it); `--check` changes no
 file and exits 1 listing each mismatch as FILE:LINE. Default pages: README.md and
-docs/*.md; or name the files.
+docs/**/*.md; or name the files.
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MARKER = re.compile(r"^\s*<!--\s*accsim-example\s*(?::\s*(?P<command>.*?))?\s*-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*accsim-example(?:\s+columns=(?P<columns>\d+))?\s*"
+                    r"(?::\s*(?P<command>.*?))?\s*-->\s*$")
+# The terminal width an example runs at unless its marker names one (`columns=80`).
+COLUMNS = 400
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)")
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 # Table rules and cell separators rich draws; padding around them varies with width.
@@ -62,6 +67,7 @@ class Run:
     argv: list[str]
     line: int                   # 1-based, of the marker or the prompt
     indent: str = ""            # the block's (a fence inside a list item is indented)
+    columns: int = COLUMNS      # the terminal width it runs at
     expected: list[tuple[int, str]] = field(default_factory=list)  # (line index, text)
 
 
@@ -118,9 +124,10 @@ def examples(path: Path, lines: list[str]) -> list[Run]:
         if end == len(lines):
             raise ExampleError(f"{path}:{start + 1}: the fenced block is never closed")
         page_runs = []
+        columns = int(marker["columns"] or COLUMNS)
         if marker["command"]:
             page_runs.append(Run(command_argv(marker["command"], where), index + 1,
-                                 indent))
+                                 indent, columns))
         for at in range(start + 1, end):
             text = lines[at][len(indent):] if lines[at].startswith(indent) else \
                 lines[at]
@@ -128,7 +135,7 @@ def examples(path: Path, lines: list[str]) -> list[Run]:
                 if marker["command"]:
                     continue  # the marker's command, echoed in the block
                 page_runs.append(Run(command_argv(text[len(PROMPT):], f"{path}:{at + 1}"),
-                                     at + 1, indent))
+                                     at + 1, indent, columns))
             elif text.strip() and text.strip() != "..." and page_runs:
                 page_runs[-1].expected.append((at, text))
             elif text.strip() and not page_runs:
@@ -150,9 +157,11 @@ def shape(text: str) -> str:
     return NUMBER.sub("#", normal(text))
 
 
-def output(argv: list[str], scratch: Path, timeout_s: int) -> list[str]:
-    """What `accsim ARGV` prints (stdout then stderr), run in the scratch folder."""
-    env = {**os.environ, "COLUMNS": "400", "NO_COLOR": "1", "TERM": "dumb"}
+def output(argv: list[str], scratch: Path, timeout_s: int,
+           columns: int = COLUMNS) -> list[str]:
+    """What `accsim ARGV` prints (stdout then stderr), run in the scratch folder at
+    `columns` wide."""
+    env = {**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1", "TERM": "dumb"}
     try:
         done = subprocess.run([sys.executable, "-m", "simulator.cli", *argv], cwd=scratch,
                               capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -199,7 +208,8 @@ def check_page(path: Path, *, update: bool, timeout_s: int) -> list[Mismatch]:
     with tempfile.TemporaryDirectory(prefix="accsim-readme-") as scratch:
         folder = scratch_folder(Path(scratch))
         for run in runs:
-            for at, mismatch in compare(path, run, output(run.argv, folder, timeout_s)):
+            for at, mismatch in compare(path, run, output(run.argv, folder, timeout_s,
+                                                      run.columns)):
                 if update and mismatch.printed is not None:
                     lines[at] = run.indent + mismatch.printed + "\n"
                 else:
@@ -212,13 +222,13 @@ def check_page(path: Path, *, update: bool, timeout_s: int) -> list[Mismatch]:
 def pages(named: list[str]) -> list[Path]:
     if named:
         return [Path(p) for p in named]
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pages", nargs="*", help="markdown files (default: README.md "
-                        "and docs/*.md)")
+                        "and docs/**/*.md)")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 "
                         "listing every quoted line the commands no longer print")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_S, metavar="S",

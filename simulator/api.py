@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import html
+import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +56,7 @@ from simulator.simulate import RunResult
 from simulator.simulate import simulate as simulate_inputs
 from simulator.system.command import check_fit
 from simulator.system.plan import SystemPlan
+from simulator.terminal import plain
 from simulator.workload import Workload
 from simulator.anchors import relocated
 from simulator.outputs import write_file
@@ -184,6 +187,7 @@ class Result:
 
     @property
     def operators_count(self) -> int:
+        """How many operators the run simulated."""
         return len(self.run.operators)
 
     def summary(self) -> dict:
@@ -244,6 +248,21 @@ def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
     return Result(simulate_inputs(inputs, engine=engine), llm, fit)
 
 
+def platform_labels(names: list[str], given: list[str]) -> list[str]:
+    """A distinct label per compared platform: its name, or where names clash (a copied
+    file, say) the name with the file stem (or the path as given), with a warning."""
+    clashing = {name for name, count in Counter(names).items() if count > 1}
+    labels = [f"{name} ({Path(arg).stem})" if name in clashing else name
+              for name, arg in zip(names, given)]
+    if len(set(labels)) < len(labels):
+        labels = [f"{name} ({arg})" if name in clashing else name
+                  for name, arg in zip(names, given)]
+    for name in sorted(clashing):
+        print(f"accsim: warning: several platforms are named {plain(name)!r}; labelled "
+              "by file", file=sys.stderr)
+    return labels
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One workload on several platforms; `labels` name them (the platforms' names,
@@ -283,6 +302,7 @@ class Comparison:
                                    indent=1) + "\n")
 
     def to_pandas(self):
+        """A DataFrame of rows() (needs the `pandas` extra)."""
         return _pandas().DataFrame(self.rows())
 
     def _repr_html_(self) -> str:
@@ -300,7 +320,9 @@ def compare(platforms: list, workload: str | Path | Workload | LlmStep = DEFAULT
             for inputs, llm in every]
     results = [Result(simulate_inputs(inputs, engine=engine), llm, fit)
                for (inputs, llm), fit in zip(every, fits)]
-    return Comparison(results, [r.run.platform.name for r in results])
+    given = [str(p) if isinstance(p, (str, Path)) else p.name for p in platforms]
+    return Comparison(results, platform_labels([r.run.platform.name for r in results],
+                                               given))
 
 
 @dataclass(frozen=True)
@@ -315,9 +337,11 @@ class ServeReport:
                                    indent=1) + "\n")
 
     def rows(self) -> list[dict]:
+        """One row: the document's headline figures (its numbers and strings)."""
         return [{k: v for k, v in self.result.items() if isinstance(v, (int, float, str))}]
 
     def to_pandas(self):
+        """A DataFrame of rows() (needs the `pandas` extra)."""
         return _pandas().DataFrame(self.rows())
 
     def _repr_html_(self) -> str:
@@ -342,6 +366,7 @@ class SweepReport:
     rows: list[dict]
 
     def to_pandas(self):
+        """A DataFrame of the rows (needs the `pandas` extra)."""
         return _pandas().DataFrame(self.rows)
 
     def _repr_html_(self) -> str:

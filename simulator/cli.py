@@ -49,6 +49,9 @@ VERBS = {
                   "to measured operator times (bounded least squares, k-fold "
                   "cross-validated); write the calibrated platform"),
     "schema": ("simulator.commands.schema", "print the JSON Schema of an input kind"),
+    "export": ("simulator.export.command", "pre-silicon profiles for other tools: Vidur "
+               "profiling CSVs, a Chakra execution trace (ASTRA-sim), LLMServingSim "
+               "performance tables"),
     "import": ("simulator.frontends.command", "read a model or trace in another format and "
                "write accsim workload YAML"),
 }

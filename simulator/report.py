@@ -19,6 +19,7 @@ from simulator.metrics import OPTIONAL_TERMS, OperatorResult, Totals, dominant_b
 from simulator.results import (CapacityRecord, LlmFigures, PrecisionRecord,
                                RunResultFile)
 from simulator.simulate import RunResult, manifest
+from simulator.terminal import Grouped
 
 # (header, Totals-derived key, format) of the percentage columns shared by both tables.
 PERCENT_COLUMNS = [
@@ -49,6 +50,15 @@ def percent_columns(result: RunResult) -> list[tuple[str, str]]:
     its workload has."""
     d = result.total.derived(result.platform)
     return PERCENT_COLUMNS + [(h, key) for h, key in OPTIONAL_COLUMNS if key in d]
+
+
+def column_groups(result: RunResult) -> tuple[tuple[str, ...], ...]:
+    """The runs of columns the operator and layer_type tables keep together when they
+    are split to fit the terminal (simulator.terminal): time, percentages, traffic and
+    energy."""
+    return (("runs", "cycles", "us"), ("ops", "share%", "cycles", "us"),
+            tuple(f"{h}%" for h, _ in percent_columns(result)),
+            ("MB", "refetch", "uJ", "bottleneck"))
 
 
 def legend(result: RunResult) -> str:
@@ -199,12 +209,13 @@ def _measured_line(result: RunResult) -> list[str]:
 def print_report(result: RunResult, console: Console) -> None:
     """Both tables (and the measured one, where operators carry measurements), the
     legend and the summary."""
-    console.print(operator_table(result))
+    groups = column_groups(result)
+    console.print(Grouped(operator_table(result), key=2, groups=groups))
     console.print()
     if measured_s(result):
-        console.print(measured_table(result))
+        console.print(Grouped(measured_table(result), key=2))
         console.print()
-    console.print(layer_type_table(result))
+    console.print(Grouped(layer_type_table(result), key=1, groups=groups))
     console.print(legend(result))
     console.print()
     for line in summary_lines(result):
@@ -316,6 +327,11 @@ def _ratio(value: float, base: float) -> str:
     """value / base to two places; "-" against a zero base (a platform with no energy
     figures, say)."""
     return f"{value / base:.2f}" if base else "-"
+
+
+# The runs of compare_table's columns kept together when it is split to fit.
+COMPARE_GROUPS = (("latency ms", "x", "throughput /s"), ("MFU%", "stall%"),
+                  ("energy mJ", "x", "avg W"), ("TFLOP/J", "x", "bottleneck"))
 
 
 def compare_table(results: list[RunResult], labels: list[str] | None = None) -> Table:

@@ -1,17 +1,33 @@
-"""Text from input files on its way to the terminal (DESIGN.md section 7): control
-characters shown as escapes, never sent, and rich markup shown, never interpreted.
+"""Text on its way to the terminal (DESIGN.md section 7): control characters shown as
+escapes, never sent; rich markup shown, never interpreted; and tables that fit the
+terminal's width without cutting a cell.
 
 Every command's tables and messages pass input-derived text through `plain` (for print)
 or print on a `console()` (rich with markup off), so a name like `[/]` or one holding an
 escape sequence is displayed as written.
+
+Width (the one place that decides it): the console is as wide as the terminal, or
+COLUMNS when set; output that is not a terminal (a pipe, a file) without COLUMNS has
+no width, so its tables are printed whole (one line per row for grep and diff), as with
+`wide`. A table wider than that is printed as several narrower tables, each
+repeating the table's key columns (operator, platform, ...) and carrying whole column
+groups where they fit; `wide=True` (`--wide`) prints it in one table. A table never
+shrinks below its natural width: a part that cannot fit (long names) is printed wider
+than the terminal rather than with a cut or ellipsised cell. Lines of text are not
+wrapped here (the terminal folds them; a pipe keeps one line per line).
 """
 
 from __future__ import annotations
 
+import argparse
+import copy
+import os
 import unicodedata
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 
 def plain(text: str) -> str:
@@ -27,9 +43,129 @@ def markup_safe(text: str) -> str:
     return escape(plain(text))
 
 
-def console(*, stderr: bool = False, min_width: int | None = None) -> Console:
-    """A rich console for reports: markup and highlighting off, so table cells and
-    titles built from input text are printed as they are; at least `min_width` wide
-    when given (wide tables do not wrap in a narrow terminal or a pipe)."""
-    width = None if min_width is None else max(Console().width, min_width)
-    return Console(stderr=stderr, width=width, markup=False, highlight=False)
+@dataclass(frozen=True)
+class Grouped:
+    """A table with how it splits: its first `key` columns repeat in every part, and
+    each tuple of `groups` names a run of adjacent headers that stay together where
+    they fit (any other column is a group of its own)."""
+
+    table: Table
+    key: int = 1
+    groups: tuple[tuple[str, ...], ...] = ()
+
+
+def add_wide(parser: argparse.ArgumentParser) -> None:
+    """--wide, for every command that prints tables."""
+    parser.add_argument("--wide", action="store_true", help="print each table in one "
+                        "piece, however wide (default: a table wider than the terminal, "
+                        "or than COLUMNS where set, is printed as several, each "
+                        "repeating its key columns; a pipe or file without COLUMNS "
+                        "gets whole tables)")
+
+
+class FittingConsole(Console):
+    """A rich console whose tables fit its width (module docstring)."""
+
+    def __init__(self, *, wide: bool = False, **options) -> None:
+        super().__init__(**options)
+        self.wide = wide
+
+    def print(self, *objects, **options) -> None:
+        if not any(isinstance(o, (Table, Grouped)) for o in objects):
+            super().print(*objects, **options)
+            return
+        for each in objects:
+            shown = each if isinstance(each, Grouped) else \
+                Grouped(each) if isinstance(each, Table) else None
+            if shown is None:
+                super().print(each, **options)
+                continue
+            for number, part in enumerate(table_parts(shown, self.width, self.measured,
+                                                      wide=self.wide)):
+                if number:
+                    super().print()
+                self._print_whole(part, **options)
+
+    def measured(self, table: Table) -> int:
+        """The table's natural width: every cell and heading on one line (an
+        expanding table measured as if it did not expand)."""
+        natural = copy.copy(table)
+        natural.expand = False
+        return self.measure(natural, options=self.options.update(width=10 ** 6)).maximum
+
+    def _print_whole(self, table: Table, **options) -> None:
+        """`table` at its natural width even where that is wider than the console."""
+        width = self.width
+        self.width = max(width, self.measured(table))
+        try:
+            super().print(table, **options)
+        finally:
+            self.width = width
+
+
+def table_parts(shown: Grouped, width: int, measured, *, wide: bool = False) \
+        -> list[Table]:
+    """The tables `shown` prints as at `width` columns (`measured(table)` its natural
+    width): itself where it fits or `wide`, else its column groups packed in order into
+    as few parts as fit, each with the key columns first."""
+    table = shown.table
+    if wide or measured(table) <= width or len(table.columns) <= shown.key:
+        return [table]
+    key = list(range(shown.key))
+    parts, current = [], []
+    for group in _groups(shown):
+        for chunk in [group] if measured(_part(table, key + group)) <= width else \
+                [[index] for index in group]:
+            if current and measured(_part(table, key + current + chunk)) > width:
+                parts.append(current)
+                current = []
+            current += chunk
+    parts.append(current)
+    return [_part(table, key + columns, first=number == 0,
+                  last=number == len(parts) - 1) for number, columns in enumerate(parts)]
+
+
+def _groups(shown: Grouped) -> list[list[int]]:
+    """The non-key columns' indices in groups, in column order: a run of columns whose
+    headers are one of `shown.groups` is one group, any other column one of its own."""
+    headers = [str(column.header) for column in shown.table.columns]
+    groups: list[list[int]] = []
+    index = shown.key
+    while index < len(headers):
+        size = next((len(group) for group in shown.groups
+                     if tuple(headers[index:index + len(group)]) == tuple(group)), 1)
+        groups.append(list(range(index, index + size)))
+        index += size
+    return groups
+
+
+def _part(table: Table, columns: list[int], *, first: bool = True,
+          last: bool = True) -> Table:
+    """A table of some of `table`'s columns, its rows' styles and sections kept; the
+    title only on the first part, the caption on the last."""
+    part = copy.copy(table)
+    part.title = table.title if first else None
+    part.caption = table.caption if last else None
+    part.columns = []
+    part.rows = []
+    for index in columns:
+        column = table.columns[index].copy()
+        column._index = len(part.columns)
+        part.columns.append(column)
+    cells = [list(table.columns[index].cells) for index in columns]
+    for number, row in enumerate(table.rows):
+        part.add_row(*(column[number] for column in cells), style=row.style,
+                     end_section=row.end_section)
+    return part
+
+
+def console(*, stderr: bool = False, wide: bool = False) -> FittingConsole:
+    """A console for reports: markup and highlighting off, so table cells and titles
+    built from input text are printed as they are; tables fit its width unless `wide`;
+    a line of text is printed whole (soft-wrapped: the terminal folds it, a pipe or
+    a file gets it on one line)."""
+    shown = FittingConsole(wide=wide, stderr=stderr, markup=False, highlight=False,
+                           soft_wrap=True)
+    shown.wide = wide or not (shown.is_terminal or
+                              os.environ.get("COLUMNS", "").strip().isdigit())
+    return shown

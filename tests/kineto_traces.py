@@ -5,6 +5,8 @@ runtime events inside them, and kernels on a device stream sharing the correlati
 from __future__ import annotations
 
 import contextlib
+import json
+import sys
 
 
 class TraceWriter:
@@ -135,3 +137,11 @@ def unmodelled_trace(**writer) -> dict:
     t.leaf("aten::pow", [[64, 128], [], [3]], ["", "2", ""], kernel_us=2.0)
     t.leaf("aten::mul", [[64, 128], []], ["", "0.5"], kernel_us=2.0)
     return t.trace()
+
+
+if __name__ == "__main__":
+    # The shipped example workloads/examples/decoder_trace.json (SOURCE.md beside it):
+    # `python tests/kineto_traces.py workloads/examples/decoder_trace.json`.
+    with open(sys.argv[1], "w", encoding="utf-8") as out:
+        json.dump(transformer_trace()[0], out, indent=1)
+        out.write("\n")

@@ -9,6 +9,7 @@ that does not exist.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import onnx
@@ -213,3 +214,10 @@ def graph_macs(model: onnx.ModelProto) -> int:
             trans = any(attr.name == "transA" and attr.i for attr in node.attribute)
             total += out * (a[0] if trans else a[1])
     return total
+
+
+if __name__ == "__main__":
+    # The shipped example workloads/examples/resnet18.onnx (SOURCE.md beside it):
+    # `python tests/onnx_models.py workloads/examples/resnet18.onnx`. Weights are graph
+    # inputs with shapes only, so the file is the graph alone (a few kB).
+    onnx.save(resnet18(weights="inputs"), sys.argv[1])

@@ -20,6 +20,7 @@ from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.loader import dump_json, validate_model
 from simulator.outputs import check_output_path, write_file
+from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 
 
@@ -44,7 +45,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.json == "-":
         print(dump_json(result.as_dict(), indent=1))
     else:
-        console = report_console(min_width=100)
+        console = report_console(wide=args.wide)
         console.print(fit_table(result, ranges))
         for line in summary_lines(result, len(measured.operators)):
             console.print(line, markup=False, highlight=False)
@@ -113,4 +114,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="memory the tile programs may use")
     parser.add_argument("--json", metavar="PATH", help="write the fit as JSON ('-': "
                         "print it instead of the table)")
+    add_wide(parser)
     parser.set_defaults(handler=handle)

@@ -14,9 +14,12 @@ from simulator.calibrate.tornado import draw_tornado, tornado_height
 from simulator.commands.compare import compared_inputs
 from simulator.commands.options import add_inputs, budget
 from simulator.figure import pyplot, save_figure
+from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.loader import dump_json
 from simulator.outputs import check_output_path, write_file
+from simulator.precision import command as precision_command
+from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -27,8 +30,9 @@ def handle(args: argparse.Namespace) -> int:
                                    (args.plot, "plot", PLOT_SUFFIXES)):
         if path and path != "-":
             check_output_path(path, option, suffixes)
-    args.arch, args.heuristic = [args.arch], None
+    args.arch = [args.arch]
     (inputs,), _ = compared_inputs(args)
+    inputs, _ = precision_command.applied(args, inputs, single_chip=True)
     with progress.operators("sensitivity") as report:
         study = sensitivity(inputs, args.metric, engine=args.engine,
                             fields=args.field or None, progress=report,
@@ -36,7 +40,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.json == "-":
         print(dump_json(study.as_dict(), indent=1))
     else:
-        report_console(min_width=120).print(tornado_table(study, inputs.platform.name))
+        report_console(wide=args.wide).print(tornado_table(study, inputs.platform.name))
     if args.json and args.json != "-":
         write_file(args.json, dump_json(study.as_dict(), indent=1) + "\n", field="--json")
     if args.plot:
@@ -69,7 +73,9 @@ def write_tornado(study: Sensitivity, name: str, path: str) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_inputs(parser)
+    add_inputs(parser, heuristic_option=True)
+    import_command.add_run_options(parser)
+    precision_command.add_arguments(parser)
     hf_command.add_run_arguments(parser)
     parser.add_argument("--metric", choices=sorted(METRICS), default="time_s",
                         help="the figure perturbed (default time_s)")
@@ -79,4 +85,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "('-': print it instead of the table)")
     parser.add_argument("--plot", metavar="PATH", help="write the tornado figure "
                         "(.png, .pdf or .svg)")
+    add_wide(parser)
     parser.set_defaults(handler=handle)

@@ -15,6 +15,7 @@ from simulator.commands.options import add_plugin
 from simulator.config import Platform
 from simulator.loader import parse_yaml, read_source, validate_model
 from simulator.plan_check import check_plan, plan_check_table
+from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 from simulator.terminal import plain
 from simulator.workload import Workload
@@ -74,7 +75,7 @@ def _check_plan(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.arch or DEFAULT_ARCH, args.workload or DEFAULT_WORKLOAD,
                          args.file)
     report = check_plan(inputs)
-    report_console(min_width=250).print(plan_check_table(report))
+    report_console(wide=args.wide).print(plan_check_table(report))
     for warning in report.warnings:
         print(f"accsim: warning: {args.file}: {plain(warning)}", file=sys.stderr)
     for where, rule in report.errors:
@@ -101,4 +102,5 @@ def add_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("--workload", help="with a plan: check it on this workload "
                        f"(default {DEFAULT_WORKLOAD})")
     add_plugin(check)
+    add_wide(check)
     check.set_defaults(handler=handle)

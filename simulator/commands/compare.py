@@ -5,14 +5,11 @@ with --robust, whether each pair's ranking holds across the platforms' assumed r
 from __future__ import annotations
 
 import argparse
-import sys
-from collections import Counter
-from pathlib import Path
 
 from rich.table import Table
 
 from simulator import progress
-from simulator.api import Comparison, Result
+from simulator.api import Comparison, Result, platform_labels
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
 from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
@@ -25,10 +22,12 @@ from simulator.frontends.hf import command as hf_command
 from simulator.loader import dump_json
 from simulator.outputs import check_output_path, write_file, writing
 from simulator.plots import write_compare_plot
+from simulator.precision import command as precision_command
 from simulator.simulate import Inputs
 from simulator.system import command as system_command
+from simulator.report import COMPARE_GROUPS
+from simulator.terminal import Grouped, add_wide
 from simulator.terminal import console as report_console
-from simulator.terminal import plain
 
 
 def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
@@ -69,12 +68,16 @@ def handle(args: argparse.Namespace) -> int:
     if args.robust_json and args.robust_json != "-":
         check_output_path(args.robust_json, "robust-json", (".json",))
     every, llm = compared_inputs(args)
+    chosen = [precision_command.applied(args, inputs, single_chip=plan.single_chip)
+              for inputs in every]
+    every = [inputs for inputs, _ in chosen]
     labels = platform_labels([inputs.platform.name for inputs in every], args.arch)
     fits = [system_command.check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
             for inputs in every]  # every platform checked before any simulation
     results, lines = [], []
-    for inputs, label, fit in zip(every, labels, fits):
+    for inputs, label, fit, (_, precision) in zip(every, labels, fits, chosen):
         lines += [f"{label}: {fit.note()}"] if fit.note() else []
+        lines += [f"{label}: {line}" for line in precision.lines()] if precision else []
         if plan.single_chip:
             results.append(simulate_shown(inputs, args.engine, memory, label))
             continue
@@ -84,8 +87,8 @@ def handle(args: argparse.Namespace) -> int:
         lines += [f"{label}: {line}" for line in system.summary_lines()]
     compared = Comparison([Result(run, llm, fit) for run, fit in zip(results, fits)],
                           labels)
-    console = report_console(min_width=140)
-    console.print(compared.table())
+    console = report_console(wide=args.wide)
+    console.print(Grouped(compared.table(), key=1, groups=COMPARE_GROUPS))
     console.print(f"mapping (every platform): {results[0].mapping_mode}")
     for line in lines:
         console.print(line, markup=False, highlight=False)
@@ -145,26 +148,12 @@ def robust_dict(found: list[Corners], verdicts: list[Verdict]) -> dict:
             "pairs": [v.as_dict() for v in verdicts]}
 
 
-def platform_labels(names: list[str], given: list[str]) -> list[str]:
-    """A distinct label per compared platform: its name, or where names clash (a copied
-    file, say) the name with the file stem (or the path as given), with a warning."""
-    clashing = {name for name, count in Counter(names).items() if count > 1}
-    labels = [f"{name} ({Path(arg).stem})" if name in clashing else name
-              for name, arg in zip(names, given)]
-    if len(set(labels)) < len(labels):
-        labels = [f"{name} ({arg})" if name in clashing else name
-                  for name, arg in zip(names, given)]
-    for name in sorted(clashing):
-        print(f"accsim: warning: several platforms are named {plain(name)!r}; labelled "
-              "by file", file=sys.stderr)
-    return labels
-
-
 def add_arguments(compare: argparse.ArgumentParser) -> None:
     add_inputs(compare, several_archs=True, heuristic_option=True)
     system_command.add_arguments(compare)
     hf_command.add_run_arguments(compare)
     import_command.add_run_options(compare)
+    precision_command.add_arguments(compare)
     compare.add_argument("--json", metavar="PATH", help="write every platform's full "
                          "result (as `run --json` writes it) in one JSON file")
     compare.add_argument("--csv", metavar="PATH", help="write one row per platform "
@@ -178,4 +167,5 @@ def add_arguments(compare: argparse.ArgumentParser) -> None:
                          help="the figure --robust ranks by (default time_s)")
     compare.add_argument("--robust-json", metavar="PATH", help="with --robust: write "
                          "the corners and verdicts as JSON ('-': print it)")
+    add_wide(compare)
     compare.set_defaults(handler=handle)

@@ -9,13 +9,17 @@ import time
 import yaml
 
 from simulator import progress
-from simulator.commands.inputs import load_inputs
+from simulator.commands.compare import compared_inputs
 from simulator.commands.options import add_inputs
 from simulator.errors import AccsimError
+from simulator.frontends import command as import_command
+from simulator.frontends.hf import command as hf_command
 from simulator.outputs import check_output_path, write_file, writing
+from simulator.precision import command as precision_command
 from simulator.search.operator import OBJECTIVES
 from simulator.search.tables import gap_table, operator_search_table
 from simulator.search.workload import map_workload, write_map_json
+from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 
 
@@ -26,14 +30,18 @@ def handle(args: argparse.Namespace) -> int:
     for option in ("json", "write_plan"):
         if getattr(args, option):
             check_output_path(getattr(args, option), option, None)
-    inputs = load_inputs(args.arch, args.workload, args.mapping, fusion=args.fusion)
+    # the workload, an imported file or an LLM step, read as `compare` reads it (the
+    # mapper's --heuristic names the heuristics compared, not a mapping)
+    (inputs,), _ = compared_inputs(argparse.Namespace(**{**vars(args), "arch": [args.arch],
+                                                         "heuristic": None}))
+    inputs, _ = precision_command.applied(args, inputs, single_chip=True)
     started = time.perf_counter()
     with progress.search("mapping") as report:
         result = map_workload(inputs, objective=args.objective, heuristics=args.heuristic,
                               workers=args.workers, exhaustive=args.exhaustive,
                               progress=report)
     elapsed = time.perf_counter() - started
-    console = report_console(min_width=200)
+    console = report_console(wide=args.wide)
     if not args.quiet:
         console.print(operator_search_table(result))
         console.print()
@@ -77,4 +85,8 @@ def add_arguments(map_cmd: argparse.ArgumentParser) -> None:
                          help="write the best tilings as a plan YAML for --mapping")
     map_cmd.add_argument("--quiet", action="store_true",
                          help="print only the heuristics' gap table")
+    import_command.add_run_options(map_cmd)
+    hf_command.add_run_arguments(map_cmd)
+    precision_command.add_arguments(map_cmd)
+    add_wide(map_cmd)
     map_cmd.set_defaults(handler=handle)

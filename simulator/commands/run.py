@@ -25,6 +25,7 @@ from simulator.sheet import check_mapper_inputs, check_mapper_result, write_shee
 from simulator.simulate import Inputs, simulate
 from simulator.system import command as system_command
 from simulator.system.run import write_system_json
+from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 from simulator.trace import write_trace
 
@@ -98,7 +99,7 @@ def handle(args: argparse.Namespace) -> int:
     result = simulate_shown(inputs, args.engine, memory) if system is None else \
         system.result
     elapsed = time.perf_counter() - started
-    console = report_console(min_width=200)
+    console = report_console(wide=args.wide)
     print_report(result, console)
     if llm is not None:
         console.print()
@@ -169,4 +170,5 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     import_command.add_run_options(run)
     hf_command.add_run_arguments(run)
     precision_command.add_arguments(run)
+    add_wide(run)
     run.set_defaults(handler=handle)

@@ -58,7 +58,9 @@ def _reread(kind: str, path: str):
 def run_kind(path: str, recorded: dict, models: dict) -> RunKind:
     """How this run result is checked: a SCALE-Sim validation run made its platform
     and plan itself; a multi-chip run simulated one chip's shard of its workload file
-    and recorded a `system` block beside the result."""
+    and recorded a `system` block beside the result; a run given a precision plan
+    simulated the workload with the plan's formats (the embedded one, not its file's)
+    and its `precision` block, what the plan chose, is taken as recorded."""
     validate = models["mapping"].name == scalesim.VALIDATE_MAPPING_NAME
     system = recorded.get("system") if isinstance(recorded.get("system"), dict) else None
 
@@ -73,7 +75,8 @@ def run_kind(path: str, recorded: dict, models: dict) -> RunKind:
     def extra(result) -> dict:
         blocks = {}
         for key, rerun in (("system", rerun_figures), ("llm", rerun_llm),
-                           ("capacity", lambda block, _: block)):
+                           ("capacity", lambda block, _: block),
+                           ("precision", lambda block, _: block)):
             if recorded.get(key) is None:
                 continue
             try:
@@ -84,9 +87,11 @@ def run_kind(path: str, recorded: dict, models: dict) -> RunKind:
         return blocks
 
     return RunKind(reread=_reread, as_run=as_run,
-                   made_by_run=frozenset({"mapping"} if validate else ()),
+                   made_by_run=frozenset({"mapping"} if validate else ())
+                   | ({"workload"} if recorded.get("precision") is not None else set()),
                    extra=extra if any(recorded.get(key) is not None for key in
-                                      ("system", "llm", "capacity")) else None)
+                                      ("system", "llm", "capacity", "precision"))
+                   else None)
 
 
 def rerun_llm(recorded: dict, result) -> dict:

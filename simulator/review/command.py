@@ -24,6 +24,7 @@ from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
 from simulator.system.command import add_ignore_capacity
 from simulator.system.plan import SystemPlan
 from simulator.review.study import ResolvedStudy, load_study, write_variants
+from simulator.review.variants import apply_variants, pair_records, variant_specs
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import make_plan
@@ -81,24 +82,30 @@ def review(args: argparse.Namespace) -> int:
     if args.ignore_capacity and study.sweep is not None:  # its points' keys say so
         study = replace(study, sweep=make_plan(study.sweep.sweep, ignore_capacity=True))
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
+    applied = apply_variants(study, models)
     with OutputFolder.claim(args.out, PACKET_MARKER, field="--out",
                             signature="packet.json") as out, \
             (_cache_folder(args) or nullcontext()) as cache:
         study = write_variants(study, out, INPUTS_FOLDER)
         specs = run_specs(study, models, ignore_capacity=args.ignore_capacity)
+        variants = variant_specs(study, specs, applied, out, INPUTS_FOLDER)
         started = time.perf_counter()
-        with progress.operators(first="reviewing", total=len(specs)) as report:
+        with progress.operators(first="reviewing",
+                                total=len(specs) + len(variants)) as report:
             records = run_all(specs, out, cache=cache, engine=args.engine,
                               progress=report)
+            varied = pair_records(variants, records, run_all(
+                [v.spec for v in variants], out, cache=cache, engine=args.engine,
+                progress=report))
             served = serving_runs(study, out, cache=cache, progress=report)
             swept = design_sweep(study, out, cache=cache, executor=executor,
                                  progress=report)
             assumed = assumption_study(study, records, out, engine=args.engine,
                                        served=not isinstance(served, NotEvaluated),
                                        progress=report)
-        reused = sum(r.reused for r in records)
+        reused = sum(r.reused for r in records + [v.run for v in varied])
         packet = write_packet(assemble(Context(study, records, models, served, swept,
-                                               assumed)), out)
+                                               varied, assumptions=assumed)), out)
         out.remove_stale(_kept(packet))
     elapsed = time.perf_counter() - started
     console = Console(highlight=False, soft_wrap=True)
@@ -107,7 +114,7 @@ def review(args: argparse.Namespace) -> int:
         console.print(f"  {line['label']}: {line['status']} - {escape(line['text'])}")
     serving = [] if isinstance(served, NotEvaluated) else \
         [s for s in served if s.data is not None]
-    console.print(f"{len(records)} runs and {len(serving)} serving results "
+    console.print(f"{len(records) + len(varied)} runs and {len(serving)} serving results "
                   f"({reused + sum(s.reused for s in serving)} reused from "
                   f"{escape(str(cache.path)) if cache else 'no cache'}) "
                   f"in {elapsed:.1f} s wall")

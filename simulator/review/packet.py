@@ -33,8 +33,13 @@ FIRST_SCREEN = (
     ("rollback", "Rollback trigger", {FAIL: "FIRED", PASS: "not fired"}),
     ("precision", "Precision changes", {FAIL: "FLAGGED: no quality guardrail",
                                         PASS: "each has a guardrail"}),
+    ("precision-whatif", "Precision what-ifs", {
+        FAIL: "FLAGGED: a win without quality evidence", PASS: "each win has evidence"}),
     ("mapping-sheet", "Expected bottlenecks", {FAIL: "MISMATCH", PASS: "all match"}),
 )
+# First-screen lines shown only where their section was evaluated (a study without
+# precision variants keeps the first screen it had).
+ONLY_WHEN_EVALUATED = frozenset({"precision-whatif"})
 # How a column's cells are written, in every format of the packet.
 NUMBER_FORMATS = {
     "int": lambda v: f"{v:,}",
@@ -70,6 +75,8 @@ def first_screen(sections: list[dict]) -> list[dict]:
     lines = []
     for section_id, label, wording in FIRST_SCREEN:
         section = by_id[section_id]
+        if section_id in ONLY_WHEN_EVALUATED and section["verdict"] == NOT_EVALUATED:
+            continue
         lines.append({"label": label, "verdict": section["verdict"],
                       "status": wording.get(section["verdict"], NOT_EVALUATED),
                       "text": section["reason"], "href": f"#s-{section_id}"})
@@ -100,6 +107,9 @@ def assemble(ctx: Context) -> dict:
         "results": [{"kind": "run", "path": r.file, "sha256": r.sha256,
                      "platform": r.spec.platform.label, "workload": r.spec.workload.label,
                      "mapping": r.spec.mapping.label} for r in ctx.records]
+        + [{"kind": "run", "path": v.run.file, "sha256": v.run.sha256,
+            "platform": v.run.spec.platform.label, "workload": v.run.spec.workload.label,
+            "mapping": v.run.spec.mapping.label} for v in ctx.variants]
         + [{"kind": "serving", "path": r.file, "sha256": r.sha256, "platform": r.platform,
             "workload": r.subject, "mapping": "default"} for r in served(ctx)]
         + _sweep_files(ctx) + _assumption_files(ctx),

@@ -53,6 +53,7 @@ class RunSpec:
     system: SystemPlan | None = None  # a multi-chip system: `sharded` is one chip's
     sharded: Sharded | None = None    # share, checked (plan, capacity) before any run
     capacity: Capacity | None = None  # the capacity check, made before any run
+    precision: dict | None = None     # a precision variant: what its plan chose
 
     @property
     def name(self) -> str:
@@ -73,7 +74,8 @@ class RunSpec:
         """Simulate the run: the text of its result file."""
         if self.sharded is None:
             content = result_dict(simulate(self.inputs(), engine=engine),
-                                  capacity=self.capacity.record() if self.capacity else None)
+                                  capacity=self.capacity.record() if self.capacity else None,
+                                  precision=self.precision)
         else:
             content = system_dict(simulate_system(self.inputs(), self.system,
                                                   self.sharded, engine=engine,
@@ -145,6 +147,8 @@ def cache_key(spec: RunSpec, engine: str) -> str:
         identity["system"] = spec.system.model_dump()
     if spec.ignore_capacity:  # its file carries the capacity stamp
         identity["ignore_capacity"] = True
+    if spec.precision is not None:  # and the precision block its plan chose
+        identity["precision"] = spec.precision
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 

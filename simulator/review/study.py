@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import Field, PositiveFloat, ValidationError, model_validator
+from pydantic import (Field, PositiveFloat, ValidationError, field_validator,
+                      model_validator)
 
 from simulator.bottleneck import CLASSES
 from simulator.config import Dtype, Name, Platform, Strict, Text
@@ -27,6 +28,7 @@ from simulator.outputs import OutputFolder
 from simulator.mapping.heuristics import known_heuristics
 from simulator.mapping.plan import Mapping, check_mapping_names
 from simulator.mapping.plan import with_heuristic
+from simulator.precision.plan import PrecisionPlan
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.plan import Plan, make_plan
 from simulator.sweep.spec import load_sweep
@@ -224,6 +226,41 @@ class PrecisionChange(Strict):
                                   description="the quality check; absent = flagged")
 
 
+class QualityFigure(Strict):
+    """A quality figure from the team's own evaluation of a precision variant (an
+    accuracy delta, a perplexity): recorded beside the emulated error, never computed."""
+
+    metric: Text = Field(min_length=1)
+    value: float = Field(allow_inf_nan=False)
+    unit: Text = ""
+    source: Text = Field(min_length=1, description="where the figure comes from")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _physical_floats(cls, value):
+        """Not a physical value: a delta may be negative (finite all the same)."""
+        return value
+
+
+class PrecisionVariant(Strict):
+    """A precision what-if simulated against the baseline: a precision plan (a file
+    relative to the study, or inline) applied to every run of the study as
+    `accsim run --precision` applies it (DESIGN.md section 17)."""
+
+    name: Name
+    plan: str | None = Field(default=None, min_length=1,
+                             description="precision plan YAML, relative to the study")
+    inline: PrecisionPlan | None = Field(default=None, description="the plan itself")
+    quality: list[QualityFigure] = []
+
+    @model_validator(mode="after")
+    def _one_plan(self) -> PrecisionVariant:
+        if (self.plan is None) == (self.inline is None):
+            raise ValueError("a precision variant names a plan file or an inline plan, "
+                             "exactly one")
+        return self
+
+
 class Risk(Strict):
     """A named risk and the person who owns it."""
 
@@ -269,6 +306,7 @@ class Study(Strict):
                                                min_length=1)
     expected_bottlenecks: ExpectedBottlenecks = ExpectedBottlenecks()
     precision_changes: list[PrecisionChange] = []
+    precision_variants: list[PrecisionVariant] = []
     risks: list[Risk] = []
     rollback: Rollback | None = None
     assumptions: AssumptionsUnderReview | None = None
@@ -299,6 +337,7 @@ class ResolvedStudy:
     workloads: list[Loaded]
     mappings: list[Loaded]
     sweep: Plan | None = None   # scope.sweep's jobs, planned before any simulation
+    precision: tuple[Loaded, ...] = ()  # precision_variants' plans, in study order
 
     @property
     def baseline(self) -> str:
@@ -493,4 +532,28 @@ def load_study(path: str) -> ResolvedStudy:
     _check_names(study, workloads, source.path)
     _check_assumptions(study, platforms, workloads, source.path)
     sweep = None if study.scope.sweep is None else _sweep(study.scope.sweep, source)
-    return ResolvedStudy(study, source, platforms, workloads, mappings, sweep)
+    return ResolvedStudy(study, source, platforms, workloads, mappings, sweep,
+                         _precision_plans(study, source))
+
+
+def _precision_plans(study: Study, source: Source) -> tuple[Loaded, ...]:
+    """Each precision variant's plan, read (a file relative to the study) or taken
+    inline; a variant is a single-chip what-if, as `accsim run --precision` is."""
+    plans = []
+    for index, variant in enumerate(study.precision_variants):
+        field = f"precision_variants[{index}]({variant.name})"
+        if study.scope.system is not None:
+            raise AccsimError("precision variants apply to single-chip studies for now "
+                              "(scope.system is set)", file=source.path, field=field)
+        if variant.inline is not None:
+            plans.append(Loaded(variant.name, variant.inline, None))
+            continue
+        path = Path(variant.plan) if Path(variant.plan).is_absolute() else \
+            Path(source.path).parent / variant.plan
+        if not path.is_file():
+            raise AccsimError(f"{variant.plan!r}: no such precision plan file (looked "
+                              f"for {path})", file=source.path, field=f"{field}.plan")
+        plan, plan_source = load_model(path, PrecisionPlan)
+        plans.append(Loaded(variant.name, plan, plan_source))
+    _unique(plans, "precision variant", source, "precision_variants")
+    return tuple(plans)

@@ -13,6 +13,7 @@ from rich.table import Table
 from simulator import progress
 from simulator.anchors import relocated
 from simulator.errors import AccsimError
+from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 from simulator.loader import (dump_json, parse_model, read_source, shipped_names,
                               validation_error)
@@ -96,6 +97,7 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     cache.add_argument("--no-cost-cache", action="store_true", help="neither read nor "
                        "write cached LLM grid costs")
     add_ignore_capacity(serve_cmd)
+    add_wide(serve_cmd)
     serve_cmd.set_defaults(handler=handle)
 
 
@@ -195,15 +197,21 @@ def _summary_lines(result: dict) -> list[str]:
     return lines
 
 
+# Curve columns that are fractions (0..1) in the CSV, printed as percent.
+PERCENT_COLUMNS = ("utilization",)
+
+
 def _curve_table(rows: list[dict]) -> Table:
     table = Table(title="Latency-throughput curve", title_justify="left", show_edge=False,
                   pad_edge=False)
     columns = ["offered_rps", "achieved_rps", "latency_p50_ms", "latency_p95_ms",
                "latency_p99_ms", "ttft_p99_ms", "tpot_p99_ms", "utilization", "sla_met"]
-    for column in columns:
-        table.add_column(column, justify="right")
+    for column in columns:  # a ratio is a percent in a table (docs/reference/ratios.md)
+        table.add_column(f"{column}%" if column in PERCENT_COLUMNS else column,
+                         justify="right")
     for row in rows:
         table.add_row(*("-" if row[c] is None else
+                        f"{100 * row[c]:.1f}" if c in PERCENT_COLUMNS else
                         f"{row[c]:,.3f}" if isinstance(row[c], float) else str(row[c])
                         for c in columns))
     return table
@@ -248,7 +256,7 @@ def handle(args: argparse.Namespace) -> int:
     resolved = spec.resolved()
     served = resolved.model if resolved.llm else resolved.workload
     title = f"{served} on {resolved.arch}: {resolved.batching} batching"
-    console = report_console(min_width=120)
+    console = report_console(wide=args.wide)
     if spec.sweep_rate is not None:
         with progress.steps("rates", after_s=PROGRESS_AFTER_S) as report:
             rows = sweep(setup, spec, progress=report)

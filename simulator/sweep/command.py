@@ -12,6 +12,7 @@ from simulator import progress
 from simulator.capacity import FLAG
 from simulator.errors import AccsimError
 from simulator.outputs import check_output_path, writing
+from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import FUSION_MODES, Mapping, with_fusion, with_heuristic
@@ -119,7 +120,7 @@ def _report(args: argparse.Namespace) -> int:
             raise AccsimError("a plot needs two objectives (--pareto A,B)", field="--plot")
         report = build_report(store, objectives, args.workload,
                               model_version=args.model_version)
-    console = report_console(min_width=200)
+    console = report_console(wide=args.wide)
     if not report.rows:
         print(f"{args.store}: no results yet")
         return 0
@@ -207,4 +208,5 @@ def add_arguments(sweep: argparse.ArgumentParser) -> None:
                         "(needs pyarrow: pip install 'accsim[parquet]')")
     report.add_argument("--plot", metavar="PATH", help="scatter of the first two "
                         "objectives with the front highlighted (.png, .svg, .pdf)")
+    add_wide(report)
     report.set_defaults(handler=_report)

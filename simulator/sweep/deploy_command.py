@@ -22,6 +22,7 @@ from simulator.serving.spec import ServeSpec
 from simulator.sweep.deploy import (COST_OBJECTIVES, OBJECTIVES, Grid, deployments,
                                     search_platform)
 from simulator.sweep.deploy_report import conclude
+from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 
 DEFAULT_BUDGET = 8
@@ -70,6 +71,7 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
         help="what the best point of a platform maximises (cost: minimises)")
     add("--json", metavar="PATH", help="write every point, pruned point, best and front")
     add("--csv", metavar="PATH", help="write one row per point (pruned ones included)")
+    add_wide(cmd)
     cmd.set_defaults(handler=handle)
 
 
@@ -195,7 +197,7 @@ def handle(args: argparse.Namespace) -> int:
                                             progress=lambda a, done, total:
                                             report(done, total)))
     found = conclude(outcomes, args.objective, spec.dtype)
-    console = report_console(min_width=120)
+    console = report_console(wide=args.wide)
     for outcome in outcomes:
         console.print(points_table(outcome))
         for row in outcome.pruned:

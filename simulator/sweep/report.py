@@ -164,7 +164,7 @@ def format_value(value) -> str:
 
 # Ratios stored as fractions (0..1) and printed as percent, as every table prints them
 # (`run`, `compare`: MFU%); the store, CSV and Parquet keep the fractions.
-PERCENT_METRICS = {"mfu": "MFU%"}
+PERCENT_METRICS = {"mfu": "MFU%", "memory_stall_fraction": "stall%"}
 
 
 def metric_heading(metric: str) -> str:

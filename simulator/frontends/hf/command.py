@@ -72,6 +72,7 @@ class LlmStep:
     args: argparse.Namespace
 
     def workload(self) -> Workload:
+        """The step as a Workload, its description naming the model's sizes."""
         a = self.args
         precision = dict(dtype=a.dtype, weight_dtype=a.weight_dtype, kv_dtype=a.kv_dtype,
                          imbalance=a.imbalance)
@@ -90,12 +91,14 @@ class LlmStep:
         return workload.model_copy(update={"description": described})
 
     def figures(self, result):
+        """The model's and the step's figures for a simulated RunResult."""
         a = self.args
         return step_figures(self.config, result, phase=self.phase, batch=self.batch,
                             length=self.length, dtype=a.dtype,
                             weight_dtype=a.weight_dtype, kv_dtype=a.kv_dtype)
 
     def table(self, result):
+        """figures() as the table `accsim run --model` prints."""
         return figures_table(self.figures(result))
 
     def record(self, result) -> dict:

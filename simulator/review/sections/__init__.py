@@ -18,6 +18,7 @@ from simulator.review.sections.declared import precision, risks, rollback
 from simulator.review.sections.efficiency import efficiency
 from simulator.review.sections.fit import workload_fit
 from simulator.review.sections.mapping_sheet import mapping_sheet
+from simulator.review.sections.precision_whatif import precision_whatif
 from simulator.review.sections.scope import environment, scope_and_sla
 from simulator.review.sections.serving_curves import serving
 from simulator.review.sections.sweep_front import sweep
@@ -28,14 +29,15 @@ __all__ = ["TITLES", "Context", "build_sections", "ordered_findings"]
 # Findings on the first screen, in this order: a mismatch between the expected and the
 # simulated bottleneck class first (DESIGN.md section 12, issue 14 item 4).
 FINDING_ORDER = ("bottleneck mismatch", "SLA missed", "rollback fired",
-                 "precision without guardrail", "target missed", "no fit",
+                 "precision without guardrail", "precision without quality evidence",
+                 "target missed", "no fit",
                  "no sweep front", "verdict can flip", "validation failed")
 # Each section's builder by id; blocks.TITLES gives their order and headings.
 BUILDERS: dict[str, Callable[[Context], dict]] = {
     "scope-sla": scope_and_sla, "environment": environment, "utilisation": utilisation,
     "mapping-sheet": mapping_sheet, "serving": serving, "efficiency": efficiency,
     "fit": workload_fit, "sweep": sweep, "assumptions": assumptions,
-    "precision": precision, "risks": risks,
+    "precision": precision, "precision-whatif": precision_whatif, "risks": risks,
     "rollback": rollback, "validation": validation,
 }
 

@@ -16,6 +16,7 @@ from simulator.review.runs import RunRecord
 from simulator.review.serving import ServingRecord
 from simulator.review.study import WORKLOAD_METRICS, ModelUnderReview, ResolvedStudy
 from simulator.review.sweep import SweepRecord
+from simulator.review.variants import VariantRecord
 
 PASS, FAIL, NOT_EVALUATED = "pass", "fail", "not evaluated"
 RUN_COLUMNS = [("platform", "text"), ("workload", "text"), ("mapping", "text")]
@@ -31,6 +32,7 @@ TITLES = {
     "sweep": "Design-space sweep",
     "assumptions": "Assumptions and sensitivity",
     "precision": "Precision changes",
+    "precision-whatif": "Precision what-ifs, simulated",
     "risks": "Risks and owners",
     "rollback": "Rollback trigger",
     "validation": "Validation status",
@@ -46,6 +48,7 @@ class Context:
     models: list[tuple[ModelUnderReview, object]]  # (model, study.Loaded)
     serving: list[ServingRecord] | NotEvaluated
     sweep: SweepRecord | NotEvaluated
+    variants: tuple[VariantRecord, ...] = ()  # precision variants beside baselines
     # review.assumptions.AssumptionsRecord where the study asks for it
     assumptions: object = NotEvaluated("the study asks for no sensitivity study "
                                        "(assumptions:)")

@@ -1,0 +1,45 @@
+"""Commands alike (issue 29 item 4): the simulating verbs take the same input and output
+flags, as docs/reference/conventions.md tables them."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from simulator.cli import build_parser
+
+INPUTS = ("--arch", "--workload", "--model", "--onnx", "--kineto", "--mapping",
+          "--heuristic", "--fusion", "--precision")
+# Verb: the input flags it takes and the output flags, per the conventions page.
+TAKES = {
+    "run": (INPUTS, ("--json", "--csv", "--plot", "--wide")),
+    "compare": (INPUTS, ("--json", "--csv", "--plot", "--wide")),
+    "map": (INPUTS, ("--json", "--wide")),
+    "sensitivity": (INPUTS, ("--json", "--plot", "--wide")),
+    "serve": (("--arch", "--workload", "--model"), ("--json", "--csv", "--plot", "--wide")),
+    "plan-deployment": (("--arch", "--model"), ("--json", "--csv", "--wide")),
+    "check": (("--arch", "--workload"), ("--wide",)),
+    "calibrate": (("--arch",), ("--json", "--wide")),
+}
+
+
+def options(verb: str) -> set[str]:
+    parser = build_parser([verb])
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {flag for action in verbs.choices[verb]._actions
+            for flag in action.option_strings}
+
+
+@pytest.mark.parametrize("verb", sorted(TAKES))
+def test_each_simulating_verb_takes_the_shared_flags(verb):
+    inputs, outputs = TAKES[verb]
+    missing = set(inputs + outputs) - options(verb)
+    assert not missing, f"accsim {verb} lacks {sorted(missing)}"
+
+
+def test_one_workload_source_at_a_time():
+    """--onnx and --kineto exclude each other wherever they are taken."""
+    for verb in ("run", "compare", "map", "sensitivity"):
+        with pytest.raises(SystemExit):
+            build_parser([verb]).parse_args([verb, "--onnx", "m.onnx", "--kineto", "t.json"])

@@ -1,0 +1,60 @@
+"""`accsim export` on bad input: one line naming the rule, exit 1, no traceback, and
+nothing written over what accsim did not write."""
+
+import sys
+
+import pytest
+
+from simulator.cli import main
+
+
+def fails(capsys, args) -> str:
+    capsys.readouterr()
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("accsim: error:") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["export", "tensorboard", "--model", "llama_3_1_8b"], "unknown format 'tensorboard'"),
+    (["export", "vidur", "--model", "no_such_model"], "no_such_model"),
+    (["export", "vidur"], "needs --model"),
+    (["export", "vidur", "--model", "mixtral_8x7b"], "mixture of experts"),
+    (["export", "llmservingsim", "--model", "qwen3_30b_a3b"], "mixture of experts"),
+    (["export", "vidur", "--model", "llama_3_1_8b", "--workload", "gemm_4096"],
+     "not --workload"),
+    (["export", "chakra"], "exactly one"),
+    (["export", "chakra", "--workload", "gemm_4096", "--tp", "2"], "drop --tp"),
+    (["export", "vidur", "--model", "llama_3_1_8b", "--max-tokens", "0"], "--max-tokens"),
+    (["export", "vidur", "--model", "llama_3_1_8b", "--tp", "3"], "cannot be built"),
+    (["export", "vidur", "--model", "llama_3_1_8b", "--arch", "tpu_v1", "--tp", "2"],
+     "interconnect"),
+    (["export", "vidur", "--model", "llama_3_1_8b", "--bits", "0"], "--bits"),
+    (["export", "vidur", "--model", "llama_3_1_8b", "--bits", "8"], "operator shapes"),
+    (["export", "llmservingsim", "--model", "llama_3_1_8b", "--max-tokens", "100000"],
+     "rows"),
+    (["export", "llmservingsim", "--model", "llama_3_1_8b", "--hardware", ".."],
+     "cannot name a folder"),
+])
+def test_bad_options(tmp_path, capsys, args, says):
+    out = tmp_path / "out"
+    err = fails(capsys, args + ["-o", str(out)])
+    assert says in err
+    assert not out.exists()  # nothing made for a refused run
+
+
+def test_output_over_a_file_accsim_did_not_write(tmp_path, capsys):
+    target = tmp_path / "profile.csv"
+    target.write_text("mine\n")
+    err = fails(capsys, ["export", "vidur", "--model", "llama_3_1_8b", "-o", str(target)])
+    assert "not a folder" in err and str(target) in err
+    assert target.read_text() == "mine\n"
+
+
+def test_chakra_without_protobuf_says_what_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "google.protobuf", None)
+    err = fails(capsys, ["export", "chakra", "--workload", "gemm_4096", "-o",
+                         str(tmp_path / "t")])
+    assert "pip install 'accsim[export]'" in err
