@@ -14,6 +14,7 @@ import yaml
 
 from simulator.calibrate.sensitivity import with_values
 from simulator.cli import main
+from simulator.review import assumptions as assumptions_module
 from simulator.commands.inputs import load_inputs
 from simulator.simulate import simulate
 
@@ -221,3 +222,29 @@ def test_fields_bound_the_perturbations(tmp_path):
     assert [row[:2] for row in tables["tornado"]["rows"]] == [
         ["tpu_v1", "offchip.efficiency"], ["tpu_v5e_like", "offchip.efficiency"]]
     assert len(tables["assumed"]["rows"]) > 2  # every assumed value is still listed
+
+
+def test_a_second_review_takes_the_section_from_the_cache(tmp_path, monkeypatch):
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY.replace("assumptions: {{}}",
+                                   "assumptions: {{fields: [offchip.efficiency]}}")
+                     .replace("  serving: {{rate_per_s: 20, requests: 30}}\n", "")
+                     .replace("[A.yaml, B.yaml]", "[tpu_v1, tpu_v5e_like]")
+                     .replace("baseline: A", "baseline: tpu_v1")
+                     .replace("[stream.yaml]", "[gemm_4096]").format(limit=5))
+    cache = tmp_path / "cache"
+    assert main(["review", str(study), "--out", str(tmp_path / "a"),
+                 "--cache", str(cache)]) == 0
+    (entry,) = cache.glob("assumptions-*.json")
+
+    def computed_again(*args, **kwargs):
+        raise AssertionError("the section was computed again")
+
+    monkeypatch.setattr(assumptions_module, "compute", computed_again)
+    assert main(["review", str(study), "--out", str(tmp_path / "b"),
+                 "--cache", str(cache)]) == 0
+    for name in ("packet.json", "index.html", "results/assumptions.gemm_4096.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    entry.write_text(entry.read_text().replace('"metric_low": ', '"metric_low": 1'))
+    with pytest.raises(AssertionError, match="computed again"):  # damaged: not trusted
+        main(["review", str(study), "--out", str(tmp_path / "c"), "--cache", str(cache)])

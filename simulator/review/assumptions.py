@@ -9,7 +9,9 @@ packet as inputs/corners/NAME.END.yaml, since a serving spec names its platform 
 It is one result file, results/assumptions.LABEL.json, embedding every input it was
 computed from (platforms with their provenance tables), so `accsim verify` computes it
 again and compares (`rerun_differences`). Bounded work: one tornado per platform, not
-per run; distinct platforms run once (the robust evaluator's memo).
+per run; distinct platforms run once (the robust evaluator's memo); the tornadoes,
+corners and verdicts are kept in the run cache keyed by the content they come from
+(as runs are: a second review computes them no more), the corners' serving is not.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+import simulator
 from simulator.anchors import anchored
 from simulator.calibrate.robust import robust_ranking
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
@@ -32,7 +35,8 @@ from simulator.loader import decode_text, load_model, read_json, validate_model
 from simulator.mapping.plan import Mapping
 from simulator.outputs import OutputFolder
 from simulator.review.providers import NotEvaluated, model_config_path
-from simulator.review.runs import RESULTS_FOLDER, RunRecord, placed
+from simulator.review.runs import (RESULTS_FOLDER, RunRecord, cache_read, cache_write,
+                                   placed)
 from simulator.review.serving import serve_points, serve_spec
 from simulator.review.study import Loaded, ResolvedStudy
 from simulator.serving.spec import ServeSpec
@@ -110,6 +114,32 @@ def compute(entries: list[dict], metric: str, fields: list[str], engine: str,
     return {"platforms": platforms, "pairs": [v.as_dict() for v in verdicts]}
 
 
+def _computed(entries: list[dict], metric: str, fields: list[str], engine: str,
+              cache: OutputFolder | None,
+              progress: Callable[[int, int, str], None] | None) -> dict:
+    """`compute`, or its result from the run cache when computed before from the same
+    inputs, metric, fields, engine and MODEL_VERSION (a damaged or foreign entry is
+    computed again, never trusted)."""
+    identity = {"model_version": simulator.MODEL_VERSION, "format": FORMAT,
+                "engine": engine, "metric": metric, "fields": fields,
+                "inputs": [{key: e[key] for key in ("label", "platform", "workload",
+                                                     "mapping")} for e in entries]}
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    entry = f"assumptions-{hashlib.sha256(text.encode()).hexdigest()}.json"
+    data = cache_read(cache, entry)
+    if data is not None:
+        try:
+            stored = json.loads(data)
+        except ValueError:
+            stored = None
+        if isinstance(stored, dict) and stored.get("identity") == identity:
+            return stored["computed"]
+    computed = compute(entries, metric, fields, engine, progress)
+    cache_write(cache, entry, (json.dumps({"identity": identity, "computed": computed},
+                                          indent=1) + "\n").encode())
+    return computed
+
+
 def _serve_corners(study: ResolvedStudy, record: RunRecord, corners: dict,
                    out: OutputFolder) -> dict:
     """The subject served on the platform at each corner, at the SLA's load."""
@@ -134,7 +164,7 @@ def _serve_corners(study: ResolvedStudy, record: RunRecord, corners: dict,
 
 
 def assumption_study(study: ResolvedStudy, records: list[RunRecord], out: OutputFolder,
-                     *, engine: str, served: bool,
+                     *, engine: str, served: bool, cache: OutputFolder | None = None,
                      progress: Callable[[int, int, str], None] | None = None
                      ) -> AssumptionsRecord | NotEvaluated:
     """Compute the section's data and write it as results/assumptions.LABEL.json;
@@ -153,7 +183,8 @@ def assumption_study(study: ResolvedStudy, records: list[RunRecord], out: Output
                                "workload": runs[0].spec.workload.label,
                                "mapping": runs[0].spec.mapping.label},
                "inputs": entries,
-               **compute(entries, chosen.metric, chosen.fields, engine, progress)}
+               **_computed(entries, chosen.metric, chosen.fields, engine, cache,
+                           progress)}
     if served and study.study.scope.serving is not None:
         for platform, record in zip(content["platforms"], runs):
             platform["serving"] = _serve_corners(study, record, platform["corners"], out)

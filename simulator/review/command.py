@@ -102,7 +102,7 @@ def review(args: argparse.Namespace) -> int:
                                  progress=report)
             assumed = assumption_study(study, records, out, engine=args.engine,
                                        served=not isinstance(served, NotEvaluated),
-                                       progress=report)
+                                       cache=cache, progress=report)
         reused = sum(r.reused for r in records + [v.run for v in varied])
         packet = write_packet(assemble(Context(study, records, models, served, swept,
                                                varied, assumptions=assumed)), out)
