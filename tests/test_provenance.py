@@ -9,6 +9,8 @@ import json
 import pytest
 import yaml
 
+from pydantic import BaseModel
+
 from simulator.cli import main
 from simulator.commands.inputs import load_inputs
 from simulator.config import Platform
@@ -126,3 +128,39 @@ def test_check_prints_the_assumed_fields_and_ranges(capsys):
     assert "assumed interconnect.link_latency_cycles = 1500  range [0, 3000]" in out
     assert "assumed vector_unit.cycles_per_element.softmax = 2  range [1, 4]" in out
     assert "unannotated" not in out
+
+
+def _schema_numeric_paths(model, prefix=""):
+    """Every numeric value of a platform found by walking the schema's fields (each
+    pydantic model's declared fields, dicts by key, lists by index), not its dump."""
+    if isinstance(model, BaseModel):
+        items = [(name, getattr(model, name)) for name in type(model).model_fields
+                 if name != "provenance"]
+    elif isinstance(model, dict):
+        items = list(model.items())
+    elif isinstance(model, (list, tuple)):
+        items = list(enumerate(model))
+    else:
+        return [prefix] if isinstance(model, (int, float)) and not isinstance(model, bool) \
+            else []
+    return [path for key, value in items
+            for path in _schema_numeric_paths(value, f"{prefix}.{key}" if prefix
+                                              else str(key))]
+
+
+# Known gap found by this walk: runtime.invocation_overhead_us (default 0.0) is left out
+# of the canonical dump when 0, so the provenance table cannot name it although every
+# shipped platform assumes it (no per-call overhead). Annotating it lists it in every
+# result's manifest, a deliberate change of the shipped digests for its own change.
+@pytest.mark.xfail(strict=True, reason="runtime.invocation_overhead_us: a numeric field "
+                   "the dump omits at its default has no provenance entry")
+@pytest.mark.parametrize("name", PLATFORMS)
+def test_a_schema_walk_finds_every_numeric_field_annotated(name):
+    """Issue 27 acceptance: walked through the schema's declared fields (so a number
+    the canonical dump leaves out would be found too), every numeric value of every
+    shipped platform has a provenance entry, and the walk agrees with the dump's."""
+    platform, _ = load_model(locate(name, "platform"), Platform)
+    walked = _schema_numeric_paths(platform)
+    assert len(walked) > 25
+    assert [path for path in walked if path not in platform.provenance] == []
+    assert sorted(walked) == sorted(platform.numeric_fields())

@@ -611,6 +611,42 @@ def test_packet_renders_in_headless_chromium(resnet):
     probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
     for title in TITLES.values():
         assert title in probe["headings"]
+    assert "Assumptions and sensitivity" in probe["headings"]
     assert len(probe["figures"]) == 7
     assert all(width > 100 and height > 100 for width, height in probe["figures"])
     assert probe["slaBottom"] <= probe["viewport"]  # the SLA line is on the first screen
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs "
+                    "Debian's chromium package; apt-get install chromium)")
+def test_assumptions_section_renders_in_headless_chromium(tmp_path):
+    """A study asking for the section: its heading, tables and one tornado per
+    platform lay out in the browser, with no console error."""
+    study = tmp_path / "small.yaml"
+    study.write_text(SMALL_STUDY + "assumptions: {metric: time_s}\n")
+    out = tmp_path / "packet"
+    packet = write_packet(study, out, "--no-cache")
+    section = next(s for s in packet["sections"] if s["id"] == "assumptions")
+    assert section["verdict"] in ("pass", "fail")
+    shown = chromium(f"--screenshot={tmp_path / 'shot.png'}", (out / "index.html").as_uri())
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert [line for line in shown.stderr.splitlines() if ":CONSOLE" in line] == []
+    html = (out / "index.html").read_text()
+    probed = out / "probe.html"
+    probed.write_text(html.replace("default-src 'none';",
+                                   "default-src 'none'; script-src 'unsafe-inline';")
+                      .replace("</body>", PROBE + "</body>"))
+    dumped = chromium("--virtual-time-budget=5000", "--dump-dom", probed.as_uri())
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dumped.stdout, re.S)
+    assert found, dumped.stderr[-2000:]
+    probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert "Assumptions and sensitivity" in probe["headings"]
+    tornadoes = [f for f in section["figures"] if f["id"].startswith("tornado-")]
+    assert [f["id"] for f in tornadoes] == ["tornado-tpu_v1", "tornado-tpu_v5e_like"]
+    assert len(probe["figures"]) == sum(len(s["figures"]) for s in packet["sections"])
+    assert all(width > 100 and height > 100 for width, height in probe["figures"])
+    parsed = html_tables(out)
+    assert {"table-assumed", "table-tornado", "table-robust-ranking",
+            "table-robust-sla"} <= set(parsed.tables)
+    assert parsed.tables["table-robust-ranking"][0][:3] == ["tpu_v1", "tpu_v5e_like",
+                                                             "tpu_v5e_like"]

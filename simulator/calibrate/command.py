@@ -10,6 +10,7 @@ from rich.table import Table
 
 from simulator import progress
 from simulator.calibrate.sensitivity import METRICS, Sensitivity, sensitivity
+from simulator.calibrate.tornado import draw_tornado, tornado_height
 from simulator.commands.compare import compared_inputs
 from simulator.commands.options import add_inputs, budget
 from simulator.figure import pyplot, save_figure
@@ -65,15 +66,8 @@ def tornado_table(study: Sensitivity, name: str) -> Table:
 def write_tornado(study: Sensitivity, name: str, path: str) -> None:
     """Bars from the metric at each field's low end to its high end, around the base."""
     plt = pyplot()
-    shown = study.swings[::-1]
-    figure, axes = plt.subplots(figsize=(8, 1.5 + 0.3 * len(shown)))
-    for row, swing in enumerate(shown):
-        for end, colour in ((swing.metric_low, "tab:blue"), (swing.metric_high, "tab:red")):
-            axes.barh(row, end - study.base, left=study.base, color=colour, height=0.6)
-    axes.axvline(study.base, color="black", linewidth=0.8)
-    axes.set_yticks(range(len(shown)), [s.field for s in shown], fontsize=7)
-    axes.set_xlabel(f"{study.metric} ({study.unit}); blue: low end, red: high end")
-    axes.set_title(f"{name}: sensitivity of {study.metric} to assumed values")
+    figure, axes = plt.subplots(figsize=(8, tornado_height(study)))
+    draw_tornado(axes, study, name)
     figure.tight_layout()
     save_figure(figure, path)
 

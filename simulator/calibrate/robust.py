@@ -119,7 +119,10 @@ class Evaluator:
             if values else platform
 
     def __call__(self, values: dict[str, float]) -> float:
-        candidate = self.platform(values)
+        return self.measured(self.platform(values))
+
+    def measured(self, candidate: Platform) -> float:
+        """The metric of one platform, each distinct one run once."""
         key = json.dumps(candidate.model_dump(mode="json"), sort_keys=True)
         if key not in self.runs:
             self.runs[key] = self.measure(simulate(Inputs(
@@ -188,15 +191,19 @@ def _single_flips(winner: Evaluator, win: Corners, loser: Evaluator,
 def robust_ranking(every: list[Inputs], labels: list[str], metric: str = "time_s", *,
                    engine: str = "fast", budget: MemoryBudget | None = None,
                    progress: Callable[[int, int, str], None] | None = None,
+                   fields: dict[str, list[str] | None] | None = None,
                    ) -> tuple[list[Corners], list[Verdict]]:
-    """Each platform's corners and each pair's verdict (pairs in the order given)."""
+    """Each platform's corners and each pair's verdict (pairs in the order given);
+    `fields`: per label, only those assumed fields (an empty list: none)."""
     evaluators = [Evaluator(inputs, label, metric, engine, budget)
                   for inputs, label in zip(every, labels)]
     found = []
     for evaluate in evaluators:
-        if assumed_ranges(evaluate.inputs.platform):
-            study = sensitivity(evaluate.inputs, metric, engine=engine,
-                                progress=progress, budget=budget)
+        chosen = (fields or {}).get(evaluate.label)
+        if assumed_ranges(evaluate.inputs.platform) and chosen != []:
+            study = sensitivity(evaluate.inputs, metric, engine=engine, fields=chosen,
+                                progress=progress, budget=budget,
+                                measured=evaluate.measured)
         else:  # nothing assumed: the platform's figure is fixed
             study = Sensitivity(metric, METRICS[metric][0], evaluate({}), [])
         found.append(corners(evaluate, study))

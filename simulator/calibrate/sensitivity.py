@@ -119,9 +119,12 @@ def assumed_ranges(platform: Platform) -> dict[str, tuple[float, float, float]]:
 def sensitivity(inputs: Inputs, metric: str = "time_s", *, engine: str = "fast",
                 fields: list[str] | None = None,
                 progress: Callable[[int, int, str], None] | None = None,
-                budget: MemoryBudget | None = None) -> Sensitivity:
+                budget: MemoryBudget | None = None,
+                measured: Callable[[Platform], float] | None = None) -> Sensitivity:
     """Perturb each assumed field of the platform (or those of `fields`) to both ends
-    of its range and measure `metric`; fields widest first (ties by name)."""
+    of its range and measure `metric`; fields widest first (ties by name).
+    `measured`: the metric of a platform on these inputs, where a caller keeps the runs
+    it has made (simulator.calibrate.robust), so none is made twice."""
     if metric not in METRICS:
         raise AccsimError(f"unknown metric {metric!r} (known: {', '.join(METRICS)})",
                           field="--metric")
@@ -141,6 +144,8 @@ def sensitivity(inputs: Inputs, metric: str = "time_s", *, engine: str = "fast",
     runs: dict[str, float] = {}
 
     def run(candidate: Platform) -> float:
+        if measured is not None:
+            return measured(candidate)
         key = json.dumps(candidate.model_dump(mode="json"), sort_keys=True)
         if key not in runs:
             runs[key] = measure(simulate(Inputs(candidate, inputs.workload,

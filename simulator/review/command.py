@@ -17,6 +17,7 @@ from simulator import progress
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.outputs import OutputFolder
+from simulator.review.assumptions import assumption_study
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
 from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
@@ -102,9 +103,12 @@ def review(args: argparse.Namespace) -> int:
             served = serving_runs(study, out, cache=cache, progress=report)
             swept = design_sweep(study, out, cache=cache, executor=executor,
                                  progress=report)
+            assumed = assumption_study(study, records, out, engine=args.engine,
+                                       served=not isinstance(served, NotEvaluated),
+                                       cache=cache, progress=report)
         reused = sum(r.reused for r in records + [v.run for v in varied])
         packet = write_packet(assemble(Context(study, records, models, served, swept,
-                                               varied)), out)
+                                               varied, assumptions=assumed)), out)
         out.remove_stale(_kept(packet))
     elapsed = time.perf_counter() - started
     console = Console(highlight=False, soft_wrap=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import re
 
+from simulator.calibrate.tornado import draw_tornado, tornado_height
 from simulator.figure import pyplot
 from simulator.metrics import PEAK_FIELDS, Totals
 from simulator.plots import draw_breakdown
@@ -124,3 +125,15 @@ def serving_figure(record, sla) -> dict:
     return figure(f"serving-{record.platform}-{record.subject}",
                   f"{record.subject} on {record.platform}: per-request latency "
                   "percentiles vs achieved throughput, SLA dashed", svg)
+
+
+def tornado_figure(study, platform: str) -> dict:
+    """A platform's tornado of the headline metric (drawn as `accsim sensitivity
+    --plot` draws it)."""
+    plt = pyplot()
+    with plt.rc_context(SVG_SETTINGS):
+        fig, axes = plt.subplots(figsize=(8, tornado_height(study)))
+        draw_tornado(axes, study, platform)
+        svg = _svg(fig)
+    return figure(f"tornado-{platform}", f"{platform}: {study.metric} at each end of "
+                  "every assumed range (the rest as given), widest swing first", svg)

@@ -112,7 +112,7 @@ def assemble(ctx: Context) -> dict:
             "mapping": v.run.spec.mapping.label} for v in ctx.variants]
         + [{"kind": "serving", "path": r.file, "sha256": r.sha256, "platform": r.platform,
             "workload": r.subject, "mapping": "default"} for r in served(ctx)]
-        + _sweep_files(ctx),
+        + _sweep_files(ctx) + _assumption_files(ctx),
         **_capacity_stamp(ctx),
     }
 
@@ -134,6 +134,17 @@ def _sweep_files(ctx: Context) -> list[dict]:
     return [{"kind": "sweep", "path": record.file, "sha256": record.sha256,
              "platform": f"{spec.platform} (sweep {spec.name})",
              "workload": ", ".join(record.data.workloads), "mapping": "default"}]
+
+
+def _assumption_files(ctx: Context) -> list[dict]:
+    """The assumptions section's file, when the study asks for one."""
+    record = ctx.assumptions
+    if isinstance(record, NotEvaluated):
+        return []
+    head = record.data["assumptions"]
+    return [{"kind": "assumptions", "path": record.file, "sha256": record.sha256,
+             "platform": ", ".join(p["platform"] for p in record.data["platforms"]),
+             "workload": head["workload"], "mapping": head["mapping"]}]
 
 
 def _environment(autoescape: bool) -> Environment:

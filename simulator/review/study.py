@@ -278,6 +278,20 @@ class Rollback(Strict):
     platforms: list[str] = Field(default=[], description="default: every platform")
 
 
+class AssumptionsUnderReview(Strict):
+    """The "Assumptions and sensitivity" section (DESIGN.md section 16): the tornado of
+    the headline metric for one workload (or model) on each platform, and whether the
+    ranking and the SLA verdict hold across the platforms' assumed ranges."""
+
+    metric: Literal["time_s", "cycles", "energy_j", "edp_js"] = Field(
+        default="time_s", description="the headline metric (time_s: the latency the "
+        "SLA's latency and throughput targets judge)")
+    workload: str | None = Field(default=None, min_length=1, description="a workload "
+                                 "or model label in scope (default: the first)")
+    fields: list[str] = Field(default=[], description="only these assumed fields "
+                              "(default: every assumed field of each platform)")
+
+
 class Study(Strict):
     """One review study, loaded from STUDY.yaml."""
 
@@ -295,6 +309,7 @@ class Study(Strict):
     precision_variants: list[PrecisionVariant] = []
     risks: list[Risk] = []
     rollback: Rollback | None = None
+    assumptions: AssumptionsUnderReview | None = None
 
     @model_validator(mode="after")
     def _owners_named(self) -> Study:
@@ -353,6 +368,9 @@ def _variant(entry: PlatformVariant, study: Source, field: str) -> Platform:
     """The base platform with the variant's fields set; errors name the study field."""
     base, _ = load_model(_find(entry.base, "platform", study, f"{field}.base"), Platform)
     raw = base.model_dump(mode="json")
+    # the base's provenance, less the fields the variant sets (what-ifs, not sourced)
+    raw["provenance"] = {path: item.dump() for path, item in base.provenance.items()
+                         if path not in entry.set}
     for key, value in entry.set.items():
         node, parts = raw, key.split(".")
         for part in parts[:-1]:
@@ -400,10 +418,12 @@ def write_variants(resolved: ResolvedStudy, out: OutputFolder, folder: str
             platforms.append(loaded)
             continue
         file = f"{folder}/{re.sub(r'[^A-Za-z0-9_-]+', '_', loaded.label)}.yaml"
+        raw = loaded.model.model_dump(mode="json")
+        raw["provenance"] = {path: item.dump()
+                             for path, item in loaded.model.provenance.items()}
         data = out.write(file, "# What-if variant written by `accsim review` from "
                          f"{json.dumps(resolved.source.path)}; do not edit.\n"
-                         + yaml.safe_dump(loaded.model.model_dump(mode="json"),
-                                          sort_keys=False))
+                         + yaml.safe_dump(raw, sort_keys=False))
         platforms.append(Loaded(loaded.label, loaded.model,
                                 decode_text(data, file=out.shown(file))))
     return replace(resolved, platforms=platforms)
@@ -452,6 +472,24 @@ def _check_names(study: Study, workloads: list[Loaded], file: str) -> None:
                                   file=file, field=f"{field}.{name}")
 
 
+def _check_assumptions(study: Study, platforms: list[Loaded], workloads: list[Loaded],
+                       file: str) -> None:
+    """The section's workload must be in scope, and each field it names assumed by a
+    platform in scope."""
+    if study.assumptions is None:
+        return
+    chosen = study.assumptions.workload
+    labels = [w.label for w in workloads] + [m.label for m in study.scope.models]
+    if chosen is not None and chosen not in labels:
+        raise AccsimError(f"{chosen!r} is no workload or model in scope "
+                          f"({', '.join(labels)})", file=file, field="assumptions.workload")
+    for index, name in enumerate(study.assumptions.fields):
+        if not any(name in p.model.provenance and p.model.provenance[name].kind ==
+                   "assumed" for p in platforms):
+            raise AccsimError(f"{name!r} is assumed by no platform in scope",
+                              file=file, field=f"assumptions.fields[{index}]")
+
+
 def load_study(path: str) -> ResolvedStudy:
     """Read, validate and resolve a study; every error names the study file and field."""
     source = read_source(path)
@@ -493,6 +531,7 @@ def load_study(path: str) -> ResolvedStudy:
                                   f"({', '.join(labels)})", file=source.path,
                                   field=f"rollback.platforms[{index}]")
     _check_names(study, workloads, source.path)
+    _check_assumptions(study, platforms, workloads, source.path)
     sweep = None if study.scope.sweep is None else _sweep(study.scope.sweep, source)
     return ResolvedStudy(study, source, platforms, workloads, mappings, sweep,
                          _precision_plans(study, source))

@@ -22,6 +22,7 @@ from simulator.anchors import anchor, anchored
 from simulator.config import Strict
 from simulator.errors import AccsimError
 from simulator.loader import read_bytes, read_json, validate_model
+from simulator.review.assumptions import rerun_differences as assumption_differences
 from simulator.review.serving import ServingResultFile, rerun
 from simulator.review.sweep import rerun_differences
 from simulator.serving.verification import check_work
@@ -55,7 +56,7 @@ class RecordedFile(_Read):
 
 class ResultEntry(RecordedFile):
     path: PacketPath
-    kind: Literal["run", "serving", "sweep"]
+    kind: Literal["run", "serving", "sweep", "assumptions"]
 
 
 class Figure(_Read):
@@ -117,6 +118,10 @@ def verify_packet(packet_path: str, packet: dict, *,
         if entry.kind == "serving":
             found += [f"{entry.path}: {d}"
                       for d in _serving_differences(folder / entry.path, allow_long)]
+            continue
+        if entry.kind == "assumptions":
+            found += [f"{entry.path}: {d}"
+                      for d in assumption_differences(folder / entry.path)]
             continue
         if entry.kind == "sweep":
             content, source = read_json(folder / entry.path)

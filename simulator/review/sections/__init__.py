@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from simulator.review.sections.assumptions import assumptions
 from simulator.review.sections.blocks import TITLES, Context
 from simulator.review.sections.declared import precision, risks, rollback
 from simulator.review.sections.efficiency import efficiency
@@ -30,13 +31,13 @@ __all__ = ["TITLES", "Context", "build_sections", "ordered_findings"]
 FINDING_ORDER = ("bottleneck mismatch", "SLA missed", "rollback fired",
                  "precision without guardrail", "precision without quality evidence",
                  "target missed", "no fit",
-                 "no sweep front", "validation failed")
+                 "no sweep front", "verdict can flip", "validation failed")
 # Each section's builder by id; blocks.TITLES gives their order and headings.
 BUILDERS: dict[str, Callable[[Context], dict]] = {
     "scope-sla": scope_and_sla, "environment": environment, "utilisation": utilisation,
     "mapping-sheet": mapping_sheet, "serving": serving, "efficiency": efficiency,
-    "fit": workload_fit, "sweep": sweep, "precision": precision,
-    "precision-whatif": precision_whatif, "risks": risks,
+    "fit": workload_fit, "sweep": sweep, "assumptions": assumptions,
+    "precision": precision, "precision-whatif": precision_whatif, "risks": risks,
     "rollback": rollback, "validation": validation,
 }
 

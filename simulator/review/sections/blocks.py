@@ -30,6 +30,7 @@ TITLES = {
     "efficiency": "Performance per watt and per mm^2",
     "fit": "Workload fit matrix",
     "sweep": "Design-space sweep",
+    "assumptions": "Assumptions and sensitivity",
     "precision": "Precision changes",
     "precision-whatif": "Precision what-ifs, simulated",
     "risks": "Risks and owners",
@@ -48,6 +49,9 @@ class Context:
     serving: list[ServingRecord] | NotEvaluated
     sweep: SweepRecord | NotEvaluated
     variants: tuple[VariantRecord, ...] = ()  # precision variants beside baselines
+    # review.assumptions.AssumptionsRecord where the study asks for it
+    assumptions: object = NotEvaluated("the study asks for no sensitivity study "
+                                       "(assumptions:)")
 
 
 # --- building blocks (plain dicts: packet.json holds them as they are) ---
