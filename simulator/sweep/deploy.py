@@ -95,6 +95,7 @@ class Outcome:
     config: object = None                              # the model, as the frontend reads it
     hf: object = None                                  # the frontend that read it
     context: int = 0                                   # mean decode context of a request
+    prefill: int = 0                                   # tokens of a mean prefill chunk
     points: list[dict] = field(default_factory=list)   # searched, with figures
     pruned: list[dict] = field(default_factory=list)   # with their reason
 
@@ -123,11 +124,14 @@ def _smallest_request(spec: ServeSpec, trace: Trace | None) -> tuple[int, int]:
     return int(trace.prompt_tokens[row]), int(trace.output_tokens[row])
 
 
-def _mean_context(spec: ServeSpec, trace: Trace | None) -> int:
-    """A decoding request's mean context: its prompt and half its output."""
+def _mean_context(spec: ServeSpec, trace: Trace | None) -> tuple[int, int]:
+    """A decoding request's mean context (its prompt and half its output), and a mean
+    prefill chunk (its prompt, at most max_tokens)."""
     if trace is None:
-        return spec.prompt_tokens + spec.output_tokens // 2
-    return int(trace.prompt_tokens.mean() + trace.output_tokens.mean() / 2)
+        prompt, output = spec.prompt_tokens, spec.output_tokens
+    else:
+        prompt, output = trace.prompt_tokens.mean(), trace.output_tokens.mean()
+    return int(prompt + output / 2), int(min(prompt, spec.max_tokens))
 
 
 def iteration_bound_s(platform: Platform, workload) -> float:
@@ -307,7 +311,8 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
     trace = load_trace(spec.arrival_trace, need_tokens=True) \
         if spec.arrival == "trace" else None
     request = _smallest_request(spec, trace)
-    outcome = Outcome(arch, platform, source.path, config, hf, _mean_context(spec, trace))
+    outcome = Outcome(arch, platform, source.path, config, hf,
+                      *_mean_context(spec, trace))
     identity = search_identity(spec, platform, config, trace, prune)
     points = deployments(arch, grid)
     reasons: dict[SystemPlan, str | None] = {}

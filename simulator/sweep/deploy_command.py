@@ -255,7 +255,8 @@ def handle(args: argparse.Namespace) -> int:
         print(f"wrote {Path(args.csv)}")
     if args.plot:
         with writing(args.plot):
+            targets = ", ".join(f"{key}={value:g}" for key, value in spec.sla.items())
             capacity_figure(rows, found["front"], args.plot,
-                            f"SLA capacity vs chips ({', '.join(f'{k}={v:g}' for k, v in spec.sla.items())})")
+                            f"SLA capacity vs chips ({targets})")
         print(f"wrote {args.plot}")
     return 0

@@ -45,19 +45,24 @@ def _metric_name(key: str) -> str:
 
 
 def iteration_shares(outcome: Outcome, row: dict, dtype: str | None) -> dict:
-    """Where one decode iteration's time goes on a chip of the point, at the batch the
-    run just above the SLA capacity kept in flight (Little's law, within 1 and max
-    batch) and the workload's mean context: off-chip busy, collectives, array busy and
-    vector busy, each a share of the iteration's cycles."""
+    """Where one iteration's time goes on a chip of the point, at the batch the run just
+    above the SLA capacity kept in flight (Little's law, within 1 and max batch) and
+    the workload's mean context: off-chip busy, collectives, array busy and vector
+    busy, each a share of the iteration's cycles. The iteration is the one behind the
+    metric that failed: decode steps when TPOT failed, else (TTFT, latency) one with
+    a mean prefill chunk beside the other requests' decode steps."""
     above = row["above"]
     latency_s = (above["latency_ms"] or {}).get("mean", 0.0) / 1e3
     in_flight = above["throughput_rps"] * latency_s / row["replicas"]
     batch = int(min(max(round(in_flight), 1), row["max_batch"]))
+    decoding = any(split_key(key)[0] == "tpot" for key in above["missed"])
+    prefill = [] if decoding else [(outcome.prefill, 0)]
     plan = SystemPlan(chips=row["chips_per_replica"], tp=row["tp"], pp=row["pp"])
     frontend = outcome.hf if plan.single_chip else \
         ShardedFrontend(outcome.hf, plan, outcome.platform)
-    workload = frontend.iteration_workload(outcome.config, prefill=[],
-                                           decode=[outcome.context] * batch, dtype=dtype)
+    workload = frontend.iteration_workload(outcome.config, prefill=prefill,
+                                           decode=[outcome.context] * (batch - len(prefill)),
+                                           dtype=dtype)
     total = simulate(Inputs(outcome.platform, workload, Mapping())).total
     cycles = max(total.cycles, 1)
     return {"batch": batch, "hbm_busy": total.offchip_busy_cycles / cycles,
