@@ -40,6 +40,12 @@ from simulator.system.shard import model_limits, serving_sizing
 # Objective -> whether larger is better.
 OBJECTIVES = {"tokens_per_s_per_watt": "max", "tokens_per_s_per_chip": "max",
               "cost_per_mtok": "min"}
+# Every figure of a searched point a sweep may take as an objective (the SLA's
+# percentiles are at the point's SLA capacity).
+POINT_METRICS = {**OBJECTIVES, "sla_rate_rps": "max", "goodput_rps": "max",
+                 "tokens_per_s": "max", "energy_per_token_j": "min",
+                 **{f"{metric}_{stat}_ms": "min" for metric in ("ttft", "tpot", "latency")
+                    for stat in ("p50", "p99")}}
 COST_OBJECTIVES = ("cost_per_mtok",)
 SECONDS_PER_HOUR = 3600.0
 
@@ -195,7 +201,10 @@ def point_figures(point: Deployment, figures: dict, rate: float,
     if platform.cost is not None and tokens_s > 0:
         chip_hour = platform.cost.chip_hour(watts / point.chips)
         cost = point.chips * chip_hour / (tokens_s * SECONDS_PER_HOUR) * 1e6
-    return {**point.fields(), "sla_rate_rps": rate, "goodput_rps": figures["goodput_rps"],
+    percentiles = {f"{metric}_{stat}_ms": (figures[f"{metric}_ms"] or {}).get(stat)
+                   for metric in ("ttft", "tpot", "latency") for stat in ("p50", "p99")}
+    return {**point.fields(), **percentiles, "sla_rate_rps": rate,
+            "goodput_rps": figures["goodput_rps"],
             "throughput_rps": figures["throughput_rps"], "tokens_per_s": tokens_s,
             "tokens_per_s_per_chip": tokens_s / point.chips,
             "tokens_per_s_per_watt": 1 / energy if energy else None,
@@ -299,9 +308,10 @@ def _evaluate(setups: dict, reasons: dict, spec: ServeSpec, arch: str, point: De
 
 def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
                     progress: Progress | None = None, prune: bool = True,
-                    cost_cache: CostCache | None = None,
-                    store: PointStore | None = None) -> Outcome:
-    """Prune, then search, every point of the grid on one platform. `prune` False
+                    cost_cache: CostCache | None = None, store: PointStore | None = None,
+                    points: list[Deployment] | None = None) -> Outcome:
+    """Prune, then search, every point of the grid (or the `points` given, a sweep's)
+    on one platform. `prune` False
     searches every point (a check of the pruning); `cost_cache`: where iteration costs
     are shared (default: the user's cache folder); `store`: finished points are read
     from and written to it by key."""
@@ -314,7 +324,7 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
     outcome = Outcome(arch, platform, source.path, config, hf,
                       *_mean_context(spec, trace))
     identity = search_identity(spec, platform, config, trace, prune)
-    points = deployments(arch, grid)
+    points = deployments(arch, grid) if points is None else points
     reasons: dict[SystemPlan, str | None] = {}
     setups: dict[SystemPlan, object] = {}
     for index, point in enumerate(points):
