@@ -19,6 +19,7 @@ from simulator.errors import AccsimError
 from simulator.outputs import OutputFolder
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
+from simulator.review.deployment import run_search
 from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
 from simulator.system.command import add_ignore_capacity
 from simulator.system.plan import SystemPlan
@@ -92,9 +93,13 @@ def review(args: argparse.Namespace) -> int:
             served = serving_runs(study, out, cache=cache, progress=report)
             swept = design_sweep(study, out, cache=cache, executor=executor,
                                  progress=report)
+        searched = NotEvaluated("the study asks for no deployment search "
+                                "(scope.deployment_search)")
+        if study.study.scope.deployment_search is not None:
+            searched = run_search(study, out, cache=cache)
         reused = sum(r.reused for r in records)
-        packet = write_packet(assemble(Context(study, records, models, served, swept)),
-                              out)
+        packet = write_packet(assemble(Context(study, records, models, served, swept,
+                                               searched)), out)
         out.remove_stale(_kept(packet))
     elapsed = time.perf_counter() - started
     console = Console(highlight=False, soft_wrap=True)

@@ -102,7 +102,7 @@ def assemble(ctx: Context) -> dict:
                      "mapping": r.spec.mapping.label} for r in ctx.records]
         + [{"kind": "serving", "path": r.file, "sha256": r.sha256, "platform": r.platform,
             "workload": r.subject, "mapping": "default"} for r in served(ctx)]
-        + _sweep_files(ctx),
+        + _sweep_files(ctx) + _deployment_files(ctx),
         **_capacity_stamp(ctx),
     }
 
@@ -124,6 +124,16 @@ def _sweep_files(ctx: Context) -> list[dict]:
     return [{"kind": "sweep", "path": record.file, "sha256": record.sha256,
              "platform": f"{spec.platform} (sweep {spec.name})",
              "workload": ", ".join(record.data.workloads), "mapping": "default"}]
+
+
+def _deployment_files(ctx: Context) -> list[dict]:
+    """The deployment search's export, when the study has one."""
+    record = ctx.deployment
+    if isinstance(record, NotEvaluated):
+        return []
+    return [{"kind": "deployment", "path": record.file, "sha256": record.sha256,
+             "platform": ", ".join(record.data["best"]),
+             "workload": record.data["spec"]["model"], "mapping": "default"}]
 
 
 def _environment(autoescape: bool) -> Environment:

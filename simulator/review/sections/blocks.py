@@ -29,6 +29,7 @@ TITLES = {
     "efficiency": "Performance per watt and per mm^2",
     "fit": "Workload fit matrix",
     "sweep": "Design-space sweep",
+    "deployment": "Deployment search",
     "precision": "Precision changes",
     "risks": "Risks and owners",
     "rollback": "Rollback trigger",
@@ -45,6 +46,8 @@ class Context:
     models: list[tuple[ModelUnderReview, object]]  # (model, study.Loaded)
     serving: list[ServingRecord] | NotEvaluated
     sweep: SweepRecord | NotEvaluated
+    deployment: object = NotEvaluated("the study asks for no deployment search "
+                                      "(scope.deployment_search)")  # DeploymentRecord
 
 
 # --- building blocks (plain dicts: packet.json holds them as they are) ---
