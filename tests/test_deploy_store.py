@@ -109,3 +109,21 @@ def test_a_forged_row_is_one_clear_error(folder, capsys):
     err = capsys.readouterr().err
     assert "deployments[1].outcome: status not one of" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("make, extra, message", [
+    (lambda f: (f / "notes.txt").write_text("not a store\n"), ("--store", "notes.txt"),
+     "notes.txt: not an SQLite database"),
+    (lambda f: None, ("--store", "nowhere/s.sqlite"), "--store"),
+    (lambda f: None, ("--plot", "capacity.txt"), "--plot: must end in .png or .svg or .pdf"),
+])
+def test_a_bad_store_or_figure_path_is_one_clear_error(folder, capsys, monkeypatch, make,
+                                                       extra, message):
+    monkeypatch.chdir(folder)
+    make(folder)
+    line = args(folder, folder / "unused.sqlite")
+    line = line[:line.index("--store")] + list(extra)
+    assert main(line) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (folder / "unused-costs").exists()
