@@ -46,18 +46,18 @@ def files(tmp_path_factory):
     return {"model": str(model), "folder": folder, **{k: str(v) for k, v in paths.items()}}
 
 
-def best_points(files, capsys, chips: str) -> dict:
-    """plan-deployment of one replica of `chips` chips, max batch 16, on the variant
+def best_points(files, capsys, chips: str, batching: str = "continuous",
+                names=("base", "kv", "hbm", "interconnect")) -> dict:
+    """plan-deployment of one replica of `chips` chips, max batch 16, on the variants
     and on v5e: their best points by name."""
-    out = files["folder"] / f"plan-{chips}.json"
+    out = files["folder"] / f"plan-{chips}-{batching}.json"
     assert main(["plan-deployment", "--model", files["model"], *WORKLOAD, "--sla", SLA,
                  "--budget-chips", chips, "--chips-per-replica", chips, "--replicas", "1",
-                 "--max-batch", "16", "--json", str(out),
-                 *[arg for name in ("base", "kv", "hbm", "interconnect")
-                   for arg in ("--arch", files[name])]]) == 0
+                 "--max-batch", "16", "--batching", batching, "--json", str(out),
+                 *[arg for name in names for arg in ("--arch", files[name])]]) == 0
     capsys.readouterr()
     best = json.loads(out.read_text())["best"]
-    return {name: best[files[name]] for name in ("base", "kv", "hbm", "interconnect")}
+    return {name: best[files[name]] for name in names}
 
 
 def test_only_kv_capacity_or_only_hbm_bandwidth_binds(files, capsys):
@@ -90,3 +90,15 @@ def test_only_the_interconnect_binds(files, capsys):
     assert not base["binding"]["resource"].startswith("interconnect")
     assert base["binding"]["iteration"]["collective"] < 0.3
     assert slow["sla_rate_rps"] < base["sla_rate_rps"]
+
+
+def test_kv_capacity_binds_by_queueing_for_blocks_without_preemptions(files, capsys):
+    """Dynamic batching reserves a request's whole KV before it runs: a small cache
+    caps the batch (requests wait for blocks) and nothing is ever preempted."""
+    best = best_points(files, capsys, "1", "dynamic", names=("base", "kv"))
+    kv, base = best["kv"], best["base"]
+    assert kv["above"]["preempted"] == kv["above"]["dropped"] == 0
+    assert kv["binding"]["resource"].startswith("KV capacity: the cache ")
+    assert kv["binding"]["resource"].endswith("held, requests wait for blocks")
+    assert not base["binding"]["resource"].startswith("KV capacity")
+    assert kv["sla_rate_rps"] < base["sla_rate_rps"]

@@ -102,6 +102,7 @@ class Outcome:
     hf: object = None                                  # the frontend that read it
     context: int = 0                                   # mean decode context of a request
     prefill: int = 0                                   # tokens of a mean prefill chunk
+    request: int = 0                                   # a mean request's whole KV tokens
     points: list[dict] = field(default_factory=list)   # searched, with figures
     pruned: list[dict] = field(default_factory=list)   # with their reason
 
@@ -130,14 +131,15 @@ def _smallest_request(spec: ServeSpec, trace: Trace | None) -> tuple[int, int]:
     return int(trace.prompt_tokens[row]), int(trace.output_tokens[row])
 
 
-def _mean_context(spec: ServeSpec, trace: Trace | None) -> tuple[int, int]:
-    """A decoding request's mean context (its prompt and half its output), and a mean
-    prefill chunk (its prompt, at most max_tokens)."""
+def _mean_context(spec: ServeSpec, trace: Trace | None) -> tuple[int, int, int]:
+    """A decoding request's mean context (its prompt and half its output), a mean
+    prefill chunk (its prompt, at most max_tokens) and a mean request's tokens."""
     if trace is None:
         prompt, output = spec.prompt_tokens, spec.output_tokens
     else:
         prompt, output = trace.prompt_tokens.mean(), trace.output_tokens.mean()
-    return int(prompt + output / 2), int(min(prompt, spec.max_tokens))
+    return (int(prompt + output / 2), int(min(prompt, spec.max_tokens)),
+            int(prompt + output))
 
 
 def iteration_bound_s(platform: Platform, workload) -> float:
@@ -243,6 +245,8 @@ def search_point(setup, point: Deployment) -> dict:
                         "preempted", "dropped", "requests", "utilization",
                         "throughput_rps", "latency_ms", "ttft_ms", "tpot_ms")}}
     row["evaluations"] = len(found["evaluations"])
+    if setup.kv_blocks is not None:
+        row["kv_tokens_per_replica"] = setup.kv_blocks * at.block_tokens
     return row
 
 
