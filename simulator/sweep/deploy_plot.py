@@ -32,6 +32,13 @@ def capacity_figure(rows: list[dict], front: list[dict], path: str | Path,
                    label="Pareto front")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    # Plain numbers on the ticks (mathtext is off, so no 10^x labels).
+    plain = plt.FuncFormatter(lambda value, _: f"{value:g}")
+    chips = sorted({row["chips"] for row in searched})
+    ax.set_xticks(chips)
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
+    ax.yaxis.set_major_formatter(plain)
     ax.set_xlabel("chips per deployment")
     ax.set_ylabel("SLA capacity (requests/s)")
     ax.set_title(title)
