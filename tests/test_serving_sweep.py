@@ -76,7 +76,7 @@ def test_platform_axes_move_the_sla_capacity(tmp_path, capsys):
 @pytest.mark.parametrize("axes, text, message", [
     ("serving.batching: [fifo]", SPEC, "axes.serving.batching[0]: value 'fifo': not a "
      "batching policy"),
-    ("serving.queue: [1]", SPEC, "axes.serving.queue: no such system or serving field"),
+    ("serving.queue: [1]", SPEC, "axes.serving.queue: no such serving field"),
     (DEPLOYMENTS, SPEC.replace("  requests: 48", "  requests: 48\n  replicas: 2"),
      "serving.replicas: replicas is set by the sweep's platform and axes"),
     (DEPLOYMENTS, SPEC.replace("objectives: {tokens_per_s_per_chip: max, ttft_p99_ms: min}",

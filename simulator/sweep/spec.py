@@ -219,11 +219,11 @@ def expanded_axis(path: str, raw: Any, base: dict, *, file: str) -> tuple:
     """An axis's values, its path checked (a misspelt field is a spec error naming
     `axes.PATH`) but its values not yet (check_values)."""
     field = f"axes.{path}"
-    if path.startswith(("system.", "serving.")):
-        if path not in POINT_AXES:
-            raise AccsimError("no such system or serving field (known: "
-                              f"{', '.join(sorted(POINT_AXES))})", file=file, field=field)
-    else:
+    for kind, known in (("system", SYSTEM_AXES), ("serving", set(SERVING_AXES))):
+        if path.startswith(f"{kind}.") and path not in known:
+            raise AccsimError(f"no such {kind} field (known: {', '.join(sorted(known))})",
+                              file=file, field=field)
+    if not path.startswith(("system.", "serving.")):
         check_field_path(path, base, file=file)
     return expand_values(raw, file=file, field=field)
 
