@@ -55,7 +55,7 @@ def deployment(ctx: Context) -> dict:
                           top.get("tpot_p99_ms"), top["binding"]["text"], evidence])
         findings.append(finding("binding constraint", f"{platform}: best {label(top)} "
                                 f"({top['chips']} chips), {top['binding']['text']}",
-                                f"#{'table-deployment-best'}"))
+                                "#table-deployment-best"))
     front = [row for row in data["points"] if row["on_front"]]
     text = [f"Deployment search against the SLA {data['sla']}: each point's SLA "
             f"capacity is the highest arrival rate meeting every target (serve's "
