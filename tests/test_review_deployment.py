@@ -86,3 +86,16 @@ def test_the_deployment_packet_renders_in_headless_chromium(packet):
     for found in data["findings"]:
         if found["kind"] == "binding constraint":
             assert found["text"].split(": best ")[0] in dom
+
+
+def test_a_bad_search_is_refused_before_any_simulation(tmp_path, capsys):
+    study = tmp_path / "study.yaml"
+    study.write_text(SHIPPED.read_text().replace("    model: llama_3_1_8b",
+                                                 "    model: no_such_model")
+                     .replace("../../arch_configs/",
+                              str(STUDIES.parents[1] / "arch_configs") + "/"))
+    assert main(["review", str(study), "--out", str(tmp_path / "packet"), "--no-cache"]) == 1
+    err = capsys.readouterr().err
+    assert "scope.deployment_search.model: no_such_model" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "packet" / "results").exists()

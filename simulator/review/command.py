@@ -19,7 +19,7 @@ from simulator.errors import AccsimError
 from simulator.outputs import OutputFolder
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
-from simulator.review.deployment import run_search
+from simulator.review.deployment import check_search, run_search
 from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
 from simulator.system.command import add_ignore_capacity
 from simulator.system.plan import SystemPlan
@@ -81,6 +81,7 @@ def review(args: argparse.Namespace) -> int:
     if args.ignore_capacity and study.sweep is not None:  # its points' keys say so
         study = replace(study, sweep=make_plan(study.sweep.sweep, ignore_capacity=True))
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
+    check_search(study)
     with OutputFolder.claim(args.out, PACKET_MARKER, field="--out",
                             signature="packet.json") as out, \
             (_cache_folder(args) or nullcontext()) as cache:

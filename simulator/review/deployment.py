@@ -18,7 +18,9 @@ from simulator.loader import dump_json
 from simulator.outputs import OutputFolder
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.review.study import DeploymentSearch, ResolvedStudy
+from simulator.serving import llm_cost
 from simulator.serving.cost_cache import CostCache
+from simulator.serving.trace import load_trace
 from simulator.serving.sla import check_sla
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.deploy import Grid, search_platform
@@ -62,6 +64,27 @@ def serve_spec(search: DeploymentSearch, study: ResolvedStudy) -> ServeSpec:
     except AccsimError as exc:
         raise AccsimError(exc.rule, file=study.source.path,
                           field=f"{field}.{exc.field or 'model'}") from None
+
+
+def check_search(study: ResolvedStudy) -> None:
+    """The search's spec, model, trace and cost tables, checked before any simulation
+    of the review (a typo is one error naming the study's field, not a late failure)."""
+    search = study.study.scope.deployment_search
+    if search is None:
+        return
+    spec = serve_spec(search, study)
+    field = "scope.deployment_search"
+    checks = [("model", lambda: llm_cost.load_model(spec.model, dtype=spec.dtype))]
+    if spec.arrival == "trace":
+        checks.append(("trace", lambda: load_trace(spec.arrival_trace, need_tokens=True)))
+    for name, load in checks:
+        try:
+            load()
+        except AccsimError as exc:
+            raise AccsimError(exc.message(), file=study.source.path,
+                              field=f"{field}.{name}") from None
+    check_cost([loaded.source.path for loaded in study.platforms if loaded.source],
+               search.objective)
 
 
 def grid(search: DeploymentSearch) -> Grid:
