@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 
 import pytest
 
@@ -70,6 +71,10 @@ def test_the_search_is_a_section_with_each_binding_constraint_a_finding(packet, 
     assert main(["review", str(study), "--out", str(again), "--cache", str(cache)]) == 0
     assert (again / "results" / "deployment.json").read_text() == \
         (out / "results" / "deployment.json").read_text()
+    (store,) = (cache / "deployments").glob("*.sqlite")  # one store, read back
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT count(*) FROM deployments").fetchone()[0] == \
+            len(export["points"])
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs "

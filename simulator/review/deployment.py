@@ -103,7 +103,10 @@ def run_search(study: ResolvedStudy, out: OutputFolder, *,
     spec = serve_spec(search, study)
     archs = [loaded.source.path for loaded in study.platforms]
     check_cost(archs, search.objective)
-    key = hashlib.sha256(json.dumps([search.model_dump(mode="json"), archs],
+    # One store per search and platform names (not paths: a packet writes its variants
+    # into its own folder), so a second review into another folder reads it back.
+    key = hashlib.sha256(json.dumps([search.model_dump(mode="json"),
+                                     [loaded.label for loaded in study.platforms]],
                                     sort_keys=True).encode()).hexdigest()[:16]
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) if cache is None else cache.path / FOLDER

@@ -79,7 +79,7 @@ class PointStore:
         return row
 
     def put(self, key: str, inputs: dict, row: dict) -> None:
-        text = json.dumps(row, sort_keys=True)
+        text = json.dumps(row)  # in its own order: read back, it is written as computed
         with uninterrupted(), self.store.guard("write"), self.store.db:
             self.store.db.execute("INSERT OR REPLACE INTO deployments (key, inputs, "
                                   "outcome) VALUES (?, ?, ?)",
