@@ -46,12 +46,18 @@ def files(tmp_path_factory):
             "small": str(folder / "small.yaml"), "folder": folder}
 
 
-def plan_deployment(files, *extra, sla=SLA, archs=("priced", "small")) -> dict:
+# 1 x 1, 2 x 1 and 1 x 2 chips per replica, 1 or 2 replicas, max batch 4 or 16:
+# 12 deployments per platform.
+GRID_12 = ("--budget-chips", "4", "--chips-per-replica", "1,2", "--replicas", "1,2",
+           "--max-batch", "4,16")
+GRID_6 = ("--budget-chips", "2", "--replicas", "1", "--max-batch", "4,16")
+
+
+def plan_deployment(files, *extra, sla=SLA, archs=("priced", "small"), grid=GRID_6) -> dict:
     out = files["folder"] / "plan.json"
     out.unlink(missing_ok=True)
     args = ["plan-deployment", "--model", files["model"], *WORKLOAD, "--sla", sla,
-            "--budget-chips", "2", "--replicas", "1", "--max-batch", "4,16",
-            "--json", str(out), *extra]
+            *grid, "--json", str(out), *extra]
     for arch in archs:
         args += ["--arch", files[arch]]
     assert main(args) == 0
@@ -73,8 +79,10 @@ def brute_force(files, row: dict) -> dict:
 
 
 def test_the_best_point_per_platform_is_the_brute_force_best(files, capsys):
-    result = plan_deployment(files, "--objective", "tokens_per_s_per_chip")
+    result = plan_deployment(files, "--objective", "tokens_per_s_per_chip", grid=GRID_12)
     capsys.readouterr()
+    for arch in (files["priced"], files["small"]):
+        assert sum(row["arch"] == arch for row in result["points"]) == 12
     points = [row for row in result["points"] if row["status"] == "searched"]
     assert {row["arch"] for row in points} == {files["priced"], files["small"]}
     for arch in (files["priced"], files["small"]):
@@ -129,6 +137,29 @@ def test_pruned_points_are_those_that_do_not_fit_or_whose_bound_misses(files, ca
                  "--pp", str(p), "--json", str(out)]) == 0
     assert json.loads(out.read_text())["tpot_ms"]["p99"] > target
     capsys.readouterr()
+    # A full run without pruning: every pruned point is refused (it does not fit) or
+    # meets the SLA at no rate, and every other point is as the pruned search found it.
+    full = plan_deployment(files, "--no-prune", sla=f"tpot_p99_ms={target}")
+    capsys.readouterr()
+    everything = {(row["arch"], row["tp"], row["pp"], row["max_batch"]): row
+                  for row in full["points"]}
+    assert len(everything) == len(result["points"])
+    assert all(row["status"] != "pruned" for row in full["points"])
+    for row in result["points"]:
+        same = everything[row["arch"], row["tp"], row["pp"], row["max_batch"]]
+        reason = pruned.get((row["arch"], row["tp"], row["pp"], row["max_batch"]))
+        if reason is None:
+            assert (same["status"], same["sla_rate_rps"], same.get("tokens_per_s")) == \
+                (row["status"], row["sla_rate_rps"], row.get("tokens_per_s"))
+        elif reason.startswith("capacity"):
+            assert same["status"] == "refused" and "does not fit" in same["reason"]
+        else:
+            assert same["status"] == "no rate meets the SLA"
+    def unkeyed(best: dict) -> dict:  # a point's key names the search's pruning
+        return {arch: row and {k: v for k, v in row.items() if k != "key"}
+                for arch, row in best.items()}
+
+    assert unkeyed(full["best"]) == unkeyed(result["best"])
 
 
 def test_cost_per_million_tokens_at_the_sla_rate(files, capsys):

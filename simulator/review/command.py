@@ -20,6 +20,7 @@ from simulator.outputs import OutputFolder
 from simulator.review.assumptions import assumption_study
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
+from simulator.review.deployment import check_search, run_search
 from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
 from simulator.system.command import add_ignore_capacity
 from simulator.system.plan import SystemPlan
@@ -86,6 +87,7 @@ def review(args: argparse.Namespace) -> int:
         study = replace(study, sweep=make_plan(study.sweep.sweep, ignore_capacity=True))
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
     applied = apply_variants(study, models)
+    check_search(study)
     with OutputFolder.claim(args.out, PACKET_MARKER, field="--out",
                             signature="packet.json") as out, \
             (_cache_folder(args) or nullcontext()) as cache:
@@ -106,9 +108,14 @@ def review(args: argparse.Namespace) -> int:
             assumed = assumption_study(study, records, out, engine=args.engine,
                                        served=not isinstance(served, NotEvaluated),
                                        cache=cache, progress=report)
+            searched = NotEvaluated("the study asks for no deployment search "
+                                    "(scope.deployment_search)")
+            if study.study.scope.deployment_search is not None:
+                searched = run_search(study, out, cache=cache)
         reused = sum(r.reused for r in records + [v.run for v in varied])
         packet = write_packet(assemble(Context(study, records, models, served, swept,
-                                               varied, assumptions=assumed)), out)
+                                               varied, assumptions=assumed,
+                                               deployment=searched)), out)
         out.remove_stale(_kept(packet))
     elapsed = time.perf_counter() - started
     console = Console(highlight=False, soft_wrap=True)

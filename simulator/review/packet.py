@@ -112,7 +112,7 @@ def assemble(ctx: Context) -> dict:
             "mapping": v.run.spec.mapping.label} for v in ctx.variants]
         + [{"kind": "serving", "path": r.file, "sha256": r.sha256, "platform": r.platform,
             "workload": r.subject, "mapping": "default"} for r in served(ctx)]
-        + _sweep_files(ctx) + _assumption_files(ctx),
+        + _sweep_files(ctx) + _assumption_files(ctx) + _deployment_files(ctx),
         **_capacity_stamp(ctx),
     }
 
@@ -145,6 +145,16 @@ def _assumption_files(ctx: Context) -> list[dict]:
     return [{"kind": "assumptions", "path": record.file, "sha256": record.sha256,
              "platform": ", ".join(p["platform"] for p in record.data["platforms"]),
              "workload": head["workload"], "mapping": head["mapping"]}]
+
+
+def _deployment_files(ctx: Context) -> list[dict]:
+    """The deployment search's export, when the study has one."""
+    record = ctx.deployment
+    if isinstance(record, NotEvaluated):
+        return []
+    return [{"kind": "deployment", "path": record.file, "sha256": record.sha256,
+             "platform": ", ".join(record.data["best"]),
+             "workload": record.data["spec"]["model"], "mapping": "default"}]
 
 
 def _environment(autoescape: bool) -> Environment:

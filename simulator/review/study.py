@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import (Field, PositiveFloat, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (Field, PositiveFloat, PositiveInt, ValidationError,
+                      field_validator, model_validator)
 
 from simulator.bottleneck import CLASSES
 from simulator.config import Dtype, Name, Platform, Strict, Text
@@ -118,6 +118,31 @@ class PlatformVariant(Strict):
     set: dict[str, int | float | str | bool | list | None] = Field(min_length=1)
 
 
+class DeploymentSearch(Strict):
+    """A deployment search over the study's platforms (DESIGN.md section 18, `accsim
+    plan-deployment`'s options): each platform's best deployment meeting the SLA, its
+    binding constraint, and the front across platforms."""
+
+    model: str = Field(min_length=1, description="config.json (relative to the study) "
+                       "or a shipped model name")
+    trace: str | None = Field(default=None, min_length=1, description="arrival trace: "
+                              "CSV relative to the study, or a shipped name")
+    prompt_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS)
+    output_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS)
+    requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS)
+    seed: int = Field(default=0, ge=0)
+    sla: dict[str, PositiveFloat] = Field(min_length=1, description="e.g. "
+                                          "{ttft_p99_ms: 500, tpot_p99_ms: 50}")
+    budget_chips: int = Field(default=8, ge=1, le=MAX_CHIPS)
+    chips_per_replica: list[PositiveInt] = Field(default=[], description="default: "
+                                                 "powers of 2 up to the budget")
+    replicas: list[PositiveInt] = Field(default=[], description="default: powers of 2")
+    batching: list[Literal["static", "dynamic", "continuous"]] = ["continuous"]
+    max_batch: list[PositiveInt] = [16, 64, 256]
+    objective: Literal["tokens_per_s_per_watt", "tokens_per_s_per_chip",
+                       "cost_per_mtok"] = "tokens_per_s_per_watt"
+
+
 class SystemUnderReview(Strict):
     """The multi-chip system every run of the study uses (DESIGN.md section 14): each
     run simulates one chip's shard, its result carries the `system` block."""
@@ -149,6 +174,7 @@ class Scope(Strict):
     serving: ServingLoad | None = None
     sweep: str | None = Field(default=None, min_length=1, description="a sweep spec "
                               "file (simulator.sweep), relative to the study")
+    deployment_search: DeploymentSearch | None = None
 
     @model_validator(mode="after")
     def _has_work(self) -> Scope:

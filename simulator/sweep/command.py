@@ -20,6 +20,7 @@ from simulator.search.fusion import DEFAULT_FUSION
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import Plan, make_plan
+from simulator.sweep.serving_sweep import run_serving_sweep, serving_front
 from simulator.sweep.report import (PLOT_SUFFIXES, best_by, build_report,
                                     failed_table, front_table, import_pyarrow,
                                     parse_objectives, points_table, shown_metrics,
@@ -55,7 +56,10 @@ def _run(args: argparse.Namespace) -> int:
         except AccsimError as exc:
             raise AccsimError(exc.rule, field="--heuristic") from None
     check_resumable(args.store)
-    plan = make_plan(load_sweep(args.spec),
+    sweep = load_sweep(args.spec)
+    if sweep.serving is not None:
+        return _run_serving(args, sweep)
+    plan = make_plan(sweep,
                      with_fusion(with_heuristic(Mapping(), args.heuristic), args.fusion),
                      ignore_capacity=args.ignore_capacity)
     print(f"{describe_plan(plan)}; on {executor.description}")
@@ -76,6 +80,26 @@ def _run(args: argparse.Namespace) -> int:
         print(f"accsim: interrupted: {summary.missing} jobs not computed; rerun the same "
               "command to compute only those", file=sys.stderr)
         return EXIT_INTERRUPTED
+    return 0
+
+
+def _run_serving(args: argparse.Namespace, sweep) -> int:
+    """A serving sweep: each point's SLA capacity searched (simulator.sweep.serving_sweep),
+    its figures printed, and the front over the spec's objectives."""
+    objectives = sweep.spec.objectives
+    print(f"serving sweep {sweep.spec.name}: SLA {sweep.serving.sla}; objectives "
+          + ", ".join(f"{name} ({sense})" for name, sense in objectives.items()))
+    with progress.steps("searching deployments", after_s=2.0) as report:
+        rows, found, computed = run_serving_sweep(sweep, args.store, progress=report)
+    front = {id(row) for row in serving_front(rows, objectives)}
+    for row in rows:
+        values = ", ".join(f"{name}={value}" for name, value in row["point"].items())
+        figures = ", ".join(f"{name} {row.get(name):.4g}" for name in objectives
+                            if row.get(name) is not None)
+        mark = " [front]" if id(row) in front else ""
+        print(f"  {values}: {row['status']}{mark}"
+              + (f"; {figures}" if figures else f"; {row.get('reason') or row.get('note')}"))
+    print(f"{found} already stored, {computed} computed; store {args.store}")
     return 0
 
 

@@ -4,12 +4,18 @@ max batch) is pruned before any simulation when it cannot be built, cannot hold 
 model (the capacity rule, simulator.capacity) or when the roofline bound of one
 batch-1 iteration already misses the SLA; every other point gets its SLA capacity from
 serve's --find-max-rate search (simulator.serving.curves.find_max_rate), and its
-figures at that rate. Pruned points are kept with their reason, never dropped."""
+figures at that rate. Pruned points are kept with their reason, never dropped. Each
+point is keyed by the sha256 of what its outcome depends on, so a store of points
+(simulator.sweep.deploy_store) lets a search resume and never compute a point twice."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from typing import Protocol
+
+import simulator
 
 from simulator.capacity import check
 from simulator.config import Platform
@@ -20,11 +26,13 @@ from simulator.mapping.plan import Mapping
 from simulator.metrics import roofline_bound_cycles
 from simulator.search.resolve import lower_workload
 from simulator.serving import llm_cost
+from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import find_max_rate
 from simulator.serving.serve import prepare
 from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
-from simulator.serving.trace import load_trace
+from simulator.serving.trace import Trace, load_trace
+from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
 from simulator.system.serving import ShardedFrontend
 from simulator.system.shard import model_limits, serving_sizing
@@ -32,6 +40,12 @@ from simulator.system.shard import model_limits, serving_sizing
 # Objective -> whether larger is better.
 OBJECTIVES = {"tokens_per_s_per_watt": "max", "tokens_per_s_per_chip": "max",
               "cost_per_mtok": "min"}
+# Every figure of a searched point a sweep may take as an objective (the SLA's
+# percentiles are at the point's SLA capacity).
+POINT_METRICS = {**OBJECTIVES, "sla_rate_rps": "max", "goodput_rps": "max",
+                 "tokens_per_s": "max", "energy_per_token_j": "min",
+                 **{f"{metric}_{stat}_ms": "min" for metric in ("ttft", "tpot", "latency")
+                    for stat in ("p50", "p99")}}
 COST_OBJECTIVES = ("cost_per_mtok",)
 SECONDS_PER_HOUR = 3600.0
 
@@ -87,6 +101,8 @@ class Outcome:
     config: object = None                              # the model, as the frontend reads it
     hf: object = None                                  # the frontend that read it
     context: int = 0                                   # mean decode context of a request
+    prefill: int = 0                                   # tokens of a mean prefill chunk
+    request: int = 0                                   # a mean request's whole KV tokens
     points: list[dict] = field(default_factory=list)   # searched, with figures
     pruned: list[dict] = field(default_factory=list)   # with their reason
 
@@ -105,23 +121,25 @@ def deployments(arch: str, grid: Grid) -> list[Deployment]:
             for batching in grid.batching for max_batch in grid.max_batch]
 
 
-def _smallest_request(spec: ServeSpec) -> tuple[int, int]:
+def _smallest_request(spec: ServeSpec, trace: Trace | None) -> tuple[int, int]:
     """(prompt, output) of the request with the fewest tokens: what every bound and the
     capacity rule are taken at (the smallest is the one every run must serve)."""
-    if spec.arrival != "trace":
+    if trace is None:
         return spec.prompt_tokens, spec.output_tokens
-    trace = load_trace(spec.arrival_trace, need_tokens=True)
     sizes = trace.prompt_tokens + trace.output_tokens
     row = int(sizes.argmin())
     return int(trace.prompt_tokens[row]), int(trace.output_tokens[row])
 
 
-def _mean_context(spec: ServeSpec) -> int:
-    """A decoding request's mean context: its prompt and half its output."""
-    if spec.arrival != "trace":
-        return spec.prompt_tokens + spec.output_tokens // 2
-    trace = load_trace(spec.arrival_trace, need_tokens=True)
-    return int(trace.prompt_tokens.mean() + trace.output_tokens.mean() / 2)
+def _mean_context(spec: ServeSpec, trace: Trace | None) -> tuple[int, int, int]:
+    """A decoding request's mean context (its prompt and half its output), a mean
+    prefill chunk (its prompt, at most max_tokens) and a mean request's tokens."""
+    if trace is None:
+        prompt, output = spec.prompt_tokens, spec.output_tokens
+    else:
+        prompt, output = trace.prompt_tokens.mean(), trace.output_tokens.mean()
+    return (int(prompt + output / 2), int(min(prompt, spec.max_tokens)),
+            int(prompt + output))
 
 
 def iteration_bound_s(platform: Platform, workload) -> float:
@@ -185,7 +203,10 @@ def point_figures(point: Deployment, figures: dict, rate: float,
     if platform.cost is not None and tokens_s > 0:
         chip_hour = platform.cost.chip_hour(watts / point.chips)
         cost = point.chips * chip_hour / (tokens_s * SECONDS_PER_HOUR) * 1e6
-    return {**point.fields(), "sla_rate_rps": rate, "goodput_rps": figures["goodput_rps"],
+    percentiles = {f"{metric}_{stat}_ms": (figures[f"{metric}_ms"] or {}).get(stat)
+                   for metric in ("ttft", "tpot", "latency") for stat in ("p50", "p99")}
+    return {**point.fields(), **percentiles, "sla_rate_rps": rate,
+            "goodput_rps": figures["goodput_rps"],
             "throughput_rps": figures["throughput_rps"], "tokens_per_s": tokens_s,
             "tokens_per_s_per_chip": tokens_s / point.chips,
             "tokens_per_s_per_watt": 1 / energy if energy else None,
@@ -209,11 +230,13 @@ def search_point(setup, point: Deployment) -> dict:
         found = find_max_rate(replace(setup, spec=at), at)
     except AccsimError as exc:  # met at every rate a spec may ask for, or at none
         unbounded = "doublings" in exc.rule
-        return {**point.fields(), "sla_rate_rps": None, "unbounded": unbounded,
+        return {**point.fields(), "status": "unbounded" if unbounded else
+                "no rate meets the SLA", "sla_rate_rps": None, "unbounded": unbounded,
                 "note": ("the SLA is met at every rate tried: " if unbounded else
                          "no rate meets the SLA: ") + exc.rule}
     met, above = _bracket_figures(found)
-    row = point_figures(point, met, found["max_rate_rps"], setup.platform)
+    row = {"status": "searched",
+           **point_figures(point, met, found["max_rate_rps"], setup.platform)}
     checks = sla_report(at.sla, above["figures"])["targets"]
     figures = above["figures"]
     row["above"] = {"rate_rps": above["rate_rps"],
@@ -222,35 +245,105 @@ def search_point(setup, point: Deployment) -> dict:
                         "preempted", "dropped", "requests", "utilization",
                         "throughput_rps", "latency_ms", "ttft_ms", "tpot_ms")}}
     row["evaluations"] = len(found["evaluations"])
+    if setup.kv_blocks is not None:
+        row["kv_tokens_per_replica"] = setup.kv_blocks * at.block_tokens
     return row
 
 
 Progress = Callable[[str, int, int], None]
+# What a point's outcome is: pruned before simulation, given an SLA capacity, met at
+# every rate tried, met at none, or refused by serve (a search without pruning only).
+STATUSES = ("pruned", "searched", "unbounded", "no rate meets the SLA", "refused")
+
+
+class PointStore(Protocol):
+    """Where finished points are kept by key (simulator.sweep.deploy_store.PointStore)."""
+
+    def get(self, key: str) -> dict | None: ...
+
+    def put(self, key: str, inputs: dict, row: dict) -> None: ...
+
+
+def _config_identity(config) -> object:
+    return asdict(config) if is_dataclass(config) else \
+        config.model_dump(mode="json") if hasattr(config, "model_dump") else repr(config)
+
+
+def search_identity(spec: ServeSpec, platform: Platform, config, trace: Trace | None,
+                    prune: bool) -> dict:
+    """What every point's outcome on one platform depends on besides the deployment:
+    the platform, the model and trace by content, the serving spec (SLA included) and
+    MODEL_VERSION. Names and paths are left out, so a renamed file keeps its keys."""
+    return {"platform": platform.model_dump(mode="json"),
+            "model": _config_identity(config),
+            "trace": trace.source.sha256 if trace is not None else None,
+            "spec": spec.model_dump(mode="json", exclude={"arch", "model",
+                                                          "arrival_trace"}),
+            "prune": prune, "model_version": simulator.MODEL_VERSION}
+
+
+def point_key(identity: dict, point: Deployment) -> tuple[str, dict]:
+    """A point's key (the sha256 of its canonical inputs) and the inputs as stored."""
+    deployment = {k: v for k, v in point.fields().items() if k != "arch"}
+    inputs = json.loads(json.dumps({**identity, "deployment": deployment}, default=str))
+    return stored_key(inputs), inputs
+
+
+def _evaluate(setups: dict, reasons: dict, spec: ServeSpec, arch: str, point: Deployment,
+              *, hf, prune: bool, cost_cache: CostCache | None) -> dict:
+    """A point's outcome: pruned with its reason, or serve's max-rate search on it (the
+    setup of its platform and plan shared by every point of that plan)."""
+    if prune and reasons[point.plan] is not None:
+        return {**point.fields(), "status": "pruned", "reason": reasons[point.plan]}
+    if point.plan not in setups:
+        try:
+            setups[point.plan] = prepare(spec.model_copy(update={
+                "arch": arch, "chips": point.plan.chips, "tp": point.plan.tp,
+                "pp": point.plan.pp}), hf=hf, cost_cache=cost_cache)
+        except AccsimError as exc:
+            if prune:
+                raise
+            setups[point.plan] = exc
+    if isinstance(setups[point.plan], AccsimError):
+        return {**point.fields(), "status": "refused", "sla_rate_rps": None,
+                "unbounded": False, "note": f"refused: {setups[point.plan].rule}"}
+    return search_point(setups[point.plan], point)
 
 
 def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
-                    progress: Progress | None = None) -> Outcome:
-    """Prune, then search, every point of the grid on one platform."""
+                    progress: Progress | None = None, prune: bool = True,
+                    cost_cache: CostCache | None = None, store: PointStore | None = None,
+                    points: list[Deployment] | None = None) -> Outcome:
+    """Prune, then search, every point of the grid (or the `points` given, a sweep's)
+    on one platform. `prune` False
+    searches every point (a check of the pruning); `cost_cache`: where iteration costs
+    are shared (default: the user's cache folder); `store`: finished points are read
+    from and written to it by key."""
     hf = hf or hf_frontend
     platform, source = load_model(locate(arch, "platform"), Platform)
     config, _ = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
-    request = _smallest_request(spec)
-    outcome = Outcome(arch, platform, source.path, config, hf, _mean_context(spec))
-    points = deployments(arch, grid)
+    trace = load_trace(spec.arrival_trace, need_tokens=True) \
+        if spec.arrival == "trace" else None
+    request = _smallest_request(spec, trace)
+    outcome = Outcome(arch, platform, source.path, config, hf,
+                      *_mean_context(spec, trace))
+    identity = search_identity(spec, platform, config, trace, prune)
+    points = deployments(arch, grid) if points is None else points
     reasons: dict[SystemPlan, str | None] = {}
     setups: dict[SystemPlan, object] = {}
     for index, point in enumerate(points):
-        if point.plan not in reasons:
-            reasons[point.plan] = _prune_reason(spec, platform, source.path, config,
-                                                point.plan, hf, request)
-        if reasons[point.plan] is not None:
-            outcome.pruned.append({**point.fields(), "reason": reasons[point.plan]})
-        else:
-            if point.plan not in setups:
-                setups[point.plan] = prepare(spec.model_copy(update={
-                    "arch": arch, "chips": point.plan.chips, "tp": point.plan.tp,
-                    "pp": point.plan.pp}), hf=hf)
-            outcome.points.append(search_point(setups[point.plan], point))
+        key, inputs = point_key(identity, point)
+        row = store.get(key) if store is not None else None
+        if row is None:
+            if point.plan not in reasons:
+                reasons[point.plan] = _prune_reason(spec, platform, source.path, config,
+                                                    point.plan, hf, request)
+            row = _evaluate(setups, reasons, spec, arch, point, hf=hf, prune=prune,
+                            cost_cache=cost_cache)
+            if store is not None:
+                store.put(key, inputs, row)
+        row = {**row, "arch": arch, "key": key}
+        (outcome.pruned if row["status"] == "pruned" else outcome.points).append(row)
         if progress:
             progress(arch, index + 1, len(points))
     return outcome

@@ -21,7 +21,11 @@ from simulator.serving.sla import parse_sla
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.deploy import (COST_OBJECTIVES, OBJECTIVES, Grid, deployments,
                                     search_platform)
+from simulator.serving.cost_cache import CostCache
+from simulator.sweep.deploy_plot import capacity_figure
 from simulator.sweep.deploy_report import conclude
+from simulator.sweep.deploy_store import PointStore, cost_folder
+from simulator.sweep.store import Store
 from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 
@@ -71,6 +75,13 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
         help="what the best point of a platform maximises (cost: minimises)")
     add("--json", metavar="PATH", help="write every point, pruned point, best and front")
     add("--csv", metavar="PATH", help="write one row per point (pruned ones included)")
+    add("--plot", metavar="PATH", help="figure: SLA capacity vs chips per platform, the "
+        "Pareto front ringed (.png, .svg or .pdf)")
+    add("--store", metavar="FILE", help="SQLite store the points are kept in (a sweep "
+        "store): a rerun resumes, computing only points it lacks; iteration costs are "
+        "cached in the folder <store stem>-costs beside it")
+    add("--no-prune", action="store_true", help="search every point, even those the "
+        "capacity rule or the roofline bound would prune (a check of the pruning)")
     add_wide(cmd)
     cmd.set_defaults(handler=handle)
 
@@ -169,33 +180,46 @@ def _label(row: dict) -> str:
 
 
 def _rows(outcomes, front: list[dict]) -> list[dict]:
-    on_front = {id(row) for row in front}
+    on_front = {row["key"] for row in front}
     rows = []
     for outcome in outcomes:
-        for row in outcome.points:
-            status = "searched" if row["sla_rate_rps"] is not None else \
-                "unbounded" if row["unbounded"] else "no rate meets the SLA"
-            rows.append({**row, "status": status, "on_front": id(row) in on_front,
-                         "reason": row.get("note")})
-        rows += [{**row, "status": "pruned"} for row in outcome.pruned]
+        rows += [{**row, "on_front": row["key"] in on_front,
+                  "reason": row.get("reason") or row.get("note")} for row in outcome.points]
+        rows += outcome.pruned
     return rows
+
+
+def _search(spec: ServeSpec, archs: list[str], grid: Grid, args) -> tuple[list, str]:
+    """Every platform's outcome, through the store when one is named; and a line
+    saying how many points were read back and how many computed."""
+    if not args.store:
+        with progress.steps("searching deployments", after_s=2.0) as report:
+            return [search_platform(spec, arch, grid, prune=not args.no_prune,
+                                    progress=lambda a, done, total: report(done, total))
+                    for arch in archs], ""
+    cache = CostCache(cost_folder(args.store), strict=True)
+    with Store(args.store) as store, \
+            progress.steps("searching deployments", after_s=2.0) as report:
+        points = PointStore(store)
+        outcomes = [search_platform(spec, arch, grid, prune=not args.no_prune,
+                                    cost_cache=cache, store=points,
+                                    progress=lambda a, done, total: report(done, total))
+                    for arch in archs]
+    return outcomes, (f"store {args.store}: {points.found} already stored, "
+                      f"{points.computed} computed")
 
 
 def handle(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     grid = grid_from_args(args)
-    for flag, suffixes in (("json", None), ("csv", (".csv",))):
+    for flag, suffixes in (("json", None), ("csv", (".csv",)),
+                           ("plot", (".png", ".svg", ".pdf"))):
         if getattr(args, flag):
             check_output_path(getattr(args, flag), flag, suffixes)
     archs = list(dict.fromkeys(args.arch))
     check_cost(archs, args.objective)
     started = time.perf_counter()
-    outcomes = []
-    with progress.steps("searching deployments", after_s=2.0) as report:
-        for arch in archs:
-            outcomes.append(search_platform(spec, arch, grid,
-                                            progress=lambda a, done, total:
-                                            report(done, total)))
+    outcomes, stored = _search(spec, archs, grid, args)
     found = conclude(outcomes, args.objective, spec.dtype)
     console = report_console(wide=args.wide)
     for outcome in outcomes:
@@ -217,6 +241,8 @@ def handle(args: argparse.Namespace) -> int:
     searched = sum(len(o.points) for o in outcomes)
     print(f"searched {searched} points ({sum(len(o.pruned) for o in outcomes)} pruned) "
           f"in {time.perf_counter() - started:.1f} s wall")
+    if stored:
+        print(stored)
     rows = _rows(outcomes, found["front"])
     if args.json:
         with writing(args.json):
@@ -229,4 +255,10 @@ def handle(args: argparse.Namespace) -> int:
         with writing(args.csv):
             write_file(args.csv, csv_text(list(CSV_COLUMNS), rows, extrasaction="ignore"))
         print(f"wrote {Path(args.csv)}")
+    if args.plot:
+        with writing(args.plot):
+            targets = ", ".join(f"{key}={value:g}" for key, value in spec.sla.items())
+            capacity_figure(rows, found["front"], args.plot,
+                            f"SLA capacity vs chips ({targets})")
+        print(f"wrote {args.plot}")
     return 0

@@ -20,6 +20,9 @@ from simulator.system.serving import ShardedFrontend
 # this share of it.
 HBM_BUSY = 0.80
 COLLECTIVE_SHARE = 0.30
+# KV capacity binds without preemptions when the requests in flight hold this share of
+# a replica's KV cache (the rest wait for blocks).
+KV_FULL = 0.90
 FRONT_OBJECTIVES = ("tokens_per_s_per_chip", "tokens_per_s_per_watt", "cost_per_mtok")
 
 
@@ -44,20 +47,43 @@ def _metric_name(key: str) -> str:
     return f"{metric.upper()} {statistic}"
 
 
-def iteration_shares(outcome: Outcome, row: dict, dtype: str | None) -> dict:
-    """Where one decode iteration's time goes on a chip of the point, at the batch the
-    run just above the SLA capacity kept in flight (Little's law, within 1 and max
-    batch) and the workload's mean context: off-chip busy, collectives, array busy and
-    vector busy, each a share of the iteration's cycles."""
+def in_flight(row: dict) -> float:
+    """Requests in a replica (running or waiting) in the run just above the point's SLA
+    capacity, by Little's law."""
     above = row["above"]
     latency_s = (above["latency_ms"] or {}).get("mean", 0.0) / 1e3
-    in_flight = above["throughput_rps"] * latency_s / row["replicas"]
-    batch = int(min(max(round(in_flight), 1), row["max_batch"]))
+    return above["throughput_rps"] * latency_s / row["replicas"]
+
+
+def kv_held(outcome: Outcome, row: dict) -> float | None:
+    """The share of a replica's KV cache the requests it can run would hold just above
+    the SLA capacity: min(in flight, max batch) requests of the mean size (whole
+    requests for static and dynamic batching, which reserve their KV up front; a
+    decoding request's mean context for continuous). None without a KV cache size."""
+    tokens = row.get("kv_tokens_per_replica")
+    if not tokens:
+        return None
+    size = outcome.context if row["batching"] == "continuous" else outcome.request
+    return min(in_flight(row), row["max_batch"]) * size / tokens
+
+
+def iteration_shares(outcome: Outcome, row: dict, dtype: str | None) -> dict:
+    """Where one iteration's time goes on a chip of the point, at the batch the run just
+    above the SLA capacity kept in flight (Little's law, within 1 and max batch) and
+    the workload's mean context: off-chip busy, collectives, array busy and vector
+    busy, each a share of the iteration's cycles. The iteration is the one behind the
+    metric that failed: decode steps when TPOT failed, else (TTFT, latency) one with
+    a mean prefill chunk beside the other requests' decode steps."""
+    above = row["above"]
+    batch = int(min(max(round(in_flight(row)), 1), row["max_batch"]))
+    decoding = any(split_key(key)[0] == "tpot" for key in above["missed"])
+    prefill = [] if decoding else [(outcome.prefill, 0)]
     plan = SystemPlan(chips=row["chips_per_replica"], tp=row["tp"], pp=row["pp"])
     frontend = outcome.hf if plan.single_chip else \
         ShardedFrontend(outcome.hf, plan, outcome.platform)
-    workload = frontend.iteration_workload(outcome.config, prefill=[],
-                                           decode=[outcome.context] * batch, dtype=dtype)
+    workload = frontend.iteration_workload(outcome.config, prefill=prefill,
+                                           decode=[outcome.context] * (batch - len(prefill)),
+                                           dtype=dtype)
     total = simulate(Inputs(outcome.platform, workload, Mapping())).total
     cycles = max(total.cycles, 1)
     return {"batch": batch, "hbm_busy": total.offchip_busy_cycles / cycles,
@@ -68,15 +94,20 @@ def iteration_shares(outcome: Outcome, row: dict, dtype: str | None) -> dict:
 
 def binding(outcome: Outcome, row: dict, dtype: str | None) -> dict:
     """The SLA metric that fails just above the point's SLA capacity and the resource
-    behind it: KV capacity (preemptions or drops there), else the interconnect
+    behind it: KV capacity (preemptions or drops there, or the requests it can run
+    holding >= 90% of the cache, so that others wait for blocks), else the interconnect
     (collectives >= 30% of an iteration), else off-chip bandwidth (>= 80% busy), else
     the busiest of the array, the vector unit and the memory."""
     above = row["above"]
     shares = iteration_shares(outcome, row, dtype)
     metrics = ", ".join(_metric_name(key) for key in above["missed"]) or "no SLA metric"
+    held = kv_held(outcome, row)
     if above["preempted"] or above["dropped"]:
         resource = (f"KV capacity: {above['preempted']:,} preemptions, "
                     f"{above['dropped']:,} dropped")
+    elif held is not None and held >= KV_FULL:
+        resource = (f"KV capacity: the cache {100 * min(held, 1.0):.0f}% held, requests "
+                    "wait for blocks")
     elif shares["collective"] >= COLLECTIVE_SHARE:
         resource = f"interconnect: collectives {100 * shares['collective']:.0f}%"
     elif shares["hbm_busy"] >= HBM_BUSY:

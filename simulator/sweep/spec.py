@@ -6,6 +6,12 @@ list of values, `{range: [lo, hi, step]}` (hi included when a step lands on it) 
 `{log2_range: [lo, hi]}` (every power of two from lo to hi, both powers of two).
 `link: [a, b]` (or a list of such lists) makes axes move together: one dimension of
 the design space whose i-th point takes the i-th value of each linked axis.
+
+A sweep's workload is either workload files (`workloads`, each point one run) or one
+serving workload (`serving`: serve's spec with an SLA; DESIGN.md section 18), whose
+points are deployments searched for their SLA capacity (simulator.sweep.serving_sweep),
+with deployment axes (`system.*`, `serving.*`) beside the platform fields and the
+deployment figures (simulator.sweep.deploy.POINT_METRICS) as objectives.
 """
 
 from __future__ import annotations
@@ -16,12 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt, ValidationError, field_validator, model_validator
+from pydantic import (Field, PositiveInt, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 from simulator.config import Name, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, parse_model, read_source, validation_error
+from simulator.serving.spec import ServeSpec
 from simulator.sweep.constraints import Constraint, parse_constraint
+from simulator.sweep.deploy import POINT_METRICS
 from simulator.sweep.sampling import MAX_JOBS, MAX_SEED, check_size
 from simulator.sweep.task import METRICS
 from simulator.workload import Workload
@@ -29,6 +38,14 @@ from simulator.workload import Workload
 LINK_KEY = "link"
 # Axes that name the multi-chip plan of a point (simulator.system), not a platform field.
 SYSTEM_AXES = {"system.chips", "system.tp", "system.pp", "system.ep"}
+# Axes of a serving sweep's deployment (serve's fields of the same meaning).
+SERVING_AXES = {"serving.replicas": "replicas", "serving.batching": "batching",
+                "serving.max_batch": "max_batch", "serving.chunk_tokens": "max_tokens"}
+POINT_AXES = SYSTEM_AXES | set(SERVING_AXES)
+BATCHING = ("static", "dynamic", "continuous")
+# Serve's fields a serving sweep's axes and platform set, not its `serving` table.
+DEPLOYMENT_FIELDS = ("arch", "replicas", "chips", "tp", "pp", "ep", "find_max_rate",
+                     "sweep_rate")
 # More values than this on one axis, or over all axes, is a typo in a range, not a
 # study; each value is validated on the base platform (about 0.3 ms), so this bounds
 # the checks before planning to a few seconds.
@@ -63,8 +80,10 @@ class SweepSpec(Strict):
 
     name: Name
     platform: str = Field(min_length=1, description="base platform: file or shipped name")
-    workloads: list[str] = Field(min_length=1, max_length=MAX_WORKLOADS,
+    workloads: list[str] = Field(default=[], max_length=MAX_WORKLOADS,
                                  description="files or shipped names")
+    serving: dict[str, Any] | None = Field(default=None, description="a serving "
+                                           "workload (serve's spec with an SLA) instead")
     axes: dict[str, Any] = Field(min_length=1, description="dotted platform field -> "
                                  "values, range or log2_range; link ties axes")
     sampling: Sampling = Sampling()
@@ -74,14 +93,26 @@ class SweepSpec(Strict):
 
     @field_validator("objectives")
     @classmethod
-    def _objectives_are_metrics(cls, objectives: dict[str, str]) -> dict[str, str]:
-        unknown = [name for name in objectives if name not in METRICS]
+    def _objectives_are_metrics(cls, objectives: dict[str, str],
+                                info: ValidationInfo) -> dict[str, str]:
+        known = POINT_METRICS if info.data.get("serving") is not None else METRICS
+        unknown = [name for name in objectives if name not in known]
         if unknown:
             raise ValueError(f"unknown objective {unknown[0]!r} (known: "
-                             f"{', '.join(METRICS)})")
+                             f"{', '.join(known)})")
         if not objectives:
             raise ValueError("name at least one objective")
         return objectives
+
+    @model_validator(mode="after")
+    def _one_workload_kind(self) -> SweepSpec:
+        if bool(self.workloads) == (self.serving is not None):
+            raise ValueError("name workloads (files) or serving (one serving workload), "
+                             "exactly one of them")
+        if self.serving is not None and "objectives" not in self.model_fields_set:
+            raise ValueError("a serving sweep names its objectives (known: "
+                             f"{', '.join(POINT_METRICS)})")
+        return self
 
 
 @dataclass(frozen=True)
@@ -105,6 +136,7 @@ class Sweep:
     workloads: tuple[Workload, ...]
     dimensions: tuple[tuple[Axis, ...], ...]
     constraints: tuple[Constraint, ...]
+    serving: ServeSpec | None = None  # a serving sweep's workload (its SLA searched)
 
     @property
     def axes(self) -> tuple[Axis, ...]:
@@ -134,7 +166,7 @@ def load_sweep(path: str | Path) -> Sweep:
     dimensions = link_dimensions(axes, spec.axes.get(LINK_KEY), file=source.path)
     try:
         check_size(spec.sampling.method, [len(d[0].values) for d in dimensions],
-                   spec.sampling.n, len(spec.workloads))
+                   spec.sampling.n, max(len(spec.workloads), 1))
     except AccsimError as exc:
         raise AccsimError(exc.rule, file=source.path, field=exc.field) from None
     for axis in axes.values():
@@ -148,7 +180,33 @@ def load_sweep(path: str | Path) -> Sweep:
     constraints = tuple(parse_constraint(text, base, file=source.path,
                                          field=f"constraints[{index}]")
                         for index, text in enumerate(spec.constraints))
-    return Sweep(spec, source.path, base, workloads, dimensions, constraints)
+    serving = serving_spec(spec.serving, folder, source.path) if spec.serving else None
+    return Sweep(spec, source.path, base, workloads, dimensions, constraints, serving)
+
+
+def serving_spec(raw: dict, folder: Path, file: str) -> ServeSpec:
+    """A serving sweep's workload: serve's spec (model and trace paths relative to the
+    sweep file) with an SLA, whose deployment the axes and platform set."""
+    named = [name for name in DEPLOYMENT_FIELDS if name in raw]
+    if named:
+        raise AccsimError(f"{named[0]} is set by the sweep's platform and axes, not its "
+                          "serving workload", file=file, field=f"serving.{named[0]}")
+    if not raw.get("model") or not raw.get("sla"):
+        raise AccsimError("a serving sweep serves an LLM (model) against an SLA (sla: "
+                          "{ttft_p99_ms: ..., ...})", file=file, field="serving")
+    raw = dict(raw)
+    for name in ("model", "arrival_trace"):
+        value = raw.get(name)
+        if isinstance(value, str) and ("/" in value or Path(value).suffix):
+            raw[name] = str(folder / value)
+    try:
+        return ServeSpec.model_validate(raw | {"find_max_rate": True}).resolved()
+    except ValidationError as exc:
+        error = validation_error(exc, raw, file=file)
+    except AccsimError as exc:
+        error = exc
+    field = "serving" + (f".{error.field}" if error.field else "")
+    raise AccsimError(error.rule, file=file, field=field) from None
 
 
 def input_path(name: str, folder: Path, kind: str) -> Path:
@@ -161,11 +219,11 @@ def expanded_axis(path: str, raw: Any, base: dict, *, file: str) -> tuple:
     """An axis's values, its path checked (a misspelt field is a spec error naming
     `axes.PATH`) but its values not yet (check_values)."""
     field = f"axes.{path}"
-    if path.startswith("system."):
-        if path not in SYSTEM_AXES:
-            raise AccsimError("no such system field (known: "
-                              f"{', '.join(sorted(SYSTEM_AXES))})", file=file, field=field)
-    else:
+    for kind, known in (("system", SYSTEM_AXES), ("serving", set(SERVING_AXES))):
+        if path.startswith(f"{kind}.") and path not in known:
+            raise AccsimError(f"no such {kind} field (known: {', '.join(sorted(known))})",
+                              file=file, field=field)
+    if not path.startswith(("system.", "serving.")):
         check_field_path(path, base, file=file)
     return expand_values(raw, file=file, field=field)
 
@@ -176,7 +234,13 @@ def check_values(axis: Axis, base: dict, *, file: str) -> None:
     positive whole numbers."""
     field = f"axes.{axis.path}"
     for index, value in enumerate(axis.values):
-        if axis.path in SYSTEM_AXES:
+        if axis.path == "serving.batching":
+            if value not in BATCHING:
+                raise AccsimError(f"value {value!r}: not a batching policy (known: "
+                                  f"{', '.join(BATCHING)})", file=file,
+                                  field=f"{field}[{index}]")
+            continue
+        if axis.path in POINT_AXES:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise AccsimError(f"value {value!r}: must be a positive whole number",
                                   file=file, field=f"{field}[{index}]")
@@ -323,7 +387,7 @@ def with_values(base: dict, values: dict[str, Any]) -> dict:
     axes are the point's plan, not the platform's)."""
     platform = copy.deepcopy(base)
     for path, value in values.items():
-        if path in SYSTEM_AXES:
+        if path in POINT_AXES:
             continue
         *tables, leaf = path.split(".")
         node = platform

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from simulator.review.sections.assumptions import assumptions
 from simulator.review.sections.blocks import TITLES, Context
 from simulator.review.sections.declared import precision, risks, rollback
+from simulator.review.sections.deployment import deployment
 from simulator.review.sections.efficiency import efficiency
 from simulator.review.sections.fit import workload_fit
 from simulator.review.sections.mapping_sheet import mapping_sheet
@@ -30,14 +31,15 @@ __all__ = ["TITLES", "Context", "build_sections", "ordered_findings"]
 # simulated bottleneck class first (DESIGN.md section 12, issue 14 item 4).
 FINDING_ORDER = ("bottleneck mismatch", "SLA missed", "rollback fired",
                  "precision without guardrail", "precision without quality evidence",
-                 "target missed", "no fit",
-                 "no sweep front", "verdict can flip", "validation failed")
+                 "target missed", "no fit", "no sweep front", "binding constraint",
+                 "verdict can flip", "validation failed")
 # Each section's builder by id; blocks.TITLES gives their order and headings.
 BUILDERS: dict[str, Callable[[Context], dict]] = {
     "scope-sla": scope_and_sla, "environment": environment, "utilisation": utilisation,
     "mapping-sheet": mapping_sheet, "serving": serving, "efficiency": efficiency,
-    "fit": workload_fit, "sweep": sweep, "assumptions": assumptions,
-    "precision": precision, "precision-whatif": precision_whatif, "risks": risks,
+    "fit": workload_fit, "sweep": sweep, "deployment": deployment,
+    "assumptions": assumptions, "precision": precision,
+    "precision-whatif": precision_whatif, "risks": risks,
     "rollback": rollback, "validation": validation,
 }
 

@@ -30,6 +30,7 @@ TITLES = {
     "efficiency": "Performance per watt and per mm^2",
     "fit": "Workload fit matrix",
     "sweep": "Design-space sweep",
+    "deployment": "Deployment search",
     "assumptions": "Assumptions and sensitivity",
     "precision": "Precision changes",
     "precision-whatif": "Precision what-ifs, simulated",
@@ -52,6 +53,8 @@ class Context:
     # review.assumptions.AssumptionsRecord where the study asks for it
     assumptions: object = NotEvaluated("the study asks for no sensitivity study "
                                        "(assumptions:)")
+    deployment: object = NotEvaluated("the study asks for no deployment search "
+                                      "(scope.deployment_search)")  # DeploymentRecord
 
 
 # --- building blocks (plain dicts: packet.json holds them as they are) ---

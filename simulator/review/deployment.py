@@ -1,0 +1,137 @@
+"""The study's deployment search (scope.deployment_search, DESIGN.md section 18) in the
+packet: `accsim plan-deployment` over the study's platforms, its points kept in a store
+under the run cache (CACHE/deployments/KEY.sqlite, the iteration costs beside it), so a
+second review searches nothing again; exported to results/deployment.json, whose
+sha256 the packet records like a result file's. `accsim verify` checks that file's
+hash; it does not rerun the search."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulator.errors import AccsimError
+from simulator.loader import dump_json
+from simulator.outputs import OutputFolder
+from simulator.review.runs import RESULTS_FOLDER
+from simulator.review.study import DeploymentSearch, ResolvedStudy
+from simulator.serving import llm_cost
+from simulator.serving.cost_cache import CostCache
+from simulator.serving.trace import load_trace
+from simulator.serving.sla import check_sla
+from simulator.serving.spec import ServeSpec
+from simulator.sweep.deploy import Grid, search_platform
+from simulator.sweep.deploy_command import check_cost, powers_of_two
+from simulator.sweep.deploy_report import conclude
+from simulator.sweep.deploy_store import PointStore, cost_folder
+from simulator.sweep.store import Store
+
+EXPORT_FORMAT = "accsim-review-deployment"
+FILE = f"{RESULTS_FOLDER}/deployment.json"
+FOLDER = "deployments"  # inside the run cache
+
+
+@dataclass(frozen=True)
+class DeploymentRecord:
+    """The exported search: its file in the packet, the file's sha256, its content."""
+
+    file: str
+    sha256: str
+    data: dict
+
+
+def _beside(name: str | None, study: ResolvedStudy) -> str | None:
+    """A path relative to the study file, else the name as given (a shipped one)."""
+    if name is None:
+        return None
+    beside = Path(study.source.path).parent / name
+    return str(beside) if beside.is_file() else name
+
+
+def serve_spec(search: DeploymentSearch, study: ResolvedStudy) -> ServeSpec:
+    field = "scope.deployment_search"
+    raw = {"model": _beside(search.model, study), "prompt_tokens": search.prompt_tokens,
+           "output_tokens": search.output_tokens, "requests": search.requests,
+           "seed": search.seed, "find_max_rate": True,
+           "sla": check_sla(search.sla, field=f"{field}.sla")}
+    if search.trace:
+        raw |= {"arrival": "trace", "arrival_trace": _beside(search.trace, study)}
+    try:
+        return ServeSpec.model_validate(raw).resolved()
+    except AccsimError as exc:
+        raise AccsimError(exc.rule, file=study.source.path,
+                          field=f"{field}.{exc.field or 'model'}") from None
+
+
+def check_search(study: ResolvedStudy) -> None:
+    """The search's spec, model, trace and cost tables, checked before any simulation
+    of the review (a typo is one error naming the study's field, not a late failure)."""
+    search = study.study.scope.deployment_search
+    if search is None:
+        return
+    spec = serve_spec(search, study)
+    field = "scope.deployment_search"
+    checks = [("model", lambda: llm_cost.load_model(spec.model, dtype=spec.dtype))]
+    if spec.arrival == "trace":
+        checks.append(("trace", lambda: load_trace(spec.arrival_trace, need_tokens=True)))
+    for name, load in checks:
+        try:
+            load()
+        except AccsimError as exc:
+            raise AccsimError(exc.message(), file=study.source.path,
+                              field=f"{field}.{name}") from None
+    check_cost([loaded.source.path for loaded in study.platforms if loaded.source],
+               search.objective)
+
+
+def grid(search: DeploymentSearch) -> Grid:
+    budget = search.budget_chips
+    return Grid(budget, tuple(sorted(set(search.chips_per_replica)))
+                or powers_of_two(budget),
+                tuple(sorted(set(search.replicas))) or powers_of_two(budget),
+                tuple(dict.fromkeys(search.batching)), tuple(sorted(set(search.max_batch))))
+
+
+def run_search(study: ResolvedStudy, out: OutputFolder, *,
+               cache: OutputFolder | None) -> DeploymentRecord:
+    """Search every platform of the study (variants as the packet wrote them), write
+    the export and return its record."""
+    search = study.study.scope.deployment_search
+    spec = serve_spec(search, study)
+    archs = [loaded.source.path for loaded in study.platforms]
+    check_cost(archs, search.objective)
+    # One store per search and platform names (not paths: a packet writes its variants
+    # into its own folder), so a second review into another folder reads it back.
+    key = hashlib.sha256(json.dumps([search.model_dump(mode="json"),
+                                     [loaded.label for loaded in study.platforms]],
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch) if cache is None else cache.path / FOLDER
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{key}.sqlite"
+        with Store(path) as store:
+            points = PointStore(store)
+            outcomes = [search_platform(spec, arch, grid(search), store=points,
+                                        cost_cache=CostCache(cost_folder(path)))
+                        for arch in archs]
+    found = conclude(outcomes, search.objective, spec.dtype)
+    on_front = {row["key"] for row in found["front"]}
+    labels = {loaded.source.path: loaded.label for loaded in study.platforms}
+
+    def labelled(row: dict) -> dict:  # the platform by its label (not where its file is)
+        return {"platform": labels[row["arch"]],
+                **{k: v for k, v in row.items() if k != "arch"}}
+
+    rows = [{**labelled(row), "on_front": row["key"] in on_front}
+            for outcome in outcomes for row in outcome.points + outcome.pruned]
+    data = {"format": EXPORT_FORMAT, "sla": spec.sla, "objective": search.objective,
+            "spec": spec.model_dump(mode="json"), "points": rows,
+            "best": {labels[arch]: top and labelled(top)
+                     for arch, top in found["best"].items()},
+            "front": [row["key"] for row in found["front"]],
+            "front_objectives": found["front_objectives"]}
+    written = out.write(FILE, dump_json(data, indent=1) + "\n")
+    return DeploymentRecord(FILE, hashlib.sha256(written).hexdigest(), data)

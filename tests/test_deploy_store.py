@@ -1,0 +1,129 @@
+"""Deployment search with a store (a sweep store holding a `deployments` table):
+killed with SIGKILL and resumed, every point is stored exactly once and the resumed
+search computes only what was missing; a rerun after changing only the SLA simulates
+no iteration shape again (the cost cache beside the store); a forged row is one clear
+error; and the figure and CSV are written."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from simulator.cli import main
+
+TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16"}
+SLA = "ttft_p99_ms=0.5,tpot_p99_ms=0.2"
+# 3 plans (1, 2 x 1, 1 x 2 chips) x 1 or 2 replicas x max batch 4, 8 or 16.
+POINTS = 18
+
+
+def args(folder, store, *extra, sla=SLA) -> list[str]:
+    return ["plan-deployment", "--arch", "tpu_v5e_like", "--model",
+            str(folder / "config.json"), "--prompt-tokens", "64", "--output-tokens", "8",
+            "--requests", "48", "--sla", sla, "--budget-chips", "4", "--chips-per-replica",
+            "1,2", "--replicas", "1,2", "--max-batch", "4,8,16", "--store", str(store),
+            *extra]
+
+
+def stored_keys(path) -> list[str]:
+    try:
+        with sqlite3.connect(path) as db:
+            return [key for (key,) in db.execute("SELECT key FROM deployments")]
+    except sqlite3.OperationalError:  # not created yet
+        return []
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    return tmp_path
+
+
+def test_killed_search_resumes_with_every_point_once(folder, capsys):
+    store = folder / "deploy.sqlite"
+    run = subprocess.Popen([sys.executable, "-m", "simulator.cli", *args(folder, store)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and run.poll() is None:
+        if store.exists() and len(stored_keys(store)) >= 3:
+            break
+        time.sleep(0.02)
+    run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert run.returncode == -signal.SIGKILL, run.stderr.read()
+    before = len(stored_keys(store))
+    assert 3 <= before < POINTS
+    out = folder / "plan.json"
+    assert main(args(folder, store, "--json", str(out))) == 0
+    assert f"{before} already stored, {POINTS - before} computed" in capsys.readouterr().out
+    keys = stored_keys(store)
+    assert len(keys) == len(set(keys)) == POINTS
+    result = json.loads(out.read_text())
+    assert sorted(row["key"] for row in result["points"]) == sorted(keys)
+    # Resumed or not, the search finds the same: a fresh search into a new store.
+    fresh = folder / "fresh.json"
+    assert main(args(folder, folder / "fresh.sqlite", "--json", str(fresh))) == 0
+    capsys.readouterr()
+    assert json.loads(fresh.read_text())["points"] == result["points"]
+    assert main(args(folder, store)) == 0
+    assert f"{POINTS} already stored, 0 computed" in capsys.readouterr().out
+
+
+def test_a_rerun_with_only_another_sla_simulates_no_iteration_shape(folder, capsys):
+    store = folder / "deploy.sqlite"
+    plot, table = folder / "capacity.png", folder / "points.csv"
+    assert main(args(folder, store, "--plot", str(plot), "--csv", str(table))) == 0
+    capsys.readouterr()
+    assert plot.read_bytes().startswith(b"\x89PNG") and plot.stat().st_size > 5000
+    with table.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == POINTS and sum(row["on_front"] == "True" for row in rows) >= 1
+    costs = folder / "deploy-costs"
+    entries = {path.name: path.read_bytes() for path in costs.glob("*.json")}
+    assert len(entries) == 3  # one per plan: its chips' iteration costs
+    started = time.perf_counter()
+    assert main(args(folder, store, sla="ttft_p99_ms=0.4,tpot_p99_ms=0.15")) == 0
+    elapsed = time.perf_counter() - started
+    assert f"0 already stored, {POINTS} computed" in capsys.readouterr().out
+    assert {path.name: path.read_bytes() for path in costs.glob("*.json")} == entries
+    assert elapsed < 30
+
+
+def test_a_forged_row_is_one_clear_error(folder, capsys):
+    store = folder / "deploy.sqlite"
+    assert main(args(folder, store, "--budget-chips", "1", "--max-batch", "4")) == 0
+    capsys.readouterr()
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE deployments SET outcome = '{\"status\": \"made up\"}'")
+    assert main(args(folder, store, "--budget-chips", "1", "--max-batch", "4")) == 1
+    err = capsys.readouterr().err
+    assert "deployments[1].outcome: status not one of" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("make, extra, message", [
+    (lambda f: (f / "notes.txt").write_text("not a store\n"), ("--store", "notes.txt"),
+     "notes.txt: not an SQLite database"),
+    (lambda f: None, ("--store", "nowhere/s.sqlite"), "--store"),
+    (lambda f: None, ("--plot", "capacity.txt"), "--plot: must end in .png or .svg or .pdf"),
+])
+def test_a_bad_store_or_figure_path_is_one_clear_error(folder, capsys, monkeypatch, make,
+                                                       extra, message):
+    monkeypatch.chdir(folder)
+    make(folder)
+    line = args(folder, folder / "unused.sqlite")
+    line = line[:line.index("--store")] + list(extra)
+    assert main(line) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (folder / "unused-costs").exists()

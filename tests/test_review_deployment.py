@@ -1,0 +1,106 @@
+"""A review study that names a deployment search (scope.deployment_search): the packet
+gets the search's section (each platform's best deployment, its binding constraint as
+a finding, the front) from an export whose sha256 it records, `accsim verify` accepts
+the packet, a second review searches nothing again, and the page renders in headless
+Chromium. The shipped example study runs with a tiny model so the test stays short."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import pytest
+
+from simulator.cli import main
+from test_review import CHROMIUM, STUDIES, chromium
+
+SHIPPED = STUDIES / "llama31_8b_deployment_search.yaml"
+TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16"}
+
+
+@pytest.fixture(scope="module")
+def packet(tmp_path_factory):
+    """The shipped study with a tiny model, its workload and SLA scaled to it."""
+    folder = tmp_path_factory.mktemp("deployment")
+    (folder / "config.json").write_text(json.dumps(TINY))
+    text = SHIPPED.read_text()
+    for old, new in (("config: llama_3_1_8b", "config: config.json"),
+                     ("model: llama_3_1_8b", "model: config.json"),
+                     ("prompt_tokens: 512", "prompt_tokens: 64"),
+                     ("output_tokens: 128", "output_tokens: 8"),
+                     ("requests: 100", "requests: 48"),
+                     ("ttft_p99_ms: 1000, tpot_p99_ms: 60", "ttft_p99_ms: 0.5, "
+                      "tpot_p99_ms: 0.2"),
+                     ("../../arch_configs/", str(STUDIES.parents[1] / "arch_configs") + "/")):
+        assert old in text
+        text = text.replace(old, new)
+    study = folder / "study.yaml"
+    study.write_text(text)
+    out, cache = folder / "packet", folder / "cache"
+    assert main(["review", str(study), "--out", str(out), "--cache", str(cache)]) == 0
+    return study, out, cache, json.loads((out / "packet.json").read_text())
+
+
+def test_the_search_is_a_section_with_each_binding_constraint_a_finding(packet, capsys):
+    study, out, cache, data = packet
+    (section,) = [s for s in data["sections"] if s["id"] == "deployment"]
+    assert section["verdict"] == "pass"
+    export = json.loads((out / "results" / "deployment.json").read_text())
+    platforms = ["tpu_v5e_like", "whatif/tpu_v5e_256x256", "tpu_v5e_like_hbm3_whatif"]
+    assert list(export["best"]) == platforms
+    bindings = [f for f in data["findings"] if f["kind"] == "binding constraint"]
+    assert len(bindings) == 3
+    for platform, found in zip(platforms, bindings):
+        top = export["best"][platform]
+        assert found["text"].startswith(f"{platform}: best ")
+        assert found["text"].endswith(top["binding"]["text"])
+    (best,) = [t for t in section["tables"] if t["id"] == "deployment-best"]
+    assert [row[0] for row in best["rows"]] == platforms
+    assert [row[3] for row in best["rows"]] == \
+        [export["best"][p]["sla_rate_rps"] for p in platforms]
+    (entry,) = [r for r in data["results"] if r["kind"] == "deployment"]
+    assert entry["path"] == "results/deployment.json"
+    capsys.readouterr()
+    assert main(["verify", str(out / "packet.json")]) == 0
+    # A second review reads every point back from the store in the run cache.
+    again = study.parent / "again"
+    assert main(["review", str(study), "--out", str(again), "--cache", str(cache)]) == 0
+    assert (again / "results" / "deployment.json").read_text() == \
+        (out / "results" / "deployment.json").read_text()
+    (store,) = (cache / "deployments").glob("*.sqlite")  # one store, read back
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT count(*) FROM deployments").fetchone()[0] == \
+            len(export["points"])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs "
+                    "Debian's chromium package; apt-get install chromium)")
+def test_the_deployment_packet_renders_in_headless_chromium(packet):
+    _, out, _, data = packet
+    shown = chromium("--virtual-time-budget=5000", "--dump-dom",
+                     (out / "index.html").as_uri())
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert [line for line in shown.stderr.splitlines() if ":CONSOLE" in line] == []
+    dom = shown.stdout
+    assert re.search(r'<section id="s-deployment">', dom)
+    assert 'id="table-deployment-best"' in dom and "Deployment search" in dom
+    for found in data["findings"]:
+        if found["kind"] == "binding constraint":
+            assert found["text"].split(": best ")[0] in dom
+
+
+def test_a_bad_search_is_refused_before_any_simulation(tmp_path, capsys):
+    study = tmp_path / "study.yaml"
+    study.write_text(SHIPPED.read_text().replace("    model: llama_3_1_8b",
+                                                 "    model: no_such_model")
+                     .replace("../../arch_configs/",
+                              str(STUDIES.parents[1] / "arch_configs") + "/"))
+    assert main(["review", str(study), "--out", str(tmp_path / "packet"), "--no-cache"]) == 1
+    err = capsys.readouterr().err
+    assert "scope.deployment_search.model: no_such_model" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "packet" / "results").exists()
