@@ -15,7 +15,7 @@ SMALL = {"vidur": ["--max-tokens", "4", "--max-batch", "1"],
 
 def documented() -> list[list[str]]:
     lines = [line.strip() for line in PAGE.read_text().splitlines()
-             if line.startswith("    accsim export ")]
+             if line.startswith("accsim export ")]
     return [shlex.split(line)[1:] for line in lines]
 
 
