@@ -34,10 +34,13 @@ OutputPath = Literal["direct", "vector"]
 DTYPE_BYTES: dict[str, int] = WHOLE_BYTE
 
 
-def omit_when_empty(handler, model, fields: tuple[str, ...]) -> dict:
+def omit_when_empty(handler, model, fields: tuple[str, ...], info=None) -> dict:
     """A model's dump without the optional `fields` left empty, so adding them left
-    every existing input's canonical form (and result digests) unchanged."""
+    every existing input's canonical form (and result digests) unchanged; a dump with
+    context {"complete": True} keeps them (the walk over every numeric field)."""
     data = handler(model)
+    if info is not None and (info.context or {}).get("complete"):
+        return data
     for name in fields:
         if not data.get(name):
             data.pop(name, None)
@@ -178,9 +181,9 @@ class SystolicArray(Strict):
         return self
 
     @model_serializer(mode="wrap")
-    def _dump(self, handler) -> dict:
+    def _dump(self, handler, info) -> dict:
         data = omit_when_empty(handler, self, ("macs_per_cycle", "accumulator_dtypes",
-                                               "sparsity", "evacuation"))
+                                               "sparsity", "evacuation"), info)
         if data.get("output_path") == "direct":  # the default: inputs written before
             data.pop("output_path")              # it existed keep their canonical form
         return data
@@ -255,8 +258,9 @@ class Runtime(Strict):
         "inputs arrive and its outputs leave; None: no transfer cost")
 
     @model_serializer(mode="wrap")
-    def _dump(self, handler) -> dict:
-        return omit_when_empty(handler, self, ("invocation_overhead_us", "host_link"))
+    def _dump(self, handler, info) -> dict:
+        return omit_when_empty(handler, self, ("invocation_overhead_us", "host_link"),
+                               info)
 
 
 class Area(Strict):
@@ -432,8 +436,9 @@ class Platform(Strict):
         return self
 
     def numeric_fields(self) -> dict:
-        """Every numeric value of the platform by dotted field path."""
-        return numeric_leaves(self.model_dump(mode="json"))
+        """Every numeric value of the platform by dotted field path, those the
+        canonical dump leaves out at their defaults included."""
+        return numeric_leaves(self.model_dump(mode="json", context={"complete": True}))
 
     def assumptions(self) -> dict[str, dict]:
         """The assumed and fitted values the platform holds, with their ranges and

@@ -53,6 +53,10 @@ class Grouped:
     key: int = 1
     groups: tuple[tuple[str, ...], ...] = ()
 
+    def __rich__(self) -> Table:
+        """On a console other than FittingConsole: the table whole."""
+        return self.table
+
 
 def add_wide(parser: argparse.ArgumentParser) -> None:
     """--wide, for every command that prints tables."""

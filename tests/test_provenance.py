@@ -124,7 +124,7 @@ def test_result_lists_assumptions_and_verifies(tmp_path, capsys):
 def test_check_prints_the_assumed_fields_and_ranges(capsys):
     assert main(["check", "tpu_v5e_like"]) == 0
     out = capsys.readouterr().out
-    assert "provenance: 27 assumed, 2 derived, 12 published" in out
+    assert "provenance: 28 assumed, 2 derived, 12 published" in out
     assert "assumed interconnect.link_latency_cycles = 1500  range [0, 3000]" in out
     assert "assumed vector_unit.cycles_per_element.softmax = 2  range [1, 4]" in out
     assert "unannotated" not in out
@@ -148,12 +148,6 @@ def _schema_numeric_paths(model, prefix=""):
                                               else str(key))]
 
 
-# Known gap found by this walk: runtime.invocation_overhead_us (default 0.0) is left out
-# of the canonical dump when 0, so the provenance table cannot name it although every
-# shipped platform assumes it (no per-call overhead). Annotating it lists it in every
-# result's manifest, a deliberate change of the shipped digests for its own change.
-@pytest.mark.xfail(strict=True, reason="runtime.invocation_overhead_us: a numeric field "
-                   "the dump omits at its default has no provenance entry")
 @pytest.mark.parametrize("name", PLATFORMS)
 def test_a_schema_walk_finds_every_numeric_field_annotated(name):
     """Issue 27 acceptance: walked through the schema's declared fields (so a number
