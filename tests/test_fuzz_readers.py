@@ -131,7 +131,7 @@ def run_invariants(platform: Platform, workload: Workload, mapping: Mapping) -> 
         assert sum(getattr(a.run, part) for part in STALL_PARTS) == a.run.total_cycles
     json.dumps(result_dict(fast), allow_nan=False)  # the result file is strict JSON
     # Every view of the result renders (no division by a zero figure, say).
-    screen = console(min_width=200)
+    screen = console(wide=True)
     screen.file = io.StringIO()
     print_report(fast, screen)
     screen.print(compare_table([fast, des]))
