@@ -23,6 +23,7 @@ from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.engine import Progress, run_serving
 from simulator.serving.kv_cache import KV_ALLOCATORS
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
+from simulator.serving.precision import ServingPrecision
 from simulator.serving.sla import good_requests, sla_report
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
@@ -46,6 +47,7 @@ class Setup:
     model_source: Source | None = None
     trace: Trace | None = None      # trace arrivals: the file, read and checked once
     capacity: Capacity | None = None  # the capacity check of a model's replica
+    precision: dict | None = None   # --precision: what the plan chose (reference run)
 
     @property
     def llm(self) -> bool:
@@ -62,15 +64,22 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
     if not spec.llm and not spec.system.single_chip:
         raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
+    if spec.precision is not None and not spec.system.single_chip:
+        raise AccsimError("--precision applies to single-chip replicas for now",
+                          field="--precision")
+    precision = ServingPrecision.load(spec.precision, platform) \
+        if spec.precision is not None else None
     trace = load_trace(spec.arrival_trace, need_tokens=spec.llm) \
         if spec.arrival == "trace" else None
     if not spec.llm:
         workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
         cost = PlainBatchCost(platform, workload, file=workload_source.path,
-                              mapping=spec.mapping())
-        reference = Inputs(platform, workload, spec.mapping(), platform_source,
-                           workload_source)
-        return Setup(spec, platform, platform_source, cost, None, reference, trace=trace)
+                              mapping=spec.mapping(), precision=precision)
+        applied = precision.applied(workload) if precision is not None else None
+        reference = Inputs(platform, applied.workload if applied else workload,
+                           spec.mapping(), platform_source, workload_source)
+        return Setup(spec, platform, platform_source, cost, None, reference, trace=trace,
+                     precision=applied.record() if applied else None)
     plan = spec.system
     if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
         hf = ShardedFrontend(hf or hf_frontend, plan, platform,
@@ -84,11 +93,11 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                                 weights_elsewhere=fit is not None and fit.ignored)
     cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
                             hf=hf, cache=cost_cache or CostCache(user_folder()),
-                            mapping=spec.mapping())
+                            mapping=spec.mapping(), precision=precision)
     reference = Inputs(platform, cost.reference_workload(), spec.mapping(),
                        platform_source)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
-                 _model_source(config, spec.model), trace, fit)
+                 _model_source(config, spec.model), trace, fit, cost.precision_record())
 
 
 def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Platform,
@@ -231,4 +240,6 @@ def serve(setup: Setup, spec: ServeSpec, *, progress: Progress | None = None
     store, came = simulate_serving(setup, spec, progress=progress)
     result = {**summary(setup, spec, store, came), "bucketing": bucketing(setup, store),
               "manifest": serving_manifest(setup, spec, came)}
+    if setup.precision is not None:  # absent without --precision, as before it existed
+        result["precision"] = setup.precision
     return result, RequestTimes.of(store.finished, tokens=setup.llm)
