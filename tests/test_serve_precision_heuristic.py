@@ -5,6 +5,7 @@ the same step with the same flags, and both are part of the serving cost cache k
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,8 @@ from simulator.serving.serve import prepare
 from simulator.serving.spec import ServeSpec
 from simulator.simulate import simulate
 
-PLAN = "experiments/studies/precision/int8_weights.yaml"
+ROOT = Path(__file__).resolve().parents[1]
+PLAN = str(ROOT / "experiments" / "studies" / "precision" / "int8_weights.yaml")
 MODEL = "llama_3_1_8b"
 ARCH = "tpu_v5e_like"
 CONTEXT = 300
@@ -171,3 +173,27 @@ def test_an_unknown_heuristic_is_one_clear_error(capsys):
 def test_precision_on_multi_chip_replicas_is_refused():
     with pytest.raises(AccsimError, match="single-chip"):
         prepare(ServeSpec(model=MODEL, arch=ARCH, rate=1, tp=2, precision=PLAN))
+
+
+def test_a_served_plan_result_verifies_elsewhere_and_names_an_edited_plan(
+        tmp_path, monkeypatch, capsys):
+    """The plan is recorded with its sha256 (relative to the result's folder), so
+    `accsim verify` serves again under it from any directory, and names it once edited."""
+    plan = tmp_path / "inputs" / "plan.yaml"
+    plan.parent.mkdir()
+    plan.write_text(Path(PLAN).read_text())
+    out = tmp_path / "out" / "serve.json"
+    out.parent.mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "--arch", ARCH, "--workload", "bert_base_s128", "--rate", "20",
+                 "--requests", "10", "--precision", "inputs/plan.yaml",
+                 "--json", str(out)]) == 0
+    recorded = json.loads(out.read_text())["manifest"]["serving"]
+    assert recorded["spec"]["precision"] == "../inputs/plan.yaml"
+    assert recorded["precision"]["path"] == "../inputs/plan.yaml"
+    monkeypatch.chdir(out.parent)
+    capsys.readouterr()
+    assert main(["verify", "serve.json"]) == 0, capsys.readouterr().out
+    plan.write_text(plan.read_text().replace("[int8, bf16]", "[bf16]"))
+    assert main(["verify", "serve.json"]) == 1
+    assert "precision plan" in capsys.readouterr().out

@@ -320,7 +320,7 @@ class LlmCost:
         `precision` block), None without a plan."""
         if self.precision is None:
             return None
-        return self.precision.applied(self._frontend_workload((), [PROBE_TOKENS])).record()
+        return self.precision.record(self._frontend_workload((), [PROBE_TOKENS]))
 
 
 def load_model(name_or_path: str, *, dtype: str | None, hf=None):

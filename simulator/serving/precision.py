@@ -36,6 +36,13 @@ class ServingPrecision:
     def apply(self, workload: Workload) -> Workload:
         return self.applied(workload).workload
 
+    def record(self, workload: Workload) -> dict:
+        """What the plan chose for `workload`'s operators: the result's `precision`
+        block, less the plan's path (the manifest records it with its sha256, relative
+        to the result's folder, so the block is the same wherever it is served again)."""
+        return {key: value for key, value in self.applied(workload).record().items()
+                if key != "file"}
+
     def identity(self) -> dict:
         """What costs under the plan depend on: its content (never its path)."""
         return self.plan.model_dump(mode="json")

@@ -48,6 +48,7 @@ class Setup:
     trace: Trace | None = None      # trace arrivals: the file, read and checked once
     capacity: Capacity | None = None  # the capacity check of a model's replica
     precision: dict | None = None   # --precision: what the plan chose (reference run)
+    precision_source: Source | None = None  # --precision: the plan file read
 
     @property
     def llm(self) -> bool:
@@ -75,11 +76,11 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
         workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
         cost = PlainBatchCost(platform, workload, file=workload_source.path,
                               mapping=spec.mapping(), precision=precision)
-        applied = precision.applied(workload) if precision is not None else None
-        reference = Inputs(platform, applied.workload if applied else workload,
+        reference = Inputs(platform, precision.apply(workload) if precision else workload,
                            spec.mapping(), platform_source, workload_source)
         return Setup(spec, platform, platform_source, cost, None, reference, trace=trace,
-                     precision=applied.record() if applied else None)
+                     precision=precision.record(workload) if precision else None,
+                     precision_source=precision.source if precision else None)
     plan = spec.system
     if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
         hf = ShardedFrontend(hf or hf_frontend, plan, platform,
@@ -97,7 +98,8 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     reference = Inputs(platform, cost.reference_workload(), spec.mapping(),
                        platform_source)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
-                 _model_source(config, spec.model), trace, fit, cost.precision_record())
+                 _model_source(config, spec.model), trace, fit, cost.precision_record(),
+                 precision.source if precision else None)
 
 
 def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Platform,
@@ -230,6 +232,9 @@ def serving_manifest(setup: Setup, spec: ServeSpec, came: Arrivals) -> dict:
         if setup.model_source else None,
         "kv_blocks_per_replica": setup.kv_blocks,
     }
+    if setup.precision_source is not None:  # absent without --precision
+        source = setup.precision_source
+        out["serving"]["precision"] = {"path": source.path, "sha256": source.sha256}
     return out
 
 
