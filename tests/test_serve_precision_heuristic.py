@@ -197,3 +197,13 @@ def test_a_served_plan_result_verifies_elsewhere_and_names_an_edited_plan(
     plan.write_text(plan.read_text().replace("[int8, bf16]", "[bf16]"))
     assert main(["verify", "serve.json"]) == 1
     assert "precision plan" in capsys.readouterr().out
+
+
+def test_a_plan_naming_no_iteration_operator_is_one_clear_error(tmp_path, capsys):
+    plan = tmp_path / "bad.yaml"
+    plan.write_text("name: bad\noperators:\n  no_such_op: {weight: [int8]}\n")
+    assert main(["serve", "--arch", ARCH, "--model", MODEL, "--rate", "1",
+                 "--requests", "2", "--no-cost-cache", "--precision", str(plan)]) == 1
+    err = capsys.readouterr().err
+    assert f"{plan}: operators.no_such_op: no operator 'no_such_op'" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
