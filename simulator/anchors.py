@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 # The serving spec's fields that hold a file path or a shipped name.
-SPEC_FILE_FIELDS = ("arch", "workload", "model", "arrival_trace")
+SPEC_FILE_FIELDS = ("arch", "workload", "model", "arrival_trace", "precision")
 
 
 def _is_spec(node: dict) -> bool:

@@ -4,6 +4,8 @@ flags, as docs/reference/conventions.md tables them."""
 from __future__ import annotations
 
 import argparse
+import re
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +19,8 @@ TAKES = {
     "compare": (INPUTS, ("--json", "--csv", "--plot", "--wide")),
     "map": (INPUTS, ("--json", "--wide")),
     "sensitivity": (INPUTS, ("--json", "--plot", "--wide")),
-    "serve": (("--arch", "--workload", "--model"), ("--json", "--csv", "--plot", "--wide")),
+    "serve": (("--arch", "--workload", "--model", "--heuristic", "--fusion",
+               "--precision"), ("--json", "--csv", "--plot", "--wide")),
     "plan-deployment": (("--arch", "--model"), ("--json", "--csv", "--wide")),
     "check": (("--arch", "--workload"), ("--wide",)),
     "calibrate": (("--arch",), ("--json", "--wide")),
@@ -29,6 +32,36 @@ def options(verb: str) -> set[str]:
     verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return {flag for action in verbs.choices[verb]._actions
             for flag in action.option_strings}
+
+
+CONVENTIONS = Path(__file__).resolve().parents[1] / "docs" / "reference" / "conventions.md"
+
+
+def flag_table() -> dict[tuple[str, str], bool]:
+    """The conventions page's flag table: (verb, flag) -> whether it says the verb
+    takes the flag (a cell starting "yes"); the sweep column names a spec, left out."""
+    rows = [line for line in CONVENTIONS.read_text().splitlines()
+            if line.startswith("| ") and "`--" in line.split("|")[1]]
+    head = next(line for line in CONVENTIONS.read_text().splitlines()
+                if line.startswith("| flag |"))
+    verbs = [cell.strip() for cell in head.strip("|").split("|")][1:]
+    table = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        for flag in re.findall(r"`(--[a-z-]+)`", cells[0]):
+            for verb, cell in zip(verbs, cells[1:]):
+                if verb != "sweep run":
+                    table[verb, flag] = cell.startswith("yes")
+    return table
+
+
+def test_the_conventions_table_says_what_each_parser_takes():
+    table = flag_table()
+    assert ("serve", "--precision") in table and len(table) > 50
+    wrong = [f"{verb} {flag}: table says {'yes' if says else '-'}"
+             for (verb, flag), says in sorted(table.items())
+             if says != (flag in options(verb))]
+    assert not wrong, wrong
 
 
 @pytest.mark.parametrize("verb", sorted(TAKES))

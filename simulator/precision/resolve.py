@@ -191,10 +191,12 @@ class _Resolver:
 
 
 def apply_plan(plan: PrecisionPlan, workload: Workload, platform: Platform, *,
-               file: str | None = None) -> AppliedPlan:
+               file: str | None = None, emulations: dict | None = None) -> AppliedPlan:
     """The workload with the plan applied to its array operators, and what was chosen
     for each operator the plan sets. `file`: the plan's path (errors name it; tensor
-    paths are relative to it)."""
+    paths are relative to it). `emulations`: a dict kept across calls with the same
+    plan, file and platform (serving applies the plan to many workloads), so an
+    emulated GEMM is not emulated again."""
     known = {op.name: op for op in workload.operators}
     for name in plan.operators:
         if name not in known:
@@ -204,7 +206,7 @@ def apply_plan(plan: PrecisionPlan, workload: Workload, platform: Platform, *,
             raise AccsimError(f"{known[name].kind} {name} is not an array operator; a "
                               "precision plan sets GEMMs, convolutions and attention",
                               file=file, field=f"operators.{name}")
-    resolver = _Resolver(plan, platform, file)
+    resolver = _Resolver(plan, platform, file, {} if emulations is None else emulations)
     operators, records = [], []
     for op in workload.operators:
         if is_compute(op) or is_attention(op):

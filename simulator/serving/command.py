@@ -83,6 +83,11 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--seed", type=int, help="default 0; same seed, same result")
     add("--fusion", choices=FUSION_MODES, help="the fusion planner's mode for iteration "
         f"costs, as `accsim run --fusion` (default {DEFAULT_FUSION})")
+    add("--heuristic", metavar="NAME", help="iteration operators take this tiling "
+        "heuristic's tilings instead of the search's, as `accsim run --heuristic`")
+    add("--precision", metavar="PLAN.yaml", help="a precision plan, as `accsim run "
+        "--precision` takes it, applied to every iteration's operators before they are "
+        "costed; what it chose is written to the JSON's precision block")
     add("--sla", metavar="KEY=MS,...", help="targets such as ttft_p99_ms=500,"
         "tpot_p99_ms=50,latency_p99_ms=20")
     add("--sweep-rate", metavar="A:B:N", help="latency-throughput curve: N rates from A "

@@ -22,8 +22,9 @@ import numpy as np
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.invocation import invocation_cycles, invocation_totals
-from simulator.mapping.plan import Mapping
+from simulator.mapping.plan import Mapping, with_heuristic
 from simulator.search.resolve import fusion_units
+from simulator.serving.precision import ServingPrecision
 from simulator.simulate import Inputs, simulate
 from simulator.workload import Workload
 
@@ -96,14 +97,21 @@ class DecodeRunByIteration:
                            for step in range(iterations)])
 
 
+def costing_plan(mapping: Mapping | None) -> Mapping:
+    """The plan serving costs run under: the default mapping in `mapping`'s fusion mode,
+    with its default's heuristic (None: the search); its per-operator tilings are not
+    used (operators are renamed per unit)."""
+    mapping = mapping or Mapping()
+    return with_heuristic(Mapping(fusion=mapping.fusion), mapping.default.heuristic)
+
+
 class OperatorCosts:
-    """Simulated cost of workloads on one platform under one plan's fusion mode (the
-    plan's tilings are not used: each unit takes the default mapping), memoised per
-    fusion unit's content."""
+    """Simulated cost of workloads on one platform under one plan's fusion mode and
+    heuristic (costing_plan), memoised per fusion unit's content."""
 
     def __init__(self, platform: Platform, mapping: Mapping | None = None):
         self.platform = platform
-        self.mapping = Mapping(fusion=(mapping or Mapping()).fusion)
+        self.mapping = costing_plan(mapping)
         self._seconds_per_cycle = 1.0 / (platform.clock_ghz * 1e9)
         self._units: dict[str, Cost] = {}
 
@@ -150,9 +158,9 @@ class OperatorCosts:
 def simulated_cost(platform: Platform, workload: Workload,
                    mapping: Mapping | None = None) -> Cost:
     """One whole-workload run of the operator simulator (no memo) under the plan's
-    fusion mode: the reference the memoised sums and the bucketing are checked
-    against."""
-    plan = Mapping(fusion=(mapping or Mapping()).fusion)
+    fusion mode and heuristic: the reference the memoised sums and the bucketing are
+    checked against."""
+    plan = costing_plan(mapping)
     total = simulate(Inputs(platform, workload, plan)).total
     return Cost(total.cycles / (platform.clock_ghz * 1e9), total.energy_pj * 1e-12)
 
@@ -183,19 +191,23 @@ def batched_workload(workload: Workload, size: int, *, file: str | None = None) 
 
 class PlainBatchCost:
     """BatchCost of a plain workload on a platform, memoised per batch size (exact:
-    no bucketing, batch sizes are few)."""
+    no bucketing, batch sizes are few); `precision` is applied to each batch."""
 
     def __init__(self, platform: Platform, workload: Workload, *, file: str | None = None,
-                 mapping: Mapping | None = None):
+                 mapping: Mapping | None = None,
+                 precision: ServingPrecision | None = None):
         self.platform = platform
         self.workload = workload
         self.file = file
+        self.precision = precision
         self._costs = OperatorCosts(platform, mapping)
         self.batch = lru_cache(maxsize=None)(self._batch)
 
     def _batch(self, size: int) -> Cost:
         """The batched workload's operators plus one call (invocation.py)."""
         workload = batched_workload(self.workload, size, file=self.file)
+        if self.precision is not None:
+            workload = self.precision.apply(workload)
         return self._costs.workload(workload) + call_cost(
             self.platform, invocation_cycles(workload, self.platform))
 

@@ -34,6 +34,7 @@ from simulator.serving.cost import (ZERO, Cost, CostRun, OperatorCosts, call_cos
                                     simulated_cost)
 from simulator.serving.cost_cache import CostCache, cache_key
 from simulator.serving.kv_cache import kv_capacity_blocks
+from simulator.serving.precision import ServingPrecision
 from simulator.workload import Workload
 
 # Shapes used to tell per-request operators from shared ones: equal total tokens,
@@ -101,15 +102,18 @@ TOKEN_ID_BYTES = 4
 
 
 class LlmCost:
-    """TokenCost of one model on one platform (see the module docstring)."""
+    """TokenCost of one model on one platform (see the module docstring); `precision`
+    is applied to every iteration workload before it is costed."""
 
     def __init__(self, platform: Platform, config, *, dtype: str | None, bits: int,
-                 hf=None, cache: CostCache | None = None, mapping: Mapping | None = None):
+                 hf=None, cache: CostCache | None = None, mapping: Mapping | None = None,
+                 precision: ServingPrecision | None = None):
         self.platform = platform
         self.config = config
         self.dtype = dtype
         self.bits = bits
         self.hf = hf or hf_frontend
+        self.precision = precision
         self.costs = OperatorCosts(platform, mapping)
         p = PROBE_TOKENS
         self._prefill_own = per_request_positions(self._workload([(p, 0)], ()),
@@ -133,11 +137,17 @@ class LlmCost:
         p = PROBE_TOKENS
         probes = [self._workload([(p, p)], ()), self._workload((), [p])]
         frontend = getattr(self.hf, "plan", None)
-        return {"platform": self.platform.model_dump(mode="json"), "config": config,
-                "dtype": self.dtype, "fusion": fusion_mode(self.costs.mapping),
-                "frontend": [getattr(self.hf, "__name__", type(self.hf).__qualname__),
-                             frontend.model_dump(mode="json") if frontend else None],
-                "probes": [w.model_dump(mode="json") for w in probes]}
+        identity = {"platform": self.platform.model_dump(mode="json"), "config": config,
+                    "dtype": self.dtype, "fusion": fusion_mode(self.costs.mapping),
+                    "frontend": [getattr(self.hf, "__name__", type(self.hf).__qualname__),
+                                 frontend.model_dump(mode="json") if frontend else None],
+                    "probes": [w.model_dump(mode="json") for w in probes]}
+        heuristic = self.costs.mapping.default.heuristic
+        if heuristic is not None:  # keys without these are those of before they existed
+            identity["heuristic"] = heuristic
+        if self.precision is not None:
+            identity["precision"] = self.precision.identity()
+        return identity
 
     def _sizes(self) -> tuple[int, int, int]:
         return len(self._dense), len(self._prefill), len(self._decode)
@@ -151,9 +161,15 @@ class LlmCost:
                                     "decode": as_pairs(self._decode)})
         self._saved = self._sizes()
 
-    def _workload(self, prefill, decode) -> Workload:
+    def _frontend_workload(self, prefill, decode) -> Workload:
+        """The frontend's iteration workload, before any precision plan."""
         return self.hf.iteration_workload(self.config, prefill=list(prefill),
                                           decode=list(decode), dtype=self.dtype)
+
+    def _workload(self, prefill, decode) -> Workload:
+        """The iteration workload that is costed (the plan applied)."""
+        workload = self._frontend_workload(prefill, decode)
+        return workload if self.precision is None else self.precision.apply(workload)
 
     def _part(self, workload: Workload, positions: frozenset[int], own: bool) -> Cost:
         """The cost of the fusion units that belong to a request (`own`) or are shared:
@@ -298,6 +314,13 @@ class LlmCost:
     def reference_workload(self) -> Workload:
         """One decode iteration of one request: what the result's manifest embeds."""
         return self._workload((), [PROBE_TOKENS])
+
+    def precision_record(self) -> dict | None:
+        """What the plan chose for the reference workload's operators (the result's
+        `precision` block), None without a plan."""
+        if self.precision is None:
+            return None
+        return self.precision.record(self._frontend_workload((), [PROBE_TOKENS]))
 
 
 def load_model(name_or_path: str, *, dtype: str | None, hf=None):

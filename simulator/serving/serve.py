@@ -23,6 +23,7 @@ from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.engine import Progress, run_serving
 from simulator.serving.kv_cache import KV_ALLOCATORS
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
+from simulator.serving.precision import ServingPrecision
 from simulator.serving.sla import good_requests, sla_report
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
@@ -46,6 +47,8 @@ class Setup:
     model_source: Source | None = None
     trace: Trace | None = None      # trace arrivals: the file, read and checked once
     capacity: Capacity | None = None  # the capacity check of a model's replica
+    precision: dict | None = None   # --precision: what the plan chose (reference run)
+    precision_source: Source | None = None  # --precision: the plan file read
 
     @property
     def llm(self) -> bool:
@@ -62,15 +65,22 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
     if not spec.llm and not spec.system.single_chip:
         raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
+    if spec.precision is not None and not spec.system.single_chip:
+        raise AccsimError("--precision applies to single-chip replicas for now",
+                          field="--precision")
+    precision = ServingPrecision.load(spec.precision, platform) \
+        if spec.precision is not None else None
     trace = load_trace(spec.arrival_trace, need_tokens=spec.llm) \
         if spec.arrival == "trace" else None
     if not spec.llm:
         workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
         cost = PlainBatchCost(platform, workload, file=workload_source.path,
-                              mapping=spec.mapping())
-        reference = Inputs(platform, workload, spec.mapping(), platform_source,
-                           workload_source)
-        return Setup(spec, platform, platform_source, cost, None, reference, trace=trace)
+                              mapping=spec.mapping(), precision=precision)
+        reference = Inputs(platform, precision.apply(workload) if precision else workload,
+                           spec.mapping(), platform_source, workload_source)
+        return Setup(spec, platform, platform_source, cost, None, reference, trace=trace,
+                     precision=precision.record(workload) if precision else None,
+                     precision_source=precision.source if precision else None)
     plan = spec.system
     if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
         hf = ShardedFrontend(hf or hf_frontend, plan, platform,
@@ -84,11 +94,12 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                                 weights_elsewhere=fit is not None and fit.ignored)
     cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
                             hf=hf, cache=cost_cache or CostCache(user_folder()),
-                            mapping=spec.mapping())
+                            mapping=spec.mapping(), precision=precision)
     reference = Inputs(platform, cost.reference_workload(), spec.mapping(),
                        platform_source)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
-                 _model_source(config, spec.model), trace, fit)
+                 _model_source(config, spec.model), trace, fit, cost.precision_record(),
+                 precision.source if precision else None)
 
 
 def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Platform,
@@ -221,6 +232,9 @@ def serving_manifest(setup: Setup, spec: ServeSpec, came: Arrivals) -> dict:
         if setup.model_source else None,
         "kv_blocks_per_replica": setup.kv_blocks,
     }
+    if setup.precision_source is not None:  # absent without --precision
+        source = setup.precision_source
+        out["serving"]["precision"] = {"path": source.path, "sha256": source.sha256}
     return out
 
 
@@ -231,4 +245,6 @@ def serve(setup: Setup, spec: ServeSpec, *, progress: Progress | None = None
     store, came = simulate_serving(setup, spec, progress=progress)
     result = {**summary(setup, spec, store, came), "bucketing": bucketing(setup, store),
               "manifest": serving_manifest(setup, spec, came)}
+    if setup.precision is not None:  # absent without --precision, as before it existed
+        result["precision"] = setup.precision
     return result, RequestTimes.of(store.finished, tokens=setup.llm)

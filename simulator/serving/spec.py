@@ -9,7 +9,8 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 
 from simulator.config import Dtype, Strict
 from simulator.errors import AccsimError
-from simulator.mapping.plan import Mapping
+from simulator.mapping.heuristics import heuristic as registered_heuristic
+from simulator.mapping.plan import Mapping, with_heuristic
 from simulator.serving.sla import check_sla
 from simulator.system.plan import MAX_CHIPS
 from simulator.system.plan import SystemPlan
@@ -33,6 +34,8 @@ MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
 # A batch is simulated as one workload of max_batch samples (static batching pads to
 # it): 16,384 is beyond any serving system's batch and simulates in about a second.
 MAX_BATCH = 2**14
+# Fields left out of a dump when unset (results dump as before these existed).
+OPTIONAL_FIELDS = ("fusion", "heuristic", "precision")
 
 
 class RateSweep(Strict):
@@ -115,6 +118,10 @@ class ServeSpec(Strict):
     fusion: Literal["none", "epilogue", "auto"] | None = Field(
         default=None, description="the fusion planner's mode for iteration costs "
         "(DESIGN.md section 15; default: the simulator's)")
+    heuristic: str | None = Field(default=None, description="iteration operators take "
+                                  "this heuristic's tilings instead of the search's")
+    precision: str | None = Field(default=None, description="precision plan file applied "
+                                  "to every iteration's operators before they are costed")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None
@@ -136,17 +143,28 @@ class ServeSpec(Strict):
         return raw
 
     @model_serializer(mode="wrap")
-    def _leave_out_unset_fusion(self, handler):
-        # Absent rather than null, so results dump as they did before the field existed.
+    def _leave_out_unset_options(self, handler):
+        # Absent rather than null, so results dump as they did before the fields existed.
         fields = handler(self)
-        if fields.get("fusion", 0) is None:
-            fields.pop("fusion")
+        for name in OPTIONAL_FIELDS:
+            if fields.get(name, 0) is None:
+                fields.pop(name)
         return fields
 
     def mapping(self) -> Mapping:
         """The plan iteration costs run under: the default mapping in the spec's
-        fusion mode."""
-        return Mapping(fusion=self.fusion)
+        fusion mode, its open fields filled by the spec's heuristic (else the search)."""
+        return with_heuristic(Mapping(fusion=self.fusion), self.heuristic)
+
+    @field_validator("heuristic")
+    @classmethod
+    def _known_heuristic(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                registered_heuristic(value)
+            except AccsimError as exc:  # a field error pydantic locates
+                raise ValueError(exc.rule) from None
+        return value
 
     @field_validator("sweep_rate", mode="before")
     @classmethod

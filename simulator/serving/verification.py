@@ -76,7 +76,8 @@ def _recorded_files(manifest: dict, serving: dict, file: str) -> list[tuple[str,
     inputs = manifest.get("inputs") if isinstance(manifest.get("inputs"), dict) else {}
     named = [("platform", inputs.get("platform"), "manifest.inputs.platform"),
              ("trace", serving.get("trace"), "manifest.serving.trace"),
-             ("model", serving.get("model"), "manifest.serving.model")]
+             ("model", serving.get("model"), "manifest.serving.model"),
+             ("precision plan", serving.get("precision"), "manifest.serving.precision")]
     files = []
     for kind, entry, where in named:
         if entry is None:

@@ -1,0 +1,48 @@
+"""`accsim serve --precision PLAN.yaml`: the precision plan `accsim run --precision`
+takes (simulator.precision), applied to every workload serving costs (each LLM
+iteration's, each plain batch's) before it is costed, so a served iteration is priced
+as a run of the same step under the plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulator.config import Platform
+from simulator.loader import Source, load_model
+from simulator.precision.plan import PrecisionPlan
+from simulator.precision.resolve import AppliedPlan, apply_plan
+from simulator.workload import Workload
+
+
+@dataclass
+class ServingPrecision:
+    """One plan on one platform; GEMM emulations are kept across the workloads it is
+    applied to (a grid of iterations has many operators of equal shape)."""
+
+    plan: PrecisionPlan
+    source: Source
+    platform: Platform
+    emulations: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str, platform: Platform) -> ServingPrecision:
+        plan, source = load_model(path, PrecisionPlan)
+        return cls(plan, source, platform)
+
+    def applied(self, workload: Workload) -> AppliedPlan:
+        return apply_plan(self.plan, workload, self.platform, file=self.source.path,
+                          emulations=self.emulations)
+
+    def apply(self, workload: Workload) -> Workload:
+        return self.applied(workload).workload
+
+    def record(self, workload: Workload) -> dict:
+        """What the plan chose for `workload`'s operators: the result's `precision`
+        block, less the plan's path (the manifest records it with its sha256, relative
+        to the result's folder, so the block is the same wherever it is served again)."""
+        return {key: value for key, value in self.applied(workload).record().items()
+                if key != "file"}
+
+    def identity(self) -> dict:
+        """What costs under the plan depend on: its content (never its path)."""
+        return self.plan.model_dump(mode="json")
