@@ -208,7 +208,9 @@ def test_a_bad_assumptions_entry_is_one_clear_error(tmp_path, capsys, given, exp
     assert not (tmp_path / "p" / "results").exists()
 
 
-def test_fields_bound_the_perturbations(tmp_path):
+def _shipped_pair_study(tmp_path):
+    """The study on tpu_v1 and tpu_v5e_like with gemm_4096, no serving, its tornado
+    bounded to offchip.efficiency."""
     study = tmp_path / "study.yaml"
     study.write_text(STUDY.replace("assumptions: {{}}",
                                    "assumptions: {{fields: [offchip.efficiency]}}")
@@ -216,6 +218,11 @@ def test_fields_bound_the_perturbations(tmp_path):
                      .replace("[A.yaml, B.yaml]", "[tpu_v1, tpu_v5e_like]")
                      .replace("baseline: A", "baseline: tpu_v1")
                      .replace("[stream.yaml]", "[gemm_4096]").format(limit=5))
+    return study
+
+
+def test_fields_bound_the_perturbations(tmp_path):
+    study = _shipped_pair_study(tmp_path)
     assert main(["review", str(study), "--out", str(tmp_path / "p"), "--no-cache"]) == 0
     packet = json.loads((tmp_path / "p" / "packet.json").read_text())
     tables = {t["id"]: t for t in _section(packet)["tables"]}
@@ -225,13 +232,7 @@ def test_fields_bound_the_perturbations(tmp_path):
 
 
 def test_a_second_review_takes_the_section_from_the_cache(tmp_path, monkeypatch):
-    study = tmp_path / "study.yaml"
-    study.write_text(STUDY.replace("assumptions: {{}}",
-                                   "assumptions: {{fields: [offchip.efficiency]}}")
-                     .replace("  serving: {{rate_per_s: 20, requests: 30}}\n", "")
-                     .replace("[A.yaml, B.yaml]", "[tpu_v1, tpu_v5e_like]")
-                     .replace("baseline: A", "baseline: tpu_v1")
-                     .replace("[stream.yaml]", "[gemm_4096]").format(limit=5))
+    study = _shipped_pair_study(tmp_path)
     cache = tmp_path / "cache"
     assert main(["review", str(study), "--out", str(tmp_path / "a"),
                  "--cache", str(cache)]) == 0

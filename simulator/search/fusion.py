@@ -50,6 +50,36 @@ def has_edges(workload: Workload) -> bool:
     return any(op.inputs for op in workload.operators)
 
 
+def _consumers(ops) -> dict[str, list[str]]:
+    """Each operator's readers by name (from the `inputs` edges)."""
+    consumers: dict[str, list[str]] = {}
+    for op in ops:
+        for name in op.inputs or ():
+            consumers.setdefault(name, []).append(op.name)
+    return consumers
+
+
+def _chain(head, following, joins, edges: bool,
+           consumers: dict[str, list[str]]) -> tuple[EpilogueMember, ...]:
+    """The operators after `head` that join it, in order, while `joins(member)` holds
+    and each reads the previous one (with edges; else adjacency), cut back until no
+    member but the last is read outside the chain. A binary member streams its second
+    operand in unless both its inputs are in the chain."""
+    group, last, members = [head.name], head, []
+    for member in following:
+        if not joins(member) or (edges and last.name not in (member.inputs or ())):
+            break
+        binary = isinstance(member, Elementwise) and member.op in BINARY_OPS
+        inside = sum(name in group for name in member.inputs or ())
+        members.append(EpilogueMember(member, binary and (inside < 2 or not edges)))
+        group.append(member.name)
+        last = member
+    while edges and members and not _intermediates_stay(group, consumers):
+        members.pop()
+        group.pop()
+    return tuple(members)
+
+
 def epilogue_candidates(workload: Workload) -> dict[int, tuple[EpilogueMember, ...]]:
     """For each GEMM or conv (by index), the chain of following vector operators that
     could run as its epilogue before any capacity check: each reading the previous one
@@ -58,39 +88,23 @@ def epilogue_candidates(workload: Workload) -> dict[int, tuple[EpilogueMember, .
     producer's output elements, a whole divisor of them. A binary member streams its
     second operand in unless both its inputs are in the group."""
     ops = workload.operators
-    edges = has_edges(workload)
-    consumers: dict[str, list[str]] = {}
-    for op in ops:
-        for name in op.inputs or ():
-            consumers.setdefault(name, []).append(op.name)
+    edges, consumers = has_edges(workload), _consumers(ops)
     chains: dict[int, tuple[EpilogueMember, ...]] = {}
     for index, op in enumerate(ops):
         if not is_compute(op):
             continue
         g = op.gemm()
         out = g.m * g.n * g.instances
-        group, last, members = [op.name], op, []
-        for member in ops[index + 1:]:
+
+        def joins(member, op=op, out=out) -> bool:
             if not _epilogue_kind(member) or member.repeat != op.repeat:
-                break
-            shape = member.vector()
-            elements = shape.rows * shape.cols
-            if elements > out or out % elements:
-                break
-            if edges and last.name not in (member.inputs or ()):
-                break
-            binary = isinstance(member, Elementwise) and member.op in BINARY_OPS
-            inside = sum(name in group for name in member.inputs or ())
-            members.append(EpilogueMember(member, binary and (inside < 2 or not edges)))
-            group.append(member.name)
-            last = member
-        # An intermediate read outside the group must go off chip: end the chain before.
-        while edges and members and not all(
-                set(consumers.get(name, ())) <= set(group) for name in group[:-1]):
-            members.pop()
-            group.pop()
+                return False
+            elements = member.vector().rows * member.vector().cols
+            return elements <= out and out % elements == 0
+
+        members = _chain(op, ops[index + 1:], joins, edges, consumers)
         if members:
-            chains[index] = tuple(members)
+            chains[index] = members
     return chains
 
 
@@ -114,11 +128,7 @@ def vector_run_candidates(workload: Workload, taken: set[str]
     elements as the first writes, each reading the previous one (with edges: and no
     intermediate read outside the run) or simply the next (adjacency)."""
     ops = workload.operators
-    edges = has_edges(workload)
-    consumers: dict[str, list[str]] = {}
-    for op in ops:
-        for name in op.inputs or ():
-            consumers.setdefault(name, []).append(op.name)
+    edges, consumers = has_edges(workload), _consumers(ops)
     runs: dict[int, tuple[EpilogueMember, ...]] = {}
     index = 0
     while index < len(ops):
@@ -127,25 +137,17 @@ def vector_run_candidates(workload: Workload, taken: set[str]
             index += 1
             continue
         out = op.vector().output_elements
-        group, last, members = [op.name], op, []
-        for member in ops[index + 1:]:
-            if not _run_kind(member) or member.name in taken or member.repeat != op.repeat:
-                break
+
+        def joins(member, op=op, out=out) -> bool:
+            if not _run_kind(member) or member.name in taken \
+                    or member.repeat != op.repeat:
+                return False
             shape = member.vector()
-            if shape.rows * shape.cols != out or shape.output_elements != out:
-                break
-            if edges and last.name not in (member.inputs or ()):
-                break
-            binary = isinstance(member, Elementwise) and member.op in BINARY_OPS
-            inside = sum(name in group for name in member.inputs or ())
-            members.append(EpilogueMember(member, binary and (inside < 2 or not edges)))
-            group.append(member.name)
-            last = member
-        while edges and members and not _intermediates_stay(group, consumers):
-            members.pop()
-            group.pop()
+            return shape.rows * shape.cols == out and shape.output_elements == out
+
+        members = _chain(op, ops[index + 1:], joins, edges, consumers)
         if members:
-            runs[index] = tuple(members)
+            runs[index] = members
         index += 1 + len(members)
     return runs
 
