@@ -586,6 +586,21 @@ def chromium(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+def laid_out(out: Path) -> dict:
+    """The packet's page as Chromium lays it out: a copy with the PROBE script (its CSP
+    allowing it), its DOM dumped and the probe's JSON read back; the copy removed."""
+    html = (out / "index.html").read_text()
+    probed = out / "probe.html"
+    probed.write_text(html.replace("default-src 'none';",
+                                   "default-src 'none'; script-src 'unsafe-inline';")
+                      .replace("</body>", PROBE + "</body>"))
+    dumped = chromium("--virtual-time-budget=5000", "--dump-dom", probed.as_uri())
+    probed.unlink()
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dumped.stdout, re.S)
+    assert found, dumped.stderr[-2000:]
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs "
                     "Debian's chromium package; apt-get install chromium)")
 def test_packet_renders_in_headless_chromium(resnet):
@@ -598,17 +613,7 @@ def test_packet_renders_in_headless_chromium(resnet):
     console = [line for line in shown.stderr.splitlines() if ":CONSOLE" in line]
     assert console == []  # no script errors, and no fetch the page's CSP had to block
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # Measure the laid-out page: a copy with a probe script (its CSP allowing it).
-    html = (out / "index.html").read_text()
-    probed = out / "probe.html"
-    probed.write_text(html.replace("default-src 'none';",
-                                   "default-src 'none'; script-src 'unsafe-inline';")
-                      .replace("</body>", PROBE + "</body>"))
-    dumped = chromium("--virtual-time-budget=5000", "--dump-dom", probed.as_uri())
-    probed.unlink()
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dumped.stdout, re.S)
-    assert found, dumped.stderr[-2000:]
-    probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    probe = laid_out(out)
     for title in TITLES.values():
         assert title in probe["headings"]
     assert "Assumptions and sensitivity" in probe["headings"]
@@ -631,15 +636,7 @@ def test_assumptions_section_renders_in_headless_chromium(tmp_path):
     shown = chromium(f"--screenshot={tmp_path / 'shot.png'}", (out / "index.html").as_uri())
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert [line for line in shown.stderr.splitlines() if ":CONSOLE" in line] == []
-    html = (out / "index.html").read_text()
-    probed = out / "probe.html"
-    probed.write_text(html.replace("default-src 'none';",
-                                   "default-src 'none'; script-src 'unsafe-inline';")
-                      .replace("</body>", PROBE + "</body>"))
-    dumped = chromium("--virtual-time-budget=5000", "--dump-dom", probed.as_uri())
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dumped.stdout, re.S)
-    assert found, dumped.stderr[-2000:]
-    probe = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    probe = laid_out(out)
     assert "Assumptions and sensitivity" in probe["headings"]
     tornadoes = [f for f in section["figures"] if f["id"].startswith("tornado-")]
     assert [f["id"] for f in tornadoes] == ["tornado-tpu_v1", "tornado-tpu_v5e_like"]
