@@ -23,6 +23,13 @@ whole (masked), while model MACs count only visible pairs.
   unit beside the array; the output tile is stored after the last key tile.
 
 K and V bytes follow `kv_dtype` and are read once per group (GQA), never per query head.
+
+With `output_path: vector` (DESIGN.md section 15) every product that leaves the array's
+accumulators is copied out by the vector unit (lowering.evacuation, the GEMM's rule):
+unfused, each score tile and each finished output tile; flash, per key tile both the
+score tile (softmax reads it) and the PV product (the online softmax rescales the running
+output before adding it, which the accumulators cannot do), as a NeuronCore's flash
+kernel copies every matmul result out of PSUM.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import numpy as np
 
 from simulator.config import Platform
 from simulator.errors import AccsimError
+from simulator.lowering.evacuation import product_evacuation
 from simulator.mapping.footprint import (array_speed, attention_element_bytes,
                                          attention_rows, buffer_fits, kv_bytes)
 from simulator.mapping.plan import ATTENTION_FUSIONS, Tiling
@@ -76,19 +84,21 @@ class _Steps:
     release: list
     store: list
     reload_of: list
+    evacuation: list       # vector-unit cycles copying products out (output_path vector)
     split: list            # useful, padding, fill, stationary-load, skew array cycles
     speed: float = 1.0     # the array's streaming speed (mapping.footprint.array_speed)
 
     @classmethod
     def empty(cls, speed: float) -> _Steps:
-        return cls([], [], [], [], [], [], [], [0.0] * 5, speed)
+        return cls([], [], [], [], [], [], [], [], [0.0] * 5, speed)
 
     def add(self, *, load: int, compute: int, vector: int = 0, acquire: bool,
-            release: bool, store: int = 0, reload_of: int = -1) -> int:
+            release: bool, store: int = 0, reload_of: int = -1,
+            evacuation: int = 0) -> int:
         for column, value in ((self.load, load), (self.compute, compute),
                               (self.vector, vector), (self.acquire, acquire),
                               (self.release, release), (self.store, store),
-                              (self.reload_of, reload_of)):
+                              (self.reload_of, reload_of), (self.evacuation, evacuation)):
             column.append(value)
         return len(self.load) - 1
 
@@ -102,14 +112,18 @@ class _Steps:
             self.split[index] += part
         return int(array_cycles(*shape))
 
-    def program(self, depth: int, slots: int, overhead: int) -> TileProgram:
+    def program(self, depth: int, slots: int, overhead: int,
+                evacuates: bool) -> TileProgram:
+        """The program; its evacuation array only where the output path is vector."""
         as_int = {name: np.array(getattr(self, name), dtype=np.int64)
-                  for name in ("load", "compute", "vector", "store", "reload_of")}
+                  for name in ("load", "compute", "vector", "store", "reload_of",
+                               "evacuation")}
         return TileProgram(as_int["load"], as_int["compute"], as_int["vector"],
                            np.array(self.acquire, dtype=bool),
                            np.array(self.release, dtype=bool), as_int["store"],
                            as_int["reload_of"], depth=depth, slots=slots,
-                           overhead_cycles=overhead)
+                           overhead_cycles=overhead,
+                           evacuation_cycles=as_int["evacuation"] if evacuates else None)
 
 
 @dataclass(frozen=True)
@@ -172,9 +186,12 @@ def _flash(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
             kv_tile = kv_bytes(op, platform, 2 * keys * d)
             sram["weight"] += kv_tile
             sram["output"] += scores * acc + tile.rows * d * acc
+            evacuation = (product_evacuation(platform, tile.rows, keys, d, flow)
+                          + product_evacuation(platform, tile.rows, d, keys, flow))
             steps.add(load=q_bytes + kv_tile, compute=compute, vector=vector,
                       acquire=j == 0, release=j == last,
-                      store=tile.rows * d * out if j == last and qo_offchip else 0)
+                      store=tile.rows * d * out if j == last and qo_offchip else 0,
+                      evacuation=evacuation)
     return steps, elements, sram, 0
 
 
@@ -199,7 +216,9 @@ def _unfused(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
             last = steps.add(load=q_bytes + kv_bytes(op, platform, keys * d),
                              compute=steps.product(tile.rows, keys, d, platform, flow),
                              acquire=True, release=True,
-                             store=score_bytes if scores_offchip else 0)
+                             store=score_bytes if scores_offchip else 0,
+                             evacuation=product_evacuation(platform, tile.rows, keys, d,
+                                                           flow))
         stored_scores.append(last)
     softmax_steps, elements, vector_compute = [], 0, 0
     for tile, scores_step in zip(tiles, stored_scores):   # softmax, row block by block
@@ -223,7 +242,9 @@ def _unfused(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
                       compute=steps.product(tile.rows, d, keys, platform, flow),
                       acquire=j == 0, release=j == last,
                       store=tile.rows * d * out if j == last and qo_offchip else 0,
-                      reload_of=probs_step if scores_offchip else -1)
+                      reload_of=probs_step if scores_offchip else -1,
+                      evacuation=product_evacuation(platform, tile.rows, d, keys, flow)
+                      if j == last else 0)
     return steps, elements, sram, vector_compute
 
 
@@ -258,7 +279,8 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
         built = _unfused(op, tiling, platform, tiles, sizes, qo_offchip, scores_offchip)
     steps, elements, sram, vector_compute = built
     program = steps.program(tiling.depth, slots["output"],
-                            platform.runtime.op_overhead_cycles)
+                            platform.runtime.op_overhead_cycles,
+                            platform.systolic_array.output_path != "direct")
     validate_program(program, source=f"lowering of {op.name}")
     macs = op.macs // (op.batch * op.kv_heads)
     # Useful cycles count the visible pairs only; the masked part of the diagonal
@@ -289,9 +311,10 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
 
 def estimate_cycles(lowering: AttentionLowering, platform: Platform) -> float:
     """The default's rule between the two lowerings: the larger of the array/vector
-    busy time and the off-chip bytes over the bandwidth (an engine-free estimate)."""
+    busy time (evacuations included) and the off-chip bytes over the bandwidth (an
+    engine-free estimate)."""
     p = lowering.program
-    busy = max(float(p.compute_cycles.sum()), float(p.vector_cycles.sum()))
+    busy = max(float(p.compute_cycles.sum()), float(p.vector_work().sum()))
     moved = float(p.load_bytes.sum() + p.store_bytes.sum())
     return max(busy, moved / platform.bytes_per_cycle)
 

@@ -2,8 +2,10 @@
 output tile leaving the accumulators is copied out by the vector unit, so lowering adds
 a per-step evacuation-cycles array to the tile program.
 
-Kept apart from the step kernel and the fused epilogue: it is a function of the loop
-nest and the releasing steps only, computed on whole arrays.
+Kept apart from the step kernel and the fused epilogue: for a GEMM or conv it is a
+function of the loop nest and the releasing steps only, computed on whole arrays;
+attention's programs (lowering.attention) charge each of their products one by one
+through `product_evacuation`, by the same rule.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.config import Platform
-from simulator.timing import IS, WS
+from simulator.timing import IS, WS, evacuation_cycles
 
 
 def step_tile_sizes(m: int, n: int, k: int, tm: int, tn: int, tk: int,
@@ -47,7 +49,7 @@ def evacuation_steps(platform: Platform, m: int, n: int, k: int, tm: int, tn: in
     ms, ns, ks = step_tile_sizes(m, n, k, tm, tn, tk, order, begin, release.shape[0])
     transposed = np.zeros_like(ms)
     if evac.transpose_stationary:
-        transposed = ks * ns if dataflow == WS else ms * ks if dataflow == IS else transposed
+        transposed = transposed + stationary_elements(ms, ns, ks, dataflow)
     cycles = evacuation_array(ms * ns, transposed, evac.elements_per_cycle,
                               evac.tile_cycles)
     return np.where(release, cycles, 0).astype(np.int64)
@@ -59,3 +61,24 @@ def evacuation_array(elements: np.ndarray, transposed: np.ndarray, rate: int,
     test holds the two equal): a Python call per step would cost seconds on programs
     of millions of steps."""
     return -(-elements // rate) + tile_cycles + -(-transposed // rate)
+
+
+def stationary_elements(m: int, n: int, k: int, dataflow: int) -> int:
+    """Elements of the stationary input tile of an (m, n, k) product that a
+    transpose_stationary platform passes through the vector unit: ws its k x n weight
+    tile, is its m x k input tile, os none (the output is what stays)."""
+    return k * n if dataflow == WS else m * k if dataflow == IS else 0
+
+
+def product_evacuation(platform: Platform, m: int, n: int, k: int, dataflow: int) -> int:
+    """Vector-unit cycles copying one finished m x n product (reduced over k) out of the
+    accumulators, with its stationary tile's transpose where the platform has one; 0 on
+    a direct output path. The scalar form of evacuation_steps, for programs whose steps
+    are products of different shapes."""
+    array = platform.systolic_array
+    if array.output_path == "direct":
+        return 0
+    evac = array.evacuation
+    transposed = stationary_elements(m, n, k, dataflow) if evac.transpose_stationary else 0
+    return int(evacuation_cycles(m * n, evac.elements_per_cycle, evac.tile_cycles,
+                                 transposed))

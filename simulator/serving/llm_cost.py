@@ -15,6 +15,9 @@ interpolates linearly between them (bilinearly over new and cached tokens): the 
 are smooth in their sizes, and a run touches a few hundred grid points instead of
 thousands of distinct shapes. `exact` simulates the whole iteration as one workload;
 the bucketing error is measured against it on a sample of the run's iterations.
+On a multi-chip replica whose plan overlaps collectives with compute, each part is
+its units' sum less the collective time the overlap hides in them
+(simulator.system.serving.hidden_seconds), as in a run of the same operators.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from simulator.serving.cost import (ZERO, Cost, CostRun, OperatorCosts, call_cos
 from simulator.serving.cost_cache import CostCache, cache_key
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.serving.precision import ServingPrecision
+from simulator.system.serving import hidden_seconds
 from simulator.workload import Workload
 
 # Shapes used to tell per-request operators from shared ones: equal total tokens,
@@ -177,7 +181,20 @@ class LlmCost:
         as a run fuses it)."""
         units = [unit for unit in self.costs.units(workload)
                  if any(i in positions for i in unit) == own]
-        return self.costs.workload(workload, units) if units else ZERO
+        return self.costs.workload(workload, units) + self._hidden(workload, units) \
+            if units else ZERO
+
+    def _hidden(self, workload: Workload, units: list[tuple[int, ...]]) -> Cost:
+        """Minus the collective time the replica plan's overlap hides in `units` (a
+        run lists a unit under its first operator); ZERO without overlap."""
+        plan = getattr(self.hf, "plan", None)
+        mode = getattr(plan, "overlap", "none")
+        if mode == "none":
+            return ZERO
+        ops = workload.operators
+        timed = [(ops[unit[0]], self.costs.workload(workload, [unit]).seconds)
+                 for unit in units]
+        return Cost(-hidden_seconds(mode, timed, self.platform.clock_ghz), 0.0)
 
     def _dense_at(self, tokens: int) -> Cost:
         """Shared operators (projections, MLP, norms, head) over `tokens` tokens."""
@@ -307,9 +324,11 @@ class LlmCost:
                        dense.energy_j + running(a_e) + running(b_e) * steps)
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
-        """The whole iteration simulated as one workload, nothing bucketed."""
-        return simulated_cost(self.platform, self._workload(prefill, decode),
-                              self.costs.mapping)
+        """The whole iteration simulated as one workload, nothing bucketed (less the
+        collective time the plan's overlap hides in it)."""
+        workload = self._workload(prefill, decode)
+        return simulated_cost(self.platform, workload, self.costs.mapping) + \
+            self._hidden(workload, self.costs.units(workload))
 
     def reference_workload(self) -> Workload:
         """One decode iteration of one request: what the result's manifest embeds."""

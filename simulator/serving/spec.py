@@ -35,7 +35,7 @@ MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
 # it): 16,384 is beyond any serving system's batch and simulates in about a second.
 MAX_BATCH = 2**14
 # Fields left out of a dump when unset (results dump as before these existed).
-OPTIONAL_FIELDS = ("fusion", "heuristic", "precision")
+OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap")
 
 
 class RateSweep(Strict):
@@ -115,6 +115,9 @@ class ServeSpec(Strict):
                                       description="micro-batches in a replica's pipeline "
                                       "(default pp; 1 runs the stages in turn)")
     routing: Literal["round_robin", "least_loaded", "shared_queue"] = "round_robin"
+    overlap: Literal["none", "independent", "decomposed"] | None = Field(
+        default=None, description="collectives overlap compute in each iteration, as "
+        "`accsim run --overlap` (DESIGN.md section 14; default none)")
     fusion: Literal["none", "epilogue", "auto"] | None = Field(
         default=None, description="the fusion planner's mode for iteration costs "
         "(DESIGN.md section 15; default: the simulator's)")
@@ -246,7 +249,7 @@ class ServeSpec(Strict):
     def system(self):
         """The parallelism plan of each replica (simulator.system.plan)."""
         return SystemPlan(chips=self.chips or self.tp * self.pp, tp=self.tp, pp=self.pp,
-                          ep=self.ep)
+                          ep=self.ep, overlap=self.overlap or "none")
 
     def resolved(self) -> ServeSpec:
         """The spec with its defaults filled in: the workload, the batching policy

@@ -5,16 +5,21 @@ iteration costs one chip's shard with its collectives, the KV cache is per chip
 (capacity minus the chip's weight shard, over the chip's KV bytes per token), and
 `--replicas` multiplies groups. With P > 1 the replica's micro-batches are pipelined
 over its stages (simulator.serving.engine.PipelinedReplica) and the bubble reported.
+The plan's overlap hides collective time behind compute in an iteration as it does in
+a run of the same step (`hidden_seconds`, simulator.system.overlap).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from simulator.config import DTYPE_BYTES, Platform
+from simulator.system.overlap import Step, overlap
 from simulator.system.plan import SystemPlan, check_plan
-from simulator.system.shard import (insert_model_collectives, model_footprint,
-                                    model_limits, shard_config)
+from simulator.system.shard import (CONSUMED_BY, insert_model_collectives,
+                                    model_footprint, model_limits, shard_config)
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,21 @@ class ShardedFrontend:
         return workload.model_copy(update={"operators": ops})
 
 
+def hidden_seconds(mode: str, units: Sequence[tuple[object, float]],
+                   clock_ghz: float) -> float:
+    """Seconds of collective time that overlap `mode` hides behind compute in a
+    sequence of fusion units, each given as the operator a run lists it under (its
+    first) and its simulated seconds (all repetitions): what SystemRun.overlap hides
+    in a run of the same operators."""
+    if mode == "none":
+        return 0.0
+    hz = clock_ghz * 1e9
+    steps = [Step(op.name, op.kind, Fraction(round(seconds * hz), op.repeat), op.repeat,
+                  getattr(op, "collective", None), getattr(op, "chips", 1))
+             for op, seconds in units]
+    return float(overlap(steps, mode, CONSUMED_BY).hidden_cycles) / hz
+
+
 def serving_system(plan: SystemPlan, replicas: int, figures: dict, *,
                    micro_batches: int, bubble: float | None) -> dict:
     """The `system` block of a serving result: the chips used, perf per chip and per
@@ -77,4 +97,5 @@ def serving_system(plan: SystemPlan, replicas: int, figures: dict, *,
             "energy_per_token_j": group,
             "tokens_per_j": 1 / group if group else None,
             "micro_batches": micro_batches if plan.pp > 1 else None,
-            "pipeline_bubble_fraction": bubble if plan.pp > 1 else None}
+            "pipeline_bubble_fraction": bubble if plan.pp > 1 else None} | (
+                {"overlap": plan.overlap} if plan.overlap != "none" else {})
