@@ -1,6 +1,7 @@
-"""Collective overlap in serving (DESIGN.md sections 10 and 14): `accsim serve --overlap`
-prices each iteration of a T-chip replica as `accsim run --overlap` prices the same
-step: the collective time the plan hides behind compute comes off the iteration."""
+"""Collective overlap in serving and sweeps (DESIGN.md sections 10, 11 and 14):
+`accsim serve --overlap` prices each iteration of a T-chip replica as `accsim run
+--overlap` prices the same step (the collective time the plan hides behind compute
+comes off the iteration), and `system.overlap` is a sweep axis timed the same way."""
 
 from __future__ import annotations
 
@@ -10,11 +11,17 @@ import pytest
 
 from simulator.cli import main
 from simulator.commands.inputs import load_inputs
+from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.frontends.hf.config import load_model_config
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.spec import ServeSpec
+from simulator.sweep.coordinator import run_sweep
+from simulator.sweep.executors import Serial
+from simulator.sweep.plan import make_plan
+from simulator.sweep.spec import load_sweep
+from simulator.sweep.store import Store
 from simulator.system.overlap import OVERLAP_MODES
 from simulator.system.plan import SystemPlan
 from simulator.system.serving import ShardedFrontend
@@ -112,3 +119,58 @@ def test_serve_overlap_flag_reaches_the_result(tmp_path, capsys):
     with pytest.raises(SystemExit):   # argparse refuses a mode it does not know
         main(["serve", "--arch", ARCH, "--model", MODEL, "--overlap", "sideways"])
     assert "invalid choice: 'sideways'" in capsys.readouterr().err
+
+
+SWEEP = """\
+name: overlap
+platform: tpu_v5e_like
+workloads: [bert_base_s128]
+axes:
+  system.tp: [4]
+  system.overlap: [none, independent, decomposed]
+"""
+
+
+def test_system_overlap_is_a_sweep_axis_keyed_and_timed_as_run_times_it(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SWEEP)
+    plan = make_plan(load_sweep(spec))
+    assert {job.system.overlap for job in plan.jobs} == set(OVERLAP_MODES)
+    assert len({job.key for job in plan.jobs}) == 3
+    with Store(tmp_path / "s.sqlite") as store:
+        run_sweep(plan, store, Serial())
+        rows = {row["point"]["system.overlap"]: row for row in store.rows(status="ok")}
+    run_path = tmp_path / "run.json"
+    assert main(["run", "--arch", ARCH, "--workload", "bert_base_s128", "--tp", "4",
+                 "--overlap", "decomposed", "--json", str(run_path)]) == 0
+    system = json.loads(run_path.read_text())["system"]
+    assert rows["decomposed"]["time_s"] == pytest.approx(system["time_s"], rel=1e-12)
+    assert rows["none"]["time_s"] - rows["decomposed"]["time_s"] == pytest.approx(
+        system["collective_hidden_s"], rel=1e-9)
+    assert rows["independent"]["time_s"] <= rows["none"]["time_s"]
+
+
+@pytest.mark.parametrize("axis, rule", [
+    ("system.overlap: [none, sideways]", "axes.system.overlap[1]: value 'sideways': not "
+     "an overlap mode"),
+    ("system.overlap: [2]", "axes.system.overlap[0]: value 2: not an overlap mode")])
+def test_a_bad_overlap_axis_names_its_value(tmp_path, axis, rule):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SWEEP.replace("system.overlap: [none, independent, decomposed]", axis))
+    with pytest.raises(AccsimError) as info:
+        load_sweep(spec)
+    assert rule in str(info.value)
+
+
+def test_a_serving_sweep_takes_overlap_from_its_serving_workload_not_an_axis(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"name: s\nplatform: {ARCH}\nserving:\n  model: {MODEL}\n  sla: "
+                    "{ttft_p99_ms: 5}\n  overlap: decomposed\naxes:\n  system.tp: [1, 4]\n"
+                    "objectives: {tokens_per_s_per_chip: max}\n")
+    assert load_sweep(spec).serving.system.overlap == "decomposed"
+    spec.write_text(spec.read_text().replace("system.tp: [1, 4]",
+                                             "system.overlap: [none, decomposed]"))
+    with pytest.raises(AccsimError) as info:
+        load_sweep(spec)
+    assert "axes.system.overlap: a serving sweep takes its overlap from the serving " \
+        "workload" in str(info.value)

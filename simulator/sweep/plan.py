@@ -86,7 +86,7 @@ def system_plan(point: dict[str, Any]) -> SystemPlan | None:
         return None
     tp, pp = named.get("tp", 1), named.get("pp", 1)
     return SystemPlan(chips=named.get("chips", tp * pp), tp=tp, pp=pp,
-                      ep=named.get("ep", 1))
+                      ep=named.get("ep", 1), overlap=named.get("overlap", "none"))
 
 
 def make_plan(sweep: Sweep, mapping: Mapping | None = None, *,

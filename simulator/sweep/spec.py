@@ -29,6 +29,7 @@ from simulator.config import Name, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, parse_model, read_source, validation_error
 from simulator.serving.spec import ServeSpec
+from simulator.system.overlap import OVERLAP_MODES
 from simulator.sweep.constraints import Constraint, parse_constraint
 from simulator.sweep.deploy import POINT_METRICS
 from simulator.sweep.sampling import MAX_JOBS, MAX_SEED, check_size
@@ -37,7 +38,7 @@ from simulator.workload import Workload
 
 LINK_KEY = "link"
 # Axes that name the multi-chip plan of a point (simulator.system), not a platform field.
-SYSTEM_AXES = {"system.chips", "system.tp", "system.pp", "system.ep"}
+SYSTEM_AXES = {"system.chips", "system.tp", "system.pp", "system.ep", "system.overlap"}
 # Axes of a serving sweep's deployment (serve's fields of the same meaning).
 SERVING_AXES = {"serving.replicas": "replicas", "serving.batching": "batching",
                 "serving.max_batch": "max_batch", "serving.chunk_tokens": "max_tokens"}
@@ -181,6 +182,11 @@ def load_sweep(path: str | Path) -> Sweep:
                                          field=f"constraints[{index}]")
                         for index, text in enumerate(spec.constraints))
     serving = serving_spec(spec.serving, folder, source.path) if spec.serving else None
+    if serving is not None and any(axis.path == "system.overlap"
+                                   for dimension in dimensions for axis in dimension):
+        raise AccsimError("a serving sweep takes its overlap from the serving workload "
+                          "(serving: {overlap: ...}), not from an axis", file=source.path,
+                          field="axes.system.overlap")
     return Sweep(spec, source.path, base, workloads, dimensions, constraints, serving)
 
 
@@ -231,14 +237,16 @@ def expanded_axis(path: str, raw: Any, base: dict, *, file: str) -> tuple:
 def check_values(axis: Axis, base: dict, *, file: str) -> None:
     """Each value of an axis checked alone on the base platform: a value the field can
     never take is a spec error naming `axes.PATH[i]`. System axes (SYSTEM_AXES) take
-    positive whole numbers."""
+    positive whole numbers, system.overlap an overlap mode."""
     field = f"axes.{axis.path}"
     for index, value in enumerate(axis.values):
-        if axis.path == "serving.batching":
-            if value not in BATCHING:
-                raise AccsimError(f"value {value!r}: not a batching policy (known: "
-                                  f"{', '.join(BATCHING)})", file=file,
+        for path, known, what in (("serving.batching", BATCHING, "a batching policy"),
+                                  ("system.overlap", OVERLAP_MODES, "an overlap mode")):
+            if axis.path == path and value not in known:
+                raise AccsimError(f"value {value!r}: not {what} (known: "
+                                  f"{', '.join(known)})", file=file,
                                   field=f"{field}[{index}]")
+        if axis.path in ("serving.batching", "system.overlap"):
             continue
         if axis.path in POINT_AXES:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
