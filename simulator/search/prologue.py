@@ -2,11 +2,13 @@
 every reader is a GEMM taking it as its activations (A) is applied to those GEMMs' A
 tiles as they load, so its output never goes off chip. A consumer needs whole rows in
 each A tile (tk = K, the normalised dimension), held by its ifmap buffer at the plan's
-depth (mapping.footprint). A norm read by several GEMMs is recomputed in each one's
-prologue, as an XLA-style compiler duplicates a producer into every consumer fusion
-rather than writing it out; the group is kept only where it is no slower than the norm
-alone plus its consumers as they would run otherwise, else the norm runs alone and the
-reason is recorded."""
+depth (mapping.footprint). A norm read by several GEMMs is recomputed whole in each
+one's prologue rather than written out: XLA duplicates a norm's cheap elementwise part
+into every consumer and keeps its row reduction apart because a duplicated reduction
+would read its operand again; here each A tile already holds whole rows, so the
+statistics cost vector work and no read. The group is kept only where it is no slower
+than the norm alone plus its consumers as they would run otherwise, else the norm runs
+alone and the reason is recorded."""
 
 from __future__ import annotations
 
