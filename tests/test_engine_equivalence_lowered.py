@@ -3,8 +3,9 @@ lowering emits (DESIGN.md section 5), over generated GEMMs on generated platform
 several arrays, both fold models, output buffers small enough that partial sums spill,
 fused epilogues (one member by a plan's `fuse`, or a planner's chain of up to four with
 streamed second operands), norm prologues (the vector unit's work on each A tile loaded,
-with or without an epilogue chain), a dispatch overhead and an output path through the vector unit
-(evacuation cycles, with and without a transpose of the stationary operand). The naive reference checks a share of them.
+with or without an epilogue chain), a dispatch overhead and an output path through the
+vector unit (evacuation cycles, with and without a transpose of the stationary
+operand). The naive reference checks a share of them.
 """
 
 from __future__ import annotations

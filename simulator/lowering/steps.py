@@ -89,8 +89,8 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
     gemm_block(0, steps, m, n, k, tm, tn, tk, order, dataflow, rows, cols, count,
                fold_model, a_tile_bytes, b_load_bytes, b_sram_bytes, a_offchip, b_offchip,
                c_offchip, acc_bytes, out_bytes, a_slots, b_slots, spill, epilogue, lanes,
-               speed, prologue, a_lru, b_lru, sizes, last_visit, prev, floats, ints, load_bytes,
-               compute, vector, acquire, release, store_bytes, reload_of)
+               speed, prologue, a_lru, b_lru, sizes, last_visit, prev, floats, ints,
+               load_bytes, compute, vector, acquire, release, store_bytes, reload_of)
     return (load_bytes, compute, vector, acquire, release, store_bytes, reload_of,
             floats, ints)
 
@@ -102,7 +102,8 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
                b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray, a_offchip: bool,
                b_offchip: bool, c_offchip: bool, acc_bytes: int, out_bytes: int,
                a_slots: int, b_slots: int, spill: bool, epilogue: np.ndarray, lanes: int,
-               speed: float, prologue: int, a_lru, b_lru, sizes, last_visit, prev, floats, ints,
+               speed: float, prologue: int, a_lru, b_lru, sizes, last_visit, prev, floats,
+               ints,
                load_bytes, compute, vector, acquire, release, store_bytes, reload_of):
     """Steps begin .. begin + length - 1 of one GEMM instance into the first `length`
     entries of the output arrays (which it overwrites whole), carrying gemm_state's

@@ -18,8 +18,8 @@ from simulator.mapping.heuristics import heuristic_tiling, spec_overrides
 from simulator.mapping.plan import (DEFAULT_HEURISTIC, SEARCH, EpilogueMember, Mapping,
                                     Tiling, TilingSpec, check_mapping_names,
                                     fully_specified, fusion_error, merged_spec)
-from simulator.search.default import searched_tiling
 from simulator.program import memory_params
+from simulator.search.default import searched_tiling
 from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
                                      fitted_group, fusion_mode, has_edges,
                                      vector_run_candidates)
@@ -59,8 +59,8 @@ def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
     prologues = {ops[i].name: tuple(ops[c].name for c in consumers) for i, consumers in
                  prologue_candidates(workload, mapping, has_edges(workload)).items()} \
         if auto else {}
-    runs = vector_run_candidates(workload, {m.op.name for chain in planned.values()
-                                            for m in chain} | set(prologues)) if auto else {}
+    taken = {m.op.name for chain in planned.values() for m in chain} | set(prologues)
+    runs = vector_run_candidates(workload, taken) if auto else {}
     absorbed: dict[str, str] = {}   # absorbed name -> absorbing operator
     for index, op in enumerate(ops):
         following = ops[index + 1] if index + 1 < len(ops) else None
@@ -217,9 +217,10 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
 def _prologue_plan(norm: Placed, consumers: list[Placed], platform: Platform
                    ) -> tuple[dict[str, tuple], str | None]:
     """Each consumer's tiling (whole rows per A tile), members with the norm as its
-    prologue, and the epilogue members that tiling gives back; or why the norm runs alone: a consumer's tiling cannot hold whole rows, or
-    the group would be slower than the norm alone plus the consumers as they would run
-    otherwise (each replayed on the fast engine)."""
+    prologue, and the epilogue members that tiling gives back; or why the norm runs
+    alone: a consumer's tiling cannot hold whole rows, or the group would be slower than
+    the norm alone plus the consumers as they would run otherwise (each replayed on the
+    fast engine)."""
     memory = memory_params(platform)
     member = EpilogueMember(norm.op, prologue=True)
     plans: dict[str, tuple] = {}
