@@ -184,7 +184,7 @@ def _fusion_lines(result: RunResult) -> list[str]:
     kept = [g for g in result.fusion if g.shown]
     how = "by adjacency (the workload names no inputs)" if result.fusion_adjacency \
         else "along the workload's edges"
-    lines = [f"fusion: {len(kept)} epilogue groups {how}, saving "
+    lines = [f"fusion: {len(kept)} groups {how}, saving "
              f"{sum(g.offchip_bytes_saved for g in kept) / 1e6:,.2f} MB off-chip and "
              f"{sum(g.cycles_saved for g in kept):,} cycles against unfused"]
     lines += [f"  {g.producer} + {', '.join(g.shown)}: {g.offchip_bytes_saved:,} B, "
