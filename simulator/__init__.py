@@ -10,4 +10,6 @@ __version__ = "0.1.0"
 # 4: the fusion planner is the default (--fusion auto, DESIGN.md section 15): vector
 # operators run as GEMM/conv epilogues or fused vector kernels, in runs, serving and the
 # mapper alike; --fusion none keeps 3's figures.
-MODEL_VERSION = 4
+# 5: a norm read only by GEMMs runs as their prologue (DESIGN.md section 15 c) under
+# --fusion auto; none and epilogue keep 4's figures.
+MODEL_VERSION = 5

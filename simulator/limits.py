@@ -269,9 +269,10 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
         compute = ceil_div(sr, array.rows) * ceil_div(sc, array.cols) \
             * (t + 3 * array.rows + 2 * array.cols)
         epilogue = 0
-        for member in fused or ():
+        for member in fused or ():  # a prologue norm works on each A tile it loads
             shape = member.op.vector()
-            epilogue += _vector_bound(tm * tn, vector.lanes,
+            elements = tm * tk if member.prologue else tm * tn
+            epilogue += _vector_bound(elements, vector.lanes,
                                       getattr(costs, shape.cost_kind), shape.passes)
         load = a_tile_bytes(op, platform, tm, tk, "bound") \
             + b_tile_bytes(op, platform, tk, tn) + c_tile_bytes(op, platform, tm, tn) \

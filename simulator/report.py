@@ -181,13 +181,13 @@ def _fusion_lines(result: RunResult) -> list[str]:
     member a capacity check gave back, with why."""
     if not result.fusion:
         return []
-    kept = [g for g in result.fusion if g.members]
+    kept = [g for g in result.fusion if g.shown]
     how = "by adjacency (the workload names no inputs)" if result.fusion_adjacency \
         else "along the workload's edges"
-    lines = [f"fusion: {len(kept)} epilogue groups {how}, saving "
+    lines = [f"fusion: {len(kept)} groups {how}, saving "
              f"{sum(g.offchip_bytes_saved for g in kept) / 1e6:,.2f} MB off-chip and "
              f"{sum(g.cycles_saved for g in kept):,} cycles against unfused"]
-    lines += [f"  {g.producer} + {', '.join(g.members)}: {g.offchip_bytes_saved:,} B, "
+    lines += [f"  {g.producer} + {', '.join(g.shown)}: {g.offchip_bytes_saved:,} B, "
               f"{g.cycles_saved:,} cycles saved" for g in kept]
     lines += [f"  {g.producer}: {name} not fused: {reason}"
               for g in result.fusion for name, reason in g.dropped]

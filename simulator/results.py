@@ -259,6 +259,7 @@ class FusionGroupRecord(Written):
     dropped: list[dict[str, str]]
     offchip_bytes_saved: int
     cycles_saved: int
+    prologue: list[str] = []     # written only when the group has a prologue norm
 
 
 class FusionRecord(Written):

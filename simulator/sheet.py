@@ -178,7 +178,7 @@ def fusion_plan_lines(result: RunResult) -> list[str]:
     lines += [f"Groups{how}; saved = unfused (each member lowered alone) - fused.", ""]
     for group in result.fusion:
         dropped = "; ".join(f"{n}: {r}" for n, r in group.dropped) or "none"
-        lines.append(f"- {group.producer} + {', '.join(group.members) or '-'}: "
+        lines.append(f"- {group.producer} + {', '.join(group.shown) or '-'}: "
                      f"{group.offchip_bytes_saved:,} off-chip bytes and "
                      f"{group.cycles_saved:,} cycles saved; given back (capacity): "
                      f"{dropped}")

@@ -2,8 +2,10 @@
 lowering emits (DESIGN.md section 5), over generated GEMMs on generated platforms:
 several arrays, both fold models, output buffers small enough that partial sums spill,
 fused epilogues (one member by a plan's `fuse`, or a planner's chain of up to four with
-streamed second operands), a dispatch overhead and an output path through the vector unit
-(evacuation cycles, with and without a transpose of the stationary operand). The naive reference checks a share of them.
+streamed second operands), norm prologues (the vector unit's work on each A tile loaded,
+with or without an epilogue chain), a dispatch overhead and an output path through the
+vector unit (evacuation cycles, with and without a transpose of the stationary
+operand). The naive reference checks a share of them.
 """
 
 from __future__ import annotations
@@ -19,32 +21,35 @@ from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute
 from simulator.mapping.plan import LOOP_ORDERS, EpilogueMember, Tiling
 from simulator.program import memory_params
-from simulator.workload import Elementwise, Gemm
+from simulator.workload import Elementwise, Gemm, RowOperator
 
 EQUIVALENCE = settings(max_examples=500, deadline=None)
 EPILOGUE_OPS = ("gelu", "relu", "silu", "add", "mul")
 
 
 @st.composite
-def lowered_programs(draw, chains: bool = False):
+def lowered_programs(draw, chains: bool = False, prologue: bool = False):
     """(program, memory, spills) of a random GEMM tiling on a random small platform;
     `chains`: with a multi-op epilogue (binary members streaming their second operand
-    in, or not) instead of a plan's single `fuse`."""
-    gemm, tiling, platform, act, members = draw(lowering_cases(chains))
+    in, or not) instead of a plan's single `fuse`; `prologue`: with a norm over A's
+    rows applied to each A tile loaded (whole rows: tk = K)."""
+    gemm, tiling, platform, act, members = draw(lowering_cases(chains, prologue))
     lowered = lower_compute(gemm, tiling, platform, following=act, fused=members)
     return lowered.program, memory_params(platform), lowered.counters.spills
 
 
 @st.composite
-def lowering_cases(draw, chains: bool = False):
+def lowering_cases(draw, chains: bool = False, prologue: bool = False):
     """lower_compute's inputs for lowered_programs: (gemm, tiling, platform, the
-    operator a plan's `fuse` absorbs, epilogue members or None)."""
+    operator a plan's `fuse` absorbs, group members or None)."""
     m, n, k = (draw(st.integers(1, 24)) for _ in range(3))
     tm, tn, tk = draw(st.integers(1, m)), draw(st.integers(1, n)), draw(st.integers(1, k))
+    if prologue:
+        chains, tk = draw(st.booleans()), k
     depth = draw(st.integers(1, 3))
     live = -(-m // tm) * -(-n // tn)
     slots = draw(st.integers(depth, max(depth, live + 1)))   # below live: it spills
-    fuse = draw(st.booleans()) and not chains
+    fuse = draw(st.booleans()) and not chains and not prologue
     chain = []   # (op, streamed) of a multi-op epilogue
     if chains:
         chain = [(op, op in ("add", "mul") and draw(st.booleans()))
@@ -78,8 +83,11 @@ def lowering_cases(draw, chains: bool = False):
                     fuse="act" if fuse else None)
     members = tuple(EpilogueMember(Elementwise(name=f"e{i}", layer_type="epilogue",
                                                kind="elementwise", elements=m * n, op=op),
-                                   stream) for i, (op, stream) in enumerate(chain)) or None
-    return gemm, tiling, platform, act, members
+                                   stream) for i, (op, stream) in enumerate(chain))
+    if prologue:
+        norm = RowOperator(name="norm", layer_type="norm", kind="norm", rows=m, cols=k)
+        members = (EpilogueMember(norm, prologue=True), *members)
+    return gemm, tiling, platform, act, members or None
 
 
 def _assert_identical(case, naive: int) -> None:
@@ -109,4 +117,12 @@ def test_fast_and_simpy_identical_on_lowered_programs(case, naive):
 def test_fast_and_simpy_identical_with_multi_op_epilogues(case, naive):
     program, _, _ = case
     event(f"epilogue vector cycles: {bool(program.vector_cycles.any())}")
+    _assert_identical(case, naive)
+
+
+@EQUIVALENCE
+@given(case=lowered_programs(prologue=True), naive=st.integers(0, 9))
+def test_fast_and_simpy_identical_with_norm_prologues(case, naive):
+    program, _, _ = case
+    assert program.vector_cycles.any()   # every A tile loaded pays the norm
     _assert_identical(case, naive)

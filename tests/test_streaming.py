@@ -43,11 +43,11 @@ def _same(streamed, whole) -> None:
 
 
 @STREAMING
-@given(case=lowering_cases(), chained=lowering_cases(chains=True), block=BLOCK_SIZES,
-       keep=st.booleans())
-def test_streamed_lowering_replays_identically_on_the_fast_engine(case, chained, block,
-                                                                  keep):
-    for gemm, tiling, platform, act, members in (case, chained):
+@given(case=lowering_cases(), chained=lowering_cases(chains=True),
+       prologued=lowering_cases(prologue=True), block=BLOCK_SIZES, keep=st.booleans())
+def test_streamed_lowering_replays_identically_on_the_fast_engine(case, chained,
+                                                                  prologued, block, keep):
+    for gemm, tiling, platform, act, members in (case, chained, prologued):
         whole = lower_compute(gemm, tiling, platform, following=act, fused=members)
         streamed = lower_compute(gemm, tiling, platform, following=act, fused=members,
                                  block_steps=block)

@@ -24,8 +24,9 @@ from simulator.lowering.stream import GemmStream
 from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_fits,
                                          epilogue_store_bytes, epilogue_table,
                                          live_c_tiles, onchip_home, operand_bytes,
-                                         operator_dtype, run_dtype, sparsity_mode,
-                                         tensor_bytes, vector_run_tiles, weight_bytes)
+                                         operator_dtype, prologue_cycles, run_dtype,
+                                         sparsity_mode, split_members, tensor_bytes,
+                                         vector_run_tiles, weight_bytes)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
 from simulator.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
@@ -163,8 +164,9 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                   source: str | None = None, workload_source: str | None = None,
                   block_steps: int | None = None) -> LoweredOperator:
     """Lower a gemm or conv2d under a tiling; raise naming the numbers that overflow.
-    `fused`: the epilogue members (the planner's); without it a tiling's `fuse`
-    absorbs `following`. A program of more than `block_steps` steps is a GemmStream
+    `fused`: the group's members (the planner's: a prologue norm applied to each A
+    tile as it loads, then the epilogue); without it a tiling's `fuse` absorbs
+    `following`. A program of more than `block_steps` steps is a GemmStream
     (generated block by block when replayed), else a TileProgram in memory."""
     g = op.gemm()
     array = platform.systolic_array
@@ -202,6 +204,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     if fused is None:
         fused = () if tiling.fuse is None else \
             (_fused_epilogue(op, tiling.fuse, following, source),)
+    prologue, fused = split_members(fused)
     slots = checked_slots(op, buffer_fits(op, tiling, platform, a_bytes=int(a_table.max()),
                                           members=fused), source)
     a_slots, b_slots, c_slots = slots["ifmap"], slots["weight"], slots["output"]
@@ -215,7 +218,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
             array.fold_model_code, a_table, b_load, b_sram,
             not onchip, True, not onchip, acc, stored,
             a_slots, b_slots, spill, epilogue, platform.vector_unit.lanes,
-            array_speed(op, platform))
+            array_speed(op, platform), prologue_cycles(prologue, platform))
     steps = ceil_div(g.m, tiling.tm) * ceil_div(g.n, tiling.tn) * ceil_div(g.k, tiling.tk)
     if block_steps is not None and steps > block_steps:
         # Streamed: one pass now for the counters, the steps again block by block when
@@ -228,7 +231,8 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     counters = Counters(
         macs=g.m * g.n * g.k,
         vector_elements=sum(m.op.vector().rows * m.op.vector().cols * m.op.vector().passes
-                            for m in fused) // g.instances,
+                            for m in fused) // g.instances
+        + int(ints[kernel.PROLOGUE_ELEMS]) * sum(m.op.vector().passes for m in prologue),
         useful_array_cycles=float(floats[kernel.USEFUL]),
         padding_array_cycles=float(floats[kernel.PADDING]),
         fill_array_cycles=float(floats[kernel.ARRAY_FILL]),
@@ -252,7 +256,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                             "weight": int(ints[kernel.B_SRAM_READ_ELEMS])},
         slots={"ifmap": a_slots, "weight": b_slots, "output": c_slots},
         live_c_tiles=live, spills=bool(spill))
-    names = "+".join(m.op.name for m in fused) or None
+    names = "+".join(m.op.name for m in prologue + fused) or None
     return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", tiling, program,
                            g.instances, op.repeat, onchip, names, counters,
                            precision=precision, speed=array_speed(op, platform))

@@ -15,7 +15,7 @@ USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
 # Indices of the integer counters returned by gemm_steps (bytes unless noted).
 (A_OFFCHIP, B_OFFCHIP, C_RELOAD_OFFCHIP, C_STORE_OFFCHIP, A_SRAM_WRITE, B_SRAM_WRITE,
  A_SRAM_READ_ELEMS, B_SRAM_READ_ELEMS, C_SRAM_WRITE, C_SRAM_READ, A_MISSES, B_MISSES,
- EPILOGUE_OFFCHIP, N_INT_COUNTERS) = range(14)
+ EPILOGUE_OFFCHIP, PROLOGUE_ELEMS, N_INT_COUNTERS) = range(15)
 
 
 def _lru_new(n_keys: int) -> np.ndarray:
@@ -73,7 +73,7 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
                a_tile_bytes: np.ndarray, b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray,
                a_offchip: bool, b_offchip: bool, c_offchip: bool,
                acc_bytes: int, out_bytes: int, a_slots: int, b_slots: int, spill: bool,
-               epilogue: np.ndarray, lanes: int, speed: float):
+               epilogue: np.ndarray, lanes: int, speed: float, prologue: int):
     """Tile program of one GEMM instance, all its steps at once (gemm_block on one
     block): the program's seven arrays, then the float and integer counters."""
     steps = ((m + tm - 1) // tm) * ((n + tn - 1) // tn) * ((k + tk - 1) // tk)
@@ -89,8 +89,8 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
     gemm_block(0, steps, m, n, k, tm, tn, tk, order, dataflow, rows, cols, count,
                fold_model, a_tile_bytes, b_load_bytes, b_sram_bytes, a_offchip, b_offchip,
                c_offchip, acc_bytes, out_bytes, a_slots, b_slots, spill, epilogue, lanes,
-               speed, a_lru, b_lru, sizes, last_visit, prev, floats, ints, load_bytes,
-               compute, vector, acquire, release, store_bytes, reload_of)
+               speed, prologue, a_lru, b_lru, sizes, last_visit, prev, floats, ints,
+               load_bytes, compute, vector, acquire, release, store_bytes, reload_of)
     return (load_bytes, compute, vector, acquire, release, store_bytes, reload_of,
             floats, ints)
 
@@ -102,7 +102,8 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
                b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray, a_offchip: bool,
                b_offchip: bool, c_offchip: bool, acc_bytes: int, out_bytes: int,
                a_slots: int, b_slots: int, spill: bool, epilogue: np.ndarray, lanes: int,
-               speed: float, a_lru, b_lru, sizes, last_visit, prev, floats, ints,
+               speed: float, prologue: int, a_lru, b_lru, sizes, last_visit, prev, floats,
+               ints,
                load_bytes, compute, vector, acquire, release, store_bytes, reload_of):
     """Steps begin .. begin + length - 1 of one GEMM instance into the first `length`
     entries of the output arrays (which it overwrites whole), carrying gemm_state's
@@ -115,7 +116,8 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
     (numerator, denominator of its elements over the C tile's, cycles per element times
     passes, bytes per element of a second operand streamed in per C tile); the finished
     tile stores out_bytes per element of the C tile (the last member's tensor, scaled by
-    the last row's fraction when there are members).
+    the last row's fraction when there are members). prologue: vector cycles per A
+    element (all passes) of a norm applied to each A tile as it loads (0: none).
     count arrays of rows x cols share the step's folds; fold_model: timing's code;
     speed: the array's rate in the dtype run (times a sparsity speedup).
     """
@@ -159,6 +161,9 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
         if not _lru_touch(a_lru, a_key, a_slots, a_size):
             ints[A_MISSES] += 1
             ints[A_SRAM_WRITE] += a_tile_bytes[mi, ki]
+            if prologue > 0:  # the norm runs on the rows as they arrive
+                vector[local] += vector_cycles(ms * ks, lanes, prologue, 1)
+                ints[PROLOGUE_ELEMS] += ms * ks
             if a_offchip:
                 load_bytes[local] += a_tile_bytes[mi, ki]
                 ints[A_OFFCHIP] += a_tile_bytes[mi, ki]

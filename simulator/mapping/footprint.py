@@ -289,11 +289,29 @@ class BufferFit:
                 " bytes")
 
 
+def split_members(members: tuple[EpilogueMember, ...]
+                  ) -> tuple[tuple[EpilogueMember, ...], tuple[EpilogueMember, ...]]:
+    """(prologue, epilogue) members of a group: norms applied to the A tiles as they
+    load, and the operators run on each finished C tile."""
+    return (tuple(m for m in members if m.prologue),
+            tuple(m for m in members if not m.prologue))
+
+
+def prologue_cycles(members: tuple[EpilogueMember, ...], platform: Platform) -> int:
+    """Vector-unit cycles per A element (all passes) of a group's prologue norms: what
+    lowering.steps.gemm_steps charges for each A tile it loads (0: no prologue)."""
+    costs = platform.vector_unit.cycles_per_element
+    return sum(getattr(costs, m.op.vector().cost_kind) * m.op.vector().passes
+               for m in split_members(members)[0])
+
+
 def epilogue_table(op, members: tuple[EpilogueMember, ...],
                    platform: Platform) -> np.ndarray:
-    """The epilogue rows lowering.steps.gemm_steps takes, one per fused member:
-    (numerator, denominator) of its elements over op's output elements, its cycles per
-    element times passes, and the bytes per element of its streamed second operand."""
+    """The epilogue rows lowering.steps.gemm_steps takes, one per fused member (the
+    prologue left out): (numerator, denominator) of its elements over op's output
+    elements, its cycles per element times passes, and the bytes per element of its
+    streamed second operand."""
+    members = split_members(members)[1]
     rows = np.zeros((len(members), 4), dtype=np.int64)
     g = op.gemm()
     out = g.m * g.n * g.instances
@@ -321,6 +339,7 @@ def epilogue_store_bytes(op, members: tuple[EpilogueMember, ...],
     """Bytes per element of the tensor a finished C tile stores: the output dtype's
     without an epilogue, else the last member's (its elements are counted by gemm_steps
     from the last row's fraction)."""
+    members = split_members(members)[1]
     if not members:
         return operand_bytes(op, platform)[2]
     return operand_bytes(members[-1].op, platform)[0]

@@ -99,10 +99,12 @@ class Mapping(Strict):
 class EpilogueMember:
     """A vector operator run as a GEMM or conv's epilogue (DESIGN.md section 15):
     `streamed`: it reads a second operand from off chip (a residual, a gate), loaded
-    with each finished C tile."""
+    with each finished C tile; `prologue`: instead a row norm applied to the GEMM's A
+    tiles as they load (its output never goes off chip)."""
 
     op: object
     streamed: bool = False
+    prologue: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,13 @@ from simulator.mapping.heuristics import heuristic_tiling, spec_overrides
 from simulator.mapping.plan import (DEFAULT_HEURISTIC, SEARCH, EpilogueMember, Mapping,
                                     Tiling, TilingSpec, check_mapping_names,
                                     fully_specified, fusion_error, merged_spec)
+from simulator.program import memory_params
 from simulator.search.default import searched_tiling
 from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
                                      fitted_group, fusion_mode, has_edges,
                                      vector_run_candidates)
+from simulator.search.operator import evaluate
+from simulator.search.prologue import prologue_candidates, prologue_refusal, whole_rows
 from simulator.workload import BINARY_OPS, Workload, is_collective, is_compute
 
 
@@ -30,7 +33,8 @@ class Placed(NamedTuple):
     collective, which takes no tiling, or where the entry is wrong: `error`);
     `following`: the next operator; `absorbed_by`: the operator whose `fuse` (or the
     fusion planner) takes this one as its epilogue; `members`: the epilogue the planner
-    proposes for this operator, before the capacity check of its tiling."""
+    proposes for this operator, before the capacity check of its tiling;
+    `prologue_of`: the GEMMs a norm may run as the prologue of (search.prologue)."""
 
     op: object
     spec: TilingSpec | None
@@ -38,19 +42,25 @@ class Placed(NamedTuple):
     absorbed_by: str | None = None
     error: str | None = None
     members: tuple[EpilogueMember, ...] = ()
+    prologue_of: tuple[str, ...] = ()
 
 
 def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
     """THE fused-operator walk: every operator in order with its merged plan entry;
     a compute operator whose entry sets `fuse` absorbs the operator of that name when
     it comes next, which is then yielded with `absorbed_by` set. Under `auto` fusion
-    the planner's epilogue and vector-run members are yielded absorbed too (with their own entry, in
-    case the capacity check of the producer's tiling gives them back)."""
+    the planner's epilogue and vector-run members are yielded absorbed too (with their
+    own entry, in case the capacity check of the producer's tiling gives them back), and
+    a norm that may run as its consumers' prologue names them (it comes first: whether
+    it runs alone is decided with their tilings)."""
     ops = workload.operators
     auto = fusion_mode(mapping) == "auto"
     planned = epilogue_candidates(workload) if auto else {}
-    runs = vector_run_candidates(workload, {m.op.name for chain in planned.values()
-                                            for m in chain}) if auto else {}
+    prologues = {ops[i].name: tuple(ops[c].name for c in consumers) for i, consumers in
+                 prologue_candidates(workload, mapping, has_edges(workload)).items()} \
+        if auto else {}
+    taken = {m.op.name for chain in planned.values() for m in chain} | set(prologues)
+    runs = vector_run_candidates(workload, taken) if auto else {}
     absorbed: dict[str, str] = {}   # absorbed name -> absorbing operator
     for index, op in enumerate(ops):
         following = ops[index + 1] if index + 1 < len(ops) else None
@@ -65,8 +75,9 @@ def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
         except AccsimError as exc:
             yield Placed(op, None, following, absorbed_by=owner, error=exc.rule)
             continue
+        prologue_of = prologues.get(op.name, ())
         if owner is not None:
-            yield Placed(op, spec, following, absorbed_by=owner)
+            yield Placed(op, spec, following, absorbed_by=owner, prologue_of=prologue_of)
             continue
         members: tuple[EpilogueMember, ...] = ()
         if spec.fuse == NO_FUSION and is_compute(op):
@@ -79,7 +90,7 @@ def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
         elif index in runs:
             members = runs[index]
             absorbed.update((m.op.name, op.name) for m in members)
-        yield Placed(op, spec, following, members=members)
+        yield Placed(op, spec, following, members=members, prologue_of=prologue_of)
 
 
 def fusion_units(workload: Workload, mapping: Mapping) -> list[tuple[int, ...]]:
@@ -87,16 +98,37 @@ def fusion_units(workload: Workload, mapping: Mapping) -> list[tuple[int, ...]]:
     every member the walk gives it (before its tiling's capacity check, which may give
     some back: their cost then depends on the producer's tiling), every other operator
     alone. Costing each unit on its own and adding them gives a whole run's operator
-    cycles, as operators run one after another (DESIGN.md section 3)."""
+    cycles, as operators run one after another (DESIGN.md section 3). A norm that may
+    run as a prologue joins its consumers' units (and they each other's)."""
     units: list[list[int]] = []
     owner_unit: dict[str, int] = {}
+    unit_of: dict[str, int] = {}
+    prologues: list[tuple[str, tuple[str, ...]]] = []
     for index, placed in enumerate(placed_operators(workload, mapping)):
+        name = placed.op.name
+        if placed.prologue_of:
+            prologues.append((name, placed.prologue_of))
         if placed.absorbed_by is not None and placed.absorbed_by in owner_unit:
-            units[owner_unit[placed.absorbed_by]].append(index)
+            unit_of[name] = owner_unit[placed.absorbed_by]
+            units[unit_of[name]].append(index)
             continue
-        owner_unit[placed.op.name] = len(units)
+        owner_unit[name] = unit_of[name] = len(units)
         units.append([index])
-    return [tuple(unit) for unit in units]
+    joined = list(range(len(units)))   # each unit's representative (union-find)
+
+    def root(unit: int) -> int:
+        while joined[unit] != unit:
+            unit = joined[unit]
+        return unit
+
+    for norm, consumers in prologues:
+        for consumer in consumers:
+            a, b = sorted((root(unit_of[norm]), root(unit_of[consumer])))
+            joined[b] = a
+    merged: dict[int, list[int]] = {}
+    for unit, indices in enumerate(units):
+        merged.setdefault(root(unit), []).extend(indices)
+    return [tuple(sorted(indices)) for indices in merged.values()]
 
 
 def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) -> Tiling:
@@ -134,7 +166,12 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
 
     resolved: list[Resolved] = []
     kept: set[str] = set()
-    for placed in placed_operators(workload, mapping):
+    walk = list(placed_operators(workload, mapping))
+    by_name = {placed.op.name: placed for placed in walk}
+    prologues: dict[str, tuple[Tiling, tuple[EpilogueMember, ...],
+                               tuple[Dropped, ...]]] = {}
+    refusals: dict[str, tuple[Dropped, ...]] = {}
+    for placed in walk:
         op = placed.op
         if placed.absorbed_by is not None and op.name in kept:
             continue
@@ -143,13 +180,26 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
         if placed.spec is None:  # a collective: priced on the links
             resolved.append(Resolved(op, None))
             continue
+        if placed.prologue_of:
+            plans, reason = _prologue_plan(placed, [by_name[name] for name in
+                                                    placed.prologue_of], platform)
+            if reason is None:
+                prologues.update(plans)
+                continue
+            first = placed.prologue_of[0]
+            refusals[first] = refusals.get(first, ()) + (Dropped(op.name, reason),)
+        if op.name in prologues:  # a GEMM that runs a norm as its prologue
+            tiling, fused, dropped = prologues[op.name]
+            kept.update(member.op.name for member in fused)
+            resolved.append(Resolved(op, tiling, fused, dropped))
+            continue
         try:
             tiling = resolve_tiling(op, placed.spec, platform, following=placed.following)
         except AccsimError as exc:  # the plan's fault: name its file
             raise AccsimError(exc.rule, file=exc.file or mapping_source,
                               field=exc.field) from None
         fused: tuple[EpilogueMember, ...] = ()
-        dropped: tuple[Dropped, ...] = ()
+        dropped: tuple[Dropped, ...] = refusals.get(op.name, ())
         if is_compute(op) and tiling.fuse is not None:
             error = fusion_error(op, tiling.fuse, placed.following)
             if error is not None:
@@ -157,10 +207,48 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
             fused = (EpilogueMember(placed.following,
                                     getattr(placed.following, "op", None) in BINARY_OPS),)
         elif placed.members:
-            fused, dropped = fitted_group(op, tiling, placed.members, platform)
+            fused, given_back = fitted_group(op, tiling, placed.members, platform)
+            dropped = given_back + dropped
         kept.update(member.op.name for member in fused)
         resolved.append(Resolved(op, tiling, fused, dropped))
     return resolved
+
+
+def _prologue_plan(norm: Placed, consumers: list[Placed], platform: Platform
+                   ) -> tuple[dict[str, tuple], str | None]:
+    """Each consumer's tiling (whole rows per A tile), members with the norm as its
+    prologue, and the epilogue members that tiling gives back; or why the norm runs
+    alone: a consumer's tiling cannot hold whole rows, or the group would be slower than
+    the norm alone plus the consumers as they would run otherwise (each replayed on the
+    fast engine)."""
+    memory = memory_params(platform)
+    member = EpilogueMember(norm.op, prologue=True)
+    plans: dict[str, tuple] = {}
+    try:
+        alone = evaluate(norm.op, resolve_tiling(norm.op, norm.spec, platform), platform,
+                         memory, None).cycles
+        fused = 0
+        for consumer in consumers:
+            op, spec = consumer.op, consumer.spec
+            tiling = resolve_tiling(op, whole_rows(spec, op), platform)
+            reason = prologue_refusal(op, tiling, platform)
+            if reason is not None:
+                return {}, reason
+            free = resolve_tiling(op, spec, platform)
+            epilogue = fitted_group(op, free, consumer.members, platform)[0] \
+                if consumer.members else ()
+            alone += evaluate(op, free, platform, memory, None, fused=epilogue).cycles
+            epilogue, dropped = fitted_group(op, tiling, consumer.members, platform) \
+                if consumer.members else ((), ())
+            plans[op.name] = (tiling, (member, *epilogue), dropped)
+            fused += evaluate(op, tiling, platform, memory, None,
+                              fused=plans[op.name][1]).cycles
+    except AccsimError as exc:  # the consumer's own resolution reports it
+        return {}, exc.rule
+    if fused > alone:
+        return {}, (f"the prologue group takes {fused:,} cycles; the norm alone and its "
+                    f"consumers {alone:,}")
+    return plans, None
 
 
 def fusion_adjacency(workload: Workload, mapping: Mapping) -> bool:

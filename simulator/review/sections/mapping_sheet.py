@@ -67,7 +67,8 @@ def mapping_sheet(ctx: Context) -> dict:
             "simulation"
     text = ["Per operator of every run: the tiling it ran with (Tm x Tn x Tk, or rows "
             "per tile on the vector unit), loop order outermost first, dataflow, "
-            "prefetch depth, the vector operator fused as its epilogue, the expected and "
+            "prefetch depth, the vector operators fused as its prologue (a norm) and "
+            "epilogue, the expected and "
             "simulated bottleneck class, and the measured values of the rule that "
             "decided the class (DESIGN.md section 4). Mismatches come first. Buffer "
             "occupancy per operand is in `accsim run --sheet` for the same inputs."]
