@@ -1,0 +1,183 @@
+"""The compiled part of a GEMM's loop nest in closed form (issue 26): the per tile shape
+tables, and any run of steps generated from the step index alone.
+
+Without state carried from step to step: which A and B tiles miss their buffer follows
+from the loop order (lowering.nest derives the rule, a test holds it to the LRU of
+lowering.steps), a partial-sum reload reads the step one k stride back, and a fold
+continues when the stationary tile's key equals the previous step's. So a block is
+filled from its first index, and the same steps come out whatever the block sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.jit import njit
+from simulator.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
+
+# Entries of the int64 `params` array that describes a nest to the kernels.
+(P_NM, P_NN, P_NK, P_ORDER0, P_ORDER1, P_ORDER2, P_DATAFLOW, P_A_OFFCHIP, P_B_OFFCHIP,
+ P_C_OFFCHIP, P_SPILL, P_A_ALWAYS, P_B_ALWAYS, P_K_STRIDE, P_RELOADS, P_EVACUATION,
+ N_PARAMS) = range(17)
+# Columns of the (8, N_SHAPE) table per tile shape: shape = 4 * (last m tile) +
+# 2 * (last n tile) + (last k tile).
+(S_MS, S_NS, S_KS, S_ROW_FOLDS, S_COL_FOLDS, S_VECTOR, S_STORE_LAST, S_EPILOGUE_LOAD,
+ S_PARTIAL, S_EVACUATION, N_SHAPE) = range(11)
+
+
+@njit(cache=True)
+def shape_tables(m: int, n: int, k: int, tm: int, tn: int, tk: int, dataflow: int,
+                 rows: int, cols: int, count: int, fold_model: int, speed: float,
+                 acc_bytes: int, out_bytes: int, c_offchip: bool, epilogue: np.ndarray,
+                 lanes: int):
+    """Per tile shape (8) the sizes, folds, epilogue cycles, loads and stores of a
+    finished tile and its partial sums; per case (shape x continues, 16) the array
+    cycles and their split: what lowering.steps.gemm_block works out per step."""
+    nm, nn, nk = (m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk
+    shapes = np.zeros((8, N_SHAPE), np.int64)
+    cycles = np.zeros(16, np.int64)
+    split = np.zeros((16, 5), np.float64)
+    for shape in range(8):
+        ms = m - (nm - 1) * tm if shape & 4 else tm
+        ns = n - (nn - 1) * tn if shape & 2 else tn
+        ks = k - (nk - 1) * tk if shape & 1 else tk
+        sr, sc, _ = fold_shape(ms, ns, ks, dataflow)
+        shapes[shape, S_MS] = ms
+        shapes[shape, S_NS] = ns
+        shapes[shape, S_KS] = ks
+        shapes[shape, S_ROW_FOLDS] = (sr + rows - 1) // rows
+        shapes[shape, S_COL_FOLDS] = (sc + cols - 1) // cols
+        shapes[shape, S_PARTIAL] = ms * ns * acc_bytes
+        done = ms * ns
+        for row in range(epilogue.shape[0]):
+            share = done * epilogue[row, 0] // epilogue[row, 1]
+            shapes[shape, S_VECTOR] += vector_cycles(share, lanes, epilogue[row, 2], 1)
+            if c_offchip and epilogue[row, 3] > 0:
+                shapes[shape, S_EPILOGUE_LOAD] += share * epilogue[row, 3]
+            if row == epilogue.shape[0] - 1:
+                done = share
+        if c_offchip:
+            shapes[shape, S_STORE_LAST] = done * out_bytes
+        for continues in range(2):
+            case = 2 * shape + continues
+            cycles[case] = array_cycles(ms, ns, ks, rows, cols, count, dataflow,
+                                        fold_model, continues == 1, speed)
+            useful, padding, fill, load, skew = array_split(
+                ms, ns, ks, rows, cols, count, dataflow, fold_model, continues == 1, speed)
+            split[case, 0] = useful
+            split[case, 1] = padding
+            split[case, 2] = fill
+            split[case, 3] = load
+            split[case, 4] = skew
+    return shapes, cycles, split
+
+
+@njit(cache=True, inline="always")
+def _digits(step: int, params: np.ndarray, index: np.ndarray) -> None:
+    """The (mi, ni, ki) of `step`, the innermost loop running fastest."""
+    rest = step
+    for level in range(2, -1, -1):
+        dim = params[P_ORDER0 + level]
+        index[dim] = rest % params[P_NM + dim]
+        rest //= params[P_NM + dim]
+
+
+@njit(cache=True, inline="always")
+def _stationary(params: np.ndarray, index: np.ndarray) -> int:
+    """The key of the step's stationary tile (os: C, ws: B, is: A)."""
+    if params[P_DATAFLOW] == OS:
+        return index[0] * params[P_NN] + index[1]
+    if params[P_DATAFLOW] == WS:
+        return index[2] * params[P_NN] + index[1]
+    return index[0] * params[P_NK] + index[2]
+
+
+@njit(cache=True)
+def fill_steps(begin: int, length: int, offset: int, params: np.ndarray,
+               a_tile_bytes: np.ndarray, b_load_bytes: np.ndarray, shapes: np.ndarray,
+               cycles: np.ndarray, load_bytes, compute, vector, acquire, release,
+               store_bytes, reload_of, evacuation, reloaded) -> None:
+    """Steps begin .. begin + length - 1 into entries offset .. offset + length - 1 of
+    the arrays; `evacuation` and `reloaded` are written only when the nest has them."""
+    nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
+    a_offchip, b_offchip = params[P_A_OFFCHIP] != 0, params[P_B_OFFCHIP] != 0
+    c_offchip, spill = params[P_C_OFFCHIP] != 0, params[P_SPILL] != 0
+    a_always, b_always = params[P_A_ALWAYS] != 0, params[P_B_ALWAYS] != 0
+    k_stride = params[P_K_STRIDE]
+    reloads, evacuates = params[P_RELOADS] != 0, params[P_EVACUATION] != 0
+    index = np.zeros(3, np.int64)
+    prev_key = -1
+    if begin > 0:
+        _digits(begin - 1, params, index)
+        prev_key = _stationary(params, index)
+    _digits(begin, params, index)
+    for local in range(length):
+        at = offset + local
+        mi, ni, ki = index[0], index[1], index[2]
+        key = _stationary(params, index)
+        for level in range(2, -1, -1):  # the next step's digits
+            dim = params[P_ORDER0 + level]
+            index[dim] += 1
+            if index[dim] < params[P_NM + dim]:
+                break
+            index[dim] = 0
+        last_k = ki == nk - 1
+        shape = (4 if mi == nm - 1 else 0) + (2 if ni == nn - 1 else 0) + \
+            (1 if last_k else 0)
+        load = 0
+        if a_offchip and (a_always or ni == 0):
+            load += a_tile_bytes[mi, ki]
+        if b_offchip and (b_always or mi == 0):
+            load += b_load_bytes[ki, ni]
+        reload_of[at] = -1
+        if spill and ki > 0:
+            reload_of[at] = begin + local - k_stride
+            if c_offchip:
+                load += shapes[shape, S_PARTIAL]
+        single = shapes[shape, S_ROW_FOLDS] * shapes[shape, S_COL_FOLDS] == 1
+        compute[at] = cycles[2 * shape + (1 if single and key == prev_key else 0)]
+        prev_key = key
+        acquire[at] = spill or ki == 0
+        release[at] = spill or last_k
+        store = 0
+        if last_k:
+            vector[at] = shapes[shape, S_VECTOR]
+            load += shapes[shape, S_EPILOGUE_LOAD]
+            store = shapes[shape, S_STORE_LAST]
+        else:
+            vector[at] = 0
+            if spill and c_offchip:
+                store = shapes[shape, S_PARTIAL]
+        load_bytes[at] = load
+        store_bytes[at] = store
+        if evacuates:
+            evacuation[at] = shapes[shape, S_EVACUATION] if spill or last_k else 0
+        if reloads:
+            reloaded[at] = not last_k
+
+
+@njit(cache=True)
+def float_sums(params: np.ndarray, shapes: np.ndarray, split: np.ndarray) -> np.ndarray:
+    """The split of array cycles summed step by step in loop order, as gemm_block sums
+    it (for splits whose sum in closed form could round differently)."""
+    nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
+    totals = np.zeros(5, np.float64)
+    index = np.zeros(3, np.int64)
+    prev_key = -1
+    for _ in range(nm * nn * nk):
+        mi, ni, ki = index[0], index[1], index[2]
+        key = _stationary(params, index)
+        for level in range(2, -1, -1):
+            dim = params[P_ORDER0 + level]
+            index[dim] += 1
+            if index[dim] < params[P_NM + dim]:
+                break
+            index[dim] = 0
+        shape = (4 if mi == nm - 1 else 0) + (2 if ni == nn - 1 else 0) + \
+            (1 if ki == nk - 1 else 0)
+        single = shapes[shape, S_ROW_FOLDS] * shapes[shape, S_COL_FOLDS] == 1
+        case = 2 * shape + (1 if single and key == prev_key else 0)
+        prev_key = key
+        for field in range(5):
+            totals[field] += split[case, field]
+    return totals
