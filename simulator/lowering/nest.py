@@ -118,6 +118,13 @@ class LoopNest:
 
     def counters(self) -> tuple[np.ndarray, np.ndarray]:
         """gemm_steps' float and integer counters over the whole program."""
+        floats = _exact_sums(self._cases, self.split)
+        if floats is None:
+            floats = k.float_sums(self.params, self.shapes, self.split)
+        return floats, self.int_counters()
+
+    def int_counters(self) -> np.ndarray:
+        """gemm_steps' integer counters over the whole program."""
         ints = np.zeros(kernel.N_INT_COUNTERS, np.int64)
         nm, nn, nk = self.counts
         a_passes = nn if self.a_always else 1
@@ -150,14 +157,12 @@ class LoopNest:
                 ints[kernel.EPILOGUE_OFFCHIP] += steps * int(s[shape, k.S_EPILOGUE_LOAD])
             elif self.spill and self.c_offchip:
                 ints[kernel.C_STORE_OFFCHIP] += steps * partial
-        floats = _exact_sums(self._cases, self.split)
-        if floats is None:
-            floats = k.float_sums(self.params, self.shapes, self.split)
-        return floats, ints
+        return ints
 
-    def totals(self, ints: np.ndarray) -> tuple[int, int, int]:
+    def totals(self) -> tuple[int, int, int]:
         """(bytes moved, compute cycles, vector-unit cycles) of the whole program:
         what program.check_program bounds."""
+        ints = self.int_counters()
         moved = sum(int(ints[c]) for c in (kernel.A_OFFCHIP, kernel.B_OFFCHIP,
                                            kernel.C_RELOAD_OFFCHIP,
                                            kernel.EPILOGUE_OFFCHIP,
