@@ -83,13 +83,13 @@ def _digits(step: int, params: np.ndarray, index: np.ndarray) -> None:
 
 
 @njit(cache=True, inline="always")
-def _stationary(params: np.ndarray, index: np.ndarray) -> int:
-    """The key of the step's stationary tile (os: C, ws: B, is: A)."""
-    if params[P_DATAFLOW] == OS:
-        return index[0] * params[P_NN] + index[1]
-    if params[P_DATAFLOW] == WS:
-        return index[2] * params[P_NN] + index[1]
-    return index[0] * params[P_NK] + index[2]
+def _key(dataflow: int, mi: int, ni: int, ki: int, nn: int, nk: int) -> int:
+    """The key of a step's stationary tile (os: C, ws: B, is: A)."""
+    if dataflow == OS:
+        return mi * nn + ni
+    if dataflow == WS:
+        return ki * nn + ni
+    return mi * nk + ki
 
 
 @njit(cache=True)
@@ -98,62 +98,77 @@ def fill_steps(begin: int, length: int, offset: int, params: np.ndarray,
                cycles: np.ndarray, load_bytes, compute, vector, acquire, release,
                store_bytes, reload_of, evacuation, reloaded) -> None:
     """Steps begin .. begin + length - 1 into entries offset .. offset + length - 1 of
-    the arrays; `evacuation` and `reloaded` are written only when the nest has them."""
+    the arrays; `evacuation` and `reloaded` are written only when the nest has them.
+    Walked as runs of the innermost loop, everything else held in locals."""
     nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
+    outer, middle, inner = params[P_ORDER0], params[P_ORDER1], params[P_ORDER2]
+    c_middle, c_inner = params[P_NM + middle], params[P_NM + inner]
+    dataflow = params[P_DATAFLOW]
     a_offchip, b_offchip = params[P_A_OFFCHIP] != 0, params[P_B_OFFCHIP] != 0
     c_offchip, spill = params[P_C_OFFCHIP] != 0, params[P_SPILL] != 0
     a_always, b_always = params[P_A_ALWAYS] != 0, params[P_B_ALWAYS] != 0
     k_stride = params[P_K_STRIDE]
     reloads, evacuates = params[P_RELOADS] != 0, params[P_EVACUATION] != 0
+    # (mi, ni, ki) = the run's first + j x these, j the inner loop's index
+    um, un, uk = int(inner == 0), int(inner == 1), int(inner == 2)
     index = np.zeros(3, np.int64)
     prev_key = -1
     if begin > 0:
         _digits(begin - 1, params, index)
-        prev_key = _stationary(params, index)
+        prev_key = _key(dataflow, index[0], index[1], index[2], nn, nk)
     _digits(begin, params, index)
-    for local in range(length):
-        at = offset + local
-        mi, ni, ki = index[0], index[1], index[2]
-        key = _stationary(params, index)
-        for level in range(2, -1, -1):  # the next step's digits
-            dim = params[P_ORDER0 + level]
-            index[dim] += 1
-            if index[dim] < params[P_NM + dim]:
-                break
-            index[dim] = 0
-        last_k = ki == nk - 1
-        shape = (4 if mi == nm - 1 else 0) + (2 if ni == nn - 1 else 0) + \
-            (1 if last_k else 0)
-        load = 0
-        if a_offchip and (a_always or ni == 0):
-            load += a_tile_bytes[mi, ki]
-        if b_offchip and (b_always or mi == 0):
-            load += b_load_bytes[ki, ni]
-        reload_of[at] = -1
-        if spill and ki > 0:
-            reload_of[at] = begin + local - k_stride
-            if c_offchip:
-                load += shapes[shape, S_PARTIAL]
-        single = shapes[shape, S_ROW_FOLDS] * shapes[shape, S_COL_FOLDS] == 1
-        compute[at] = cycles[2 * shape + (1 if single and key == prev_key else 0)]
-        prev_key = key
-        acquire[at] = spill or ki == 0
-        release[at] = spill or last_k
-        store = 0
-        if last_k:
-            vector[at] = shapes[shape, S_VECTOR]
-            load += shapes[shape, S_EPILOGUE_LOAD]
-            store = shapes[shape, S_STORE_LAST]
-        else:
-            vector[at] = 0
-            if spill and c_offchip:
-                store = shapes[shape, S_PARTIAL]
-        load_bytes[at] = load
-        store_bytes[at] = store
-        if evacuates:
-            evacuation[at] = shapes[shape, S_EVACUATION] if spill or last_k else 0
-        if reloads:
-            reloaded[at] = not last_k
+    i0, i1, first = index[outer], index[middle], index[inner]
+    local = 0
+    while local < length:
+        index[outer] = i0
+        index[middle] = i1
+        index[inner] = 0
+        m0, n0, k0 = index[0], index[1], index[2]
+        run = min(c_inner - first, length - local)
+        at = offset + local - first
+        step = begin + local - first
+        for j in range(first, first + run):
+            mi, ni, ki = m0 + um * j, n0 + un * j, k0 + uk * j
+            last_k = ki == nk - 1
+            shape = (4 if mi == nm - 1 else 0) + (2 if ni == nn - 1 else 0) + \
+                (1 if last_k else 0)
+            load = 0
+            if a_offchip and (a_always or ni == 0):
+                load += a_tile_bytes[mi, ki]
+            if b_offchip and (b_always or mi == 0):
+                load += b_load_bytes[ki, ni]
+            reload_of[at + j] = -1
+            if spill and ki > 0:
+                reload_of[at + j] = step + j - k_stride
+                if c_offchip:
+                    load += shapes[shape, S_PARTIAL]
+            key = _key(dataflow, mi, ni, ki, nn, nk)
+            single = shapes[shape, S_ROW_FOLDS] * shapes[shape, S_COL_FOLDS] == 1
+            compute[at + j] = cycles[2 * shape + (1 if single and key == prev_key else 0)]
+            prev_key = key
+            acquire[at + j] = spill or ki == 0
+            release[at + j] = spill or last_k
+            store = 0
+            if last_k:
+                vector[at + j] = shapes[shape, S_VECTOR]
+                load += shapes[shape, S_EPILOGUE_LOAD]
+                store = shapes[shape, S_STORE_LAST]
+            else:
+                vector[at + j] = 0
+                if spill and c_offchip:
+                    store = shapes[shape, S_PARTIAL]
+            load_bytes[at + j] = load
+            store_bytes[at + j] = store
+            if evacuates:
+                evacuation[at + j] = shapes[shape, S_EVACUATION] if spill or last_k else 0
+            if reloads:
+                reloaded[at + j] = not last_k
+        local += run
+        first = 0
+        i1 += 1
+        if i1 == c_middle:
+            i1 = 0
+            i0 += 1
 
 
 @njit(cache=True)
@@ -166,7 +181,7 @@ def float_sums(params: np.ndarray, shapes: np.ndarray, split: np.ndarray) -> np.
     prev_key = -1
     for _ in range(nm * nn * nk):
         mi, ni, ki = index[0], index[1], index[2]
-        key = _stationary(params, index)
+        key = _key(params[P_DATAFLOW], mi, ni, ki, nn, nk)
         for level in range(2, -1, -1):
             dim = params[P_ORDER0 + level]
             index[dim] += 1
