@@ -31,7 +31,7 @@ NEST_BLOCK_STEPS = 1 << 12
 
 
 @njit(cache=True)
-def _replay_nest(params, a_tile_bytes, b_load_bytes, shapes, cycles, block, n_steps,
+def _replay_nest(params, a_runs, b_runs, shapes, cycles, block, n_steps,
                  depth, slots, bytes_per_cycle, access_cycles, keep, out, state, load_req,
                  load_use, comp_end, done_step, done_time, rel_free, rel_vector, fifo,
                  load, compute, vector, acquire, release, store, reload_of, evac_buffer,
@@ -47,7 +47,7 @@ def _replay_nest(params, a_tile_bytes, b_load_bytes, shapes, cycles, block, n_st
         length = min(block, n_steps - begin, capacity - rest)
         if length <= 0:
             break  # the kernel keeps a whole window back: a deadlock, reported by caller
-        fill_steps(begin, length, rest, params, a_tile_bytes, b_load_bytes, shapes,
+        fill_steps(begin, length, rest, params, a_runs, b_runs, shapes,
                    cycles, load, compute, vector, acquire, release, store, reload_of,
                    evac_buffer, reloaded_buffer)
         window = rest + length
@@ -115,7 +115,7 @@ def replay_nest(program: GemmStream, memory: MemoryParams, *,
     out = np.empty((_N_STEP_FIELDS, program.steps if keep_steps else 0), np.int64)
     if keep_steps and not program.reloads:
         out[_LOAD_REQUEST, :int(state[_N_REQUESTED])] = 0  # the first `depth` loads
-    _replay_nest(nest.params, nest.a_table, nest.b_load, nest.shapes, nest.cycles, block,
+    _replay_nest(nest.params, nest.a_runs, nest.b_runs, nest.shapes, nest.cycles, block,
                  program.steps, program.depth, program.slots,
                  float(memory.bytes_per_cycle), int(memory.access_cycles),
                  bool(keep_steps), out, state, *rings, fifo, *buffers,

@@ -71,6 +71,9 @@ class LoopNest:
                             (k.P_RELOADS, self.reloads), (k.P_EVACUATION, self.evacuates)):
             self.params[index] = int(bool(flag))
         self.params[k.P_K_STRIDE] = self.k_stride
+        # The load tables with the inner loop's dim last: a run of it reads one row.
+        self.a_runs = np.ascontiguousarray(a_table.T if self.order[2] == 0 else a_table)
+        self.b_runs = np.ascontiguousarray(b_load.T if self.order[2] == 2 else b_load)
         self._classes_seen = self._class_counts()
         self._cases = [0] * 16   # steps per case: 2 * shape + continues
         for steps, shape, _, _, continues in self._classes_seen:
@@ -85,7 +88,7 @@ class LoopNest:
     def fill(self, begin: int, length: int, arrays: tuple, offset: int = 0) -> None:
         """Steps begin .. begin + length - 1 into `arrays` (load, compute, vector,
         acquire, release, store, reload_of, evacuation, reloaded) from `offset` on."""
-        k.fill_steps(begin, length, offset, self.params, self.a_table, self.b_load,
+        k.fill_steps(begin, length, offset, self.params, self.a_runs, self.b_runs,
                      self.shapes, self.cycles, *arrays)
 
     def _class_counts(self) -> list[tuple[int, int, bool, bool, bool]]:

@@ -92,30 +92,101 @@ def _key(dataflow: int, mi: int, ni: int, ki: int, nn: int, nk: int) -> int:
     return mi * nk + ki
 
 
+@njit(cache=True, inline="always")
+def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int, k0: int,
+             inner: int, params: np.ndarray, prev_key: int, a_runs: np.ndarray,
+             b_runs: np.ndarray, shapes: np.ndarray, cycles: np.ndarray, load_bytes,
+             compute, vector, acquire, release, store_bytes, reload_of, evacuation,
+             reloaded) -> int:
+    """Steps j0 .. j1 - 1 of a run of the innermost loop (entry at + j, step step + j),
+    all of one tile shape, so that every figure but the loads, the reload source and
+    the first step's fold continuation is one value: filled field by field in loops
+    simple enough to vectorise. Returns the last step's stationary key. a_runs, b_runs:
+    the A and B load tables with the inner loop's dim last (`LoopNest.run_tables`),
+    so a run reads a row of them."""
+    nn, nk, dataflow = params[P_NN], params[P_NK], params[P_DATAFLOW]
+    spill, c_offchip = params[P_SPILL] != 0, params[P_C_OFFCHIP] != 0
+    um, un, uk = int(inner == 0), int(inner == 1), int(inner == 2)
+    last_k = (shape & 1) != 0
+    # Loads: the epilogue's operands on a last k step, a spilled partial sum on a later
+    # k step, and the A and B tiles that miss.
+    partial = shapes[shape, S_PARTIAL]
+    for j in range(j0, j1):
+        ki = k0 + uk * j
+        load = shapes[shape, S_EPILOGUE_LOAD] if last_k else 0
+        reload_of[at + j] = -1
+        if spill and ki > 0:
+            reload_of[at + j] = step + j - params[P_K_STRIDE]
+            if c_offchip:
+                load += partial
+        load_bytes[at + j] = load
+    if params[P_A_OFFCHIP] != 0:
+        a_always = params[P_A_ALWAYS] != 0
+        if inner == 1:   # one A tile along the run, loaded on ni == 0
+            for j in range(j0, j1):
+                if a_always or j == 0:
+                    load_bytes[at + j] += a_runs[m0, k0]
+        elif a_always or n0 == 0:
+            row = a_runs[m0 if inner == 2 else k0]
+            for j in range(j0, j1):
+                load_bytes[at + j] += row[j]
+    if params[P_B_OFFCHIP] != 0:
+        b_always = params[P_B_ALWAYS] != 0
+        if inner == 0:   # one B tile along the run, loaded on mi == 0
+            for j in range(j0, j1):
+                if b_always or j == 0:
+                    load_bytes[at + j] += b_runs[k0, n0]
+        elif b_always or m0 == 0:
+            row = b_runs[k0 if inner == 1 else n0]
+            for j in range(j0, j1):
+                load_bytes[at + j] += row[j]
+    # Compute: a single-fold tile continues when its stationary tile is the previous
+    # step's: along the run, exactly when the inner loop is the stationary tile's free
+    # dim (os: k, ws: m, is: n).
+    single = shapes[shape, S_ROW_FOLDS] * shapes[shape, S_COL_FOLDS] == 1
+    fresh, continued = cycles[2 * shape], cycles[2 * shape + 1]
+    along = single and inner == (2 if dataflow == OS else 0 if dataflow == WS else 1)
+    for j in range(j0, j1):
+        compute[at + j] = continued if along else fresh
+    key = _key(dataflow, m0 + um * j0, n0 + un * j0, k0 + uk * j0, nn, nk)
+    compute[at + j0] = continued if single and key == prev_key else fresh
+    # Residency, epilogue, store, evacuation: one value along the segment.
+    vec = shapes[shape, S_VECTOR] if last_k else 0
+    store = shapes[shape, S_STORE_LAST] if last_k else \
+        shapes[shape, S_PARTIAL] if spill and c_offchip else 0
+    evac = shapes[shape, S_EVACUATION] if spill or last_k else 0
+    for j in range(j0, j1):
+        acquire[at + j] = spill or k0 + uk * j == 0
+        release[at + j] = spill or last_k
+        vector[at + j] = vec
+        store_bytes[at + j] = store
+    if params[P_EVACUATION] != 0:
+        for j in range(j0, j1):
+            evacuation[at + j] = evac
+    if params[P_RELOADS] != 0:
+        for j in range(j0, j1):
+            reloaded[at + j] = not last_k
+    j = j1 - 1
+    return _key(dataflow, m0 + um * j, n0 + un * j, k0 + uk * j, nn, nk)
+
+
 @njit(cache=True)
 def fill_steps(begin: int, length: int, offset: int, params: np.ndarray,
-               a_tile_bytes: np.ndarray, b_load_bytes: np.ndarray, shapes: np.ndarray,
+               a_runs: np.ndarray, b_runs: np.ndarray, shapes: np.ndarray,
                cycles: np.ndarray, load_bytes, compute, vector, acquire, release,
                store_bytes, reload_of, evacuation, reloaded) -> None:
     """Steps begin .. begin + length - 1 into entries offset .. offset + length - 1 of
     the arrays; `evacuation` and `reloaded` are written only when the nest has them.
-    Walked as runs of the innermost loop, everything else held in locals."""
+    Walked as runs of the innermost loop, each split where its tile shape changes (its
+    last step: the inner dim's edge tile)."""
     nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
     outer, middle, inner = params[P_ORDER0], params[P_ORDER1], params[P_ORDER2]
     c_middle, c_inner = params[P_NM + middle], params[P_NM + inner]
-    dataflow = params[P_DATAFLOW]
-    a_offchip, b_offchip = params[P_A_OFFCHIP] != 0, params[P_B_OFFCHIP] != 0
-    c_offchip, spill = params[P_C_OFFCHIP] != 0, params[P_SPILL] != 0
-    a_always, b_always = params[P_A_ALWAYS] != 0, params[P_B_ALWAYS] != 0
-    k_stride = params[P_K_STRIDE]
-    reloads, evacuates = params[P_RELOADS] != 0, params[P_EVACUATION] != 0
-    # (mi, ni, ki) = the run's first + j x these, j the inner loop's index
-    um, un, uk = int(inner == 0), int(inner == 1), int(inner == 2)
     index = np.zeros(3, np.int64)
     prev_key = -1
     if begin > 0:
         _digits(begin - 1, params, index)
-        prev_key = _key(dataflow, index[0], index[1], index[2], nn, nk)
+        prev_key = _key(params[P_DATAFLOW], index[0], index[1], index[2], nn, nk)
     _digits(begin, params, index)
     i0, i1, first = index[outer], index[middle], index[inner]
     local = 0
@@ -124,46 +195,26 @@ def fill_steps(begin: int, length: int, offset: int, params: np.ndarray,
         index[middle] = i1
         index[inner] = 0
         m0, n0, k0 = index[0], index[1], index[2]
-        run = min(c_inner - first, length - local)
+        end = first + min(c_inner - first, length - local)
         at = offset + local - first
         step = begin + local - first
-        for j in range(first, first + run):
-            mi, ni, ki = m0 + um * j, n0 + un * j, k0 + uk * j
-            last_k = ki == nk - 1
-            shape = (4 if mi == nm - 1 else 0) + (2 if ni == nn - 1 else 0) + \
-                (1 if last_k else 0)
-            load = 0
-            if a_offchip and (a_always or ni == 0):
-                load += a_tile_bytes[mi, ki]
-            if b_offchip and (b_always or mi == 0):
-                load += b_load_bytes[ki, ni]
-            reload_of[at + j] = -1
-            if spill and ki > 0:
-                reload_of[at + j] = step + j - k_stride
-                if c_offchip:
-                    load += shapes[shape, S_PARTIAL]
-            key = _key(dataflow, mi, ni, ki, nn, nk)
-            single = shapes[shape, S_ROW_FOLDS] * shapes[shape, S_COL_FOLDS] == 1
-            compute[at + j] = cycles[2 * shape + (1 if single and key == prev_key else 0)]
-            prev_key = key
-            acquire[at + j] = spill or ki == 0
-            release[at + j] = spill or last_k
-            store = 0
-            if last_k:
-                vector[at + j] = shapes[shape, S_VECTOR]
-                load += shapes[shape, S_EPILOGUE_LOAD]
-                store = shapes[shape, S_STORE_LAST]
-            else:
-                vector[at + j] = 0
-                if spill and c_offchip:
-                    store = shapes[shape, S_PARTIAL]
-            load_bytes[at + j] = load
-            store_bytes[at + j] = store
-            if evacuates:
-                evacuation[at + j] = shapes[shape, S_EVACUATION] if spill or last_k else 0
-            if reloads:
-                reloaded[at + j] = not last_k
-        local += run
+        # The run's shape but for the inner dim, which is the edge tile at c_inner - 1.
+        base = (4 if m0 == nm - 1 and inner != 0 else 0) + \
+            (2 if n0 == nn - 1 and inner != 1 else 0) + \
+            (1 if k0 == nk - 1 and inner != 2 else 0)
+        edge = 4 if inner == 0 else 2 if inner == 1 else 1
+        body_end = min(end, c_inner - 1)
+        if first < body_end:
+            prev_key = _segment(first, body_end, at, step, base, m0, n0, k0, inner, params,
+                                prev_key, a_runs, b_runs, shapes, cycles,
+                                load_bytes, compute, vector, acquire, release,
+                                store_bytes, reload_of, evacuation, reloaded)
+        if end == c_inner:
+            prev_key = _segment(c_inner - 1, c_inner, at, step, base + edge, m0, n0, k0,
+                                inner, params, prev_key, a_runs, b_runs,
+                                shapes, cycles, load_bytes, compute, vector, acquire,
+                                release, store_bytes, reload_of, evacuation, reloaded)
+        local += end - first
         first = 0
         i1 += 1
         if i1 == c_middle:
