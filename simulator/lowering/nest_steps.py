@@ -92,7 +92,7 @@ def _key(dataflow: int, mi: int, ni: int, ki: int, nn: int, nk: int) -> int:
     return mi * nk + ki
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int, k0: int,
              inner: int, params: np.ndarray, prev_key: int, a_runs: np.ndarray,
              b_runs: np.ndarray, shapes: np.ndarray, cycles: np.ndarray, load_bytes,
