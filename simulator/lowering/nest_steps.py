@@ -110,16 +110,13 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
     last_k = (shape & 1) != 0
     # Loads: the epilogue's operands on a last k step, a spilled partial sum on a later
     # k step, and the A and B tiles that miss.
-    partial = shapes[shape, S_PARTIAL]
+    partial = shapes[shape, S_PARTIAL] if spill and c_offchip else 0
+    epilogue = shapes[shape, S_EPILOGUE_LOAD] if last_k else 0
+    source = step - params[P_K_STRIDE]
     for j in range(j0, j1):
-        ki = k0 + uk * j
-        load = shapes[shape, S_EPILOGUE_LOAD] if last_k else 0
-        reload_of[at + j] = -1
-        if spill and ki > 0:
-            reload_of[at + j] = step + j - params[P_K_STRIDE]
-            if c_offchip:
-                load += partial
-        load_bytes[at + j] = load
+        reloads = spill and k0 + uk * j > 0
+        reload_of[at + j] = source + j if reloads else -1
+        load_bytes[at + j] = epilogue + partial if reloads else epilogue
     if params[P_A_OFFCHIP] != 0:
         a_always = params[P_A_ALWAYS] != 0
         if inner == 1:   # one A tile along the run, loaded on ni == 0
