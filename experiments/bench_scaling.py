@@ -8,11 +8,12 @@ Per case it prints the wall seconds of the simulate() call, the steps/s of that 
 run, the steps/s of the replay kernel alone (engines.fast._replay on one block of the
 same program, the block generated beforehand), and the peak RSS of the interpreter
 (VmHWM in /proc/self/status; ru_maxrss where /proc is missing). Programs longer than a
-block (simulator.stream.DEFAULT_BLOCK_STEPS) are generated, checked and replayed block
-by block, so the peak RSS should not grow with the steps above 1e7.
+block (simulator.stream.DEFAULT_BLOCK_STEPS) are counted and checked in closed form and
+generated and replayed block by block inside one compiled call (engines.nest), so the
+peak RSS should not grow with the steps above 1e7.
 
-Run: `python experiments/bench_scaling.py` (1e6 .. 1e8: a few minutes on one core);
-`python experiments/bench_scaling.py --slow` adds 1e9 (run by hand: tens of minutes);
+Run: `python experiments/bench_scaling.py` (1e6 .. 1e8: under a minute on one core);
+`python experiments/bench_scaling.py --slow` adds 1e9 (run by hand: about a minute);
 `--cases 1e6 1e7` picks cases. Prints one table; writes nothing.
 """
 
