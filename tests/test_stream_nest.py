@@ -17,12 +17,12 @@ from test_engine_equivalence_lowered import lowering_cases
 
 from simulator.engines.fast import replay_stream, run_fast
 from simulator.engines.nest import replay_nest, run_streamed
-from simulator.errors import InvalidProgramError
+from simulator.errors import AccsimError, InvalidProgramError
 from simulator.lowering import lower_compute
 from simulator.lowering import steps as kernel
 from simulator.lowering.nest import LoopNest
 from simulator.lowering.stream import GemmStream
-from simulator.program import MemoryParams, memory_params
+from simulator.program import MemoryParams, check_program, memory_params
 from simulator.stream import StreamChecker, WholeProgram
 
 ARRAYS = ("load_bytes", "compute_cycles", "vector_cycles", "acquire", "release",
@@ -140,3 +140,20 @@ def test_a_nest_the_closed_form_cannot_clear_is_checked_step_by_step():
     assert fine.nest.follows_the_rules(fine.slots)
     _same(replay_nest(fine, memory, block_steps=5, keep_steps=True),
           replay_stream(fine, memory, block_steps=5, keep_steps=True))
+
+
+def test_a_nest_past_the_cycle_bound_is_refused_as_its_whole_program_is():
+    """The bound from the closed-form totals: the error check_program gives the whole
+    program, before any step is generated."""
+    args, platform = (64, 64, 64, 8, 8, 8, np.array([0, 1, 2]), 0, 4, 4, 1, 0,
+                      np.full((8, 8), 64, np.int64), np.full((8, 8), 64, np.int64),
+                      np.full((8, 8), 64, np.int64), True, True, True, 4, 4, 2, 2, False,
+                      np.zeros((0, 4), np.int64), 4, 1.0), make_platform()
+    stream = GemmStream(args, platform, depth=1, slots=2, overhead_cycles=0)
+    memory = MemoryParams(1e-15, 10, 2)
+    with pytest.raises(AccsimError) as expected:
+        check_program(stream.materialize(), memory)
+    with pytest.raises(AccsimError) as raised:
+        replay_nest(stream, memory, block_steps=16)
+    assert raised.value.field == expected.value.field == "cycles"
+    assert str(raised.value) == str(expected.value)
