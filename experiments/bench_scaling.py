@@ -4,15 +4,17 @@ end to end (`simulate.simulate`: search-free resolve with a fixed plan, streamed
 lowering, fast engine, metrics) in its own interpreter with a warm JIT cache, after an
 untimed 343,000-step run there that loads the cached kernels.
 
-Per case it prints the wall seconds of the simulate() call, the steps/s of that whole
-run, the steps/s of the replay kernel alone (engines.fast._replay on one block of the
+Per case it prints the wall and CPU seconds of the simulate() call, the steps/s of that
+whole run (per wall and per CPU second: on a shared machine the CPU figure is the
+steadier), the steps/s of the replay kernel alone (engines.fast._replay on one block of the
 same program, the block generated beforehand), and the peak RSS of the interpreter
 (VmHWM in /proc/self/status; ru_maxrss where /proc is missing). Programs longer than a
-block (simulator.stream.DEFAULT_BLOCK_STEPS) are generated, checked and replayed block
-by block, so the peak RSS should not grow with the steps above 1e7.
+block (simulator.stream.DEFAULT_BLOCK_STEPS) are counted and checked in closed form and
+generated and replayed block by block inside one compiled call (engines.nest), so the
+peak RSS should not grow with the steps above 1e7.
 
-Run: `python experiments/bench_scaling.py` (1e6 .. 1e8: a few minutes on one core);
-`python experiments/bench_scaling.py --slow` adds 1e9 (run by hand: tens of minutes);
+Run: `python experiments/bench_scaling.py` (1e6 .. 1e8: under a minute on one core);
+`python experiments/bench_scaling.py --slow` adds 1e9 (run by hand: about a minute);
 `--cases 1e6 1e7` picks cases. Prints one table; writes nothing.
 """
 
@@ -90,12 +92,13 @@ def child(name: str) -> None:
     from simulator.simulate import simulate
     simulate(inputs(WARM_TILES))  # loads the cached kernels, so the case times the run
     case = inputs(CASES[name])
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     result = simulate(case)
-    wall = time.perf_counter() - began
+    wall, cpu = time.perf_counter() - began, time.process_time() - cpu
     rss = peak_rss_mib()
     steps = result.operators[0].lowered.program.steps
-    print(json.dumps({"case": name, "steps": steps, "wall_s": wall, "peak_rss_mib": rss,
+    print(json.dumps({"case": name, "steps": steps, "wall_s": wall, "cpu_s": cpu,
+                      "peak_rss_mib": rss,
                       "cycles": result.total.cycles,
                       "kernel_steps_per_s": kernel_steps_per_second(case)}))
 
@@ -120,12 +123,14 @@ def main() -> None:
     names = args.cases or [n for n in CASES if args.slow or n not in SLOW]
     run_case(min(CASES))  # fills the on-disk JIT cache, so no case pays compilation
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'case':>5} {'steps':>14} {'wall s':>9} {'run steps/s':>13} "
-          f"{'kernel steps/s':>15} {'peak RSS MiB':>13}")
+    print(f"{'case':>5} {'steps':>14} {'wall s':>9} {'CPU s':>7} {'run steps/s':>13} "
+          f"{'per CPU s':>11} {'kernel steps/s':>15} {'peak RSS MiB':>13}")
     for name in names:
         r = run_case(name)
-        print(f"{name:>5} {r['steps']:>14,} {r['wall_s']:>9.2f} "
-              f"{r['steps'] / r['wall_s'] / 1e6:>11.1f} M {r['kernel_steps_per_s'] / 1e6:>13.1f} M "
+        print(f"{name:>5} {r['steps']:>14,} {r['wall_s']:>9.2f} {r['cpu_s']:>7.2f} "
+              f"{r['steps'] / r['wall_s'] / 1e6:>11.1f} M "
+              f"{r['steps'] / max(r['cpu_s'], 1e-9) / 1e6:>9.1f} M "
+              f"{r['kernel_steps_per_s'] / 1e6:>13.1f} M "
               f"{r['peak_rss_mib']:>13.1f}", flush=True)
 
 

@@ -249,9 +249,16 @@ def check_program(program, memory) -> None:
     compute or byte counts)."""
     def total(array) -> float:
         return float(np.sum(array, dtype=np.float64))
+    check_totals(memory, program.steps,
+                 total(program.load_bytes) + total(program.store_bytes),
+                 total(program.compute_cycles), total(program.vector_work()))
+
+
+def check_totals(memory, steps: int, transferred: float, compute: float,
+                 vector: float) -> None:
+    """check_program from a program's totals (bytes moved, compute and vector-unit
+    cycles), where they are known without its arrays (a streamed loop nest)."""
     access = memory.latency_cycles + memory.dma_setup_cycles
     if access >= INT64_BOUND:
         _check_bound(memory, access, 0, 0.0, 0.0, 0.0)
-    _check_bound(memory, access, program.steps,
-                 total(program.load_bytes) + total(program.store_bytes),
-                 total(program.compute_cycles), total(program.vector_work()))
+    _check_bound(memory, access, steps, float(transferred), float(compute), float(vector))

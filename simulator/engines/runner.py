@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from simulator.engines import unknown_engine
 from simulator.engines.des import run_des
-from simulator.engines.fast import run_fast
+from simulator.engines.nest import run_streamed
 
-RUNNERS = {"fast": run_fast, "simpy": run_des}
+RUNNERS = {"fast": run_streamed, "simpy": run_des}
 
 
 def engine_runner(name: str):

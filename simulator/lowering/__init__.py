@@ -221,11 +221,11 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
             array_speed(op, platform), prologue_cycles(prologue, platform))
     steps = ceil_div(g.m, tiling.tm) * ceil_div(g.n, tiling.tn) * ceil_div(g.k, tiling.tk)
     if block_steps is not None and steps > block_steps:
-        # Streamed: one pass now for the counters, the steps again block by block when
-        # an engine replays it (checked then).
+        # Streamed: the counters in closed form from the loop nest, the steps generated
+        # block by block when an engine replays it (checked then).
         program = GemmStream(args, platform, depth=depth, slots=c_slots,
                              overhead_cycles=platform.runtime.op_overhead_cycles)
-        floats, ints = program.counters(block_steps)
+        floats, ints = program.counters()
     else:
         program, floats, ints = _whole_program(args, platform, depth, c_slots, op.name)
     counters = Counters(

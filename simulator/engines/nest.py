@@ -1,0 +1,140 @@
+"""The fast engine on a streamed GEMM (issue 26): one compiled call generates each
+block of steps from the loop nest (lowering.nest_steps.fill_steps) and replays it with
+the fast kernel (engines.fast._replay), its state carried as between blocks of any
+stream, so no Python runs per block and the blocks stay small enough for the cache.
+The nest's validity rules and cycle bound are checked in closed form first
+(LoopNest.follows_the_rules, LoopNest.totals); a nest they do not clear is checked on
+its generated steps by the stream checker, which names the rule it breaks.
+
+`run_streamed` is the fast engine's replay for any program: a GemmStream this way,
+anything else through engines.fast.run_fast. Results are identical either way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.engines.fast import (_LOAD_REQUEST, _N_REQUESTED, _N_STEP_FIELDS,
+                                    _NEXT_COMPUTE, _breakdown, _initial_state, _replay,
+                                    replay_stream, run_fast)
+from simulator.engines.outcome import EngineOutcome, StepTimes
+from simulator.errors import UnfinishedStepError
+from simulator.jit import njit
+from simulator.lowering.nest_steps import fill_steps
+from simulator.lowering.stream import GemmStream, step_buffers
+from simulator.program import MAX_DEPTH, MemoryParams, check_totals, validate_memory
+from simulator.stream import DEFAULT_BLOCK_STEPS, StreamChecker
+
+# Steps generated and replayed per kernel window: small enough that the window's arrays
+# stay in the CPU's cache, large enough that the per-window cost does not show.
+NEST_BLOCK_STEPS = 1 << 12
+
+
+@njit(cache=True)
+def _replay_nest(params, a_runs, b_runs, shapes, cycles, block, n_steps,
+                 depth, slots, bytes_per_cycle, access_cycles, keep, out, state, load_req,
+                 load_use, comp_end, done_step, done_time, rel_free, rel_vector, fifo,
+                 load, compute, vector, acquire, release, store, reload_of, evac_buffer,
+                 reloaded_buffer, reloaded, evacuation):
+    """Generate and replay all n_steps steps, `block` at a time, in buffers of at least
+    block + MAX_DEPTH steps: each window is the steps the one before left (moved to the
+    front) and the next block. `reloaded`, `evacuation`: None, or the same arrays as
+    the buffers (the kernel's specialisation without that bookkeeping, or with it)."""
+    begin = 0
+    rest = 0
+    capacity = load.shape[0]
+    while begin < n_steps:
+        length = min(block, n_steps - begin, capacity - rest)
+        if length <= 0:
+            break  # the kernel keeps a whole window back: a deadlock, reported by caller
+        fill_steps(begin, length, rest, params, a_runs, b_runs, shapes,
+                   cycles, load, compute, vector, acquire, release, store, reload_of,
+                   evac_buffer, reloaded_buffer)
+        window = rest + length
+        base = begin - rest
+        if reloaded is None:
+            if evacuation is None:
+                fifo = _replay(load[:window], compute[:window], vector[:window],
+                               acquire[:window], release[:window], store[:window],
+                               reload_of[:window], None, None, base, n_steps, depth,
+                               slots, bytes_per_cycle, access_cycles, keep, out, state,
+                               load_req, load_use, comp_end, done_step, done_time,
+                               rel_free, rel_vector, fifo)
+            else:
+                fifo = _replay(load[:window], compute[:window], vector[:window],
+                               acquire[:window], release[:window], store[:window],
+                               reload_of[:window], None, evacuation[:window], base,
+                               n_steps, depth, slots, bytes_per_cycle, access_cycles, keep,
+                               out, state, load_req, load_use, comp_end, done_step,
+                               done_time, rel_free, rel_vector, fifo)
+        elif evacuation is None:
+            fifo = _replay(load[:window], compute[:window], vector[:window],
+                           acquire[:window], release[:window], store[:window],
+                           reload_of[:window], reloaded[:window], None, base, n_steps,
+                           depth, slots, bytes_per_cycle, access_cycles, keep, out, state,
+                           load_req, load_use, comp_end, done_step, done_time, rel_free,
+                           rel_vector, fifo)
+        else:
+            fifo = _replay(load[:window], compute[:window], vector[:window],
+                           acquire[:window], release[:window], store[:window],
+                           reload_of[:window], reloaded[:window], evacuation[:window],
+                           base, n_steps, depth, slots, bytes_per_cycle, access_cycles,
+                           keep, out, state, load_req, load_use, comp_end, done_step,
+                           done_time, rel_free, rel_vector, fifo)
+        cut = state[_NEXT_COMPUTE] - base
+        rest = window - cut
+        for j in range(rest):  # the steps still to compute move to the front
+            load[j] = load[cut + j]
+            compute[j] = compute[cut + j]
+            vector[j] = vector[cut + j]
+            acquire[j] = acquire[cut + j]
+            release[j] = release[cut + j]
+            store[j] = store[cut + j]
+            reload_of[j] = reload_of[cut + j]
+            evac_buffer[j] = evac_buffer[cut + j]
+            reloaded_buffer[j] = reloaded_buffer[cut + j]
+        begin += length
+    return fifo
+
+
+def replay_nest(program: GemmStream, memory: MemoryParams, *,
+                block_steps: int = DEFAULT_BLOCK_STEPS,
+                keep_steps: bool = False) -> EngineOutcome:
+    """Check and replay a streamed GEMM with the generator and the kernel in one
+    compiled call: the outcome of replaying its whole program at once."""
+    validate_memory(memory)
+    nest = program.nest
+    StreamChecker(program)   # the header's rules (depth, slots, overhead)
+    if not nest.follows_the_rules(program.slots):
+        return replay_stream(program, memory, block_steps=block_steps,
+                             keep_steps=keep_steps)  # checked step by step
+    check_totals(memory, program.steps, *nest.totals())
+    block = max(1, min(block_steps, NEST_BLOCK_STEPS))
+    buffers = step_buffers(block + MAX_DEPTH)
+    state, *rings, fifo = _initial_state(program)
+    out = np.empty((_N_STEP_FIELDS, program.steps if keep_steps else 0), np.int64)
+    if keep_steps and not program.reloads:
+        out[_LOAD_REQUEST, :int(state[_N_REQUESTED])] = 0  # the first `depth` loads
+    _replay_nest(nest.params, nest.a_runs, nest.b_runs, nest.shapes, nest.cycles, block,
+                 program.steps, program.depth, program.slots,
+                 float(memory.bytes_per_cycle), int(memory.access_cycles),
+                 bool(keep_steps), out, state, *rings, fifo, *buffers,
+                 buffers[8] if program.reloads else None,
+                 buffers[7] if program.has_evacuation else None)
+    unfinished = program.steps - int(state[_NEXT_COMPUTE])
+    if unfinished:
+        raise UnfinishedStepError(
+            f"{unfinished} of {program.steps} steps never computed: the program "
+            "deadlocked", file="tile program", field="acquire")
+    return EngineOutcome(breakdown=_breakdown(state, program.overhead_cycles),
+                         steps=StepTimes(*out) if keep_steps else None)
+
+
+def run_streamed(program, memory: MemoryParams, *, keep_steps: bool = False,
+                 block_steps: int | None = None) -> EngineOutcome:
+    """engines.fast.run_fast, with a streamed GEMM generated inside the compiled
+    replay (replay_nest)."""
+    if isinstance(program, GemmStream):
+        return replay_nest(program, memory, block_steps=block_steps or DEFAULT_BLOCK_STEPS,
+                           keep_steps=keep_steps)
+    return run_fast(program, memory, keep_steps=keep_steps, block_steps=block_steps)

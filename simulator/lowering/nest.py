@@ -1,0 +1,218 @@
+"""A GEMM's loop nest in closed form (issue 26): what lowering counts over the steps
+(bytes, SRAM traffic, array cycles and their split) and what the validity rules need,
+from the loop order and the tile shapes instead of a pass over the steps, so a streamed
+program generates its steps once, when it is replayed.
+
+Why the counts are exact. An operand tile is keyed by the two dims it depends on; the
+third, its free dim, sits at some loop level. Its uses between two uses of one tile are
+the tiles of the loops inside that level, the same for every tile, so an LRU buffer of
+`slots` tiles hits a reuse exactly when that product is at most `slots`: A misses when
+ni == 0 or always (B: mi == 0 or always), and each tile is loaded once or once per
+iteration of its free dim. Every other per-step figure depends only on the step's tile
+shape (last tile or not, per dim), whether it is a C tile's first or last k step and
+whether its stationary tile is the previous step's; `_classes` enumerates those
+(first, last) classes per loop level with their step counts. Float sums are exact, so
+equal to summing step by step, when the values are multiples of one power of two small
+enough that no partial sum rounds; else they are summed step by step (float_sums).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from itertools import product
+
+import numpy as np
+
+from simulator.config import Platform
+from simulator.lowering import nest_steps as k
+from simulator.lowering import steps as kernel
+from simulator.lowering.evacuation import evacuation_array
+from simulator.timing import IS, OS, WS
+
+# A float is exact in int64 / 2**e units below this many units (53-bit significand).
+_EXACT_UNITS = 2**53
+
+
+class LoopNest:
+    """The closed form of one GEMM instance's program: `args` are lowering.steps.
+    gemm_steps' arguments in order."""
+
+    def __init__(self, args: tuple, platform: Platform):
+        (m, n, kk, tm, tn, tk, order, dataflow, rows, cols, count, fold_model, a_table,
+         b_load, b_sram, a_offchip, b_offchip, c_offchip, acc, out, a_slots, b_slots,
+         spill, epilogue, lanes, speed) = args
+        self.counts = (-(-m // tm), -(-n // tn), -(-kk // tk))
+        self.order = tuple(int(d) for d in order)
+        self.steps = self.counts[0] * self.counts[1] * self.counts[2]
+        self.dataflow = int(dataflow)
+        self.spill = bool(spill)
+        self.c_offchip = bool(c_offchip)
+        self.a_table, self.b_load, self.b_sram = a_table, b_load, b_sram
+        self.a_offchip, self.b_offchip = bool(a_offchip), bool(b_offchip)
+        # Free dims: n for A, m for B. A tile's reuses are `inside` tiles apart.
+        self.a_always = self._inside(1) > a_slots
+        self.b_always = self._inside(0) > b_slots
+        self.k_stride = self._inside(2)
+        self.reloads = self.spill and self.counts[2] > 1
+        self.evacuates = platform.systolic_array.output_path != "direct"
+        self.shapes, self.cycles, self.split = k.shape_tables(
+            m, n, kk, tm, tn, tk, dataflow, rows, cols, count, fold_model, speed, acc,
+            out, c_offchip, epilogue, lanes)
+        if self.evacuates:
+            self.shapes[:, k.S_EVACUATION] = _evacuation(platform, self.shapes,
+                                                         self.dataflow)
+        self.params = np.zeros(k.N_PARAMS, np.int64)
+        self.params[[k.P_NM, k.P_NN, k.P_NK]] = self.counts
+        self.params[[k.P_ORDER0, k.P_ORDER1, k.P_ORDER2]] = self.order
+        self.params[k.P_DATAFLOW] = self.dataflow
+        for index, flag in ((k.P_A_OFFCHIP, a_offchip), (k.P_B_OFFCHIP, b_offchip),
+                            (k.P_C_OFFCHIP, c_offchip), (k.P_SPILL, spill),
+                            (k.P_A_ALWAYS, self.a_always), (k.P_B_ALWAYS, self.b_always),
+                            (k.P_RELOADS, self.reloads), (k.P_EVACUATION, self.evacuates)):
+            self.params[index] = int(bool(flag))
+        self.params[k.P_K_STRIDE] = self.k_stride
+        # The load tables with the inner loop's dim last: a run of it reads one row.
+        self.a_runs = np.ascontiguousarray(a_table.T if self.order[2] == 0 else a_table)
+        self.b_runs = np.ascontiguousarray(b_load.T if self.order[2] == 2 else b_load)
+        self._classes_seen = self._class_counts()
+        self._cases = [0] * 16   # steps per case: 2 * shape + continues
+        for steps, shape, _, _, continues in self._classes_seen:
+            self._cases[2 * shape + continues] += steps
+
+    def _inside(self, dim: int) -> int:
+        """Product of the tile counts of the loops inside dim's."""
+        level = self.order.index(dim)
+        return int(np.prod([self.counts[d] for d in self.order[level + 1:]],
+                           dtype=np.int64))
+
+    def fill(self, begin: int, length: int, arrays: tuple, offset: int = 0) -> None:
+        """Steps begin .. begin + length - 1 into `arrays` (load, compute, vector,
+        acquire, release, store, reload_of, evacuation, reloaded) from `offset` on."""
+        k.fill_steps(begin, length, offset, self.params, self.a_runs, self.b_runs,
+                     self.shapes, self.cycles, *arrays)
+
+    def _class_counts(self) -> list[tuple[int, int, bool, bool, bool]]:
+        """(steps, shape, first k, last k, continues) per class of steps."""
+        per_level = []
+        for level in range(3):
+            c = self.counts[self.order[level]]
+            per_level.append([(True, True, 1)] if c == 1 else
+                             [(True, False, 1), (False, False, c - 2), (False, True, 1)])
+        stationary_free = {OS: 2, WS: 0, IS: 1}[self.dataflow]
+        classes = []
+        for combo in product(*per_level):
+            steps = combo[0][2] * combo[1][2] * combo[2][2]
+            if steps == 0:
+                continue
+            first = {self.order[lv]: combo[lv][0] for lv in range(3)}
+            last = {self.order[lv]: combo[lv][1] for lv in range(3)}
+            shape = 4 * last[0] + 2 * last[1] + last[2]
+            # Levels whose index differs from the previous step's.
+            wraps = [combo[2][0], combo[2][0] and combo[1][0]]
+            changed = [lv for lv, moved in ((2, True), (1, wraps[0]), (0, wraps[1]))
+                       if moved and self.counts[self.order[lv]] > 1]
+            later = not all(c[0] for c in combo)
+            single = self.shapes[shape, k.S_ROW_FOLDS] * \
+                self.shapes[shape, k.S_COL_FOLDS] == 1
+            continues = later and single and all(self.order[lv] == stationary_free
+                                                 for lv in changed)
+            classes.append((steps, shape, first[2], last[2], bool(continues)))
+        return classes
+
+    def counters(self) -> tuple[np.ndarray, np.ndarray]:
+        """gemm_steps' float and integer counters over the whole program."""
+        floats = _exact_sums(self._cases, self.split)
+        if floats is None:
+            floats = k.float_sums(self.params, self.shapes, self.split)
+        return floats, self.int_counters()
+
+    def int_counters(self) -> np.ndarray:
+        """gemm_steps' integer counters over the whole program."""
+        ints = np.zeros(kernel.N_INT_COUNTERS, np.int64)
+        nm, nn, nk = self.counts
+        a_passes = nn if self.a_always else 1
+        b_passes = nm if self.b_always else 1
+        ints[kernel.A_MISSES] = a_passes * nm * nk
+        ints[kernel.B_MISSES] = b_passes * nk * nn
+        ints[kernel.A_SRAM_WRITE] = a_passes * int(self.a_table.sum())
+        ints[kernel.B_SRAM_WRITE] = b_passes * int(self.b_sram.sum())
+        if self.a_offchip:
+            ints[kernel.A_OFFCHIP] = ints[kernel.A_SRAM_WRITE]
+        if self.b_offchip:
+            ints[kernel.B_OFFCHIP] = b_passes * int(self.b_load.sum())
+        s = self.shapes
+        for steps, shape, first_k, last_k, _ in self._classes_seen:
+            row_folds, col_folds = int(s[shape, k.S_ROW_FOLDS]), int(s[shape, k.S_COL_FOLDS])
+            ms, ns, ks = (int(s[shape, c]) for c in (k.S_MS, k.S_NS, k.S_KS))
+            partial = int(s[shape, k.S_PARTIAL])
+            a_read = ms * ks * (1 if self.dataflow == IS else col_folds)
+            b_read = ks * ns * {OS: row_folds, WS: 1, IS: col_folds}[self.dataflow]
+            ints[kernel.A_SRAM_READ_ELEMS] += steps * a_read
+            ints[kernel.B_SRAM_READ_ELEMS] += steps * b_read
+            ints[kernel.C_SRAM_WRITE] += steps * partial
+            if not first_k:
+                ints[kernel.C_SRAM_READ] += steps * partial
+                if self.spill and self.c_offchip:
+                    ints[kernel.C_RELOAD_OFFCHIP] += steps * partial
+            if last_k:
+                ints[kernel.C_SRAM_READ] += steps * partial
+                ints[kernel.C_STORE_OFFCHIP] += steps * int(s[shape, k.S_STORE_LAST])
+                ints[kernel.EPILOGUE_OFFCHIP] += steps * int(s[shape, k.S_EPILOGUE_LOAD])
+            elif self.spill and self.c_offchip:
+                ints[kernel.C_STORE_OFFCHIP] += steps * partial
+        return ints
+
+    def totals(self) -> tuple[int, int, int]:
+        """(bytes moved, compute cycles, vector-unit cycles) of the whole program:
+        what program.check_program bounds."""
+        ints = self.int_counters()
+        moved = sum(int(ints[c]) for c in (kernel.A_OFFCHIP, kernel.B_OFFCHIP,
+                                           kernel.C_RELOAD_OFFCHIP,
+                                           kernel.EPILOGUE_OFFCHIP,
+                                           kernel.C_STORE_OFFCHIP))
+        compute = sum(n * int(c) for n, c in zip(self._cases, self.cycles))
+        vector = 0
+        for steps, shape, _, last_k, _ in self._classes_seen:
+            if last_k:
+                vector += steps * int(self.shapes[shape, k.S_VECTOR])
+            if last_k or self.spill:
+                vector += steps * int(self.shapes[shape, k.S_EVACUATION])
+        return moved, compute, vector
+
+    def follows_the_rules(self, slots: int) -> bool:
+        """True when every per-step validity rule (program.validate_program) holds by
+        the nest's form: nothing negative, compute >= 1, and an acquisition never waits
+        on a release at or after it (a C tile's steps acquire on its first k and release
+        on its last, so the C tiles inside k's loop are live at once). A store always
+        releases and a reload always reads a spilling step one k stride back by
+        construction. False: check the generated steps (the rule's own message)."""
+        used = sorted({2 * shape + cont for _, shape, _, _, cont in self._classes_seen})
+        return bool(
+            (self.a_table >= 0).all() and (self.b_load >= 0).all()
+            and (self.shapes[:, k.S_VECTOR:] >= 0).all()
+            and (self.cycles[used] >= 1).all()
+            and (self.spill or self.counts[2] == 1 or self.k_stride <= slots))
+
+
+def _evacuation(platform: Platform, shapes: np.ndarray, dataflow: int) -> np.ndarray:
+    """Evacuation cycles of each tile shape's output tile (lowering.evacuation)."""
+    evac = platform.systolic_array.evacuation
+    ms, ns, ks = shapes[:, k.S_MS], shapes[:, k.S_NS], shapes[:, k.S_KS]
+    transposed = np.zeros_like(ms)
+    if evac.transpose_stationary:
+        transposed = ks * ns if dataflow == WS else ms * ks if dataflow == IS else transposed
+    return evacuation_array(ms * ns, transposed, evac.elements_per_cycle,
+                            evac.tile_cycles)
+
+
+def _exact_sums(cases: list[int], split: np.ndarray) -> np.ndarray | None:
+    """Each split field summed over the steps in closed form, or None when summing
+    step by step in floats could round (then the sums are taken step by step)."""
+    totals = np.zeros(split.shape[1], np.float64)
+    for field in range(split.shape[1]):
+        used = [(n, Fraction(float(v))) for n, v in zip(cases, split[:, field]) if n]
+        unit = max(v.denominator for _, v in used)  # a power of two: values are floats
+        if sum(n * abs(v) for n, v in used) * unit >= _EXACT_UNITS:
+            return None
+        totals[field] = float(sum(n * v for n, v in used))
+    return totals

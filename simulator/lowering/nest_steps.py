@@ -1,0 +1,246 @@
+"""The compiled part of a GEMM's loop nest in closed form (issue 26): the per tile shape
+tables, and any run of steps generated from the step index alone.
+
+Without state carried from step to step: which A and B tiles miss their buffer follows
+from the loop order (lowering.nest derives the rule, a test holds it to the LRU of
+lowering.steps), a partial-sum reload reads the step one k stride back, and a fold
+continues when the stationary tile's key equals the previous step's. So a block is
+filled from its first index, and the same steps come out whatever the block sizes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.jit import njit
+from simulator.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
+
+# Entries of the int64 `params` array that describes a nest to the kernels.
+(P_NM, P_NN, P_NK, P_ORDER0, P_ORDER1, P_ORDER2, P_DATAFLOW, P_A_OFFCHIP, P_B_OFFCHIP,
+ P_C_OFFCHIP, P_SPILL, P_A_ALWAYS, P_B_ALWAYS, P_K_STRIDE, P_RELOADS, P_EVACUATION,
+ N_PARAMS) = range(17)
+# Columns of the (8, N_SHAPE) table per tile shape: shape = 4 * (last m tile) +
+# 2 * (last n tile) + (last k tile).
+(S_MS, S_NS, S_KS, S_ROW_FOLDS, S_COL_FOLDS, S_VECTOR, S_STORE_LAST, S_EPILOGUE_LOAD,
+ S_PARTIAL, S_EVACUATION, N_SHAPE) = range(11)
+
+
+@njit(cache=True)
+def shape_tables(m: int, n: int, k: int, tm: int, tn: int, tk: int, dataflow: int,
+                 rows: int, cols: int, count: int, fold_model: int, speed: float,
+                 acc_bytes: int, out_bytes: int, c_offchip: bool, epilogue: np.ndarray,
+                 lanes: int):
+    """Per tile shape (8) the sizes, folds, epilogue cycles, loads and stores of a
+    finished tile and its partial sums; per case (shape x continues, 16) the array
+    cycles and their split: what lowering.steps.gemm_block works out per step."""
+    nm, nn, nk = (m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk
+    shapes = np.zeros((8, N_SHAPE), np.int64)
+    cycles = np.zeros(16, np.int64)
+    split = np.zeros((16, 5), np.float64)
+    for shape in range(8):
+        ms = m - (nm - 1) * tm if shape & 4 else tm
+        ns = n - (nn - 1) * tn if shape & 2 else tn
+        ks = k - (nk - 1) * tk if shape & 1 else tk
+        sr, sc, _ = fold_shape(ms, ns, ks, dataflow)
+        shapes[shape, S_MS] = ms
+        shapes[shape, S_NS] = ns
+        shapes[shape, S_KS] = ks
+        shapes[shape, S_ROW_FOLDS] = (sr + rows - 1) // rows
+        shapes[shape, S_COL_FOLDS] = (sc + cols - 1) // cols
+        shapes[shape, S_PARTIAL] = ms * ns * acc_bytes
+        done = ms * ns
+        for row in range(epilogue.shape[0]):
+            share = done * epilogue[row, 0] // epilogue[row, 1]
+            shapes[shape, S_VECTOR] += vector_cycles(share, lanes, epilogue[row, 2], 1)
+            if c_offchip and epilogue[row, 3] > 0:
+                shapes[shape, S_EPILOGUE_LOAD] += share * epilogue[row, 3]
+            if row == epilogue.shape[0] - 1:
+                done = share
+        if c_offchip:
+            shapes[shape, S_STORE_LAST] = done * out_bytes
+        for continues in range(2):
+            case = 2 * shape + continues
+            cycles[case] = array_cycles(ms, ns, ks, rows, cols, count, dataflow,
+                                        fold_model, continues == 1, speed)
+            useful, padding, fill, load, skew = array_split(
+                ms, ns, ks, rows, cols, count, dataflow, fold_model, continues == 1, speed)
+            split[case, 0] = useful
+            split[case, 1] = padding
+            split[case, 2] = fill
+            split[case, 3] = load
+            split[case, 4] = skew
+    return shapes, cycles, split
+
+
+@njit(cache=True, inline="always")
+def _digits(step: int, params: np.ndarray, index: np.ndarray) -> None:
+    """The (mi, ni, ki) of `step`, the innermost loop running fastest."""
+    rest = step
+    for level in range(2, -1, -1):
+        dim = params[P_ORDER0 + level]
+        index[dim] = rest % params[P_NM + dim]
+        rest //= params[P_NM + dim]
+
+
+@njit(cache=True, inline="always")
+def _key(dataflow: int, mi: int, ni: int, ki: int, nn: int, nk: int) -> int:
+    """The key of a step's stationary tile (os: C, ws: B, is: A)."""
+    if dataflow == OS:
+        return mi * nn + ni
+    if dataflow == WS:
+        return ki * nn + ni
+    return mi * nk + ki
+
+
+@njit(cache=True)
+def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int, k0: int,
+             inner: int, params: np.ndarray, prev_key: int, a_runs: np.ndarray,
+             b_runs: np.ndarray, shapes: np.ndarray, cycles: np.ndarray, load_bytes,
+             compute, vector, acquire, release, store_bytes, reload_of, evacuation,
+             reloaded) -> int:
+    """Steps j0 .. j1 - 1 of a run of the innermost loop (entry at + j, step step + j),
+    all of one tile shape, so that every figure but the loads, the reload source and
+    the first step's fold continuation is one value: filled field by field in loops
+    simple enough to vectorise. Returns the last step's stationary key. a_runs, b_runs:
+    the A and B load tables with the inner loop's dim last (`LoopNest.run_tables`),
+    so a run reads a row of them."""
+    nn, nk, dataflow = params[P_NN], params[P_NK], params[P_DATAFLOW]
+    spill, c_offchip = params[P_SPILL] != 0, params[P_C_OFFCHIP] != 0
+    um, un, uk = int(inner == 0), int(inner == 1), int(inner == 2)
+    last_k = (shape & 1) != 0
+    # Loads: the epilogue's operands on a last k step, a spilled partial sum on a later
+    # k step, and the A and B tiles that miss.
+    partial = shapes[shape, S_PARTIAL] if spill and c_offchip else 0
+    epilogue = shapes[shape, S_EPILOGUE_LOAD] if last_k else 0
+    source = step - params[P_K_STRIDE]
+    for j in range(j0, j1):
+        reloads = spill and k0 + uk * j > 0
+        reload_of[at + j] = source + j if reloads else -1
+        load_bytes[at + j] = epilogue + partial if reloads else epilogue
+    if params[P_A_OFFCHIP] != 0:
+        a_always = params[P_A_ALWAYS] != 0
+        if inner == 1:   # one A tile along the run, loaded on ni == 0
+            for j in range(j0, j1):
+                if a_always or j == 0:
+                    load_bytes[at + j] += a_runs[m0, k0]
+        elif a_always or n0 == 0:
+            row = a_runs[m0 if inner == 2 else k0]
+            for j in range(j0, j1):
+                load_bytes[at + j] += row[j]
+    if params[P_B_OFFCHIP] != 0:
+        b_always = params[P_B_ALWAYS] != 0
+        if inner == 0:   # one B tile along the run, loaded on mi == 0
+            for j in range(j0, j1):
+                if b_always or j == 0:
+                    load_bytes[at + j] += b_runs[k0, n0]
+        elif b_always or m0 == 0:
+            row = b_runs[k0 if inner == 1 else n0]
+            for j in range(j0, j1):
+                load_bytes[at + j] += row[j]
+    # Compute: a single-fold tile continues when its stationary tile is the previous
+    # step's: along the run, exactly when the inner loop is the stationary tile's free
+    # dim (os: k, ws: m, is: n).
+    single = shapes[shape, S_ROW_FOLDS] * shapes[shape, S_COL_FOLDS] == 1
+    fresh, continued = cycles[2 * shape], cycles[2 * shape + 1]
+    along = single and inner == (2 if dataflow == OS else 0 if dataflow == WS else 1)
+    for j in range(j0, j1):
+        compute[at + j] = continued if along else fresh
+    key = _key(dataflow, m0 + um * j0, n0 + un * j0, k0 + uk * j0, nn, nk)
+    compute[at + j0] = continued if single and key == prev_key else fresh
+    # Residency, epilogue, store, evacuation: one value along the segment.
+    vec = shapes[shape, S_VECTOR] if last_k else 0
+    store = shapes[shape, S_STORE_LAST] if last_k else \
+        shapes[shape, S_PARTIAL] if spill and c_offchip else 0
+    evac = shapes[shape, S_EVACUATION] if spill or last_k else 0
+    for j in range(j0, j1):
+        acquire[at + j] = spill or k0 + uk * j == 0
+        release[at + j] = spill or last_k
+        vector[at + j] = vec
+        store_bytes[at + j] = store
+    if params[P_EVACUATION] != 0:
+        for j in range(j0, j1):
+            evacuation[at + j] = evac
+    if params[P_RELOADS] != 0:
+        for j in range(j0, j1):
+            reloaded[at + j] = not last_k
+    j = j1 - 1
+    return _key(dataflow, m0 + um * j, n0 + un * j, k0 + uk * j, nn, nk)
+
+
+@njit(cache=True)
+def fill_steps(begin: int, length: int, offset: int, params: np.ndarray,
+               a_runs: np.ndarray, b_runs: np.ndarray, shapes: np.ndarray,
+               cycles: np.ndarray, load_bytes, compute, vector, acquire, release,
+               store_bytes, reload_of, evacuation, reloaded) -> None:
+    """Steps begin .. begin + length - 1 into entries offset .. offset + length - 1 of
+    the arrays; `evacuation` and `reloaded` are written only when the nest has them.
+    Walked as runs of the innermost loop, each split where its tile shape changes (its
+    last step: the inner dim's edge tile)."""
+    nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
+    outer, middle, inner = params[P_ORDER0], params[P_ORDER1], params[P_ORDER2]
+    c_middle, c_inner = params[P_NM + middle], params[P_NM + inner]
+    index = np.zeros(3, np.int64)
+    prev_key = -1
+    if begin > 0:
+        _digits(begin - 1, params, index)
+        prev_key = _key(params[P_DATAFLOW], index[0], index[1], index[2], nn, nk)
+    _digits(begin, params, index)
+    i0, i1, first = index[outer], index[middle], index[inner]
+    local = 0
+    while local < length:
+        index[outer] = i0
+        index[middle] = i1
+        index[inner] = 0
+        m0, n0, k0 = index[0], index[1], index[2]
+        end = first + min(c_inner - first, length - local)
+        at = offset + local - first
+        step = begin + local - first
+        # The run's shape but for the inner dim, which is the edge tile at c_inner - 1.
+        base = (4 if m0 == nm - 1 and inner != 0 else 0) + \
+            (2 if n0 == nn - 1 and inner != 1 else 0) + \
+            (1 if k0 == nk - 1 and inner != 2 else 0)
+        edge = 4 if inner == 0 else 2 if inner == 1 else 1
+        body_end = min(end, c_inner - 1)
+        if first < body_end:
+            prev_key = _segment(first, body_end, at, step, base, m0, n0, k0, inner, params,
+                                prev_key, a_runs, b_runs, shapes, cycles,
+                                load_bytes, compute, vector, acquire, release,
+                                store_bytes, reload_of, evacuation, reloaded)
+        if end == c_inner:
+            prev_key = _segment(c_inner - 1, c_inner, at, step, base + edge, m0, n0, k0,
+                                inner, params, prev_key, a_runs, b_runs,
+                                shapes, cycles, load_bytes, compute, vector, acquire,
+                                release, store_bytes, reload_of, evacuation, reloaded)
+        local += end - first
+        first = 0
+        i1 += 1
+        if i1 == c_middle:
+            i1 = 0
+            i0 += 1
+
+
+@njit(cache=True)
+def float_sums(params: np.ndarray, shapes: np.ndarray, split: np.ndarray) -> np.ndarray:
+    """The split of array cycles summed step by step in loop order, as gemm_block sums
+    it (for splits whose sum in closed form could round differently)."""
+    nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
+    totals = np.zeros(5, np.float64)
+    index = np.zeros(3, np.int64)
+    prev_key = -1
+    for _ in range(nm * nn * nk):
+        mi, ni, ki = index[0], index[1], index[2]
+        key = _key(params[P_DATAFLOW], mi, ni, ki, nn, nk)
+        for level in range(2, -1, -1):
+            dim = params[P_ORDER0 + level]
+            index[dim] += 1
+            if index[dim] < params[P_NM + dim]:
+                break
+            index[dim] = 0
+        shape = (4 if mi == nm - 1 else 0) + (2 if ni == nn - 1 else 0) + \
+            (1 if ki == nk - 1 else 0)
+        single = shapes[shape, S_ROW_FOLDS] * shapes[shape, S_COL_FOLDS] == 1
+        case = 2 * shape + (1 if single and key == prev_key else 0)
+        prev_key = key
+        for field in range(5):
+            totals[field] += split[case, field]
+    return totals
