@@ -34,8 +34,8 @@ BLOCK_SIZES = st.sampled_from([1, 2, 3, 5, 7, 16, 64, 4096, 10**6])
 def nest_args(draw):
     """gemm_steps' arguments with every free choice drawn: buffer slots from 1 to past
     the tiles (so tiles hit, miss on each reuse, or partly), spilling or not, epilogue
-    rows, non-dyadic array sizes and speeds (float sums summed step by step), and a
-    platform with or without an evacuating output path."""
+    rows, a prologue norm or none, non-dyadic array sizes and speeds (float sums summed
+    step by step), and a platform with or without an evacuating output path."""
     m, n, k = (draw(st.integers(1, 30)) for _ in range(3))
     tm, tn, tk = draw(st.integers(1, m)), draw(st.integers(1, n)), draw(st.integers(1, k))
     nm, nn, nk = -(-m // tm), -(-n // tn), -(-k // tk)
@@ -62,7 +62,7 @@ def nest_args(draw):
             draw(st.booleans()), draw(st.integers(0, 4)), draw(st.integers(0, 4)),
             draw(st.integers(1, nm * nk + 1)), draw(st.integers(1, nk * nn + 1)),
             draw(st.booleans()), epilogue, draw(st.sampled_from([1, 4, 16])),
-            draw(st.sampled_from([1.0, 2.0, 0.5, 1.5, 3.0])))
+            draw(st.sampled_from([1.0, 2.0, 0.5, 1.5, 3.0])), draw(st.integers(0, 3)))
     return args, platform
 
 
@@ -123,7 +123,7 @@ def test_a_nest_the_closed_form_cannot_clear_is_checked_step_by_step():
     args, platform = (8, 8, 8, 2, 4, 4, np.array([2, 0, 1]), 0, 4, 4, 1, 0,
                       np.ones((4, 2), np.int64), np.ones((2, 2), np.int64),
                       np.ones((2, 2), np.int64), True, True, True, 4, 4, 8, 4, False,
-                      np.zeros((0, 4), np.int64), 4, 1.0), make_platform()
+                      np.zeros((0, 4), np.int64), 4, 1.0, 0), make_platform()
     stream = GemmStream(args, platform, depth=1, slots=3, overhead_cycles=0)
     assert not stream.nest.follows_the_rules(stream.slots)
     whole = WholeProgram(stream.materialize())
@@ -148,7 +148,7 @@ def test_a_nest_past_the_cycle_bound_is_refused_as_its_whole_program_is():
     args, platform = (64, 64, 64, 8, 8, 8, np.array([0, 1, 2]), 0, 4, 4, 1, 0,
                       np.full((8, 8), 64, np.int64), np.full((8, 8), 64, np.int64),
                       np.full((8, 8), 64, np.int64), True, True, True, 4, 4, 2, 2, False,
-                      np.zeros((0, 4), np.int64), 4, 1.0), make_platform()
+                      np.zeros((0, 4), np.int64), 4, 1.0, 0), make_platform()
     stream = GemmStream(args, platform, depth=1, slots=2, overhead_cycles=0)
     memory = MemoryParams(1e-15, 10, 2)
     with pytest.raises(AccsimError) as expected:

@@ -40,7 +40,7 @@ class LoopNest:
     def __init__(self, args: tuple, platform: Platform):
         (m, n, kk, tm, tn, tk, order, dataflow, rows, cols, count, fold_model, a_table,
          b_load, b_sram, a_offchip, b_offchip, c_offchip, acc, out, a_slots, b_slots,
-         spill, epilogue, lanes, speed) = args
+         spill, epilogue, lanes, speed, prologue) = args
         self.counts = (-(-m // tm), -(-n // tn), -(-kk // tk))
         self.order = tuple(int(d) for d in order)
         self.steps = self.counts[0] * self.counts[1] * self.counts[2]
@@ -55,9 +55,12 @@ class LoopNest:
         self.k_stride = self._inside(2)
         self.reloads = self.spill and self.counts[2] > 1
         self.evacuates = platform.systolic_array.output_path != "direct"
+        self.a_passes = self.counts[1] if self.a_always else 1
+        self.prologue = int(prologue)
+        self.a_elements = m * kk
         self.shapes, self.cycles, self.split = k.shape_tables(
             m, n, kk, tm, tn, tk, dataflow, rows, cols, count, fold_model, speed, acc,
-            out, c_offchip, epilogue, lanes)
+            out, c_offchip, epilogue, lanes, prologue)
         if self.evacuates:
             self.shapes[:, k.S_EVACUATION] = _evacuation(platform, self.shapes,
                                                          self.dataflow)
@@ -130,7 +133,7 @@ class LoopNest:
         """gemm_steps' integer counters over the whole program."""
         ints = np.zeros(kernel.N_INT_COUNTERS, np.int64)
         nm, nn, nk = self.counts
-        a_passes = nn if self.a_always else 1
+        a_passes = self.a_passes
         b_passes = nm if self.b_always else 1
         ints[kernel.A_MISSES] = a_passes * nm * nk
         ints[kernel.B_MISSES] = b_passes * nk * nn
@@ -138,6 +141,8 @@ class LoopNest:
         ints[kernel.B_SRAM_WRITE] = b_passes * int(self.b_sram.sum())
         if self.a_offchip:
             ints[kernel.A_OFFCHIP] = ints[kernel.A_SRAM_WRITE]
+        if self.prologue > 0:   # every element of A, once per pass
+            ints[kernel.PROLOGUE_ELEMS] = a_passes * self.a_elements
         if self.b_offchip:
             ints[kernel.B_OFFCHIP] = b_passes * int(self.b_load.sum())
         s = self.shapes
@@ -171,13 +176,21 @@ class LoopNest:
                                            kernel.EPILOGUE_OFFCHIP,
                                            kernel.C_STORE_OFFCHIP))
         compute = sum(n * int(c) for n, c in zip(self._cases, self.cycles))
-        vector = 0
+        vector = self.a_passes * self._prologue_cycles()
         for steps, shape, _, last_k, _ in self._classes_seen:
             if last_k:
                 vector += steps * int(self.shapes[shape, k.S_VECTOR])
             if last_k or self.spill:
                 vector += steps * int(self.shapes[shape, k.S_EVACUATION])
         return moved, compute, vector
+
+    def _prologue_cycles(self) -> int:
+        """The prologue's vector cycles over every A tile once (edge tiles by shape)."""
+        nm, _, nk = self.counts
+        tiles = {(False, False): (nm - 1) * (nk - 1), (False, True): nm - 1,
+                 (True, False): nk - 1, (True, True): 1}
+        return sum(count * int(self.shapes[4 * last_m + last_k, k.S_PROLOGUE])
+                   for (last_m, last_k), count in tiles.items())
 
     def follows_the_rules(self, slots: int) -> bool:
         """True when every per-step validity rule (program.validate_program) holds by

@@ -22,16 +22,16 @@ from simulator.timing import OS, WS, array_cycles, array_split, fold_shape, vect
 # Columns of the (8, N_SHAPE) table per tile shape: shape = 4 * (last m tile) +
 # 2 * (last n tile) + (last k tile).
 (S_MS, S_NS, S_KS, S_ROW_FOLDS, S_COL_FOLDS, S_VECTOR, S_STORE_LAST, S_EPILOGUE_LOAD,
- S_PARTIAL, S_EVACUATION, N_SHAPE) = range(11)
+ S_PARTIAL, S_EVACUATION, S_PROLOGUE, N_SHAPE) = range(12)
 
 
 @njit(cache=True)
 def shape_tables(m: int, n: int, k: int, tm: int, tn: int, tk: int, dataflow: int,
                  rows: int, cols: int, count: int, fold_model: int, speed: float,
                  acc_bytes: int, out_bytes: int, c_offchip: bool, epilogue: np.ndarray,
-                 lanes: int):
+                 lanes: int, prologue: int):
     """Per tile shape (8) the sizes, folds, epilogue cycles, loads and stores of a
-    finished tile and its partial sums; per case (shape x continues, 16) the array
+    finished tile and its partial sums, the prologue's cycles on an A tile that misses; per case (shape x continues, 16) the array
     cycles and their split: what lowering.steps.gemm_block works out per step."""
     nm, nn, nk = (m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk
     shapes = np.zeros((8, N_SHAPE), np.int64)
@@ -48,6 +48,8 @@ def shape_tables(m: int, n: int, k: int, tm: int, tn: int, tk: int, dataflow: in
         shapes[shape, S_ROW_FOLDS] = (sr + rows - 1) // rows
         shapes[shape, S_COL_FOLDS] = (sc + cols - 1) // cols
         shapes[shape, S_PARTIAL] = ms * ns * acc_bytes
+        if prologue > 0:
+            shapes[shape, S_PROLOGUE] = vector_cycles(ms * ks, lanes, prologue, 1)
         done = ms * ns
         for row in range(epilogue.shape[0]):
             share = done * epilogue[row, 0] // epilogue[row, 1]
@@ -157,6 +159,17 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
         release[at + j] = spill or last_k
         vector[at + j] = vec
         store_bytes[at + j] = store
+    # The prologue norm runs on an A tile as it arrives: on the steps where A misses.
+    norm = shapes[shape, S_PROLOGUE]
+    if norm > 0:
+        a_always = params[P_A_ALWAYS] != 0
+        if inner == 1:   # one A tile along the run, missing on ni == 0
+            for j in range(j0, j1):
+                if a_always or j == 0:
+                    vector[at + j] += norm
+        elif a_always or n0 == 0:
+            for j in range(j0, j1):
+                vector[at + j] += norm
     if params[P_EVACUATION] != 0:
         for j in range(j0, j1):
             evacuation[at + j] = evac
