@@ -35,9 +35,12 @@ def _cores() -> int:
 
 
 def _worth_it() -> bool:
-    """A second process helps only with a second core, a JIT and POSIX file locks."""
+    """A second process helps only with a second core, a JIT and POSIX file locks; and
+    ACCSIM_AHEAD=0 turns it off (to measure the difference, or on a machine whose
+    second core is better left alone)."""
     return (fcntl is not None and _cores() >= 2
-            and os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0"))
+            and os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
+            and os.environ.get("ACCSIM_AHEAD", "1") != "0")
 
 
 def _locked(name: str, kernel: Kernel) -> int | None:
