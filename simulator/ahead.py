@@ -1,12 +1,11 @@
-"""The first run on a machine compiles its late kernels in a second process.
+"""The first run on a machine compiles its late kernels in other processes.
 
 A cold `accsim run` (an empty Numba cache) compiles, one after another, the mapper's
 conv windows, lowering's gemm_block and the fast engine's replay: about 5 s of CPU on
-one core. `compiled_ahead()` starts `python -m simulator.ahead` for the KERNELS whose
-`ahead` specialisations the cache lacks, so they compile on the second core while this
-process imports, maps and compiles the windows; a kernel's first use here waits on the
-child's lock (simulator.jit) and then loads it from the cache. A warm cache starts
-nothing. Results cannot differ: both processes compile the same functions, and Numba
+one core. `compiled_ahead()` starts a child per KERNEL whose `ahead` specialisations
+the cache lacks, so they compile on the other cores while this process imports, maps
+and compiles the windows; a kernel's first use here waits on its child's lock
+(simulator.jit) and then loads it from the cache. A warm cache starts nothing. Results cannot differ: both processes compile the same functions, and Numba
 keys its cache by argument types and bytecode.
 """
 
@@ -70,55 +69,65 @@ class _Forked:
         os.kill(self.pid, signal.SIGKILL)
 
 
-def start(kernels: dict[str, Kernel] = KERNELS) -> _Forked | subprocess.Popen | None:
-    """Compile the KERNELS the cache lacks in a child process holding their locks; None
-    when nothing needs it (a warm cache) or it would not help. On Linux the child is a
-    fork, which has Numba and the kernels' modules loaded already (about 0.5 s of CPU
-    a fresh interpreter spends); elsewhere `python -m simulator.ahead`."""
+def start(kernels: dict[str, Kernel] = KERNELS) -> list[_Forked | subprocess.Popen]:
+    """Compile the KERNELS the cache lacks in child processes holding their locks; none
+    when nothing needs it (a warm cache) or it would not help. On Linux each kernel has
+    its own child, a fork, which has Numba and the kernels' modules loaded already
+    (about 0.5 s of CPU a fresh interpreter spends); elsewhere one
+    `python -m simulator.ahead` compiles them all."""
     if not _worth_it():
-        return None
+        return []
     held = {name: fd for name, kernel in kernels.items() if lacks_ahead(kernel)
             for fd in [_locked(name, kernel)] if fd is not None}
-    if not held:
-        return None
-    items = [f"{name}:{fd}" for name, fd in held.items()]
     try:
         if sys.platform == "linux":
-            pid = os.fork()
-            if pid == 0:  # the child: compile, then leave without running the parent's code
-                code = 1
-                try:
-                    compile_locked(items, kernels)
-                    code = 0
-                finally:
-                    os._exit(code)
-            return _Forked(pid)
-        if kernels is not KERNELS:  # a fresh interpreter knows only KERNELS by name
-            return None
-        return subprocess.Popen([sys.executable, "-m", "simulator.ahead", *items],
-                                pass_fds=tuple(held.values()), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            return [_fork(f"{name}:{fd}", held.values(), kernels)
+                    for name, fd in held.items()]
+        if not held or kernels is not KERNELS:  # a fresh interpreter knows KERNELS only
+            return []
+        return [subprocess.Popen(
+            [sys.executable, "-m", "simulator.ahead",
+             *(f"{name}:{fd}" for name, fd in held.items())],
+            pass_fds=tuple(held.values()), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     except OSError:  # no child: this process compiles as it goes
-        return None
+        return []
     finally:
         for fd in held.values():
-            os.close(fd)  # the child's copies keep the locks
+            os.close(fd)  # the children's copies keep the locks
+
+
+def _fork(item: str, held, kernels: dict[str, Kernel]) -> _Forked:
+    """A forked child compiling one kernel (item "name:fd"), holding only its lock."""
+    pid = os.fork()
+    if pid == 0:  # the child: compile, then leave without running the parent's code
+        code = 1
+        try:
+            mine = int(item.split(":")[1])
+            for fd in held:
+                if fd != mine:
+                    os.close(fd)
+            compile_locked([item], kernels)
+            code = 0
+        finally:
+            os._exit(code)
+    return _Forked(pid)
 
 
 @contextmanager
 def compiled_ahead() -> Iterator[None]:
-    """Within: the KERNELS a cold cache lacks compile in a second process. On leaving,
-    the child is waited for (it fills the cache for the next run), or ended if the body
-    failed."""
-    child = start()
+    """Within: the KERNELS a cold cache lacks compile in other processes. On leaving,
+    the children are waited for (they fill the cache for the next run), or ended if
+    the body failed."""
+    children = start()
     try:
         yield
     except BaseException:
-        if child is not None:
+        for child in children:
             child.kill()
             child.wait()
         raise
-    if child is not None:
+    for child in children:
         child.wait()
 
 
