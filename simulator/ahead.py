@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -71,16 +72,16 @@ class _Forked:
 
 def start(kernels: dict[str, Kernel] = KERNELS) -> list[_Forked | subprocess.Popen]:
     """Compile the KERNELS the cache lacks in child processes holding their locks; none
-    when nothing needs it (a warm cache) or it would not help. On Linux each kernel has
-    its own child, a fork, which has Numba and the kernels' modules loaded already
-    (about 0.5 s of CPU a fresh interpreter spends); elsewhere one
-    `python -m simulator.ahead` compiles them all."""
+    when nothing needs it (a warm cache) or it would not help. On Linux, from a process
+    of one thread, each kernel has its own child, a fork, which has Numba and the
+    kernels' modules loaded already (about 0.5 s of CPU a fresh interpreter spends);
+    otherwise one `python -m simulator.ahead` compiles them all."""
     if not _worth_it():
         return []
     held = {name: fd for name, kernel in kernels.items() if lacks_ahead(kernel)
             for fd in [_locked(name, kernel)] if fd is not None}
     try:
-        if sys.platform == "linux":
+        if sys.platform == "linux" and threading.active_count() == 1:  # a safe fork
             return [_fork(f"{name}:{fd}", held.values(), kernels)
                     for name, fd in held.items()]
         if not held or kernels is not KERNELS:  # a fresh interpreter knows KERNELS only
