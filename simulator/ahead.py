@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from simulator.engines.fast import _replay
-from simulator.jit import Kernel, ahead_types, fcntl, lacks_ahead, lock_path
+from simulator.jit import (Kernel, ahead_types, fcntl, lacks_ahead, load_registries,
+                           lock_path)
 from simulator.lowering.steps import gemm_block
 
 # In the order a run first calls them.
@@ -82,6 +83,8 @@ def start(kernels: dict[str, Kernel] = KERNELS) -> list[_Forked | subprocess.Pop
             for fd in [_locked(name, kernel)] if fd is not None}
     try:
         if sys.platform == "linux" and threading.active_count() == 1:  # a safe fork
+            if held:
+                load_registries(next(iter(kernels.values())))
             return [_fork(f"{name}:{fd}", held.values(), kernels)
                     for name, fd in held.items()]
         if not held or kernels is not KERNELS:  # a fresh interpreter knows KERNELS only
