@@ -87,7 +87,8 @@ def start(kernels: dict[str, Kernel] = KERNELS) -> list[_Forked | subprocess.Pop
                 load_registries(next(iter(kernels.values())))
             return [_fork(f"{name}:{fd}", held.values(), kernels)
                     for name, fd in held.items()]
-        if not held or kernels is not KERNELS:  # a fresh interpreter knows KERNELS only
+        if not held or any(KERNELS.get(name) is not kernel  # a fresh interpreter
+                           for name, kernel in kernels.items()):  # knows KERNELS only
             return []
         return [subprocess.Popen(
             [sys.executable, "-m", "simulator.ahead",

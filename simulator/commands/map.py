@@ -24,11 +24,6 @@ from simulator.terminal import console as report_console
 
 
 def handle(args: argparse.Namespace) -> int:
-    with ahead.compiled_ahead():  # a machine's first run: late kernels on a second core
-        return _handle(args)
-
-
-def _handle(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise AccsimError(f"{args.workers} is not a number of processes >= 1",
                           field="--workers")
@@ -41,7 +36,7 @@ def _handle(args: argparse.Namespace) -> int:
                                                          "heuristic": None}))
     inputs, _ = precision_command.applied(args, inputs, single_chip=True)
     started = time.perf_counter()
-    with progress.search("mapping") as report:
+    with ahead.compiled_ahead(), progress.search("mapping") as report:  # first run
         result = map_workload(inputs, objective=args.objective, heuristics=args.heuristic,
                               workers=args.workers, exhaustive=args.exhaustive,
                               progress=report)

@@ -81,11 +81,6 @@ def _run_inputs(args: argparse.Namespace):
 
 
 def handle(args: argparse.Namespace) -> int:
-    with ahead.compiled_ahead():  # a machine's first run: late kernels on a second core
-        return _handle(args)
-
-
-def _handle(args: argparse.Namespace) -> int:
     _check_run_options(args)
     plan = system_command.plan_from_args(args)
     if args.validate and not plan.single_chip:
@@ -99,10 +94,11 @@ def _handle(args: argparse.Namespace) -> int:
                             file=args.sheet_best)
     fit = system_command.check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
     started = time.perf_counter()
-    system = None if plan.single_chip else simulate_system_shown(
-        inputs, plan, llm, args.engine, ignore_capacity=args.ignore_capacity)
-    result = simulate_shown(inputs, args.engine, memory) if system is None else \
-        system.result
+    with ahead.compiled_ahead():  # a machine's first run: late kernels on other cores
+        system = None if plan.single_chip else simulate_system_shown(
+            inputs, plan, llm, args.engine, ignore_capacity=args.ignore_capacity)
+        result = simulate_shown(inputs, args.engine, memory) if system is None else \
+            system.result
     elapsed = time.perf_counter() - started
     console = report_console(wide=args.wide)
     print_report(result, console)
