@@ -44,12 +44,16 @@ def _worth_it() -> bool:
             and os.environ.get("ACCSIM_AHEAD", "1") != "0")
 
 
-def _locked(name: str, kernel: Kernel) -> int | None:
-    """A descriptor holding the kernel's lock, None if another process holds it."""
+def _locked(kernel: Kernel) -> int | None:
+    """A descriptor holding the kernel's lock, None if another process holds it (or
+    its cache folder takes no file)."""
     path = lock_path(kernel.made())
     if path is None:
         return None
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError:  # this process then compiles the kernel itself, as it goes
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:  # another run compiles it: its first use here waits
@@ -80,7 +84,7 @@ def start(kernels: dict[str, Kernel] = KERNELS) -> list[_Forked | subprocess.Pop
     if not _worth_it():
         return []
     held = {name: fd for name, kernel in kernels.items() if lacks_ahead(kernel)
-            for fd in [_locked(name, kernel)] if fd is not None}
+            for fd in [_locked(kernel)] if fd is not None}
     try:
         if sys.platform == "linux" and threading.active_count() == 1:  # a safe fork
             if held:
