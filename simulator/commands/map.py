@@ -8,7 +8,7 @@ import time
 
 import yaml
 
-from simulator import progress
+from simulator import ahead, progress
 from simulator.commands.compare import compared_inputs
 from simulator.commands.options import add_inputs
 from simulator.errors import AccsimError
@@ -36,7 +36,7 @@ def handle(args: argparse.Namespace) -> int:
                                                          "heuristic": None}))
     inputs, _ = precision_command.applied(args, inputs, single_chip=True)
     started = time.perf_counter()
-    with progress.search("mapping") as report:
+    with ahead.compiled_ahead(), progress.search("mapping") as report:  # first run
         result = map_workload(inputs, objective=args.objective, heuristics=args.heuristic,
                               workers=args.workers, exhaustive=args.exhaustive,
                               progress=report)

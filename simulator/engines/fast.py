@@ -108,11 +108,21 @@ def _grow_fifo(fifo, head, tail):
     mask = fifo.shape[0] - 1
     bigger = np.empty((2 * fifo.shape[0], fifo.shape[1]), np.int64)
     for k in range(tail - head):
-        bigger[k, :] = fifo[(head + k) & mask, :]
+        for column in range(fifo.shape[1]):  # a slice copy compiles its error text: 2 s
+            bigger[k, column] = fifo[(head + k) & mask, column]
     return bigger
 
 
-@njit(cache=True)
+# The argument types of a replay without partial-sum reloads or evacuation (reloaded and
+# evacuation None), compiled ahead on a machine's first run (simulator.ahead).
+_REPLAY_TYPES = ("(" + ", ".join(["int64[::1]"] * 3 + ["boolean[::1]"] * 2
+                                 + ["int64[::1]"] * 2 + ["none", "none"] + ["int64"] * 4
+                                 + ["float64", "int64", "boolean", "int64[:, ::1]"]
+                                 + ["int64[::1]"] * 7 + ["boolean[::1]", "int64[:, ::1]"])
+                 + ")")
+
+
+@njit(cache=True, ahead=(_REPLAY_TYPES,))
 def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_bytes,
             reload_of, reloaded, evacuation, base, n_steps, depth, slots, bytes_per_cycle,
             access_cycles, keep, out, state, load_req, load_use, comp_end, done_step,
