@@ -99,7 +99,7 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
 # ahead on a machine's first run (simulator.ahead).
 _I, _B, _F, _V, _M = "int64", "boolean", "float64", "int64[::1]", "int64[:, ::1]"
 GEMM_BLOCK_TYPES = "(" + ", ".join(
-    [_I] * 8 + [_V] + [_I] * 5 + [_M] * 3 + [_B] * 3 + [_I] * 4 + [_B, _M, _I, _F]
+    [_I] * 8 + [_V] + [_I] * 5 + [_M] * 3 + [_B] * 3 + [_I] * 4 + [_B, _M, _I, _F, _I]
     + [_M, _M, _V, _V, _V, "float64[::1]"] + [_V] * 4 + ["boolean[::1]"] * 2
     + [_V] * 2) + ")"
 
