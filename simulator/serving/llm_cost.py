@@ -125,6 +125,7 @@ class LlmCost:
         self._dense_memo: dict[int, Pair] = {}
         self._decode_memo: dict[int, Pair] = {}
         self._call_memo: dict[tuple[int, int], Pair] = {}
+        self._steps = np.arange(0)  # 0, 1, ...: iteration numbers of a decode run
 
     def _identity(self) -> dict:
         """What the grid costs depend on: the cache key's content."""
@@ -267,19 +268,22 @@ class LlmCost:
     def decode_run(self, decode: Sequence[int], iterations: int) -> CostRun:
         """Each of `iterations` decode-only iterations, contexts growing by one per
         iteration. Between two grid points a request's attention cost is linear in its
-        context, so each such stretch is added once, as a start value and a slope, to
-        difference arrays over the run (request by request, stretch by stretch: the
-        same additions in the same order whatever the run's length), which running
-        sums turn into each iteration's cost."""
+        context, so each such stretch is added once, as a start value and a slope,
+        where it starts and taken off where it ends (request by request, stretch by
+        stretch); their running sums are constant between those iterations, so they
+        are summed once per change (as a running sum over every iteration would: the
+        iterations between add 0) and repeated; each iteration's cost is then the dense
+        part and the call, plus the sum of starts, plus the sum of slopes times the
+        iteration's number."""
         bits, at = self.bits, self._decode_at
-        changes: dict[int, list[float]] = {}  # iteration -> change of (a_s, b_s, a_e, b_e)
+        changes: dict[int, list[float]] = {}  # iteration -> change of (a_s, a_e, b_s, b_e)
         for context in decode:
             start = 0
             while start < iterations:
                 low, high = grid_cell(context + start, bits)
                 s0, e0 = at(low)
                 if low == high:  # a grid point: this one iteration at its cost
-                    end, a_s, b_s, a_e, b_e = start + 1, s0, 0.0, e0, 0.0
+                    end, a_s, a_e, b_s, b_e = start + 1, s0, e0, 0.0, 0.0
                 else:
                     s1, e1 = at(high)
                     span = high - low
@@ -288,25 +292,32 @@ class LlmCost:
                     end = min(high - context, iterations)
                 row = changes.setdefault(start, [0.0, 0.0, 0.0, 0.0])
                 row[0] += a_s
-                row[1] += b_s
-                row[2] += a_e
+                row[1] += a_e
+                row[2] += b_s
                 row[3] += b_e
                 if end < iterations:  # a stretch ending with the run is never undone
                     row = changes.setdefault(end, [0.0, 0.0, 0.0, 0.0])
                     row[0] -= a_s
-                    row[1] -= b_s
-                    row[2] -= a_e
+                    row[1] -= a_e
+                    row[2] -= b_s
                     row[3] -= b_e
                 start = end
-        table = np.zeros((4, iterations))
-        if changes:
-            table[:, list(changes)] = np.array(list(changes.values())).T
-        running = np.add.accumulate(table, axis=1)
         dense_s, dense_e = self._dense_cost(len(decode))
         call_s, call_e = self._call(len(decode), len(decode))
-        steps = np.arange(iterations)
-        return CostRun((dense_s + call_s) + running[0] + running[1] * steps,
-                       (dense_e + call_e) + running[2] + running[3] * steps)
+        base_s, base_e = dense_s + call_s, dense_e + call_e
+        starts = sorted(changes)  # every request has a stretch from 0: so has `starts`
+        segments, total = [], [0.0, 0.0, 0.0, 0.0]
+        for index, start in enumerate(starts):  # the running sums, once per change
+            change = changes[start]
+            total = change if index == 0 else [t + c for t, c in zip(total, change)]
+            segments.append((base_s + total[0], base_e + total[1], total[2], total[3]))
+        if not segments:  # no request: the dense part and the call alone
+            segments, starts = [(base_s + 0.0, base_e + 0.0, 0.0, 0.0)], [0]
+        lengths = [end - start for start, end in zip(starts, starts[1:] + [iterations])]
+        rows = np.repeat(np.array(segments).T, lengths, axis=1)
+        if len(self._steps) < iterations:
+            self._steps = np.arange(max(iterations, 2 * len(self._steps)))
+        return CostRun(rows[:2] + rows[2:] * self._steps[:iterations])
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
         """The whole iteration simulated as one workload, nothing bucketed (kept in
