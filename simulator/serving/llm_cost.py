@@ -121,10 +121,10 @@ class LlmCost:
         self._prefill: dict[tuple[int, int], Pair] = stored["prefill"]
         self._decode: dict[int, Pair] = stored["decode"]
         self._exact: dict[tuple, Pair] = stored["exact"]
-        self._saved = self._sizes()
+        self._saved = (self._sizes(), len(self._exact))
         self._dense_memo: dict[int, Pair] = {}
         self._decode_memo: dict[int, Pair] = {}
-        self._call_memo: dict[tuple[int, int], Pair] = {}
+        self._call_memo: dict[tuple[int, int], Cost] = {}
         self._steps = np.arange(0)  # 0, 1, ...: iteration numbers of a decode run
 
     def _identity(self) -> dict:
@@ -147,17 +147,18 @@ class LlmCost:
             identity["precision"] = self.precision.identity()
         return identity
 
-    def _sizes(self) -> tuple[int, ...]:
-        return len(self._dense), len(self._prefill), len(self._decode), len(self._exact)
+    def _sizes(self) -> tuple[int, int, int]:
+        return len(self._dense), len(self._prefill), len(self._decode)
 
     def save(self) -> None:
         """Write the grid points and exact iterations simulated since the last save to
         the cache."""
-        if self._sizes() == self._saved:
+        sizes = (self._sizes(), len(self._exact))
+        if sizes == self._saved:
             return
         self.cache.store(self.key, {"dense": self._dense, "prefill": self._prefill,
                                     "decode": self._decode, "exact": self._exact})
-        self._saved = self._sizes()
+        self._saved = sizes
 
     def _frontend_workload(self, prefill, decode) -> Workload:
         """The frontend's iteration workload, before any precision plan."""
@@ -252,17 +253,16 @@ class LlmCost:
             part_s, part_e = decode_cost(context)
             seconds += part_s
             energy += part_e
-        call_s, call_e = self._call(tokens, len(decode) + len(prefill))
-        return Cost(seconds + call_s, energy + call_e)
+        call = self._call(tokens, len(decode) + len(prefill))
+        return Cost(seconds + call.seconds, energy + call.energy_j)
 
-    def _call(self, tokens: int, requests: int) -> Pair:
+    def _call(self, tokens: int, requests: int) -> Cost:
         """One iteration's call: launch, token ids in, sampled ids out."""
         key = (tokens, requests)
         found = self._call_memo.get(key)
         if found is None:
-            cost = call_cost(self.platform, call_cycles(
+            found = self._call_memo[key] = call_cost(self.platform, call_cycles(
                 self.platform, TOKEN_ID_BYTES * tokens, TOKEN_ID_BYTES * requests))
-            found = self._call_memo[key] = (cost.seconds, cost.energy_j)
         return found
 
     def decode_run(self, decode: Sequence[int], iterations: int) -> CostRun:
@@ -303,8 +303,8 @@ class LlmCost:
                     row[3] -= b_e
                 start = end
         dense_s, dense_e = self._dense_cost(len(decode))
-        call_s, call_e = self._call(len(decode), len(decode))
-        base_s, base_e = dense_s + call_s, dense_e + call_e
+        call = self._call(len(decode), len(decode))
+        base_s, base_e = dense_s + call.seconds, dense_e + call.energy_j
         starts = sorted(changes)  # every request has a stretch from 0: so has `starts`
         segments, total = [], [0.0, 0.0, 0.0, 0.0]
         for index, start in enumerate(starts):  # the running sums, once per change
