@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 COLD_TARGET_S, WARM_TARGET_S = 30.0, 15.0
 ARGS = ["--model", "llama_3_1_8b", "--arch", "tpu_v5e_like", "--arrival-trace",
@@ -50,18 +51,20 @@ for name, (w0, c0), (w1, c1) in zip(names, marks, marks[1:]):
 """
 
 
-def environment(code: str | None) -> dict:
+def where(code: str | None) -> dict:
+    """subprocess.run's cwd and env that import the package in `code` (python -m and -c
+    put the working folder first on sys.path; None: this checkout)."""
+    root = code or str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ)
-    if code:
-        env["PYTHONPATH"] = code + (os.pathsep + env["PYTHONPATH"]
-                                    if env.get("PYTHONPATH") else "")
-    return env
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]
+                                if env.get("PYTHONPATH") else "")
+    return {"cwd": root, "env": env}
 
 
 def timed(args: list[str], code: str | None) -> tuple[float, float]:
     """Wall seconds and the child's CPU seconds of one whole process."""
     start, before = time.perf_counter(), os.times()
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, env=environment(code))
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, **where(code))
     after = os.times()
     cpu = (after.children_user + after.children_system
            - before.children_user - before.children_system)
@@ -80,7 +83,7 @@ def bench(requests: int, code: str | None, filled: str | None) -> None:
                   f"{wall:6.1f} s wall, {cpu:6.1f} s CPU, whole process (target < "
                   f"{target:.0f} s): {'met' if wall < target else 'MISSED'}", flush=True)
         subprocess.run([sys.executable, "-c", PHASES, str(requests), cache], check=True,
-                       env=environment(code))
+                       **where(code))
 
 
 def main() -> None:
