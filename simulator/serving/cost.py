@@ -48,27 +48,35 @@ ZERO = Cost(0.0, 0.0)
 
 @dataclass(frozen=True)
 class CostRun:
-    """Costs of consecutive iterations as two arrays (no object per iteration);
-    iterating it yields Cost for readers that want them one by one."""
+    """Costs of consecutive iterations as one 2 x n array, seconds then joules (no
+    object per iteration); iterating it yields Cost for readers that want them one
+    by one."""
 
-    seconds: np.ndarray
-    energy_j: np.ndarray
+    table: np.ndarray
+
+    @property
+    def seconds(self) -> np.ndarray:
+        return self.table[0]
+
+    @property
+    def energy_j(self) -> np.ndarray:
+        return self.table[1]
 
     @classmethod
     def of(cls, costs: Sequence[Cost]) -> CostRun:
-        return cls(np.array([c.seconds for c in costs], dtype=np.float64),
-                   np.array([c.energy_j for c in costs], dtype=np.float64))
+        return cls(np.array([[c.seconds for c in costs], [c.energy_j for c in costs]],
+                            dtype=np.float64).reshape(2, len(costs)))
 
     @classmethod
     def joined(cls, runs: Sequence[CostRun]) -> CostRun:
-        return cls(np.concatenate([r.seconds for r in runs]),
-                   np.concatenate([r.energy_j for r in runs]))
+        return cls(np.concatenate([r.table for r in runs], axis=1))
 
     def __len__(self) -> int:
-        return len(self.seconds)
+        return self.table.shape[1]
 
     def __iter__(self):
-        return (Cost(s, e) for s, e in zip(self.seconds.tolist(), self.energy_j.tolist()))
+        seconds, energy = self.table.tolist()
+        return (Cost(s, e) for s, e in zip(seconds, energy))
 
 
 class BatchCost(Protocol):

@@ -4,7 +4,9 @@ nothing again.
 
 An entry is one JSON file named by the SHA-256 of a canonical JSON of what the costs
 depend on (the platform's canonical dump, the model config, dtype, the frontend and
-its probe workloads, MODEL_VERSION). The folder is the user's cache folder
+its probe workloads, MODEL_VERSION). Beside the grid points it keeps the whole
+iterations simulated exactly for the bucketing error (`exact`, optional: entries
+written before it existed stay valid), so a warm run simulates nothing. The folder is the user's cache folder
 ($XDG_CACHE_HOME/accsim/serving-costs, else ~/.cache/...) or one named by
 --cost-cache, written only through simulator.outputs. An entry is untrusted: one of
 another key, a wrong shape or type, or unreadable, is ignored and recomputed.
@@ -26,6 +28,9 @@ FORMAT = 1
 MAX_ENTRY_BYTES = 64 * 2**20
 # Part -> how many integer coordinates each point has before its seconds and joules.
 PARTS = {"dense": 1, "prefill": 2, "decode": 1}
+# Exact iterations: rows [[new, cached, new, cached, ...], [context, ...], s, J] keyed
+# by their shape ((new, cached) per chunk, contexts).
+EXACT = "exact"
 
 
 def user_folder() -> Path:
@@ -64,6 +69,22 @@ def _points(rows, width: int) -> dict | None:
     return points
 
 
+def _exact(rows) -> dict | None:
+    """{shape: (seconds, joules)} of the exact rows, or None if any is malformed."""
+    if not isinstance(rows, list):
+        return None
+    points = {}
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], list)
+                and isinstance(row[1], list) and len(row[0]) % 2 == 0
+                and all(_count(v) for v in row[0] + row[1])
+                and _amount(row[2]) and _amount(row[3])):
+            return None
+        chunks = tuple(zip(row[0][0::2], row[0][1::2]))
+        points[chunks, tuple(row[1])] = (row[2], row[3])
+    return points
+
+
 def parse_entry(data: bytes, key: str) -> dict[str, dict] | None:
     """The parts of an entry if it is well formed and of this key, else None."""
     try:
@@ -74,12 +95,18 @@ def parse_entry(data: bytes, key: str) -> dict[str, dict] | None:
             and content.get("key") == key):
         return None
     parts = {name: _points(content.get(name), width) for name, width in PARTS.items()}
+    parts[EXACT] = _exact(content.get(EXACT, []))
     return None if any(p is None for p in parts.values()) else parts
 
 
 def _rows(points: dict) -> list[list]:
     return [[*(k if isinstance(k, tuple) else (k,)), s, e]
             for k, (s, e) in sorted(points.items())]
+
+
+def _exact_rows(points: dict) -> list[list]:
+    return [[[v for chunk in chunks for v in chunk], list(contexts), s, e]
+            for (chunks, contexts), (s, e) in sorted(points.items())]
 
 
 class CostCache:
@@ -109,7 +136,7 @@ class CostCache:
             parts = parse_entry(data, key) if data is not None else None
             if parts is not None:
                 return parts
-        return {name: {} for name in PARTS}
+        return {name: {} for name in (*PARTS, EXACT)}
 
     def store(self, key: str, parts: dict[str, dict]) -> None:
         """Write the entry: what is on disk now (another run's points) and `parts`."""
@@ -117,10 +144,11 @@ class CostCache:
         if folder is None:
             return
         merged = self.load(key)
-        for name in PARTS:
-            merged[name].update(parts[name])
+        for name in (*PARTS, EXACT):
+            merged[name].update(parts.get(name, {}))
         content = {"format": FORMAT, "key": key,
-                   **{name: _rows(points) for name, points in merged.items()}}
+                   **{name: _rows(merged[name]) for name in PARTS},
+                   EXACT: _exact_rows(merged[EXACT])}
         with folder:
             try:
                 folder.write(f"{key}.json", json.dumps(content) + "\n")

@@ -65,13 +65,13 @@ class Replica:
                 yield self.arrived if plan is None else \
                     self.arrived | env.timeout(max(0.0, plan - env.now))
                 continue
-            end = plan.ends_s[-1]
+            end = plan.end(-1)
             done = len(plan.ends_s)
             if plan.interruptible:
                 yield self.arrived | env.timeout(max(0.0, end - env.now))
                 if env.now < end:  # finish the iteration under way, then let it join
                     done = bisect_left(plan.ends_s, env.now) + 1
-                    yield env.timeout(max(0.0, plan.ends_s[done - 1] - env.now))
+                    yield env.timeout(max(0.0, plan.end(done - 1) - env.now))
             else:
                 yield env.timeout(max(0.0, end - env.now))
             self.scheduler.commit(plan, done)
@@ -149,7 +149,8 @@ class PipelinedReplica:
                 continue
             self._enter()
             ends, busy, spent, last = [], [], 0.0, plan.start_s
-            for end in plan.ends_s:
+            for index in range(len(plan.ends_s)):
+                end = plan.end(index)
                 share = (end - last) / stages
                 last = end
                 for stage in self.stages:

@@ -56,21 +56,13 @@ def grid_cell(value: int, bits: int) -> tuple[int, int]:
     return (low, low) if low == value else (low, low + (1 << shift))
 
 
-def as_pairs(table: dict) -> dict:
-    return {key: (cost.seconds, cost.energy_j) for key, cost in table.items()}
+Pair = tuple[float, float]  # seconds and joules of one part at one size
 
 
-def grid_cells(values: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """grid_cell of every value of an integer array."""
-    length = np.frexp(values.astype(np.float64))[1]  # bit length (values < 2^53)
-    shift = np.maximum(length - bits, 0)
-    low = (values >> shift) << shift
-    return low, np.where(low == values, low, low + (np.int64(1) << shift))
-
-
-def _between(low: Cost, high: Cost, fraction: float) -> Cost:
-    return Cost(low.seconds + (high.seconds - low.seconds) * fraction,
-                low.energy_j + (high.energy_j - low.energy_j) * fraction)
+def _between(low: Pair, high: Pair, fraction: float) -> Pair:
+    """Linear interpolation between two pairs (the arithmetic every lookup uses)."""
+    return (low[0] + (high[0] - low[0]) * fraction,
+            low[1] + (high[1] - low[1]) * fraction)
 
 
 def _shape(op) -> object:
@@ -127,11 +119,17 @@ class LlmCost:
         self.cache = cache or CostCache(None)
         self.key = cache_key(self._identity())
         stored = self.cache.load(self.key)
-        self._dense: dict[int, Cost] = {k: Cost(*v) for k, v in stored["dense"].items()}
-        self._prefill: dict[tuple[int, int], Cost] = {
-            k: Cost(*v) for k, v in stored["prefill"].items()}
-        self._decode: dict[int, Cost] = {k: Cost(*v) for k, v in stored["decode"].items()}
-        self._saved = self._sizes()
+        # Grid points (seconds, joules) and whole iterations simulated exactly, as the
+        # cache holds them; then memos of interpolated parts (pure functions of those).
+        self._dense: dict[int, Pair] = stored["dense"]
+        self._prefill: dict[tuple[int, int], Pair] = stored["prefill"]
+        self._decode: dict[int, Pair] = stored["decode"]
+        self._exact: dict[tuple, Pair] = stored["exact"]
+        self._saved = (self._sizes(), len(self._exact))
+        self._dense_memo: dict[int, Pair] = {}
+        self._decode_memo: dict[int, Pair] = {}
+        self._call_memo: dict[tuple[int, int], Cost] = {}
+        self._steps = np.arange(0)  # 0, 1, ...: iteration numbers of a decode run
 
     def _identity(self) -> dict:
         """What the grid costs depend on: the cache key's content."""
@@ -157,13 +155,14 @@ class LlmCost:
         return len(self._dense), len(self._prefill), len(self._decode)
 
     def save(self) -> None:
-        """Write the grid points simulated since the last save to the cache."""
-        if self._sizes() == self._saved:
+        """Write the grid points and exact iterations simulated since the last save to
+        the cache."""
+        sizes = (self._sizes(), len(self._exact))
+        if sizes == self._saved:
             return
-        self.cache.store(self.key, {"dense": as_pairs(self._dense),
-                                    "prefill": as_pairs(self._prefill),
-                                    "decode": as_pairs(self._decode)})
-        self._saved = self._sizes()
+        self.cache.store(self.key, {"dense": self._dense, "prefill": self._prefill,
+                                    "decode": self._decode, "exact": self._exact})
+        self._saved = sizes
 
     def _frontend_workload(self, prefill, decode) -> Workload:
         """The frontend's iteration workload, before any precision plan."""
@@ -175,14 +174,16 @@ class LlmCost:
         workload = self._frontend_workload(prefill, decode)
         return workload if self.precision is None else self.precision.apply(workload)
 
-    def _part(self, workload: Workload, positions: frozenset[int], own: bool) -> Cost:
+    def _part(self, workload: Workload, positions: frozenset[int], own: bool) -> Pair:
         """The cost of the fusion units that belong to a request (`own`) or are shared:
         a unit is a request's when any of its operators is (a group is costed whole,
         as a run fuses it)."""
         units = [unit for unit in self.costs.units(workload)
                  if any(i in positions for i in unit) == own]
-        return self.costs.workload(workload, units) + self._hidden(workload, units) \
-            if units else ZERO
+        if not units:
+            return 0.0, 0.0
+        cost = self.costs.workload(workload, units) + self._hidden(workload, units)
+        return cost.seconds, cost.energy_j
 
     def _hidden(self, workload: Workload, units: list[tuple[int, ...]]) -> Cost:
         """Minus the collective time the replica plan's overlap hides in `units` (a
@@ -196,7 +197,7 @@ class LlmCost:
                  for unit in units]
         return Cost(-hidden_seconds(mode, timed, self.platform.clock_ghz), 0.0)
 
-    def _dense_at(self, tokens: int) -> Cost:
+    def _dense_at(self, tokens: int) -> Pair:
         """Shared operators (projections, MLP, norms, head) over `tokens` tokens."""
         found = self._dense.get(tokens)
         if found is None:
@@ -204,7 +205,7 @@ class LlmCost:
             self._dense[tokens] = found
         return found
 
-    def _prefill_at(self, new: int, cached: int) -> Cost:
+    def _prefill_at(self, new: int, cached: int) -> Pair:
         key = (new, cached)
         found = self._prefill.get(key)
         if found is None:
@@ -212,27 +213,39 @@ class LlmCost:
             self._prefill[key] = found
         return found
 
-    def _decode_at(self, context: int) -> Cost:
+    def _decode_at(self, context: int) -> Pair:
         found = self._decode.get(context)
         if found is None:
             found = self._part(self._workload((), [context]), self._decode_own, True)
             self._decode[context] = found
         return found
 
-    def dense(self, tokens: int) -> Cost:
-        low, high = grid_cell(tokens, self.bits)
-        at = self._dense_at
-        return at(low) if low == high else \
-            _between(at(low), at(high), (tokens - low) / (high - low))
+    def _dense_cost(self, tokens: int) -> Pair:
+        """The shared operators over `tokens` tokens, linear between grid points."""
+        found = self._dense_memo.get(tokens)
+        if found is None:
+            low, high = grid_cell(tokens, self.bits)
+            at = self._dense_at
+            found = at(low) if low == high else \
+                _between(at(low), at(high), (tokens - low) / (high - low))
+            self._dense_memo[tokens] = found
+        return found
 
-    def decode_attention(self, context: int) -> Cost:
-        low, high = grid_cell(context, self.bits)
-        at = self._decode_at
-        return at(low) if low == high else \
-            _between(at(low), at(high), (context - low) / (high - low))
+    def _decode_cost(self, context: int) -> Pair:
+        """One decoding request's attention at `context`, linear between grid points
+        (at a point, the fraction 0 / 1: the arithmetic of every other context)."""
+        found = self._decode_memo.get(context)
+        if found is None:
+            low, high = grid_cell(context, self.bits)
+            at = self._decode_at
+            found = _between(at(low), at(high),
+                             (context - low) / (high - low if high != low else 1))
+            self._decode_memo[context] = found
+        return found
 
-    def prefill_attention(self, new: int, cached: int) -> Cost:
-        """Bilinear between the grid points around (new, cached)."""
+    def _prefill_cost(self, new: int, cached: int) -> Pair:
+        """A prefill chunk's attention: bilinear between the grid points around
+        (new, cached)."""
         n0, n1 = grid_cell(new, self.bits)
         c0, c1 = grid_cell(cached, self.bits)
         at = self._prefill_at
@@ -243,92 +256,99 @@ class LlmCost:
         high = at(n0, c1) if n1 == n0 else _between(at(n0, c1), at(n1, c1), across)
         return _between(low, high, (cached - c0) / (c1 - c0))
 
-    def _decode_points(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Seconds and energy of decode attention at each of `points` (grid points),
-        each distinct point looked up (or simulated) once."""
-        distinct, where = np.unique(points, return_inverse=True)
-        found = [self._decode_at(p) for p in distinct.tolist()]
-        seconds = np.array([c.seconds for c in found], dtype=np.float64)
-        energy = np.array([c.energy_j for c in found], dtype=np.float64)
-        return seconds[where], energy[where]
-
-    def _decode_parts(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """decode_attention of every context, as arrays (same arithmetic as _between)."""
-        low, high = grid_cells(contexts, self.bits)
-        s0, e0 = self._decode_points(low)
-        s1, e1 = self._decode_points(high)
-        fraction = (contexts - low) / np.where(high == low, 1, high - low)
-        return s0 + (s1 - s0) * fraction, e0 + (e1 - e0) * fraction
-
     def iteration(self, prefill: Sequence[tuple[int, int]],
                   decode: Sequence[int]) -> Cost:
-        dense = self.dense(len(decode) + sum(new for new, _ in prefill))
-        seconds, energy = dense.seconds, dense.energy_j
-        for new, cached in prefill:
-            part = self.prefill_attention(new, cached)
-            seconds += part.seconds
-            energy += part.energy_j
-        if decode:  # added left to right, as one at a time
-            part_s, part_e = self._decode_parts(np.asarray(decode, dtype=np.int64))
-            seconds = float(np.add.accumulate(np.concatenate(([seconds], part_s)))[-1])
-            energy = float(np.add.accumulate(np.concatenate(([energy], part_e)))[-1])
+        """The dense part, then each chunk's and each decode's attention added left to
+        right, then the call."""
         tokens = len(decode) + sum(new for new, _ in prefill)
-        return Cost(seconds, energy) + self._call(tokens, len(decode) + len(prefill))
+        seconds, energy = self._dense_cost(tokens)
+        for new, cached in prefill:
+            part_s, part_e = self._prefill_cost(new, cached)
+            seconds += part_s
+            energy += part_e
+        decode_cost = self._decode_cost
+        for context in decode:
+            part_s, part_e = decode_cost(context)
+            seconds += part_s
+            energy += part_e
+        call = self._call(tokens, len(decode) + len(prefill))
+        return Cost(seconds + call.seconds, energy + call.energy_j)
 
     def _call(self, tokens: int, requests: int) -> Cost:
         """One iteration's call: launch, token ids in, sampled ids out."""
-        return call_cost(self.platform, call_cycles(self.platform, TOKEN_ID_BYTES * tokens,
-                                                    TOKEN_ID_BYTES * requests))
+        key = (tokens, requests)
+        found = self._call_memo.get(key)
+        if found is None:
+            found = self._call_memo[key] = call_cost(self.platform, call_cycles(
+                self.platform, TOKEN_ID_BYTES * tokens, TOKEN_ID_BYTES * requests))
+        return found
 
     def decode_run(self, decode: Sequence[int], iterations: int) -> CostRun:
         """Each of `iterations` decode-only iterations, contexts growing by one per
         iteration. Between two grid points a request's attention cost is linear in its
-        context, so each such stretch is added once, as a start value and a slope
-        (difference arrays over the run), rather than once per iteration; every
-        request's stretches are found together, one stretch of each per round."""
-        contexts = np.asarray(decode, dtype=np.int64)
-        step = np.zeros(len(contexts), dtype=np.int64)
-        live = np.arange(len(contexts))
-        rounds = [tuple(np.zeros(0, dtype=t) for t in (np.int64,) * 3 + (np.float64,) * 4)]
-        while live.size:
-            context, start = contexts[live], step[live]
-            low, high = grid_cells(context + start, self.bits)
-            point = low == high  # a grid point: this one iteration at its cost
-            end = np.where(point, start + 1, np.minimum(high - context, iterations))
-            s0, e0 = self._decode_points(low)
-            s1, e1 = self._decode_points(high)
-            span = np.where(point, 1, high - low)
-            b_s = np.where(point, 0.0, (s1 - s0) / span)
-            b_e = np.where(point, 0.0, (e1 - e0) / span)
-            a_s = np.where(point, s0, s0 + b_s * (context - low))
-            a_e = np.where(point, e0, e0 + b_e * (context - low))
-            rounds.append((live, start, end, a_s, b_s, a_e, b_e))
-            step[live] = end
-            live = live[end < iterations]
-        owner, start, end, a_s, b_s, a_e, b_e = (np.concatenate(column)
-                                                 for column in zip(*rounds))
-        order = np.argsort(owner, kind="stable")  # request by request, stretch by stretch
-        at = np.empty(2 * len(order), dtype=np.int64)
-        at[0::2], at[1::2] = start[order], end[order]
-
-        def running(values: np.ndarray) -> np.ndarray:
-            change = np.zeros(iterations + 1)
-            signed = np.empty(2 * len(order))
-            signed[0::2], signed[1::2] = values[order], -values[order]
-            np.add.at(change, at, signed)  # in order, as the loop added them
-            return np.add.accumulate(change[:iterations])
-
-        dense = self.dense(len(decode)) + self._call(len(decode), len(decode))
-        steps = np.arange(iterations)
-        return CostRun(dense.seconds + running(a_s) + running(b_s) * steps,
-                       dense.energy_j + running(a_e) + running(b_e) * steps)
+        context, so each such stretch is added once, as a start value and a slope,
+        where it starts and taken off where it ends (request by request, stretch by
+        stretch); their running sums are constant between those iterations, so they
+        are summed once per change (as a running sum over every iteration would: the
+        iterations between add 0) and repeated; each iteration's cost is then the dense
+        part and the call, plus the sum of starts, plus the sum of slopes times the
+        iteration's number."""
+        bits, at = self.bits, self._decode_at
+        changes: dict[int, list[float]] = {}  # iteration -> change of (a_s, a_e, b_s, b_e)
+        for context in decode:
+            start = 0
+            while start < iterations:
+                low, high = grid_cell(context + start, bits)
+                s0, e0 = at(low)
+                if low == high:  # a grid point: this one iteration at its cost
+                    end, a_s, a_e, b_s, b_e = start + 1, s0, e0, 0.0, 0.0
+                else:
+                    s1, e1 = at(high)
+                    span = high - low
+                    b_s, b_e = (s1 - s0) / span, (e1 - e0) / span
+                    a_s, a_e = s0 + b_s * (context - low), e0 + b_e * (context - low)
+                    end = min(high - context, iterations)
+                row = changes.setdefault(start, [0.0, 0.0, 0.0, 0.0])
+                row[0] += a_s
+                row[1] += a_e
+                row[2] += b_s
+                row[3] += b_e
+                if end < iterations:  # a stretch ending with the run is never undone
+                    row = changes.setdefault(end, [0.0, 0.0, 0.0, 0.0])
+                    row[0] -= a_s
+                    row[1] -= a_e
+                    row[2] -= b_s
+                    row[3] -= b_e
+                start = end
+        dense_s, dense_e = self._dense_cost(len(decode))
+        call = self._call(len(decode), len(decode))
+        base_s, base_e = dense_s + call.seconds, dense_e + call.energy_j
+        starts = sorted(changes)  # every request has a stretch from 0: so has `starts`
+        segments, total = [], [0.0, 0.0, 0.0, 0.0]
+        for index, start in enumerate(starts):  # the running sums, once per change
+            change = changes[start]
+            total = change if index == 0 else [t + c for t, c in zip(total, change)]
+            segments.append((base_s + total[0], base_e + total[1], total[2], total[3]))
+        if not segments:  # no request: the dense part and the call alone
+            segments, starts = [(base_s + 0.0, base_e + 0.0, 0.0, 0.0)], [0]
+        lengths = [end - start for start, end in zip(starts, starts[1:] + [iterations])]
+        rows = np.repeat(np.array(segments).T, lengths, axis=1)
+        if len(self._steps) < iterations:
+            self._steps = np.arange(max(iterations, 2 * len(self._steps)))
+        return CostRun(rows[:2] + rows[2:] * self._steps[:iterations])
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
-        """The whole iteration simulated as one workload, nothing bucketed (less the
-        collective time the plan's overlap hides in it)."""
-        workload = self._workload(prefill, decode)
-        return simulated_cost(self.platform, workload, self.costs.mapping) + \
-            self._hidden(workload, self.costs.units(workload))
+        """The whole iteration simulated as one workload, nothing bucketed, less the
+        collective time the plan's overlap hides in it (kept in the cost cache by its
+        shape, as the grid points are)."""
+        key = (tuple(tuple(chunk) for chunk in prefill), tuple(decode))
+        found = self._exact.get(key)
+        if found is None:
+            workload = self._workload(prefill, decode)
+            cost = simulated_cost(self.platform, workload, self.costs.mapping) + \
+                self._hidden(workload, self.costs.units(workload))
+            found = self._exact[key] = (cost.seconds, cost.energy_j)
+        return Cost(*found)
 
     def reference_workload(self) -> Workload:
         """One decode iteration of one request: what the result's manifest embeds."""

@@ -20,11 +20,12 @@ advances per scheduling decision, not per token.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.serving.cost import CostRun
+from simulator.serving.cost import Cost, CostRun
 from simulator.serving.kv_cache import blocks_for
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.registry import Registry
@@ -37,27 +38,44 @@ MAX_RUN_ITERATIONS = 4096
 @dataclass
 class Plan:
     """Iterations to run from `start_s`: each one's end time and the energy used by
-    its end; `work` is the scheduler's own record of what runs. `busy_s`, where set,
-    is the replica's busy time by each iteration's end (a pipelined replica's stages
-    share it); otherwise the time since `start_s`."""
+    its end (lists, or NumPy arrays for a run: read them through `end` and `energy`);
+    `work` is the scheduler's own record of what runs. `busy_s`, where set, is the
+    replica's busy time by each iteration's end (a pipelined replica's stages share
+    it); otherwise the time since `start_s`."""
 
     start_s: float
-    ends_s: list[float]
-    energy_j: list[float]
+    ends_s: Sequence[float]
+    energy_j: Sequence[float]
     interruptible: bool
     work: object
     busy_s: list[float] | None = None
 
+    def end(self, index: int) -> float:
+        """The end time of iteration `index` (negative: from the last)."""
+        return float(self.ends_s[index])
+
+    def energy(self, done: int) -> float:
+        """Energy of the first `done` iterations."""
+        return float(self.energy_j[done - 1])
+
     def busy(self, done: int) -> float:
         """Busy seconds of the first `done` iterations."""
-        return self.busy_s[done - 1] if self.busy_s else self.ends_s[done - 1] - self.start_s
+        return self.busy_s[done - 1] if self.busy_s else self.end(done - 1) - self.start_s
 
 
 def _plan(now: float, costs: CostRun, *, interruptible: bool, work) -> Plan:
-    """Running sums in iteration order (accumulate adds left to right, as a loop)."""
-    ends = np.add.accumulate(np.concatenate(([now], costs.seconds)))[1:]
-    energy = np.add.accumulate(costs.energy_j)
-    return Plan(now, ends.tolist(), energy.tolist(), interruptible, work)
+    """Running sums in iteration order, end times from `now` and energy from 0
+    (accumulate adds left to right, as a loop)."""
+    sums = np.empty((2, len(costs) + 1))
+    sums[:, 0] = now, 0.0
+    sums[:, 1:] = costs.table
+    ends, energy = np.add.accumulate(sums, axis=1)[:, 1:]
+    return Plan(now, ends, energy, interruptible, work)
+
+
+def _one(now: float, cost: Cost, *, work) -> Plan:
+    """A plan of one iteration (the sums of _plan, without arrays)."""
+    return Plan(now, [now + cost.seconds], [cost.energy_j], False, work)
 
 
 REPLICA_SCHEDULERS: Registry = Registry("batching policy")
@@ -117,8 +135,7 @@ class RequestBatching(ReplicaScheduler):
         self.running = batch
         if not self.llm:
             size = self.spec.max_batch if self.pads else len(batch)
-            return _plan(now, CostRun.of([self.cost.batch(size)]), interruptible=False,
-                         work=batch)
+            return _one(now, self.cost.batch(size), work=batch)
         return self._llm_plan(now, batch)
 
     def _take(self) -> list[Request]:
@@ -149,15 +166,15 @@ class RequestBatching(ReplicaScheduler):
     def commit(self, plan: Plan, done: int) -> None:
         batch = plan.work
         self.running = []
-        self.store.on_iterations(self.index, plan.busy(done), plan.energy_j[done - 1],
+        self.store.on_iterations(self.index, plan.busy(done), plan.energy(done),
                                  done, len(batch))
         for request in batch:
             if self.llm:
-                request.first_token_s = plan.ends_s[0]
+                request.first_token_s = plan.end(0)
                 request.produced = request.output_tokens
-                self._finish(request, plan.ends_s[request.output_tokens - 1])
+                self._finish(request, plan.end(request.output_tokens - 1))
             else:
-                self._finish(request, plan.ends_s[-1])
+                self._finish(request, plan.end(-1))
 
 
 @REPLICA_SCHEDULERS.register("static")
@@ -251,8 +268,7 @@ class ContinuousBatching(ReplicaScheduler):
                 tuple(r.kv_tokens + 1 for r in decoding)))
             cost = self.cost.iteration([(n, r.prefilled) for r, n in chunks],
                                        [r.kv_tokens + 1 for r in decoding])
-            return _plan(now, CostRun.of([cost]), interruptible=False,
-                         work=Iterations(chunks, decoding))
+            return _one(now, cost, work=Iterations(chunks, decoding))
         return self._decode_run(now, decoding)
 
     def _decode_run(self, now: float, decoding: list[Request]) -> Plan:
@@ -283,8 +299,8 @@ class ContinuousBatching(ReplicaScheduler):
 
     def commit(self, plan: Plan, done: int) -> None:
         work: Iterations = plan.work
-        end = plan.ends_s[done - 1]
-        self.store.on_iterations(self.index, plan.busy(done), plan.energy_j[done - 1],
+        end = plan.end(done - 1)
+        self.store.on_iterations(self.index, plan.busy(done), plan.energy(done),
                                  done, len(self.running))
         finished = []
         held = self.kv.held_tokens

@@ -216,7 +216,9 @@ def bucketing(setup: Setup, store: MetricsStore) -> dict:
         return {"bits": None, "samples": 0, "mean_abs_error": 0.0, "max_abs_error": 0.0,
                 "total_time_error": 0.0, "note": "plain batches are simulated exactly "
                 "for each batch size"}
-    return llm_cost.bucketing_error(setup.cost, store.sample.shapes)
+    report = llm_cost.bucketing_error(setup.cost, store.sample.shapes)
+    setup.cost.save()  # the exact iterations, for the next run of the same sample
+    return report
 
 
 def serving_manifest(setup: Setup, spec: ServeSpec, came: Arrivals) -> dict:
