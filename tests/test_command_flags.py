@@ -20,7 +20,7 @@ TAKES = {
     "map": (INPUTS, ("--json", "--csv", "--plot", "--wide")),
     "sensitivity": (INPUTS, ("--json", "--csv", "--plot", "--wide")),
     "regress": (INPUTS, ("--json", "--csv", "--plot")),
-    "serve": (("--arch", "--workload", "--model", "--heuristic", "--fusion",
+    "serve": (("--arch", "--workload", "--model", "--mapping", "--heuristic", "--fusion",
                "--precision"), ("--json", "--csv", "--plot", "--wide")),
     "plan-deployment": (("--arch", "--model"), ("--json", "--csv", "--wide")),
     "check": (("--arch", "--workload"), ("--wide",)),
