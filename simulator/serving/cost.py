@@ -97,13 +97,6 @@ class DecodeRunByIteration:
                            for step in range(iterations)])
 
 
-def costing_plan(mapping: Mapping | None) -> Mapping:
-    """The plan serving costs run under: `mapping` as given (--mapping, else the default
-    mapping), in its fusion mode, its open fields filled by its default's heuristic
-    (None: the search)."""
-    return mapping or Mapping()
-
-
 def sets_tilings(mapping: Mapping) -> bool:
     """Whether the plan has entries of its own (by operator name, by layer_type, or
     default fields besides the heuristic), which each unit must carry."""
@@ -112,14 +105,15 @@ def sets_tilings(mapping: Mapping) -> bool:
 
 
 class OperatorCosts:
-    """Simulated cost of workloads on one platform under one plan (costing_plan),
-    memoised per fusion unit's content (its entries for the unit's operators
-    included)."""
+    """Simulated cost of workloads on one platform under one plan (--mapping, else the
+    default mapping: its fusion mode, its open fields filled by its default's heuristic,
+    None: the search), memoised per fusion unit's content (its entries for the unit's
+    operators included)."""
 
     def __init__(self, platform: Platform, mapping: Mapping | None = None, *,
                  plan_file: str | None = None):
         self.platform = platform
-        self.mapping = costing_plan(mapping)
+        self.mapping = mapping or Mapping()
         self.plan_file = plan_file  # --mapping's file, named by an entry's error
         self._entries = sets_tilings(self.mapping)
         self._seconds_per_cycle = 1.0 / (platform.clock_ghz * 1e9)
@@ -153,16 +147,16 @@ class OperatorCosts:
             "name": names[op.name],
             "inputs": [names[n] for n in op.inputs or () if n in names] or None})
             for op in operators]
-        plan = self._unit_plan(operators, names)
-        key = json.dumps([op.model_dump(mode="json") for op in canonical]
-                         + ([plan.model_dump(mode="json")] if self._entries else []),
-                         sort_keys=True)
-        found = self._units.get(key)
-        if found is None:
-            try:
+        try:
+            plan = self._unit_plan(operators, names)
+            key = json.dumps([op.model_dump(mode="json") for op in canonical]
+                             + ([plan.model_dump(mode="json")] if self._entries else []),
+                             sort_keys=True)
+            found = self._units.get(key)
+            if found is None:
                 found = self._units[key] = self._simulate_unit(canonical, plan)
-            except AccsimError as exc:
-                raise self._entry_error(exc, names) from None
+        except AccsimError as exc:
+            raise self._entry_error(exc, names) from None
         return found
 
     def _entry_error(self, exc: AccsimError, names: dict[str, str]) -> AccsimError:
@@ -199,8 +193,7 @@ def simulated_cost(platform: Platform, workload: Workload,
                    mapping: Mapping | None = None) -> Cost:
     """One whole-workload run of the operator simulator (no memo) under the plan: the
     reference the memoised sums and the bucketing are checked against."""
-    plan = costing_plan(mapping)
-    total = simulate(Inputs(platform, workload, plan)).total
+    total = simulate(Inputs(platform, workload, mapping or Mapping())).total
     return Cost(total.cycles / (platform.clock_ghz * 1e9), total.energy_pj * 1e-12)
 
 
