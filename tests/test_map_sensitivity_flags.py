@@ -95,3 +95,11 @@ def test_sensitivity_csv_rows_equal_the_json(tmp_path):
         assert float(row["swing_fraction"]) == pytest.approx(field["spread"] / data["base"],
                                                             rel=1e-15)
         assert 0 < float(row["swing_fraction"]) < 1
+
+
+def test_sensitivity_refuses_a_csv_it_cannot_write_before_running(tmp_path, capsys):
+    assert main(["sensitivity", "--arch", "tpu_v1", "--workload", "gemm_4096",
+                 "--csv", str(tmp_path / "s.txt")]) == 1
+    err = capsys.readouterr().err
+    assert "--csv" in err and ".csv" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "s.txt").exists()

@@ -30,7 +30,7 @@ def handle(args: argparse.Namespace) -> int:
     for path, option, suffixes in ((args.json, "json", (".json",)),
                                    (args.csv, "csv", (".csv",)),
                                    (args.plot, "plot", PLOT_SUFFIXES)):
-        if path and path != "-":
+        if path and not (option == "json" and path == "-"):  # --json -: printed
             check_output_path(path, option, suffixes)
     args.arch = [args.arch]
     (inputs,), _ = compared_inputs(args)
