@@ -19,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 # The serving spec's fields that hold a file path or a shipped name.
-SPEC_FILE_FIELDS = ("arch", "workload", "model", "arrival_trace", "precision")
+SPEC_FILE_FIELDS = ("arch", "workload", "model", "arrival_trace", "precision",
+                    "mapping_plan")
 
 
 def _is_spec(node: dict) -> bool:

@@ -17,9 +17,10 @@ INPUTS = ("--arch", "--workload", "--model", "--onnx", "--kineto", "--mapping",
 TAKES = {
     "run": (INPUTS, ("--json", "--csv", "--plot", "--wide")),
     "compare": (INPUTS, ("--json", "--csv", "--plot", "--wide")),
-    "map": (INPUTS, ("--json", "--wide")),
-    "sensitivity": (INPUTS, ("--json", "--plot", "--wide")),
-    "serve": (("--arch", "--workload", "--model", "--heuristic", "--fusion",
+    "map": (INPUTS, ("--json", "--csv", "--plot", "--wide")),
+    "sensitivity": (INPUTS, ("--json", "--csv", "--plot", "--wide")),
+    "regress": (INPUTS, ("--json", "--csv", "--plot")),
+    "serve": (("--arch", "--workload", "--model", "--mapping", "--heuristic", "--fusion",
                "--precision"), ("--json", "--csv", "--plot", "--wide")),
     "plan-deployment": (("--arch", "--model"), ("--json", "--csv", "--wide")),
     "check": (("--arch", "--workload"), ("--wide",)),
@@ -73,6 +74,6 @@ def test_each_simulating_verb_takes_the_shared_flags(verb):
 
 def test_one_workload_source_at_a_time():
     """--onnx and --kineto exclude each other wherever they are taken."""
-    for verb in ("run", "compare", "map", "sensitivity"):
+    for verb in ("run", "compare", "map", "sensitivity", "regress"):
         with pytest.raises(SystemExit):
             build_parser([verb]).parse_args([verb, "--onnx", "m.onnx", "--kineto", "t.json"])

@@ -1,6 +1,6 @@
 """`accsim sensitivity`: the tornado of one metric over the platform's assumed values
 (simulator.calibrate.sensitivity): a table widest swing first, --json for machines,
---plot for the figure."""
+--csv for a spreadsheet (swing as a fraction), --plot for the figure."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from simulator.calibrate.sensitivity import METRICS, Sensitivity, sensitivity
 from simulator.calibrate.tornado import draw_tornado, tornado_height
 from simulator.commands.compare import compared_inputs
 from simulator.commands.options import add_inputs, budget
+from simulator.escape import csv_text
 from simulator.figure import pyplot, save_figure
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
@@ -27,8 +28,9 @@ PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 def handle(args: argparse.Namespace) -> int:
     for path, option, suffixes in ((args.json, "json", (".json",)),
+                                   (args.csv, "csv", (".csv",)),
                                    (args.plot, "plot", PLOT_SUFFIXES)):
-        if path and path != "-":
+        if path and not (option == "json" and path == "-"):  # --json -: printed
             check_output_path(path, option, suffixes)
     args.arch = [args.arch]
     (inputs,), _ = compared_inputs(args)
@@ -43,6 +45,8 @@ def handle(args: argparse.Namespace) -> int:
         report_console(wide=args.wide).print(tornado_table(study, inputs.platform.name))
     if args.json and args.json != "-":
         write_file(args.json, dump_json(study.as_dict(), indent=1) + "\n", field="--json")
+    if args.csv:
+        write_file(args.csv, tornado_csv(study), field="--csv")
     if args.plot:
         write_tornado(study, inputs.platform.name, args.plot)
     return 0
@@ -61,6 +65,23 @@ def tornado_table(study: Sensitivity, name: str) -> Table:
                       f"{100 * swing.spread / study.base:.3g}" if study.base else "-",
                       "-" if elasticity is None else f"{elasticity:+.3g}")
     return table
+
+
+# The CSV's columns: the table's, the range as its two ends, the swing as a fraction.
+CSV_COLUMNS = ("field", "value", "range_low", "range_high", "metric_low", "metric_high",
+               "swing_fraction", "elasticity")
+
+
+def tornado_csv(study: Sensitivity) -> str:
+    """The table as CSV, one row per field, widest swing first; each row also names the
+    metric, its unit and its value as given (the table's title)."""
+    rows = [dict(zip(CSV_COLUMNS, (
+        swing.field, swing.value, swing.low, swing.high, swing.metric_low,
+        swing.metric_high, swing.spread / study.base if study.base else None,
+        swing.elasticity(study.base)))) | {"metric": study.metric, "unit": study.unit,
+                                            "base": study.base}
+        for swing in study.swings]
+    return csv_text(["metric", "unit", "base", *CSV_COLUMNS], rows)
 
 
 def write_tornado(study: Sensitivity, name: str, path: str) -> None:
@@ -83,6 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this assumed field (repeatable; default: all)")
     parser.add_argument("--json", metavar="PATH", help="write the tornado as JSON "
                         "('-': print it instead of the table)")
+    parser.add_argument("--csv", metavar="PATH", help="write the table as CSV, one "
+                        "row per field (swing_fraction: the table's swing %% as a "
+                        "fraction)")
     parser.add_argument("--plot", metavar="PATH", help="write the tornado figure "
                         "(.png, .pdf or .svg)")
     add_wide(parser)

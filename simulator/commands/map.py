@@ -1,5 +1,5 @@
 """`accsim map`: search every operator's best tiling (simulator.search), print each
-heuristic's gap to it, and write the result or the best plan."""
+heuristic's gap to it, and write the result (JSON, CSV, a figure) or the best plan."""
 
 from __future__ import annotations
 
@@ -17,19 +17,25 @@ from simulator.frontends.hf import command as hf_command
 from simulator.outputs import check_output_path, write_file, writing
 from simulator.precision import command as precision_command
 from simulator.search.operator import OBJECTIVES
+from simulator.search.map_outputs import map_csv, write_map_plot
 from simulator.search.tables import gap_table, operator_search_table
 from simulator.search.workload import map_workload, write_map_json
 from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
 
 
+# Output options and the suffixes each accepts (None: any).
+OUTPUT_SUFFIXES = {"json": None, "csv": None, "plot": (".png", ".pdf", ".svg"),
+                   "write_plan": None}
+
+
 def handle(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise AccsimError(f"{args.workers} is not a number of processes >= 1",
                           field="--workers")
-    for option in ("json", "write_plan"):
+    for option, suffixes in OUTPUT_SUFFIXES.items():
         if getattr(args, option):
-            check_output_path(getattr(args, option), option, None)
+            check_output_path(getattr(args, option), option, suffixes)
     # the workload, an imported file or an LLM step, read as `compare` reads it (the
     # mapper's --heuristic names the heuristics compared, not a mapping)
     (inputs,), _ = compared_inputs(argparse.Namespace(**{**vars(args), "arch": [args.arch],
@@ -53,12 +59,17 @@ def handle(args: argparse.Namespace) -> int:
           f"{stats.duplicates:,} duplicate programs, {stats.bound_pruned:,} pruned by the "
           f"bound, {stats.simulated:,} simulated) in {elapsed:.1f} s wall, "
           f"{stats.candidates / max(elapsed, 1e-9):,.0f} candidates/s")
-    for path, writer in ((args.json, write_map_json), (args.write_plan, _write_plan)):
+    for path, writer in ((args.json, write_map_json), (args.csv, _write_csv),
+                         (args.plot, write_map_plot), (args.write_plan, _write_plan)):
         if path:
             with writing(path):
                 writer(result, path)
             print(f"wrote {path}")
     return 0
+
+
+def _write_csv(result, path: str) -> None:
+    write_file(path, map_csv(result))
 
 
 def _write_plan(result, path: str) -> None:
@@ -81,6 +92,12 @@ def add_arguments(map_cmd: argparse.ArgumentParser) -> None:
     map_cmd.add_argument("--exhaustive", action="store_true",
                          help="simulate every fitting candidate (no pruning)")
     map_cmd.add_argument("--json", metavar="PATH", help="write the mapper result as JSON")
+    map_cmd.add_argument("--csv", metavar="PATH", help="write one row per operator: "
+                         "the table's columns, the best's energy, each heuristic's "
+                         "cycles, energy and gap (percent, as the table)")
+    map_cmd.add_argument("--plot", metavar="PATH", help="write a PNG/SVG/PDF of each "
+                         "operator's best tiling against the heuristics' (by the "
+                         "objective, log axis)")
     map_cmd.add_argument("--write-plan", metavar="PATH",
                          help="write the best tilings as a plan YAML for --mapping")
     map_cmd.add_argument("--quiet", action="store_true",

@@ -1,6 +1,8 @@
 """`accsim regress`: one run compared operator by operator with a baseline result
 (simulator.regress); exit 1 on a regression, 2 on a refused baseline. The baseline is
-read before the run, so a refused one costs no simulation."""
+read before the run, so a refused one costs no simulation. The run reads its inputs
+as `accsim run` does (a workload, --model, --onnx or --kineto; --mapping, --heuristic,
+--fusion, --precision) and writes --json, --csv and --plot as `run` writes them."""
 
 from __future__ import annotations
 
@@ -10,16 +12,25 @@ import math
 import sys
 from pathlib import Path
 
-from simulator.commands.inputs import load_inputs
+from simulator.commands.compare import compared_inputs
 from simulator.commands.options import add_inputs, budget
 from simulator.commands.run import simulate_shown
 from simulator.errors import AccsimError
+from simulator.frontends import command as import_command
+from simulator.frontends.hf import command as hf_command
 from simulator.outputs import check_output_path, write_file, writing
 from simulator.mapping.heuristics import heuristic
+from simulator.plots import write_breakdown_plot
+from simulator.precision import command as precision_command
 from simulator.regress import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
                                read_baseline, report_lines)
-from simulator.report import result_dict, write_json
+from simulator.report import result_dict, write_csv, write_json
+from simulator.system.command import add_ignore_capacity, check_fit
+from simulator.system.plan import SystemPlan
 from simulator.terminal import plain
+
+# The run's outputs, as `accsim run` writes them, and the suffixes each accepts.
+OUTPUT_SUFFIXES = {"json": None, "csv": None, "plot": (".png", ".pdf", ".svg")}
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -30,6 +41,9 @@ def handle(args: argparse.Namespace) -> int:
                               field=f"--{option.replace('_', '-')}")
     if args.junit:
         check_output_path(args.junit, "junit", None)
+    for option, suffixes in OUTPUT_SUFFIXES.items():
+        if getattr(args, option):
+            check_output_path(getattr(args, option), option, suffixes)
     if args.update_baseline:
         check_output_path(args.baseline, "baseline", None)
     if args.heuristic:
@@ -56,10 +70,17 @@ def handle(args: argparse.Namespace) -> int:
             if not args.update_baseline:
                 return refuse(exc)
             refused = exc
-    inputs = load_inputs(args.arch, args.workload, args.mapping,
-                         heuristic_name=args.heuristic, fusion=args.fusion)
+    (inputs,), llm = compared_inputs(argparse.Namespace(**{**vars(args),
+                                                          "arch": [args.arch]}))
+    inputs, precision = precision_command.applied(args, inputs, single_chip=True)
+    fit = check_fit(inputs, SystemPlan(), llm, ignore=args.ignore_capacity)
     result = simulate_shown(inputs, args.engine, budget(args))
-    current = json.loads(json.dumps(result_dict(result)))
+    # the optional blocks `run --json` writes: the LLM step's figures, the capacity
+    # check when ignored, what the precision plan chose
+    blocks = {"llm": llm.record(result) if llm is not None else None,
+              "capacity": fit.record(),
+              "precision": precision.record() if precision else None}
+    current = json.loads(json.dumps(result_dict(result, **blocks)))
 
     code = 0
     try:
@@ -81,9 +102,18 @@ def handle(args: argparse.Namespace) -> int:
     else:
         if args.junit:
             print(f"wrote {args.junit}")
+    for path, writer in ((args.json, write_json), (args.csv, write_csv),
+                         (args.plot, write_breakdown_plot)):
+        if path:
+            with writing(path):
+                if writer is write_json:
+                    write_json(result, path, **blocks)
+                else:
+                    writer(result, path)
+            print(f"wrote {path}")
     if args.update_baseline:
         with writing(args.baseline):
-            write_json(result, args.baseline)
+            write_json(result, args.baseline, **blocks)
         print(f"updated baseline {args.baseline}")
         return 0
     return code
@@ -104,4 +134,14 @@ def add_arguments(regress: argparse.ArgumentParser) -> None:
                          "per operator")
     regress.add_argument("--update-baseline", action="store_true",
                          help="write this run's result to --baseline (exit 0)")
+    regress.add_argument("--json", metavar="PATH", help="write this run's full result "
+                         "as JSON, as `accsim run --json` writes it")
+    regress.add_argument("--csv", metavar="PATH", help="write this run's operators as "
+                         "CSV, as `accsim run --csv` writes them")
+    regress.add_argument("--plot", metavar="PATH", help="write a PNG of this run's "
+                         "cycles by layer_type, as `accsim run --plot`")
+    import_command.add_run_options(regress)
+    hf_command.add_run_arguments(regress)
+    precision_command.add_arguments(regress)
+    add_ignore_capacity(regress)
     regress.set_defaults(handler=handle)

@@ -88,6 +88,9 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
         f"costs, as `accsim run --fusion` (default {DEFAULT_FUSION})")
     add("--heuristic", metavar="NAME", help="iteration operators take this tiling "
         "heuristic's tilings instead of the search's, as `accsim run --heuristic`")
+    add("--mapping", metavar="PLAN.yaml", dest="mapping_plan", help="a tiling plan, as "
+        "`accsim run --mapping` takes it: iteration operators take its entries by "
+        "operator name (those every iteration has) and by layer_type")
     add("--precision", metavar="PLAN.yaml", help="a precision plan, as `accsim run "
         "--precision` takes it, applied to every iteration's operators before they are "
         "costed; what it chose is written to the JSON's precision block")
@@ -115,7 +118,7 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
 
 SPEC_FIELDS = [name for name in ServeSpec.model_fields]
 FLAG_NAMES = {name: "--" + name.replace("_", "-") for name in SPEC_FIELDS} | {
-    "duration_s": "--duration"}
+    "duration_s": "--duration", "mapping_plan": "--mapping"}
 
 
 def spec_from_args(args: argparse.Namespace) -> ServeSpec:

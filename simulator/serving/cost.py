@@ -22,7 +22,7 @@ import numpy as np
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.invocation import invocation_cycles, invocation_totals
-from simulator.mapping.plan import Mapping, with_heuristic
+from simulator.mapping.plan import Mapping, merged_spec
 from simulator.search.resolve import fusion_units
 from simulator.serving.precision import ServingPrecision
 from simulator.simulate import Inputs, simulate
@@ -105,44 +105,78 @@ class DecodeRunByIteration:
                            for step in range(iterations)])
 
 
-def costing_plan(mapping: Mapping | None) -> Mapping:
-    """The plan serving costs run under: the default mapping in `mapping`'s fusion mode,
-    with its default's heuristic (None: the search); its per-operator tilings are not
-    used (operators are renamed per unit)."""
-    mapping = mapping or Mapping()
-    return with_heuristic(Mapping(fusion=mapping.fusion), mapping.default.heuristic)
+def sets_tilings(mapping: Mapping) -> bool:
+    """Whether the plan has entries of its own (by operator name, by layer_type, or
+    default fields besides the heuristic), which each unit must carry."""
+    return bool(mapping.operators or mapping.layer_types or mapping.default.model_dump(
+        exclude_none=True, exclude={"heuristic"}))
 
 
 class OperatorCosts:
-    """Simulated cost of workloads on one platform under one plan's fusion mode and
-    heuristic (costing_plan), memoised per fusion unit's content."""
+    """Simulated cost of workloads on one platform under one plan (--mapping, else the
+    default mapping: its fusion mode, its open fields filled by its default's heuristic,
+    None: the search), memoised per fusion unit's content (its entries for the unit's
+    operators included)."""
 
-    def __init__(self, platform: Platform, mapping: Mapping | None = None):
+    def __init__(self, platform: Platform, mapping: Mapping | None = None, *,
+                 plan_file: str | None = None):
         self.platform = platform
-        self.mapping = costing_plan(mapping)
+        self.mapping = mapping or Mapping()
+        self.plan_file = plan_file  # --mapping's file, named by an entry's error
+        self._entries = sets_tilings(self.mapping)
         self._seconds_per_cycle = 1.0 / (platform.clock_ghz * 1e9)
         self._units: dict[str, Cost] = {}
 
-    def _simulate_unit(self, operators: list) -> Cost:
+    def _simulate_unit(self, operators: list, plan: Mapping) -> Cost:
         result = simulate(Inputs(self.platform, Workload(name="serving",
-                                                         operators=operators),
-                                 self.mapping))
+                                                         operators=operators), plan))
         total = result.operators_total  # the call's cost is charged once per batch
         return Cost(total.cycles * self._seconds_per_cycle, total.energy_pj * 1e-12)
 
+    def _unit_plan(self, operators: list, names: dict[str, str]) -> Mapping:
+        """The plan of one unit under its canonical names: each operator's merged entry
+        (default, layer_type, its own) as its own entry, a `fuse` renamed with it."""
+        if not self._entries:
+            return self.mapping
+        entries = {}
+        for op in operators:
+            spec = merged_spec(self.mapping, op)
+            if spec.fuse in names:
+                spec = spec.model_copy(update={"fuse": names[spec.fuse]})
+            entries[names[op.name]] = spec
+        return self.mapping.model_copy(update={"operators": entries, "layer_types": {},
+                                               "row_parallel": []})
+
     def _unit(self, operators: list) -> Cost:
         """One unit's cost; names are canonical and only edges inside it kept, so equal
-        shapes share a simulation wherever they sit in a workload."""
+        shapes (under equal plan entries) share a simulation wherever they sit."""
         names = {op.name: f"op{i}" for i, op in enumerate(operators)}
         canonical = [op.model_copy(update={
             "name": names[op.name],
             "inputs": [names[n] for n in op.inputs or () if n in names] or None})
             for op in operators]
-        key = json.dumps([op.model_dump(mode="json") for op in canonical], sort_keys=True)
-        found = self._units.get(key)
-        if found is None:
-            found = self._units[key] = self._simulate_unit(canonical)
+        try:
+            plan = self._unit_plan(operators, names)
+            key = json.dumps([op.model_dump(mode="json") for op in canonical]
+                             + ([plan.model_dump(mode="json")] if self._entries else []),
+                             sort_keys=True)
+            found = self._units.get(key)
+            if found is None:
+                found = self._units[key] = self._simulate_unit(canonical, plan)
+        except AccsimError as exc:
+            raise self._entry_error(exc, names) from None
         return found
+
+    def _entry_error(self, exc: AccsimError, names: dict[str, str]) -> AccsimError:
+        """An error of a plan entry, naming the operator as the workload does and the
+        plan's file (as `accsim run --mapping` names them); any other error as it is."""
+        field = exc.field or ""
+        if not self._entries or not field.startswith("operators."):
+            return exc
+        original = {canonical: name for name, canonical in names.items()}
+        name = field.removeprefix("operators.")
+        return AccsimError(exc.rule, file=exc.file or self.plan_file,
+                           field=f"operators.{original.get(name, name)}")
 
     def units(self, workload: Workload) -> list[tuple[int, ...]]:
         """The workload's fusion units (indices), as a whole run groups them."""
@@ -165,11 +199,9 @@ class OperatorCosts:
 
 def simulated_cost(platform: Platform, workload: Workload,
                    mapping: Mapping | None = None) -> Cost:
-    """One whole-workload run of the operator simulator (no memo) under the plan's
-    fusion mode and heuristic: the reference the memoised sums and the bucketing are
-    checked against."""
-    plan = costing_plan(mapping)
-    total = simulate(Inputs(platform, workload, plan)).total
+    """One whole-workload run of the operator simulator (no memo) under the plan: the
+    reference the memoised sums and the bucketing are checked against."""
+    total = simulate(Inputs(platform, workload, mapping or Mapping())).total
     return Cost(total.cycles / (platform.clock_ghz * 1e9), total.energy_pj * 1e-12)
 
 
@@ -203,12 +235,12 @@ class PlainBatchCost:
 
     def __init__(self, platform: Platform, workload: Workload, *, file: str | None = None,
                  mapping: Mapping | None = None,
-                 precision: ServingPrecision | None = None):
+                 precision: ServingPrecision | None = None, plan_file: str | None = None):
         self.platform = platform
         self.workload = workload
         self.file = file
         self.precision = precision
-        self._costs = OperatorCosts(platform, mapping)
+        self._costs = OperatorCosts(platform, mapping, plan_file=plan_file)
         self.batch = lru_cache(maxsize=None)(self._batch)
 
     def _batch(self, size: int) -> Cost:

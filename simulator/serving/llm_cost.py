@@ -34,7 +34,7 @@ from simulator.invocation import call_cycles
 from simulator.mapping.plan import Mapping
 from simulator.search.fusion import fusion_mode
 from simulator.serving.cost import (ZERO, Cost, CostRun, OperatorCosts, call_cost,
-                                    simulated_cost)
+                                    sets_tilings, simulated_cost)
 from simulator.serving.cost_cache import CostCache, cache_key
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.serving.precision import ServingPrecision
@@ -103,14 +103,14 @@ class LlmCost:
 
     def __init__(self, platform: Platform, config, *, dtype: str | None, bits: int,
                  hf=None, cache: CostCache | None = None, mapping: Mapping | None = None,
-                 precision: ServingPrecision | None = None):
+                 precision: ServingPrecision | None = None, plan_file: str | None = None):
         self.platform = platform
         self.config = config
         self.dtype = dtype
         self.bits = bits
         self.hf = hf or hf_frontend
         self.precision = precision
-        self.costs = OperatorCosts(platform, mapping)
+        self.costs = OperatorCosts(platform, mapping, plan_file=plan_file)
         p = PROBE_TOKENS
         self._prefill_own = per_request_positions(self._workload([(p, 0)], ()),
                                                   self._workload([(p, p)], ()))
@@ -149,6 +149,8 @@ class LlmCost:
             identity["heuristic"] = heuristic
         if self.precision is not None:
             identity["precision"] = self.precision.identity()
+        if sets_tilings(self.costs.mapping):  # a tiling plan: by content, not path
+            identity["mapping"] = self.costs.mapping.model_dump(mode="json")
         return identity
 
     def _sizes(self) -> tuple[int, int, int]:
@@ -353,6 +355,13 @@ class LlmCost:
     def reference_workload(self) -> Workload:
         """One decode iteration of one request: what the result's manifest embeds."""
         return self._workload((), [PROBE_TOKENS])
+
+    def shared_names(self) -> frozenset[str]:
+        """The names every iteration's operators have (a per-request attention operator
+        is named by its shape): what a tiling plan may name."""
+        p = PROBE_TOKENS
+        return frozenset(op.name for op in self._workload((), [p]).operators) & \
+            frozenset(op.name for op in self._workload([(p, p)], [p + 1]).operators)
 
     def precision_record(self) -> dict | None:
         """What the plan chose for the reference workload's operators (the result's

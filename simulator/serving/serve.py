@@ -15,7 +15,6 @@ from simulator.energy import static_power_w
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.loader import Source, load_model, locate, read_source
-from simulator.mapping.plan import Mapping
 from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
 from simulator.serving.cost import PlainBatchCost
@@ -26,6 +25,7 @@ from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.sla import good_requests, sla_report
 from simulator.serving.spec import ServeSpec
+from simulator.serving.tiling_plan import check_plan, serving_plan
 from simulator.serving.trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
 from simulator.workload import Workload
@@ -70,14 +70,18 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                           field="--precision")
     precision = ServingPrecision.load(spec.precision, platform) \
         if spec.precision is not None else None
+    mapping, mapping_source = serving_plan(spec)
     trace = load_trace(spec.arrival_trace, need_tokens=spec.llm) \
         if spec.arrival == "trace" else None
     if not spec.llm:
         workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
         cost = PlainBatchCost(platform, workload, file=workload_source.path,
-                              mapping=spec.mapping(), precision=precision)
+                              mapping=mapping, precision=precision,
+                              plan_file=mapping_source and mapping_source.path)
         reference = Inputs(platform, precision.apply(workload) if precision else workload,
-                           spec.mapping(), platform_source, workload_source)
+                           mapping, platform_source, workload_source, mapping_source)
+        check_plan(reference, [op.name for op in workload.operators],
+                   served=workload.name)
         return Setup(spec, platform, platform_source, cost, None, reference, trace=trace,
                      precision=precision.record(workload) if precision else None,
                      precision_source=precision.source if precision else None)
@@ -94,9 +98,11 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                                 weights_elsewhere=fit is not None and fit.ignored)
     cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
                             hf=hf, cache=cost_cache or CostCache(user_folder()),
-                            mapping=spec.mapping(), precision=precision)
-    reference = Inputs(platform, cost.reference_workload(), spec.mapping(),
-                       platform_source)
+                            mapping=mapping, precision=precision,
+                            plan_file=mapping_source and mapping_source.path)
+    reference = Inputs(platform, cost.reference_workload(), mapping, platform_source,
+                       mapping_source=mapping_source)
+    check_plan(reference, cost.shared_names(), served=config.name)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
                  _model_source(config, spec.model), trace, fit, cost.precision_record(),
                  precision.source if precision else None)
@@ -237,6 +243,9 @@ def serving_manifest(setup: Setup, spec: ServeSpec, came: Arrivals) -> dict:
     if setup.precision_source is not None:  # absent without --precision
         source = setup.precision_source
         out["serving"]["precision"] = {"path": source.path, "sha256": source.sha256}
+    source = setup.reference.mapping_source
+    if source is not None:  # absent without --mapping
+        out["serving"]["mapping"] = {"path": source.path, "sha256": source.sha256}
     return out
 
 

@@ -35,7 +35,7 @@ MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
 # it): 16,384 is beyond any serving system's batch and simulates in about a second.
 MAX_BATCH = 2**14
 # Fields left out of a dump when unset (results dump as before these existed).
-OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap")
+OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap", "mapping_plan")
 
 
 class RateSweep(Strict):
@@ -125,6 +125,9 @@ class ServeSpec(Strict):
                                   "this heuristic's tilings instead of the search's")
     precision: str | None = Field(default=None, description="precision plan file applied "
                                   "to every iteration's operators before they are costed")
+    mapping_plan: str | None = Field(default=None, description="tiling plan file (or "
+                                     "shipped name) whose entries iteration operators "
+                                     "take, as `accsim run --mapping`")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None

@@ -77,7 +77,8 @@ def _recorded_files(manifest: dict, serving: dict, file: str) -> list[tuple[str,
     named = [("platform", inputs.get("platform"), "manifest.inputs.platform"),
              ("trace", serving.get("trace"), "manifest.serving.trace"),
              ("model", serving.get("model"), "manifest.serving.model"),
-             ("precision plan", serving.get("precision"), "manifest.serving.precision")]
+             ("precision plan", serving.get("precision"), "manifest.serving.precision"),
+             ("tiling plan", serving.get("mapping"), "manifest.serving.mapping")]
     files = []
     for kind, entry, where in named:
         if entry is None:
