@@ -21,7 +21,8 @@ TAKES = {
     "sensitivity": (INPUTS, ("--json", "--plot", "--wide")),
     "serve": (("--arch", "--workload", "--model", "--heuristic", "--fusion",
                "--precision"), ("--json", "--csv", "--plot", "--wide")),
-    "plan-deployment": (("--arch", "--model"), ("--json", "--csv", "--wide")),
+    "plan-deployment": (("--arch", "--model", "--heuristic", "--fusion", "--precision"),
+                        ("--json", "--csv", "--wide")),
     "check": (("--arch", "--workload"), ("--wide",)),
     "calibrate": (("--arch",), ("--json", "--wide")),
 }
