@@ -33,6 +33,7 @@ from simulator.serving.serve import prepare, replica_capacity, stored_share
 from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
+from simulator.sweep.deploy_runs import PointRuns, RunStore
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
 from simulator.system.serving import ShardedFrontend
@@ -251,20 +252,28 @@ def _bracket_figures(found: dict) -> tuple[dict, dict]:
     return at[low]["figures"], at[high]
 
 
-def search_point(setup, point: Deployment) -> dict:
+def search_point(setup, point: Deployment, inputs: dict | None = None,
+                 store: RunStore | None = None) -> dict:
     """serve's max-rate search on one point (the setup of its platform and plan reused:
-    one cost memo per platform and plan) and its figures at the rate found."""
+    one cost memo per platform and plan) and its figures at the rate found; with a
+    store, the runs at rates it already holds for the point (`inputs`, its stored
+    inputs) are read back, not simulated (simulator.sweep.deploy_runs)."""
     at = setup.spec.model_copy(update={"replicas": point.replicas, "batching": point.batching,
                                  "max_batch": point.max_batch}).resolved()
+    runs = PointRuns(replace(setup, spec=at), at, inputs,
+                     store if inputs is not None else None)
     try:
-        found = find_max_rate(replace(setup, spec=at), at)
+        found = find_max_rate(replace(setup, spec=at), at, run=runs)
     except AccsimError as exc:  # met at every rate a spec may ask for, or at none
+        if runs.failure is not None:  # the store's, not the search's
+            raise
         unbounded = "doublings" in exc.rule
         return {**point.fields(), "status": "unbounded" if unbounded else
                 "no rate meets the SLA", "sla_rate_rps": None, "unbounded": unbounded,
                 "note": ("the SLA is met at every rate tried: " if unbounded else
                          "no rate meets the SLA: ") + exc.rule}
     met, above = _bracket_figures(found)
+    met = runs.with_goodput(found["max_rate_rps"], met)
     row = {"status": "searched",
            **point_figures(point, met, found["max_rate_rps"], setup.platform)}
     checks = sla_report(at.sla, above["figures"])["targets"]
@@ -286,8 +295,9 @@ Progress = Callable[[str, int, int], None]
 STATUSES = ("pruned", "searched", "unbounded", "no rate meets the SLA", "refused")
 
 
-class PointStore(Protocol):
-    """Where finished points are kept by key (simulator.sweep.deploy_store.PointStore)."""
+class PointStore(RunStore, Protocol):
+    """Where finished points (and their runs) are kept by key
+    (simulator.sweep.deploy_store.PointStore)."""
 
     def get(self, key: str) -> dict | None: ...
 
@@ -326,7 +336,8 @@ def point_key(identity: dict, point: Deployment,
 
 
 def _evaluate(setups: dict, reasons: dict, spec: ServeSpec, arch: str, point: Deployment,
-              *, hf, prune: bool, cost_cache: CostCache | None) -> dict:
+              *, hf, prune: bool, cost_cache: CostCache | None, inputs: dict,
+              store: PointStore | None) -> dict:
     """A point's outcome: pruned with its reason, or serve's max-rate search on it (the
     setup of its platform, plan and precision plan shared by every point of those)."""
     shared = (point.plan, point.precision)
@@ -345,7 +356,7 @@ def _evaluate(setups: dict, reasons: dict, spec: ServeSpec, arch: str, point: De
     if isinstance(setups[shared], AccsimError):
         return {**point.fields(), "status": "refused", "sla_rate_rps": None,
                 "unbounded": False, "note": f"refused: {setups[shared].rule}"}
-    return search_point(setups[shared], point)
+    return search_point(setups[shared], point, inputs, store)
 
 
 def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
@@ -381,7 +392,7 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
                 reasons[shared] = _prune_reason(spec, outcome, trace, point.plan,
                                                 point.precision, request)
             row = _evaluate(setups, reasons, spec, arch, point, hf=hf, prune=prune,
-                            cost_cache=cost_cache)
+                            cost_cache=cost_cache, inputs=inputs, store=store)
             if store is not None:
                 store.put(key, inputs, row)
         row = {**row, "arch": arch, "key": key}

@@ -239,7 +239,8 @@ def _search(spec: ServeSpec, archs: list[str], grid: Grid, args) -> tuple[list, 
                                     progress=lambda a, done, total: report(done, total))
                     for arch in archs]
     return outcomes, (f"store {args.store}: {points.found} already stored, "
-                      f"{points.computed} computed")
+                      f"{points.computed} computed; serving runs: {points.runs_read} "
+                      f"read back, {points.runs_stored} simulated")
 
 
 def handle(args: argparse.Namespace) -> int:
