@@ -13,6 +13,7 @@ import sqlite3
 import pytest
 
 from simulator.cli import main
+from simulator.sweep import deploy
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
         "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -79,6 +80,27 @@ def test_an_sla_deciding_alike_reruns_only_each_capacity_for_its_goodput(
     read, simulated = runs(text)
     assert simulated == len(searched)
     assert read == sum(row.get("evaluations", 0) for row in fresh)
+
+
+def test_a_rerun_computes_no_roofline_bound_again(model, capsys, tmp_path, monkeypatch):
+    store = tmp_path / "deploy.sqlite"
+    search(model, capsys, SLA, store)
+    with sqlite3.connect(store) as db:
+        bounds = db.execute("SELECT count(*) FROM iteration_bounds").fetchone()[0]
+    assert bounds == 6  # TPOT and TTFT bounds of each of 3 T x P splits
+
+    def recomputed(*_):
+        raise AssertionError("a bound computed again")
+
+    monkeypatch.setattr(deploy, "phase_bound_ms", recomputed)
+    # A new SLA: every plan's bounds are read back, none prunes here.
+    again, _ = search(model, capsys, "ttft_p99_ms=0.45,tpot_p99_ms=0.18", store)
+    assert [row["status"] for row in again].count("pruned") == 0
+    # A TPOT target below every decode step's bound prunes all, from the stored bounds.
+    assert main(["plan-deployment", "--arch", "tpu_v5e_like", "--model", str(model),
+                 *WORKLOAD, "--sla", "ttft_p99_ms=0.45,tpot_p99_ms=0.0001", *GRID,
+                 "--store", str(store)]) == 1
+    assert "all 6 points were pruned" in capsys.readouterr().err
 
 
 def test_a_forged_run_row_is_one_clear_error(model, capsys, tmp_path):

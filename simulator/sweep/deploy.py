@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -165,27 +166,33 @@ def iteration_bound_s(platform: Platform, workload) -> float:
     return cycles / (platform.clock_ghz * 1e9)
 
 
-def bound_misses(spec: ServeSpec, platform: Platform, config, plan: SystemPlan, hf,
-                 request: tuple[int, int],
-                 precision: ServingPrecision | None = None) -> str | None:
+def phase_bound_ms(outcome: Outcome, dtype: str | None, plan: SystemPlan,
+                   precision: ServingPrecision | None, prompt: int, metric: str) -> float:
+    """The roofline bound (ms) of one batch-1 decode step (metric "tpot") or prefill
+    ("ttft") of a `prompt`-token request on one chip of `plan`, under the precision
+    plan if any."""
+    platform = outcome.platform
+    frontend = outcome.hf if plan.single_chip else \
+        ShardedFrontend(outcome.hf, plan, platform)
+    prefill, decode = {"tpot": ((), [prompt]), "ttft": ([(prompt, 0)], ())}[metric]
+    workload = frontend.iteration_workload(outcome.config, prefill=list(prefill),
+                                           decode=list(decode), dtype=dtype)
+    if precision is not None:
+        workload = precision.apply(workload)
+    return iteration_bound_s(platform, workload) * 1e3
+
+
+def bound_misses(spec: ServeSpec, bound: Callable[[str], float]) -> str | None:
     """Why the roofline bound already misses the SLA (None if it does not): a TPOT
     target below one batch-1 decode step's bound, or a TTFT target below one batch-1
-    prefill's, for the smallest request, under the precision plan if any. Any
+    prefill's (`bound`: a metric's, phase_bound_ms for the smallest request). Any
     statistic of a metric is at least its smallest value, which is at least this
     bound."""
-    frontend = hf if plan.single_chip else ShardedFrontend(hf, plan, platform)
-    prompt, _ = request
-    phases = {"tpot": ((), [prompt]), "ttft": ([(prompt, 0)], ())}
     for key, target_ms in sorted(spec.sla.items()):
         metric, _ = split_key(key)
-        if metric not in phases:
+        if metric not in ("tpot", "ttft"):
             continue
-        prefill, decode = phases[metric]
-        workload = frontend.iteration_workload(config, prefill=list(prefill),
-                                               decode=list(decode), dtype=spec.dtype)
-        if precision is not None:
-            workload = precision.apply(workload)
-        bound_ms = iteration_bound_s(platform, workload) * 1e3
+        bound_ms = bound(metric)
         if bound_ms > target_ms:
             return (f"bound: one batch-1 {'decode step' if metric == 'tpot' else 'prefill'}"
                     f" takes at least {bound_ms:.4g} ms > {key} {target_ms:g}")
@@ -193,10 +200,10 @@ def bound_misses(spec: ServeSpec, platform: Platform, config, plan: SystemPlan, 
 
 
 def _prune_reason(spec: ServeSpec, outcome: Outcome, trace: Trace | None, plan: SystemPlan,
-                  precision: str | None, request: tuple[int, int]) -> str | None:
+                  precision: str | None, bound: Callable[[str], float]) -> str | None:
     """Why a plan (under a precision plan, or none) is pruned before simulation on
     this platform, or None: serve's capacity rule for one chip of a replica, at the
-    plan's weight and KV formats."""
+    plan's weight and KV formats, then the roofline bound (`bound`: a metric's)."""
     platform, config, hf = outcome.platform, outcome.config, outcome.hf
     try:
         check_plan(plan, platform, model_limits(config), platform_file=outcome.platform_file)
@@ -218,7 +225,7 @@ def _prune_reason(spec: ServeSpec, outcome: Outcome, trace: Trace | None, plan: 
     if fit is not None and fit.fits is False:
         return (f"capacity: each chip needs {fit.footprint.total_bytes:,} bytes of "
                 f"{fit.capacity_bytes:,}")
-    return bound_misses(spec, platform, config, plan, hf, request, serving)
+    return bound_misses(spec, bound)
 
 
 def point_figures(point: Deployment, figures: dict, rate: float,
@@ -296,12 +303,39 @@ STATUSES = ("pruned", "searched", "unbounded", "no rate meets the SLA", "refused
 
 
 class PointStore(RunStore, Protocol):
-    """Where finished points (and their runs) are kept by key
-    (simulator.sweep.deploy_store.PointStore)."""
+    """Where finished points (their runs, the roofline bounds of their plans) are
+    kept by key (simulator.sweep.deploy_store.PointStore)."""
 
     def get(self, key: str) -> dict | None: ...
 
     def put(self, key: str, inputs: dict, row: dict) -> None: ...
+
+    def get_bound(self, key: str) -> dict | None: ...
+
+    def put_bound(self, key: str, inputs: dict, outcome: dict) -> None: ...
+
+
+def stored_bound(store: PointStore | None, identity: dict, outcome: Outcome,
+                 dtype: str | None, plan: SystemPlan, precision: str | None, prompt: int,
+                 metric: str) -> float:
+    """phase_bound_ms, kept in the store by content (the platform, the model, the
+    plan, the precision plan's content, the request and the metric: never the SLA),
+    so a search whose SLA changed computes no bound again."""
+    serving = outcome.precisions.get(precision)
+    if store is None:
+        return phase_bound_ms(outcome, dtype, plan, serving, prompt, metric)
+    inputs = json.loads(json.dumps({
+        "platform": identity["platform"], "model": identity["model"], "dtype": dtype,
+        "plan": [plan.chips, plan.tp, plan.pp, plan.ep],
+        "precision": serving.identity() if serving else None, "prompt": prompt,
+        "metric": metric, "model_version": identity["model_version"]}, default=str))
+    key = stored_key(inputs)
+    found = store.get_bound(key)
+    if found is not None:
+        return found["bound_ms"]
+    value = phase_bound_ms(outcome, dtype, plan, serving, prompt, metric)
+    store.put_bound(key, inputs, {"bound_ms": value})
+    return value
 
 
 def _config_identity(config) -> object:
@@ -389,8 +423,10 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
         if row is None:
             shared = (point.plan, point.precision)
             if shared not in reasons:
-                reasons[shared] = _prune_reason(spec, outcome, trace, point.plan,
-                                                point.precision, request)
+                reasons[shared] = _prune_reason(
+                    spec, outcome, trace, point.plan, point.precision,
+                    partial(stored_bound, store, identity, outcome, spec.dtype,
+                            point.plan, point.precision, request[0]))
             row = _evaluate(setups, reasons, spec, arch, point, hf=hf, prune=prune,
                             cost_cache=cost_cache, inputs=inputs, store=store)
             if store is not None:

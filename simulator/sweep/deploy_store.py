@@ -3,7 +3,8 @@ one row per point keyed by the sha256 of its inputs (simulator.sweep.deploy.poin
 written in its own transaction as the point finishes; table `serving_runs`, one row per
 (point, offered rate) run of its SLA search keyed likewise
 (simulator.sweep.deploy_runs), so a search whose SLA changed simulates only the rates
-it lacks. A search killed at any moment
+it lacks; table `iteration_bounds`, the roofline bound of a plan's batch-1 decode step
+or prefill (simulator.sweep.deploy.stored_bound), which pruning compares with the SLA. A search killed at any moment
 resumes with every finished point read back and none computed twice; the iteration
 costs its points simulated are kept in a cost cache folder beside the store
 (simulator.serving.cost_cache), so a search that differs only in its SLA recomputes
@@ -17,6 +18,7 @@ the row."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from simulator.errors import AccsimError
@@ -31,7 +33,7 @@ TABLE = """CREATE TABLE IF NOT EXISTS {name} (
     inputs TEXT NOT NULL,
     outcome TEXT NOT NULL
 )"""
-POINTS, RUNS = "deployments", "serving_runs"
+POINTS, RUNS, BOUNDS = "deployments", "serving_runs", "iteration_bounds"
 
 
 def cost_folder(store_path: str | Path) -> Path:
@@ -54,6 +56,18 @@ def _point_outcome(outcome: dict) -> str | None:
     return None
 
 
+def _bound_outcome(outcome: dict) -> str | None:
+    value = outcome.get("bound_ms")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value < 0:
+        return "not a bound in ms"
+    return None
+
+
+# How each table's outcome is checked as it is read back.
+OUTCOME_CHECKS = {POINTS: _point_outcome, RUNS: _run_outcome, BOUNDS: _bound_outcome}
+
+
 def _checked(rowid: int, key, inputs, outcome, file: str,
              table: str = POINTS) -> tuple[str, dict]:
     def refuse(column: str, rule: str) -> AccsimError:
@@ -72,7 +86,7 @@ def _checked(rowid: int, key, inputs, outcome, file: str,
             raise refuse(column, "not a JSON object")
     if not isinstance(key, str) or stored_key(decoded["inputs"]) != key:
         raise refuse("key", "not the sha256 of the row's inputs")
-    wrong = (_point_outcome if table == POINTS else _run_outcome)(decoded["outcome"])
+    wrong = OUTCOME_CHECKS[table](decoded["outcome"])
     if wrong is not None:
         raise refuse("outcome", wrong)
     return key, decoded["outcome"]
@@ -84,7 +98,7 @@ class PointStore:
     def __init__(self, store: Store):
         self.store = store
         with store.guard("write"), store.db:
-            for name in (POINTS, RUNS):
+            for name in OUTCOME_CHECKS:
                 store.db.execute(TABLE.format(name=name))
         with store.guard("read"):
             fetched = store.db.execute(
@@ -108,17 +122,26 @@ class PointStore:
 
     def get_run(self, key: str) -> dict | None:
         """A serving run stored by key, checked as it is read."""
-        with self.store.guard("read"):
-            found = self.store.db.execute(f"SELECT rowid, key, inputs, outcome FROM {RUNS} "
-                                          "WHERE key = ?", (key,)).fetchone()
-        if found is None:
-            return None
-        self.runs_read += 1
-        return _checked(*found, file=self.store.path, table=RUNS)[1]
+        found = self._read(RUNS, key)
+        self.runs_read += found is not None
+        return found
 
     def put_run(self, key: str, inputs: dict, outcome: dict) -> None:
         self._write(RUNS, key, inputs, outcome)
         self.runs_stored += 1
+
+    def get_bound(self, key: str) -> dict | None:
+        return self._read(BOUNDS, key)
+
+    def put_bound(self, key: str, inputs: dict, outcome: dict) -> None:
+        self._write(BOUNDS, key, inputs, outcome)
+
+    def _read(self, table: str, key: str) -> dict | None:
+        with self.store.guard("read"):
+            found = self.store.db.execute(f"SELECT rowid, key, inputs, outcome FROM {table} "
+                                          "WHERE key = ?", (key,)).fetchone()
+        return None if found is None else _checked(*found, file=self.store.path,
+                                                     table=table)[1]
 
     def _write(self, table: str, key: str, inputs: dict, outcome: dict) -> str:
         text = json.dumps(outcome)  # in its own order: read back, written as computed
