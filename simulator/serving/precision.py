@@ -101,7 +101,7 @@ def planned_sizing(sizing: Sizing, share: StoredShare, model_weight_bytes: int) 
 
     def footprint(candidate) -> Footprint:
         need = sizing.footprint(candidate)
-        return Footprint(math.ceil(need.weight_bytes * weights), share.kv_bytes(need.kv_bytes),
-                         need.activation_bytes)
+        return Footprint(math.ceil(need.weight_bytes * weights),
+                         share.kv_bytes(need.kv_bytes), need.activation_bytes)
 
     return Sizing(sizing.limits, footprint)

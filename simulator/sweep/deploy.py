@@ -1,12 +1,14 @@
 """Deployment search (DESIGN.md section 18): for each platform, every deployment of a
 grid (chips per replica split T x P, replicas within a chip budget, batching policy,
-max batch, precision plan: `serve --precision`'s, None the model's own formats) is pruned before any simulation when it cannot be built, cannot hold the
-model (the capacity rule, simulator.capacity, at the plan's weight and KV formats) or when the roofline bound of one
-batch-1 iteration already misses the SLA; every other point gets its SLA capacity from
-serve's --find-max-rate search (simulator.serving.curves.find_max_rate), and its
-figures at that rate. Pruned points are kept with their reason, never dropped. Each
-point is keyed by the sha256 of what its outcome depends on, so a store of points
-(simulator.sweep.deploy_store) lets a search resume and never compute a point twice."""
+max batch, precision plan: `serve --precision`'s, None the model's own formats) is
+pruned before any simulation when it cannot be built, cannot hold the model (the
+capacity rule, simulator.capacity, at the plan's weight and KV formats) or when the
+roofline bound of one batch-1 iteration already misses the SLA; every other point
+gets its SLA capacity from serve's --find-max-rate search
+(simulator.serving.curves.find_max_rate), and its figures at that rate. Pruned
+points are kept with their reason, never dropped. Each point is keyed by the sha256
+of what its outcome depends on, so a store of points (simulator.sweep.deploy_store)
+lets a search resume and never compute a point twice."""
 
 from __future__ import annotations
 
@@ -209,7 +211,7 @@ def _prune_reason(spec: ServeSpec, outcome: Outcome, trace: Trace | None, plan: 
         check_plan(plan, platform, model_limits(config), platform_file=outcome.platform_file)
     except AccsimError as exc:
         return f"cannot be built: {exc.rule}"
-    serving = None
+    serving = share = None
     if precision is not None:
         if not plan.single_chip:
             return "cannot be built: a precision plan serves single-chip replicas for now"
@@ -220,8 +222,7 @@ def _prune_reason(spec: ServeSpec, outcome: Outcome, trace: Trace | None, plan: 
             return f"precision: {exc.rule}"
     at = spec.model_copy(update={"chips": plan.chips, "tp": plan.tp, "pp": plan.pp})
     fit = replica_capacity(config, at, trace, platform, outcome.platform_file, ignore=True,
-                           share=share if serving else None,
-                           model_weight_bytes=outcome.weight_bytes)
+                           share=share, model_weight_bytes=outcome.weight_bytes)
     if fit is not None and fit.fits is False:
         return (f"capacity: each chip needs {fit.footprint.total_bytes:,} bytes of "
                 f"{fit.capacity_bytes:,}")
@@ -431,7 +432,9 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
                             cost_cache=cost_cache, inputs=inputs, store=store)
             if store is not None:
                 store.put(key, inputs, row)
-        row = {**row, "arch": arch, "key": key}
+        # named as this search names it (a row read back may be another path's)
+        row = {**row, "arch": arch, "precision": precision_name(point.precision),
+               "precision_file": point.precision, "key": key}
         (outcome.pruned if row["status"] == "pruned" else outcome.points).append(row)
         if progress:
             progress(arch, index + 1, len(points))

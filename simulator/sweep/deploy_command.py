@@ -35,9 +35,9 @@ from simulator.terminal import console as report_console
 DEFAULT_BUDGET = 8
 DEFAULT_MAX_BATCH = (16, 64, 256)
 CSV_COLUMNS = ("arch", "chips", "chips_per_replica", "tp", "pp", "replicas", "batching",
-               "max_batch", "precision", "status", "sla_rate_rps", "goodput_rps", "tokens_per_s",
-               "tokens_per_s_per_chip", "tokens_per_s_per_watt", "energy_per_token_j",
-               "cost_per_mtok", "on_front", "reason")
+               "max_batch", "precision", "status", "sla_rate_rps", "goodput_rps",
+               "tokens_per_s", "tokens_per_s_per_chip", "tokens_per_s_per_watt",
+               "energy_per_token_j", "cost_per_mtok", "on_front", "reason")
 # Spec fields set from flags of the same meaning (flag -> field).
 SPEC_FLAGS = {"model": "model", "dtype": "dtype", "arrival": "arrival", "rate": "rate",
               "cv": "cv", "trace": "arrival_trace", "prompt_tokens": "prompt_tokens",

@@ -4,8 +4,8 @@ written in its own transaction as the point finishes; table `serving_runs`, one 
 (point, offered rate) run of its SLA search keyed likewise
 (simulator.sweep.deploy_runs), so a search whose SLA changed simulates only the rates
 it lacks; table `iteration_bounds`, the roofline bound of a plan's batch-1 decode step
-or prefill (simulator.sweep.deploy.stored_bound), which pruning compares with the SLA. A search killed at any moment
-resumes with every finished point read back and none computed twice; the iteration
+or prefill (simulator.sweep.deploy.stored_bound), which pruning compares with the
+SLA. A search killed at any moment resumes with every finished point read back and none computed twice; the iteration
 costs its points simulated are kept in a cost cache folder beside the store
 (simulator.serving.cost_cache), so a search that differs only in its SLA recomputes
 no iteration shape.
