@@ -140,8 +140,9 @@ def capacity_latency_figure(points: list[dict], sla: dict[str, float]) -> dict:
                 axes.scatter([row["throughput_rps"] for row in mine],
                              [row[f"{metric}_p99_ms"] for row in mine], label=platform)
             bound = sla.get(f"{metric}_p99_ms")
-            if bound is not None:
+            if bound is not None:  # every point meets it: room above, from zero
                 axes.axhline(bound, linestyle="--", color="black", linewidth=1)
+                axes.set_ylim(0, bound * 1.1)
             axes.set_xlabel("achieved requests/s at the SLA capacity")
             axes.set_ylabel(f"{metric} p99 ms")
             axes.legend(fontsize="small")
