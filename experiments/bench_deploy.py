@@ -3,7 +3,8 @@ deployments (chips per replica 1-16 with every T x P split, 1-16 replicas within
 chips, max batch 16/64/256: 105 points per platform) of Llama-3.1-8B and of
 Llama-3.1-70B, each point's SLA capacity searched over 1,000 requests of the shipped
 splitwise_conv trace; then the same search with only the SLA changed (20% tighter),
-which reuses the iteration costs cached beside the store. Targets: each first search
+which reuses the iteration costs cached beside the store and the serving runs and
+roofline bounds kept in it (only rates the new bisection has not tried are simulated). Targets: each first search
 <= 10 min on 2 cores, the SLA-only rerun < 30 s. Whole processes are timed and the
 commands printed. The full run takes long: run it on a quiet machine; --requests,
 --budget-chips and --max-batch make a reduced run.

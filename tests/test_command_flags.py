@@ -22,7 +22,8 @@ TAKES = {
     "regress": (INPUTS, ("--json", "--csv", "--plot")),
     "serve": (("--arch", "--workload", "--model", "--mapping", "--heuristic", "--fusion",
                "--precision"), ("--json", "--csv", "--plot", "--wide")),
-    "plan-deployment": (("--arch", "--model"), ("--json", "--csv", "--wide")),
+    "plan-deployment": (("--arch", "--model", "--heuristic", "--fusion", "--precision"),
+                        ("--json", "--csv", "--wide")),
     "check": (("--arch", "--workload"), ("--wide",)),
     "calibrate": (("--arch",), ("--json", "--wide")),
 }

@@ -93,6 +93,73 @@ def test_the_deployment_packet_renders_in_headless_chromium(packet):
             assert found["text"].split(": best ")[0] in dom
 
 
+def test_fit_curves_and_perf_per_watt_come_from_the_search(packet):
+    _, out, _, data = packet
+    export = json.loads((out / "results" / "deployment.json").read_text())
+    sections = {s["id"]: s for s in data["sections"]}
+    points = export["points"]
+    searched = [row for row in points if row.get("sla_rate_rps") is not None]
+    assert searched and len(searched) < len(points)  # some pruned or unmet, left out
+
+    def rows(section_id: str) -> list[dict]:
+        (found,) = sections[section_id]["tables"]
+        names = [column["name"] for column in found["columns"]]
+        return [dict(zip(names, row)) for row in found["rows"]]
+
+    def pointed(row: dict) -> dict:  # the export's point the row's evidence names
+        file, index = row["evidence"]["href"].split("#/points/")
+        assert file == "results/deployment.json"
+        return points[int(index)]
+
+    # Fit: one row per platform of the search (not per run of the study's own model).
+    fit = rows("fit")
+    assert [row["platform"] for row in fit] == list(export["best"])
+    for row in fit:
+        mine = [p for p in searched if p["platform"] == row["platform"]]
+        assert row["meets SLA"] == ("yes" if mine else "NO")
+        assert row["deployments meeting it"] == len(mine)
+        top = export["best"][row["platform"]]
+        assert row["SLA capacity req/s"] == top["sla_rate_rps"] == \
+            pointed(row)["sla_rate_rps"]
+        assert 0 <= row["headroom %"] < 1
+    assert sections["fit"]["verdict"] == "pass"
+    # Latency-throughput: every point with an SLA capacity, its percentiles there.
+    curves = rows("serving")
+    assert len(curves) == len(searched)
+    for row in curves:
+        point = pointed(row)
+        assert (row["SLA capacity req/s"], row["achieved req/s"], row["ttft p99 ms"],
+                row["tpot p99 ms"]) == (point["sla_rate_rps"], point["throughput_rps"],
+                                        point["ttft_p99_ms"], point["tpot_p99_ms"])
+        assert row["just above: missed"] == ", ".join(point["above"]["missed"])
+    assert [f["id"] for f in sections["serving"]["figures"]] == \
+        ["serving-deployment-search"]
+    # Perf per watt: each point's, against the baseline platform's best.
+    base = export["best"]["tpu_v5e_like"]["tokens_per_s_per_watt"]
+    watts = rows("efficiency")
+    assert len(watts) == len(searched)
+    for row in watts:
+        point = pointed(row)
+        assert row["tokens/s/W"] == point["tokens_per_s_per_watt"]
+        assert row["x baseline best"] == pytest.approx(point["tokens_per_s_per_watt"] / base)
+        assert row["W per chip"] == pytest.approx(point["power_w"] / point["chips"])
+    assert max(row["x baseline best"] for row in watts
+               if row["platform"] == "tpu_v5e_like") == pytest.approx(1.0)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_the_search_derived_sections_render_in_headless_chromium(packet):
+    _, out, _, _ = packet
+    shown = chromium("--virtual-time-budget=5000", "--dump-dom",
+                     (out / "index.html").as_uri())
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert [line for line in shown.stderr.splitlines() if ":CONSOLE" in line] == []
+    for table_id in ("fit", "serving", "efficiency"):
+        assert f'id="table-{table_id}"' in shown.stdout
+    assert "Latency-throughput points of the deployment search" in shown.stdout
+    assert "<svg" in shown.stdout.split('id="s-serving"')[1].split("</section>")[0]
+
+
 def test_a_bad_search_is_refused_before_any_simulation(tmp_path, capsys):
     study = tmp_path / "study.yaml"
     study.write_text(SHIPPED.read_text().replace("    model: llama_3_1_8b",

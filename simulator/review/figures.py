@@ -127,6 +127,32 @@ def serving_figure(record, sla) -> dict:
                   "percentiles vs achieved throughput, SLA dashed", svg)
 
 
+def capacity_latency_figure(points: list[dict], sla: dict[str, float]) -> dict:
+    """A deployment search's points at their SLA capacity: TTFT and TPOT p99 against
+    the throughput achieved there, one colour per platform, the SLA's p99 bounds
+    dashed."""
+    plt = pyplot()
+    with plt.rc_context(SVG_SETTINGS):
+        fig, panels = plt.subplots(1, 2, figsize=(11, 3.8), squeeze=False)
+        for axes, metric in zip(panels[0], ("ttft", "tpot")):
+            for platform in dict.fromkeys(row["platform"] for row in points):
+                mine = [row for row in points if row["platform"] == platform]
+                axes.scatter([row["throughput_rps"] for row in mine],
+                             [row[f"{metric}_p99_ms"] for row in mine], label=platform)
+            bound = sla.get(f"{metric}_p99_ms")
+            if bound is not None:  # every point meets it: room above, from zero
+                axes.axhline(bound, linestyle="--", color="black", linewidth=1)
+                axes.set_ylim(0, bound * 1.1)
+            axes.set_xlabel("achieved requests/s at the SLA capacity")
+            axes.set_ylabel(f"{metric} p99 ms")
+            axes.legend(fontsize="small")
+        fig.suptitle("Deployment search: latency vs throughput at each SLA capacity")
+        svg = _svg(fig)
+    return figure("serving-deployment-search", "Each searched deployment's p99 TTFT "
+                  "and TPOT at its SLA capacity vs the throughput achieved there, SLA "
+                  "dashed", svg)
+
+
 def tornado_figure(study, platform: str) -> dict:
     """A platform's tornado of the headline metric (drawn as `accsim sensitivity
     --plot` draws it)."""

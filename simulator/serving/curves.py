@@ -82,14 +82,16 @@ def _admissible(spec: ServeSpec, rate: float) -> bool:
 
 
 def find_max_rate(setup: Setup, spec: ServeSpec, *,
-                  progress: PointProgress | None = None) -> dict:
+                  progress: PointProgress | None = None,
+                  run: Callable[[float], dict] | None = None) -> dict:
     """The highest offered rate whose run meets every SLA target: bracket by doubling
     or halving from the start rate (within the rates a spec may ask for), then bisect
-    until the bracket is within 1%."""
+    until the bracket is within 1%. `run`: a rate's summary (default run_at; the
+    deployment search reads runs it already simulated back from its store)."""
     evaluations: list[dict] = []
 
     def met(rate: float) -> bool:
-        figures = run_at(setup, spec, rate)
+        figures = run(rate) if run is not None else run_at(setup, spec, rate)
         evaluations.append({"rate_rps": rate, "met": figures["sla"]["met"],
                             "figures": {k: v for k, v in figures.items() if k != "sla"}})
         if progress:

@@ -1,13 +1,19 @@
 """`accsim serve --precision PLAN.yaml`: the precision plan `accsim run --precision`
 takes (simulator.precision), applied to every workload serving costs (each LLM
 iteration's, each plain batch's) before it is costed, so a served iteration is priced
-as a run of the same step under the plan."""
+as a run of the same step under the plan. What a replica stores changes with it: the
+weights and the KV cache at the plan's formats (stored_bytes), which the capacity rule
+and the KV cache's size take (planned_sizing)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
+from simulator.capacity import Footprint, Sizing, operator_kv_bytes, operator_weight_bytes
 from simulator.config import Platform
+from simulator.errors import AccsimError
 from simulator.loader import Source, load_model
 from simulator.precision.plan import PrecisionPlan
 from simulator.precision.resolve import AppliedPlan, apply_plan
@@ -46,3 +52,56 @@ class ServingPrecision:
     def identity(self) -> dict:
         """What costs under the plan depend on: its content (never its path)."""
         return self.plan.model_dump(mode="json")
+
+    def stored_bytes(self, workload: Workload, default_bytes: int) -> StoredShare:
+        """How the plan scales what a replica stores, from one iteration of the whole
+        model (`workload`, before the plan): the weight bytes of its array operators at
+        the plan's formats against their own (every layer's copy counted), and the KV
+        bytes its attention reads likewise. `default_bytes`: an operator's element size
+        where it names no dtype."""
+        applied = self.apply(workload)
+        pairs = list(zip(workload.operators, applied.operators, strict=True))
+        if any(old.name != new.name for old, new in pairs):
+            raise AccsimError("the plan reordered the workload's operators",
+                              file=self.source.path)
+        def total(measure, index: int) -> int:
+            return sum(measure(pair[index], default_bytes) * pair[0].repeat
+                       for pair in pairs)
+        return StoredShare(total(operator_weight_bytes, 0), total(operator_weight_bytes, 1),
+                           total(operator_kv_bytes, 0), total(operator_kv_bytes, 1))
+
+
+@dataclass(frozen=True)
+class StoredShare:
+    """The weight and KV bytes of a model's array operators before and under a plan."""
+
+    weights_before: int
+    weights_after: int
+    kv_before: int
+    kv_after: int
+
+    def weight_bytes(self, model_weight_bytes: int) -> int:
+        """The whole model's weight bytes under the plan: its array operators' weights
+        at the plan's formats, the rest (embedding table, norms) as they are."""
+        return model_weight_bytes - self.weights_before + self.weights_after
+
+    def kv_ratio(self) -> Fraction:
+        return Fraction(self.kv_after, self.kv_before) if self.kv_before else Fraction(1)
+
+    def kv_bytes(self, kv_bytes: int) -> int:
+        """KV bytes (per token, or of a whole cache) under the plan."""
+        return math.ceil(kv_bytes * self.kv_ratio())
+
+
+def planned_sizing(sizing: Sizing, share: StoredShare, model_weight_bytes: int) -> Sizing:
+    """The capacity sizing of a replica under a plan: each chip's weight bytes scaled as
+    the model's are (exact for one chip, which is what a plan serves on) and its KV
+    bytes as the attention's are; activations as they were."""
+    weights = Fraction(share.weight_bytes(model_weight_bytes), model_weight_bytes or 1)
+
+    def footprint(candidate) -> Footprint:
+        need = sizing.footprint(candidate)
+        return Footprint(math.ceil(need.weight_bytes * weights),
+                         share.kv_bytes(need.kv_bytes), need.activation_bytes)
+
+    return Sizing(sizing.limits, footprint)

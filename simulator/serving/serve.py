@@ -3,13 +3,13 @@ simulate the arrivals, and summarise into the result `accsim serve --json` write
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from simulator.capacity import Capacity, check
-from simulator.config import Platform
+from simulator.config import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
 from simulator.energy import static_power_w
 from simulator.errors import AccsimError
@@ -22,7 +22,7 @@ from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.engine import Progress, run_serving
 from simulator.serving.kv_cache import KV_ALLOCATORS
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
-from simulator.serving.precision import ServingPrecision
+from simulator.serving.precision import ServingPrecision, StoredShare, planned_sizing
 from simulator.serving.sla import good_requests, sla_report
 from simulator.serving.spec import ServeSpec
 from simulator.serving.tiling_plan import check_plan, serving_plan
@@ -91,8 +91,13 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                              platform_file=platform_source.path)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
     check_context(config, spec, trace)
+    share = stored_share(precision, config, spec, platform, hf)
     fit = replica_capacity(config, spec, trace, platform, platform_source.path,
-                           ignore=ignore_capacity)
+                           ignore=ignore_capacity, share=share,
+                           model_weight_bytes=facts.weight_bytes)
+    if share is not None:  # the plan's weight and KV formats size the KV cache
+        facts = replace(facts, weight_bytes=share.weight_bytes(facts.weight_bytes),
+                        kv_bytes_per_token=share.kv_bytes(facts.kv_bytes_per_token))
     blocks = llm_cost.kv_blocks(platform, facts, spec.block_tokens,
                                 file=platform_source.path,
                                 weights_elsewhere=fit is not None and fit.ignored)
@@ -108,13 +113,28 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                  precision.source if precision else None)
 
 
+def stored_share(precision: ServingPrecision | None, config, spec: ServeSpec,
+                 platform: Platform, hf) -> StoredShare | None:
+    """How a precision plan scales the weights and KV cache a replica stores (None
+    without a plan), from one decode step of the whole model."""
+    if precision is None:
+        return None
+    workload = (hf or hf_frontend).iteration_workload(config, prefill=[], decode=[1],
+                                                      dtype=spec.dtype)
+    size = DTYPE_BYTES[spec.dtype or platform.systolic_array.input_dtypes[0]]
+    return precision.stored_bytes(workload, size)
+
+
 def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Platform,
-                     platform_file: str, *, ignore: bool) -> Capacity | None:
+                     platform_file: str, *, ignore: bool, share: StoredShare | None = None,
+                     model_weight_bytes: int = 0) -> Capacity | None:
     """The capacity rule for one chip of a replica serving a Hugging Face model: its
     weight shard, the KV cache of the smallest request (prompt + output: at least one
     request must be servable; larger ones are dropped and counted) and one prefill
-    chunk's activations (the prompt, at most max_tokens). None for a stand-in
-    frontend's config, which serving's KV sizing alone checks."""
+    chunk's activations (the prompt, at most max_tokens), the weights and KV at a
+    precision plan's formats where `share` gives them (the model's weight bytes
+    `model_weight_bytes`). None for a stand-in frontend's config, which serving's KV
+    sizing alone checks."""
     if not isinstance(config, ModelConfig):
         return None
     if trace is None:
@@ -125,6 +145,8 @@ def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Pla
         prompt, total = int(trace.prompt_tokens[row]), int(sizes[row])
     sizing = serving_sizing(config, platform, dtype=spec.dtype,
                             tokens=min(prompt, spec.max_tokens), kv_tokens=total)
+    if share is not None:
+        sizing = planned_sizing(sizing, share, model_weight_bytes)
     return check(spec.system, sizing, platform, ignore=ignore, platform_file=platform_file)
 
 

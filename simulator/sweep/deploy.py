@@ -1,23 +1,26 @@
 """Deployment search (DESIGN.md section 18): for each platform, every deployment of a
 grid (chips per replica split T x P, replicas within a chip budget, batching policy,
-max batch) is pruned before any simulation when it cannot be built, cannot hold the
-model (the capacity rule, simulator.capacity) or when the roofline bound of one
-batch-1 iteration already misses the SLA; every other point gets its SLA capacity from
-serve's --find-max-rate search (simulator.serving.curves.find_max_rate), and its
-figures at that rate. Pruned points are kept with their reason, never dropped. Each
-point is keyed by the sha256 of what its outcome depends on, so a store of points
-(simulator.sweep.deploy_store) lets a search resume and never compute a point twice."""
+max batch, precision plan: `serve --precision`'s, None the model's own formats) is
+pruned before any simulation when it cannot be built, cannot hold the model (the
+capacity rule, simulator.capacity, at the plan's weight and KV formats) or when the
+roofline bound of one batch-1 iteration already misses the SLA; every other point
+gets its SLA capacity from serve's --find-max-rate search
+(simulator.serving.curves.find_max_rate), and its figures at that rate. Pruned
+points are kept with their reason, never dropped. Each point is keyed by the sha256
+of what its outcome depends on, so a store of points (simulator.sweep.deploy_store)
+lets a search resume and never compute a point twice."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from functools import partial
+from pathlib import Path
 from typing import Protocol
 
 import simulator
 
-from simulator.capacity import check
 from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
@@ -28,14 +31,16 @@ from simulator.search.resolve import lower_workload
 from simulator.serving import llm_cost
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import find_max_rate
-from simulator.serving.serve import prepare
+from simulator.serving.precision import ServingPrecision
+from simulator.serving.serve import prepare, replica_capacity, stored_share
 from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
+from simulator.sweep.deploy_runs import PointRuns, RunStore
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
 from simulator.system.serving import ShardedFrontend
-from simulator.system.shard import model_limits, serving_sizing
+from simulator.system.shard import model_limits
 
 # Objective -> whether larger is better.
 OBJECTIVES = {"tokens_per_s_per_watt": "max", "tokens_per_s_per_chip": "max",
@@ -59,6 +64,7 @@ class Grid:
     replicas: tuple[int, ...]
     batching: tuple[str, ...]
     max_batch: tuple[int, ...]
+    precision: tuple[str | None, ...] = (None,)   # plan files; None: no plan
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class Deployment:
     replicas: int
     batching: str
     max_batch: int
+    precision: str | None = None   # a precision plan file, None: the model's formats
 
     @property
     def chips(self) -> int:
@@ -78,17 +85,25 @@ class Deployment:
     def fields(self) -> dict:
         return {"arch": self.arch, "chips": self.chips, "chips_per_replica": self.plan.chips,
                 "tp": self.plan.tp, "pp": self.plan.pp, "replicas": self.replicas,
-                "batching": self.batching, "max_batch": self.max_batch}
+                "batching": self.batching, "max_batch": self.max_batch,
+                "precision": precision_name(self.precision),
+                "precision_file": self.precision}
 
     def label(self) -> str:
         return (f"{self.replicas} x (T{self.plan.tp} x P{self.plan.pp}), {self.batching} "
-                f"max_batch {self.max_batch}")
+                f"max_batch {self.max_batch}, precision {precision_name(self.precision)}")
 
     def flags(self) -> str:
         """The `accsim serve` flags that run this point alone."""
+        plan = f" --precision {self.precision}" if self.precision else ""
         return (f"--arch {self.arch} --chips {self.plan.chips} --tp {self.plan.tp} "
                 f"--pp {self.plan.pp} --replicas {self.replicas} --batching "
-                f"{self.batching} --max-batch {self.max_batch}")
+                f"{self.batching} --max-batch {self.max_batch}{plan}")
+
+
+def precision_name(path: str | None) -> str:
+    """How a point names its precision plan: the file's stem, `none` without one."""
+    return "none" if path is None else Path(path).stem
 
 
 @dataclass
@@ -103,6 +118,8 @@ class Outcome:
     context: int = 0                                   # mean decode context of a request
     prefill: int = 0                                   # tokens of a mean prefill chunk
     request: int = 0                                   # a mean request's whole KV tokens
+    weight_bytes: int = 0                              # the model's, at its own formats
+    precisions: dict = field(default_factory=dict)     # plan file -> ServingPrecision
     points: list[dict] = field(default_factory=list)   # searched, with figures
     pruned: list[dict] = field(default_factory=list)   # with their reason
 
@@ -115,10 +132,11 @@ def plans(chips: int) -> list[SystemPlan]:
 
 def deployments(arch: str, grid: Grid) -> list[Deployment]:
     """The grid's points for one platform, within the chip budget."""
-    return [Deployment(arch, plan, replicas, batching, max_batch)
+    return [Deployment(arch, plan, replicas, batching, max_batch, precision)
             for chips in grid.chips_per_replica for plan in plans(chips)
             for replicas in grid.replicas if chips * replicas <= grid.budget_chips
-            for batching in grid.batching for max_batch in grid.max_batch]
+            for batching in grid.batching for max_batch in grid.max_batch
+            for precision in grid.precision]
 
 
 def _smallest_request(spec: ServeSpec, trace: Trace | None) -> tuple[int, int]:
@@ -150,44 +168,65 @@ def iteration_bound_s(platform: Platform, workload) -> float:
     return cycles / (platform.clock_ghz * 1e9)
 
 
-def bound_misses(spec: ServeSpec, platform: Platform, config, plan: SystemPlan, hf,
-                 request: tuple[int, int]) -> str | None:
+def phase_bound_ms(outcome: Outcome, dtype: str | None, plan: SystemPlan,
+                   precision: ServingPrecision | None, prompt: int, metric: str) -> float:
+    """The roofline bound (ms) of one batch-1 decode step (metric "tpot") or prefill
+    ("ttft") of a `prompt`-token request on one chip of `plan`, under the precision
+    plan if any."""
+    platform = outcome.platform
+    frontend = outcome.hf if plan.single_chip else \
+        ShardedFrontend(outcome.hf, plan, platform)
+    prefill, decode = {"tpot": ((), [prompt]), "ttft": ([(prompt, 0)], ())}[metric]
+    workload = frontend.iteration_workload(outcome.config, prefill=list(prefill),
+                                           decode=list(decode), dtype=dtype)
+    if precision is not None:
+        workload = precision.apply(workload)
+    return iteration_bound_s(platform, workload) * 1e3
+
+
+def bound_misses(spec: ServeSpec, bound: Callable[[str], float]) -> str | None:
     """Why the roofline bound already misses the SLA (None if it does not): a TPOT
     target below one batch-1 decode step's bound, or a TTFT target below one batch-1
-    prefill's, for the smallest request. Any statistic of a metric is at least its
-    smallest value, which is at least this bound."""
-    frontend = hf if plan.single_chip else ShardedFrontend(hf, plan, platform)
-    prompt, _ = request
-    phases = {"tpot": ((), [prompt]), "ttft": ([(prompt, 0)], ())}
+    prefill's (`bound`: a metric's, phase_bound_ms for the smallest request). Any
+    statistic of a metric is at least its smallest value, which is at least this
+    bound."""
     for key, target_ms in sorted(spec.sla.items()):
         metric, _ = split_key(key)
-        if metric not in phases:
+        if metric not in ("tpot", "ttft"):
             continue
-        prefill, decode = phases[metric]
-        workload = frontend.iteration_workload(config, prefill=list(prefill),
-                                               decode=list(decode), dtype=spec.dtype)
-        bound_ms = iteration_bound_s(platform, workload) * 1e3
+        bound_ms = bound(metric)
         if bound_ms > target_ms:
             return (f"bound: one batch-1 {'decode step' if metric == 'tpot' else 'prefill'}"
                     f" takes at least {bound_ms:.4g} ms > {key} {target_ms:g}")
     return None
 
 
-def _prune_reason(spec: ServeSpec, platform: Platform, platform_file: str, config,
-                  plan: SystemPlan, hf, request: tuple[int, int]) -> str | None:
-    """Why a plan is pruned before simulation on this platform, or None."""
+def _prune_reason(spec: ServeSpec, outcome: Outcome, trace: Trace | None, plan: SystemPlan,
+                  precision: str | None, bound: Callable[[str], float]) -> str | None:
+    """Why a plan (under a precision plan, or none) is pruned before simulation on
+    this platform, or None: serve's capacity rule for one chip of a replica, at the
+    plan's weight and KV formats, then the roofline bound (`bound`: a metric's)."""
+    platform, config, hf = outcome.platform, outcome.config, outcome.hf
     try:
-        check_plan(plan, platform, model_limits(config), platform_file=platform_file)
+        check_plan(plan, platform, model_limits(config), platform_file=outcome.platform_file)
     except AccsimError as exc:
         return f"cannot be built: {exc.rule}"
-    prompt, output = request
-    sizing = serving_sizing(config, platform, dtype=spec.dtype,
-                            tokens=min(prompt, spec.max_tokens), kv_tokens=prompt + output)
-    fit = check(plan, sizing, platform, ignore=True, platform_file=platform_file)
-    if fit.fits is False:
+    serving = share = None
+    if precision is not None:
+        if not plan.single_chip:
+            return "cannot be built: a precision plan serves single-chip replicas for now"
+        serving = outcome.precisions[precision]
+        try:
+            share = stored_share(serving, config, spec, platform, hf)
+        except AccsimError as exc:
+            return f"precision: {exc.rule}"
+    at = spec.model_copy(update={"chips": plan.chips, "tp": plan.tp, "pp": plan.pp})
+    fit = replica_capacity(config, at, trace, platform, outcome.platform_file, ignore=True,
+                           share=share, model_weight_bytes=outcome.weight_bytes)
+    if fit is not None and fit.fits is False:
         return (f"capacity: each chip needs {fit.footprint.total_bytes:,} bytes of "
                 f"{fit.capacity_bytes:,}")
-    return bound_misses(spec, platform, config, plan, hf, request)
+    return bound_misses(spec, bound)
 
 
 def point_figures(point: Deployment, figures: dict, rate: float,
@@ -221,20 +260,28 @@ def _bracket_figures(found: dict) -> tuple[dict, dict]:
     return at[low]["figures"], at[high]
 
 
-def search_point(setup, point: Deployment) -> dict:
+def search_point(setup, point: Deployment, inputs: dict | None = None,
+                 store: RunStore | None = None) -> dict:
     """serve's max-rate search on one point (the setup of its platform and plan reused:
-    one cost memo per platform and plan) and its figures at the rate found."""
+    one cost memo per platform and plan) and its figures at the rate found; with a
+    store, the runs at rates it already holds for the point (`inputs`, its stored
+    inputs) are read back, not simulated (simulator.sweep.deploy_runs)."""
     at = setup.spec.model_copy(update={"replicas": point.replicas, "batching": point.batching,
                                  "max_batch": point.max_batch}).resolved()
+    runs = PointRuns(replace(setup, spec=at), at, inputs,
+                     store if inputs is not None else None)
     try:
-        found = find_max_rate(replace(setup, spec=at), at)
+        found = find_max_rate(replace(setup, spec=at), at, run=runs)
     except AccsimError as exc:  # met at every rate a spec may ask for, or at none
+        if runs.failure is not None:  # the store's, not the search's
+            raise
         unbounded = "doublings" in exc.rule
         return {**point.fields(), "status": "unbounded" if unbounded else
                 "no rate meets the SLA", "sla_rate_rps": None, "unbounded": unbounded,
                 "note": ("the SLA is met at every rate tried: " if unbounded else
                          "no rate meets the SLA: ") + exc.rule}
     met, above = _bracket_figures(found)
+    met = runs.with_goodput(found["max_rate_rps"], met)
     row = {"status": "searched",
            **point_figures(point, met, found["max_rate_rps"], setup.platform)}
     checks = sla_report(at.sla, above["figures"])["targets"]
@@ -256,12 +303,40 @@ Progress = Callable[[str, int, int], None]
 STATUSES = ("pruned", "searched", "unbounded", "no rate meets the SLA", "refused")
 
 
-class PointStore(Protocol):
-    """Where finished points are kept by key (simulator.sweep.deploy_store.PointStore)."""
+class PointStore(RunStore, Protocol):
+    """Where finished points (their runs, the roofline bounds of their plans) are
+    kept by key (simulator.sweep.deploy_store.PointStore)."""
 
     def get(self, key: str) -> dict | None: ...
 
     def put(self, key: str, inputs: dict, row: dict) -> None: ...
+
+    def get_bound(self, key: str) -> dict | None: ...
+
+    def put_bound(self, key: str, inputs: dict, outcome: dict) -> None: ...
+
+
+def stored_bound(store: PointStore | None, identity: dict, outcome: Outcome,
+                 dtype: str | None, plan: SystemPlan, precision: str | None, prompt: int,
+                 metric: str) -> float:
+    """phase_bound_ms, kept in the store by content (the platform, the model, the
+    plan, the precision plan's content, the request and the metric: never the SLA),
+    so a search whose SLA changed computes no bound again."""
+    serving = outcome.precisions.get(precision)
+    if store is None:
+        return phase_bound_ms(outcome, dtype, plan, serving, prompt, metric)
+    inputs = json.loads(json.dumps({
+        "platform": identity["platform"], "model": identity["model"], "dtype": dtype,
+        "plan": [plan.chips, plan.tp, plan.pp, plan.ep],
+        "precision": serving.identity() if serving else None, "prompt": prompt,
+        "metric": metric, "model_version": identity["model_version"]}, default=str))
+    key = stored_key(inputs)
+    found = store.get_bound(key)
+    if found is not None:
+        return found["bound_ms"]
+    value = phase_bound_ms(outcome, dtype, plan, serving, prompt, metric)
+    store.put_bound(key, inputs, {"bound_ms": value})
+    return value
 
 
 def _config_identity(config) -> object:
@@ -282,32 +357,41 @@ def search_identity(spec: ServeSpec, platform: Platform, config, trace: Trace | 
             "prune": prune, "model_version": simulator.MODEL_VERSION}
 
 
-def point_key(identity: dict, point: Deployment) -> tuple[str, dict]:
-    """A point's key (the sha256 of its canonical inputs) and the inputs as stored."""
-    deployment = {k: v for k, v in point.fields().items() if k != "arch"}
+def point_key(identity: dict, point: Deployment,
+              plan: ServingPrecision | None = None) -> tuple[str, dict]:
+    """A point's key (the sha256 of its canonical inputs) and the inputs as stored: a
+    precision plan by its content (`plan`, the point's plan read), never its path; a
+    point without one keys as before plans were searched."""
+    deployment = {k: v for k, v in point.fields().items()
+                  if k not in ("arch", "precision", "precision_file")}
+    if plan is not None:
+        deployment["precision"] = plan.identity()
     inputs = json.loads(json.dumps({**identity, "deployment": deployment}, default=str))
     return stored_key(inputs), inputs
 
 
 def _evaluate(setups: dict, reasons: dict, spec: ServeSpec, arch: str, point: Deployment,
-              *, hf, prune: bool, cost_cache: CostCache | None) -> dict:
+              *, hf, prune: bool, cost_cache: CostCache | None, inputs: dict,
+              store: PointStore | None) -> dict:
     """A point's outcome: pruned with its reason, or serve's max-rate search on it (the
-    setup of its platform and plan shared by every point of that plan)."""
-    if prune and reasons[point.plan] is not None:
-        return {**point.fields(), "status": "pruned", "reason": reasons[point.plan]}
-    if point.plan not in setups:
+    setup of its platform, plan and precision plan shared by every point of those)."""
+    shared = (point.plan, point.precision)
+    if prune and reasons[shared] is not None:
+        return {**point.fields(), "status": "pruned", "reason": reasons[shared]}
+    if shared not in setups:
         try:
-            setups[point.plan] = prepare(spec.model_copy(update={
+            setups[shared] = prepare(spec.model_copy(update={
                 "arch": arch, "chips": point.plan.chips, "tp": point.plan.tp,
-                "pp": point.plan.pp}), hf=hf, cost_cache=cost_cache)
+                "pp": point.plan.pp, "precision": point.precision}), hf=hf,
+                cost_cache=cost_cache)
         except AccsimError as exc:
             if prune:
                 raise
-            setups[point.plan] = exc
-    if isinstance(setups[point.plan], AccsimError):
+            setups[shared] = exc
+    if isinstance(setups[shared], AccsimError):
         return {**point.fields(), "status": "refused", "sla_rate_rps": None,
-                "unbounded": False, "note": f"refused: {setups[point.plan].rule}"}
-    return search_point(setups[point.plan], point)
+                "unbounded": False, "note": f"refused: {setups[shared].rule}"}
+    return search_point(setups[shared], point, inputs, store)
 
 
 def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
@@ -321,28 +405,36 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
     from and written to it by key."""
     hf = hf or hf_frontend
     platform, source = load_model(locate(arch, "platform"), Platform)
-    config, _ = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
+    config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
     trace = load_trace(spec.arrival_trace, need_tokens=True) \
         if spec.arrival == "trace" else None
     request = _smallest_request(spec, trace)
     outcome = Outcome(arch, platform, source.path, config, hf,
-                      *_mean_context(spec, trace))
+                      *_mean_context(spec, trace), weight_bytes=facts.weight_bytes)
     identity = search_identity(spec, platform, config, trace, prune)
     points = deployments(arch, grid) if points is None else points
-    reasons: dict[SystemPlan, str | None] = {}
-    setups: dict[SystemPlan, object] = {}
+    reasons: dict[tuple, str | None] = {}
+    setups: dict[tuple, object] = {}
     for index, point in enumerate(points):
-        key, inputs = point_key(identity, point)
+        if point.precision is not None and point.precision not in outcome.precisions:
+            outcome.precisions[point.precision] = ServingPrecision.load(point.precision,
+                                                                        platform)
+        key, inputs = point_key(identity, point, outcome.precisions.get(point.precision))
         row = store.get(key) if store is not None else None
         if row is None:
-            if point.plan not in reasons:
-                reasons[point.plan] = _prune_reason(spec, platform, source.path, config,
-                                                    point.plan, hf, request)
+            shared = (point.plan, point.precision)
+            if shared not in reasons:
+                reasons[shared] = _prune_reason(
+                    spec, outcome, trace, point.plan, point.precision,
+                    partial(stored_bound, store, identity, outcome, spec.dtype,
+                            point.plan, point.precision, request[0]))
             row = _evaluate(setups, reasons, spec, arch, point, hf=hf, prune=prune,
-                            cost_cache=cost_cache)
+                            cost_cache=cost_cache, inputs=inputs, store=store)
             if store is not None:
                 store.put(key, inputs, row)
-        row = {**row, "arch": arch, "key": key}
+        # named as this search names it (a row read back may be another path's)
+        row = {**row, "arch": arch, "precision": precision_name(point.precision),
+               "precision_file": point.precision, "key": key}
         (outcome.pruned if row["status"] == "pruned" else outcome.points).append(row)
         if progress:
             progress(arch, index + 1, len(points))

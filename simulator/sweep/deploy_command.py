@@ -16,6 +16,9 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.escape import csv_text
 from simulator.loader import dump_json, load_model, locate, validation_error
+from simulator.mapping.plan import FUSION_MODES
+from simulator.precision.plan import PrecisionPlan
+from simulator.search.fusion import DEFAULT_FUSION
 from simulator.outputs import check_output_path, write_file, writing
 from simulator.serving.sla import parse_sla
 from simulator.serving.spec import ServeSpec
@@ -32,14 +35,17 @@ from simulator.terminal import console as report_console
 DEFAULT_BUDGET = 8
 DEFAULT_MAX_BATCH = (16, 64, 256)
 CSV_COLUMNS = ("arch", "chips", "chips_per_replica", "tp", "pp", "replicas", "batching",
-               "max_batch", "status", "sla_rate_rps", "goodput_rps", "tokens_per_s",
-               "tokens_per_s_per_chip", "tokens_per_s_per_watt", "energy_per_token_j",
-               "cost_per_mtok", "on_front", "reason")
+               "max_batch", "precision", "status", "sla_rate_rps", "goodput_rps",
+               "tokens_per_s", "tokens_per_s_per_chip", "tokens_per_s_per_watt",
+               "energy_per_token_j", "cost_per_mtok", "on_front", "reason")
 # Spec fields set from flags of the same meaning (flag -> field).
 SPEC_FLAGS = {"model": "model", "dtype": "dtype", "arrival": "arrival", "rate": "rate",
               "cv": "cv", "trace": "arrival_trace", "prompt_tokens": "prompt_tokens",
               "output_tokens": "output_tokens", "requests": "requests", "seed": "seed",
-              "max_tokens": "max_tokens", "bucket_bits": "bucket_bits"}
+              "max_tokens": "max_tokens", "bucket_bits": "bucket_bits",
+              "fusion": "fusion", "heuristic": "heuristic"}
+# The --precision value that names the model's own formats (no plan).
+BASELINE = "none"
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -60,6 +66,16 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
     add("--seed", type=int, help="default 0")
     add("--max-tokens", type=int, help="continuous batching: tokens per iteration")
     add("--bucket-bits", type=int, help="iteration-cost grid (serve's option)")
+    add("--fusion", choices=FUSION_MODES, help="the fusion planner's mode for iteration "
+        f"costs, as `accsim serve --fusion` (default {DEFAULT_FUSION})")
+    add("--heuristic", metavar="NAME", help="iteration operators take this tiling "
+        "heuristic's tilings, as `accsim serve --heuristic`")
+    add("--precision", action="append", metavar="PLAN.yaml", help="a precision plan to "
+        "search, as `accsim serve --precision` takes it (single-chip replicas); repeat "
+        f"for each. The model's own formats ({BASELINE}) are searched too unless "
+        "--no-baseline")
+    add("--no-baseline", action="store_true", help="with --precision: search only the "
+        f"plans named, not the model's own formats ({BASELINE})")
     add("--sla", required=True, metavar="KEY=MS,...", help="e.g. ttft_p99_ms=500,"
         "tpot_p99_ms=50")
     add("--budget-chips", type=int, default=DEFAULT_BUDGET,
@@ -103,6 +119,21 @@ def powers_of_two(limit: int) -> tuple[int, ...]:
     return tuple(2 ** i for i in range(limit.bit_length()) if 2 ** i <= limit)
 
 
+def precision_axis(args: argparse.Namespace) -> tuple[str | None, ...]:
+    """The precision plans searched (None: the model's own formats), each plan file
+    read and checked now; `none` among them names the baseline."""
+    named = list(dict.fromkeys(args.precision or []))
+    if args.no_baseline and not [name for name in named if name != BASELINE]:
+        raise AccsimError("--no-baseline leaves no precision to search: name plans with "
+                          "--precision", field="--no-baseline")
+    for name in named:
+        if name != BASELINE:
+            load_model(name, PrecisionPlan)
+    plans = tuple(None if name == BASELINE else name for name in named)
+    baseline = () if args.no_baseline or None in plans else (None,)
+    return baseline + plans
+
+
 def grid_from_args(args: argparse.Namespace) -> Grid:
     if args.budget_chips < 1:
         raise AccsimError(f"must be >= 1, got {args.budget_chips}", field="--budget-chips")
@@ -115,7 +146,8 @@ def grid_from_args(args: argparse.Namespace) -> Grid:
                 _int_list(args.chips_per_replica, "--chips-per-replica",
                           powers_of_two(args.budget_chips)),
                 _int_list(args.replicas, "--replicas", powers_of_two(args.budget_chips)),
-                batching, _int_list(args.max_batch, "--max-batch", DEFAULT_MAX_BATCH))
+                batching, _int_list(args.max_batch, "--max-batch", DEFAULT_MAX_BATCH),
+                precision_axis(args))
     if not deployments("-", grid):
         raise AccsimError(f"the grid is empty: no chips per replica x replicas of "
                           f"{list(grid.chips_per_replica)} x {list(grid.replicas)} fits "
@@ -175,8 +207,9 @@ def points_table(outcome) -> Table:
 
 
 def _label(row: dict) -> str:
+    plan = row.get("precision", BASELINE)
     return (f"{row['replicas']} x (T{row['tp']} x P{row['pp']}) {row['batching']} "
-            f"b{row['max_batch']}")
+            f"b{row['max_batch']}" + ("" if plan == BASELINE else f" {plan}"))
 
 
 def _rows(outcomes, front: list[dict]) -> list[dict]:
@@ -206,7 +239,8 @@ def _search(spec: ServeSpec, archs: list[str], grid: Grid, args) -> tuple[list, 
                                     progress=lambda a, done, total: report(done, total))
                     for arch in archs]
     return outcomes, (f"store {args.store}: {points.found} already stored, "
-                      f"{points.computed} computed")
+                      f"{points.computed} computed; serving runs: {points.runs_read} "
+                      f"read back, {points.runs_stored} simulated")
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -84,6 +84,8 @@ def iteration_shares(outcome: Outcome, row: dict, dtype: str | None) -> dict:
     workload = frontend.iteration_workload(outcome.config, prefill=prefill,
                                            decode=[outcome.context] * (batch - len(prefill)),
                                            dtype=dtype)
+    if row.get("precision_file"):  # the point's precision plan, as it was served
+        workload = outcome.precisions[row["precision_file"]].apply(workload)
     total = simulate(Inputs(outcome.platform, workload, Mapping())).total
     cycles = max(total.cycles, 1)
     return {"batch": batch, "hbm_busy": total.offchip_busy_cycles / cycles,

@@ -1,7 +1,11 @@
 """Deployment points in the sweep store (simulator.sweep.store): table `deployments`,
 one row per point keyed by the sha256 of its inputs (simulator.sweep.deploy.point_key),
-written in its own transaction as the point finishes. A search killed at any moment
-resumes with every finished point read back and none computed twice; the iteration
+written in its own transaction as the point finishes; table `serving_runs`, one row per
+(point, offered rate) run of its SLA search keyed likewise
+(simulator.sweep.deploy_runs), so a search whose SLA changed simulates only the rates
+it lacks; table `iteration_bounds`, the roofline bound of a plan's batch-1 decode step
+or prefill (simulator.sweep.deploy.stored_bound), which pruning compares with the
+SLA. A search killed at any moment resumes with every finished point read back and none computed twice; the iteration
 costs its points simulated are kept in a cost cache folder beside the store
 (simulator.serving.cost_cache), so a search that differs only in its SLA recomputes
 no iteration shape.
@@ -14,6 +18,7 @@ the row."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from simulator.errors import AccsimError
@@ -23,11 +28,12 @@ from simulator.sweep.deploy import STATUSES
 from simulator.sweep.rows import stored_key
 from simulator.sweep.store import Store
 
-TABLE = """CREATE TABLE IF NOT EXISTS deployments (
+TABLE = """CREATE TABLE IF NOT EXISTS {name} (
     key TEXT PRIMARY KEY,
     inputs TEXT NOT NULL,
     outcome TEXT NOT NULL
 )"""
+POINTS, RUNS, BOUNDS = "deployments", "serving_runs", "iteration_bounds"
 
 
 def cost_folder(store_path: str | Path) -> Path:
@@ -36,10 +42,37 @@ def cost_folder(store_path: str | Path) -> Path:
     return path.parent / f"{path.stem}-costs"
 
 
-def _checked(rowid: int, key, inputs, outcome, file: str) -> tuple[str, dict]:
+def _run_outcome(outcome: dict) -> str | None:
+    """Why a stored run's outcome is not one (None when it is)."""
+    if not isinstance(outcome.get("figures"), dict) or \
+            not isinstance(outcome.get("goodput"), dict):
+        return "not a run's figures and goodput"
+    return None
+
+
+def _point_outcome(outcome: dict) -> str | None:
+    if outcome.get("status") not in STATUSES:
+        return f"status not one of {', '.join(STATUSES)}"
+    return None
+
+
+def _bound_outcome(outcome: dict) -> str | None:
+    value = outcome.get("bound_ms")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value < 0:
+        return "not a bound in ms"
+    return None
+
+
+# How each table's outcome is checked as it is read back.
+OUTCOME_CHECKS = {POINTS: _point_outcome, RUNS: _run_outcome, BOUNDS: _bound_outcome}
+
+
+def _checked(rowid: int, key, inputs, outcome, file: str,
+             table: str = POINTS) -> tuple[str, dict]:
     def refuse(column: str, rule: str) -> AccsimError:
         return AccsimError(f"{rule} (a forged or corrupt row)", file=file,
-                           field=f"deployments[{rowid}].{column}")
+                           field=f"{table}[{rowid}].{column}")
 
     decoded = {}
     for column, text in (("inputs", inputs), ("outcome", outcome)):
@@ -53,8 +86,9 @@ def _checked(rowid: int, key, inputs, outcome, file: str) -> tuple[str, dict]:
             raise refuse(column, "not a JSON object")
     if not isinstance(key, str) or stored_key(decoded["inputs"]) != key:
         raise refuse("key", "not the sha256 of the row's inputs")
-    if decoded["outcome"].get("status") not in STATUSES:
-        raise refuse("outcome", f"status not one of {', '.join(STATUSES)}")
+    wrong = OUTCOME_CHECKS[table](decoded["outcome"])
+    if wrong is not None:
+        raise refuse("outcome", wrong)
     return key, decoded["outcome"]
 
 
@@ -64,13 +98,16 @@ class PointStore:
     def __init__(self, store: Store):
         self.store = store
         with store.guard("write"), store.db:
-            store.db.execute(TABLE)
+            for name in OUTCOME_CHECKS:
+                store.db.execute(TABLE.format(name=name))
         with store.guard("read"):
             fetched = store.db.execute(
                 "SELECT rowid, key, inputs, outcome FROM deployments").fetchall()
         self.rows = dict(_checked(*values, file=store.path) for values in fetched)
         self.found = 0      # points read back by this search
         self.computed = 0   # points this search stored
+        self.runs_read = 0      # serving runs read back
+        self.runs_stored = 0    # serving runs simulated and stored
 
     def get(self, key: str) -> dict | None:
         row = self.rows.get(key)
@@ -79,11 +116,38 @@ class PointStore:
         return row
 
     def put(self, key: str, inputs: dict, row: dict) -> None:
-        text = json.dumps(row)  # in its own order: read back, it is written as computed
-        with uninterrupted(), self.store.guard("write"), self.store.db:
-            self.store.db.execute("INSERT OR REPLACE INTO deployments (key, inputs, "
-                                  "outcome) VALUES (?, ?, ?)",
-                                  (key, json.dumps(inputs, sort_keys=True,
-                                                   separators=(",", ":")), text))
+        text = self._write(POINTS, key, inputs, row)
         self.rows[key] = json.loads(text)
         self.computed += 1
+
+    def get_run(self, key: str) -> dict | None:
+        """A serving run stored by key, checked as it is read."""
+        found = self._read(RUNS, key)
+        self.runs_read += found is not None
+        return found
+
+    def put_run(self, key: str, inputs: dict, outcome: dict) -> None:
+        self._write(RUNS, key, inputs, outcome)
+        self.runs_stored += 1
+
+    def get_bound(self, key: str) -> dict | None:
+        return self._read(BOUNDS, key)
+
+    def put_bound(self, key: str, inputs: dict, outcome: dict) -> None:
+        self._write(BOUNDS, key, inputs, outcome)
+
+    def _read(self, table: str, key: str) -> dict | None:
+        with self.store.guard("read"):
+            found = self.store.db.execute(f"SELECT rowid, key, inputs, outcome FROM {table} "
+                                          "WHERE key = ?", (key,)).fetchone()
+        return None if found is None else _checked(*found, file=self.store.path,
+                                                     table=table)[1]
+
+    def _write(self, table: str, key: str, inputs: dict, outcome: dict) -> str:
+        text = json.dumps(outcome)  # in its own order: read back, written as computed
+        with uninterrupted(), self.store.guard("write"), self.store.db:
+            self.store.db.execute(f"INSERT OR REPLACE INTO {table} (key, inputs, outcome) "
+                                  "VALUES (?, ?, ?)",
+                                  (key, json.dumps(inputs, sort_keys=True,
+                                                   separators=(",", ":")), text))
+        return text

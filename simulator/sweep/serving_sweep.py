@@ -24,7 +24,7 @@ from simulator.serving.cost_cache import CostCache
 from simulator.sweep.pareto import pareto_mask
 from simulator.sweep.plan import holds, point_values, system_plan, validated
 from simulator.sweep.sampling import sample
-from simulator.sweep.spec import SERVING_AXES, Sweep, with_values
+from simulator.sweep.spec import SERVING_AXES, Sweep, precision_path, with_values
 from simulator.sweep.store import Store
 from simulator.system.plan import SystemPlan
 
@@ -43,15 +43,19 @@ def _platform_file(folder: OutputFolder, root: Path, canonical: dict) -> str:
 
 
 def deployment_of(sweep: Sweep, point: dict, arch: str) -> tuple[Deployment, int]:
-    """The point's deployment (its axes, else the serving workload's values) and the
-    chunk-token budget it runs with."""
+    """The point's deployment (its axes, else the serving workload's values; a
+    precision plan file relative to the sweep file) and the chunk-token budget it runs
+    with."""
     spec = sweep.serving
     plan = system_plan(point) or SystemPlan(chips=spec.chips or spec.tp * spec.pp,
                                             tp=spec.tp, pp=spec.pp, ep=spec.ep)
     values = {field: point.get(axis, getattr(spec, field))
               for axis, field in SERVING_AXES.items()}
+    if "serving.precision" in point:
+        values["precision"] = precision_path(point["serving.precision"],
+                                             Path(sweep.file).parent)
     return (Deployment(arch, plan, values["replicas"], values["batching"],
-                       values["max_batch"]), values["max_tokens"])
+                       values["max_batch"], values["precision"]), values["max_tokens"])
 
 
 def run_serving_sweep(sweep: Sweep, store_path: str,
@@ -81,7 +85,8 @@ def run_serving_sweep(sweep: Sweep, store_path: str,
                 continue
             arch = _platform_file(folder, root, platform.model_dump(mode="json"))
             deployment, chunk = deployment_of(sweep, point, arch)
-            spec = sweep.serving.model_copy(update={"max_tokens": chunk})
+            spec = sweep.serving.model_copy(update={"max_tokens": chunk,
+                                                    "precision": None})
             outcome = search_platform(spec, arch, None, cost_cache=cache, store=points,
                                       points=[deployment])
             (row,) = outcome.points + outcome.pruned

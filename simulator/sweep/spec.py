@@ -28,6 +28,7 @@ from pydantic import (Field, PositiveInt, ValidationError, ValidationInfo,
 from simulator.config import Name, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.loader import load_model, locate, parse_model, read_source, validation_error
+from simulator.precision.plan import PrecisionPlan
 from simulator.serving.spec import ServeSpec
 from simulator.system.overlap import OVERLAP_MODES
 from simulator.sweep.constraints import Constraint, parse_constraint
@@ -41,7 +42,11 @@ LINK_KEY = "link"
 SYSTEM_AXES = {"system.chips", "system.tp", "system.pp", "system.ep", "system.overlap"}
 # Axes of a serving sweep's deployment (serve's fields of the same meaning).
 SERVING_AXES = {"serving.replicas": "replicas", "serving.batching": "batching",
-                "serving.max_batch": "max_batch", "serving.chunk_tokens": "max_tokens"}
+                "serving.max_batch": "max_batch", "serving.chunk_tokens": "max_tokens",
+                "serving.precision": "precision"}
+# A serving.precision value naming the model's own formats (no plan); any other value
+# is a precision plan file, relative to the sweep file.
+NO_PLAN = "none"
 POINT_AXES = SYSTEM_AXES | set(SERVING_AXES)
 BATCHING = ("static", "dynamic", "continuous")
 # Serve's fields a serving sweep's axes and platform set, not its `serving` table.
@@ -201,7 +206,7 @@ def serving_spec(raw: dict, folder: Path, file: str) -> ServeSpec:
         raise AccsimError("a serving sweep serves an LLM (model) against an SLA (sla: "
                           "{ttft_p99_ms: ..., ...})", file=file, field="serving")
     raw = dict(raw)
-    for name in ("model", "arrival_trace"):
+    for name in ("model", "arrival_trace", "precision"):
         value = raw.get(name)
         if isinstance(value, str) and ("/" in value or Path(value).suffix):
             raw[name] = str(folder / value)
@@ -213,6 +218,28 @@ def serving_spec(raw: dict, folder: Path, file: str) -> ServeSpec:
         error = exc
     field = "serving" + (f".{error.field}" if error.field else "")
     raise AccsimError(error.rule, file=file, field=field) from None
+
+
+def precision_path(value: str, folder: Path) -> str | None:
+    """A serving.precision value: None for `none`, else the plan file's path."""
+    return None if value == NO_PLAN else str(folder / value)
+
+
+def check_precision(axis: Axis, *, file: str) -> None:
+    """Each serving.precision value is `none` or a precision plan file that loads."""
+    for index, value in enumerate(axis.values):
+        field = f"axes.{axis.path}[{index}]"
+        if not isinstance(value, str):
+            raise AccsimError(f"value {value!r}: name a precision plan file or "
+                              f"{NO_PLAN}", file=file, field=field)
+        path = precision_path(value, Path(file).parent)
+        if path is None:
+            continue
+        try:
+            load_model(path, PrecisionPlan)
+        except AccsimError as exc:
+            raise AccsimError(f"value {value!r}: {exc.rule}", file=file,
+                              field=field) from None
 
 
 def input_path(name: str, folder: Path, kind: str) -> Path:
@@ -239,6 +266,9 @@ def check_values(axis: Axis, base: dict, *, file: str) -> None:
     never take is a spec error naming `axes.PATH[i]`. System axes (SYSTEM_AXES) take
     positive whole numbers, system.overlap an overlap mode."""
     field = f"axes.{axis.path}"
+    if axis.path == "serving.precision":
+        check_precision(axis, file=file)
+        return
     for index, value in enumerate(axis.values):
         for path, known, what in (("serving.batching", BATCHING, "a batching policy"),
                                   ("system.overlap", OVERLAP_MODES, "an overlap mode")):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from simulator.review.providers import NotEvaluated
 from simulator.review.sections.assumptions import assumptions
 from simulator.review.sections.blocks import TITLES, Context
 from simulator.review.sections.declared import precision, risks, rollback
@@ -21,6 +22,9 @@ from simulator.review.sections.fit import workload_fit
 from simulator.review.sections.mapping_sheet import mapping_sheet
 from simulator.review.sections.precision_whatif import precision_whatif
 from simulator.review.sections.scope import environment, scope_and_sla
+from simulator.review.sections.search_efficiency import search_efficiency
+from simulator.review.sections.search_fit import search_fit
+from simulator.review.sections.search_serving import search_serving
 from simulator.review.sections.serving_curves import serving
 from simulator.review.sections.sweep_front import sweep
 from simulator.review.sections.utilisation import utilisation
@@ -33,11 +37,23 @@ FINDING_ORDER = ("bottleneck mismatch", "SLA missed", "rollback fired",
                  "precision without guardrail", "precision without quality evidence",
                  "target missed", "no fit", "no sweep front", "binding constraint",
                  "verdict can flip", "validation failed")
+Builder = Callable[[Context], dict]
+
+
+def from_search(own: Builder, searched: Builder) -> Builder:
+    """A section built from the study's deployment search where it names one
+    (scope.deployment_search), else from its own runs."""
+    def build(ctx: Context) -> dict:
+        return own(ctx) if isinstance(ctx.deployment, NotEvaluated) else searched(ctx)
+    return build
+
+
 # Each section's builder by id; blocks.TITLES gives their order and headings.
-BUILDERS: dict[str, Callable[[Context], dict]] = {
+BUILDERS: dict[str, Builder] = {
     "scope-sla": scope_and_sla, "environment": environment, "utilisation": utilisation,
-    "mapping-sheet": mapping_sheet, "serving": serving, "efficiency": efficiency,
-    "fit": workload_fit, "sweep": sweep, "deployment": deployment,
+    "mapping-sheet": mapping_sheet, "serving": from_search(serving, search_serving),
+    "efficiency": from_search(efficiency, search_efficiency),
+    "fit": from_search(workload_fit, search_fit), "sweep": sweep, "deployment": deployment,
     "assumptions": assumptions, "precision": precision,
     "precision-whatif": precision_whatif, "risks": risks,
     "rollback": rollback, "validation": validation,

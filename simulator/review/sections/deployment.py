@@ -21,8 +21,21 @@ COUNT_COLUMNS = [("platform", "text"), ("points", "int"), ("searched", "int"),
 
 
 def label(row: dict) -> str:
+    plan = row.get("precision", "none")
     return (f"{row['replicas']} x (T{row['tp']} x P{row['pp']}) {row['batching']} "
-            f"max batch {row['max_batch']}")
+            f"max batch {row['max_batch']}" + ("" if plan == "none" else f", {plan}"))
+
+
+def point_link(record, row: dict) -> dict:
+    """A link to a point of the search's export."""
+    index = next(i for i, point in enumerate(record.data["points"])
+                 if point["key"] == row["key"])
+    return link("point", f"{record.file}#/points/{index}")
+
+
+def searched(record) -> list[dict]:
+    """The export's points that have an SLA capacity, platform by platform."""
+    return [row for row in record.data["points"] if row.get("sla_rate_rps") is not None]
 
 
 def deployment(ctx: Context) -> dict:

@@ -1,0 +1,116 @@
+"""A deployment search rerun after changing only the SLA (issue 28, DESIGN.md section
+18): every (point, rate) serving run is kept in the store by content, so the rerun
+bisects over the runs already simulated and simulates only the rates it lacks (and,
+where the SLA capacity is a stored run, that run again for the new SLA's goodput); its
+points equal a fresh search's under the new SLA."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import pytest
+
+from simulator.cli import main
+from simulator.sweep import deploy
+
+TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16"}
+SLA = "ttft_p99_ms=0.5,tpot_p99_ms=0.2"
+WORKLOAD = ["--prompt-tokens", "64", "--output-tokens", "8", "--requests", "48"]
+GRID = ["--budget-chips", "2", "--replicas", "1", "--max-batch", "4,16"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("reruns") / "config.json"
+    path.write_text(json.dumps(TINY))
+    return path
+
+
+def search(model, capsys, sla: str, store=None) -> tuple[list[dict], str]:
+    out = model.parent / "plan.json"
+    out.unlink(missing_ok=True)
+    args = ["plan-deployment", "--arch", "tpu_v5e_like", "--model", str(model), *WORKLOAD,
+            "--sla", sla, *GRID, "--json", str(out)]
+    assert main(args + (["--store", str(store)] if store else [])) == 0
+    text = capsys.readouterr().out
+    return json.loads(out.read_text())["points"], text
+
+
+def runs(text: str) -> tuple[int, int]:
+    read, simulated = re.search(r"serving runs: (\d+) read back, (\d+) simulated",
+                                text).groups()
+    return int(read), int(simulated)
+
+
+def test_a_tighter_sla_simulates_only_the_rates_it_lacks(model, capsys, tmp_path):
+    store = tmp_path / "deploy.sqlite"
+    first, text = search(model, capsys, SLA, store)
+    read, simulated = runs(text)
+    searched = [row for row in first if row["status"] == "searched"]
+    assert read == 0 and simulated >= sum(row["evaluations"] for row in searched) > 0
+    tighter = "ttft_p99_ms=0.4,tpot_p99_ms=0.16"
+    again, text = search(model, capsys, tighter, store)
+    read, simulated = runs(text)
+    fresh, _ = search(model, capsys, tighter)
+    assert again == fresh  # every point, figure for figure, goodput included
+    evaluated = sum(row.get("evaluations", 0) for row in fresh)
+    assert read > 0 and simulated < evaluated
+    assert any(row["sla_rate_rps"] != before["sla_rate_rps"]
+               for row, before in zip(fresh, first) if row["status"] == "searched")
+
+
+def test_an_sla_deciding_alike_reruns_only_each_capacity_for_its_goodput(
+        model, capsys, tmp_path):
+    store = tmp_path / "deploy.sqlite"
+    first, _ = search(model, capsys, SLA, store)
+    # A loose extra target: every run is judged as before, but goodput counts
+    # requests against the new targets, so each SLA capacity's run is simulated again.
+    looser = SLA + ",latency_max_ms=100000"
+    again, text = search(model, capsys, looser, store)
+    fresh, _ = search(model, capsys, looser)
+    assert again == fresh
+    searched = [row for row in fresh if row["status"] == "searched"]
+    assert [row["sla_rate_rps"] for row in searched] == \
+        [row["sla_rate_rps"] for row in first if row["status"] == "searched"]
+    read, simulated = runs(text)
+    assert simulated == len(searched)
+    assert read == sum(row.get("evaluations", 0) for row in fresh)
+
+
+def test_a_rerun_computes_no_roofline_bound_again(model, capsys, tmp_path, monkeypatch):
+    store = tmp_path / "deploy.sqlite"
+    search(model, capsys, SLA, store)
+    with sqlite3.connect(store) as db:
+        bounds = db.execute("SELECT count(*) FROM iteration_bounds").fetchone()[0]
+    assert bounds == 6  # TPOT and TTFT bounds of each of 3 T x P splits
+
+    def recomputed(*_):
+        raise AssertionError("a bound computed again")
+
+    monkeypatch.setattr(deploy, "phase_bound_ms", recomputed)
+    # A new SLA: every plan's bounds are read back, none prunes here.
+    again, _ = search(model, capsys, "ttft_p99_ms=0.45,tpot_p99_ms=0.18", store)
+    assert [row["status"] for row in again].count("pruned") == 0
+    # A TPOT target below every decode step's bound prunes all, from the stored bounds.
+    assert main(["plan-deployment", "--arch", "tpu_v5e_like", "--model", str(model),
+                 *WORKLOAD, "--sla", "ttft_p99_ms=0.45,tpot_p99_ms=0.0001", *GRID,
+                 "--store", str(store)]) == 1
+    assert "all 6 points were pruned" in capsys.readouterr().err
+
+
+def test_a_forged_run_row_is_one_clear_error(model, capsys, tmp_path):
+    store = tmp_path / "deploy.sqlite"
+    search(model, capsys, SLA, store)
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE serving_runs SET outcome = '{\"figures\": 1}' WHERE rowid = 1")
+    args = ["plan-deployment", "--arch", "tpu_v5e_like", "--model", str(model), *WORKLOAD,
+            "--sla", "ttft_p99_ms=0.45,tpot_p99_ms=0.18", *GRID, "--store", str(store)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "serving_runs[1].outcome: not a run's figures and goodput" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
