@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import numpy as np
 import simpy
@@ -50,9 +50,12 @@ class RunResult:
 
     @property
     def mapping_mode(self) -> str:
-        """Which mapping the run used: the searched default, a heuristic, or a plan."""
+        """Which mapping the run used: the searched default, a heuristic, or a plan
+        (named by its file name: the manifest's inputs hold its path and digest, and a
+        rerun from another directory reads the same plan by another path)."""
         source = self.inputs.mapping_source
-        return describe_mapping(self.inputs.mapping, source.path if source else None)
+        return describe_mapping(self.inputs.mapping,
+                                PurePath(source.path).name if source else None)
 
     @property
     def operators_by_layer_type(self) -> dict[str, list[OperatorResult]]:

@@ -64,6 +64,22 @@ def test_run_result_with_relative_inputs_verifies_from_another_directory(
     assert main(["verify", str(out)]) == 0, capsys.readouterr().out
 
 
+def test_run_under_a_relative_tiling_plan_verifies_from_another_directory(
+        tmp_path, monkeypatch, capsys):
+    """The plan is named in the manifest's mapping line by its file name (its path and
+    digest are in the inputs), so a rerun reading it by another path is identical."""
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "r.json"
+    assert main(["run", "--arch", "tpu_v5e_like", "--workload", "bert_base_s128",
+                 "--mapping", "workloads/mappings/bert_base_fuse_gelu.yaml",
+                 "--json", str(out)]) == 0
+    mode = json.loads(out.read_text())["manifest"]["mapping_mode"]
+    assert "(bert_base_fuse_gelu.yaml)" in mode
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 0, capsys.readouterr().out
+
+
 def test_relative_path_is_not_read_from_the_working_directory(tmp_path, monkeypatch,
                                                               capsys):
     """A result moved away from its inputs names them as no longer readable, even when
