@@ -40,11 +40,15 @@ def point_inputs(rows: int, cols: int, gbps: int) -> Inputs:
 
 def figures(rows: int, cols: int, gbps: int) -> dict:
     """A point's sweep metrics, and per operator its tiling and a digest of everything
-    simulated about it (counters, engine breakdown, totals, bottleneck verdict)."""
+    simulated about it (counters, engine breakdown, totals, bottleneck verdict). The
+    metrics lose `model_version`: it counts changes of the default (fused) model, and
+    these figures are operator at a time."""
     inputs = point_inputs(rows, cols, gbps)
     result = simulate(inputs)
+    metrics = evaluate_point(inputs.platform, inputs.workload, inputs.mapping)
+    metrics.pop("model_version")
     return {
-        "metrics": evaluate_point(inputs.platform, inputs.workload, inputs.mapping),
+        "metrics": metrics,
         "operators": [[op.lowered.name, repr(op.lowered.tiling), hashlib.sha256(
             repr((op.lowered.counters, op.run, op.totals, op.verdict)).encode()
         ).hexdigest()] for op in result.operators],
