@@ -16,3 +16,14 @@ def _private_cost_cache(tmp_path_factory):
     patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     yield
     patch.undo()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_terminal_width():
+    """Output is a pipe without COLUMNS, as in CI, whoever runs the tests: pytest-xdist
+    sets COLUMNS in its workers (and a user's shell may export it), which would fold the
+    tables that tests read whole. Tests of the folding set it themselves."""
+    patch = pytest.MonkeyPatch()
+    patch.delenv("COLUMNS", raising=False)
+    yield
+    patch.undo()

@@ -10,14 +10,11 @@ operand). The naive reference checks a share of them.
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from naive_timeline import naive_timeline
+from engine_agreement import assert_engines_agree
 from platforms import make_platform
 
-from simulator.engines.des import run_des
-from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute
 from simulator.mapping.plan import LOOP_ORDERS, EpilogueMember, Tiling
 from simulator.program import memory_params
@@ -95,14 +92,8 @@ def _assert_identical(case, naive: int) -> None:
     event(f"spills partial sums: {spills}")
     event(f"dispatch overhead: {program.overhead_cycles > 0}")
     event(f"evacuation: {program.evacuation_cycles is not None}")
-    fast = run_fast(program, memory, keep_steps=True)
-    references = [run_des(program, memory, keep_steps=True)]
-    if naive == 0:   # a tenth of the cases: the naive reference too (it is slow)
-        references.append(naive_timeline(program, memory))
-    for reference in references:
-        for name, times in reference.steps.as_dict().items():
-            np.testing.assert_array_equal(getattr(fast.steps, name), times, err_msg=name)
-        assert fast.breakdown == reference.breakdown
+    # A tenth of the cases: the naive reference too (it is slow).
+    fast = assert_engines_agree(program, memory, naive=naive == 0)
     assert fast.breakdown.overhead_cycles == program.overhead_cycles
 
 

@@ -24,7 +24,8 @@ SELECTED = {
                          "tiled_compute_sums_to_scalesim", "fused_epilogue"],
 }
 
-# Checks that the kernels really are plain Python functions, then runs pytest.
+# Checks that the kernels really are plain Python functions, then runs pytest in this
+# process (-n 0: no workers), the one checked.
 _RUN = """
 import sys
 import pytest
@@ -43,7 +44,7 @@ sys.exit(pytest.main(sys.argv[1:]))
 def test_selected_tests_pass_with_jit_disabled() -> None:
     names = [name for group in SELECTED.values() for name in group]
     args = [str(TESTS / file) for file in SELECTED] + [
-        "-q", "-p", "no:cacheprovider", "-k", " or ".join(names)]
+        "-q", "-p", "no:cacheprovider", "-n", "0", "-k", " or ".join(names)]
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     done = subprocess.run([sys.executable, "-c", _RUN, *args], env=env, cwd=TESTS.parent,
                           capture_output=True, text=True, timeout=120)

@@ -444,6 +444,13 @@ def replay_stream(program: StreamedProgram, memory: MemoryParams, *,
         rest = _rest(window, int(state[_NEXT_COMPUTE]))
     if checker is not None:
         checker.finish()
+    return finished_outcome(program, state, out, keep_steps)
+
+
+def finished_outcome(program, state: np.ndarray, out: np.ndarray,
+                     keep_steps: bool) -> EngineOutcome:
+    """The outcome of a replay from the kernel's final state (and its step times when
+    kept); UnfinishedStepError when steps were left unfinished (a deadlock)."""
     unfinished = program.steps - int(state[_NEXT_COMPUTE])
     if unfinished:
         raise UnfinishedStepError(

@@ -15,10 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.engines.fast import (_LOAD_REQUEST, _N_REQUESTED, _N_STEP_FIELDS,
-                                    _NEXT_COMPUTE, _breakdown, _initial_state, _replay,
-                                    replay_stream, run_fast)
-from simulator.engines.outcome import EngineOutcome, StepTimes
-from simulator.errors import UnfinishedStepError
+                                    _NEXT_COMPUTE, _initial_state, _replay,
+                                    finished_outcome, replay_stream, run_fast)
+from simulator.engines.outcome import EngineOutcome
 from simulator.jit import njit
 from simulator.lowering.nest_steps import fill_steps
 from simulator.lowering.stream import GemmStream, step_buffers
@@ -121,13 +120,7 @@ def replay_nest(program: GemmStream, memory: MemoryParams, *,
                  bool(keep_steps), out, state, *rings, fifo, *buffers,
                  buffers[8] if program.reloads else None,
                  buffers[7] if program.has_evacuation else None)
-    unfinished = program.steps - int(state[_NEXT_COMPUTE])
-    if unfinished:
-        raise UnfinishedStepError(
-            f"{unfinished} of {program.steps} steps never computed: the program "
-            "deadlocked", file="tile program", field="acquire")
-    return EngineOutcome(breakdown=_breakdown(state, program.overhead_cycles),
-                         steps=StepTimes(*out) if keep_steps else None)
+    return finished_outcome(program, state, out, keep_steps)
 
 
 def run_streamed(program, memory: MemoryParams, *, keep_steps: bool = False,
