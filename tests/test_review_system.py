@@ -53,6 +53,26 @@ def test_a_study_reviews_a_tensor_parallel_system(tmp_path, capsys):
     assert main(["verify", str(out / "packet.json")]) == 0
 
 
+def test_a_study_overlaps_the_systems_collectives(tmp_path, capsys):
+    """scope.system.overlap is `accsim run --overlap`: the decomposed run hides part of
+    the collective time the run without overlap exposes, and the packet verifies."""
+    exposed = {}
+    for overlap in ("none", "decomposed"):
+        study = tmp_path / f"{overlap}.yaml"
+        study.write_text(STUDY.replace("system: {tp: 4}",
+                                       f"system: {{tp: 4, overlap: {overlap}}}"))
+        out = tmp_path / overlap
+        assert main(["review", str(study), "--out", str(out), "--no-cache"]) == 0
+        packet = json.loads((out / "packet.json").read_text())
+        path = next(r["path"] for r in packet["results"] if "llama" in r["path"])
+        system = json.loads((out / path).read_text())["system"]
+        assert system["collective_exposed_s"] + system["collective_hidden_s"] == \
+            pytest.approx(system["collective_s"], rel=1e-12)
+        exposed[overlap] = system["collective_exposed_s"]
+        assert main(["verify", str(out / "packet.json")]) == 0
+    assert 0 <= exposed["decomposed"] < exposed["none"]
+
+
 @pytest.mark.parametrize("system, platforms, message", [
     ("{tp: 3}", "[tpu_v5e_like]", "scope.system.tp: tensor parallelism 3 cannot be "
      "built: the 32 query heads padded to 33"),

@@ -111,7 +111,8 @@ def _shard_of(workload, system: dict, models: dict):
     the run built it (simulator.system.shard); the workload itself where the block is
     not a plan."""
     try:
-        plan = SystemPlan(**{key: system[key] for key in ("chips", "tp", "pp", "ep")})
+        plan = SystemPlan(**{key: system[key] for key in ("chips", "tp", "pp", "ep")},
+                          overlap=system.get("overlap", "none"))  # older files: none
         return shard_plain(workload, plan, models["platform"], row_parallel=frozenset(
             models["mapping"].row_parallel)).workload
     except (KeyError, TypeError, ValueError, AccsimError):

@@ -99,7 +99,9 @@ def serve_spec(study: ResolvedStudy, platform: Loaded, subject: str, *,
 def _system(study: ResolvedStudy) -> dict:
     """The spec's parallelism fields: each replica a group of the study's system."""
     system = study.study.scope.system
-    return {} if system is None else system.model_dump()
+    # overlap none is serve's default, left unset so the spec dumps as before it existed
+    return {} if system is None else system.model_dump(
+        exclude={"overlap"} if system.overlap == "none" else set())
 
 
 def serve_points(spec: ServeSpec, rates: list[float]) -> dict:

@@ -153,11 +153,14 @@ class SystemUnderReview(Strict):
     pp: int = Field(default=1, ge=1, le=MAX_CHIPS, description="pipeline stages")
     ep: int = Field(default=1, ge=1, le=MAX_CHIPS,
                     description="expert parallelism (MoE models)")
+    overlap: Literal["none", "independent", "decomposed"] = Field(
+        default="none", description="collectives overlapping compute, as `accsim run "
+        "--overlap` (DESIGN.md section 14)")
 
     @property
     def plan(self):
         return SystemPlan(chips=self.chips or self.tp * self.pp, tp=self.tp, pp=self.pp,
-                          ep=self.ep)
+                          ep=self.ep, overlap=self.overlap)
 
 
 class Scope(Strict):
