@@ -171,3 +171,49 @@ def test_a_bad_search_is_refused_before_any_simulation(tmp_path, capsys):
     assert "scope.deployment_search.model: no_such_model" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "packet" / "results").exists()
+
+
+def test_a_study_searches_precision_plans_beside_the_models_formats(tmp_path):
+    """scope.deployment_search.precision is plan-deployment's --precision: every point
+    once per plan (`none`: the model's own formats), each named by its plan; a plan
+    path is relative to the study."""
+    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    plan = STUDIES / "precision" / "int8_weights.yaml"
+    (tmp_path / "int8.yaml").write_text(plan.read_text())
+    text = SHIPPED.read_text()
+    for old, new in (("config: llama_3_1_8b", "config: config.json"),
+                     ("model: llama_3_1_8b", "model: config.json"),
+                     ("prompt_tokens: 512", "prompt_tokens: 64"),
+                     ("output_tokens: 128", "output_tokens: 8"),
+                     ("requests: 100", "requests: 24"),
+                     ("chips_per_replica: [1, 2]", "chips_per_replica: [1]\n"
+                      "    precision: [none, int8.yaml]"),
+                     ("budget_chips: 2", "budget_chips: 1"),
+                     ("ttft_p99_ms: 1000, tpot_p99_ms: 60", "ttft_p99_ms: 0.5, "
+                      "tpot_p99_ms: 0.2"),
+                     ("../../arch_configs/", str(STUDIES.parents[1] / "arch_configs") + "/")):
+        assert old in text
+        text = text.replace(old, new)
+    study = tmp_path / "study.yaml"
+    study.write_text(text)
+    out = tmp_path / "packet"
+    assert main(["review", str(study), "--out", str(out), "--no-cache"]) == 0
+    export = json.loads((out / "results" / "deployment.json").read_text())
+    names = {(row["platform"], row["precision"]) for row in export["points"]}
+    assert names == {(platform, precision) for platform in export["best"]
+                     for precision in ("none", "int8")}
+    int8 = [row for row in export["points"] if row["precision"] == "int8"]
+    assert all(row["precision_file"] == str(tmp_path / "int8.yaml") for row in int8)
+
+
+def test_a_missing_precision_plan_is_refused_before_any_simulation(tmp_path, capsys):
+    study = tmp_path / "study.yaml"
+    study.write_text(SHIPPED.read_text().replace(
+        "    budget_chips: 2", "    budget_chips: 2\n    precision: [none, gone.yaml]")
+                     .replace("../../arch_configs/",
+                              str(STUDIES.parents[1] / "arch_configs") + "/"))
+    assert main(["review", str(study), "--out", str(tmp_path / "packet"), "--no-cache"]) == 1
+    err = capsys.readouterr().err
+    assert "scope.deployment_search.precision[1]" in err and "gone.yaml" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "packet" / "results").exists()

@@ -14,17 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import dump_json
+from simulator.loader import dump_json, load_model
 from simulator.outputs import OutputFolder
+from simulator.precision.plan import PrecisionPlan
 from simulator.review.runs import RESULTS_FOLDER
-from simulator.review.study import DeploymentSearch, ResolvedStudy
+from simulator.review.deployment_scope import DeploymentSearch
+from simulator.review.study import ResolvedStudy
 from simulator.serving import llm_cost
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.trace import load_trace
 from simulator.serving.sla import check_sla
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.deploy import Grid, search_platform
-from simulator.sweep.deploy_command import check_cost, powers_of_two
+from simulator.sweep.deploy_command import BASELINE, check_cost, powers_of_two
 from simulator.sweep.deploy_report import conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.store import Store
@@ -77,6 +79,8 @@ def check_search(study: ResolvedStudy) -> None:
     checks = [("model", lambda: llm_cost.load_model(spec.model, dtype=spec.dtype))]
     if spec.arrival == "trace":
         checks.append(("trace", lambda: load_trace(spec.arrival_trace, need_tokens=True)))
+    checks += [(f"precision[{index}]", lambda plan=plan: load_model(plan, PrecisionPlan))
+               for index, plan in enumerate(precisions(search, study)) if plan is not None]
     for name, load in checks:
         try:
             load()
@@ -87,12 +91,20 @@ def check_search(study: ResolvedStudy) -> None:
                search.objective)
 
 
-def grid(search: DeploymentSearch) -> Grid:
+def precisions(search: DeploymentSearch, study: ResolvedStudy) -> tuple[str | None, ...]:
+    """The precision plans searched, each a path beside the study (None: the model's
+    own formats, named `none`), in the study's order without repeats."""
+    return tuple(dict.fromkeys(None if name == BASELINE else _beside(name, study)
+                               for name in search.precision))
+
+
+def grid(search: DeploymentSearch, study: ResolvedStudy) -> Grid:
     budget = search.budget_chips
     return Grid(budget, tuple(sorted(set(search.chips_per_replica)))
                 or powers_of_two(budget),
                 tuple(sorted(set(search.replicas))) or powers_of_two(budget),
-                tuple(dict.fromkeys(search.batching)), tuple(sorted(set(search.max_batch))))
+                tuple(dict.fromkeys(search.batching)), tuple(sorted(set(search.max_batch))),
+                precisions(search, study))
 
 
 def run_search(study: ResolvedStudy, out: OutputFolder, *,
@@ -114,7 +126,7 @@ def run_search(study: ResolvedStudy, out: OutputFolder, *,
         path = folder / f"{key}.sqlite"
         with Store(path) as store:
             points = PointStore(store)
-            outcomes = [search_platform(spec, arch, grid(search), store=points,
+            outcomes = [search_platform(spec, arch, grid(search, study), store=points,
                                         cost_cache=CostCache(cost_folder(path)))
                         for arch in archs]
     found = conclude(outcomes, search.objective, spec.dtype)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import (Field, PositiveFloat, PositiveInt, ValidationError,
+from pydantic import (Field, PositiveFloat, ValidationError,
                       field_validator, model_validator)
 
 from simulator.bottleneck import CLASSES
@@ -29,6 +29,7 @@ from simulator.mapping.heuristics import known_heuristics
 from simulator.mapping.plan import Mapping, check_mapping_names
 from simulator.mapping.plan import with_fusion, with_heuristic
 from simulator.precision.plan import PrecisionPlan
+from simulator.review.deployment_scope import DeploymentSearch
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.plan import Plan, make_plan
 from simulator.sweep.spec import load_sweep
@@ -116,31 +117,6 @@ class PlatformVariant(Strict):
     base: str = Field(min_length=1, description="shipped name or YAML path")
     name: Name = Field(description="the variant's platform name")
     set: dict[str, int | float | str | bool | list | None] = Field(min_length=1)
-
-
-class DeploymentSearch(Strict):
-    """A deployment search over the study's platforms (DESIGN.md section 18, `accsim
-    plan-deployment`'s options): each platform's best deployment meeting the SLA, its
-    binding constraint, and the front across platforms."""
-
-    model: str = Field(min_length=1, description="config.json (relative to the study) "
-                       "or a shipped model name")
-    trace: str | None = Field(default=None, min_length=1, description="arrival trace: "
-                              "CSV relative to the study, or a shipped name")
-    prompt_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS)
-    output_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS)
-    requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS)
-    seed: int = Field(default=0, ge=0)
-    sla: dict[str, PositiveFloat] = Field(min_length=1, description="e.g. "
-                                          "{ttft_p99_ms: 500, tpot_p99_ms: 50}")
-    budget_chips: int = Field(default=8, ge=1, le=MAX_CHIPS)
-    chips_per_replica: list[PositiveInt] = Field(default=[], description="default: "
-                                                 "powers of 2 up to the budget")
-    replicas: list[PositiveInt] = Field(default=[], description="default: powers of 2")
-    batching: list[Literal["static", "dynamic", "continuous"]] = ["continuous"]
-    max_batch: list[PositiveInt] = [16, 64, 256]
-    objective: Literal["tokens_per_s_per_watt", "tokens_per_s_per_chip",
-                       "cost_per_mtok"] = "tokens_per_s_per_watt"
 
 
 class SystemUnderReview(Strict):
