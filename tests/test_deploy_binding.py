@@ -9,15 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.commands.inputs import load_inputs
 from simulator.frontends import hf
 
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16"}
 SLA = "ttft_p99_ms=0.5,tpot_p99_ms=0.2"
 WORKLOAD = ["--prompt-tokens", "64", "--output-tokens", "8", "--requests", "48"]
 # Bytes beyond the model's weights: the smallest request's KV, one chunk's activations
@@ -29,7 +26,7 @@ KV_ROOM = 450_000
 def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("binding")
     model = folder / "config.json"
-    model.write_text(json.dumps(TINY))
+    model.write_text(json.dumps(TINY_LLAMA))
     base = load_inputs("tpu_v5e_like", "gemm_4096", None).platform.model_dump(mode="json")
     weights = hf.model_stats(hf.load_model_config(str(model))).weight_bytes
     variants = {

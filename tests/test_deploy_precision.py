@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.commands.inputs import load_inputs
@@ -18,10 +19,6 @@ from simulator.serving.precision import ServingPrecision
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = str(ROOT / "experiments" / "studies" / "precision" / "int8_weights.yaml")
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16"}
 SLA = "ttft_p99_ms=0.15,tpot_p99_ms=0.06"
 WORKLOAD = ["--prompt-tokens", "64", "--output-tokens", "8", "--requests", "48"]
 # 1 x 1, 2 x 1 and 1 x 2 chips per replica, one replica, max batch 4 or 16.
@@ -34,7 +31,7 @@ def files(tmp_path_factory):
     but not in bf16."""
     folder = tmp_path_factory.mktemp("deploy_precision")
     model = folder / "config.json"
-    model.write_text(json.dumps(TINY))
+    model.write_text(json.dumps(TINY_LLAMA))
     base = load_inputs("tpu_v5e_like", "gemm_4096", None).platform.model_dump(mode="json")
     weights = hf.model_stats(hf.load_model_config(str(model))).weight_bytes
     small = dict(base, name="small", offchip=dict(base["offchip"],

@@ -11,14 +11,11 @@ import re
 import sqlite3
 
 import pytest
+from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.sweep import deploy
 
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16"}
 SLA = "ttft_p99_ms=0.5,tpot_p99_ms=0.2"
 WORKLOAD = ["--prompt-tokens", "64", "--output-tokens", "8", "--requests", "48"]
 GRID = ["--budget-chips", "2", "--replicas", "1", "--max-batch", "4,16"]
@@ -27,7 +24,7 @@ GRID = ["--budget-chips", "2", "--replicas", "1", "--max-batch", "4,16"]
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     path = tmp_path_factory.mktemp("reruns") / "config.json"
-    path.write_text(json.dumps(TINY))
+    path.write_text(json.dumps(TINY_LLAMA))
     return path
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.commands.inputs import load_inputs
@@ -16,10 +17,6 @@ from simulator.sweep.deploy import iteration_bound_s
 from simulator.system.plan import SystemPlan
 from simulator.system.serving import ShardedFrontend
 
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16"}
 PRICE = 1.25
 SLA = "ttft_p99_ms=0.15,tpot_p99_ms=0.06"
 WORKLOAD = ["--prompt-tokens", "64", "--output-tokens", "8", "--requests", "48"]
@@ -31,7 +28,7 @@ def files(tmp_path_factory):
     bandwidth whose capacity holds the model on two chips but not on one."""
     folder = tmp_path_factory.mktemp("deploy")
     model = folder / "config.json"
-    model.write_text(json.dumps(TINY))
+    model.write_text(json.dumps(TINY_LLAMA))
     base = load_inputs("tpu_v5e_like", "gemm_4096", None).platform.model_dump(mode="json")
     priced = dict(base, name="priced", cost={"price_per_chip_hour": PRICE})
     priced["provenance"] = {"cost.price_per_chip_hour": {"kind": "assumed",

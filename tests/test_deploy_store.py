@@ -15,13 +15,10 @@ import sys
 import time
 
 import pytest
+from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16"}
 SLA = "ttft_p99_ms=0.5,tpot_p99_ms=0.2"
 # 3 plans (1, 2 x 1, 1 x 2 chips) x 1 or 2 replicas x max batch 4, 8 or 16.
 POINTS = 18
@@ -45,7 +42,7 @@ def stored_keys(path) -> list[str]:
 
 @pytest.fixture
 def folder(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
     return tmp_path
 
 

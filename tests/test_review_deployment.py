@@ -11,22 +11,19 @@ import re
 import sqlite3
 
 import pytest
+from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from test_review import CHROMIUM, STUDIES, chromium
 
 SHIPPED = STUDIES / "llama31_8b_deployment_search.yaml"
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16"}
 
 
 @pytest.fixture(scope="module")
 def packet(tmp_path_factory):
     """The shipped study with a tiny model, its workload and SLA scaled to it."""
     folder = tmp_path_factory.mktemp("deployment")
-    (folder / "config.json").write_text(json.dumps(TINY))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
     text = SHIPPED.read_text()
     for old, new in (("config: llama_3_1_8b", "config: config.json"),
                      ("model: llama_3_1_8b", "model: config.json"),
@@ -177,7 +174,7 @@ def test_a_study_searches_precision_plans_beside_the_models_formats(tmp_path):
     """scope.deployment_search.precision is plan-deployment's --precision: every point
     once per plan (`none`: the model's own formats), each named by its plan; a plan
     path is relative to the study."""
-    (tmp_path / "config.json").write_text(json.dumps(TINY))
+    (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
     plan = STUDIES / "precision" / "int8_weights.yaml"
     (tmp_path / "int8.yaml").write_text(plan.read_text())
     text = SHIPPED.read_text()

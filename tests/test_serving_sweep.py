@@ -8,13 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
-        "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "num_hidden_layers": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
-        "torch_dtype": "bfloat16"}
 SPEC = """\
 name: tiny_serving
 platform: tpu_v5e_like
@@ -32,7 +29,7 @@ DEPLOYMENTS = "system.tp: [1, 2]\n  serving.max_batch: [4, 16]"
 
 
 def write_spec(folder, axes: str = DEPLOYMENTS, text: str = SPEC):
-    (folder / "config.json").write_text(json.dumps(TINY))
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
     path = folder / "spec.yaml"
     path.write_text(text.replace("AXES", axes))
     return path
