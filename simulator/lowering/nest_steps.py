@@ -111,7 +111,7 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
     um, un, uk = int(inner == 0), int(inner == 1), int(inner == 2)
     last_k = (shape & 1) != 0
     # Loads: the epilogue's operands on a last k step, a spilled partial sum on a later
-    # k step, and the A and B tiles that miss.
+    # k step, and the B tiles that miss (the A tiles' below, with the prologue).
     partial = shapes[shape, S_PARTIAL] if spill and c_offchip else 0
     epilogue = shapes[shape, S_EPILOGUE_LOAD] if last_k else 0
     source = step - params[P_K_STRIDE]
@@ -119,16 +119,6 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
         reloads = spill and k0 + uk * j > 0
         reload_of[at + j] = source + j if reloads else -1
         load_bytes[at + j] = epilogue + partial if reloads else epilogue
-    if params[P_A_OFFCHIP] != 0:
-        a_always = params[P_A_ALWAYS] != 0
-        if inner == 1:   # one A tile along the run, loaded on ni == 0
-            for j in range(j0, j1):
-                if a_always or j == 0:
-                    load_bytes[at + j] += a_runs[m0, k0]
-        elif a_always or n0 == 0:
-            row = a_runs[m0 if inner == 2 else k0]
-            for j in range(j0, j1):
-                load_bytes[at + j] += row[j]
     if params[P_B_OFFCHIP] != 0:
         b_always = params[P_B_ALWAYS] != 0
         if inner == 0:   # one B tile along the run, loaded on mi == 0
@@ -159,16 +149,20 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
         release[at + j] = spill or last_k
         vector[at + j] = vec
         store_bytes[at + j] = store
-    # The prologue norm runs on an A tile as it arrives: on the steps where A misses.
+    # The steps where A misses: its tile loads (when off chip) and the prologue norm,
+    # if any, runs on it as it arrives.
+    a_offchip, a_always = params[P_A_OFFCHIP] != 0, params[P_A_ALWAYS] != 0
     norm = shapes[shape, S_PROLOGUE]
-    if norm > 0:
-        a_always = params[P_A_ALWAYS] != 0
+    if a_offchip or norm > 0:
         if inner == 1:   # one A tile along the run, missing on ni == 0
             for j in range(j0, j1):
                 if a_always or j == 0:
+                    load_bytes[at + j] += a_runs[m0, k0] if a_offchip else 0
                     vector[at + j] += norm
         elif a_always or n0 == 0:
+            row = a_runs[m0 if inner == 2 else k0]
             for j in range(j0, j1):
+                load_bytes[at + j] += row[j] if a_offchip else 0
                 vector[at + j] += norm
     if params[P_EVACUATION] != 0:
         for j in range(j0, j1):
