@@ -170,9 +170,25 @@ def test_an_unknown_heuristic_is_one_clear_error(capsys):
     assert "Traceback" not in err
 
 
-def test_precision_on_multi_chip_replicas_is_refused():
-    with pytest.raises(AccsimError, match="single-chip"):
-        prepare(ServeSpec(model=MODEL, arch=ARCH, rate=1, tp=2, precision=PLAN))
+def test_a_tensor_parallel_replica_stores_its_shard_at_the_plan_formats():
+    """Each chip of a T = 2 replica holds half of every GEMM's weights: under the plan
+    they are int8, so the chip's weights shrink by half of its GEMM weight bytes and
+    its KV cache grows by what that frees (the capacity rule at the same bytes)."""
+    plain = prepare(ServeSpec(model=MODEL, arch=ARCH, rate=1, chips=2, tp=2))
+    planned = prepare(ServeSpec(model=MODEL, arch=ARCH, rate=1, chips=2, tp=2,
+                                precision=PLAN))
+    chip_gemms = sum(op.k * op.n * 2 * op.repeat
+                     for op in plain.cost.reference_workload().operators
+                     if op.kind == "gemm")   # bf16 weights
+    freed = plain.capacity.footprint.weight_bytes - planned.capacity.footprint.weight_bytes
+    assert freed == chip_gemms // 2 > 0
+    assert planned.kv_blocks > plain.kv_blocks
+    assert planned.precision["plan"] == "int8_weights"
+
+
+def test_precision_on_pipelined_replicas_is_refused():
+    with pytest.raises(AccsimError, match="pipeline stages"):
+        prepare(ServeSpec(model=MODEL, arch=ARCH, rate=1, chips=2, pp=2, precision=PLAN))
 
 
 def test_a_served_plan_result_verifies_elsewhere_and_names_an_edited_plan(

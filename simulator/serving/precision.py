@@ -95,8 +95,8 @@ class StoredShare:
 
 def planned_sizing(sizing: Sizing, share: StoredShare, model_weight_bytes: int) -> Sizing:
     """The capacity sizing of a replica under a plan: each chip's weight bytes scaled as
-    the model's are (exact for one chip, which is what a plan serves on) and its KV
-    bytes as the attention's are; activations as they were."""
+    its shard's are (exact for a replica without pipeline stages, which is what a plan
+    serves) and its KV bytes as the attention's are; activations as they were."""
     weights = Fraction(share.weight_bytes(model_weight_bytes), model_weight_bytes or 1)
 
     def footprint(candidate) -> Footprint:

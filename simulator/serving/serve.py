@@ -65,9 +65,9 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
     if not spec.llm and not spec.system.single_chip:
         raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
-    if spec.precision is not None and not spec.system.single_chip:
-        raise AccsimError("--precision applies to single-chip replicas for now",
-                          field="--precision")
+    if spec.precision is not None and spec.system.pp > 1:
+        raise AccsimError("--precision applies to replicas without pipeline stages "
+                          "(--pp 1) for now", field="--precision")
     precision = ServingPrecision.load(spec.precision, platform) \
         if spec.precision is not None else None
     mapping, mapping_source = serving_plan(spec)

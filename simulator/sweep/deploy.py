@@ -211,18 +211,21 @@ def _prune_reason(spec: ServeSpec, outcome: Outcome, trace: Trace | None, plan: 
         check_plan(plan, platform, model_limits(config), platform_file=outcome.platform_file)
     except AccsimError as exc:
         return f"cannot be built: {exc.rule}"
-    serving = share = None
+    share, weight_bytes = None, outcome.weight_bytes
     if precision is not None:
-        if not plan.single_chip:
-            return "cannot be built: a precision plan serves single-chip replicas for now"
-        serving = outcome.precisions[precision]
-        try:
-            share = stored_share(serving, config, spec, platform, hf)
+        if plan.pp > 1:
+            return ("cannot be built: a precision plan serves replicas without pipeline "
+                    "stages for now")
+        chip = hf if plan.single_chip else ShardedFrontend(hf, plan, platform)
+        weight_bytes = chip.model_stats(config, dtype=spec.dtype).weight_bytes
+        try:  # as serve sizes one chip of the replica: its shard under the plan
+            share = stored_share(outcome.precisions[precision], config, spec, platform,
+                                 chip)
         except AccsimError as exc:
             return f"precision: {exc.rule}"
     at = spec.model_copy(update={"chips": plan.chips, "tp": plan.tp, "pp": plan.pp})
     fit = replica_capacity(config, at, trace, platform, outcome.platform_file, ignore=True,
-                           share=share, model_weight_bytes=outcome.weight_bytes)
+                           share=share, model_weight_bytes=weight_bytes)
     if fit is not None and fit.fits is False:
         return (f"capacity: each chip needs {fit.footprint.total_bytes:,} bytes of "
                 f"{fit.capacity_bytes:,}")
