@@ -94,6 +94,15 @@ class LoopNest:
         k.fill_steps(begin, length, offset, self.params, self.a_runs, self.b_runs,
                      self.shapes, self.cycles, *arrays)
 
+    def run_classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What tells runs of the innermost loop apart (nest_steps.repeating_runs): a
+        class per tile shape (equal table rows, cycles and last-k flag: equal steps),
+        and an id per row of the A and B load tables (equal rows, equal ids)."""
+        shapes = np.column_stack((self.shapes, self.cycles.reshape(8, 2),
+                                  np.arange(8) & 1))
+        return tuple(np.unique(table, axis=0, return_inverse=True)[1].reshape(-1)
+                     .astype(np.int64) for table in (shapes, self.a_runs, self.b_runs))
+
     def _class_counts(self) -> list[tuple[int, int, bool, bool, bool]]:
         """(steps, shape, first k, last k, continues) per class of steps."""
         per_level = []
