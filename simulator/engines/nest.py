@@ -32,6 +32,29 @@ NEST_BLOCK_STEPS = 1 << 12
 
 
 @njit(cache=True)
+def _skipped(before, steps, runs, begin, last_run, inner, slots, reloads, params,
+             run_classes, a_runs, b_runs, state, load_req, load_use, comp_end, done_step,
+             done_time, rel_free, rel_vector, fifo):
+    """At a bound `begin`, with `before` the state `steps` steps (`runs` runs of the
+    innermost loop) back: when the state repeats it and so will the steps of the next
+    whole periods of that length up to last_run, move the state past them
+    (engines.steady) and return the steps skipped, else 0."""
+    delta, acquired = period_shift(before, steps, slots, reloads, state, load_req,
+                                   load_use, comp_end, done_step, done_time, rel_free,
+                                   rel_vector, fifo)
+    first = state[_NEXT_COMPUTE] // inner   # the first run still to compute
+    if delta < 0 or first < runs:
+        return 0
+    differs = repeating_runs(first, runs, last_run, params, run_classes[0],
+                             run_classes[1], run_classes[2], a_runs, b_runs)
+    periods = max(0, differs - begin // inner) // runs
+    if periods > 0:
+        advance(periods, before, steps, delta, acquired, state, load_req, load_use,
+                comp_end, done_step, done_time, rel_free, rel_vector, fifo)
+    return periods * steps
+
+
+@njit(cache=True)
 def _replay_nest(params, a_runs, b_runs, shapes, cycles, run_classes, skip, block,
                  n_steps, depth, slots, bytes_per_cycle, access_cycles, keep, out, state,
                  load_req, load_use, comp_end, done_step, done_time, rel_free, rel_vector,
@@ -45,10 +68,11 @@ def _replay_nest(params, a_runs, b_runs, shapes, cycles, run_classes, skip, bloc
     Periods: whole iterations of the outer loop (where the steps repeat, but for the
     first and last) when one fits in `block` steps, else whole runs of the innermost
     loop; up to `block` steps and a quarter of the loop around them, so a few periods
-    fit in it; windows end on their bounds. With `skip`, at each bound the state is compared with the one a
-    period back (engines.steady) and, when it repeats and so do the next periods'
-    steps (nest_steps.repeating_runs, with `run_classes`: LoopNest.run_classes), those
-    periods are added in closed form. Returns the store FIFO and the steps skipped."""
+    fit in it; windows end on their bounds. With `skip`, at each bound the state is
+    compared with the one a period back (engines.steady) and, when it repeats and so
+    do the next periods' steps (nest_steps.repeating_runs, with `run_classes`:
+    LoopNest.run_classes), those periods are added in closed form. Returns the store
+    FIFO and the steps skipped."""
     skipped = 0
     inner = params[P_NM + params[P_ORDER2]]
     middle = params[P_NM + params[P_ORDER1]]
@@ -59,9 +83,8 @@ def _replay_nest(params, a_runs, b_runs, shapes, cycles, run_classes, skip, bloc
         period = inner * max(1, min(block // inner, middle // 4))
     period_runs = period // inner
     last_run = (n_steps - MAX_DEPTH - 1) // inner   # a skip ends before the end effects
-    shape_class, a_ids, b_ids = run_classes
-    before = snapshot(state, load_req, load_use, comp_end, done_step, done_time, rel_free,
-                      rel_vector, fifo)
+    before = snapshot(state, load_req, load_use, comp_end, done_step, done_time,
+                      rel_free, rel_vector, fifo)   # at the last bound, once there was one
     has_before = False
     begin = 0
     rest = 0
@@ -120,25 +143,16 @@ def _replay_nest(params, a_runs, b_runs, shapes, cycles, run_classes, skip, bloc
         if not skip or begin % period != 0:
             continue
         if has_before:
-            delta, acquired = period_shift(before, period, slots, reloaded is not None,
-                                           state, load_req, load_use, comp_end,
-                                           done_step, done_time, rel_free, rel_vector,
-                                           fifo)
-            first = state[_NEXT_COMPUTE] // inner   # the first run still to compute
-            if delta >= 0 and first >= period_runs:
-                run = begin // inner
-                differs = repeating_runs(first, period_runs, last_run, params,
-                                         shape_class, a_ids, b_ids, a_runs, b_runs)
-                periods = max(0, differs - run) // period_runs
-                if periods > 0:
-                    advance(periods, before, period, delta, acquired, state, load_req,
-                            load_use, comp_end, done_step, done_time, rel_free,
-                            rel_vector, fifo)
-                    begin += periods * period
-                    skipped += periods * period
-                    fill_steps(state[_NEXT_COMPUTE], rest, 0, params, a_runs, b_runs,
-                               shapes, cycles, load, compute, vector, acquire, release,
-                               store, reload_of, evac_buffer, reloaded_buffer)
+            moved = _skipped(before, period, period_runs, begin, last_run, inner, slots,
+                             reloaded is not None, params, run_classes, a_runs, b_runs,
+                             state, load_req, load_use, comp_end, done_step, done_time,
+                             rel_free, rel_vector, fifo)
+            if moved > 0:
+                begin += moved
+                skipped += moved
+                fill_steps(state[_NEXT_COMPUTE], rest, 0, params, a_runs, b_runs, shapes,
+                           cycles, load, compute, vector, acquire, release, store,
+                           reload_of, evac_buffer, reloaded_buffer)
         before = snapshot(state, load_req, load_use, comp_end, done_step, done_time,
                           rel_free, rel_vector, fifo)
         has_before = True
