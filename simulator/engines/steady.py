@@ -115,13 +115,16 @@ def period_shift(before, steps, slots, reloads, state, load_req, load_use, comp_
 
 
 @njit(cache=True)
-def _rotate(ring, by):
-    """Move entry x of the ring to (x + by) & (size - 1), in place."""
+def _rotate(ring, by, shift):
+    """Move entry x of the ring to (x + by) & (size - 1), adding `shift` to each entry
+    but a negative one (unknown), in place. (Element loops: an array expression or a
+    slice copy costs seconds of compilation.)"""
     moved = np.empty_like(ring)
     mask = ring.shape[0] - 1
     for x in range(ring.shape[0]):
-        moved[(x + by) & mask] = ring[x]
-    ring[:] = moved
+        moved[(x + by) & mask] = ring[x] + shift if ring[x] >= 0 else ring[x]
+    for x in range(ring.shape[0]):
+        ring[x] = moved[x]
 
 
 @njit(cache=True)
@@ -140,20 +143,15 @@ def advance(periods, before, steps, delta, acquired, state, load_req, load_use,
         state[entry] += later
     state[_N_ACQUIRED] += more
     state[_N_RELEASED] += more
-    for ring in (load_req, load_use, comp_end):
-        _rotate(ring, moved)
-        ring += later   # comp_end: read only when reloading, rotated all the same
-    _rotate(done_step, moved)
-    _rotate(done_time, moved)
-    for x in range(done_step.shape[0]):
-        if done_step[x] >= 0:   # an unknown tag's time is never read
-            done_step[x] += moved
-            done_time[x] += later
-    _rotate(rel_free, more)
-    _rotate(rel_vector, more)
-    for x in range(rel_free.shape[0]):
-        if rel_free[x] >= 0:
-            rel_free[x] += later
+    _rotate(load_req, moved, later)
+    _rotate(load_use, moved, later)
+    _rotate(comp_end, moved, later)   # read only when reloading: moved all the same
+    _rotate(done_time, moved, later)   # the time of an unknown tag is never read
+    _rotate(done_step, moved, moved)
+    _rotate(rel_free, more, later)
+    flags = rel_vector.copy()
+    for x in range(flags.shape[0]):
+        rel_vector[(x + more) & (flags.shape[0] - 1)] = flags[x]
     for r in range(state[_Q_TAIL] - state[_Q_HEAD]):
         row = (state[_Q_HEAD] + r) & (fifo.shape[0] - 1)
         fifo[row, _Q_STEP] += moved
