@@ -6,6 +6,12 @@ The nest's validity rules and cycle bound are checked in closed form first
 (LoopNest.follows_the_rules, LoopNest.totals); a nest they do not clear is checked on
 its generated steps by the stream checker, which names the rule it breaks.
 
+Once the replay's state repeats from one period of the nest to the next (relative to
+the time and step reached), and the steps of the next periods repeat too, those
+periods are added in closed form instead of replayed (engines.steady): the same
+outcome, so a regular 1e8-step GEMM replays a few thousand steps. Not when per-step
+times are kept: those need every step.
+
 `run_streamed` is the fast engine's replay for any program: a GemmStream this way,
 anything else through engines.fast.run_fast. Results are identical either way.
 """
@@ -188,10 +194,11 @@ def replay_nest_counted(program: GemmStream, memory: MemoryParams, *,
     if keep_steps and not program.reloads:
         out[_LOAD_REQUEST, :int(state[_N_REQUESTED])] = 0  # the first `depth` loads
     skip = skip and not keep_steps
+    classes = nest.run_classes() if skip else \
+        tuple(np.zeros(8, np.int64) for _ in range(3))   # not read
     _, skipped = _replay_nest(
-        nest.params, nest.a_runs, nest.b_runs, nest.shapes, nest.cycles,
-        nest.run_classes() if skip else tuple(np.zeros(8, np.int64) for _ in range(3)), skip, block, program.steps,
-        program.depth, program.slots, float(memory.bytes_per_cycle),
+        nest.params, nest.a_runs, nest.b_runs, nest.shapes, nest.cycles, classes, skip,
+        block, program.steps, program.depth, program.slots, float(memory.bytes_per_cycle),
         int(memory.access_cycles), bool(keep_steps), out, state, *rings, fifo, *buffers,
         buffers[8] if program.reloads else None,
         buffers[7] if program.has_evacuation else None)

@@ -10,8 +10,8 @@ and acquisition numbers + d (rings indexed by them rotated with them), rings ind
 step rotated by P. Replaying relabelled inputs (the steps P later, a reload's source +
 P) from a relabelled state gives the relabelled result, as long as no comparison with
 an absolute bound changes along the way: step 0's fill, the first `depth` loads, the
-first `slots` acquisitions (before the first period compared, or none in it) and the program's
-end (the caller stops skipping a few steps before it). So if the state after one
+first `slots` acquisitions (before the first period compared, or none in it) and the
+program's end (the caller stops skipping a few steps before it). So if the state after one
 period is the one before relabelled (`period_shift`), and the steps of the next k
 periods are those of the last one (the caller checks the nest's runs), the state k
 periods on is the state now relabelled k times (`advance`), each running total
