@@ -4,14 +4,22 @@ end to end (`simulate.simulate`: search-free resolve with a fixed plan, streamed
 lowering, fast engine, metrics) in its own interpreter with a warm JIT cache, after an
 untimed 343,000-step run there that loads the cached kernels.
 
-Per case it prints the wall and CPU seconds of the simulate() call, the steps/s of that
-whole run (per wall and per CPU second: on a shared machine the CPU figure is the
-steadier), the steps/s of the replay kernel alone (engines.fast._replay on one block of the
+Per case it prints the wall and CPU seconds of the simulate() call, the program's steps
+per second of that whole run (per wall and per CPU second: on a shared machine the CPU
+figure is the steadier), how many of the steps the engine replayed and how many it
+skipped, the steps/s of the replay kernel alone (engines.fast._replay on one block of the
 same program, the block generated beforehand), and the peak RSS of the interpreter
 (VmHWM in /proc/self/status; ru_maxrss where /proc is missing). Programs longer than a
 block (simulator.stream.DEFAULT_BLOCK_STEPS) are counted and checked in closed form and
 generated and replayed block by block inside one compiled call (engines.nest), so the
 peak RSS should not grow with the steps above 1e7.
+
+Skipped steps: once the replay's state repeats from one period of the loop nest to the
+next, and so do the next periods' steps, engines.nest adds those periods in closed form
+(engines.steady) instead of replaying them; the result is the same. So a run's steps/s
+counts steps simulated, not steps the kernel replayed: the kernel's own speed is the
+last figure but one, and "replayed" says how many steps it ran (counted by a second
+replay of the case's program with engines.nest.replay_nest_counted, not timed).
 
 Run: `python experiments/bench_scaling.py` (1e6 .. 1e8: under a minute on one core);
 `python experiments/bench_scaling.py --slow` adds 1e9 (run by hand: about a minute);
@@ -87,6 +95,17 @@ def kernel_steps_per_second(case) -> float:
     return block.steps / (time.perf_counter() - began)
 
 
+def skipped_steps(case, program) -> int:
+    """Steps of the case's program its replay adds in closed form (0 when the program
+    is not a streamed GEMM: it is replayed step by step)."""
+    from simulator.engines.nest import replay_nest_counted
+    from simulator.lowering.stream import GemmStream
+    from simulator.program import memory_params
+    if not isinstance(program, GemmStream):
+        return 0
+    return replay_nest_counted(program, memory_params(case.platform))[1]
+
+
 def child(name: str) -> None:
     """One case in this interpreter: print its figures as JSON."""
     from simulator.simulate import simulate
@@ -100,6 +119,7 @@ def child(name: str) -> None:
     print(json.dumps({"case": name, "steps": steps, "wall_s": wall, "cpu_s": cpu,
                       "peak_rss_mib": rss,
                       "cycles": result.total.cycles,
+                      "skipped": skipped_steps(case, result.operators[0].lowered.program),
                       "kernel_steps_per_s": kernel_steps_per_second(case)}))
 
 
@@ -124,12 +144,14 @@ def main() -> None:
     run_case(min(CASES))  # fills the on-disk JIT cache, so no case pays compilation
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'case':>5} {'steps':>14} {'wall s':>9} {'CPU s':>7} {'run steps/s':>13} "
-          f"{'per CPU s':>11} {'kernel steps/s':>15} {'peak RSS MiB':>13}")
+          f"{'per CPU s':>11} {'replayed':>14} {'skipped':>14} {'kernel steps/s':>15} "
+          f"{'peak RSS MiB':>13}")
     for name in names:
         r = run_case(name)
         print(f"{name:>5} {r['steps']:>14,} {r['wall_s']:>9.2f} {r['cpu_s']:>7.2f} "
               f"{r['steps'] / r['wall_s'] / 1e6:>11.1f} M "
               f"{r['steps'] / max(r['cpu_s'], 1e-9) / 1e6:>9.1f} M "
+              f"{r['steps'] - r['skipped']:>14,} {r['skipped']:>14,} "
               f"{r['kernel_steps_per_s'] / 1e6:>13.1f} M "
               f"{r['peak_rss_mib']:>13.1f}", flush=True)
 

@@ -94,6 +94,16 @@ class LoopNest:
         k.fill_steps(begin, length, offset, self.params, self.a_runs, self.b_runs,
                      self.shapes, self.cycles, *arrays)
 
+    def run_classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What tells runs of the innermost loop apart (nest_steps.repeating_runs): a
+        class per tile shape (equal table rows, cycles and last-k flag: equal steps),
+        and an id per row of the A and B load tables (equal ids, equal rows: a row
+        takes the one before's id when it equals it, so no table is copied)."""
+        shapes = np.column_stack((self.shapes, self.cycles.reshape(8, 2),
+                                  np.arange(8) & 1))
+        classes = np.unique(shapes, axis=0, return_inverse=True)[1].reshape(-1)
+        return (classes.astype(np.int64), _row_ids(self.a_runs), _row_ids(self.b_runs))
+
     def _class_counts(self) -> list[tuple[int, int, bool, bool, bool]]:
         """(steps, shape, first k, last k, continues) per class of steps."""
         per_level = []
@@ -205,6 +215,14 @@ class LoopNest:
             and (self.shapes[:, k.S_VECTOR:] >= 0).all()
             and (self.cycles[used] >= 1).all()
             and (self.spill or self.counts[2] == 1 or self.k_stride <= slots))
+
+
+def _row_ids(table: np.ndarray) -> np.ndarray:
+    """An id per row of a 2-d table, shared by each run of equal consecutive rows."""
+    starts = np.ones(table.shape[0], np.int64)
+    starts[1:] = [not np.array_equal(table[i], table[i - 1])
+                  for i in range(1, table.shape[0])]
+    return np.cumsum(starts) - 1
 
 
 def _evacuation(platform: Platform, shapes: np.ndarray, dataflow: int) -> np.ndarray:

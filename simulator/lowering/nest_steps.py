@@ -227,6 +227,72 @@ def fill_steps(begin: int, length: int, offset: int, params: np.ndarray,
 
 
 @njit(cache=True)
+def _run_origin(run: int, params: np.ndarray):
+    """(m0, n0, k0) of the first step of run `run` of the innermost loop."""
+    c_middle = params[P_NM + params[P_ORDER1]]
+    at = np.zeros(3, np.int64)
+    at[params[P_ORDER0]] = run // c_middle
+    at[params[P_ORDER1]] = run % c_middle
+    return at[0], at[1], at[2]
+
+
+@njit(cache=True)
+def _run_inputs(run: int, params: np.ndarray, shape_class: np.ndarray,
+                a_ids: np.ndarray, b_ids: np.ndarray, a_runs: np.ndarray,
+                b_runs: np.ndarray):
+    """Everything the steps of a run of the innermost loop depend on besides their
+    place in it (what `_segment` reads from m0, n0, k0 and the step before), so two
+    runs with equal inputs have equal steps, a reload's source moved with them: the
+    classes of its body's and last step's tile shapes, whether k0 == 0, its B and A
+    loads (a table row's id, a tile's bytes, or -1: none) and whether its first step
+    continues the stationary tile of the step before."""
+    nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
+    inner = params[P_ORDER2]
+    m0, n0, k0 = _run_origin(run, params)
+    base = (4 if m0 == nm - 1 and inner != 0 else 0) + \
+        (2 if n0 == nn - 1 and inner != 1 else 0) + \
+        (1 if k0 == nk - 1 and inner != 2 else 0)
+    edge = 4 if inner == 0 else 2 if inner == 1 else 1
+    b = -2
+    if params[P_B_OFFCHIP] != 0:
+        if inner == 0:
+            b = b_runs[k0, n0]
+        elif params[P_B_ALWAYS] != 0 or m0 == 0:
+            b = b_ids[k0 if inner == 1 else n0]
+        else:
+            b = -1
+    a = -2
+    if inner == 1:
+        a = a_runs[m0, k0] if params[P_A_OFFCHIP] != 0 else 0
+    elif params[P_A_ALWAYS] != 0 or n0 == 0:
+        a = a_ids[m0 if inner == 2 else k0] if params[P_A_OFFCHIP] != 0 else 0
+    continues = False
+    if run > 0:
+        pm, pn, pk = _run_origin(run - 1, params)
+        last = params[P_NM + inner] - 1
+        dataflow = params[P_DATAFLOW]
+        continues = _key(dataflow, m0, n0, k0, nn, nk) == _key(
+            dataflow, pm + last * (inner == 0), pn + last * (inner == 1),
+            pk + last * (inner == 2), nn, nk)
+    return shape_class[base], shape_class[base + edge], k0 == 0, b, a, continues
+
+
+@njit(cache=True)
+def repeating_runs(first: int, period: int, limit: int, params: np.ndarray,
+                   shape_class: np.ndarray, a_ids: np.ndarray, b_ids: np.ndarray,
+                   a_runs: np.ndarray, b_runs: np.ndarray) -> int:
+    """The first run r in first .. limit - 1 whose inputs differ from those of run
+    r - period (limit when none does): from `first` on, the steps repeat with a period
+    of `period` runs up to that run."""
+    for run in range(first, limit):
+        if _run_inputs(run, params, shape_class, a_ids, b_ids, a_runs, b_runs) != \
+                _run_inputs(run - period, params, shape_class, a_ids, b_ids, a_runs,
+                            b_runs):
+            return run
+    return limit
+
+
+@njit(cache=True)
 def float_sums(params: np.ndarray, shapes: np.ndarray, split: np.ndarray) -> np.ndarray:
     """The split of array cycles summed step by step in loop order, as gemm_block sums
     it (for splits whose sum in closed form could round differently)."""
