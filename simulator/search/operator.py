@@ -178,17 +178,38 @@ def _attention_candidates(op, base: Tiling, spec: TilingSpec,
 def _search_attention(task: SearchTask) -> OperatorSearch:
     """Attention's search: every candidate simulated (a few dozen programs of few
     steps); the heuristics all give attention's one tiling rule, both lowerings
-    considered by the default's estimate."""
+    considered by the default's estimate. Equal tilings (the heuristics' one, and it
+    again among the candidates) are lowered and replayed once."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
+    lowerings: dict[tuple, str | AccsimError] = {}   # by sort key: the chosen lowering
+    replays: dict[tuple, Evaluation | AccsimError] = {}
+
+    def once(memo: dict, tiling: Tiling, work):
+        key = tiling.sort_key()
+        if key not in memo:
+            try:
+                memo[key] = work(tiling)
+            except AccsimError as exc:
+                memo[key] = exc
+        if isinstance(memo[key], AccsimError):
+            raise memo[key]
+        return memo[key]
+
+    def replayed(tiling: Tiling) -> Evaluation:
+        found = once(replays, tiling,
+                     lambda t: evaluate(op, t, platform, memory, None))
+        return replace(found, tiling=tiling)
+
     heuristics: dict[str, Evaluation | str] = {}
     best: Evaluation | None = None
     simulated = invalid = 0
     for name in task.heuristics:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
-            lowered = lower_attention(op, tiling, platform)
-            found = evaluate(op, lowered.tiling, platform, memory, None)
+            fusion = once(lowerings, tiling,
+                          lambda t: lower_attention(op, t, platform).tiling.fuse)
+            found = replayed(replace(tiling, fuse=fusion))
         except AccsimError as exc:
             heuristics[name] = exc.rule
             continue
@@ -198,7 +219,7 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
     candidates = _attention_candidates(op, base, task.spec, platform)
     for tiling in candidates:
         try:
-            found = evaluate(op, tiling, platform, memory, None)
+            found = replayed(tiling)
         except AccsimError:
             invalid += 1
             continue
@@ -209,7 +230,6 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
                         invalid)
     return OperatorSearch(op.name, op.layer_type, op.kind, runs_of(op), best, heuristics,
                           stats)
-
 
 
 def _objective_lb(c: Candidates, objective: str) -> np.ndarray:
