@@ -273,18 +273,18 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     mi, ni, ki = np.nonzero(fits)
     tm, tn, tk = vm[mi][:, None], vn[ni][:, None], vk[ki][:, None]
     order = np.arange(orders, dtype=np.int64)[None, :]
-    # Axes (fitting tile, loop order), flattened in the grid's order.
-    traffic = offchip_estimate(op, platform, tm, tn, tk, order).ravel()
-    tm, tn, tk, order = (np.broadcast_to(values, (len(mi), orders)).ravel()
-                         for values in (tm, tn, tk, order))
-    # Traffic is the first key: the later ones matter only among its least, so the
-    # busy cycles are counted for those alone.
-    least = traffic == traffic.min()
-    tm, tn, tk, order, traffic = (values[least] for values in
-                                  (tm, tn, tk, order, traffic))
+    # Axes (fitting tile, loop order): the busy cycles depend on the order only through
+    # its innermost dim, so they are computed on the tiles and broadcast.
+    traffic = offchip_estimate(op, platform, tm, tn, tk, order)
     busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
                              array.cols, array.count, array.fold_model,
-                             array_speed(op, platform))
+                             array_speed(op, platform)).ravel()
+    tm, tn, tk, order = (np.broadcast_to(values, (len(mi), orders)).ravel()
+                         for values in (tm, tn, tk, order))
+    # Traffic is the first key: the later ones matter only among its least.
+    least = traffic == traffic.min()
+    tm, tn, tk, order, traffic, busy = (values[least] for values in
+                                        (tm, tn, tk, order, traffic, busy))
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
     order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]
     pick = np.lexsort((order_rank, tk, tn, tm, steps, busy, traffic))[0]
