@@ -91,10 +91,12 @@ def link_breakdown(cycles: int) -> Breakdown:
 
 def simulate(inputs: Inputs, *, engine: str = "auto",
              progress: Progress | None = None,
-             budget: MemoryBudget | None = None) -> RunResult:
+             budget: MemoryBudget | None = None, fusion_report: bool = True) -> RunResult:
     """Lower and replay every operator of the workload in order. The tile programs must
     fit `budget` (default: a quarter of RAM for this engine), else nothing runs; a GEMM
-    program longer than the budget's block is generated and replayed block by block."""
+    program longer than the budget's block is generated and replayed block by block.
+    fusion_report False: the fusion groups' savings (each member lowered, searched and
+    replayed alone) are left out, for callers that read totals only."""
     used, reason = choose_engine(engine)
     replay = engine_runner(used)
 
@@ -125,7 +127,7 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
     groups = fusion_groups(resolved, lowered, inputs.mapping, inputs.platform,
                            lambda op: replay(op.program, memory,
                                              block_steps=blocks).breakdown.total_cycles
-                           * op.instances)
+                           * op.instances) if fusion_report else []
     adjacency = bool(groups) and fusion_adjacency(inputs.workload, inputs.mapping)
     return RunResult(inputs, used, reason, results,
                      invocation_cycles(inputs.workload, inputs.platform), tuple(groups),

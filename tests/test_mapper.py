@@ -18,6 +18,7 @@ from simulator.cli import main
 from simulator.commands.inputs import load_inputs
 from simulator.lowering import lower_compute
 from simulator.mapping.windows import window_elements, window_maxima, window_table
+from simulator.search import operator as search_operator_module
 from simulator.search.bounds import candidate_bounds
 from simulator.search.operator import OBJECTIVES, Evaluation, evaluate as _evaluate
 from simulator.search.workload import (BUILTIN_HEURISTICS, MapResult, _grid_size, map_workload, read_map_json)
@@ -205,6 +206,32 @@ def test_exhaustive_flag_agrees_and_prunes_nothing():
     assert exhaustive.stats.bound_pruned == 0
     assert exhaustive.stats.simulated > 10 * pruned.stats.simulated
     assert pruned.stats.candidates == exhaustive.stats.candidates >= 1000
+
+
+def test_walk_window_changes_nothing_and_counts_partition_the_candidates(monkeypatch):
+    # The walk decides a window of candidates at a time between replays: a window of one
+    # candidate (a Python step each) must give the same best, heuristics and counts, and
+    # every enumerated candidate is counted once (unfit, duplicate, pruned, simulated or
+    # invalid), a heuristic's failed tiling aside.
+    # (Exhaustive: the vector operators alone, whose grids are short.)
+    vector = Workload(name="vector", operators=SMALL_OPS.operators[3:5])
+    for objective, exhaustive, workload in [
+            *((objective, False, SMALL_OPS) for objective in OBJECTIVES),
+            ("cycles", True, vector)]:
+        inputs = Inputs(SMALL, workload, Mapping(fusion="none"))
+        wide = map_workload(inputs, objective=objective, workers=1,
+                            exhaustive=exhaustive)
+        with monkeypatch.context() as patch:
+            patch.setattr(search_operator_module, "WALK_WINDOW", 1)
+            narrow = map_workload(inputs, objective=objective, workers=1,
+                                  exhaustive=exhaustive)
+        assert narrow.operators == wide.operators, (objective, exhaustive)
+        for found in wide.operators:
+            s = found.stats
+            failed = sum(not isinstance(h, Evaluation)
+                         for h in found.heuristics.values())
+            assert s.candidates - failed == (s.unfit + s.duplicates + s.bound_pruned
+                                             + s.simulated + s.invalid), found.name
 
 
 def test_result_does_not_depend_on_worker_count():

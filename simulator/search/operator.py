@@ -46,6 +46,9 @@ from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
 from simulator.workload import is_attention, is_compute
 
 OBJECTIVES = ("cycles", "energy", "edp")
+# Candidates the walk decides at once between two replays (doubled while none is
+# replayed): what it skips costs array operations instead of a Python step each.
+WALK_WINDOW = 256
 
 
 @dataclass(frozen=True)
@@ -175,17 +178,38 @@ def _attention_candidates(op, base: Tiling, spec: TilingSpec,
 def _search_attention(task: SearchTask) -> OperatorSearch:
     """Attention's search: every candidate simulated (a few dozen programs of few
     steps); the heuristics all give attention's one tiling rule, both lowerings
-    considered by the default's estimate."""
+    considered by the default's estimate. Equal tilings (the heuristics' one, and it
+    again among the candidates) are lowered and replayed once."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
+    lowerings: dict[tuple, str | AccsimError] = {}   # by sort key: the chosen lowering
+    replays: dict[tuple, Evaluation | AccsimError] = {}
+
+    def once(memo: dict, tiling: Tiling, work):
+        key = tiling.sort_key()
+        if key not in memo:
+            try:
+                memo[key] = work(tiling)
+            except AccsimError as exc:
+                memo[key] = exc
+        if isinstance(memo[key], AccsimError):
+            raise memo[key]
+        return memo[key]
+
+    def replayed(tiling: Tiling) -> Evaluation:
+        found = once(replays, tiling,
+                     lambda t: evaluate(op, t, platform, memory, None))
+        return replace(found, tiling=tiling)
+
     heuristics: dict[str, Evaluation | str] = {}
     best: Evaluation | None = None
     simulated = invalid = 0
     for name in task.heuristics:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
-            lowered = lower_attention(op, tiling, platform)
-            found = evaluate(op, lowered.tiling, platform, memory, None)
+            fusion = once(lowerings, tiling,
+                          lambda t: lower_attention(op, t, platform).tiling.fuse)
+            found = replayed(replace(tiling, fuse=fusion))
         except AccsimError as exc:
             heuristics[name] = exc.rule
             continue
@@ -195,7 +219,7 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
     candidates = _attention_candidates(op, base, task.spec, platform)
     for tiling in candidates:
         try:
-            found = evaluate(op, tiling, platform, memory, None)
+            found = replayed(tiling)
         except AccsimError:
             invalid += 1
             continue
@@ -206,7 +230,6 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
                         invalid)
     return OperatorSearch(op.name, op.layer_type, op.kind, runs_of(op), best, heuristics,
                           stats)
-
 
 
 def _objective_lb(c: Candidates, objective: str) -> np.ndarray:
@@ -222,17 +245,69 @@ def _rank(names: list[str]) -> np.ndarray:
     return np.argsort(np.argsort(np.array(names)))
 
 
-def _tie_loses(op, objective: str, best: Evaluation, bound: float, cycles: int,
-               energy: float, tiling: Tiling) -> bool:
-    """Whether a candidate whose objective bound does not exceed the best's still loses
-    the tie-break: its bounds, compared in the order of the tie-break, exceed the
-    best's figures. A vector operator's energy is its fixed work plus static power over
-    its cycles, so whatever the objective its candidates order exactly by (cycles,
-    canonical order), and a cycle bound equal to the best's cycles settles it."""
-    if not is_compute(op):
-        return (cycles, tiling.sort_key()) > (best.cycles, best.tiling.sort_key())
-    return (bound, cycles, energy) > (best.objective(objective), best.cycles,
-                                      best.energy_pj)
+def _order_codes(names, reference: str) -> np.ndarray:
+    """-1, 0 or 1 per name: how it compares with `reference` as a string."""
+    return np.array([(name > reference) - (name < reference) for name in names],
+                    dtype=np.int64)
+
+
+def _greater(columns: list[tuple[np.ndarray, object]], size: int) -> np.ndarray:
+    """Per row, whether its tuple of column values compares greater than the tuple of
+    the references, as Python orders tuples (the first column that differs decides)."""
+    greater, tied = np.zeros(size, dtype=bool), np.ones(size, dtype=bool)
+    for values, reference in columns:
+        greater |= tied & (values > reference)
+        tied &= values == reference
+    return greater
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """The walk's candidates in walk order: bounds, tile steps and tiling fields."""
+
+    bound: np.ndarray
+    cycles: np.ndarray
+    energy: np.ndarray
+    steps: np.ndarray
+    tm: np.ndarray
+    tn: np.ndarray
+    tk: np.ndarray
+    order: np.ndarray
+    dataflow: np.ndarray
+    depth: np.ndarray
+
+    def matches(self, key: tuple, dataflows: list[str], fuse: str | None,
+                rows: slice) -> np.ndarray:
+        """Which candidates in `rows` have the tiling sort key `key`."""
+        tm, tn, tk, order, flow, depth, fused = key
+        flow_code = dataflows.index(flow) if flow in dataflows else -1
+        return ((self.tm[rows] == tm) & (self.tn[rows] == tn) & (self.tk[rows] == tk)
+                & (self.order[rows] == (LOOP_ORDERS.index(order) if order in LOOP_ORDERS
+                                        else -1))
+                & (self.dataflow[rows] == flow_code) & (self.depth[rows] == depth)
+                & ((fuse or "") == fused))
+
+    def tie_loses(self, op, objective: str, best: Evaluation, dataflows: list[str],
+                  fuse: str | None, rows: slice) -> np.ndarray:
+        """Whether each candidate in `rows`, its objective bound not above the best's,
+        still loses the tie-break: its bounds, compared in the order of the tie-break,
+        exceed the best's figures. A vector operator's energy is its fixed work plus
+        static power over its cycles, so whatever the objective its candidates order
+        exactly by (cycles, canonical order), and a cycle bound equal to the best's
+        cycles settles it."""
+        size = len(self.bound[rows])
+        if is_compute(op):
+            return _greater([(self.bound[rows], best.objective(objective)),
+                             (self.cycles[rows], best.cycles),
+                             (self.energy[rows], best.energy_pj)], size)
+        key = best.tiling.sort_key()
+        fused = fuse or ""
+        return _greater([(self.cycles[rows], best.cycles), (self.tm[rows], key[0]),
+                         (self.tn[rows], key[1]), (self.tk[rows], key[2]),
+                         (_order_codes(LOOP_ORDERS, key[3])[self.order[rows]], 0),
+                         (_order_codes(dataflows, key[4])[self.dataflow[rows]], 0),
+                         (self.depth[rows], key[5]),
+                         ((fused > key[6]) - (fused < key[6]), 0)], size)
 
 
 def _fixed_by_plan(grid: Candidates, spec: TilingSpec, dataflows: list[str], *,
@@ -328,18 +403,48 @@ def search_operator(task: SearchTask) -> OperatorSearch:
     seeded = simulated
     steps_replayed = 0
     walk = np.lexsort((grid.depth, flow_rank, order_rank, grid.tk, grid.tn, grid.tm, bound))
-    for position, i in enumerate(walk.tolist()):
-        if not task.exhaustive and best is not None and \
-                bound[i] > best.objective(objective):
-            pruned += len(walk) - position   # the walk is in bound order: all the rest
+    at = _Walk(bound[walk], grid.cycles_lb[walk], grid.energy_lb[walk], grid_steps[walk],
+               grid.tm[walk], grid.tn[walk], grid.tk[walk], grid.order[walk],
+               grid.dataflow[walk], grid.depth[walk])
+    # The walk, a window of candidates at a time: until the next replay, the best and
+    # the budgets are fixed, so what happens to each candidate before it (skipped for
+    # the step budget, already seen, losing the tie-break) and where the walk stops
+    # (bound above the best, candidate budget spent) are decided for the whole window.
+    # (The grid's tilings are distinct when the platform lists each dataflow once; a
+    # repeat is caught as a duplicate when it would be replayed.)
+    seeds = tuple(seen)
+    position, window, size = 0, WALK_WINDOW, len(walk)
+    while position < size:
+        budget = task.max_simulated is not None
+        if budget and simulated - seeded >= task.max_simulated:
+            pruned += size - position   # the search's candidate budget is spent
             break
-        if task.max_simulated is not None:
-            if simulated - seeded >= task.max_simulated:
-                pruned += len(walk) - position   # the search's candidate budget is spent
+        rows = slice(position, min(size, position + window))
+        width = rows.stop - rows.start
+        bounded = not task.exhaustive and best is not None
+        stop = np.flatnonzero(at.bound[rows] > best.objective(objective))[:1] \
+            if bounded else ()
+        stop = int(stop[0]) if len(stop) else width
+        skipped = steps_replayed + at.steps[rows] > task.max_steps if budget \
+            else np.zeros(width, dtype=bool)
+        duplicate = np.zeros(width, dtype=bool)
+        for key in seeds:
+            duplicate |= at.matches(key, dataflows, fuse, rows)
+        duplicate &= ~skipped
+        lost = at.tie_loses(op, objective, best, dataflows, fuse, rows) & \
+            ~skipped & ~duplicate if bounded else np.zeros(width, dtype=bool)
+        taken = np.flatnonzero(~(skipped | duplicate | lost)[:stop])[:1]
+        passed = int(taken[0]) if len(taken) else stop
+        pruned += int(skipped[:passed].sum() + lost[:passed].sum())   # the step budget,
+        duplicates += int(duplicate[:passed].sum())                    # or the tie-break
+        if not len(taken):
+            if stop < width:   # the walk is in bound order: all the rest
+                pruned += size - (rows.start + stop)
                 break
-            if steps_replayed + int(grid_steps[i]) > task.max_steps:
-                pruned += 1   # too long for what is left of the step budget
-                continue
+            position, window = rows.stop, 2 * window
+            continue
+        i = int(walk[rows.start + passed])
+        position, window = rows.start + passed + 1, WALK_WINDOW
         tiling = Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
                         LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
                         int(grid.depth[i]), fuse, MAPPER)
@@ -347,11 +452,6 @@ def search_operator(task: SearchTask) -> OperatorSearch:
             duplicates += 1
             continue
         seen.add(tiling.sort_key())
-        if not task.exhaustive and best is not None and _tie_loses(
-                op, objective, best, float(bound[i]), int(grid.cycles_lb[i]),
-                float(grid.energy_lb[i]), tiling):
-            pruned += 1
-            continue
         try:
             found = evaluate(op, tiling, platform, memory, task.following)
         except AccsimError:

@@ -129,7 +129,8 @@ class OperatorCosts:
 
     def _simulate_unit(self, operators: list, plan: Mapping) -> Cost:
         result = simulate(Inputs(self.platform, Workload(name="serving",
-                                                         operators=operators), plan))
+                                                         operators=operators), plan),
+                          fusion_report=False)
         total = result.operators_total  # the call's cost is charged once per batch
         return Cost(total.cycles * self._seconds_per_cycle, total.energy_pj * 1e-12)
 
@@ -201,7 +202,8 @@ def simulated_cost(platform: Platform, workload: Workload,
                    mapping: Mapping | None = None) -> Cost:
     """One whole-workload run of the operator simulator (no memo) under the plan: the
     reference the memoised sums and the bucketing are checked against."""
-    total = simulate(Inputs(platform, workload, mapping or Mapping())).total
+    total = simulate(Inputs(platform, workload, mapping or Mapping()),
+                     fusion_report=False).total
     return Cost(total.cycles / (platform.clock_ghz * 1e9), total.energy_pj * 1e-12)
 
 

@@ -128,6 +128,7 @@ class LlmCost:
         self._saved = (self._sizes(), len(self._exact))
         self._dense_memo: dict[int, Pair] = {}
         self._decode_memo: dict[int, Pair] = {}
+        self._prefill_memo: dict[tuple[int, int], Pair] = {}
         self._call_memo: dict[tuple[int, int], Cost] = {}
         self._steps = np.arange(0)  # 0, 1, ...: iteration numbers of a decode run
 
@@ -247,7 +248,13 @@ class LlmCost:
 
     def _prefill_cost(self, new: int, cached: int) -> Pair:
         """A prefill chunk's attention: bilinear between the grid points around
-        (new, cached)."""
+        (new, cached) (memoised: runs meet the same chunks again and again)."""
+        found = self._prefill_memo.get((new, cached))
+        if found is None:
+            found = self._prefill_memo[new, cached] = self._prefill_between(new, cached)
+        return found
+
+    def _prefill_between(self, new: int, cached: int) -> Pair:
         n0, n1 = grid_cell(new, self.bits)
         c0, c1 = grid_cell(cached, self.bits)
         at = self._prefill_at
