@@ -14,8 +14,8 @@ input cols, so the union is counted by inclusion-exclusion over the parts from t
 of row-set and col-set intersections (|A x B and C x D| = |A and C| * |B and D|).
 Images are disjoint, and whole images (like whole channels) count alike.
 
-One compiled kernel (Numba) counts a grid of tiles, so a first run compiles one small
-function; its results are memoised by convolution geometry and tile size, because the
+One compiled kernel (Numba) counts a grid of tiles for all three entry points, so a
+first run compiles it and one helper, nothing else; its results are memoised by convolution geometry and tile size, because the
 mapper asks for the same tables many times (one per candidate tiling sharing tm and tk).
 tests/test_mapper.py checks it against a naive set-based count.
 """
