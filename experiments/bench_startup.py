@@ -3,7 +3,8 @@ and `python -c "import simulator"` < 0.2 s whole process (median of a farm of 5)
 whether `--help`, `check` and `schema` import Numba (they must not: the kernels load it
 on first use, simulator.jit, and the CLI imports only the verb's command module). Then
 the split of a warm `accsim run` of SCALE-Sim's alexnet (issue 26: 300x SCALE-Sim's
-whole process) into interpreter, accsim's imports, Numba's import and the rest.
+whole process) into interpreter, accsim's imports, Numba's import and the rest, and,
+in one process, the CPU of each part of the run itself (the tiling search among them).
 
 Each command runs FARM times in a fresh interpreter; printed: the median wall time and
 the median CPU time (user + system of the child: on a shared machine the wall time also
@@ -51,6 +52,48 @@ print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
 """
 
 
+# `accsim run`'s imports as main() makes them (its start-up: no garbage collection).
+_VERB_IMPORTS = ("import simulator.cli\n"
+                 "with simulator.cli._start_up(): import simulator.commands.run")
+
+# One warm alexnet run in-process: the CPU seconds of each part, each without the parts
+# it calls (Numba's first use inside the search counts as Numba).
+_PARTS = """
+import contextlib, io, json, time
+cpu = time.process_time
+began = cpu()
+import simulator.cli
+with simulator.cli._start_up():  # as main() imports the verb
+    import simulator.commands.run, simulator.jit, simulator.simulate
+NUMBA = "Numba: its import, registries, cache loads"
+parts, nested = {{"accsim imports": cpu() - began}}, []
+began = cpu()
+from numba.core import caching
+parts[NUMBA] = cpu() - began
+def timed(name, function):
+    def call(*args, **kwargs):
+        start = cpu()
+        nested.append(0.0)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent = cpu() - start
+            parts[name] = parts.get(name, 0.0) + spent - nested.pop()
+            if nested:
+                nested[-1] += spent
+    return call
+simulator.jit._dispatcher = timed(NUMBA, simulator.jit._dispatcher)
+caching.Cache.load_overload = timed(NUMBA, caching.Cache.load_overload)
+simulator.simulate.resolve_checked = timed("tiling search (resolve)",
+                                           simulator.simulate.resolve_checked)
+before, started = sum(parts.values()), cpu()
+with contextlib.redirect_stdout(io.StringIO()):
+    simulator.cli.main({argv!r})
+parts["rest of the run"] = cpu() - started - (sum(parts.values()) - before)
+print(json.dumps(parts))
+"""
+
+
 def timed(argv: list[str], env: dict | None = None) -> tuple[float, float]:
     """Wall and CPU (user + system) seconds of one process; it must succeed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -79,10 +122,8 @@ def alexnet_split() -> None:
            str(data / "alexnet.csv")]
     timed(run)  # fills the Numba cache if it is cold
     rows = {"interpreter": [sys.executable, "-c", "pass"],
-            "+ accsim imports": [sys.executable, "-c",
-                                 "import simulator.cli, simulator.commands.run"],
-            "+ numba import": [sys.executable, "-c",
-                               "import simulator.cli, simulator.commands.run, numba"],
+            "+ accsim imports": [sys.executable, "-c", _VERB_IMPORTS],
+            "+ numba import": [sys.executable, "-c", _VERB_IMPORTS + "\nimport numba"],
             "whole run": run}
     print(f"\naccsim run alexnet on scale.cfg (warm), farm of {FARM}: "
           f"{'wall':>7} {'cpu':>7}")
@@ -92,6 +133,12 @@ def alexnet_split() -> None:
               f"{statistics.median(r[1] for r in runs):7.3f}")
     print(f"  300x SCALE-Sim's {SCALESIM_ALEXNET_S} s (measured by "
           f"validate_scalesim.py) needs {SCALESIM_ALEXNET_S / 300:.3f} s")
+    farm = [json.loads(subprocess.run(
+        [sys.executable, "-c", _PARTS.format(argv=run[1:])], capture_output=True,
+        text=True, check=True).stdout.splitlines()[-1]) for _ in range(FARM)]
+    print(f"\nthe same run in one process, CPU s by part (median of {FARM}):")
+    for name in farm[0]:
+        print(f"  {name:<50} {statistics.median(parts[name] for parts in farm):7.3f}")
 
 
 def main() -> None:
