@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from simulator.errors import AccsimError
 from simulator.terminal import plain
@@ -80,8 +80,8 @@ def _start_up() -> Iterator[None]:
     verb's imports make some 10^5 objects that live as long as the process (modules,
     classes, pydantic schemas) and little garbage: collecting meanwhile finds nothing,
     and every later full collection would walk them again (together ~10% of a warm
-    `accsim run`). Frozen once per process: later calls in the same process (tests,
-    notebooks) freeze nothing of theirs."""
+    `accsim run`). Only for the command line's own process (main called without
+    arguments): a caller in Python (tests, notebooks) keeps its collector as it was."""
     first = gc.get_freeze_count() == 0 and gc.isenabled()
     if first:
         gc.disable()
@@ -101,8 +101,9 @@ def named_verb(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; AccsimError becomes one line on stderr and exit 1."""
+    start_up = _start_up() if argv is None else nullcontext()
     argv = sys.argv[1:] if argv is None else argv
-    with _start_up():
+    with start_up:
         parser = build_parser(named_verb(argv))
     args = parser.parse_args(argv)
     try:
