@@ -397,7 +397,8 @@ def search_group(group: Group) -> dict:
     try:
         setup = prepare(group.spec.model_copy(update={
             "arch": group.arch, "chips": point.plan.chips, "tp": point.plan.tp,
-            "pp": point.plan.pp, "precision": point.precision}), cost_cache=group.cost_cache)
+            "pp": point.plan.pp, "precision": point.precision}),
+            cost_cache=group.cost_cache)
     except AccsimError as exc:
         if group.prune:
             return {"error": [exc.rule, exc.file, exc.field]}

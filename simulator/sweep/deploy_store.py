@@ -1,12 +1,13 @@
 """Deployment points in the sweep store (simulator.sweep.store): table `deployments`,
 one row per point keyed by the sha256 of its inputs (simulator.sweep.deploy.point_key),
-written in its own transaction as the point finishes; table `serving_runs`, one row per
-(point, offered rate) run of its SLA search keyed likewise
-(simulator.sweep.deploy_runs), so a search whose SLA changed simulates only the rates
-it lacks; table `iteration_bounds`, the roofline bound of a plan's batch-1 decode step
-or prefill (simulator.sweep.deploy.stored_bound), which pruning compares with the
-SLA. A search killed at any moment resumes with every finished point read back and none computed twice; the iteration
-costs its points simulated are kept in a cost cache folder beside the store
+written in its own transaction as the task searching it (the points of one plan)
+returns; table `serving_runs`, one row per (point, offered rate) run of its SLA
+search keyed likewise (simulator.sweep.deploy_runs), so a search whose SLA changed
+simulates only the rates it lacks; table `iteration_bounds`, the roofline bound of a
+plan's batch-1 decode step or prefill (simulator.sweep.deploy.stored_bound), which
+pruning compares with the SLA. A search killed at any moment resumes with every
+finished point read back and none computed twice; the iteration costs its points
+simulated are kept in a cost cache folder beside the store
 (simulator.serving.cost_cache), so a search that differs only in its SLA recomputes
 no iteration shape. Only the process that opened the store reads and writes it: a
 task searching points in another process takes their stored runs with it as data
