@@ -183,3 +183,11 @@ def test_bad_input_gets_one_clear_error(files, capsys, extra, message):
     assert main(args) == 1
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_points_searched_in_worker_processes_are_those_searched_serially(files, capsys):
+    serial = plan_deployment(files, "--scheduler", "serial")
+    pooled = plan_deployment(files, "--scheduler", "processes", "--workers", "2")
+    capsys.readouterr()
+    assert sum(row["status"] == "searched" for row in serial["points"]) >= 2
+    assert pooled["points"] == serial["points"] and pooled["best"] == serial["best"]

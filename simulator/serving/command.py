@@ -99,7 +99,7 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--sweep-rate", metavar="A:B:N", help="latency-throughput curve: N rates from A "
         "to B requests/s")
     add("--find-max-rate", action="store_true", default=None,
-        help="bisect the highest rate meeting --sla (within 1%%)")
+        help="search the highest rate meeting --sla (on a lattice of 1%% steps)")
     add("--bucket-bits", type=int, help="LLM iteration costs simulated at sizes of this "
         "many significant bits and interpolated between them (default 3: grid points "
         "at most 25%% apart)")

@@ -1,8 +1,9 @@
 """Load studies over many runs of one setup: the latency-throughput curve over offered
-rates, and the highest rate that meets the SLA (bisection to within 1%)."""
+rates, and the highest rate that meets the SLA (on a lattice of 1% steps)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,8 +25,9 @@ CURVE_COLUMNS = [("offered_rps", None, None), ("achieved_rps", "throughput_rps",
     ("tokens_per_s", "tokens_per_s", None), ("goodput_rps", "goodput_rps", None),
     ("utilization", "utilization", None), ("completed", "completed", None),
     ("dropped", "dropped", None), ("preempted", "preempted", None)]
-SEARCH_TOLERANCE = 0.01   # the bracket's width over its low end when bisection stops
-MAX_STEPS = 40            # doublings or halvings while bracketing, then bisections
+STEPS_PER_DOUBLING = 70   # rates searched: start x 2^(k/70), k whole: steps under 1%
+SEARCH_TOLERANCE = 2 ** (1 / STEPS_PER_DOUBLING) - 1   # the lattice's step
+MAX_STEPS = 40            # doublings or halvings of the start rate searched
 
 
 def run_at(setup: Setup, spec: ServeSpec, rate: float) -> dict:
@@ -81,54 +83,85 @@ def _admissible(spec: ServeSpec, rate: float) -> bool:
     return True
 
 
+def lattice_rate(start: float, k: int) -> float:
+    """The k-th rate of the search lattice: the start rate times 2^(k/70) (k a multiple
+    of 70: the start doubled or halved, exactly in binary)."""
+    return start * 2.0 ** (k / STEPS_PER_DOUBLING)
+
+
+def sla_slack(report: dict) -> float | None:
+    """How far a run is from its SLA: the largest log(value / target) of its targets
+    (<= 0 exactly when every target is met); None where a value is missing or zero."""
+    values = [(c["value"], c["target"]) for c in report["targets"].values()]
+    if any(value is None or value <= 0 for value, _ in values):
+        return None
+    return max(math.log(value / target) for value, target in values)
+
+
+def _probe(low: tuple[int, float | None], high: tuple[int, float | None],
+           guided: bool) -> int:
+    """The next index strictly inside the bracket: where the slack's straight line
+    between its ends crosses zero (the first index past it when that is the low end),
+    or the midpoint when not `guided` or a slack is unknown."""
+    (lo, slack_lo), (hi, slack_hi) = low, high
+    if guided and slack_lo is not None and slack_hi is not None:
+        crossing = lo + (hi - lo) * -slack_lo / (slack_hi - slack_lo)
+        index = math.floor(crossing)
+    else:
+        index = (lo + hi) // 2
+    return min(max(index, lo + 1), hi - 1)
+
+
 def find_max_rate(setup: Setup, spec: ServeSpec, *,
                   progress: PointProgress | None = None,
                   run: Callable[[float], dict] | None = None) -> dict:
-    """The highest offered rate whose run meets every SLA target: bracket by doubling
-    or halving from the start rate (within the rates a spec may ask for), then bisect
-    until the bracket is within 1%. `run`: a rate's summary (default run_at; the
-    deployment search reads runs it already simulated back from its store)."""
+    """The highest rate of the search lattice (Lattice: 1% steps from the start rate)
+    whose run meets every SLA target while the next one up misses. From the start
+    rate, doublings up while its run meets the SLA, else halvings down; then the
+    bracket is narrowed to adjacent lattice rates, each probe where the SLA slack's
+    line between the bracket's ends crosses zero (the midpoint after two probes on one
+    side). Every step depends only on the runs' figures, so `serve --find-max-rate`
+    and the deployment search find the same rate. `run`: a rate's summary (default
+    run_at; the deployment search reads runs it already simulated back from its
+    store)."""
     evaluations: list[dict] = []
+    start = _start_rate(setup, spec)
 
-    def met(rate: float) -> bool:
+    def probe(k: int) -> tuple[bool, tuple[int, float | None]]:
+        """Whether the run at lattice index k meets the SLA, and (k, its slack)."""
+        rate = lattice_rate(start, k)
         figures = run(rate) if run is not None else run_at(setup, spec, rate)
-        evaluations.append({"rate_rps": rate, "met": figures["sla"]["met"],
-                            "figures": {k: v for k, v in figures.items() if k != "sla"}})
+        met = figures["sla"]["met"]
+        evaluations.append({"rate_rps": rate, "met": met, "figures": {
+            name: value for name, value in figures.items() if name != "sla"}})
         if progress:
             progress(len(evaluations), 0)
-        return figures["sla"]["met"]
+        return met, (k, sla_slack(figures["sla"]))
 
-    rate = _start_rate(setup, spec)
-    low = high = None
-    if met(rate):
-        low = rate
-        for _ in range(MAX_STEPS):
-            rate *= 2
-            if not _admissible(spec, rate):
-                break
-            if not met(rate):
-                high = rate
-                break
-            low = rate
-    else:
-        high = rate
-        for _ in range(MAX_STEPS):
-            rate /= 2
-            if not _admissible(spec, rate):
-                break
-            if met(rate):
-                low = rate
-                break
-            high = rate
+    k = 0
+    met, end = probe(k)
+    low, high = (end, None) if met else (None, end)
+    direction = STEPS_PER_DOUBLING if met else -STEPS_PER_DOUBLING
+    for _ in range(MAX_STEPS):
+        k += direction
+        if not _admissible(spec, lattice_rate(start, k)):
+            break
+        met, end = probe(k)
+        low, high = (end, high) if met else (low, end)
+        if low is not None and high is not None:
+            break
     if low is None or high is None:
         steps = "doublings" if high is None else "halvings"
-        raise AccsimError(f"no bracket found within {MAX_STEPS} {steps} of "
-                          f"{_start_rate(setup, spec):g} requests/s (last tried {rate:g})",
+        raise AccsimError(f"no bracket found within {MAX_STEPS} {steps} of {start:g} "
+                          f"requests/s (last tried {lattice_rate(start, k):g})",
                           field="sla")
-    while high / low - 1 > SEARCH_TOLERANCE:
-        middle = (low + high) / 2
-        low, high = (middle, high) if met(middle) else (low, middle)
-    return {"max_rate_rps": low, "bracket_rps": [low, high],
+    sides = ""   # which end each probe inside the bracket moved: l(ow) or h(igh)
+    while high[0] - low[0] > 1:
+        met, end = probe(_probe(low, high, guided=not sides.endswith(("ll", "hh"))))
+        low, high = (end, high) if met else (low, end)
+        sides += "l" if met else "h"
+    return {"max_rate_rps": lattice_rate(start, low[0]),
+            "bracket_rps": [lattice_rate(start, low[0]), lattice_rate(start, high[0])],
             "tolerance": SEARCH_TOLERANCE, "evaluations": evaluations}
 
 

@@ -180,13 +180,16 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_executor_arguments(parser, purpose: str = "") -> None:
+def add_executor_arguments(parser, purpose: str = "",
+                           default: str = "processes") -> None:
     """--scheduler and --workers (simulator.sweep.executors.executor_for), for `sweep
     run` and for every command that runs a sweep; `purpose` says what they run."""
-    parser.add_argument("--scheduler", default="processes",
-                        help=f"{purpose}serial, processes (default: a local process "
-                        "pool), dask-local (a local Dask cluster), or dask://HOST:PORT "
-                        "(a running Dask scheduler)")
+    shown = {"serial": "this process, one after another",
+             "processes": "a local process pool"}
+    parser.add_argument("--scheduler", default=default,
+                        help=f"{purpose}serial, processes (a local process pool), "
+                        "dask-local (a local Dask cluster), or dask://HOST:PORT (a "
+                        f"running Dask scheduler); default {default}: {shown[default]}")
     parser.add_argument("--workers", type=int, help="processes or local Dask workers "
                         "(default: the CPUs available)")
 

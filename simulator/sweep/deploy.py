@@ -36,7 +36,7 @@ from simulator.serving.serve import prepare, replica_capacity, stored_share
 from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
-from simulator.sweep.deploy_runs import PointRuns, RunStore
+from simulator.sweep.deploy_runs import PointRuns, RunStore, StoredRuns
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
 from simulator.system.serving import ShardedFrontend
@@ -276,8 +276,6 @@ def search_point(setup, point: Deployment, inputs: dict | None = None,
     try:
         found = find_max_rate(replace(setup, spec=at), at, run=runs)
     except AccsimError as exc:  # met at every rate a spec may ask for, or at none
-        if runs.failure is not None:  # the store's, not the search's
-            raise
         unbounded = "doublings" in exc.rule
         return {**point.fields(), "status": "unbounded" if unbounded else
                 "no rate meets the SLA", "sla_rate_rps": None, "unbounded": unbounded,
@@ -301,14 +299,14 @@ def search_point(setup, point: Deployment, inputs: dict | None = None,
 
 
 Progress = Callable[[str, int, int], None]
-# What a point's outcome is: pruned before simulation, given an SLA capacity, met at
-# every rate tried, met at none, or refused by serve (a search without pruning only).
-STATUSES = ("pruned", "searched", "unbounded", "no rate meets the SLA", "refused")
 
 
-class PointStore(RunStore, Protocol):
+class PointStore(Protocol):
     """Where finished points (their runs, the roofline bounds of their plans) are
-    kept by key (simulator.sweep.deploy_store.PointStore)."""
+    kept by key (simulator.sweep.deploy_store.PointStore); only the process that
+    opened it reads and writes it."""
+
+    runs_read: int
 
     def get(self, key: str) -> dict | None: ...
 
@@ -317,6 +315,8 @@ class PointStore(RunStore, Protocol):
     def get_bound(self, key: str) -> dict | None: ...
 
     def put_bound(self, key: str, inputs: dict, outcome: dict) -> None: ...
+
+    def runs_of(self, point_inputs: dict) -> dict[str, dict]: ...
 
 
 def stored_bound(store: PointStore | None, identity: dict, outcome: Outcome,
@@ -373,72 +373,143 @@ def point_key(identity: dict, point: Deployment,
     return stored_key(inputs), inputs
 
 
-def _evaluate(setups: dict, reasons: dict, spec: ServeSpec, arch: str, point: Deployment,
-              *, hf, prune: bool, cost_cache: CostCache | None, inputs: dict,
-              store: PointStore | None) -> dict:
-    """A point's outcome: pruned with its reason, or serve's max-rate search on it (the
-    setup of its platform, plan and precision plan shared by every point of those)."""
-    shared = (point.plan, point.precision)
-    if prune and reasons[shared] is not None:
-        return {**point.fields(), "status": "pruned", "reason": reasons[shared]}
-    if shared not in setups:
-        try:
-            setups[shared] = prepare(spec.model_copy(update={
-                "arch": arch, "chips": point.plan.chips, "tp": point.plan.tp,
-                "pp": point.plan.pp, "precision": point.precision}), hf=hf,
-                cost_cache=cost_cache)
-        except AccsimError as exc:
-            if prune:
-                raise
-            setups[shared] = exc
-    if isinstance(setups[shared], AccsimError):
-        return {**point.fields(), "status": "refused", "sla_rate_rps": None,
-                "unbounded": False, "note": f"refused: {setups[shared].rule}"}
-    return search_point(setups[shared], point, inputs, store)
+@dataclass(frozen=True)
+class Group:
+    """The points of one platform that share a plan and a precision plan (so one
+    serve setup and its cost memo), as one task for an executor
+    (simulator.sweep.executors): run in any process, it returns its rows and the runs
+    it simulated, and writes nothing."""
+
+    key: str                     # its first point's (executors know a job by its key)
+    spec: ServeSpec
+    arch: str
+    points: tuple[Deployment, ...]
+    inputs: tuple[dict, ...]     # each point's inputs, as its key hashes them
+    stored: tuple[dict, ...] | None   # each point's runs the store holds (key -> run)
+    cost_cache: CostCache | None
+    prune: bool
 
 
-def search_platform(spec: ServeSpec, arch: str, grid: Grid, *, hf=None,
+def search_group(group: Group) -> dict:
+    """serve's max-rate search on each point of a group (the runs the store held are
+    read back, not simulated: simulator.sweep.deploy_runs): {"rows", "runs"
+    simulated (key, inputs, outcome), "runs_read"}, or {"error": serve's refusal's
+    rule, file and field}. Without pruning, a setup serve refuses makes every point
+    `refused`."""
+    point = group.points[0]
+    try:
+        setup = prepare(group.spec.model_copy(update={
+            "arch": group.arch, "chips": point.plan.chips, "tp": point.plan.tp,
+            "pp": point.plan.pp, "precision": point.precision}),
+            cost_cache=group.cost_cache)
+    except AccsimError as exc:
+        if group.prune:
+            return {"error": [exc.rule, exc.file, exc.field]}
+        return {"rows": [{**p.fields(), "status": "refused", "sla_rate_rps": None,
+                          "unbounded": False, "note": f"refused: {exc.rule}"}
+                         for p in group.points], "runs": [], "runs_read": 0}
+    runs = [StoredRuns(found) for found in group.stored] if group.stored else \
+        [None] * len(group.points)
+    rows = [search_point(setup, p, inputs, found)
+            for p, inputs, found in zip(group.points, group.inputs, runs)]
+    return {"rows": rows, "runs": [run for found in runs if found
+                                   for run in found.simulated],
+            "runs_read": sum(found.read for found in runs if found)}
+
+
+def _groups(spec: ServeSpec, arch: str, waiting: dict, store: PointStore | None,
+            cost_cache: CostCache | None, prune: bool) -> list[Group]:
+    """The groups of the points to search (`waiting`: (plan, precision plan) -> their
+    (index, point, key, inputs)), the largest first so the last to finish is small."""
+    groups = [Group(members[0][2], spec, arch, tuple(m[1] for m in members),
+                    tuple(m[3] for m in members),
+                    tuple(store.runs_of(m[3]) for m in members) if store else None,
+                    cost_cache, prune) for members in waiting.values()]
+    return sorted(groups, key=lambda group: -len(group.points))
+
+
+def _check_found(found: dict) -> None:
+    """Raise what a group's task reported: serve's refusal (`error`), or a worker
+    that died (an executor's `failed` outcome)."""
+    if "rows" in found:
+        return
+    if found.get("status") == "failed":
+        raise AccsimError("a worker process died searching a plan's points (out of "
+                          "memory?); with --store, a rerun resumes from the points "
+                          "stored", field="--scheduler")
+    rule, file, field = found["error"]
+    raise AccsimError(rule, file=file, field=field)
+
+
+def search_platform(spec: ServeSpec, arch: str, grid: Grid, *,
                     progress: Progress | None = None, prune: bool = True,
                     cost_cache: CostCache | None = None, store: PointStore | None = None,
-                    points: list[Deployment] | None = None) -> Outcome:
+                    points: list[Deployment] | None = None, executor=None) -> Outcome:
     """Prune, then search, every point of the grid (or the `points` given, a sweep's)
     on one platform. `prune` False
     searches every point (a check of the pruning); `cost_cache`: where iteration costs
     are shared (default: the user's cache folder); `store`: finished points are read
-    from and written to it by key."""
-    hf = hf or hf_frontend
+    from and written to it by key; `executor` (simulator.sweep.executors, default
+    serial): where the groups of points sharing a plan are searched. Only this
+    process writes the store; the rows are in the grid's order whatever the executor."""
     platform, source = load_model(locate(arch, "platform"), Platform)
-    config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
+    config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
     trace = load_trace(spec.arrival_trace, need_tokens=True) \
         if spec.arrival == "trace" else None
     request = _smallest_request(spec, trace)
-    outcome = Outcome(arch, platform, source.path, config, hf,
+    outcome = Outcome(arch, platform, source.path, config, hf_frontend,
                       *_mean_context(spec, trace), weight_bytes=facts.weight_bytes)
     identity = search_identity(spec, platform, config, trace, prune)
     points = deployments(arch, grid) if points is None else points
     reasons: dict[tuple, str | None] = {}
-    setups: dict[tuple, object] = {}
+    rows: dict[int, dict] = {}     # point index -> its row, as this search names it
+    keys: dict[int, str] = {}
+    waiting: dict[tuple, list] = {}   # (plan, precision) -> points to search
+
+    def finish(index: int, row: dict) -> None:
+        """Keep a point's row, named as this search names it (a row read back may be
+        another path's)."""
+        point = points[index]
+        rows[index] = {**row, "arch": arch, "precision": precision_name(point.precision),
+                       "precision_file": point.precision, "key": keys[index]}
+        if progress:
+            progress(arch, len(rows), len(points))
+
     for index, point in enumerate(points):
         if point.precision is not None and point.precision not in outcome.precisions:
             outcome.precisions[point.precision] = ServingPrecision.load(point.precision,
                                                                         platform)
-        key, inputs = point_key(identity, point, outcome.precisions.get(point.precision))
-        row = store.get(key) if store is not None else None
+        keys[index], inputs = point_key(identity, point,
+                                        outcome.precisions.get(point.precision))
+        row = store.get(keys[index]) if store is not None else None
+        shared = (point.plan, point.precision)
+        if row is None and shared not in reasons:
+            reasons[shared] = _prune_reason(
+                spec, outcome, trace, point.plan, point.precision,
+                partial(stored_bound, store, identity, outcome, spec.dtype,
+                        point.plan, point.precision, request[0]))
+        if row is None and prune and reasons[shared] is not None:
+            row = {**point.fields(), "status": "pruned", "reason": reasons[shared]}
+            if store is not None:
+                store.put(keys[index], inputs, row)
         if row is None:
-            shared = (point.plan, point.precision)
-            if shared not in reasons:
-                reasons[shared] = _prune_reason(
-                    spec, outcome, trace, point.plan, point.precision,
-                    partial(stored_bound, store, identity, outcome, spec.dtype,
-                            point.plan, point.precision, request[0]))
-            row = _evaluate(setups, reasons, spec, arch, point, hf=hf, prune=prune,
-                            cost_cache=cost_cache, inputs=inputs, store=store)
+            waiting.setdefault(shared, []).append((index, point, keys[index], inputs))
+        else:
+            finish(index, row)
+    members = {group[0][2]: group for group in waiting.values()}  # by the group's key
+    groups = _groups(spec, arch, waiting, store, cost_cache, prune)
+    for group, found in executor.outcomes(groups, task=search_group) if executor else \
+            ((group, search_group(group)) for group in groups):
+        _check_found(found)
+        if store is not None:
+            for run in found["runs"]:
+                store.put_run(*run)
+            store.runs_read += found["runs_read"]
+        for (index, _, key, inputs), row in zip(members[group.key], found["rows"]):
             if store is not None:
                 store.put(key, inputs, row)
-        # named as this search names it (a row read back may be another path's)
-        row = {**row, "arch": arch, "precision": precision_name(point.precision),
-               "precision_file": point.precision, "key": key}
+            finish(index, row)
+    for index in sorted(rows):
+        row = rows[index]
         (outcome.pruned if row["status"] == "pruned" else outcome.points).append(row)
-        if progress:
-            progress(arch, index + 1, len(points))
     return outcome

@@ -28,6 +28,8 @@ from simulator.serving.cost_cache import CostCache
 from simulator.sweep.deploy_plot import capacity_figure
 from simulator.sweep.deploy_report import conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
+from simulator.sweep.command import add_executor_arguments
+from simulator.sweep.executors import executor_for
 from simulator.sweep.store import Store
 from simulator.terminal import add_wide
 from simulator.terminal import console as report_console
@@ -99,6 +101,10 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
         "cached in the folder <store stem>-costs beside it")
     add("--no-prune", action="store_true", help="search every point, even those the "
         "capacity rule or the roofline bound would prune (a check of the pruning)")
+    # Serial by default: worker processes each rebuild what one process shares across
+    # plans (measured: +45% CPU on a loaded 2-core machine, experiments/bench_deploy).
+    add_executor_arguments(cmd, "where the points sharing a plan are searched: ",
+                           default="serial")
     add_wide(cmd)
     cmd.set_defaults(handler=handle)
 
@@ -224,20 +230,24 @@ def _rows(outcomes, front: list[dict]) -> list[dict]:
 
 
 def _search(spec: ServeSpec, archs: list[str], grid: Grid, args) -> tuple[list, str]:
-    """Every platform's outcome, through the store when one is named; and a line
-    saying how many points were read back and how many computed."""
+    """Every platform's outcome, its points searched by the executor --scheduler
+    names, through the store when one is named; and a line saying how many points
+    were read back and how many computed."""
+    executor = executor_for(args.scheduler, args.workers)
     if not args.store:
-        with progress.steps("searching deployments", after_s=2.0) as report:
+        with executor, progress.steps("searching deployments", after_s=2.0) as report:
             return [search_platform(spec, arch, grid, prune=not args.no_prune,
-                                    progress=lambda a, done, total: report(done, total))
+                                    progress=lambda a, done, total: report(done, total),
+                                    executor=executor)
                     for arch in archs], ""
     cache = CostCache(cost_folder(args.store), strict=True)
-    with Store(args.store) as store, \
+    with Store(args.store) as store, executor, \
             progress.steps("searching deployments", after_s=2.0) as report:
         points = PointStore(store)
         outcomes = [search_platform(spec, arch, grid, prune=not args.no_prune,
                                     cost_cache=cache, store=points,
-                                    progress=lambda a, done, total: report(done, total))
+                                    progress=lambda a, done, total: report(done, total),
+                                    executor=executor)
                     for arch in archs]
     return outcomes, (f"store {args.store}: {points.found} already stored, "
                       f"{points.computed} computed; serving runs: {points.runs_read} "

@@ -2,7 +2,7 @@
 (deployment point, offered rate) run's summary - percentiles, throughput, tokens,
 energy, preemptions - less what the SLA decides, keyed by the sha256 of everything the
 run depends on (the point's inputs without the SLA, the rate search's start and the
-pruning, plus the rate). A search whose SLA changed bisects over the runs already
+pruning, plus the rate). A search whose SLA changed searches over the runs already
 simulated, judging each against the new SLA from its stored percentiles, and simulates
 only the rates it lacks.
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from typing import Protocol
 
-from simulator.errors import AccsimError
 from simulator.serving.curves import run_at
 from simulator.serving.serve import Setup
 from simulator.serving.sla import sla_report
@@ -43,6 +42,30 @@ def run_inputs(point_inputs: dict, rate: float) -> dict:
             "spec": spec, "rate": rate}
 
 
+def runs_key(run: dict) -> str:
+    """What the runs of one point share: the sha256 of a run's inputs less its rate."""
+    return stored_key({k: v for k, v in run.items() if k != "rate"})
+
+
+class StoredRuns:
+    """The runs of one point as a task takes them to any process: those the store
+    held (key -> outcome), read back; those simulated kept in `simulated` (key,
+    inputs, outcome) for the process that owns the store to write."""
+
+    def __init__(self, stored: dict[str, dict]):
+        self.stored = stored
+        self.read = 0
+        self.simulated: list[tuple[str, dict, dict]] = []
+
+    def get_run(self, key: str) -> dict | None:
+        found = self.stored.get(key)
+        self.read += found is not None
+        return found
+
+    def put_run(self, key: str, inputs: dict, outcome: dict) -> None:
+        self.simulated.append((key, inputs, outcome))
+
+
 def sla_id(sla: dict[str, float]) -> str:
     return json.dumps(sla, sort_keys=True)
 
@@ -57,7 +80,6 @@ class PointRuns:
         self.point_inputs = point_inputs
         self.sla = sla_id(spec.sla)
         self.stored: dict[float, dict] = {}   # rate -> the run read back
-        self.failure: AccsimError | None = None  # a corrupt store row (never a verdict)
 
     def _key(self, rate: float) -> tuple[str, dict]:
         inputs = run_inputs(self.point_inputs, rate)
@@ -78,12 +100,7 @@ class PointRuns:
     def __call__(self, rate: float) -> dict:
         """The summary of the run at `rate`, judged against this SLA (its goodput None
         where only another SLA's is stored: see with_goodput)."""
-        try:
-            stored = self.store.get_run(self._key(rate)[0]) \
-                if self.store is not None else None
-        except AccsimError as exc:
-            self.failure = exc
-            raise
+        stored = self.store.get_run(self._key(rate)[0]) if self.store is not None else None
         if stored is None:
             return self.simulate(rate)
         self.stored[rate] = stored

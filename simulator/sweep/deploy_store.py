@@ -1,14 +1,17 @@
 """Deployment points in the sweep store (simulator.sweep.store): table `deployments`,
 one row per point keyed by the sha256 of its inputs (simulator.sweep.deploy.point_key),
-written in its own transaction as the point finishes; table `serving_runs`, one row per
-(point, offered rate) run of its SLA search keyed likewise
-(simulator.sweep.deploy_runs), so a search whose SLA changed simulates only the rates
-it lacks; table `iteration_bounds`, the roofline bound of a plan's batch-1 decode step
-or prefill (simulator.sweep.deploy.stored_bound), which pruning compares with the
-SLA. A search killed at any moment resumes with every finished point read back and none computed twice; the iteration
-costs its points simulated are kept in a cost cache folder beside the store
+written in its own transaction as the task searching it (the points of one plan)
+returns; table `serving_runs`, one row per (point, offered rate) run of its SLA
+search keyed likewise (simulator.sweep.deploy_runs), so a search whose SLA changed
+simulates only the rates it lacks; table `iteration_bounds`, the roofline bound of a
+plan's batch-1 decode step or prefill (simulator.sweep.deploy.stored_bound), which
+pruning compares with the SLA. A search killed at any moment resumes with every
+finished point read back and none computed twice; the iteration costs its points
+simulated are kept in a cost cache folder beside the store
 (simulator.serving.cost_cache), so a search that differs only in its SLA recomputes
-no iteration shape.
+no iteration shape. Only the process that opened the store reads and writes it: a
+task searching points in another process takes their stored runs with it as data
+and hands the runs it simulates back to be stored.
 
 The table sits beside the sweep tables of the same file (their layout is unchanged; a
 sweep report ignores it). A row read back is untrusted: one whose key is not the hash
@@ -24,7 +27,7 @@ from pathlib import Path
 from simulator.errors import AccsimError
 from simulator.loader import parse_json
 from simulator.sweep.coordinator import uninterrupted
-from simulator.sweep.deploy import STATUSES
+from simulator.sweep.deploy_runs import run_inputs, runs_key
 from simulator.sweep.rows import stored_key
 from simulator.sweep.store import Store
 
@@ -34,6 +37,9 @@ TABLE = """CREATE TABLE IF NOT EXISTS {name} (
     outcome TEXT NOT NULL
 )"""
 POINTS, RUNS, BOUNDS = "deployments", "serving_runs", "iteration_bounds"
+# What a point's outcome is: pruned before simulation, given an SLA capacity, met at
+# every rate tried, met at none, or refused by serve (a search without pruning only).
+STATUSES = ("pruned", "searched", "unbounded", "no rate meets the SLA", "refused")
 
 
 def cost_folder(store_path: str | Path) -> Path:
@@ -92,6 +98,14 @@ def _checked(rowid: int, key, inputs, outcome, file: str,
     return key, decoded["outcome"]
 
 
+def _read(store: Store, table: str, key: str) -> dict | None:
+    """A table's outcome stored by key, checked as it is read."""
+    with store.guard("read"):
+        found = store.db.execute(f"SELECT rowid, key, inputs, outcome FROM {table} "
+                                 "WHERE key = ?", (key,)).fetchone()
+    return None if found is None else _checked(*found, file=store.path, table=table)[1]
+
+
 class PointStore:
     """The deployment points of one open store: read once, then written point by point."""
 
@@ -106,8 +120,22 @@ class PointStore:
         self.rows = dict(_checked(*values, file=store.path) for values in fetched)
         self.found = 0      # points read back by this search
         self.computed = 0   # points this search stored
+        self.runs: dict[str, dict[str, dict]] | None = None  # by point, when read
         self.runs_read = 0      # serving runs read back
         self.runs_stored = 0    # serving runs simulated and stored
+
+    def runs_of(self, point_inputs: dict) -> dict[str, dict]:
+        """The runs stored for a point (key -> outcome, checked as read), all read
+        once, so a task searching the point takes them to its process as data."""
+        if self.runs is None:
+            with self.store.guard("read"):
+                fetched = self.store.db.execute(
+                    f"SELECT rowid, key, inputs, outcome FROM {RUNS}").fetchall()
+            self.runs = {}
+            for rowid, key, inputs, outcome in fetched:
+                key, found = _checked(rowid, key, inputs, outcome, self.store.path, RUNS)
+                self.runs.setdefault(runs_key(json.loads(inputs)), {})[key] = found
+        return dict(self.runs.get(runs_key(run_inputs(point_inputs, 0.0)), {}))
 
     def get(self, key: str) -> dict | None:
         row = self.rows.get(key)
@@ -120,15 +148,11 @@ class PointStore:
         self.rows[key] = json.loads(text)
         self.computed += 1
 
-    def get_run(self, key: str) -> dict | None:
-        """A serving run stored by key, checked as it is read."""
-        found = self._read(RUNS, key)
-        self.runs_read += found is not None
-        return found
-
     def put_run(self, key: str, inputs: dict, outcome: dict) -> None:
         self._write(RUNS, key, inputs, outcome)
         self.runs_stored += 1
+        if self.runs is not None:
+            self.runs.setdefault(runs_key(inputs), {})[key] = outcome
 
     def get_bound(self, key: str) -> dict | None:
         return self._read(BOUNDS, key)
@@ -137,11 +161,7 @@ class PointStore:
         self._write(BOUNDS, key, inputs, outcome)
 
     def _read(self, table: str, key: str) -> dict | None:
-        with self.store.guard("read"):
-            found = self.store.db.execute(f"SELECT rowid, key, inputs, outcome FROM {table} "
-                                          "WHERE key = ?", (key,)).fetchone()
-        return None if found is None else _checked(*found, file=self.store.path,
-                                                     table=table)[1]
+        return _read(self.store, table, key)
 
     def _write(self, table: str, key: str, inputs: dict, outcome: dict) -> str:
         text = json.dumps(outcome)  # in its own order: read back, written as computed
@@ -151,3 +171,4 @@ class PointStore:
                                   (key, json.dumps(inputs, sort_keys=True,
                                                    separators=(",", ":")), text))
         return text
+

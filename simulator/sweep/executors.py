@@ -1,6 +1,8 @@
 """Executors: how a sweep's tasks are launched. Each one runs the same pure task
-(`task.evaluate_point`) and hands the coordinator (job, outcome) pairs as they finish;
-none of them writes anything. They differ only in where the task runs:
+(`task.evaluate_point` on a sweep job's fields, or a task given for jobs of another
+kind, such as the deployment search's groups of points) and hands the coordinator
+(job, outcome) pairs as they finish; none of them writes anything. They differ only
+in where the task runs:
 
 - serial: in the coordinating process, one after another;
 - processes: a local process pool; a worker that dies (killed, out of memory) breaks
@@ -19,7 +21,7 @@ import multiprocessing
 import os
 import signal
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -35,6 +37,19 @@ DASK_INSTALL = "install it with pip install 'accsim[dask]'"
 QUEUED_PER_WORKER = 1
 # Local worker processes allowed per CPU (max_workers).
 WORKERS_PER_CPU = 4
+
+
+# A task other than a sweep point's: called with its job (picklable, with a `key`).
+Task = Callable[[object], dict]
+
+
+def task_call(job, task: Task | None) -> tuple[Callable, tuple]:
+    """What a job runs and with what: `task(job)`, or a sweep job's evaluate_point on
+    its fields (they, not the whole job, travel to the worker)."""
+    if task is not None:
+        return task, (job,)
+    return evaluate_point, (job.platform, job.workload, job.mapping, job.system,
+                            job.ignore_capacity)
 
 
 def worker_died(deaths: int) -> dict:
@@ -53,10 +68,11 @@ class Serial:
     def __exit__(self, *exc) -> None:
         pass
 
-    def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
+    def outcomes(self, jobs: list[Job], task: Task | None = None
+                 ) -> Iterator[tuple[Job, dict]]:
         for job in jobs:
-            yield job, evaluate_point(job.platform, job.workload, job.mapping, job.system,
-                                      job.ignore_capacity)
+            function, arguments = task_call(job, task)
+            yield job, function(*arguments)
 
 
 def ignore_interrupts() -> None:
@@ -77,12 +93,13 @@ class Processes:
     def __exit__(self, *exc) -> None:
         pass
 
-    def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
+    def outcomes(self, jobs: list[Job], task: Task | None = None
+                 ) -> Iterator[tuple[Job, dict]]:
         pending = deque(jobs)
         deaths: Counter[str] = Counter()
         barren_pools = 0  # pools in a row that broke before returning anything
         while pending:
-            returned, lost = yield from self._run_pool(pending)
+            returned, lost = yield from self._run_pool(pending, task)
             barren_pools = 0 if returned else barren_pools + 1
             if barren_pools >= MAX_WORKER_DEATHS:
                 raise AccsimError(f"the worker processes died {barren_pools} times before "
@@ -95,7 +112,7 @@ class Processes:
                 else:
                     pending.appendleft(job)
 
-    def _run_pool(self, pending: deque):
+    def _run_pool(self, pending: deque, task: Task | None):
         """Run jobs from `pending` on one pool until done or the pool breaks; return
         how many came back and the jobs in flight that never did."""
         window = self.workers * (1 + QUEUED_PER_WORKER)
@@ -108,9 +125,8 @@ class Processes:
                 try:
                     while pending and len(in_flight) < window:
                         job = pending[0]
-                        in_flight[pool.submit(evaluate_point, job.platform, job.workload,
-                                              job.mapping, job.system,
-                                              job.ignore_capacity)] = job
+                        function, arguments = task_call(job, task)
+                        in_flight[pool.submit(function, *arguments)] = job
                         pending.popleft()
                 except BrokenProcessPool:  # broke before this job was taken
                     break
@@ -177,17 +193,24 @@ class Dask:
         if self.cluster is not None:
             self.cluster.close()
 
-    def outcomes(self, jobs: list[Job]) -> Iterator[tuple[Job, dict]]:
+    def _launch(self, jobs: list[Job], task: Task | None) -> list:
+        if task is not None:
+            return [self.client.submit(task, job, key=f"accsim-task-{job.key}")
+                    for job in jobs]
         # Each workload goes to every worker once, not inside each of its tasks.
         workloads = {job.workload.name: job.workload for job in jobs}
         shared = {name: self.client.scatter(workload, broadcast=True)
                   for name, workload in workloads.items()}
-        launched = self.client.map(evaluate_point, [job.platform for job in jobs],
-                                   [shared[job.workload.name] for job in jobs],
-                                   [job.mapping for job in jobs],
-                                   [job.system for job in jobs],
-                                   [job.ignore_capacity for job in jobs],
-                                   key=[f"accsim-point-{job.key}" for job in jobs])
+        return self.client.map(evaluate_point, [job.platform for job in jobs],
+                               [shared[job.workload.name] for job in jobs],
+                               [job.mapping for job in jobs],
+                               [job.system for job in jobs],
+                               [job.ignore_capacity for job in jobs],
+                               key=[f"accsim-point-{job.key}" for job in jobs])
+
+    def outcomes(self, jobs: list[Job], task: Task | None = None
+                 ) -> Iterator[tuple[Job, dict]]:
+        launched = self._launch(jobs, task)
         futures = dict(zip(launched, jobs))
         try:
             for future in self.distributed.as_completed(launched):
