@@ -19,22 +19,30 @@ from test_review import CHROMIUM, STUDIES, chromium
 SHIPPED = STUDIES / "llama31_8b_deployment_search.yaml"
 
 
-@pytest.fixture(scope="module")
-def packet(tmp_path_factory):
-    """The shipped study with a tiny model, its workload and SLA scaled to it."""
-    folder = tmp_path_factory.mktemp("deployment")
-    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+def tiny_study(*, requests: int, edits=()) -> str:
+    """The shipped study's text for the tiny model (config.json beside it): its
+    workload and SLA scaled to it, `requests` requests, then `edits` (old, new)."""
     text = SHIPPED.read_text()
     for old, new in (("config: llama_3_1_8b", "config: config.json"),
                      ("model: llama_3_1_8b", "model: config.json"),
                      ("prompt_tokens: 512", "prompt_tokens: 64"),
                      ("output_tokens: 128", "output_tokens: 8"),
-                     ("requests: 100", "requests: 48"),
+                     ("requests: 100", f"requests: {requests}"),
                      ("ttft_p99_ms: 1000, tpot_p99_ms: 60", "ttft_p99_ms: 0.5, "
                       "tpot_p99_ms: 0.2"),
-                     ("../../arch_configs/", str(STUDIES.parents[1] / "arch_configs") + "/")):
+                     ("../../arch_configs/", str(STUDIES.parents[1] / "arch_configs") + "/"),
+                     *edits):
         assert old in text
         text = text.replace(old, new)
+    return text
+
+
+@pytest.fixture(scope="module")
+def packet(tmp_path_factory):
+    """The shipped study with a tiny model, its workload and SLA scaled to it."""
+    folder = tmp_path_factory.mktemp("deployment")
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+    text = tiny_study(requests=48)
     study = folder / "study.yaml"
     study.write_text(text)
     out, cache = folder / "packet", folder / "cache"
@@ -177,20 +185,10 @@ def test_a_study_searches_precision_plans_beside_the_models_formats(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
     plan = STUDIES / "precision" / "int8_weights.yaml"
     (tmp_path / "int8.yaml").write_text(plan.read_text())
-    text = SHIPPED.read_text()
-    for old, new in (("config: llama_3_1_8b", "config: config.json"),
-                     ("model: llama_3_1_8b", "model: config.json"),
-                     ("prompt_tokens: 512", "prompt_tokens: 64"),
-                     ("output_tokens: 128", "output_tokens: 8"),
-                     ("requests: 100", "requests: 24"),
-                     ("chips_per_replica: [1, 2]", "chips_per_replica: [1]\n"
-                      "    precision: [none, int8.yaml]"),
-                     ("budget_chips: 2", "budget_chips: 1"),
-                     ("ttft_p99_ms: 1000, tpot_p99_ms: 60", "ttft_p99_ms: 0.5, "
-                      "tpot_p99_ms: 0.2"),
-                     ("../../arch_configs/", str(STUDIES.parents[1] / "arch_configs") + "/")):
-        assert old in text
-        text = text.replace(old, new)
+    text = tiny_study(requests=24, edits=(
+        ("chips_per_replica: [1, 2]", "chips_per_replica: [1]\n"
+         "    precision: [none, int8.yaml]"),
+        ("budget_chips: 2", "budget_chips: 1")))
     study = tmp_path / "study.yaml"
     study.write_text(text)
     out = tmp_path / "packet"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from platforms import make_platform
-from test_stream_nest import nest_args
+from test_stream_nest import drawn_output, nest_args
 
 from simulator.engines.fast import run_fast
 from simulator.engines.nest import replay_nest_counted
@@ -65,12 +65,7 @@ def regular_nests(draw):
     epilogue = np.array(draw(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3),
                                                 st.integers(0, 4), st.integers(0, 2)),
                                       max_size=2)), np.int64).reshape(-1, 4)
-    output = {}
-    if draw(st.booleans()):
-        output = {"output_path": "vector", "evacuation": {
-            "elements_per_cycle": draw(st.sampled_from([1, 3, 8])),
-            "tile_cycles": draw(st.sampled_from([0, 2])),
-            "transpose_stationary": draw(st.booleans())}}
+    output = drawn_output(draw)
     args = (m, n, k, *tiles, np.array(draw(st.permutations([0, 1, 2])), np.int64),
             draw(st.integers(0, 2)), draw(st.sampled_from([2, 3, 4])),
             draw(st.sampled_from([2, 3, 8])), 1, draw(st.integers(0, 1)), a_table, b_load,

@@ -30,6 +30,17 @@ ARRAYS = ("load_bytes", "compute_cycles", "vector_cycles", "acquire", "release",
 BLOCK_SIZES = st.sampled_from([1, 2, 3, 5, 7, 16, 64, 4096, 10**6])
 
 
+def drawn_output(draw) -> dict:
+    """The systolic_array fields of a drawn output path: the default, or the vector
+    unit's with a drawn evacuation."""
+    if not draw(st.booleans()):
+        return {}
+    return {"output_path": "vector", "evacuation": {
+        "elements_per_cycle": draw(st.sampled_from([1, 3, 8])),
+        "tile_cycles": draw(st.sampled_from([0, 2])),
+        "transpose_stationary": draw(st.booleans())}}
+
+
 @st.composite
 def nest_args(draw):
     """gemm_steps' arguments with every free choice drawn: buffer slots from 1 to past
@@ -48,12 +59,7 @@ def nest_args(draw):
     epilogue = np.array(draw(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3),
                                                 st.integers(0, 4), st.integers(0, 2)),
                                       max_size=3)), np.int64).reshape(-1, 4)
-    output = {}
-    if draw(st.booleans()):
-        output = {"output_path": "vector", "evacuation": {
-            "elements_per_cycle": draw(st.sampled_from([1, 3, 8])),
-            "tile_cycles": draw(st.sampled_from([0, 2])),
-            "transpose_stationary": draw(st.booleans())}}
+    output = drawn_output(draw)
     platform = make_platform(systolic_array=output)
     args = (m, n, k, tm, tn, tk, order, draw(st.integers(0, 2)),
             draw(st.sampled_from([2, 3, 4, 8])), draw(st.sampled_from([2, 3, 8])),
