@@ -101,10 +101,10 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
         "cached in the folder <store stem>-costs beside it")
     add("--no-prune", action="store_true", help="search every point, even those the "
         "capacity rule or the roofline bound would prune (a check of the pruning)")
-    # Serial by default: worker processes each rebuild what one process shares across
-    # plans (measured: +45% CPU on a loaded 2-core machine, experiments/bench_deploy).
-    add_executor_arguments(cmd, "where the points sharing a plan are searched: ",
-                           default="serial")
+    # A pool by default, as for sweeps: on 2 idle cores a 20-point search took 56 s
+    # against 84 s serial (experiments/bench_deploy.py), though each worker rebuilds
+    # the memos one process shares across plans (+27% CPU).
+    add_executor_arguments(cmd, "where the points sharing a plan are searched: ")
     add_wide(cmd)
     cmd.set_defaults(handler=handle)
 
