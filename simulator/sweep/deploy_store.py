@@ -98,14 +98,6 @@ def _checked(rowid: int, key, inputs, outcome, file: str,
     return key, decoded["outcome"]
 
 
-def _read(store: Store, table: str, key: str) -> dict | None:
-    """A table's outcome stored by key, checked as it is read."""
-    with store.guard("read"):
-        found = store.db.execute(f"SELECT rowid, key, inputs, outcome FROM {table} "
-                                 "WHERE key = ?", (key,)).fetchone()
-    return None if found is None else _checked(*found, file=store.path, table=table)[1]
-
-
 class PointStore:
     """The deployment points of one open store: read once, then written point by point."""
 
@@ -161,7 +153,12 @@ class PointStore:
         self._write(BOUNDS, key, inputs, outcome)
 
     def _read(self, table: str, key: str) -> dict | None:
-        return _read(self.store, table, key)
+        """A table's outcome stored by key, checked as it is read."""
+        with self.store.guard("read"):
+            found = self.store.db.execute(f"SELECT rowid, key, inputs, outcome FROM "
+                                          f"{table} WHERE key = ?", (key,)).fetchone()
+        return None if found is None else \
+            _checked(*found, file=self.store.path, table=table)[1]
 
     def _write(self, table: str, key: str, inputs: dict, outcome: dict) -> str:
         text = json.dumps(outcome)  # in its own order: read back, written as computed
