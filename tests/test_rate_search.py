@@ -6,13 +6,17 @@ by a latency that grows with the rate, so each case is exact and instant."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
+from tiny_llama import TINY_LLAMA
 
 from simulator.errors import AccsimError
 from simulator.serving import curves
+from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import STEPS_PER_DOUBLING, find_max_rate, lattice_rate
+from simulator.serving.serve import prepare
 from simulator.serving.sla import sla_report
 from simulator.serving.spec import ServeSpec
 
@@ -74,3 +78,39 @@ def test_a_slack_that_misleads_still_brackets_exactly():
 def test_met_at_every_rate_is_one_clear_error():
     with pytest.raises(AccsimError, match="no bracket found within 40 doublings"):
         find_max_rate(None, SPEC, run=runs(lambda rate: 1.0))
+
+
+@pytest.fixture(scope="module")
+def tiny_files(tmp_path_factory):
+    """The tiny model and a trace of 64 requests (prompts 32-95 tokens, outputs 4-11)."""
+    folder = tmp_path_factory.mktemp("rate")
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+    rows = [f"{i * 0.01:.2f},{32 + i},{4 + i % 8}" for i in range(64)]
+    (folder / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n"
+                                      + "\n".join(rows) + "\n")
+    return str(folder / "config.json"), str(folder / "trace.csv")
+
+
+def tiny_spec(files, **fields) -> ServeSpec:
+    model, trace = files
+    return ServeSpec.model_validate({"model": model, "arch": "tpu_v5e_like",
+                                     "arrival_trace": trace, "max_batch": 8, **fields})
+
+
+def test_an_llm_search_starts_where_full_batches_saturate(tiny_files):
+    """Without --rate an LLM's search over a trace starts at its saturation estimate:
+    replicas multiply it, and a TTFT target a few unloaded prefills long, which binds where the
+    queue starts to grow, finds a capacity within a doubling of it (so the search
+    needs few runs)."""
+    spec = tiny_spec(tiny_files)
+    setup = prepare(spec, cost_cache=CostCache(None))
+    start = curves._start_rate(setup, spec)
+    doubled = tiny_spec(tiny_files, replicas=2)
+    assert curves._start_rate(prepare(doubled, cost_cache=CostCache(None)),
+                              doubled) == pytest.approx(2 * start, rel=1e-12)
+    binding = tiny_spec(tiny_files, requests=1000, sla={"ttft_p99_ms": 1.0})
+    found = find_max_rate(prepare(binding, cost_cache=CostCache(None)),
+                          binding)
+    assert found["evaluations"][0]["rate_rps"] == start
+    assert start / 2 <= found["max_rate_rps"] <= 2 * start
+    assert len(found["evaluations"]) <= 2 + math.ceil(math.log2(STEPS_PER_DOUBLING)) + 1

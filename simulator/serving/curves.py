@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from simulator.errors import AccsimError
 from simulator.escape import csv_text
 from simulator.outputs import write_file
+from simulator.serving.kv_cache import blocks_for
 from simulator.serving.serve import Setup, simulate_serving, summary
 from simulator.serving.spec import ServeSpec
 from simulator.serving.plots import curve_figure
@@ -59,19 +60,38 @@ def sweep(setup: Setup, spec: ServeSpec, *, progress: PointProgress | None = Non
 
 
 def _start_rate(setup: Setup, spec: ServeSpec) -> float:
-    """Where the search starts: the spec's rate, else the trace's own rate, else what
-    full batches on every replica sustain."""
+    """Where the search starts: the spec's rate, else what full batches on every
+    replica sustain (a plain workload's batch of max_batch; an LLM's, _llm_saturation)."""
     if spec.rate is not None:
         return spec.rate
-    if setup.trace is not None:
-        times = setup.trace.times_s
-        if len(times) > 1 and times[-1] > 0:
-            return (len(times) - 1) / float(times[-1])
     resolved = spec.resolved()
     if not setup.llm:
         batch = setup.cost.batch(resolved.max_batch).seconds
         return resolved.replicas * resolved.max_batch / batch
-    return 1.0
+    return _llm_saturation(setup, resolved)
+
+
+def _llm_saturation(setup: Setup, spec: ServeSpec) -> float:
+    """The request rate an LLM deployment sustains with every batch full: per replica,
+    each of its batches (max_batch, or as many mean requests as its KV blocks hold)
+    prefills its prompts and decodes its outputs in turn, and a pipelined replica
+    keeps min(stages, micro-batches) batches in flight. An estimate from the requests'
+    mean prompt and output (the trace's, else the spec's) that ignores how chunked
+    prefill shares iterations with decodes; the SLA capacity usually lies within a
+    doubling of it, rather than several doublings from an arbitrary rate."""
+    trace = setup.trace
+    prompt, output = (spec.prompt_tokens, spec.output_tokens) if trace is None else (
+        max(1, round(float(trace.prompt_tokens.mean()))),
+        max(1, round(float(trace.output_tokens.mean()))))
+    stages = spec.system.pp
+    lanes = (spec.micro_batches or stages) if stages > 1 else 1
+    per_request = blocks_for(prompt + output, spec.block_tokens)
+    batch = max(1, min(spec.max_batch, setup.kv_blocks // (lanes * per_request)))
+    chunk = min(prompt, spec.max_tokens)
+    prefill = setup.cost.iteration([(chunk, 0)], ()).seconds * -(-prompt // chunk)
+    decode = setup.cost.iteration((), [prompt + output // 2] * batch).seconds
+    seconds = batch * prefill + output * decode
+    return spec.replicas * min(stages, lanes) * batch / seconds
 
 
 def _admissible(spec: ServeSpec, rate: float) -> bool:
@@ -98,18 +118,22 @@ def sla_slack(report: dict) -> float | None:
     return max(math.log(value / target) for value, target in values)
 
 
-def _probe(low: tuple[int, float | None], high: tuple[int, float | None],
-           guided: bool) -> int:
+def _probe(low: tuple[int, float | None], high: tuple[int, float | None]) -> int:
     """The next index strictly inside the bracket: where the slack's straight line
     between its ends crosses zero (the first index past it when that is the low end),
-    or the midpoint when not `guided` or a slack is unknown."""
+    or the midpoint when a slack is unknown."""
     (lo, slack_lo), (hi, slack_hi) = low, high
-    if guided and slack_lo is not None and slack_hi is not None:
-        crossing = lo + (hi - lo) * -slack_lo / (slack_hi - slack_lo)
-        index = math.floor(crossing)
+    if slack_lo is not None and slack_hi is not None:
+        index = math.floor(lo + (hi - lo) * -slack_lo / (slack_hi - slack_lo))
     else:
         index = (lo + hi) // 2
     return min(max(index, lo + 1), hi - 1)
+
+
+def _halved(end: tuple[int, float | None]) -> tuple[int, float | None]:
+    """A bracket end whose slack counts half in the next probe's line (Illinois)."""
+    index, slack = end
+    return index, None if slack is None else slack / 2
 
 
 def find_max_rate(setup: Setup, spec: ServeSpec, *,
@@ -119,8 +143,9 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
     whose run meets every SLA target while the next one up misses. From the start
     rate, doublings up while its run meets the SLA, else halvings down; then the
     bracket is narrowed to adjacent lattice rates, each probe where the SLA slack's
-    line between the bracket's ends crosses zero (the midpoint after two probes on one
-    side). Every step depends only on the runs' figures, so `serve --find-max-rate`
+    line between the bracket's ends crosses zero; an end kept by two probes in a row
+    has its slack halved (the Illinois rule of false position), so a curved slack
+    cannot hold the probes to one side. Every step depends only on the runs' figures, so `serve --find-max-rate`
     and the deployment search find the same rate. `run`: a rate's summary (default
     run_at; the deployment search reads runs it already simulated back from its
     store)."""
@@ -155,11 +180,12 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
         raise AccsimError(f"no bracket found within {MAX_STEPS} {steps} of {start:g} "
                           f"requests/s (last tried {lattice_rate(start, k):g})",
                           field="sla")
-    sides = ""   # which end each probe inside the bracket moved: l(ow) or h(igh)
+    moved = None   # which end the last probe inside the bracket moved (True: low)
     while high[0] - low[0] > 1:
-        met, end = probe(_probe(low, high, guided=not sides.endswith(("ll", "hh"))))
-        low, high = (end, high) if met else (low, end)
-        sides += "l" if met else "h"
+        met, end = probe(_probe(low, high))
+        low, high = (end, _halved(high) if moved else high) if met else \
+            (_halved(low) if moved is False else low, end)
+        moved = met
     return {"max_rate_rps": lattice_rate(start, low[0]),
             "bracket_rps": [lattice_rate(start, low[0]), lattice_rate(start, high[0])],
             "tolerance": SEARCH_TOLERANCE, "evaluations": evaluations}
