@@ -77,12 +77,11 @@ def test_each_plan_is_searched_beside_the_baseline_and_pruned_at_its_own_bytes(
         assert rows["int8_weights", 1, 1, batch]["status"] == "searched"
         assert rows["int8_weights", 1, 1, batch]["precision_file"] == PLAN
         # Two chips of a tensor-parallel replica hold the bf16 weights; under the plan
-        # they are searched too. Pipeline stages take no plan for now.
+        # they are searched too, as are two pipeline stages.
         assert rows["none", 2, 1, batch]["status"] == "searched"
         assert rows["int8_weights", 2, 1, batch]["status"] == "searched"
         assert rows["none", 1, 2, batch]["status"] == "searched"
-        assert rows["int8_weights", 1, 2, batch]["reason"] == ("cannot be built: a "
-            "precision plan serves replicas without pipeline stages for now")
+        assert rows["int8_weights", 1, 2, batch]["status"] == "searched"
     # The capacity reason names the bytes at the model's own formats; under the plan
     # the GEMMs' weights are half as many bytes (the embedding table as it was).
     platform = load_inputs(files["small"], "gemm_4096", None).platform
@@ -100,8 +99,8 @@ def test_a_plan_point_is_serve_precision_find_max_rate_of_it(files, capsys):
     capsys.readouterr()
     assert {row["precision"] for row in result["points"]} == {"int8_weights"}
     searched = [row for row in result["points"] if row["status"] == "searched"]
-    assert {(row["tp"], row["pp"]) for row in searched} == {(1, 1), (2, 1)}
-    assert len(searched) == 4
+    assert {(row["tp"], row["pp"]) for row in searched} == {(1, 1), (2, 1), (1, 2)}
+    assert len(searched) == 6
     for row in searched:
         brute = serve_max_rate(files, row, *flags)
         assert (row["sla_rate_rps"], row["tokens_per_s"]) == \

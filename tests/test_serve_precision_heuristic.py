@@ -11,7 +11,6 @@ import pytest
 
 from simulator.cli import main
 from simulator.commands.inputs import load_inputs
-from simulator.errors import AccsimError
 from simulator.frontends.hf.config import load_model_config
 from simulator.inputs import Inputs
 from simulator.mapping.plan import Mapping, with_heuristic
@@ -186,9 +185,23 @@ def test_a_tensor_parallel_replica_stores_its_shard_at_the_plan_formats():
     assert planned.precision["plan"] == "int8_weights"
 
 
-def test_precision_on_pipelined_replicas_is_refused():
-    with pytest.raises(AccsimError, match="pipeline stages"):
-        prepare(ServeSpec(model=MODEL, arch=ARCH, rate=1, chips=2, pp=2, precision=PLAN))
+def test_a_pipelined_replica_holds_its_busiest_stage_at_the_plan_formats():
+    """P = 2 stages of 16 layers each: the first adds the embedding table, the last the
+    final norm and lm_head (one norm's bytes more, so it is the busiest). Under the plan
+    every GEMM's weights are int8: each stage frees half its layers' GEMM bytes and the
+    last also half the lm_head's, so the first stage becomes the busiest one."""
+    plain = prepare(ServeSpec(model=MODEL, arch=ARCH, rate=1, chips=2, pp=2))
+    planned = prepare(ServeSpec(model=MODEL, arch=ARCH, rate=1, chips=2, pp=2,
+                                precision=PLAN))
+    gemms = [op for op in plain.cost.reference_workload().operators if op.kind == "gemm"]
+    per_layer = sum(op.k * op.n * 2 for op in gemms if op.repeat > 1)  # bf16 weights
+    layers = next(op.repeat for op in gemms if op.repeat > 1)
+    hidden = next(op.k for op in gemms if op.name == "lm_head")
+    last_stage = plain.capacity.footprint.weight_bytes
+    first_stage = last_stage - hidden * 2   # less the final norm's bf16 weights
+    assert planned.capacity.footprint.weight_bytes == \
+        first_stage - layers // 2 * per_layer // 2
+    assert planned.kv_blocks > plain.kv_blocks
 
 
 def test_a_served_plan_result_verifies_elsewhere_and_names_an_edited_plan(

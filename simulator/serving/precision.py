@@ -17,6 +17,7 @@ from simulator.errors import AccsimError
 from simulator.loader import Source, load_model
 from simulator.precision.plan import PrecisionPlan
 from simulator.precision.resolve import AppliedPlan, apply_plan
+from simulator.system.plan import SystemPlan
 from simulator.workload import Workload
 
 
@@ -64,26 +65,43 @@ class ServingPrecision:
         if any(old.name != new.name for old, new in pairs):
             raise AccsimError("the plan reordered the workload's operators",
                               file=self.source.path)
-        def total(measure, index: int) -> int:
+        def total(measure, index: int, among: list) -> int:
             return sum(measure(pair[index], default_bytes) * pair[0].repeat
-                       for pair in pairs)
-        return StoredShare(total(operator_weight_bytes, 0), total(operator_weight_bytes, 1),
-                           total(operator_kv_bytes, 0), total(operator_kv_bytes, 1))
+                       for pair in among)
+        layered = [pair for pair in pairs if pair[0].repeat > 1]  # repeated per layer
+        return StoredShare(
+            total(operator_weight_bytes, 0, pairs), total(operator_weight_bytes, 1, pairs),
+            total(operator_kv_bytes, 0, pairs), total(operator_kv_bytes, 1, pairs),
+            layers_freed=total(operator_weight_bytes, 0, layered)
+            - total(operator_weight_bytes, 1, layered))
 
 
 @dataclass(frozen=True)
 class StoredShare:
-    """The weight and KV bytes of a model's array operators before and under a plan."""
+    """The weight and KV bytes of a model's array operators before and under a plan,
+    and the weight bytes it frees on the operators every layer repeats (the rest, the
+    lm_head, sit on the last pipeline stage)."""
 
     weights_before: int
     weights_after: int
     kv_before: int
     kv_after: int
+    layers_freed: int = 0
 
     def weight_bytes(self, model_weight_bytes: int) -> int:
         """The whole model's weight bytes under the plan: its array operators' weights
         at the plan's formats, the rest (embedding table, norms) as they are."""
         return model_weight_bytes - self.weights_before + self.weights_after
+
+    def stage_weight_bytes(self, stages: list[tuple[int, int]]) -> int:
+        """The busiest pipeline stage's weight bytes under the plan, from each stage's
+        (weight bytes, layers): a stage's layers free their share of layers_freed, the
+        last stage also what the plan frees on the lm_head."""
+        layers = sum(count for _, count in stages)
+        outer_freed = self.weights_before - self.weights_after - self.layers_freed
+        return max(held - math.ceil(Fraction(self.layers_freed * count, layers))
+                   - (outer_freed if stage == len(stages) - 1 else 0)
+                   for stage, (held, count) in enumerate(stages))
 
     def kv_ratio(self) -> Fraction:
         return Fraction(self.kv_after, self.kv_before) if self.kv_before else Fraction(1)
@@ -93,15 +111,21 @@ class StoredShare:
         return math.ceil(kv_bytes * self.kv_ratio())
 
 
-def planned_sizing(sizing: Sizing, share: StoredShare, model_weight_bytes: int) -> Sizing:
+def planned_sizing(sizing: Sizing, share: StoredShare, model_weight_bytes: int, *,
+                   plan: SystemPlan | None = None,
+                   stages: list[tuple[int, int]] | None = None) -> Sizing:
     """The capacity sizing of a replica under a plan: each chip's weight bytes scaled as
-    its shard's are (exact for a replica without pipeline stages, which is what a plan
-    serves) and its KV bytes as the attention's are; activations as they were."""
-    weights = Fraction(share.weight_bytes(model_weight_bytes), model_weight_bytes or 1)
+    its shard's are, and its KV bytes as the attention's are; activations as they were.
+    A pipelined `plan` gives each stage's (weight bytes, layers) as `stages`: its chips
+    hold the busiest stage under the plan (StoredShare.stage_weight_bytes), and other
+    plans (the refusal's advice) scale as the stages' sum does."""
+    whole = sum(held for held, _ in stages) if stages else model_weight_bytes
+    weights = Fraction(share.weight_bytes(whole), whole or 1)
 
     def footprint(candidate) -> Footprint:
         need = sizing.footprint(candidate)
-        return Footprint(math.ceil(need.weight_bytes * weights),
-                         share.kv_bytes(need.kv_bytes), need.activation_bytes)
+        held = share.stage_weight_bytes(stages) if stages and candidate == plan else \
+            math.ceil(need.weight_bytes * weights)
+        return Footprint(held, share.kv_bytes(need.kv_bytes), need.activation_bytes)
 
     return Sizing(sizing.limits, footprint)

@@ -30,7 +30,7 @@ from simulator.serving.trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
 from simulator.workload import Workload
 from simulator.system.serving import ShardedFrontend, serving_system
-from simulator.system.shard import serving_sizing
+from simulator.system.shard import serving_sizing, stage_layers, stage_weight_params
 
 
 @dataclass
@@ -65,9 +65,6 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
     if not spec.llm and not spec.system.single_chip:
         raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
-    if spec.precision is not None and spec.system.pp > 1:
-        raise AccsimError("--precision applies to replicas without pipeline stages "
-                          "(--pp 1) for now", field="--precision")
     precision = ServingPrecision.load(spec.precision, platform) \
         if spec.precision is not None else None
     mapping, mapping_source = serving_plan(spec)
@@ -96,7 +93,9 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                            ignore=ignore_capacity, share=share,
                            model_weight_bytes=facts.weight_bytes)
     if share is not None:  # the plan's weight and KV formats size the KV cache
-        facts = replace(facts, weight_bytes=share.weight_bytes(facts.weight_bytes),
+        held = fit.footprint.weight_bytes if fit is not None and spec.system.pp > 1 \
+            else share.weight_bytes(facts.weight_bytes)
+        facts = replace(facts, weight_bytes=held,
                         kv_bytes_per_token=share.kv_bytes(facts.kv_bytes_per_token))
     blocks = llm_cost.kv_blocks(platform, facts, spec.block_tokens,
                                 file=platform_source.path,
@@ -146,7 +145,12 @@ def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Pla
     sizing = serving_sizing(config, platform, dtype=spec.dtype,
                             tokens=min(prompt, spec.max_tokens), kv_tokens=total)
     if share is not None:
-        sizing = planned_sizing(sizing, share, model_weight_bytes)
+        plan = spec.system
+        size = DTYPE_BYTES[spec.dtype or platform.systolic_array.input_dtypes[0]]
+        stages = list(zip([params * size for params in stage_weight_params(config, plan)],
+                          stage_layers(config.layers, plan.pp))) if plan.pp > 1 else None
+        sizing = planned_sizing(sizing, share, model_weight_bytes, plan=plan,
+                                stages=stages)
     return check(spec.system, sizing, platform, ignore=ignore, platform_file=platform_file)
 
 

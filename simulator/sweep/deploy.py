@@ -213,9 +213,6 @@ def _prune_reason(spec: ServeSpec, outcome: Outcome, trace: Trace | None, plan: 
         return f"cannot be built: {exc.rule}"
     share, weight_bytes = None, outcome.weight_bytes
     if precision is not None:
-        if plan.pp > 1:
-            return ("cannot be built: a precision plan serves replicas without pipeline "
-                    "stages for now")
         chip = hf if plan.single_chip else ShardedFrontend(hf, plan, platform)
         weight_bytes = chip.model_stats(config, dtype=spec.dtype).weight_bytes
         try:  # as serve sizes one chip of the replica: its shard under the plan

@@ -73,9 +73,8 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
     add("--heuristic", metavar="NAME", help="iteration operators take this tiling "
         "heuristic's tilings, as `accsim serve --heuristic`")
     add("--precision", action="append", metavar="PLAN.yaml", help="a precision plan to "
-        "search, as `accsim serve --precision` takes it (replicas without pipeline "
-        "stages); repeat "
-        f"for each. The model's own formats ({BASELINE}) are searched too unless "
+        "search, as `accsim serve --precision` takes it; repeat for each."
+        f" The model's own formats ({BASELINE}) are searched too unless "
         "--no-baseline")
     add("--no-baseline", action="store_true", help="with --precision: search only the "
         f"plans named, not the model's own formats ({BASELINE})")

@@ -86,12 +86,9 @@ def model_limits(cfg: ModelConfig) -> ModelLimits:
                        experts=cfg.experts or None, layers=cfg.layers)
 
 
-def model_footprint(cfg: ModelConfig, plan: SystemPlan, *, tokens: int, kv_tokens: int,
-                    logits_rows: int, act_bytes: int, weight_bytes: int,
-                    kv_bytes: int) -> Footprint:
-    """Per-chip bytes of the busiest pipeline stage: its layers' weight shards (with
-    the embedding on the first stage, final norm and lm_head on the last), the KV cache
-    of its layers for `kv_tokens` tokens, and one layer's live activations."""
+def stage_weight_params(cfg: ModelConfig, plan: SystemPlan) -> list[int]:
+    """Weight parameters one chip of each pipeline stage holds: its layers' shards, with
+    the embedding on the first stage and the final norm and lm_head on the last."""
     shard = shard_config(cfg, plan)
     experts = cfg.experts // plan.ep if cfg.moe else 0
     per_layer = layer_params(shard, experts)
@@ -99,13 +96,24 @@ def model_footprint(cfg: ModelConfig, plan: SystemPlan, *, tokens: int, kv_token
     norm = shard.hidden * (2 if cfg.family.norm == "layer" else 1)
     positions = (cfg.max_positions or 0) * cfg.hidden if not cfg.family.rotary else 0
     head = embed  # lm_head, or the tied embedding the last stage multiplies by
-    stages = stage_layers(cfg.layers, plan.pp)
     if plan.pp == 1:
         outer = [embed + positions + norm + (0 if cfg.tie_embeddings else head)]
     else:
         outer = [embed + positions] + [0] * (plan.pp - 2) + [norm + head]
-    params = max(layers * per_layer + extra for layers, extra in zip(stages, outer))
-    kv_per_token = 2 * max(stages) * shard.kv_heads * shard.head_dim * kv_bytes
+    return [layers * per_layer + extra
+            for layers, extra in zip(stage_layers(cfg.layers, plan.pp), outer)]
+
+
+def model_footprint(cfg: ModelConfig, plan: SystemPlan, *, tokens: int, kv_tokens: int,
+                    logits_rows: int, act_bytes: int, weight_bytes: int,
+                    kv_bytes: int) -> Footprint:
+    """Per-chip bytes of the busiest pipeline stage: its weight shards
+    (stage_weight_params), the KV cache of its layers for `kv_tokens` tokens, and one
+    layer's live activations."""
+    shard = shard_config(cfg, plan)
+    params = max(stage_weight_params(cfg, plan))
+    kv_per_token = 2 * max(stage_layers(cfg.layers, plan.pp)) * shard.kv_heads \
+        * shard.head_dim * kv_bytes
     width = max(shard.intermediate, shard.moe_intermediate, shard.shared_intermediate)
     live = tokens * (2 * cfg.hidden + (shard.heads + 2 * shard.kv_heads) * shard.head_dim
                      + 2 * width) + logits_rows * shard.vocab
