@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from platforms import make_platform
-from test_stream_nest import drawn_output, nest_args
+from test_stream_nest import drawn_output, nest_args, tile_tables
 
 from simulator.engines.fast import run_fast
 from simulator.engines.nest import replay_nest_counted
@@ -61,7 +61,7 @@ def regular_nests(draw):
                                       max_size=rows if kind == "rows" else cols)))
         return np.broadcast_to(line[:, None] if kind == "rows" else line,
                                (rows, cols)).astype(np.int64)
-    a_table, b_load = table(nm, nk), table(nk, nn)
+    a_table, b_load = tile_tables(table(nm, nk), table(nk, nn))
     epilogue = np.array(draw(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3),
                                                 st.integers(0, 4), st.integers(0, 2)),
                                       max_size=2)), np.int64).reshape(-1, 4)
@@ -100,9 +100,9 @@ def _nest(order, a_table, b_load, *, spill=False, prologue=0, epilogue_load=0,
     """A 36 x 36 x 36 GEMM in 2^3 tiles (5832 steps), A and B tiles loaded on every
     use, C off chip."""
     epilogue = np.array([[1, 1, 2, epilogue_load]], np.int64)
-    return (36, 36, 36, 2, 2, 2, np.array(order, np.int64), 0, 4, 4, 1, 0, a_table,
-            b_load, b_load, True, True, True, 4, 4, 1, 1, spill, epilogue, 4, 1.0,
-            prologue)
+    return (36, 36, 36, 2, 2, 2, np.array(order, np.int64), 0, 4, 4, 1, 0,
+            *tile_tables(a_table, b_load, b_load), True, True, True, 4, 4, 1, 1, spill,
+            epilogue, 4, 1.0, prologue)
 
 
 @pytest.mark.parametrize("spill, prologue, epilogue_load, evacuates", [

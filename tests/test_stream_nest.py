@@ -22,12 +22,18 @@ from simulator.lowering import lower_compute
 from simulator.lowering import steps as kernel
 from simulator.lowering.nest import LoopNest
 from simulator.lowering.stream import GemmStream
+from simulator.lowering.tile_table import TileTable
 from simulator.program import MemoryParams, check_program, memory_params
 from simulator.stream import StreamChecker, WholeProgram
 
 ARRAYS = ("load_bytes", "compute_cycles", "vector_cycles", "acquire", "release",
           "store_bytes", "reload_of")
 BLOCK_SIZES = st.sampled_from([1, 2, 3, 5, 7, 16, 64, 4096, 10**6])
+
+
+def tile_tables(*tables: np.ndarray) -> tuple[TileTable, ...]:
+    """Whole per-tile tables as gemm_steps takes them."""
+    return tuple(TileTable.from_array(table) for table in tables)
 
 
 def drawn_output(draw) -> dict:
@@ -63,9 +69,10 @@ def nest_args(draw):
     platform = make_platform(systolic_array=output)
     args = (m, n, k, tm, tn, tk, order, draw(st.integers(0, 2)),
             draw(st.sampled_from([2, 3, 4, 8])), draw(st.sampled_from([2, 3, 8])),
-            draw(st.integers(1, 3)), draw(st.integers(0, 1)), a_table, b_load,
-            b_load * draw(st.integers(1, 2)), draw(st.booleans()), draw(st.booleans()),
-            draw(st.booleans()), draw(st.integers(0, 4)), draw(st.integers(0, 4)),
+            draw(st.integers(1, 3)), draw(st.integers(0, 1)),
+            *tile_tables(a_table, b_load, b_load * draw(st.integers(1, 2))),
+            draw(st.booleans()), draw(st.booleans()), draw(st.booleans()),
+            draw(st.integers(0, 4)), draw(st.integers(0, 4)),
             draw(st.integers(1, nm * nk + 1)), draw(st.integers(1, nk * nn + 1)),
             draw(st.booleans()), epilogue, draw(st.sampled_from([1, 4, 16])),
             draw(st.sampled_from([1.0, 2.0, 0.5, 1.5, 3.0])), draw(st.integers(0, 3)))
@@ -127,8 +134,9 @@ def test_a_nest_the_closed_form_cannot_clear_is_checked_step_by_step():
     acquisition waits on a release after it. The fused replay names the rule the stream
     checker names on the same steps."""
     args, platform = (8, 8, 8, 2, 4, 4, np.array([2, 0, 1]), 0, 4, 4, 1, 0,
-                      np.ones((4, 2), np.int64), np.ones((2, 2), np.int64),
-                      np.ones((2, 2), np.int64), True, True, True, 4, 4, 8, 4, False,
+                      *tile_tables(np.ones((4, 2), np.int64), np.ones((2, 2), np.int64),
+                                   np.ones((2, 2), np.int64)),
+                      True, True, True, 4, 4, 8, 4, False,
                       np.zeros((0, 4), np.int64), 4, 1.0, 0), make_platform()
     stream = GemmStream(args, platform, depth=1, slots=3, overhead_cycles=0)
     assert not stream.nest.follows_the_rules(stream.slots)
@@ -152,8 +160,8 @@ def test_a_nest_past_the_cycle_bound_is_refused_as_its_whole_program_is():
     """The bound from the closed-form totals: the error check_program gives the whole
     program, before any step is generated."""
     args, platform = (64, 64, 64, 8, 8, 8, np.array([0, 1, 2]), 0, 4, 4, 1, 0,
-                      np.full((8, 8), 64, np.int64), np.full((8, 8), 64, np.int64),
-                      np.full((8, 8), 64, np.int64), True, True, True, 4, 4, 2, 2, False,
+                      *tile_tables(*[np.full((8, 8), 64, np.int64)] * 3),
+                      True, True, True, 4, 4, 2, 2, False,
                       np.zeros((0, 4), np.int64), 4, 1.0, 0), make_platform()
     stream = GemmStream(args, platform, depth=1, slots=2, overhead_cycles=0)
     memory = MemoryParams(1e-15, 10, 2)

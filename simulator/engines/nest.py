@@ -197,9 +197,10 @@ def replay_nest_counted(program: GemmStream, memory: MemoryParams, *,
     classes = nest.run_classes() if skip else \
         tuple(np.zeros(8, np.int64) for _ in range(3))   # not read
     _, skipped = _replay_nest(
-        nest.params, nest.a_runs, nest.b_runs, nest.shapes, nest.cycles, classes, skip,
-        block, program.steps, program.depth, program.slots, float(memory.bytes_per_cycle),
-        int(memory.access_cycles), bool(keep_steps), out, state, *rings, fifo, *buffers,
+        nest.params, nest.a_runs.arrays, nest.b_runs.arrays, nest.shapes, nest.cycles,
+        classes, skip, block, program.steps, program.depth, program.slots,
+        float(memory.bytes_per_cycle), int(memory.access_cycles), bool(keep_steps), out,
+        state, *rings, fifo, *buffers,
         buffers[8] if program.reloads else None,
         buffers[7] if program.has_evacuation else None)
     return finished_outcome(program, state, out, keep_steps), int(skipped)

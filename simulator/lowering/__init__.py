@@ -11,6 +11,7 @@ array cycles, compulsory bytes) is counted here, once per operator instance.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from simulator.lowering import steps as kernel
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
 from simulator.lowering.evacuation import evacuation_steps
 from simulator.lowering.stream import GemmStream
+from simulator.lowering.tile_table import TileTable, tile_sizes
 from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_fits,
                                          epilogue_store_bytes, epilogue_table,
                                          live_c_tiles, onchip_home, operand_bytes,
@@ -181,31 +183,29 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
     _, acc, out = operand_bytes(op, platform)
+    sizes_m, sizes_n, sizes_k = (tile_sizes(size, tile) for size, tile in (
+        (g.m, tiling.tm), (g.n, tiling.tn), (g.k, tiling.tk)))
     if isinstance(op, Conv2d):
-        a_table = activation_bytes(op, platform, window_table(op, tiling.tm, tiling.tk))
+        a_table = TileTable.from_array(
+            activation_bytes(op, platform, window_table(op, tiling.tm, tiling.tk)))
         a_elements = window_elements(op, 0, g.m, 0, g.k)
     else:
-        nm, nk = ceil_div(g.m, tiling.tm), ceil_div(g.k, tiling.tk)
-        sizes_m = np.minimum(tiling.tm, g.m - np.arange(nm) * tiling.tm)
-        sizes_k = np.minimum(tiling.tk, g.k - np.arange(nk) * tiling.tk)
-        a_table = activation_bytes(op, platform,
-                                   np.outer(sizes_m, sizes_k).astype(np.int64))
+        a_table = TileTable.of_sizes(sizes_m, sizes_k,
+                                     partial(activation_bytes, op, platform))
         a_elements = g.m * g.k
     onchip = onchip_home(platform, *tensor_bytes(op, platform))
     depth = tiling.depth
     order = tiling.loop_order
-    nk, nn = ceil_div(g.k, tiling.tk), ceil_div(g.n, tiling.tn)
-    b_elements = np.outer(np.minimum(tiling.tk, g.k - np.arange(nk) * tiling.tk),
-                          np.minimum(tiling.tn, g.n - np.arange(nn) * tiling.tn)
-                          ).astype(np.int64)
-    b_load = weight_bytes(op, platform, b_elements, offchip=True)
-    b_sram = weight_bytes(op, platform, b_elements, offchip=False)
+    b_load = TileTable.of_sizes(sizes_k, sizes_n,
+                                partial(weight_bytes, op, platform, offchip=True))
+    b_sram = TileTable.of_sizes(sizes_k, sizes_n,
+                                partial(weight_bytes, op, platform, offchip=False))
     precision = operator_precision(op, platform)
     if fused is None:
         fused = () if tiling.fuse is None else \
             (_fused_epilogue(op, tiling.fuse, following, source),)
     prologue, fused = split_members(fused)
-    slots = checked_slots(op, buffer_fits(op, tiling, platform, a_bytes=int(a_table.max()),
+    slots = checked_slots(op, buffer_fits(op, tiling, platform, a_bytes=a_table.max(),
                                           members=fused), source)
     a_slots, b_slots, c_slots = slots["ifmap"], slots["weight"], slots["output"]
     live = live_c_tiles(g.m, g.n, tiling)

@@ -35,7 +35,8 @@ _EXACT_UNITS = 2**53
 
 class LoopNest:
     """The closed form of one GEMM instance's program: `args` are lowering.steps.
-    gemm_steps' arguments in order."""
+    gemm_steps' arguments in order (its per-tile tables lowering.tile_table.TileTables,
+    whose memory grows with the tile counts, not with their product)."""
 
     def __init__(self, args: tuple, platform: Platform):
         (m, n, kk, tm, tn, tk, order, dataflow, rows, cols, count, fold_model, a_table,
@@ -74,9 +75,10 @@ class LoopNest:
                             (k.P_RELOADS, self.reloads), (k.P_EVACUATION, self.evacuates)):
             self.params[index] = int(bool(flag))
         self.params[k.P_K_STRIDE] = self.k_stride
-        # The load tables with the inner loop's dim last: a run of it reads one row.
-        self.a_runs = np.ascontiguousarray(a_table.T if self.order[2] == 0 else a_table)
-        self.b_runs = np.ascontiguousarray(b_load.T if self.order[2] == 2 else b_load)
+        # The load tables (TileTables) with the inner loop's dim last: a run of it
+        # reads one row.
+        self.a_runs = a_table.transposed() if self.order[2] == 0 else a_table
+        self.b_runs = b_load.transposed() if self.order[2] == 2 else b_load
         self._classes_seen = self._class_counts()
         self._cases = [0] * 16   # steps per case: 2 * shape + continues
         for steps, shape, _, _, continues in self._classes_seen:
@@ -91,18 +93,18 @@ class LoopNest:
     def fill(self, begin: int, length: int, arrays: tuple, offset: int = 0) -> None:
         """Steps begin .. begin + length - 1 into `arrays` (load, compute, vector,
         acquire, release, store, reload_of, evacuation, reloaded) from `offset` on."""
-        k.fill_steps(begin, length, offset, self.params, self.a_runs, self.b_runs,
-                     self.shapes, self.cycles, *arrays)
+        k.fill_steps(begin, length, offset, self.params, self.a_runs.arrays,
+                     self.b_runs.arrays, self.shapes, self.cycles, *arrays)
 
     def run_classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What tells runs of the innermost loop apart (nest_steps.repeating_runs): a
         class per tile shape (equal table rows, cycles and last-k flag: equal steps),
         and an id per row of the A and B load tables (equal ids, equal rows: a row
-        takes the one before's id when it equals it, so no table is copied)."""
+        takes the one before's id when it equals it)."""
         shapes = np.column_stack((self.shapes, self.cycles.reshape(8, 2),
                                   np.arange(8) & 1))
         classes = np.unique(shapes, axis=0, return_inverse=True)[1].reshape(-1)
-        return (classes.astype(np.int64), _row_ids(self.a_runs), _row_ids(self.b_runs))
+        return (classes.astype(np.int64), self.a_runs.row_ids(), self.b_runs.row_ids())
 
     def _class_counts(self) -> list[tuple[int, int, bool, bool, bool]]:
         """(steps, shape, first k, last k, continues) per class of steps."""
@@ -147,14 +149,14 @@ class LoopNest:
         b_passes = nm if self.b_always else 1
         ints[kernel.A_MISSES] = a_passes * nm * nk
         ints[kernel.B_MISSES] = b_passes * nk * nn
-        ints[kernel.A_SRAM_WRITE] = a_passes * int(self.a_table.sum())
-        ints[kernel.B_SRAM_WRITE] = b_passes * int(self.b_sram.sum())
+        ints[kernel.A_SRAM_WRITE] = a_passes * self.a_table.sum()
+        ints[kernel.B_SRAM_WRITE] = b_passes * self.b_sram.sum()
         if self.a_offchip:
             ints[kernel.A_OFFCHIP] = ints[kernel.A_SRAM_WRITE]
         if self.prologue > 0:   # every element of A, once per pass
             ints[kernel.PROLOGUE_ELEMS] = a_passes * self.a_elements
         if self.b_offchip:
-            ints[kernel.B_OFFCHIP] = b_passes * int(self.b_load.sum())
+            ints[kernel.B_OFFCHIP] = b_passes * self.b_load.sum()
         s = self.shapes
         for steps, shape, first_k, last_k, _ in self._classes_seen:
             row_folds, col_folds = int(s[shape, k.S_ROW_FOLDS]), int(s[shape, k.S_COL_FOLDS])
@@ -211,18 +213,10 @@ class LoopNest:
         construction. False: check the generated steps (the rule's own message)."""
         used = sorted({2 * shape + cont for _, shape, _, _, cont in self._classes_seen})
         return bool(
-            (self.a_table >= 0).all() and (self.b_load >= 0).all()
+            self.a_table.min() >= 0 and self.b_load.min() >= 0
             and (self.shapes[:, k.S_VECTOR:] >= 0).all()
             and (self.cycles[used] >= 1).all()
             and (self.spill or self.counts[2] == 1 or self.k_stride <= slots))
-
-
-def _row_ids(table: np.ndarray) -> np.ndarray:
-    """An id per row of a 2-d table, shared by each run of equal consecutive rows."""
-    starts = np.ones(table.shape[0], np.int64)
-    starts[1:] = [not np.array_equal(table[i], table[i - 1])
-                  for i in range(1, table.shape[0])]
-    return np.cumsum(starts) - 1
 
 
 def _evacuation(platform: Platform, shapes: np.ndarray, dataflow: int) -> np.ndarray:

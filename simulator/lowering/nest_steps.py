@@ -85,6 +85,13 @@ def _digits(step: int, params: np.ndarray, index: np.ndarray) -> None:
 
 
 @njit(cache=True, inline="always")
+def _tile_entry(table, i: int, j: int) -> int:
+    """Entry (i, j) of a lowering.tile_table.TileTable passed as its `arrays`."""
+    values, rows, cols = table
+    return values[rows[i], cols[j]]
+
+
+@njit(cache=True, inline="always")
 def _key(dataflow: int, mi: int, ni: int, ki: int, nn: int, nk: int) -> int:
     """The key of a step's stationary tile (os: C, ws: B, is: A)."""
     if dataflow == OS:
@@ -96,16 +103,15 @@ def _key(dataflow: int, mi: int, ni: int, ki: int, nn: int, nk: int) -> int:
 
 @njit(cache=True)
 def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int, k0: int,
-             inner: int, params: np.ndarray, prev_key: int, a_runs: np.ndarray,
-             b_runs: np.ndarray, shapes: np.ndarray, cycles: np.ndarray, load_bytes,
-             compute, vector, acquire, release, store_bytes, reload_of, evacuation,
-             reloaded) -> int:
+             inner: int, params: np.ndarray, prev_key: int, a_runs, b_runs,
+             shapes: np.ndarray, cycles: np.ndarray, load_bytes, compute, vector,
+             acquire, release, store_bytes, reload_of, evacuation, reloaded) -> int:
     """Steps j0 .. j1 - 1 of a run of the innermost loop (entry at + j, step step + j),
     all of one tile shape, so that every figure but the loads, the reload source and
     the first step's fold continuation is one value: filled field by field in loops
     simple enough to vectorise. Returns the last step's stationary key. a_runs, b_runs:
-    the A and B load tables with the inner loop's dim last (`LoopNest.run_tables`),
-    so a run reads a row of them."""
+    the A and B load tables with the inner loop's dim last (LoopNest.a_runs), as
+    TileTable arrays, so a run reads one row of values, by column class."""
     nn, nk, dataflow = params[P_NN], params[P_NK], params[P_DATAFLOW]
     spill, c_offchip = params[P_SPILL] != 0, params[P_C_OFFCHIP] != 0
     um, un, uk = int(inner == 0), int(inner == 1), int(inner == 2)
@@ -124,11 +130,12 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
         if inner == 0:   # one B tile along the run, loaded on mi == 0
             for j in range(j0, j1):
                 if b_always or j == 0:
-                    load_bytes[at + j] += b_runs[k0, n0]
+                    load_bytes[at + j] += _tile_entry(b_runs, k0, n0)
         elif b_always or m0 == 0:
-            row = b_runs[k0 if inner == 1 else n0]
+            values, rows, cols = b_runs
+            row = values[rows[k0 if inner == 1 else n0]]
             for j in range(j0, j1):
-                load_bytes[at + j] += row[j]
+                load_bytes[at + j] += row[cols[j]]
     # Compute: a single-fold tile continues when its stationary tile is the previous
     # step's: along the run, exactly when the inner loop is the stationary tile's free
     # dim (os: k, ws: m, is: n).
@@ -157,12 +164,13 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
         if inner == 1:   # one A tile along the run, missing on ni == 0
             for j in range(j0, j1):
                 if a_always or j == 0:
-                    load_bytes[at + j] += a_runs[m0, k0] if a_offchip else 0
+                    load_bytes[at + j] += _tile_entry(a_runs, m0, k0) if a_offchip else 0
                     vector[at + j] += norm
         elif a_always or n0 == 0:
-            row = a_runs[m0 if inner == 2 else k0]
+            values, rows, cols = a_runs
+            row = values[rows[m0 if inner == 2 else k0]]
             for j in range(j0, j1):
-                load_bytes[at + j] += row[j] if a_offchip else 0
+                load_bytes[at + j] += row[cols[j]] if a_offchip else 0
                 vector[at + j] += norm
     if params[P_EVACUATION] != 0:
         for j in range(j0, j1):
@@ -175,10 +183,10 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
 
 
 @njit(cache=True)
-def fill_steps(begin: int, length: int, offset: int, params: np.ndarray,
-               a_runs: np.ndarray, b_runs: np.ndarray, shapes: np.ndarray,
-               cycles: np.ndarray, load_bytes, compute, vector, acquire, release,
-               store_bytes, reload_of, evacuation, reloaded) -> None:
+def fill_steps(begin: int, length: int, offset: int, params: np.ndarray, a_runs,
+               b_runs, shapes: np.ndarray, cycles: np.ndarray, load_bytes, compute,
+               vector, acquire, release, store_bytes, reload_of, evacuation,
+               reloaded) -> None:
     """Steps begin .. begin + length - 1 into entries offset .. offset + length - 1 of
     the arrays; `evacuation` and `reloaded` are written only when the nest has them.
     Walked as runs of the innermost loop, each split where its tile shape changes (its
@@ -238,8 +246,7 @@ def _run_origin(run: int, params: np.ndarray):
 
 @njit(cache=True)
 def _run_inputs(run: int, params: np.ndarray, shape_class: np.ndarray,
-                a_ids: np.ndarray, b_ids: np.ndarray, a_runs: np.ndarray,
-                b_runs: np.ndarray):
+                a_ids: np.ndarray, b_ids: np.ndarray, a_runs, b_runs):
     """Everything the steps of a run of the innermost loop depend on besides their
     place in it (what `_segment` reads from m0, n0, k0 and the step before), so two
     runs with equal inputs have equal steps, a reload's source moved with them: the
@@ -256,14 +263,14 @@ def _run_inputs(run: int, params: np.ndarray, shape_class: np.ndarray,
     b = -2
     if params[P_B_OFFCHIP] != 0:
         if inner == 0:
-            b = b_runs[k0, n0]
+            b = _tile_entry(b_runs, k0, n0)
         elif params[P_B_ALWAYS] != 0 or m0 == 0:
             b = b_ids[k0 if inner == 1 else n0]
         else:
             b = -1
     a = -2
     if inner == 1:
-        a = a_runs[m0, k0] if params[P_A_OFFCHIP] != 0 else 0
+        a = _tile_entry(a_runs, m0, k0) if params[P_A_OFFCHIP] != 0 else 0
     elif params[P_A_ALWAYS] != 0 or n0 == 0:
         a = a_ids[m0 if inner == 2 else k0] if params[P_A_OFFCHIP] != 0 else 0
     continues = False
@@ -280,7 +287,7 @@ def _run_inputs(run: int, params: np.ndarray, shape_class: np.ndarray,
 @njit(cache=True)
 def repeating_runs(first: int, period: int, limit: int, params: np.ndarray,
                    shape_class: np.ndarray, a_ids: np.ndarray, b_ids: np.ndarray,
-                   a_runs: np.ndarray, b_runs: np.ndarray) -> int:
+                   a_runs, b_runs) -> int:
     """The first run r in first .. limit - 1 whose inputs differ from those of run
     r - period (limit when none does): from `first` on, the steps repeat with a period
     of `period` runs up to that run."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.jit import njit
+from simulator.lowering.tile_table import TileTable
 from simulator.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
 
 # Indices of the float counters returned by gemm_steps: the split of busy array cycles.
@@ -70,12 +71,13 @@ def gemm_state(m: int, n: int, k: int, tm: int, tn: int, tk: int):
 
 def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndarray,
                dataflow: int, rows: int, cols: int, count: int, fold_model: int,
-               a_tile_bytes: np.ndarray, b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray,
+               a_tile_bytes: TileTable, b_load_bytes: TileTable, b_sram_bytes: TileTable,
                a_offchip: bool, b_offchip: bool, c_offchip: bool,
                acc_bytes: int, out_bytes: int, a_slots: int, b_slots: int, spill: bool,
                epilogue: np.ndarray, lanes: int, speed: float, prologue: int):
     """Tile program of one GEMM instance, all its steps at once (gemm_block on one
-    block): the program's seven arrays, then the float and integer counters."""
+    block): the program's seven arrays, then the float and integer counters. The
+    tables go to gemm_block whole (a whole program's steps outnumber its tiles)."""
     steps = ((m + tm - 1) // tm) * ((n + tn - 1) // tn) * ((k + tk - 1) // tk)
     a_lru, b_lru, sizes, last_visit, prev, floats, ints = gemm_state(m, n, k, tm, tn, tk)
     steps = int(steps)
@@ -87,10 +89,11 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
     store_bytes = np.zeros(steps, dtype=np.int64)
     reload_of = np.full(steps, -1, dtype=np.int64)
     gemm_block(0, steps, m, n, k, tm, tn, tk, order, dataflow, rows, cols, count,
-               fold_model, a_tile_bytes, b_load_bytes, b_sram_bytes, a_offchip, b_offchip,
-               c_offchip, acc_bytes, out_bytes, a_slots, b_slots, spill, epilogue, lanes,
-               speed, prologue, a_lru, b_lru, sizes, last_visit, prev, floats, ints,
-               load_bytes, compute, vector, acquire, release, store_bytes, reload_of)
+               fold_model, a_tile_bytes.to_array(), b_load_bytes.to_array(),
+               b_sram_bytes.to_array(), a_offchip, b_offchip, c_offchip, acc_bytes,
+               out_bytes, a_slots, b_slots, spill, epilogue, lanes, speed, prologue, a_lru,
+               b_lru, sizes, last_visit, prev, floats, ints, load_bytes, compute, vector,
+               acquire, release, store_bytes, reload_of)
     return (load_bytes, compute, vector, acquire, release, store_bytes, reload_of,
             floats, ints)
 
