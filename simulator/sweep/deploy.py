@@ -372,10 +372,11 @@ def point_key(identity: dict, point: Deployment,
 
 @dataclass(frozen=True)
 class Group:
-    """The points of one platform that share a plan and a precision plan (so one
-    serve setup and its cost memo), as one task for an executor
-    (simulator.sweep.executors): run in any process, it returns its rows and the runs
-    it simulated, and writes nothing."""
+    """The points of one platform whose chips hold the same shard (one T and EP, any
+    number of pipeline stages: every stage costs the same shard's iterations, so their
+    tiling searches are shared in one process) under one precision plan, as one task
+    for an executor (simulator.sweep.executors): run in any process, it returns its
+    rows and the runs it simulated, and writes nothing."""
 
     key: str                     # its first point's (executors know a job by its key)
     spec: ServeSpec
@@ -387,28 +388,38 @@ class Group:
     prune: bool
 
 
-def search_group(group: Group) -> dict:
-    """serve's max-rate search on each point of a group (the runs the store held are
-    read back, not simulated: simulator.sweep.deploy_runs): {"rows", "runs"
-    simulated (key, inputs, outcome), "runs_read"}, or {"error": serve's refusal's
-    rule, file and field}. Without pruning, a setup serve refuses makes every point
-    `refused`."""
-    point = group.points[0]
+def _prepared(group: Group, point: Deployment):
+    """serve's setup of the point's platform and plans, or serve's refusal."""
     try:
-        setup = prepare(group.spec.model_copy(update={
+        return prepare(group.spec.model_copy(update={
             "arch": group.arch, "chips": point.plan.chips, "tp": point.plan.tp,
             "pp": point.plan.pp, "precision": point.precision}),
             cost_cache=group.cost_cache)
     except AccsimError as exc:
-        if group.prune:
-            return {"error": [exc.rule, exc.file, exc.field]}
-        return {"rows": [{**p.fields(), "status": "refused", "sla_rate_rps": None,
-                          "unbounded": False, "note": f"refused: {exc.rule}"}
-                         for p in group.points], "runs": [], "runs_read": 0}
+        return exc
+
+
+def search_group(group: Group) -> dict:
+    """serve's max-rate search on each point of a group, one setup (and cost memo) per
+    plan (the runs the store held are read back, not simulated:
+    simulator.sweep.deploy_runs): {"rows", "runs" simulated (key, inputs, outcome),
+    "runs_read"}, or {"error": serve's refusal's rule, file and field}. Without
+    pruning, a setup serve refuses makes each of its points `refused`."""
+    setups: dict = {}
     runs = [StoredRuns(found) for found in group.stored] if group.stored else \
         [None] * len(group.points)
-    rows = [search_point(setup, p, inputs, found)
-            for p, inputs, found in zip(group.points, group.inputs, runs)]
+    rows = []
+    for point, inputs, found in zip(group.points, group.inputs, runs):
+        if point.plan not in setups:
+            setups[point.plan] = _prepared(group, point)
+        setup = setups[point.plan]
+        if isinstance(setup, AccsimError):
+            if group.prune:
+                return {"error": [setup.rule, setup.file, setup.field]}
+            rows.append({**point.fields(), "status": "refused", "sla_rate_rps": None,
+                         "unbounded": False, "note": f"refused: {setup.rule}"})
+            continue
+        rows.append(search_point(setup, point, inputs, found))
     return {"rows": rows, "runs": [run for found in runs if found
                                    for run in found.simulated],
             "runs_read": sum(found.read for found in runs if found)}
@@ -416,7 +427,7 @@ def search_group(group: Group) -> dict:
 
 def _groups(spec: ServeSpec, arch: str, waiting: dict, store: PointStore | None,
             cost_cache: CostCache | None, prune: bool) -> list[Group]:
-    """The groups of the points to search (`waiting`: (plan, precision plan) -> their
+    """The groups of the points to search (`waiting`: (shard, precision plan) -> their
     (index, point, key, inputs)), the largest first so the last to finish is small."""
     groups = [Group(members[0][2], spec, arch, tuple(m[1] for m in members),
                     tuple(m[3] for m in members),
@@ -447,7 +458,7 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *,
     searches every point (a check of the pruning); `cost_cache`: where iteration costs
     are shared (default: the user's cache folder); `store`: finished points are read
     from and written to it by key; `executor` (simulator.sweep.executors, default
-    serial): where the groups of points sharing a plan are searched. Only this
+    serial): where the groups of points sharing a shard are searched. Only this
     process writes the store; the rows are in the grid's order whatever the executor."""
     platform, source = load_model(locate(arch, "platform"), Platform)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
@@ -461,7 +472,7 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *,
     reasons: dict[tuple, str | None] = {}
     rows: dict[int, dict] = {}     # point index -> its row, as this search names it
     keys: dict[int, str] = {}
-    waiting: dict[tuple, list] = {}   # (plan, precision) -> points to search
+    waiting: dict[tuple, list] = {}   # (shard, precision) -> points to search
 
     def finish(index: int, row: dict) -> None:
         """Keep a point's row, named as this search names it (a row read back may be
@@ -490,7 +501,8 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *,
             if store is not None:
                 store.put(keys[index], inputs, row)
         if row is None:
-            waiting.setdefault(shared, []).append((index, point, keys[index], inputs))
+            shard = (point.plan.tp, point.plan.ep, point.precision)
+            waiting.setdefault(shard, []).append((index, point, keys[index], inputs))
         else:
             finish(index, row)
     members = {group[0][2]: group for group in waiting.values()}  # by the group's key
