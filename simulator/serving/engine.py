@@ -108,7 +108,7 @@ class PipelinedReplica:
 
     @property
     def outstanding(self) -> int:
-        return len(self.scheduler.waiting) + sum(len(s.running) for s in self.lanes)
+        return len(self.scheduler.waiting) + sum(s.running_count for s in self.lanes)
 
     def wake(self) -> None:
         for event in self.arrived:
