@@ -8,6 +8,7 @@ micro-batches' iterations overlap across the stages.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -78,11 +79,42 @@ class Replica:
             self.report()
 
 
+class Stage:
+    """One pipeline stage, held by one micro-batch at a time in the order they asked:
+    the events simpy.Resource(capacity=1) schedules, at the same points (a request
+    granted at once when the stage is free; a release whose processing grants the
+    longest-waiting request), without its generic queues and no-op callbacks (a
+    stage is passed once per iteration, the pipelined replica's hottest path)."""
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.holder: simpy.Event | None = None  # the granted request
+        self.queue: deque[simpy.Event] = deque()
+
+    def request(self) -> simpy.Event:
+        """An event that fires when the stage is the caller's."""
+        turn = self.env.event()
+        self.queue.append(turn)
+        self._grant()
+        return turn
+
+    def release(self) -> None:
+        self.holder = None
+        released = self.env.event()
+        released.callbacks.append(self._grant)
+        released.succeed()
+
+    def _grant(self, _released: simpy.Event | None = None) -> None:
+        if self.holder is None and self.queue:  # the head only, first come first served
+            self.holder = self.queue.popleft()
+            self.holder.succeed()
+
+
 class PipelinedReplica:
     """A replica of P pipeline stages fed by micro-batches: one scheduler per
     micro-batch (as vLLM's virtual engines), all sharing the replica's waiting queue
     and KV cache. Each iteration a micro-batch plans passes the stages in order, each
-    stage a SimPy resource held for 1 / P of the iteration's cost (stages balanced), so
+    stage (a Stage) held for 1 / P of the iteration's cost (stages balanced), so
     one micro-batch's iteration on stage s overlaps another's on stage s - 1. With one
     micro-batch the stages run in turn. The bubble is the stages' idle share of the
     time any micro-batch is in the pipeline."""
@@ -93,7 +125,7 @@ class PipelinedReplica:
         self.lanes = schedulers
         for lane in schedulers[1:]:
             lane.waiting = schedulers[0].waiting
-        self.stages = [simpy.Resource(env, capacity=1) for _ in range(stages)]
+        self.stages = [Stage(env) for _ in range(stages)]
         self.report = report
         self.store = store
         self.arrived = [env.event() for _ in schedulers]
@@ -154,9 +186,9 @@ class PipelinedReplica:
                 share = (end - last) / stages
                 last = end
                 for stage in self.stages:
-                    with stage.request() as turn:
-                        yield turn
-                        yield env.timeout(share)
+                    yield stage.request()
+                    yield env.timeout(share)
+                    stage.release()
                 spent += share
                 ends.append(env.now)
                 busy.append(spent)
