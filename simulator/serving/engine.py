@@ -83,8 +83,9 @@ class Stage:
     """One pipeline stage, held by one micro-batch at a time in the order they asked:
     the events simpy.Resource(capacity=1) schedules, at the same points (a request
     granted at once when the stage is free; a release whose processing grants the
-    longest-waiting request), without its generic queues and no-op callbacks (a
-    stage is passed once per iteration, the pipelined replica's hottest path)."""
+    longest-waiting request), less its generic queues and the events that change
+    nothing (a stage is passed once per iteration: the pipelined replica's hottest
+    path)."""
 
     def __init__(self, env: simpy.Environment):
         self.env = env
@@ -99,10 +100,14 @@ class Stage:
         return turn
 
     def release(self) -> None:
+        """Free the stage. With no request waiting, the release event Resource
+        schedules grants nothing when processed (a request made before then is
+        granted at once), so there is none."""
         self.holder = None
-        released = self.env.event()
-        released.callbacks.append(self._grant)
-        released.succeed()
+        if self.queue:
+            released = self.env.event()
+            released.callbacks.append(self._grant)
+            released.succeed()
 
     def _grant(self, _released: simpy.Event | None = None) -> None:
         if self.holder is None and self.queue:  # the head only, first come first served
