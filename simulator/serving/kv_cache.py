@@ -48,6 +48,15 @@ class PagedKvCache:
         short = tokens - request.kv_held
         return -(-short // self.block_tokens) if short > 0 else 0
 
+    def extra_blocks_after(self, requests: list[Request], steps: int) -> int:
+        """Blocks the requests must gain in all to hold `steps` more tokens each."""
+        block, total = self.block_tokens, 0
+        for request in requests:
+            short = request.kv_tokens + steps - request.kv_held
+            if short > 0:
+                total += -(-short // block)
+        return total
+
     def grow(self, request: Request, tokens: int) -> bool:
         """Make the request hold `tokens` tokens; False (and nothing changed) if the
         free blocks do not suffice."""

@@ -280,9 +280,9 @@ class LlmCost:
             part_s, part_e = self._prefill_cost(new, cached)
             seconds += part_s
             energy += part_e
-        decode_cost = self._decode_cost
+        memo = self._decode_memo
         for context in decode:
-            part_s, part_e = decode_cost(context)
+            part_s, part_e = memo.get(context) or self._decode_cost(context)
             seconds += part_s
             energy += part_e
         call = self._call(tokens, len(decode) + len(prefill))
@@ -337,7 +337,8 @@ class LlmCost:
             axis=0)  # the running sums, once per change
         totals[:, 0] += base_s
         totals[:, 1] += base_e
-        rows = np.repeat(totals.T, np.diff([*starts, iterations]), axis=1)
+        lengths = [end - start for start, end in zip(starts, [*starts[1:], iterations])]
+        rows = np.repeat(totals.T, lengths, axis=1)
         return CostRun(rows[:2] + rows[2:] * steps)
 
     def _later_changes(self, contexts: list[int], iterations: int

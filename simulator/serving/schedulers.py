@@ -311,8 +311,7 @@ class ContinuousBatching(ReplicaScheduler):
         """The most decode iterations (1..most) whose KV growth fits the free blocks
         (the first one's blocks are already held)."""
         def fits(steps: int) -> bool:
-            return sum(self.kv.extra_blocks(r, r.kv_tokens + steps)
-                       for r in decoding) <= self.kv.free_blocks
+            return self.kv.extra_blocks_after(decoding, steps) <= self.kv.free_blocks
         if fits(most):  # the usual case: enough free blocks for the whole run
             return most
         low, high = 1, most - 1
