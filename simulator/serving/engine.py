@@ -28,6 +28,21 @@ Progress = Callable[[int, int], None]
 REPORT_EVERY = 1024  # requests done between progress reports
 
 
+def first_of(env: simpy.Environment, one: simpy.Event, other: simpy.Event) -> simpy.Event:
+    """An event that fires when the first of two pending events is processed: the
+    event SimPy's `one | other` schedules, at the same point, without the value it
+    builds (nobody reads it)."""
+    either = env.event()
+
+    def fire(fired: simpy.Event) -> None:
+        (other if fired is one else one).callbacks.remove(fire)
+        either.succeed()
+
+    one.callbacks.append(fire)
+    other.callbacks.append(fire)
+    return either
+
+
 class Replica:
     """One serving replica: its scheduler and the event that signals an arrival."""
 
@@ -64,12 +79,12 @@ class Replica:
             plan = self.scheduler.plan(env.now)
             if not isinstance(plan, Plan):  # nothing to run: wait for an arrival or deadline
                 yield self.arrived if plan is None else \
-                    self.arrived | env.timeout(max(0.0, plan - env.now))
+                    first_of(env, self.arrived, env.timeout(max(0.0, plan - env.now)))
                 continue
             end = plan.end(-1)
             done = len(plan.ends_s)
             if plan.interruptible:
-                yield self.arrived | env.timeout(max(0.0, end - env.now))
+                yield first_of(env, self.arrived, env.timeout(max(0.0, end - env.now)))
                 if env.now < end:  # finish the iteration under way, then let it join
                     done = bisect_left(plan.ends_s, env.now) + 1
                     yield env.timeout(max(0.0, plan.end(done - 1) - env.now))
@@ -95,6 +110,9 @@ class Stage:
     def request(self) -> simpy.Event:
         """An event that fires when the stage is the caller's."""
         turn = self.env.event()
+        if self.holder is None and not self.queue:  # free: granted at once
+            self.holder = turn
+            return turn.succeed()
         self.queue.append(turn)
         self._grant()
         return turn
