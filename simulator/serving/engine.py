@@ -204,8 +204,7 @@ class PipelinedReplica:
                 continue
             self._enter()
             ends, busy, spent, last = [], [], 0.0, plan.start_s
-            for index in range(len(plan.ends_s)):
-                end = plan.end(index)
+            for end in plan.end_times():
                 share = (end - last) / stages
                 last = end
                 for stage in self.stages:

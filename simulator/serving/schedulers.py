@@ -54,6 +54,11 @@ class Plan:
         """The end time of iteration `index` (negative: from the last)."""
         return float(self.ends_s[index])
 
+    def end_times(self) -> list[float]:
+        """Every iteration's end time (as `end` reads them, without one call each)."""
+        ends = self.ends_s
+        return ends.tolist() if isinstance(ends, np.ndarray) else list(ends)
+
     def energy(self, done: int) -> float:
         """Energy of the first `done` iterations."""
         return float(self.energy_j[done - 1])
@@ -327,9 +332,10 @@ class ContinuousBatching(ReplicaScheduler):
                                  done, self.running_count)
         finished = []
         for request in work.decoding:
-            if request.kv_tokens + done > request.kv_held:
-                self.kv.grow(request, request.kv_tokens + done)
-            request.kv_tokens += done
+            kv_tokens = request.kv_tokens + done
+            if kv_tokens > request.kv_held:
+                self.kv.grow(request, kv_tokens)
+            request.kv_tokens = kv_tokens
             request.produced += done
             if request.produced == request.output_tokens:
                 finished.append(request)
