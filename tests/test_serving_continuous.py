@@ -10,6 +10,7 @@ from serving_helpers import LinearTokenCost, run
 
 from simulator.serving.cost import Cost
 from simulator.serving.kv_cache import PagedKvCache, blocks_for, kv_capacity_blocks
+from simulator.serving.schedulers import ContinuousBatching
 from simulator.serving.spec import ServeSpec
 
 MS = 1e-3
@@ -143,6 +144,34 @@ def test_random_loads_keep_every_invariant(tmp_path, seed, monkeypatch):
     assert max(store.running_max) <= spec.max_batch
     assert np.all(got.ttft_s > 0) and np.all(got.ttft_s <= got.latency_s)
     assert all(blocks_for(r.max_kv_tokens, 16) > store_blocks for r in store.dropped)
+
+
+class CheckedContinuous(ContinuousBatching):
+    """Continuous batching, asserting before each plan that its running requests are
+    decoding then prefilling as it keeps them (prefill completes in admission order):
+    every request in `decoding` has its prompt prefilled, none in `prefilling` has."""
+
+    def plan(self, now):
+        assert all(r.prefilled == r.prefill_target for r in self.decoding)
+        assert all(r.prefilled < r.prefill_target for r in self.prefilling)
+        assert len({id(r) for r in self.decoding + self.prefilling}) == self.running_count
+        return super().plan(now)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_running_requests_stay_decoding_then_prefilling(tmp_path, seed, monkeypatch):
+    from simulator.serving import schedulers
+    monkeypatch.setitem(schedulers.REPLICA_SCHEDULERS._entries, "continuous",
+                        CheckedContinuous)
+    rng = np.random.default_rng(100 + seed)
+    times = np.cumsum(rng.exponential(1 * MS, 120))
+    rows = [(float(t), int(p), int(o)) for t, p, o in
+            zip(times, rng.integers(1, 200, 120), rng.integers(1, 40, 120))]
+    spec = llm_spec(tmp_path, rows, max_tokens=int(rng.integers(8, 96)),
+                    max_batch=int(rng.integers(2, 16)), pp=int(rng.integers(1, 3)))
+    store, came, _ = run(spec, COST, kv_blocks=int(rng.integers(16, 40)))
+    assert len(store.finished) + len(store.dropped) == len(came) == 120
+    assert all(r.produced == r.output_tokens for r in store.finished)
 
 
 def test_weights_that_do_not_fit_are_an_error_naming_both_sizes():

@@ -8,6 +8,7 @@ micro-batches' iterations overlap across the stages.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -25,6 +26,21 @@ Progress = Callable[[int, int], None]
 
 
 REPORT_EVERY = 1024  # requests done between progress reports
+
+
+def first_of(env: simpy.Environment, one: simpy.Event, other: simpy.Event) -> simpy.Event:
+    """An event that fires when the first of two pending events is processed: the
+    event SimPy's `one | other` schedules, at the same point, without the value it
+    builds (nobody reads it)."""
+    either = env.event()
+
+    def fire(fired: simpy.Event) -> None:
+        (other if fired is one else one).callbacks.remove(fire)
+        either.succeed()
+
+    one.callbacks.append(fire)
+    other.callbacks.append(fire)
+    return either
 
 
 class Replica:
@@ -63,12 +79,12 @@ class Replica:
             plan = self.scheduler.plan(env.now)
             if not isinstance(plan, Plan):  # nothing to run: wait for an arrival or deadline
                 yield self.arrived if plan is None else \
-                    self.arrived | env.timeout(max(0.0, plan - env.now))
+                    first_of(env, self.arrived, env.timeout(max(0.0, plan - env.now)))
                 continue
             end = plan.end(-1)
             done = len(plan.ends_s)
             if plan.interruptible:
-                yield self.arrived | env.timeout(max(0.0, end - env.now))
+                yield first_of(env, self.arrived, env.timeout(max(0.0, end - env.now)))
                 if env.now < end:  # finish the iteration under way, then let it join
                     done = bisect_left(plan.ends_s, env.now) + 1
                     yield env.timeout(max(0.0, plan.end(done - 1) - env.now))
@@ -78,11 +94,50 @@ class Replica:
             self.report()
 
 
+class Stage:
+    """One pipeline stage, held by one micro-batch at a time in the order they asked:
+    the events simpy.Resource(capacity=1) schedules, at the same points (a request
+    granted at once when the stage is free; a release whose processing grants the
+    longest-waiting request), less its generic queues and the events that change
+    nothing (a stage is passed once per iteration: the pipelined replica's hottest
+    path)."""
+
+    def __init__(self, env: simpy.Environment):
+        self.env = env
+        self.holder: simpy.Event | None = None  # the granted request
+        self.queue: deque[simpy.Event] = deque()
+
+    def request(self) -> simpy.Event:
+        """An event that fires when the stage is the caller's."""
+        turn = self.env.event()
+        if self.holder is None and not self.queue:  # free: granted at once
+            self.holder = turn
+            return turn.succeed()
+        self.queue.append(turn)
+        self._grant()
+        return turn
+
+    def release(self) -> None:
+        """Free the stage. With no request waiting, the release event Resource
+        schedules grants nothing when processed (a request made before then is
+        granted at once), so there is none."""
+        self.holder = None
+        if self.queue:
+            released = self.env.event()
+            released.callbacks.append(self._grant)
+            released.succeed()
+
+    def _grant(self, _released: simpy.Event | None = None) -> None:
+        if self.holder is None and self.queue:  # the head only, first come first served
+            self.holder = self.queue.popleft()
+            self.holder.succeed()
+
+
 class PipelinedReplica:
     """A replica of P pipeline stages fed by micro-batches: one scheduler per
     micro-batch (as vLLM's virtual engines), all sharing the replica's waiting queue
     and KV cache. Each iteration a micro-batch plans passes the stages in order, each
-    stage a SimPy resource held for 1 / P of the iteration's cost (stages balanced), so
+    stage (a Stage) held for 1 / P of the iteration's cost (stages balanced), so
     one micro-batch's iteration on stage s overlaps another's on stage s - 1. With one
     micro-batch the stages run in turn. The bubble is the stages' idle share of the
     time any micro-batch is in the pipeline."""
@@ -93,7 +148,7 @@ class PipelinedReplica:
         self.lanes = schedulers
         for lane in schedulers[1:]:
             lane.waiting = schedulers[0].waiting
-        self.stages = [simpy.Resource(env, capacity=1) for _ in range(stages)]
+        self.stages = [Stage(env) for _ in range(stages)]
         self.report = report
         self.store = store
         self.arrived = [env.event() for _ in schedulers]
@@ -108,7 +163,7 @@ class PipelinedReplica:
 
     @property
     def outstanding(self) -> int:
-        return len(self.scheduler.waiting) + sum(len(s.running) for s in self.lanes)
+        return len(self.scheduler.waiting) + sum(s.running_count for s in self.lanes)
 
     def wake(self) -> None:
         for event in self.arrived:
@@ -149,14 +204,13 @@ class PipelinedReplica:
                 continue
             self._enter()
             ends, busy, spent, last = [], [], 0.0, plan.start_s
-            for index in range(len(plan.ends_s)):
-                end = plan.end(index)
+            for end in plan.end_times():
                 share = (end - last) / stages
                 last = end
                 for stage in self.stages:
-                    with stage.request() as turn:
-                        yield turn
-                        yield env.timeout(share)
+                    yield stage.request()
+                    yield env.timeout(share)
+                    stage.release()
                 spent += share
                 ends.append(env.now)
                 busy.append(spent)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from simulator.errors import AccsimError
 from simulator.serving.registry import Registry
+from simulator.serving.requests import Request
 
 
 def blocks_for(tokens: int, block_tokens: int) -> int:
@@ -34,33 +35,42 @@ KV_ALLOCATORS: Registry = Registry("KV allocator")
 
 @KV_ALLOCATORS.register("paged")
 class PagedKvCache:
-    """Whole blocks per request; a request's blocks grow with its KV tokens."""
+    """Whole blocks per request; a request's blocks grow with its KV tokens (the tokens
+    they hold are the request's `kv_held`)."""
 
     def __init__(self, total_blocks: int, block_tokens: int):
         self.total_blocks = total_blocks
         self.block_tokens = block_tokens
         self.free_blocks = total_blocks
-        self.held_tokens: dict[int, int] = {}  # request id -> tokens its blocks hold
 
-    def extra_blocks(self, request_id: int, tokens: int) -> int:
+    def extra_blocks(self, request: Request, tokens: int) -> int:
         """Blocks a request must gain to hold `tokens` tokens."""
-        short = tokens - self.held_tokens.get(request_id, 0)
+        short = tokens - request.kv_held
         return -(-short // self.block_tokens) if short > 0 else 0
 
-    def grow(self, request_id: int, tokens: int) -> bool:
+    def extra_blocks_after(self, requests: list[Request], steps: int) -> int:
+        """Blocks the requests must gain in all to hold `steps` more tokens each."""
+        block, total = self.block_tokens, 0
+        for request in requests:
+            short = request.kv_tokens + steps - request.kv_held
+            if short > 0:
+                total += -(-short // block)
+        return total
+
+    def grow(self, request: Request, tokens: int) -> bool:
         """Make the request hold `tokens` tokens; False (and nothing changed) if the
         free blocks do not suffice."""
-        extra = self.extra_blocks(request_id, tokens)
+        extra = self.extra_blocks(request, tokens)
         if extra > self.free_blocks:
             return False
         if extra:
             self.free_blocks -= extra
-            self.held_tokens[request_id] = self.held_tokens.get(request_id, 0) \
-                + extra * self.block_tokens
+            request.kv_held += extra * self.block_tokens
         return True
 
-    def release(self, request_id: int) -> None:
-        self.free_blocks += self.held_tokens.pop(request_id, 0) // self.block_tokens
+    def release(self, request: Request) -> None:
+        self.free_blocks += request.kv_held // self.block_tokens
+        request.kv_held = 0
 
     @property
     def used_blocks(self) -> int:

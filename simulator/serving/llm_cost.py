@@ -57,6 +57,10 @@ def grid_cell(value: int, bits: int) -> tuple[int, int]:
 
 
 Pair = tuple[float, float]  # seconds and joules of one part at one size
+# A decode run's stretch of one request between grid points: the iterations [start,
+# end) from the run's start, and the start values and slopes (seconds, joules) of its
+# attention cost over them.
+Stretch = tuple[int, int, float, float, float, float]
 
 
 def _between(low: Pair, high: Pair, fraction: float) -> Pair:
@@ -130,6 +134,7 @@ class LlmCost:
         self._decode_memo: dict[int, Pair] = {}
         self._prefill_memo: dict[tuple[int, int], Pair] = {}
         self._call_memo: dict[tuple[int, int], Cost] = {}
+        self._stretch_memo: dict[int, list[Stretch]] = {}
         self._steps = np.arange(0)  # 0, 1, ...: iteration numbers of a decode run
 
     def _identity(self) -> dict:
@@ -275,9 +280,9 @@ class LlmCost:
             part_s, part_e = self._prefill_cost(new, cached)
             seconds += part_s
             energy += part_e
-        decode_cost = self._decode_cost
+        memo = self._decode_memo
         for context in decode:
-            part_s, part_e = decode_cost(context)
+            part_s, part_e = memo.get(context) or self._decode_cost(context)
             seconds += part_s
             energy += part_e
         call = self._call(tokens, len(decode) + len(prefill))
@@ -301,50 +306,90 @@ class LlmCost:
         are summed once per change (as a running sum over every iteration would: the
         iterations between add 0) and repeated; each iteration's cost is then the dense
         part and the call, plus the sum of starts, plus the sum of slopes times the
-        iteration's number."""
-        bits, at = self.bits, self._decode_at
-        changes: dict[int, list[float]] = {}  # iteration -> change of (a_s, a_e, b_s, b_e)
+        iteration's number. Every request's first stretch starts at iteration 0, so
+        that change is summed in one loop over the requests; only requests whose first
+        stretch ends within the run add later changes."""
+        memo = self._stretch_memo
+        first_s = first_e = slope_s = slope_e = 0.0  # the change at iteration 0
+        crossing = []  # contexts whose first stretch ends within the run
         for context in decode:
-            start = 0
-            while start < iterations:
-                low, high = grid_cell(context + start, bits)
-                s0, e0 = at(low)
-                if low == high:  # a grid point: this one iteration at its cost
-                    end, a_s, a_e, b_s, b_e = start + 1, s0, e0, 0.0, 0.0
-                else:
-                    s1, e1 = at(high)
-                    span = high - low
-                    b_s, b_e = (s1 - s0) / span, (e1 - e0) / span
-                    a_s, a_e = s0 + b_s * (context - low), e0 + b_e * (context - low)
-                    end = min(high - context, iterations)
-                row = changes.setdefault(start, [0.0, 0.0, 0.0, 0.0])
-                row[0] += a_s
-                row[1] += a_e
-                row[2] += b_s
-                row[3] += b_e
+            found = memo.get(context) or self._stretches(context, 1)
+            _, end, a_s, a_e, b_s, b_e = found[0]
+            first_s += a_s
+            first_e += a_e
+            slope_s += b_s
+            slope_e += b_e
+            if end < iterations:
+                crossing.append(context)
+        if len(self._steps) < iterations:
+            self._steps = np.arange(max(iterations, 2 * len(self._steps)))
+        steps = self._steps[:iterations]
+        dense_s, dense_e = self._dense_cost(len(decode))
+        call = self._call(len(decode), len(decode))
+        base_s, base_e = dense_s + call.seconds, dense_e + call.energy_j
+        if not crossing:  # one stretch for every request: one row for every iteration
+            return CostRun(np.array([[base_s + first_s], [base_e + first_e]])
+                           + np.array([[slope_s], [slope_e]]) * steps)
+        changes = self._later_changes(crossing, iterations)
+        starts = [0, *sorted(changes)]
+        totals = np.add.accumulate(np.array(
+            [(first_s, first_e, slope_s, slope_e)] + [changes[k] for k in starts[1:]]),
+            axis=0)  # the running sums, once per change
+        totals[:, 0] += base_s
+        totals[:, 1] += base_e
+        lengths = [end - start for start, end in zip(starts, [*starts[1:], iterations])]
+        rows = np.repeat(totals.T, lengths, axis=1)
+        return CostRun(rows[:2] + rows[2:] * steps)
+
+    def _later_changes(self, contexts: list[int], iterations: int
+                       ) -> dict[int, list[float]]:
+        """The changes after iteration 0 (iteration -> change of the start values and
+        slopes), request by request, stretch by stretch: a stretch is taken off where
+        it ends within the run, the next one added where it starts."""
+        changes: dict[int, list[float]] = {}
+        for context in contexts:
+            stretches = self._stretches(context, iterations)
+            for index, (start, end, a_s, a_e, b_s, b_e) in enumerate(stretches):
+                if start >= iterations:
+                    break
+                if index:
+                    row = changes.get(start)
+                    if row is None:
+                        row = changes[start] = [0.0, 0.0, 0.0, 0.0]
+                    row[0] += a_s
+                    row[1] += a_e
+                    row[2] += b_s
+                    row[3] += b_e
                 if end < iterations:  # a stretch ending with the run is never undone
-                    row = changes.setdefault(end, [0.0, 0.0, 0.0, 0.0])
+                    row = changes.get(end)
+                    if row is None:
+                        row = changes[end] = [0.0, 0.0, 0.0, 0.0]
                     row[0] -= a_s
                     row[1] -= a_e
                     row[2] -= b_s
                     row[3] -= b_e
-                start = end
-        dense_s, dense_e = self._dense_cost(len(decode))
-        call = self._call(len(decode), len(decode))
-        base_s, base_e = dense_s + call.seconds, dense_e + call.energy_j
-        starts = sorted(changes)  # every request has a stretch from 0: so has `starts`
-        segments, total = [], [0.0, 0.0, 0.0, 0.0]
-        for index, start in enumerate(starts):  # the running sums, once per change
-            change = changes[start]
-            total = change if index == 0 else [t + c for t, c in zip(total, change)]
-            segments.append((base_s + total[0], base_e + total[1], total[2], total[3]))
-        if not segments:  # no request: the dense part and the call alone
-            segments, starts = [(base_s + 0.0, base_e + 0.0, 0.0, 0.0)], [0]
-        lengths = [end - start for start, end in zip(starts, starts[1:] + [iterations])]
-        rows = np.repeat(np.array(segments).T, lengths, axis=1)
-        if len(self._steps) < iterations:
-            self._steps = np.arange(max(iterations, 2 * len(self._steps)))
-        return CostRun(rows[:2] + rows[2:] * self._steps[:iterations])
+        return changes
+
+    def _stretches(self, context: int, iterations: int) -> list[Stretch]:
+        """A request's stretches from `context` on, covering at least `iterations`
+        iterations (memoised and extended as longer runs ask: pure functions of the
+        grid points)."""
+        found = self._stretch_memo.setdefault(context, [])
+        end = found[-1][1] if found else 0
+        bits, at = self.bits, self._decode_at
+        while end < iterations:
+            low, high = grid_cell(context + end, bits)
+            s0, e0 = at(low)
+            if low == high:  # a grid point: this one iteration at its cost
+                found.append((end, end + 1, s0, e0, 0.0, 0.0))
+            else:
+                s1, e1 = at(high)
+                span = high - low
+                b_s, b_e = (s1 - s0) / span, (e1 - e0) / span
+                found.append((end, high - context, s0 + b_s * (context - low),
+                              e0 + b_e * (context - low), b_s, b_e))
+            end = found[-1][1]
+        return found
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
         """The whole iteration simulated as one workload, nothing bucketed, less the

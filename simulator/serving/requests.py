@@ -17,7 +17,8 @@ class Request:
     (the prompt, plus the tokens generated so far after a preemption); `prefilled`
     counts them; `kv_tokens` are the tokens whose KV is held; `produced` output tokens
     exist. A request holds at most prompt + output - 1 tokens of KV (the last token is
-    never fed back).
+    never fed back). `kv_held` is the room its KV blocks have, in tokens (the KV
+    allocator's record, kept here so a scheduler reads it without a lookup).
     """
 
     id: int
@@ -28,6 +29,7 @@ class Request:
     prefilled: int = 0
     kv_tokens: int = 0
     produced: int = 0
+    kv_held: int = 0
     first_token_s: float | None = None
     finish_s: float | None = None
     preemptions: int = 0

@@ -54,6 +54,11 @@ class Plan:
         """The end time of iteration `index` (negative: from the last)."""
         return float(self.ends_s[index])
 
+    def end_times(self) -> list[float]:
+        """Every iteration's end time (as `end` reads them, without one call each)."""
+        ends = self.ends_s
+        return ends.tolist() if isinstance(ends, np.ndarray) else list(ends)
+
     def energy(self, done: int) -> float:
         """Energy of the first `done` iterations."""
         return float(self.energy_j[done - 1])
@@ -92,13 +97,17 @@ class ReplicaScheduler:
         self.store = store
         self.llm = llm
         self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []
         self.max_wait_s = None if spec.max_wait_ms is None else spec.max_wait_ms / 1e3
         self.closed = False  # no more arrivals will come
 
     @property
+    def running_count(self) -> int:
+        """Requests admitted and not yet finished."""
+        raise NotImplementedError
+
+    @property
     def outstanding(self) -> int:
-        return len(self.waiting) + len(self.running)
+        return len(self.waiting) + self.running_count
 
     def enqueue(self, request: Request, now: float) -> None:
         if self.llm and blocks_for(request.max_kv_tokens, self.kv.block_tokens) \
@@ -110,7 +119,7 @@ class ReplicaScheduler:
 
     def _finish(self, request: Request, now: float) -> None:
         if self.llm:
-            self.kv.release(request.id)
+            self.kv.release(request)
         self.store.on_finish(request, now)
 
 
@@ -118,6 +127,14 @@ class RequestBatching(ReplicaScheduler):
     """Static and dynamic batching: one batch at a time, run to completion."""
 
     pads = False  # True: a plain batch costs max_batch whatever its fill (padding)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.running: list[Request] = []  # the batch under way
+
+    @property
+    def running_count(self) -> int:
+        return len(self.running)
 
     def _ready(self, now: float) -> bool | float | None:
         """True to run now; else the time to look again (None: at the next arrival)."""
@@ -143,7 +160,7 @@ class RequestBatching(ReplicaScheduler):
         fits (the cache is empty between batches, so the head always fits)."""
         batch: list[Request] = []
         while self.waiting and len(batch) < self.spec.max_batch:
-            if self.llm and not self.kv.grow(self.waiting[0].id,
+            if self.llm and not self.kv.grow(self.waiting[0],
                                              self.waiting[0].max_kv_tokens):
                 break
             batch.append(self.waiting.popleft())
@@ -217,69 +234,81 @@ class Iterations:
 
 @REPLICA_SCHEDULERS.register("continuous")
 class ContinuousBatching(ReplicaScheduler):
-    """Iteration-level batching with chunked prefill and preemption by recompute."""
+    """Iteration-level batching with chunked prefill and preemption by recompute.
+
+    The running requests, in the order they were admitted, are `decoding` then
+    `prefilling`: prefill completes in that order (the oldest chunk takes the token
+    budget first, a later one gets what it leaves), so a request that finishes its
+    prefill follows every decoding one. Each plan then reads the decoding requests
+    without a pass over all of them to find them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.decoding: list[Request] = []
+        self.prefilling: list[Request] = []
+
+    @property
+    def running_count(self) -> int:
+        return len(self.decoding) + len(self.prefilling)
 
     def _preempt_until_decodes_fit(self) -> list[Request]:
-        """The decoding requests once their next token's KV fits, preempting the most
-        recently admitted request (LIFO, as vLLM) while it does not."""
-        held = self.kv.held_tokens
-        while True:
-            decoding = [r for r in self.running if r.prefilled == r.prefill_target]
-            # one more token needs at most one more block
-            need = sum(1 for r in decoding if r.kv_tokens >= held.get(r.id, 0))
-            if need <= self.kv.free_blocks:
-                return decoding
-            victim = self.running.pop()
-            self.kv.release(victim.id)
+        """The decoding requests whose next token needs one more block (at most one),
+        once those blocks are free, preempting the most recently admitted request
+        (LIFO, as vLLM) while they are not."""
+        short = [r for r in self.decoding if r.kv_tokens >= r.kv_held]
+        while len(short) > self.kv.free_blocks:
+            victim = (self.prefilling or self.decoding).pop()
+            if short and short[-1] is victim:
+                short.pop()
+            self.kv.release(victim)
             victim.preemptions += 1
             victim.prefill_target = victim.prompt_tokens + victim.produced
             victim.prefilled = victim.kv_tokens = 0
             self.waiting.appendleft(victim)
             self.store.on_preempt(victim)
+        return short
 
     def plan(self, now: float) -> Plan | None:
-        if not self.running and not self.waiting:
+        if not self.running_count and not self.waiting:
             return None
-        decoding = self._preempt_until_decodes_fit()
-        held = self.kv.held_tokens
-        for request in decoding:
-            if request.kv_tokens >= held.get(request.id, 0):
-                self.kv.grow(request.id, request.kv_tokens + 1)
+        for request in self._preempt_until_decodes_fit():
+            self.kv.grow(request, request.kv_tokens + 1)
+        decoding = self.decoding
         budget = self.spec.max_tokens - len(decoding)
         chunks: list[tuple[Request, int]] = []
-        for request in self.running:
-            if request.in_prefill and budget > 0:
-                new = min(request.prefill_target - request.prefilled, budget)
-                chunks.append((request, new))
-                budget -= new
-        while budget > 0 and self.waiting and len(self.running) < self.spec.max_batch:
+        for request in self.prefilling:
+            if budget <= 0:
+                break
+            new = min(request.prefill_target - request.prefilled, budget)
+            chunks.append((request, new))
+            budget -= new
+        while budget > 0 and self.waiting and self.running_count < self.spec.max_batch:
             head = self.waiting[0]
-            if not self.kv.grow(head.id, head.prefill_target):
+            if not self.kv.grow(head, head.prefill_target):
                 break  # first come, first served: the head waits for blocks
-            self.running.append(self.waiting.popleft())
+            self.prefilling.append(self.waiting.popleft())
             new = min(head.prefill_target, budget)
             chunks.append((head, new))
             budget -= new
         if not chunks and not decoding:  # the KV blocks are held by other micro-batches
             return None
+        contexts = [r.kv_tokens + 1 for r in decoding]
         if chunks:
-            self.store.offer_shape(lambda: (
-                tuple((n, r.prefilled) for r, n in chunks),
-                tuple(r.kv_tokens + 1 for r in decoding)))
-            cost = self.cost.iteration([(n, r.prefilled) for r, n in chunks],
-                                       [r.kv_tokens + 1 for r in decoding])
-            return _one(now, cost, work=Iterations(chunks, decoding))
-        return self._decode_run(now, decoding)
+            prefill = [(n, r.prefilled) for r, n in chunks]
+            self.store.offer_shape(lambda: (tuple(prefill), tuple(contexts)))
+            return _one(now, self.cost.iteration(prefill, contexts),
+                        work=Iterations(chunks, decoding))
+        return self._decode_run(now, decoding, contexts)
 
-    def _decode_run(self, now: float, decoding: list[Request]) -> Plan:
+    def _decode_run(self, now: float, decoding: list[Request],
+                    contexts: list[int]) -> Plan:
         """Decode-only iterations until the first request finishes or the KV blocks
         for one more would run out; an arrival that could join cuts it short."""
         run = min(MAX_RUN_ITERATIONS, min(r.output_tokens - r.produced for r in decoding))
         run = self._iterations_that_fit(decoding, run)
-        contexts = [r.kv_tokens + 1 for r in decoding]
         self.store.offer_shape(lambda: ((), tuple(contexts)))
         costs = self.cost.decode_run(contexts, run)
-        interruptible = not self.waiting and len(self.running) < self.spec.max_batch
+        interruptible = not self.waiting and self.running_count < self.spec.max_batch
         return _plan(now, costs, interruptible=interruptible,
                      work=Iterations([], decoding))
 
@@ -287,8 +316,7 @@ class ContinuousBatching(ReplicaScheduler):
         """The most decode iterations (1..most) whose KV growth fits the free blocks
         (the first one's blocks are already held)."""
         def fits(steps: int) -> bool:
-            return sum(self.kv.extra_blocks(r.id, r.kv_tokens + steps)
-                       for r in decoding) <= self.kv.free_blocks
+            return self.kv.extra_blocks_after(decoding, steps) <= self.kv.free_blocks
         if fits(most):  # the usual case: enough free blocks for the whole run
             return most
         low, high = 1, most - 1
@@ -301,25 +329,32 @@ class ContinuousBatching(ReplicaScheduler):
         work: Iterations = plan.work
         end = plan.end(done - 1)
         self.store.on_iterations(self.index, plan.busy(done), plan.energy(done),
-                                 done, len(self.running))
+                                 done, self.running_count)
         finished = []
-        held = self.kv.held_tokens
         for request in work.decoding:
-            if request.kv_tokens + done > held[request.id]:
-                self.kv.grow(request.id, request.kv_tokens + done)
-            request.kv_tokens += done
+            kv_tokens = request.kv_tokens + done
+            if kv_tokens > request.kv_held:
+                self.kv.grow(request, kv_tokens)
+            request.kv_tokens = kv_tokens
             request.produced += done
             if request.produced == request.output_tokens:
                 finished.append(request)
+        if finished:
+            self.decoding = [r for r in self.decoding
+                             if r.produced != r.output_tokens]
+        prefilled = 0  # chunks that completed their prefill: the first ones
         for request, new in work.chunks:
             request.prefilled += new
             if not request.in_prefill:
+                prefilled += 1
                 request.kv_tokens = request.prefill_target
                 request.produced += 1
                 if request.first_token_s is None:
                     request.first_token_s = end
                 if request.produced == request.output_tokens:
                     finished.append(request)
+                else:
+                    self.decoding.append(request)
+        del self.prefilling[:prefilled]
         for request in finished:
-            self.running.remove(request)
             self._finish(request, end)
