@@ -31,11 +31,9 @@ class TileTable:
         """The table with entry values[rows[i], cols[j]], its equal value rows and
         columns merged (so its classes are canonical); every value row and column is
         used by some grid row and column."""
-        values, row_of = np.unique(np.asarray(values, np.int64), axis=0,
-                                   return_inverse=True)
-        values, col_of = np.unique(values, axis=1, return_inverse=True)
-        return cls(np.ascontiguousarray(values), row_of.reshape(-1)[rows].astype(np.int64),
-                   col_of.reshape(-1)[cols].astype(np.int64))
+        values, row_of = _merged_rows(np.asarray(values, np.int64))
+        values, col_of = _merged_rows(values.T)
+        return cls(np.ascontiguousarray(values.T), row_of[rows], col_of[cols])
 
     @classmethod
     def from_array(cls, table: np.ndarray) -> TileTable:
@@ -48,10 +46,10 @@ class TileTable:
                  per_tile: Callable[[np.ndarray], np.ndarray]) -> TileTable:
         """per_tile(np.outer(row_sizes, col_sizes)) (per_tile elementwise, e.g. the
         bytes of so many elements) from the distinct sizes alone: no grid-sized array."""
-        row_values, rows = np.unique(row_sizes, return_inverse=True)
-        col_values, cols = np.unique(col_sizes, return_inverse=True)
+        row_values, rows = _distinct(row_sizes)
+        col_values, cols = _distinct(col_sizes)
         values = per_tile(np.outer(row_values, col_values).astype(np.int64))
-        return cls.classed(values, rows.reshape(-1), cols.reshape(-1))
+        return cls.classed(values, rows, cols)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -97,3 +95,32 @@ def tile_sizes(size: int, tile: int) -> np.ndarray:
     """The sizes of the tiles along a dim of `size` elements cut every `tile`: `tile`
     each but the last, which holds the rest."""
     return np.minimum(tile, size - np.arange(-(-size // tile), dtype=np.int64) * tile)
+
+
+def _distinct(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of a 1-d array and each entry's index among them; a dim's
+    tile sizes (every tile full, or full tiles then one edge tile) without a sort (a
+    lowering builds three tables per candidate tiling the search tries)."""
+    sizes = np.asarray(sizes, np.int64)
+    first, last = sizes[0], sizes[-1]
+    if (sizes[:-1] == first).all():
+        if last == first:
+            return sizes[:1], np.zeros(sizes.shape[0], np.int64)
+        classes = np.zeros(sizes.shape[0], np.int64)
+        classes[-1] = 1
+        return np.array([first, last], np.int64), classes
+    values, classes = np.unique(sizes, return_inverse=True)
+    return values, classes.reshape(-1).astype(np.int64)
+
+
+def _merged_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a 2-d array, in the order first met, and each row's index
+    among them."""
+    seen: dict[tuple, int] = {}
+    first: list[int] = []
+    classes = np.empty(values.shape[0], np.int64)
+    for index, row in enumerate(values.tolist()):
+        classes[index] = seen.setdefault(tuple(row), len(first))
+        if classes[index] == len(first):
+            first.append(index)
+    return values[first], classes
