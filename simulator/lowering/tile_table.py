@@ -120,7 +120,9 @@ def _merged_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first: list[int] = []
     classes = np.empty(values.shape[0], np.int64)
     for index, row in enumerate(values.tolist()):
-        classes[index] = seen.setdefault(tuple(row), len(first))
-        if classes[index] == len(first):
+        key = tuple(row)
+        if key not in seen:
+            seen[key] = len(first)
             first.append(index)
+        classes[index] = seen[key]
     return values[first], classes

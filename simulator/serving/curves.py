@@ -145,8 +145,8 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
     bracket is narrowed to adjacent lattice rates, each probe where the SLA slack's
     line between the bracket's ends crosses zero; an end kept by two probes in a row
     has its slack halved (the Illinois rule of false position), so a curved slack
-    cannot hold the probes to one side. Every step depends only on the runs' figures, so `serve --find-max-rate`
-    and the deployment search find the same rate. `run`: a rate's summary (default
+    cannot hold the probes to one side. Every step depends only on the runs' figures,
+    so `serve --find-max-rate` and the deployment search find the same rate. `run`: a rate's summary (default
     run_at; the deployment search reads runs it already simulated back from its
     store)."""
     evaluations: list[dict] = []
@@ -183,8 +183,10 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
     moved = None   # which end the last probe inside the bracket moved (True: low)
     while high[0] - low[0] > 1:
         met, end = probe(_probe(low, high))
-        low, high = (end, _halved(high) if moved else high) if met else \
-            (_halved(low) if moved is False else low, end)
+        if met:
+            low, high = end, _halved(high) if moved else high
+        else:
+            low, high = _halved(low) if moved is False else low, end
         moved = met
     return {"max_rate_rps": lattice_rate(start, low[0]),
             "bracket_rps": [lattice_rate(start, low[0]), lattice_rate(start, high[0])],

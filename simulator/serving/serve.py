@@ -112,6 +112,12 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                  precision.source if precision else None)
 
 
+def element_bytes(spec: ServeSpec, platform: Platform) -> int:
+    """Bytes of one weight or activation element: the spec's dtype, else the
+    platform's first input dtype (as a sharded replica sizes its chips)."""
+    return DTYPE_BYTES[spec.dtype or platform.systolic_array.input_dtypes[0]]
+
+
 def stored_share(precision: ServingPrecision | None, config, spec: ServeSpec,
                  platform: Platform, hf) -> StoredShare | None:
     """How a precision plan scales the weights and KV cache a replica stores (None
@@ -120,8 +126,7 @@ def stored_share(precision: ServingPrecision | None, config, spec: ServeSpec,
         return None
     workload = (hf or hf_frontend).iteration_workload(config, prefill=[], decode=[1],
                                                       dtype=spec.dtype)
-    size = DTYPE_BYTES[spec.dtype or platform.systolic_array.input_dtypes[0]]
-    return precision.stored_bytes(workload, size)
+    return precision.stored_bytes(workload, element_bytes(spec, platform))
 
 
 def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Platform,
@@ -146,7 +151,7 @@ def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Pla
                             tokens=min(prompt, spec.max_tokens), kv_tokens=total)
     if share is not None:
         plan = spec.system
-        size = DTYPE_BYTES[spec.dtype or platform.systolic_array.input_dtypes[0]]
+        size = element_bytes(spec, platform)
         stages = list(zip([params * size for params in stage_weight_params(config, plan)],
                           stage_layers(config.layers, plan.pp))) if plan.pp > 1 else None
         sizing = planned_sizing(sizing, share, model_weight_bytes, plan=plan,
