@@ -1,7 +1,8 @@
 """A deployment search rerun after changing only the SLA (issue 28, DESIGN.md section
 18): every (point, rate) serving run is kept in the store by content, so the rerun
-bisects over the runs already simulated and simulates only the rates it lacks (and,
-where the SLA capacity is a stored run, that run again for the new SLA's goodput); its
+searches over the runs already simulated and simulates only the rates it lacks (each
+run's goodput under the new SLA counted from its stored requests; a run stored without
+them, by an earlier accsim, is simulated again where it is the SLA capacity); its
 points equal a fresh search's under the new SLA."""
 
 from __future__ import annotations
@@ -61,12 +62,12 @@ def test_a_tighter_sla_simulates_only_the_rates_it_lacks(model, capsys, tmp_path
                for row, before in zip(fresh, first) if row["status"] == "searched")
 
 
-def test_an_sla_deciding_alike_reruns_only_each_capacity_for_its_goodput(
+def test_an_sla_deciding_alike_simulates_nothing_and_counts_its_goodput(
         model, capsys, tmp_path):
     store = tmp_path / "deploy.sqlite"
     first, _ = search(model, capsys, SLA, store)
-    # A loose extra target: every run is judged as before, but goodput counts
-    # requests against the new targets, so each SLA capacity's run is simulated again.
+    # A loose extra target: every run is judged as before, but goodput is kept per SLA:
+    # it is counted from the requests each run stored, nothing is simulated again.
     looser = SLA + ",latency_max_ms=100000"
     again, text = search(model, capsys, looser, store)
     fresh, _ = search(model, capsys, looser)
@@ -74,6 +75,26 @@ def test_an_sla_deciding_alike_reruns_only_each_capacity_for_its_goodput(
     searched = [row for row in fresh if row["status"] == "searched"]
     assert [row["sla_rate_rps"] for row in searched] == \
         [row["sla_rate_rps"] for row in first if row["status"] == "searched"]
+    read, simulated = runs(text)
+    assert simulated == 0
+    assert read == sum(row.get("evaluations", 0) for row in fresh)
+
+
+def test_runs_stored_without_requests_rerun_only_each_capacity_for_its_goodput(
+        model, capsys, tmp_path):
+    store = tmp_path / "deploy.sqlite"
+    search(model, capsys, SLA, store)
+    with sqlite3.connect(store) as db:  # as an earlier accsim stored them
+        for rowid, text in db.execute("SELECT rowid, outcome FROM serving_runs").fetchall():
+            outcome = json.loads(text)
+            del outcome["requests"]
+            db.execute("UPDATE serving_runs SET outcome = ? WHERE rowid = ?",
+                       (json.dumps(outcome), rowid))
+    looser = SLA + ",latency_max_ms=100000"
+    again, text = search(model, capsys, looser, store)
+    fresh, _ = search(model, capsys, looser)
+    assert again == fresh
+    searched = [row for row in fresh if row["status"] == "searched"]
     read, simulated = runs(text)
     assert simulated == len(searched)
     assert read == sum(row.get("evaluations", 0) for row in fresh)
@@ -110,4 +131,26 @@ def test_a_forged_run_row_is_one_clear_error(model, capsys, tmp_path):
     assert main(args) == 1
     err = capsys.readouterr().err
     assert "serving_runs[1].outcome: not a run's figures and goodput" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("requests, rule", [
+    ("[]", "requests: not an object"),
+    ('{"horizon_s": -1}', "requests: horizon_s is not a duration"),
+    ('{"horizon_s": 1, "latency": "%%", "ttft": "", "tpot": ""}',
+     "requests: latency is not base64 text"),
+    ('{"horizon_s": 1, "latency": "AAAAAAAAAAA=", "ttft": "", "tpot": ""}',
+     "requests: the columns differ in length")])
+def test_a_forged_run_rows_requests_are_one_clear_error(model, capsys, tmp_path,
+                                                        requests, rule):
+    store = tmp_path / "deploy.sqlite"
+    search(model, capsys, SLA, store)
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE serving_runs SET outcome = json_set(outcome, '$.requests', "
+                   "json(?)) WHERE rowid = 1", (requests,))
+    args = ["plan-deployment", "--arch", "tpu_v5e_like", "--model", str(model), *WORKLOAD,
+            "--sla", "ttft_p99_ms=0.45,tpot_p99_ms=0.18", *GRID, "--store", str(store)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert f"serving_runs[1].outcome: {rule}" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

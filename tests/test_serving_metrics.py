@@ -1,17 +1,22 @@
 """The result's derived figures: energy with idle static power, utilisation, goodput
-under an SLA, and the SLA checks."""
+under an SLA (also as counted from a run's stored requests), and the SLA checks."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from serving_helpers import LinearTokenCost, run
 
 from simulator.energy import static_power_w
 from simulator.errors import AccsimError
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import prepare, simulate_serving, summary
-from simulator.serving.sla import check_sla, good_requests, parse_sla, sla_report
+from simulator.serving.sla import (check_sla, good_requests, goodput_columns, goodput_rps,
+                                  parse_sla, sla_report)
 from simulator.serving.spec import ServeSpec
+from simulator.sweep.deploy_runs import packed_requests, unpacked_requests
 
 
 def test_energy_utilization_and_throughput_follow_from_the_simulated_batches():
@@ -31,11 +36,12 @@ def test_energy_utilization_and_throughput_follow_from_the_simulated_batches():
     assert figures["latency_ms"]["p50"] >= figures["service_ms"] * (1 - 1e-9)
 
 
-def times(latency, ttft, tpot, outputs) -> RequestTimes:
+def times(latency, ttft, tpot, outputs) -> dict:
+    """goodput_columns of requests with these times."""
     outputs = np.array(outputs)
     multi = np.flatnonzero(outputs > 1)
-    return RequestTimes(np.array(latency), np.array(ttft), np.array(tpot)[multi], multi,
-                        outputs)
+    return goodput_columns(RequestTimes(np.array(latency), np.array(ttft),
+                                        np.array(tpot)[multi], multi, outputs))
 
 
 def test_goodput_counts_requests_meeting_every_target_themselves():
@@ -72,3 +78,35 @@ def test_sla_keys_cover_every_metric_and_statistic():
         "ttft_p99_ms": 500.0, "tpot_p99_ms": 50.0, "latency_p99_ms": 20.0}
     assert len(check_sla({f"{m}_{s}_ms": 1 for m in ("latency", "ttft", "tpot")
                           for s in ("p50", "p90", "p95", "p99", "mean", "max")})) == 18
+
+
+def test_goodput_counted_from_a_runs_packed_requests_is_the_runs_own(tmp_path):
+    # Random prompts and outputs (one-token outputs among them), arriving faster than
+    # served: the requests' times spread across each target below.
+    rng = np.random.default_rng(7)
+    rows = zip(np.cumsum(rng.exponential(2e-3, 200)).tolist(),
+               rng.integers(1, 300, 200).tolist(), rng.integers(1, 40, 200).tolist())
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n"
+                    + "".join(f"{t!r},{p},{o}\n" for t, p, o in rows))
+    spec = ServeSpec(model="m", arrival="trace", arrival_trace=str(path), max_batch=8)
+    store, _, times = run(spec, LinearTokenCost(base_s=1e-3, per_token_s=1e-5),
+                          kv_blocks=1000)
+    packed = json.loads(json.dumps(packed_requests(times, store.horizon_s)))
+    columns, horizon = unpacked_requests(packed)
+    assert horizon == store.horizon_s
+    counts = set()
+    for sla in ({"ttft_p99_ms": 200.0}, {"tpot_p50_ms": 1.6, "latency_max_ms": 300.0},
+                {"ttft_p90_ms": 300.0, "tpot_p99_ms": 1.5, "latency_mean_ms": 350.0}):
+        # each request judged by hand, its TPOT only where it has more than one token
+        tpot = dict(zip(times.tpot_index.tolist(), times.tpot_s.tolist()))
+        limits = {key.split("_")[0]: ceiling / 1e3 for key, ceiling in sla.items()}
+        good = sum(all(value <= limits[metric] for metric, value in
+                       (("latency", times.latency_s[i]), ("ttft", times.ttft_s[i]),
+                        ("tpot", tpot.get(i, 0.0))) if metric in limits)
+                   for i in range(times.latency_s.size))
+        assert goodput_rps(sla, columns, horizon) == good / store.horizon_s
+        assert goodput_rps(sla, goodput_columns(times), store.horizon_s) == \
+            good / store.horizon_s
+        counts.add(good)
+    assert len(counts) == 3 and 0 < min(counts) and max(counts) < times.latency_s.size

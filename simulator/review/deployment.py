@@ -25,7 +25,7 @@ from simulator.serving.cost_cache import CostCache
 from simulator.serving.trace import load_trace
 from simulator.serving.sla import check_sla
 from simulator.serving.spec import ServeSpec
-from simulator.sweep.deploy import Grid, search_platform
+from simulator.sweep.deploy import Grid, search_platforms
 from simulator.sweep.deploy_command import BASELINE, check_cost, powers_of_two
 from simulator.sweep.deploy_report import conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
@@ -126,9 +126,8 @@ def run_search(study: ResolvedStudy, out: OutputFolder, *,
         path = folder / f"{key}.sqlite"
         with Store(path) as store:
             points = PointStore(store)
-            outcomes = [search_platform(spec, arch, grid(search, study), store=points,
+            outcomes = search_platforms(spec, archs, grid(search, study), store=points,
                                         cost_cache=CostCache(cost_folder(path)))
-                        for arch in archs]
     found = conclude(outcomes, search.objective, spec.dtype)
     on_front = {row["key"] for row in found["front"]}
     labels = {loaded.source.path: loaded.label for loaded in study.platforms}

@@ -8,11 +8,11 @@ micro-batches' iterations overlap across the stages.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
+from heapq import heappush
 
 import simpy
+from simpy.events import NORMAL
 
 from simulator.errors import AccsimError
 
@@ -41,6 +41,16 @@ def first_of(env: simpy.Environment, one: simpy.Event, other: simpy.Event) -> si
     one.callbacks.append(fire)
     other.callbacks.append(fire)
     return either
+
+
+def at(env: simpy.Environment, when: float) -> simpy.Event:
+    """An event processed at time `when` exactly. A Timeout lands at now + (when - now),
+    which can differ from `when` in the last bit; this one is queued as SimPy queues a
+    Timeout (normal priority, after the events already queued for that instant)."""
+    event = env.event()
+    event._ok, event._value = True, None
+    heappush(env._queue, (when, NORMAL, next(env._eid), event))
+    return event
 
 
 class Replica:
@@ -94,53 +104,20 @@ class Replica:
             self.report()
 
 
-class Stage:
-    """One pipeline stage, held by one micro-batch at a time in the order they asked:
-    the events simpy.Resource(capacity=1) schedules, at the same points (a request
-    granted at once when the stage is free; a release whose processing grants the
-    longest-waiting request), less its generic queues and the events that change
-    nothing (a stage is passed once per iteration: the pipelined replica's hottest
-    path)."""
-
-    def __init__(self, env: simpy.Environment):
-        self.env = env
-        self.holder: simpy.Event | None = None  # the granted request
-        self.queue: deque[simpy.Event] = deque()
-
-    def request(self) -> simpy.Event:
-        """An event that fires when the stage is the caller's."""
-        turn = self.env.event()
-        if self.holder is None and not self.queue:  # free: granted at once
-            self.holder = turn
-            return turn.succeed()
-        self.queue.append(turn)
-        self._grant()
-        return turn
-
-    def release(self) -> None:
-        """Free the stage. With no request waiting, the release event Resource
-        schedules grants nothing when processed (a request made before then is
-        granted at once), so there is none."""
-        self.holder = None
-        if self.queue:
-            released = self.env.event()
-            released.callbacks.append(self._grant)
-            released.succeed()
-
-    def _grant(self, _released: simpy.Event | None = None) -> None:
-        if self.holder is None and self.queue:  # the head only, first come first served
-            self.holder = self.queue.popleft()
-            self.holder.succeed()
-
-
 class PipelinedReplica:
     """A replica of P pipeline stages fed by micro-batches: one scheduler per
     micro-batch (as vLLM's virtual engines), all sharing the replica's waiting queue
     and KV cache. Each iteration a micro-batch plans passes the stages in order, each
-    stage (a Stage) held for 1 / P of the iteration's cost (stages balanced), so
-    one micro-batch's iteration on stage s overlaps another's on stage s - 1. With one
+    stage held for 1 / P of the iteration's cost (stages balanced), so one
+    micro-batch's iteration on stage s overlaps another's on stage s - 1. With one
     micro-batch the stages run in turn. The bubble is the stages' idle share of the
-    time any micro-batch is in the pipeline."""
+    time any micro-batch is in the pipeline.
+
+    Each stage serves the micro-batches first come, first served, so they keep the
+    order in which they entered the first stage (a tandem of FIFO queues): an
+    iteration's start on stage s is the later of its end on stage s - 1 and the end of
+    the iteration ahead of it there. All its stage times are known when it enters, and
+    the loop waits once per iteration, for its end on the last stage."""
 
     def __init__(self, env: simpy.Environment, schedulers: list, stages: int,
                  report: Callable[[], None], store: MetricsStore):
@@ -148,7 +125,7 @@ class PipelinedReplica:
         self.lanes = schedulers
         for lane in schedulers[1:]:
             lane.waiting = schedulers[0].waiting
-        self.stages = [Stage(env) for _ in range(stages)]
+        self.stage_free = [0.0] * stages  # when the last iteration to enter leaves each
         self.report = report
         self.store = store
         self.arrived = [env.event() for _ in schedulers]
@@ -182,6 +159,15 @@ class PipelinedReplica:
         for index in range(len(self.lanes)):
             self.env.process(self.serving(index))
 
+    def _pass(self, share: float) -> float:
+        """Enter the first stage now for an iteration holding each stage `share`
+        seconds: its end on the last stage."""
+        free, leave = self.stage_free, self.env.now
+        for stage, ahead_leaves in enumerate(free):
+            leave = (leave if leave >= ahead_leaves else ahead_leaves) + share
+            free[stage] = leave
+        return leave
+
     def _enter(self) -> None:
         if self.in_flight == 0:
             self.active_since = self.env.now
@@ -193,7 +179,7 @@ class PipelinedReplica:
             self.store.on_pipeline_active(replica, self.env.now - self.active_since)
 
     def serving(self, lane: int):
-        env, scheduler, stages = self.env, self.lanes[lane], len(self.stages)
+        env, scheduler, stages = self.env, self.lanes[lane], len(self.stage_free)
         while True:
             if self.arrived[lane].triggered:
                 self.arrived[lane] = env.event()
@@ -207,10 +193,7 @@ class PipelinedReplica:
             for end in plan.end_times():
                 share = (end - last) / stages
                 last = end
-                for stage in self.stages:
-                    yield stage.request()
-                    yield env.timeout(share)
-                    stage.release()
+                yield at(env, self._pass(share))
                 spent += share
                 ends.append(env.now)
                 busy.append(spent)
@@ -218,7 +201,8 @@ class PipelinedReplica:
                     break  # an arrival may join at this iteration boundary
             self._leave(scheduler.index)
             self.store.on_stage_busy(scheduler.index, spent * stages)
-            scheduler.commit(replace(plan, ends_s=ends, busy_s=busy), len(ends))
+            plan.ends_s, plan.busy_s = ends, busy  # as the stages ran it
+            scheduler.commit(plan, len(ends))
             freed, self.freed = self.freed, env.event()
             freed.succeed()
             self.report()

@@ -23,7 +23,7 @@ from simulator.serving.engine import Progress, run_serving
 from simulator.serving.kv_cache import KV_ALLOCATORS
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
 from simulator.serving.precision import ServingPrecision, StoredShare, planned_sizing
-from simulator.serving.sla import good_requests, sla_report
+from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
 from simulator.serving.spec import ServeSpec
 from simulator.serving.tiling_plan import check_plan, serving_plan
 from simulator.serving.trace import Trace, load_trace
@@ -56,11 +56,12 @@ class Setup:
 
 
 def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
-            cost_cache: CostCache | None = None) -> Setup:
+            cost_cache: CostCache | None = None, trace: Trace | None = None) -> Setup:
     """Load and check the platform, the trace and the workload or model named by the
     (resolved) spec, and the capacity of one chip of a replica (simulator.capacity),
     before any cost is simulated. LLM grid costs come from and go to `cost_cache`
-    (default: the user's cache folder; CostCache(None) for none)."""
+    (default: the user's cache folder; CostCache(None) for none). `trace`: the spec's
+    trace already read (a deployment search reads it once for all its plans)."""
     spec = spec.resolved()
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
     if not spec.llm and not spec.system.single_chip:
@@ -68,8 +69,10 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     precision = ServingPrecision.load(spec.precision, platform) \
         if spec.precision is not None else None
     mapping, mapping_source = serving_plan(spec)
-    trace = load_trace(spec.arrival_trace, need_tokens=spec.llm) \
-        if spec.arrival == "trace" else None
+    if spec.arrival != "trace":
+        trace = None
+    elif trace is None:
+        trace = load_trace(spec.arrival_trace, need_tokens=spec.llm)
     if not spec.llm:
         workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
         cost = PlainBatchCost(platform, workload, file=workload_source.path,
@@ -228,7 +231,8 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
         "service_ms": None if setup.llm else setup.cost.batch(1).seconds * 1e3,
         "throughput_rps": per_second(completed),
         "tokens_per_s": per_second(tokens) if setup.llm else None,
-        "goodput_rps": per_second(good_requests(spec.sla, times)) if spec.sla else None,
+        "goodput_rps": goodput_rps(spec.sla, goodput_columns(times), horizon)
+        if spec.sla else None,
         "utilization": busy / (spec.replicas * horizon) if horizon > 0 else 0.0,
         "energy_per_request_j": energy / completed if completed else None,
         "energy_per_token_j": energy / tokens if setup.llm and tokens else None,

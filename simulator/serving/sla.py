@@ -68,18 +68,25 @@ def sla_report(targets: dict[str, float], summary: dict) -> dict | None:
     return {"met": all(c["met"] for c in checks.values()), "targets": checks}
 
 
-def good_requests(targets: dict[str, float], times: RequestTimes) -> int:
-    """Completed requests whose own latency, TTFT and TPOT meet every target."""
-    good = np.ones(times.latency_s.size, dtype=bool)
+def goodput_columns(times: RequestTimes) -> dict[str, np.ndarray]:
+    """Per completed request, what goodput judges: its latency, TTFT and TPOT (0 for a
+    request with one output token: it has no TPOT, and passes every target, all > 0)."""
+    tpot = np.zeros(times.latency_s.size)
+    tpot[times.tpot_index] = times.tpot_s
+    return {"latency": times.latency_s, "ttft": times.ttft_s, "tpot": tpot}
+
+
+def good_requests(targets: dict[str, float], columns: dict[str, np.ndarray]) -> int:
+    """Completed requests (goodput_columns) whose own latency, TTFT and TPOT meet every
+    target."""
+    good = np.ones(columns["latency"].size, dtype=bool)
     for key, ceiling in targets.items():
         metric, _ = split_key(key)
-        limit_s = ceiling / 1e3
-        if metric == "latency":
-            good &= times.latency_s <= limit_s
-        elif metric == "ttft":
-            good &= times.ttft_s <= limit_s
-        else:  # tpot: requests with one output token have none and pass
-            tpot_ok = np.ones_like(good)
-            tpot_ok[times.tpot_index] = times.tpot_s <= limit_s
-            good &= tpot_ok
+        good &= columns[metric] <= ceiling / 1e3
     return int(good.sum())
+
+
+def goodput_rps(targets: dict[str, float], columns: dict[str, np.ndarray],
+                horizon_s: float) -> float:
+    """Good requests per second of a run lasting horizon_s."""
+    return good_requests(targets, columns) / horizon_s if horizon_s > 0 else 0.0

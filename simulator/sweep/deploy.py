@@ -372,11 +372,13 @@ def point_key(identity: dict, point: Deployment,
 
 @dataclass(frozen=True)
 class Group:
-    """The points of one platform whose chips hold the same shard (one T and EP, any
-    number of pipeline stages: every stage costs the same shard's iterations, so their
-    tiling searches are shared in one process) under one precision plan, as one task
-    for an executor (simulator.sweep.executors): run in any process, it returns its
-    rows and the runs it simulated, and writes nothing."""
+    """The points of one platform under one T x P (x EP) plan and one precision plan
+    (one serve setup and cost memo), as one task for an executor
+    (simulator.sweep.executors): run in any process, it returns its rows and the runs
+    it simulated, and writes nothing. A task per plan rather than per shard (the plans
+    whose stages cost the same iterations): a first search then repeats some tiling
+    searches in other processes, but the tasks are small enough to keep every worker
+    busy to the end (docs/plan-deployment.md has both measured)."""
 
     key: str                     # its first point's (executors know a job by its key)
     spec: ServeSpec
@@ -386,6 +388,7 @@ class Group:
     stored: tuple[dict, ...] | None   # each point's runs the store holds (key -> run)
     cost_cache: CostCache | None
     prune: bool
+    trace: Trace | None          # the search's trace, read and checked once
 
 
 def _prepared(group: Group, point: Deployment):
@@ -394,46 +397,41 @@ def _prepared(group: Group, point: Deployment):
         return prepare(group.spec.model_copy(update={
             "arch": group.arch, "chips": point.plan.chips, "tp": point.plan.tp,
             "pp": point.plan.pp, "precision": point.precision}),
-            cost_cache=group.cost_cache)
+            cost_cache=group.cost_cache, trace=group.trace)
     except AccsimError as exc:
         return exc
 
 
 def search_group(group: Group) -> dict:
-    """serve's max-rate search on each point of a group, one setup (and cost memo) per
-    plan (the runs the store held are read back, not simulated:
+    """serve's max-rate search on each point of a group, with one setup (and cost memo)
+    for them all (the runs the store held are read back, not simulated:
     simulator.sweep.deploy_runs): {"rows", "runs" simulated (key, inputs, outcome),
     "runs_read"}, or {"error": serve's refusal's rule, file and field}. Without
     pruning, a setup serve refuses makes each of its points `refused`."""
-    setups: dict = {}
+    setup = _prepared(group, group.points[0])
+    if isinstance(setup, AccsimError):
+        if group.prune:
+            return {"error": [setup.rule, setup.file, setup.field]}
+        return {"rows": [{**point.fields(), "status": "refused", "sla_rate_rps": None,
+                          "unbounded": False, "note": f"refused: {setup.rule}"}
+                         for point in group.points], "runs": [], "runs_read": 0}
     runs = [StoredRuns(found) for found in group.stored] if group.stored else \
         [None] * len(group.points)
-    rows = []
-    for point, inputs, found in zip(group.points, group.inputs, runs):
-        if point.plan not in setups:
-            setups[point.plan] = _prepared(group, point)
-        setup = setups[point.plan]
-        if isinstance(setup, AccsimError):
-            if group.prune:
-                return {"error": [setup.rule, setup.file, setup.field]}
-            rows.append({**point.fields(), "status": "refused", "sla_rate_rps": None,
-                         "unbounded": False, "note": f"refused: {setup.rule}"})
-            continue
-        rows.append(search_point(setup, point, inputs, found))
+    rows = [search_point(setup, point, inputs, found)
+            for point, inputs, found in zip(group.points, group.inputs, runs)]
     return {"rows": rows, "runs": [run for found in runs if found
                                    for run in found.simulated],
             "runs_read": sum(found.read for found in runs if found)}
 
 
 def _groups(spec: ServeSpec, arch: str, waiting: dict, store: PointStore | None,
-            cost_cache: CostCache | None, prune: bool) -> list[Group]:
-    """The groups of the points to search (`waiting`: (shard, precision plan) -> their
-    (index, point, key, inputs)), the largest first so the last to finish is small."""
-    groups = [Group(members[0][2], spec, arch, tuple(m[1] for m in members),
-                    tuple(m[3] for m in members),
-                    tuple(store.runs_of(m[3]) for m in members) if store else None,
-                    cost_cache, prune) for members in waiting.values()]
-    return sorted(groups, key=lambda group: -len(group.points))
+            cost_cache: CostCache | None, prune: bool, trace: Trace | None) -> list[Group]:
+    """The groups of the points to search (`waiting`: (plan, precision plan) -> their
+    (index, point, key, inputs))."""
+    return [Group(members[0][2], spec, arch, tuple(m[1] for m in members),
+                  tuple(m[3] for m in members),
+                  tuple(store.runs_of(m[3]) for m in members) if store else None,
+                  cost_cache, prune, trace) for members in waiting.values()]
 
 
 def _check_found(found: dict) -> None:
@@ -449,17 +447,54 @@ def _check_found(found: dict) -> None:
     raise AccsimError(rule, file=file, field=field)
 
 
-def search_platform(spec: ServeSpec, arch: str, grid: Grid, *,
-                    progress: Progress | None = None, prune: bool = True,
-                    cost_cache: CostCache | None = None, store: PointStore | None = None,
-                    points: list[Deployment] | None = None, executor=None) -> Outcome:
-    """Prune, then search, every point of the grid (or the `points` given, a sweep's)
-    on one platform. `prune` False
-    searches every point (a check of the pruning); `cost_cache`: where iteration costs
-    are shared (default: the user's cache folder); `store`: finished points are read
-    from and written to it by key; `executor` (simulator.sweep.executors, default
-    serial): where the groups of points sharing a shard are searched. Only this
-    process writes the store; the rows are in the grid's order whatever the executor."""
+class PlatformSearch:
+    """One platform's search between its pruning pass and its groups' results: the
+    points pruned or read back are finished, the others wait in `groups`."""
+
+    def __init__(self, arch: str, points: list[Deployment], outcome: Outcome,
+                 store: PointStore | None, progress: Callable[[str], None] | None):
+        self.arch, self.points, self.outcome = arch, points, outcome
+        self.store, self.progress = store, progress
+        self.rows: dict[int, dict] = {}  # point index -> its row, as this search names it
+        self.keys: dict[int, str] = {}
+        self.members: dict[str, list] = {}  # a group's key -> its (index, point, key, inputs)
+        self.groups: list[Group] = []
+
+    def finish(self, index: int, row: dict) -> None:
+        """Keep a point's row, named as this search names it (a row read back may be
+        another path's)."""
+        point = self.points[index]
+        self.rows[index] = {**row, "arch": self.arch,
+                            "precision": precision_name(point.precision),
+                            "precision_file": point.precision, "key": self.keys[index]}
+        if self.progress:
+            self.progress(self.arch)
+
+    def take(self, group: Group, found: dict) -> None:
+        """A group's task's result: its runs and rows stored, its points finished."""
+        _check_found(found)
+        if self.store is not None:
+            for run in found["runs"]:
+                self.store.put_run(*run)
+            self.store.runs_read += found["runs_read"]
+        for (index, _, key, inputs), row in zip(self.members[group.key], found["rows"]):
+            if self.store is not None:
+                self.store.put(key, inputs, row)
+            self.finish(index, row)
+
+    def done(self) -> Outcome:
+        for index in sorted(self.rows):
+            row = self.rows[index]
+            (self.outcome.pruned if row["status"] == "pruned" else
+             self.outcome.points).append(row)
+        return self.outcome
+
+
+def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment] | None, grid: Grid,
+                  prune: bool, cost_cache: CostCache | None, store: PointStore | None,
+                  progress: Callable[[str], None] | None) -> PlatformSearch:
+    """Every point of one platform read back from the store, pruned, or put in the
+    group of its plans to be searched."""
     platform, source = load_model(locate(arch, "platform"), Platform)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
     trace = load_trace(spec.arrival_trace, need_tokens=True) \
@@ -469,27 +504,16 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *,
                       *_mean_context(spec, trace), weight_bytes=facts.weight_bytes)
     identity = search_identity(spec, platform, config, trace, prune)
     points = deployments(arch, grid) if points is None else points
+    search = PlatformSearch(arch, points, outcome, store, progress)
     reasons: dict[tuple, str | None] = {}
-    rows: dict[int, dict] = {}     # point index -> its row, as this search names it
-    keys: dict[int, str] = {}
-    waiting: dict[tuple, list] = {}   # (shard, precision) -> points to search
-
-    def finish(index: int, row: dict) -> None:
-        """Keep a point's row, named as this search names it (a row read back may be
-        another path's)."""
-        point = points[index]
-        rows[index] = {**row, "arch": arch, "precision": precision_name(point.precision),
-                       "precision_file": point.precision, "key": keys[index]}
-        if progress:
-            progress(arch, len(rows), len(points))
-
+    waiting: dict[tuple, list] = {}   # (plan, precision) -> points to search
     for index, point in enumerate(points):
         if point.precision is not None and point.precision not in outcome.precisions:
             outcome.precisions[point.precision] = ServingPrecision.load(point.precision,
                                                                         platform)
-        keys[index], inputs = point_key(identity, point,
-                                        outcome.precisions.get(point.precision))
-        row = store.get(keys[index]) if store is not None else None
+        search.keys[index], inputs = point_key(identity, point,
+                                               outcome.precisions.get(point.precision))
+        row = store.get(search.keys[index]) if store is not None else None
         shared = (point.plan, point.precision)
         if row is None and shared not in reasons:
             reasons[shared] = _prune_reason(
@@ -499,26 +523,51 @@ def search_platform(spec: ServeSpec, arch: str, grid: Grid, *,
         if row is None and prune and reasons[shared] is not None:
             row = {**point.fields(), "status": "pruned", "reason": reasons[shared]}
             if store is not None:
-                store.put(keys[index], inputs, row)
+                store.put(search.keys[index], inputs, row)
         if row is None:
-            shard = (point.plan.tp, point.plan.ep, point.precision)
-            waiting.setdefault(shard, []).append((index, point, keys[index], inputs))
+            waiting.setdefault(shared, []).append((index, point, search.keys[index],
+                                                   inputs))
         else:
-            finish(index, row)
-    members = {group[0][2]: group for group in waiting.values()}  # by the group's key
-    groups = _groups(spec, arch, waiting, store, cost_cache, prune)
+            search.finish(index, row)
+    search.members = {group[0][2]: group for group in waiting.values()}
+    search.groups = _groups(spec, arch, waiting, store, cost_cache, prune, trace)
+    return search
+
+
+def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
+                     progress: Progress | None = None, prune: bool = True,
+                     cost_cache: CostCache | None = None, store: PointStore | None = None,
+                     points: list[Deployment] | None = None,
+                     executor=None) -> list[Outcome]:
+    """Prune, then search, every point of the grid (or the `points` given, a sweep's)
+    on each platform. `prune` False searches every point (a check of the pruning);
+    `cost_cache`: where iteration costs are shared (default: the user's cache folder);
+    `store`: finished points are read from and written to it by key; `executor`
+    (simulator.sweep.executors, default serial): where the groups of points sharing a
+    plan are searched, every platform's in one stream, the largest first (so that
+    one platform's last group does not leave workers idle). Only this process writes
+    the store; each platform's rows are in the grid's order whatever the executor.
+    `progress(arch, points finished, points in all)`, over every platform."""
+    finished = [0]
+    searches: list[PlatformSearch] = []
+
+    def report(arch: str) -> None:
+        finished[0] += 1
+        if progress:
+            progress(arch, finished[0], sum(len(search.points) for search in searches))
+
+    for arch in archs:
+        searches.append(_pruning_pass(spec, arch, points, grid, prune, cost_cache, store,
+                                      report))
+    owner = {group.key: search for search in searches for group in search.groups}
+    groups = sorted((group for search in searches for group in search.groups),
+                    key=lambda group: -len(group.points))
     for group, found in executor.outcomes(groups, task=search_group) if executor else \
             ((group, search_group(group)) for group in groups):
-        _check_found(found)
-        if store is not None:
-            for run in found["runs"]:
-                store.put_run(*run)
-            store.runs_read += found["runs_read"]
-        for (index, _, key, inputs), row in zip(members[group.key], found["rows"]):
-            if store is not None:
-                store.put(key, inputs, row)
-            finish(index, row)
-    for index in sorted(rows):
-        row = rows[index]
-        (outcome.pruned if row["status"] == "pruned" else outcome.points).append(row)
-    return outcome
+        owner[group.key].take(group, found)
+    return [search.done() for search in searches]
+
+
+def search_platform(spec: ServeSpec, arch: str, grid: Grid | None, **options) -> Outcome:
+    """search_platforms on one platform."""
+    return search_platforms(spec, [arch], grid, **options)[0]

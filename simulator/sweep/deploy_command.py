@@ -23,7 +23,7 @@ from simulator.outputs import check_output_path, write_file, writing
 from simulator.serving.sla import parse_sla
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.deploy import (COST_OBJECTIVES, OBJECTIVES, Grid, deployments,
-                                    search_platform)
+                                    search_platforms)
 from simulator.serving.cost_cache import CostCache
 from simulator.sweep.deploy_plot import capacity_figure
 from simulator.sweep.deploy_report import conclude
@@ -235,19 +235,17 @@ def _search(spec: ServeSpec, archs: list[str], grid: Grid, args) -> tuple[list, 
     executor = executor_for(args.scheduler, args.workers)
     if not args.store:
         with executor, progress.steps("searching deployments", after_s=2.0) as report:
-            return [search_platform(spec, arch, grid, prune=not args.no_prune,
+            return search_platforms(spec, archs, grid, prune=not args.no_prune,
                                     progress=lambda a, done, total: report(done, total),
-                                    executor=executor)
-                    for arch in archs], ""
+                                    executor=executor), ""
     cache = CostCache(cost_folder(args.store), strict=True)
     with Store(args.store) as store, executor, \
             progress.steps("searching deployments", after_s=2.0) as report:
         points = PointStore(store)
-        outcomes = [search_platform(spec, arch, grid, prune=not args.no_prune,
+        outcomes = search_platforms(spec, archs, grid, prune=not args.no_prune,
                                     cost_cache=cache, store=points,
                                     progress=lambda a, done, total: report(done, total),
                                     executor=executor)
-                    for arch in archs]
     return outcomes, (f"store {args.store}: {points.found} already stored, "
                       f"{points.computed} computed; serving runs: {points.runs_read} "
                       f"read back, {points.runs_stored} simulated")

@@ -6,18 +6,25 @@ pruning, plus the rate). A search whose SLA changed searches over the runs alrea
 simulated, judging each against the new SLA from its stored percentiles, and simulates
 only the rates it lacks.
 
-Goodput counts the requests that each meet the SLA's targets, so it is kept per SLA:
-where the SLA capacity found is a stored run without this SLA's goodput, that one run
+Goodput counts the requests that each meet the SLA's targets, so a run also keeps what
+goodput judges of each completed request (its latency, TTFT and TPOT, as exact
+float64) and its duration: any SLA's goodput is counted from them, as the run itself
+would count it. A run stored without them (by an earlier accsim) keeps the goodput of
+the SLAs it was judged under; where the SLA capacity found is such a run, that one run
 is simulated again (runs are deterministic: the same figures, and its requests)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Protocol
 
-from simulator.serving.curves import run_at
-from simulator.serving.serve import Setup
-from simulator.serving.sla import sla_report
+import numpy as np
+
+from simulator.serving.metrics import RequestTimes
+from simulator.serving.serve import Setup, simulate_serving, summary
+from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.rows import stored_key
 
@@ -70,6 +77,35 @@ def sla_id(sla: dict[str, float]) -> str:
     return json.dumps(sla, sort_keys=True)
 
 
+def packed_requests(times: RequestTimes, horizon_s: float) -> dict:
+    """What goodput judges of a run (goodput_columns), as JSON: each column's float64
+    bytes (little-endian) in base64, and the run's duration."""
+    return {"horizon_s": horizon_s, **{
+        metric: base64.b64encode(column.astype("<f8").tobytes()).decode("ascii")
+        for metric, column in goodput_columns(times).items()}}
+
+
+def unpacked_requests(packed: dict) -> tuple[dict[str, np.ndarray], float]:
+    """packed_requests' columns and duration; ValueError saying what is wrong where
+    `packed` is not what it writes (a stored row is untrusted)."""
+    horizon = packed.get("horizon_s")
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, float)) or \
+            not np.isfinite(horizon) or horizon < 0:
+        raise ValueError("horizon_s is not a duration")
+    columns = {}
+    for metric in ("latency", "ttft", "tpot"):
+        try:
+            raw = base64.b64decode(packed[metric], validate=True)
+        except (KeyError, TypeError, binascii.Error):
+            raise ValueError(f"{metric} is not base64 text") from None
+        if len(raw) % 8:
+            raise ValueError(f"{metric} is not float64 values")
+        columns[metric] = np.frombuffer(raw, dtype="<f8").astype(float)
+    if len({column.size for column in columns.values()}) != 1:
+        raise ValueError("the columns differ in length")
+    return columns, float(horizon)
+
+
 class PointRuns:
     """The runs of one point under one SLA: read back from the store where they were
     simulated before, else simulated and stored (the store counts them)."""
@@ -86,25 +122,34 @@ class PointRuns:
         return stored_key(inputs), inputs
 
     def simulate(self, rate: float) -> dict:
-        """A fresh run's summary, stored with this SLA's goodput beside any other's."""
-        figures = run_at(self.setup, self.spec, rate)
+        """A fresh run's summary (serve's run_at), stored with this SLA's goodput
+        beside any other's and what any SLA's goodput is counted from."""
+        at = self.spec.at_rate(rate)
+        served, came = simulate_serving(self.setup, at)
+        figures = summary(self.setup, at, served, came)
         if self.store is not None:
             key, inputs = self._key(rate)
             before = self.stored.get(rate, {}).get("goodput", {})
             goodput = before | {self.sla: figures["goodput_rps"]}
+            times = RequestTimes.of(served.finished, tokens=self.setup.llm)
             self.store.put_run(key, inputs, {
                 "figures": {k: v for k, v in figures.items() if k not in SLA_FIGURES},
-                "goodput": goodput})
+                "goodput": goodput,
+                "requests": packed_requests(times, served.horizon_s)})
         return figures
 
     def __call__(self, rate: float) -> dict:
         """The summary of the run at `rate`, judged against this SLA (its goodput None
-        where only another SLA's is stored: see with_goodput)."""
+        where the run was stored without its requests and only another SLA's goodput:
+        see with_goodput)."""
         stored = self.store.get_run(self._key(rate)[0]) if self.store is not None else None
         if stored is None:
             return self.simulate(rate)
         self.stored[rate] = stored
-        figures = {**stored["figures"], "goodput_rps": stored["goodput"].get(self.sla)}
+        goodput = stored["goodput"].get(self.sla)
+        if goodput is None and "requests" in stored and self.spec.sla:
+            goodput = goodput_rps(self.spec.sla, *unpacked_requests(stored["requests"]))
+        figures = {**stored["figures"], "goodput_rps": goodput}
         return {**figures, "sla": sla_report(self.spec.sla, figures)}
 
     def with_goodput(self, rate: float, figures: dict) -> dict:

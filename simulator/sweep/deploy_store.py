@@ -27,7 +27,7 @@ from pathlib import Path
 from simulator.errors import AccsimError
 from simulator.loader import parse_json
 from simulator.sweep.coordinator import uninterrupted
-from simulator.sweep.deploy_runs import run_inputs, runs_key
+from simulator.sweep.deploy_runs import run_inputs, runs_key, unpacked_requests
 from simulator.sweep.rows import stored_key
 from simulator.sweep.store import Store
 
@@ -53,6 +53,13 @@ def _run_outcome(outcome: dict) -> str | None:
     if not isinstance(outcome.get("figures"), dict) or \
             not isinstance(outcome.get("goodput"), dict):
         return "not a run's figures and goodput"
+    if "requests" in outcome:
+        if not isinstance(outcome["requests"], dict):
+            return "requests: not an object"
+        try:
+            unpacked_requests(outcome["requests"])
+        except ValueError as exc:
+            return f"requests: {exc}"
     return None
 
 

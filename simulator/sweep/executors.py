@@ -81,17 +81,26 @@ def ignore_interrupts() -> None:
 
 
 class Processes:
-    """A local process pool of `workers` processes (spawned: no state is inherited)."""
+    """A local process pool of `workers` processes (spawned: no state is inherited),
+    started on the first task and kept for every later call of `outcomes` until the
+    `with` block ends (a worker's start, importing the simulator, costs about a
+    second), or until it breaks (a worker died): the next pool starts afresh."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self.description = f"{workers} local processes"
+        self.pool: ProcessPoolExecutor | None = None
 
     def __enter__(self) -> Processes:
         return self
 
     def __exit__(self, *exc) -> None:
-        pass
+        self._close(cancel=exc[0] is not None)
+
+    def _close(self, *, cancel: bool) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=cancel)
+            self.pool = None
 
     def outcomes(self, jobs: list[Job], task: Task | None = None
                  ) -> Iterator[tuple[Job, dict]]:
@@ -118,8 +127,11 @@ class Processes:
         window = self.workers * (1 + QUEUED_PER_WORKER)
         in_flight = {}
         returned = 0
-        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context(
-            "spawn"), initializer=ignore_interrupts)
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=ignore_interrupts)
+        pool, broken = self.pool, True  # until the loop ends without a break
         try:
             while pending or in_flight:
                 try:
@@ -136,13 +148,16 @@ class Processes:
                 for future in done:
                     returned += 1
                     yield in_flight.pop(future), future.result()
+            else:
+                broken = False
             # After a break, what finished before it still counts; the rest is lost.
             for future in [f for f in in_flight if f.done() and f.exception() is None]:
                 returned += 1
                 yield in_flight.pop(future), future.result()
             return returned, list(in_flight.values())
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            if broken:  # or the caller stopped early: the next pool starts afresh
+                self._close(cancel=True)
 
 
 def import_distributed():
