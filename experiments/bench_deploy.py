@@ -4,10 +4,11 @@ chips, max batch 16/64/256: 105 points per platform) of Llama-3.1-8B and of
 Llama-3.1-70B, each point's SLA capacity searched over 1,000 requests of the shipped
 splitwise_conv trace; then the same search with only the SLA changed (20% tighter),
 which reuses the iteration costs cached beside the store and the serving runs and
-roofline bounds kept in it (only rates the new bisection has not tried are simulated). Targets: each first search
-<= 10 min on 2 cores, the SLA-only rerun < 30 s. Whole processes are timed and the
-commands printed. The full run takes long: run it on a quiet machine; --requests,
---budget-chips and --max-batch make a reduced run.
+roofline bounds kept in it (only rates the new rate search has not tried are
+simulated; the goodput of those read back is counted from their stored requests).
+Targets: each first search <= 10 min on 2 cores, the SLA-only rerun < 30 s. Whole
+processes are timed and the commands printed. The full run takes about 3 minutes on 2
+quiet cores; --requests, --budget-chips and --max-batch make a reduced run.
 
 Run: `python experiments/bench_deploy.py [--requests N] [--budget-chips N]
 [--max-batch N,...] [--models a,b] [--archs a,b,c] [--scheduler serial|processes]`.

@@ -398,3 +398,27 @@ def test_area_column_comes_from_the_platforms_area_table(tmp_path, capsys):
     assert len(set(areas.values())) > 1  # the array and buffer axes change the area
     assert main(["sweep", "report", str(path), "--pareto", "time_s,area_mm2"]) == 0
     assert "Pareto front (time_s min, area_mm2 min)" in capsys.readouterr().out
+
+
+class _Named:
+    """A job of another kind (executors only read its key)."""
+
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _worker_pid(job) -> dict:
+    return {"key": job.key, "pid": os.getpid()}
+
+
+def test_one_pool_serves_every_call_until_the_block_ends():
+    """A deployment search hands the pool one stream per search and a sweep one per
+    run: the workers started for the first call serve the next, and are gone after."""
+    with Processes(2) as pool:
+        first = {found["pid"] for _, found in pool.outcomes(
+            [_Named(str(i)) for i in range(6)], task=_worker_pid)}
+        workers = {child.pid for child in multiprocessing.active_children()}
+        second = {found["pid"] for _, found in pool.outcomes(
+            [_Named(f"again {i}") for i in range(6)], task=_worker_pid)}
+        assert first <= workers and second <= workers and os.getpid() not in workers
+    assert not workers & {child.pid for child in multiprocessing.active_children()}

@@ -490,8 +490,8 @@ class PlatformSearch:
         return self.outcome
 
 
-def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment] | None, grid: Grid,
-                  prune: bool, cost_cache: CostCache | None, store: PointStore | None,
+def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment], prune: bool,
+                  cost_cache: CostCache | None, store: PointStore | None,
                   progress: Callable[[str], None] | None) -> PlatformSearch:
     """Every point of one platform read back from the store, pruned, or put in the
     group of its plans to be searched."""
@@ -503,7 +503,6 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment] | None, g
     outcome = Outcome(arch, platform, source.path, config, hf_frontend,
                       *_mean_context(spec, trace), weight_bytes=facts.weight_bytes)
     identity = search_identity(spec, platform, config, trace, prune)
-    points = deployments(arch, grid) if points is None else points
     search = PlatformSearch(arch, points, outcome, store, progress)
     reasons: dict[tuple, str | None] = {}
     waiting: dict[tuple, list] = {}   # (plan, precision) -> points to search
@@ -544,24 +543,25 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
     `cost_cache`: where iteration costs are shared (default: the user's cache folder);
     `store`: finished points are read from and written to it by key; `executor`
     (simulator.sweep.executors, default serial): where the groups of points sharing a
-    plan are searched, every platform's in one stream, the largest first (so that
-    one platform's last group does not leave workers idle). Only this process writes
-    the store; each platform's rows are in the grid's order whatever the executor.
+    plan are searched, every platform's in one stream, the largest first (points times
+    pipeline stages: each stage is one more step per iteration), so that workers are
+    not left idle by one platform's last group. Only this process writes the store;
+    each platform's rows are in the grid's order whatever the executor.
     `progress(arch, points finished, points in all)`, over every platform."""
-    finished = [0]
-    searches: list[PlatformSearch] = []
+    each = [deployments(arch, grid) if points is None else points for arch in archs]
+    finished, total = 0, sum(map(len, each))
 
     def report(arch: str) -> None:
-        finished[0] += 1
+        nonlocal finished
+        finished += 1
         if progress:
-            progress(arch, finished[0], sum(len(search.points) for search in searches))
+            progress(arch, finished, total)
 
-    for arch in archs:
-        searches.append(_pruning_pass(spec, arch, points, grid, prune, cost_cache, store,
-                                      report))
+    searches = [_pruning_pass(spec, arch, listed, prune, cost_cache, store, report)
+                for arch, listed in zip(archs, each)]
     owner = {group.key: search for search in searches for group in search.groups}
     groups = sorted((group for search in searches for group in search.groups),
-                    key=lambda group: -len(group.points))
+                    key=lambda group: -len(group.points) * group.points[0].plan.pp)
     for group, found in executor.outcomes(groups, task=search_group) if executor else \
             ((group, search_group(group)) for group in groups):
         owner[group.key].take(group, found)
