@@ -422,3 +422,37 @@ def test_one_pool_serves_every_call_until_the_block_ends():
             [_Named(f"again {i}") for i in range(6)], task=_worker_pid)}
         assert first <= workers and second <= workers and os.getpid() not in workers
     assert not workers & {child.pid for child in multiprocessing.active_children()}
+
+
+KILLED_COORDINATOR = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from test_sweep_run import _Named, _worker_pid
+from simulator.sweep.executors import Processes
+with Processes(1) as pool:
+    for _, found in pool.outcomes([_Named("one")], task=_worker_pid):
+        print(found["pid"], flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (an exited child nobody reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_pool_workers_end_when_their_coordinator_is_killed():
+    coordinator = subprocess.run([sys.executable, "-c", KILLED_COORDINATOR,
+                                  os.path.dirname(__file__)],
+                                 capture_output=True, text=True, timeout=60)
+    assert coordinator.returncode == -signal.SIGKILL, coordinator.stderr
+    worker = int(coordinator.stdout.split()[0])
+    deadline = time.monotonic() + 10 * executors.PARENT_CHECK_S
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(worker)

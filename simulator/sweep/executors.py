@@ -20,6 +20,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -37,6 +39,8 @@ DASK_INSTALL = "install it with pip install 'accsim[dask]'"
 QUEUED_PER_WORKER = 1
 # Local worker processes allowed per CPU (max_workers).
 WORKERS_PER_CPU = 4
+# How often a pool worker checks that its coordinator is still there (seconds).
+PARENT_CHECK_S = 1.0
 
 
 # A task other than a sweep point's: called with its job (picklable, with a `key`).
@@ -78,6 +82,20 @@ class Serial:
 def ignore_interrupts() -> None:
     """Pool workers leave Ctrl-C to the coordinator, which stops them cleanly."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _exit_with(coordinator: int) -> None:
+    while os.getppid() == coordinator:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(1)
+
+
+def start_worker() -> None:
+    """A pool worker ignores Ctrl-C (ignore_interrupts) and ends when its coordinator
+    is gone: one killed outright (SIGKILL, out of memory) cannot stop its pool, whose
+    workers would otherwise wait for work for ever."""
+    ignore_interrupts()
+    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
 
 
 class Processes:
@@ -130,7 +148,7 @@ class Processes:
         if self.pool is None:
             self.pool = ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=ignore_interrupts)
+                initializer=start_worker)
         pool, broken = self.pool, True  # until the loop ends without a break
         try:
             while pending or in_flight:
