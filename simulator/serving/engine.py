@@ -46,7 +46,9 @@ def first_of(env: simpy.Environment, one: simpy.Event, other: simpy.Event) -> si
 def at(env: simpy.Environment, when: float) -> simpy.Event:
     """An event processed at time `when` exactly. A Timeout lands at now + (when - now),
     which can differ from `when` in the last bit; this one is queued as SimPy queues a
-    Timeout (normal priority, after the events already queued for that instant)."""
+    Timeout (normal priority, after the events already queued for that instant),
+    through the Environment's own queue: SimPy has no public call that schedules at an
+    absolute time."""
     event = env.event()
     event._ok, event._value = True, None
     heappush(env._queue, (when, NORMAL, next(env._eid), event))

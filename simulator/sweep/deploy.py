@@ -378,7 +378,7 @@ class Group:
     it simulated, and writes nothing. A task per plan rather than per shard (the plans
     whose stages cost the same iterations): a first search then repeats some tiling
     searches in other processes, but the tasks are small enough to keep every worker
-    busy to the end (docs/plan-deployment.md has both measured)."""
+    busy to the end."""
 
     key: str                     # its first point's (executors know a job by its key)
     spec: ServeSpec
@@ -490,15 +490,14 @@ class PlatformSearch:
         return self.outcome
 
 
-def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment], prune: bool,
-                  cost_cache: CostCache | None, store: PointStore | None,
+def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
+                  trace: Trace | None, prune: bool, cost_cache: CostCache | None,
+                  store: PointStore | None,
                   progress: Callable[[str], None] | None) -> PlatformSearch:
     """Every point of one platform read back from the store, pruned, or put in the
-    group of its plans to be searched."""
+    group of its plan to be searched."""
     platform, source = load_model(locate(arch, "platform"), Platform)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
-    trace = load_trace(spec.arrival_trace, need_tokens=True) \
-        if spec.arrival == "trace" else None
     request = _smallest_request(spec, trace)
     outcome = Outcome(arch, platform, source.path, config, hf_frontend,
                       *_mean_context(spec, trace), weight_bytes=facts.weight_bytes)
@@ -548,8 +547,11 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
     not left idle by one platform's last group. Only this process writes the store;
     each platform's rows are in the grid's order whatever the executor.
     `progress(arch, points finished, points in all)`, over every platform."""
-    each = [deployments(arch, grid) if points is None else points for arch in archs]
-    finished, total = 0, sum(map(len, each))
+    point_lists = [deployments(arch, grid) if points is None else points
+                   for arch in archs]
+    trace = load_trace(spec.arrival_trace, need_tokens=True) \
+        if spec.arrival == "trace" else None
+    finished, total = 0, sum(map(len, point_lists))
 
     def report(arch: str) -> None:
         nonlocal finished
@@ -557,8 +559,8 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
         if progress:
             progress(arch, finished, total)
 
-    searches = [_pruning_pass(spec, arch, listed, prune, cost_cache, store, report)
-                for arch, listed in zip(archs, each)]
+    searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store, report)
+                for arch, listed in zip(archs, point_lists)]
     owner = {group.key: search for search in searches for group in search.groups}
     groups = sorted((group for search in searches for group in search.groups),
                     key=lambda group: -len(group.points) * group.points[0].plan.pp)
