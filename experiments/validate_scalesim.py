@@ -6,8 +6,9 @@ Runs in the environment of the `validate` extra, which has both accsim and SCALE
 
     bash experiments/scalesim_env.sh                    # once: builds .venv-scalesim/
     .venv-scalesim/bin/python experiments/validate_scalesim.py            # everything
+    .venv-scalesim/bin/python -m simulator.cli compile  # the kernel library, once
     .venv-scalesim/bin/python experiments/validate_scalesim.py --only alexnet \\
-        --arrays 32x32 --full alexnet:scale.cfg
+        --arrays 32x32 --full alexnet:scale.cfg --scalesim-command
     # SCALE-Sim's stalls in USER mode (it is CALC in scale.cfg): ~18 CPU minutes
     .venv-scalesim/bin/python experiments/validate_scalesim.py --no-compute \\
         --full alexnet:scale.cfg:USER
@@ -28,7 +29,8 @@ Two parts:
    whole; its COMPUTE_REPORT and DETAILED_ACCESS_REPORT against accsim's validate mode
    (exact), and its Stall Cycles against accsim's stalls under its default tiler on the
    same config (a trend; see STALL_REASONS). Then `accsim run` on the same files as a
-   whole process.
+   whole process, with the kernel library (`accsim compile`) and with the JIT, and with
+   --scalesim-command SCALE-Sim's own command too (it saves traces).
 
 SCALE-Sim's loader fails on the shipped Resnet50.csv (a row of empty cells, extra
 columns) and on rows without a trailing comma: it gets a cleaned copy written from the
@@ -42,6 +44,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -405,6 +408,34 @@ def run_scalesim_full(cfg: Path, topo: Path, gemm: bool, tmp: Path) -> dict:
     return {"layers": layers, "wall": wall}
 
 
+def accsim_run_seconds(cfg: Path, topo: Path, tmp: Path, library: bool) -> float:
+    """`accsim run` on SCALE-Sim's files as a whole process, best of 3, with the kernel
+    library (when current; `accsim compile` builds it) or with the JIT."""
+    env = {**os.environ, "ACCSIM_KERNEL_LIBRARY": "1" if library else "0"}
+    return best_of(lambda: subprocess.run(
+        [sys.executable, "-m", "simulator.cli", "run", "--arch", str(cfg), "--workload",
+         str(topo)], check=True, stdout=subprocess.DEVNULL, cwd=tmp, env=env), 3)
+
+
+def library_current() -> bool:
+    return subprocess.run([sys.executable, "-m", "simulator.cli", "compile", "--check"],
+                          stdout=subprocess.DEVNULL).returncode == 0
+
+
+def run_scalesim_command(cfg: Path, topo: Path, gemm: bool, tmp: Path) -> float:
+    """Wall seconds of SCALE-Sim as its README runs it, `python -m scalesim.scale`: it
+    always saves its per-cycle traces (its -s flag is read but not used)."""
+    layout = tmp / "layout.csv"
+    layout.write_text("Layer name,\n")
+    out = Path(tempfile.mkdtemp(dir=tmp))
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "scalesim.scale", "-c", str(cfg), "-t",
+                    str(topo), "-l", str(layout), "-p", str(out), "-i",
+                    "gemm" if gemm else "conv"], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
 def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
     """Spearman's rho (ties averaged); None when either side is constant."""
     def ranks(values):
@@ -495,20 +526,29 @@ def full_runs(args, tmp: Path) -> tuple[list[dict], list[str]]:
                 "ours_s": ours_s, "theirs_s": their["seconds"],
                 "speedup": their["seconds"] / ours_s,
                 "status": "match" if match else "MISMATCH"})
-        ours_proc = best_of(lambda: subprocess.run(
-            [sys.executable, "-m", "simulator.cli", "run", "--arch", str(cfg_path),
-             "--workload", str(topo_path)], check=True, stdout=subprocess.DEVNULL,
-            cwd=tmp), 3)
+        ours_proc = {library: accsim_run_seconds(cfg_path, topo_path, tmp, library)
+                     for library in (True, False)}
         mine = [r for r in records if r["topology"] == topo_name and r["config"] == label]
         per_layer = min(r["speedup"] for r in mine)
+        ours_best = ours_proc[True] if library_current() else ours_proc[False]
         lines.append(
             f"full run {topo_name} on {label} ({dataflow}, {imp.rows}x{imp.cols}): "
             f"{sum(r['status'] == 'match' for r in mine)}/{len(mine)} layers matched; "
             f"per layer accsim (in process, warm) is {per_layer:,.0f}x faster at least "
             f"(median {statistics.median(r['speedup'] for r in mine):,.0f}x); whole "
-            f"processes: SCALE-Sim {theirs['wall']:.1f} s vs accsim run "
-            f"{ours_proc:.2f} s = {theirs['wall'] / ours_proc:,.0f}x")
+            f"processes: SCALE-Sim {theirs['wall']:.1f} s (traces off) vs accsim run "
+            f"{ours_best:.2f} s = {theirs['wall'] / ours_best:,.0f}x")
         print(lines[-1], flush=True)
+        lines.append(
+            f"  accsim run, best of 3: {ours_proc[True]:.3f} s with the kernel library "
+            f"({'current' if library_current() else 'absent or stale: the JIT ran'}), "
+            f"{ours_proc[False]:.3f} s with the JIT (warm cache)")
+        if args.scalesim_command:
+            command_s = run_scalesim_command(cfg, clean, parsed.kind == "gemm", tmp)
+            lines.append(
+                f"  SCALE-Sim's own command (scalesim.scale, which saves traces): "
+                f"{command_s:.1f} s = {command_s / ours_best:,.0f}x accsim run")
+        print("\n".join(lines[-1 - bool(args.scalesim_command):]), flush=True)
         rho = rank_correlation([r["theirs_stall"] for r in mine],
                                [r["ours_stall_default_tiler"] for r in mine])
         lines.append(
@@ -622,6 +662,9 @@ def main(argv=None) -> int:
                         help="TOPOLOGY:CONFIG[:USER|:CALC] for full SCALE-Sim runs, the "
                         "mode overriding the config's InterfaceBandwidth ('' for none)")
     parser.add_argument("--no-compute", action="store_true", help="skip part 1")
+    parser.add_argument("--scalesim-command", action="store_true",
+                        help="also time each --full run with SCALE-Sim's own command "
+                        "(python -m scalesim.scale), which saves traces")
     parser.add_argument("--record-goldens", action="store_true",
                         help="only rerun the full SCALE-Sim runs behind "
                         "tests/data/scalesim/goldens.json and rewrite it")

@@ -3,9 +3,11 @@
 A cold `accsim run` (an empty Numba cache) compiles, one after another, the mapper's
 conv windows, lowering's gemm_block and the fast engine's replay: about 5 s of CPU on
 one core. `compiled_ahead()` starts a child per KERNEL whose `ahead` specialisations
-the cache lacks, so they compile on the other cores while this process imports, maps
-and compiles the windows; a kernel's first use here waits on its child's lock
-(simulator.jit) and then loads it from the cache. A warm cache starts nothing. Results cannot differ: both processes compile the same functions, and Numba
+the cache lacks and the kernel library (simulator.kernel_library) does not hold, so
+they compile on the other cores while this process imports, maps and compiles the
+windows; a kernel's first use here waits on its child's lock (simulator.jit) and then
+loads it from the cache. A warm cache starts nothing. Results cannot differ: both
+processes compile the same functions, and Numba
 keys its cache by argument types and bytecode.
 
 A child collects no garbage: Numba's compilation makes many objects and little garbage,
@@ -89,8 +91,9 @@ def start(kernels: dict[str, Kernel] = KERNELS) -> list[_Forked | subprocess.Pop
     otherwise one `python -m simulator.ahead` compiles them all."""
     if not _worth_it():
         return []
-    held = {name: fd for name, kernel in kernels.items() if lacks_ahead(kernel)
-            for fd in [_locked(kernel)] if fd is not None}
+    held = {name: fd for name, kernel in kernels.items()
+            if not kernel.exports() and lacks_ahead(kernel)  # the library has it, or
+            for fd in [_locked(kernel)] if fd is not None}   # the cache has it
     try:
         if sys.platform == "linux" and threading.active_count() == 1:  # a safe fork
             if held:

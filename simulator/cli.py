@@ -50,6 +50,9 @@ VERBS = {
     "calibrate": ("simulator.calibrate.calibrate_command", "fit assumed platform values "
                   "to measured operator times (bounded least squares, k-fold "
                   "cross-validated); write the calibrated platform"),
+    "compile": ("simulator.commands.compile", "compile the hot kernels ahead of time "
+                "into a library that later runs load without Numba (about 10-20 s, "
+                "once; needs a C compiler)"),
     "schema": ("simulator.commands.schema", "print the JSON Schema of an input kind"),
     "export": ("simulator.export.command", "pre-silicon profiles for other tools: Vidur "
                "profiling CSVs, a Chakra execution trace (ASTRA-sim), LLMServingSim "

@@ -64,7 +64,7 @@ class Strict(BaseModel):
     clock, efficiency), so fields added later inherit those rules. Use PosFloat where
     zero is meaningless too."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True,
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True,
                               allow_inf_nan=False)
 
     @field_validator("*", mode="after")

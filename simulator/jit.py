@@ -11,6 +11,10 @@ dispatcher is the plain Python function, as with numba.njit.
 Each Kernel keeps its dispatcher once made, as the dispatcher keeps its compiled
 specialisations: a cache of the same function, never of results.
 
+Compiled ahead of time (simulator.kernel_library, built by `accsim compile`): a call
+from Python whose arguments fit one of the kernel's exports runs the export, and Numba
+is not imported; any other call goes to the dispatcher.
+
 Compiled ahead (`ahead=`: argument types, e.g. "(int64, float64[::1])"): on a machine
 whose cache lacks them, simulator.ahead compiles these specialisations in a second
 process while the first one works. It holds a lock file beside the kernel's cache index
@@ -23,6 +27,8 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+
+from simulator import kernel_library
 
 try:
     import fcntl
@@ -44,6 +50,18 @@ class Kernel:
         self.ahead = ahead
         self._made = None
         self._dispatcher = None
+        self._exports = None
+
+    @property
+    def name(self) -> str:
+        """The qualified name the kernel library knows the kernel by."""
+        return f"{self.__module__}.{self.__qualname__}"
+
+    def exports(self) -> tuple:
+        """The kernel library's (argument checks, function) pairs for this kernel."""
+        if self._exports is None:
+            self._exports = kernel_library.load().get(self.name, ())
+        return self._exports
 
     def dispatcher(self):
         """Numba's dispatcher for the function (the function itself with the JIT
@@ -61,6 +79,9 @@ class Kernel:
         return self._made
 
     def __call__(self, *args):
+        for checks, function in self.exports():
+            if kernel_library.fits(args, checks):
+                return function(*args)
         return self.dispatcher()(*args)
 
     def __getattr__(self, name: str):

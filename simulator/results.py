@@ -26,13 +26,13 @@ Model = TypeVar("Model", bound=BaseModel)
 class Written(BaseModel):
     """A block accsim writes in full: every key is a field (an unknown one is an error)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Read(BaseModel):
     """A block of which only the fields readers use are named; the rest is ignored."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class Environment(Written):

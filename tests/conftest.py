@@ -1,9 +1,13 @@
-"""Shared test setup: tests/ on sys.path for the helper modules beside the tests."""
+"""Shared test setup: tests/ on sys.path for the helper modules beside the tests; the
+kernel library off (the JIT is the reference), unless ACCSIM_KERNEL_LIBRARY=1 asks to
+run the suite against the library built under ACCSIM_KERNEL_DIR."""
 
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+os.environ.setdefault("ACCSIM_KERNEL_LIBRARY", "0")  # before any kernel's first call
 
 import pytest
 

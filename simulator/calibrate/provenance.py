@@ -25,7 +25,7 @@ class Provenance(BaseModel):
     """One field's provenance: its kind, its source, the fields it is derived from, the
     range it plausibly lies in (required for an assumed value)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True,
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True,
                               allow_inf_nan=False, populate_by_name=True)
 
     kind: Kind
