@@ -3,8 +3,9 @@ and `python -c "import simulator"` < 0.2 s whole process (median of a farm of 5)
 whether `--help`, `check` and `schema` import Numba (they must not: the kernels load it
 on first use, simulator.jit, and the CLI imports only the verb's command module). Then
 the split of a warm `accsim run` of SCALE-Sim's alexnet (issue 26: 300x SCALE-Sim's
-whole process) into interpreter, accsim's imports, Numba's import and the rest, and,
-in one process, the CPU of each part of the run itself (the tiling search among them).
+whole process) into interpreter, accsim's imports, Numba's import and the rest, the
+same run with the kernel library (`accsim compile`: no Numba) when it is current, and,
+in one process, the CPU of each part of the JIT run (the tiling search among them).
 
 Each command runs FARM times in a fresh interpreter; printed: the median wall time and
 the median CPU time (user + system of the child: on a shared machine the wall time also
@@ -120,23 +121,31 @@ def alexnet_split() -> None:
     data = Path(__file__).resolve().parents[1] / "tests" / "data" / "scalesim"
     run = [str(ACCSIM), "run", "--arch", str(data / "scale.cfg"), "--workload",
            str(data / "alexnet.csv")]
-    timed(run)  # fills the Numba cache if it is cold
-    rows = {"interpreter": [sys.executable, "-c", "pass"],
-            "+ accsim imports": [sys.executable, "-c", _VERB_IMPORTS],
-            "+ numba import": [sys.executable, "-c", _VERB_IMPORTS + "\nimport numba"],
-            "whole run": run}
+    jit = {**os.environ, "ACCSIM_KERNEL_LIBRARY": "0"}
+    timed(run, jit)  # fills the Numba cache if it is cold
+    library = subprocess.run([str(ACCSIM), "compile", "--check"],
+                             capture_output=True).returncode == 0
+    rows = {"interpreter": ([sys.executable, "-c", "pass"], None),
+            "+ accsim imports": ([sys.executable, "-c", _VERB_IMPORTS], None),
+            "+ numba import": ([sys.executable, "-c", _VERB_IMPORTS + "\nimport numba"],
+                               None),
+            "whole run, JIT": (run, jit)}
+    if library:
+        rows["whole run, kernel library (no Numba)"] = (run, None)
     print(f"\naccsim run alexnet on scale.cfg (warm), farm of {FARM}: "
           f"{'wall':>7} {'cpu':>7}")
-    for name, argv in rows.items():
-        runs = [timed(argv) for _ in range(FARM)]
+    for name, (argv, env) in rows.items():
+        runs = [timed(argv, env) for _ in range(FARM)]
         print(f"  {name:<50} {statistics.median(r[0] for r in runs):7.3f} "
               f"{statistics.median(r[1] for r in runs):7.3f}")
+    if not library:
+        print("  (no current kernel library: `accsim compile` builds it)")
     print(f"  300x SCALE-Sim's {SCALESIM_ALEXNET_S} s (measured by "
           f"validate_scalesim.py) needs {SCALESIM_ALEXNET_S / 300:.3f} s")
     farm = [json.loads(subprocess.run(
         [sys.executable, "-c", _PARTS.format(argv=run[1:])], capture_output=True,
-        text=True, check=True).stdout.splitlines()[-1]) for _ in range(FARM)]
-    print(f"\nthe same run in one process, CPU s by part (median of {FARM}):")
+        text=True, check=True, env=jit).stdout.splitlines()[-1]) for _ in range(FARM)]
+    print(f"\nthe same run in one process with the JIT, CPU s by part (median of {FARM}):")
     for name in farm[0]:
         print(f"  {name:<50} {statistics.median(parts[name] for parts in farm):7.3f}")
 

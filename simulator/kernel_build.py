@@ -137,7 +137,11 @@ def build(directory: Path, report=lambda text: None) -> Built:
     directory.mkdir(parents=True, exist_ok=True)
     exports = []
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
-        compiler = CC(kernel_library.MODULE)
+        try:
+            compiler = CC(kernel_library.MODULE)
+        except RuntimeError as exc:  # pycc found no C compiler
+            raise AccsimError("accsim compile needs a C compiler (gcc or clang on the "
+                              "PATH); runs keep using the JIT") from exc
         compiler.output_dir = scratch
         for name, kernel, signatures in ENTRIES:
             dispatcher = kernel.dispatcher()

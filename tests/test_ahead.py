@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+from simulator import kernel_library
 from simulator.ahead import KERNELS
 from simulator.commands.inputs import load_inputs
 from simulator.jit import ahead_types
@@ -68,6 +69,8 @@ def _run(tmp_path, body: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.skipif(bool(kernel_library.load()), reason="the kernel library (on for "
+                    "this session) serves the run's calls: the JIT compiles none")
 def test_the_declared_specialisations_are_the_ones_a_run_compiles() -> None:
     simulate(load_inputs("tpu_v1", "tpu_v1_mlp_b200", None))
     for name, kernel in KERNELS.items():

@@ -167,3 +167,14 @@ def test_the_digests_cover_every_kernel_the_entries_reach() -> None:
         module = name.rsplit(".", 1)[0]
         path = module.removeprefix("simulator.").replace(".", "/") + ".py"
         assert path in sources or path.replace(".py", "/__init__.py") in sources, name
+
+
+def test_without_a_c_compiler_compile_says_so(tmp_path) -> None:
+    bare = tmp_path / "bin"  # a PATH with nothing on it
+    bare.mkdir()
+    done = subprocess.run([sys.executable, "-m", "simulator.cli", "compile"],
+                          env={**_env(tmp_path / "lib", True), "PATH": str(bare)},
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.startswith("accsim: error: accsim compile needs a C compiler")
+    assert "Traceback" not in done.stderr
