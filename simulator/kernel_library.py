@@ -26,6 +26,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import platform
 import sys
 import zlib
 from collections.abc import Callable, Sequence
@@ -53,7 +54,7 @@ def library_dir() -> Path:
     if not base:
         cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
         base = Path(cache) / "accsim" / "kernels"
-    return Path(base) / (f"{sys.implementation.cache_tag}-{os.uname().machine}"
+    return Path(base) / (f"{sys.implementation.cache_tag}-{platform.machine()}"
                          f"-numpy{np.__version__}")
 
 

@@ -12,6 +12,7 @@ kernels (`compiling`: a first run on a machine, before its on-disk cache holds t
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -21,6 +22,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
                            TextColumn, TimeElapsedColumn, TimeRemainingColumn)
 from rich.text import Text
 
+from simulator import kernel_library
 from simulator.terminal import markup_safe
 
 
@@ -169,9 +171,12 @@ class _CompileNote:
 @contextmanager
 def compiling(bar: Bar | None = None) -> Iterator[None]:
     """On a terminal, tell the user while Numba compiles a kernel (a cache miss) in this
-    process: one line on stderr, and `bar` says so while it lasts."""
+    process: one line on stderr, and `bar` says so while it lasts. Not while the kernel
+    library serves the calls and Numba is not loaded: listening would load it (a third
+    of a second) for compilations that mostly cannot happen; a kernel outside the
+    library then compiles unannounced."""
     console = Console(stderr=True)
-    if not console.is_terminal:
+    if not console.is_terminal or ("numba" not in sys.modules and kernel_library.load()):
         yield
         return
     from numba.core import event  # only now: Numba is loaded by the kernels' first use
