@@ -164,12 +164,14 @@ def _stored_elements(g, fused) -> int:
 def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                   fused: tuple[EpilogueMember, ...] | None = None,
                   source: str | None = None, workload_source: str | None = None,
-                  block_steps: int | None = None) -> LoweredOperator:
+                  block_steps: int | None = None, check: bool = True) -> LoweredOperator:
     """Lower a gemm or conv2d under a tiling; raise naming the numbers that overflow.
     `fused`: the group's members (the planner's: a prologue norm applied to each A
     tile as it loads, then the epilogue); without it a tiling's `fuse` absorbs
     `following`. A program of more than `block_steps` steps is a GemmStream
-    (generated block by block when replayed), else a TileProgram in memory."""
+    (generated block by block when replayed), else a TileProgram in memory, validated
+    unless `check` is False (a caller that replays it at once with run_fast, which
+    validates it: the search, so each candidate is validated once)."""
     g = op.gemm()
     array = platform.systolic_array
     for dim, tile, size in (("tm", tiling.tm, g.m), ("tn", tiling.tn, g.n),
@@ -227,7 +229,8 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                              overhead_cycles=platform.runtime.op_overhead_cycles)
         floats, ints = program.counters()
     else:
-        program, floats, ints = _whole_program(args, platform, depth, c_slots, op.name)
+        program, floats, ints = _whole_program(args, platform, depth, c_slots, op.name,
+                                                check)
     counters = Counters(
         macs=g.m * g.n * g.k,
         vector_elements=sum(m.op.vector().rows * m.op.vector().cols * m.op.vector().passes
@@ -262,9 +265,10 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                            precision=precision, speed=array_speed(op, platform))
 
 
-def _whole_program(args: tuple, platform: Platform, depth: int, slots: int,
-                   name: str) -> tuple[TileProgram, np.ndarray, np.ndarray]:
-    """A GEMM's whole program in memory, validated, with the kernel's counters."""
+def _whole_program(args: tuple, platform: Platform, depth: int, slots: int, name: str,
+                   check: bool) -> tuple[TileProgram, np.ndarray, np.ndarray]:
+    """A GEMM's whole program in memory, validated if `check`, with the kernel's
+    counters."""
     (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
      ints) = kernel.gemm_steps(*args)
     m, n, k, tm, tn, tk, order, dataflow = args[:8]
@@ -274,7 +278,8 @@ def _whole_program(args: tuple, platform: Platform, depth: int, slots: int,
                           depth=depth, slots=slots,
                           overhead_cycles=platform.runtime.op_overhead_cycles,
                           evacuation_cycles=evacuation)
-    validate_program(program, source=f"lowering of {name}")
+    if check:
+        validate_program(program, source=f"lowering of {name}")
     return program, floats, ints
 
 
@@ -288,13 +293,14 @@ def _offchip_read(ints) -> dict[str, int]:
 
 
 def lower_vector(op, tiling: Tiling, platform: Platform, *,
-                 source: str | None = None,
-                 fused: tuple[EpilogueMember, ...] = ()) -> LoweredOperator:
+                 source: str | None = None, fused: tuple[EpilogueMember, ...] = (),
+                 check: bool = True) -> LoweredOperator:
     """Lower a vector operator to tiles of `tiling.tm` rows on the vector unit; each
     tile loads its share of the real input, computes, and stores its share of the
     output. `fused`: the vector operators that follow it as one kernel (a vector run,
     DESIGN.md section 15 b): each tile also loads their streamed second operands, runs
-    every member on its share, and stores only the last member's."""
+    every member on its share, and stores only the last member's. `check`: as for
+    lower_compute."""
     shape = op.vector()
     if tiling.tm > shape.rows:
         raise operator_error(op, f"rows_per_tile {tiling.tm} is larger than the operator's "
@@ -326,7 +332,8 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
                           always.copy(), store, np.full(steps, -1, dtype=np.int64),
                           depth=depth, slots=out_slots,
                           overhead_cycles=platform.runtime.op_overhead_cycles)
-    validate_program(program, source=f"lowering of {op.name}")
+    if check:
+        validate_program(program, source=f"lowering of {op.name}")
     counters = Counters(
         vector_elements=work,
         offchip_read={"a": int(load.sum())}, offchip_write=int(store.sum()),
