@@ -414,7 +414,10 @@ def search_operator(task: SearchTask) -> OperatorSearch:
     # (bound above the best, candidate budget spent) are decided for the whole window.
     # (The grid's tilings are distinct when the platform lists each dataflow once; a
     # repeat is caught as a duplicate when it would be replayed.)
-    seeds = tuple(seen)
+    # The heuristics' tilings among the walk's candidates, found once for the walk.
+    seed_rows = np.zeros(len(walk), dtype=bool)
+    for key in seen:
+        seed_rows |= at.matches(key, dataflows, fuse, slice(0, len(walk)))
     position, window, size = 0, WALK_WINDOW, len(walk)
     while position < size:
         budget = task.max_simulated is not None
@@ -429,10 +432,7 @@ def search_operator(task: SearchTask) -> OperatorSearch:
         stop = int(stop[0]) if len(stop) else width
         skipped = steps_replayed + at.steps[rows] > task.max_steps if budget \
             else np.zeros(width, dtype=bool)
-        duplicate = np.zeros(width, dtype=bool)
-        for key in seeds:
-            duplicate |= at.matches(key, dataflows, fuse, rows)
-        duplicate &= ~skipped
+        duplicate = seed_rows[rows] & ~skipped
         lost = at.tie_loses(op, objective, best, dataflows, fuse, rows) & \
             ~skipped & ~duplicate if bounded else np.zeros(width, dtype=bool)
         taken = np.flatnonzero(~(skipped | duplicate | lost)[:stop])[:1]
