@@ -115,14 +115,16 @@ def _distinct(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _merged_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct rows of a 2-d array, in the order first met, and each row's index
-    among them."""
+    among them (a copy of the array itself when its rows are distinct, as they mostly
+    are: a lowering merges six small tables per candidate tiling the search tries)."""
     seen: dict[tuple, int] = {}
     first: list[int] = []
-    classes = np.empty(values.shape[0], np.int64)
-    for index, row in enumerate(values.tolist()):
-        key = tuple(row)
-        if key not in seen:
-            seen[key] = len(first)
+    classes: list[int] = []
+    for index, key in enumerate(map(tuple, values.tolist())):
+        found = seen.setdefault(key, len(first))
+        if found == len(first):
             first.append(index)
-        classes[index] = seen[key]
-    return values[first], classes
+        classes.append(found)
+    if len(first) == len(classes):
+        return values.copy(), np.arange(len(classes), dtype=np.int64)
+    return values[first], np.array(classes, np.int64)
