@@ -16,7 +16,7 @@ service one after another. The energy bound counts the MACs, vector work, compul
 off-chip bytes and SRAM traffic no tiling avoids (SRAM reads exactly) plus static power
 over the cycle bound. Candidates whose loop orders differ only in dims of one tile give
 the same program and are simulated once. The rest are lowered and replayed with the
-fast engine (`evaluate`: lower_compute or lower_vector, run_fast, operator_totals).
+fast engine (`evaluate`: lower_compute or lower_vector, run_fast, operator_objectives).
 
 Ties on the objective go to fewer cycles, then less energy, then the canonical tiling
 order (`Tiling.sort_key`); a candidate whose bound merely equals the best is pruned only
@@ -40,7 +40,7 @@ from simulator.mapping.footprint import attention_rows
 from simulator.mapping.heuristics import attention_base, heuristic_tiling
 from simulator.mapping.plan import (ATTENTION_FUSIONS, LOOP_ORDERS, EpilogueMember, Tiling,
                                     TilingSpec)
-from simulator.metrics import operator_totals
+from simulator.metrics import operator_objectives
 from simulator.program import MAX_DEPTH, memory_params
 from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
 from simulator.workload import is_attention, is_compute
@@ -157,8 +157,8 @@ def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
     else:
         lowered = lower_vector(op, tiling, platform, fused=fused or (), check=False)
     run = run_fast(lowered.program, memory).breakdown
-    totals = operator_totals(lowered, run, platform)
-    return Evaluation(tiling, int(totals.cycles), float(totals.energy_pj))
+    cycles, energy_pj = operator_objectives(lowered, run, platform)
+    return Evaluation(tiling, int(cycles), float(energy_pj))
 
 
 
