@@ -28,7 +28,7 @@ from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_f
                                          live_c_tiles, onchip_home, operand_bytes,
                                          operator_dtype, prologue_cycles, run_dtype,
                                          sparsity_mode, split_members, tensor_bytes,
-                                         vector_run_tiles, weight_bytes)
+                                         vector_run_tiles, weight_bytes, weights_alike)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
 from simulator.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
@@ -200,8 +200,8 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     order = tiling.loop_order
     b_load = TileTable.of_sizes(sizes_k, sizes_n,
                                 partial(weight_bytes, op, platform, offchip=True))
-    b_sram = TileTable.of_sizes(sizes_k, sizes_n,
-                                partial(weight_bytes, op, platform, offchip=False))
+    b_sram = b_load if weights_alike(op, platform) else TileTable.of_sizes(
+        sizes_k, sizes_n, partial(weight_bytes, op, platform, offchip=False))
     precision = operator_precision(op, platform)
     if fused is None:
         fused = () if tiling.fuse is None else \

@@ -85,6 +85,12 @@ def weight_bytes(op, platform: Platform, elements, *, offchip: bool):
     return structured_bytes(dtype, elements, n, m, group_bits)
 
 
+def weights_alike(op, platform: Platform) -> bool:
+    """Whether `weight_bytes` counts the same bytes off chip as in SRAM: dense weights,
+    or a pattern the array runs sparse (compressed in both), so one table serves both."""
+    return sparsity_mode(op, platform) in (None, STRUCTURED)
+
+
 def run_dtype(op, platform: Platform) -> str:
     """The input dtype whose MAC rate an array operator runs at: the slower of its
     activation and weight (or KV) dtypes, ties to the activation dtype (section 17)."""
