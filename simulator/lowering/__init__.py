@@ -203,6 +203,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     b_sram = b_load if weights_alike(op, platform) else TileTable.of_sizes(
         sizes_k, sizes_n, partial(weight_bytes, op, platform, offchip=False))
     precision = operator_precision(op, platform)
+    speed = array_speed(op, platform)
     if fused is None:
         fused = () if tiling.fuse is None else \
             (_fused_epilogue(op, tiling.fuse, following, source),)
@@ -220,7 +221,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
             array.fold_model_code, a_table, b_load, b_sram,
             not onchip, True, not onchip, acc, stored,
             a_slots, b_slots, spill, epilogue, platform.vector_unit.lanes,
-            array_speed(op, platform), prologue_cycles(prologue, platform))
+            speed, prologue_cycles(prologue, platform))
     steps = ceil_div(g.m, tiling.tm) * ceil_div(g.n, tiling.tn) * ceil_div(g.k, tiling.tk)
     if block_steps is not None and steps > block_steps:
         # Streamed: the counters in closed form from the loop nest, the steps generated
@@ -262,7 +263,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     names = "+".join(m.op.name for m in prologue + fused) or None
     return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", tiling, program,
                            g.instances, op.repeat, onchip, names, counters,
-                           precision=precision, speed=array_speed(op, platform))
+                           precision=precision, speed=speed)
 
 
 def _whole_program(args: tuple, platform: Platform, depth: int, slots: int, name: str,

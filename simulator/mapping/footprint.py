@@ -319,6 +319,8 @@ def epilogue_table(op, members: tuple[EpilogueMember, ...],
     streamed second operand."""
     members = split_members(members)[1]
     rows = np.zeros((len(members), 4), dtype=np.int64)
+    if not members:   # unfused: most of the search's candidates
+        return rows
     g = op.gemm()
     out = g.m * g.n * g.instances
     costs = platform.vector_unit.cycles_per_element
