@@ -22,7 +22,7 @@ from simulator.lowering import steps as kernel
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
 from simulator.lowering.evacuation import evacuation_steps
 from simulator.lowering.stream import GemmStream
-from simulator.lowering.tile_table import TileTable, tile_sizes
+from simulator.lowering.tile_table import TileTable, TileTables, tile_sizes
 from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_fits,
                                          epilogue_store_bytes, epilogue_table,
                                          live_c_tiles, onchip_home, operand_bytes,
@@ -164,14 +164,16 @@ def _stored_elements(g, fused) -> int:
 def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                   fused: tuple[EpilogueMember, ...] | None = None,
                   source: str | None = None, workload_source: str | None = None,
-                  block_steps: int | None = None, check: bool = True) -> LoweredOperator:
+                  block_steps: int | None = None, check: bool = True,
+                  tables: TileTables | None = None) -> LoweredOperator:
     """Lower a gemm or conv2d under a tiling; raise naming the numbers that overflow.
     `fused`: the group's members (the planner's: a prologue norm applied to each A
     tile as it loads, then the epilogue); without it a tiling's `fuse` absorbs
     `following`. A program of more than `block_steps` steps is a GemmStream
     (generated block by block when replayed), else a TileProgram in memory, validated
     unless `check` is False (a caller that replays it at once with run_fast, which
-    validates it: the search, so each candidate is validated once)."""
+    validates it: the search, so each candidate is validated once). `tables`: the
+    per-tile tables of earlier lowerings of this operator (the search's), reused."""
     g = op.gemm()
     array = platform.systolic_array
     for dim, tile, size in (("tm", tiling.tm, g.m), ("tn", tiling.tn, g.n),
@@ -185,23 +187,28 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
     _, acc, out = operand_bytes(op, platform)
-    sizes_m, sizes_n, sizes_k = (tile_sizes(size, tile) for size, tile in (
-        (g.m, tiling.tm), (g.n, tiling.tn), (g.k, tiling.tk)))
+    if tables is None or not tables.serves(op, platform):
+        tables = TileTables(op, platform)
+    tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
     if isinstance(op, Conv2d):
-        a_table = TileTable.from_array(
-            activation_bytes(op, platform, window_table(op, tiling.tm, tiling.tk)))
+        a_table = tables.get(("a", tm, tk), lambda: TileTable.from_array(
+            activation_bytes(op, platform, window_table(op, tm, tk))))
         a_elements = window_elements(op, 0, g.m, 0, g.k)
     else:
-        a_table = TileTable.of_sizes(sizes_m, sizes_k,
-                                     partial(activation_bytes, op, platform))
+        a_table = tables.get(("a", tm, tk), lambda: TileTable.of_sizes(
+            tile_sizes(g.m, tm), tile_sizes(g.k, tk),
+            partial(activation_bytes, op, platform)))
         a_elements = g.m * g.k
     onchip = onchip_home(platform, *tensor_bytes(op, platform))
     depth = tiling.depth
     order = tiling.loop_order
-    b_load = TileTable.of_sizes(sizes_k, sizes_n,
-                                partial(weight_bytes, op, platform, offchip=True))
-    b_sram = b_load if weights_alike(op, platform) else TileTable.of_sizes(
-        sizes_k, sizes_n, partial(weight_bytes, op, platform, offchip=False))
+    b_load = tables.get(("b_load", tk, tn), lambda: TileTable.of_sizes(
+        tile_sizes(g.k, tk), tile_sizes(g.n, tn),
+        partial(weight_bytes, op, platform, offchip=True)))
+    b_sram = b_load if weights_alike(op, platform) else tables.get(
+        ("b_sram", tk, tn), lambda: TileTable.of_sizes(
+            tile_sizes(g.k, tk), tile_sizes(g.n, tn),
+            partial(weight_bytes, op, platform, offchip=False)))
     precision = operator_precision(op, platform)
     speed = array_speed(op, platform)
     if fused is None:

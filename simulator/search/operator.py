@@ -36,6 +36,7 @@ from simulator.config import Platform
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
+from simulator.lowering.tile_table import TileTables
 from simulator.mapping.footprint import attention_rows
 from simulator.mapping.heuristics import attention_base, heuristic_tiling
 from simulator.mapping.plan import (ATTENTION_FUSIONS, LOOP_ORDERS, EpilogueMember, Tiling,
@@ -145,13 +146,15 @@ class SearchTask:
 
 
 def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
-             fused: tuple[EpilogueMember, ...] | None = None) -> Evaluation:
+             fused: tuple[EpilogueMember, ...] | None = None,
+             tables: TileTables | None = None) -> Evaluation:
     """Lower, replay with the fast engine, and total one tiling of an operator (with
-    `fused`: a GEMM or conv and those epilogue members, as one group). The lowering
-    leaves the program's validation to run_fast, so it is validated once."""
+    `fused`: a GEMM or conv and those epilogue members, as one group; `tables`: the
+    operator's per-tile tables so far, lower_compute's). The lowering leaves the
+    program's validation to run_fast, so it is validated once."""
     if is_compute(op):
         lowered = lower_compute(op, tiling, platform, following=following, fused=fused,
-                                check=False)
+                                check=False, tables=tables)
     elif is_attention(op):
         lowered = lower_attention(op, tiling, platform)
     else:
@@ -348,12 +351,14 @@ def search_operator(task: SearchTask) -> OperatorSearch:
             best = mine
 
     evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
+    tables = TileTables(op, platform)   # the candidates' per-tile tables, built once each
     for name in task.heuristics:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
             found = evaluated.get(tiling.sort_key())
             if found is None:
-                found = evaluate(op, tiling, platform, memory, task.following)
+                found = evaluate(op, tiling, platform, memory, task.following,
+                                 tables=tables)
             else:
                 found = replace(found, tiling=tiling)
             evaluated[tiling.sort_key()] = found
@@ -455,7 +460,7 @@ def search_operator(task: SearchTask) -> OperatorSearch:
             continue
         seen.add(tiling.sort_key())
         try:
-            found = evaluate(op, tiling, platform, memory, task.following)
+            found = evaluate(op, tiling, platform, memory, task.following, tables=tables)
         except AccsimError:
             invalid += 1
             continue
