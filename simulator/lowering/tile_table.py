@@ -138,7 +138,7 @@ def _distinct(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _merged_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct rows of a 2-d array, in the order first met, and each row's index
     among them (a copy of the array itself when its rows are distinct, as they mostly
-    are: a lowering merges six small tables per candidate tiling the search tries)."""
+    are: the search builds hundreds of small tables per operator)."""
     seen: dict[tuple, int] = {}
     first: list[int] = []
     classes: list[int] = []
