@@ -56,18 +56,22 @@ FORMATS: dict[str, Format] = {
 # Formats of whole bytes per element (no packing): what vector operators and attention
 # activations may use (packed activations: gemm and conv2d only).
 WHOLE_BYTE = {name: f.unit_bytes for name, f in FORMATS.items() if f.unit_elements == 1}
+# Each format's (elements, bytes) per packing unit, and its bytes per element rounded up:
+# the constants behind the byte counts below, read once per call instead of derived
+# (the search counts bytes thousands of times per operator).
+_UNITS = {name: (f.unit_elements, f.unit_bytes) for name, f in FORMATS.items()}
+_CEIL_BYTES = {name: -(-f.unit_bytes // f.unit_elements) for name, f in FORMATS.items()}
 
 
 def packed_bytes(dtype: str, elements):
     """Bytes of `elements` (an int or an int64 array) stored packed in `dtype`: whole
     packing units, the last one rounded up."""
-    fmt = FORMATS[dtype]
-    if fmt.unit_elements == 1:
-        return elements * fmt.unit_bytes
-    return -(-elements // fmt.unit_elements) * fmt.unit_bytes
+    unit_elements, unit_bytes = _UNITS[dtype]
+    if unit_elements == 1:
+        return elements * unit_bytes
+    return -(-elements // unit_elements) * unit_bytes
 
 
 def ceil_element_bytes(dtype: str) -> int:
     """Bytes per element rounded up to a whole byte: an upper bound for sizing tiles."""
-    fraction = FORMATS[dtype].bytes_per_element
-    return -(-fraction.numerator // fraction.denominator)
+    return _CEIL_BYTES[dtype]

@@ -230,6 +230,18 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
     )
 
 
+def operator_objectives(lowered: LoweredOperator, run: Breakdown,
+                        platform: Platform) -> tuple[int, float]:
+    """(cycles, energy in pJ) of all runs: operator_totals' `cycles` and `energy_pj`,
+    summed in the same order (so equal to the bit), without its other fields: all the
+    search compares its candidates by."""
+    n = lowered.runs
+    energy = run_energy(lowered, run.total_cycles, platform)
+    return run.total_cycles * n, (energy.mac_pj * n + energy.sram_pj * n
+                                  + energy.offchip_pj * n + energy.vector_pj * n
+                                  + energy.static_pj * n + energy.ici_pj * n)
+
+
 def operator_peak(lowered: LoweredOperator, platform: Platform) -> tuple[str, int]:
     """(dtype, MAC rate) an operator's MFU is relative to: its run dtype's on the
     array, else the platform default dtype's."""

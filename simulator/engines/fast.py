@@ -389,11 +389,14 @@ def _joined(rest: ProgramBlock | None, block: ProgramBlock) -> ProgramBlock:
     return ProgramBlock(rest.begin, program, reloaded)
 
 
-def _rest(window: ProgramBlock, first: int) -> ProgramBlock:
+def _rest(window: ProgramBlock, first: int) -> ProgramBlock | None:
     """Copies of steps `first` on of a window (those the kernel has still to compute: a
-    few steps; a stream may overwrite the window's arrays with its next block)."""
+    few steps; a stream may overwrite the window's arrays with its next block); None
+    when it computed them all (a whole program's one block, most often)."""
     cut = first - window.begin
     p = window.program
+    if cut >= p.steps:
+        return None
 
     def tail(array):
         return None if array is None else array[cut:].copy()

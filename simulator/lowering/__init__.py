@@ -22,19 +22,19 @@ from simulator.lowering import steps as kernel
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
 from simulator.lowering.evacuation import evacuation_steps
 from simulator.lowering.stream import GemmStream
-from simulator.lowering.tile_table import TileTable, tile_sizes
+from simulator.lowering.tile_table import TileTable, TileTables, tile_sizes
 from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_fits,
                                          epilogue_store_bytes, epilogue_table,
                                          live_c_tiles, onchip_home, operand_bytes,
                                          operator_dtype, prologue_cycles, run_dtype,
                                          sparsity_mode, split_members, tensor_bytes,
-                                         vector_run_tiles, weight_bytes)
+                                         vector_run_tiles, weight_bytes, weights_alike)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
 from simulator.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
 from simulator.program import TileProgram, validate_program
 from simulator.stream import StreamedProgram
-from simulator.timing import DATAFLOW_CODES, ceil_div
+from simulator.timing import DATAFLOW_CODES
 from simulator.workload import Conv2d, is_attention, is_collective, is_compute
 
 DIM_CODES = {"m": 0, "n": 1, "k": 2}
@@ -164,12 +164,16 @@ def _stored_elements(g, fused) -> int:
 def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                   fused: tuple[EpilogueMember, ...] | None = None,
                   source: str | None = None, workload_source: str | None = None,
-                  block_steps: int | None = None) -> LoweredOperator:
+                  block_steps: int | None = None, check: bool = True,
+                  tables: TileTables | None = None) -> LoweredOperator:
     """Lower a gemm or conv2d under a tiling; raise naming the numbers that overflow.
     `fused`: the group's members (the planner's: a prologue norm applied to each A
     tile as it loads, then the epilogue); without it a tiling's `fuse` absorbs
     `following`. A program of more than `block_steps` steps is a GemmStream
-    (generated block by block when replayed), else a TileProgram in memory."""
+    (generated block by block when replayed), else a TileProgram in memory, validated
+    unless `check` is False (a caller that replays it at once with run_fast, which
+    validates it: the search, so each candidate is validated once). `tables`: the
+    per-tile tables of earlier lowerings of this operator (the search's), reused."""
     g = op.gemm()
     array = platform.systolic_array
     for dim, tile, size in (("tm", tiling.tm, g.m), ("tn", tiling.tn, g.n),
@@ -183,24 +187,30 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
     _, acc, out = operand_bytes(op, platform)
-    sizes_m, sizes_n, sizes_k = (tile_sizes(size, tile) for size, tile in (
-        (g.m, tiling.tm), (g.n, tiling.tn), (g.k, tiling.tk)))
+    if tables is None or not tables.serves(op, platform):
+        tables = TileTables(op, platform)
+    tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
     if isinstance(op, Conv2d):
-        a_table = TileTable.from_array(
-            activation_bytes(op, platform, window_table(op, tiling.tm, tiling.tk)))
+        a_table = tables.get(("a", tm, tk), lambda: TileTable.from_array(
+            activation_bytes(op, platform, window_table(op, tm, tk))))
         a_elements = window_elements(op, 0, g.m, 0, g.k)
     else:
-        a_table = TileTable.of_sizes(sizes_m, sizes_k,
-                                     partial(activation_bytes, op, platform))
+        a_table = tables.get(("a", tm, tk), lambda: TileTable.of_sizes(
+            tile_sizes(g.m, tm), tile_sizes(g.k, tk),
+            partial(activation_bytes, op, platform)))
         a_elements = g.m * g.k
     onchip = onchip_home(platform, *tensor_bytes(op, platform))
     depth = tiling.depth
     order = tiling.loop_order
-    b_load = TileTable.of_sizes(sizes_k, sizes_n,
-                                partial(weight_bytes, op, platform, offchip=True))
-    b_sram = TileTable.of_sizes(sizes_k, sizes_n,
-                                partial(weight_bytes, op, platform, offchip=False))
+    b_load = tables.get(("b_load", tk, tn), lambda: TileTable.of_sizes(
+        tile_sizes(g.k, tk), tile_sizes(g.n, tn),
+        partial(weight_bytes, op, platform, offchip=True)))
+    b_sram = b_load if weights_alike(op, platform) else tables.get(
+        ("b_sram", tk, tn), lambda: TileTable.of_sizes(
+            tile_sizes(g.k, tk), tile_sizes(g.n, tn),
+            partial(weight_bytes, op, platform, offchip=False)))
     precision = operator_precision(op, platform)
+    speed = array_speed(op, platform)
     if fused is None:
         fused = () if tiling.fuse is None else \
             (_fused_epilogue(op, tiling.fuse, following, source),)
@@ -218,8 +228,8 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
             array.fold_model_code, a_table, b_load, b_sram,
             not onchip, True, not onchip, acc, stored,
             a_slots, b_slots, spill, epilogue, platform.vector_unit.lanes,
-            array_speed(op, platform), prologue_cycles(prologue, platform))
-    steps = ceil_div(g.m, tiling.tm) * ceil_div(g.n, tiling.tn) * ceil_div(g.k, tiling.tk)
+            speed, prologue_cycles(prologue, platform))
+    steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)   # not the ceil_div kernel
     if block_steps is not None and steps > block_steps:
         # Streamed: the counters in closed form from the loop nest, the steps generated
         # block by block when an engine replays it (checked then).
@@ -227,7 +237,8 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                              overhead_cycles=platform.runtime.op_overhead_cycles)
         floats, ints = program.counters()
     else:
-        program, floats, ints = _whole_program(args, platform, depth, c_slots, op.name)
+        program, floats, ints = _whole_program(args, platform, depth, c_slots, op.name,
+                                                check)
     counters = Counters(
         macs=g.m * g.n * g.k,
         vector_elements=sum(m.op.vector().rows * m.op.vector().cols * m.op.vector().passes
@@ -259,12 +270,13 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     names = "+".join(m.op.name for m in prologue + fused) or None
     return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", tiling, program,
                            g.instances, op.repeat, onchip, names, counters,
-                           precision=precision, speed=array_speed(op, platform))
+                           precision=precision, speed=speed)
 
 
-def _whole_program(args: tuple, platform: Platform, depth: int, slots: int,
-                   name: str) -> tuple[TileProgram, np.ndarray, np.ndarray]:
-    """A GEMM's whole program in memory, validated, with the kernel's counters."""
+def _whole_program(args: tuple, platform: Platform, depth: int, slots: int, name: str,
+                   check: bool) -> tuple[TileProgram, np.ndarray, np.ndarray]:
+    """A GEMM's whole program in memory, validated if `check`, with the kernel's
+    counters."""
     (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
      ints) = kernel.gemm_steps(*args)
     m, n, k, tm, tn, tk, order, dataflow = args[:8]
@@ -274,7 +286,8 @@ def _whole_program(args: tuple, platform: Platform, depth: int, slots: int,
                           depth=depth, slots=slots,
                           overhead_cycles=platform.runtime.op_overhead_cycles,
                           evacuation_cycles=evacuation)
-    validate_program(program, source=f"lowering of {name}")
+    if check:
+        validate_program(program, source=f"lowering of {name}")
     return program, floats, ints
 
 
@@ -288,13 +301,14 @@ def _offchip_read(ints) -> dict[str, int]:
 
 
 def lower_vector(op, tiling: Tiling, platform: Platform, *,
-                 source: str | None = None,
-                 fused: tuple[EpilogueMember, ...] = ()) -> LoweredOperator:
+                 source: str | None = None, fused: tuple[EpilogueMember, ...] = (),
+                 check: bool = True) -> LoweredOperator:
     """Lower a vector operator to tiles of `tiling.tm` rows on the vector unit; each
     tile loads its share of the real input, computes, and stores its share of the
     output. `fused`: the vector operators that follow it as one kernel (a vector run,
     DESIGN.md section 15 b): each tile also loads their streamed second operands, runs
-    every member on its share, and stores only the last member's."""
+    every member on its share, and stores only the last member's. `check`: as for
+    lower_compute."""
     shape = op.vector()
     if tiling.tm > shape.rows:
         raise operator_error(op, f"rows_per_tile {tiling.tm} is larger than the operator's "
@@ -326,7 +340,8 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
                           always.copy(), store, np.full(steps, -1, dtype=np.int64),
                           depth=depth, slots=out_slots,
                           overhead_cycles=platform.runtime.op_overhead_cycles)
-    validate_program(program, source=f"lowering of {op.name}")
+    if check:
+        validate_program(program, source=f"lowering of {op.name}")
     counters = Counters(
         vector_elements=work,
         offchip_read={"a": int(load.sum())}, offchip_write=int(store.sum()),

@@ -85,6 +85,12 @@ def weight_bytes(op, platform: Platform, elements, *, offchip: bool):
     return structured_bytes(dtype, elements, n, m, group_bits)
 
 
+def weights_alike(op, platform: Platform) -> bool:
+    """Whether `weight_bytes` counts the same bytes off chip as in SRAM: dense weights,
+    or a pattern the array runs sparse (compressed in both), so one table serves both."""
+    return sparsity_mode(op, platform) in (None, STRUCTURED)
+
+
 def run_dtype(op, platform: Platform) -> str:
     """The input dtype whose MAC rate an array operator runs at: the slower of its
     activation and weight (or KV) dtypes, ties to the activation dtype (section 17)."""
@@ -164,7 +170,7 @@ def operand_fits(op, platform: Platform, tm, tn, tk, depth: int) -> tuple:
 def live_c_tiles(m: int, n: int, tiling: Tiling) -> int:
     """C tiles live at once: the tile counts of the C dims whose loops are inside k's
     (each holds a partial sum until k finishes)."""
-    counts = {"m": ceil_div(m, tiling.tm), "n": ceil_div(n, tiling.tn)}
+    counts = {"m": -(-m // tiling.tm), "n": -(-n // tiling.tn)}   # not the ceil_div kernel
     order = tiling.loop_order
     live = 1
     for dim in order[order.index("k") + 1:]:
@@ -313,6 +319,8 @@ def epilogue_table(op, members: tuple[EpilogueMember, ...],
     streamed second operand."""
     members = split_members(members)[1]
     rows = np.zeros((len(members), 4), dtype=np.int64)
+    if not members:   # unfused: most of the search's candidates
+        return rows
     g = op.gemm()
     out = g.m * g.n * g.instances
     costs = platform.vector_unit.cycles_per_element
@@ -378,7 +386,7 @@ def buffer_fits(op, tiling: Tiling, platform: Platform, *,
                           depth)]
     g = op.gemm()
     tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
-    nm, nn, nk = ceil_div(g.m, tm), ceil_div(g.n, tn), ceil_div(g.k, tk)
+    nm, nn, nk = -(-g.m // tm), -(-g.n // tn), -(-g.k // tk)   # not the ceil_div kernel
     if a_bytes is None:
         a_bytes = a_tile_bytes(op, platform, tm, tk, "exact")
     return [

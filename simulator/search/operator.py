@@ -16,7 +16,7 @@ service one after another. The energy bound counts the MACs, vector work, compul
 off-chip bytes and SRAM traffic no tiling avoids (SRAM reads exactly) plus static power
 over the cycle bound. Candidates whose loop orders differ only in dims of one tile give
 the same program and are simulated once. The rest are lowered and replayed with the
-fast engine (`evaluate`: lower_compute or lower_vector, run_fast, operator_totals).
+fast engine (`evaluate`: lower_compute or lower_vector, run_fast, operator_objectives).
 
 Ties on the objective go to fewer cycles, then less energy, then the canonical tiling
 order (`Tiling.sort_key`); a candidate whose bound merely equals the best is pruned only
@@ -36,11 +36,12 @@ from simulator.config import Platform
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
+from simulator.lowering.tile_table import TileTables
 from simulator.mapping.footprint import attention_rows
 from simulator.mapping.heuristics import attention_base, heuristic_tiling
 from simulator.mapping.plan import (ATTENTION_FUSIONS, LOOP_ORDERS, EpilogueMember, Tiling,
                                     TilingSpec)
-from simulator.metrics import operator_totals
+from simulator.metrics import operator_objectives
 from simulator.program import MAX_DEPTH, memory_params
 from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
 from simulator.workload import is_attention, is_compute
@@ -145,18 +146,22 @@ class SearchTask:
 
 
 def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
-             fused: tuple[EpilogueMember, ...] | None = None) -> Evaluation:
+             fused: tuple[EpilogueMember, ...] | None = None,
+             tables: TileTables | None = None) -> Evaluation:
     """Lower, replay with the fast engine, and total one tiling of an operator (with
-    `fused`: a GEMM or conv and those epilogue members, as one group)."""
+    `fused`: a GEMM or conv and those epilogue members, as one group; `tables`: the
+    operator's per-tile tables so far, lower_compute's). The lowering leaves the
+    program's validation to run_fast, so it is validated once."""
     if is_compute(op):
-        lowered = lower_compute(op, tiling, platform, following=following, fused=fused)
+        lowered = lower_compute(op, tiling, platform, following=following, fused=fused,
+                                check=False, tables=tables)
     elif is_attention(op):
         lowered = lower_attention(op, tiling, platform)
     else:
-        lowered = lower_vector(op, tiling, platform, fused=fused or ())
+        lowered = lower_vector(op, tiling, platform, fused=fused or (), check=False)
     run = run_fast(lowered.program, memory).breakdown
-    totals = operator_totals(lowered, run, platform)
-    return Evaluation(tiling, int(totals.cycles), float(totals.energy_pj))
+    cycles, energy_pj = operator_objectives(lowered, run, platform)
+    return Evaluation(tiling, int(cycles), float(energy_pj))
 
 
 
@@ -346,12 +351,14 @@ def search_operator(task: SearchTask) -> OperatorSearch:
             best = mine
 
     evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
+    tables = TileTables(op, platform)   # the candidates' per-tile tables, built once each
     for name in task.heuristics:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
             found = evaluated.get(tiling.sort_key())
             if found is None:
-                found = evaluate(op, tiling, platform, memory, task.following)
+                found = evaluate(op, tiling, platform, memory, task.following,
+                                 tables=tables)
             else:
                 found = replace(found, tiling=tiling)
             evaluated[tiling.sort_key()] = found
@@ -412,7 +419,10 @@ def search_operator(task: SearchTask) -> OperatorSearch:
     # (bound above the best, candidate budget spent) are decided for the whole window.
     # (The grid's tilings are distinct when the platform lists each dataflow once; a
     # repeat is caught as a duplicate when it would be replayed.)
-    seeds = tuple(seen)
+    # The heuristics' tilings among the walk's candidates, found once for the walk.
+    seed_rows = np.zeros(len(walk), dtype=bool)
+    for key in seen:
+        seed_rows |= at.matches(key, dataflows, fuse, slice(0, len(walk)))
     position, window, size = 0, WALK_WINDOW, len(walk)
     while position < size:
         budget = task.max_simulated is not None
@@ -427,10 +437,7 @@ def search_operator(task: SearchTask) -> OperatorSearch:
         stop = int(stop[0]) if len(stop) else width
         skipped = steps_replayed + at.steps[rows] > task.max_steps if budget \
             else np.zeros(width, dtype=bool)
-        duplicate = np.zeros(width, dtype=bool)
-        for key in seeds:
-            duplicate |= at.matches(key, dataflows, fuse, rows)
-        duplicate &= ~skipped
+        duplicate = seed_rows[rows] & ~skipped
         lost = at.tie_loses(op, objective, best, dataflows, fuse, rows) & \
             ~skipped & ~duplicate if bounded else np.zeros(width, dtype=bool)
         taken = np.flatnonzero(~(skipped | duplicate | lost)[:stop])[:1]
@@ -453,7 +460,7 @@ def search_operator(task: SearchTask) -> OperatorSearch:
             continue
         seen.add(tiling.sort_key())
         try:
-            found = evaluate(op, tiling, platform, memory, task.following)
+            found = evaluate(op, tiling, platform, memory, task.following, tables=tables)
         except AccsimError:
             invalid += 1
             continue
