@@ -7,8 +7,8 @@ the cache lacks and the kernel library (simulator.kernel_library) does not hold,
 they compile on the other cores while this process imports, maps and compiles the
 windows; a kernel's first use here waits on its child's lock (simulator.jit) and then
 loads it from the cache. A warm cache starts nothing. Results cannot differ: both
-processes compile the same functions, and Numba
-keys its cache by argument types and bytecode.
+processes compile the same functions, and Numba keys its cache by argument types and
+bytecode.
 
 A child collects no garbage: Numba's compilation makes many objects and little garbage,
 so collecting cost 5-9% of the CPU of compiling gemm_block and _replay (0.14 of 3.1 s,

@@ -134,6 +134,8 @@ def build(directory: Path, report=lambda text: None) -> Built:
         raise AccsimError(f"accsim compile: Numba's ahead-of-time compiler is not "
                           f"available ({exc}); it needs setuptools (pip install "
                           f"'accsim[compile]'); runs keep using the JIT") from exc
+    modules = sorted({kernel.__module__ for _, kernel, _ in ENTRIES})
+    sources = {path: kernel_library.source_digest(path) for path in source_closure(modules)}
     directory.mkdir(parents=True, exist_ok=True)
     exports = []
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
@@ -163,13 +165,13 @@ def build(directory: Path, report=lambda text: None) -> Built:
                               f"setuptools; runs keep using the JIT") from exc
         built, = [path for path in Path(scratch).iterdir() if path.suffix == ".so"
                   or path.suffix == ".pyd"]
-        file = f"{kernel_library.MODULE}-{int(time.time() * 1e6):x}{''.join(built.suffixes)}"
+        # A new name each build: a process that loaded the old file keeps using it.
+        stamp = f"{int(time.time() * 1e6):x}"
+        file = f"{kernel_library.MODULE}-{stamp}{''.join(built.suffixes)}"
         os.replace(built, directory / file)
-    modules = sorted({kernel.__module__ for _, kernel, _ in ENTRIES})
     manifest = {"format": kernel_library.FORMAT, "file": file, "exports": exports,
                 "numba": numba.__version__,  # for the record: the library needs none
-                "sources": {path: kernel_library.source_digest(path)
-                            for path in source_closure(modules)}}
+                "sources": sources}
     staged = directory / f"{kernel_library.MANIFEST}.tmp"
     staged.write_text(json.dumps(manifest, indent=1))
     os.replace(staged, directory / kernel_library.MANIFEST)
