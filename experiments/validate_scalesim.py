@@ -384,10 +384,16 @@ def read_report(path: Path) -> list[list[str]]:
     return [[cell.strip() for cell in line.split(",")] for line in lines if line.strip()]
 
 
+def empty_layout(tmp: Path) -> Path:
+    """A layout file of no layers: SCALE-Sim needs one even with layouts off."""
+    layout = tmp / "layout.csv"
+    layout.write_text("Layer name,\n")
+    return layout
+
+
 def run_scalesim_full(cfg: Path, topo: Path, gemm: bool, tmp: Path) -> dict:
     """The whole SCALE-Sim in its own process: per-layer reports and times, wall time."""
-    layout = tmp / "layout.csv"
-    layout.write_text("Layer name,\n")  # SCALE-Sim needs one even with layouts off
+    layout = empty_layout(tmp)
     out = Path(tempfile.mkdtemp(dir=tmp))
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", WORKER, str(cfg), str(topo), str(layout),
@@ -425,8 +431,7 @@ def library_current() -> bool:
 def run_scalesim_command(cfg: Path, topo: Path, gemm: bool, tmp: Path) -> float:
     """Wall seconds of SCALE-Sim as its README runs it, `python -m scalesim.scale`: it
     always saves its per-cycle traces (its -s flag is read but not used)."""
-    layout = tmp / "layout.csv"
-    layout.write_text("Layer name,\n")
+    layout = empty_layout(tmp)
     out = Path(tempfile.mkdtemp(dir=tmp))
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "scalesim.scale", "-c", str(cfg), "-t",
@@ -530,7 +535,8 @@ def full_runs(args, tmp: Path) -> tuple[list[dict], list[str]]:
                      for library in (True, False)}
         mine = [r for r in records if r["topology"] == topo_name and r["config"] == label]
         per_layer = min(r["speedup"] for r in mine)
-        ours_best = ours_proc[True] if library_current() else ours_proc[False]
+        current = library_current()
+        ours_best = ours_proc[current]
         lines.append(
             f"full run {topo_name} on {label} ({dataflow}, {imp.rows}x{imp.cols}): "
             f"{sum(r['status'] == 'match' for r in mine)}/{len(mine)} layers matched; "
@@ -541,7 +547,7 @@ def full_runs(args, tmp: Path) -> tuple[list[dict], list[str]]:
         print(lines[-1], flush=True)
         lines.append(
             f"  accsim run, best of 3: {ours_proc[True]:.3f} s with the kernel library "
-            f"({'current' if library_current() else 'absent or stale: the JIT ran'}), "
+            f"({'current' if current else 'absent or stale: the JIT ran'}), "
             f"{ours_proc[False]:.3f} s with the JIT (warm cache)")
         if args.scalesim_command:
             command_s = run_scalesim_command(cfg, clean, parsed.kind == "gemm", tmp)

@@ -62,7 +62,8 @@ class Strict(BaseModel):
     are immutable, values are not coerced (a boolean or a string is not a number), and
     every float is a finite, non-negative physical value (energy, power, bandwidth,
     clock, efficiency), so fields added later inherit those rules. Use PosFloat where
-    zero is meaningless too."""
+    zero is meaningless too. A model's validator is built on first use (defer_build):
+    a command imports some 60 models and validates a few."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True,
                               allow_inf_nan=False)
