@@ -29,8 +29,10 @@ Two parts:
    whole; its COMPUTE_REPORT and DETAILED_ACCESS_REPORT against accsim's validate mode
    (exact), and its Stall Cycles against accsim's stalls under its default tiler on the
    same config (a trend; see STALL_REASONS). Then `accsim run` on the same files as a
-   whole process, with the kernel library (`accsim compile`) and with the JIT, and with
-   --scalesim-command SCALE-Sim's own command too (it saves traces).
+   whole process, with the kernel library (`accsim compile`) and with the JIT; with one
+   tiling per layer as SCALE-Sim runs one (FIXED_TILING_RUNS), where the default run
+   searches dozens; and with --scalesim-command SCALE-Sim's own command too (it saves
+   traces).
 
 SCALE-Sim's loader fails on the shipped Resnet50.csv (a row of empty cells, extra
 columns) and on rows without a trailing comma: it gets a cleaned copy written from the
@@ -58,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 from simulator.mapping.plan import Mapping  # noqa: E402
 from simulator.frontends.scalesim import (load_config, load_topology, scalesim_rows,  # noqa: E402
                                 validate_mapping, validate_platform)
+from simulator.search.default import MAX_SIMULATED, SEEDS  # noqa: E402
 from simulator.simulate import Inputs, simulate  # noqa: E402
 from simulator.workload import Workload  # noqa: E402
 
@@ -65,6 +68,9 @@ from simulator.workload import Workload  # noqa: E402
 # README); point --topologies / --configs at SCALE-Sim's own folders for its full set.
 DATA = ROOT / "tests" / "data" / "scalesim"
 DATAFLOWS = ("os", "ws", "is")
+# `accsim run` with one tiling per layer, as SCALE-Sim runs one (name: options).
+FIXED_TILING_RUNS = {"validate scalesim": ("--validate", "scalesim"),
+                     "heuristic array_aligned": ("--heuristic", "array_aligned")}
 DEFAULT_ARRAYS = ("32x32", "256x256", "64x16")
 STALL_REASONS = [
     "SCALE-Sim prefetches the first half of each buffer before cycle 0 and does not count "
@@ -414,13 +420,15 @@ def run_scalesim_full(cfg: Path, topo: Path, gemm: bool, tmp: Path) -> dict:
     return {"layers": layers, "wall": wall}
 
 
-def accsim_run_seconds(cfg: Path, topo: Path, tmp: Path, library: bool) -> float:
-    """`accsim run` on SCALE-Sim's files as a whole process, best of 3, with the kernel
-    library (when current; `accsim compile` builds it) or with the JIT."""
+def accsim_run_seconds(cfg: Path, topo: Path, tmp: Path, library: bool,
+                       options: tuple[str, ...] = ()) -> float:
+    """`accsim run` on SCALE-Sim's files (and `options`) as a whole process, best of 3,
+    with the kernel library (when current; `accsim compile` builds it) or with the
+    JIT."""
     env = {**os.environ, "ACCSIM_KERNEL_LIBRARY": "1" if library else "0"}
     return best_of(lambda: subprocess.run(
         [sys.executable, "-m", "simulator.cli", "run", "--arch", str(cfg), "--workload",
-         str(topo)], check=True, stdout=subprocess.DEVNULL, cwd=tmp, env=env), 3)
+         str(topo), *options], check=True, stdout=subprocess.DEVNULL, cwd=tmp, env=env), 3)
 
 
 def library_current() -> bool:
@@ -533,9 +541,13 @@ def full_runs(args, tmp: Path) -> tuple[list[dict], list[str]]:
                 "status": "match" if match else "MISMATCH"})
         ours_proc = {library: accsim_run_seconds(cfg_path, topo_path, tmp, library)
                      for library in (True, False)}
+        current = library_current()
+        # One tiling per layer, as SCALE-Sim runs one: its own (validate mode), or the
+        # array_aligned heuristic's on the config's buffers; the default run searches.
+        fixed = {name: accsim_run_seconds(cfg_path, topo_path, tmp, current, options)
+                 for name, options in FIXED_TILING_RUNS.items()}
         mine = [r for r in records if r["topology"] == topo_name and r["config"] == label]
         per_layer = min(r["speedup"] for r in mine)
-        current = library_current()
         ours_best = ours_proc[current]
         lines.append(
             f"full run {topo_name} on {label} ({dataflow}, {imp.rows}x{imp.cols}): "
@@ -543,18 +555,27 @@ def full_runs(args, tmp: Path) -> tuple[list[dict], list[str]]:
             f"per layer accsim (in process, warm) is {per_layer:,.0f}x faster at least "
             f"(median {statistics.median(r['speedup'] for r in mine):,.0f}x); whole "
             f"processes: SCALE-Sim {theirs['wall']:.1f} s (traces off) vs accsim run "
-            f"{ours_best:.2f} s = {theirs['wall'] / ours_best:,.0f}x")
-        print(lines[-1], flush=True)
+            f"{ours_best:.3f} s = {theirs['wall'] / ours_best:,.0f}x")
         lines.append(
             f"  accsim run, best of 3: {ours_proc[True]:.3f} s with the kernel library "
             f"({'current' if current else 'absent or stale: the JIT ran'}), "
-            f"{ours_proc[False]:.3f} s with the JIT (warm cache)")
+            f"{ours_proc[False]:.3f} s with the JIT (warm cache); the default mapping "
+            f"searches up to {len(SEEDS) + MAX_SIMULATED} tilings per layer")
+        for name, options in FIXED_TILING_RUNS.items():
+            lines.append(
+                f"  accsim run {' '.join(options)}: {fixed[name]:.3f} s = "
+                f"{theirs['wall'] / fixed[name]:,.0f}x")
+        shown = 2 + len(fixed)
         if args.scalesim_command:
             command_s = run_scalesim_command(cfg, clean, parsed.kind == "gemm", tmp)
+            runs = {"accsim run": ours_best} | {
+                f"--{name}": seconds for name, seconds in fixed.items()}
             lines.append(
                 f"  SCALE-Sim's own command (scalesim.scale, which saves traces): "
-                f"{command_s:.1f} s = {command_s / ours_best:,.0f}x accsim run")
-        print("\n".join(lines[-1 - bool(args.scalesim_command):]), flush=True)
+                f"{command_s:.1f} s = " + ", ".join(
+                    f"{command_s / seconds:,.0f}x {what}" for what, seconds in runs.items()))
+            shown += 1
+        print("\n".join(lines[-shown:]), flush=True)
         rho = rank_correlation([r["theirs_stall"] for r in mine],
                                [r["ours_stall_default_tiler"] for r in mine])
         lines.append(

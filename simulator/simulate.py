@@ -11,7 +11,6 @@ from importlib.metadata import version
 from pathlib import Path, PurePath
 
 import numpy as np
-import simpy
 
 import simulator
 from simulator.config import Platform
@@ -160,7 +159,7 @@ def manifest(result: RunResult) -> dict:
         "model_version": simulator.MODEL_VERSION,
         "git_commit": git_commit(),
         "environment": {"python": host.python_version(), "numpy": np.__version__,
-                        "numba": version("numba"), "simpy": simpy.__version__},
+                        "numba": version("numba"), "simpy": version("simpy")},
         "engine": result.engine,
         "engine_reason": result.engine_reason,
         "mapping_mode": result.mapping_mode,
