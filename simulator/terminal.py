@@ -164,12 +164,12 @@ def _part(table: Table, columns: list[int], *, first: bool = True,
 
 
 def console(*, stderr: bool = False, wide: bool = False) -> FittingConsole:
-    """A console for reports: markup and highlighting off, so table cells and titles
-    built from input text are printed as they are; tables fit its width unless `wide`;
-    a line of text is printed whole (soft-wrapped: the terminal folds it, a pipe or
-    a file gets it on one line)."""
-    shown = FittingConsole(wide=wide, stderr=stderr, markup=False, highlight=False,
-                           soft_wrap=True)
+    """A console for reports: markup, emoji codes and highlighting off, so table cells
+    and titles built from input text are printed as they are (`a:fire:b` stays text);
+    tables fit its width unless `wide`; a line of text is printed whole (soft-wrapped:
+    the terminal folds it, a pipe or a file gets it on one line)."""
+    shown = FittingConsole(wide=wide, stderr=stderr, markup=False, emoji=False,
+                           highlight=False, soft_wrap=True)
     shown.wide = wide or not (shown.is_terminal or
                               os.environ.get("COLUMNS", "").strip().isdigit())
     return shown

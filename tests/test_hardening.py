@@ -132,8 +132,8 @@ def test_verify_counts_the_differences_it_does_not_show(recorded, capsys):
     assert len(every) > 20 and ".operators[0](fc1).steps: " in "\n".join(every)
 
 
-@pytest.mark.parametrize("name", ["[/]", "[bold]x[/bold]", "[link=http://x]y"])
-def test_markup_in_names_is_printed_as_written(tmp_path, capsys, name):
+@pytest.mark.parametrize("name", ["[/]", "[bold]x[/bold]", "[link=http://x]y", "a:fire:b"])
+def test_markup_and_emoji_codes_in_names_are_printed_as_written(tmp_path, capsys, name):
     workload = tmp_path / "w.yaml"
     workload.write_text(yaml.safe_dump({"name": name, "operators": [
         {"name": name, "layer_type": name, "kind": "gemm", "m": 8, "n": 8, "k": 8}]}))
