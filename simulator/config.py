@@ -149,13 +149,13 @@ class SystolicArray(Strict):
         "pays SCALE-Sim v3's fill (what SCALE-Sim inputs and --validate scalesim use)")
 
     macs_per_cycle: dict[Dtype, PositiveInt] = Field(
-        default_factory=dict, description="MACs per PE per cycle by input dtype; "
+        default={}, description="MACs per PE per cycle by input dtype; "
         "1 where absent")
     accumulator_dtypes: dict[Dtype, Dtype] = Field(
-        default_factory=dict, description="accumulator by input dtype; "
+        default={}, description="accumulator by input dtype; "
         "accumulator_dtype where absent")
     sparsity: list[SparsitySupport] = Field(
-        default_factory=list, description="N:M patterns run sparse on the array")
+        default=[], description="N:M patterns run sparse on the array")
     output_path: OutputPath = Field(
         default="direct", description="direct: results stream to the output buffer with "
         "the array; vector: every output tile is copied out of the accumulators by the "
@@ -410,7 +410,7 @@ class Platform(Strict):
     cost: CostTable | None = Field(default=None, description="optional: cost per million "
                                    "tokens; each value cited or assumed in provenance")
     provenance: dict[str, Provenance] = Field(
-        default_factory=dict, description="dotted field path -> where its value comes "
+        default={}, description="dotted field path -> where its value comes "
         "from (DESIGN.md section 16); description only, left out of the canonical dump")
 
     @model_serializer(mode="wrap")
