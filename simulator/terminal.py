@@ -29,6 +29,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+# A width no table reaches: where a table is measured or printed whole.
+UNBOUNDED = 10 ** 6
+
 
 def plain(text: str) -> str:
     """`text` with every control or format character (ESC, BEL, CR, bidi overrides, ...)
@@ -95,12 +98,14 @@ class FittingConsole(Console):
         expanding table measured as if it did not expand)."""
         natural = copy.copy(table)
         natural.expand = False
-        return self.measure(natural, options=self.options.update(width=10 ** 6)).maximum
+        return self.measure(natural, options=self.options.update(width=UNBOUNDED)).maximum
 
     def _print_whole(self, table: Table, **options) -> None:
-        """`table` at its natural width even where that is wider than the console."""
+        """`table` at its natural width even where that is wider than the console: a
+        table that does not expand takes its natural width on a console of any width,
+        so only an expanding one is measured (measuring costs as much as printing)."""
         width = self.width
-        self.width = max(width, self.measured(table))
+        self.width = max(width, self.measured(table)) if table.expand else UNBOUNDED
         try:
             super().print(table, **options)
         finally:
