@@ -66,3 +66,16 @@ def test_help_lists_every_verb_without_importing_their_modules() -> None:
     for verb, (_, help_text) in VERBS.items():
         assert verb in done.stderr and help_text.split()[0] in done.stderr
     assert "[]" in done.stderr.splitlines()[-1]
+
+
+def test_simpy_loads_only_for_its_engine() -> None:
+    """The engine runner imports an engine's module when that engine runs
+    (engines.runner.RUNNERS), so a fast-engine run leaves SimPy unloaded."""
+    probe = ("cli.main(['run', '--workload', 'gemm_4096', '--engine', '{engine}']); "
+             "print(json.dumps('simpy' in sys.modules), file=sys.stderr)")
+    for engine, loaded in (("fast", "false"), ("simpy", "true")):
+        done = subprocess.run([sys.executable, "-c", _PROBE.format(
+            call=probe.format(engine=engine), heavy=HEAVY)], capture_output=True,
+            text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines()[-1] == loaded
