@@ -271,23 +271,25 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     if not fits.any():  # nothing fits: let lowering report array_aligned's overflow
         return array_aligned(op, platform, depth, dataflow)
     mi, ni, ki = np.nonzero(fits)
-    tm, tn, tk = vm[mi][:, None], vn[ni][:, None], vk[ki][:, None]
+    # Axes (fitting tile, loop order). Traffic is the first key: the later ones are
+    # computed only on the tiles with an order of least traffic (the busy cycles on
+    # their tiles x every order, as they depend on the order only through its
+    # innermost dim), then kept where least, in the grid's order.
     order = np.arange(orders, dtype=np.int64)[None, :]
-    # Axes (fitting tile, loop order): the busy cycles depend on the order only through
-    # its innermost dim, so they are computed on the tiles and broadcast.
-    traffic = offchip_estimate(op, platform, tm, tn, tk, order)
+    traffic = offchip_estimate(op, platform, vm[mi][:, None], vn[ni][:, None],
+                               vk[ki][:, None], order).reshape(len(mi), orders)
+    least = traffic == traffic.min()
+    some = least.any(axis=1)
+    least = least[some]
+    tm, tn, tk = vm[mi[some]][:, None], vn[ni[some]][:, None], vk[ki[some]][:, None]
     busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
                              array.cols, array.count, array.fold_model,
-                             array_speed(op, platform)).ravel()
-    tm, tn, tk, order = (np.broadcast_to(values, (len(mi), orders)).ravel()
+                             array_speed(op, platform))[least]
+    tm, tn, tk, order = (np.broadcast_to(values, least.shape)[least]
                          for values in (tm, tn, tk, order))
-    # Traffic is the first key: the later ones matter only among its least.
-    least = traffic == traffic.min()
-    tm, tn, tk, order, traffic, busy = (values[least] for values in
-                                        (tm, tn, tk, order, traffic, busy))
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
     order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]
-    pick = np.lexsort((order_rank, tk, tn, tm, steps, busy, traffic))[0]
+    pick = np.lexsort((order_rank, tk, tn, tm, steps, busy))[0]
     return Tiling(int(tm[pick]), int(tn[pick]), int(tk[pick]), LOOP_ORDERS[order[pick]],
                   dataflow, depth)
 
