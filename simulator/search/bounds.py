@@ -139,7 +139,8 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     a_compulsory = activation_bytes(op, platform, a_elements)
     if isinstance(op, Conv2d):
         unsure = buffers.ifmap_bytes // a_bytes < MAX_DEPTH
-        a_low[unsure] = _middle_windows(op, platform, vm, vk, unsure[:, 0, :])
+        if unsure.any():
+            a_low[unsure] = _middle_windows(op, platform, vm, vk, unsure[:, 0, :])
         undecided = unsure & (np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH)
                               != np.minimum(buffers.ifmap_bytes // np.maximum(a_low, 1),
                                             MAX_DEPTH))
