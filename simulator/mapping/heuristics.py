@@ -271,25 +271,28 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     if not fits.any():  # nothing fits: let lowering report array_aligned's overflow
         return array_aligned(op, platform, depth, dataflow)
     mi, ni, ki = np.nonzero(fits)
-    # Axes (fitting tile, loop order). Traffic is the first key: the later ones are
-    # computed only on the tiles with an order of least traffic (the busy cycles on
-    # their tiles x every order, as they depend on the order only through its
-    # innermost dim), then kept where least, in the grid's order.
+    # Axes (fitting tile, loop order). Each key narrows the candidates to its least,
+    # so a later key is computed only on the earlier ones' ties: traffic, then busy
+    # cycles (on the tiles with an order of least traffic x every order, as they depend
+    # on the order only through its innermost dim), then steps, then the smaller tile
+    # sizes and the canonical order (one candidate: the lexicographic least).
     order = np.arange(orders, dtype=np.int64)[None, :]
     traffic = offchip_estimate(op, platform, vm[mi][:, None], vn[ni][:, None],
                                vk[ki][:, None], order).reshape(len(mi), orders)
     least = traffic == traffic.min()
-    some = least.any(axis=1)
-    least = least[some]
-    tm, tn, tk = vm[mi[some]][:, None], vn[ni[some]][:, None], vk[ki[some]][:, None]
-    busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
+    tiles = np.flatnonzero(least.any(axis=1))
+    busy = array_busy_cycles(g.m, g.n, g.k, vm[mi[tiles]][:, None], vn[ni[tiles]][:, None],
+                             vk[ki[tiles]][:, None], order, dataflow, array.rows,
                              array.cols, array.count, array.fold_model,
-                             array_speed(op, platform))[least]
-    tm, tn, tk, order = (np.broadcast_to(values, least.shape)[least]
-                         for values in (tm, tn, tk, order))
+                             array_speed(op, platform))
+    busy[~least[tiles]] = np.iinfo(np.int64).max   # not of least traffic
+    tile, order = np.nonzero(busy == busy.min())
+    tile = tiles[tile]
+    tm, tn, tk = vm[mi[tile]], vn[ni[tile]], vk[ki[tile]]
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
+    tm, tn, tk, order = (values[steps == steps.min()] for values in (tm, tn, tk, order))
     order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]
-    pick = np.lexsort((order_rank, tk, tn, tm, steps, busy))[0]
+    pick = np.lexsort((order_rank, tk, tn, tm))[0]
     return Tiling(int(tm[pick]), int(tn[pick]), int(tk[pick]), LOOP_ORDERS[order[pick]],
                   dataflow, depth)
 
