@@ -18,7 +18,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import (array_busy_cycles, array_speed,
                                          attention_element_bytes,
-                                         attention_rows, offchip_estimate, operand_bytes,
+                                         attention_rows, offchip_by_order, operand_bytes,
                                          operand_fits, weight_element_bytes)
 from simulator.mapping.plan import (ATTENTION_FIELDS, DEFAULT_DEPTH, DEFAULT_HEURISTIC,
                                     LOOP_ORDERS, PLAN, SEARCH, Tiling, TilingSpec)
@@ -240,7 +240,7 @@ def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     multiples and divisors of each dim (`dim_candidates`) and every loop order, the
     tiling whose `depth` tiles of each operand fit their buffers (a conv's A tile counted
     as `a_tile_bound`, an upper bound of its window) and whose estimated off-chip
-    traffic (`offchip_estimate`: LRU reuse by loop order and slots, partial-sum spills)
+    traffic (`offchip_by_order`: LRU reuse by loop order and slots, partial-sum spills)
     is least; ties go to fewer array cycles (`array_busy_cycles`), then fewer steps,
     then the canonical order. Vector operators get array_aligned's row tiles.
     Memoised within a process (a pure cache, `_MinOffchipQuery`)."""
@@ -264,29 +264,27 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     orders = len(LOOP_ORDERS)
     check_candidates(len(vm) * len(vn) * len(vk) * orders, op, "min_offchip")
     # Fit on the (m tile, n tile, k tile) axes (it does not depend on the loop order),
-    # then the fitting tiles x every loop order, in the grid's order (order fastest).
+    # then every loop order x the fitting tiles.
     tm, tn, tk = vm[:, None, None], vn[None, :, None], vk[None, None, :]
     a_fits, b_fits, c_fits = operand_fits(op, platform, tm, tn, tk, depth)
     fits = a_fits & b_fits & c_fits
     if not fits.any():  # nothing fits: let lowering report array_aligned's overflow
         return array_aligned(op, platform, depth, dataflow)
     mi, ni, ki = np.nonzero(fits)
-    # Axes (fitting tile, loop order). Each key narrows the candidates to its least,
+    # Axes (loop order, fitting tile). Each key narrows the candidates to its least,
     # so a later key is computed only on the earlier ones' ties: traffic, then busy
     # cycles (on the tiles with an order of least traffic x every order, as they depend
     # on the order only through its innermost dim), then steps, then the smaller tile
     # sizes and the canonical order (one candidate: the lexicographic least).
-    order = np.arange(orders, dtype=np.int64)[None, :]
-    traffic = offchip_estimate(op, platform, vm[mi][:, None], vn[ni][:, None],
-                               vk[ki][:, None], order).reshape(len(mi), orders)
+    traffic = offchip_by_order(op, platform, vm[mi], vn[ni], vk[ki])
     least = traffic == traffic.min()
-    tiles = np.flatnonzero(least.any(axis=1))
-    busy = array_busy_cycles(g.m, g.n, g.k, vm[mi[tiles]][:, None], vn[ni[tiles]][:, None],
-                             vk[ki[tiles]][:, None], order, dataflow, array.rows,
-                             array.cols, array.count, array.fold_model,
+    tiles = np.flatnonzero(least.any(axis=0))
+    busy = array_busy_cycles(g.m, g.n, g.k, vm[mi[tiles]], vn[ni[tiles]], vk[ki[tiles]],
+                             np.arange(orders, dtype=np.int64)[:, None], dataflow,
+                             array.rows, array.cols, array.count, array.fold_model,
                              array_speed(op, platform))
-    busy[~least[tiles]] = np.iinfo(np.int64).max   # not of least traffic
-    tile, order = np.nonzero(busy == busy.min())
+    busy[~least[:, tiles]] = np.iinfo(np.int64).max   # not of least traffic
+    order, tile = np.nonzero(busy == busy.min())
     tile = tiles[tile]
     tm, tn, tk = vm[mi[tile]], vn[ni[tile]], vk[ki[tile]]
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
