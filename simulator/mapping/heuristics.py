@@ -173,14 +173,14 @@ def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tilin
         tm = _balanced(rows, tm // 2)
 
 
-def _largest_fitting(total: int, unit: int, fits: Callable[[int], bool]) -> int:
+def _largest_fitting(total: int, unit: int, fits: Callable[[np.ndarray], np.ndarray]) -> int:
     """The largest tile size that fits: a multiple of `unit` below `total` or `total`
-    itself, balanced so the edge tile is no sliver; 1 if even `unit` does not fit."""
-    best = 0
-    for size in [total] + list(range(unit * (total // unit), 0, -unit)):
-        if size <= total and fits(size):
-            best = size
-            break
+    itself, balanced so the edge tile is no sliver; 1 if even `unit` does not fit.
+    `fits` checks many sizes at once (an int64 array of them)."""
+    sizes = np.array([total] + list(range(unit * (total // unit), 0, -unit)),
+                     dtype=np.int64)
+    fitting = fits(sizes)
+    best = int(sizes[np.argmax(fitting)]) if fitting.any() else 0
     if best == 0:
         best = max(1, min(total, unit))
         while best > 1 and not fits(best):
@@ -205,20 +205,20 @@ def os_k_inner(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     g = op.gemm()
     tm, tn = min(g.m, array.rows), min(g.n, array.cols)
 
-    def a_fits(tm_: int, tk_: int) -> bool:
+    def a_fits(tm_, tk_) -> np.ndarray:
         return operand_fits(op, platform, tm_, 1, tk_, depth)[0]
 
-    def b_fits(tk_: int, tn_: int) -> bool:
+    def b_fits(tk_, tn_) -> np.ndarray:
         return operand_fits(op, platform, 1, tn_, tk_, depth)[1]
 
-    def c_fits(tm_: int, tn_: int) -> bool:
+    def c_fits(tm_, tn_) -> np.ndarray:
         return operand_fits(op, platform, tm_, tn_, 1, depth)[2]
 
-    tk = _largest_fitting(g.k, array.rows, lambda t: a_fits(tm, t) and b_fits(t, tn))
-    tn = _largest_fitting(g.n, array.cols, lambda t: b_fits(tk, t) and c_fits(tm, t)
-                          or t <= min(g.n, array.cols))
-    tm = _largest_fitting(g.m, array.rows, lambda t: a_fits(t, tk) and c_fits(t, tn)
-                          or t <= min(g.m, array.rows))
+    tk = _largest_fitting(g.k, array.rows, lambda t: a_fits(tm, t) & b_fits(t, tn))
+    tn = _largest_fitting(g.n, array.cols, lambda t: b_fits(tk, t) & c_fits(tm, t)
+                          | (t <= min(g.n, array.cols)))
+    tm = _largest_fitting(g.m, array.rows, lambda t: a_fits(t, tk) & c_fits(t, tn)
+                          | (t <= min(g.m, array.rows)))
     return Tiling(tm, tn, tk, "mnk", "os", depth)
 
 
