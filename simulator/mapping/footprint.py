@@ -488,16 +488,19 @@ def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
         fill = 2 * rows + cols - 2
     r_full, r_folds, r_edge, r_edge_folds = _axis_tiles(*row, rows)
     c_full, c_folds, c_edge, c_edge_folds = _axis_tiles(*col, cols)
-    rounds = 0          # sum of F' over stationary tiles
-    singles = 0         # stationary tiles of one fold
-    tiles = 0
-    for r_count, r_f in ((r_full, r_folds), (r_edge, r_edge_folds)):
-        for c_count, c_f in ((c_full, c_folds), (c_edge, c_edge_folds)):
-            pairs = r_count * c_count
-            folds = r_f * c_f
-            rounds = rounds + pairs * -(-folds // count)
-            singles = singles + pairs * (folds == 1)
-            tiles = tiles + pairs
+    # Sums over the four kinds of stationary tiles (row kind x col kind): the tiles,
+    # those of one fold (one row fold and one col fold), and the rounds F', which on
+    # one array are the folds (a product of row and col folds) and so also factorise.
+    tiles = (r_full + r_edge) * (c_full + c_edge)
+    singles = (r_full * (r_folds == 1) + r_edge * (r_edge_folds == 1)) * \
+        (c_full * (c_folds == 1) + c_edge * (c_edge_folds == 1))
+    if count == 1:
+        rounds = (r_full * r_folds + r_edge * r_edge_folds) * \
+            (c_full * c_folds + c_edge * c_edge_folds)
+    else:
+        rounds = sum(r_count * c_count * -(-(r_f * c_f) // count)
+                     for r_count, r_f in ((r_full, r_folds), (r_edge, r_edge_folds))
+                     for c_count, c_f in ((c_full, c_folds), (c_edge, c_edge_folds)))
     total, tile, name = streamed
     s_full, _, s_edge, _ = _axis_tiles(total, tile, 1)
     tile_t = np.ceil(tile / speed).astype(np.int64)       # a full tile's T at speed
