@@ -488,16 +488,19 @@ def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
         fill = 2 * rows + cols - 2
     r_full, r_folds, r_edge, r_edge_folds = _axis_tiles(*row, rows)
     c_full, c_folds, c_edge, c_edge_folds = _axis_tiles(*col, cols)
-    rounds = 0          # sum of F' over stationary tiles
-    singles = 0         # stationary tiles of one fold
-    tiles = 0
-    for r_count, r_f in ((r_full, r_folds), (r_edge, r_edge_folds)):
-        for c_count, c_f in ((c_full, c_folds), (c_edge, c_edge_folds)):
-            pairs = r_count * c_count
-            folds = r_f * c_f
-            rounds = rounds + pairs * -(-folds // count)
-            singles = singles + pairs * (folds == 1)
-            tiles = tiles + pairs
+    # Sums over the four kinds of stationary tiles (row kind x col kind): the tiles,
+    # those of one fold (one row fold and one col fold), and the rounds F', which on
+    # one array are the folds (a product of row and col folds) and so also factorise.
+    tiles = (r_full + r_edge) * (c_full + c_edge)
+    singles = (r_full * (r_folds == 1) + r_edge * (r_edge_folds == 1)) * \
+        (c_full * (c_folds == 1) + c_edge * (c_edge_folds == 1))
+    if count == 1:
+        rounds = (r_full * r_folds + r_edge * r_edge_folds) * \
+            (c_full * c_folds + c_edge * c_edge_folds)
+    else:
+        rounds = sum(r_count * c_count * -(-(r_f * c_f) // count)
+                     for r_count, r_f in ((r_full, r_folds), (r_edge, r_edge_folds))
+                     for c_count, c_f in ((c_full, c_folds), (c_edge, c_edge_folds)))
     total, tile, name = streamed
     s_full, _, s_edge, _ = _axis_tiles(total, tile, 1)
     tile_t = np.ceil(tile / speed).astype(np.int64)       # a full tile's T at speed
@@ -524,8 +527,9 @@ _INSIDE = {reuse: {dim: np.array([dim in name[name.index(reuse) + 1:]
            for reuse in DIMS}
 
 
-def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
-    """Estimated off-chip bytes of one instance under tilings (the min_offchip model).
+def offchip_by_order(op, platform: Platform, tm, tn, tk) -> np.ndarray:
+    """Estimated off-chip bytes of one instance under tilings (the min_offchip model),
+    one row per loop order: int64[len(LOOP_ORDERS), *the tilings' broadcast shape].
 
     Each operand's tiles are indexed by two dims; the third is its reuse dim (A: n,
     B: m, C: k). A tile is fetched once if its reuse dim has one tile, or if the tiles
@@ -533,37 +537,51 @@ def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
     uses); otherwise once per tile of the reuse dim. C moves once as outputs unless the
     live C tiles exceed its slots with k not innermost, when partial sums spill and
     reload on every k step. A conv's A is counted as its input tensor (halos ignored).
-    Operands that live in the on-chip activation memory move nothing. Tilings
-    broadcast against each other (order: indices into LOOP_ORDERS); the answer is flat,
-    one entry per element of their broadcast shape, in C order.
+    Operands that live in the on-chip activation memory move nothing. An operand's
+    bytes depend on the loop order only through the dims inside its reuse loop, so
+    they are computed once per such set, on the tilings' axes alone.
     """
     g = op.gemm()
     _, acc, out = operand_bytes(op, platform)
     buffers = platform.buffers
-    tm, tn, tk, order = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk, order))
-    shape = np.broadcast_shapes(tm.shape, tn.shape, tk.shape, order.shape)
+    tm, tn, tk = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk))
+    shape = np.broadcast_shapes(tm.shape, tn.shape, tk.shape)
     counts = {"m": -(-g.m // tm), "n": -(-g.n // tn), "k": -(-g.k // tk)}
     a_bytes = activation_bytes(op, platform, op.batch * op.h * op.w * (op.cin // op.groups)
                                if isinstance(op, Conv2d) else g.m * g.k)
     onchip = operator_onchip(op, platform)
-    slots = {"a": buffers.ifmap_bytes // a_tile_bytes(op, platform, tm, tk, "im2col"),
-             "b": buffers.weight_bytes // b_tile_bytes(op, platform, tk, tn),
-             "c": buffers.output_bytes // c_tile_bytes(op, platform, tm, tn)}
+    # By reuse dim: A (n), B (m), C (k).
+    slots = {"n": buffers.ifmap_bytes // a_tile_bytes(op, platform, tm, tk, "im2col"),
+             "m": buffers.weight_bytes // b_tile_bytes(op, platform, tk, tn),
+             "k": buffers.output_bytes // c_tile_bytes(op, platform, tm, tn)}
+    bases = {"n": a_bytes, "m": weight_bytes(op, platform, g.k * g.n, offchip=True)}
+    terms: dict[tuple[str, str], np.ndarray] = {}
 
-    def inside(reuse: str) -> np.ndarray:
-        return inside_product(reuse, DIMS, counts, order)
+    def moved(reuse: str, inside: str) -> np.ndarray:
+        """Bytes one operand moves where the dims `inside` (sorted) are inside its
+        reuse loop."""
+        if (reuse, inside) not in terms:
+            product = np.ones((), dtype=np.int64)
+            for dim in inside:
+                product = product * counts[dim]
+            if reuse == "k":
+                spill = slots["k"] < product
+                terms[reuse, inside] = g.m * g.n * out + \
+                    spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
+            else:
+                terms[reuse, inside] = bases[reuse] * np.where(
+                    (counts[reuse] == 1) | (product <= slots[reuse]), 1, counts[reuse])
+        return terms[reuse, inside]
 
-    total = np.zeros((), dtype=np.int64)
-    for operand, reuse, base in (("a", "n", a_bytes),
-                                 ("b", "m", weight_bytes(op, platform, g.k * g.n,
-                                                         offchip=True))):
-        if operand == "a" and onchip:
-            continue
-        refetch = np.where((counts[reuse] == 1) | (inside(reuse) <= slots[operand]), 1,
-                           counts[reuse])
-        total = total + base * refetch
-    if not onchip:
-        spill = slots["c"] < inside("k")
-        total = total + g.m * g.n * out + spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
-    return np.broadcast_to(total, shape).ravel()
+    reuses = "m" if onchip else "nmk"
+    return np.stack([np.broadcast_to(sum(moved(reuse, "".join(sorted(
+        name[name.index(reuse) + 1:]))) for reuse in reuses), shape)
+        for name in LOOP_ORDERS])
 
+
+def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
+    """`offchip_by_order` at loop orders `order` (indices into LOOP_ORDERS): tilings and
+    orders broadcast against each other; the answer is flat, one entry per element of
+    their broadcast shape, in C order."""
+    return np.choose(np.asarray(order, dtype=np.int64),
+                     offchip_by_order(op, platform, tm, tn, tk)).ravel()

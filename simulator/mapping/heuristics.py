@@ -18,7 +18,7 @@ from simulator.config import Platform
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import (array_busy_cycles, array_speed,
                                          attention_element_bytes,
-                                         attention_rows, offchip_estimate, operand_bytes,
+                                         attention_rows, offchip_by_order, operand_bytes,
                                          operand_fits, weight_element_bytes)
 from simulator.mapping.plan import (ATTENTION_FIELDS, DEFAULT_DEPTH, DEFAULT_HEURISTIC,
                                     LOOP_ORDERS, PLAN, SEARCH, Tiling, TilingSpec)
@@ -173,14 +173,14 @@ def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tilin
         tm = _balanced(rows, tm // 2)
 
 
-def _largest_fitting(total: int, unit: int, fits: Callable[[int], bool]) -> int:
+def _largest_fitting(total: int, unit: int, fits: Callable[[np.ndarray], np.ndarray]) -> int:
     """The largest tile size that fits: a multiple of `unit` below `total` or `total`
-    itself, balanced so the edge tile is no sliver; 1 if even `unit` does not fit."""
-    best = 0
-    for size in [total] + list(range(unit * (total // unit), 0, -unit)):
-        if size <= total and fits(size):
-            best = size
-            break
+    itself, balanced so the edge tile is no sliver; 1 if even `unit` does not fit.
+    `fits` checks many sizes at once (an int64 array of them)."""
+    sizes = np.array([total] + list(range(unit * (total // unit), 0, -unit)),
+                     dtype=np.int64)
+    fitting = fits(sizes)
+    best = int(sizes[np.argmax(fitting)]) if fitting.any() else 0
     if best == 0:
         best = max(1, min(total, unit))
         while best > 1 and not fits(best):
@@ -205,20 +205,20 @@ def os_k_inner(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     g = op.gemm()
     tm, tn = min(g.m, array.rows), min(g.n, array.cols)
 
-    def a_fits(tm_: int, tk_: int) -> bool:
+    def a_fits(tm_, tk_) -> np.ndarray:
         return operand_fits(op, platform, tm_, 1, tk_, depth)[0]
 
-    def b_fits(tk_: int, tn_: int) -> bool:
+    def b_fits(tk_, tn_) -> np.ndarray:
         return operand_fits(op, platform, 1, tn_, tk_, depth)[1]
 
-    def c_fits(tm_: int, tn_: int) -> bool:
+    def c_fits(tm_, tn_) -> np.ndarray:
         return operand_fits(op, platform, tm_, tn_, 1, depth)[2]
 
-    tk = _largest_fitting(g.k, array.rows, lambda t: a_fits(tm, t) and b_fits(t, tn))
-    tn = _largest_fitting(g.n, array.cols, lambda t: b_fits(tk, t) and c_fits(tm, t)
-                          or t <= min(g.n, array.cols))
-    tm = _largest_fitting(g.m, array.rows, lambda t: a_fits(t, tk) and c_fits(t, tn)
-                          or t <= min(g.m, array.rows))
+    tk = _largest_fitting(g.k, array.rows, lambda t: a_fits(tm, t) & b_fits(t, tn))
+    tn = _largest_fitting(g.n, array.cols, lambda t: b_fits(tk, t) & c_fits(tm, t)
+                          | (t <= min(g.n, array.cols)))
+    tm = _largest_fitting(g.m, array.rows, lambda t: a_fits(t, tk) & c_fits(t, tn)
+                          | (t <= min(g.m, array.rows)))
     return Tiling(tm, tn, tk, "mnk", "os", depth)
 
 
@@ -240,7 +240,7 @@ def min_offchip(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     multiples and divisors of each dim (`dim_candidates`) and every loop order, the
     tiling whose `depth` tiles of each operand fit their buffers (a conv's A tile counted
     as `a_tile_bound`, an upper bound of its window) and whose estimated off-chip
-    traffic (`offchip_estimate`: LRU reuse by loop order and slots, partial-sum spills)
+    traffic (`offchip_by_order`: LRU reuse by loop order and slots, partial-sum spills)
     is least; ties go to fewer array cycles (`array_busy_cycles`), then fewer steps,
     then the canonical order. Vector operators get array_aligned's row tiles.
     Memoised within a process (a pure cache, `_MinOffchipQuery`)."""
@@ -264,30 +264,33 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     orders = len(LOOP_ORDERS)
     check_candidates(len(vm) * len(vn) * len(vk) * orders, op, "min_offchip")
     # Fit on the (m tile, n tile, k tile) axes (it does not depend on the loop order),
-    # then the fitting tiles x every loop order, in the grid's order (order fastest).
+    # then every loop order x the fitting tiles.
     tm, tn, tk = vm[:, None, None], vn[None, :, None], vk[None, None, :]
     a_fits, b_fits, c_fits = operand_fits(op, platform, tm, tn, tk, depth)
     fits = a_fits & b_fits & c_fits
     if not fits.any():  # nothing fits: let lowering report array_aligned's overflow
         return array_aligned(op, platform, depth, dataflow)
     mi, ni, ki = np.nonzero(fits)
-    tm, tn, tk = vm[mi][:, None], vn[ni][:, None], vk[ki][:, None]
-    order = np.arange(orders, dtype=np.int64)[None, :]
-    # Axes (fitting tile, loop order): the busy cycles depend on the order only through
-    # its innermost dim, so they are computed on the tiles and broadcast.
-    traffic = offchip_estimate(op, platform, tm, tn, tk, order)
-    busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
-                             array.cols, array.count, array.fold_model,
-                             array_speed(op, platform)).ravel()
-    tm, tn, tk, order = (np.broadcast_to(values, (len(mi), orders)).ravel()
-                         for values in (tm, tn, tk, order))
-    # Traffic is the first key: the later ones matter only among its least.
+    # Axes (loop order, fitting tile). Each key narrows the candidates to its least,
+    # so a later key is computed only on the earlier ones' ties: traffic, then busy
+    # cycles (on the tiles with an order of least traffic x every order, as they depend
+    # on the order only through its innermost dim), then steps, then the smaller tile
+    # sizes and the canonical order (one candidate: the lexicographic least).
+    traffic = offchip_by_order(op, platform, vm[mi], vn[ni], vk[ki])
     least = traffic == traffic.min()
-    tm, tn, tk, order, traffic, busy = (values[least] for values in
-                                        (tm, tn, tk, order, traffic, busy))
+    tiles = np.flatnonzero(least.any(axis=0))
+    busy = array_busy_cycles(g.m, g.n, g.k, vm[mi[tiles]], vn[ni[tiles]], vk[ki[tiles]],
+                             np.arange(orders, dtype=np.int64)[:, None], dataflow,
+                             array.rows, array.cols, array.count, array.fold_model,
+                             array_speed(op, platform))
+    busy[~least[:, tiles]] = np.iinfo(np.int64).max   # not of least traffic
+    order, tile = np.nonzero(busy == busy.min())
+    tile = tiles[tile]
+    tm, tn, tk = vm[mi[tile]], vn[ni[tile]], vk[ki[tile]]
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
+    tm, tn, tk, order = (values[steps == steps.min()] for values in (tm, tn, tk, order))
     order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]
-    pick = np.lexsort((order_rank, tk, tn, tm, steps, busy, traffic))[0]
+    pick = np.lexsort((order_rank, tk, tn, tm))[0]
     return Tiling(int(tm[pick]), int(tn[pick]), int(tk[pick]), LOOP_ORDERS[order[pick]],
                   dataflow, depth)
 

@@ -162,6 +162,14 @@ def window_maxima(conv: Conv2d, tm: int, tks) -> np.ndarray:
     return np.maximum.reduceat(largest, firsts)
 
 
+def window_grid(conv: Conv2d, m0s, m1s, k0s, k1s) -> np.ndarray:
+    """Input elements of one group in each A tile [m0s[i], m1s[i]) x [k0s[j], k1s[j]),
+    int64[len(m0s), len(k0s)]: many tiles in one kernel call (each kernel-position
+    pair of an m range counted once), where one call per tile costs mostly its call."""
+    return _counts(_geometry(conv), *(np.asarray(bounds, dtype=np.int64)
+                                      for bounds in (m0s, m1s, k0s, k1s)))
+
+
 @functools.lru_cache(maxsize=64)  # the mapper asks for one table per (tm, tk) many times
 def _cached_table(geometry: tuple, tm: int, tk: int) -> np.ndarray:
     table = _counts(geometry, *_tiles(geometry[9], tm), *_tiles(geometry[10], tk))

@@ -25,7 +25,7 @@ from simulator.mapping.footprint import (EFFECTIVE_ORDER, a_tile_bytes, activati
 from simulator.mapping.heuristics import (check_candidates, coarse_candidates,
                                           dim_candidates, divisors)
 from simulator.mapping.plan import LOOP_ORDERS, Tiling
-from simulator.mapping.windows import window_elements, window_maxima
+from simulator.mapping.windows import window_elements, window_grid, window_maxima
 from simulator.program import MAX_DEPTH, memory_params
 from simulator.timing import ceil_div
 from simulator.workload import Conv2d, is_attention, is_compute
@@ -90,6 +90,20 @@ def _static_pj_per_cycle(platform: Platform) -> float:
     return static_power_w(platform) / (platform.clock_ghz * 1e9) * 1e12
 
 
+def _middle_windows(op, platform: Platform, vm: np.ndarray, vk: np.ndarray,
+                    wanted: np.ndarray) -> np.ndarray:
+    """Bytes of the window of a conv's middle m tile (its first tk columns) for the
+    tile sizes (vm[i], vk[j]) where wanted[i, j], in np.nonzero order: counted in one
+    call over the rows and columns holding any, as one call per tile costs mostly
+    its call."""
+    g = op.gemm()
+    rows, cols = np.flatnonzero(wanted.any(axis=1)), np.flatnonzero(wanted.any(axis=0))
+    m0 = -(-g.m // vm[rows]) // 2 * vm[rows]
+    counts = window_grid(op, m0, np.minimum(g.m, m0 + vm[rows]), np.zeros_like(cols),
+                         vk[cols])
+    return activation_bytes(op, platform, counts[wanted[np.ix_(rows, cols)]])
+
+
 def _compute_grid(op, fuse: str | None, following, platform: Platform,
                   coarse: bool = False) -> Candidates:
     """Every tile size (`dim_candidates`, or `coarse_candidates`), loop order and
@@ -125,11 +139,8 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     a_compulsory = activation_bytes(op, platform, a_elements)
     if isinstance(op, Conv2d):
         unsure = buffers.ifmap_bytes // a_bytes < MAX_DEPTH
-        for i, _, j in zip(*np.nonzero(unsure)):
-            rows, cols = int(vm[i]), int(vk[j])
-            m0 = (ceil_div(g.m, rows) // 2) * rows
-            a_low[i, 0, j] = activation_bytes(op, platform, window_elements(
-                op, m0, min(g.m, m0 + rows), 0, cols))
+        if unsure.any():
+            a_low[unsure] = _middle_windows(op, platform, vm, vk, unsure[:, 0, :])
         undecided = unsure & (np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH)
                               != np.minimum(buffers.ifmap_bytes // np.maximum(a_low, 1),
                                             MAX_DEPTH))
