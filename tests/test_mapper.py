@@ -22,7 +22,7 @@ from simulator.search import operator as search_operator_module
 from simulator.search.bounds import candidate_bounds
 from simulator.search.operator import OBJECTIVES, Evaluation, evaluate as _evaluate
 from simulator.search.workload import (BUILTIN_HEURISTICS, MapResult, _grid_size, map_workload, read_map_json)
-from simulator.mapping.footprint import array_busy_cycles, offchip_estimate
+from simulator.mapping.footprint import array_busy_cycles, offchip_by_order
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec
 from simulator.program import memory_params
 from simulator.simulate import Inputs, simulate
@@ -114,7 +114,7 @@ def test_closed_forms_equal_the_lowering(count, fold_model):
         assert int(array_busy_cycles(m, n, k, tm, tn, tk, order, dataflow, 8, 8, count,
                                      fold_model)) == \
             int(lowered.program.compute_cycles.sum())
-        assert int(offchip_estimate(op, platform, tm, tn, tk, order)[0]) == \
+        assert int(offchip_by_order(op, platform, tm, tn, tk)[order]) == \
             lowered.counters.offchip_bytes
         checked += 1
 

@@ -25,7 +25,7 @@ from simulator.formats import FORMATS, packed_bytes
 from simulator.frontends.hf import command as hf_command
 from simulator.loader import validate_model
 from simulator.lowering import lower_compute
-from simulator.mapping.footprint import array_busy_cycles, offchip_estimate
+from simulator.mapping.footprint import array_busy_cycles, offchip_by_order
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling
 from simulator.program import memory_params
 from simulator.report import result_dict
@@ -192,7 +192,7 @@ def test_busy_cycles_closed_form_and_engines_agree_at_every_speed(
                                  platform.systolic_array.count, fold_model,
                                  lowered.speed)) == int(lowered.program.compute_cycles.sum())
     if sparsity is None and weight != "int4":   # whole-byte tiles: the estimate is exact
-        assert int(offchip_estimate(op, platform, tm, tn, tk, order)[0]) == \
+        assert int(offchip_by_order(op, platform, tm, tn, tk)[order]) == \
             lowered.counters.offchip_bytes
     memory = memory_params(platform)
     fast = run_fast(lowered.program, memory, keep_steps=True)

@@ -577,11 +577,3 @@ def offchip_by_order(op, platform: Platform, tm, tn, tk) -> np.ndarray:
     return np.stack([np.broadcast_to(sum(moved(reuse, "".join(sorted(
         name[name.index(reuse) + 1:]))) for reuse in reuses), shape)
         for name in LOOP_ORDERS])
-
-
-def offchip_estimate(op, platform: Platform, tm, tn, tk, order) -> np.ndarray:
-    """`offchip_by_order` at loop orders `order` (indices into LOOP_ORDERS): tilings and
-    orders broadcast against each other; the answer is flat, one entry per element of
-    their broadcast shape, in C order."""
-    return np.choose(np.asarray(order, dtype=np.int64),
-                     offchip_by_order(op, platform, tm, tn, tk)).ravel()

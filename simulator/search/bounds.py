@@ -153,7 +153,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     max_depth = np.minimum(np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH),
                            np.minimum(b_slots, c_slots))
     # Off-chip bytes, per loop order (axis 3): exact for a GEMM (the LRU reuse that
-    # mapping.offchip_estimate models), a lower bound for a conv, whose A tiles are
+    # mapping.offchip_by_order models), a lower bound for a conv, whose A tiles are
     # counted as its compulsory window and whose A slots as at most those of the mean
     # window (so reuse is never underestimated).
     counts = {"m": cm[..., None], "n": cn[..., None], "k": ck[..., None]}
