@@ -153,6 +153,29 @@ def _fused_epilogue(op, fuse: str, following, source: str | None) -> EpilogueMem
     return EpilogueMember(following, getattr(following, "op", None) in BINARY_OPS)
 
 
+@dataclass(frozen=True)
+class _ArrayFacts:
+    """What lowering a gemm or conv2d on a platform is under every tiling, worked out
+    (its dtypes checked) once per TileTables: a search lowers dozens of its tilings."""
+
+    dtype: str
+    acc_bytes: int           # per accumulator element
+    onchip: bool             # A and C live in the on-chip activation memory
+    a_elements: int          # of A, compulsory (a conv's input windows, not im2col)
+    precision: Precision | None
+    speed: float
+
+
+def _array_facts(op, platform: Platform, workload_source: str | None) -> _ArrayFacts:
+    check_dtypes(op, platform, workload_source)
+    g = op.gemm()
+    return _ArrayFacts(
+        operator_dtype(op, platform), operand_bytes(op, platform)[1],
+        onchip_home(platform, *tensor_bytes(op, platform)),
+        window_elements(op, 0, g.m, 0, g.k) if isinstance(op, Conv2d) else g.m * g.k,
+        operator_precision(op, platform), array_speed(op, platform))
+
+
 def _stored_elements(g, fused) -> int:
     """Elements one instance stores: its output, or a fused epilogue's last member's
     output (a gating multiply halves it): what no schedule can avoid writing."""
@@ -181,25 +204,21 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         if tile > size:
             raise operator_error(op, f"{dim} {tile} is larger than the operator's "
                         f"{dim[1].upper()} {size}", source)
-    dtype = operator_dtype(op, platform)
-    check_dtypes(op, platform, workload_source)
+    if tables is None or not tables.serves(op, platform):
+        tables = TileTables(op, platform)
+    facts = tables.get(("operator",), lambda: _array_facts(op, platform, workload_source))
     if tiling.dataflow not in array.dataflows:
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
-    _, acc, out = operand_bytes(op, platform)
-    if tables is None or not tables.serves(op, platform):
-        tables = TileTables(op, platform)
+    acc, onchip, speed = facts.acc_bytes, facts.onchip, facts.speed
     tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
     if isinstance(op, Conv2d):
         a_table = tables.get(("a", tm, tk), lambda: TileTable.from_array(
             activation_bytes(op, platform, window_table(op, tm, tk))))
-        a_elements = window_elements(op, 0, g.m, 0, g.k)
     else:
         a_table = tables.get(("a", tm, tk), lambda: TileTable.of_sizes(
             tile_sizes(g.m, tm), tile_sizes(g.k, tk),
             partial(activation_bytes, op, platform)))
-        a_elements = g.m * g.k
-    onchip = onchip_home(platform, *tensor_bytes(op, platform))
     depth = tiling.depth
     order = tiling.loop_order
     b_load = tables.get(("b_load", tk, tn), lambda: TileTable.of_sizes(
@@ -209,8 +228,6 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         ("b_sram", tk, tn), lambda: TileTable.of_sizes(
             tile_sizes(g.k, tk), tile_sizes(g.n, tn),
             partial(weight_bytes, op, platform, offchip=False)))
-    precision = operator_precision(op, platform)
-    speed = array_speed(op, platform)
     if fused is None:
         fused = () if tiling.fuse is None else \
             (_fused_epilogue(op, tiling.fuse, following, source),)
@@ -251,7 +268,8 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         skew_array_cycles=float(floats[kernel.SKEW]),
         offchip_read=_offchip_read(ints),
         offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
-        compulsory={"a": 0 if onchip else int(activation_bytes(op, platform, a_elements)),
+        compulsory={"a": 0 if onchip else int(activation_bytes(op, platform,
+                                                                facts.a_elements)),
                     "b": int(weight_bytes(op, platform, g.k * g.n, offchip=True)),
                     "c": 0 if onchip else _stored_elements(g, fused) * stored},
         sram_read={"ifmap": int(activation_bytes(op, platform,
@@ -268,9 +286,10 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         slots={"ifmap": a_slots, "weight": b_slots, "output": c_slots},
         live_c_tiles=live, spills=bool(spill))
     names = "+".join(m.op.name for m in prologue + fused) or None
-    return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", tiling, program,
+    return LoweredOperator(op.name, op.layer_type, op.kind, facts.dtype, "array", tiling,
+                           program,
                            g.instances, op.repeat, onchip, names, counters,
-                           precision=precision, speed=speed)
+                           precision=facts.precision, speed=speed)
 
 
 def _whole_program(args: tuple, platform: Platform, depth: int, slots: int, name: str,

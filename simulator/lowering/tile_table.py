@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
+
+Built = TypeVar("Built")
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,24 +96,25 @@ class TileTable:
 
 class TileTables:
     """The tables of one operator's lowerings on one platform, each built once by its
-    key (which table, its tile sizes): the search lowers many candidate tilings that
+    key (which table, its tile sizes), and what lowering it under any tiling shares
+    (lowering's per-operator facts): the search lowers many candidate tilings that
     share tile sizes (SCALE-Sim AlexNet: 276 lowerings, 99 distinct A tables, 41 B).
     One is made per operator searched and dropped with it; a lowering of another
     operator or platform builds its own tables (`serves`)."""
 
     def __init__(self, op, platform):
         self.op, self.platform = op, platform
-        self._tables: dict[tuple, TileTable] = {}
+        self._built: dict[tuple, object] = {}
 
     def serves(self, op, platform) -> bool:
         return op is self.op and platform is self.platform
 
-    def get(self, key: tuple, build: Callable[[], TileTable]) -> TileTable:
-        """The table of `key`, built by `build` the first time."""
-        table = self._tables.get(key)
-        if table is None:
-            table = self._tables[key] = build()
-        return table
+    def get(self, key: tuple, build: Callable[[], Built]) -> Built:
+        """What `key` names, built by `build` the first time."""
+        built = self._built.get(key)
+        if built is None:
+            built = self._built[key] = build()
+        return built
 
 
 def tile_sizes(size: int, tile: int) -> np.ndarray:
