@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from simulator.errors import AccsimError
 from simulator.inputs import Inputs
 from simulator.loader import load_model
-from simulator.precision.plan import PrecisionPlan
-from simulator.precision.resolve import AppliedPlan, apply_plan
+
+if TYPE_CHECKING:
+    from simulator.precision.resolve import AppliedPlan
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
@@ -31,6 +33,10 @@ def applied(args: argparse.Namespace, inputs: Inputs, *,
     if not single_chip:
         raise AccsimError("--precision applies to a single-chip run for now",
                           field="--precision")
+    # Imported here: the plan's models and the resolver (emulation included) are a
+    # few ms of start-up that a run without --precision does not need.
+    from simulator.precision.plan import PrecisionPlan
+    from simulator.precision.resolve import apply_plan
     plan, source = load_model(args.precision, PrecisionPlan)
     result = apply_plan(plan, inputs.workload, inputs.platform, file=source.path)
     return replace(inputs, workload=result.workload), result
