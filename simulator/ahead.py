@@ -21,16 +21,19 @@ from __future__ import annotations
 import gc
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from simulator.engines.fast import _replay
 from simulator.jit import (Kernel, ahead_types, fcntl, lacks_ahead, load_registries,
                            lock_path)
 from simulator.lowering.steps import gemm_block
+
+if TYPE_CHECKING:
+    from subprocess import Popen
 
 # In the order a run first calls them.
 KERNELS: dict[str, Kernel] = {"gemm_block": gemm_block, "replay": _replay}
@@ -83,7 +86,7 @@ class _Forked:
         os.kill(self.pid, signal.SIGKILL)
 
 
-def start(kernels: dict[str, Kernel] = KERNELS) -> list[_Forked | subprocess.Popen]:
+def start(kernels: dict[str, Kernel] = KERNELS) -> list[_Forked | Popen]:
     """Compile the KERNELS the cache lacks in child processes holding their locks; none
     when nothing needs it (a warm cache) or it would not help. On Linux, from a process
     of one thread, each kernel has its own child, a fork, which has Numba and the
@@ -103,6 +106,7 @@ def start(kernels: dict[str, Kernel] = KERNELS) -> list[_Forked | subprocess.Pop
         if not held or any(KERNELS.get(name) is not kernel  # a fresh interpreter
                            for name, kernel in kernels.items()):  # knows KERNELS only
             return []
+        import subprocess  # here: only this path starts one (2 ms of every start-up)
         return [subprocess.Popen(
             [sys.executable, "-m", "simulator.ahead",
              *(f"{name}:{fd}" for name, fd in held.items())],

@@ -4,7 +4,6 @@ the metrics into one result with its manifest (DESIGN.md sections 3, 4, 6)."""
 from __future__ import annotations
 
 import platform as host
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -135,6 +134,7 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
 
 def git_commit() -> str | None:
     """The commit of the checkout the package runs from, if it runs from one."""
+    import subprocess  # here: only a result's manifest asks (2 ms of every start-up)
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                              cwd=Path(simulator.__file__).parent, timeout=5, check=False)
