@@ -287,8 +287,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         live_c_tiles=live, spills=bool(spill))
     names = "+".join(m.op.name for m in prologue + fused) or None
     return LoweredOperator(op.name, op.layer_type, op.kind, facts.dtype, "array", tiling,
-                           program,
-                           g.instances, op.repeat, onchip, names, counters,
+                           program, g.instances, op.repeat, onchip, names, counters,
                            precision=facts.precision, speed=speed)
 
 
