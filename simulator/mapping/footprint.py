@@ -527,6 +527,20 @@ _INSIDE = {reuse: {dim: np.array([dim in name[name.index(reuse) + 1:]
            for reuse in DIMS}
 
 
+def lru_fetches(reuse_tiles, inside, slots) -> np.ndarray:
+    """Times each tile of an operand moves off-chip under LRU reuse (the min_offchip
+    model and the search's bound): once if its reuse dim has one tile (`reuse_tiles`)
+    or the tiles of its own dims inside the reuse loop (`inside`) fit its buffer's
+    `slots`, else once per tile of the reuse dim."""
+    return np.where((reuse_tiles == 1) | (inside <= slots), 1, reuse_tiles)
+
+
+def c_offchip_bytes(g, out: int, acc: int, k_tiles, spill) -> np.ndarray:
+    """C's off-chip bytes of one GEMM instance `g`: its outputs once, and where partial
+    sums spill (`spill`), a store and a reload of them k_tiles - 1 times."""
+    return g.m * g.n * out + spill * 2 * g.m * g.n * acc * (k_tiles - 1)
+
+
 def offchip_by_order(op, platform: Platform, tm, tn, tk) -> np.ndarray:
     """Estimated off-chip bytes of one instance under tilings (the min_offchip model),
     one row per loop order: int64[len(LOOP_ORDERS), *the tilings' broadcast shape].
@@ -564,13 +578,10 @@ def offchip_by_order(op, platform: Platform, tm, tn, tk) -> np.ndarray:
             product = np.ones((), dtype=np.int64)
             for dim in inside:
                 product = product * counts[dim]
-            if reuse == "k":
-                spill = slots["k"] < product
-                terms[reuse, inside] = g.m * g.n * out + \
-                    spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
-            else:
-                terms[reuse, inside] = bases[reuse] * np.where(
-                    (counts[reuse] == 1) | (product <= slots[reuse]), 1, counts[reuse])
+            terms[reuse, inside] = \
+                c_offchip_bytes(g, out, acc, counts["k"], slots["k"] < product) \
+                if reuse == "k" else \
+                bases[reuse] * lru_fetches(counts[reuse], product, slots[reuse])
         return terms[reuse, inside]
 
     reuses = "m" if onchip else "nmk"

@@ -19,9 +19,10 @@ from simulator.config import Platform
 from simulator.energy import static_power_w
 from simulator.mapping.footprint import (EFFECTIVE_ORDER, a_tile_bytes, activation_bytes,
                                          array_busy_cycles, array_speed, b_tile_bytes,
-                                         c_tile_bytes, inside_product, loop_tables_index,
-                                         operand_bytes, operator_dtype, operator_onchip,
-                                         sparse_speedup, vector_tile_split, weight_bytes)
+                                         c_offchip_bytes, c_tile_bytes, inside_product,
+                                         loop_tables_index, lru_fetches, operand_bytes,
+                                         operator_dtype, operator_onchip, sparse_speedup,
+                                         vector_tile_split, weight_bytes)
 from simulator.mapping.heuristics import (check_candidates, coarse_candidates,
                                           dim_candidates, divisors)
 from simulator.mapping.plan import LOOP_ORDERS, Tiling
@@ -162,11 +163,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
         return inside_product(reuse, own, counts, order)
 
     def fetches(reuse: str, own: str, slots: np.ndarray) -> np.ndarray:
-        """Times each tile of an operand moves: once if its reuse dim has one tile or
-        its own tiles inside the reuse loop fit its slots (LRU), else once per tile of
-        the reuse dim."""
-        return np.where((counts[reuse] == 1) | (inside(reuse, own) <= slots[..., None]), 1,
-                        counts[reuse])
+        return lru_fetches(counts[reuse], inside(reuse, own), slots[..., None])
 
     # A's mean tile, whole elements rounded up, packed: no larger than its largest
     a_mean = np.maximum(a_low, activation_bytes(op, platform, -(-a_elements // (cm * ck))))
@@ -174,8 +171,8 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     # B: its packed (compressed) tensor per fetch, a lower bound of its packed tiles
     b_moves = weight_bytes(op, platform, g.k * g.n, offchip=True) * \
         fetches("m", "kn", b_slots)
-    spill = c_slots[..., None] < inside("k", "mn")
-    c_moves = g.m * g.n * out + spill * 2 * g.m * g.n * acc * (counts["k"] - 1)
+    c_moves = c_offchip_bytes(g, out, acc, counts["k"],
+                              c_slots[..., None] < inside("k", "mn"))
     offchip = b_moves + (0 if onchip else a_moves + c_moves)
     # Cycles: the first load, exact busy array cycles, the last epilogue and store; or
     # the off-chip server busy with every byte (a cycle spared for float rounding),
