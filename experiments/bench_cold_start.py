@@ -1,7 +1,7 @@
 """The cost of the first run on a new machine (issue 26: a cold `accsim run` under 5 s,
 with progress shown): whole-process `accsim run` and `accsim map` with an empty Numba
 cache (NUMBA_CACHE_DIR a fresh folder: every kernel compiles), once as shipped (the
-late kernels compiled ahead in a second process, simulator.ahead) and once with
+late kernels compiled ahead in a second process, simulator.kernels.ahead) and once with
 ACCSIM_AHEAD=0 (all in one process, one after another), then warm (the first folder
 again: every kernel loads). Then, for one cold `accsim run`, each kernel it compiled
 itself or waited for (compiled ahead), with when it started and how long it took.

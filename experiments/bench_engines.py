@@ -42,17 +42,17 @@ from contextlib import contextmanager
 import numpy as np
 
 import simulator.lowering
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute
 from simulator.lowering import steps as lowering_kernel
 from simulator.mapping.plan import Mapping, TilingSpec, merged_spec
 from simulator.search.resolve import resolve_tiling
-from simulator.program import MemoryParams, TileProgram, make_program
-from simulator.program import memory_params
+from simulator.program.tile_program import MemoryParams, TileProgram, make_program
+from simulator.program.tile_program import memory_params
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 # 1. Engine program: GEMM in tiles (M = N = 4096, K = 8192 at 128-element tiles), 65,536 steps.
 TILES_M, TILES_N, TILES_K = 32, 32, 64
@@ -178,7 +178,7 @@ def measure_lowering(inputs: Inputs) -> dict:
 _COLD_ENGINE = """
 import time
 from simulator.engines.fast import run_fast
-from simulator.program import MemoryParams, make_program
+from simulator.program.tile_program import MemoryParams, make_program
 program = make_program([1024] * 3, [20] * 3, None, [1, 0, 0], [0, 0, 1], [0, 0, 512],
                        depth=2, slots=2)
 memory = MemoryParams(64.0, 10, 2)

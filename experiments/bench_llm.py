@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.frontends.hf import decode_workload, load_model_config, prefill_workload
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 

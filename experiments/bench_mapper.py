@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import time
 
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 import numpy as np
 
 from simulator.search.bounds import candidate_bounds
 from simulator.search.operator import evaluate as _evaluate
 from simulator.search.workload import map_workload
-from simulator.program import memory_params
+from simulator.program.tile_program import memory_params
 from simulator.simulate import Inputs
-from simulator.workload import is_compute
+from simulator.inputs.workload import is_compute
 
 PLATFORM = "tpu_v5e_like"            # shipped platform: 256 x 256 array, 16 MiB buffers
 WORKLOAD = "resnet50_b1"             # shipped workload: 72 operators

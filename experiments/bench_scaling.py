@@ -10,7 +10,7 @@ figure is the steadier), how many of the steps the engine replayed and how many 
 skipped, the steps/s of the replay kernel alone (engines.fast._replay on one block of the
 same program, the block generated beforehand), and the peak RSS of the interpreter
 (VmHWM in /proc/self/status; ru_maxrss where /proc is missing). Programs longer than a
-block (simulator.stream.DEFAULT_BLOCK_STEPS) are counted and checked in closed form and
+block (simulator.program.streamed.DEFAULT_BLOCK_STEPS) are counted and checked in closed form and
 generated and replayed block by block inside one compiled call (engines.nest), and
 their per-tile load tables are held per class of tile row and column
 (lowering.tile_table), so the peak RSS should not grow with the steps above 1e7 (issue
@@ -65,10 +65,10 @@ def peak_rss_mib() -> float:
 
 def inputs(tiles: tuple[int, int, int]):
     """The case's GEMM on PLATFORM with the fixed 32^3 plan."""
-    from simulator.commands.inputs import load_inputs
+    from simulator.inputs.resolve import load_inputs
     from simulator.mapping.plan import Mapping, TilingSpec
     from simulator.simulate import Inputs
-    from simulator.workload import Workload
+    from simulator.inputs.workload import Workload
     platform = load_inputs(PLATFORM, "gemm_4096", None).platform
     m, n, k = (t * TILE for t in tiles)
     workload = Workload.model_validate({"name": "scaling", "operators": [
@@ -84,8 +84,8 @@ def kernel_steps_per_second(case) -> float:
     from simulator.engines.fast import replay_stream
     from simulator.lowering import lower_compute
     from simulator.mapping.plan import Tiling
-    from simulator.program import memory_params
-    from simulator.stream import WholeProgram, as_streamed
+    from simulator.program.tile_program import memory_params
+    from simulator.program.streamed import WholeProgram, as_streamed
     tiling = Tiling(TILE, TILE, TILE, LOOP_ORDER, DATAFLOW, DEPTH)
     lowered = lower_compute(case.workload.operators[0], tiling, case.platform,
                             block_steps=KERNEL_BLOCK)
@@ -100,9 +100,9 @@ def kernel_steps_per_second(case) -> float:
 def skipped_steps(case, program) -> int:
     """Steps of the case's program its replay adds in closed form (0 when the program
     is not a streamed GEMM: it is replayed step by step)."""
-    from simulator.engines.nest import replay_nest_counted
-    from simulator.lowering.stream import GemmStream
-    from simulator.program import memory_params
+    from simulator.engines.nest_replay import replay_nest_counted
+    from simulator.lowering.gemm_stream import GemmStream
+    from simulator.program.tile_program import memory_params
     if not isinstance(program, GemmStream):
         return 0
     return replay_nest_counted(program, memory_params(case.platform))[1]

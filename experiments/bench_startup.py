@@ -1,7 +1,7 @@
 """Start-up of the light commands against issue 26's targets: `accsim --help` < 0.3 s
 and `python -c "import simulator"` < 0.2 s whole process (median of a farm of 5), and
 whether `--help`, `check` and `schema` import Numba (they must not: the kernels load it
-on first use, simulator.jit, and the CLI imports only the verb's command module). Then
+on first use, simulator.kernels.jit, and the CLI imports only the verb's command module). Then
 the split of a warm `accsim run` of SCALE-Sim's alexnet (issue 26: 300x SCALE-Sim's
 whole process) into interpreter, accsim's imports, Numba's import and the rest, the
 same run with the kernel library (`accsim compile`: no Numba) when it is current, and,
@@ -67,7 +67,7 @@ cpu = time.process_time
 began = cpu()
 import simulator.cli
 with simulator.cli._start_up():  # as main() imports the verb
-    import simulator.commands.run, simulator.jit, simulator.simulate
+    import simulator.commands.run, simulator.kernels.jit, simulator.simulate
 NUMBA = "Numba: its import, registries, cache loads"
 parts, nested = {{"accsim imports": cpu() - began}}, []
 began = cpu()
@@ -85,7 +85,7 @@ def timed(name, function):
             if nested:
                 nested[-1] += spent
     return call
-simulator.jit._dispatcher = timed(NUMBA, simulator.jit._dispatcher)
+simulator.kernels.jit._dispatcher = timed(NUMBA, simulator.kernels.jit._dispatcher)
 caching.Cache.load_overload = timed(NUMBA, caching.Cache.load_overload)
 simulator.simulate.resolve_checked = timed("tiling search (resolve)",
                                            simulator.simulate.resolve_checked)

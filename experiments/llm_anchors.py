@@ -19,13 +19,13 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.frontends.hf import (decode_workload, load_model_config, model_stats,
                                     prefill_workload)
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.search.workload import map_workload
 from simulator.mapping.plan import Mapping
-from simulator.metrics import dominant_bottleneck
+from simulator.metrics.totals import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
 
 PLATFORM = "tpu_v5e_like"

@@ -19,10 +19,10 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.cli import build_parser
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf.command import run_step
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs
 from simulator.system.command import run_plan

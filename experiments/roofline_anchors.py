@@ -20,11 +20,11 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from simulator.config import Platform
-from simulator.loader import load_model, locate
+from simulator.inputs.platform import Platform
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 # (name, M, N, K): C(M x N) = A(M x K) . B(K x N), bf16.
 SHAPES = [("gemv 1x8192x8192", 1, 8192, 8192), ("gemm 1024^3", 1024, 1024, 1024),

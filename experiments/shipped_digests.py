@@ -33,13 +33,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
 from simulator.errors import AccsimError
 from simulator.frontends.hf import command as hf_command
 from simulator.frontends.hf.config import shipped_configs
 from simulator.mapping.plan import FUSION_MODES
-from simulator.loader import dump_json, read_source, shipped_folder, shipped_names
-from simulator.report import result_dict
+from simulator.inputs.loader import dump_json, read_source, shipped_folder, shipped_names
+from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs, simulate
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"

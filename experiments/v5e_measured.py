@@ -23,11 +23,11 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from simulator.config import Platform
-from simulator.loader import load_model, locate
+from simulator.inputs.platform import Platform
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 PLATFORM = "tpu_v5e_like"
 # (kernel, blocks (bm, bk, bn) or None for XLA, size of the square product, measured

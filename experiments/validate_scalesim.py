@@ -62,7 +62,7 @@ from simulator.frontends.scalesim import (load_config, load_topology, scalesim_r
                                 validate_mapping, validate_platform)
 from simulator.search.default import MAX_SIMULATED, SEEDS  # noqa: E402
 from simulator.simulate import Inputs, simulate  # noqa: E402
-from simulator.workload import Workload  # noqa: E402
+from simulator.inputs.workload import Workload  # noqa: E402
 
 # SCALE-Sim's configs and topologies as copied into this repository (MIT, see its
 # README); point --topologies / --configs at SCALE-Sim's own folders for its full set.

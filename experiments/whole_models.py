@@ -41,14 +41,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from simulator.config import Platform
-from simulator.figure import pyplot, save_figure
-from simulator.inputs import Inputs
-from simulator.loader import load_model, locate
+from simulator.inputs.platform import Platform
+from simulator.output.figure import pyplot, save_figure
+from simulator.inputs.run_inputs import Inputs
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.serving.cost import batched_workload
 from simulator.simulate import simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 HERE = Path(__file__).resolve().parent / "whole_models"
 NEURON_LATENCY = ("github.com/aws-neuron/aws-neuron-sdk/blob/0521004ce0ba18aa5313a835aacaab"

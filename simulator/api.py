@@ -41,25 +41,25 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from simulator.capacity import Capacity
-from simulator.commands.inputs import DEFAULT_ARCH, DEFAULT_WORKLOAD, load_inputs
-from simulator.config import Platform
+from simulator.system.capacity import Capacity
+from simulator.inputs.resolve import DEFAULT_ARCH, DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf.command import LlmStep, llm_step
-from simulator.inputs import Inputs
-from simulator.loader import (dump_json, load_model, locate, read_source,
+from simulator.inputs.run_inputs import Inputs
+from simulator.inputs.loader import (dump_json, load_model, locate, read_source,
                               validation_error)
 from simulator.mapping.plan import Mapping
-from simulator.metrics import dominant_bottleneck
-from simulator.report import compare_table, result_dict, write_json
+from simulator.metrics.totals import dominant_bottleneck
+from simulator.present.run_report import compare_table, result_dict, write_json
 from simulator.simulate import RunResult
 from simulator.simulate import simulate as simulate_inputs
 from simulator.system.command import check_fit
 from simulator.system.plan import SystemPlan
-from simulator.terminal import plain
-from simulator.workload import Workload
-from simulator.anchors import relocated
-from simulator.outputs import write_file
+from simulator.output.terminal import plain
+from simulator.inputs.workload import Workload
+from simulator.inputs.anchors import relocated
+from simulator.output.files import write_file
 from simulator.serving.serve import prepare
 from simulator.serving.serve import serve as serve_spec
 from simulator.serving.spec import ServeSpec

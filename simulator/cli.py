@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 
 from simulator.errors import AccsimError
-from simulator.terminal import plain
+from simulator.output.terminal import plain
 
 # Each verb, in the order `accsim --help` lists them: the module that adds its arguments
 # (add_arguments(parser), which also sets its handler) and its one-line help. A module
@@ -45,7 +45,7 @@ VERBS = {
                         "platform, the best deployment meeting a serving SLA (SLA "
                         "capacity, tokens/s per chip and per watt, cost), what binds "
                         "it, and the Pareto front"),
-    "sensitivity": ("simulator.calibrate.command", "perturb each assumed platform value "
+    "sensitivity": ("simulator.calibrate.sensitivity_command", "perturb each assumed platform value "
                     "to the ends of its range: a tornado of time, energy or EDP"),
     "calibrate": ("simulator.calibrate.calibrate_command", "fit assumed platform values "
                   "to measured operator times (bounded least squares, k-fold "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simulator.config import Interconnect, Platform
+from simulator.inputs.platform import Interconnect, Platform
 
 # Per collective kind: (volume factor, step factor). Each chip sends
 # factor x (p-1)/p x B bytes in factor x (p-1) steps.

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 
-from simulator.config import Platform
-from simulator.energy import static_power_w
+from simulator.inputs.platform import Platform
+from simulator.metrics.energy import static_power_w
 from simulator.mapping.footprint import tensor_bytes
-from simulator.metrics import Totals
-from simulator.timing import host_transfer_cycles
-from simulator.workload import Workload, is_attention, is_collective
+from simulator.metrics.totals import Totals
+from simulator.model.timing import host_transfer_cycles
+from simulator.inputs.workload import Workload, is_attention, is_collective
 
 
 def call_io_bytes(workload: Workload, platform: Platform) -> tuple[int, int]:

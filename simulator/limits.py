@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from simulator.collectives import collective_cost
-from simulator.config import DTYPE_BYTES
+from simulator.inputs.platform import DTYPE_BYTES
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_bytes,
                                          c_tile_bytes, epilogue_tile_bytes,
                                          operand_bytes)
-from simulator.program import INT64_BOUND
-from simulator.stream import DEFAULT_BLOCK_STEPS
-from simulator.workload import Conv2d, is_attention, is_collective, is_compute
+from simulator.program.tile_program import INT64_BOUND
+from simulator.program.streamed import DEFAULT_BLOCK_STEPS
+from simulator.inputs.workload import Conv2d, is_attention, is_collective, is_compute
 
 # Any single platform integer (array dims, buffer bytes, lanes, cycles): beyond this the
 # heuristics' int64 products could wrap before the cycle bound is even computed.
@@ -52,7 +52,7 @@ BYTES_PER_STEP = {"fast": 64, "simpy": 1024}
 TRACE_BYTES_PER_STEP = 2400
 # Per LRU key of the lowering (tiles of A and B; C tiles' last visit): int64 links.
 BYTES_PER_KEY = 24
-# A program longer than a block streams (simulator.stream): per step of its block, the
+# A program longer than a block streams (simulator.program.streamed): per step of its block, the
 # generated arrays, the window the fast engine joins and the checker's temporaries.
 STREAM_BYTES_PER_STEP = 256
 # The budget's share one block may take, and the fewest steps a block may have (below

@@ -12,18 +12,18 @@ from pathlib import Path, PurePath
 import numpy as np
 
 import simulator
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.engines import choose_engine
 from simulator.engines.outcome import Breakdown
 from simulator.engines.runner import engine_runner
-from simulator.inputs import Inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.invocation import invocation_cycles, invocation_totals
 from simulator.limits import MemoryBudget
-from simulator.loader import Source
+from simulator.inputs.loader import Source
 from simulator.mapping.plan import describe_mapping
-from simulator.metrics import OperatorResult, Totals, add_totals, operator_result
-from simulator.program import memory_params
-from simulator.fusion_plan import FusionGroup, fusion_groups
+from simulator.metrics.totals import OperatorResult, Totals, add_totals, operator_result
+from simulator.program.tile_program import memory_params
+from simulator.search.fusion_plan import FusionGroup, fusion_groups
 from simulator.lowering import lower_resolved
 from simulator.search.resolve import fusion_adjacency, resolve_checked
 

@@ -9,7 +9,7 @@ from naive_timeline import naive_timeline
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.engines.outcome import EngineOutcome
-from simulator.program import MemoryParams, TileProgram
+from simulator.program.tile_program import MemoryParams, TileProgram
 
 
 def assert_engines_agree(program: TileProgram, memory: MemoryParams, *,

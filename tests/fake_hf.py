@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """A deliberately naive reference for the engines' per-step times and breakdown.
 
-It shares nothing with the engines but the formulas of simulator.timing. A global clock
+It shares nothing with the engines but the formulas of simulator.model.timing. A global clock
 visits, in order, every cycle at which something can happen (every time it has written
 down, and the cycle after each raised request); at each visited cycle it applies every
 rule of DESIGN.md section 3 whose conditions hold, over and over until none fires. Each
@@ -16,8 +16,8 @@ import heapq
 import numpy as np
 
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
-from simulator.program import MemoryParams, TileProgram
-from simulator.timing import input_stall, service_cycles
+from simulator.program.tile_program import MemoryParams, TileProgram
+from simulator.model.timing import input_stall, service_cycles
 
 
 def naive_timeline(program: TileProgram, memory: MemoryParams) -> EngineOutcome:

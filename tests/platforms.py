@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 
 BASE = {
     "name": "test_8x8",

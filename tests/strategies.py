@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from simulator.program import MAX_DEPTH, MemoryParams, TileProgram, make_program
+from simulator.program.tile_program import MAX_DEPTH, MemoryParams, TileProgram, make_program
 
 BANDWIDTHS = [0.5, 1.0, 3.7, 16.0, 34 / 0.7, 64.0, 819 / 1.5]
 

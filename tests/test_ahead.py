@@ -1,4 +1,4 @@
-"""Kernels compiled ahead on a machine's first run (simulator.ahead, simulator.jit): the
+"""Kernels compiled ahead on a machine's first run (simulator.kernels.ahead, simulator.kernels.jit): the
 declared specialisations are the ones a run compiles, a child fills an empty cache that
 this process then loads from, and a first use waits (said as a compilation) while
 another process holds the kernel's lock. The cache cases run in a fresh interpreter
@@ -13,17 +13,17 @@ import textwrap
 
 import pytest
 
-from simulator import kernel_library
-from simulator.ahead import KERNELS
-from simulator.commands.inputs import load_inputs
-from simulator.jit import ahead_types
+from simulator.kernels import library as kernel_library
+from simulator.kernels.ahead import KERNELS
+from simulator.inputs.resolve import load_inputs
+from simulator.kernels.jit import ahead_types
 from simulator.simulate import simulate
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the child is a fork")
 
 # A module of one small cached kernel, written beside the script that uses it.
 _TINY = """
-from simulator.jit import njit
+from simulator.kernels.jit import njit
 
 @njit(cache=True, ahead=("(int64,)",))
 def twice(x):
@@ -37,8 +37,8 @@ import os, sys
 HERE = os.getpid()
 from numba.core import event
 import tiny
-from simulator import ahead
-from simulator.jit import lacks_ahead, lock_path
+from simulator.kernels import ahead
+from simulator.kernels.jit import lacks_ahead, lock_path
 
 class Seen(event.Listener):
     def __init__(self, on_wait=None):

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from simulator.workload import Attention, Workload
+from simulator.inputs.workload import Attention, Workload
 
 ATTENTION = dict(name="attn", layer_type="attention.core", kind="attention", batch=1,
                  heads=32, kv_heads=8, q_len=16, kv_len=64, head_dim=128)
@@ -46,14 +46,14 @@ from platforms import make_platform  # noqa: E402
 
 from simulator.engines.des import run_des  # noqa: E402
 from simulator.engines.fast import run_fast  # noqa: E402
-from simulator.loader import load_model, locate  # noqa: E402
-from simulator.config import Platform  # noqa: E402
+from simulator.inputs.loader import load_model, locate  # noqa: E402
+from simulator.inputs.platform import Platform  # noqa: E402
 from simulator.lowering import lower_attention  # noqa: E402
 from simulator.search.resolve import lower_workload  # noqa: E402
 from simulator.lowering.attention import lower_attention_as, estimate_cycles  # noqa: E402
 from simulator.mapping.plan import Mapping, TilingSpec  # noqa: E402
 from simulator.search.resolve import resolve_tiling  # noqa: E402
-from simulator.program import memory_params  # noqa: E402
+from simulator.program.tile_program import memory_params  # noqa: E402
 from simulator.simulate import Inputs, simulate  # noqa: E402
 
 
@@ -115,7 +115,7 @@ def test_unfused_prefill_8192_shows_the_score_traffic_in_the_result():
     # the traffic, and far above the compulsory Q, K, V and output bytes.
     assert scores > 0.9 * op.lowered.counters.offchip_bytes / 2
     assert op.totals.offchip_bytes > 10 * op.totals.compulsory_bytes
-    from simulator.report import result_dict
+    from simulator.present.run_report import result_dict
     record = result_dict(result)["operators"][0]["per_instance_bytes"]
     assert record["offchip_read"]["scores"] == scores
     flash = simulate(Inputs(_v5e(), workload, Mapping(
@@ -223,7 +223,7 @@ def test_weight_dtype_sets_the_weight_bytes():
 
 
 def test_the_sheet_says_which_lowering_ran_and_why():
-    from simulator.sheet import sheet_rows
+    from simulator.present.sheet import sheet_rows
     workload = Workload(name="w", operators=[{**ATTENTION, "q_len": 4096, "kv_len": 4096,
                                               "causal": True}])
     result = simulate(Inputs(_v5e(), workload, Mapping()))
@@ -240,7 +240,7 @@ def test_mapper_bounds_hold_with_narrow_weights():
     # bounds must count the weights' real bytes, or they would exceed what runs.
     from simulator.search.bounds import candidate_bounds
     from simulator.search.operator import evaluate as _evaluate
-    from simulator.workload import Gemm
+    from simulator.inputs.workload import Gemm
     platform = make_platform(systolic_array={"input_dtypes": ["int16", "int8"]},
                              energy={"mac_pj": {"int8": 0.2, "int16": 0.4}},
                              buffers={"ifmap_bytes": 512, "weight_bytes": 256,

@@ -14,11 +14,11 @@ from platforms import make_platform
 from simulator.errors import AccsimError
 from simulator.lowering.attention import lower_attention_as, query_tiles
 from simulator.mapping.plan import Mapping, TilingSpec
-from simulator.program import memory_params
-from simulator.report import result_dict
+from simulator.program.tile_program import memory_params
+from simulator.present.run_report import result_dict
 from simulator.search.resolve import resolve_tiling
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 RATE, TILE = 4, 10
 VECTOR = {"output_path": "vector", "evacuation": {"elements_per_cycle": RATE,

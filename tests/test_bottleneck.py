@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from platforms import make_platform
-from simulator.bottleneck import CLASSES, RULES, classify
-from simulator.commands.inputs import load_inputs
-from simulator.loader import load_model, locate
-from simulator.config import Platform
+from simulator.metrics.bottleneck import CLASSES, RULES, classify
+from simulator.inputs.resolve import load_inputs
+from simulator.inputs.loader import load_model, locate
+from simulator.inputs.platform import Platform
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Collective, Elementwise, Gemm, Workload
+from simulator.inputs.workload import Collective, Elementwise, Gemm, Workload
 
 FAST = dict(offchip={"bandwidth_gbps": 1e6, "latency_cycles": 0}, dma={"setup_cycles": 0})
 SLOW_FAR = dict(offchip={"bandwidth_gbps": 16.0, "latency_cycles": 100})

@@ -15,13 +15,13 @@ import pytest
 
 from simulator.calibrate.sensitivity import with_values
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
-from simulator.config import Platform
-from simulator.inputs import Inputs
-from simulator.loader import validate_model
+from simulator.inputs.resolve import load_inputs
+from simulator.inputs.platform import Platform
+from simulator.inputs.run_inputs import Inputs
+from simulator.inputs.loader import validate_model
 from simulator.mapping.plan import Mapping
 from simulator.simulate import simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 TRUTH = {"offchip.efficiency": 0.82, "vector_unit.cycles_per_element.softmax": 3}
 UNEXERCISED = "vector_unit.cycles_per_element.gelu"

@@ -1,4 +1,4 @@
-"""The one capacity rule (simulator.capacity) on every path: run and compare with
+"""The one capacity rule (simulator.system.capacity) on every path: run and compare with
 --model, an imported workload YAML with repeats and KV on several chips, serve, and
 --ignore-capacity stamped on the result; LLM figures in the result JSON."""
 
@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from simulator.capacity import operators_footprint
+from simulator.system.capacity import operators_footprint
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.frontends.hf.config import load_model_config
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 V5E = "tpu_v5e_like"
 DECODE = ["--model", "llama_3_1_70b", "--phase", "decode", "--context", "2048"]

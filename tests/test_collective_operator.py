@@ -13,12 +13,12 @@ from rich.console import Console
 from platforms import make_platform
 from simulator.errors import AccsimError
 from simulator.mapping.plan import Mapping
-from simulator.report import print_report, result_dict, write_csv
-from simulator.sheet import markdown
+from simulator.present.run_report import print_report, result_dict, write_csv
+from simulator.present.sheet import markdown
 from simulator.simulate import Inputs, simulate
 from simulator.collectives import collective_cost
-from simulator.trace import TRACKS, trace_events
-from simulator.workload import Workload
+from simulator.present.timeline import TRACKS, trace_events
+from simulator.inputs.workload import Workload
 
 LINKED = make_platform(interconnect={"topology": "torus2d", "ports_per_chip": 4,
                                      "link_bandwidth_gbps": 8.0, "link_latency_cycles": 50,

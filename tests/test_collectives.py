@@ -10,9 +10,9 @@ import sys
 import pytest
 import yaml
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.collectives import (COLLECTIVE_KINDS, bus_bandwidth,
                                           collective_cost)
 from platforms import make_platform

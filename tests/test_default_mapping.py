@@ -12,11 +12,11 @@ import pytest
 
 from simulator.search import default as default_search
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.search.workload import map_workload
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 TWO_GEMMS = Workload.model_validate({"name": "two", "operators": [
     {"name": "a", "layer_type": "fc", "kind": "gemm", "m": 64, "n": 512, "k": 384},

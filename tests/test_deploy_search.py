@@ -11,7 +11,7 @@ import pytest
 from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.frontends import hf
 from simulator.sweep.deploy import iteration_bound_s
 from simulator.system.plan import SystemPlan

@@ -7,7 +7,7 @@ import pytest
 from platforms import make_platform
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Gemm, Workload
+from simulator.inputs.workload import Gemm, Workload
 
 # Memory so fast and near that every load is 1 service cycle and usable 1 cycle later.
 FAST_MEMORY = dict(offchip={"bandwidth_gbps": 1e6, "latency_cycles": 0},

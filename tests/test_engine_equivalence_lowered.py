@@ -17,8 +17,8 @@ from platforms import make_platform
 
 from simulator.lowering import lower_compute
 from simulator.mapping.plan import LOOP_ORDERS, EpilogueMember, Tiling
-from simulator.program import memory_params
-from simulator.workload import Elementwise, Gemm, RowOperator
+from simulator.program.tile_program import memory_params
+from simulator.inputs.workload import Elementwise, Gemm, RowOperator
 
 EQUIVALENCE = settings(max_examples=500, deadline=None)
 EPILOGUE_OPS = ("gelu", "relu", "silu", "add", "mul")

@@ -18,16 +18,16 @@ import warnings
 import numpy as np
 import pytest
 
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.engines.outcome import EngineOutcome
-from simulator.loader import shipped_names
+from simulator.inputs.loader import shipped_names
 from simulator.lowering import LoweredOperator
 from simulator.search.resolve import lower_workload
 from simulator.mapping.plan import Mapping
-from simulator.program import MemoryParams
-from simulator.program import memory_params
+from simulator.program.tile_program import MemoryParams
+from simulator.program.tile_program import memory_params
 
 SIMPY_STEP_CAP = 200_000   # steps per program replayed on SimPy in the default run
 MIN_COVERED = 0.95         # share of all shipped programs the cap must leave compared

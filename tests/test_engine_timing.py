@@ -14,7 +14,7 @@ from naive_timeline import naive_timeline
 
 from simulator.engines.des import run_des
 from simulator.errors import InvalidProgramError, UnfinishedStepError
-from simulator.program import MemoryParams, make_program
+from simulator.program.tile_program import MemoryParams, make_program
 
 MEMORY = MemoryParams(bytes_per_cycle=64.0, latency_cycles=10, dma_setup_cycles=2)
 

@@ -13,14 +13,14 @@ the descriptor accsim builds, and then parsed with protobuf through it.
 import pytest
 
 from simulator.cli import main
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.export.chakra import protobuf_classes
 from simulator.export.profile import ModelProfile
 from simulator.frontends import hf
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 WIRE_TYPES = {"varint": 0, "bytes": 2}
 NODE_FIELDS = {1: "varint", 2: "bytes", 3: "varint", 4: "bytes", 5: "bytes",

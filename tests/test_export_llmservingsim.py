@@ -16,12 +16,12 @@ import csv
 import pytest
 
 from simulator.cli import main
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.frontends import hf
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 LAYERS = {"embedding", "input_layernorm", "q_proj", "k_proj", "v_proj", "rope", "attn",
           "o_proj", "post_layernorm", "gate_proj", "up_proj", "act_fn", "down_proj",

@@ -15,14 +15,14 @@ import pytest
 
 from simulator.cli import main
 from simulator.collectives import collective_cost
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.frontends import hf
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.system.plan import SystemPlan
 from simulator.system.shard import shard_config
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 # What Vidur's predictor trains on: time_stats.<op>.median for these operators.
 VIDUR_MLP_OPS = ["attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj",

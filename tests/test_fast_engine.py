@@ -18,7 +18,7 @@ from simulator.engines import fast
 from simulator.engines.fast import run_fast
 from simulator.engines.outcome import Breakdown, EngineOutcome
 from simulator.errors import AccsimError, InvalidProgramError, UnfinishedStepError
-from simulator.program import MemoryParams, make_program, validate_program
+from simulator.program.tile_program import MemoryParams, make_program, validate_program
 from strategies import memory_params, tile_programs
 
 DIFFERENTIAL = settings(max_examples=300, deadline=None,
@@ -224,7 +224,7 @@ def test_reload_check_names_the_first_bad_reload_in_any_block_size(
         monkeypatch, block, reloads, bad_step, bad_source) -> None:
     # validate_program checks reloads block by block; the verdict and the step it names
     # must not depend on where the blocks split the program.
-    monkeypatch.setattr("simulator.program._RELOAD_CHECK_BLOCK", block)
+    monkeypatch.setattr("simulator.program.tile_program._RELOAD_CHECK_BLOCK", block)
     holds = [1, 1, 1, 0, 1, 1, 1, 1, 1, 1]        # step 3 neither acquires nor releases
     reload_of = [-1] * len(holds)
     for step, source in reloads.items():

@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from platforms import make_platform
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.lowering import lower_compute
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec, with_fusion
 from simulator.simulate import Inputs, simulate
-from simulator.timing import (DATAFLOW_CODES, PIPELINED, SCALESIM, WS, array_cycles,
+from simulator.model.timing import (DATAFLOW_CODES, PIPELINED, SCALESIM, WS, array_cycles,
                               array_split)
-from simulator.workload import Gemm, Workload
+from simulator.inputs.workload import Gemm, Workload
 
 GOLDEN = Path(__file__).parent / "data" / "timing_model_v1.json"
 
@@ -113,7 +113,7 @@ def test_scalesim_model_with_one_array_reproduces_model_version_1(case):
 
 
 def test_scalesim_inputs_and_validation_force_scalesim_folds_on_one_array():
-    from simulator.commands.inputs import load_inputs
+    from simulator.inputs.resolve import load_inputs
     data = Path(__file__).parent / "data" / "scalesim"
     imported = load_inputs(str(data / "scale.cfg"), str(data / "small_conv.csv"), None)
     validated = load_inputs("tpu_v5e_like", "gemm_4096", None, validate="scalesim")

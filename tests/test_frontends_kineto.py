@@ -13,13 +13,13 @@ import pytest
 
 from kineto_traces import TraceWriter, conv_trace, transformer_trace
 from simulator.cli import main
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.kineto import import_kineto
-from simulator.loader import load_model, locate, parse_model, shipped_names
+from simulator.inputs.loader import load_model, locate, parse_model, shipped_names
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload, is_attention, is_compute
+from simulator.inputs.workload import Workload, is_attention, is_compute
 
 
 def workload_macs(workload: Workload) -> int:

@@ -17,11 +17,11 @@ import onnx_models as models  # noqa: E402  (needs onnx)
 from simulator.cli import main  # noqa: E402
 from simulator.errors import AccsimError  # noqa: E402
 from simulator.frontends.onnx import import_onnx  # noqa: E402
-from simulator.loader import load_model, locate, parse_model, shipped_names  # noqa: E402
+from simulator.inputs.loader import load_model, locate, parse_model, shipped_names  # noqa: E402
 from simulator.mapping.plan import Mapping  # noqa: E402
 from simulator.simulate import Inputs, simulate  # noqa: E402
-from simulator.config import Platform  # noqa: E402
-from simulator.workload import Workload, is_attention, is_compute  # noqa: E402
+from simulator.inputs.platform import Platform  # noqa: E402
+from simulator.inputs.workload import Workload, is_attention, is_compute  # noqa: E402
 
 RESNET18_GMACS = 1.814  # torchvision resnet18 at 224x224, batch 1 (1.81 GMACs)
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.frontends.shapes import Window, matmul_gemm, out_size
-from simulator.workload import Conv2d, Pool
+from simulator.inputs.workload import Conv2d, Pool
 
 
 @pytest.mark.parametrize("a, b", [

@@ -1,8 +1,8 @@
 """The importers' YAML writer: what it writes loads back to the same workload."""
 
 from simulator.frontends.writer import workload_to_yaml
-from simulator.loader import load_model, locate, parse_model
-from simulator.workload import Workload
+from simulator.inputs.loader import load_model, locate, parse_model
+from simulator.inputs.workload import Workload
 
 
 def test_written_yaml_loads_back_to_the_same_workload():

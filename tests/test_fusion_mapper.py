@@ -9,12 +9,12 @@ import pytest
 
 from platforms import make_platform
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
-from simulator.inputs import Inputs
+from simulator.inputs.resolve import load_inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import Mapping
 from simulator.search.workload import map_workload, read_map_json
 from simulator.simulate import simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 CHAIN = Workload.model_validate({"name": "chain", "operators": [
     {"name": "x", "layer_type": "in", "kind": "elementwise", "elements": 2048, "op": "add"},

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.errors import AccsimError
-from simulator.sheet import markdown, sheet_rows
+from simulator.present.sheet import markdown, sheet_rows
 from simulator.frontends.hf.config import load_model_config as load_config
 from simulator.frontends.hf.workloads import prefill_workload
-from simulator.inputs import Inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import with_fusion
 from simulator.simulate import simulate
-from simulator.workload import Workload, is_compute
+from simulator.inputs.workload import Workload, is_compute
 
 
 def _run(arch: str, workload, mode: str):

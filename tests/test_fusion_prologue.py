@@ -12,13 +12,13 @@ from test_fusion_planner import _kept_on_chip, _run
 
 from simulator.frontends.hf.config import load_model_config as load_config
 from simulator.frontends.hf.workloads import prefill_workload
-from simulator.inputs import Inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import Mapping, with_fusion
-from simulator.results import FusionGroupRecord
+from simulator.present.results import FusionGroupRecord
 from simulator.search.resolve import fusion_units
-from simulator.sheet import markdown
+from simulator.present.sheet import markdown
 from simulator.simulate import simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 
 def _workload(ops: list[dict]) -> Workload:

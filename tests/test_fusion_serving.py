@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.frontends.hf.config import load_model_config
-from simulator.inputs import Inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import Mapping
 from simulator.search.resolve import fusion_units
 from simulator.serving.cost import OperatorCosts, PlainBatchCost, simulated_cost

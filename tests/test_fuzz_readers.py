@@ -23,20 +23,20 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from platforms import BASE as PLATFORM
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget
-from simulator.loader import parse_model
+from simulator.inputs.loader import parse_model
 from simulator.mapping.plan import LOOP_ORDERS, Mapping
-from simulator.metrics import STALL_PARTS
-from simulator.report import compare_table, print_report, result_dict
-from simulator.sheet import markdown
-from simulator.terminal import console
+from simulator.metrics.totals import STALL_PARTS
+from simulator.present.run_report import compare_table, print_report, result_dict
+from simulator.present.sheet import markdown
+from simulator.output.terminal import console
 from simulator.frontends.scalesim import template_platform
 from simulator.frontends.scalesim.parse import parse_config, parse_topology
 from simulator.simulate import Inputs, simulate
-from simulator.verify import read_result
-from simulator.workload import Workload
+from simulator.verification.rerun import read_result
+from simulator.inputs.workload import Workload
 
 EXAMPLES = 1000
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,

@@ -13,7 +13,7 @@ from simulator.mapping.footprint import (array_busy_cycles, array_speed, offchip
 from simulator.mapping.heuristics import dim_candidates, min_offchip
 from simulator.mapping.plan import LOOP_ORDERS
 from simulator.mapping.windows import window_elements, window_grid
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 PLATFORM = make_platform(systolic_array={"rows": 4, "cols": 4},
                          buffers={"ifmap_bytes": 256, "weight_bytes": 192,

@@ -18,11 +18,11 @@ from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget, parse_size
-from simulator.loader import locate, parse_json, parse_yaml
+from simulator.inputs.loader import locate, parse_json, parse_yaml
 from simulator.mapping.plan import Mapping, TilingSpec
-from simulator.program import MemoryParams, make_program
+from simulator.program.tile_program import MemoryParams, make_program
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 PROGRAM = make_program([64, 64], [10, 10], store_bytes=[0, 64], depth=1, slots=1)
 
@@ -193,8 +193,8 @@ def test_check_accepts_what_run_accepts(capsys):
 
 def test_bool_is_not_a_number():
     with pytest.raises(AccsimError, match="systolic_array.rows"):
-        from simulator.loader import validate_model
-        from simulator.config import Platform
+        from simulator.inputs.loader import validate_model
+        from simulator.inputs.platform import Platform
         raw = json.loads(json.dumps(BASE))
         raw["systolic_array"]["rows"] = True
         validate_model(raw, Platform, file="p.yaml")

@@ -14,11 +14,11 @@ from simulator.frontends.hf import (decode_workload, iteration_workload,
                                     load_model_config, model_stats, prefill_workload,
                                     shipped_configs)
 from simulator.frontends.hf.config import locate_config, parse_config
-from simulator.loader import load_model, locate
-from simulator.config import Platform
+from simulator.inputs.loader import load_model, locate
+from simulator.inputs.platform import Platform
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 # Published sizes (model cards; workloads/hf/README.md): total, active.
 PUBLISHED = {"llama_3_1_8b": (8.03e9, 8.03e9), "llama_3_1_70b": (70.6e9, 70.6e9),

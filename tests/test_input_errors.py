@@ -8,10 +8,10 @@ import copy
 import pytest
 import yaml
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.loader import load_model, locate, shipped_names
-from simulator.workload import Workload
+from simulator.inputs.loader import load_model, locate, shipped_names
+from simulator.inputs.workload import Workload
 
 GEMM = {"name": "g", "layer_type": "gemm", "kind": "gemm", "m": 4, "n": 4, "k": 4}
 CONV = {"name": "c", "layer_type": "conv", "kind": "conv2d", "h": 8, "w": 8, "cin": 4,

@@ -31,7 +31,7 @@ import sys
 import pytest
 from simulator.engines import fast
 from simulator.lowering import steps
-from simulator import timing
+from simulator.model import timing
 kernels = (fast._replay, fast._grow_fifo, steps.gemm_steps, steps._lru_touch,
            timing.service_cycles)
 compiled = [k.__name__ for k in kernels if hasattr(k, "py_func")]

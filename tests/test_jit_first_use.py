@@ -1,14 +1,14 @@
-"""Kernels made on first use (simulator.jit) behave as numba.njit's, and a compilation
-is said on the terminal (simulator.progress.compiling)."""
+"""Kernels made on first use (simulator.kernels.jit) behave as numba.njit's, and a compilation
+is said on the terminal (simulator.output.progress.compiling)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba.core import event
 
-from simulator import timing
-from simulator.jit import Kernel, njit
-from simulator.progress import COMPILING, compile_note
+from simulator.model import timing
+from simulator.kernels.jit import Kernel, njit
+from simulator.output.progress import COMPILING, compile_note
 
 
 @njit(cache=False, inline="always")

@@ -1,4 +1,4 @@
-"""The kernel library (simulator.kernel_library, built by `accsim compile`): a run with
+"""The kernel library (simulator.kernels.library, built by `accsim compile`): a run with
 it prints what the JIT's run prints and never imports Numba; it is set aside when a
 source it was built from changes; a call whose arguments do not fit an export exactly
 goes to the JIT."""
@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator import kernel_library
-from simulator.kernel_build import ENTRIES, source_closure
-from simulator.jit import Kernel
-from simulator.timing import ceil_div
+from simulator.kernels import library as kernel_library
+from simulator.kernels.build import ENTRIES, source_closure
+from simulator.kernels.jit import Kernel
+from simulator.model.timing import ceil_div
 
 SCALESIM = Path(__file__).parent / "data" / "scalesim"
 ALEXNET = ["run", "--arch", str(SCALESIM / "scale.cfg"),

@@ -1,6 +1,6 @@
 """parse_yaml reads with libyaml's parser where PyYAML has it, and with the pure-Python
 one otherwise: both must give the same data for every text, and the same error for a
-text either finds at fault (simulator.loader)."""
+text either finds at fault (simulator.inputs.loader)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator import loader
+from simulator.inputs import loader
 from simulator.errors import AccsimError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,8 +12,8 @@ from simulator.lowering import lower_compute, lower_vector
 from simulator.search.resolve import lower_workload
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.search.resolve import resolve_tiling
-from simulator.program import make_program, validate_program
-from simulator.workload import Conv2d, Elementwise, Gemm, Workload
+from simulator.program.tile_program import make_program, validate_program
+from simulator.inputs.workload import Conv2d, Elementwise, Gemm, Workload
 
 # M=32, N=16, K=64 on int8 with 8x8x16 tiles: nm=4, nn=2, nk=4; an A or B tile is
 # 8*16 = 128 bytes, a C tile 8*8 int32 = 256 bytes (8*8 = 64 bytes stored as int8).

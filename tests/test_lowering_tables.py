@@ -7,11 +7,11 @@ from dataclasses import fields
 
 import numpy as np
 
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.lowering import lower_compute
 from simulator.lowering.tile_table import TileTables
 from simulator.mapping.plan import Tiling
-from simulator.program import TileProgram
+from simulator.program.tile_program import TileProgram
 
 SCALESIM = "tests/data/scalesim"
 

@@ -15,7 +15,7 @@ import pytest
 
 from platforms import make_platform
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.lowering import lower_compute
 from simulator.mapping.windows import window_elements, window_maxima, window_table
 from simulator.search import operator as search_operator_module
@@ -24,9 +24,9 @@ from simulator.search.operator import OBJECTIVES, Evaluation, evaluate as _evalu
 from simulator.search.workload import (BUILTIN_HEURISTICS, MapResult, _grid_size, map_workload, read_map_json)
 from simulator.mapping.footprint import array_busy_cycles, offchip_by_order
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec
-from simulator.program import memory_params
+from simulator.program.tile_program import memory_params
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Conv2d, Elementwise, Gemm, Workload, is_compute
+from simulator.inputs.workload import Conv2d, Elementwise, Gemm, Workload, is_compute
 
 # A 4x4 array with small buffers, so the grid holds tilings that do not fit, tilings
 # that spill, and every dataflow; a short latency, so the bound is not trivially loose.

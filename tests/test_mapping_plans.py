@@ -15,15 +15,15 @@ import pytest
 from platforms import make_platform
 from simulator.mapping import heuristics as mapping_module
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.errors import AccsimError
 from simulator.lowering import lower_compute
-from simulator.plan_check import check_plan
+from simulator.present.plan_check import check_plan
 from simulator.mapping.heuristics import dim_candidates, heuristic
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec
 from simulator.search.resolve import resolve_tiling
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Gemm, Workload
+from simulator.inputs.workload import Gemm, Workload
 
 # The README's overflowing plan: res5a_branch2b's B tile of 4608 x 256 int8 bytes on
 # TPU v1's 256 KiB weight buffer.

@@ -9,7 +9,7 @@ import pytest
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
-from simulator.program import MemoryParams, make_program, validate_memory
+from simulator.program.tile_program import MemoryParams, make_program, validate_memory
 
 # DESIGN.md section 3's worked example (total 119 cycles with VALID).
 PROGRAM = make_program([1024, 1024, 1024], [20, 20, 20], None, [1, 0, 0], [0, 0, 1],

@@ -11,7 +11,7 @@ from pathlib import Path
 from matplotlib.colors import to_rgba
 
 from simulator.cli import main
-from simulator.plots import COLOURS, SEGMENTS
+from simulator.present.plots import COLOURS, SEGMENTS
 
 REPO = Path(__file__).resolve().parent.parent
 GPT2 = json.loads((REPO / "workloads/hf/gpt2.json").read_text())

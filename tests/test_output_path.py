@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from platforms import make_platform
 
-from simulator.loader import load_model, locate
-from simulator.config import Platform
+from simulator.inputs.loader import load_model, locate
+from simulator.inputs.platform import Platform
 from simulator.lowering.evacuation import evacuation_array
 from simulator.mapping.plan import Mapping, TilingSpec
-from simulator.report import result_dict
+from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs, simulate
-from simulator.timing import evacuation_cycles
-from simulator.workload import Gemm, Workload
+from simulator.model.timing import evacuation_cycles
+from simulator.inputs.workload import Gemm, Workload
 
 GEMM = Gemm(name="g", layer_type="fc", kind="gemm", m=64, n=48, k=40)
 PLAN = Mapping(operators={"g": TilingSpec(tm=16, tn=16, tk=8, dataflow="ws",

@@ -15,24 +15,24 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from platforms import make_platform
 
-from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
-from simulator.formats import FORMATS, MX_BLOCK
+from simulator.model.formats import FORMATS, MX_BLOCK
 from simulator.limits import check_inputs
-from simulator.loader import validate_model
+from simulator.inputs.loader import validate_model
 from simulator.lowering import lower_compute
 from simulator.mapping.footprint import buffer_fits
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling
 from simulator.precision.plan import PrecisionPlan
 from simulator.precision.resolve import apply_plan
-from simulator.program import memory_params
+from simulator.program.tile_program import memory_params
 from simulator.search.bounds import candidate_bounds
 from simulator.search.operator import evaluate
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Attention, Conv2d, Gemm, Workload
+from simulator.inputs.workload import Attention, Conv2d, Gemm, Workload
 
 PACKED = ["int4", "fp4_e2m1", "mxfp4"]
 # An array that takes every packed activation format, each at its own rate.

@@ -12,8 +12,8 @@ from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute
 from simulator.mapping.plan import Tiling
-from simulator.program import memory_params
-from simulator.workload import Elementwise, Gemm
+from simulator.program.tile_program import memory_params
+from simulator.inputs.workload import Elementwise, Gemm
 
 # 8x8 array, GEMM 16x32x16 in 8x8x8 tiles, loop order mkn (n inside k: 4 live C tiles),
 # ws, depth 3, an output buffer of 3 int32 8x8 tiles, gelu fused, one vector lane.

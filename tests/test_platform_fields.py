@@ -13,12 +13,12 @@ import yaml
 from platforms import BASE, make_platform
 
 from simulator.cli import main
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.loader import parse_model
+from simulator.inputs.loader import parse_model
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 ONE_GEMM = Workload.model_validate({"name": "w", "operators": [
     {"name": "g", "layer_type": "fc", "kind": "gemm", "m": 32, "n": 32, "k": 64}]})

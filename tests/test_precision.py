@@ -16,21 +16,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from platforms import make_platform
 
-from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
-from simulator.config import Dtype, Platform
+from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.platform import Dtype, Platform
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
-from simulator.formats import FORMATS, packed_bytes
+from simulator.model.formats import FORMATS, packed_bytes
 from simulator.frontends.hf import command as hf_command
-from simulator.loader import validate_model
+from simulator.inputs.loader import validate_model
 from simulator.lowering import lower_compute
 from simulator.mapping.footprint import array_busy_cycles, offchip_by_order
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling
-from simulator.program import memory_params
-from simulator.report import result_dict
+from simulator.program.tile_program import memory_params
+from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Gemm, Workload
+from simulator.inputs.workload import Gemm, Workload
 
 # Exact bytes per element, scales included (OCP MX v1.0: 8-bit scale per 32 elements).
 BYTES_PER_ELEMENT = {

@@ -12,12 +12,12 @@ import yaml
 from pydantic import BaseModel
 
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
-from simulator.config import Platform
+from simulator.inputs.resolve import load_inputs
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.inputs import Inputs
-from simulator.loader import load_model, locate, shipped_names
-from simulator.report import result_dict
+from simulator.inputs.run_inputs import Inputs
+from simulator.inputs.loader import load_model, locate, shipped_names
+from simulator.present.run_report import result_dict
 from simulator.simulate import simulate
 from tests.platforms import BASE
 

@@ -1,4 +1,4 @@
-"""The result model (simulator.results): `accsim run --json` is written from it, a
+"""The result model (simulator.present.results): `accsim run --json` is written from it, a
 result document reads back into it unchanged, and a bad document is one error naming
 the file and the field."""
 
@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.errors import AccsimError
-from simulator.loader import dump_json
-from simulator.report import result_dict, result_model, write_json
-from simulator.results import RunResultFile, ServeResult, read_result
+from simulator.inputs.loader import dump_json
+from simulator.present.run_report import result_dict, result_model, write_json
+from simulator.present.results import RunResultFile, ServeResult, read_result
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
 from simulator.simulate import simulate

@@ -15,7 +15,7 @@ import yaml
 from simulator.calibrate.sensitivity import with_values
 from simulator.cli import main
 from simulator.review import assumptions as assumptions_module
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.simulate import simulate
 
 # A memory-bound probe: its time is the weights' stream, so bandwidth decides it.

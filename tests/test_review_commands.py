@@ -10,8 +10,8 @@ import pytest
 
 import simulator
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
-from simulator.loader import locate
+from simulator.inputs.resolve import load_inputs
+from simulator.inputs.loader import locate
 from simulator.simulate import simulate
 
 

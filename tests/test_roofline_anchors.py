@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 
 def anchor(m: int, n: int, k: int) -> dict:

@@ -17,7 +17,7 @@ from simulator.mapping.plan import Mapping
 from simulator.frontends.scalesim import (load_config, load_topology, scalesim_rows,
                                 validate_mapping, validate_platform)
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Conv2d, Gemm, Workload
+from simulator.inputs.workload import Conv2d, Gemm, Workload
 
 DATA = Path(__file__).parent / "data" / "scalesim"
 CONV_HEADER = ("Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, "

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.errors import AccsimError
 from simulator.frontends.hf.config import load_model_config
-from simulator.inputs import Inputs
-from simulator.loader import load_model
+from simulator.inputs.run_inputs import Inputs
+from simulator.inputs.loader import load_model
 from simulator.mapping.plan import Mapping
 from simulator.serving.cost import OperatorCosts, PlainBatchCost
 from simulator.serving.cost_cache import CostCache

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.frontends.hf.config import load_model_config
-from simulator.inputs import Inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import Mapping, with_heuristic
 from simulator.serving.cost import PlainBatchCost
 from simulator.serving.cost_cache import CostCache

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from serving_helpers import LinearTokenCost, run
 
-from simulator.energy import static_power_w
+from simulator.metrics.energy import static_power_w
 from simulator.errors import AccsimError
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import prepare, simulate_serving, summary

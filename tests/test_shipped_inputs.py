@@ -8,9 +8,9 @@ import importlib.util
 import pytest
 import yaml
 
-from simulator.config import Platform
-from simulator.loader import shipped_folder, load_model, locate, shipped_names
-from simulator.workload import Conv2d, Elementwise, Gemm, Pool, Workload, is_compute
+from simulator.inputs.platform import Platform
+from simulator.inputs.loader import shipped_folder, load_model, locate, shipped_names
+from simulator.inputs.workload import Conv2d, Elementwise, Gemm, Pool, Workload, is_compute
 
 PLATFORMS = shipped_names("platform")
 WORKLOADS = shipped_names("workload")

@@ -15,11 +15,11 @@ from platforms import make_platform
 from test_stream_nest import drawn_output, nest_args, tile_tables
 
 from simulator.engines.fast import run_fast
-from simulator.engines.nest import replay_nest_counted
+from simulator.engines.nest_replay import replay_nest_counted
 from simulator.errors import AccsimError
 from simulator.lowering.nest import LoopNest
-from simulator.lowering.stream import GemmStream
-from simulator.program import MemoryParams
+from simulator.lowering.gemm_stream import GemmStream
+from simulator.program.tile_program import MemoryParams
 
 
 def _outcomes(stream, memory, block):

@@ -16,15 +16,15 @@ from platforms import make_platform
 from test_engine_equivalence_lowered import lowering_cases
 
 from simulator.engines.fast import replay_stream, run_fast
-from simulator.engines.nest import replay_nest, run_streamed
+from simulator.engines.nest_replay import replay_nest, run_streamed
 from simulator.errors import AccsimError, InvalidProgramError
 from simulator.lowering import lower_compute
 from simulator.lowering import steps as kernel
 from simulator.lowering.nest import LoopNest
-from simulator.lowering.stream import GemmStream
+from simulator.lowering.gemm_stream import GemmStream
 from simulator.lowering.tile_table import TileTable
-from simulator.program import MemoryParams, check_program, memory_params
-from simulator.stream import StreamChecker, WholeProgram
+from simulator.program.tile_program import MemoryParams, check_program, memory_params
+from simulator.program.streamed import StreamChecker, WholeProgram
 
 ARRAYS = ("load_bytes", "compute_cycles", "vector_cycles", "acquire", "release",
           "store_bytes", "reload_of")

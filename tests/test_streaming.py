@@ -17,18 +17,18 @@ from strategies import tile_programs
 from test_engine_equivalence_lowered import lowering_cases
 
 from simulator.cli import main
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import replay_stream, run_fast
 from simulator.errors import AccsimError, InvalidProgramError
 from simulator.limits import MemoryBudget
 from simulator.lowering import lower_compute
-from simulator.lowering.stream import GemmStream
-from simulator.program import MemoryParams, make_program, memory_params, validate_program
-from simulator.report import result_dict
+from simulator.lowering.gemm_stream import GemmStream
+from simulator.program.tile_program import MemoryParams, make_program, memory_params, validate_program
+from simulator.present.run_report import result_dict
 from simulator.simulate import simulate
-from simulator.stream import StreamChecker, WholeProgram
-from simulator.trace import trace_events
+from simulator.program.streamed import StreamChecker, WholeProgram
+from simulator.present.timeline import trace_events
 
 STREAMING = settings(max_examples=150, deadline=None)
 BLOCK_SIZES = st.sampled_from([1, 2, 3, 5, 7, 16, 64, 10**6])

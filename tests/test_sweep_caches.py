@@ -12,13 +12,13 @@ import json
 import sys
 from pathlib import Path
 
-from simulator.config import Platform
-from simulator.loader import load_model, locate
+from simulator.inputs.platform import Platform
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.heuristics import _min_offchip, min_offchip
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.sweep.task import evaluate_point
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 GOLDEN = Path(__file__).parent / "data" / "sweep_points_golden.json"
 # (rows, cols, bandwidth GB/s): three points sharing an array (so the second and third

@@ -381,7 +381,7 @@ def test_a_fusion_mode_is_its_own_key(tmp_path, capsys):
 
 
 def test_area_column_comes_from_the_platforms_area_table(tmp_path, capsys):
-    from simulator.loader import locate
+    from simulator.inputs.loader import locate
     base = locate("edge_32x32", "platform").read_text()
     (tmp_path / "edge_area.yaml").write_text(
         base + "\narea: {pe_mm2: {int8: 0.001}, sram_mm2_per_mib: 1.0, "

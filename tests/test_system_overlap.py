@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import build_parser, main
-from simulator.commands.inputs import load_inputs
-from simulator.config import Platform
+from simulator.inputs.resolve import load_inputs
+from simulator.inputs.platform import Platform
 from simulator.frontends.hf.command import run_step
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs
 from simulator.system.command import run_plan

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from serving_helpers import LinearTokenCost, run
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.serving.serve import Setup, summary
 from simulator.serving.spec import ServeSpec
 

@@ -7,11 +7,11 @@ split without moving data; vector operators work on their input as it lies."""
 from __future__ import annotations
 
 from simulator.cli import main
-from simulator.config import DTYPE_BYTES, Platform
-from simulator.loader import load_model, locate
+from simulator.inputs.platform import DTYPE_BYTES, Platform
+from simulator.inputs.loader import load_model, locate
 from simulator.system.plan import SystemPlan
 from simulator.system.shard import shard_plain
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 BF16 = DTYPE_BYTES["bf16"]
 

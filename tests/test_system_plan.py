@@ -6,7 +6,7 @@ import pytest
 
 from platforms import make_platform
 from simulator.errors import AccsimError
-from simulator.capacity import Footprint, check_capacity, smallest_fitting
+from simulator.system.capacity import Footprint, check_capacity, smallest_fitting
 from simulator.system.plan import ModelLimits, SystemPlan, check_plan
 
 LINKED = make_platform(interconnect={"topology": "torus2d", "ports_per_chip": 4,

@@ -11,7 +11,7 @@ import pytest
 
 from simulator.cli import main
 
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.system.command import run_plan
 from simulator.system.plan import SystemPlan
 

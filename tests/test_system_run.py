@@ -10,14 +10,14 @@ import pytest
 
 from simulator.cli import build_parser, main
 
-from simulator.commands.inputs import load_inputs
-from simulator.config import Platform
+from simulator.inputs.resolve import load_inputs
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf import model_stats
 from simulator.frontends.hf.command import run_step
-from simulator.loader import load_model, locate, shipped_names
+from simulator.inputs.loader import load_model, locate, shipped_names
 from simulator.mapping.plan import Mapping
-from simulator.report import result_dict
+from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs
 from simulator.system.command import run_plan
 from simulator.system.plan import SystemPlan

@@ -14,7 +14,7 @@ import pytest
 from rich.table import Table
 
 from simulator.cli import main
-from simulator.terminal import Grouped, table_parts
+from simulator.output.terminal import Grouped, table_parts
 
 RULES = re.compile("[\u2500-\u257f]")  # what a table's lines hold, a text line not
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from platforms import make_platform
 
 from simulator.lowering import lower_compute
-from simulator.lowering.stream import GemmStream
+from simulator.lowering.gemm_stream import GemmStream
 from simulator.lowering.tile_table import TileTable, tile_sizes
 from simulator.mapping.plan import Tiling
-from simulator.workload import Gemm
+from simulator.inputs.workload import Gemm
 
 
 @st.composite

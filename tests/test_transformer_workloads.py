@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from simulator.commands.inputs import load_inputs
-from simulator.loader import shipped_folder, load_model, locate, shipped_names
+from simulator.inputs.resolve import load_inputs
+from simulator.inputs.loader import shipped_folder, load_model, locate, shipped_names
 from simulator.mapping.plan import Mapping
 from simulator.simulate import simulate
-from simulator.workload import Elementwise, Gemm, RowOperator, Workload, is_compute
+from simulator.inputs.workload import Elementwise, Gemm, RowOperator, Workload, is_compute
 
 BERT = {128: "bert_base_s128", 512: "bert_base_s512"}
 MLP = "tpu_v1_mlp_b200"

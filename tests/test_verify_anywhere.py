@@ -1,5 +1,5 @@
 """`accsim verify` accepts what accsim writes from any working directory (the paths a
-result records are relative to the file recording them, simulator.anchors), and
+result records are relative to the file recording them, simulator.inputs.anchors), and
 refuses up front a forged serving result too large to rerun (issue 23 item 6)."""
 
 from __future__ import annotations

@@ -13,15 +13,15 @@ from rich.table import Table
 from simulator.calibrate.fit import Calibration, calibrate
 from simulator.calibrate.measured import read_measured
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
-from simulator.commands.inputs import load_inputs
+from simulator.inputs.resolve import load_inputs
 from simulator.commands.options import budget
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
-from simulator.loader import dump_json, validate_model
-from simulator.outputs import check_output_path, write_file
-from simulator.terminal import add_wide
-from simulator.terminal import console as report_console
+from simulator.inputs.loader import dump_json, validate_model
+from simulator.output.files import check_output_path, write_file
+from simulator.output.terminal import add_wide
+from simulator.output.terminal import console as report_console
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -19,14 +19,14 @@ from scipy.optimize import least_squares
 
 from simulator.calibrate.measured import Measured
 from simulator.calibrate.sensitivity import with_values
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.inputs import Inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.limits import MemoryBudget
-from simulator.loader import validate_model
+from simulator.inputs.loader import validate_model
 from simulator.mapping.plan import Mapping
 from simulator.simulate import simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 # A Jacobian column (d relative error / d fraction of the range) below this on every
 # operator: the data cannot tell the field's values apart.

@@ -15,8 +15,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from simulator.errors import AccsimError
 from simulator.frontends.kineto import import_kineto
-from simulator.loader import decode_text, parse_yaml, read_bytes, validate_model
-from simulator.workload import Operator, Workload
+from simulator.inputs.loader import decode_text, parse_yaml, read_bytes, validate_model
+from simulator.inputs.workload import Operator, Workload
 
 OPERATOR = TypeAdapter(Operator)
 COLUMNS = ("operator", "shape", "dtype", "measured_s")

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 from simulator.calibrate.sensitivity import METRICS, Sensitivity, Swing, assumed_ranges, \
     sensitivity, with_values
-from simulator.config import Platform
-from simulator.inputs import Inputs
+from simulator.inputs.platform import Platform
+from simulator.inputs.run_inputs import Inputs
 from simulator.limits import MemoryBudget
-from simulator.loader import validate_model
+from simulator.inputs.loader import validate_model
 from simulator.simulate import simulate
 
 # How the winner of a metric is said: "B faster", "B lower energy".

@@ -15,11 +15,11 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.inputs import Inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.limits import MemoryBudget
-from simulator.loader import validate_model
+from simulator.inputs.loader import validate_model
 from simulator.simulate import RunResult, simulate
 
 # Metrics in cycles or seconds, and the fields that cannot move them: energy

@@ -1,6 +1,6 @@
 """`accsim check FILE`: validate a platform, workload or mapping file (told apart by its
 top-level keys, or as --kind says); with --arch or --workload, check a plan against
-them buffer by buffer (simulator.plan_check)."""
+them buffer by buffer (simulator.present.plan_check)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import sys
 from collections import Counter
 
 from simulator.frontends import scalesim
-from simulator.commands.inputs import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
+from simulator.inputs.resolve import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
                                        guess_kind, load_inputs, locate_any)
 from simulator.commands.options import add_plugin
-from simulator.config import Platform
-from simulator.loader import parse_yaml, read_source, validate_model
-from simulator.plan_check import check_plan, plan_check_table
-from simulator.terminal import add_wide
-from simulator.terminal import console as report_console
-from simulator.terminal import plain
-from simulator.workload import Workload
+from simulator.inputs.platform import Platform
+from simulator.inputs.loader import parse_yaml, read_source, validate_model
+from simulator.present.plan_check import check_plan, plan_check_table
+from simulator.output.terminal import add_wide
+from simulator.output.terminal import console as report_console
+from simulator.output.terminal import plain
+from simulator.inputs.workload import Workload
 
 
 def handle(args: argparse.Namespace) -> int:

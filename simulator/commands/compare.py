@@ -8,26 +8,26 @@ import argparse
 
 from rich.table import Table
 
-from simulator import progress
+from simulator.output import progress
 from simulator.api import Comparison, Result, platform_labels
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
-from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
 from simulator.commands.options import add_inputs, budget
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError
-from simulator.escape import csv_text
+from simulator.output.escape import csv_text
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
-from simulator.loader import dump_json
-from simulator.outputs import check_output_path, write_file, writing
-from simulator.plots import write_compare_plot
+from simulator.inputs.loader import dump_json
+from simulator.output.files import check_output_path, write_file, writing
+from simulator.present.plots import write_compare_plot
 from simulator.precision import command as precision_command
 from simulator.simulate import Inputs
 from simulator.system import command as system_command
-from simulator.report import COMPARE_GROUPS
-from simulator.terminal import Grouped, add_wide
-from simulator.terminal import console as report_console
+from simulator.present.run_report import COMPARE_GROUPS
+from simulator.output.terminal import Grouped, add_wide
+from simulator.output.terminal import console as report_console
 
 
 def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:

@@ -1,4 +1,4 @@
-"""`accsim compile`: build the kernel library (simulator.kernel_library), so that later
+"""`accsim compile`: build the kernel library (simulator.kernels.library), so that later
 runs call compiled kernels without loading Numba; `--check` says whether the library
 there is current, without building."""
 
@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import argparse
 
-from simulator import kernel_library, progress
-from simulator.kernel_build import build
+from simulator.kernels import library as kernel_library
+from simulator.output import progress
+from simulator.kernels.build import build
 
 
 def handle(args: argparse.Namespace) -> int:

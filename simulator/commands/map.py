@@ -8,20 +8,21 @@ import time
 
 import yaml
 
-from simulator import ahead, progress
+from simulator.kernels import ahead
+from simulator.output import progress
 from simulator.commands.compare import compared_inputs
 from simulator.commands.options import add_inputs
 from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
-from simulator.outputs import check_output_path, write_file, writing
+from simulator.output.files import check_output_path, write_file, writing
 from simulator.precision import command as precision_command
 from simulator.search.operator import OBJECTIVES
 from simulator.search.map_outputs import map_csv, write_map_plot
 from simulator.search.tables import gap_table, operator_search_table
 from simulator.search.workload import map_workload, write_map_json
-from simulator.terminal import add_wide
-from simulator.terminal import console as report_console
+from simulator.output.terminal import add_wide
+from simulator.output.terminal import console as report_console
 
 
 # Output options and the suffixes each accepts (None: any).

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.commands.inputs import DEFAULT_ARCH, DEFAULT_WORKLOAD
+from simulator.inputs.resolve import DEFAULT_ARCH, DEFAULT_WORKLOAD
 from simulator.engines import ENGINE_CHOICES
 from simulator.limits import MemoryBudget, parse_size
-from simulator.loader import shipped_names
+from simulator.inputs.loader import shipped_names
 from simulator.mapping.heuristics import load_plugin
 from simulator.mapping.plan import FUSION_MODES
 from simulator.search.fusion import DEFAULT_FUSION

@@ -1,5 +1,5 @@
 """`accsim regress`: one run compared operator by operator with a baseline result
-(simulator.regress); exit 1 on a regression, 2 on a refused baseline. The baseline is
+(simulator.verification.regression); exit 1 on a regression, 2 on a refused baseline. The baseline is
 read before the run, so a refused one costs no simulation. The run reads its inputs
 as `accsim run` does (a workload, --model, --onnx or --kineto; --mapping, --heuristic,
 --fusion, --precision) and writes --json, --csv and --plot as `run` writes them."""
@@ -18,16 +18,16 @@ from simulator.commands.run import simulate_shown
 from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
-from simulator.outputs import check_output_path, write_file, writing
+from simulator.output.files import check_output_path, write_file, writing
 from simulator.mapping.heuristics import heuristic
-from simulator.plots import write_breakdown_plot
+from simulator.present.plots import write_breakdown_plot
 from simulator.precision import command as precision_command
-from simulator.regress import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
+from simulator.verification.regression import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
                                read_baseline, report_lines)
-from simulator.report import result_dict, write_csv, write_json
+from simulator.present.run_report import result_dict, write_csv, write_json
 from simulator.system.command import add_ignore_capacity, check_fit
 from simulator.system.plan import SystemPlan
-from simulator.terminal import plain
+from simulator.output.terminal import plain
 
 # The run's outputs, as `accsim run` writes them, and the suffixes each accepts.
 OUTPUT_SUFFIXES = {"json": None, "csv": None, "plot": (".png", ".pdf", ".svg")}

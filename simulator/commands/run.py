@@ -7,27 +7,28 @@ from __future__ import annotations
 import argparse
 import time
 
-from simulator import ahead, progress
+from simulator.kernels import ahead
+from simulator.output import progress
 from simulator.frontends import scalesim
-from simulator.commands.inputs import DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
 from simulator.commands.options import add_inputs, budget
 from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.limits import MemoryBudget
-from simulator.outputs import check_output_path, writing
+from simulator.output.files import check_output_path, writing
 from simulator.precision import command as precision_command
 from simulator.search.operator import OBJECTIVES
 from simulator.search.workload import map_workload, read_map_json
-from simulator.plots import write_breakdown_plot
-from simulator.report import print_report, write_csv, write_json
-from simulator.sheet import check_mapper_inputs, check_mapper_result, write_sheet
+from simulator.present.plots import write_breakdown_plot
+from simulator.present.run_report import print_report, write_csv, write_json
+from simulator.present.sheet import check_mapper_inputs, check_mapper_result, write_sheet
 from simulator.simulate import Inputs, simulate
 from simulator.system import command as system_command
 from simulator.system.run import write_system_json
-from simulator.terminal import add_wide
-from simulator.terminal import console as report_console
-from simulator.trace import write_trace
+from simulator.output.terminal import add_wide
+from simulator.output.terminal import console as report_console
+from simulator.present.timeline import write_trace
 
 # Output options and the suffixes each accepts (None: any).
 OUTPUT_SUFFIXES = {"json": None, "csv": None, "trace": None,

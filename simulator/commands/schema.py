@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from simulator.commands.inputs import SCHEMAS
+from simulator.inputs.resolve import SCHEMAS
 
 
 def handle(args: argparse.Namespace) -> int:

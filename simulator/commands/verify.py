@@ -1,7 +1,7 @@
 """`accsim verify RESULT`: tell what kind of result a file holds and verify it with the
 checks of that kind. A review packet is checked file by file (review.verification), a
 serve result is served again (serving.verification), and a run result is rerun from
-its embedded inputs (simulator.verify) - read as `accsim run` reads SCALE-Sim files,
+its embedded inputs (simulator.verification.rerun) - read as `accsim run` reads SCALE-Sim files,
 with a validation run's platform made again, and a multi-chip result's workload
 sharded again and its `system` block recomputed."""
 
@@ -12,21 +12,21 @@ import json
 import sys
 from pathlib import Path
 
-from simulator import progress
-from simulator.anchors import anchored
+from simulator.output import progress
+from simulator.inputs.anchors import anchored
 from simulator.frontends import scalesim
 from simulator.commands.options import add_plugin
 from simulator.errors import AccsimError
 from simulator.frontends.hf.figures import simulated_figures
-from simulator.loader import dump_json, read_json
+from simulator.inputs.loader import dump_json, read_json
 from simulator.review.verification import verify_packet
 from simulator.serving.verification import (MAX_VERIFY_WORK, serving_kind,
                                             verify_serving)
 from simulator.system.plan import SystemPlan
 from simulator.system.run import rerun_figures
 from simulator.system.shard import shard_plain
-from simulator.terminal import plain
-from simulator.verify import RunKind, Verification, embedded_models, read_input, verify_run
+from simulator.output.terminal import plain
+from simulator.verification.rerun import RunKind, Verification, embedded_models, read_input, verify_run
 
 # Differences printed before the rest are counted.
 SHOWN_DIFFERENCES = 20

@@ -22,9 +22,9 @@ import simpy
 
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
-from simulator.program import (MemoryParams, TileProgram, check_program, validate_memory,
+from simulator.program.tile_program import (MemoryParams, TileProgram, check_program, validate_memory,
                                validate_program)
-from simulator.timing import input_stall, service_cycles
+from simulator.model.timing import input_stall, service_cycles
 
 NOT_YET = -1  # cycle of an event that has not happened
 

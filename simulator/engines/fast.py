@@ -5,8 +5,8 @@ is the model of record; DESIGN.md section 3 ("Engines: times of each step" and
 "Accounting per operator") is the contract both implement. The public `run_fast`
 validates the program and calls the private kernel `_replay` with flat arrays and a few
 scalars, as stumpy does; `replay_stream` feeds it a program block by block (a
-StreamedProgram, simulator.stream), its state carried in arrays between calls. The per-step arithmetic (service_cycles, input_stall) is
-imported from simulator.timing, so the semantics are written once.
+StreamedProgram, simulator.program.streamed), its state carried in arrays between calls. The per-step arithmetic (service_cycles, input_stall) is
+imported from simulator.model.timing, so the semantics are written once.
 
 How the kernel walks time. Everything is causal: every time is a max/sum of earlier
 times, and only the off-chip server couples the load and store streams. Loads are
@@ -66,14 +66,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.jit import njit
+from simulator.kernels.jit import njit
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
-from simulator.program import (MAX_DEPTH, MemoryParams, ProgramBound, TileProgram,
+from simulator.program.tile_program import (MAX_DEPTH, MemoryParams, ProgramBound, TileProgram,
                                check_program, validate_memory, validate_program)
-from simulator.stream import (DEFAULT_BLOCK_STEPS, ProgramBlock, StreamChecker,
+from simulator.program.streamed import (DEFAULT_BLOCK_STEPS, ProgramBlock, StreamChecker,
                               StreamedProgram, as_streamed, power_of_two_above)
-from simulator.timing import input_stall, service_cycles
+from simulator.model.timing import input_stall, service_cycles
 
 # Rows of the kernel's (10, S) per-step output, in StepTimes field order.
 _LOAD_REQUEST, _LOAD_START, _LOAD_USABLE = 0, 1, 2
@@ -114,7 +114,7 @@ def _grow_fifo(fifo, head, tail):
 
 
 # The argument types of a replay without partial-sum reloads or evacuation (reloaded and
-# evacuation None), compiled ahead on a machine's first run (simulator.ahead).
+# evacuation None), compiled ahead on a machine's first run (simulator.kernels.ahead).
 _REPLAY_TYPES = ("(" + ", ".join(["int64[::1]"] * 3 + ["boolean[::1]"] * 2
                                  + ["int64[::1]"] * 2 + ["none", "none"] + ["int64"] * 4
                                  + ["float64", "int64", "boolean", "int64[:, ::1]"]

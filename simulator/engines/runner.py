@@ -8,7 +8,7 @@ from simulator.engines import unknown_engine
 
 # Each engine's replay function: (module, name). A module is imported only when its
 # engine runs, so a run on the fast engine never imports SimPy.
-RUNNERS = {"fast": ("simulator.engines.nest", "run_streamed"),
+RUNNERS = {"fast": ("simulator.engines.nest_replay", "run_streamed"),
            "simpy": ("simulator.engines.des", "run_des")}
 
 

@@ -31,8 +31,8 @@ from simulator.engines.fast import (_BUSY, _EVACUATION_BUSY, _FILL, _LAST_COMPLE
                                     _Q_RELEASE, _Q_REQUEST, _Q_STEP, _Q_TAIL,
                                     _SERVER_FREE, _STALL_IN, _STALL_OUT,
                                     _STALL_OUT_VECTOR, _VECTOR_BUSY)
-from simulator.jit import njit
-from simulator.program import MAX_DEPTH
+from simulator.kernels.jit import njit
+from simulator.program.tile_program import MAX_DEPTH
 
 # State entries by what they hold: step counters move by the period's steps, times by
 # its cycles, running totals by their own growth over it.

@@ -23,7 +23,7 @@ from __future__ import annotations
 from simulator.errors import AccsimError
 from simulator.export.profile import ModelProfile
 from simulator.serving.cost import OperatorCosts
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 SCHEMA_VERSION = "0.0.4"
 # Enum values of et_def.proto.

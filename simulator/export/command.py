@@ -8,22 +8,22 @@ from __future__ import annotations
 import argparse
 import os
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.export.chakra import chakra_files, trace_nodes, workload_nodes
 from simulator.export.llmservingsim import llmservingsim_files
 from simulator.export.profile import ModelProfile, check_limit
 from simulator.export.vidur import vidur_files
-from simulator.loader import load_model, locate, shipped_names
-from simulator.outputs import OutputFolder
+from simulator.inputs.loader import load_model, locate, shipped_names
+from simulator.output.files import OutputFolder
 from simulator.serving.cost import OperatorCosts
 from simulator.system.plan import MAX_CHIPS
-from simulator.terminal import plain
-from simulator.workload import Workload
+from simulator.output.terminal import plain
+from simulator.inputs.workload import Workload
 
 FORMATS = ("vidur", "chakra", "llmservingsim")
 DEFAULT_ARCH = "tpu_v5e_like"
-MARKER = ".accsim-export"  # lists the files an export wrote (simulator.outputs)
+MARKER = ".accsim-export"  # lists the files an export wrote (simulator.output.files)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simulator.collectives import collective_cost
-from simulator.config import DTYPE_BYTES, Platform
+from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.frontends.hf import ModelConfig
@@ -22,7 +22,7 @@ from simulator.serving.llm_cost import grid_cell
 from simulator.system.plan import SystemPlan
 from simulator.system.serving import ShardedFrontend
 from simulator.system.shard import shard_config
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 # Largest size an export takes along one axis (tokens, KV cache, batch), the most
 # shapes it simulates and the most rows it writes: a run past them is refused up front,

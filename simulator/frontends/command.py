@@ -19,9 +19,9 @@ from pathlib import Path
 
 from simulator.errors import AccsimError
 from simulator.frontends.writer import workload_to_yaml
-from simulator.loader import Source, read_bytes
-from simulator.outputs import check_output_path, write_file
-from simulator.workload import Workload
+from simulator.inputs.loader import Source, read_bytes
+from simulator.output.files import check_output_path, write_file
+from simulator.inputs.workload import Workload
 
 # Format name -> the module that reads it.
 FORMATS: dict[str, str] = {

@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simulator.loader import excerpt
+from simulator.inputs.loader import excerpt
 
 
 class Contradiction(ValueError):

@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from simulator.workload import Workload, workload_yaml
+from simulator.inputs.workload import Workload, workload_yaml
 
 # Fields every operator has, written first so each line reads name, label, kind, shape;
 # and the measurement, written last so the shape stays next to the kind.

@@ -16,12 +16,12 @@ from functools import partial
 import numpy as np
 
 from simulator.collectives import CollectiveCost, collective_cost
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.lowering import steps as kernel
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
 from simulator.lowering.evacuation import evacuation_steps
-from simulator.lowering.stream import GemmStream
+from simulator.lowering.gemm_stream import GemmStream
 from simulator.lowering.tile_table import TileTable, TileTables, tile_sizes
 from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_fits,
                                          epilogue_store_bytes, epilogue_table,
@@ -30,12 +30,12 @@ from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_f
                                          sparsity_mode, split_members, tensor_bytes,
                                          vector_run_tiles, weight_bytes, weights_alike)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
-from simulator.workload import BINARY_OPS
+from simulator.inputs.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
-from simulator.program import TileProgram, validate_program
-from simulator.stream import StreamedProgram
-from simulator.timing import DATAFLOW_CODES
-from simulator.workload import Conv2d, is_attention, is_collective, is_compute
+from simulator.program.tile_program import TileProgram, validate_program
+from simulator.program.streamed import StreamedProgram
+from simulator.model.timing import DATAFLOW_CODES
+from simulator.inputs.workload import Conv2d, is_attention, is_collective, is_compute
 
 DIM_CODES = {"m": 0, "n": 1, "k": 2}
 
@@ -75,7 +75,7 @@ class Counters:
 class Precision:
     """How an array operator ran where it differs from the platform's default dtype
     (DESIGN.md section 17): the dtype whose MAC rate it ran at, that rate, and its
-    weight sparsity with the mode it ran in (simulator.sparsity)."""
+    weight sparsity with the mode it ran in (simulator.model.sparsity)."""
 
     run_dtype: str
     macs_per_cycle: int

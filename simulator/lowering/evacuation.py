@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.config import Platform
-from simulator.timing import IS, WS, evacuation_cycles
+from simulator.inputs.platform import Platform
+from simulator.model.timing import IS, WS, evacuation_cycles
 
 
 def step_tile_sizes(m: int, n: int, k: int, tm: int, tn: int, tk: int,

@@ -23,11 +23,11 @@ from itertools import product
 
 import numpy as np
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.lowering import nest_steps as k
 from simulator.lowering import steps as kernel
 from simulator.lowering.evacuation import evacuation_array
-from simulator.timing import IS, OS, WS
+from simulator.model.timing import IS, OS, WS
 
 # A float is exact in int64 / 2**e units below this many units (53-bit significand).
 _EXACT_UNITS = 2**53

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.jit import njit
-from simulator.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
+from simulator.kernels.jit import njit
+from simulator.model.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
 
 # Entries of the int64 `params` array that describes a nest to the kernels.
 (P_NM, P_NN, P_NK, P_ORDER0, P_ORDER1, P_ORDER2, P_DATAFLOW, P_A_OFFCHIP, P_B_OFFCHIP,

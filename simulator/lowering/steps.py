@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.jit import njit
+from simulator.kernels.jit import njit
 from simulator.lowering.tile_table import TileTable
-from simulator.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
+from simulator.model.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
 
 # Indices of the float counters returned by gemm_steps: the split of busy array cycles.
 USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
@@ -99,7 +99,7 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
 
 
 # The argument types gemm_steps and the streamed lowering call gemm_block with, compiled
-# ahead on a machine's first run (simulator.ahead).
+# ahead on a machine's first run (simulator.kernels.ahead).
 _I, _B, _F, _V, _M = "int64", "boolean", "float64", "int64[::1]", "int64[:, ::1]"
 GEMM_BLOCK_TYPES = "(" + ", ".join(
     [_I] * 8 + [_V] + [_I] * 5 + [_M] * 3 + [_B] * 3 + [_I] * 4 + [_B, _M, _I, _F, _I]

@@ -12,15 +12,15 @@ from math import gcd
 
 import numpy as np
 
-from simulator.config import DTYPE_BYTES, Platform
-from simulator.formats import ceil_element_bytes, packed_bytes
-from simulator.sparsity import (BANDWIDTH_ONLY, DECOMPRESSED, STRUCTURED,
+from simulator.inputs.platform import DTYPE_BYTES, Platform
+from simulator.model.formats import ceil_element_bytes, packed_bytes
+from simulator.model.sparsity import (BANDWIDTH_ONLY, DECOMPRESSED, STRUCTURED,
                                 default_metadata_bits, parse_pattern, structured_bytes,
                                 unstructured_bytes)
 from simulator.mapping.plan import DIMS, LOOP_ORDERS, EpilogueMember, Tiling
 from simulator.mapping.windows import window_table
-from simulator.timing import ceil_div
-from simulator.workload import Conv2d, is_attention, is_compute
+from simulator.model.timing import ceil_div
+from simulator.inputs.workload import Conv2d, is_attention, is_compute
 
 
 def operator_dtype(op, platform: Platform) -> str:
@@ -42,7 +42,7 @@ def operand_bytes(op, platform: Platform) -> tuple[int, int, int]:
 
 def activation_bytes(op, platform: Platform, elements):
     """Bytes of `elements` activations of an operator's A operand (an int or an int64
-    array, e.g. one entry per tile), packed in its input dtype (simulator.formats)."""
+    array, e.g. one entry per tile), packed in its input dtype (simulator.model.formats)."""
     return packed_bytes(operator_dtype(op, platform), elements)
 
 
@@ -58,7 +58,7 @@ def weight_element_bytes(op, platform: Platform) -> int:
 
 
 def sparsity_mode(op, platform: Platform) -> str | None:
-    """How an operator's sparse weights run (simulator.sparsity): None when dense."""
+    """How an operator's sparse weights run (simulator.model.sparsity): None when dense."""
     sparsity = getattr(op, "sparsity", None)
     if sparsity is None:
         return None

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import (array_busy_cycles, array_speed,
                                          attention_element_bytes,
@@ -22,9 +22,9 @@ from simulator.mapping.footprint import (array_busy_cycles, array_speed,
                                          operand_fits, weight_element_bytes)
 from simulator.mapping.plan import (ATTENTION_FIELDS, DEFAULT_DEPTH, DEFAULT_HEURISTIC,
                                     LOOP_ORDERS, PLAN, SEARCH, Tiling, TilingSpec)
-from simulator.program import MAX_DEPTH
-from simulator.timing import ceil_div
-from simulator.workload import is_attention, is_compute
+from simulator.program.tile_program import MAX_DEPTH
+from simulator.model.timing import ceil_div
+from simulator.inputs.workload import is_attention, is_compute
 
 # Largest score tile (query rows x keys) the attention tiling aims for: big enough to
 # amortise each tile's fill, small enough that its accumulators fit an output buffer.

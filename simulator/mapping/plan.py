@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_serializer
 
-from simulator.config import Dataflow, Name, Strict
+from simulator.inputs.platform import Dataflow, Name, Strict
 from simulator.errors import AccsimError
-from simulator.program import MAX_DEPTH
-from simulator.workload import Workload, is_attention, is_collective, is_compute
+from simulator.program.tile_program import MAX_DEPTH
+from simulator.inputs.workload import Workload, is_attention, is_collective, is_compute
 
 LOOP_ORDERS = tuple("".join(p) for p in permutations("mnk"))
 # What fills the fields a plan leaves open when it names no heuristic: the mapper's best

@@ -26,8 +26,8 @@ import functools
 
 import numpy as np
 
-from simulator.jit import njit
-from simulator.workload import Conv2d
+from simulator.kernels.jit import njit
+from simulator.inputs.workload import Conv2d
 
 # The sign of each inclusion-exclusion term, by the set of parts it intersects (bit 0:
 # the first output row, 1: the whole rows between, 2: the last row): + for odd counts.

@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from simulator.errors import AccsimError
-from simulator.inputs import Inputs
-from simulator.loader import load_model
+from simulator.inputs.run_inputs import Inputs
+from simulator.inputs.loader import load_model
 
 if TYPE_CHECKING:
     from simulator.precision.resolve import AppliedPlan

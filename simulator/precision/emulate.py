@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.formats import MX_BLOCK
+from simulator.model.formats import MX_BLOCK
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
-from simulator.config import Dtype, Name, PosFloat, Strict, Text
-from simulator.workload import Sparsity
+from simulator.inputs.platform import Dtype, Name, PosFloat, Strict, Text
+from simulator.inputs.workload import Sparsity
 
 Chain = list[Dtype]
 ROLES = ("weight", "activation", "kv")

@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from simulator.config import DTYPE_BYTES, Platform
+from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.errors import AccsimError
 from simulator.precision.emulate import Quality, gemm_quality
 from simulator.precision.plan import ROLES, PrecisionPlan, PrecisionSpec
 from simulator.precision.tensors import gemm_dims, synthetic, user_tiles
-from simulator.workload import Workload, is_attention, is_compute
+from simulator.inputs.workload import Workload, is_attention, is_compute
 
 # The operator field each role sets, by kind of array operator.
 COMPUTE_FIELDS = {"weight": "weight_dtype", "activation": "dtype"}

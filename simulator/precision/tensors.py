@@ -15,7 +15,7 @@ import numpy as np
 
 from simulator.errors import AccsimError
 from simulator.precision.plan import Samples, Tensors
-from simulator.workload import is_attention
+from simulator.inputs.workload import is_attention
 
 
 @dataclass(frozen=True)

@@ -26,22 +26,22 @@ from pathlib import Path
 import yaml
 
 import simulator
-from simulator.anchors import anchored
+from simulator.inputs.anchors import anchored
 from simulator.calibrate.robust import robust_ranking
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
-from simulator.config import Platform
-from simulator.inputs import Inputs
-from simulator.loader import decode_text, load_model, read_json, validate_model
+from simulator.inputs.platform import Platform
+from simulator.inputs.run_inputs import Inputs
+from simulator.inputs.loader import decode_text, load_model, read_json, validate_model
 from simulator.mapping.plan import Mapping
-from simulator.outputs import OutputFolder
+from simulator.output.files import OutputFolder
 from simulator.review.providers import NotEvaluated, model_config_path
 from simulator.review.runs import (RESULTS_FOLDER, RunRecord, cache_read, cache_write,
                                    placed)
 from simulator.review.serving import serve_points, serve_spec
 from simulator.review.study import Loaded, ResolvedStudy
 from simulator.serving.spec import ServeSpec
-from simulator.verify import comparable, differences
-from simulator.workload import Workload
+from simulator.verification.rerun import comparable, differences
+from simulator.inputs.workload import Workload
 
 FORMAT = "accsim-assumptions"
 CORNERS_FOLDER = "inputs/corners"

@@ -13,10 +13,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from simulator import progress
+from simulator.output import progress
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
-from simulator.outputs import OutputFolder
+from simulator.output.files import OutputFolder
 from simulator.review.assumptions import assumption_study
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
@@ -37,7 +37,7 @@ from simulator.review.sections import Context
 
 PACKET_FILES = ("index.html", "packet.md", "packet.json")
 # Written first and kept current: the folder is a packet's, even half done, and it lists
-# every file a review wrote there (simulator.outputs.OutputFolder.claim).
+# every file a review wrote there (simulator.output.files.OutputFolder.claim).
 PACKET_MARKER = ".accsim-review"
 INPUTS_FOLDER = "inputs"  # what-if platform variants the study defines
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import dump_json, load_model
-from simulator.outputs import OutputFolder
+from simulator.inputs.loader import dump_json, load_model
+from simulator.output.files import OutputFolder
 from simulator.precision.plan import PrecisionPlan
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.review.deployment_scope import DeploymentSearch

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from simulator.config import Strict
+from simulator.inputs.platform import Strict
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.deploy_command import BASELINE
 from simulator.system.plan import MAX_CHIPS

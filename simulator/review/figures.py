@@ -1,5 +1,5 @@
 """The packet's figures as SVG text, drawn from result files: the MFU and memory-stall
-trend by layer_type across platforms, and each run's cycle breakdown (simulator.plots).
+trend by layer_type across platforms, and each run's cycle breakdown (simulator.present.plots).
 
 SVG output is made deterministic (fixed id salt, no date) so equal inputs give equal
 files, and the figure's text can be inlined in index.html.
@@ -11,9 +11,9 @@ import io
 import re
 
 from simulator.calibrate.tornado import draw_tornado, tornado_height
-from simulator.figure import pyplot
-from simulator.metrics import PEAK_FIELDS, Totals
-from simulator.plots import draw_breakdown
+from simulator.output.figure import pyplot
+from simulator.metrics.totals import PEAK_FIELDS, Totals
+from simulator.present.plots import draw_breakdown
 from simulator.sweep.report import draw_front
 
 SVG_SETTINGS = {"svg.hashsalt": "accsim-review", "svg.fonttype": "path"}

@@ -16,9 +16,9 @@ from urllib.parse import quote
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 import simulator
-from simulator.anchors import rebase
-from simulator.escape import markdown, markdown_line
-from simulator.outputs import OutputFolder
+from simulator.inputs.anchors import rebase
+from simulator.output.escape import markdown, markdown_line
+from simulator.output.files import OutputFolder
 from simulator.review.providers import NotEvaluated
 from simulator.review.sections import Context, build_sections, ordered_findings
 from simulator.review.sections.blocks import FAIL, NOT_EVALUATED, PASS
@@ -189,7 +189,7 @@ def write_packet(packet: dict, out: OutputFolder) -> dict:
             written.append({"id": fig["id"], "title": fig["title"], "file": file,
                             "sha256": hashlib.sha256(data).hexdigest()})
         section["figures"] = written
-    # recorded relative to the packet's folder (simulator.anchors): verify from anywhere
+    # recorded relative to the packet's folder (simulator.inputs.anchors): verify from anywhere
     packet["study"]["path"] = rebase(packet["study"]["path"], out.path)
     out.write("packet.json", json.dumps(packet, indent=1) + "\n")
     out.write("packet.md", _environment(False).get_template("packet.md").render(p=packet))

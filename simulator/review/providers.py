@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.frontends import hf
-from simulator.loader import read_source
-from simulator.outputs import OutputFolder
+from simulator.inputs.loader import read_source
+from simulator.output.files import OutputFolder
 from simulator.review import serving
 from simulator.review.study import Loaded, ModelUnderReview, ResolvedStudy
 from simulator.review.sweep import SweepRecord, run_study_sweep

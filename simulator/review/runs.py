@@ -26,15 +26,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import simulator
-from simulator.anchors import relocated
+from simulator.inputs.anchors import relocated
 from simulator.errors import AccsimError
-from simulator.loader import MAX_INPUT_BYTES, decode_text, parse_json
-from simulator.outputs import OutputFolder
-from simulator.report import result_dict
-from simulator.results import RunResultFile, read_result
+from simulator.inputs.loader import MAX_INPUT_BYTES, decode_text, parse_json
+from simulator.output.files import OutputFolder
+from simulator.present.run_report import result_dict
+from simulator.present.results import RunResultFile, read_result
 from simulator.review.study import Loaded
 from simulator.simulate import Inputs, simulate
-from simulator.capacity import Capacity, check
+from simulator.system.capacity import Capacity, check
 from simulator.system.plan import SystemPlan
 from simulator.system.run import simulate_system, system_dict
 from simulator.system.shard import (Sharded, model_sizing, plain_sizing, plan_label,
@@ -104,7 +104,7 @@ class RunRecord:
 
 def checked(spec: RunSpec, plan: SystemPlan, step=None, *, study_file: str,
             ignore_capacity: bool = False) -> RunSpec:
-    """The run with its capacity checked (simulator.capacity) before any simulation; on
+    """The run with its capacity checked (simulator.system.capacity) before any simulation; on
     a multi-chip system one chip's shard (of the LLM step, for a model) built and the
     plan checked too. An error names the run and the study's field."""
     platform = spec.platform.model
@@ -172,7 +172,7 @@ def _cached(data: bytes | None, spec: RunSpec, file: str) -> bool:
 
 def placed(data: bytes, out: OutputFolder) -> bytes:
     """A result file's text as the packet's results folder holds it: the paths it
-    records relative to that folder (simulator.anchors), so the packet verifies from
+    records relative to that folder (simulator.inputs.anchors), so the packet verifies from
     any directory. The cache keeps them as given, as its keys do."""
     content = relocated(json.loads(data), out.path / RESULTS_FOLDER)
     return (json.dumps(content, indent=1) + "\n").encode()

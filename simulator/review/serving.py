@@ -20,11 +20,11 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 import simulator
-from simulator.config import PosFloat, Strict
+from simulator.inputs.platform import PosFloat, Strict
 from simulator.errors import AccsimError
-from simulator.loader import decode_text, parse_json, read_bytes
-from simulator.outputs import OutputFolder
-from simulator.results import ServeResult, read_result
+from simulator.inputs.loader import decode_text, parse_json, read_bytes
+from simulator.output.files import OutputFolder
+from simulator.present.results import ServeResult, read_result
 from simulator.review.runs import RESULTS_FOLDER, cache_read, cache_write, placed
 from simulator.review.study import Loaded, ResolvedStudy, Sla
 from simulator.serving.serve import prepare, serve

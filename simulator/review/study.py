@@ -19,12 +19,12 @@ import yaml
 from pydantic import (Field, PositiveFloat, ValidationError,
                       field_validator, model_validator)
 
-from simulator.bottleneck import CLASSES
-from simulator.config import Dtype, Name, Platform, Strict, Text
+from simulator.metrics.bottleneck import CLASSES
+from simulator.inputs.platform import Dtype, Name, Platform, Strict, Text
 from simulator.errors import AccsimError
-from simulator.loader import (Source, decode_text, load_model, locate, parse_model,
+from simulator.inputs.loader import (Source, decode_text, load_model, locate, parse_model,
                               read_source, validation_error)
-from simulator.outputs import OutputFolder
+from simulator.output.files import OutputFolder
 from simulator.mapping.heuristics import known_heuristics
 from simulator.mapping.plan import Mapping, check_mapping_names
 from simulator.mapping.plan import with_fusion, with_heuristic
@@ -34,7 +34,7 @@ from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.plan import Plan, make_plan
 from simulator.sweep.spec import load_sweep
 from simulator.system.plan import MAX_CHIPS
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 from simulator.system.plan import SystemPlan
 
 BottleneckClass = Literal[CLASSES]

@@ -24,11 +24,11 @@ import numpy as np
 from pydantic import Field
 
 import simulator
-from simulator.anchors import relocated
-from simulator.config import Platform, Strict
+from simulator.inputs.anchors import relocated
+from simulator.inputs.platform import Platform, Strict
 from simulator.errors import AccsimError
-from simulator.loader import read_bytes, validate_model
-from simulator.outputs import OutputFolder
+from simulator.inputs.loader import read_bytes, validate_model
+from simulator.output.files import OutputFolder
 from simulator.mapping.plan import Mapping
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
@@ -38,7 +38,7 @@ from simulator.sweep.report import Objective, Report, build_report
 from simulator.sweep.store import Store
 from simulator.sweep.task import LABELS, METRICS, evaluate_point, mapping_mode
 from simulator.system.plan import SystemPlan
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 SWEEPS_FOLDER = "sweeps"  # inside the run cache
 EXPORT_FORMAT = "accsim-review-sweep"

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 import yaml
 
 from simulator.errors import AccsimError
-from simulator.loader import decode_text
-from simulator.outputs import OutputFolder
+from simulator.inputs.loader import decode_text
+from simulator.output.files import OutputFolder
 from simulator.precision.resolve import AppliedPlan, apply_plan
 from simulator.review.runs import RunRecord, RunSpec
 from simulator.review.study import Loaded, PrecisionVariant, ResolvedStudy

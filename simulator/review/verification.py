@@ -2,7 +2,7 @@
 and every result and figure file must match the sha256 the packet recorded; then each
 operator-simulation result is verified as `accsim verify RESULT.json` verifies it
 (a relative path recorded in the packet or a result is relative to the file recording
-it, simulator.anchors, so a packet verifies from any directory)
+it, simulator.inputs.anchors, so a packet verifies from any directory)
 (the command passes its own check in, so review never imports the command layer),
 each serving result is served again from the spec it embeds and compared, environment
 fields aside, and the sweep's export has its front checked and each front point
@@ -18,15 +18,15 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field
 
-from simulator.anchors import anchor, anchored
-from simulator.config import Strict
+from simulator.inputs.anchors import anchor, anchored
+from simulator.inputs.platform import Strict
 from simulator.errors import AccsimError
-from simulator.loader import read_bytes, read_json, validate_model
+from simulator.inputs.loader import read_bytes, read_json, validate_model
 from simulator.review.assumptions import rerun_differences as assumption_differences
 from simulator.review.serving import ServingResultFile, rerun
 from simulator.review.sweep import rerun_differences
 from simulator.serving.verification import check_work
-from simulator.verify import Verification, comparable, differences
+from simulator.verification.rerun import Verification, comparable, differences
 
 
 class _Read(Strict):

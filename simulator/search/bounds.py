@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.config import Platform
-from simulator.energy import static_power_w
+from simulator.inputs.platform import Platform
+from simulator.metrics.energy import static_power_w
 from simulator.mapping.footprint import (EFFECTIVE_ORDER, a_tile_bytes, activation_bytes,
                                          array_busy_cycles, array_speed, b_tile_bytes,
                                          c_offchip_bytes, c_tile_bytes, inside_product,
@@ -27,9 +27,9 @@ from simulator.mapping.heuristics import (check_candidates, coarse_candidates,
                                           dim_candidates, divisors)
 from simulator.mapping.plan import LOOP_ORDERS, Tiling
 from simulator.mapping.windows import window_elements, window_grid, window_maxima
-from simulator.program import MAX_DEPTH, memory_params
-from simulator.timing import ceil_div
-from simulator.workload import Conv2d, is_attention, is_compute
+from simulator.program.tile_program import MAX_DEPTH, memory_params
+from simulator.model.timing import ceil_div
+from simulator.inputs.workload import Conv2d, is_attention, is_compute
 
 MAPPER = "mapper"  # the heuristic field of the mapper's own tilings
 

@@ -18,7 +18,7 @@ import functools
 import json
 from dataclasses import dataclass, field, replace
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.mapping.plan import SEARCH, Tiling, TilingSpec
 from simulator.search.operator import SearchTask, search_operator
 

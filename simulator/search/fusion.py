@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.mapping.footprint import buffer_fits, live_c_tiles
 from simulator.mapping.plan import EpilogueMember, Mapping, Tiling
-from simulator.workload import BINARY_OPS, Elementwise, RowOperator, Workload, is_compute
+from simulator.inputs.workload import BINARY_OPS, Elementwise, RowOperator, Workload, is_compute
 
 # The planner is the default (MODEL_VERSION 4): serving prices fusion units and the
 # mapper reports groups, so every consumer of a model's cost plans fusion alike;

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.escape import csv_text
-from simulator.figure import pyplot, save_figure
-from simulator.plots import COLOURS
+from simulator.output.escape import csv_text
+from simulator.output.figure import pyplot, save_figure
+from simulator.present.plots import COLOURS
 from simulator.search.operator import Evaluation
 from simulator.search.workload import MapResult
 

@@ -1,5 +1,5 @@
 """Searching for the best tiling of one operator (DESIGN.md section 2, Mapping).
-Checking a given plan is `simulator.plan_check`; the candidate grid and its lower
+Checking a given plan is `simulator.present.plan_check`; the candidate grid and its lower
 bounds are `search.bounds`; a whole workload is `search.workload`.
 
 Mapper (`map_workload`): per operator, candidate tilings from the array multiples and
@@ -32,7 +32,7 @@ from dataclasses import asdict, astuple, dataclass, replace
 
 import numpy as np
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
@@ -41,10 +41,10 @@ from simulator.mapping.footprint import attention_rows
 from simulator.mapping.heuristics import attention_base, heuristic_tiling
 from simulator.mapping.plan import (ATTENTION_FUSIONS, LOOP_ORDERS, EpilogueMember, Tiling,
                                     TilingSpec)
-from simulator.metrics import operator_objectives
-from simulator.program import MAX_DEPTH, memory_params
+from simulator.metrics.totals import operator_objectives
+from simulator.program.tile_program import MAX_DEPTH, memory_params
 from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
-from simulator.workload import is_attention, is_compute
+from simulator.inputs.workload import is_attention, is_compute
 
 OBJECTIVES = ("cycles", "energy", "edp")
 # Candidates the walk decides at once between two replays (doubled while none is

@@ -12,11 +12,11 @@ alone and the reason is recorded."""
 
 from __future__ import annotations
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import buffer_fits
 from simulator.mapping.plan import Mapping, Tiling, TilingSpec, merged_spec
-from simulator.workload import RowOperator, Workload
+from simulator.inputs.workload import RowOperator, Workload
 
 
 def _reads_rows(norm, op) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import NamedTuple
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget, check_inputs, check_tilings
 from simulator.lowering import LoweredOperator, lower_resolved
@@ -18,14 +18,14 @@ from simulator.mapping.heuristics import heuristic_tiling, spec_overrides
 from simulator.mapping.plan import (DEFAULT_HEURISTIC, SEARCH, EpilogueMember, Mapping,
                                     Tiling, TilingSpec, check_mapping_names,
                                     fully_specified, fusion_error, merged_spec)
-from simulator.program import memory_params
+from simulator.program.tile_program import memory_params
 from simulator.search.default import searched_tiling
 from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
                                      fitted_group, fusion_mode, has_edges,
                                      vector_run_candidates)
 from simulator.search.operator import evaluate
 from simulator.search.prologue import prologue_candidates, prologue_refusal, whole_rows
-from simulator.workload import BINARY_OPS, Workload, is_collective, is_compute
+from simulator.inputs.workload import BINARY_OPS, Workload, is_collective, is_compute
 
 
 class Placed(NamedTuple):

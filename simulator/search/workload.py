@@ -12,22 +12,22 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import simulator
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.inputs import Inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.limits import check_inputs
-from simulator.loader import dump_json, read_json
-from simulator.outputs import write_file
+from simulator.inputs.loader import dump_json, read_json
+from simulator.output.files import write_file
 from simulator.mapping.heuristics import check_candidates, dim_candidates, heuristic
 from simulator.mapping.plan import (LOOP_ORDERS, EpilogueMember, Mapping, Tiling,
                                     TilingSpec, check_mapping_names)
-from simulator.program import MAX_DEPTH, memory_params
+from simulator.program.tile_program import MAX_DEPTH, memory_params
 from simulator.search.bounds import runs_of, vector_sizes
 from simulator.search.operator import (OBJECTIVES, Evaluation, OperatorSearch, SearchStats,
                                        SearchTask, evaluate, search_operator)
 from simulator.search.fusion import fitted_group
 from simulator.search.resolve import placed_operators
-from simulator.workload import Conv2d, Gemm, is_attention, is_collective, is_compute
+from simulator.inputs.workload import Conv2d, Gemm, is_attention, is_collective, is_compute
 
 BUILTIN_HEURISTICS = ("array_aligned", "min_offchip", "os_k_inner")
 

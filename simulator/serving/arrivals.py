@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.errors import AccsimError
-from simulator.loader import Source
+from simulator.inputs.loader import Source
 from simulator.serving.registry import Registry
 from simulator.serving.spec import MAX_HORIZON_S, MAX_REQUESTS
 from simulator.serving.trace import Trace, load_trace

@@ -10,14 +10,14 @@ from pathlib import Path
 from pydantic import ValidationError
 from rich.table import Table
 
-from simulator import progress
-from simulator.anchors import relocated
+from simulator.output import progress
+from simulator.inputs.anchors import relocated
 from simulator.errors import AccsimError
-from simulator.terminal import add_wide
-from simulator.terminal import console as report_console
-from simulator.loader import (dump_json, parse_model, read_source, shipped_names,
+from simulator.output.terminal import add_wide
+from simulator.output.terminal import console as report_console
+from simulator.inputs.loader import (dump_json, parse_model, read_source, shipped_names,
                               validation_error)
-from simulator.outputs import check_output_path, write_file, writing
+from simulator.output.files import check_output_path, write_file, writing
 from simulator.mapping.plan import FUSION_MODES
 from simulator.search.fusion import DEFAULT_FUSION
 from simulator.serving.trace import shipped_traces

@@ -19,14 +19,14 @@ from typing import Protocol
 
 import numpy as np
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.invocation import invocation_cycles, invocation_totals
 from simulator.mapping.plan import Mapping, merged_spec
 from simulator.search.resolve import fusion_units
 from simulator.serving.precision import ServingPrecision
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 
 @dataclass(frozen=True)

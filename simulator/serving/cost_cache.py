@@ -8,7 +8,7 @@ its probe workloads, MODEL_VERSION). Beside the grid points it keeps the whole
 iterations simulated exactly for the bucketing error (`exact`, optional: entries
 written before it existed stay valid), so a warm run simulates nothing. The folder is the user's cache folder
 ($XDG_CACHE_HOME/accsim/serving-costs, else ~/.cache/...) or one named by
---cost-cache, written only through simulator.outputs. An entry is untrusted: one of
+--cost-cache, written only through simulator.output.files. An entry is untrusted: one of
 another key, a wrong shape or type, or unreadable, is ignored and recomputed.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import simulator
 from simulator.errors import AccsimError
-from simulator.outputs import OutputFolder
+from simulator.output.files import OutputFolder
 
 FORMAT = 1
 MAX_ENTRY_BYTES = 64 * 2**20

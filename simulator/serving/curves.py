@@ -10,8 +10,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from simulator.errors import AccsimError
-from simulator.escape import csv_text
-from simulator.outputs import write_file
+from simulator.output.escape import csv_text
+from simulator.output.files import write_file
 from simulator.serving.kv_cache import blocks_for
 from simulator.serving.serve import Setup, simulate_serving, summary
 from simulator.serving.spec import ServeSpec

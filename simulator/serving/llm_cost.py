@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 
 import numpy as np
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.invocation import call_cycles
@@ -39,7 +39,7 @@ from simulator.serving.cost_cache import CostCache, cache_key
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.serving.precision import ServingPrecision
 from simulator.system.serving import hidden_seconds
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 # Shapes used to tell per-request operators from shared ones: equal total tokens,
 # different cached tokens (prefill) or context (decode).

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.figure import pyplot, save_figure
+from simulator.output.figure import pyplot, save_figure
 from simulator.serving.sla import split_key
 
 

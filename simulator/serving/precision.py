@@ -11,14 +11,14 @@ import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from simulator.capacity import Footprint, Sizing, operator_kv_bytes, operator_weight_bytes
-from simulator.config import Platform
+from simulator.system.capacity import Footprint, Sizing, operator_kv_bytes, operator_weight_bytes
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.loader import Source, load_model
+from simulator.inputs.loader import Source, load_model
 from simulator.precision.plan import PrecisionPlan
 from simulator.precision.resolve import AppliedPlan, apply_plan
 from simulator.system.plan import SystemPlan
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 
 @dataclass

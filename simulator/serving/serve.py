@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.capacity import Capacity, check
-from simulator.config import DTYPE_BYTES, Platform
+from simulator.system.capacity import Capacity, check
+from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
-from simulator.energy import static_power_w
+from simulator.metrics.energy import static_power_w
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
-from simulator.loader import Source, load_model, locate, read_source
+from simulator.inputs.loader import Source, load_model, locate, read_source
 from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
 from simulator.serving.cost import PlainBatchCost
@@ -28,7 +28,7 @@ from simulator.serving.spec import ServeSpec
 from simulator.serving.tiling_plan import check_plan, serving_plan
 from simulator.serving.trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 from simulator.system.serving import ShardedFrontend, serving_system
 from simulator.system.shard import serving_sizing, stage_layers, stage_weight_params
 
@@ -58,7 +58,7 @@ class Setup:
 def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
             cost_cache: CostCache | None = None, trace: Trace | None = None) -> Setup:
     """Load and check the platform, the trace and the workload or model named by the
-    (resolved) spec, and the capacity of one chip of a replica (simulator.capacity),
+    (resolved) spec, and the capacity of one chip of a replica (simulator.system.capacity),
     before any cost is simulated. LLM grid costs come from and go to `cost_cache`
     (default: the user's cache folder; CostCache(None) for none). `trace`: the spec's
     trace already read (a deployment search reads it once for all its plans)."""

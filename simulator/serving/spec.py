@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_serializer, model_validator
 
-from simulator.config import Dtype, Strict
+from simulator.inputs.platform import Dtype, Strict
 from simulator.errors import AccsimError
 from simulator.mapping.heuristics import heuristic as registered_heuristic
 from simulator.mapping.plan import Mapping, with_heuristic

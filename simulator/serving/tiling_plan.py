@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from simulator.errors import AccsimError
-from simulator.loader import Source, load_model, locate
+from simulator.inputs.loader import Source, load_model, locate
 from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
-from simulator.inputs import Inputs
+from simulator.inputs.run_inputs import Inputs
 from simulator.serving.spec import ServeSpec
 from simulator.simulate import simulate
 

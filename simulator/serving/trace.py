@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.errors import AccsimError
-from simulator.loader import Source, read_source, shipped_folder
+from simulator.inputs.loader import Source, read_source, shipped_folder
 from simulator.serving.spec import MAX_HORIZON_S, MAX_REQUESTS, MAX_TOKENS
 
 # Accepted column names, first the ones used by the shipped trace (Vidur's spelling).

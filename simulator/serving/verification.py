@@ -11,10 +11,10 @@ import json
 import math
 
 from simulator.errors import AccsimError
-from simulator.loader import dump_json, read_bytes, validate_model
+from simulator.inputs.loader import dump_json, read_bytes, validate_model
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import DEFAULT_REQUESTS, ServeSpec
-from simulator.verify import Verification, comparable, differences, model_change
+from simulator.verification.rerun import Verification, comparable, differences, model_change
 
 # The work a rerun may take without --allow-long, in requests x tokens per request (a
 # plain request counts 1): 100x what `accsim serve` of the shipped LLM example takes

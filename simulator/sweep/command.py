@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import simulator
-from simulator import progress
-from simulator.capacity import FLAG
+from simulator.output import progress
+from simulator.system.capacity import FLAG
 from simulator.errors import AccsimError
-from simulator.outputs import check_output_path, writing
-from simulator.terminal import add_wide
-from simulator.terminal import console as report_console
+from simulator.output.files import check_output_path, writing
+from simulator.output.terminal import add_wide
+from simulator.output.terminal import console as report_console
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import FUSION_MODES, Mapping, with_fusion, with_heuristic
 from simulator.search.fusion import DEFAULT_FUSION

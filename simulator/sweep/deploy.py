@@ -2,7 +2,7 @@
 grid (chips per replica split T x P, replicas within a chip budget, batching policy,
 max batch, precision plan: `serve --precision`'s, None the model's own formats) is
 pruned before any simulation when it cannot be built, cannot hold the model (the
-capacity rule, simulator.capacity, at the plan's weight and KV formats) or when the
+capacity rule, simulator.system.capacity, at the plan's weight and KV formats) or when the
 roofline bound of one batch-1 iteration already misses the SLA; every other point
 gets its SLA capacity from serve's --find-max-rate search
 (simulator.serving.curves.find_max_rate), and its figures at that rate. Pruned
@@ -21,12 +21,12 @@ from typing import Protocol
 
 import simulator
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
-from simulator.loader import load_model, locate
+from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
-from simulator.metrics import roofline_bound_cycles
+from simulator.metrics.totals import roofline_bound_cycles
 from simulator.search.resolve import lower_workload
 from simulator.serving import llm_cost
 from simulator.serving.cost_cache import CostCache

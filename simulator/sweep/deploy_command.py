@@ -11,15 +11,15 @@ from pathlib import Path
 from pydantic import ValidationError
 from rich.table import Table
 
-from simulator import progress
-from simulator.config import Platform
+from simulator.output import progress
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.escape import csv_text
-from simulator.loader import dump_json, load_model, locate, validation_error
+from simulator.output.escape import csv_text
+from simulator.inputs.loader import dump_json, load_model, locate, validation_error
 from simulator.mapping.plan import FUSION_MODES
 from simulator.precision.plan import PrecisionPlan
 from simulator.search.fusion import DEFAULT_FUSION
-from simulator.outputs import check_output_path, write_file, writing
+from simulator.output.files import check_output_path, write_file, writing
 from simulator.serving.sla import parse_sla
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.deploy import (COST_OBJECTIVES, OBJECTIVES, Grid, deployments,
@@ -31,8 +31,8 @@ from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
 from simulator.sweep.store import Store
-from simulator.terminal import add_wide
-from simulator.terminal import console as report_console
+from simulator.output.terminal import add_wide
+from simulator.output.terminal import console as report_console
 
 DEFAULT_BUDGET = 8
 DEFAULT_MAX_BATCH = (16, 64, 256)

@@ -1,12 +1,12 @@
 """The deployment search's figure: each platform's SLA capacity against the chips a
 deployment uses (the best point at each chip count joined by a line), the Pareto
-front's points ringed (matplotlib through simulator.figure, files only)."""
+front's points ringed (matplotlib through simulator.output.figure, files only)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.figure import pyplot, save_figure
+from simulator.output.figure import pyplot, save_figure
 
 
 def capacity_figure(rows: list[dict], front: list[dict], path: str | Path,

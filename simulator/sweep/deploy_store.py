@@ -25,7 +25,7 @@ import math
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import parse_json
+from simulator.inputs.loader import parse_json
 from simulator.sweep.coordinator import uninterrupted
 from simulator.sweep.deploy_runs import run_inputs, runs_key, unpacked_requests
 from simulator.sweep.rows import stored_key

@@ -17,15 +17,15 @@ from typing import Any
 from pydantic import ValidationError
 
 import simulator
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.loader import validation_error
+from simulator.inputs.loader import validation_error
 from simulator.sweep.sampling import sample
 from simulator.mapping.plan import Mapping
 from simulator.sweep.spec import SYSTEM_AXES, Sweep, with_values
 from simulator.sweep.task import mapping_mode
 from simulator.system.plan import SystemPlan
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 
 # The key input a sweep run with --ignore-capacity adds (absent otherwise).

@@ -18,9 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from simulator.errors import AccsimError
-from simulator.escape import csv_text
-from simulator.figure import pyplot, save_figure
-from simulator.outputs import write_file
+from simulator.output.escape import csv_text
+from simulator.output.figure import pyplot, save_figure
+from simulator.output.files import write_file
 from simulator.sweep.pareto import pareto_mask
 from simulator.sweep.store import Store
 from simulator.sweep.task import LABELS, METRICS

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from simulator.errors import AccsimError
-from simulator.loader import parse_json
+from simulator.inputs.loader import parse_json
 from simulator.sweep.task import LABELS, METRICS
 
 ROW_COLUMNS = ("key", "status", "error", "sweep", "workload", "point", "inputs",

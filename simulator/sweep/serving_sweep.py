@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.errors import AccsimError
-from simulator.outputs import OutputFolder
+from simulator.output.files import OutputFolder
 from simulator.sweep.deploy import Deployment, search_platform
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.serving.cost_cache import CostCache

@@ -25,9 +25,9 @@ from typing import Any, Literal
 from pydantic import (Field, PositiveInt, ValidationError, ValidationInfo,
                       field_validator, model_validator)
 
-from simulator.config import Name, Platform, Strict
+from simulator.inputs.platform import Name, Platform, Strict
 from simulator.errors import AccsimError
-from simulator.loader import load_model, locate, parse_model, read_source, validation_error
+from simulator.inputs.loader import load_model, locate, parse_model, read_source, validation_error
 from simulator.precision.plan import PrecisionPlan
 from simulator.serving.spec import ServeSpec
 from simulator.system.overlap import OVERLAP_MODES
@@ -35,7 +35,7 @@ from simulator.sweep.constraints import Constraint, parse_constraint
 from simulator.sweep.deploy import POINT_METRICS
 from simulator.sweep.sampling import MAX_JOBS, MAX_SEED, check_size
 from simulator.sweep.task import METRICS
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 LINK_KEY = "link"
 # Axes that name the multi-chip plan of a point (simulator.system), not a platform field.

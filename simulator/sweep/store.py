@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import check_regular_file
-from simulator.outputs import check_output_path
+from simulator.inputs.loader import check_regular_file
+from simulator.output.files import check_output_path
 from simulator.sweep.rows import ROW_COLUMNS, checked_row, checked_spec
 from simulator.sweep.task import LABELS, METRICS
 

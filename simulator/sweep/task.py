@@ -8,13 +8,13 @@ only the coordinator writes the store.
 from __future__ import annotations
 
 import simulator
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.mapping.plan import Mapping, describe_mapping
 from simulator.search.fusion import fusion_mode
-from simulator.metrics import dominant_bottleneck
+from simulator.metrics.totals import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 from simulator.system.command import check_fit, run_plan
 from simulator.system.plan import SystemPlan
 
@@ -52,7 +52,7 @@ def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping,
     from a worker running other timing semantics than its keys promise. `system` (a
     simulator.system.plan.SystemPlan of more than one chip): the workload sharded over
     that many chips, its time end to end and its energy and MFU those of the system.
-    A point whose chip cannot hold the workload (simulator.capacity) fails with the
+    A point whose chip cannot hold the workload (simulator.system.capacity) fails with the
     refusal, before it is simulated, unless `ignore_capacity` (--ignore-capacity, a
     what-if that the job's key records) lets it run."""
     inputs = Inputs(platform, workload, mapping)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.capacity import FLAG, Capacity, check
+from simulator.system.capacity import FLAG, Capacity, check
 from simulator.errors import AccsimError
 from simulator.mapping.plan import check_mapping_names
 from simulator.simulate import Inputs, Progress
@@ -64,7 +64,7 @@ def plan_from_args(args: argparse.Namespace) -> SystemPlan:
 
 def check_fit(inputs: Inputs, plan: SystemPlan, llm=None, *,
               ignore: bool = False) -> Capacity:
-    """The capacity rule (simulator.capacity) for one chip of `plan` running the LLM
+    """The capacity rule (simulator.system.capacity) for one chip of `plan` running the LLM
     step or the plain workload, before any simulation: the plan's own rules first."""
     platform_file = inputs.platform_source.path if inputs.platform_source else None
     if llm is None:  # the plan's row_parallel names are checked before they are used

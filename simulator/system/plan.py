@@ -1,6 +1,6 @@
 """The parallelism plan of a multi-chip run (DESIGN.md section 14): N chips split T
 ways by tensor and P ways by pipeline (T x P = N), experts spread E ways, and the
-plans the capacity check (simulator.capacity) searches for the smallest that fits."""
+plans the capacity check (simulator.system.capacity) searches for the smallest that fits."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from simulator.config import Platform, Strict
+from simulator.inputs.platform import Platform, Strict
 from simulator.errors import AccsimError
 from simulator.system.padding import buildable_near, head_layout
 

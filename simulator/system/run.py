@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from simulator.anchors import relocated
-from simulator.energy import static_power_w
-from simulator.outputs import write_file
-from simulator.report import result_dict
+from simulator.inputs.anchors import relocated
+from simulator.metrics.energy import static_power_w
+from simulator.output.files import write_file
+from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs, Progress, RunResult, simulate
-from simulator.capacity import Capacity, Footprint, check
+from simulator.system.capacity import Capacity, Footprint, check
 from simulator.system.overlap import Overlap, Step, overlap
 from simulator.system.padding import HeadLayout, head_layout
 from simulator.system.plan import SystemPlan

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from simulator.config import DTYPE_BYTES, Platform
+from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.system.overlap import Step, overlap
 from simulator.system.plan import SystemPlan, check_plan
 from simulator.system.shard import (CONSUMED_BY, insert_model_collectives,

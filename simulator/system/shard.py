@@ -28,15 +28,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from simulator.config import DTYPE_BYTES, Platform
+from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
 from simulator.frontends.hf.stats import layer_params
 from simulator.frontends.hf.workloads import experts_touched
-from simulator.capacity import (Footprint, Sizing, operator_output_bytes,
+from simulator.system.capacity import (Footprint, Sizing, operator_output_bytes,
                                 operators_footprint)
 from simulator.system.padding import HeadLayout, head_layout
 from simulator.system.plan import ModelLimits, SystemPlan, check_plan
-from simulator.workload import (Attention, Collective, Conv2d, Gemm, Workload,
+from simulator.inputs.workload import (Attention, Collective, Conv2d, Gemm, Workload,
                                 is_collective)
 
 
@@ -45,7 +45,7 @@ class Sharded:
     """One chip's share of a workload under a plan, and how to size any plan."""
 
     workload: Workload
-    sizing: Sizing          # the footprint of any plan (simulator.capacity)
+    sizing: Sizing          # the footprint of any plan (simulator.system.capacity)
     tokens: int | None      # tokens one run processes (None: not a token workload)
     heads: HeadLayout | None = None  # a model's heads over T chips (None: no padding)
 
@@ -396,7 +396,7 @@ def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
 def plain_sizing(workload: Workload, platform: Platform,
                  row_parallel: frozenset[str] = frozenset()) -> Sizing:
     """The capacity sizing of a plain workload: under any plan, the footprint of the
-    busiest stage's shard (simulator.capacity.operators_footprint: repeats and KV
+    busiest stage's shard (simulator.system.capacity.operators_footprint: repeats and KV
     counted), as shard_plain would split it."""
     act = DTYPE_BYTES[platform.systolic_array.input_dtypes[0]]
 

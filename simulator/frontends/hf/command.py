@@ -14,8 +14,8 @@ from simulator.frontends.hf.config import ModelConfig, load_model_config, shippe
 from simulator.frontends.hf.figures import figures_table, step_figures
 from simulator.frontends.hf.stats import model_stats
 from simulator.frontends.hf.workloads import decode_workload, prefill_workload
-from simulator.loader import read_source
-from simulator.workload import Workload
+from simulator.inputs.loader import read_source
+from simulator.inputs.workload import Workload
 
 HELP = "a Hugging Face config.json: an LLM's prefill or decode step"
 PHASES = ("prefill", "decode")
@@ -102,7 +102,7 @@ class LlmStep:
         return figures_table(self.figures(result))
 
     def record(self, result) -> dict:
-        """The figures as the result JSON's `llm` block (simulator.results.LlmFigures)."""
+        """The figures as the result JSON's `llm` block (simulator.present.results.LlmFigures)."""
         return asdict(self.figures(result))
 
 

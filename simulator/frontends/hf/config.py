@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import excerpt, parse_json, read_source, shipped_folder
+from simulator.inputs.loader import excerpt, parse_json, read_source, shipped_folder
 
 # Where the shipped configs live: workloads/hf/ (package simulator.workloads.hf).
 SHIPPED_SUBFOLDER = "hf"

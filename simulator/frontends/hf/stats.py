@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.config import DTYPE_BYTES
+from simulator.inputs.platform import DTYPE_BYTES
 from simulator.frontends.hf.config import ModelConfig
 
 # The dtype assumed when none is given: the one the shipped configs are published in.

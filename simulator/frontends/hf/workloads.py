@@ -29,8 +29,8 @@ from pydantic import ValidationError
 
 from simulator.errors import AccsimError
 from simulator.frontends.hf.config import ModelConfig
-from simulator.loader import validation_error
-from simulator.workload import Workload
+from simulator.inputs.loader import validation_error
+from simulator.inputs.workload import Workload
 
 
 @dataclass(frozen=True)

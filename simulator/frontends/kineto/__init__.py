@@ -25,8 +25,8 @@ from simulator.frontends.kineto.ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY
 from simulator.frontends.kineto.trace import BadShapes, Event, NoShapes, Trace, read_trace
 from simulator.frontends.shapes import Contradiction
 from simulator.frontends.tally import Tally, Unsupported
-from simulator.loader import excerpt
-from simulator.workload import Operator, Workload
+from simulator.inputs.loader import excerpt
+from simulator.inputs.workload import Operator, Workload
 
 HELP = "a PyTorch profiler (Kineto) trace (.json or .json.gz) recorded with shapes"
 OPERATOR = TypeAdapter(Operator)

@@ -14,7 +14,7 @@ from simulator.frontends.kineto.trace import Event
 from simulator.frontends.shapes import (Contradiction, Window, broadcast, matmul_gemm,
                                         numel, out_size)
 from simulator.frontends.tally import Tally, Unsupported
-from simulator.loader import excerpt
+from simulator.inputs.loader import excerpt
 
 # aten op -> accsim elementwise op costing it (as in the ONNX importer's table).
 ELEMENTWISE = {

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.loader import decode_text, excerpt, parse_json, read_bytes
+from simulator.inputs.loader import decode_text, excerpt, parse_json, read_bytes
 
 OPERATOR_CATEGORIES = {"cpu_op", "operator"}          # "operator": older PyTorch
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}

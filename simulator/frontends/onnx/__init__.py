@@ -16,7 +16,7 @@ from pathlib import Path
 
 from simulator.errors import AccsimError
 from simulator.frontends.command import Imported
-from simulator.workload import Workload
+from simulator.inputs.workload import Workload
 
 HELP = "an ONNX model (.onnx): shapes from onnx's shape inference; weights not needed"
 MISSING = "the onnx importer needs the onnx package: install with pip install 'accsim[onnx]'"

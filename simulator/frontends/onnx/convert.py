@@ -10,7 +10,7 @@ from simulator.frontends.onnx.attention import find_attention
 from simulator.frontends.onnx.graph import DEFAULT_DOMAINS, Graph, Node, ShapeUnknown
 from simulator.frontends.onnx.ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY
 from simulator.frontends.tally import Tally, Unsupported
-from simulator.workload import Operator
+from simulator.inputs.workload import Operator
 
 OPERATOR = TypeAdapter(Operator)
 

@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from onnx import helper, shape_inference
 
 from simulator.errors import AccsimError
-from simulator.loader import read_bytes
+from simulator.inputs.loader import read_bytes
 
 Shape = tuple[int, ...]
 DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -20,14 +20,14 @@ from pathlib import Path
 
 from rich.table import Table
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.loader import Source, load_model, locate, read_source
+from simulator.inputs.loader import Source, load_model, locate, read_source
 from simulator.mapping.footprint import operand_bytes
 from simulator.mapping.plan import DEFAULT_HEURISTIC, Mapping, TilingSpec
 from simulator.frontends.scalesim.parse import (ConfigImport, TopologyImport, parse_config,
                                        parse_topology, sniff_topology_kind)
-from simulator.workload import Conv2d, Workload, is_compute
+from simulator.inputs.workload import Conv2d, Workload, is_compute
 
 VALIDATE_MODES = ("scalesim",)
 WORKLOAD_FORMATS = ("scalesim-conv", "scalesim-gemm")

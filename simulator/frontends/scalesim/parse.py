@@ -33,10 +33,10 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from simulator.config import Platform
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.loader import validate_model
-from simulator.workload import Workload
+from simulator.inputs.loader import validate_model
+from simulator.inputs.workload import Workload
 
 CONV_COLUMNS = ("Layer name", "IFMAP Height", "IFMAP Width", "Filter Height",
                 "Filter Width", "Channels", "Num Filter", "Strides")

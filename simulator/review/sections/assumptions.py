@@ -6,8 +6,8 @@ is a finding. Built from the section's result file (review.assumptions) only."""
 from __future__ import annotations
 
 from simulator.calibrate.sensitivity import Sensitivity, Swing
-from simulator.loader import validate_model
-from simulator.results import ServeResult
+from simulator.inputs.loader import validate_model
+from simulator.present.results import ServeResult
 from simulator.review.assumptions import AssumptionsRecord
 from simulator.review.figures import tornado_figure
 from simulator.review.providers import NotEvaluated

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.results import ServeResult
+from simulator.present.results import ServeResult
 from simulator.review.providers import NotEvaluated
 from simulator.review.runs import RunRecord
 from simulator.review.serving import ServingRecord

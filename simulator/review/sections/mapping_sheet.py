@@ -3,8 +3,8 @@ expected and simulated bottleneck class and the rule that decided it."""
 
 from __future__ import annotations
 
-from simulator.bottleneck import Verdict
-from simulator.results import OperatorRecord
+from simulator.metrics.bottleneck import Verdict
+from simulator.present.results import OperatorRecord
 from simulator.review.sections.blocks import (FAIL, NOT_EVALUATED, PASS, RUN_COLUMNS,
                                               Context, finding, link, operator_anchor,
                                               pointer, run_cells, run_label, section,

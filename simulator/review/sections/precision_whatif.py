@@ -12,7 +12,7 @@ but is a number without a bar, so a win resting on it alone is a failed check.
 
 from __future__ import annotations
 
-from simulator.results import PrecisionOperatorRecord, RunResultFile
+from simulator.present.results import PrecisionOperatorRecord, RunResultFile
 from simulator.review.sections.blocks import (FAIL, NOT_EVALUATED, PASS, Context,
                                               finding, link, listing, pointer, section,
                                               table)

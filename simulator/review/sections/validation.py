@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simulator.results import TotalsRecord
+from simulator.present.results import TotalsRecord
 from simulator.review.sections.blocks import (FAIL, NOT_EVALUATED, PASS, Context,
                                               finding, link, listing, pointer, run_label,
                                               section, table)

@@ -1,0 +1,103 @@
+"""Resolving the inputs a command names: shipped names or paths, SCALE-Sim files read
+unchanged, and the kind of a file told by its keys. Experiments and tests load inputs
+through `load_inputs` exactly as `accsim run` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.frontends import scalesim
+from simulator.inputs.platform import Platform
+from simulator.errors import AccsimError
+from simulator.inputs.loader import Source, load_model, locate, shipped_names
+from simulator.mapping.heuristics import heuristic
+from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
+from simulator.inputs.run_inputs import Inputs
+from simulator.output.terminal import plain
+from simulator.inputs.workload import Workload
+
+SCHEMAS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
+
+DEFAULT_ARCH = "tpu_v1"
+DEFAULT_WORKLOAD = "resnet50_b1"
+
+
+def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
+                validate: str | None = None, workload_format: str | None = None,
+                heuristic_name: str | None = None, fusion: str | None = None,
+                imported: tuple[Workload, Source] | None = None) -> Inputs:
+    """Load the three inputs by shipped name or path. SCALE-Sim files are read unchanged:
+    a `.cfg` platform, a `.csv` topology (conv or GEMM by its header, or as
+    `workload_format` says); what they hold that accsim does not honour is printed.
+    `validate="scalesim"`: unbounded buffers and one tile per GEMM (simulator.frontends.scalesim).
+    `heuristic_name` fills the fields the plan leaves open (default: the search).
+    `imported`: a workload already read by a frontend (`run --onnx`), used as is.
+    `fusion`: the fusion planner's mode (--fusion; None: the plan's, else the default);
+    SCALE-Sim validation runs operator at a time (fusion none), as SCALE-Sim does."""
+    if heuristic_name is not None:
+        if validate is not None:
+            raise AccsimError("--validate scalesim makes its own plan (one tile per "
+                              "GEMM); drop --heuristic", field="--heuristic")
+        heuristic(heuristic_name)  # an unknown name errors here, naming the known ones
+    notes: list[str] = []
+    workload = workload or DEFAULT_WORKLOAD
+    if scalesim.is_scalesim_config(arch):
+        platform, platform_source, config = scalesim.load_config(arch)
+        notes += config.notes
+    else:
+        platform, platform_source = load_model(locate(arch, "platform"), Platform)
+    if imported is not None:
+        trace, workload_source = imported
+    elif workload_format is not None or scalesim.is_scalesim_topology(workload):
+        trace, workload_source, topology = scalesim.load_topology(workload, workload_format)
+        notes += [f"SCALE-Sim {topology.kind} topology {workload_source.path}: {note}"
+                  for note in topology.notes]
+    else:
+        trace, workload_source = load_model(locate(workload, "workload"), Workload)
+    if validate is not None:
+        if mapping is not None:
+            raise AccsimError("--validate scalesim makes its own plan (one tile per GEMM); "
+                              "drop --mapping", file=mapping, field="--mapping")
+        if fusion not in (None, "none"):
+            raise AccsimError("--validate scalesim runs operator at a time, as SCALE-Sim "
+                              "does (fusion none); drop --fusion", field="--fusion")
+        platform = scalesim.validate_platform(platform, trace)
+        notes += scalesim.validate_notes(platform)
+        mapping_plan = scalesim.validate_mapping(trace, platform)
+    for note in notes:
+        print(f"scalesim: {plain(note)}")
+    if validate is not None:
+        return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
+    if mapping is None:
+        return Inputs(platform, trace,
+                      with_fusion(with_heuristic(Mapping(), heuristic_name), fusion),
+                      platform_source, workload_source)
+    plan, mapping_source = load_model(locate(mapping, "mapping"), Mapping)
+    return Inputs(platform, trace, with_fusion(with_heuristic(plan, heuristic_name), fusion),
+                  platform_source, workload_source, mapping_source)
+
+
+def locate_any(name: str, kind: str | None) -> str:
+    """A path, or a shipped platform, workload or mapping of that name (as `run` finds
+    them); `kind` narrows the search."""
+    if Path(name).exists() or kind is not None:
+        return str(locate(name, kind or "platform"))
+    for candidate in SCHEMAS:
+        if name in shipped_names(candidate):
+            return str(locate(name, candidate))
+    if Path(name).suffix or "/" in name:
+        return name  # a path: read_source names it if it is missing
+    shipped = "; ".join(f"{kind}s {', '.join(shipped_names(kind))}" for kind in SCHEMAS)
+    raise AccsimError(f"no such file, and nothing shipped of that name ({shipped})",
+                      file=name)
+
+
+def guess_kind(raw) -> str:
+    """platform, workload or mapping by the top-level keys of decoded YAML: a list of
+    operators is a workload, else the schema sharing the most keys (a platform missing
+    a section is still told apart by the others)."""
+    if not isinstance(raw, dict) or isinstance(raw.get("operators"), list):
+        return "workload"
+    shared = {kind: len(set(raw) & set(model.model_fields) - {"name", "description"})
+              for kind, model in SCHEMAS.items()}
+    return max(("platform", "mapping", "workload"), key=lambda kind: shared[kind])

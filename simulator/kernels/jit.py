@@ -1,0 +1,171 @@
+"""Compiled kernels that cost nothing until first called.
+
+`njit(**options)` stands in for numba.njit: the decorated function becomes a `Kernel`
+that imports Numba and makes the real dispatcher (which compiles, or loads from Numba's
+on-disk cache) on its first call or attribute look-up. So importing a module of kernels
+does not import Numba (about 0.5 s): `accsim --help`, `check` and `schema` never pay
+it. A kernel calling another kernel still compiles the call (inlined where asked):
+Numba types a Kernel as the dispatcher it wraps. With NUMBA_DISABLE_JIT=1 the
+dispatcher is the plain Python function, as with numba.njit.
+
+Each Kernel keeps its dispatcher once made, as the dispatcher keeps its compiled
+specialisations: a cache of the same function, never of results.
+
+Compiled ahead of time (simulator.kernels.library, built by `accsim compile`): a call
+from Python whose arguments fit one of the kernel's exports runs the export, and Numba
+is not imported; any other call goes to the dispatcher.
+
+Compiled ahead (`ahead=`: argument types, e.g. "(int64, float64[::1])"): on a machine
+whose cache lacks them, simulator.kernels.ahead compiles these specialisations in a second
+process while the first one works. It holds a lock file beside the kernel's cache index
+meanwhile, and a Kernel's first use here waits on that lock (said as a compilation), so
+the kernel then loads from the cache instead of compiling a second time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+
+from simulator.kernels import library as kernel_library
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: nothing is compiled ahead, nothing waits
+    fcntl = None
+
+LOCK_SUFFIX = ".accsim-ahead"
+
+
+class Kernel:
+    """A function compiled by numba.njit on first use."""
+
+    def __init__(self, function: Callable, signature: tuple[str, ...],
+                 options: dict, ahead: tuple[str, ...] = ()) -> None:
+        functools.update_wrapper(self, function)
+        self._function = function
+        self._signature = signature
+        self._options = options
+        self.ahead = ahead
+        self._made = None
+        self._dispatcher = None
+        self._exports = None
+
+    @property
+    def name(self) -> str:
+        """The qualified name the kernel library knows the kernel by."""
+        return f"{self.__module__}.{self.__qualname__}"
+
+    def exports(self) -> tuple:
+        """The kernel library's (argument checks, function) pairs for this kernel."""
+        if self._exports is None:
+            self._exports = kernel_library.load().get(self.name, ())
+        return self._exports
+
+    def dispatcher(self):
+        """Numba's dispatcher for the function (the function itself with the JIT
+        disabled), made on first use, once a compilation ahead of it has ended."""
+        if self._dispatcher is None:
+            made = self.made()
+            _await_ahead(made)
+            self._dispatcher = made
+        return self._dispatcher
+
+    def made(self):
+        """Numba's dispatcher without waiting on a compilation ahead (which uses it)."""
+        if self._made is None:
+            self._made = _dispatcher(self._function, self._signature, self._options)
+        return self._made
+
+    def __call__(self, *args):
+        for checks, function in self.exports():
+            if kernel_library.fits(args, checks):
+                return function(*args)
+        return self.dispatcher()(*args)
+
+    def __getattr__(self, name: str):
+        # Only names a Kernel lacks reach here (py_func, targetoptions, signatures...).
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.dispatcher(), name)
+
+
+def njit(*signature: str, ahead: tuple[str, ...] = (), **options) -> Callable[[Callable],
+                                                                             Kernel]:
+    """numba.njit(*signature, **options), made on first use. A signature string makes
+    the one specialisation compiled (the call's argument types then never make another).
+    ahead: argument types of specialisations a first run compiles in a second process."""
+    return lambda function: Kernel(function, signature, options, ahead)
+
+
+def _dispatcher(function: Callable, signature: tuple[str, ...], options: dict):
+    # Numba loads here, on the first kernel used, and nowhere at import time.
+    import numba
+    from numba.core import types
+    from numba.extending import typeof_impl
+
+    typeof_impl.register(Kernel)(
+        lambda kernel, context: types.Dispatcher(kernel.dispatcher()))
+    return numba.njit(*signature, **options)(function)
+
+
+def ahead_types(kernel: Kernel) -> list[tuple]:
+    """The argument types of each of the kernel's `ahead` specialisations."""
+    from numba.core import sigutils
+    return [tuple(sigutils.normalize_signature(text)[0]) for text in kernel.ahead]
+
+
+def lacks_ahead(kernel: Kernel) -> bool:
+    """Whether Numba's on-disk cache lacks one of the kernel's `ahead` specialisations
+    (False when the JIT is disabled or the cache cannot be read)."""
+    made = kernel.made()
+    try:
+        cache = made._cache  # Numba's FunctionCache: the index and its keys
+        index = cache._cache_file._load_index()
+        codegen = made.targetctx.codegen()
+        return any(cache._index_key(types, codegen) not in index
+                   for types in ahead_types(kernel))
+    except AttributeError:  # the JIT disabled, or a Numba without these internals
+        return False
+
+
+def load_registries(kernel: Kernel) -> None:
+    """Load Numba's typing and target registries now, as its first compilation or cache
+    load in a process does anyway (about 0.4 s), so that forked children inherit them."""
+    made = kernel.made()
+    try:
+        made.typingctx.refresh()
+        made.targetctx.refresh()
+    except AttributeError:  # the JIT disabled: nothing to load
+        pass
+
+
+def lock_path(dispatcher) -> str | None:
+    """The lock file beside the dispatcher's cache index (None without a cache)."""
+    try:
+        index = dispatcher._cache._cache_file._index_path
+    except AttributeError:
+        return None
+    return index + LOCK_SUFFIX
+
+
+def _await_ahead(dispatcher) -> None:
+    """Wait while another process compiles this kernel ahead (it holds the lock)."""
+    path = lock_path(dispatcher)
+    if fcntl is None or path is None or not os.path.exists(path):
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # removed meanwhile: the compilation ended
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            from numba.core import event
+            with event.trigger_event("numba:compile", data={
+                    "dispatcher": dispatcher, "args": (), "return_type": None}):
+                fcntl.flock(fd, fcntl.LOCK_SH)
+    finally:
+        os.close(fd)

@@ -1,0 +1,155 @@
+"""The kernel library: kernels compiled ahead of time into one extension module, so that
+a run calls them without importing Numba.
+
+A short run spends most of its time loading Numba (its import, its typing and target
+registries, and SciPy's BLAS probe: about 0.35 s of a 0.7 s SCALE-Sim alexnet run)
+before the first kernel call. `accsim compile` (simulator.kernels.build) compiles the
+kernels that Python calls on a run's hot path, with their callees, into one extension
+module under `library_dir()`. A Kernel (simulator.kernels.jit) then calls its export when the
+arguments fit it, and Numba is never imported.
+
+Two checks keep the library from ever changing a result:
+- it is loaded only while it matches the package: its manifest holds a digest of
+  every source file whose code or constants the kernels could read, checked on load;
+  an edit anywhere among them sets the library aside until the next `accsim compile`;
+- each call is checked: numba.pycc's exports convert their arguments without checking
+  them (a float array for an int one runs on reinterpreted memory), so a call whose
+  argument types are not exactly an export's goes to the JIT, which compiles the
+  specialisation it needs, as it would without the library.
+ACCSIM_KERNEL_LIBRARY=0 or NUMBA_DISABLE_JIT=1 turns the library off.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.machinery
+import importlib.util
+import json
+import os
+import platform
+import sys
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+MODULE = "accsim_kernels"  # the extension module's name (its PyInit symbol)
+MANIFEST = "manifest.json"
+FORMAT = 1
+PACKAGE = Path(__file__).resolve().parent  # source paths in the manifest are under it
+_NONE = frozenset((type(None),))
+_ARRAY = frozenset((np.ndarray,))
+_SCALARS = {"int64": frozenset((int, np.int64)), "float64": frozenset((float, np.float64)),
+            "boolean": frozenset((bool, np.bool_))}
+_DTYPES = {"int64": np.dtype(np.int64), "float64": np.dtype(np.float64),
+           "boolean": np.dtype(np.bool_)}
+
+
+def library_dir() -> Path:
+    """Where the library lives: $ACCSIM_KERNEL_DIR, else $XDG_CACHE_HOME/accsim/kernels
+    (~/.cache when unset), one folder per Python version, machine and NumPy version
+    (the extension is built against NumPy's C API: another version may not load it)."""
+    base = os.environ.get("ACCSIM_KERNEL_DIR")
+    if not base:
+        cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        base = Path(cache) / "accsim" / "kernels"
+    return Path(base) / (f"{sys.implementation.cache_tag}-{platform.machine()}"
+                         f"-numpy{np.__version__}")
+
+
+def enabled() -> bool:
+    """The library is used unless ACCSIM_KERNEL_LIBRARY=0, or the JIT is disabled (the
+    kernels then run as Python, as asked)."""
+    return (os.environ.get("ACCSIM_KERNEL_LIBRARY", "1") != "0"
+            and os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0"))
+
+
+def arg_check(text: str) -> tuple[frozenset, tuple | None]:
+    """What an argument must be to fit an export's type `text`: its exact Python types,
+    and for a C-contiguous array its (dtype, ndim). ValueError on a type the library
+    does not export."""
+    if text == "none":
+        return _NONE, None
+    if text in _SCALARS:
+        return _SCALARS[text], None
+    name, _, dims = text.partition("[")
+    ndim = dims.count(",") + 1
+    if name in _DTYPES and dims.replace(" ", "") == ":," * (ndim - 1) + "::1]":
+        return _ARRAY, (_DTYPES[name], ndim)
+    raise ValueError(f"no export for argument type {text!r}")
+
+
+def checks(texts: list[str]) -> tuple[tuple[frozenset, ...], tuple[tuple, ...]]:
+    """An export's argument checks: each argument's exact Python types, and (position,
+    dtype, ndim) of each array argument."""
+    parsed = [arg_check(text) for text in texts]
+    return (tuple(types for types, _ in parsed),
+            tuple((position, *array) for position, (_, array) in enumerate(parsed)
+                  if array is not None))
+
+
+def fits(args: Sequence, check: tuple) -> bool:
+    """Whether `args` have exactly the types an export takes, so that the JIT would
+    have compiled that same specialisation for them: the same Python types (an int
+    stands for int64, as Numba types it), and arrays of the same dtype and
+    dimensions, C-contiguous and writeable."""
+    types, arrays = check
+    if len(args) != len(types) or not all(map(frozenset.__contains__, types,
+                                               map(type, args))):
+        return False
+    for position, dtype, ndim in arrays:
+        arg = args[position]
+        if arg.dtype is not dtype or arg.ndim != ndim:
+            return False
+        flags = arg.flags
+        if not (flags.c_contiguous and flags.writeable):
+            return False
+    return True
+
+
+def source_digest(relative: str) -> str:
+    """A package source file's length and CRC-32 (its path relative to the package):
+    enough to notice an edit, and cheaper to load than hashlib's OpenSSL (3 ms, a
+    hundredth of a short run)."""
+    text = (PACKAGE / relative).read_bytes()
+    return f"{len(text)}:{zlib.crc32(text):08x}"
+
+
+def current(manifest: dict) -> bool:
+    """Whether a manifest describes a library built from the package as it is now."""
+    try:
+        return (manifest.get("format") == FORMAT
+                and all(source_digest(path) == digest
+                        for path, digest in manifest["sources"].items()))
+    except (OSError, KeyError, AttributeError, TypeError):
+        return False
+
+
+@functools.cache
+def load(directory: Path | None = None) -> dict[str, tuple[tuple[tuple, Callable], ...]]:
+    """Each exported kernel's (argument checks, compiled function) pairs, by the
+    kernel's qualified name; empty when the library is off, absent, stale or unreadable.
+    Read once per process and folder: a cache of a file's content, never of results."""
+    if not enabled():
+        return {}
+    folder = library_dir() if directory is None else directory
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not current(manifest):
+        return {}
+    try:
+        path = folder / manifest["file"]
+        loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
+        spec = importlib.util.spec_from_file_location(MODULE, path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        exports: dict[str, list] = {}
+        for entry in manifest["exports"]:
+            exports.setdefault(entry["kernel"], []).append(
+                (checks(entry["args"]), getattr(module, entry["symbol"])))
+    except (OSError, ImportError, KeyError, TypeError, ValueError, AttributeError):
+        return {}
+    return {name: tuple(pairs) for name, pairs in exports.items()}

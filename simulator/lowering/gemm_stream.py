@@ -1,0 +1,59 @@
+"""A GEMM's tile program generated block by block (issue 26): its counters come in
+closed form from the loop nest (lowering.nest), and its steps are generated only when
+an engine replays it, each block from its first step's index alone
+(`nest_steps.fill_steps`), so a program of 1e9 steps takes the memory of one block.
+Identical, step for step, to `steps.gemm_steps` on the whole program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from simulator.inputs.platform import Platform
+from simulator.lowering.nest import LoopNest
+from simulator.program.tile_program import TileProgram
+from simulator.program.streamed import ProgramBlock, StreamedProgram, power_of_two_above
+
+
+def step_buffers(size: int) -> tuple[np.ndarray, ...]:
+    """Arrays for `size` steps in LoopNest.fill's order: load, compute, vector, acquire,
+    release, store, reload_of, evacuation, reloaded."""
+    return (np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size, np.int64),
+            np.zeros(size, np.bool_), np.zeros(size, np.bool_), np.zeros(size, np.int64),
+            np.full(size, -1, np.int64), np.zeros(size, np.int64),
+            np.zeros(size, np.bool_))
+
+
+class GemmStream(StreamedProgram):
+    """One GEMM instance's program: `args` are gemm_steps' arguments in order."""
+
+    def __init__(self, args: tuple, platform: Platform, *, depth: int, slots: int,
+                 overhead_cycles: int):
+        self.nest = LoopNest(args, platform)
+        self.steps = self.nest.steps
+        self.depth, self.slots, self.overhead_cycles = depth, slots, overhead_cycles
+        self.reloads = self.nest.reloads
+        # A reload reads the step one k stride back.
+        self.reload_ring = power_of_two_above(self.nest.k_stride + 1) if self.reloads \
+            else 1
+        self.has_evacuation = self.nest.evacuates
+
+    def counters(self) -> tuple[np.ndarray, np.ndarray]:
+        """gemm_steps' float and integer counters over the whole program."""
+        return self.nest.counters()
+
+    def blocks(self, size: int) -> Iterator[ProgramBlock]:
+        size = max(1, min(size, self.steps))
+        buffers = step_buffers(size)   # reused: each block overwrites the one before
+        for begin in range(0, self.steps, size):
+            length = min(size, self.steps - begin)
+            self.nest.fill(begin, length, buffers)
+            load, compute, vector, acquire, release, store, reload_of, evacuation, \
+                reloaded = (a[:length] for a in buffers)
+            yield ProgramBlock(begin, TileProgram(
+                load, compute, vector, acquire, release, store, reload_of,
+                depth=self.depth, slots=self.slots, overhead_cycles=self.overhead_cycles,
+                evacuation_cycles=evacuation if self.has_evacuation else None),
+                reloaded if self.reloads else None)

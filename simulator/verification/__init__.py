@@ -1,0 +1,2 @@
+"""Checking results: rerunning a result file from its embedded inputs (rerun) and
+regression of heuristics against a baseline (regression)."""
