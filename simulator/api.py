@@ -45,7 +45,7 @@ from simulator.system.capacity import Capacity
 from simulator.inputs.resolve import DEFAULT_ARCH, DEFAULT_WORKLOAD, load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.frontends.hf.command import LlmStep, llm_step
+from simulator.frontends.hf.step import LlmStep, llm_step
 from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import (dump_json, load_model, locate, read_source,
                               validation_error)
@@ -54,7 +54,7 @@ from simulator.metrics.totals import dominant_bottleneck
 from simulator.present.run_report import compare_table, result_dict, write_json
 from simulator.simulate import RunResult
 from simulator.simulate import simulate as simulate_inputs
-from simulator.system.command import check_fit
+from simulator.system.plan_run import check_fit
 from simulator.system.plan import SystemPlan
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload

@@ -20,7 +20,7 @@ from simulator.frontends.hf.command import run_step
 from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs
-from simulator.system.command import run_plan
+from simulator.system.plan_run import run_plan
 from simulator.system.overlap import Step, decomposed_exposed, overlap
 from simulator.system.plan import SystemPlan
 

@@ -19,7 +19,7 @@ from simulator.inputs.loader import load_model, locate, shipped_names
 from simulator.mapping.plan import Mapping
 from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs
-from simulator.system.command import run_plan
+from simulator.system.plan_run import run_plan
 from simulator.system.plan import SystemPlan
 from simulator.system.run import system_dict
 

@@ -25,6 +25,7 @@ from simulator.present.plots import write_compare_plot
 from simulator.precision import command as precision_command
 from simulator.simulate import Inputs
 from simulator.system import command as system_command
+from simulator.system.plan_run import check_fit
 from simulator.present.run_report import COMPARE_GROUPS
 from simulator.output.terminal import Grouped, add_wide
 from simulator.output.terminal import console as report_console
@@ -72,7 +73,7 @@ def handle(args: argparse.Namespace) -> int:
               for inputs in every]
     every = [inputs for inputs, _ in chosen]
     labels = platform_labels([inputs.platform.name for inputs in every], args.arch)
-    fits = [system_command.check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
+    fits = [check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
             for inputs in every]  # every platform checked before any simulation
     results, lines = [], []
     for inputs, label, fit, (_, precision) in zip(every, labels, fits, chosen):

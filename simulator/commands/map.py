@@ -18,7 +18,7 @@ from simulator.frontends.hf import command as hf_command
 from simulator.output.files import check_output_path, write_file, writing
 from simulator.precision import command as precision_command
 from simulator.search.operator import OBJECTIVES
-from simulator.search.map_outputs import map_csv, write_map_plot
+from simulator.present.map_outputs import map_csv, write_map_plot
 from simulator.search.tables import gap_table, operator_search_table
 from simulator.search.workload import map_workload, write_map_json
 from simulator.output.terminal import add_wide

@@ -25,7 +25,8 @@ from simulator.precision import command as precision_command
 from simulator.verification.regression import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
                                read_baseline, report_lines)
 from simulator.present.run_report import result_dict, write_csv, write_json
-from simulator.system.command import add_ignore_capacity, check_fit
+from simulator.system.command import add_ignore_capacity
+from simulator.system.plan_run import check_fit
 from simulator.system.plan import SystemPlan
 from simulator.output.terminal import plain
 

@@ -25,6 +25,7 @@ from simulator.present.run_report import print_report, write_csv, write_json
 from simulator.present.sheet import check_mapper_inputs, check_mapper_result, write_sheet
 from simulator.simulate import Inputs, simulate
 from simulator.system import command as system_command
+from simulator.system.plan_run import check_fit, run_plan
 from simulator.system.run import write_system_json
 from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
@@ -45,7 +46,7 @@ def simulate_system_shown(inputs: Inputs, plan, llm, engine: str, label: str = "
                           ignore_capacity: bool = False):
     """One chip's shard of a multi-chip run (simulator.system) with its progress bar."""
     with progress.operators(label) as report:
-        return system_command.run_plan(inputs, plan, llm, engine=engine, progress=report,
+        return run_plan(inputs, plan, llm, engine=engine, progress=report,
                                        ignore_capacity=ignore_capacity)
 
 
@@ -93,7 +94,7 @@ def handle(args: argparse.Namespace) -> int:
     if best is not None:
         check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
                             file=args.sheet_best)
-    fit = system_command.check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
+    fit = check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
     started = time.perf_counter()
     with ahead.compiled_ahead():  # a machine's first run: late kernels on other cores
         system = None if plan.single_chip else simulate_system_shown(

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.errors import AccsimError
@@ -36,14 +35,6 @@ FORMATS: dict[str, str] = {
 RUN_SHORTCUTS = {"onnx": "MODEL.onnx", "kineto": "TRACE.json"}
 # The largest file a frontend reads (an ONNX model at protobuf's limit).
 MAX_IMPORTED_BYTES = 2 * 2**30
-
-
-@dataclass(frozen=True)
-class Imported:
-    """What a frontend read: the workload, and what the user should know about it."""
-
-    workload: Workload
-    notes: list[str] = field(default_factory=list)
 
 
 def format_module(name: str):

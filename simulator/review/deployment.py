@@ -26,7 +26,7 @@ from simulator.serving.trace import load_trace
 from simulator.serving.sla import check_sla
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.deploy import Grid, search_platforms
-from simulator.sweep.deploy_command import BASELINE, check_cost, powers_of_two
+from simulator.sweep.deploy_axes import BASELINE, check_cost, powers_of_two
 from simulator.sweep.deploy_report import conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.store import Store

@@ -10,7 +10,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from simulator.inputs.platform import Strict
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
-from simulator.sweep.deploy_command import BASELINE
+from simulator.sweep.deploy_axes import BASELINE
 from simulator.system.plan import MAX_CHIPS
 
 

@@ -18,7 +18,7 @@ from simulator.output.files import OutputFolder
 from simulator.review import serving
 from simulator.review.study import Loaded, ModelUnderReview, ResolvedStudy
 from simulator.review.sweep import SweepRecord, run_study_sweep
-from simulator.frontends.hf.command import LlmStep
+from simulator.frontends.hf.step import LlmStep
 
 
 @dataclass(frozen=True)

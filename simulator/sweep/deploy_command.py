@@ -12,18 +12,17 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from simulator.output import progress
-from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
-from simulator.inputs.loader import dump_json, load_model, locate, validation_error
+from simulator.inputs.loader import dump_json, load_model, validation_error
 from simulator.mapping.plan import FUSION_MODES
 from simulator.precision.plan import PrecisionPlan
 from simulator.search.fusion import DEFAULT_FUSION
 from simulator.output.files import check_output_path, write_file, writing
 from simulator.serving.sla import parse_sla
 from simulator.serving.spec import ServeSpec
-from simulator.sweep.deploy import (COST_OBJECTIVES, OBJECTIVES, Grid, deployments,
-                                    search_platforms)
+from simulator.sweep.deploy_axes import BASELINE, check_cost, powers_of_two
+from simulator.sweep.deploy import OBJECTIVES, Grid, deployments, search_platforms
 from simulator.serving.cost_cache import CostCache
 from simulator.sweep.deploy_plot import capacity_figure
 from simulator.sweep.deploy_report import conclude
@@ -46,8 +45,6 @@ SPEC_FLAGS = {"model": "model", "dtype": "dtype", "arrival": "arrival", "rate": 
               "output_tokens": "output_tokens", "requests": "requests", "seed": "seed",
               "max_tokens": "max_tokens", "bucket_bits": "bucket_bits",
               "fusion": "fusion", "heuristic": "heuristic"}
-# The --precision value that names the model's own formats (no plan).
-BASELINE = "none"
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -121,10 +118,6 @@ def _int_list(text: str | None, flag: str, default: tuple[int, ...]) -> tuple[in
     return tuple(sorted(set(values)))
 
 
-def powers_of_two(limit: int) -> tuple[int, ...]:
-    return tuple(2 ** i for i in range(limit.bit_length()) if 2 ** i <= limit)
-
-
 def precision_axis(args: argparse.Namespace) -> tuple[str | None, ...]:
     """The precision plans searched (None: the model's own formats), each plan file
     read and checked now; `none` among them names the baseline."""
@@ -175,19 +168,6 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
     name = (error.field or "").split(".")[0]
     flag = next((f for f, field in SPEC_FLAGS.items() if field == name), name)
     raise AccsimError(error.rule, field="--" + flag.replace("_", "-")) from None
-
-
-def check_cost(archs: list[str], objective: str) -> None:
-    """A cost objective needs a cost table on every platform searched."""
-    if objective not in COST_OBJECTIVES:
-        return
-    for arch in archs:
-        platform, source = load_model(locate(arch, "platform"), Platform)
-        if platform.cost is None:
-            raise AccsimError(f"objective {objective} needs the platform's cost table "
-                              "(price_per_chip_hour, or capital_per_chip + "
-                              "lifetime_years + power_price_per_kwh), which it lacks",
-                              file=source.path, field="cost")
 
 
 def _fmt(value, spec: str) -> str:

@@ -15,7 +15,7 @@ from simulator.search.fusion import fusion_mode
 from simulator.metrics.totals import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
-from simulator.system.command import check_fit, run_plan
+from simulator.system.plan_run import check_fit, run_plan
 from simulator.system.plan import SystemPlan
 
 # Stored metrics: name -> (SQLite column type, the better direction, what it holds).

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from simulator.errors import AccsimError
-from simulator.frontends.command import Imported
+from simulator.frontends.imported import Imported
 from simulator.frontends.kineto.ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY
 from simulator.frontends.kineto.trace import BadShapes, Event, NoShapes, Trace, read_trace
 from simulator.frontends.shapes import Contradiction

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.frontends.command import Imported
+from simulator.frontends.imported import Imported
 from simulator.inputs.workload import Workload
 
 HELP = "an ONNX model (.onnx): shapes from onnx's shape inference; weights not needed"

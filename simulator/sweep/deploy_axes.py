@@ -1,0 +1,31 @@
+"""The deployment search's axes as the command and the review packet name them: the
+precision name of the model's own formats, the power-of-two chip and replica axes, and
+the check that a cost objective has a cost table on every platform searched."""
+
+from __future__ import annotations
+
+from simulator.errors import AccsimError
+from simulator.inputs.loader import load_model, locate
+from simulator.inputs.platform import Platform
+from simulator.sweep.deploy import COST_OBJECTIVES
+
+# The --precision value that names the model's own formats (no plan).
+BASELINE = "none"
+
+
+def powers_of_two(limit: int) -> tuple[int, ...]:
+    """1, 2, 4, ... up to `limit`: the default chip and replica axes."""
+    return tuple(2 ** i for i in range(limit.bit_length()) if 2 ** i <= limit)
+
+
+def check_cost(archs: list[str], objective: str) -> None:
+    """A cost objective needs a cost table on every platform searched."""
+    if objective not in COST_OBJECTIVES:
+        return
+    for arch in archs:
+        platform, source = load_model(locate(arch, "platform"), Platform)
+        if platform.cost is None:
+            raise AccsimError(f"objective {objective} needs the platform's cost table "
+                              "(price_per_chip_hour, or capital_per_chip + "
+                              "lifetime_years + power_price_per_kwh), which it lacks",
+                              file=source.path, field="cost")
