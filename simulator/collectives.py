@@ -92,7 +92,7 @@ def collective_cost(kind: str, payload_bytes: int, chips: int,
         ports, steps = collective_ports(interconnect), factor * (chips - 1)
         sent = factor * (chips - 1) / chips * payload_bytes
     bandwidth = ports * interconnect.link_bandwidth_gbps * 1e9 * interconnect.efficiency
-    clock_hz = platform.clock_ghz * 1e9
+    clock_hz = platform.clock_hz
     latency = steps * interconnect.link_latency_cycles
     time_s = sent / bandwidth + latency / clock_hz
     cycles = math.ceil(sent * clock_hz / bandwidth) + latency

@@ -49,7 +49,7 @@ def call_cycles(platform: Platform, in_bytes: int, out_bytes: int) -> int:
     link, the inputs in and the outputs out (each its latency + bytes / bandwidth);
     0 by default (no overhead, no link)."""
     runtime = platform.runtime
-    cycles_per_us = platform.clock_ghz * 1e3
+    cycles_per_us = platform.cycles_per_us
     cycles = int(math.ceil(runtime.invocation_overhead_us * cycles_per_us))
     link = runtime.host_link
     if link is not None:
@@ -65,7 +65,7 @@ def invocation_totals(cycles: int, platform: Platform) -> Totals:
     the chip's static energy over them (nothing else runs)."""
     fields = {name: 0 for name in Totals.__dataclass_fields__
               if name not in ("peak_dtype", "peak_rate")}
-    seconds = cycles / (platform.clock_ghz * 1e9)
+    seconds = platform.seconds(cycles)
     return Totals(**{**fields, "cycles": cycles, "invocation_cycles": cycles,
                      "collective_sent_bytes": 0.0,
                      "energy_static_pj": static_power_w(platform) * seconds * 1e12})

@@ -32,6 +32,7 @@ from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_by
                                          operand_bytes)
 from simulator.program.tile_program import INT64_BOUND
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS
+from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
 from simulator.inputs.workload import Conv2d, is_attention, is_collective, is_compute
 
 # Any single platform integer (array dims, buffer bytes, lanes, cycles): beyond this the
@@ -264,8 +265,8 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
             scratch = op.h * op.w * 9 + (op.kh * op.kw) ** 2 * 16
         # Every fold of the largest tile pays its streamed length and more than any fold
         # model's fill, stationary load and skew (on one array: more arrays are faster).
-        stationary = {"os": (tm, tn, tk), "ws": (tk, tn, tm), "is": (tk, tm, tn)}
-        sr, sc, t = stationary[tiling.dataflow]
+        sizes = (tm, tn, tk)
+        sr, sc, t = (sizes[dim] for dim in fold_dims(DATAFLOW_CODES[tiling.dataflow]))
         compute = ceil_div(sr, array.rows) * ceil_div(sc, array.cols) \
             * (t + 3 * array.rows + 2 * array.cols)
         epilogue = 0

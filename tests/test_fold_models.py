@@ -16,8 +16,8 @@ from simulator.inputs.platform import Platform
 from simulator.lowering import lower_compute
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec, with_fusion
 from simulator.simulate import Inputs, simulate
-from simulator.model.timing import (DATAFLOW_CODES, PIPELINED, SCALESIM, WS, array_cycles,
-                              array_split)
+from simulator.model.dataflow import DATAFLOW_CODES, WS
+from simulator.model.timing import PIPELINED, SCALESIM, array_cycles, array_split
 from simulator.inputs.workload import Gemm, Workload
 
 GOLDEN = Path(__file__).parent / "data" / "timing_model_v1.json"

@@ -89,7 +89,7 @@ class Model:
         if key not in self.runs:
             result = simulate(Inputs(platform, self.workload, Mapping()),
                               engine=self.engine, budget=self.budget)
-            clock = platform.clock_ghz * 1e9
+            clock = platform.clock_hz
             by_name: dict[str, float] = {}
             for op in result.operators:
                 by_name[op.lowered.name] = by_name.get(op.lowered.name, 0.0) \

@@ -30,11 +30,11 @@ NO_TIMING_EFFECT = ("energy.", "area.")
 
 # The metrics a study may ask about: name -> (unit, value of a result).
 METRICS: dict[str, tuple[str, Callable[[RunResult], float]]] = {
-    "time_s": ("s", lambda r: r.total.cycles / (r.platform.clock_ghz * 1e9)),
+    "time_s": ("s", lambda r: r.platform.seconds(r.total.cycles)),
     "cycles": ("cycles", lambda r: float(r.total.cycles)),
     "energy_j": ("J", lambda r: r.total.energy_pj * 1e-12),
-    "edp_js": ("J s", lambda r: r.total.energy_pj * 1e-12 * r.total.cycles
-               / (r.platform.clock_ghz * 1e9)),
+    "edp_js": ("J s", lambda r: r.platform.seconds(r.total.energy_pj * 1e-12
+                                                   * r.total.cycles)),
 }
 
 

@@ -20,7 +20,8 @@ from simulator.inputs.provenance import (Provenance, listed_values, numeric_leav
 
 from simulator.model.formats import WHOLE_BYTE
 from simulator.model.sparsity import parse_pattern
-from simulator.model.timing import DATAFLOW_CODES, FOLD_MODEL_CODES
+from simulator.model.dataflow import DATAFLOW_CODES
+from simulator.model.timing import FOLD_MODEL_CODES
 
 # Formats of simulator.model.formats (fp8: either 8-bit float encoding; the MX formats share
 # an 8-bit scale per block of 32).
@@ -469,6 +470,20 @@ class Platform(Strict):
                 type=PydanticCustomError("provenance", rule), loc=("provenance", path),
                 input=path) for path, rule in errors])
         return self
+
+    @property
+    def clock_hz(self) -> float:
+        """Cycles per second: the time base of every cycles <-> seconds conversion."""
+        return self.clock_ghz * 1e9
+
+    @property
+    def cycles_per_us(self) -> float:
+        """Cycles per microsecond, for the fields given in microseconds."""
+        return self.clock_ghz * 1e3
+
+    def seconds(self, cycles):
+        """`cycles` of this platform's clock in seconds (a scalar or an array)."""
+        return cycles / self.clock_hz
 
     @property
     def pes(self) -> int:

@@ -34,7 +34,7 @@ from simulator.inputs.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
 from simulator.program.tile_program import TileProgram, validate_program
 from simulator.program.streamed import StreamedProgram
-from simulator.model.timing import DATAFLOW_CODES
+from simulator.model.dataflow import DATAFLOW_CODES
 from simulator.inputs.workload import Conv2d, is_attention, is_collective, is_compute
 
 DIM_CODES = {"m": 0, "n": 1, "k": 2}

@@ -45,7 +45,8 @@ from simulator.mapping.footprint import (array_speed, attention_element_bytes,
                                          attention_rows, buffer_fits, kv_bytes)
 from simulator.mapping.plan import ATTENTION_FUSIONS, Tiling
 from simulator.program.tile_program import TileProgram, validate_program
-from simulator.model.timing import DATAFLOW_CODES, array_cycles, array_split, ceil_div, vector_cycles
+from simulator.model.dataflow import DATAFLOW_CODES
+from simulator.model.timing import array_cycles, array_split, ceil_div, vector_cycles
 
 # Passes of the softmax over each score, unfused or online (max, exp-subtract, sum).
 SOFTMAX_PASSES = 3

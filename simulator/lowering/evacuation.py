@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.inputs.platform import Platform
-from simulator.model.timing import IS, WS, evacuation_cycles
+from simulator.model.dataflow import stationary_input_elements
+from simulator.model.timing import evacuation_cycles
 
 
 def step_tile_sizes(m: int, n: int, k: int, tm: int, tn: int, tk: int,
@@ -49,7 +50,7 @@ def evacuation_steps(platform: Platform, m: int, n: int, k: int, tm: int, tn: in
     ms, ns, ks = step_tile_sizes(m, n, k, tm, tn, tk, order, begin, release.shape[0])
     transposed = np.zeros_like(ms)
     if evac.transpose_stationary:
-        transposed = transposed + stationary_elements(ms, ns, ks, dataflow)
+        transposed = transposed + stationary_input_elements(ms, ns, ks, dataflow)
     cycles = evacuation_array(ms * ns, transposed, evac.elements_per_cycle,
                               evac.tile_cycles)
     return np.where(release, cycles, 0).astype(np.int64)
@@ -63,13 +64,6 @@ def evacuation_array(elements: np.ndarray, transposed: np.ndarray, rate: int,
     return -(-elements // rate) + tile_cycles + -(-transposed // rate)
 
 
-def stationary_elements(m: int, n: int, k: int, dataflow: int) -> int:
-    """Elements of the stationary input tile of an (m, n, k) product that a
-    transpose_stationary platform passes through the vector unit: ws its k x n weight
-    tile, is its m x k input tile, os none (the output is what stays)."""
-    return k * n if dataflow == WS else m * k if dataflow == IS else 0
-
-
 def product_evacuation(platform: Platform, m: int, n: int, k: int, dataflow: int) -> int:
     """Vector-unit cycles copying one finished m x n product (reduced over k) out of the
     accumulators, with its stationary tile's transpose where the platform has one; 0 on
@@ -79,6 +73,6 @@ def product_evacuation(platform: Platform, m: int, n: int, k: int, dataflow: int
     if array.output_path == "direct":
         return 0
     evac = array.evacuation
-    transposed = stationary_elements(m, n, k, dataflow) if evac.transpose_stationary else 0
+    transposed = stationary_input_elements(m, n, k, dataflow) if evac.transpose_stationary else 0
     return int(evacuation_cycles(m * n, evac.elements_per_cycle, evac.tile_cycles,
                                  transposed))

@@ -27,7 +27,8 @@ from simulator.inputs.platform import Platform
 from simulator.lowering import nest_steps as k
 from simulator.lowering import steps as kernel
 from simulator.lowering.evacuation import evacuation_array
-from simulator.model.timing import IS, OS, WS
+from simulator.model.dataflow import (A_READS, B_READS, TIME_DIM, read_multiplier,
+                                      stationary_input_elements)
 
 # A float is exact in int64 / 2**e units below this many units (53-bit significand).
 _EXACT_UNITS = 2**53
@@ -113,7 +114,7 @@ class LoopNest:
             c = self.counts[self.order[level]]
             per_level.append([(True, True, 1)] if c == 1 else
                              [(True, False, 1), (False, False, c - 2), (False, True, 1)])
-        stationary_free = {OS: 2, WS: 0, IS: 1}[self.dataflow]
+        stationary_free = int(TIME_DIM[self.dataflow])
         classes = []
         for combo in product(*per_level):
             steps = combo[0][2] * combo[1][2] * combo[2][2]
@@ -162,8 +163,8 @@ class LoopNest:
             row_folds, col_folds = int(s[shape, k.S_ROW_FOLDS]), int(s[shape, k.S_COL_FOLDS])
             ms, ns, ks = (int(s[shape, c]) for c in (k.S_MS, k.S_NS, k.S_KS))
             partial = int(s[shape, k.S_PARTIAL])
-            a_read = ms * ks * (1 if self.dataflow == IS else col_folds)
-            b_read = ks * ns * {OS: row_folds, WS: 1, IS: col_folds}[self.dataflow]
+            a_read = ms * ks * read_multiplier(A_READS[self.dataflow], row_folds, col_folds)
+            b_read = ks * ns * read_multiplier(B_READS[self.dataflow], row_folds, col_folds)
             ints[kernel.A_SRAM_READ_ELEMS] += steps * a_read
             ints[kernel.B_SRAM_READ_ELEMS] += steps * b_read
             ints[kernel.C_SRAM_WRITE] += steps * partial
@@ -225,7 +226,7 @@ def _evacuation(platform: Platform, shapes: np.ndarray, dataflow: int) -> np.nda
     ms, ns, ks = shapes[:, k.S_MS], shapes[:, k.S_NS], shapes[:, k.S_KS]
     transposed = np.zeros_like(ms)
     if evac.transpose_stationary:
-        transposed = ks * ns if dataflow == WS else ms * ks if dataflow == IS else transposed
+        transposed = transposed + stationary_input_elements(ms, ns, ks, dataflow)
     return evacuation_array(ms * ns, transposed, evac.elements_per_cycle,
                             evac.tile_cycles)
 

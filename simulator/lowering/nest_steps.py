@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.kernels.jit import njit
-from simulator.model.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
+from simulator.model.dataflow import TIME_DIM, fold_shape, stationary_key
+from simulator.model.timing import array_cycles, array_split, vector_cycles
 
 # Entries of the int64 `params` array that describes a nest to the kernels.
 (P_NM, P_NN, P_NK, P_ORDER0, P_ORDER1, P_ORDER2, P_DATAFLOW, P_A_OFFCHIP, P_B_OFFCHIP,
@@ -91,16 +92,6 @@ def _tile_entry(table, i: int, j: int) -> int:
     return values[rows[i], cols[j]]
 
 
-@njit(cache=True, inline="always")
-def _key(dataflow: int, mi: int, ni: int, ki: int, nn: int, nk: int) -> int:
-    """The key of a step's stationary tile (os: C, ws: B, is: A)."""
-    if dataflow == OS:
-        return mi * nn + ni
-    if dataflow == WS:
-        return ki * nn + ni
-    return mi * nk + ki
-
-
 @njit(cache=True)
 def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int, k0: int,
              inner: int, params: np.ndarray, prev_key: int, a_runs, b_runs,
@@ -137,14 +128,14 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
             for j in range(j0, j1):
                 load_bytes[at + j] += row[cols[j]]
     # Compute: a single-fold tile continues when its stationary tile is the previous
-    # step's: along the run, exactly when the inner loop is the stationary tile's free
-    # dim (os: k, ws: m, is: n).
+    # step's: along the run, exactly when the inner loop is the streamed dim, the one
+    # the stationary tile is free of (model.dataflow).
     single = shapes[shape, S_ROW_FOLDS] * shapes[shape, S_COL_FOLDS] == 1
     fresh, continued = cycles[2 * shape], cycles[2 * shape + 1]
-    along = single and inner == (2 if dataflow == OS else 0 if dataflow == WS else 1)
+    along = single and inner == TIME_DIM[dataflow]
     for j in range(j0, j1):
         compute[at + j] = continued if along else fresh
-    key = _key(dataflow, m0 + um * j0, n0 + un * j0, k0 + uk * j0, nn, nk)
+    key = stationary_key(dataflow, m0 + um * j0, n0 + un * j0, k0 + uk * j0, nn, nk)
     compute[at + j0] = continued if single and key == prev_key else fresh
     # Residency, epilogue, store, evacuation: one value along the segment.
     vec = shapes[shape, S_VECTOR] if last_k else 0
@@ -179,7 +170,7 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
         for j in range(j0, j1):
             reloaded[at + j] = not last_k
     j = j1 - 1
-    return _key(dataflow, m0 + um * j, n0 + un * j, k0 + uk * j, nn, nk)
+    return stationary_key(dataflow, m0 + um * j, n0 + un * j, k0 + uk * j, nn, nk)
 
 
 @njit(cache=True)
@@ -198,7 +189,7 @@ def fill_steps(begin: int, length: int, offset: int, params: np.ndarray, a_runs,
     prev_key = -1
     if begin > 0:
         _digits(begin - 1, params, index)
-        prev_key = _key(params[P_DATAFLOW], index[0], index[1], index[2], nn, nk)
+        prev_key = stationary_key(params[P_DATAFLOW], index[0], index[1], index[2], nn, nk)
     _digits(begin, params, index)
     i0, i1, first = index[outer], index[middle], index[inner]
     local = 0
@@ -278,7 +269,7 @@ def _run_inputs(run: int, params: np.ndarray, shape_class: np.ndarray,
         pm, pn, pk = _run_origin(run - 1, params)
         last = params[P_NM + inner] - 1
         dataflow = params[P_DATAFLOW]
-        continues = _key(dataflow, m0, n0, k0, nn, nk) == _key(
+        continues = stationary_key(dataflow, m0, n0, k0, nn, nk) == stationary_key(
             dataflow, pm + last * (inner == 0), pn + last * (inner == 1),
             pk + last * (inner == 2), nn, nk)
     return shape_class[base], shape_class[base + edge], k0 == 0, b, a, continues
@@ -309,7 +300,7 @@ def float_sums(params: np.ndarray, shapes: np.ndarray, split: np.ndarray) -> np.
     prev_key = -1
     for _ in range(nm * nn * nk):
         mi, ni, ki = index[0], index[1], index[2]
-        key = _key(params[P_DATAFLOW], mi, ni, ki, nn, nk)
+        key = stationary_key(params[P_DATAFLOW], mi, ni, ki, nn, nk)
         for level in range(2, -1, -1):
             dim = params[P_ORDER0 + level]
             index[dim] += 1

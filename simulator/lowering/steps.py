@@ -9,7 +9,9 @@ import numpy as np
 
 from simulator.kernels.jit import njit
 from simulator.lowering.tile_table import TileTable
-from simulator.model.timing import OS, WS, array_cycles, array_split, fold_shape, vector_cycles
+from simulator.model.dataflow import (A_READS, B_READS, fold_shape, read_multiplier,
+                                      stationary_key)
+from simulator.model.timing import array_cycles, array_split, vector_cycles
 
 # Indices of the float counters returned by gemm_steps: the split of busy array cycles.
 USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
@@ -194,12 +196,7 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
                 ints[C_RELOAD_OFFCHIP] += partial
         last_visit[c_key] = s
         # Compute: one fold continues when the stationary operand is unchanged.
-        if dataflow == OS:
-            stationary = c_key
-        elif dataflow == WS:
-            stationary = b_key
-        else:
-            stationary = a_key
+        stationary = stationary_key(dataflow, mi, ni, ki, nn, nk)
         shape = (4 if mi == nm - 1 else 0) + (2 if ni == nn - 1 else 0) + \
             (1 if last_k else 0)
         if folds[shape, 0] < 0:
@@ -227,15 +224,10 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
         floats[STATIONARY_LOAD] += split[case, 3]
         floats[SKEW] += split[case, 4]
         # SRAM reads of the array, SCALE-Sim's per-fold counting, in elements.
-        if dataflow == OS:
-            ints[A_SRAM_READ_ELEMS] += ms * ks * col_folds
-            ints[B_SRAM_READ_ELEMS] += ks * ns * row_folds
-        elif dataflow == WS:
-            ints[A_SRAM_READ_ELEMS] += ms * ks * col_folds
-            ints[B_SRAM_READ_ELEMS] += ks * ns
-        else:
-            ints[A_SRAM_READ_ELEMS] += ms * ks
-            ints[B_SRAM_READ_ELEMS] += ks * ns * col_folds
+        ints[A_SRAM_READ_ELEMS] += ms * ks * read_multiplier(A_READS[dataflow], row_folds,
+                                                             col_folds)
+        ints[B_SRAM_READ_ELEMS] += ks * ns * read_multiplier(B_READS[dataflow], row_folds,
+                                                             col_folds)
         # Output buffer: accumulate into the C tile; read back what was there before.
         ints[C_SRAM_WRITE] += partial
         if not first_k:

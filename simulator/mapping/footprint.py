@@ -19,6 +19,7 @@ from simulator.model.sparsity import (BANDWIDTH_ONLY, DECOMPRESSED, STRUCTURED,
                                 unstructured_bytes)
 from simulator.mapping.plan import DIMS, LOOP_ORDERS, EpilogueMember, Tiling
 from simulator.mapping.windows import window_table
+from simulator.model.dataflow import DATAFLOW_CODES, FILL_ROWS, fold_dims
 from simulator.model.timing import ceil_div
 from simulator.inputs.workload import Conv2d, is_attention, is_compute
 
@@ -477,15 +478,12 @@ def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
     streams ceil(T / speed) cycles (timing.streamed_cycles).
     """
     tm, tn, tk = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk))
-    if dataflow == "os":
-        row, col, streamed = (m, tm), (n, tn), (k, tk, "k")
-        fill = rows + cols - 2
-    elif dataflow == "ws":
-        row, col, streamed = (k, tk), (n, tn), (m, tm, "m")
-        fill = 2 * rows + cols - 2
-    else:
-        row, col, streamed = (k, tk), (m, tm), (n, tn, "n")
-        fill = 2 * rows + cols - 2
+    code = DATAFLOW_CODES[dataflow]
+    row_dim, col_dim, time_dim = fold_dims(code)
+    sizes = ((m, tm), (n, tn), (k, tk))
+    row, col = sizes[row_dim], sizes[col_dim]
+    streamed = (*sizes[time_dim], "mnk"[time_dim])
+    fill = int(FILL_ROWS[code]) * rows + cols - 2
     r_full, r_folds, r_edge, r_edge_folds = _axis_tiles(*row, rows)
     c_full, c_folds, c_edge, c_edge_folds = _axis_tiles(*col, cols)
     # Sums over the four kinds of stationary tiles (row kind x col kind): the tiles,

@@ -46,7 +46,7 @@ def run_energy(lowered: LoweredOperator, cycles: int, platform: Platform) -> Ene
     dtype = lowered.dtype
     # structured sparsity run sparse skips that fraction of the MACs
     mac_speedup = lowered.precision.speedup if lowered.precision else 1.0
-    seconds = cycles / (platform.clock_ghz * 1e9)
+    seconds = platform.seconds(cycles)
     return Energy(
         mac_pj=counters.macs * table.mac_pj[dtype] / mac_speedup if counters.macs else 0.0,
         sram_pj=sum(counters.sram_read.values()) * table.sram_read_pj_per_byte

@@ -98,7 +98,7 @@ class Totals:
         """Ratios of the totals: MFU, stall fractions, refetch ratio, time."""
         cycles = max(self.cycles, 1)
         peak_dtype, rate = self.peak(platform)
-        time_s = self.cycles / (platform.clock_ghz * 1e9)
+        time_s = platform.seconds(self.cycles)
         energy_j = self.energy_pj * 1e-12
         area = platform.area_mm2
         per_area = {} if area is None else {

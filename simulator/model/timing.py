@@ -3,7 +3,8 @@
 Small pure functions on integers and floats, compiled with Numba so the fast engine and
 the compiled lowering call them inline, while the SimPy engine, the Python lowering and
 the tests call the very same functions (Numba dispatchers are callable from Python).
-Dataflows are integer codes so that they pass through compiled code as data.
+Dataflows are integer codes so that they pass through compiled code as data; what each
+one maps where is model.dataflow's table.
 """
 
 from __future__ import annotations
@@ -11,23 +12,11 @@ from __future__ import annotations
 import math
 
 from simulator.kernels.jit import njit
+from simulator.model.dataflow import fill_rows, fold_shape
 
-# Dataflow codes, in the order of DESIGN.md section 3's table.
-OS, WS, IS = 0, 1, 2
-DATAFLOW_CODES = {"os": OS, "ws": WS, "is": IS}
 # Fold model codes (DESIGN.md section 3).
 PIPELINED, SCALESIM = 0, 1
 FOLD_MODEL_CODES = {"pipelined": PIPELINED, "scalesim": SCALESIM}
-
-
-@njit(cache=True, inline="always")
-def fold_shape(m: int, n: int, k: int, dataflow: int) -> tuple[int, int, int]:
-    """(Sr, Sc, T): the dims mapped to array rows, array cols, and streamed in time."""
-    if dataflow == OS:
-        return m, n, k
-    if dataflow == WS:
-        return k, n, m
-    return k, m, n
 
 
 @njit(cache=True, inline="always")
@@ -46,9 +35,7 @@ def fold_count(m: int, n: int, k: int, rows: int, cols: int, dataflow: int) -> i
 @njit(cache=True, inline="always")
 def fold_fill_cycles(rows: int, cols: int, dataflow: int) -> int:
     """SCALE-Sim's fill and drain of one fold: R + C - 2 (os), 2R + C - 2 (ws, is)."""
-    if dataflow == OS:
-        return rows + cols - 2
-    return 2 * rows + cols - 2
+    return fill_rows(dataflow) * rows + cols - 2
 
 
 @njit(cache=True, inline="always")

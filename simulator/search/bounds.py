@@ -28,6 +28,8 @@ from simulator.mapping.heuristics import (check_candidates, coarse_candidates,
 from simulator.mapping.plan import LOOP_ORDERS, Tiling
 from simulator.mapping.windows import window_elements, window_grid, window_maxima
 from simulator.program.tile_program import MAX_DEPTH, memory_params
+from simulator.model.dataflow import (A_READS, B_READS, DATAFLOW_CODES, PER_COL_FOLD,
+                                      PER_ROW_FOLD)
 from simulator.model.timing import ceil_div
 from simulator.inputs.workload import Conv2d, is_attention, is_compute
 
@@ -87,8 +89,20 @@ def _fold_sum(size: int, tile: np.ndarray, unit: int) -> np.ndarray:
     return full * -(-tile // unit) + (rem > 0) * -(-rem // unit)
 
 
+def _input_reads(reads: int, size: int, tile: np.ndarray, count: np.ndarray,
+                 array) -> np.ndarray:
+    """An input's SRAM reads over the whole GEMM in units of its elements: summed over
+    the tiles of its free dim (`size` in tiles `tile`, `count` of them), the folds
+    along it where that dim is spatial, else one per tile (model.dataflow A_READS)."""
+    if reads == PER_ROW_FOLD:
+        return _fold_sum(size, tile, array.rows)
+    if reads == PER_COL_FOLD:
+        return _fold_sum(size, tile, array.cols)
+    return count
+
+
 def _static_pj_per_cycle(platform: Platform) -> float:
-    return static_power_w(platform) / (platform.clock_ghz * 1e9) * 1e12
+    return static_power_w(platform) / platform.clock_hz * 1e12
 
 
 def _middle_windows(op, platform: Platform, vm: np.ndarray, vk: np.ndarray,
@@ -204,13 +218,9 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     # fetches and of the C partial sums, and static power over the cycle bound.
     reads = []
     for name in dataflows:
-        if name == "os":
-            a_reads, b_reads = g.m * g.k * _fold_sum(g.n, tn, array.cols), \
-                g.k * g.n * _fold_sum(g.m, tm, array.rows)
-        elif name == "ws":
-            a_reads, b_reads = g.m * g.k * _fold_sum(g.n, tn, array.cols), g.k * g.n * cm
-        else:
-            a_reads, b_reads = g.m * g.k * cn, g.k * g.n * _fold_sum(g.m, tm, array.cols)
+        code = DATAFLOW_CODES[name]
+        a_reads = g.m * g.k * _input_reads(A_READS[code], g.n, tn, cn, array)
+        b_reads = g.k * g.n * _input_reads(B_READS[code], g.m, tm, cm, array)
         reads.append(np.broadcast_to(activation_bytes(op, platform, a_reads)
                                      + weight_bytes(op, platform, b_reads, offchip=False),
                                      max_depth.shape))

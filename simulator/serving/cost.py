@@ -124,7 +124,7 @@ class OperatorCosts:
         self.mapping = mapping or Mapping()
         self.plan_file = plan_file  # --mapping's file, named by an entry's error
         self._entries = sets_tilings(self.mapping)
-        self._seconds_per_cycle = 1.0 / (platform.clock_ghz * 1e9)
+        self._seconds_per_cycle = platform.seconds(1.0)
         self._units: dict[str, Cost] = {}
 
     def _simulate_unit(self, operators: list, plan: Mapping) -> Cost:
@@ -204,7 +204,7 @@ def simulated_cost(platform: Platform, workload: Workload,
     reference the memoised sums and the bucketing are checked against."""
     total = simulate(Inputs(platform, workload, mapping or Mapping()),
                      fusion_report=False).total
-    return Cost(total.cycles / (platform.clock_ghz * 1e9), total.energy_pj * 1e-12)
+    return Cost(platform.seconds(total.cycles), total.energy_pj * 1e-12)
 
 
 # The per-sample dimension of each operator kind: what a batch of b requests multiplies.
@@ -259,4 +259,4 @@ def call_cost(platform: Platform, cycles: int) -> Cost:
     if not cycles:
         return ZERO
     totals = invocation_totals(cycles, platform)
-    return Cost(cycles / (platform.clock_ghz * 1e9), totals.energy_pj * 1e-12)
+    return Cost(platform.seconds(cycles), totals.energy_pj * 1e-12)

@@ -165,7 +165,7 @@ def iteration_bound_s(platform: Platform, workload) -> float:
     (compute, compulsory bytes or its collective's link time), summed."""
     lowered = lower_workload(workload, Mapping(), platform)
     cycles = sum(roofline_bound_cycles(op, platform) * op.runs for op in lowered)
-    return cycles / (platform.clock_ghz * 1e9)
+    return platform.seconds(cycles)
 
 
 def phase_bound_ms(outcome: Outcome, dtype: str | None, plan: SystemPlan,

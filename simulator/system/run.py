@@ -59,7 +59,7 @@ class SystemRun:
         """The result JSON's `system` block."""
         plan, total, platform = self.plan, self.result.total, self.result.platform
         split = self.overlap()
-        clock_hz = platform.clock_ghz * 1e9
+        clock_hz = platform.clock_hz
         time_s = float(total.cycles - split.hidden_cycles) / clock_hz
         collective_s = total.collective_cycles / clock_hz
         dynamic_pj = total.energy_pj - total.energy_static_pj

@@ -68,7 +68,7 @@ def simulated_figures(result, *, tokens: int, per_request: int) -> dict:
             "compulsory_bytes": total.compulsory_bytes,
             "arithmetic_intensity": derived["arithmetic_intensity"],
             "machine_balance": derived["machine_balance"],
-            "roofline_s": total.roofline_bound_cycles / (platform.clock_ghz * 1e9),
+            "roofline_s": platform.seconds(total.roofline_bound_cycles),
             "simulated_s": seconds, "mfu": derived["mfu"],
             "tokens_per_s": tokens / seconds if seconds else 0.0,
             "ms_per_token": 1e3 * seconds / per_request}
