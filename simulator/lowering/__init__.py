@@ -239,13 +239,15 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     spill = c_slots < live
     epilogue = epilogue_table(op, fused, platform)
     stored = epilogue_store_bytes(op, fused, platform)
-    args = (g.m, g.n, g.k, tiling.tm, tiling.tn, tiling.tk,
-            np.array([DIM_CODES[d] for d in order], dtype=np.int64),
-            DATAFLOW_CODES[tiling.dataflow], array.rows, array.cols, array.count,
-            array.fold_model_code, a_table, b_load, b_sram,
-            not onchip, True, not onchip, acc, stored,
-            a_slots, b_slots, spill, epilogue, platform.vector_unit.lanes,
-            speed, prologue_cycles(prologue, platform))
+    args = kernel.GemmArgs(
+        m=g.m, n=g.n, k=g.k, tm=tiling.tm, tn=tiling.tn, tk=tiling.tk,
+        order=np.array([DIM_CODES[d] for d in order], dtype=np.int64),
+        dataflow=DATAFLOW_CODES[tiling.dataflow], rows=array.rows, cols=array.cols,
+        count=array.count, fold_model=array.fold_model_code, a_tile_bytes=a_table,
+        b_load_bytes=b_load, b_sram_bytes=b_sram, a_offchip=not onchip, b_offchip=True,
+        c_offchip=not onchip, acc_bytes=acc, out_bytes=stored, a_slots=a_slots,
+        b_slots=b_slots, spill=spill, epilogue=epilogue, lanes=platform.vector_unit.lanes,
+        speed=speed, prologue=prologue_cycles(prologue, platform))
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)   # not the ceil_div kernel
     if block_steps is not None and steps > block_steps:
         # Streamed: the counters in closed form from the loop nest, the steps generated
@@ -291,15 +293,15 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                            precision=facts.precision, speed=speed)
 
 
-def _whole_program(args: tuple, platform: Platform, depth: int, slots: int, name: str,
+def _whole_program(args: kernel.GemmArgs, platform: Platform, depth: int, slots: int, name: str,
                    check: bool) -> tuple[TileProgram, np.ndarray, np.ndarray]:
     """A GEMM's whole program in memory, validated if `check`, with the kernel's
     counters."""
     (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
      ints) = kernel.gemm_steps(*args)
-    m, n, k, tm, tn, tk, order, dataflow = args[:8]
-    evacuation = evacuation_steps(platform, m, n, k, tm, tn, tk,
-                                  tuple(int(d) for d in order), dataflow, release)
+    evacuation = evacuation_steps(platform, args.m, args.n, args.k, args.tm, args.tn,
+                                  args.tk, tuple(int(d) for d in args.order),
+                                  args.dataflow, release)
     program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
                           depth=depth, slots=slots,
                           overhead_cycles=platform.runtime.op_overhead_cycles,

@@ -13,6 +13,7 @@ import numpy as np
 
 from simulator.inputs.platform import Platform
 from simulator.lowering.nest import LoopNest
+from simulator.lowering.steps import GemmArgs
 from simulator.program.tile_program import TileProgram
 from simulator.program.streamed import ProgramBlock, StreamedProgram, power_of_two_above
 
@@ -27,9 +28,9 @@ def step_buffers(size: int) -> tuple[np.ndarray, ...]:
 
 
 class GemmStream(StreamedProgram):
-    """One GEMM instance's program: `args` are gemm_steps' arguments in order."""
+    """One GEMM instance's program: `args` are gemm_steps' arguments (GemmArgs)."""
 
-    def __init__(self, args: tuple, platform: Platform, *, depth: int, slots: int,
+    def __init__(self, args: GemmArgs, platform: Platform, *, depth: int, slots: int,
                  overhead_cycles: int):
         self.nest = LoopNest(args, platform)
         self.steps = self.nest.steps

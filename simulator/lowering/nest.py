@@ -36,10 +36,10 @@ _EXACT_UNITS = 2**53
 
 class LoopNest:
     """The closed form of one GEMM instance's program: `args` are lowering.steps.
-    gemm_steps' arguments in order (its per-tile tables lowering.tile_table.TileTables,
-    whose memory grows with the tile counts, not with their product)."""
+    gemm_steps' arguments (its per-tile tables lowering.tile_table.TileTables, whose
+    memory grows with the tile counts, not with their product)."""
 
-    def __init__(self, args: tuple, platform: Platform):
+    def __init__(self, args: kernel.GemmArgs, platform: Platform):
         (m, n, kk, tm, tn, tk, order, dataflow, rows, cols, count, fold_model, a_table,
          b_load, b_sram, a_offchip, b_offchip, c_offchip, acc, out, a_slots, b_slots,
          spill, epilogue, lanes, speed, prologue) = args

@@ -5,6 +5,8 @@ arrays and the operator's static counters. No Python object per step.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from simulator.kernels.jit import njit
@@ -19,6 +21,40 @@ USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
 (A_OFFCHIP, B_OFFCHIP, C_RELOAD_OFFCHIP, C_STORE_OFFCHIP, A_SRAM_WRITE, B_SRAM_WRITE,
  A_SRAM_READ_ELEMS, B_SRAM_READ_ELEMS, C_SRAM_WRITE, C_SRAM_READ, A_MISSES, B_MISSES,
  EPILOGUE_OFFCHIP, PROLOGUE_ELEMS, N_INT_COUNTERS) = range(15)
+
+
+class GemmArgs(NamedTuple):
+    """gemm_steps' arguments, by name: what lowering hands the compiled core, the loop
+    nest's closed form (lowering.nest) and the streamed program. `gemm_steps(*args)`
+    passes them in this order."""
+
+    m: int
+    n: int
+    k: int
+    tm: int
+    tn: int
+    tk: int
+    order: np.ndarray           # the loop order's dim codes, outermost first
+    dataflow: int               # model.dataflow code
+    rows: int
+    cols: int
+    count: int                  # identical arrays
+    fold_model: int             # model.timing fold model code
+    a_tile_bytes: TileTable     # off-chip bytes of each A tile
+    b_load_bytes: TileTable     # off-chip bytes of each B tile
+    b_sram_bytes: TileTable     # SRAM bytes of each B tile
+    a_offchip: bool
+    b_offchip: bool
+    c_offchip: bool
+    acc_bytes: int              # accumulator bytes per element
+    out_bytes: int              # stored bytes per C element
+    a_slots: int
+    b_slots: int
+    spill: bool                 # partial sums go off chip between k steps
+    epilogue: np.ndarray        # fused epilogue's per-tile costs (epilogue_table)
+    lanes: int
+    speed: float                # streaming speed: MACs per PE per cycle x sparsity
+    prologue: int               # prologue norm cycles per A element pass
 
 
 def _lru_new(n_keys: int) -> np.ndarray:
