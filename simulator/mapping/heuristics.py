@@ -23,6 +23,7 @@ from simulator.mapping.footprint import (array_busy_cycles, array_speed,
 from simulator.mapping.plan import (ATTENTION_FIELDS, DEFAULT_DEPTH, DEFAULT_HEURISTIC,
                                     LOOP_ORDERS, PLAN, SEARCH, Tiling, TilingSpec)
 from simulator.program.tile_program import MAX_DEPTH
+from simulator.model.dataflow import DATAFLOW_CODES, OPERAND_DIMS, fold_dims
 from simulator.model.timing import ceil_div
 from simulator.inputs.workload import is_attention, is_compute
 
@@ -134,21 +135,17 @@ def array_aligned(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
     g = op.gemm()
     array = platform.systolic_array
     rows, cols = array.rows, array.cols * array.count
-    if dataflow == "os":
-        tm, tn = min(g.m, rows), min(g.n, cols)
-        tk = min(buffers.ifmap_bytes // (depth * tm * e),
-                 buffers.weight_bytes // (depth * tn * wb))
-        return Tiling(tm, tn, _balanced(g.k, tk), "mnk", dataflow, depth)
-    tk = min(g.k, rows)
-    if dataflow == "ws":
-        tn = min(g.n, cols)
-        tm = min(buffers.ifmap_bytes // (depth * tk * e),
-                 buffers.output_bytes // (depth * tn * acc))
-        return Tiling(_balanced(g.m, tm), tn, tk, "mnk", dataflow, depth)
-    tm = min(g.m, cols)
-    tn = min(buffers.weight_bytes // (depth * tk * wb),
-             buffers.output_bytes // (depth * tm * acc))
-    return Tiling(tm, _balanced(g.n, tn), tk, "mnk", dataflow, depth)
+    sizes = (g.m, g.n, g.k)
+    row_dim, col_dim, time_dim = fold_dims(DATAFLOW_CODES[dataflow])
+    tiles = [0, 0, 0]
+    tiles[row_dim], tiles[col_dim] = min(sizes[row_dim], rows), min(sizes[col_dim], cols)
+    # The streamed dim: as long as `depth` tiles of each operand it indexes fit.
+    held = ((buffers.ifmap_bytes, e), (buffers.weight_bytes, wb), (buffers.output_bytes, acc))
+    tiles[time_dim] = _balanced(sizes[time_dim], min(
+        held[operand][0] // (depth * tiles[other] * held[operand][1])
+        for operand, dims in enumerate(OPERAND_DIMS) if time_dim in dims
+        for other in dims if other != time_dim))
+    return Tiling(*tiles, "mnk", dataflow, depth)
 
 
 def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tiling:
