@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from platforms import make_platform
-from simulator.mapping.footprint import (array_busy_cycles, array_speed, offchip_by_order,
-                                         operand_fits)
+from simulator.mapping.footprint import array_speed, offchip_by_order, operand_fits
+from simulator.model.loop_nest import array_busy_cycles
 from simulator.mapping.heuristics import dim_candidates, min_offchip
 from simulator.mapping.plan import LOOP_ORDERS
 from simulator.mapping.windows import window_elements, window_grid

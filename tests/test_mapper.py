@@ -22,7 +22,8 @@ from simulator.search import operator as search_operator_module
 from simulator.search.bounds import candidate_bounds
 from simulator.search.operator import OBJECTIVES, Evaluation, evaluate as _evaluate
 from simulator.search.workload import (BUILTIN_HEURISTICS, MapResult, _grid_size, map_workload, read_map_json)
-from simulator.mapping.footprint import array_busy_cycles, offchip_by_order
+from simulator.mapping.footprint import offchip_by_order
+from simulator.model.loop_nest import array_busy_cycles
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec
 from simulator.program.tile_program import memory_params
 from simulator.simulate import Inputs, simulate

@@ -25,7 +25,8 @@ from simulator.model.formats import FORMATS, packed_bytes
 from simulator.frontends.hf import command as hf_command
 from simulator.inputs.loader import validate_model
 from simulator.lowering import lower_compute
-from simulator.mapping.footprint import array_busy_cycles, offchip_by_order
+from simulator.mapping.footprint import offchip_by_order
+from simulator.model.loop_nest import array_busy_cycles
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling
 from simulator.program.tile_program import memory_params
 from simulator.present.run_report import result_dict

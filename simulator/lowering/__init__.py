@@ -25,11 +25,12 @@ from simulator.lowering.gemm_stream import GemmStream
 from simulator.lowering.tile_table import TileTable, TileTables, tile_sizes
 from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_fits,
                                          epilogue_store_bytes, epilogue_table,
-                                         live_c_tiles, onchip_home, operand_bytes,
+                                         onchip_home, operand_bytes,
                                          operator_dtype, prologue_cycles, run_dtype,
                                          sparsity_mode, split_members, tensor_bytes,
                                          vector_run_tiles, weight_bytes, weights_alike)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
+from simulator.model.loop_nest import live_c_tiles
 from simulator.inputs.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
 from simulator.program.tile_program import TileProgram, validate_program

@@ -29,6 +29,7 @@ from simulator.lowering import steps as kernel
 from simulator.lowering.evacuation import evacuation_array
 from simulator.model.dataflow import (A_READS, B_READS, TIME_DIM, read_multiplier,
                                       stationary_input_elements)
+from simulator.model.loop_nest import lru_fetches
 
 # A float is exact in int64 / 2**e units below this many units (53-bit significand).
 _EXACT_UNITS = 2**53
@@ -57,7 +58,9 @@ class LoopNest:
         self.k_stride = self._inside(2)
         self.reloads = self.spill and self.counts[2] > 1
         self.evacuates = platform.systolic_array.output_path != "direct"
-        self.a_passes = self.counts[1] if self.a_always else 1
+        # Times each tile moves (model.loop_nest's LRU rule): A along n, B along m.
+        self.a_passes = int(lru_fetches(self.counts[1], self._inside(1), a_slots))
+        self.b_passes = int(lru_fetches(self.counts[0], self._inside(0), b_slots))
         self.prologue = int(prologue)
         self.a_elements = m * kk
         self.shapes, self.cycles, self.split = k.shape_tables(
@@ -146,8 +149,7 @@ class LoopNest:
         """gemm_steps' integer counters over the whole program."""
         ints = np.zeros(kernel.N_INT_COUNTERS, np.int64)
         nm, nn, nk = self.counts
-        a_passes = self.a_passes
-        b_passes = nm if self.b_always else 1
+        a_passes, b_passes = self.a_passes, self.b_passes
         ints[kernel.A_MISSES] = a_passes * nm * nk
         ints[kernel.B_MISSES] = b_passes * nk * nn
         ints[kernel.A_SRAM_WRITE] = a_passes * self.a_table.sum()

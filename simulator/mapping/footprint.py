@@ -17,9 +17,9 @@ from simulator.model.formats import ceil_element_bytes, packed_bytes
 from simulator.model.sparsity import (BANDWIDTH_ONLY, DECOMPRESSED, STRUCTURED,
                                 default_metadata_bits, parse_pattern, structured_bytes,
                                 unstructured_bytes)
-from simulator.mapping.plan import DIMS, LOOP_ORDERS, EpilogueMember, Tiling
+from simulator.mapping.plan import LOOP_ORDERS, EpilogueMember, Tiling
 from simulator.mapping.windows import window_table
-from simulator.model.dataflow import DATAFLOW_CODES, FILL_ROWS, fold_dims
+from simulator.model.loop_nest import c_offchip_bytes, lru_fetches
 from simulator.model.timing import ceil_div
 from simulator.inputs.workload import Conv2d, is_attention, is_compute
 
@@ -166,28 +166,6 @@ def operand_fits(op, platform: Platform, tm, tn, tk, depth: int) -> tuple:
     return (depth * a_tile_bytes(op, platform, tm, tk, "bound") <= buffers.ifmap_bytes,
             depth * b_tile_bytes(op, platform, tk, tn) <= buffers.weight_bytes,
             depth * c_tile_bytes(op, platform, tm, tn) <= buffers.output_bytes)
-
-
-def live_c_tiles(m: int, n: int, tiling: Tiling) -> int:
-    """C tiles live at once: the tile counts of the C dims whose loops are inside k's
-    (each holds a partial sum until k finishes)."""
-    counts = {"m": -(-m // tiling.tm), "n": -(-n // tiling.tn)}   # not the ceil_div kernel
-    order = tiling.loop_order
-    live = 1
-    for dim in order[order.index("k") + 1:]:
-        live *= counts.get(dim, 1)
-    return live
-
-
-def inside_product(reuse: str, dims: str, counts: dict, order) -> np.ndarray:
-    """Product of the tile counts of `dims` whose loops are inside `reuse`'s loop, for
-    loop orders given as indices into LOOP_ORDERS (broadcasting against `counts`):
-    the tiles of an operand used between two uses of one of its tiles."""
-    product = np.ones((), dtype=np.int64)
-    for dim in dims:
-        if dim != reuse:
-            product = product * np.where(_INSIDE[reuse][dim][order], counts[dim], 1)
-    return product
 
 
 def vector_tile_bytes(op, rows_per_tile: int, e: int) -> tuple[int, int, int]:
@@ -426,117 +404,6 @@ def tensor_bytes(op, platform: Platform) -> tuple[int, int]:
 def operator_onchip(op, platform: Platform) -> bool:
     """Whether a gemm, conv or vector operator's activations live on chip."""
     return onchip_home(platform, *tensor_bytes(op, platform))
-
-
-def _axis_tiles(size: int, tile: np.ndarray, unit: int) -> tuple[np.ndarray, ...]:
-    """The tiles of one dim in two kinds, full and edge: (full tiles, folds of a full
-    tile along `unit`, edge tiles (0 or 1), folds of the edge tile)."""
-    full, rem = size // tile, size % tile
-    return full, -(-tile // unit), (rem > 0).astype(np.int64), -(-rem // unit)
-
-
-def _loop_tables() -> tuple[np.ndarray, np.ndarray]:
-    """Indexed [order, m has >1 tile, n has >1 tile, k has >1 tile]: the innermost dim
-    with more than one tile (DIMS index, -1 if none), and a code of the loop order over
-    those dims alone (equal codes: the same sequence of steps)."""
-    inner = np.full((len(LOOP_ORDERS), 2, 2, 2), -1, dtype=np.int64)
-    code = np.zeros((len(LOOP_ORDERS), 2, 2, 2), dtype=np.int64)
-    for index, name in enumerate(LOOP_ORDERS):
-        for flags in np.ndindex(2, 2, 2):
-            kept = [DIMS.index(d) for d in name if flags[DIMS.index(d)]]
-            inner[(index, *flags)] = kept[-1] if kept else -1
-            for dim in kept:
-                code[(index, *flags)] = code[(index, *flags)] * 4 + dim + 1
-    return inner, code
-
-
-INNERMOST, EFFECTIVE_ORDER = _loop_tables()
-
-
-def loop_tables_index(m: int, n: int, k: int, tm, tn, tk, order) -> tuple:
-    """Index into INNERMOST / EFFECTIVE_ORDER for (broadcastable) tilings."""
-    tm, tn, tk, order = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk, order))
-    return (order, (-(-m // tm) > 1).astype(np.int64), (-(-n // tn) > 1).astype(np.int64),
-            (-(-k // tk) > 1).astype(np.int64))
-
-
-def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
-                      rows: int, cols: int, count: int, fold_model: str,
-                      speed: float = 1.0) -> np.ndarray:
-    """The array's busy cycles of one GEMM instance under tilings, in closed form: the
-    sum of the compute cycles the lowering emits (tests check equality). tm, tn, tk and
-    order (indices into LOOP_ORDERS) broadcast against each other.
-
-    The stationary operand's tile fixes the folds F (os: C, ws: B, is: A), run in
-    rounds F' = ceil(F / count); each dim's tiles come in two kinds (full, edge), so the
-    stationary tiles in four. A step pays F' x (T + fill) (scalesim) or
-    F' x max(T, R) + skew (pipelined), unless it is single-fold and continues the
-    previous step's stationary tile, when it pays T. Consecutive steps share that tile
-    only while the streamed dim's loop is the innermost one with more than one tile;
-    then each single-fold stationary tile starts once, on its first streamed tile (a
-    full one), else every step starts anew. At `speed` each streamed tile of T rows
-    streams ceil(T / speed) cycles (timing.streamed_cycles).
-    """
-    tm, tn, tk = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk))
-    code = DATAFLOW_CODES[dataflow]
-    row_dim, col_dim, time_dim = fold_dims(code)
-    sizes = ((m, tm), (n, tn), (k, tk))
-    row, col = sizes[row_dim], sizes[col_dim]
-    streamed = (*sizes[time_dim], "mnk"[time_dim])
-    fill = int(FILL_ROWS[code]) * rows + cols - 2
-    r_full, r_folds, r_edge, r_edge_folds = _axis_tiles(*row, rows)
-    c_full, c_folds, c_edge, c_edge_folds = _axis_tiles(*col, cols)
-    # Sums over the four kinds of stationary tiles (row kind x col kind): the tiles,
-    # those of one fold (one row fold and one col fold), and the rounds F', which on
-    # one array are the folds (a product of row and col folds) and so also factorise.
-    tiles = (r_full + r_edge) * (c_full + c_edge)
-    singles = (r_full * (r_folds == 1) + r_edge * (r_edge_folds == 1)) * \
-        (c_full * (c_folds == 1) + c_edge * (c_edge_folds == 1))
-    if count == 1:
-        rounds = (r_full * r_folds + r_edge * r_edge_folds) * \
-            (c_full * c_folds + c_edge * c_edge_folds)
-    else:
-        rounds = sum(r_count * c_count * -(-(r_f * c_f) // count)
-                     for r_count, r_f in ((r_full, r_folds), (r_edge, r_edge_folds))
-                     for c_count, c_f in ((c_full, c_folds), (c_edge, c_edge_folds)))
-    total, tile, name = streamed
-    s_full, _, s_edge, _ = _axis_tiles(total, tile, 1)
-    tile_t = np.ceil(tile / speed).astype(np.int64)       # a full tile's T at speed
-    rem_t = np.ceil(total % tile / speed).astype(np.int64)  # the edge tile's
-    streamed_t = s_full * tile_t + s_edge * rem_t
-    n_streamed = s_full + s_edge
-    inner = INNERMOST[loop_tables_index(m, n, k, tm, tn, tk, order)]
-    starts_once = (inner == DIMS.index(name)) | (inner < 0)
-    if fold_model == "scalesim":
-        runs = np.where(starts_once, 1, n_streamed)
-        return rounds * streamed_t + fill * ((rounds - singles) * n_streamed
-                                             + singles * runs)
-    skew = rows + cols - 2
-    paced = s_full * np.maximum(tile_t, rows) + s_edge * np.maximum(rem_t, rows)
-    multi = (rounds - singles) * paced + skew * n_streamed * (tiles - singles)
-    single = np.where(starts_once, np.maximum(tile_t, rows) + skew + streamed_t - tile_t,
-                      paced + skew * n_streamed)
-    return multi + singles * single
-
-
-# Indexed [reuse dim][dim][loop order]: whether `dim`'s loop is inside `reuse`'s.
-_INSIDE = {reuse: {dim: np.array([dim in name[name.index(reuse) + 1:]
-                                  for name in LOOP_ORDERS]) for dim in DIMS}
-           for reuse in DIMS}
-
-
-def lru_fetches(reuse_tiles, inside, slots) -> np.ndarray:
-    """Times each tile of an operand moves off-chip under LRU reuse (the min_offchip
-    model and the search's bound): once if its reuse dim has one tile (`reuse_tiles`)
-    or the tiles of its own dims inside the reuse loop (`inside`) fit its buffer's
-    `slots`, else once per tile of the reuse dim."""
-    return np.where((reuse_tiles == 1) | (inside <= slots), 1, reuse_tiles)
-
-
-def c_offchip_bytes(g, out: int, acc: int, k_tiles, spill) -> np.ndarray:
-    """C's off-chip bytes of one GEMM instance `g`: its outputs once, and where partial
-    sums spill (`spill`), a store and a reload of them k_tiles - 1 times."""
-    return g.m * g.n * out + spill * 2 * g.m * g.n * acc * (k_tiles - 1)
 
 
 def offchip_by_order(op, platform: Platform, tm, tn, tk) -> np.ndarray:

@@ -16,10 +16,10 @@ import numpy as np
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.mapping.footprint import (array_busy_cycles, array_speed,
-                                         attention_element_bytes,
+from simulator.mapping.footprint import (array_speed, attention_element_bytes,
                                          attention_rows, offchip_by_order, operand_bytes,
                                          operand_fits, weight_element_bytes)
+from simulator.model.loop_nest import array_busy_cycles
 from simulator.mapping.plan import (ATTENTION_FIELDS, DEFAULT_DEPTH, DEFAULT_HEURISTIC,
                                     LOOP_ORDERS, PLAN, SEARCH, Tiling, TilingSpec)
 from simulator.program.tile_program import MAX_DEPTH

@@ -6,7 +6,6 @@ Nothing here chooses a tiling: mapping.heuristics and simulator.search do."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import permutations
 
 from typing import Literal
 
@@ -16,8 +15,8 @@ from simulator.inputs.platform import Dataflow, Name, Strict
 from simulator.errors import AccsimError
 from simulator.program.tile_program import MAX_DEPTH
 from simulator.inputs.workload import Workload, is_attention, is_collective, is_compute
+from simulator.model.loop_nest import LOOP_ORDERS
 
-LOOP_ORDERS = tuple("".join(p) for p in permutations("mnk"))
 # What fills the fields a plan leaves open when it names no heuristic: the mapper's best
 # tiling of the operator (simulator.search.default). A plan that sets every field of an
 # operator is taken as it is (its tilings are labelled PLAN).
@@ -25,7 +24,6 @@ SEARCH = "search"
 PLAN = "plan"
 DEFAULT_HEURISTIC = "array_aligned"  # the heuristic a fully set plan entry is built on
 DEFAULT_DEPTH = 2
-DIMS = "mnk"
 FUSION_MODES = ("none", "epilogue", "auto")
 
 

@@ -13,7 +13,8 @@ from rich.table import Table
 from simulator.errors import AccsimError
 from simulator.inputs.run_inputs import Inputs
 from simulator.lowering import lower_attention, lower_compute, lower_vector
-from simulator.mapping.footprint import BufferFit, buffer_fits, live_c_tiles
+from simulator.mapping.footprint import BufferFit, buffer_fits
+from simulator.model.loop_nest import live_c_tiles
 from simulator.mapping.plan import Tiling, merged_spec
 from simulator.search.resolve import placed_operators, resolve_tiling
 from simulator.inputs.workload import is_attention, is_collective, is_compute

@@ -17,12 +17,12 @@ import numpy as np
 
 from simulator.inputs.platform import Platform
 from simulator.metrics.energy import static_power_w
-from simulator.mapping.footprint import (EFFECTIVE_ORDER, a_tile_bytes, activation_bytes,
-                                         array_busy_cycles, array_speed, b_tile_bytes,
-                                         c_offchip_bytes, c_tile_bytes, inside_product,
-                                         loop_tables_index, lru_fetches, operand_bytes,
+from simulator.mapping.footprint import (a_tile_bytes, activation_bytes, array_speed,
+                                         b_tile_bytes, c_tile_bytes, operand_bytes,
                                          operator_dtype, operator_onchip, sparse_speedup,
                                          vector_tile_split, weight_bytes)
+from simulator.model.loop_nest import (EFFECTIVE_ORDER, array_busy_cycles, c_offchip_bytes,
+                                       inside_product, loop_tables_index, lru_fetches)
 from simulator.mapping.heuristics import (check_candidates, coarse_candidates,
                                           dim_candidates, divisors)
 from simulator.mapping.plan import LOOP_ORDERS, Tiling

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.inputs.platform import Platform
-from simulator.mapping.footprint import buffer_fits, live_c_tiles
+from simulator.mapping.footprint import buffer_fits
+from simulator.model.loop_nest import live_c_tiles
 from simulator.mapping.plan import EpilogueMember, Mapping, Tiling
 from simulator.inputs.workload import BINARY_OPS, Elementwise, RowOperator, Workload, is_compute
 
