@@ -148,10 +148,56 @@ def test_durations_are_the_simulated_times(decode_trace):
 def test_plain_workload_trace(tmp_path):
     out = tmp_path / "plain"
     assert main(["export", "chakra", "--workload", "gemm_4096", "-o", str(out)]) == 0
-    (trace,) = out.glob("*.et")
+    # ASTRA-sim's analytical network takes at least 2 NPUs: the one chip's trace is
+    # written for two chips side by side, with a network of two.
+    first, second = sorted(out.glob("*.et"))
+    assert (first.name, second.name) == ("gemm_4096.0.et", "gemm_4096.1.et")
+    assert first.read_bytes() == second.read_bytes()
+    assert "npus_count: [ 2 ]" in (out / "network.yml").read_text()
+    trace = first
     raw = messages(trace.read_bytes())
     workload = load_model(locate("gemm_4096", "workload"), Workload)[0]
     assert len(raw) == 1 + len(workload.operators)
     node = fields(raw[1], NODE_FIELDS)
     assert node[2][0].decode() == workload.operators[0].name
     assert node[7][0] == max(1, round(simulated_seconds(workload.operators[0]) * 1e6))
+
+
+def test_compute_nodes_carry_what_the_roofline_reads(tmp_path):
+    """ASTRA-sim (astra-sim/astra-sim at 518bd51, workload/Workload.cc issue_comp) with
+    roofline-enabled reads a COMP_NODE's num_ops and tensor_size (a node with
+    tensor_size 0 is skipped); every node's is_cpu_op (HardwareResource)."""
+    out = tmp_path / "gemm"
+    assert main(["export", "chakra", "--workload", "gemm_4096", "-o", str(out)]) == 0
+    raw = messages((out / "gemm_4096.0.et").read_bytes())
+    node = fields(raw[1], NODE_FIELDS)
+    a = attrs(node)
+    workload = load_model(locate("gemm_4096", "workload"), Workload)[0]
+    op = workload.operators[0]
+    p = platform()
+    total = simulate(Inputs(p, Workload(name="t", operators=[
+        op.model_copy(update={"inputs": None})]), Mapping())).operators_total
+    assert a["num_ops"] == 2 * op.m * op.n * op.k * op.repeat == total.model_flops
+    assert a["tensor_size"] == total.offchip_bytes > 0
+    assert a["is_cpu_op"] == 0
+    import json
+    replay = json.loads((out / "system.json").read_text())
+    roofline = json.loads((out / "system_roofline.json").read_text())
+    assert replay["roofline-enabled"] == 0 and roofline["roofline-enabled"] == 1
+    assert roofline["peak-perf"] == pytest.approx(p.peak_flops_for("bf16") / 1e12)
+    assert roofline["local-mem-bw"] == p.offchip.bandwidth_gbps
+    assert json.loads((out / "remote_memory.json").read_text()) == {
+        "memory-type": "NO_MEMORY_EXPANSION"}
+
+
+def test_vector_nodes_count_their_element_operations(decode_trace):
+    _, data = decode_trace
+    nodes = [fields(m, NODE_FIELDS) for m in messages(data[0])[1:]]
+    by_name = {n[2][0].decode(): n for n in nodes}
+    act = attrs(by_name["layer0.mlp_act"])
+    profile = ModelProfile(platform(), "llama_3_1_8b", tp=2)
+    op = {o.name: o for o in profile.iteration((), [256] * 4).operators}["mlp_act"]
+    assert act["num_ops"] == op.elements  # one operation per element
+    assert act["tensor_size"] > 0
+    assert all(attrs(n)["tensor_size"] >= 1 and attrs(n)["num_ops"] >= 1
+               for n in nodes if n[3][0] == 4)

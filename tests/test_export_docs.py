@@ -9,8 +9,10 @@ import pytest
 from simulator.cli import main
 
 PAGE = Path(__file__).parent.parent / "docs" / "howto" / "export.md"
-SMALL = {"vidur": ["--max-tokens", "4", "--max-batch", "1"],
-         "llmservingsim": ["--max-tokens", "4", "--max-batch", "1"]}
+SMALL = {"vidur": ["--max-tokens", "4", "--max-batch", "1", "--bits", "1",
+                   "--attention-bits", "1"],
+         "llmservingsim": ["--max-tokens", "4", "--max-batch", "1", "--bits", "1",
+                           "--attention-bits", "1"]}
 
 
 def documented() -> list[list[str]]:

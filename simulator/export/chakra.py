@@ -16,13 +16,33 @@ microseconds (at least 1), the exact nanoseconds in attribute `accsim_ns`; with 
 the tensor-parallel all-reduces as COMM_COLL_NODE (comm_type ALL_REDUCE, comm_size in
 bytes) for ASTRA-sim's network model to time. One file per chip (`<name>.<rank>.et`),
 the T chips' traces identical.
+
+What ASTRA-sim reads of a node (astra-sim/astra-sim at 518bd51,
+astra-sim/workload/Workload.cc and HardwareResource.cc, through Chakra's feeder_v3):
+every node's `is_cpu_op`; in replay (`roofline-enabled` 0) a COMP_NODE's
+duration_micros; with `roofline-enabled: 1` its `num_ops` and `tensor_size`, the time
+being num_ops / min(local-mem-bw x num_ops / tensor_size, peak-perf) (a node with
+tensor_size 0 is skipped as invalid). So each COMP_NODE carries num_ops = the
+operator's FLOPs (2 per MAC; a vector operator's element operations) and tensor_size =
+the bytes accsim's simulation moves to and from off-chip memory, both at least 1.
+
+ASTRA-sim's analytical network refuses fewer than 2 NPUs (astra-network-analytical
+NetworkParser: "npus_count should be larger than 1"), so a one-chip trace is written
+for two chips running it side by side (no communication between them): each chip's
+time is the one chip's. The export also writes ASTRA-sim's other inputs for the chip
+(`system.json` replaying the durations, `system_roofline.json` with the chip's peak
+and memory bandwidth, `network.yml` of the T chips, `remote_memory.json`).
 """
 
 from __future__ import annotations
 
+import json
+
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.export.profile import ModelProfile
-from simulator.serving.cost import OperatorCosts
+from simulator.mapping.plan import Mapping
+from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
 
 SCHEMA_VERSION = "0.0.4"
@@ -100,9 +120,40 @@ def micros(seconds: float) -> int:
     return max(1, round(seconds * 1e6))
 
 
+# ASTRA-sim's analytical network needs at least this many NPUs (see above).
+MIN_NPUS = 2
+
+
+class ComputeFigures:
+    """Per operator (one run, its repeats included): simulated nanoseconds, FLOPs and
+    off-chip bytes, from one simulation of it alone, memoised by its shape."""
+
+    def __init__(self, platform: Platform):
+        self.platform = platform
+        self._memo: dict[str, dict] = {}
+
+    def node(self, name: str, op) -> dict:
+        single = op.model_copy(update={"inputs": None, "name": "op"})
+        key = single.model_dump_json()
+        if key not in self._memo:
+            total = simulate(Inputs(self.platform, Workload(name="export",
+                                                            operators=[single]),
+                                    Mapping()), fusion_report=False).operators_total
+            seconds = total.cycles / (self.platform.clock_ghz * 1e9)
+            vector = single.vector() if hasattr(single, "vector") else None
+            ops = total.model_flops or (vector.rows * vector.cols * vector.passes
+                                        * single.repeat if vector else 0)
+            self._memo[key] = {"type": COMP_NODE, "ns": round(seconds * 1e9),
+                               "duration_micros": micros(seconds),
+                               "num_ops": max(1, ops),
+                               "tensor_size": max(1, total.offchip_bytes)}
+        return {"name": name, **self._memo[key]}
+
+
 def trace_nodes(profile: ModelProfile, prefill, decode) -> list[dict]:
     """The iteration's nodes as plain dicts (name, type, duration or collective),
     layer by layer: the operators before `final_norm` repeat per layer."""
+    figures = ComputeFigures(profile.platform)
     ops = profile.iteration(prefill, decode).operators
     tail = next(i for i, op in enumerate(ops) if op.name == "final_norm")
     sequence = [(layer, op) for layer in range(profile.config.layers)
@@ -115,16 +166,14 @@ def trace_nodes(profile: ModelProfile, prefill, decode) -> list[dict]:
                           "comm_type": COLLECTIVE_TYPES[op.collective],
                           "comm_size": op.payload_bytes})
         else:
-            seconds = profile.seconds(op)
-            nodes.append({"name": name, "type": COMP_NODE, "ns": round(seconds * 1e9),
-                          "duration_micros": micros(seconds)})
+            nodes.append(figures.node(name, op.model_copy(update={"repeat": 1})))
     return nodes
 
 
-def workload_nodes(costs: OperatorCosts, workload: Workload) -> list[dict]:
+def workload_nodes(platform: Platform, workload: Workload) -> list[dict]:
     """A plain workload's operators in order, one node each (its repeats included in
     the duration); collectives as COMM_COLL_NODE of their payload."""
-    nodes = []
+    figures, nodes = ComputeFigures(platform), []
     for op in workload.operators:
         if op.kind == "collective":
             if op.collective not in COLLECTIVE_TYPES:
@@ -136,10 +185,7 @@ def workload_nodes(costs: OperatorCosts, workload: Workload) -> list[dict]:
                           "comm_type": COLLECTIVE_TYPES[op.collective],
                           "comm_size": op.payload_bytes * op.repeat})
             continue
-        seconds = costs.workload(Workload(name="export", operators=[
-            op.model_copy(update={"inputs": None})])).seconds
-        nodes.append({"name": op.name, "type": COMP_NODE, "ns": round(seconds * 1e9),
-                      "duration_micros": micros(seconds)})
+        nodes.append(figures.node(op.name, op))
     return nodes
 
 
@@ -155,6 +201,8 @@ def encode_trace(nodes: list[dict], description: str) -> bytes:
         if spec["type"] == COMP_NODE:
             node.duration_micros = spec["duration_micros"]
             node.attr.extend([attr(name="is_cpu_op", bool_val=False),
+                              attr(name="num_ops", uint64_val=spec["num_ops"]),
+                              attr(name="tensor_size", uint64_val=spec["tensor_size"]),
                               attr(name="accsim_ns", uint64_val=spec["ns"])])
         else:
             node.attr.extend([attr(name="is_cpu_op", bool_val=False),
@@ -164,8 +212,57 @@ def encode_trace(nodes: list[dict], description: str) -> bytes:
     return b"".join(out)
 
 
-def chakra_files(nodes: list[dict], description: str, name: str,
-                 chips: int) -> dict[str, bytes]:
-    """Relative path -> bytes: one trace per chip of the group, all alike."""
+# ASTRA-sim's collective settings for the exported chips: its own example's
+# (examples/system/native_collectives/Ring_4chunks.json at 518bd51), ring algorithms.
+SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10,
+          "active-chunks-per-dimension": 1, "preferred-dataset-splits": 4,
+          "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
+          "reduce-scatter-implementation": ["ring"],
+          "all-to-all-implementation": ["ring"],
+          "collective-optimization": "localBWAware", "boost-mode": 0}
+# accsim's topology -> ASTRA-sim's analytical one (a 2-D torus as the ring its
+# collectives run over, drawing on every port: see network_yml).
+TOPOLOGIES = {"ring": "Ring", "torus2d": "Ring", "switch": "Switch"}
+
+
+def system_json(platform: Platform, roofline: bool) -> str:
+    """ASTRA-sim's system input: replay (the traces' durations) or its roofline of
+    the chip: peak-perf in TFLOP/s at the platform's first input dtype, local-mem-bw
+    in GB/s (the off-chip bandwidth)."""
+    dtype = platform.systolic_array.input_dtypes[0]
+    config = dict(SYSTEM, **{
+        "local-mem-bw": platform.offchip.bandwidth_gbps,
+        "roofline-enabled": int(roofline),
+        "peak-perf": platform.peak_flops_for(dtype) / 1e12})
+    return json.dumps(config, indent=4) + "\n"
+
+
+def network_yml(platform: Platform, npus: int) -> str:
+    """ASTRA-sim's analytical network of `npus` chips: one dimension; per-link GB/s
+    (a ring's link carries ports / 2 of accsim's per-port links, as accsim's ring
+    collectives drive every port of a torus) and hop latency in ns."""
+    link = platform.interconnect
+    if link is None:  # a one-chip trace's side-by-side pair never communicates
+        topology, bandwidth, latency = "Ring", 1.0, 0.0
+    else:
+        topology = TOPOLOGIES[link.topology]
+        ports = link.ports_per_chip // 2 if link.topology == "torus2d" else 1
+        bandwidth = link.link_bandwidth_gbps * link.efficiency * ports
+        latency = link.link_latency_cycles / platform.clock_ghz
+    return (f"topology: [ {topology} ]\nnpus_count: [ {npus} ]\n"
+            f"bandwidth: [ {bandwidth:g} ]  # GB/s\nlatency: [ {latency:g} ]  # ns\n")
+
+
+def chakra_files(nodes: list[dict], description: str, name: str, chips: int,
+                 platform: Platform) -> dict[str, bytes | str]:
+    """Relative path -> content: one trace per chip of the group, all alike (a
+    one-chip trace for two chips side by side), and ASTRA-sim's inputs for them."""
     data = encode_trace(nodes, description)
-    return {f"{name}.{rank}.et": data for rank in range(chips)}
+    npus = max(chips, MIN_NPUS)
+    files: dict[str, bytes | str] = {f"{name}.{rank}.et": data for rank in range(npus)}
+    files["system.json"] = system_json(platform, roofline=False)
+    files["system_roofline.json"] = system_json(platform, roofline=True)
+    files["network.yml"] = network_yml(platform, npus)
+    files["remote_memory.json"] = json.dumps({"memory-type": "NO_MEMORY_EXPANSION"},
+                                             indent=4) + "\n"
+    return files

@@ -12,11 +12,16 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.export.chakra import chakra_files, trace_nodes, workload_nodes
 from simulator.export.llmservingsim import llmservingsim_files
+from simulator.export.llmservingsim_v1 import layers_csv_files
+from simulator.export.naming import device_name, folder_name, model_id
 from simulator.export.profile import ModelProfile, check_limit
+from simulator.export.tables import MAX_TABLE_BYTES, Reader, no_earlier
 from simulator.export.vidur import vidur_files
-from simulator.inputs.loader import load_model, locate, shipped_names
+from simulator.export.vidur_device import (DEVICE_FILE, LAUNCHER, LAUNCHER_TEXT,
+                                           MODEL_FILE, device_json, devices_per_node,
+                                           model_json)
+from simulator.inputs.loader import load_model, locate, read_source, shipped_names
 from simulator.output.files import OutputFolder
-from simulator.serving.cost import OperatorCosts
 from simulator.system.plan import MAX_CHIPS
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload
@@ -24,6 +29,14 @@ from simulator.inputs.workload import Workload
 FORMATS = ("vidur", "chakra", "llmservingsim")
 DEFAULT_ARCH = "tpu_v5e_like"
 MARKER = ".accsim-export"  # lists the files an export wrote (simulator.output.files)
+# Per format: the largest tokens and decode batch, the grid density of the token axis
+# and of the attention axes (sizes with at most that many significant bits).
+DEFAULTS = {
+    "vidur": {"max_tokens": 4096, "max_batch": 128, "bits": 5, "attention_bits": 3},
+    "llmservingsim": {"max_tokens": 2048, "max_batch": 512, "bits": 4,
+                      "attention_bits": 2},
+    "layers_csv": {"max_tokens": 2048, "max_batch": 512, "bits": 2, "attention_bits": 2},
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,25 +46,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--arch", default=DEFAULT_ARCH, help="platform YAML or shipped name "
         f"({', '.join(shipped_names('platform'))}); default {DEFAULT_ARCH}")
     add("--model", help="LLM: Hugging Face config.json or shipped model name (all formats)")
+    add("--model-id", help="vidur, llmservingsim: the model's Hugging Face id (org/name), "
+        "the folder the tools find it in (default: the config's _name_or_path, or the "
+        "shipped model's id)")
     add("--workload", help="chakra only: a plain workload YAML or shipped name instead "
         "of --model (one node per operator, one chip)")
     add("--dtype", help="LLM dtype (default: the platform's first input dtype)")
-    add("--tp", type=int, default=1, help="tensor parallelism: the profile is one chip's "
-        "of T (default 1; T > 1 needs the platform's interconnect table)")
+    add("--tp", default="1", help="tensor parallelism: each profile is one chip's of T; "
+        "vidur and llmservingsim take a list, e.g. 1,2,4,8 (default 1; T > 1 needs the "
+        "platform's interconnect table)")
     add("-o", "--output", required=True, metavar="FOLDER", help="folder to write (new, "
-        "empty, or one an earlier export wrote)")
-    add("--max-tokens", type=int, help="vidur: largest num_tokens, prefill chunk and KV "
-        "cache (default 4096); llmservingsim: largest input (default 2048)")
+        "empty, or one an earlier export wrote: its tables are merged, not replaced)")
+    add("--max-tokens", type=int, help="largest num_tokens, prefill chunk and (vidur) "
+        "KV cache (vidur default 4096, llmservingsim 2048)")
     add("--max-batch", type=int, help="largest decode batch (vidur default 128, "
-        "llmservingsim 64)")
-    add("--bits", type=int, help="grid density: sizes with at most this many significant "
-        "bits are simulated (vidur default 1: powers of two; llmservingsim default 2)")
+        "llmservingsim 512)")
+    add("--bits", type=int, help="token-axis grid density: sizes with at most this many "
+        "significant bits are simulated (vidur default 5, llmservingsim 4)")
+    add("--attention-bits", type=int, help="the same for the attention tables' chunk and "
+        "batch axes (vidur default 3, llmservingsim 2; KV sizes: powers of two)")
     add("--block-size", type=int, default=16, help="vidur: the KV block size its "
         "attention rows are filtered on (default 16)")
-    add("--kv-granularity", type=int, default=64, help="llmservingsim: step of "
-        "kv_cache_size in the attention predictions (default 64)")
-    add("--hardware", help="llmservingsim: the hardware folder name (default: the "
-        "platform's name)")
+    add("--hardware", help="vidur, llmservingsim: the device folder name (default: the "
+        "platform's name, '/' written '_')")
+    add("--layers-csv", action="store_true", help="llmservingsim: write its v1.0 "
+        "layers.csv tables instead of the bundle it reads since v1.1.0")
+    add("--kv-granularity", type=int, default=64, help="llmservingsim --layers-csv: step "
+        "of kv_cache_size in the attention predictions (default 64)")
     add("--phase", choices=["prefill", "decode"], default="prefill",
         help="chakra: the iteration traced (default prefill)")
     add("--batch", type=int, default=1, help="chakra: requests in the iteration "
@@ -66,77 +87,108 @@ def _platform(arch: str) -> tuple[Platform, str | None]:
     return platform, source.path
 
 
-def _profile(args: argparse.Namespace, platform: Platform, file: str | None
-             ) -> ModelProfile:
+def _degrees(text: str, *, many: bool) -> list[int]:
+    """--tp: one degree, or (vidur, llmservingsim) a comma-separated list of them."""
+    try:
+        degrees = [int(part) for part in str(text).split(",")]
+    except ValueError:
+        raise AccsimError(f"must be whole numbers separated by ',', found {text!r}",
+                          field="--tp") from None
+    if len(degrees) > 1 and not many:
+        raise AccsimError("a trace is one iteration of one group: give one degree",
+                          field="--tp")
+    for degree in degrees:
+        if not 1 <= degree <= MAX_CHIPS:
+            raise AccsimError(f"must be from 1 to {MAX_CHIPS}, found {degree}",
+                              field="--tp")
+    return sorted(set(degrees))
+
+
+def _profiles(args: argparse.Namespace, platform: Platform, file: str | None,
+              degrees: list[int]) -> list[ModelProfile]:
     if not args.model:
         raise AccsimError(f"{args.format} needs --model (a config.json or a shipped "
                           "model name)", field="--model")
-    if not 1 <= args.tp <= MAX_CHIPS:
-        raise AccsimError(f"must be from 1 to {MAX_CHIPS}, found {args.tp}", field="--tp")
-    return ModelProfile(platform, args.model, tp=args.tp, dtype=args.dtype,
-                        platform_file=file)
+    return [ModelProfile(platform, args.model, tp=tp, dtype=args.dtype,
+                         platform_file=file) for tp in degrees]
 
 
-def _folder_name(text: str, field: str) -> str:
-    """A name a path of the export is made of (device, hardware, model, workload):
-    checked before anything is simulated, so a bad one costs no simulation."""
-    if text in ("", ".", "..") or "/" in text or "\\" in text or "\x00" in text:
-        raise AccsimError(f"{text!r} cannot name a folder of the export (one plain "
-                          "folder name, no '/' and not '.' or '..')", field=field)
-    return text
-
-
-def _option(args, name: str, default: int) -> int:
+def _option(args, name: str, defaults: dict) -> int:
     value = getattr(args, name)
-    return check_limit(default if value is None else value,
+    return check_limit(defaults[name] if value is None else value,
                        f"--{name.replace('_', '-')}")
 
 
-def _bits(args, default: int) -> int:
-    bits = default if args.bits is None else args.bits
+def _bits(args, name: str, defaults: dict) -> int:
+    value = getattr(args, name)
+    bits = defaults[name] if value is None else value
     if not 1 <= bits <= 16:
-        raise AccsimError(f"must be from 1 to 16, found {bits}", field="--bits")
+        raise AccsimError(f"must be from 1 to 16, found {bits}",
+                          field=f"--{name.replace('_', '-')}")
     return bits
 
 
-def _files(args: argparse.Namespace) -> dict[str, str | bytes]:
+def _files(args: argparse.Namespace, earlier: Reader) -> dict[str, str | bytes]:
     platform, file = _platform(args.arch)
     if args.format == "chakra":
         return _chakra(args, platform, file)
     if args.workload:
         raise AccsimError(f"{args.format} profiles an LLM: give --model, not --workload",
                           field="--workload")
-    profile = _profile(args, platform, file)
-    _folder_name(profile.config.name, "--model")
-    _folder_name(platform.name, "--arch")
-    if args.format == "vidur":
-        return vidur_files(profile, max_tokens=_option(args, "max_tokens", 4096),
-                           max_batch=_option(args, "max_batch", 128),
-                           block_size=check_limit(args.block_size, "--block-size"),
-                           bits=_bits(args, 1))
-    hardware = _folder_name(args.hardware or platform.name, "--hardware")
-    return llmservingsim_files(profile, hardware=hardware,
-                               max_tokens=_option(args, "max_tokens", 2048),
-                               max_batch=_option(args, "max_batch", 64),
-                               kv_granularity=check_limit(args.kv_granularity,
-                                                          "--kv-granularity"),
-                               bits=_bits(args, 2))
+    degrees = _degrees(args.tp, many=True)
+    device = (folder_name(args.hardware, "--hardware") if args.hardware
+              else device_name(platform.name))
+    profiles = _profiles(args, platform, file, degrees)
+    first = profiles[0]
+    hub = model_id(args.model_id, first.config.source, args.model)
+    kind = "layers_csv" if args.format == "llmservingsim" and args.layers_csv \
+        else args.format
+    defaults = DEFAULTS[kind]
+    limits = {name: _option(args, name, defaults) for name in ("max_tokens", "max_batch")}
+    bits = {name: _bits(args, name, defaults) for name in ("bits", "attention_bits")}
+    if kind == "vidur":
+        return _vidur(args, profiles, device, hub, limits, bits, earlier)
+    if kind == "layers_csv":
+        return layers_csv_files(profiles, hardware=device, model_id=hub, **limits,
+                                kv_granularity=check_limit(args.kv_granularity,
+                                                           "--kv-granularity"),
+                                bits=bits["bits"])
+    config_text = read_source(first.config.source).text if first.config.source else ""
+    return llmservingsim_files(profiles, hardware=device, model_id=hub,
+                               config_text=config_text, **limits, **bits,
+                               earlier=earlier)
+
+
+def _vidur(args, profiles: list[ModelProfile], device: str, hub: str, limits: dict,
+           bits: dict, earlier: Reader) -> dict[str, str]:
+    files = vidur_files(profiles, device=device, model_id=hub, **limits, **bits,
+                        block_size=check_limit(args.block_size, "--block-size"),
+                        earlier=earlier)
+    device_path = f"data/profiling/network/{device}/{DEVICE_FILE}"
+    per_node = devices_per_node(earlier(device_path), {p.tp for p in profiles})
+    files[device_path] = device_json(profiles[0], device, per_node)
+    files[f"data/profiling/compute/{device}/{hub}/{MODEL_FILE}"] = model_json(
+        profiles[0], hub)
+    files[LAUNCHER] = LAUNCHER_TEXT
+    return files
 
 
 def _chakra(args: argparse.Namespace, platform: Platform, file: str | None) -> dict:
     if bool(args.model) == bool(args.workload):
         raise AccsimError("chakra traces one of --model or --workload: give exactly one",
                           field="--model")
+    (tp,) = _degrees(args.tp, many=False)
     if args.workload:
-        if args.tp != 1:
+        if tp != 1:
             raise AccsimError("a plain workload's trace is one chip's; drop --tp",
                               field="--tp")
         workload, _ = load_model(locate(args.workload, "workload"), Workload)
-        _folder_name(workload.name, "--workload")
-        nodes = workload_nodes(OperatorCosts(platform), workload)
-        return chakra_files(nodes, f"{workload.name} on {platform.name}", workload.name, 1)
-    profile = _profile(args, platform, file)
-    _folder_name(profile.config.name, "--model")
+        folder_name(workload.name, "--workload")
+        nodes = workload_nodes(platform, workload)
+        return chakra_files(nodes, f"{workload.name} on {platform.name}", workload.name,
+                            1, platform)
+    (profile,) = _profiles(args, platform, file, [tp])
+    folder_name(profile.config.name, "--model")
     batch, tokens = check_limit(args.batch, "--batch"), check_limit(args.tokens, "--tokens")
     prefill = [(tokens, 0)] * batch if args.phase == "prefill" else []
     decode = [tokens] * batch if args.phase == "decode" else []
@@ -144,7 +196,7 @@ def _chakra(args: argparse.Namespace, platform: Platform, file: str | None) -> d
     description = (f"{profile.config.name} {args.phase}, batch {batch}, {tokens} tokens, "
                    f"on {platform.name}, one chip of {profile.tp}")
     return chakra_files(trace_nodes(profile, prefill, decode), description, name,
-                        profile.tp)
+                        profile.tp, platform)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -152,12 +204,18 @@ def handle(args: argparse.Namespace) -> int:
         raise AccsimError(f"unknown format {args.format!r}; known: {', '.join(FORMATS)}",
                           field="FORMAT")
     # An existing folder is checked before the simulation (a foreign one is refused
-    # without waiting for it); a new one is made only once there is something to write.
+    # without waiting for it) and its earlier tables are read back to merge into; a
+    # new one is made only once there is something to write.
     claim = (lambda: OutputFolder.claim(args.output, MARKER, field="--output",
                                         signature="accsim export"))
     early = claim() if os.path.lexists(args.output) else None
+    earlier: Reader = no_earlier
+    if early is not None:
+        listed = early.listed
+        earlier = (lambda relative: early.read(relative, MAX_TABLE_BYTES)
+                   if relative in listed else None)
     try:
-        files = _files(args)
+        files = _files(args, earlier)
     except BaseException:
         if early is not None:
             early.close()
@@ -165,7 +223,7 @@ def handle(args: argparse.Namespace) -> int:
     with early or claim() as folder:
         for relative in sorted(files):
             folder.write(relative, files[relative])
-        folder.remove_stale(set())
+        folder.remove_stale(set(folder.listed))  # an export adds; it removes nothing
         folder.finish()
     for relative in sorted(files):
         print(plain(f"wrote {folder.shown(relative)}"))

@@ -3,9 +3,12 @@ export format is filled from, so they all agree with `accsim run` and `accsim se
 
 The operators are the Hugging Face frontend's (simulator.frontends.hf) for one
 continuous-batching iteration of the chip's shard (simulator.system.serving.ShardedFrontend,
-collectives in place); each is simulated for one layer (repeat 1) through
-simulator.serving.cost.OperatorCosts, so one shape is simulated once per export.
-Times are seconds of one chip; the formats convert them to their own units.
+collectives in place). `times` costs one layer of it as `accsim run` and `accsim serve`
+do: the default plan's fusion units (a norm run as a GEMM's prologue, an activation or
+residual add as its epilogue), each simulated once through
+simulator.serving.cost.OperatorCosts; a unit's time is written on its matrix operators
+(shared in proportion to their times alone) and the operators fused into them count
+0, so the rows of a layer add up to accsim's layer. Times are seconds of one chip; the formats convert them to their own units.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class ModelProfile:
         self.config: ModelConfig = self.frontend.load_model_config(model)
         self.shard: ModelConfig = shard_config(self.config, self.plan)  # one chip's
         self.costs = OperatorCosts(platform)
+        self._times: dict[tuple, dict[str, float]] = {}
 
     @property
     def act_bytes(self) -> int:
@@ -90,23 +94,56 @@ class ModelProfile:
         single = op.model_copy(update={"repeat": 1, "inputs": None})
         return self.costs.workload(Workload(name="export", operators=[single])).seconds
 
-    def dense(self, tokens: int) -> dict[str, object]:
-        """The operators of an iteration of `tokens` new tokens of one request."""
-        return self.operators([(tokens, 0)], ())
+    def times(self, prefill, decode) -> dict[str, float]:
+        """Seconds of each operator of one layer of the iteration (and of its head:
+        final norm, LM head), fused as a run fuses them: a unit's time shared by its
+        GEMMs and attentions in proportion to their times alone (a unit without one:
+        by its members'), its other members 0; a collective priced by
+        simulator.collectives. Memoised per iteration."""
+        key = (tuple(prefill), tuple(decode))
+        if key not in self._times:
+            workload = self.iteration(prefill, decode)
+            layer = workload.model_copy(update={"operators": [
+                op.model_copy(update={"repeat": 1}) for op in workload.operators]})
+            ops = layer.operators
+            out = {op.name: 0.0 for op in ops}
+            for unit in self.costs.units(layer):
+                if len(unit) == 1:
+                    out[ops[unit[0]].name] = self.seconds(ops[unit[0]])
+                    continue
+                carriers = [i for i in unit if ops[i].kind in ("gemm", "attention")]
+                alone = {i: self.seconds(ops[i]) for i in carriers or unit}
+                total = self.costs.workload(layer, units=[unit]).seconds
+                weight = sum(alone.values())
+                for i, seconds in alone.items():
+                    out[ops[i].name] = total * (seconds / weight if weight else
+                                                1 / len(alone))
+            self._times[key] = out
+        return self._times[key]
 
-    def prefill_attention(self, chunk: int, cached: int):
+    def dense(self, tokens: int) -> dict[str, float]:
+        """Operator seconds of an iteration of `tokens` new tokens of one request."""
+        return self.times([(tokens, 0)], ())
+
+    def prefill_attention(self, chunk: int, cached: int) -> float:
         """The attention of one prefill chunk after `cached` tokens."""
-        return self.operators([(chunk, cached)], ())["attn"]
+        return self.times([(chunk, cached)], ())["attn"]
 
-    def decode_attention(self, batch: int, cached: int):
-        """The attention of `batch` decodes, each after `cached` tokens (reading
-        cached + 1 keys, the new token's included)."""
-        return self.operators((), [cached + 1] * batch)["attn"]
+    def decode_attention(self, batch: int, context: int) -> float:
+        """The attention of `batch` decodes, each with `context` tokens of KV cache, the
+        new token's included (`accsim run --phase decode --context`): `context` keys
+        read. A format keyed by the cache before the new token asks for K + 1."""
+        return self.times((), [context] * batch)["attn"]
 
     def all_reduce_seconds(self, payload_bytes: int) -> float:
         """One all-reduce of `payload_bytes` per chip over the T chips."""
         return collective_cost("all_reduce", payload_bytes, self.tp,
                                self.platform).time_s
+
+    def send_seconds(self, payload_bytes: int) -> float:
+        """One chip sending `payload_bytes` to the next pipeline stage (point to
+        point over the interconnect, simulator.collectives)."""
+        return collective_cost("point_to_point", payload_bytes, 2, self.platform).time_s
 
 
 def check_size(shapes: int, rows: int) -> None:

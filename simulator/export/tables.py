@@ -1,0 +1,62 @@
+"""CSV text of an export's tables, and the merge of a new export into the tables an
+earlier export wrote in the same folder: rows of the tensor-parallel degrees exported
+again are replaced, every other row is kept (a second degree is added, never written
+over the first)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Iterable, Sequence
+
+from simulator.errors import AccsimError
+
+# The largest earlier table read back for a merge (a full export is a few MB).
+MAX_TABLE_BYTES = 1 << 30
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def earlier_rows(data: bytes | None, header: Sequence[str], shown: str) -> list[list[str]]:
+    """The rows of a table an earlier export wrote (none when it wrote none), its
+    header checked: a table of another layout is refused, not mixed in."""
+    if data is None:
+        return []
+    rows = list(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))))
+    if not rows or rows[0] != list(header):
+        raise AccsimError("an earlier export wrote this table with other columns; "
+                          "export into a new folder", file=shown, field="--output")
+    return rows[1:]
+
+
+def merged(header: Sequence[str], new_rows: list[list], data: bytes | None,
+           key: str, replaced: set[int], shown: str) -> str:
+    """The table of `new_rows` and the earlier rows whose `key` column (a TP degree)
+    is not in `replaced`, ordered by that column (stable within it)."""
+    column = list(header).index(key)
+    kept: list[list] = []
+    for row in earlier_rows(data, header, shown):
+        try:
+            degree = int(row[column])
+        except (ValueError, IndexError):
+            raise AccsimError(f"an earlier row's {key} is not a whole number",
+                              file=shown, field="--output") from None
+        if degree not in replaced:
+            kept.append(row)
+    rows = kept + [list(row) for row in new_rows]
+    rows.sort(key=lambda row: int(row[column]))
+    return csv_text(header, rows)
+
+
+Reader = Callable[[str], "bytes | None"]
+
+
+def no_earlier(_relative: str) -> None:
+    """The reader of a new folder: no earlier export in it."""
+    return None
