@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from simulator.errors import AccsimError
 from simulator.frontends.command import Imported
 from simulator.frontends.hf.config import ModelConfig, load_model_config, shipped_configs
 from simulator.frontends.hf.figures import figures_table, step_figures
+from simulator.frontends.hf.quantization import fit_formats
 from simulator.frontends.hf.stats import model_stats
 from simulator.frontends.hf.workloads import decode_workload, prefill_workload
 from simulator.inputs.loader import read_source
@@ -70,6 +71,15 @@ class LlmStep:
     batch: int
     length: int
     args: argparse.Namespace
+    format_notes: tuple[str, ...] = ()   # declared weight formats a platform lacks
+
+    def on(self, platform) -> LlmStep:
+        """The step on a platform: the weight formats config.json declares, each
+        falling back (quantization.fit_formats) where the platform's array lacks it."""
+        fitted, notes = fit_formats(dict(self.config.weight_formats),
+                                    tuple(platform.systolic_array.input_dtypes))
+        config = replace(self.config, weight_formats=tuple(sorted(fitted.items())))
+        return replace(self, config=config, format_notes=tuple(notes))
 
     def workload(self) -> Workload:
         """The step as a Workload, its description naming the model's sizes."""
@@ -87,7 +97,8 @@ class LlmStep:
         described = (f"{workload.description} Params {stats.params_total:,} total, "
                      f"{stats.params_active:,} active; {stats.flops_per_token:,} FLOPs "
                      f"and {stats.kv_bytes_per_token:,} KV bytes per token (dtype "
-                     f"{a.dtype or 'bf16 assumed'}).")
+                     f"{a.dtype or 'bf16 assumed'})."
+                     + "".join(f" {note}." for note in self.format_notes))
         return workload.model_copy(update={"description": described})
 
     def figures(self, result):
@@ -145,9 +156,15 @@ def llm_step(args: argparse.Namespace, config_path: str) -> LlmStep:
 def load(args: argparse.Namespace) -> Imported:
     """`accsim import hf`: the workload of the phase the options name."""
     step = llm_step(args, args.file)
-    return Imported(step.workload(), [f"{step.config.name}: one layer simulated, "
-                                      f"repeat {step.config.layers} on each of its "
-                                      "operators"])
+    groups = step.config.groups()
+    if len(groups) == 1:
+        note = (f"{step.config.name}: one layer simulated, repeat {step.config.layers} "
+                "on each of its operators")
+    else:
+        kinds = ", ".join(f"{mixer}/{ffn} x {count}" for (mixer, ffn), count in groups)
+        note = (f"{step.config.name}: one layer of each kind simulated, repeated over "
+                f"its layers ({kinds})")
+    return Imported(step.workload(), [note])
 
 
 def run_step(args: argparse.Namespace) -> tuple[LlmStep | None, object]:
