@@ -164,6 +164,7 @@ def _inputs(platform, workload, mapping, heuristic, fusion) -> tuple[Inputs, Llm
     if isinstance(workload, Workload):
         replaced.update(workload=workload, workload_source=None)
     if llm is not None:
+        llm = llm.on(replaced.get("platform", base.platform))
         replaced.update(workload=llm.workload(),
                         workload_source=read_source(llm.config.source))
     if isinstance(mapping, Mapping):

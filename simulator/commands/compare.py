@@ -48,7 +48,7 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
     for arch in args.arch:
         base = load_inputs(arch, DEFAULT_WORKLOAD, args.mapping,
                            heuristic_name=args.heuristic, fusion=args.fusion)
-        every.append(Inputs(base.platform, llm.workload(), base.mapping,
+        every.append(Inputs(base.platform, llm.on(base.platform).workload(), base.mapping,
                             base.platform_source, model_source, base.mapping_source))
     return every, llm
 

@@ -78,6 +78,7 @@ def _run_inputs(args: argparse.Namespace):
                           "--kineto, --validate or --format)", field="--model")
     base = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping,
                        heuristic_name=args.heuristic, fusion=args.fusion)
+    llm = llm.on(base.platform)
     return Inputs(base.platform, llm.workload(), base.mapping, base.platform_source,
                   model_source, base.mapping_source), llm
 

@@ -204,6 +204,43 @@ class RowOperator(OperatorBase):
                            elements, out)
 
 
+# Vector passes per state element and step of a selective scan: the decay multiply,
+# the input multiply-add (dt B x) and the output multiply-add (C h, summed over the
+# state), each one pipelined op as `mul` prices it.
+SCAN_PASSES = 3
+
+
+class Scan(OperatorBase):
+    """A selective state-space scan (Mamba, Mamba2; DESIGN.md section 21) over `batch`
+    sequences of `steps` tokens: each of `channels` channels keeps a `state`-wide
+    state h, and per step h = exp(dt A) h + dt B x, y = C h (+ D x). Cost: ceil(rows x
+    state / lanes) x cycles_per_element[mul] x SCAN_PASSES, rows = batch x steps x
+    channels (a recurrence: vector work, step after step). Reads x, dt (one per head
+    of `heads`), B and C (per group of `groups`) and the state cache; writes y and the
+    state."""
+
+    kind: Literal["scan"]
+    batch: PositiveInt = 1
+    steps: PositiveInt
+    channels: PositiveInt
+    state: PositiveInt
+    heads: PositiveInt
+    groups: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _fits_int64(self) -> Scan:
+        self._check_work(self.batch * self.steps * self.channels * self.state
+                         * SCAN_PASSES)
+        return self
+
+    def vector(self) -> VectorShape:
+        states = self.batch * self.channels * self.state
+        steps = self.batch * self.steps
+        inputs = steps * (self.channels + self.heads + 2 * self.groups * self.state)
+        return VectorShape(steps * self.channels, self.state, SCAN_PASSES, "mul",
+                           inputs + states, steps * self.channels + states)
+
+
 class Pool(OperatorBase):
     """A reduction over each output's window: rows = batch*Ho*Wo*channels outputs,
     cols = kh*kw; cost ceil(rows * cols / lanes) * cycles_per_element[pool], one pass.
@@ -312,11 +349,11 @@ class Collective(OperatorBase):
 
 
 ComputeOperator = Gemm | Conv2d
-VectorOperator = Elementwise | RowOperator | Pool
-Operator = Annotated[Union[Gemm, Conv2d, Elementwise, RowOperator, Pool, Attention,
+VectorOperator = Elementwise | RowOperator | Pool | Scan
+Operator = Annotated[Union[Gemm, Conv2d, Elementwise, RowOperator, Pool, Scan, Attention,
                            Collective],
                      Field(discriminator="kind")]
-KINDS = ("gemm", "conv2d", "elementwise", "reduction", "softmax", "norm", "pool",
+KINDS = ("gemm", "conv2d", "elementwise", "reduction", "softmax", "norm", "pool", "scan",
          "attention", "collective")
 
 

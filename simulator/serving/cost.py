@@ -211,7 +211,7 @@ def simulated_cost(platform: Platform, workload: Workload,
 # A GEMM's `batch` counts independent instances (heads), so scaling it would drop the
 # weight reuse a real batch has; its rows `m` are the samples.
 SAMPLE_FIELD = {"gemm": "m", "conv2d": "batch", "pool": "batch", "elementwise": "elements",
-                "reduction": "rows", "softmax": "rows", "norm": "rows"}
+                "reduction": "rows", "softmax": "rows", "norm": "rows", "scan": "batch"}
 
 
 def batched_workload(workload: Workload, size: int, *, file: str | None = None) -> Workload:

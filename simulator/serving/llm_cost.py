@@ -23,13 +23,14 @@ its units' sum less the collective time the overlap hides in them
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 
 import numpy as np
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
+from simulator.frontends.hf.quantization import fit_formats
 from simulator.invocation import call_cycles
 from simulator.mapping.plan import Mapping
 from simulator.search.fusion import fusion_mode
@@ -423,10 +424,18 @@ class LlmCost:
         return self.precision.record(self._frontend_workload((), [PROBE_TOKENS]))
 
 
-def load_model(name_or_path: str, *, dtype: str | None, hf=None):
-    """The model's frontend config and its facts (weights, KV bytes per token)."""
+def load_model(name_or_path: str, *, dtype: str | None, hf=None,
+               platform: Platform | None = None):
+    """The model's frontend config and its facts (weights, KV bytes per token); on a
+    platform, the weight formats config.json declares fall back where its array lacks
+    them (simulator.frontends.hf.quantization.fit_formats)."""
     hf = hf or hf_frontend
     config = hf.load_model_config(name_or_path)
+    # (a frontend's config without declared formats, as a test's fake one, has none)
+    if platform is not None and getattr(config, "weight_formats", ()):
+        fitted, _ = fit_formats(dict(config.weight_formats),
+                                tuple(platform.systolic_array.input_dtypes))
+        config = replace(config, weight_formats=tuple(sorted(fitted.items())))
     stats = hf.model_stats(config, dtype=dtype)
     return config, ModelFacts(str(name_or_path), int(stats.weight_bytes),
                               int(stats.kv_bytes_per_token))

@@ -89,7 +89,8 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
         hf = ShardedFrontend(hf or hf_frontend, plan, platform,
                              platform_file=platform_source.path)
-    config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf)
+    config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf,
+                                        platform=platform)
     check_context(config, spec, trace)
     share = stored_share(precision, config, spec, platform, hf)
     fit = replica_capacity(config, spec, trace, platform, platform_source.path,

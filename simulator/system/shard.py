@@ -26,11 +26,13 @@ pipeline stages split the operator list.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from dataclasses import dataclass, replace
 
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
-from simulator.frontends.hf.stats import layer_params
+from simulator.frontends.hf.stats import layer_params, role_params
+from simulator.frontends.hf.stats import weight_bytes as weight_bytes_of
 from simulator.frontends.hf.workloads import experts_touched
 from simulator.system.capacity import (Footprint, Sizing, operator_output_bytes,
                                 operators_footprint)
@@ -66,13 +68,20 @@ def stage_layers(layers: int, stages: int) -> list[int]:
 # --- Hugging Face models -------------------------------------------------------------
 
 def shard_config(cfg: ModelConfig, plan: SystemPlan) -> ModelConfig:
-    """The model one chip of a tensor-parallel group holds (all layers)."""
+    """The model one chip of a tensor-parallel group holds (all layers). Latent
+    attention splits its heads (q_b, kv_b, o and the absorbed products per head) and
+    keeps the latent down-projections and the latent cache whole on every chip; a
+    state-space mixer splits its channels, heads and B/C groups (each chip holds its
+    share of the state)."""
     t, heads = plan.tp, model_heads(cfg, plan)
+    ssm = cfg.ssm and replace(cfg.ssm, inner=math.ceil(cfg.ssm.inner / t),
+                              heads=math.ceil(cfg.ssm.heads / t),
+                              groups=math.ceil(cfg.ssm.groups / t))
     return replace(
         cfg, heads=heads.per_chip, kv_heads=heads.kv_per_chip,
         intermediate=math.ceil(cfg.intermediate / t), vocab=math.ceil(cfg.vocab / t),
         moe_intermediate=math.ceil(cfg.moe_intermediate / (t // plan.ep)),
-        shared_intermediate=math.ceil(cfg.shared_intermediate / t))
+        shared_intermediate=math.ceil(cfg.shared_intermediate / t), ssm=ssm)
 
 
 def model_heads(cfg: ModelConfig, plan: SystemPlan) -> HeadLayout:
@@ -91,33 +100,71 @@ def stage_weight_params(cfg: ModelConfig, plan: SystemPlan) -> list[int]:
     the embedding on the first stage and the final norm and lm_head on the last."""
     shard = shard_config(cfg, plan)
     experts = cfg.experts // plan.ep if cfg.moe else 0
-    per_layer = layer_params(shard, experts)
+    stages = _stage_kinds(cfg, plan)
     embed = shard.vocab * shard.hidden
     norm = shard.hidden * (2 if cfg.family.norm == "layer" else 1)
-    positions = (cfg.max_positions or 0) * cfg.hidden if not cfg.family.rotary else 0
+    positions = (cfg.max_positions or 0) * cfg.hidden if cfg.family.learned_positions else 0
     head = embed  # lm_head, or the tied embedding the last stage multiplies by
     if plan.pp == 1:
         outer = [embed + positions + norm + (0 if cfg.tie_embeddings else head)]
     else:
         outer = [embed + positions] + [0] * (plan.pp - 2) + [norm + head]
-    return [layers * per_layer + extra
-            for layers, extra in zip(stage_layers(cfg.layers, plan.pp), outer)]
+    return [sum(layer_params(shard, experts, kind) for kind in kinds) + extra
+            for kinds, extra in zip(stages, outer)]
+
+
+def _stage_kinds(cfg: ModelConfig, plan: SystemPlan) -> list[tuple]:
+    """The (mixer, ffn) of each pipeline stage's layers."""
+    stages, start = [], 0
+    for size in stage_layers(cfg.layers, plan.pp):
+        stages.append(cfg.kinds[start:start + size])
+        start += size
+    return stages
+
+
+def stage_cache_bytes(cfg: ModelConfig, plan: SystemPlan, kinds, *, kv_tokens: int,
+                      requests: int | None, kv_bytes: int) -> int:
+    """One chip's cache for a stage's layers: `kv_tokens` tokens over `requests`
+    requests, each attention layer's capped by its window or chunk per request (None:
+    requests unknown, no cap, one request's state), latent attention's latent whole on
+    every chip, and each state-space layer's state share."""
+    shard = shard_config(cfg, plan)
+    per_token = (cfg.mla.cached if cfg.mla else 2 * shard.kv_heads * shard.head_dim)
+    caps = {"sliding": cfg.sliding_window, "chunked": cfg.chunk}
+    total = 0
+    for mixer, _ in kinds:
+        if mixer == "ssm":
+            total += (requests or 1) * shard.ssm.state_elements
+        elif mixer != "none":
+            cap = caps.get(mixer)
+            total += per_token * (min(kv_tokens, requests * cap) if cap and requests
+                                  else kv_tokens)
+    return total * kv_bytes
 
 
 def model_footprint(cfg: ModelConfig, plan: SystemPlan, *, tokens: int, kv_tokens: int,
                     logits_rows: int, act_bytes: int, weight_bytes: int,
-                    kv_bytes: int) -> Footprint:
+                    kv_bytes: int, requests: int | None = None) -> Footprint:
     """Per-chip bytes of the busiest pipeline stage: its weight shards
-    (stage_weight_params), the KV cache of its layers for `kv_tokens` tokens, and one
-    layer's live activations."""
+    (stage_weight_params, each role in the format config.json declares where it
+    declares one), the cache of its layers for `kv_tokens` tokens of `requests`
+    requests (stage_cache_bytes), and one layer's live activations."""
     shard = shard_config(cfg, plan)
-    params = max(stage_weight_params(cfg, plan))
-    kv_per_token = 2 * max(stage_layers(cfg.layers, plan.pp)) * shard.kv_heads \
-        * shard.head_dim * kv_bytes
+    stages = _stage_kinds(cfg, plan)
+    params = stage_weight_params(cfg, plan)
+    busiest = max(range(plan.pp), key=lambda i: params[i])
+    weights = params[busiest] * weight_bytes
+    if cfg.weight_formats:   # declared formats: the model's bytes per parameter
+        declared = Fraction(weight_bytes_of(cfg, role_params(cfg), weight_bytes, None),
+                            sum(role_params(cfg).values()))
+        weights = math.ceil(params[busiest] * declared)
+    cache = max(stage_cache_bytes(cfg, plan, kinds, kv_tokens=kv_tokens,
+                                  requests=requests, kv_bytes=kv_bytes)
+                for kinds in stages)
     width = max(shard.intermediate, shard.moe_intermediate, shard.shared_intermediate)
     live = tokens * (2 * cfg.hidden + (shard.heads + 2 * shard.kv_heads) * shard.head_dim
                      + 2 * width) + logits_rows * shard.vocab
-    return Footprint(params * weight_bytes, kv_per_token * kv_tokens, live * act_bytes)
+    return Footprint(weights, cache, live * act_bytes)
 
 
 def insert_model_collectives(workload: Workload, cfg: ModelConfig, plan: SystemPlan, *,
@@ -131,22 +178,26 @@ def insert_model_collectives(workload: Workload, cfg: ModelConfig, plan: SystemP
     mlp_reduce = t > 1 and (plan.ep < t or not cfg.moe or cfg.shared_intermediate)
     ops = []
     for op in workload.operators:
-        if op.name == "experts_gate_up" and plan.ep > 1:
-            ops.append(collective("ep_dispatch", "collective.ep", "all_to_all",
-                                  dispatched, plan.ep, layers))
-        if op.name == "attn_residual" and t > 1:
-            ops.append(collective("tp_attention_all_reduce", "collective.tp",
-                                  "all_reduce", activations, t, layers))
-        if op.name == "mlp_residual" and mlp_reduce:
-            ops.append(collective("tp_mlp_all_reduce", "collective.tp", "all_reduce",
-                                  activations, t, layers))
+        # A model with layers of several kinds prefixes each kind's operators
+        # ("sliding_moe.attn_residual"); the collectives follow each kind's layers.
+        prefix, _, base = op.name.rpartition(".")
+        prefix = prefix + "." if prefix else ""
+        if base == "experts_gate_up" and plan.ep > 1:
+            ops.append(collective(prefix + "ep_dispatch", "collective.ep", "all_to_all",
+                                  dispatched, plan.ep, op.repeat))
+        if base == "attn_residual" and t > 1:
+            ops.append(collective(prefix + "tp_attention_all_reduce", "collective.tp",
+                                  "all_reduce", activations, t, op.repeat))
+        if base == "mlp_residual" and mlp_reduce:
+            ops.append(collective(prefix + "tp_mlp_all_reduce", "collective.tp",
+                                  "all_reduce", activations, t, op.repeat))
         if op.name == "final_norm" and plan.pp > 1:
             ops.append(collective("pp_transfer", "collective.pp", "point_to_point",
                                   activations, 2, plan.pp - 1))
         ops.append(expert_share(op, cfg, plan, tokens))
-        if op.name == "experts_down" and plan.ep > 1:
-            ops.append(collective("ep_combine", "collective.ep", "all_to_all",
-                                  dispatched, plan.ep, layers))
+        if base == "experts_down" and plan.ep > 1:
+            ops.append(collective(prefix + "ep_combine", "collective.ep", "all_to_all",
+                                  dispatched, plan.ep, op.repeat))
     return ops
 
 
@@ -161,7 +212,7 @@ EXPERT_OPERATORS = ("experts_gate_up", "experts_act", "experts_gate_mul", "exper
 def expert_share(op, cfg: ModelConfig, plan: SystemPlan, tokens: int):
     """With E > 1 a chip runs its share of the experts touched (each still sized by
     the busiest expert)."""
-    if plan.ep == 1 or op.name not in EXPERT_OPERATORS:
+    if plan.ep == 1 or op.name.rpartition(".")[2] not in EXPERT_OPERATORS:
         return op
     touched = experts_touched(cfg, tokens)
     mine = math.ceil(touched / plan.ep)
@@ -180,7 +231,8 @@ class StepSizes:
     kv: int
     tokens: int        # tokens the step processes
     logits: int        # rows lm_head produces
-    kv_tokens: int     # tokens of KV cache the step's requests hold
+    kv_tokens: int     # tokens of context the step's requests hold
+    requests: int = 1
 
     @classmethod
     def of(cls, step, platform: Platform) -> StepSizes:
@@ -191,7 +243,7 @@ class StepSizes:
         return cls(act, DTYPE_BYTES[args.weight_dtype] if args.weight_dtype else act,
                    DTYPE_BYTES[args.kv_dtype] if args.kv_dtype else act, tokens,
                    tokens if prefill and args.all_logits else step.batch,
-                   step.batch * cfg.kv_len(step.length))
+                   step.batch * step.length, step.batch)
 
 
 def model_sizing(step, platform: Platform) -> Sizing:

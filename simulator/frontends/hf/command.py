@@ -51,9 +51,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def load(args: argparse.Namespace) -> Imported:
     """`accsim import hf`: the workload of the phase the options name."""
     step = llm_step(args, args.file)
-    return Imported(step.workload(), [f"{step.config.name}: one layer simulated, "
-                                      f"repeat {step.config.layers} on each of its "
-                                      "operators"])
+    groups = step.config.groups()
+    if len(groups) == 1:
+        note = (f"{step.config.name}: one layer simulated, repeat {step.config.layers} "
+                "on each of its operators")
+    else:
+        kinds = ", ".join(f"{mixer}/{ffn} x {count}" for (mixer, ffn), count in groups)
+        note = (f"{step.config.name}: one layer of each kind simulated, repeated over "
+                f"its layers ({kinds})")
+    return Imported(step.workload(), [note])
 
 
 def run_step(args: argparse.Namespace) -> tuple[LlmStep | None, object]:

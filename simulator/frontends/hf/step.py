@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from simulator.errors import AccsimError
 from simulator.frontends.hf.config import ModelConfig, load_model_config
 from simulator.frontends.hf.figures import figures_table, step_figures
+from simulator.frontends.hf.quantization import fit_formats
 from simulator.frontends.hf.stats import model_stats
 from simulator.frontends.hf.workloads import decode_workload, prefill_workload
 from simulator.inputs.workload import Workload
@@ -32,6 +33,15 @@ class LlmStep:
     batch: int
     length: int
     args: argparse.Namespace
+    format_notes: tuple[str, ...] = ()   # declared weight formats a platform lacks
+
+    def on(self, platform) -> LlmStep:
+        """The step on a platform: the weight formats config.json declares, each
+        falling back (quantization.fit_formats) where the platform's array lacks it."""
+        fitted, notes = fit_formats(dict(self.config.weight_formats),
+                                    tuple(platform.systolic_array.input_dtypes))
+        config = replace(self.config, weight_formats=tuple(sorted(fitted.items())))
+        return replace(self, config=config, format_notes=tuple(notes))
 
     def workload(self) -> Workload:
         """The step as a Workload, its description naming the model's sizes."""
@@ -49,7 +59,8 @@ class LlmStep:
         described = (f"{workload.description} Params {stats.params_total:,} total, "
                      f"{stats.params_active:,} active; {stats.flops_per_token:,} FLOPs "
                      f"and {stats.kv_bytes_per_token:,} KV bytes per token (dtype "
-                     f"{a.dtype or 'bf16 assumed'}).")
+                     f"{a.dtype or 'bf16 assumed'})."
+                     + "".join(f" {note}." for note in self.format_notes))
         return workload.model_copy(update={"description": described})
 
     def figures(self, result):
