@@ -25,8 +25,7 @@ from simulator.present.plots import write_compare_plot
 from simulator.precision import command as precision_command
 from simulator.simulate import Inputs
 from simulator.system import command as system_command
-from simulator.present.run_report import COMPARE_GROUPS
-from simulator.output.terminal import Grouped, add_wide
+from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
 
 
@@ -88,7 +87,7 @@ def handle(args: argparse.Namespace) -> int:
     compared = Comparison([Result(run, llm, fit) for run, fit in zip(results, fits)],
                           labels)
     console = report_console(wide=args.wide)
-    console.print(Grouped(compared.table(), key=1, groups=COMPARE_GROUPS))
+    console.print(compared.table())
     console.print(f"mapping (every platform): {results[0].mapping_mode}")
     for line in lines:
         console.print(line, markup=False, highlight=False)
