@@ -51,12 +51,14 @@ from simulator.inputs.loader import (dump_json, load_model, locate, read_source,
                               validation_error)
 from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import dominant_bottleneck
-from simulator.present.run_report import compare_table, result_dict, write_json
+from simulator.present.run_report import COMPARE_GROUPS, compare_table, result_dict, write_json
 from simulator.simulate import RunResult
 from simulator.simulate import simulate as simulate_inputs
-from simulator.system.plan_run import check_fit
+from simulator.precision import command as precision_command
+from simulator.system.command import plan_from_args
+from simulator.system.plan_run import check_fit, run_plan
 from simulator.system.plan import SystemPlan
-from simulator.output.terminal import plain
+from simulator.output.terminal import Grouped, plain
 from simulator.inputs.workload import Workload
 from simulator.inputs.anchors import relocated
 from simulator.output.files import write_file
@@ -99,6 +101,16 @@ def _html_table(rows: list[dict], title: str) -> str:
                                     for v in row.values()) + "</tr>" for row in rows)
     return (f"<table><caption>{html.escape(title)}</caption><thead><tr>{head}</tr>"
             f"</thead><tbody>{body}</tbody></table>")
+
+
+def _summary_repr(name: str, figures: dict, limit: int = 12) -> str:
+    """`name(key=value, ...)` of a result's headline figures, at most `limit` of them,
+    numbers to 4 significant figures: what printing a result shows."""
+    shown = [f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value!r}"
+             for key, value in list(figures.items())[:limit]
+             if isinstance(value, (int, float, str)) or value is None]
+    more = len(figures) - limit
+    return f"{name}({', '.join(shown)}{', ...' if more > 0 else ''})"
 
 
 def _cell(value) -> str:
@@ -233,20 +245,36 @@ class Result:
     def _repr_html_(self) -> str:
         return _html_table([self.summary()], "accsim result")
 
+    def __repr__(self) -> str:
+        """A summary line (the full document is to_dict())."""
+        return _summary_repr("Result", self.summary())
+
 
 def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
              workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
              mapping: str | Path | Mapping | None = None, *, heuristic: str | None = None,
              fusion: str | None = None, engine: str = "auto",
+             chips: int | None = None, tp: int = 1, pp: int = 1, ep: int = 1,
+             overlap: str = "none", precision: str | Path | None = None,
              ignore_capacity: bool = False) -> Result:
-    """Simulate one workload on one platform (one chip), as `accsim run` does.
+    """Simulate one workload on a platform, as `accsim run` does with the same options:
+    `chips`, `tp`, `pp`, `ep` and `overlap` a multi-chip plan (one chip's shard is
+    simulated), `precision` a precision plan file; the same capacity rule refuses a
+    workload that does not fit, unless `ignore_capacity`.
 
     >>> simulate("tpu_v1", "resnet50_b1").summary()["bottleneck"]
     'memory-bandwidth'
     """
     inputs, llm = _inputs(platform, workload, mapping, heuristic, fusion)
-    fit = check_fit(inputs, SystemPlan(), llm, ignore=ignore_capacity)
-    return Result(simulate_inputs(inputs, engine=engine), llm, fit)
+    options = argparse.Namespace(chips=chips, tp=tp, pp=pp, ep=ep, overlap=overlap,
+                                 precision=None if precision is None else str(precision))
+    plan = plan_from_args(options)
+    inputs, _ = precision_command.applied(options, inputs, single_chip=plan.single_chip)
+    fit = check_fit(inputs, plan, llm, ignore=ignore_capacity)
+    if plan.single_chip:
+        return Result(simulate_inputs(inputs, engine=engine), llm, fit)
+    system = run_plan(inputs, plan, llm, engine=engine, ignore_capacity=ignore_capacity)
+    return Result(system.result, llm, fit)
 
 
 def platform_labels(names: list[str], given: list[str]) -> list[str]:
@@ -272,9 +300,12 @@ class Comparison:
     results: list[Result]
     labels: list[str] = field(default_factory=list)
 
-    def table(self):
-        """The rich table `accsim compare` prints."""
-        return compare_table([r.run for r in self.results], self.labels)
+    def table(self) -> Grouped:
+        """The table `accsim compare` prints, for a rich console: printed on a narrow
+        one it splits into parts that fit, each repeating the platform column, so no
+        number is cut."""
+        return Grouped(compare_table([r.run for r in self.results], self.labels), key=1,
+                       groups=COMPARE_GROUPS)
 
     def rows(self) -> list[dict]:
         """One row per platform: summary() with its label and the ratios to the first
@@ -308,6 +339,14 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         return _html_table(self.rows(), "platforms compared")
+
+    def __repr__(self) -> str:
+        """One summary line per platform (the documents are to_dict())."""
+        return (f"Comparison(workload={self.results[0].run.inputs.workload.name!r}, "
+                f"{len(self.results)} platforms)\n" + "\n".join(
+                    "  " + _summary_repr(label, {k: v for k, v in row.items()
+                                                 if k not in ("platform", "workload")})
+                    for label, row in zip(self.labels, self.rows())))
 
 
 def compare(platforms: list, workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
@@ -348,6 +387,10 @@ class ServeReport:
     def _repr_html_(self) -> str:
         return _html_table(self.rows(), "accsim serve")
 
+    def __repr__(self) -> str:
+        """The headline figures (the document is `.result`)."""
+        return _summary_repr("ServeReport", self.rows()[0])
+
 
 def serve(**fields) -> ServeReport:
     """A serving run (the fields of `accsim serve --spec`, e.g. arch, workload or model,
@@ -356,7 +399,7 @@ def serve(**fields) -> ServeReport:
     try:
         spec = ServeSpec.model_validate(fields)
     except ValidationError as exc:
-        raise validation_error(exc, fields, file=None) from None
+        raise validation_error(exc, fields, file=None, model=ServeSpec) from None
     return ServeReport(serve_spec(prepare(spec), spec)[0])
 
 
@@ -372,6 +415,10 @@ class SweepReport:
 
     def _repr_html_(self) -> str:
         return _html_table(self.rows, "accsim sweep")
+
+    def __repr__(self) -> str:
+        """How many rows (the rows are `.rows`)."""
+        return f"SweepReport({len(self.rows)} rows)"
 
 
 def sweep(spec: str | Path, store: str | Path, *, scheduler: str = "serial",

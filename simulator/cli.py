@@ -102,6 +102,17 @@ def named_verb(argv: list[str]) -> list[str]:
     return [word for word in argv if not word.startswith("-")][:1]
 
 
+def _memory_advice(exc: MemoryError) -> str:
+    """What to do when memory ran out: --max-memory only where tile programs took it
+    (limits.tile_programs), the one case that option refuses up front."""
+    from simulator.limits import TileMemoryError
+    if isinstance(exc, TileMemoryError):
+        return ("lower --max-memory so the run is refused up front with a tiling that "
+                "fits, or use larger tiles")
+    return ("the inputs, or the work they ask for, need more memory than this machine "
+            "has: give smaller ones")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; AccsimError becomes one line on stderr and exit 1."""
     start_up = _start_up() if argv is None else nullcontext()
@@ -119,9 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("accsim: interrupted", file=sys.stderr)
         return 130
-    except MemoryError:  # a last resort: the limits should refuse such a run up front
-        print("accsim: error: out of memory (lower --max-memory so the run is refused up "
-              "front with a tiling that fits, or use larger tiles)", file=sys.stderr)
+    except MemoryError as exc:  # a last resort: the limits should refuse such a run
+        print(f"accsim: error: out of memory ({_memory_advice(exc)})", file=sys.stderr)
         return 1
     except BrokenPipeError:  # `accsim ... | head`: the reader left; end quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

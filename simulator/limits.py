@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -72,6 +73,23 @@ def default_memory_budget() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
     except (ValueError, OSError, AttributeError):
         return 8 * 2**30
+
+
+class TileMemoryError(MemoryError):
+    """Memory ran out while tile programs were generated or replayed: the one case a
+    lower --max-memory would have refused up front (the CLI says so only then)."""
+
+
+@contextmanager
+def tile_programs():
+    """Around lowering and replaying tile programs: a MemoryError there is a
+    TileMemoryError, so the advice to lower --max-memory is given where it helps."""
+    try:
+        yield
+    except TileMemoryError:
+        raise
+    except MemoryError as exc:
+        raise TileMemoryError(*exc.args) from None
 
 
 @dataclass(frozen=True)

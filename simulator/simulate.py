@@ -18,7 +18,7 @@ from simulator.engines.outcome import Breakdown
 from simulator.engines.runner import engine_runner
 from simulator.inputs.run_inputs import Inputs
 from simulator.invocation import invocation_cycles, invocation_totals
-from simulator.limits import MemoryBudget
+from simulator.limits import MemoryBudget, tile_programs
 from simulator.inputs.loader import Source
 from simulator.mapping.plan import describe_mapping
 from simulator.metrics.totals import OperatorResult, Totals, add_totals, operator_result
@@ -108,24 +108,25 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
         workload_source=path(inputs.workload_source),
         platform_source=path(inputs.platform_source), budget=budget)
     blocks = budget.block_steps
-    lowered = lower_resolved([r[:3] for r in resolved], inputs.platform,
-                             mapping_source=path(inputs.mapping_source),
-                             workload_source=path(inputs.workload_source),
-                             block_steps=blocks)
-    memory = memory_params(inputs.platform)
-    results = []
-    for index, op in enumerate(lowered):
+    with tile_programs():
+        lowered = lower_resolved([r[:3] for r in resolved], inputs.platform,
+                                 mapping_source=path(inputs.mapping_source),
+                                 workload_source=path(inputs.workload_source),
+                                 block_steps=blocks)
+        memory = memory_params(inputs.platform)
+        results = []
+        for index, op in enumerate(lowered):
+            if progress:
+                progress(index, len(lowered), op.name)
+            run = link_breakdown(op.collective.cycles) if op.collective else \
+                replay(op.program, memory, block_steps=blocks).breakdown
+            results.append(operator_result(op, run, inputs.platform, used))
         if progress:
-            progress(index, len(lowered), op.name)
-        run = link_breakdown(op.collective.cycles) if op.collective else \
-            replay(op.program, memory, block_steps=blocks).breakdown
-        results.append(operator_result(op, run, inputs.platform, used))
-    if progress:
-        progress(len(lowered), len(lowered), "")
-    groups = fusion_groups(resolved, lowered, inputs.mapping, inputs.platform,
-                           lambda op: replay(op.program, memory,
-                                             block_steps=blocks).breakdown.total_cycles
-                           * op.instances) if fusion_report else []
+            progress(len(lowered), len(lowered), "")
+        groups = fusion_groups(resolved, lowered, inputs.mapping, inputs.platform,
+                               lambda op: replay(op.program, memory,
+                                                 block_steps=blocks).breakdown.total_cycles
+                               * op.instances) if fusion_report else []
     adjacency = bool(groups) and fusion_adjacency(inputs.workload, inputs.mapping)
     return RunResult(inputs, used, reason, results,
                      invocation_cycles(inputs.workload, inputs.platform), tuple(groups),

@@ -139,6 +139,38 @@ def unmodelled_trace(**writer) -> dict:
     return t.trace()
 
 
+# Linear events as Holistic Trace Analysis's sampled training traces record them
+# (facebookresearch/HolisticTraceAnalysis tests/data/trace_filter/sampled_rank-0.json.gz,
+# read 2026-12-06): most fit aten::linear's (input, weight, bias) signature; in a few the
+# sampler left the recorded shapes of several calls in one event's Input Dims, so the
+# input and weight disagree on K. The dims below are copied from that trace.
+HTA_LINEARS = [[[2048, 6948], [256, 6948], [256]], [[2048, 256], [6948, 256], [6948]],
+               [[2048, 320], [125, 320], [125]], [[2048, 2750], [512, 2750], [512]],
+               [[2048, 32], [160, 32], [160]], [[2048, 2112], [512, 2112], [512]]]
+HTA_MISFITS = [[[512, 2112], [512], [2048, 512], [2048, 160, 267], [10, 267], [10]],
+               [[2048, 160, 72], [2048, 2400], [256, 2400], [256]]]
+
+
+def hta_sampled_trace(*, misfits: bool = True, fits: bool = True) -> tuple[dict, int]:
+    """A trace in the form of HTA's sampled rank traces: schemaVersion 1 with the
+    distributed info, the GEMMs of HTA_LINEARS (each launching a kernel) and, with
+    `misfits`, the events of HTA_MISFITS among them; and the GEMM MACs that fit."""
+    t = TraceWriter(tid=4037)
+    macs = 0
+    for index, dims in enumerate(HTA_LINEARS if fits else []):
+        (m, k), (n, _), _ = dims
+        t.leaf("aten::linear", dims, kernel_us=10.0)
+        macs += m * n * k
+        if misfits and index < len(HTA_MISFITS):
+            t.leaf("aten::linear", HTA_MISFITS[index], kernel_us=10.0)
+    if misfits and not fits:
+        for dims in HTA_MISFITS:
+            t.leaf("aten::linear", dims, kernel_us=10.0)
+    trace = t.trace()
+    trace["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": 128}
+    return trace, macs
+
+
 if __name__ == "__main__":
     # The shipped example workloads/examples/decoder_trace.json (SOURCE.md beside it):
     # `python tests/kineto_traces.py workloads/examples/decoder_trace.json`.

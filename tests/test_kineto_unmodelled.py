@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from kineto_traces import TraceWriter, unmodelled_trace
+from kineto_traces import HTA_LINEARS, TraceWriter, hta_sampled_trace, unmodelled_trace
 from simulator.cli import main
 from simulator.frontends.kineto import import_kineto
 
@@ -82,3 +82,38 @@ def test_an_overload_that_is_not_out_is_converted_as_its_op(tmp_path):
     (op,) = import_kineto(written(tmp_path, writer.trace())).workload.operators
     assert (op.kind, op.elements, op.op, op.layer_type) == ("elementwise", 32, "add",
                                                             "add")
+
+
+def test_linears_whose_recorded_shapes_misfit_are_counted_not_fatal(tmp_path):
+    """A sampled trace in the form of Holistic Trace Analysis's (issue 42): every
+    linear that fits is imported with its MACs; those whose recorded shapes contradict
+    the signature are counted as left out with the reason."""
+    trace, macs = hta_sampled_trace()
+    imported = import_kineto(written(tmp_path, trace))
+    gemms = [op for op in imported.workload.operators if op.kind == "gemm"]
+    assert sum(op.m * op.n * op.k * op.repeat for op in gemms) == macs
+    assert len(gemms) == len(HTA_LINEARS)
+    assert ("UNSUPPORTED, left out (2): 2 linear (recorded shapes do not fit linear)"
+            in imported.notes)
+    assert "left out by reason: 2 recorded shapes do not fit linear" in imported.notes
+
+
+def test_strict_refuses_a_linear_whose_shapes_misfit(tmp_path, capsys):
+    path = written(tmp_path, hta_sampled_trace()[0])
+    assert main(["import", "kineto", path, "--strict"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "--strict: linear (recorded shapes do not fit linear; input [512, 2112] and " \
+        "weight [512] disagree on K; Input Dims [[512, 2112]" in err
+
+
+def test_a_trace_of_only_misfits_is_one_clear_error(tmp_path, capsys):
+    path = written(tmp_path, hta_sampled_trace(fits=False)[0])
+    assert main(["import", "kineto", path]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"accsim: error: {path}: event aten::linear (pid 7, tid 4037, ts "
+                          "1000): recorded shapes do not fit linear (input [512, 2112] "
+                          "and weight [512] disagree on K)")
+    assert "no event of the trace could be costed (UNSUPPORTED, left out (2): 2 linear " \
+        "(recorded shapes do not fit linear)" in err

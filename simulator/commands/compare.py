@@ -89,7 +89,7 @@ def handle(args: argparse.Namespace) -> int:
     compared = Comparison([Result(run, llm, fit) for run, fit in zip(results, fits)],
                           labels)
     console = report_console(wide=args.wide)
-    console.print(Grouped(compared.table(), key=1, groups=COMPARE_GROUPS))
+    console.print(compared.table())
     console.print(f"mapping (every platform): {results[0].mapping_mode}")
     for line in lines:
         console.print(line, markup=False, highlight=False)

@@ -12,16 +12,18 @@ one guard for writing output files and folders).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
 import re
 import reprlib
 import stat
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 import numpy as np
 import yaml
@@ -78,22 +80,56 @@ def read_bytes(path: str | Path, *, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """An input file's bytes. Only a regular file of at most `max_bytes` is read (a
     FIFO or /dev/zero would block or never end); anything else is an AccsimError naming
     the file. Binary inputs (ONNX models, figures) are read through it."""
-    path = Path(path)
-    try:
-        info = check_regular_file(path)
-        if info.st_size > max_bytes:
-            raise AccsimError(f"{info.st_size:,} bytes is larger than the {max_bytes:,} "
-                              "bytes an input file may have", file=str(path))
-        with open(path, "rb") as handle:
+    with _regular(path, max_bytes) as handle:
+        try:
             data = handle.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise AccsimError("file not found", file=str(path)) from None
-    except OSError as exc:
-        raise AccsimError(f"cannot read: {exc.strerror}", file=str(path)) from None
+        except OSError as exc:
+            raise AccsimError(f"cannot read: {exc.strerror}", file=str(path)) from None
     if len(data) > max_bytes:
         raise AccsimError(f"larger than the {max_bytes:,} bytes an input file may have",
                           file=str(path))
     return data
+
+
+@contextmanager
+def _regular(path: str | Path, max_bytes: int):
+    """The open file at `path` when it is a regular file of at most `max_bytes`: opened
+    without blocking (a FIFO opens at once) and checked on the open descriptor, so a
+    file swapped for a FIFO or a device after a check is still refused."""
+    path = Path(path)
+    try:
+        check_regular_file(path)  # the kind named before anything is opened
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise AccsimError("file not found", file=str(path)) from None
+    except OSError as exc:
+        raise AccsimError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    with os.fdopen(handle, "rb") as source:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode):
+            raise AccsimError("is not a regular file, not an input file", file=str(path))
+        if info.st_size > max_bytes:
+            raise AccsimError(f"{info.st_size:,} bytes is larger than the {max_bytes:,} "
+                              "bytes an input file may have", file=str(path))
+        yield source
+
+
+def file_sha256(path: str | Path, *, max_bytes: int) -> str:
+    """The sha256 of a regular file of at most `max_bytes`, read in chunks (a file a
+    result names, checked by `accsim verify`: a FIFO, a device or an endless file is
+    refused, never read)."""
+    digest = hashlib.sha256()
+    with _regular(path, max_bytes) as handle:
+        try:
+            while len(chunk := handle.read(2**20)):
+                digest.update(chunk)
+                max_bytes -= len(chunk)
+                if max_bytes < 0:
+                    raise AccsimError("grew past the bytes it may have while read",
+                                      file=str(path))
+        except OSError as exc:
+            raise AccsimError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    return digest.hexdigest()
 
 
 def decode_text(data: bytes, *, file: str) -> Source:
@@ -267,8 +303,11 @@ def _finite_float(text: str) -> float:
     return value
 
 
-# A JSON string (possessive: an unterminated one fails in one pass, no backtracking).
-_JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
+# A JSON string, or an unterminated one running to the end of the text: every opening
+# quote matches (possessive, no backtracking), so removing the strings is one linear
+# pass; a pattern that could fail would be retried at every later quote (quadratic in
+# a text of escaped quotes, issue 42).
+_JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 # Bracket byte -> its step in depth: opening +1, closing -1.
 _STEP = np.zeros(256, dtype=np.int64)
@@ -276,11 +315,11 @@ _STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
 _CHUNK = 2**20
 
 
-def _nesting(text: str) -> int:
-    """Deepest bracket nesting of JSON text, ignoring brackets inside strings, counted
-    until it passes MAX_NESTING: vectorised over chunks of the brackets, so a long line,
-    string or nesting costs linear time and bounded memory."""
-    brackets = _JSON_STRING.sub("", text).encode("utf-8").translate(None, _NOT_BRACKETS)
+def _nesting(structure: bytes) -> int:
+    """Deepest bracket nesting of JSON text without its strings, counted until it
+    passes MAX_NESTING: vectorised over chunks of the brackets, so a long line, string
+    or nesting costs linear time and bounded memory."""
+    brackets = structure.translate(None, _NOT_BRACKETS)
     depth = deepest = 0
     for start in range(0, len(brackets), _CHUNK):
         steps = _STEP[np.frombuffer(brackets, np.uint8, min(_CHUNK, len(brackets) - start),
@@ -293,11 +332,19 @@ def _nesting(text: str) -> int:
     return deepest
 
 
-def parse_json(text: str, *, file: str):
+def parse_json(text: str, *, file: str, max_values: int | None = None):
     """Strict JSON text as Python data: NaN/Infinity, duplicate keys and nesting deeper
-    than MAX_NESTING are refused; any fault is one AccsimError naming the file."""
-    if _nesting(text) > MAX_NESTING:
+    than MAX_NESTING are refused; with `max_values`, so is text of more values (counted
+    as containers and separators outside strings, before parsing). Any fault is one
+    AccsimError naming the file."""
+    structure = _JSON_STRING.sub("", text).encode("utf-8")
+    if _nesting(structure) > MAX_NESTING:
         raise AccsimError(f"JSON nested deeper than {MAX_NESTING} levels", file=file)
+    if max_values is not None:
+        values = structure.count(b",") + structure.count(b"[") + structure.count(b"{")
+        if values > max_values:
+            raise AccsimError(f"JSON of about {values:,} values, more than the "
+                              f"{max_values:,} this file may hold", file=file)
     try:
         return json.loads(text, object_pairs_hook=_unique_pairs,
                           parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -347,20 +394,22 @@ def validate_model(raw, model: type[Model], *, file: str) -> Model:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise validation_error(exc, raw, file=file) from None
+        raise validation_error(exc, raw, file=file, model=model) from None
     except RecursionError:
         raise AccsimError("nested too deeply", file=file) from None
 
 
-def validation_error(exc: ValidationError, raw: dict, *, file: str) -> AccsimError:
-    """The first pydantic error as an AccsimError; the count of the rest is appended."""
+def validation_error(exc: ValidationError, raw: dict, *, file: str,
+                     model: type[BaseModel] | None = None) -> AccsimError:
+    """The first pydantic error as an AccsimError; the count of the rest is appended.
+    With the `model` validated, an unknown field names the closest known one."""
     errors = exc.errors()
     # A misspelt key also makes the correct key missing: report the misspelling first.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     rule = first["msg"].removeprefix("Value error, ")
     field = field_path(first["loc"], raw)
     if first["type"] == "extra_forbidden":
-        rule = "unknown field (misspelt?)"
+        rule = "unknown field (misspelt?)" + did_you_mean(first["loc"], model)
     elif first["type"] == "missing":
         rule = "required field is missing"
         # The missing key is absent from the input, so field_path cannot see it.
@@ -369,6 +418,37 @@ def validation_error(exc: ValidationError, raw: dict, *, file: str) -> AccsimErr
     if len(errors) > 1:
         rule += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
     return AccsimError(rule, file=file, field=field)
+
+
+def did_you_mean(loc: tuple, model: type[BaseModel] | None) -> str:
+    """`; did you mean 'x'?` with the known field of `model` at `loc` closest to the
+    unknown key that ends it (difflib), or '' when none is close."""
+    if model is None or not loc or not isinstance(loc[-1], str):
+        return ""
+    known = sorted({name for candidate in _models_at(model, loc[:-1])
+                    for name in candidate.model_fields})
+    match = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def _models_at(model: type[BaseModel], loc: tuple) -> list[type[BaseModel]]:
+    """The models a pydantic location may point into below `model`: list indices
+    skipped, a union's members kept (a discriminator tag picks no field)."""
+    candidates = [model]
+    for key in loc:
+        if isinstance(key, int):
+            continue
+        inner = [found for candidate in candidates if key in candidate.model_fields
+                 for found in _models_in(candidate.model_fields[key].annotation)]
+        candidates = inner or candidates  # a union tag: the members stay candidates
+    return candidates
+
+
+def _models_in(annotation) -> list[type[BaseModel]]:
+    """The pydantic models an annotation holds (inside lists, dicts, unions)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [found for arg in get_args(annotation) for found in _models_in(arg)]
 
 
 def field_path(loc: tuple, raw) -> str:

@@ -184,8 +184,7 @@ class OutputFolder:
             for index, part in enumerate(parts[:-1]):
                 shown = self.shown("/".join(parts[:index + 1]))
                 if create and _lstat_at(part, handle) is None:
-                    with writing(shown, self.field):
-                        os.mkdir(part, 0o755, dir_fd=handle)
+                    _make_folder_at(part, handle, shown, self.field)
                 try:
                     inner = os.open(part, _FOLDER, dir_fd=handle)
                 except OSError as exc:
@@ -260,6 +259,16 @@ class OutputFolder:
         self._write_marker()
 
 
+def _make_folder_at(name: str, folder: int, shown: str, field: str | None) -> None:
+    """Make the folder `name` inside the open folder; one made by another process at
+    the same moment is no error (the caller then opens it without following a link)."""
+    with writing(shown, field):
+        try:
+            os.mkdir(name, 0o755, dir_fd=folder)
+        except FileExistsError:
+            pass
+
+
 def _open_root(root: Path, field: str | None) -> int:
     """The named folder's descriptor, made if absent; a link or a file is refused."""
     shown = str(root)
@@ -267,8 +276,10 @@ def _open_root(root: Path, field: str | None) -> int:
         info = os.lstat(root)
     except FileNotFoundError:
         with writing(shown, field):
-            root.mkdir(parents=True)
-        info = os.lstat(root)
+            # exist_ok: another process making the same folder at once is no error;
+            # what stands there is checked below like any existing folder
+            root.mkdir(parents=True, exist_ok=True)
+            info = os.lstat(root)
     except OSError as exc:
         raise AccsimError(f"cannot open: {exc.strerror}", file=shown, field=field) from None
     if stat.S_ISLNK(info.st_mode):

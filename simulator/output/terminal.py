@@ -26,6 +26,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.markup import escape
 from rich.table import Table
 
@@ -56,9 +57,19 @@ class Grouped:
     key: int = 1
     groups: tuple[tuple[str, ...], ...] = ()
 
-    def __rich__(self) -> Table:
-        """On a console other than FittingConsole: the table whole."""
-        return self.table
+    def __rich_console__(self, console: Console, options):
+        """On any rich console (a notebook's, `rich.print`): the parts that fit its
+        width, each at its natural width, so no cell is cut to an ellipsis."""
+        def measured(table: Table) -> int:
+            natural = copy.copy(table)
+            natural.expand = False
+            return Measurement.get(console, options.update(width=UNBOUNDED),
+                                   natural).maximum
+
+        for number, part in enumerate(table_parts(self, options.max_width, measured)):
+            if number:
+                yield ""
+            yield part
 
 
 def add_wide(parser: argparse.ArgumentParser) -> None:

@@ -79,6 +79,11 @@ def run_specs(study: ResolvedStudy, models: list, *,
             for spec, model in specs]
 
 
+def default_out(study: str) -> str:
+    """The packet folder when --out is not given: `<study stem>-packet` here."""
+    return f"{Path(study).name.removesuffix('.yaml').removesuffix('.yml')}-packet"
+
+
 def review(args: argparse.Namespace) -> int:
     """The handler: every check before any simulation, then runs, then the packet."""
     executor = executor_for(args.scheduler, args.workers)
@@ -88,6 +93,7 @@ def review(args: argparse.Namespace) -> int:
     models = [(model, model_workload(model, study)) for model in study.study.scope.models]
     applied = apply_variants(study, models)
     check_search(study)
+    args.out = args.out or default_out(args.study)
     with OutputFolder.claim(args.out, PACKET_MARKER, field="--out",
                             signature="packet.json") as out, \
             (_cache_folder(args) or nullcontext()) as cache:
@@ -142,8 +148,10 @@ def review(args: argparse.Namespace) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `accsim review`."""
     parser.add_argument("study", help="study spec YAML (see experiments/studies/)")
-    parser.add_argument("--out", required=True, metavar="DIR",
-                        help="folder for the packet (new, empty, or a previous packet)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="folder for the packet (new, empty, or a previous packet; "
+                        "default: STUDY-packet in the current folder, STUDY the spec's "
+                        "file name without .yaml)")
     parser.add_argument("--cache", metavar="DIR", help="result cache keyed by content "
                         f"hash (default {default_cache_dir()})")
     parser.add_argument("--no-cache", action="store_true",

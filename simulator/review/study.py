@@ -390,7 +390,7 @@ def _variant(entry: PlatformVariant, study: Source, field: str) -> Platform:
     try:
         return Platform.model_validate(raw)
     except ValidationError as exc:
-        error = validation_error(exc, raw, file=study.path)
+        error = validation_error(exc, raw, file=study.path, model=Platform)
         raise AccsimError(error.rule, file=study.path,
                           field=f"{field}.set ({error.field})") from None
 

@@ -139,7 +139,7 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
     try:
         return ServeSpec.model_validate(merged)
     except ValidationError as exc:
-        error = validation_error(exc, merged, file=args.spec or None)
+        error = validation_error(exc, merged, file=args.spec or None, model=ServeSpec)
     except AccsimError as exc:
         error = exc
     name = (error.field or "").split(".")[0]

@@ -27,7 +27,13 @@ def kv_capacity_blocks(capacity_bytes: int, weight_bytes: int, kv_bytes_per_toke
                           f"(offchip.capacity_bytes {capacity_bytes:,} bytes), leaving no "
                           "room for the KV cache", file=file,
                           field="offchip.capacity_bytes")
-    return (capacity_bytes - weight_bytes) // (kv_bytes_per_token * block_tokens)
+    free, block = capacity_bytes - weight_bytes, kv_bytes_per_token * block_tokens
+    if block > free:
+        raise AccsimError(f"one KV block of {block_tokens:,} tokens ({block:,} bytes) is "
+                          f"larger than the {free:,} bytes of HBM the weights leave for "
+                          "the KV cache: give a smaller block_tokens", file=file,
+                          field="block_tokens")
+    return free // block
 
 
 KV_ALLOCATORS: Registry = Registry("KV allocator")

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from simulator.errors import AccsimError
+from simulator.numbers import decimal_float
 from simulator.serving.metrics import PERCENTILES, RequestTimes
 
 METRICS = ("latency", "ttft", "tpot")
@@ -41,7 +42,7 @@ def parse_sla(text: str) -> dict[str, float]:
         if not sep:
             raise AccsimError(f"expected KEY=VALUE, got {part!r}", field="--sla")
         try:
-            targets[key.strip()] = float(value)
+            targets[key.strip()] = decimal_float(value.strip())
         except ValueError:
             raise AccsimError(f"{key.strip()}: not a number: {value.strip()!r}",
                               field="--sla") from None

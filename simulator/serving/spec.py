@@ -211,10 +211,40 @@ class ServeSpec(Strict):
              f"{self.replicas * (self.chips or self.tp * self.pp):,} chips, more than "
              f"the {MAX_CHIPS:,} a system may have"),
         ]
-        for broken, field, rule in rules + self._load_rules():
+        for broken, field, rule in rules + self._ignored_rules() + self._load_rules():
             if broken:  # AccsimError passes through pydantic with its field named
                 raise AccsimError(rule, field=field)
         return self
+
+    def _ignored_rules(self) -> list[tuple[bool, str, str]]:
+        """An option set away from its default where the run would ignore it (issue
+        42: `--cv` with poisson arrivals ran as if it were not given)."""
+        def given(name: str) -> bool:
+            return getattr(self, name) != type(self).model_fields[name].default
+
+        batching = self.batching or ("continuous" if self.model else "dynamic")
+        return [
+            (given("cv") and self.arrival != "gamma", "cv",
+             f"cv {self.cv:g} shapes gamma arrivals; {self.arrival} arrivals "
+             + ("have cv 1" if self.arrival == "poisson" else "come from the trace")
+             + ": use arrival gamma, or drop cv"),
+            (self.arrival == "trace" and (given("prompt_tokens") or given("output_tokens")),
+             "prompt_tokens" if given("prompt_tokens") else "output_tokens",
+             "the arrival trace gives each request's prompt and output tokens: drop "
+             "prompt_tokens and output_tokens, or serve poisson or gamma arrivals"),
+            (self.model is None and (given("prompt_tokens") or given("output_tokens")),
+             "prompt_tokens" if given("prompt_tokens") else "output_tokens",
+             "prompt and output tokens are an LLM's request lengths: give a model, or "
+             "drop them"),
+            (self.model is None and given("block_tokens"), "block_tokens",
+             "block_tokens sizes an LLM's KV-cache blocks: give a model, or drop it"),
+            (batching != "continuous" and given("max_tokens"), "max_tokens",
+             f"max_tokens is continuous batching's token budget; {batching} batching "
+             "would ignore it: use batching continuous, or drop max_tokens"),
+            (batching == "continuous" and self.max_wait_ms is not None, "max_wait_ms",
+             "max_wait_ms is static or dynamic batching's wait; continuous batching "
+             "would ignore it: drop it"),
+        ]
 
     def _load_rules(self) -> list[tuple[bool, str, str]]:
         """Poisson and gamma loads bounded before anything is drawn: the rate (or the

@@ -22,6 +22,7 @@ import numpy as np
 
 from simulator.errors import AccsimError
 from simulator.inputs.loader import Source, read_source, shipped_folder
+from simulator.numbers import decimal_float, decimal_int
 from simulator.serving.spec import MAX_HORIZON_S, MAX_REQUESTS, MAX_TOKENS
 
 # Accepted column names, first the ones used by the shipped trace (Vidur's spelling).
@@ -171,10 +172,12 @@ def _check_order(times: np.ndarray, lines: list[int], file: str, column: str) ->
 
 def _time(text: str, file: str, field: str) -> float:
     try:
-        value = float(text)
+        value = decimal_float(text)
     except ValueError:
-        raise AccsimError(f"not a number: {excerpt(text)}", file=file,
-                          field=field) from None
+        if text.lower().lstrip("+-") not in ("nan", "inf", "infinity"):
+            raise AccsimError(f"not a number (ASCII decimal digits): {excerpt(text)}",
+                              file=file, field=field) from None
+        value = math.nan  # a word for a non-finite value: the range rule names it
     if not math.isfinite(value) or not 0 <= value <= MAX_HORIZON_S:
         raise AccsimError(f"arrival time must be finite and >= 0 (at most "
                           f"{MAX_HORIZON_S:g} s), got {excerpt(text)}", file=file,
@@ -184,9 +187,10 @@ def _time(text: str, file: str, field: str) -> float:
 
 def _tokens(text: str, file: str, field: str) -> int:
     try:
-        value = int(text)
+        value = decimal_int(text)
     except ValueError:
-        raise AccsimError(f"not an integer: {excerpt(text)}", file=file,
+        raise AccsimError(f"not an integer (ASCII decimal digits): {excerpt(text)}",
+                          file=file,
                           field=field) from None
     if not 1 <= value <= MAX_TOKENS:
         raise AccsimError(f"token count must be >= 1 and <= {MAX_TOKENS:,}, got {value:,}",

@@ -243,7 +243,8 @@ def point_figures(point: Deployment, figures: dict, rate: float,
         chip_hour = platform.cost.chip_hour(watts / point.chips)
         cost = point.chips * chip_hour / (tokens_s * SECONDS_PER_HOUR) * 1e6
     percentiles = {f"{metric}_{stat}_ms": (figures[f"{metric}_ms"] or {}).get(stat)
-                   for metric in ("ttft", "tpot", "latency") for stat in ("p50", "p99")}
+                   for metric in ("ttft", "tpot", "latency")
+                   for stat in ("p50", "p95", "p99")}
     return {**point.fields(), **percentiles, "sla_rate_rps": rate,
             "goodput_rps": figures["goodput_rps"],
             "throughput_rps": figures["throughput_rps"], "tokens_per_s": tokens_s,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections import Counter
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -36,9 +37,21 @@ from simulator.output.terminal import console as report_console
 DEFAULT_BUDGET = 8
 DEFAULT_MAX_BATCH = (16, 64, 256)
 CSV_COLUMNS = ("arch", "chips", "chips_per_replica", "tp", "pp", "replicas", "batching",
-               "max_batch", "precision", "status", "sla_rate_rps", "goodput_rps",
-               "tokens_per_s", "tokens_per_s_per_chip", "tokens_per_s_per_watt",
-               "energy_per_token_j", "cost_per_mtok", "on_front", "reason")
+               "max_batch", "precision", "status", "sla_rate_rps", "throughput_rps",
+               "goodput_rps", "tokens_per_s", "tokens_per_s_per_chip",
+               "tokens_per_s_per_watt", "energy_per_token_j", "cost_per_mtok",
+               *(f"{metric}_{p}_ms" for metric in ("ttft", "tpot", "latency")
+                 for p in ("p50", "p95", "p99")), "on_front", "reason")
+# What a point's rates are: the search's answer (the offered rate) is not the rate its
+# token and efficiency figures are counted at (the achieved throughput at that load).
+RATE_FIGURES = {
+    "sla_rate_rps": "offered rate at the SLA: the highest arrival rate (requests/s) at "
+                    "which every SLA target is met (serve --find-max-rate)",
+    "throughput_rps": "achieved throughput: requests completed per second in the run at "
+                      "the offered rate; tokens/s, per chip, per watt and $/Mtok count "
+                      "these",
+    "goodput_rps": "the achieved requests/s that met every SLA target"}
+PRUNED_SHOWN = 3  # pruned points listed by default (all with --show-pruned)
 # Spec fields set from flags of the same meaning (flag -> field).
 SPEC_FLAGS = {"model": "model", "dtype": "dtype", "arrival": "arrival", "rate": "rate",
               "cv": "cv", "trace": "arrival_trace", "prompt_tokens": "prompt_tokens",
@@ -97,6 +110,9 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
         "cached in the folder <store stem>-costs beside it")
     add("--no-prune", action="store_true", help="search every point, even those the "
         "capacity rule or the roofline bound would prune (a check of the pruning)")
+    add("--show-pruned", action="store_true", help="list every pruned point with its "
+        f"reason (default: a count by reason and the first {PRUNED_SHOWN}; --json and "
+        "--csv hold them all)")
     # A pool by default, as for sweeps: on 2 idle cores a 20-point search took 56 s
     # against 84 s serial (experiments/bench_deploy.py), though each worker rebuilds
     # the memos one process shares across plans (+27% CPU).
@@ -178,11 +194,12 @@ def points_table(outcome) -> Table:
     table = Table(title=f"{outcome.arch}: {len(outcome.points)} searched, "
                   f"{len(outcome.pruned)} pruned", title_justify="left",
                   show_edge=False, pad_edge=False)
-    for column in ("deployment", "chips", "SLA rate/s", "goodput/s", "tok/s",
+    for column in ("deployment", "chips", "offered/s", "achieved/s", "goodput/s", "tok/s",
                    "tok/s/chip", "tok/s/W", "J/tok", "$/Mtok"):
         table.add_column(column, justify="left" if column == "deployment" else "right")
     for row in outcome.points:
         table.add_row(_label(row), str(row["chips"]), _fmt(row["sla_rate_rps"], ",.3f"),
+                      _fmt(row.get("throughput_rps"), ",.3f"),
                       _fmt(row.get("goodput_rps"), ",.3f"),
                       _fmt(row.get("tokens_per_s"), ",.1f"),
                       _fmt(row.get("tokens_per_s_per_chip"), ",.1f"),
@@ -190,6 +207,30 @@ def points_table(outcome) -> Table:
                       _fmt(row.get("energy_per_token_j"), ",.4f"),
                       _fmt(row.get("cost_per_mtok"), ",.3f"))
     return table
+
+
+def pruned_summary(rows: list[dict]) -> dict[str, int]:
+    """Pruned points counted by the kind of reason (its words before the first colon),
+    most first."""
+    kinds = Counter(str(row.get("reason") or "").partition(":")[0]
+                    for row in rows if row.get("status") == "pruned")
+    return dict(sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
+
+
+def pruned_lines(pruned: list[dict], *, every: bool) -> list[str]:
+    """What the terminal shows of a platform's pruned points: a count by reason and the
+    first PRUNED_SHOWN (every one with --show-pruned)."""
+    if not pruned:
+        return []
+    counts = "; ".join(f"{count} {kind}" for kind, count in pruned_summary(
+        [{**row, "status": "pruned"} for row in pruned]).items())
+    shown = pruned if every else pruned[:PRUNED_SHOWN]
+    lines = [f"  pruned {len(pruned)}: {counts}"]
+    lines += [f"    {_label(row)}: {row['reason']}" for row in shown]
+    if len(shown) < len(pruned):
+        lines.append(f"    ... {len(pruned) - len(shown)} more (--show-pruned lists them; "
+                     "--json and --csv hold them)")
+    return lines
 
 
 def _label(row: dict) -> str:
@@ -246,17 +287,21 @@ def handle(args: argparse.Namespace) -> int:
     console = report_console(wide=args.wide)
     for outcome in outcomes:
         console.print(points_table(outcome))
-        for row in outcome.pruned:
-            console.print(f"  pruned {_label(row)}: {row['reason']}", markup=False,
-                          highlight=False)
+        for line in pruned_lines(outcome.pruned, every=args.show_pruned):
+            console.print(line, markup=False, highlight=False)
+    print("offered/s: the highest arrival rate at which every SLA target is met\n"
+          "achieved/s: requests/s completed at that rate (tok/s, per chip, per watt\n"
+          "  and $/Mtok count these); goodput/s: those that met every SLA target")
     print(f"best per platform by {args.objective}:")
     for arch, top in found["best"].items():
         if top is None:
             print(f"  {arch}: no deployment meets the SLA")
             continue
-        print(f"  {arch}: {_label(top)} ({top['chips']} chips): SLA rate "
-              f"{top['sla_rate_rps']:,.3f}/s, {_fmt(top[args.objective], ',.4g')} "
-              f"{args.objective}; {top['binding']['text']}")
+        print(f"  {arch}: {_label(top)} ({top['chips']} chips): offered rate at the SLA "
+              f"{top['sla_rate_rps']:,.3f}/s, achieved throughput "
+              f"{_fmt(top.get('throughput_rps'), ',.3f')}/s, "
+              f"{_fmt(top[args.objective], ',.4g')} {args.objective}; "
+              f"{top['binding']['text']}")
     names = ", ".join(found["front_objectives"])
     print(f"Pareto front over {names}: " + "; ".join(
         f"{row['arch']} {_label(row)}" for row in found["front"]))
@@ -269,7 +314,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.json:
         with writing(args.json):
             write_file(args.json, dump_json({
-                "sla": spec.sla, "objective": args.objective,
+                "sla": spec.sla, "objective": args.objective, "rates": RATE_FIGURES,
+                "pruned": pruned_summary(rows),
                 "spec": spec.model_dump(mode="json"), "points": rows,
                 "best": found["best"], "front": found["front"]}, indent=1) + "\n")
         print(f"wrote {args.json}")

@@ -440,5 +440,5 @@ def platform_error(raw: dict) -> AccsimError | None:
     try:
         Platform.model_validate(raw)
     except ValidationError as exc:
-        return validation_error(exc, raw, file="")
+        return validation_error(exc, raw, file="", model=Platform)
     return None

@@ -12,7 +12,6 @@ in the registry).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import simulator
 from simulator.inputs.platform import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
-from simulator.inputs.loader import Source, load_model, read_json, validate_model
+from simulator.inputs.loader import Source, file_sha256, load_model, read_json, validate_model
 from simulator.mapping.plan import Mapping
 from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs, RunResult, simulate
@@ -30,6 +29,10 @@ from simulator.inputs.workload import Workload
 
 IGNORED_MANIFEST_FIELDS = ("environment", "accsim_version", "git_commit")
 INPUT_MODELS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
+# Largest source file a result may name that verify hashes: the largest input any
+# reader takes (an ONNX model, frontends/onnx/graph.py MAX_MODEL_BYTES); a larger file,
+# a FIFO or a device is "no longer readable", never read (issue 42).
+MAX_SOURCE_BYTES = 2 * 2**30
 
 
 @dataclass(frozen=True)
@@ -123,9 +126,9 @@ def source_changes(embedded: dict, models: dict, kind: RunKind = PLAIN_RUN) -> l
         if path is None:
             continue
         try:
-            now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        except OSError:
-            changed.append(f"{name}: {path} (no longer readable)")
+            now = file_sha256(path, max_bytes=MAX_SOURCE_BYTES)
+        except AccsimError as exc:
+            changed.append(f"{name}: {path} (no longer readable: {exc.rule})")
             continue
         if now != sha:
             changed.append(f"{name}: {path} (sha256 changed since the run)")

@@ -456,12 +456,15 @@ def load_model_config(path_or_shipped_name: str | Path) -> ModelConfig:
     """Read a config.json by path or shipped name (workloads/hf/NAME.json)."""
     path = locate_config(path_or_shipped_name)
     source = read_source(path)
-    raw = parse_json(source.text, file=source.path)
+    raw = parse_json(source.text, file=source.path, max_values=MAX_CONFIG_VALUES)
     return parse_config(raw, file=source.path,
                         name=model_name(text_part(raw) if isinstance(raw, dict) else raw,
                                         path))
 
 
+# Values a config.json may hold (containers and list items): the shipped ones hold at
+# most 36 (qwen3_30b_a3b.json), a hub config a few hundred; more is refused unparsed.
+MAX_CONFIG_VALUES = 1_000_000
 # Keys a config.json names its model by, in the order they are trusted.
 NAME_KEYS = ("_name_or_path", "name")
 # Longest model name kept (a hub id is far shorter).

@@ -88,13 +88,19 @@ def _binary(value: float) -> str:
     return f"{value:,.0f} B"
 
 
+HOW_WIDTH = 38  # characters of a formula's line in the figures table
+
+
 def figures_table(fig: StepFigures) -> Table:
     """The figures as a two-column table with the formula or source of each."""
     table = Table(title=f"{fig.model} {fig.phase}, batch {fig.batch}, "
                   f"{'prompt' if fig.phase == 'prefill' else 'context'} {fig.length}",
                   title_justify="left")
-    for column in ("figure", "value", "how"):
+    for column in ("figure", "value"):
         table.add_column(column)
+    # The formulas wrap at their words: a table of 80 columns holds the figure and
+    # either part beside it whole (its numbers are never cut).
+    table.add_column("how", max_width=HOW_WIDTH)
     rows = [
         ("parameters (total / active)",
          f"{_si(fig.params_total, '')} / {_si(fig.params_active, '')}",

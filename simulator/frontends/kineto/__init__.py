@@ -46,14 +46,19 @@ def import_kineto(path: str, *, strict: bool = False) -> Imported:
     trace = read_trace(path)
     tally = Tally()
     found: list[tuple[dict, float | None, Event]] = []  # fields, measured s, event
+    misfits: list[AccsimError] = []  # events whose shapes contradict their op
     on_device = bool(trace.device_us)
     for root in trace.roots:
-        _visit(root, trace, tally, found, on_device)
+        _visit(root, trace, tally, found, misfits, on_device)
     if strict:
         tally.refuse_unsupported(trace.file)
     if not found:
-        raise AccsimError("no operator event of the trace is a supported op ("
-                          + ("; ".join(tally.notes()) or "none") + ")", file=trace.file)
+        notes = "; ".join(tally.notes()) or "none"
+        if misfits:  # the first misfit, and that it left nothing to cost
+            raise AccsimError(f"{misfits[0].rule}; no event of the trace could be costed "
+                              f"({notes})", file=trace.file, field=misfits[0].field)
+        raise AccsimError(f"no operator event of the trace is a supported op ({notes})",
+                          file=trace.file)
     operators = _fold(found, trace.file)
     threads = len({event.thread for _, _, event in found})
     stem = Path(path).name.removesuffix(".gz").removesuffix(".json")
@@ -69,9 +74,12 @@ def import_kineto(path: str, *, strict: bool = False) -> Imported:
                     notes)
 
 
-def _visit(event: Event, trace: Trace, tally: Tally, found: list, on_device: bool) -> bool:
+def _visit(event: Event, trace: Trace, tally: Tally, found: list, misfits: list,
+           on_device: bool) -> bool:
     """Convert an event or what it calls; True if anything became an operator or was
-    counted as left out with a reason (so the op that called it is not counted too)."""
+    counted as left out with a reason (so the op that called it is not counted too).
+    An event whose recorded shapes contradict its op is left out, its error kept in
+    `misfits`."""
     name = event.op
     if name in CONVERTERS:
         try:
@@ -86,10 +94,14 @@ def _visit(event: Event, trace: Trace, tally: Tally, found: list, on_device: boo
                               file=trace.file, field=event.where) from None
         except BadShapes as exc:
             raise AccsimError(str(exc), file=trace.file, field=event.where) from None
-        except Contradiction as exc:
-            raise AccsimError(f"recorded shapes do not fit {name} ({exc}): Input Dims "
-                              f"{excerpt(event.args.get('Input Dims'))}",
-                              file=trace.file, field=event.where) from None
+        except Contradiction as exc:  # a real trace can hold one (issue 42): counted
+            dims = excerpt(event.args.get("Input Dims"))
+            tally.leave_out(name, event.where, f"recorded shapes do not fit {name}",
+                            f"{exc}; Input Dims {dims}")
+            misfits.append(AccsimError(f"recorded shapes do not fit {name} ({exc}): "
+                                       f"Input Dims {dims}", file=trace.file,
+                                       field=event.where))
+            return True
         if on_device:
             device_us = trace.device_time_us(event)
             measured = None if device_us is None else device_us * 1e-6
@@ -104,7 +116,8 @@ def _visit(event: Event, trace: Trace, tally: Tally, found: list, on_device: boo
     if name in MOVES_DATA:
         tally.moves_data[name] += 1
         return False
-    inside = [_visit(child, trace, tally, found, on_device) for child in event.children]
+    inside = [_visit(child, trace, tally, found, misfits, on_device)
+              for child in event.children]
     if not any(inside):
         tally.leave_out(name, event.where)
     return any(inside)

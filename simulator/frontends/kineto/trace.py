@@ -21,6 +21,7 @@ from pathlib import Path
 
 from simulator.errors import AccsimError
 from simulator.inputs.loader import decode_text, excerpt, parse_json, read_bytes
+from simulator.numbers import decimal_float
 
 OPERATOR_CATEGORIES = {"cpu_op", "operator"}          # "operator": older PyTorch
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}
@@ -34,6 +35,12 @@ MAX_LITERAL_CHARS = 10_000
 MAX_EVENT_DEPTH = 256
 # A recorded dimension is an int64 in PyTorch.
 MAX_DIMENSION = 2**63 - 1
+# Longest event taken as measured: 10**12 us is 11.6 days, past any profiled run (a
+# profiler records seconds to minutes); 1e300 is a damaged or forged trace (issue 42).
+MAX_DURATION_US = 1e12
+# Latest timestamp: Kineto writes microseconds since the epoch (about 1.7e15 in 2024);
+# past 2**53 a float no longer holds every whole microsecond.
+MAX_TIMESTAMP_US = float(2**53)
 
 
 class NoShapes(Exception):
@@ -191,13 +198,18 @@ def _time(raw: dict, key: str, file: str, where: str) -> float:
         raise AccsimError(f"a complete event needs a numeric {key}, found "
                           f"{excerpt(value)}", file=file, field=f"{where}.{key}")
     try:
-        number = float(value)
+        number = decimal_float(value) if isinstance(value, str) else float(value)
     except (ValueError, OverflowError):
         number = math.nan
-    if not math.isfinite(number) or key == "dur" and number < 0:
-        rule = "a finite number >= 0" if key == "dur" else "a finite number"
+    if not math.isfinite(number) or key == "dur" and not 0 <= number <= MAX_DURATION_US:
+        rule = f"a number from 0 to {MAX_DURATION_US:g} us" if key == "dur" else \
+            "a finite number"
         raise AccsimError(f"must be {rule}, found {excerpt(value)}", file=file,
                           field=f"{where}.{key}")
+    if abs(number) > MAX_TIMESTAMP_US:
+        raise AccsimError(f"must be at most {MAX_TIMESTAMP_US:g} us (microseconds past "
+                          f"that are not whole in a float), found {excerpt(value)}",
+                          file=file, field=f"{where}.{key}")
     return number
 
 

@@ -24,7 +24,7 @@ MISSING = "the onnx importer needs the onnx package: install with pip install 'a
 
 def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     """`name=1x3x224x224` as (name, shape); argparse reports a bad one."""
-    match = re.fullmatch(r"(.+)=(\d+(?:x\d+)*)", text)
+    match = re.fullmatch(r"(.+)=([0-9]+(?:x[0-9]+)*)", text)
     if not match or any(int(d) < 1 for d in match.group(2).split("x")):
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=DxDx... with positive "
                                          "dimensions (e.g. input=1x3x224x224)")
@@ -32,7 +32,7 @@ def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
 
 
 def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    if not re.fullmatch("[0-9]+", text) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
     return int(text)
 

@@ -25,6 +25,10 @@ Shape = tuple[int, ...]
 DEFAULT_DOMAINS = ("", "ai.onnx")
 # Largest model file read: protobuf's own limit on one message.
 MAX_MODEL_BYTES = 2 * 2**30
+# Most nodes a graph may have, checked before its wiring and shapes are walked: a
+# 100-block encoder at BERT-base width has 2,400 (experiments/bench_import.py), a
+# large LLM export tens of thousands.
+MAX_NODES = 1_000_000
 
 
 class ShapeUnknown(Exception):
@@ -88,6 +92,9 @@ def read_graph(path: str | Path, *, batch: int | None = None,
                           f"(1 to {onnx.defs.onnx_opset_version()})", file=file)
     if not graph.node:
         raise AccsimError("the graph has no nodes (an empty or truncated file?)", file=file)
+    if len(graph.node) > MAX_NODES:
+        raise AccsimError(f"{len(graph.node):,} nodes, more than the {MAX_NODES:,} a graph "
+                          "may have", file=file)
     weights = frozenset(t.name for t in graph.initializer)
     _check_wiring(graph, weights, file)
     if batch is not None or input_shapes:
@@ -203,14 +210,18 @@ def _node(node, index: int) -> Node:
 
 
 def _unique(nodes: list[Node]) -> list[Node]:
-    """Nodes with distinct names (exporters repeat or omit them)."""
+    """Nodes with distinct names (exporters repeat or omit them): a repeated name gets
+    the first free suffix _2, _3, ... Each name's last suffix is kept, so a graph
+    repeating one name N times costs N steps, not N^2 (issue 42: 60,000 duplicates)."""
     seen: set[str] = set()
+    last: dict[str, int] = {}
     out = []
     for node in nodes:
-        name, n = node.name, 1
-        while name in seen:
-            n += 1
-            name = f"{node.name}_{n}"
+        name, n = node.name, last.get(node.name, 1)
+        if name in seen:
+            while (name := f"{node.name}_{n + 1}") in seen:
+                n += 1
+            last[node.name] = n + 1
         seen.add(name)
         out.append(replace(node, name=name))
     return out

@@ -35,13 +35,14 @@ from dataclasses import dataclass, field
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.inputs.loader import validate_model
+from simulator.inputs.loader import excerpt, validate_model
 from simulator.inputs.workload import Workload
 
 CONV_COLUMNS = ("Layer name", "IFMAP Height", "IFMAP Width", "Filter Height",
                 "Filter Width", "Channels", "Num Filter", "Strides")
 GEMM_COLUMNS = ("Layer", "M", "N", "K")
 _SPARSITY = re.compile(r"^\d+:\d+$")
+HEADER_CELLS_SHOWN = 9  # of a header that is neither kind, quoted in the message
 
 
 def _cells(line: str) -> list[str]:
@@ -62,10 +63,13 @@ def sniff_topology_kind(text: str, *, file: str) -> str:
         return "gemm"
     if len(header) >= len(CONV_COLUMNS) and "ifmap" in " ".join(names[1:3]):
         return "conv"
+    shown = ", ".join(excerpt(cell, 40) for cell in header[:HEADER_CELLS_SHOWN])
+    more = f" and {len(header) - HEADER_CELLS_SHOWN:,} more" \
+        if len(header) > HEADER_CELLS_SHOWN else ""
     raise AccsimError("cannot tell a SCALE-Sim conv topology (Layer name, IFMAP Height, "
                       "IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, "
                       "Strides) from a GEMM one (Layer, M, N, K) by its header "
-                      f"{', '.join(header) or '(empty)'}; pass --format scalesim-conv or "
+                      f"{shown + more or '(empty)'}; pass --format scalesim-conv or "
                       "--format scalesim-gemm", file=file, field="line 1")
 
 
@@ -323,7 +327,7 @@ class ConfigImport:
 def _config_error(exc: configparser.Error, file: str) -> AccsimError:
     line = getattr(exc, "lineno", None)
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return AccsimError(f"malformed SCALE-Sim config: {text}", file=file,
+    return AccsimError(f"malformed SCALE-Sim config: {excerpt(text, 160)}", file=file,
                        field=f"line {line}" if line else None)
 
 
@@ -335,6 +339,9 @@ def parse_config(text: str, *, file: str) -> ConfigImport:
         parser.read_string(text, source=file)
     except configparser.Error as exc:
         raise _config_error(exc, file) from None
+    if not parser.sections():
+        raise AccsimError("no SCALE-Sim sections ([general], [architecture_presets], ...): "
+                          "an empty config describes no accelerator", file=file)
     values = {(section, key): value.strip() for section in parser.sections()
               for key, value in parser.items(section)}
     stem = file.rsplit("/", 1)[-1].rsplit(".", 1)[0]
@@ -358,10 +365,11 @@ def parse_config(text: str, *, file: str) -> ConfigImport:
         try:
             value = number(raw)
         except (TypeError, ValueError):
-            raise AccsimError(f"{raw!r} is not a {'whole ' if number is int else ''}number",
+            raise AccsimError(f"{excerpt(raw)} is not a "
+                              f"{'whole ' if number is int else ''}number",
                               file=file, field=f"{section}.{key}") from None
         if not value > 0 or not math.isfinite(value):
-            raise AccsimError(f"{raw} must be positive and finite", file=file,
+            raise AccsimError(f"{excerpt(raw)} must be positive and finite", file=file,
                               field=f"{section}.{key}")
         return value
 
@@ -372,17 +380,19 @@ def parse_config(text: str, *, file: str) -> ConfigImport:
              for key in ("IfmapSramSzkB", "FilterSramSzkB", "OfmapSramSzkB")]
     dataflow = (get("architecture_presets", "Dataflow") or "").strip().lower()
     if dataflow not in ("os", "ws", "is"):
-        raise AccsimError(f"dataflow {dataflow!r} is not one of os, ws, is", file=file,
+        raise AccsimError(f"dataflow {excerpt(dataflow)} is not one of os, ws, is",
+                          file=file,
                           field="architecture_presets.Dataflow")
     raw_bw = get("architecture_presets", "Bandwidth")
     first_bw = raw_bw.split(",")[0].strip()
     try:
         bandwidth = float(first_bw)
     except ValueError:
-        raise AccsimError(f"{raw_bw!r} is not a number (words per cycle)", file=file,
+        raise AccsimError(f"{excerpt(raw_bw)} is not a number (words per cycle)",
+                          file=file,
                           field="architecture_presets.Bandwidth") from None
     if not bandwidth > 0 or not math.isfinite(bandwidth):
-        raise AccsimError(f"{raw_bw} must be positive and finite", file=file,
+        raise AccsimError(f"{excerpt(raw_bw)} must be positive and finite", file=file,
                           field="architecture_presets.Bandwidth")
     honoured += [f"ArrayHeight x ArrayWidth = {rows}x{cols} -> systolic_array rows x cols",
                  f"Ifmap/Filter/OfmapSramSzkB = {sizes[0]}/{sizes[1]}/{sizes[2]} KiB of "

@@ -18,7 +18,7 @@ COLUMNS = [("platform", "text"), ("model", "text"), ("meets SLA", "text"),
 
 def headroom(sla: dict[str, float], row: dict) -> float | None:
     """The smallest share of an SLA target left at the point's SLA capacity, over the
-    targets the point reports (p50 and p99 of TTFT, TPOT and latency)."""
+    targets the point reports (p50, p95 and p99 of TTFT, TPOT and latency)."""
     left = [1 - row[key] / target for key, target in sla.items()
             if row.get(key) is not None]
     return min(left) if left else None
