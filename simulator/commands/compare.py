@@ -26,8 +26,7 @@ from simulator.precision import command as precision_command
 from simulator.simulate import Inputs
 from simulator.system import command as system_command
 from simulator.system.plan_run import check_fit
-from simulator.present.run_report import COMPARE_GROUPS
-from simulator.output.terminal import Grouped, add_wide
+from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
 
 
