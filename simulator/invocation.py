@@ -12,11 +12,17 @@ from __future__ import annotations
 import math
 
 from simulator.inputs.platform import Platform
+from simulator.errors import AccsimError
 from simulator.metrics.energy import static_power_w
 from simulator.mapping.footprint import tensor_bytes
 from simulator.metrics.totals import Totals
 from simulator.model.timing import host_transfer_cycles
 from simulator.inputs.workload import Workload, is_attention, is_collective
+
+
+# One call's cycles: with the operators' (2**62 at most, simulator.limits) the run's
+# total stays within int64.
+MAX_CALL_CYCLES = 2**60
 
 
 def call_io_bytes(workload: Workload, platform: Platform) -> tuple[int, int]:
@@ -56,7 +62,16 @@ def call_cycles(platform: Platform, in_bytes: int, out_bytes: int) -> int:
         bytes_per_cycle = link.bandwidth_gbps / platform.clock_ghz
         latency = int(math.ceil(link.latency_us * cycles_per_us))
         for nbytes in (in_bytes, out_bytes):
+            if nbytes / bytes_per_cycle + latency >= MAX_CALL_CYCLES:  # int64 kernel
+                cycles = MAX_CALL_CYCLES
+                break
             cycles += host_transfer_cycles(nbytes, bytes_per_cycle, latency)
+    if cycles >= MAX_CALL_CYCLES:
+        field = "runtime.host_link" if link is not None else \
+            "runtime.invocation_overhead_us"
+        raise AccsimError(f"one call's launch and its {in_bytes + out_bytes:,} bytes over "
+                          "the host link take 2**60 cycles or more, past what an int64 "
+                          "cycle count keeps beside the operators'", field=field)
     return cycles
 
 

@@ -31,6 +31,7 @@ from simulator.errors import AccsimError
 from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_bytes,
                                          c_tile_bytes, epilogue_tile_bytes,
                                          operand_bytes)
+from simulator.invocation import invocation_cycles
 from simulator.program.tile_program import INT64_BOUND
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS
 from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
@@ -226,6 +227,10 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
                               f"{bytes_per_cycle:.3g} bytes per cycle (offchip."
                               "bandwidth_gbps / clock_ghz) takes past int64 cycles",
                               file=platform_source, field="offchip.bandwidth_gbps")
+    try:  # a call's host transfers, priced apart from the operators (invocation.py)
+        invocation_cycles(workload, platform)
+    except AccsimError as exc:
+        raise AccsimError(exc.rule, file=platform_source, field=exc.field) from None
 
 
 def _check_collective(op, platform, platform_source: str | None) -> None:

@@ -3,6 +3,7 @@ the metrics into one result with its manifest (DESIGN.md sections 3, 4, 6)."""
 
 from __future__ import annotations
 
+import math
 import platform as host
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import numpy as np
 import simulator
 from simulator.inputs.platform import Platform
 from simulator.engines import choose_engine
+from simulator.errors import AccsimError
 from simulator.engines.outcome import Breakdown
 from simulator.engines.runner import engine_runner
 from simulator.inputs.run_inputs import Inputs
@@ -128,9 +130,20 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
                                                  block_steps=blocks).breakdown.total_cycles
                                * op.instances) if fusion_report else []
     adjacency = bool(groups) and fusion_adjacency(inputs.workload, inputs.mapping)
-    return RunResult(inputs, used, reason, results,
-                     invocation_cycles(inputs.workload, inputs.platform), tuple(groups),
-                     adjacency)
+    result = RunResult(inputs, used, reason, results,
+                       invocation_cycles(inputs.workload, inputs.platform), tuple(groups),
+                       adjacency)
+    check_finite_energy(result.total, path(inputs.platform_source))
+    return result
+
+
+def check_finite_energy(total: Totals, platform_source: str | None) -> None:
+    """A run's energy within a double's range: energy coefficients that valid files
+    may hold (1e300 pJ per MAC) would otherwise write inf into tables and JSON."""
+    if not math.isfinite(total.energy_pj):
+        raise AccsimError("the run's energy passes a double's range (inf pJ): an energy "
+                          "coefficient or static power is too large", file=platform_source,
+                          field="energy")
 
 
 def git_commit() -> str | None:

@@ -6,6 +6,7 @@ platform with the fitted values marked `kind: fitted` (the file and its sha256).
 from __future__ import annotations
 
 import argparse
+import json
 
 import yaml
 from rich.table import Table
@@ -15,6 +16,7 @@ from simulator.calibrate.measured import read_measured
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
 from simulator.inputs.resolve import load_inputs
 from simulator.commands.options import budget
+from simulator.commands.rules import in_range, names, whole
 from simulator.inputs.platform import Platform
 from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
@@ -23,22 +25,28 @@ from simulator.output.files import check_output_path, write_file
 from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
 
+# k of the k-fold cross-validation: each fold a fit of its own (seconds each).
+MAX_FOLDS = 100
+
 
 def handle(args: argparse.Namespace) -> int:
     check_output_path(args.output, "output", (".yaml", ".yml"))
-    if args.json and args.json != "-":
+    if args.json is not None and args.json != "-":
         check_output_path(args.json, "json", (".json",))
     inputs = load_inputs(args.arch, None, None)
     platform = inputs.platform
     file = inputs.platform_source.path if inputs.platform_source else platform.name
     ranges = assumed_ranges(platform)
-    chosen = [name for part in args.fit or () for name in part.split(",") if name] \
-        or list(ranges)
+    in_range(args.folds, "--folds", low=2, high=MAX_FOLDS)
+    chosen = names(args.fit, "--fit") or list(ranges)
     unknown = [name for name in chosen if name not in ranges]
     if unknown:
         raise AccsimError(f"{unknown} are no assumed fields with a range (assumed: "
                           f"{', '.join(ranges) or 'none'})", file=file, field="--fit")
     measured = read_measured(args.measured)
+    if args.folds > len(measured.operators):
+        raise AccsimError(f"{args.folds} folds of {len(measured.operators)} measured "
+                          "operators: each fold needs one to hold back", field="--folds")
     result = calibrate(platform, measured, {name: ranges[name] for name in chosen},
                        folds=args.folds, engine=args.engine, budget=budget(args),
                        file=file)
@@ -49,7 +57,7 @@ def handle(args: argparse.Namespace) -> int:
         console.print(fit_table(result, ranges))
         for line in summary_lines(result, len(measured.operators)):
             console.print(line, markup=False, highlight=False)
-    if args.json and args.json != "-":
+    if args.json is not None and args.json != "-":
         write_file(args.json, dump_json(result.as_dict(), indent=1) + "\n", field="--json")
     write_file(args.output, calibrated_yaml(platform, result, measured.file,
                                             measured.sha256, file), field="--output")
@@ -92,8 +100,9 @@ def calibrated_yaml(platform: Platform, result: Calibration, source: str, sha256
                                    **({"range": entry["range"]} if "range" in entry
                                       else {})}
     validate_model(raw, Platform, file=file)
-    header = (f"# {platform.name} calibrated by accsim against {source} (sha256 "
-              f"{sha256}); fitted: {', '.join(result.fitted)}\n")
+    # The file name as a JSON string: a newline or '#' in it stays inside the comment.
+    header = (f"# {platform.name} calibrated by accsim against {json.dumps(source)} "
+              f"(sha256 {sha256}); fitted: {', '.join(result.fitted)}\n")
     return header + yaml.safe_dump(raw, sort_keys=False)
 
 
@@ -107,7 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="assumed fields to fit (default: every assumed field)")
     parser.add_argument("-o", "--output", required=True, metavar="PATH",
                         help="the calibrated platform YAML")
-    parser.add_argument("--folds", type=int, default=5,
+    parser.add_argument("--folds", type=whole, default=5,
                         help="k of the k-fold cross-validation (default 5)")
     parser.add_argument("--engine", choices=ENGINE_CHOICES, default="fast")
     parser.add_argument("--max-memory", metavar="SIZE",

@@ -34,6 +34,9 @@ IDENTIFIABLE = 1e-4
 # Finite-difference step as a fraction of the range: wide enough to cross the steps of
 # whole cycle counts.
 STEP = 0.02
+# A relative error past this (simulated 10^150 times the measured time) is a unit
+# mistake, and its square would overflow the least-squares sum.
+MAX_ERROR = 1e150
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,14 @@ class Model:
         return self.runs[key]
 
     def errors(self, values: dict[str, float]) -> np.ndarray:
-        return self.seconds(values) / self.measured - 1.0
+        with np.errstate(over="ignore"):
+            errors = self.seconds(values) / self.measured - 1.0
+        if not np.all(np.isfinite(errors)) or np.max(np.abs(errors)) > MAX_ERROR:
+            name = self.names[int(np.argmax(~np.isfinite(errors) | (np.abs(errors) > MAX_ERROR)))]
+            raise AccsimError(f"{name}: simulated / measured time is past {MAX_ERROR:g}, "
+                              "too far apart to fit (is measured_s in seconds?)",
+                              file=self.file, field="measured_s")
+        return errors
 
 
 def _steps(model: Model) -> np.ndarray:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import re
 from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
@@ -20,6 +21,12 @@ from simulator.inputs.workload import Operator, Workload
 
 OPERATOR = TypeAdapter(Operator)
 COLUMNS = ("operator", "shape", "dtype", "measured_s")
+# A measured time is at least a picosecond (a 1 THz clock's period): a shorter one is
+# no operator's time, and its relative error would overflow the fit.
+MIN_MEASURED_S = 1e-12
+# measured_s as written: ASCII digits, point and exponent (float() also takes '1_000',
+# other scripts' digits, 'nan' and 'inf').
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,12 @@ def read_measured(path: str) -> Measured:
     else:
         raise AccsimError("measurements must be a .csv, a Kineto trace (.json or "
                           ".json.gz) or a workload (.yaml) with measured_s", file=path)
+    for op in operators:
+        if op.measured_s is not None and 0 < op.measured_s < MIN_MEASURED_S:
+            raise AccsimError(f"{op.name}: measured_s {op.measured_s:g} s is under "
+                              f"{MIN_MEASURED_S:g} s, shorter than one clock period of "
+                              "any accelerator (a unit mistake?)", file=path,
+                              field="measured_s")
     measured = [op for op in operators if op.measured_s is not None and op.measured_s > 0]
     if len(measured) < 2:
         raise AccsimError(f"{len(measured)} operators carry a positive measured time; "
@@ -67,12 +80,17 @@ def _csv_operators(text: str, file: str) -> list:
                   "kind": row["operator"], **_shape(row["shape"], file, where)}
         if row["dtype"]:
             fields["dtype"] = row["dtype"]
+        text = row["measured_s"]
+        if not isinstance(text, str) or not _DECIMAL.fullmatch(text.strip()):
+            raise AccsimError(f"not an accsim operator: measured_s {text!r} is no number "
+                              "(ASCII digits, point and exponent only)", file=file,
+                              field=where)
         try:
-            fields["measured_s"] = float(row["measured_s"])
+            fields["measured_s"] = float(text)
             operators.append(OPERATOR.validate_python(fields))
         except (TypeError, ValueError, ValidationError) as exc:
             reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) \
-                else f"measured_s {row['measured_s']!r} is no number"
+                else f"measured_s {text!r} is no number"
             raise AccsimError(f"not an accsim operator: {reason}", file=file,
                               field=where) from None
     return operators
@@ -87,5 +105,5 @@ def _shape(text: str, file: str, where: str) -> dict:
         if not sep or not key or not value:
             raise AccsimError(f"shape {text!r}: {part!r} is not key=value", file=file,
                               field=where)
-        fields[key] = int(value) if value.isdigit() else value
+        fields[key] = int(value) if value.isascii() and value.isdigit() else value
     return fields

@@ -12,6 +12,8 @@ run: the figures are exactly those of a rerun with the perturbed file.
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,6 +81,37 @@ class Sensitivity:
                             "high": s.high, "metric_low": s.metric_low,
                             "metric_high": s.metric_high, "spread": s.spread,
                             "elasticity": s.elasticity(self.base)} for s in self.swings]}
+
+
+def at_end(run: Callable[[Platform], float], candidate: Platform, name: str, end,
+           file: str) -> float:
+    """The metric of a platform with one field at an end of its range; a run that
+    end makes impossible is an error naming the range."""
+    try:
+        return run(candidate)
+    except AccsimError as exc:
+        raise AccsimError(f"at {name} = {end:g} (an end of its range): {exc.message()}",
+                          file=file, field=f"provenance.{name}.range") from None
+
+
+def finite_swing(swing: Swing, base: float, file: str) -> Swing:
+    """The swing, if every figure a table or CSV shows of it is finite; else an error
+    naming the range whose end made one infinite (a range such as [0, 1e308])."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            shown = (swing.metric_low, swing.metric_high, swing.spread,
+                     swing.high - swing.low, swing.elasticity(base) or 0.0,
+                     swing.spread / base if base else 0.0)
+        except (OverflowError, ZeroDivisionError):
+            shown = (math.inf,)
+    if not all(math.isfinite(value) for value in shown):
+        raise AccsimError(f"the range [{swing.low:g}, {swing.high:g}] puts a figure of the "
+                          "tornado past a float's range (metric at its ends "
+                          f"{swing.metric_low:g}, {swing.metric_high:g}): give a range "
+                          "the value plausibly lies in", file=file,
+                          field=f"provenance.{swing.field}.range")
+    return swing
 
 
 def perturbed_raw(platform: Platform, field: str, value) -> dict:
@@ -160,8 +193,9 @@ def sensitivity(inputs: Inputs, metric: str = "time_s", *, engine: str = "fast",
             progress(index, len(chosen), name)
         candidates = [perturbed(platform, name, end, file=file) for end in (low, high)]
         timeless = metric in TIMING_METRICS and name.startswith(NO_TIMING_EFFECT)
-        ends = [base if timeless else run(candidate) for candidate in candidates]
-        swings.append(Swing(name, value, low, high, *ends))
+        ends = [base if timeless else at_end(run, candidate, name, end, file)
+                for candidate, end in zip(candidates, (low, high))]
+        swings.append(finite_swing(Swing(name, value, low, high, *ends), base, file))
     if progress:
         progress(len(chosen), len(chosen), "")
     swings.sort(key=lambda s: (-s.spread, s.field))

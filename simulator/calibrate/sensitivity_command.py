@@ -30,7 +30,7 @@ def handle(args: argparse.Namespace) -> int:
     for path, option, suffixes in ((args.json, "json", (".json",)),
                                    (args.csv, "csv", (".csv",)),
                                    (args.plot, "plot", PLOT_SUFFIXES)):
-        if path and not (option == "json" and path == "-"):  # --json -: printed
+        if path is not None and not (option == "json" and path == "-"):  # --json -: printed
             check_output_path(path, option, suffixes)
     args.arch = [args.arch]
     (inputs,), _ = compared_inputs(args)
@@ -43,11 +43,11 @@ def handle(args: argparse.Namespace) -> int:
         print(dump_json(study.as_dict(), indent=1))
     else:
         report_console(wide=args.wide).print(tornado_table(study, inputs.platform.name))
-    if args.json and args.json != "-":
+    if args.json is not None and args.json != "-":
         write_file(args.json, dump_json(study.as_dict(), indent=1) + "\n", field="--json")
-    if args.csv:
+    if args.csv is not None:
         write_file(args.csv, tornado_csv(study), field="--csv")
-    if args.plot:
+    if args.plot is not None:
         write_tornado(study, inputs.platform.name, args.plot)
     return 0
 

@@ -14,6 +14,7 @@ from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
 from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
 from simulator.commands.options import add_inputs, budget
+from simulator.commands.rules import requires
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
@@ -58,14 +59,17 @@ OUTPUT_SUFFIXES = {"json": None, "csv": None, "plot": (".png", ".pdf", ".svg")}
 
 def handle(args: argparse.Namespace) -> int:
     for option, suffixes in OUTPUT_SUFFIXES.items():
-        if getattr(args, option):
+        if getattr(args, option) is not None:
             check_output_path(getattr(args, option), option, suffixes)
     plan = system_command.plan_from_args(args)
     memory = budget(args)
     if args.robust and not plan.single_chip:
         raise AccsimError("--robust compares single chips (no --chips, --tp, --pp, "
                           "--dp)", field="--robust")
-    if args.robust_json and args.robust_json != "-":
+    requires(args, "--robust-json", "--robust")
+    requires(args, "--metric", "--robust")
+    args.metric = args.metric or "time_s"
+    if args.robust_json is not None and args.robust_json != "-":
         check_output_path(args.robust_json, "robust-json", (".json",))
     every, llm = compared_inputs(args)
     chosen = [precision_command.applied(args, inputs, single_chip=plan.single_chip)
@@ -163,7 +167,7 @@ def add_arguments(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("--robust", action="store_true", help="also say for each pair "
                          "whether its ranking holds across the platforms' assumed "
                          "ranges, or which assumption flips it (single chip)")
-    compare.add_argument("--metric", choices=sorted(METRICS), default="time_s",
+    compare.add_argument("--metric", choices=sorted(METRICS),
                          help="the figure --robust ranks by (default time_s)")
     compare.add_argument("--robust-json", metavar="PATH", help="with --robust: write "
                          "the corners and verdicts as JSON ('-': print it)")

@@ -380,6 +380,10 @@ class CostTable(Strict):
         elif any(value is None for value in owned):
             raise ValueError("give price_per_chip_hour, or all of capital_per_chip, "
                              "lifetime_years and power_price_per_kwh")
+        elif not math.isfinite(self.chip_hour(0.0)) or self.chip_hour(0.0) == 0:
+            raise ValueError(f"capital_per_chip {self.capital_per_chip:g} over "
+                             f"lifetime_years {self.lifetime_years:g} is no finite "
+                             "price per chip-hour above 0")
         return self
 
     def chip_hour(self, watts_per_chip: float) -> float:

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from simulator.engines.fast import _replay
+from simulator.kernels.library import switch
 from simulator.kernels.jit import (Kernel, ahead_types, fcntl, lacks_ahead, load_registries,
                            lock_path)
 from simulator.lowering.steps import gemm_block
@@ -52,7 +53,7 @@ def _worth_it() -> bool:
     second core is better left alone)."""
     return (fcntl is not None and _cores() >= 2
             and os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
-            and os.environ.get("ACCSIM_AHEAD", "1") != "0")
+            and switch("ACCSIM_AHEAD", True))
 
 
 def _locked(kernel: Kernel) -> int | None:

@@ -136,7 +136,14 @@ def build(directory: Path, report=lambda text: None) -> Built:
                           f"'accsim[compile]'); runs keep using the JIT") from exc
     modules = sorted({kernel.__module__ for _, kernel, _ in ENTRIES})
     sources = {path: kernel_library.source_digest(path) for path in source_closure(modules)}
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AccsimError(f"cannot make the library's folder: {exc.strerror}",
+                          file=str(directory)) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise AccsimError("cannot write the library's folder (permission denied)",
+                          file=str(directory))
     exports = []
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
         try:

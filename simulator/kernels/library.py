@@ -27,6 +27,7 @@ import importlib.util
 import json
 import os
 import platform
+import stat
 import sys
 import zlib
 from collections.abc import Callable, Sequence
@@ -34,9 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.errors import AccsimError
+
 MODULE = "accsim_kernels"  # the extension module's name (its PyInit symbol)
 MANIFEST = "manifest.json"
 FORMAT = 1
+MAX_MANIFEST_BYTES = 2**20  # a manifest lists some 20 exports and 60 sources: ~10 KB
 PACKAGE = Path(__file__).resolve().parent  # source paths in the manifest are under it
 _NONE = frozenset((type(None),))
 _ARRAY = frozenset((np.ndarray,))
@@ -51,17 +55,57 @@ def library_dir() -> Path:
     (~/.cache when unset), one folder per Python version, machine and NumPy version
     (the extension is built against NumPy's C API: another version may not load it)."""
     base = os.environ.get("ACCSIM_KERNEL_DIR")
-    if not base:
-        cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-        base = Path(cache) / "accsim" / "kernels"
+    if base:
+        check_folder(base, "ACCSIM_KERNEL_DIR")
+    else:
+        cache = os.environ.get("XDG_CACHE_HOME")
+        if cache:
+            check_folder(cache, "XDG_CACHE_HOME")
+        base = Path(cache or Path.home() / ".cache") / "accsim" / "kernels"
     return Path(base) / (f"{sys.implementation.cache_tag}-{platform.machine()}"
                          f"-numpy{np.__version__}")
+
+
+def check_folder(path: str, variable: str) -> None:
+    """An environment variable names a folder, or a path one can be made at: not a
+    file, a device, a FIFO, a dangling link, or a path under a file. An AccsimError
+    naming the variable otherwise."""
+    def refuse(rule: str) -> AccsimError:
+        return AccsimError(f"{path!r} {rule}, not a folder", field=variable)
+
+    if "\x00" in path:
+        raise refuse("holds a NUL character")
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise refuse("is a dangling link") from None
+        return  # made by `accsim compile`
+    except NotADirectoryError:
+        raise refuse("is a path under a file") from None
+    except OSError as exc:
+        raise refuse(f"cannot be read ({exc.strerror})") from None
+    if not stat.S_ISDIR(info.st_mode):
+        kind = ("a file" if stat.S_ISREG(info.st_mode) else
+                "a FIFO" if stat.S_ISFIFO(info.st_mode) else
+                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "not a folder")
+        raise refuse(f"is {kind}")
+
+
+def switch(variable: str, default: bool) -> bool:
+    """An on/off environment variable: 1 on, 0 off, unset or empty its default; any
+    other value is an AccsimError naming the variable."""
+    value = os.environ.get(variable, "").strip()
+    if value not in ("", "0", "1"):
+        raise AccsimError(f"{value!r} is neither 0 nor 1", field=variable)
+    return default if not value else value == "1"
 
 
 def enabled() -> bool:
     """The library is used unless ACCSIM_KERNEL_LIBRARY=0, or the JIT is disabled (the
     kernels then run as Python, as asked)."""
-    return (os.environ.get("ACCSIM_KERNEL_LIBRARY", "1") != "0"
+    return (switch("ACCSIM_KERNEL_LIBRARY", True)
             and os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0"))
 
 
@@ -126,6 +170,17 @@ def current(manifest: dict) -> bool:
         return False
 
 
+def _regular_bytes(path: Path, limit: int) -> bytes:
+    """Up to `limit` bytes of a regular file (OSError for a FIFO, a device, a folder or
+    a longer file: none is a library's, and reading one could block or never end)."""
+    with open(path, "rb", opener=lambda name, flags: os.open(
+            name, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))) as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max(limit, 0) and limit:
+            raise OSError(f"{path}: not a regular file of at most {limit} bytes")
+        return handle.read(limit + 1)[:limit] if limit else b""
+
+
 @functools.cache
 def load(directory: Path | None = None) -> dict[str, tuple[tuple[tuple, Callable], ...]]:
     """Each exported kernel's (argument checks, compiled function) pairs, by the
@@ -134,14 +189,15 @@ def load(directory: Path | None = None) -> dict[str, tuple[tuple[tuple, Callable
     if not enabled():
         return {}
     folder = library_dir() if directory is None else directory
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
+    try:  # a regular file of bounded size: a FIFO or /dev/zero there is no manifest
+        manifest = json.loads(_regular_bytes(folder / MANIFEST, MAX_MANIFEST_BYTES))
     except (OSError, ValueError):
         return {}
     if not current(manifest):
         return {}
     try:
         path = folder / manifest["file"]
+        _regular_bytes(path, 0)
         loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
         spec = importlib.util.spec_from_file_location(MODULE, path, loader=loader)
         module = importlib.util.module_from_spec(spec)

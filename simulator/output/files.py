@@ -76,16 +76,26 @@ def _encoded(data: str | bytes) -> bytes:
     return data.encode("utf-8") if isinstance(data, str) else data
 
 
+def check_file_name(path: str, field: str) -> None:
+    """A path an option names is a file's: not empty, not ending in '/', '.' or '..'
+    (Path() would drop a trailing slash and write a file of the folder's name)."""
+    last = path.rstrip("/").rsplit("/", 1)[-1]
+    if not path.strip() or path.endswith("/") or last in ("", ".", ".."):
+        raise AccsimError(f"{path!r} is empty or names a directory, not a file",
+                          field=field)
+
+
 def check_output_path(path: str, option: str,
                       suffixes: tuple[str, ...] | None = None) -> None:
     """An output path given by command-line `option` ("json" for --json) can be
     written: its folder exists, it is not a folder or a link, it is writable, and its
     suffix is one of `suffixes` when given. Commands call it before any simulation, so
     no result is lost to a bad path."""
-    target = Path(path)
     flag = f"--{option.replace('_', '-')}"
+    target = Path(path)
     if suffixes and target.suffix.lower() not in suffixes:
         raise AccsimError(f"must end in {' or '.join(suffixes)}", file=path, field=flag)
+    check_file_name(path, flag)
     try:
         info = os.lstat(target)
     except FileNotFoundError:

@@ -153,15 +153,21 @@ def gemm_quality(a: np.ndarray, b: np.ndarray, *, a_dtype: str, b_dtype: str,
                  per_channel: bool, sparsity: str | float | None = None) -> Quality:
     """Emulate C = A (M x K) . B (K x N) with A in `a_dtype` (per row when per_channel)
     and B in `b_dtype` (per output column), B pruned by `sparsity`; accumulate in fp32
-    and compare with the fp32 product of the original tensors."""
+    and compare with the fp32 product of the original tensors. OverflowError where
+    either product leaves fp32's range (no error figure could be given)."""
     a = np.asarray(a, dtype=np.float32)
     b = np.asarray(b, dtype=np.float32)
     reference = a @ b
     qa = quantise(a, a_dtype, axis=1 if per_channel else None, reduction_axis=1)
     qb = quantise(prune(b, sparsity), b_dtype, axis=0 if per_channel else None,
                   reduction_axis=0)
-    error = float(np.linalg.norm((qa @ qb).astype(np.float64) - reference))
-    norm = float(np.linalg.norm(reference.astype(np.float64)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        emulated = qa @ qb
+        error = float(np.linalg.norm(emulated.astype(np.float64) - reference))
+        norm = float(np.linalg.norm(reference.astype(np.float64)))
+    if not (math.isfinite(error) and math.isfinite(norm)):
+        raise OverflowError("the product of the sample tensors overflows fp32 (a value "
+                            "or an outlier scale too large)")
     if error == 0.0:
         return Quality(0.0, None)
     if norm == 0.0:   # a zero reference the emulation misses: all error

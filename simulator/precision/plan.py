@@ -32,11 +32,13 @@ class Guardrail(Strict):
 
     def failure(self, rel_error: float, sqnr_db: float | None) -> str | None:
         """Why emulated figures break the guardrail, or None when they hold."""
-        if self.max_rel_error is not None and rel_error > self.max_rel_error:
-            return f"guardrail: rel error {rel_error:.3g} > {self.max_rel_error:g}"
+        if self.max_rel_error is not None and not rel_error <= self.max_rel_error:
+            return f"guardrail: rel error {rel_error:.3g} > {self.max_rel_error:g}" \
+                if rel_error == rel_error else "guardrail: rel error is not a number"
         if self.min_sqnr_db is not None and sqnr_db is not None and \
-                sqnr_db < self.min_sqnr_db:
-            return f"guardrail: SQNR {sqnr_db:.1f} dB < {self.min_sqnr_db:g} dB"
+                not sqnr_db >= self.min_sqnr_db:  # NaN (an overflowed sample) fails
+            return f"guardrail: SQNR {sqnr_db:.1f} dB < {self.min_sqnr_db:g} dB" \
+                if sqnr_db == sqnr_db else "guardrail: SQNR is not a number"
         return None
 
 

@@ -138,9 +138,13 @@ class _Resolver:
                 base = Path(self.file).parent if self.file else Path(".")
                 a, b = user_tiles(op, spec.tensors, base, samples, (a, b))
                 described = f"user tensors ({a.shape[0]}x{a.shape[1]}x{b.shape[1]})"
-            quality = gemm_quality(a, b, a_dtype=formats["activation"],
-                                   b_dtype=formats[b_role], per_channel=per_channel,
-                                   sparsity=None if is_attention(op) else spec.sparsity)
+            try:
+                quality = gemm_quality(a, b, a_dtype=formats["activation"],
+                                       b_dtype=formats[b_role], per_channel=per_channel,
+                                       sparsity=None if is_attention(op) else spec.sparsity)
+            except OverflowError as exc:
+                raise AccsimError(f"{op.name}: {exc}", file=self.file, field=(
+                    f"operators.{op.name}.tensors" if own else "samples")) from None
             self.cache[key] = quality, described
         return self.cache[key]
 

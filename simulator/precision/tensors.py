@@ -14,8 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from simulator.errors import AccsimError
+from simulator.inputs.loader import check_regular_file
 from simulator.precision.plan import Samples, Tensors
 from simulator.inputs.workload import is_attention
+
+
+# A sample tensor file is mapped, not read whole (only the sampled tile is touched):
+# the bound is one a weight matrix of a large model keeps.
+MAX_SAMPLE_BYTES = 2**34
 
 
 @dataclass(frozen=True)
@@ -64,9 +70,17 @@ def _load(path: Path, field: str) -> np.ndarray:
         raise AccsimError("sample tensors are .npy files (read with allow_pickle=False)",
                           file=str(path), field=field)
     try:
+        size = check_regular_file(path).st_size  # a FIFO would block np.load
+        if size > MAX_SAMPLE_BYTES:
+            raise AccsimError(f"{size:,} bytes is larger than the {MAX_SAMPLE_BYTES:,} "
+                              "bytes a sample tensor may have", file=str(path), field=field)
         array = np.load(path, allow_pickle=False, mmap_mode="r")
-    except (OSError, ValueError) as exc:
-        raise AccsimError(f"cannot read as .npy: {exc}", file=str(path),
+    except AccsimError as exc:
+        raise AccsimError(exc.rule, file=str(path), field=field) from None
+    except FileNotFoundError:
+        raise AccsimError("file not found", file=str(path), field=field) from None
+    except (OSError, ValueError, EOFError) as exc:
+        raise AccsimError(f"cannot read as .npy: {exc or type(exc).__name__}", file=str(path),
                           field=field) from None
     if array.ndim != 2 or array.dtype.kind not in "fiu":
         raise AccsimError(f"expected a 2-D array of real numbers, found {array.ndim}-D "

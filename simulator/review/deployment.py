@@ -27,7 +27,7 @@ from simulator.serving.sla import check_sla
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.deploy import Grid, search_platforms
 from simulator.sweep.deploy_axes import BASELINE, check_cost, powers_of_two
-from simulator.sweep.deploy_report import conclude
+from simulator.sweep.deploy_report import all_pruned, conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.store import Store
 
@@ -128,6 +128,9 @@ def run_search(study: ResolvedStudy, out: OutputFolder, *,
             points = PointStore(store)
             outcomes = search_platforms(spec, archs, grid(search, study), store=points,
                                         cost_cache=CostCache(cost_folder(path)))
+    refused = all_pruned(outcomes)
+    if refused is not None:
+        raise refused
     found = conclude(outcomes, search.objective, spec.dtype)
     on_front = {row["key"] for row in found["front"]}
     labels = {loaded.source.path: loaded.label for loaded in study.platforms}

@@ -18,6 +18,7 @@ from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import FUSION_MODES, Mapping, with_fusion, with_heuristic
 from simulator.search.fusion import DEFAULT_FUSION
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
+from simulator.sweep.deploy_store import stored_points
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import Plan, make_plan
 from simulator.sweep.serving_sweep import run_serving_sweep, serving_front
@@ -136,6 +137,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.parquet:
         import_pyarrow()
     with Store(args.store, create=False) as store:
+        refuse_deployment_store(store)
         objectives = parse_objectives(args.pareto, store)
         best = parse_objectives(args.best_by, store, "--best-by") if args.best_by else ()
         if len(best) > 1:
@@ -171,6 +173,19 @@ def _report(args: argparse.Namespace) -> int:
                 writer(report, path)
             print(f"wrote {path}")
     return 0
+
+
+def refuse_deployment_store(store: Store) -> None:
+    """A store of deployment points only (a serving sweep's or plan-deployment's) is
+    read back by the command that wrote it, which prints its points and front."""
+    points = stored_points(store)
+    if points and not store.keys():
+        raise AccsimError(
+            f"holds {points} deployment points and no operator sweep results: `sweep "
+            "report` reads operator sweeps; rerun the command that wrote it with this "
+            f"--store (`accsim sweep run SPEC.yaml --store {store.path}` for a serving "
+            "sweep, `accsim plan-deployment ... --store` for a search): every point is "
+            "read back, none computed, and the front printed", file=store.path)
 
 
 def positive_int(text: str) -> int:

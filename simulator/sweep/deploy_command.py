@@ -5,6 +5,7 @@ checked before the first point is simulated."""
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -15,27 +16,32 @@ from rich.table import Table
 from simulator.output import progress
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
+from simulator.commands.rules import in_range, real, requires, whole, whole_numbers
 from simulator.inputs.loader import dump_json, load_model, validation_error
 from simulator.mapping.plan import FUSION_MODES
 from simulator.precision.plan import PrecisionPlan
 from simulator.search.fusion import DEFAULT_FUSION
-from simulator.output.files import check_output_path, write_file, writing
+from simulator.output.files import check_file_name, check_output_path, write_file, writing
 from simulator.serving.sla import parse_sla
-from simulator.serving.spec import ServeSpec
+from simulator.serving.spec import MAX_BATCH, ServeSpec
 from simulator.sweep.deploy_axes import BASELINE, check_cost, powers_of_two
-from simulator.sweep.deploy import OBJECTIVES, Grid, deployments, search_platforms
+from simulator.sweep.deploy import OBJECTIVES, Grid, search_platforms
 from simulator.serving.cost_cache import CostCache
 from simulator.sweep.deploy_plot import capacity_figure
-from simulator.sweep.deploy_report import conclude
+from simulator.sweep.deploy_report import all_pruned, conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
 from simulator.sweep.store import Store
-from simulator.output.terminal import add_wide
+from simulator.system.plan import MAX_CHIPS
+from simulator.output.terminal import add_wide, plain
 from simulator.output.terminal import console as report_console
 
 DEFAULT_BUDGET = 8
 DEFAULT_MAX_BATCH = (16, 64, 256)
+# Deployments a search takes per platform: each is a serving rate search (seconds), so
+# a grid past this is hours of work no one meant to start.
+MAX_DEPLOYMENTS = 10_000
 CSV_COLUMNS = ("arch", "chips", "chips_per_replica", "tp", "pp", "replicas", "batching",
                "max_batch", "precision", "status", "sla_rate_rps", "throughput_rps",
                "goodput_rps", "tokens_per_s", "tokens_per_s_per_chip",
@@ -70,14 +76,14 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
     add("--trace", metavar="FILE|NAME", help="arrival trace (CSV or shipped name)")
     add("--arrival", choices=["poisson", "gamma", "trace"], help="default poisson "
         "(trace with --trace)")
-    add("--rate", type=float, help="requests/s where the rate search starts")
-    add("--cv", type=float, help="gamma: coefficient of variation of the gaps")
-    add("--prompt-tokens", type=int, help="poisson/gamma prompt length (default 512)")
-    add("--output-tokens", type=int, help="poisson/gamma output length (default 128)")
-    add("--requests", type=int, help="requests per run (default 1000; a trace: all)")
-    add("--seed", type=int, help="default 0")
-    add("--max-tokens", type=int, help="continuous batching: tokens per iteration")
-    add("--bucket-bits", type=int, help="iteration-cost grid (serve's option)")
+    add("--rate", type=real, help="requests/s where the rate search starts")
+    add("--cv", type=real, help="gamma: coefficient of variation of the gaps")
+    add("--prompt-tokens", type=whole, help="poisson/gamma prompt length (default 512)")
+    add("--output-tokens", type=whole, help="poisson/gamma output length (default 128)")
+    add("--requests", type=whole, help="requests per run (default 1000; a trace: all)")
+    add("--seed", type=whole, help="default 0")
+    add("--max-tokens", type=whole, help="continuous batching: tokens per iteration")
+    add("--bucket-bits", type=whole, help="iteration-cost grid (serve's option)")
     add("--fusion", choices=FUSION_MODES, help="the fusion planner's mode for iteration "
         f"costs, as `accsim serve --fusion` (default {DEFAULT_FUSION})")
     add("--heuristic", metavar="NAME", help="iteration operators take this tiling "
@@ -90,7 +96,7 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
         f"plans named, not the model's own formats ({BASELINE})")
     add("--sla", required=True, metavar="KEY=MS,...", help="e.g. ttft_p99_ms=500,"
         "tpot_p99_ms=50")
-    add("--budget-chips", type=int, default=DEFAULT_BUDGET,
+    add("--budget-chips", type=whole, default=DEFAULT_BUDGET,
         help=f"chips a deployment may use in all (default {DEFAULT_BUDGET})")
     add("--chips-per-replica", metavar="N,...", help="default: powers of 2 up to the "
         "budget; every T x P split of each is searched")
@@ -121,17 +127,23 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.set_defaults(handler=handle)
 
 
-def _int_list(text: str | None, flag: str, default: tuple[int, ...]) -> tuple[int, ...]:
-    if text is None:
-        return default
-    try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise AccsimError(f"expected whole numbers separated by commas, got {text!r}",
-                          field=flag) from None
-    if not values or any(value < 1 for value in values):
-        raise AccsimError(f"expected whole numbers >= 1, got {text!r}", field=flag)
-    return tuple(sorted(set(values)))
+def _int_list(text: str | None, flag: str, default: tuple[int, ...],
+              high: int) -> tuple[int, ...]:
+    return default if text is None else whole_numbers(text, flag, low=1, high=high)
+
+
+def grid_size(grid: Grid) -> int:
+    """Deployments of the grid per platform, counted without listing them."""
+    splits = sum(divisors(chips) * sum(1 for r in grid.replicas
+                                       if chips * r <= grid.budget_chips)
+                 for chips in grid.chips_per_replica)
+    return splits * len(grid.batching) * len(grid.max_batch) * len(grid.precision)
+
+
+def divisors(n: int) -> int:
+    """How many T x P splits `n` chips have (simulator.sweep.deploy.plans)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return 2 * len(small) - (math.isqrt(n) ** 2 == n)
 
 
 def precision_axis(args: argparse.Namespace) -> tuple[str | None, ...]:
@@ -150,23 +162,31 @@ def precision_axis(args: argparse.Namespace) -> tuple[str | None, ...]:
 
 
 def grid_from_args(args: argparse.Namespace) -> Grid:
-    if args.budget_chips < 1:
-        raise AccsimError(f"must be >= 1, got {args.budget_chips}", field="--budget-chips")
-    batching = tuple(dict.fromkeys(p.strip() for p in args.batching.split(",") if p.strip()))
-    unknown = [p for p in batching if p not in ("static", "dynamic", "continuous")]
+    in_range(args.budget_chips, "--budget-chips", low=1, high=MAX_CHIPS)
+    batching = tuple(dict.fromkeys(p.strip() for p in args.batching.split(",")))
+    unknown = [p or "(empty)" for p in batching if p not in ("static", "dynamic",
+                                                             "continuous")]
     if unknown or not batching:
         raise AccsimError(f"unknown batching policy {unknown[0] if unknown else '(none)'}"
                           " (known: static, dynamic, continuous)", field="--batching")
     grid = Grid(args.budget_chips,
                 _int_list(args.chips_per_replica, "--chips-per-replica",
-                          powers_of_two(args.budget_chips)),
-                _int_list(args.replicas, "--replicas", powers_of_two(args.budget_chips)),
-                batching, _int_list(args.max_batch, "--max-batch", DEFAULT_MAX_BATCH),
+                          powers_of_two(args.budget_chips), MAX_CHIPS),
+                _int_list(args.replicas, "--replicas", powers_of_two(args.budget_chips),
+                          MAX_CHIPS),
+                batching, _int_list(args.max_batch, "--max-batch", DEFAULT_MAX_BATCH,
+                                    MAX_BATCH),
                 precision_axis(args))
-    if not deployments("-", grid):
+    count = grid_size(grid)
+    if not count:
         raise AccsimError(f"the grid is empty: no chips per replica x replicas of "
                           f"{list(grid.chips_per_replica)} x {list(grid.replicas)} fits "
                           f"the budget of {grid.budget_chips} chips", field="--budget-chips")
+    if count > MAX_DEPLOYMENTS:
+        raise AccsimError(f"the grid holds {count:,} deployments per platform, more than "
+                          f"the {MAX_DEPLOYMENTS:,} a search takes: narrow "
+                          "--chips-per-replica, --replicas or --max-batch",
+                          field="--budget-chips")
     return grid
 
 
@@ -239,6 +259,36 @@ def _label(row: dict) -> str:
             f"b{row['max_batch']}" + ("" if plan == BASELINE else f" {plan}"))
 
 
+def conclusion_lines(found: dict, objective: str) -> list[str]:
+    """Each platform's best point, or why it has none: points that meet the SLA at
+    every rate tried (unbounded: no SLA capacity to rank) or none that meets it; and
+    the Pareto front, or why it is empty."""
+    lines = [f"best per platform by {objective}:"]
+    for arch, top in found["best"].items():
+        unbounded = found["unbounded"][arch]
+        if top is None and unbounded:
+            lines.append(f"  {arch}: {len(unbounded)} deployments meet the SLA at every "
+                         f"rate tried (unbounded, no SLA capacity to rank by {objective}"
+                         f"), e.g. {_label(unbounded[0])}")
+        elif top is None:
+            lines.append(f"  {arch}: no deployment meets the SLA")
+        else:
+            lines.append(f"  {arch}: {_label(top)} ({top['chips']} chips): offered rate "
+                         f"at the SLA {top['sla_rate_rps']:,.3f}/s, achieved throughput "
+                         f"{_fmt(top.get('throughput_rps'), ',.3f')}/s, "
+                         f"{_fmt(top[objective], ',.4g')} {objective}; "
+                         f"{top['binding']['text']}")
+    names = ", ".join(found["front_objectives"]) or "the front objectives"
+    if found["front"]:
+        lines.append(f"Pareto front over {names}: " + "; ".join(
+            f"{row['arch']} {_label(row)}" for row in found["front"]))
+    else:
+        count = sum(map(len, found["unbounded"].values()))
+        lines.append(f"Pareto front over {names}: empty, no point has an SLA capacity"
+                     + (f" ({count} meet the SLA at every rate tried)" if count else ""))
+    return lines
+
+
 def _rows(outcomes, front: list[dict]) -> list[dict]:
     on_front = {row["key"] for row in front}
     rows = []
@@ -277,8 +327,11 @@ def handle(args: argparse.Namespace) -> int:
     grid = grid_from_args(args)
     for flag, suffixes in (("json", None), ("csv", (".csv",)),
                            ("plot", (".png", ".svg", ".pdf"))):
-        if getattr(args, flag):
+        if getattr(args, flag) is not None:
             check_output_path(getattr(args, flag), flag, suffixes)
+    if args.store is not None:
+        check_file_name(args.store, "--store")
+    requires(args, "--cv", "--arrival", "gamma")
     archs = list(dict.fromkeys(args.arch))
     check_cost(archs, args.objective)
     started = time.perf_counter()
@@ -289,36 +342,35 @@ def handle(args: argparse.Namespace) -> int:
         console.print(points_table(outcome))
         for line in pruned_lines(outcome.pruned, every=args.show_pruned):
             console.print(line, markup=False, highlight=False)
-    print("offered/s: the highest arrival rate at which every SLA target is met\n"
-          "achieved/s: requests/s completed at that rate (tok/s, per chip, per watt\n"
-          "  and $/Mtok count these); goodput/s: those that met every SLA target")
-    print(f"best per platform by {args.objective}:")
-    for arch, top in found["best"].items():
-        if top is None:
-            print(f"  {arch}: no deployment meets the SLA")
-            continue
-        print(f"  {arch}: {_label(top)} ({top['chips']} chips): offered rate at the SLA "
-              f"{top['sla_rate_rps']:,.3f}/s, achieved throughput "
-              f"{_fmt(top.get('throughput_rps'), ',.3f')}/s, "
-              f"{_fmt(top[args.objective], ',.4g')} {args.objective}; "
-              f"{top['binding']['text']}")
-    names = ", ".join(found["front_objectives"])
-    print(f"Pareto front over {names}: " + "; ".join(
-        f"{row['arch']} {_label(row)}" for row in found["front"]))
+    refused = all_pruned(outcomes)
+    if refused is None:
+        print("offered/s: the highest arrival rate at which every SLA target is met\n"
+              "achieved/s: requests/s completed at that rate (tok/s, per chip, per watt\n"
+              "  and $/Mtok count these); goodput/s: those that met every SLA target")
+        for line in conclusion_lines(found, args.objective):
+            print(plain(line))  # platform names are paths the user gave
     searched = sum(len(o.points) for o in outcomes)
     print(f"searched {searched} points ({sum(len(o.pruned) for o in outcomes)} pruned) "
           f"in {time.perf_counter() - started:.1f} s wall")
     if stored:
         print(stored)
     rows = _rows(outcomes, found["front"])
-    if args.json:
+    if args.json is not None:  # written when every point was pruned too: their reasons
         with writing(args.json):
             write_file(args.json, dump_json({
                 "sla": spec.sla, "objective": args.objective, "rates": RATE_FIGURES,
                 "pruned": pruned_summary(rows),
                 "spec": spec.model_dump(mode="json"), "points": rows,
-                "best": found["best"], "front": found["front"]}, indent=1) + "\n")
+                "best": found["best"], "front": found["front"],
+                "unbounded": {arch: [row["key"] for row in listed] for arch, listed
+                              in found["unbounded"].items()}}, indent=1) + "\n")
         print(f"wrote {args.json}")
+    if refused is not None:
+        if args.csv is not None:
+            write_file(args.csv, csv_text(list(CSV_COLUMNS), rows, extrasaction="ignore"),
+                       field="--csv")
+            print(f"wrote {Path(args.csv)}")
+        raise refused
     if args.csv:
         with writing(args.csv):
             write_file(args.csv, csv_text(list(CSV_COLUMNS), rows, extrasaction="ignore"))

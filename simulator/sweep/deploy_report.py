@@ -144,11 +144,6 @@ def front(rows: list[dict]) -> list[dict]:
 def conclude(outcomes: list[Outcome], objective: str, dtype: str | None) -> dict:
     """Best point and its binding constraint per platform, and the front; refuses a
     search where no platform has any point to search."""
-    if all(not outcome.points for outcome in outcomes):
-        pruned = sum(len(outcome.pruned) for outcome in outcomes)
-        raise AccsimError(f"no deployment of any platform is left to search: all {pruned}"
-                          " points were pruned (see their reasons with --json or raise "
-                          "--budget-chips)", field="--arch")
     chosen = {}
     for outcome in outcomes:
         top = best(outcome.points, objective)
@@ -156,4 +151,19 @@ def conclude(outcomes: list[Outcome], objective: str, dtype: str | None) -> dict
             {**top, "binding": binding(outcome, top, dtype)}
     everything = [row for outcome in outcomes for row in outcome.points]
     return {"objective": objective, "best": chosen, "front": front(everything),
-            "front_objectives": front_objectives(feasible(everything, "sla_rate_rps"))}
+            "front_objectives": front_objectives(feasible(everything, "sla_rate_rps")),
+            "unbounded": {outcome.arch: [row for row in outcome.points
+                                         if row["status"] == "unbounded"]
+                          for outcome in outcomes}}
+
+
+def all_pruned(outcomes: list[Outcome]) -> AccsimError | None:
+    """The error of a search where no platform has any point left to search (every
+    point pruned), None otherwise."""
+    if any(outcome.points for outcome in outcomes):
+        return None
+    pruned = [row for outcome in outcomes for row in outcome.pruned]
+    first = f"; the first: {pruned[0]['reason']}" if pruned else ""
+    return AccsimError(f"no deployment of any platform is left to search: all "
+                       f"{len(pruned)} points were pruned{first} (raise --budget-chips, or "
+                       "--no-prune to search them anyway)", field="--arch")

@@ -25,7 +25,7 @@ import math
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.inputs.loader import parse_json
+from simulator.inputs.loader import excerpt, parse_json
 from simulator.sweep.coordinator import uninterrupted
 from simulator.sweep.deploy_runs import run_inputs, runs_key, unpacked_requests
 from simulator.sweep.rows import stored_key
@@ -63,9 +63,78 @@ def _run_outcome(outcome: dict) -> str | None:
     return None
 
 
+def _count(value, low: int = 1) -> bool:
+    return type(value) is int and value >= low
+
+
+def _amount(value, *, positive: bool = False) -> bool:
+    """A finite number >= 0 (> 0 when `positive`), never a bool."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) \
+        and math.isfinite(value) and (value > 0 if positive else value >= 0)
+
+
+def _optional(value) -> bool:
+    return value is None or _amount(value)
+
+
+def _text(value) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+# What every point's outcome holds (a Deployment's fields), and what each status adds:
+# field -> the check its value passes.
+POINT_FIELDS = {"arch": _text, "chips": _count, "chips_per_replica": _count,
+                "tp": _count, "pp": _count, "replicas": _count,
+                "batching": lambda v: v in ("static", "dynamic", "continuous"),
+                "max_batch": _count, "precision": _text,
+                "precision_file": lambda v: v is None or _text(v)}
+STATUS_FIELDS = {
+    "pruned": {"reason": _text},
+    "searched": {"sla_rate_rps": lambda v: _amount(v, positive=True),
+                 "goodput_rps": _optional, "throughput_rps": _optional,
+                 "tokens_per_s": _amount, "tokens_per_s_per_chip": _amount,
+                 "tokens_per_s_per_watt": _optional, "energy_per_token_j": _optional,
+                 "power_w": _amount, "cost_per_mtok": _optional,
+                 **{f"{metric}_{stat}_ms": _optional for metric in ("ttft", "tpot", "latency")
+                    for stat in ("p50", "p99")},
+                 "above": lambda v: _above(v) is None, "evaluations": _count},
+    "unbounded": {"sla_rate_rps": lambda v: v is None, "note": _text},
+    "no rate meets the SLA": {"sla_rate_rps": lambda v: v is None, "note": _text},
+    "refused": {"sla_rate_rps": lambda v: v is None, "note": _text},
+}
+# The run just above a searched point's SLA capacity, as the binding constraint reads it.
+ABOVE_FIELDS = {"rate_rps": lambda v: _amount(v, positive=True),
+                "missed": lambda v: isinstance(v, list) and all(map(_text, v)),
+                "preempted": lambda v: _count(v, 0), "dropped": lambda v: _count(v, 0),
+                "requests": lambda v: _count(v, 0), "throughput_rps": _amount,
+                "utilization": _optional,
+                **{f"{metric}_ms": lambda v: v is None or isinstance(v, dict) and all(
+                    _amount(x) for x in v.values()) for metric in ("latency", "ttft", "tpot")}}
+
+
+def _above(value) -> str | None:
+    if not isinstance(value, dict):
+        return "not an object"
+    wrong = [name for name, check in ABOVE_FIELDS.items() if not check(value.get(name))]
+    return f"{wrong[0]} missing or out of range" if wrong else None
+
+
 def _point_outcome(outcome: dict) -> str | None:
-    if outcome.get("status") not in STATUSES:
+    """Why a stored point is not one a search writes (None when it is): its status, its
+    deployment's fields, and the figures of its status, each of its type and range (a
+    forged negative SLA rate would otherwise be reported as a result)."""
+    status = outcome.get("status")
+    if status not in STATUSES:
         return f"status not one of {', '.join(STATUSES)}"
+    for name, check in (POINT_FIELDS | STATUS_FIELDS[status]).items():
+        if name == "above" and status == "searched" and _above(outcome.get(name)):
+            return f"above: {_above(outcome.get(name))}"
+        if not check(outcome.get(name)):
+            shown = excerpt(outcome.get(name), 40) if name in outcome else "missing"
+            return f"{name} of a {status} point is {shown}, out of its type or range"
+    if outcome["tp"] * outcome["pp"] != outcome["chips_per_replica"] or \
+            outcome["chips"] != outcome["chips_per_replica"] * outcome["replicas"]:
+        return "chips do not match tp x pp x replicas"
     return None
 
 
@@ -84,7 +153,9 @@ OUTCOME_CHECKS = {POINTS: _point_outcome, RUNS: _run_outcome, BOUNDS: _bound_out
 def _checked(rowid: int, key, inputs, outcome, file: str,
              table: str = POINTS) -> tuple[str, dict]:
     def refuse(column: str, rule: str) -> AccsimError:
-        return AccsimError(f"{rule} (a forged or corrupt row)", file=file,
+        named = "" if not isinstance(key, str) else \
+            f", key {key}" if len(key) <= 64 and key.isalnum() else f", key {excerpt(key)}"
+        return AccsimError(f"{rule} (a forged or corrupt row{named})", file=file,
                            field=f"{table}[{rowid}].{column}")
 
     decoded = {}
@@ -103,6 +174,15 @@ def _checked(rowid: int, key, inputs, outcome, file: str,
     if wrong is not None:
         raise refuse("outcome", wrong)
     return key, decoded["outcome"]
+
+
+def stored_points(store: Store) -> int:
+    """Deployment points a store holds (0 where it has no such table)."""
+    with store.guard("read"):
+        if store.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                            "name = ?", (POINTS,)).fetchone() is None:
+            return 0
+        return store.db.execute(f"SELECT count(*) FROM {POINTS}").fetchone()[0]
 
 
 class PointStore:

@@ -17,9 +17,11 @@ that crashes every worker cannot stall a sweep.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections import Counter, deque
@@ -41,6 +43,7 @@ QUEUED_PER_WORKER = 1
 WORKERS_PER_CPU = 4
 # How often a pool worker checks that its coordinator is still there (seconds).
 PARENT_CHECK_S = 1.0
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
 # A task other than a sweep point's: called with its job (picklable, with a `key`).
@@ -90,12 +93,31 @@ def _exit_with(coordinator: int) -> None:
     os._exit(1)
 
 
-def start_worker() -> None:
+def _die_with_parent() -> None:
+    """On Linux, ask the kernel to kill this process when its parent dies
+    (PR_SET_PDEATHSIG): it acts even while a compiled kernel holds the GIL, which the
+    watching thread would wait for."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the watching thread alone
+        pass
+
+
+def start_worker(coordinator: int | None = None) -> None:
     """A pool worker ignores Ctrl-C (ignore_interrupts) and ends when its coordinator
-    is gone: one killed outright (SIGKILL, out of memory) cannot stop its pool, whose
-    workers would otherwise wait for work for ever."""
+    (the process that started the pool, given by it) is gone: one killed outright
+    (SIGKILL, out of memory) cannot stop its pool, whose workers would otherwise wait
+    for work for ever. A coordinator that died while the worker was still importing
+    is noticed at once (the worker's parent is then another process)."""
     ignore_interrupts()
-    threading.Thread(target=_exit_with, args=(os.getppid(),), daemon=True).start()
+    coordinator = os.getppid() if coordinator is None else coordinator
+    _die_with_parent()
+    if os.getppid() != coordinator:
+        os._exit(1)
+    threading.Thread(target=_exit_with, args=(coordinator,), daemon=True).start()
 
 
 class Processes:
@@ -148,7 +170,7 @@ class Processes:
         if self.pool is None:
             self.pool = ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=start_worker)
+                initializer=start_worker, initargs=(os.getpid(),))
         pool, broken = self.pool, True  # until the loop ends without a break
         try:
             while pending or in_flight:

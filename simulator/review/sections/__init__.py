@@ -35,7 +35,7 @@ __all__ = ["TITLES", "Context", "build_sections", "ordered_findings"]
 # simulated bottleneck class first (DESIGN.md section 12, issue 14 item 4).
 FINDING_ORDER = ("bottleneck mismatch", "SLA missed", "rollback fired",
                  "precision without guardrail", "precision without quality evidence",
-                 "target missed", "no fit", "no sweep front", "binding constraint",
+                 "target missed", "no fit", "unbounded", "no sweep front", "binding constraint",
                  "verdict can flip", "validation failed")
 Builder = Callable[[Context], dict]
 

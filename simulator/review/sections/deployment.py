@@ -36,6 +36,11 @@ def point_link(record, row: dict) -> dict:
     return link("point", f"{record.file}#/points/{index}")
 
 
+def unbounded(record) -> list[dict]:
+    """The export's points that meet the SLA at every rate tried (no SLA capacity)."""
+    return [row for row in record.data["points"] if row["status"] == "unbounded"]
+
+
 def searched(record) -> list[dict]:
     """The export's points that have an SLA capacity, platform by platform."""
     return [row for row in record.data["points"] if row.get("sla_rate_rps") is not None]
@@ -57,6 +62,15 @@ def deployment(ctx: Context) -> dict:
                            sum(row["status"] == "pruned" for row in mine),
                            sum(row.get("sla_rate_rps") is not None for row in mine),
                            sum(row["on_front"] for row in mine)])
+        met_always = [row for row in mine if row["status"] == "unbounded"]
+        if top is None and met_always:  # met at every rate tried: no capacity to rank
+            findings.append(finding("unbounded", f"{platform}: {len(met_always)} "
+                                    "deployments meet the SLA at every rate tried, so "
+                                    "none has an SLA capacity to rank",
+                                    "#table-deployment-best"))
+            best_rows.append([platform, "meets the SLA at every rate tried",
+                              *[None] * 10, None])
+            continue
         if top is None:
             unfit.append(platform)
             findings.append(finding("no fit", f"{platform}: no deployment searched meets "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simulator.review.sections.blocks import FAIL, PASS, Context, finding, section, table
-from simulator.review.sections.deployment import label, point_link, searched
+from simulator.review.sections.deployment import label, point_link, searched, unbounded
 
 COLUMNS = [("platform", "text"), ("model", "text"), ("meets SLA", "text"),
            ("deployments meeting it", "int"), ("points", "int"),
@@ -35,9 +35,11 @@ def search_fit(ctx: Context) -> dict:
     for platform, top in data["best"].items():
         mine = [row for row in data["points"] if row["platform"] == platform]
         good = [row for row in meeting if row["platform"] == platform]
-        if good:
+        always = [row for row in unbounded(record) if row["platform"] == platform]
+        if good or always:  # unbounded: met at every rate tried, no capacity to show
             fitting.append(platform)
-        rows.append([platform, model, "yes" if good else "NO", len(good), len(mine),
+        met = "yes" if good else "yes, at every rate tried" if always else "NO"
+        rows.append([platform, model, met, len(good), len(mine),
                      label(top) if top else "-", top and top["sla_rate_rps"],
                      top and headroom(data["sla"], top),
                      point_link(record, top) if top else None])
