@@ -15,11 +15,17 @@ the one before: COMP_NODE with duration_micros = its simulated time rounded to w
 microseconds (at least 1), the exact nanoseconds in attribute `accsim_ns`; with T > 1
 the tensor-parallel all-reduces as COMM_COLL_NODE (comm_type ALL_REDUCE, comm_size in
 bytes) for ASTRA-sim's network model to time. One file per chip (`<name>.<rank>.et`),
-the T chips' traces identical.
+the T chips' traces identical; with T > 1 also ASTRA-sim's system input
+(`<name>.system.json`) naming per dimension of the group's wiring the algorithm accsim's
+collective model chose for each collective of the trace (DESIGN.md section 22).
 """
 
 from __future__ import annotations
 
+import json
+
+from simulator.collectives import collective_cost
+from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.export.profile import ModelProfile
 from simulator.serving.cost import OperatorCosts
@@ -46,6 +52,14 @@ _NODE_TYPES = {"INVALID_NODE": 0, "METADATA_NODE": 1, "MEM_LOAD_NODE": 2,
                "MEM_STORE_NODE": 3, "COMP_NODE": 4, "COMM_SEND_NODE": 5,
                "COMM_RECV_NODE": 6, "COMM_COLL_NODE": 7}
 _ONEOF_VALUES = ("int64_val", "uint64_val", "bool_val", "string_val")
+# ASTRA-sim's names of accsim's collective algorithms (astra-sim
+# system/astraccl/CollectiveImplLookup.cc) and its system-input key per collective.
+ASTRA_ALGORITHMS = {"ring": "ring", "direct": "direct",
+                    "halving_doubling": "halvingDoubling", "tree": "doubleBinaryTree"}
+ASTRA_KEYS = {"all_reduce": "all-reduce-implementation",
+              "all_gather": "all-gather-implementation",
+              "reduce_scatter": "reduce-scatter-implementation",
+              "all_to_all": "all-to-all-implementation"}
 
 
 def protobuf_classes() -> tuple[type, type, type]:
@@ -169,3 +183,42 @@ def chakra_files(nodes: list[dict], description: str, name: str,
     """Relative path -> bytes: one trace per chip of the group, all alike."""
     data = encode_trace(nodes, description)
     return {f"{name}.{rank}.et": data for rank in range(chips)}
+
+
+def astra_implementations(platform: Platform, chips: int, kind: str,
+                          size: int) -> list[str]:
+    """ASTRA-sim's implementation per dimension for one collective of `size` bytes over
+    `chips`, as accsim's model runs it (`x:ring y:halving_doubling` -> [ring,
+    halvingDoubling]; the flat ring of `--collectives ring`: one ring)."""
+    cost = collective_cost(kind, size, chips, platform)
+    chosen = dict(part.split(":") for part in cost.algorithm.split() if ":" in part)
+    names = [chosen[dim] for dim in sorted(chosen, key=_dimension_order)] or ["ring"]
+    return [ASTRA_ALGORITHMS[name] for name in names]
+
+
+def _dimension_order(name: str) -> int:
+    return len("xyzwuvst") if name == "scale-out" else "xyzwuvst".index(name)
+
+
+def system_file(platform: Platform, chips: int, nodes: list[dict],
+                name: str) -> dict[str, str]:
+    """`<name>.system.json`, ASTRA-sim's system input, for a trace over `chips` > 1:
+    each collective's implementation per dimension priced at the trace's largest
+    payload of that collective (the largest of any, for those it lacks)."""
+    if chips < 2:
+        return {}
+    kinds = {number: kind for kind, number in COLLECTIVE_TYPES.items()}
+    sizes: dict[str, int] = {}
+    for node in nodes:
+        if node["type"] == COMM_COLL_NODE:
+            kind = kinds[node["comm_type"]]
+            sizes[kind] = max(sizes.get(kind, 0), node["comm_size"])
+    largest = max(sizes.values(), default=1)
+    system = {"scheduling-policy": "LIFO", "endpoint-delay": 10,
+              "active-chunks-per-dimension": 1, "preferred-dataset-splits": 4,
+              **{key: astra_implementations(platform, chips, kind,
+                                            sizes.get(kind, largest))
+                 for kind, key in ASTRA_KEYS.items()},
+              "collective-optimization": "localBWAware",
+              "local-mem-bw": platform.offchip.bandwidth_gbps, "boost-mode": 0}
+    return {f"{name}.system.json": json.dumps(system, indent=2) + "\n"}

@@ -10,7 +10,8 @@ import os
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.export.chakra import chakra_files, trace_nodes, workload_nodes
+from simulator.export.chakra import (chakra_files, system_file, trace_nodes,
+                                     workload_nodes)
 from simulator.export.llmservingsim import llmservingsim_files
 from simulator.export.profile import ModelProfile, check_limit
 from simulator.export.vidur import vidur_files
@@ -143,8 +144,9 @@ def _chakra(args: argparse.Namespace, platform: Platform, file: str | None) -> d
     name = f"{profile.config.name}_{args.phase}_b{batch}_t{tokens}"
     description = (f"{profile.config.name} {args.phase}, batch {batch}, {tokens} tokens, "
                    f"on {platform.name}, one chip of {profile.tp}")
-    return chakra_files(trace_nodes(profile, prefill, decode), description, name,
-                        profile.tp)
+    nodes = trace_nodes(profile, prefill, decode)
+    return chakra_files(nodes, description, name, profile.tp) | \
+        system_file(platform, profile.tp, nodes, name)
 
 
 def handle(args: argparse.Namespace) -> int:
