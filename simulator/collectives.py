@@ -1,9 +1,13 @@
-"""Collective communication priced by the ring algorithms of shared/reference/
-llm-serving.md on the ports a topology gives one collective (DESIGN.md section 14).
+"""Collective communication: the one home where every caller (runs, serving, the
+deployment search, the exports) prices a collective (DESIGN.md sections 14 and 22).
 
-Pure functions of the platform's `interconnect` table, so the formulas are written once
-and the tests check them directly. A collective over p chips of B bytes (each chip's
-buffer) sends volume(p) x B bytes out of every chip in steps(p) ring steps:
+By default (`collectives: auto`) a group is placed on the platform's wiring
+(simulator.wiring) and each dimension runs the algorithm that is cheapest for the
+message size (simulator.collective_algorithms): fixed cost + hops x hop latency +
+bytes / (ports x bandwidth x efficiency). A pinned algorithm (`--collectives NAME`)
+runs wherever it applies. `--collectives ring` is the flat ring of section 14, today's
+figures exactly: a collective over p chips of B bytes (each chip's buffer) sends
+volume(p) x B bytes out of every chip in steps(p) ring steps:
 
     time = volume(p) x B / (ports x link bandwidth x efficiency) + steps(p) x latency
 
@@ -17,7 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simulator.collective_algorithms import Phase, concurrent
 from simulator.inputs.platform import Interconnect, Platform
+from simulator.wiring import place, shape_text
 
 # Per collective kind: (volume factor, step factor). Each chip sends
 # factor x (p-1)/p x B bytes in factor x (p-1) steps.
@@ -49,6 +55,9 @@ class CollectiveCost:
     time_s: float
     cycles: int                 # latency + transfer cycles rounded up
     energy_j_per_chip: float    # link energy of the bytes each chip sends
+    algorithm: str = "ring"     # per dimension, e.g. `x:ring y:halving_doubling`
+    hops: int = 0               # link hops paid at the hop latency
+    group: str = ""             # the group's placement, e.g. `4 line x 4 line`
 
     @property
     def bytes_per_link(self) -> float:
@@ -81,9 +90,49 @@ def collective_cost(kind: str, payload_bytes: int, chips: int,
                          f"found {payload_bytes} bytes over {chips} chips")
     interconnect = platform.interconnect
     if chips == 1 or payload_bytes == 0:
-        return CollectiveCost(kind, chips, payload_bytes, 0.0, 0, 0, 0.0, 0, 0.0)
+        return CollectiveCost(kind, chips, payload_bytes, 0.0, 0, 0, 0.0, 0, 0.0,
+                              "none", 0, "")
     if interconnect is None:
         raise ValueError(f"platform {platform.name} has no interconnect table")
+    if interconnect.collectives == "ring":
+        return flat_ring(kind, payload_bytes, chips, platform)
+    mesh = interconnect.mesh
+    clock_hz = platform.clock_ghz * 1e9
+    placed = place(chips, interconnect, clock_hz,
+                   mesh if mesh and math.prod(mesh) == chips else None)
+    chains = concurrent(kind, float(payload_bytes), placed, interconnect.collectives)
+    phases = [phase for chain in chains for phase in chain]
+    # The chains share a box's links: its busiest dimension's bytes set the wire time;
+    # the scale-out level's phases come after (hierarchical); the longest chain sets
+    # the hop latency.
+    wire = {dim.name: sum(p.wire_s for p in phases if p.dimension == dim.name)
+            for dim in placed}
+    busiest = max((wire[dim.name] for dim in placed if not dim.scale_out), default=0.0)
+    wire_s = interconnect.collective_fixed_us * 1e-6 + busiest + sum(
+        wire[dim.name] for dim in placed if dim.scale_out)
+    longest = max(chains, key=lambda chain: sum(p.latency_cycles for p in chain))
+    latency = sum(phase.latency_cycles for phase in longest)
+    sent = sum(phase.sent_bytes for phase in phases)
+    energy = sum(phase.link_bytes * dim.pj_per_byte for phase in phases
+                 for dim in placed if dim.name == phase.dimension) * 1e-12
+    return CollectiveCost(
+        kind, chips, payload_bytes, sent, max(math.ceil(p.ports) for p in phases),
+        sum(p.steps for p in longest), wire_s + latency / clock_hz,
+        math.ceil(wire_s * clock_hz) + latency, energy, algorithm_text(longest),
+        sum(p.hops for p in longest), shape_text(placed))
+
+
+def algorithm_text(phases: list[Phase]) -> str:
+    """Each dimension's algorithm in order, e.g. `x:ring y:halving_doubling`."""
+    named = dict.fromkeys(f"{phase.dimension}:{phase.algorithm}" for phase in phases)
+    return " ".join(named)
+
+
+def flat_ring(kind: str, payload_bytes: int, chips: int,
+              platform: Platform) -> CollectiveCost:
+    """The flat ring of DESIGN.md section 14 over the ports the shorthand topology
+    gives one collective (`--collectives ring`)."""
+    interconnect = platform.interconnect
     if kind == "point_to_point":
         ports = interconnect.ports_per_chip if interconnect.topology == "switch" else 1
         steps, sent = 1, float(payload_bytes)
@@ -97,7 +146,8 @@ def collective_cost(kind: str, payload_bytes: int, chips: int,
     time_s = sent / bandwidth + latency / clock_hz
     cycles = math.ceil(sent * clock_hz / bandwidth) + latency
     return CollectiveCost(kind, chips, payload_bytes, sent, ports, steps, time_s, cycles,
-                          sent * interconnect.pj_per_byte * 1e-12)
+                          sent * interconnect.pj_per_byte * 1e-12, "ring", steps,
+                          f"{chips} flat ring")
 
 
 def bus_bandwidth(cost: CollectiveCost) -> float:
@@ -110,3 +160,15 @@ def bus_bandwidth(cost: CollectiveCost) -> float:
     p = cost.chips
     factor = RING_FACTORS.get(cost.kind)
     return algbw * factor * (p - 1) / p if factor else algbw
+
+
+def with_collectives(platform: Platform, mode: str | None = None,
+                     mesh: list[int] | None = None) -> Platform:
+    """The platform whose collectives run as `--collectives MODE` and `--mesh AxB`
+    say (None: as its file says); one without links is returned as it is."""
+    if platform.interconnect is None or (mode is None and mesh is None):
+        return platform
+    update = {key: value for key, value in (("collectives", mode), ("mesh", mesh))
+              if value is not None}
+    return platform.model_copy(update={
+        "interconnect": platform.interconnect.model_copy(update=update)})

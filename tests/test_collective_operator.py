@@ -22,7 +22,8 @@ from simulator.inputs.workload import Workload
 
 LINKED = make_platform(interconnect={"topology": "torus2d", "ports_per_chip": 4,
                                      "link_bandwidth_gbps": 8.0, "link_latency_cycles": 50,
-                                     "efficiency": 0.9, "pj_per_byte": 20.0})
+                                     "efficiency": 0.9, "pj_per_byte": 20.0,
+                                     "collectives": "ring"})  # section 14's flat ring
 WORKLOAD = Workload.model_validate({"name": "w", "operators": [
     {"name": "up", "layer_type": "mlp.up", "kind": "gemm", "m": 64, "n": 64, "k": 64},
     {"name": "ar", "layer_type": "collective", "kind": "collective",

@@ -6,6 +6,7 @@ GEMM + collective chains."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import build_parser, main
+from simulator.collectives import with_collectives
 from simulator.inputs.resolve import load_inputs
 from simulator.inputs.platform import Platform
 from simulator.frontends.hf.command import run_step
@@ -25,7 +27,8 @@ from simulator.system.overlap import Step, decomposed_exposed, overlap
 from simulator.system.plan import SystemPlan
 
 # Figures written by the commit before padding and overlap (f973c9b), one chip's
-# shard simulated per plan; `--overlap none` must give every one of them again.
+# shard simulated per plan; `--overlap none` must give every one of them again, on the
+# flat ring they were priced on (`--collectives ring`, DESIGN.md section 22).
 BASE = Path(__file__).parent / "data" / "system_base_figures.json"
 
 
@@ -33,13 +36,15 @@ def system_run(name: str, phase: str | None, length: int | None, **plan):
     """One plan's run operator at a time (--fusion none), as the base figures were
     recorded before the fusion planner."""
     if phase is None:
-        return run_plan(load_inputs("tpu_v5e_like", name, None, fusion="none"),
+        inputs = load_inputs("tpu_v5e_like", name, None, fusion="none")
+        return run_plan(replace(inputs, platform=with_collectives(inputs.platform, "ring")),
                         SystemPlan(**plan))
     flag = "--seq" if phase == "prefill" else "--context"
     args = build_parser().parse_args(["run", "--arch", "tpu_v5e_like", "--model", name,
                                       "--phase", phase, flag, str(length)])
     step, _ = run_step(args)
     platform, source = load_model(locate("tpu_v5e_like", "platform"), Platform)
+    platform = with_collectives(platform, "ring")
     return run_plan(Inputs(platform, step.workload(), Mapping(fusion="none"), source),
                     SystemPlan(**plan), step)
 

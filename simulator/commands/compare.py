@@ -74,7 +74,8 @@ def handle(args: argparse.Namespace) -> int:
     every, llm = compared_inputs(args)
     chosen = [precision_command.applied(args, inputs, single_chip=plan.single_chip)
               for inputs in every]
-    every = [inputs for inputs, _ in chosen]
+    every = [system_command.applied_collectives(args, inputs, plan)
+             for inputs, _ in chosen]
     labels = platform_labels([inputs.platform.name for inputs in every], args.arch)
     fits = [check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
             for inputs in every]  # every platform checked before any simulation

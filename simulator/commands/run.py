@@ -26,7 +26,7 @@ from simulator.present.sheet import check_mapper_inputs, check_mapper_result, wr
 from simulator.simulate import Inputs, simulate
 from simulator.system import command as system_command
 from simulator.system.plan_run import check_fit, run_plan
-from simulator.system.run import write_system_json
+from simulator.system.run import collective_lines, write_system_json
 from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
 from simulator.present.timeline import write_trace
@@ -92,6 +92,7 @@ def handle(args: argparse.Namespace) -> int:
     best = read_map_json(args.sheet_best) if args.sheet_best else None
     inputs, llm = _run_inputs(args)
     inputs, precision = precision_command.applied(args, inputs, single_chip=plan.single_chip)
+    inputs = system_command.applied_collectives(args, inputs, plan)
     if best is not None:
         check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
                             file=args.sheet_best)
@@ -108,7 +109,7 @@ def handle(args: argparse.Namespace) -> int:
     if llm is not None:
         console.print()
         console.print(llm.table(result))
-    for line in system.summary_lines() if system else []:
+    for line in (system.summary_lines() if system else []) + collective_lines(result):
         console.print(line)
     if fit.note():
         console.print(fit.note(), markup=False, highlight=False)

@@ -31,19 +31,24 @@ NetworkParser: "npus_count should be larger than 1"), so a one-chip trace is wri
 for two chips running it side by side (no communication between them): each chip's
 time is the one chip's. The export also writes ASTRA-sim's other inputs for the chip
 (`system.json` replaying the durations, `system_roofline.json` with the chip's peak
-and memory bandwidth, `network.yml` of the T chips, `remote_memory.json`).
+and memory bandwidth, `network.yml` of the T chips, `remote_memory.json`). Both system
+inputs name, per dimension of the group's wiring, the algorithm accsim's collective model
+chose for each collective of the trace (DESIGN.md section 22), and network.yml has
+those dimensions.
 """
 
 from __future__ import annotations
 
 import json
 
+from simulator.collectives import collective_cost
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.export.profile import ModelProfile
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
+from simulator.wiring import place
 
 SCHEMA_VERSION = "0.0.4"
 # Enum values of et_def.proto.
@@ -213,56 +218,107 @@ def encode_trace(nodes: list[dict], description: str) -> bytes:
 
 
 # ASTRA-sim's collective settings for the exported chips: its own example's
-# (examples/system/native_collectives/Ring_4chunks.json at 518bd51), ring algorithms.
+# (examples/system/native_collectives/Ring_4chunks.json at 518bd51); the algorithms per
+# dimension are those accsim's collective model chose (implementations()).
 SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10,
           "active-chunks-per-dimension": 1, "preferred-dataset-splits": 4,
-          "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
-          "reduce-scatter-implementation": ["ring"],
-          "all-to-all-implementation": ["ring"],
           "collective-optimization": "localBWAware", "boost-mode": 0}
-# accsim's topology -> ASTRA-sim's analytical one (a 2-D torus as the ring its
+# accsim's algorithm names -> the implementations ASTRA-sim's system-input parser accepts
+# (astra-sim system/astraccl/CollectiveImplLookup.cc).
+ASTRA_ALGORITHMS = {"ring": "ring", "direct": "direct",
+                    "halving_doubling": "halvingDoubling", "tree": "doubleBinaryTree"}
+ASTRA_KEYS = {"all_reduce": "all-reduce-implementation",
+              "all_gather": "all-gather-implementation",
+              "reduce_scatter": "reduce-scatter-implementation",
+              "all_to_all": "all-to-all-implementation"}
+# accsim's topology -> ASTRA-sim's analytical one (a 2-D torus as the ring its flat-ring
 # collectives run over, drawing on every port: see network_yml).
 TOPOLOGIES = {"ring": "Ring", "torus2d": "Ring", "switch": "Switch"}
+# A placed wiring dimension's kind -> ASTRA-sim's analytical topology.
+PLACED_TOPOLOGIES = {"ring": "Ring", "line": "Ring", "fully_connected": "FullyConnected",
+                     "switch": "Switch"}
 
 
-def system_json(platform: Platform, roofline: bool) -> str:
+def astra_implementations(platform: Platform, chips: int, kind: str,
+                          size: int) -> list[str]:
+    """ASTRA-sim's implementation per dimension for one collective of `size` bytes over
+    `chips`, as accsim's model runs it (`x:ring y:halving_doubling` -> [ring,
+    halvingDoubling]; the flat ring of `--collectives ring`: one ring)."""
+    cost = collective_cost(kind, size, chips, platform)
+    chosen = dict(part.split(":") for part in cost.algorithm.split() if ":" in part)
+    names = [chosen[dim] for dim in sorted(chosen, key=_dimension_order)] or ["ring"]
+    return [ASTRA_ALGORITHMS[name] for name in names]
+
+
+def _dimension_order(name: str) -> int:
+    return len("xyzwuvst") if name == "scale-out" else "xyzwuvst".index(name)
+
+
+def implementations(platform: Platform, chips: int, nodes: list[dict]) -> dict:
+    """Each collective's implementation per dimension, priced at the trace's largest
+    payload of that collective (the largest of any, for those it lacks); one ring each
+    for a single chip (its side-by-side pair never communicates)."""
+    if chips < 2 or platform.interconnect is None:
+        return {key: ["ring"] for key in ASTRA_KEYS.values()}
+    kinds = {number: kind for kind, number in COLLECTIVE_TYPES.items()}
+    sizes: dict[str, int] = {}
+    for node in nodes:
+        if node["type"] == COMM_COLL_NODE:
+            kind = kinds[node["comm_type"]]
+            sizes[kind] = max(sizes.get(kind, 0), node["comm_size"])
+    largest = max(sizes.values(), default=1)
+    return {key: astra_implementations(platform, chips, kind, sizes.get(kind, largest))
+            for kind, key in ASTRA_KEYS.items()}
+
+
+def system_json(platform: Platform, roofline: bool, chosen: dict) -> str:
     """ASTRA-sim's system input: replay (the traces' durations) or its roofline of
     the chip: peak-perf in TFLOP/s at the platform's first input dtype, local-mem-bw
-    in GB/s (the off-chip bandwidth)."""
+    in GB/s (the off-chip bandwidth); `chosen` the implementations per dimension."""
     dtype = platform.systolic_array.input_dtypes[0]
-    config = dict(SYSTEM, **{
+    config = dict(SYSTEM, **chosen, **{
         "local-mem-bw": platform.offchip.bandwidth_gbps,
         "roofline-enabled": int(roofline),
         "peak-perf": platform.peak_flops_for(dtype) / 1e12})
     return json.dumps(config, indent=4) + "\n"
 
 
-def network_yml(platform: Platform, npus: int) -> str:
-    """ASTRA-sim's analytical network of `npus` chips: one dimension; per-link GB/s
-    (a ring's link carries ports / 2 of accsim's per-port links, as accsim's ring
-    collectives drive every port of a torus) and hop latency in ns."""
+def network_yml(platform: Platform, npus: int, dimensions: int) -> str:
+    """ASTRA-sim's analytical network of `npus` chips, with as many dimensions as the
+    collectives' implementations name: the group's placement on the wiring (chips,
+    GB/s over the links it drives, hop latency in ns per dimension); or one dimension
+    (a ring's link carries ports / 2 of accsim's per-port links, as accsim's flat-ring
+    collectives drive every port of a torus)."""
     link = platform.interconnect
-    if link is None:  # a one-chip trace's side-by-side pair never communicates
-        topology, bandwidth, latency = "Ring", 1.0, 0.0
+    if link is not None and dimensions > 1:
+        placed = place(npus, link, platform.clock_hz)
+        rows = [(PLACED_TOPOLOGIES[d.kind], d.chips, d.bandwidth_bps / 1e9 * d.ports,
+                 d.hop_s * 1e9) for d in placed]
+    elif link is None:  # a one-chip trace's side-by-side pair never communicates
+        rows = [("Ring", npus, 1.0, 0.0)]
     else:
-        topology = TOPOLOGIES[link.topology]
         ports = link.ports_per_chip // 2 if link.topology == "torus2d" else 1
-        bandwidth = link.link_bandwidth_gbps * link.efficiency * ports
-        latency = link.link_latency_cycles / platform.clock_ghz
-    return (f"topology: [ {topology} ]\nnpus_count: [ {npus} ]\n"
-            f"bandwidth: [ {bandwidth:g} ]  # GB/s\nlatency: [ {latency:g} ]  # ns\n")
+        rows = [(TOPOLOGIES[link.topology], npus,
+                 link.link_bandwidth_gbps * link.efficiency * ports,
+                 link.link_latency_cycles / platform.clock_ghz)]
+    column = lambda i: ", ".join(f"{row[i]:g}" if i else str(row[i]) for row in rows)  # noqa: E731
+    return (f"topology: [ {column(0)} ]\nnpus_count: [ {column(1)} ]\n"
+            f"bandwidth: [ {column(2)} ]  # GB/s\nlatency: [ {column(3)} ]  # ns\n")
 
 
 def chakra_files(nodes: list[dict], description: str, name: str, chips: int,
                  platform: Platform) -> dict[str, bytes | str]:
     """Relative path -> content: one trace per chip of the group, all alike (a
-    one-chip trace for two chips side by side), and ASTRA-sim's inputs for them."""
+    one-chip trace for two chips side by side), and ASTRA-sim's inputs for them, whose
+    collective implementations per dimension are the ones accsim's model chose."""
     data = encode_trace(nodes, description)
     npus = max(chips, MIN_NPUS)
+    chosen = implementations(platform, chips, nodes)
     files: dict[str, bytes | str] = {f"{name}.{rank}.et": data for rank in range(npus)}
-    files["system.json"] = system_json(platform, roofline=False)
-    files["system_roofline.json"] = system_json(platform, roofline=True)
-    files["network.yml"] = network_yml(platform, npus)
+    files["system.json"] = system_json(platform, False, chosen)
+    files["system_roofline.json"] = system_json(platform, True, chosen)
+    files["network.yml"] = network_yml(platform, npus,
+                                       max(len(v) for v in chosen.values()))
     files["remote_memory.json"] = json.dumps({"memory-type": "NO_MEMORY_EXPANSION"},
                                              indent=4) + "\n"
     return files

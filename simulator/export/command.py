@@ -10,7 +10,8 @@ import os
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.export.chakra import chakra_files, trace_nodes, workload_nodes
+from simulator.export.chakra import (chakra_files, trace_nodes,
+                                     workload_nodes)
 from simulator.export.llmservingsim import llmservingsim_files
 from simulator.export.llmservingsim_v1 import layers_csv_files
 from simulator.export.naming import device_name, folder_name, model_id

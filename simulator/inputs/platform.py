@@ -327,9 +327,49 @@ class EnergyTable(Strict):
     static_power: StaticPower
 
 
+# How a collective is run (DESIGN.md section 22): `auto` takes the cheapest algorithm
+# per wiring dimension for the message size; `ring` is the flat ring of section 14
+# (today's figures, exactly); the others pin one algorithm wherever it applies.
+COLLECTIVE_MODES = ("auto", "ring", "direct", "halving_doubling", "tree")
+
+
+class LinkDimension(Strict):
+    """One dimension of the wiring (DESIGN.md section 22), inner dimensions first: a
+    `ring` of `size` chips (joined end to end where `wraparound`, a line otherwise), a
+    box of `size` chips `fully_connected` with `ports` ports to each peer, or a
+    `switch` every chip reaches over `ports` ports. A `scale_out` dimension joins boxes
+    (NICs): a group crosses it only when it outgrows one box. Link figures left out are
+    the interconnect's own."""
+
+    kind: Literal["ring", "fully_connected", "switch"]
+    size: int | None = Field(default=None, ge=2, le=2**16, description="chips along "
+                             "it (boxes, for scale_out); None: as many as a group needs")
+    ports: PositiveInt = Field(description="ring: links per chip along it (2: one to "
+                               "each neighbour); fully_connected: per peer; switch: "
+                               "into the switch")
+    wraparound: bool = Field(default=True, description="ring: its ends are joined")
+    scale_out: bool = False
+    link_bandwidth_gbps: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                              description="GB/s per port, per direction")
+    link_latency_cycles: int | None = Field(default=None, ge=0, le=2**40,
+                                            description="per hop, at the chip clock")
+    efficiency: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    pj_per_byte: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler, info) -> dict:
+        data = handler(self)
+        if (info.context or {}).get("complete"):
+            return data
+        return {key: value for key, value in data.items()
+                if value is not None and not (key == "scale_out" and not value)}
+
+
 class Interconnect(Strict):
     """Chip-to-chip links (ICI, NVLink) that join N chips of this platform into one
-    system (DESIGN.md section 14). Collectives use the ports the topology gives them."""
+    system (DESIGN.md sections 14 and 22). `topology` and `ports_per_chip` are the flat
+    ring's shorthand (`--collectives ring`); `dimensions`, when given, is the real
+    wiring, else the shorthand's (simulator.wiring)."""
 
     topology: Literal["ring", "torus2d", "switch"]
     ports_per_chip: PositiveInt
@@ -339,6 +379,24 @@ class Interconnect(Strict):
     efficiency: float = Field(gt=0, le=1, allow_inf_nan=False,
                               description="sustained fraction of the links")
     pj_per_byte: float = Field(ge=0, allow_inf_nan=False, description="per byte per link")
+    collective_fixed_us: float = Field(
+        default=0.0, ge=0, le=1e6, allow_inf_nan=False, description="per collective: "
+        "start-up and final synchronisation, apart from the hops")
+    dimensions: list[LinkDimension] | None = Field(default=None, min_length=1,
+                                                   max_length=8)
+    collectives: Literal[COLLECTIVE_MODES] = Field(  # type: ignore[valid-type]
+        default="auto", description="algorithm choice (COLLECTIVE_MODES)")
+    mesh: list[Annotated[int, Field(ge=1, le=2**16)]] | None = Field(
+        default=None, min_length=1, max_length=8, description="chips of the tensor-"
+        "parallel group along each dimension (`--mesh AxB`); None: the squarest")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler, info) -> dict:
+        data = omit_when_empty(handler, self, ("collective_fixed_us", "dimensions",
+                                               "mesh"), info)
+        if data.get("collectives") == "auto" and not (info.context or {}).get("complete"):
+            data.pop("collectives")
+        return data
 
     @model_validator(mode="after")
     def _ports_fit_topology(self) -> Interconnect:
@@ -349,6 +407,10 @@ class Interconnect(Strict):
         if self.topology == "torus2d" and self.ports_per_chip % 2:
             raise ValueError("a torus2d splits its ports evenly over two dimensions: "
                              f"ports_per_chip must be even, found {self.ports_per_chip}")
+        if self.dimensions and sum(d.scale_out for d in self.dimensions) > 1:
+            raise ValueError("dimensions: at most one scale_out level")
+        if self.dimensions and any(d.scale_out for d in self.dimensions[:-1]):
+            raise ValueError("dimensions: the scale_out level is the last (outermost)")
         return self
 
 

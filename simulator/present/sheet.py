@@ -196,7 +196,9 @@ def _collective_row(op: OperatorResult) -> dict:
         "runs": lowered.runs, "onchip_home": False, "spills_partial_sums": False,
         "offchip_bytes": 0, "compulsory_bytes": 0, "cycles": op.totals.cycles,
         "energy_pj": op.totals.energy_pj, "bottleneck": op.verdict.bottleneck,
-        "evidence": f"{lowered.collective.kind} over {lowered.collective.chips} chips, "
+        "evidence": f"{lowered.collective.kind} over {lowered.collective.chips} chips "
+                    f"({lowered.collective.group}): {lowered.collective.algorithm}, "
+                    f"{lowered.collective.hops} hops, "
                     f"{lowered.collective.bytes_per_link:,.0f} bytes per link"})
     for operand in "ABC":
         record.update({f"{operand}_buffer": None, f"{operand}_tile_bytes": None,

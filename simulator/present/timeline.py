@@ -66,6 +66,8 @@ def trace_events(result: RunResult) -> list[dict]:
                            "ts": offset * us_per_cycle,
                            "dur": op.totals.cycles * us_per_cycle,
                            "args": {"operator": lowered.name, "chips": cost.chips,
+                                    "algorithm": cost.algorithm, "hops": cost.hops,
+                                    "group": cost.group,
                                     "bytes_per_link": cost.bytes_per_link,
                                     "runs": lowered.runs}})
             offset += op.totals.cycles

@@ -29,7 +29,7 @@ from simulator.serving.sla import parse_sla
 from simulator.serving.spec import (CV_RANGE, DEFAULT_ARCH, DEFAULT_WORKLOAD, MAX_RATE,
                                     MAX_REQUESTS, ServeSpec)
 from simulator.serving.plots import distribution_figure
-from simulator.system.command import add_ignore_capacity
+from simulator.system.command import add_collectives, add_ignore_capacity
 from simulator.system.overlap import OVERLAP_MODES
 
 PROGRESS_AFTER_S = 2.0  # runs shorter than this show no bar
@@ -79,6 +79,7 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--ep", type=int, help="expert parallelism per replica (default 1)")
     add("--overlap", choices=OVERLAP_MODES, help="collectives overlap compute in each "
         "iteration, as `accsim run --overlap` (default none)")
+    add_collectives(serve_cmd)
     add("--micro-batches", type=int, help="micro-batches in a replica's pipeline "
         "(default --pp; 1 runs the stages in turn)")
     add("--routing", choices=["round_robin", "least_loaded", "shared_queue"],

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.system.capacity import Capacity, check
+from simulator.collectives import with_collectives
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
 from simulator.metrics.energy import static_power_w
@@ -64,6 +65,7 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     trace already read (a deployment search reads it once for all its plans)."""
     spec = spec.resolved()
     platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
+    platform = with_collectives(platform, spec.collectives)
     if not spec.llm and not spec.system.single_chip:
         raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
     precision = ServingPrecision.load(spec.precision, platform) \

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_serializer, model_validator
 
-from simulator.inputs.platform import Dtype, Strict
+from simulator.inputs.platform import COLLECTIVE_MODES, Dtype, Strict
 from simulator.errors import AccsimError
 from simulator.mapping.heuristics import heuristic as registered_heuristic
 from simulator.mapping.plan import Mapping, with_heuristic
@@ -35,7 +35,8 @@ MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
 # it): 16,384 is beyond any serving system's batch and simulates in about a second.
 MAX_BATCH = 2**14
 # Fields left out of a dump when unset (results dump as before these existed).
-OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap", "mapping_plan")
+OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap", "mapping_plan",
+                   "collectives")
 
 
 class RateSweep(Strict):
@@ -118,6 +119,9 @@ class ServeSpec(Strict):
     overlap: Literal["none", "independent", "decomposed"] | None = Field(
         default=None, description="collectives overlap compute in each iteration, as "
         "`accsim run --overlap` (DESIGN.md section 14; default none)")
+    collectives: Literal[COLLECTIVE_MODES] | None = Field(  # type: ignore[valid-type]
+        default=None, description="how each replica's collectives run, as `accsim run "
+        "--collectives` (DESIGN.md section 22; default: the platform's)")
     fusion: Literal["none", "epilogue", "auto"] | None = Field(
         default=None, description="the fusion planner's mode for iteration costs "
         "(DESIGN.md section 15; default: the simulator's)")

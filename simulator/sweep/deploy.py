@@ -21,6 +21,7 @@ from typing import Protocol
 
 import simulator
 
+from simulator.collectives import with_collectives
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
@@ -498,6 +499,7 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
     """Every point of one platform read back from the store, pruned, or put in the
     group of its plan to be searched."""
     platform, source = load_model(locate(arch, "platform"), Platform)
+    platform = with_collectives(platform, spec.collectives)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
     request = _smallest_request(spec, trace)
     outcome = Outcome(arch, platform, source.path, config, hf_frontend,

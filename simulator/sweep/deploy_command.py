@@ -33,6 +33,7 @@ from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
 from simulator.sweep.store import Store
+from simulator.system.command import add_collectives
 from simulator.system.plan import MAX_CHIPS
 from simulator.output.terminal import add_wide, plain
 from simulator.output.terminal import console as report_console
@@ -63,7 +64,7 @@ SPEC_FLAGS = {"model": "model", "dtype": "dtype", "arrival": "arrival", "rate": 
               "cv": "cv", "trace": "arrival_trace", "prompt_tokens": "prompt_tokens",
               "output_tokens": "output_tokens", "requests": "requests", "seed": "seed",
               "max_tokens": "max_tokens", "bucket_bits": "bucket_bits",
-              "fusion": "fusion", "heuristic": "heuristic"}
+              "fusion": "fusion", "heuristic": "heuristic", "collectives": "collectives"}
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
@@ -73,6 +74,7 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
         "shipped name); repeat for each")
     add("--model", required=True, help="Hugging Face config.json or shipped model name")
     add("--dtype", help="weights and activations (default: the model's)")
+    add_collectives(cmd)
     add("--trace", metavar="FILE|NAME", help="arrival trace (CSV or shipped name)")
     add("--arrival", choices=["poisson", "gamma", "trace"], help="default poisson "
         "(trace with --trace)")

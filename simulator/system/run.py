@@ -110,6 +110,21 @@ class SystemRun:
         ] + padding_lines(f["padding"])
 
 
+def collective_lines(result: RunResult) -> list[str]:
+    """Each distinct collective of a shard, as it runs (DESIGN.md section 22): its
+    group's placement, the algorithm per dimension, hops and time."""
+    seen: dict = {}
+    for op in result.operators:
+        cost = op.lowered.collective
+        if cost is not None and cost.time_s:
+            key = (cost.kind, cost.chips, cost.payload_bytes)
+            count = seen.get(key, (cost, 0))[1]
+            seen[key] = (cost, count + op.lowered.runs)
+    return [f"collective {cost.kind} of {cost.payload_bytes:,} B over {cost.chips} chips"
+            f" ({cost.group}): {cost.algorithm}, {cost.hops} hops, "
+            f"{cost.time_s * 1e6:,.2f} us x {count:,}" for cost, count in seen.values()]
+
+
 def shard_steps(result: RunResult) -> list[Step]:
     """The shard's operators in order, each for one repetition of its body."""
     return [Step(op.lowered.name, op.lowered.kind,
