@@ -23,15 +23,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "simulator"
 
 # Lowest first. A prefix names a module or a subpackage (and everything under it).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("simulator", "simulator.errors", "simulator.kernels.jit",
+    ("base", ("simulator.errors", "simulator.numbers", "simulator.kernels.jit",
               "simulator.kernels.library", "simulator.output")),
     ("model", ("simulator.model",)),
     ("inputs", ("simulator.inputs",)),
-    ("program", ("simulator.program", "simulator.collectives")),
+    ("program", ("simulator.program", "simulator.collectives", "simulator.wiring",
+                 "simulator.collective_algorithms")),
     ("mapping", ("simulator.mapping", "simulator.inputs.run_inputs")),
     ("lowering", ("simulator.lowering",)),
-    ("engines", ("simulator.limits", "simulator.engines")),
-    ("metrics", ("simulator.metrics", "simulator.invocation")),
+    ("engines", ("simulator.limits", "simulator.engines", "simulator.invocation")),
+    ("metrics", ("simulator.metrics",)),
     ("search", ("simulator.search",)),
     ("simulate", ("simulator.simulate", "simulator.kernels")),
     ("present", ("simulator.present", "simulator.verification")),
@@ -60,6 +61,8 @@ def is_command(module: str) -> bool:
 def layer_of(module: str) -> int:
     if is_command(module):
         return len(LAYERS) - 1
+    if module == "simulator":  # the package itself: below everything
+        return 0
     best, level = -1, -1
     for index, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:

@@ -3,8 +3,8 @@ a workload (runtime.invocation_overhead_us) and, over an optional host link, its
 arriving and its outputs leaving unless the workload marks them resident.
 
 Charged once per workload run and once per serving iteration, never per operator, so
-it lives apart from the tile programs: a Totals of its own that the run adds to its
-operators' (the `invocation` term).
+it lives apart from the tile programs: a Totals of its own (metrics.totals.
+invocation_totals) that the run adds to its operators' (the `invocation` term).
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ import math
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.metrics.energy import static_power_w
 from simulator.mapping.footprint import tensor_bytes
-from simulator.metrics.totals import Totals
 from simulator.model.timing import host_transfer_cycles
 from simulator.inputs.workload import Workload, is_attention, is_collective
 
@@ -73,14 +71,3 @@ def call_cycles(platform: Platform, in_bytes: int, out_bytes: int) -> int:
                           "the host link take 2**60 cycles or more, past what an int64 "
                           "cycle count keeps beside the operators'", field=field)
     return cycles
-
-
-def invocation_totals(cycles: int, platform: Platform) -> Totals:
-    """The call's time as a Totals: its cycles, all of them the invocation term, and
-    the chip's static energy over them (nothing else runs)."""
-    fields = {name: 0 for name in Totals.__dataclass_fields__
-              if name not in ("peak_dtype", "peak_rate")}
-    seconds = platform.seconds(cycles)
-    return Totals(**{**fields, "cycles": cycles, "invocation_cycles": cycles,
-                     "collective_sent_bytes": 0.0,
-                     "energy_static_pj": static_power_w(platform) * seconds * 1e12})

@@ -19,11 +19,12 @@ from simulator.errors import AccsimError
 from simulator.engines.outcome import Breakdown
 from simulator.engines.runner import engine_runner
 from simulator.inputs.run_inputs import Inputs
-from simulator.invocation import invocation_cycles, invocation_totals
+from simulator.invocation import invocation_cycles
 from simulator.limits import MemoryBudget, tile_programs
 from simulator.inputs.loader import Source
 from simulator.mapping.plan import describe_mapping
-from simulator.metrics.totals import OperatorResult, Totals, add_totals, operator_result
+from simulator.metrics.totals import (OperatorResult, Totals, add_totals, invocation_totals,
+                                      operator_result)
 from simulator.program.tile_program import memory_params
 from simulator.search.fusion_plan import FusionGroup, fusion_groups
 from simulator.lowering import lower_resolved

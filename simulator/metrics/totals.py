@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from simulator.metrics.bottleneck import BALANCED, CLASSES, Verdict, classify
 from simulator.inputs.platform import Platform
-from simulator.metrics.energy import run_energy
+from simulator.metrics.energy import run_energy, static_power_w
 from simulator.engines.outcome import Breakdown
 from simulator.lowering import LoweredOperator
 
@@ -276,3 +276,14 @@ def dominant_bottleneck(results: Iterable[OperatorResult]) -> str:
             + result.totals.cycles
     ordered = sorted(cycles, key=CLASSES.index)
     return max(ordered, key=cycles.get) if ordered else BALANCED
+
+
+def invocation_totals(cycles: int, platform: Platform) -> Totals:
+    """The call's time as a Totals: its cycles, all of them the invocation term, and
+    the chip's static energy over them (nothing else runs)."""
+    fields = {name: 0 for name in Totals.__dataclass_fields__
+              if name not in ("peak_dtype", "peak_rate")}
+    seconds = platform.seconds(cycles)
+    return Totals(**{**fields, "cycles": cycles, "invocation_cycles": cycles,
+                     "collective_sent_bytes": 0.0,
+                     "energy_static_pj": static_power_w(platform) * seconds * 1e12})

@@ -21,7 +21,8 @@ import numpy as np
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.invocation import invocation_cycles, invocation_totals
+from simulator.invocation import invocation_cycles
+from simulator.metrics.totals import invocation_totals
 from simulator.mapping.plan import Mapping, merged_spec
 from simulator.search.resolve import fusion_units
 from simulator.serving.precision import ServingPrecision
