@@ -15,6 +15,7 @@ from simulator.export.llmservingsim import llmservingsim_files
 from simulator.export.profile import ModelProfile, check_limit
 from simulator.export.vidur import vidur_files
 from simulator.inputs.loader import load_model, locate, shipped_names
+from simulator.platform_file import load_platform
 from simulator.output.files import OutputFolder
 from simulator.serving.cost import OperatorCosts
 from simulator.system.plan import MAX_CHIPS
@@ -62,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _platform(arch: str) -> tuple[Platform, str | None]:
-    platform, source = load_model(locate(arch, "platform"), Platform)
+    platform, source = load_platform(locate(arch, "platform"))
     return platform, source.path
 
 

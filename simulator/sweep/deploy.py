@@ -25,6 +25,7 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.inputs.loader import load_model, locate
+from simulator.platform_file import load_platform
 from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import roofline_bound_cycles
 from simulator.search.resolve import lower_workload
@@ -496,7 +497,7 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
                   progress: Callable[[str], None] | None) -> PlatformSearch:
     """Every point of one platform read back from the store, pruned, or put in the
     group of its plan to be searched."""
-    platform, source = load_model(locate(arch, "platform"), Platform)
+    platform, source = load_platform(locate(arch, "platform"))
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
     request = _smallest_request(spec, trace)
     outcome = Outcome(arch, platform, source.path, config, hf_frontend,

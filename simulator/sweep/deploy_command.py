@@ -12,10 +12,10 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from simulator.output import progress
-from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
 from simulator.inputs.loader import dump_json, load_model, locate, validation_error
+from simulator.platform_file import load_platform
 from simulator.mapping.plan import FUSION_MODES
 from simulator.precision.plan import PrecisionPlan
 from simulator.search.fusion import DEFAULT_FUSION
@@ -182,7 +182,7 @@ def check_cost(archs: list[str], objective: str) -> None:
     if objective not in COST_OBJECTIVES:
         return
     for arch in archs:
-        platform, source = load_model(locate(arch, "platform"), Platform)
+        platform, source = load_platform(locate(arch, "platform"))
         if platform.cost is None:
             raise AccsimError(f"objective {objective} needs the platform's cost table "
                               "(price_per_chip_hour, or capital_per_chip + "
