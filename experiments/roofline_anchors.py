@@ -21,8 +21,9 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.inputs.platform import Platform
-from simulator.inputs.loader import load_model, locate
+from simulator.inputs.loader import locate
 from simulator.mapping.plan import Mapping, TilingSpec
+from simulator.inputs.platform_file import load_platform
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
 
@@ -34,7 +35,7 @@ ONE_ARRAY = "whatif/tpu_v5e_256x256"
 
 
 def shipped(name: str) -> Platform:
-    return load_model(locate(name, "platform"), Platform)[0]
+    return load_platform(locate(name, "platform"))[0]
 
 
 def model_version_1(platform: Platform) -> Platform:

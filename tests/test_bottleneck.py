@@ -8,7 +8,8 @@ import pytest
 from platforms import make_platform
 from simulator.metrics.bottleneck import CLASSES, RULES, classify
 from simulator.inputs.resolve import load_inputs
-from simulator.inputs.loader import load_model, locate
+from simulator.inputs.loader import locate
+from simulator.inputs.platform_file import load_platform
 from simulator.inputs.platform import Platform
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
@@ -96,7 +97,7 @@ def one_gemm(m, n, k) -> Workload:
 
 
 def shipped(name: str) -> Platform:
-    return load_model(locate(name, "platform"), Platform)[0]
+    return load_platform(locate(name, "platform"))[0]
 
 
 def verdict_on(platform_name: str, workload: Workload) -> str:

@@ -13,10 +13,10 @@ import pytest
 
 from kineto_traces import TraceWriter, conv_trace, transformer_trace
 from simulator.cli import main
-from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.kineto import import_kineto
-from simulator.inputs.loader import load_model, locate, parse_model, shipped_names
+from simulator.inputs.loader import locate, parse_model, shipped_names
+from simulator.inputs.platform_file import load_platform
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload, is_attention, is_compute
@@ -114,7 +114,7 @@ def test_yaml_round_trip_check_and_run_on_every_platform(tmp_path, capsys):
     workload = parse_model(out.read_text(), Workload, file=str(out))
     assert workload == import_kineto(path).workload   # measured_s included
     for name in shipped_names("platform"):
-        platform = load_model(locate(name, "platform"), Platform)[0]
+        platform = load_platform(locate(name, "platform"))[0]
         result = simulate(Inputs(platform, workload, Mapping()))
         assert result.total.model_flops == 2 * workload_macs(workload)
 

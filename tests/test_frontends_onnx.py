@@ -17,10 +17,10 @@ import onnx_models as models  # noqa: E402  (needs onnx)
 from simulator.cli import main  # noqa: E402
 from simulator.errors import AccsimError  # noqa: E402
 from simulator.frontends.onnx import import_onnx  # noqa: E402
-from simulator.inputs.loader import load_model, locate, parse_model, shipped_names  # noqa: E402
+from simulator.inputs.loader import locate, parse_model, shipped_names  # noqa: E402
+from simulator.inputs.platform_file import load_platform  # noqa: E402
 from simulator.mapping.plan import Mapping  # noqa: E402
 from simulator.simulate import Inputs, simulate  # noqa: E402
-from simulator.inputs.platform import Platform  # noqa: E402
 from simulator.inputs.workload import Workload, is_attention, is_compute  # noqa: E402
 
 RESNET18_GMACS = 1.814  # torchvision resnet18 at 224x224, batch 1 (1.81 GMACs)
@@ -135,7 +135,7 @@ def test_yaml_round_trip_check_and_run_on_every_platform(tmp_path, capsys):
              (("conv_net", models.conv_net), ("mlp", models.mlp),
               ("transformer_block", models.transformer_block),
               ("resnet18", models.resnet18))}
-    platforms = [load_model(locate(name, "platform"), Platform)[0]
+    platforms = [load_platform(locate(name, "platform"))[0]
                  for name in shipped_names("platform")]
     for name, path in paths.items():
         out = tmp_path / f"{name}.yaml"

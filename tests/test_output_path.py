@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from platforms import make_platform
 
-from simulator.inputs.loader import load_model, locate
-from simulator.inputs.platform import Platform
+from simulator.inputs.loader import locate
+from simulator.inputs.platform_file import load_platform
 from simulator.lowering.evacuation import evacuation_array
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.present.run_report import result_dict
@@ -69,9 +69,9 @@ def test_output_path_and_evacuation_go_together(array, rule):
 
 
 def test_psum_whatif_platform_evacuates():
-    platform = load_model(locate("whatif/tpu_v5e_psum", "platform"), Platform)[0]
+    platform = load_platform(locate("whatif/tpu_v5e_psum", "platform"))[0]
     assert platform.systolic_array.output_path == "vector"
-    base = load_model(locate("tpu_v5e_like", "platform"), Platform)[0]
+    base = load_platform(locate("tpu_v5e_like", "platform"))[0]
     assert "output_path" not in base.model_dump(mode="json")["systolic_array"]
 
 

@@ -17,6 +17,7 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import load_model, locate, shipped_names
+from simulator.inputs.platform_file import load_platform
 from simulator.present.run_report import result_dict
 from simulator.simulate import simulate
 from tests.platforms import BASE
@@ -40,7 +41,7 @@ def _numeric_schema_leaves(data, prefix=""):
 
 @pytest.mark.parametrize("name", PLATFORMS)
 def test_every_numeric_field_of_a_shipped_platform_has_provenance(name):
-    platform, _ = load_model(locate(name, "platform"), Platform)
+    platform, _ = load_platform(locate(name, "platform"))
     leaves = _numeric_schema_leaves(platform.model_dump(mode="json"))
     assert len(leaves) > 25
     assert [leaf for leaf in leaves if leaf not in platform.provenance] == []
@@ -153,7 +154,7 @@ def test_a_schema_walk_finds_every_numeric_field_annotated(name):
     """Issue 27 acceptance: walked through the schema's declared fields (so a number
     the canonical dump leaves out would be found too), every numeric value of every
     shipped platform has a provenance entry, and the walk agrees with the dump's."""
-    platform, _ = load_model(locate(name, "platform"), Platform)
+    platform, _ = load_platform(locate(name, "platform"))
     walked = _schema_numeric_paths(platform)
     assert len(walked) > 25
     assert [path for path in walked if path not in platform.provenance] == []

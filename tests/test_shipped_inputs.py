@@ -10,6 +10,7 @@ import yaml
 
 from simulator.inputs.platform import Platform
 from simulator.inputs.loader import shipped_folder, load_model, locate, shipped_names
+from simulator.inputs.platform_file import load_platform as load_platform_file
 from simulator.inputs.workload import Conv2d, Elementwise, Gemm, Pool, Workload, is_compute
 
 PLATFORMS = shipped_names("platform")
@@ -40,7 +41,7 @@ NOT_A_CHIP = {"edge_32x32"}
 
 
 def load_platform(name: str) -> Platform:
-    return load_model(locate(name, "platform"), Platform)[0]
+    return load_platform_file(locate(name, "platform"))[0]
 
 
 def load_workload(name: str) -> Workload:

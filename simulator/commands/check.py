@@ -5,6 +5,7 @@ them buffer by buffer (simulator.present.plan_check)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import Counter
 
@@ -14,6 +15,7 @@ from simulator.inputs.resolve import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
 from simulator.commands.options import add_plugin
 from simulator.inputs.platform import Platform
 from simulator.inputs.loader import parse_yaml, read_source, validate_model
+from simulator.inputs.platform_file import load_platform, overrides_of
 from simulator.present.plan_check import check_plan, plan_check_table
 from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
@@ -34,7 +36,8 @@ def handle(args: argparse.Namespace) -> int:
         source = read_source(locate_any(args.file, args.kind))
         raw = parse_yaml(source.text, file=source.path)
         kind = args.kind or guess_kind(raw)
-        model = validate_model(raw, SCHEMAS[kind], file=source.path)
+        model = load_platform(source.path)[0] if kind == "platform" else \
+            validate_model(raw, SCHEMAS[kind], file=source.path)
     if isinstance(model, Platform):
         array = model.systolic_array
         arrays = f"{array.count} x " if array.count > 1 else ""
@@ -49,8 +52,32 @@ def handle(args: argparse.Namespace) -> int:
                   "layer_type entries")
     print(f"{source.path}: valid {kind} ({detail})")
     if isinstance(model, Platform):
+        if kind == "platform":
+            _print_overrides(source.path, model)
         _print_assumptions(model)
     return 0
+
+
+def _print_overrides(path: str, platform: Platform) -> None:
+    """What a platform file over a base sets (its name and description aside), each
+    field with the base's value and the kind of its provenance entry."""
+    base, fields = overrides_of(path)
+    if base is None:
+        return
+    fields = [field for field in fields if field[0] not in ("name", "description")]
+    print(f"base: {base}; this file overrides {len(fields)} field"
+          f"{'s' if len(fields) != 1 else ''}:")
+    for field, was, now in fields:
+        entry = platform.provenance.get(field)
+        cited = f"; {entry.kind}" if entry is not None else ""
+        print(f"  {field}: {_shown(now)}  (base: {_shown(was)}{cited})")
+
+
+def _shown(value) -> str:
+    """A value as a platform file writes it, on one line (absent: `-`)."""
+    if value is None:
+        return "-"
+    return plain(json.dumps(value, separators=(", ", ": ")))
 
 
 def _print_assumptions(platform: Platform) -> None:

@@ -77,8 +77,9 @@ def handle(args: argparse.Namespace) -> int:
     every = [system_command.applied_collectives(args, inputs, plan)
              for inputs, _ in chosen]
     labels = platform_labels([inputs.platform.name for inputs in every], args.arch)
-    fits = [check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
-            for inputs in every]  # every platform checked before any simulation
+    fits = [check_fit(inputs, plan, llm, ignore=args.ignore_capacity,
+                      planned=precision is not None)
+            for inputs, (_, precision) in zip(every, chosen)]  # all before any work
     results, lines = [], []
     for inputs, label, fit, (_, precision) in zip(every, labels, fits, chosen):
         lines += [f"{label}: {fit.note()}"] if fit.note() else []

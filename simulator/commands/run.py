@@ -96,7 +96,8 @@ def handle(args: argparse.Namespace) -> int:
     if best is not None:
         check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
                             file=args.sheet_best)
-    fit = check_fit(inputs, plan, llm, ignore=args.ignore_capacity)
+    fit = check_fit(inputs, plan, llm, ignore=args.ignore_capacity,
+                    planned=precision is not None)
     started = time.perf_counter()
     with ahead.compiled_ahead():  # a machine's first run: late kernels on other cores
         system = None if plan.single_chip else simulate_system_shown(

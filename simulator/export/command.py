@@ -22,6 +22,7 @@ from simulator.export.vidur_device import (DEVICE_FILE, LAUNCHER, LAUNCHER_TEXT,
                                            MODEL_FILE, device_json, devices_per_node,
                                            model_json)
 from simulator.inputs.loader import load_model, locate, read_source, shipped_names
+from simulator.inputs.platform_file import load_platform
 from simulator.output.files import OutputFolder
 from simulator.system.plan import MAX_CHIPS
 from simulator.output.terminal import plain
@@ -84,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _platform(arch: str) -> tuple[Platform, str | None]:
-    platform, source = load_model(locate(arch, "platform"), Platform)
+    platform, source = load_platform(locate(arch, "platform"))
     return platform, source.path
 
 

@@ -10,6 +10,7 @@ from simulator.frontends import scalesim
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import Source, load_model, locate, shipped_names
+from simulator.inputs.platform_file import load_platform
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
 from simulator.inputs.run_inputs import Inputs
@@ -45,7 +46,7 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
         platform, platform_source, config = scalesim.load_config(arch)
         notes += config.notes
     else:
-        platform, platform_source = load_model(locate(arch, "platform"), Platform)
+        platform, platform_source = load_platform(locate(arch, "platform"))
     if imported is not None:
         trace, workload_source = imported
     elif workload_format is not None or scalesim.is_scalesim_topology(workload):
@@ -94,10 +95,12 @@ def locate_any(name: str, kind: str | None) -> str:
 
 def guess_kind(raw) -> str:
     """platform, workload or mapping by the top-level keys of decoded YAML: a list of
-    operators is a workload, else the schema sharing the most keys (a platform missing
+    operators is a workload, a `base` a platform, else the schema sharing the most keys (a platform missing
     a section is still told apart by the others)."""
     if not isinstance(raw, dict) or isinstance(raw.get("operators"), list):
         return "workload"
+    if "base" in raw:  # only a platform file varies a base (simulator.inputs.platform_file)
+        return "platform"
     shared = {kind: len(set(raw) & set(model.model_fields) - {"name", "description"})
               for kind, model in SCHEMAS.items()}
     return max(("platform", "mapping", "workload"), key=lambda kind: shared[kind])

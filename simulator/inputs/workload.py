@@ -63,6 +63,14 @@ class VectorShape:
     output_elements: int      # real tensor written
 
 
+# What `repeat` means for an operator's weights (DESIGN.md section 19): each repeat is
+# another layer's (distinct, the reading of an operator that says nothing) or the same
+# weights called again (shared: a diffusion model's denoising steps, tied layers).
+WeightReading = Literal["distinct", "shared"]
+WEIGHTS_HELP = ("distinct: each repeat another layer's weights; shared: the same weights "
+                "called again; unset: either, and the capacity rule reads both")
+
+
 class OperatorBase(Strict):
     """Fields every operator has."""
 
@@ -83,7 +91,8 @@ class OperatorBase(Strict):
         # Absent rather than null, so workloads without measurements dump (and embed in
         # results) exactly as they did before the field existed.
         fields = handler(self)
-        for name in ("measured_s", "sparsity", "inputs"):  # added later, absent when unset
+        for name in ("measured_s", "sparsity", "inputs", "weights", "kv_cache"):
+            # added later, absent when unset
             if fields.get(name, 0) is None:
                 fields.pop(name)
         return fields
@@ -105,6 +114,7 @@ class Gemm(OperatorBase):
     k: PositiveInt
     weight_dtype: Dtype | None = Field(default=None, description="B operand; default dtype")
     sparsity: Sparsity | None = Field(default=None, description="of B: N:M or a density")
+    weights: WeightReading | None = Field(default=None, description=WEIGHTS_HELP)
 
     @model_validator(mode="after")
     def _fits_int64(self) -> Gemm:
@@ -138,6 +148,7 @@ class Conv2d(OperatorBase):
     weight_dtype: Dtype | None = Field(default=None, description="kernel; default dtype")
     sparsity: Sparsity | None = Field(default=None, description="of the kernel: N:M or a "
                                       "density")
+    weights: WeightReading | None = Field(default=None, description=WEIGHTS_HELP)
 
     @model_validator(mode="after")
     def _consistent(self) -> Conv2d:
@@ -296,6 +307,10 @@ class Attention(OperatorBase):
     head_dim: PositiveInt
     causal: bool = False
     kv_dtype: Dtype | None = Field(default=None, description="K and V; default dtype")
+    kv_cache: bool | None = Field(
+        default=None, description="K and V are a cache a chip holds across steps (true: "
+        "an LLM's, set by the HF frontend) or this operator's own activations (false); "
+        "unset: either, and the capacity rule reads both (DESIGN.md section 19)")
 
     @model_validator(mode="after")
     def _consistent(self) -> Attention:

@@ -31,7 +31,8 @@ from simulator.calibrate.robust import robust_ranking
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
 from simulator.inputs.platform import Platform
 from simulator.inputs.run_inputs import Inputs
-from simulator.inputs.loader import decode_text, load_model, read_json, validate_model
+from simulator.inputs.loader import decode_text, read_json, validate_model
+from simulator.inputs.platform_file import load_platform
 from simulator.mapping.plan import Mapping
 from simulator.output.files import OutputFolder
 from simulator.review.providers import NotEvaluated, model_config_path
@@ -219,7 +220,7 @@ def rerun_differences(path: Path) -> list[str]:
         base = validate_model(entry["platform"], Platform, file=source.path)
         for end in ENDS:
             spec = ServeSpec.model_validate(old["serving"][end]["serving"]["spec"])
-            corner, _ = load_model(spec.arch, Platform)
+            corner, _ = load_platform(spec.arch)
             expected = validate_model(with_values(base, new["corners"][f"{end}_corner"]),
                                       Platform, file=source.path)
             if corner != expected:

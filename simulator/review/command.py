@@ -28,7 +28,8 @@ from simulator.mapping.plan import FUSION_MODES
 from simulator.search.fusion import DEFAULT_FUSION
 from simulator.review.study import (ResolvedStudy, load_study, with_study_fusion,
                                     write_variants)
-from simulator.review.variants import apply_variants, pair_records, variant_specs
+from simulator.review.variants import (VariantSpec, apply_variants, pair_records,
+                                      variant_specs)
 from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import make_plan
@@ -84,6 +85,23 @@ def default_out(study: str) -> str:
     return f"{Path(study).name.removesuffix('.yaml').removesuffix('.yml')}-packet"
 
 
+def checked_variants(study: ResolvedStudy, variants: list[VariantSpec], models: list, *,
+                     ignore_capacity: bool = False) -> list[VariantSpec]:
+    """Each precision variant's capacity checked at its plan's formats (a model's
+    weights and KV as the plan stores them), as `accsim run --precision` checks it;
+    the run is otherwise its baseline's (its system and shard)."""
+    system = study.study.scope.system
+    plan = SystemPlan() if system is None else system.plan
+    steps = {loaded.label: model_step(model, study) for model, loaded in models}
+    found = []
+    for variant in variants:
+        again = checked(variant.spec, plan, steps.get(variant.baseline.workload.label),
+                        study_file=study.source.path, ignore_capacity=ignore_capacity)
+        found.append(replace(variant, spec=replace(variant.spec,
+                                                   capacity=again.capacity)))
+    return found
+
+
 def review(args: argparse.Namespace) -> int:
     """The handler: every check before any simulation, then runs, then the packet."""
     executor = executor_for(args.scheduler, args.workers)
@@ -99,7 +117,9 @@ def review(args: argparse.Namespace) -> int:
             (_cache_folder(args) or nullcontext()) as cache:
         study = write_variants(study, out, INPUTS_FOLDER)
         specs = run_specs(study, models, ignore_capacity=args.ignore_capacity)
-        variants = variant_specs(study, specs, applied, out, INPUTS_FOLDER)
+        variants = checked_variants(
+            study, variant_specs(study, specs, applied, out, INPUTS_FOLDER), models,
+            ignore_capacity=args.ignore_capacity)
         started = time.perf_counter()
         with progress.operators(first="reviewing",
                                 total=len(specs) + len(variants)) as report:

@@ -110,16 +110,19 @@ def checked(spec: RunSpec, plan: SystemPlan, step=None, *, study_file: str,
     platform = spec.platform.model
     platform_file = spec.platform.source.path if spec.platform.source else study_file
     row_parallel = frozenset(spec.mapping.model.row_parallel)
+    # a precision variant's model step: its weights and KV at the plan's formats
+    planned = spec.workload.model if spec.precision is not None else None
     try:
         sharded = None
         if plan.single_chip:
-            sizing = model_sizing(step, platform) if step is not None else \
+            sizing = model_sizing(step, platform, planned) if step is not None else \
                 plain_sizing(spec.workload.model, platform, row_parallel)
         elif step is None:
             sharded = shard_plain(spec.workload.model, plan, platform,
                                   platform_file=platform_file, row_parallel=row_parallel)
         else:
-            sharded = shard_model(step, plan, platform, platform_file=platform_file)
+            sharded = shard_model(step, plan, platform, platform_file=platform_file,
+                                  planned=planned)
         fit = check(plan, sharded.sizing if sharded else sizing, platform,
                     ignore=ignore_capacity, platform_file=platform_file)
     except AccsimError as exc:

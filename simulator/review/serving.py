@@ -113,10 +113,10 @@ def serve_points(spec: ServeSpec, rates: list[float]) -> dict:
 
 
 def _key(spec: ServeSpec, rates: list[float], sources: list[str]) -> str:
+    """`sources`: the sha256 of the platform (of its chain of bases, as loaded) and of
+    the workload or model file."""
     identity = {"model_version": simulator.MODEL_VERSION, "rates": rates,
-                "spec": spec.model_dump(mode="json"),
-                "sources": [hashlib.sha256(read_bytes(p)).hexdigest()
-                            for p in sources]}
+                "spec": spec.model_dump(mode="json"), "sources": sources}
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -147,7 +147,8 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
         if progress:
             progress(index, len(pairs), record.name)
         spec = serve_spec(study, platform, path, llm=llm)
-        sources = [platform.source.path] + ([path] if Path(path).is_file() else [])
+        sources = [platform.source.sha256] + (
+            [hashlib.sha256(read_bytes(path)).hexdigest()] if Path(path).is_file() else [])
         entry = f"serving-{_key(spec, rates, sources)}.json"
         data = cache_read(cache, entry)
         reused = _usable(data, spec, rates, cache.shown(entry) if cache else "")

@@ -24,6 +24,7 @@ from simulator.inputs.platform import Dtype, Name, Platform, Strict, Text
 from simulator.errors import AccsimError
 from simulator.inputs.loader import (Source, decode_text, load_model, locate, parse_model,
                               read_source, validation_error)
+from simulator.inputs.platform_file import as_file, load_platform, nested, overridden
 from simulator.output.files import OutputFolder
 from simulator.mapping.heuristics import known_heuristics
 from simulator.mapping.plan import Mapping, check_mapping_names
@@ -370,23 +371,22 @@ def _find(entry: str, kind: str, study: Source, field: str) -> Path:
 
 
 def _variant(entry: PlatformVariant, study: Source, field: str) -> Platform:
-    """The base platform with the variant's fields set; errors name the study field."""
-    base, _ = load_model(_find(entry.base, "platform", study, f"{field}.base"), Platform)
-    raw = base.model_dump(mode="json")
-    # the base's provenance, less the fields the variant sets (what-ifs, not sourced)
-    raw["provenance"] = {path: item.dump() for path, item in base.provenance.items()
-                         if path not in entry.set}
-    for key, value in entry.set.items():
+    """The base platform with the variant's fields set, by the rule a platform file
+    over a base follows (simulator.inputs.platform_file.overridden: the base's provenance of a
+    set field is dropped, a what-if is not sourced); errors name the study field."""
+    base, _ = load_platform(_find(entry.base, "platform", study, f"{field}.base"))
+    raw = as_file(base)
+    for key in entry.set:
         node, parts = raw, key.split(".")
         for part in parts[:-1]:
             node = node.get(part) if isinstance(node, dict) else None
         if not isinstance(node, dict) or parts[-1] not in node:
             raise AccsimError(f"{entry.base} has no field {key!r}", file=study.path,
                               field=f"{field}.set.{key}")
-        node[parts[-1]] = value
-    raw["name"] = entry.name
     changes = ", ".join(f"{k} = {v}" for k, v in entry.set.items())
-    raw["description"] = f"What-if variant of {base.name}: {changes}. {base.description}"
+    raw = overridden(raw, {**nested(entry.set), "name": entry.name, "description":
+                           f"What-if variant of {base.name}: {changes}. "
+                           f"{base.description}"})
     try:
         return Platform.model_validate(raw)
     except ValidationError as exc:
@@ -505,8 +505,8 @@ def load_study(path: str) -> ResolvedStudy:
         if isinstance(entry, PlatformVariant):  # its file is written with the packet
             platforms.append(Loaded(entry.name, _variant(entry, source, field), None))
             continue
-        model, platform_source = load_model(_find(entry, "platform", source, field),
-                                            Platform)
+        model, platform_source = load_platform(_find(entry, "platform", source,
+                                                                field))
         platforms.append(Loaded(model.name, model, platform_source))
     _unique(platforms, "platform", source, "scope.platforms")
     workloads = []

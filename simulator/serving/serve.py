@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.system.capacity import Capacity, check
+from simulator.system.capacity import Capacity, StoredShare, check, planned_sizing
 from simulator.collectives import with_collectives
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
@@ -16,6 +16,7 @@ from simulator.metrics.energy import static_power_w
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.inputs.loader import Source, load_model, locate, read_source
+from simulator.inputs.platform_file import load_platform
 from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
 from simulator.serving.cost import PlainBatchCost
@@ -23,15 +24,17 @@ from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.engine import Progress, run_serving
 from simulator.serving.kv_cache import KV_ALLOCATORS
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
-from simulator.serving.precision import ServingPrecision, StoredShare, planned_sizing
+from simulator.serving.precision import ServingPrecision
 from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
 from simulator.serving.spec import ServeSpec
 from simulator.serving.tiling_plan import check_plan, serving_plan
 from simulator.serving.trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
 from simulator.inputs.workload import Workload
+from simulator.system.plan import SystemPlan
 from simulator.system.serving import ShardedFrontend, serving_system
-from simulator.system.shard import serving_sizing, stage_layers, stage_weight_params
+from simulator.system.shard import (plain_sizing, serving_sizing, stage_layers,
+                                   stage_weight_params)
 
 
 @dataclass
@@ -47,7 +50,7 @@ class Setup:
     reference: Inputs               # the run embedded in the manifest
     model_source: Source | None = None
     trace: Trace | None = None      # trace arrivals: the file, read and checked once
-    capacity: Capacity | None = None  # the capacity check of a model's replica
+    capacity: Capacity | None = None  # the capacity check of one chip of a replica
     precision: dict | None = None   # --precision: what the plan chose (reference run)
     precision_source: Source | None = None  # --precision: the plan file read
 
@@ -64,7 +67,7 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     (default: the user's cache folder; CostCache(None) for none). `trace`: the spec's
     trace already read (a deployment search reads it once for all its plans)."""
     spec = spec.resolved()
-    platform, platform_source = load_model(locate(spec.arch, "platform"), Platform)
+    platform, platform_source = load_platform(locate(spec.arch, "platform"))
     platform = with_collectives(platform, spec.collectives)
     if not spec.llm and not spec.system.single_chip:
         raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
@@ -84,7 +87,10 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
                            mapping, platform_source, workload_source, mapping_source)
         check_plan(reference, [op.name for op in workload.operators],
                    served=workload.name)
+        fit = check(SystemPlan(), plain_sizing(reference.workload, platform), platform,
+                    ignore=ignore_capacity, platform_file=platform_source.path)
         return Setup(spec, platform, platform_source, cost, None, reference, trace=trace,
+                     capacity=fit,
                      precision=precision.record(workload) if precision else None,
                      precision_source=precision.source if precision else None)
     plan = spec.system

@@ -12,6 +12,7 @@ import math
 
 from simulator.errors import AccsimError
 from simulator.inputs.loader import dump_json, read_bytes, validate_model
+from simulator.inputs.platform_file import platform_sha256
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import DEFAULT_REQUESTS, ServeSpec
 from simulator.verification.rerun import Verification, comparable, differences, model_change
@@ -95,7 +96,8 @@ def _recorded_files(manifest: dict, serving: dict, file: str) -> list[tuple[str,
 
 def _changed(kind: str, entry: dict) -> str | None:
     try:
-        now = hashlib.sha256(read_bytes(entry["path"])).hexdigest()
+        now = platform_sha256(entry["path"]) if kind == "platform" else \
+            hashlib.sha256(read_bytes(entry["path"])).hexdigest()
     except AccsimError:
         return f"{kind}: {entry['path']} (no longer readable)"
     return None if now == entry["sha256"] else \

@@ -25,7 +25,8 @@ from simulator.collectives import with_collectives
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
-from simulator.inputs.loader import load_model, locate
+from simulator.inputs.loader import locate
+from simulator.inputs.platform_file import load_platform
 from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import roofline_bound_cycles
 from simulator.search.resolve import lower_workload
@@ -498,7 +499,7 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
                   progress: Callable[[str], None] | None) -> PlatformSearch:
     """Every point of one platform read back from the store, pruned, or put in the
     group of its plan to be searched."""
-    platform, source = load_model(locate(arch, "platform"), Platform)
+    platform, source = load_platform(locate(arch, "platform"))
     platform = with_collectives(platform, spec.collectives)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
     request = _smallest_request(spec, trace)

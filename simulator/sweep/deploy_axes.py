@@ -5,8 +5,8 @@ the check that a cost objective has a cost table on every platform searched."""
 from __future__ import annotations
 
 from simulator.errors import AccsimError
-from simulator.inputs.loader import load_model, locate
-from simulator.inputs.platform import Platform
+from simulator.inputs.loader import locate
+from simulator.inputs.platform_file import load_platform
 from simulator.sweep.deploy import COST_OBJECTIVES
 
 # The --precision value that names the model's own formats (no plan).
@@ -23,7 +23,7 @@ def check_cost(archs: list[str], objective: str) -> None:
     if objective not in COST_OBJECTIVES:
         return
     for arch in archs:
-        platform, source = load_model(locate(arch, "platform"), Platform)
+        platform, source = load_platform(locate(arch, "platform"))
         if platform.cost is None:
             raise AccsimError(f"objective {objective} needs the platform's cost table "
                               "(price_per_chip_hour, or capital_per_chip + "

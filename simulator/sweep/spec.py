@@ -28,6 +28,7 @@ from pydantic import (Field, PositiveInt, ValidationError, ValidationInfo,
 from simulator.inputs.platform import Name, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.inputs.loader import load_model, locate, parse_model, read_source, validation_error
+from simulator.inputs.platform_file import load_platform
 from simulator.precision.plan import PrecisionPlan
 from simulator.serving.spec import ServeSpec
 from simulator.system.overlap import OVERLAP_MODES
@@ -157,7 +158,7 @@ def load_sweep(path: str | Path) -> Sweep:
     source = read_source(path)
     spec = parse_model(source.text, SweepSpec, file=source.path)
     folder = Path(source.path).parent
-    base_platform, _ = load_model(input_path(spec.platform, folder, "platform"), Platform)
+    base_platform, _ = load_platform(input_path(spec.platform, folder, "platform"))
     base = base_platform.model_dump(mode="json")
     named = {path: raw for path, raw in spec.axes.items() if path != LINK_KEY}
     if len(named) > MAX_AXES:

@@ -13,15 +13,18 @@ from simulator.system.shard import model_sizing, plain_sizing, shard_model, shar
 
 
 def check_fit(inputs: Inputs, plan: SystemPlan, llm=None, *,
-              ignore: bool = False) -> Capacity:
+              ignore: bool = False, planned: bool = False) -> Capacity:
     """The capacity rule (simulator.system.capacity) for one chip of `plan` running the LLM
-    step or the plain workload, before any simulation: the plan's own rules first."""
+    step or the plain workload, before any simulation: the plan's own rules first.
+    `planned`: a precision plan made inputs.workload, so an LLM step's weights and KV
+    are sized at its formats (a plain workload's operators carry them already)."""
     platform_file = inputs.platform_source.path if inputs.platform_source else None
     if llm is None:  # the plan's row_parallel names are checked before they are used
         check_mapping_names(inputs.mapping, inputs.workload,
                             file=inputs.mapping_source.path if inputs.mapping_source
                             else None)
-    sizing = model_sizing(llm, inputs.platform) if llm is not None else \
+    sizing = model_sizing(llm, inputs.platform, inputs.workload if planned else None) \
+        if llm is not None else \
         plain_sizing(inputs.workload, inputs.platform,
                      frozenset(inputs.mapping.row_parallel))
     check_plan(plan, inputs.platform, sizing.limits, platform_file=platform_file)

@@ -34,8 +34,9 @@ from simulator.frontends.hf.config import ModelConfig
 from simulator.frontends.hf.stats import layer_params, role_params
 from simulator.frontends.hf.stats import weight_bytes as weight_bytes_of
 from simulator.frontends.hf.workloads import experts_touched
-from simulator.system.capacity import (Footprint, Sizing, operator_output_bytes,
-                                operators_footprint)
+from simulator.system.capacity import (LARGEST, SMALLEST, Footprint, Sizing,
+                                operator_output_bytes, operators_footprint,
+                                planned_sizing, reading_is_open, stored_share)
 from simulator.system.padding import HeadLayout, head_layout
 from simulator.system.plan import ModelLimits, SystemPlan, check_plan
 from simulator.inputs.workload import (Attention, Collective, Conv2d, Gemm, Workload,
@@ -246,8 +247,10 @@ class StepSizes:
                    step.batch * step.length, step.batch)
 
 
-def model_sizing(step, platform: Platform) -> Sizing:
-    """The capacity sizing of an LLM step: model_footprint of its config for any plan."""
+def model_sizing(step, platform: Platform, planned: Workload | None = None) -> Sizing:
+    """The capacity sizing of an LLM step: model_footprint of its config for any plan;
+    `planned`: the step's workload under a precision plan, whose weight and KV formats
+    the footprint takes (simulator.system.capacity.planned_sizing, as serve's replicas do)."""
     cfg, sizes = step.config, StepSizes.of(step, platform)
 
     def footprint(candidate: SystemPlan) -> Footprint:
@@ -256,7 +259,12 @@ def model_sizing(step, platform: Platform) -> Sizing:
                                act_bytes=sizes.act, weight_bytes=sizes.weight,
                                kv_bytes=sizes.kv)
 
-    return Sizing(model_limits(cfg), footprint)
+    sizing = Sizing(model_limits(cfg), footprint)
+    if planned is None:
+        return sizing
+    share = stored_share(step.workload().operators, planned.operators, sizes.act)
+    whole = footprint(SystemPlan(chips=1)).weight_bytes
+    return planned_sizing(sizing, share, whole)
 
 
 def serving_sizing(cfg: ModelConfig, platform: Platform, *, dtype: str | None,
@@ -275,9 +283,11 @@ def serving_sizing(cfg: ModelConfig, platform: Platform, *, dtype: str | None,
 
 
 def shard_model(step, plan: SystemPlan, platform: Platform, *,
-                platform_file: str | None = None) -> Sharded:
+                platform_file: str | None = None,
+                planned: Workload | None = None) -> Sharded:
     """The shard of an LLM step (simulator.frontends.hf.command.LlmStep) under a plan,
-    which is checked first."""
+    which is checked first; `planned`: the step under a precision plan, whose formats
+    its capacity sizing takes (model_sizing)."""
     cfg = step.config
     check_plan(plan, platform, model_limits(cfg), platform_file=platform_file)
     sizes = StepSizes.of(step, platform)
@@ -290,7 +300,8 @@ def shard_model(step, plan: SystemPlan, platform: Platform, *,
                        f"{workload.description}",
         "operators": ops})
     return Sharded(Workload.model_validate(shard.model_dump()),
-                   model_sizing(step, platform), sizes.tokens, model_heads(cfg, plan))
+                   model_sizing(step, platform, planned), sizes.tokens,
+                   model_heads(cfg, plan))
 
 
 def plan_label(plan: SystemPlan) -> str:
@@ -449,16 +460,21 @@ def plain_sizing(workload: Workload, platform: Platform,
                  row_parallel: frozenset[str] = frozenset()) -> Sizing:
     """The capacity sizing of a plain workload: under any plan, the footprint of the
     busiest stage's shard (simulator.system.capacity.operators_footprint: repeats and KV
-    counted), as shard_plain would split it."""
+    counted), as shard_plain would split it, under the largest reading of the workload
+    and, where it leaves the reading open, the smallest too."""
     act = DTYPE_BYTES[platform.systolic_array.input_dtypes[0]]
 
-    def footprint(candidate: SystemPlan) -> Footprint:
-        steps, _ = tensor_parallel(workload.operators, candidate.tp, row_parallel, act)
-        shards = [step.shard for step in steps]
-        start, stages = 0, []
-        for size in stage_layers(len(shards), candidate.pp):
-            stages.append(operators_footprint(shards[start:start + size], act))
-            start += size
-        return max(stages, key=lambda need: need.total_bytes)
+    def under(reading: str):
+        def footprint(candidate: SystemPlan) -> Footprint:
+            steps, _ = tensor_parallel(workload.operators, candidate.tp, row_parallel, act)
+            shards = [step.shard for step in steps]
+            start, stages = 0, []
+            for size in stage_layers(len(shards), candidate.pp):
+                stages.append(operators_footprint(shards[start:start + size], act,
+                                                  reading))
+                start += size
+            return max(stages, key=lambda need: need.total_bytes)
+        return footprint
 
-    return Sizing(ModelLimits(layers=len(workload.operators)), footprint)
+    return Sizing(ModelLimits(layers=len(workload.operators)), under(LARGEST),
+                  under(SMALLEST) if reading_is_open(workload.operators) else None)

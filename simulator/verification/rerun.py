@@ -23,6 +23,7 @@ from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.inputs.loader import Source, file_sha256, load_model, read_json, validate_model
 from simulator.mapping.plan import Mapping
+from simulator.inputs.platform_file import load_platform, platform_sha256
 from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs, RunResult, simulate
 from simulator.inputs.workload import Workload
@@ -80,7 +81,10 @@ def differences(old, new, path: str = "") -> list[tuple[str, str]]:
 
 
 def read_input(kind: str, path: str):
-    """The model an input file gives today, read as a YAML input."""
+    """The model an input file gives today, read as a YAML input (a platform with its
+    bases resolved)."""
+    if kind == "platform":
+        return load_platform(path)[0]
     return load_model(path, INPUT_MODELS[kind])[0]
 
 
@@ -126,7 +130,8 @@ def source_changes(embedded: dict, models: dict, kind: RunKind = PLAIN_RUN) -> l
         if path is None:
             continue
         try:
-            now = file_sha256(path, max_bytes=MAX_SOURCE_BYTES)
+            now = platform_sha256(path) if name == "platform" else \
+                file_sha256(path, max_bytes=MAX_SOURCE_BYTES)
         except AccsimError as exc:
             changed.append(f"{name}: {path} (no longer readable: {exc.rule})")
             continue

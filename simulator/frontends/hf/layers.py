@@ -95,8 +95,12 @@ class Builder:
             op["weight_dtype"] = p.weight_dtype
         if kind == "attention" and p.kv_dtype:
             op["kv_dtype"] = p.kv_dtype
+        if kind == "attention":  # an LLM's K and V stay on the chip across steps
+            op["kv_cache"] = True
         if repeat > 1:
             op["repeat"] = repeat
+            if kind == "gemm":  # one repeat per layer, each with its own weights
+                op["weights"] = "distinct"
         self.ops.append(op)
 
     def gemm(self, name: str, layer_type: str, m: int, n: int, k: int, repeat: int,

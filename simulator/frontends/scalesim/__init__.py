@@ -22,7 +22,8 @@ from rich.table import Table
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.inputs.loader import Source, load_model, locate, read_source
+from simulator.inputs.loader import Source, locate, read_source
+from simulator.inputs.platform_file import load_platform
 from simulator.mapping.footprint import operand_bytes
 from simulator.mapping.plan import DEFAULT_HEURISTIC, Mapping, TilingSpec
 from simulator.frontends.scalesim.parse import (ConfigImport, TopologyImport, parse_config,
@@ -49,7 +50,7 @@ def is_scalesim_topology(path: str) -> bool:
 
 
 def template_platform() -> Platform:
-    platform, _ = load_model(locate(TEMPLATE_PLATFORM, "platform"), Platform)
+    platform, _ = load_platform(locate(TEMPLATE_PLATFORM, "platform"))
     return platform
 
 
