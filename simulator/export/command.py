@@ -14,15 +14,14 @@ from simulator.export.chakra import chakra_files, trace_nodes, workload_nodes
 from simulator.export.llmservingsim import llmservingsim_files
 from simulator.export.profile import ModelProfile, check_limit
 from simulator.export.vidur import vidur_files
-from simulator.inputs.loader import load_model, locate, shipped_names
+from simulator.inputs.loader import load_model, locate
+from simulator.options.catalog import OPTIONS, add_options
 from simulator.output.files import OutputFolder
 from simulator.serving.cost import OperatorCosts
-from simulator.system.plan import MAX_CHIPS
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload
 
 FORMATS = ("vidur", "chakra", "llmservingsim")
-DEFAULT_ARCH = "tpu_v5e_like"
 MARKER = ".accsim-export"  # lists the files an export wrote (simulator.output.files)
 
 
@@ -30,20 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `accsim export`."""
     add = parser.add_argument
     add("format", metavar="FORMAT", help=f"one of {', '.join(FORMATS)}")
-    add("--arch", default=DEFAULT_ARCH, help="platform YAML or shipped name "
-        f"({', '.join(shipped_names('platform'))}); default {DEFAULT_ARCH}")
-    add("--model", help="LLM: Hugging Face config.json or shipped model name (all formats)")
-    add("--workload", help="chakra only: a plain workload YAML or shipped name instead "
-        "of --model (one node per operator, one chip)")
-    add("--dtype", help="LLM dtype (default: the platform's first input dtype)")
-    add("--tp", type=int, default=1, help="tensor parallelism: the profile is one chip's "
-        "of T (default 1; T > 1 needs the platform's interconnect table)")
-    add("-o", "--output", required=True, metavar="FOLDER", help="folder to write (new, "
-        "empty, or one an earlier export wrote)")
-    add("--max-tokens", type=int, help="vidur: largest num_tokens, prefill chunk and KV "
-        "cache (default 4096); llmservingsim: largest input (default 2048)")
-    add("--max-batch", type=int, help="largest decode batch (vidur default 128, "
-        "llmservingsim 64)")
+    add_options(parser, "export", "inputs", "llm", "system", "outputs")
+    add_options(parser, "export", "serving")
     add("--bits", type=int, help="grid density: sizes with at most this many significant "
         "bits are simulated (vidur default 1: powers of two; llmservingsim default 2)")
     add("--block-size", type=int, default=16, help="vidur: the KV block size its "
@@ -52,10 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "kv_cache_size in the attention predictions (default 64)")
     add("--hardware", help="llmservingsim: the hardware folder name (default: the "
         "platform's name)")
-    add("--phase", choices=["prefill", "decode"], default="prefill",
-        help="chakra: the iteration traced (default prefill)")
-    add("--batch", type=int, default=1, help="chakra: requests in the iteration "
-        "(default 1)")
     add("--tokens", type=int, default=512, help="chakra: prompt tokens (prefill) or "
         "context tokens (decode) per request (default 512)")
     parser.set_defaults(handler=handle)
@@ -71,8 +54,7 @@ def _profile(args: argparse.Namespace, platform: Platform, file: str | None
     if not args.model:
         raise AccsimError(f"{args.format} needs --model (a config.json or a shipped "
                           "model name)", field="--model")
-    if not 1 <= args.tp <= MAX_CHIPS:
-        raise AccsimError(f"must be from 1 to {MAX_CHIPS}, found {args.tp}", field="--tp")
+    OPTIONS["--tp"].check(args.tp)
     return ModelProfile(platform, args.model, tp=args.tp, dtype=args.dtype,
                         platform_file=file)
 

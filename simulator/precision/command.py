@@ -16,14 +16,6 @@ if TYPE_CHECKING:
     from simulator.precision.resolve import AppliedPlan
 
 
-def add_arguments(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--precision", metavar="PLAN.yaml", help="a precision plan: per "
-                     "operator or layer_type, fallback chains of weight / activation / "
-                     "KV formats, sparsity and a guardrail on the emulated error; the "
-                     "chosen formats, every fallback and the emulated quality are "
-                     "printed and written to the JSON's precision block")
-
-
 def applied(args: argparse.Namespace, inputs: Inputs, *,
             single_chip: bool) -> tuple[Inputs, AppliedPlan | None]:
     """The inputs with the plan of --precision applied, and what it chose (None

@@ -1,5 +1,6 @@
-"""The multi-chip options of `accsim run` and `accsim compare` (DESIGN.md section 14):
-`--chips N --tp T --pp P --ep E --overlap MODE`. `--chips 1` (the default) is today's single-chip run,
+"""The multi-chip plan of `accsim run` and `accsim compare` (DESIGN.md section 14) from
+their options `--chips N --tp T --pp P --ep E --overlap MODE` (declared in
+simulator.options.catalog). `--chips 1` (the default) is today's single-chip run,
 unchanged; more chips shard the workload (simulator.system.shard) and run it through
 simulator.system.run. Options are validated before anything is simulated."""
 
@@ -7,50 +8,21 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.system.capacity import FLAG, Capacity, check
+from simulator.system.capacity import Capacity, check
 from simulator.errors import AccsimError
 from simulator.mapping.plan import check_mapping_names
+from simulator.options.catalog import OPTIONS
 from simulator.simulate import Inputs, Progress
-from simulator.system.overlap import OVERLAP_MODES
 from simulator.system.plan import MAX_CHIPS, SystemPlan, check_plan
 from simulator.system.run import SystemRun, simulate_system
 from simulator.system.shard import model_sizing, plain_sizing, shard_model, shard_plain
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group(
-        "multi-chip system (the platform needs an interconnect table)")
-    group.add_argument("--chips", type=int, help="chips N = T x P (default: T x P, "
-                       "which is 1 without --tp and --pp: one chip, unchanged)")
-    group.add_argument("--tp", type=int, default=1, help="tensor parallelism T "
-                       "(Megatron for --model; column-parallel GEMM/conv otherwise, row-parallel "
-                       "for the GEMMs a plan's row_parallel names)")
-    group.add_argument("--pp", type=int, default=1,
-                       help="pipeline parallelism P: contiguous stages of layers")
-    group.add_argument("--ep", type=int, default=1,
-                       help="expert parallelism E (MoE models): divides experts and N")
-    group.add_argument("--overlap", choices=OVERLAP_MODES, default="none",
-                       help="collectives overlap compute: none (default: they "
-                       "serialise), independent (with compute that does not read them) "
-                       "or decomposed (also all-gathers / reduce-scatters split into ring "
-                       "steps under the GEMM they feed or follow)")
-    add_ignore_capacity(parser)
-
-
-def add_ignore_capacity(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(FLAG, action="store_true", dest="ignore_capacity",
-                        help="run even where a chip cannot hold its weights + KV cache + "
-                        "activations (offchip.capacity_bytes): a deliberate what-if, "
-                        "stamped on the result")
-
-
 def plan_from_args(args: argparse.Namespace) -> SystemPlan:
-    """The plan the options name; each must be a positive whole number."""
+    """The plan the options name; each a chip count by its option's rule."""
     for name in ("chips", "tp", "pp", "ep"):
-        value = getattr(args, name)
-        if value is not None and not 1 <= value <= MAX_CHIPS:
-            raise AccsimError(f"must be a whole number from 1 to {MAX_CHIPS:,}, found "
-                              f"{value:,}", field=f"--{name}")
+        if getattr(args, name) is not None:
+            OPTIONS[f"--{name}"].check(getattr(args, name))
     chips = args.chips if args.chips is not None else args.tp * args.pp
     if chips > MAX_CHIPS:
         raise AccsimError(f"T x P = {chips:,} chips is more than the {MAX_CHIPS:,} a "
