@@ -36,7 +36,7 @@ TIGHTER = 0.8
 def command(args, model: str, store: Path, scale: float) -> list[str]:
     ttft, tpot = (value * scale for value in SLA_MS.get(model, (2000.0, 100.0)))
     line = [sys.executable, "-m", "simulator.cli", "plan-deployment", "--model", model,
-            "--trace", "splitwise_conv", "--requests", str(args.requests),
+            "--arrival-trace", "splitwise_conv", "--requests", str(args.requests),
             "--sla", f"ttft_p99_ms={ttft:g},tpot_p99_ms={tpot:g}",
             "--budget-chips", str(args.budget_chips), "--max-batch", args.max_batch,
             "--store", str(store), "--scheduler", args.scheduler]

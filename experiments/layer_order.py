@@ -23,8 +23,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "simulator"
 
 # Lowest first. A prefix names a module or a subpackage (and everything under it).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("simulator.errors", "simulator.numbers", "simulator.kernels.jit",
-              "simulator.kernels.library", "simulator.output")),
+    ("base", ("simulator.errors", "simulator.numbers", "simulator.options.rules",
+              "simulator.kernels.jit", "simulator.kernels.library", "simulator.output")),
     ("model", ("simulator.model",)),
     ("inputs", ("simulator.inputs",)),
     ("program", ("simulator.program", "simulator.collectives", "simulator.wiring",
@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("serving", ("simulator.serving",)),
     ("studies", ("simulator.sweep", "simulator.export")),
     ("review", ("simulator.review",)),
-    ("api", ("simulator.api",)),
+    ("api", ("simulator.api", "simulator.options")),
     ("commands", ("simulator.commands", "simulator.cli")),
 ]
 

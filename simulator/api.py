@@ -13,6 +13,11 @@ file `accsim run --json` writes for the same inputs. Results are small objects w
 `to_dict()`, `save_json(path)`, `to_pandas()` (pandas is the optional extra
 `accsim[pandas]`) and an HTML table for Jupyter.
 
+Every function checks its arguments by the rule of the command-line option it mirrors
+(simulator.options: declared once, used by both) and raises ValueError or TypeError
+naming the argument; a Platform, Workload or Mapping built or changed in code is checked
+against its schema again when used.
+
 Ratios (MFU, stall and the other fractions) are fractions from 0 to 1 in every
 dictionary, DataFrame, JSON and CSV; tables print them as percent with a `%` header.
 
@@ -32,7 +37,6 @@ tpu_v1 edge_32x32
 
 from __future__ import annotations
 
-import argparse
 import html
 import sys
 from collections import Counter
@@ -45,20 +49,22 @@ from simulator.system.capacity import Capacity
 from simulator.inputs.resolve import DEFAULT_ARCH, DEFAULT_WORKLOAD, load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.frontends.hf.step import LlmStep, llm_step
+from simulator.frontends.hf.step import LlmOptions, LlmStep, llm_step
 from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import (dump_json, load_model, locate, read_source,
                               validation_error)
 from simulator.inputs import platform_file
 from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import dominant_bottleneck
-from simulator.present.run_report import COMPARE_GROUPS, compare_table, result_dict, write_json
+from simulator.present.run_report import COMPARE_GROUPS
+from simulator.options.arguments import Mirror, check_fields, mirrors
+from simulator.options.rules import Name
+from simulator.present.run_report import compare_table, result_dict, write_json
 from simulator.simulate import RunResult
 from simulator.simulate import simulate as simulate_inputs
-from simulator.precision import command as precision_command
-from simulator.system.command import plan_from_args
+from simulator.precision.applied import applied as applied_precision
 from simulator.system.plan_run import check_fit, run_plan
-from simulator.system.plan import SystemPlan
+from simulator.system.plan import SystemPlan, system_plan
 from simulator.output.terminal import Grouped, plain
 from simulator.inputs.workload import Workload
 from simulator.inputs.anchors import relocated
@@ -118,6 +124,7 @@ def _cell(value) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
+@mirrors(name_or_path="--arch")
 def load_platform(name_or_path: str | Path) -> Platform:
     """A platform by shipped name (`tpu_v1`) or YAML path, checked against its schema.
 
@@ -127,6 +134,7 @@ def load_platform(name_or_path: str | Path) -> Platform:
     return platform_file.load_platform(locate(str(name_or_path), "platform"))[0]
 
 
+@mirrors(name_or_path="--workload")
 def load_workload(name_or_path: str | Path) -> Workload:
     """A workload by shipped name (`resnet50_b1`) or YAML path.
 
@@ -136,29 +144,44 @@ def load_workload(name_or_path: str | Path) -> Workload:
     return load_model(locate(str(name_or_path), "workload"), Workload)[0]
 
 
+@mirrors(name_or_path="--mapping")
 def load_mapping(name_or_path: str | Path) -> Mapping:
     """A tiling plan by shipped name or YAML path."""
     return load_model(locate(str(name_or_path), "mapping"), Mapping)[0]
 
 
+@mirrors(config="--model", phase="--phase", batch="--batch", seq="--seq",
+         context="--context", dtype="--dtype", weight_dtype="--weight-dtype",
+         kv_dtype="--kv-dtype", imbalance="--imbalance", all_logits="--all-logits")
 def from_hf(config: str | Path, *, phase: str, batch: int = 1, seq: int | None = None,
             context: int | None = None, dtype: str | None = None,
             weight_dtype: str | None = None, kv_dtype: str | None = None,
             imbalance: float = 1.0, all_logits: bool = False) -> LlmStep:
     """An LLM step from a Hugging Face config.json (path or shipped name): `phase`
     prefill takes `seq`, decode takes `context`; checked as `accsim run --model` checks
-    its flags (errors name the flag). Pass it to simulate() or compare() as the
-    workload; `.workload()` is the Workload itself.
+    its flags (errors, ValueError or TypeError, name the argument). Pass it to
+    simulate() or compare() as the workload; `.workload()` is the Workload itself.
 
     >>> step = from_hf("llama_3_1_8b", phase="decode", batch=8, context=1024)
     >>> step.workload().name
     'llama_3_1_8b_decode_b8_c1024'
     """
-    options = argparse.Namespace(phase=phase, batch=batch, seq=seq, context=context,
-                                 dtype=dtype, weight_dtype=weight_dtype,
-                                 kv_dtype=kv_dtype, imbalance=imbalance,
-                                 all_logits=all_logits)
-    return llm_step(options, str(config))
+    return llm_step(str(config), phase, batch=batch, seq=seq, context=context,
+                    options=LlmOptions(dtype=dtype, weight_dtype=weight_dtype,
+                                       kv_dtype=kv_dtype, imbalance=imbalance,
+                                       all_logits=all_logits))
+
+
+def _validated(model, argument: str):
+    """A Platform, Workload or Mapping built or changed in code (model_copy skips the
+    schema) checked against its schema again, as a file of it would be."""
+    raw = model.model_dump()
+    try:
+        return type(model).model_validate(raw)
+    except ValidationError as exc:
+        error = validation_error(exc, raw, file=None)
+    raise AccsimError(error.rule, field=f"{argument}.{error.field}" if error.field
+                      else argument) from None
 
 
 def _inputs(platform, workload, mapping, heuristic, fusion) -> tuple[Inputs, LlmStep | None]:
@@ -173,19 +196,15 @@ def _inputs(platform, workload, mapping, heuristic, fusion) -> tuple[Inputs, Llm
                        heuristic_name=heuristic, fusion=fusion)
     replaced = {}
     if isinstance(platform, Platform):
-        replaced.update(platform=platform, platform_source=None)
+        replaced.update(platform=_validated(platform, "platform"), platform_source=None)
     if isinstance(workload, Workload):
-        replaced.update(workload=workload, workload_source=None)
+        replaced.update(workload=_validated(workload, "workload"), workload_source=None)
     if llm is not None:
         llm = llm.on(replaced.get("platform", base.platform))
         replaced.update(workload=llm.workload(),
                         workload_source=read_source(llm.config.source))
     if isinstance(mapping, Mapping):
-        replaced.update(mapping=mapping, mapping_source=None)
-    if not isinstance(platform, (str, Path, Platform)) or not isinstance(
-            workload, (str, Path, Workload, LlmStep)):
-        raise AccsimError("platform is a name, path or Platform; workload a name, path, "
-                          "Workload or from_hf() step", field="simulate")
+        replaced.update(mapping=_validated(mapping, "mapping"), mapping_source=None)
     fields = dict(base.__dict__) | replaced
     return Inputs(**fields), llm
 
@@ -251,6 +270,15 @@ class Result:
         return _summary_repr("Result", self.summary())
 
 
+# The arguments simulate() and compare() share, as the options of `accsim run`.
+RUN_ARGUMENTS = dict(workload=Mirror("--workload", (Workload, LlmStep)),
+                     mapping=Mirror("--mapping", (Mapping,)), heuristic="--heuristic",
+                     fusion="--fusion", engine="--engine",
+                     ignore_capacity="--ignore-capacity")
+
+
+@mirrors(platform=Mirror("--arch", (Platform,)), chips="--chips", tp="--tp", pp="--pp",
+         ep="--ep", overlap="--overlap", **RUN_ARGUMENTS)
 def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
              workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
              mapping: str | Path | Mapping | None = None, *, heuristic: str | None = None,
@@ -267,10 +295,9 @@ def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
     'memory-bandwidth'
     """
     inputs, llm = _inputs(platform, workload, mapping, heuristic, fusion)
-    options = argparse.Namespace(chips=chips, tp=tp, pp=pp, ep=ep, overlap=overlap,
-                                 precision=None if precision is None else str(precision))
-    plan = plan_from_args(options)
-    inputs, _ = precision_command.applied(options, inputs, single_chip=plan.single_chip)
+    plan = system_plan(chips, tp, pp, ep, overlap)
+    inputs, _ = applied_precision(None if precision is None else str(precision), inputs,
+                                  single_chip=plan.single_chip)
     fit = check_fit(inputs, plan, llm, ignore=ignore_capacity)
     if plan.single_chip:
         return Result(simulate_inputs(inputs, engine=engine), llm, fit)
@@ -350,6 +377,7 @@ class Comparison:
                     for label, row in zip(self.labels, self.rows())))
 
 
+@mirrors(platforms=Mirror("--arch", (Platform,), several=True), **RUN_ARGUMENTS)
 def compare(platforms: list, workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
             mapping: str | Path | Mapping | None = None, *, heuristic: str | None = None,
             fusion: str | None = None, engine: str = "auto",
@@ -393,10 +421,12 @@ class ServeReport:
         return _summary_repr("ServeReport", self.rows()[0])
 
 
+@mirrors()
 def serve(**fields) -> ServeReport:
     """A serving run (the fields of `accsim serve --spec`, e.g. arch, workload or model,
     rate, requests, batching); the report holds the document `accsim serve --json`
     writes."""
+    check_fields("serve", fields)
     try:
         spec = ServeSpec.model_validate(fields)
     except ValidationError as exc:
@@ -422,6 +452,7 @@ class SweepReport:
         return f"SweepReport({len(self.rows)} rows)"
 
 
+@mirrors(spec=Name(), store="--store", scheduler="--scheduler", workers="--workers")
 def sweep(spec: str | Path, store: str | Path, *, scheduler: str = "serial",
           workers: int | None = None) -> SweepReport:
     """Run a sweep spec into a SQLite store (resuming it: stored points are not

@@ -14,15 +14,13 @@ from rich.table import Table
 from simulator.calibrate.fit import Calibration, calibrate
 from simulator.calibrate.measured import read_measured
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
-from simulator.inputs.resolve import load_inputs
-from simulator.commands.options import budget
 from simulator.commands.rules import in_range, names, whole
+from simulator.inputs.resolve import budget, load_inputs
 from simulator.inputs.platform import Platform
-from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
 from simulator.inputs.loader import dump_json, validate_model
+from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file
-from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
 
 # k of the k-fold cross-validation: each fold a fit of its own (seconds each).
@@ -48,7 +46,7 @@ def handle(args: argparse.Namespace) -> int:
         raise AccsimError(f"{args.folds} folds of {len(measured.operators)} measured "
                           "operators: each fold needs one to hold back", field="--folds")
     result = calibrate(platform, measured, {name: ranges[name] for name in chosen},
-                       folds=args.folds, engine=args.engine, budget=budget(args),
+                       folds=args.folds, engine=args.engine, budget=budget(args.engine, args.max_memory),
                        file=file)
     if args.json == "-":
         print(dump_json(result.as_dict(), indent=1))
@@ -107,21 +105,14 @@ def calibrated_yaml(platform: Platform, result: Calibration, source: str, sha256
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--arch", required=True, help="platform YAML or shipped name")
+    add_options(parser, "calibrate", "inputs", "outputs")
     parser.add_argument("--measured", required=True, metavar="FILE",
                         help="measured operator times: a CSV (operator, shape, dtype, "
                         "measured_s; docs/calibration.md), a Kineto trace (.json[.gz]) "
                         "or a workload YAML whose operators carry measured_s")
     parser.add_argument("--fit", action="append", metavar="FIELD,...",
                         help="assumed fields to fit (default: every assumed field)")
-    parser.add_argument("-o", "--output", required=True, metavar="PATH",
-                        help="the calibrated platform YAML")
     parser.add_argument("--folds", type=whole, default=5,
                         help="k of the k-fold cross-validation (default 5)")
-    parser.add_argument("--engine", choices=ENGINE_CHOICES, default="fast")
-    parser.add_argument("--max-memory", metavar="SIZE",
-                        help="memory the tile programs may use")
-    parser.add_argument("--json", metavar="PATH", help="write the fit as JSON ('-': "
-                        "print it instead of the table)")
-    add_wide(parser)
+    add_options(parser, "calibrate", "table")
     parser.set_defaults(handler=handle)

@@ -12,15 +12,13 @@ from simulator.output import progress
 from simulator.calibrate.sensitivity import METRICS, Sensitivity, sensitivity
 from simulator.calibrate.tornado import draw_tornado, tornado_height
 from simulator.commands.compare import compared_inputs
-from simulator.commands.options import add_inputs, budget
+from simulator.inputs.resolve import budget
 from simulator.output.escape import csv_text
 from simulator.output.figure import pyplot, save_figure
-from simulator.frontends import command as import_command
-from simulator.frontends.hf import command as hf_command
 from simulator.inputs.loader import dump_json
+from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file
-from simulator.precision import command as precision_command
-from simulator.output.terminal import add_wide
+from simulator.precision.applied import applied as applied_precision
 from simulator.output.terminal import console as report_console
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -34,11 +32,11 @@ def handle(args: argparse.Namespace) -> int:
             check_output_path(path, option, suffixes)
     args.arch = [args.arch]
     (inputs,), _ = compared_inputs(args)
-    inputs, _ = precision_command.applied(args, inputs, single_chip=True)
+    inputs, _ = applied_precision(args.precision, inputs, single_chip=True)
     with progress.operators("sensitivity") as report:
         study = sensitivity(inputs, args.metric, engine=args.engine,
                             fields=args.field or None, progress=report,
-                            budget=budget(args))
+                            budget=budget(args.engine, args.max_memory))
     if args.json == "-":
         print(dump_json(study.as_dict(), indent=1))
     else:
@@ -94,20 +92,10 @@ def write_tornado(study: Sensitivity, name: str, path: str) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_inputs(parser, heuristic_option=True)
-    import_command.add_run_options(parser)
-    precision_command.add_arguments(parser)
-    hf_command.add_run_arguments(parser)
+    add_options(parser, "sensitivity", "inputs", "import", "precision", "llm", "outputs")
     parser.add_argument("--metric", choices=sorted(METRICS), default="time_s",
                         help="the figure perturbed (default time_s)")
     parser.add_argument("--field", action="append", metavar="PATH",
                         help="only this assumed field (repeatable; default: all)")
-    parser.add_argument("--json", metavar="PATH", help="write the tornado as JSON "
-                        "('-': print it instead of the table)")
-    parser.add_argument("--csv", metavar="PATH", help="write the table as CSV, one "
-                        "row per field (swing_fraction: the table's swing %% as a "
-                        "fraction)")
-    parser.add_argument("--plot", metavar="PATH", help="write the tornado figure "
-                        "(.png, .pdf or .svg)")
-    add_wide(parser)
+    add_options(parser, "sensitivity", "table")
     parser.set_defaults(handler=handle)

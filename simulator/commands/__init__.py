@@ -3,4 +3,5 @@ command module each with `add_arguments(parser)` and a handler, like the command
 of serving/, sweep/, review/ and frontends/; cli.py lists the verbs and imports only the
 module of the verb run.
 `inputs` resolves the platform, workload and mapping a command names (also the way
-experiments and tests load shipped inputs); `options` holds the options verbs share."""
+experiments and tests load shipped inputs); the options verbs share are declared once in
+simulator.options.catalog."""

@@ -12,12 +12,11 @@ from collections import Counter
 from simulator.frontends import scalesim
 from simulator.inputs.resolve import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
                                        guess_kind, load_inputs, locate_any)
-from simulator.commands.options import add_plugin
 from simulator.inputs.platform import Platform
 from simulator.inputs.loader import parse_yaml, read_source, validate_model
 from simulator.inputs.platform_file import load_platform, overrides_of
+from simulator.options.catalog import add_options
 from simulator.present.plan_check import check_plan, plan_check_table
-from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload
@@ -123,11 +122,5 @@ def add_arguments(check: argparse.ArgumentParser) -> None:
                        "a shipped name")
     check.add_argument("--kind", choices=sorted(SCHEMAS),
                        help="default: told apart by the file's top-level keys")
-    check.add_argument("--arch", help="with a plan: check it on this platform (default "
-                       f"{DEFAULT_ARCH}): per operator, each buffer's bytes needed and "
-                       "available, slots, spills, and unknown operator names")
-    check.add_argument("--workload", help="with a plan: check it on this workload "
-                       f"(default {DEFAULT_WORKLOAD})")
-    add_plugin(check)
-    add_wide(check)
+    add_options(check, "check", "inputs", "table")
     check.set_defaults(handler=handle)

@@ -12,22 +12,21 @@ from simulator.output import progress
 from simulator.api import Comparison, Result, platform_labels
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
-from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
-from simulator.commands.options import add_inputs, budget
 from simulator.commands.rules import requires
+from simulator.inputs.resolve import DEFAULT_WORKLOAD, budget, load_inputs
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.inputs.loader import dump_json
+from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file, writing
 from simulator.present.plots import write_compare_plot
-from simulator.precision import command as precision_command
+from simulator.precision.applied import applied as applied_precision
 from simulator.simulate import Inputs
 from simulator.system import command as system_command
 from simulator.system.plan_run import check_fit
-from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
 
 
@@ -62,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
         if getattr(args, option) is not None:
             check_output_path(getattr(args, option), option, suffixes)
     plan = system_command.plan_from_args(args)
-    memory = budget(args)
+    memory = budget(args.engine, args.max_memory)
     if args.robust and not plan.single_chip:
         raise AccsimError("--robust compares single chips (no --chips, --tp, --pp, "
                           "--dp)", field="--robust")
@@ -72,7 +71,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.robust_json is not None and args.robust_json != "-":
         check_output_path(args.robust_json, "robust-json", (".json",))
     every, llm = compared_inputs(args)
-    chosen = [precision_command.applied(args, inputs, single_chip=plan.single_chip)
+    chosen = [applied_precision(args.precision, inputs, single_chip=plan.single_chip)
               for inputs in every]
     every = [system_command.applied_collectives(args, inputs, plan)
              for inputs, _ in chosen]
@@ -155,17 +154,9 @@ def robust_dict(found: list[Corners], verdicts: list[Verdict]) -> dict:
 
 
 def add_arguments(compare: argparse.ArgumentParser) -> None:
-    add_inputs(compare, several_archs=True, heuristic_option=True)
-    system_command.add_arguments(compare)
-    hf_command.add_run_arguments(compare)
-    import_command.add_run_options(compare)
-    precision_command.add_arguments(compare)
-    compare.add_argument("--json", metavar="PATH", help="write every platform's full "
-                         "result (as `run --json` writes it) in one JSON file")
-    compare.add_argument("--csv", metavar="PATH", help="write one row per platform "
-                         "(ratios as fractions, x_*: ratio to the first platform)")
-    compare.add_argument("--plot", metavar="PATH", help="write a PNG/SVG/PDF of each "
-                         "platform's cycles by term")
+    add_options(compare, "compare", "inputs", "import", "llm", "precision", "system",
+                "collectives",
+                "capacity", "outputs")
     compare.add_argument("--robust", action="store_true", help="also say for each pair "
                          "whether its ranking holds across the platforms' assumed "
                          "ranges, or which assumption flips it (single chip)")
@@ -173,5 +164,5 @@ def add_arguments(compare: argparse.ArgumentParser) -> None:
                          help="the figure --robust ranks by (default time_s)")
     compare.add_argument("--robust-json", metavar="PATH", help="with --robust: write "
                          "the corners and verdicts as JSON ('-': print it)")
-    add_wide(compare)
+    add_options(compare, "compare", "table")
     compare.set_defaults(handler=handle)

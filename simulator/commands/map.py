@@ -11,17 +11,14 @@ import yaml
 from simulator.kernels import ahead
 from simulator.output import progress
 from simulator.commands.compare import compared_inputs
-from simulator.commands.options import add_inputs
 from simulator.errors import AccsimError
-from simulator.frontends import command as import_command
-from simulator.frontends.hf import command as hf_command
+from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file, writing
-from simulator.precision import command as precision_command
+from simulator.precision.applied import applied as applied_precision
 from simulator.search.operator import OBJECTIVES
 from simulator.present.map_outputs import map_csv, write_map_plot
 from simulator.search.tables import gap_table, operator_search_table
 from simulator.search.workload import map_workload, write_map_json
-from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
 
 
@@ -41,7 +38,7 @@ def handle(args: argparse.Namespace) -> int:
     # mapper's --heuristic names the heuristics compared, not a mapping)
     (inputs,), _ = compared_inputs(argparse.Namespace(**{**vars(args), "arch": [args.arch],
                                                          "heuristic": None}))
-    inputs, _ = precision_command.applied(args, inputs, single_chip=True)
+    inputs, _ = applied_precision(args.precision, inputs, single_chip=True)
     started = time.perf_counter()
     with ahead.compiled_ahead(), progress.search("mapping") as report:  # first run
         result = map_workload(inputs, objective=args.objective, heuristics=args.heuristic,
@@ -82,29 +79,14 @@ def _write_plan(result, path: str) -> None:
 
 
 def add_arguments(map_cmd: argparse.ArgumentParser) -> None:
-    add_inputs(map_cmd, engine=False, mapping_help="plan whose fusions (and, for the "
-               "heuristics, depth and dataflow) apply; default: none")
+    add_options(map_cmd, "map", "inputs", "import", "llm", "precision", "executor",
+                "outputs")
     map_cmd.add_argument("--objective", choices=OBJECTIVES, default="cycles")
-    map_cmd.add_argument("--heuristic", action="append", metavar="NAME",
-                         help="heuristic to compare (repeatable; a built-in name or one "
-                         "a --plugin file registers); default: the built-in ones")
-    map_cmd.add_argument("--workers", type=int, help="processes (default: the CPUs "
-                         "available)")
     map_cmd.add_argument("--exhaustive", action="store_true",
                          help="simulate every fitting candidate (no pruning)")
-    map_cmd.add_argument("--json", metavar="PATH", help="write the mapper result as JSON")
-    map_cmd.add_argument("--csv", metavar="PATH", help="write one row per operator: "
-                         "the table's columns, the best's energy, each heuristic's "
-                         "cycles, energy and gap (percent, as the table)")
-    map_cmd.add_argument("--plot", metavar="PATH", help="write a PNG/SVG/PDF of each "
-                         "operator's best tiling against the heuristics' (by the "
-                         "objective, log axis)")
     map_cmd.add_argument("--write-plan", metavar="PATH",
                          help="write the best tilings as a plan YAML for --mapping")
     map_cmd.add_argument("--quiet", action="store_true",
                          help="print only the heuristics' gap table")
-    import_command.add_run_options(map_cmd)
-    hf_command.add_run_arguments(map_cmd)
-    precision_command.add_arguments(map_cmd)
-    add_wide(map_cmd)
+    add_options(map_cmd, "map", "table")
     map_cmd.set_defaults(handler=handle)

@@ -13,20 +13,18 @@ import sys
 from pathlib import Path
 
 from simulator.commands.compare import compared_inputs
-from simulator.commands.options import add_inputs, budget
+from simulator.inputs.resolve import budget
 from simulator.commands.run import simulate_shown
 from simulator.errors import AccsimError
-from simulator.frontends import command as import_command
-from simulator.frontends.hf import command as hf_command
+from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file, writing
 from simulator.mapping.heuristics import heuristic
 from simulator.present.plots import write_breakdown_plot
-from simulator.precision import command as precision_command
+from simulator.precision.applied import applied as applied_precision
 from simulator.verification.regression import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
                                read_baseline, report_lines)
 from simulator.present.run_report import result_dict, write_csv, write_json
-from simulator.system.command import add_ignore_capacity
-from simulator.system.plan_run import check_fit
+from simulator.system.command import check_fit
 from simulator.system.plan import SystemPlan
 from simulator.output.terminal import plain
 
@@ -73,9 +71,9 @@ def handle(args: argparse.Namespace) -> int:
             refused = exc
     (inputs,), llm = compared_inputs(argparse.Namespace(**{**vars(args),
                                                           "arch": [args.arch]}))
-    inputs, precision = precision_command.applied(args, inputs, single_chip=True)
+    inputs, precision = applied_precision(args.precision, inputs, single_chip=True)
     fit = check_fit(inputs, SystemPlan(), llm, ignore=args.ignore_capacity)
-    result = simulate_shown(inputs, args.engine, budget(args))
+    result = simulate_shown(inputs, args.engine, budget(args.engine, args.max_memory))
     # the optional blocks `run --json` writes: the LLM step's figures, the capacity
     # check when ignored, what the precision plan chose
     blocks = {"llm": llm.record(result) if llm is not None else None,
@@ -123,7 +121,8 @@ def handle(args: argparse.Namespace) -> int:
 def add_arguments(regress: argparse.ArgumentParser) -> None:
     regress.add_argument("--baseline", required=True, metavar="BASE.json",
                          help="a result JSON written by `accsim run --json`")
-    add_inputs(regress, heuristic_option=True)
+    add_options(regress, "regress", "inputs", "import", "llm", "precision", "capacity",
+                "outputs")
     regress.add_argument("--tolerance", type=float, default=0.01,
                          help="relative change that counts (default 0.01 = 1%%)")
     regress.add_argument("--floor-cycles", type=float, default=100,
@@ -135,14 +134,4 @@ def add_arguments(regress: argparse.ArgumentParser) -> None:
                          "per operator")
     regress.add_argument("--update-baseline", action="store_true",
                          help="write this run's result to --baseline (exit 0)")
-    regress.add_argument("--json", metavar="PATH", help="write this run's full result "
-                         "as JSON, as `accsim run --json` writes it")
-    regress.add_argument("--csv", metavar="PATH", help="write this run's operators as "
-                         "CSV, as `accsim run --csv` writes them")
-    regress.add_argument("--plot", metavar="PATH", help="write a PNG of this run's "
-                         "cycles by layer_type, as `accsim run --plot`")
-    import_command.add_run_options(regress)
-    hf_command.add_run_arguments(regress)
-    precision_command.add_arguments(regress)
-    add_ignore_capacity(regress)
     regress.set_defaults(handler=handle)

@@ -10,14 +10,14 @@ import time
 from simulator.kernels import ahead
 from simulator.output import progress
 from simulator.frontends import scalesim
-from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
-from simulator.commands.options import add_inputs, budget
+from simulator.inputs.resolve import DEFAULT_WORKLOAD, budget, load_inputs
 from simulator.errors import AccsimError
 from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.limits import MemoryBudget
+from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, writing
-from simulator.precision import command as precision_command
+from simulator.precision.applied import applied as applied_precision
 from simulator.search.operator import OBJECTIVES
 from simulator.search.workload import map_workload, read_map_json
 from simulator.present.plots import write_breakdown_plot
@@ -26,8 +26,8 @@ from simulator.present.sheet import check_mapper_inputs, check_mapper_result, wr
 from simulator.simulate import Inputs, simulate
 from simulator.system import command as system_command
 from simulator.system.plan_run import check_fit, run_plan
-from simulator.system.run import collective_lines, write_system_json
-from simulator.output.terminal import add_wide
+from simulator.system.run import collective_lines
+from simulator.system.run import write_system_json
 from simulator.output.terminal import console as report_console
 from simulator.present.timeline import write_trace
 
@@ -88,10 +88,10 @@ def handle(args: argparse.Namespace) -> int:
     plan = system_command.plan_from_args(args)
     if args.validate and not plan.single_chip:
         raise AccsimError("--validate scalesim models one chip", field="--chips")
-    memory = budget(args, trace=bool(args.trace))
+    memory = budget(args.engine, args.max_memory, trace=bool(args.trace))
     best = read_map_json(args.sheet_best) if args.sheet_best else None
     inputs, llm = _run_inputs(args)
-    inputs, precision = precision_command.applied(args, inputs, single_chip=plan.single_chip)
+    inputs, precision = applied_precision(args.precision, inputs, single_chip=plan.single_chip)
     inputs = system_command.applied_collectives(args, inputs, plan)
     if best is not None:
         check_mapper_inputs(best, inputs.platform.name, inputs.workload.name,
@@ -151,13 +151,11 @@ def _write_sheet(args: argparse.Namespace, inputs: Inputs, result, best) -> None
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
-    add_inputs(run, heuristic_option=True)
-    system_command.add_arguments(run)
-    run.add_argument("--json", metavar="PATH", help="write the full result as JSON")
-    run.add_argument("--csv", metavar="PATH", help="write one row per operator as CSV")
+    add_options(run, "run", "inputs", "import", "llm", "precision", "system", "collectives",
+                "capacity",
+                "outputs")
     run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "
                      "(JSON) of every tile transfer and computation")
-    run.add_argument("--plot", metavar="PATH", help="write a PNG of cycles by layer_type")
     run.add_argument("--validate", choices=scalesim.VALIDATE_MODES,
                      help="scalesim: unbounded buffers and one tile per GEMM, so each "
                      "operator's compute cycles equal SCALE-Sim's (Total Cycles - Stall "
@@ -173,8 +171,5 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--sheet-search", nargs="?", const="cycles", choices=OBJECTIVES,
                      metavar="OBJECTIVE", help="run the mapper for the sheet's gap "
                      "(objective: cycles (default), energy or edp)")
-    import_command.add_run_options(run)
-    hf_command.add_run_arguments(run)
-    precision_command.add_arguments(run)
-    add_wide(run)
+    add_options(run, "run", "table")
     run.set_defaults(handler=handle)

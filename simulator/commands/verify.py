@@ -15,10 +15,10 @@ from pathlib import Path
 from simulator.output import progress
 from simulator.inputs.anchors import anchored
 from simulator.frontends import scalesim
-from simulator.commands.options import add_plugin
 from simulator.errors import AccsimError
 from simulator.frontends.hf.figures import simulated_figures
 from simulator.inputs.loader import dump_json, read_json
+from simulator.options.catalog import add_options
 from simulator.review.verification import verify_packet
 from simulator.serving.verification import (MAX_VERIFY_WORK, serving_kind,
                                             verify_serving)
@@ -147,5 +147,5 @@ def add_arguments(verify_cmd: argparse.ArgumentParser) -> None:
                             "result however long it takes (default: refuse one over "
                             f"{MAX_VERIFY_WORK:,} requests x tokens, 100x the shipped "
                             "example)")
-    add_plugin(verify_cmd)
+    add_options(verify_cmd, "verify", "inputs")
     verify_cmd.set_defaults(handler=handle)

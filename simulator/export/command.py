@@ -21,15 +21,16 @@ from simulator.export.vidur import vidur_files
 from simulator.export.vidur_device import (DEVICE_FILE, LAUNCHER, LAUNCHER_TEXT,
                                            MODEL_FILE, device_json, devices_per_node,
                                            model_json)
-from simulator.inputs.loader import load_model, locate, read_source, shipped_names
+from simulator.inputs.loader import read_source
 from simulator.inputs.platform_file import load_platform
 from simulator.output.files import OutputFolder
 from simulator.system.plan import MAX_CHIPS
+from simulator.inputs.loader import load_model, locate
+from simulator.options.catalog import add_options
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload
 
 FORMATS = ("vidur", "chakra", "llmservingsim")
-DEFAULT_ARCH = "tpu_v5e_like"
 MARKER = ".accsim-export"  # lists the files an export wrote (simulator.output.files)
 # Per format: the largest tokens and decode batch, the grid density of the token axis
 # and of the attention axes (sizes with at most that many significant bits).
@@ -45,24 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `accsim export`."""
     add = parser.add_argument
     add("format", metavar="FORMAT", help=f"one of {', '.join(FORMATS)}")
-    add("--arch", default=DEFAULT_ARCH, help="platform YAML or shipped name "
-        f"({', '.join(shipped_names('platform'))}); default {DEFAULT_ARCH}")
-    add("--model", help="LLM: Hugging Face config.json or shipped model name (all formats)")
+    add_options(parser, "export", "inputs", "llm", "system", "outputs")
+    add_options(parser, "export", "serving")
     add("--model-id", help="vidur, llmservingsim: the model's Hugging Face id (org/name), "
         "the folder the tools find it in (default: the config's _name_or_path, or the "
         "shipped model's id)")
-    add("--workload", help="chakra only: a plain workload YAML or shipped name instead "
-        "of --model (one node per operator, one chip)")
-    add("--dtype", help="LLM dtype (default: the platform's first input dtype)")
     add("--tp", default="1", help="tensor parallelism: each profile is one chip's of T; "
         "vidur and llmservingsim take a list, e.g. 1,2,4,8 (default 1; T > 1 needs the "
         "platform's interconnect table)")
-    add("-o", "--output", required=True, metavar="FOLDER", help="folder to write (new, "
-        "empty, or one an earlier export wrote: its tables are merged, not replaced)")
-    add("--max-tokens", type=int, help="largest num_tokens, prefill chunk and (vidur) "
-        "KV cache (vidur default 4096, llmservingsim 2048)")
-    add("--max-batch", type=int, help="largest decode batch (vidur default 128, "
-        "llmservingsim 512)")
     add("--bits", type=int, help="token-axis grid density: sizes with at most this many "
         "significant bits are simulated (vidur default 5, llmservingsim 4)")
     add("--attention-bits", type=int, help="the same for the attention tables' chunk and "
@@ -75,10 +66,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "layers.csv tables instead of the bundle it reads since v1.1.0")
     add("--kv-granularity", type=int, default=64, help="llmservingsim --layers-csv: step "
         "of kv_cache_size in the attention predictions (default 64)")
-    add("--phase", choices=["prefill", "decode"], default="prefill",
-        help="chakra: the iteration traced (default prefill)")
-    add("--batch", type=int, default=1, help="chakra: requests in the iteration "
-        "(default 1)")
     add("--tokens", type=int, default=512, help="chakra: prompt tokens (prefill) or "
         "context tokens (decode) per request (default 512)")
     parser.set_defaults(handler=handle)

@@ -1,12 +1,11 @@
 """`accsim import FORMAT FILE [-o out.yaml]`: one verb for every frontend, so a user
 learns one spelling (DESIGN.md section 9). Each format is a module named in FORMATS
-that offers:
+that offers `HELP` (one line for `accsim import --help`) and a reader READERS calls with
+the parsed options as typed arguments; the options several formats share (-o, --strict,
+an LLM step's) are declared in simulator.options.catalog, those of one format alone in
+its module's `add_arguments(parser)` (FORMAT_ARGUMENTS).
 
-- `HELP`: one line for `accsim import --help`;
-- `add_arguments(parser)`: its own options beside FILE;
-- `load(args) -> Imported`: the Workload read from `args.file`, with notes.
-
-The table is code, not configuration: nothing named in an input file is imported.
+The tables are code, not configuration: nothing named in an input file is imported.
 """
 
 from __future__ import annotations
@@ -14,11 +13,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 from simulator.errors import AccsimError
+from simulator.frontends.imported import Imported
 from simulator.frontends.writer import workload_to_yaml
 from simulator.inputs.loader import Source, read_bytes
+from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file
 from simulator.inputs.workload import Workload
 
@@ -29,6 +31,18 @@ FORMATS: dict[str, str] = {
     "kineto": "simulator.frontends.kineto",
 }
 
+
+# Format -> its reader, called with the parsed options as typed arguments.
+READERS: dict[str, Callable[[argparse.Namespace], Imported]] = {
+    "hf": lambda args: format_module("hf").load(args),
+    "onnx": lambda args: format_module("onnx").import_onnx(
+        args.file, batch=args.batch, input_shapes=dict(args.input_shape),
+        strict=args.strict),
+    "kineto": lambda args: format_module("kineto").import_kineto(args.file,
+                                                                 strict=args.strict),
+}
+# Formats with options of their own (their module's add_arguments).
+FORMAT_ARGUMENTS = ("onnx",)
 
 # `accsim run --FORMAT FILE`: formats a run imports directly, with their default
 # options (the metavar names the file).
@@ -49,16 +63,16 @@ def add_arguments(verb: argparse.ArgumentParser) -> None:
         module = format_module(name)
         reader = formats.add_parser(name, help=module.HELP)
         reader.add_argument("file", help="the file to import")
-        reader.add_argument("-o", "--output", metavar="PATH",
-                            help="write the workload YAML here (default: standard output)")
-        module.add_arguments(reader)
+        add_options(reader, f"import {name}", "outputs", "import", "llm")
+        if name in FORMAT_ARGUMENTS:
+            module.add_arguments(reader)
         reader.set_defaults(handler=_import)
 
 
 def _import(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_path(args.output, "output")
-    imported = format_module(args.format).load(args)
+    imported = READERS[args.format](args)
     text = workload_to_yaml(imported.workload, made_by=f"accsim import {args.format} "
                             f"{Path(args.file).name}", notes=imported.notes)
     if args.output is None:
@@ -69,15 +83,6 @@ def _import(args: argparse.Namespace) -> int:
         print(f"import: {note}")
     print(f"wrote {args.output}: {len(imported.workload.operators)} operators")
     return 0
-
-
-def add_run_options(run: argparse.ArgumentParser) -> None:
-    """`--onnx MODEL.onnx`, `--kineto TRACE.json` on `accsim run`: import and run."""
-    group = run.add_mutually_exclusive_group()
-    for name, metavar in RUN_SHORTCUTS.items():
-        group.add_argument(f"--{name}", metavar=metavar,
-                           help=f"import {metavar} as the workload (`accsim import "
-                           f"{name}` with its defaults) and run it")
 
 
 def run_shortcut(args: argparse.Namespace) -> str | None:
@@ -96,10 +101,7 @@ def run_workload(args: argparse.Namespace) -> tuple[Workload, Source] | None:
         if getattr(args, clash, None) is not None:
             raise AccsimError(f"--{name} is the workload: drop --{clash}",
                               file=path, field=f"--{name}")
-    module = format_module(name)
-    options = argparse.ArgumentParser(add_help=False)
-    module.add_arguments(options)
-    imported = module.load(argparse.Namespace(**vars(options.parse_args([])), file=path))
+    imported = getattr(format_module(name), f"import_{name}")(path)  # its defaults
     for note in imported.notes:
         print(f"import: {note}")
     data = read_bytes(path, max_bytes=MAX_IMPORTED_BYTES)

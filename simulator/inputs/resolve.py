@@ -9,6 +9,7 @@ from pathlib import Path
 from simulator.frontends import scalesim
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
+from simulator.limits import MemoryBudget, parse_size
 from simulator.inputs.loader import Source, load_model, locate, shipped_names
 from simulator.inputs.platform_file import load_platform
 from simulator.mapping.heuristics import heuristic
@@ -21,6 +22,13 @@ SCHEMAS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
 
 DEFAULT_ARCH = "tpu_v1"
 DEFAULT_WORKLOAD = "resnet50_b1"
+
+
+def budget(engine: str, max_memory: str | None, *, trace: bool = False) -> MemoryBudget:
+    """The memory the tile programs may take: --max-memory, or the engine's default."""
+    max_bytes = parse_size(max_memory) if max_memory else None
+    return MemoryBudget.default("simpy" if engine == "simpy" else "fast", trace=trace,
+                                max_bytes=max_bytes)
 
 
 def load_inputs(arch: str, workload: str | None, mapping: str | None, *,

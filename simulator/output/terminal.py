@@ -19,7 +19,6 @@ wrapped here (the terminal folds them; a pipe keeps one line per line).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import unicodedata
@@ -70,15 +69,6 @@ class Grouped:
             if number:
                 yield ""
             yield part
-
-
-def add_wide(parser: argparse.ArgumentParser) -> None:
-    """--wide, for every command that prints tables."""
-    parser.add_argument("--wide", action="store_true", help="print each table in one "
-                        "piece, however wide (default: a table wider than the terminal, "
-                        "or than COLUMNS where set, is printed as several, each "
-                        "repeating its key columns; a pipe or file without COLUMNS "
-                        "gets whole tables)")
 
 
 class FittingConsole(Console):

@@ -14,23 +14,19 @@ from rich.console import Console
 from rich.markup import escape
 
 from simulator.output import progress
-from simulator.engines import ENGINE_CHOICES
 from simulator.errors import AccsimError
+from simulator.options.catalog import add_options
 from simulator.output.files import OutputFolder
 from simulator.review.assumptions import assumption_study
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
 from simulator.review.deployment import check_search, run_search
 from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
-from simulator.system.command import add_ignore_capacity
 from simulator.system.plan import SystemPlan
-from simulator.mapping.plan import FUSION_MODES
-from simulator.search.fusion import DEFAULT_FUSION
 from simulator.review.study import (ResolvedStudy, load_study, with_study_fusion,
                                     write_variants)
-from simulator.review.variants import (VariantSpec, apply_variants, pair_records,
-                                      variant_specs)
-from simulator.sweep.command import add_executor_arguments
+from simulator.review.variants import VariantSpec
+from simulator.review.variants import apply_variants, pair_records, variant_specs
 from simulator.sweep.executors import executor_for
 from simulator.sweep.plan import make_plan
 from simulator.review.packet import assemble, write_packet
@@ -176,11 +172,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         f"hash (default {default_cache_dir()})")
     parser.add_argument("--no-cache", action="store_true",
                         help="simulate every run, read and write no cache")
-    parser.add_argument("--engine", choices=ENGINE_CHOICES, default="auto")
-    parser.add_argument("--fusion", choices=FUSION_MODES, help="the fusion planner's "
-                        "mode for every run and serving point (default: each plan's "
-                        f"`fusion`, else {DEFAULT_FUSION})")
-    add_ignore_capacity(parser)
-    add_executor_arguments(parser, "where the points of the study's sweep (scope.sweep) "
-                           "run: ")
+    add_options(parser, "review", "inputs", "capacity", "executor")
     parser.set_defaults(handler=review)

@@ -18,7 +18,7 @@ from simulator.output.files import OutputFolder
 from simulator.review import serving
 from simulator.review.study import Loaded, ModelUnderReview, ResolvedStudy
 from simulator.review.sweep import SweepRecord, run_study_sweep
-from simulator.frontends.hf.step import LlmStep
+from simulator.frontends.hf.step import LlmOptions, LlmStep
 
 
 @dataclass(frozen=True)
@@ -44,13 +44,10 @@ def model_workload(model: ModelUnderReview, study: ResolvedStudy):
 
 
 def model_step(model: ModelUnderReview, study: ResolvedStudy):
-    """The model's LLM step (simulator.frontends.hf.command.LlmStep), which a
+    """The model's LLM step (simulator.frontends.hf.step.LlmStep), which a
     multi-chip system shards as `accsim run --model ... --tp T` does."""
-    import argparse
-
-    options = argparse.Namespace(dtype=model.dtype, weight_dtype=model.weight_dtype,
-                                 kv_dtype=model.kv_dtype, imbalance=1.0,
-                                 all_logits=False)
+    options = LlmOptions(dtype=model.dtype, weight_dtype=model.weight_dtype,
+                         kv_dtype=model.kv_dtype)
     length = model.seq if model.phase == "prefill" else model.context
     return LlmStep(hf.load_model_config(model_config_path(model, study)), model.phase,
                    model.batch, length, options)

@@ -13,24 +13,17 @@ from rich.table import Table
 from simulator.output import progress
 from simulator.inputs.anchors import relocated
 from simulator.errors import AccsimError
-from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
-from simulator.inputs.loader import (dump_json, parse_model, read_source, shipped_names,
-                              validation_error)
+from simulator.inputs.loader import dump_json, parse_model, read_source, validation_error
+from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file, writing
-from simulator.mapping.plan import FUSION_MODES
-from simulator.search.fusion import DEFAULT_FUSION
-from simulator.serving.trace import shipped_traces
 from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import prepare, serve
 from simulator.serving.sla import parse_sla
-from simulator.serving.spec import (CV_RANGE, DEFAULT_ARCH, DEFAULT_WORKLOAD, MAX_RATE,
-                                    MAX_REQUESTS, ServeSpec)
+from simulator.serving.spec import ServeSpec
 from simulator.serving.plots import distribution_figure
-from simulator.system.command import add_collectives, add_ignore_capacity
-from simulator.system.overlap import OVERLAP_MODES
 
 PROGRESS_AFTER_S = 2.0  # runs shorter than this show no bar
 # Output option -> the suffixes it may end in (None: any).
@@ -42,78 +35,28 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add = serve_cmd.add_argument
     add("--spec", metavar="SPEC.yaml", help="a YAML file with the fields below (flags "
         "override it)")
-    add("--arch", help="platform YAML or shipped name "
-        f"({', '.join(shipped_names('platform'))}); default {DEFAULT_ARCH}")
-    add("--workload", help="plain workload (one request = one inference): YAML or shipped "
-        f"name; default {DEFAULT_WORKLOAD}")
-    add("--model", help="LLM: Hugging Face config.json or shipped model name; serves "
-        "prefill and decode of every request")
-    add("--dtype", help="LLM dtype (default: the model's)")
-    add("--arrival", choices=["poisson", "gamma", "trace"], help="default poisson "
-        "(trace when --arrival-trace is given)")
-    add("--rate", type=float, help=f"requests/s, at most {MAX_RATE:g} (with a trace: "
-        "scale it to this rate)")
-    add("--cv", type=float, help="gamma: coefficient of variation of the gaps, "
-        f"{CV_RANGE[0]:g} to {CV_RANGE[1]:g} (default 1)")
-    add("--arrival-trace", metavar="FILE|NAME", help="CSV of arrival times (s) and, for "
-        f"LLMs, prompt and output tokens; shipped: {', '.join(shipped_traces())}")
-    add("--prompt-tokens", type=int, help="poisson/gamma LLM prompt length (default 512)")
-    add("--output-tokens", type=int, help="poisson/gamma LLM output length (default 128)")
-    add("--requests", type=int, help=f"requests to serve, at most {MAX_REQUESTS:,} "
-        "(default 1000; a trace: all)")
+    add_options(serve_cmd, "serve", "inputs", "llm", "precision", "serving", "system",
+                "collectives",
+                "capacity", "outputs")
     add("--duration", type=float, dest="duration_s", metavar="SECONDS",
         help="stop arrivals after this many simulated seconds")
-    add("--batching", choices=["static", "dynamic", "continuous"],
-        help="default: continuous for --model, dynamic for --workload")
-    add("--max-batch", type=int, help="requests per batch (default 8; continuous 256)")
     add("--max-wait-ms", type=float, help="static: wait to fill at most this long after "
         "the first request (default: until full); dynamic: default 0")
-    add("--max-tokens", type=int, help="continuous: tokens per iteration, the chunked "
-        "prefill budget (default 512)")
     add("--block-tokens", type=int, help="KV cache block size in tokens (default 16)")
-    add("--replicas", type=int, help="default 1")
-    add("--chips", type=int, help="chips per replica, T x P (default); needs the "
-        "platform's interconnect table")
-    add("--tp", type=int, help="tensor parallelism per replica (default 1)")
-    add("--pp", type=int, help="pipeline stages per replica (default 1)")
-    add("--ep", type=int, help="expert parallelism per replica (default 1)")
-    add("--overlap", choices=OVERLAP_MODES, help="collectives overlap compute in each "
-        "iteration, as `accsim run --overlap` (default none)")
-    add_collectives(serve_cmd)
     add("--micro-batches", type=int, help="micro-batches in a replica's pipeline "
         "(default --pp; 1 runs the stages in turn)")
     add("--routing", choices=["round_robin", "least_loaded", "shared_queue"],
         help="default round_robin")
-    add("--seed", type=int, help="default 0; same seed, same result")
-    add("--fusion", choices=FUSION_MODES, help="the fusion planner's mode for iteration "
-        f"costs, as `accsim run --fusion` (default {DEFAULT_FUSION})")
-    add("--heuristic", metavar="NAME", help="iteration operators take this tiling "
-        "heuristic's tilings instead of the search's, as `accsim run --heuristic`")
-    add("--mapping", metavar="PLAN.yaml", dest="mapping_plan", help="a tiling plan, as "
-        "`accsim run --mapping` takes it: iteration operators take its entries by "
-        "operator name (those every iteration has) and by layer_type")
-    add("--precision", metavar="PLAN.yaml", help="a precision plan, as `accsim run "
-        "--precision` takes it, applied to every iteration's operators before they are "
-        "costed; what it chose is written to the JSON's precision block")
-    add("--sla", metavar="KEY=MS,...", help="targets such as ttft_p99_ms=500,"
-        "tpot_p99_ms=50,latency_p99_ms=20")
     add("--sweep-rate", metavar="A:B:N", help="latency-throughput curve: N rates from A "
         "to B requests/s")
     add("--find-max-rate", action="store_true", default=None,
         help="search the highest rate meeting --sla (on a lattice of 1%% steps)")
-    add("--bucket-bits", type=int, help="LLM iteration costs simulated at sizes of this "
-        "many significant bits and interpolated between them (default 3: grid points "
-        "at most 25%% apart)")
-    add("--json", metavar="PATH", help="write the result (and manifest) as JSON")
-    add("--plot", metavar="PATH", help="PNG: latency CDFs, or the curve with --sweep-rate")
-    add("--csv", metavar="PATH", help="with --sweep-rate: write the curve as CSV")
     cache = serve_cmd.add_mutually_exclusive_group()
     cache.add_argument("--cost-cache", metavar="DIR", help="folder of cached LLM grid "
                        "costs (default: $XDG_CACHE_HOME/accsim/serving-costs)")
     cache.add_argument("--no-cost-cache", action="store_true", help="neither read nor "
                        "write cached LLM grid costs")
-    add_ignore_capacity(serve_cmd)
-    add_wide(serve_cmd)
+    add_options(serve_cmd, "serve", "table")
     serve_cmd.set_defaults(handler=handle)
 
 

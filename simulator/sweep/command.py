@@ -11,12 +11,11 @@ import simulator
 from simulator.output import progress
 from simulator.system.capacity import FLAG
 from simulator.errors import AccsimError
+from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, writing
-from simulator.output.terminal import add_wide
 from simulator.output.terminal import console as report_console
 from simulator.mapping.heuristics import heuristic
-from simulator.mapping.plan import FUSION_MODES, Mapping, with_fusion, with_heuristic
-from simulator.search.fusion import DEFAULT_FUSION
+from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.deploy_store import stored_points
 from simulator.sweep.executors import executor_for
@@ -29,7 +28,6 @@ from simulator.sweep.report import (PLOT_SUFFIXES, best_by, build_report,
 from simulator.sweep.spec import load_sweep
 from simulator.sweep.store import Store
 from simulator.sweep.task import METRICS
-from simulator.system.command import add_ignore_capacity
 
 EXIT_INTERRUPTED = 130
 
@@ -195,37 +193,15 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_executor_arguments(parser, purpose: str = "",
-                           default: str = "processes") -> None:
-    """--scheduler and --workers (simulator.sweep.executors.executor_for), for `sweep
-    run` and for every command that runs a sweep; `purpose` says what they run."""
-    shown = {"serial": "this process, one after another",
-             "processes": "a local process pool"}
-    parser.add_argument("--scheduler", default=default,
-                        help=f"{purpose}serial, processes (a local process pool), "
-                        "dask-local (a local Dask cluster), or dask://HOST:PORT (a "
-                        f"running Dask scheduler); default {default}: {shown[default]}")
-    parser.add_argument("--workers", type=int, help="processes or local Dask workers "
-                        "(default: the CPUs available)")
-
-
 def add_arguments(sweep: argparse.ArgumentParser) -> None:
     """The arguments of `accsim sweep`."""
     verbs = sweep.add_subparsers(dest="sweep_command", required=True)
     run = verbs.add_parser("run", help="compute every point of a spec the store lacks")
     run.add_argument("spec", help="sweep spec YAML (experiments/sweeps/ has examples)")
-    run.add_argument("--store", required=True, metavar="FILE.sqlite",
-                     help="result store; created if absent, resumed if not")
-    add_executor_arguments(run)
-    run.add_argument("--heuristic", metavar="NAME", help="map every operator with this "
-                     "heuristic instead of the default mapping's search (faster; part of "
-                     "each point's key, so both kinds of result can share a store)")
-    run.add_argument("--fusion", choices=FUSION_MODES, help="the fusion planner's "
-                     "mode for every point (DESIGN.md section 15; default: "
-                     f"{DEFAULT_FUSION}); part of each point's key")
+    add_options(run, "sweep run", "store", "executor", "inputs")
     run.add_argument("--retry-failed", action="store_true",
                      help="also recompute the points stored as failed")
-    add_ignore_capacity(run)
+    add_options(run, "sweep run", "capacity")
     run.set_defaults(handler=_run)
 
     report = verbs.add_parser("report", help="Pareto front, best points, plot and "
@@ -236,7 +212,7 @@ def add_arguments(sweep: argparse.ArgumentParser) -> None:
                         f"{', '.join(METRICS)}")
     report.add_argument("--best-by", metavar="OBJECTIVE",
                         help="also print the best point of each workload by this metric")
-    report.add_argument("--workload", help="only this workload's points")
+    add_options(report, "sweep report", "inputs")
     report.add_argument("--model-version", type=int, metavar="N", help="only rows "
                         "computed by this MODEL_VERSION (needed when a store holds "
                         "several: a front never mixes timing models)")
@@ -245,10 +221,8 @@ def add_arguments(sweep: argparse.ArgumentParser) -> None:
                         "objective (default 20; the exports hold them all)")
     report.add_argument("--failed", action="store_true", help="list the failed points "
                         "and why")
-    report.add_argument("--csv", metavar="PATH", help="write every row as CSV")
+    add_options(report, "sweep report", "outputs")
     report.add_argument("--parquet", metavar="PATH", help="write every row as Parquet "
                         "(needs pyarrow: pip install 'accsim[parquet]')")
-    report.add_argument("--plot", metavar="PATH", help="scatter of the first two "
-                        "objectives with the front highlighted (.png, .svg, .pdf)")
-    add_wide(report)
+    add_options(report, "sweep report", "table")
     report.set_defaults(handler=_report)

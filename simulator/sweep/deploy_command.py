@@ -16,12 +16,12 @@ from rich.table import Table
 from simulator.output import progress
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
-from simulator.commands.rules import in_range, real, requires, whole, whole_numbers
-from simulator.inputs.loader import dump_json, load_model, validation_error
-from simulator.mapping.plan import FUSION_MODES
+from simulator.commands.rules import in_range, requires, whole, whole_numbers
 from simulator.precision.plan import PrecisionPlan
-from simulator.search.fusion import DEFAULT_FUSION
-from simulator.output.files import check_file_name, check_output_path, write_file, writing
+from simulator.output.files import check_file_name
+from simulator.inputs.loader import dump_json, load_model, validation_error
+from simulator.options.catalog import add_options
+from simulator.output.files import check_output_path, write_file, writing
 from simulator.serving.sla import parse_sla
 from simulator.serving.spec import MAX_BATCH, ServeSpec
 from simulator.sweep.deploy_axes import BASELINE, check_cost, powers_of_two
@@ -30,12 +30,10 @@ from simulator.serving.cost_cache import CostCache
 from simulator.sweep.deploy_plot import capacity_figure
 from simulator.sweep.deploy_report import all_pruned, conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
-from simulator.sweep.command import add_executor_arguments
 from simulator.sweep.executors import executor_for
 from simulator.sweep.store import Store
-from simulator.system.command import add_collectives
 from simulator.system.plan import MAX_CHIPS
-from simulator.output.terminal import add_wide, plain
+from simulator.output.terminal import plain
 from simulator.output.terminal import console as report_console
 
 DEFAULT_BUDGET = 8
@@ -59,63 +57,26 @@ RATE_FIGURES = {
                       "these",
     "goodput_rps": "the achieved requests/s that met every SLA target"}
 PRUNED_SHOWN = 3  # pruned points listed by default (all with --show-pruned)
-# Spec fields set from flags of the same meaning (flag -> field).
-SPEC_FLAGS = {"model": "model", "dtype": "dtype", "arrival": "arrival", "rate": "rate",
-              "cv": "cv", "trace": "arrival_trace", "prompt_tokens": "prompt_tokens",
-              "output_tokens": "output_tokens", "requests": "requests", "seed": "seed",
-              "max_tokens": "max_tokens", "bucket_bits": "bucket_bits",
-              "fusion": "fusion", "heuristic": "heuristic", "collectives": "collectives"}
+# Spec fields set from the flags of the same name (serve's options, simulator.options).
+SPEC_FLAGS = ("model", "dtype", "arrival", "rate", "cv", "arrival_trace", "prompt_tokens",
+              "output_tokens", "requests", "seed", "max_tokens", "bucket_bits", "fusion",
+              "heuristic", "collectives")
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
     """The arguments of `accsim plan-deployment`."""
     add = cmd.add_argument
-    add("--arch", action="append", required=True, help="a platform to search (YAML or "
-        "shipped name); repeat for each")
-    add("--model", required=True, help="Hugging Face config.json or shipped model name")
-    add("--dtype", help="weights and activations (default: the model's)")
-    add_collectives(cmd)
-    add("--trace", metavar="FILE|NAME", help="arrival trace (CSV or shipped name)")
-    add("--arrival", choices=["poisson", "gamma", "trace"], help="default poisson "
-        "(trace with --trace)")
-    add("--rate", type=real, help="requests/s where the rate search starts")
-    add("--cv", type=real, help="gamma: coefficient of variation of the gaps")
-    add("--prompt-tokens", type=whole, help="poisson/gamma prompt length (default 512)")
-    add("--output-tokens", type=whole, help="poisson/gamma output length (default 128)")
-    add("--requests", type=whole, help="requests per run (default 1000; a trace: all)")
-    add("--seed", type=whole, help="default 0")
-    add("--max-tokens", type=whole, help="continuous batching: tokens per iteration")
-    add("--bucket-bits", type=whole, help="iteration-cost grid (serve's option)")
-    add("--fusion", choices=FUSION_MODES, help="the fusion planner's mode for iteration "
-        f"costs, as `accsim serve --fusion` (default {DEFAULT_FUSION})")
-    add("--heuristic", metavar="NAME", help="iteration operators take this tiling "
-        "heuristic's tilings, as `accsim serve --heuristic`")
-    add("--precision", action="append", metavar="PLAN.yaml", help="a precision plan to "
-        "search, as `accsim serve --precision` takes it; repeat for each."
-        f" The model's own formats ({BASELINE}) are searched too unless "
-        "--no-baseline")
+    add_options(cmd, "plan-deployment", "inputs", "llm", "serving", "precision",
+                "collectives")
     add("--no-baseline", action="store_true", help="with --precision: search only the "
         f"plans named, not the model's own formats ({BASELINE})")
-    add("--sla", required=True, metavar="KEY=MS,...", help="e.g. ttft_p99_ms=500,"
-        "tpot_p99_ms=50")
     add("--budget-chips", type=whole, default=DEFAULT_BUDGET,
         help=f"chips a deployment may use in all (default {DEFAULT_BUDGET})")
     add("--chips-per-replica", metavar="N,...", help="default: powers of 2 up to the "
         "budget; every T x P split of each is searched")
-    add("--replicas", metavar="N,...", help="default: powers of 2 up to the budget")
-    add("--batching", metavar="POLICY,...", default="continuous",
-        help="static, dynamic, continuous (default continuous)")
-    add("--max-batch", metavar="N,...", help="default "
-        f"{','.join(map(str, DEFAULT_MAX_BATCH))}")
     add("--objective", choices=list(OBJECTIVES), default="tokens_per_s_per_watt",
         help="what the best point of a platform maximises (cost: minimises)")
-    add("--json", metavar="PATH", help="write every point, pruned point, best and front")
-    add("--csv", metavar="PATH", help="write one row per point (pruned ones included)")
-    add("--plot", metavar="PATH", help="figure: SLA capacity vs chips per platform, the "
-        "Pareto front ringed (.png, .svg or .pdf)")
-    add("--store", metavar="FILE", help="SQLite store the points are kept in (a sweep "
-        "store): a rerun resumes, computing only points it lacks; iteration costs are "
-        "cached in the folder <store stem>-costs beside it")
+    add_options(cmd, "plan-deployment", "outputs", "store")
     add("--no-prune", action="store_true", help="search every point, even those the "
         "capacity rule or the roofline bound would prune (a check of the pruning)")
     add("--show-pruned", action="store_true", help="list every pruned point with its "
@@ -124,8 +85,7 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
     # A pool by default, as for sweeps: on 2 idle cores a 20-point search took 56 s
     # against 84 s serial (experiments/bench_deploy.py), though each worker rebuilds
     # the memos one process shares across plans (+27% CPU).
-    add_executor_arguments(cmd, "where the points sharing a plan are searched: ")
-    add_wide(cmd)
+    add_options(cmd, "plan-deployment", "executor", "table")
     cmd.set_defaults(handler=handle)
 
 
@@ -194,8 +154,8 @@ def grid_from_args(args: argparse.Namespace) -> Grid:
 
 def spec_from_args(args: argparse.Namespace) -> ServeSpec:
     """The serving run every point shares (its rate searched), checked as serve's."""
-    raw = {field: getattr(args, flag) for flag, field in SPEC_FLAGS.items()
-           if getattr(args, flag) is not None}
+    raw = {field: getattr(args, field) for field in SPEC_FLAGS
+           if getattr(args, field) is not None}
     raw |= {"sla": parse_sla(args.sla), "find_max_rate": True}
     try:
         return ServeSpec.model_validate(raw).resolved()
@@ -204,8 +164,7 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
     except AccsimError as exc:
         error = exc
     name = (error.field or "").split(".")[0]
-    flag = next((f for f, field in SPEC_FLAGS.items() if field == name), name)
-    raise AccsimError(error.rule, field="--" + flag.replace("_", "-")) from None
+    raise AccsimError(error.rule, field="--" + name.replace("_", "-")) from None
 
 
 def _fmt(value, spec: str) -> str:

@@ -127,3 +127,19 @@ def candidate_plans(plan: SystemPlan, limits: ModelLimits) -> Iterator[SystemPla
                 continue
             if limits.kv_heads is None or tp_splits_kv(tp, limits.kv_heads):
                 yield SystemPlan(chips=chips, tp=tp, pp=pp, ep=plan.ep)
+
+
+def system_plan(chips: int | None, tp: int = 1, pp: int = 1, ep: int = 1,
+                overlap: str = "none") -> SystemPlan:
+    """The plan `--chips N --tp T --pp P --ep E --overlap MODE` name (chips default
+    T x P), refused where it cannot be one: more chips than MAX_CHIPS, or expert
+    parallelism on one chip (no plan check runs there). Each count's own rule is its
+    option's (simulator.options)."""
+    chips = chips if chips is not None else tp * pp
+    if chips > MAX_CHIPS:
+        raise AccsimError(f"T x P = {chips:,} chips is more than the {MAX_CHIPS:,} a "
+                          "plan may have", field="--chips")
+    if chips == 1 and ep > 1:  # one chip runs no plan check: say it here
+        raise AccsimError(f"expert parallelism {ep} must divide the chips ({chips})",
+                          field="--ep")
+    return SystemPlan(chips=chips, tp=tp, pp=pp, ep=ep, overlap=overlap)

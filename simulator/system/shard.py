@@ -224,7 +224,7 @@ def expert_share(op, cfg: ModelConfig, plan: SystemPlan, tokens: int):
 
 @dataclass(frozen=True)
 class StepSizes:
-    """The sizes of an LLM step (simulator.frontends.hf.command.LlmStep) on a platform:
+    """The sizes of an LLM step (simulator.frontends.hf.step.LlmStep) on a platform:
     bytes per element of activations, weights and KV, and the tokens it holds."""
 
     act: int
@@ -237,13 +237,14 @@ class StepSizes:
 
     @classmethod
     def of(cls, step, platform: Platform) -> StepSizes:
-        cfg, args = step.config, step.args
-        act = DTYPE_BYTES[args.dtype or platform.systolic_array.input_dtypes[0]]
+        cfg, options = step.config, step.options
+        act = DTYPE_BYTES[options.dtype or platform.systolic_array.input_dtypes[0]]
         prefill = step.phase == "prefill"
         tokens = step.batch * (step.length if prefill else 1)
-        return cls(act, DTYPE_BYTES[args.weight_dtype] if args.weight_dtype else act,
-                   DTYPE_BYTES[args.kv_dtype] if args.kv_dtype else act, tokens,
-                   tokens if prefill and args.all_logits else step.batch,
+        return cls(act,
+                   DTYPE_BYTES[options.weight_dtype] if options.weight_dtype else act,
+                   DTYPE_BYTES[options.kv_dtype] if options.kv_dtype else act, tokens,
+                   tokens if prefill and options.all_logits else step.batch,
                    step.batch * step.length, step.batch)
 
 

@@ -1,6 +1,8 @@
 """`accsim import hf CONFIG --phase prefill|decode --batch B --seq S | --context C` and
 `accsim run --model CONFIG --phase ...`: the LLM frontend's command-line options
-(DESIGN.md section 9). Options are validated before anything is simulated."""
+(DESIGN.md section 9), declared in simulator.options.catalog, turned into the typed
+call of simulator.frontends.hf.step.llm_step. Options are validated before anything is
+simulated."""
 
 from __future__ import annotations
 
@@ -8,44 +10,30 @@ import argparse
 
 from simulator.errors import AccsimError
 from simulator.frontends.imported import Imported
-from simulator.frontends.hf.config import shipped_configs
-from simulator.frontends.hf.step import LlmStep, llm_step
+from simulator.frontends.hf.step import LlmOptions, LlmStep
+from simulator.frontends.hf.step import llm_step as typed_llm_step
 from simulator.inputs.loader import read_source
+from simulator.options.catalog import add_options
 
 HELP = "a Hugging Face config.json: an LLM's prefill or decode step"
-PHASES = ("prefill", "decode")
-DTYPES = ("int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32")
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
-    """The phase, sizes and precision options (shared by `import hf` and `run`)."""
-    parser.add_argument("--phase", choices=PHASES, required=required)
-    parser.add_argument("--batch", type=int, default=None,
-                        help="sequences in the step (default 1)")
-    parser.add_argument("--seq", type=int, help="prefill: prompt tokens per sequence")
-    parser.add_argument("--context", type=int,
-                        help="decode: tokens in each sequence's KV cache")
-    parser.add_argument("--dtype", "--act-dtype", choices=DTYPES, dest="dtype",
-                        help="activations (default: the platform's); a precision plan "
-                        "(run --precision) sets fallback chains per operator instead")
-    parser.add_argument("--weight-dtype", choices=DTYPES,
-                        help="weights, e.g. int8 beside bf16 activations (default: "
-                        "--dtype)")
-    parser.add_argument("--kv-dtype", choices=DTYPES,
-                        help="the KV cache (default: --dtype)")
-    parser.add_argument("--imbalance", type=float, default=1.0,
-                        help="MoE: busiest expert's tokens over the mean (default 1.0)")
-    parser.add_argument("--all-logits", action="store_true",
-                        help="prefill: lm_head on every token, not only the last")
+    """The phase, sizes and precision options: as `import hf` takes them (--phase
+    required), or as the simulating verbs do."""
+    add_options(parser, "import hf" if required else "run", "llm")
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """`accsim run --model CONFIG` and the options that go with it."""
-    parser.add_argument("--model", metavar="CONFIG",
-                        help="a Hugging Face config.json, or a shipped one "
-                        f"({', '.join(shipped_configs())}), instead of --workload; "
-                        "needs --phase")
-    add_arguments(parser, required=False)
+def llm_step(args: argparse.Namespace, config_path: str) -> LlmStep:
+    """The LLM step the parsed options name (simulator.frontends.hf.step.llm_step)."""
+    return typed_llm_step(config_path, args.phase, batch=args.batch, seq=args.seq,
+                          context=args.context, options=llm_options(args))
+
+
+def llm_options(args: argparse.Namespace) -> LlmOptions:
+    return LlmOptions(dtype=args.dtype, weight_dtype=args.weight_dtype,
+                      kv_dtype=args.kv_dtype, imbalance=args.imbalance,
+                      all_logits=args.all_logits)
 
 
 def load(args: argparse.Namespace) -> Imported:

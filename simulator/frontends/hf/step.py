@@ -1,11 +1,10 @@
-"""One LLM step as the options name it (a model's config, a phase and its sizes): its
-workload, and the model's and the step's figures for a simulated result. The commands,
-the Python API and the review packet all build steps here."""
+"""An LLM step: a model, a phase and its sizes, with the precision and MoE options that
+shape its workload (DESIGN.md section 9). `accsim run --model`, the Python API's
+from_hf and a study's model all build it through `llm_step`, which checks every value
+with its option's rule (simulator.options) before the config is read."""
 
 from __future__ import annotations
 
-import argparse
-import math
 from dataclasses import asdict, dataclass, replace
 
 from simulator.errors import AccsimError
@@ -14,14 +13,37 @@ from simulator.frontends.hf.figures import figures_table, step_figures
 from simulator.frontends.hf.quantization import fit_formats
 from simulator.frontends.hf.stats import model_stats
 from simulator.frontends.hf.workloads import decode_workload, prefill_workload
+from simulator.options.rules import Number, OneOf, Switch, Whole
 from simulator.inputs.workload import Workload
 
+PHASES = ("prefill", "decode")
 # The length option each phase needs, and what it means.
 PHASE_LENGTH = {"prefill": ("seq", "the prompt length"),
                 "decode": ("context", "the KV-cache length")}
+DTYPES = ("int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32")
 # Largest --batch, --seq or --context: their products with the model's sizes stay
 # far inside int64 (DESIGN.md section 7).
 MAX_SIZE = 2**31 - 1
+# The rules of the step's options: the flags' declarations (simulator.options.catalog)
+# take these, so `accsim run --model` and the API check each value alike.
+PHASE = OneOf(PHASES, "phase")
+SIZE = Whole(1, MAX_SIZE)
+DTYPE = OneOf(DTYPES, "dtype")
+IMBALANCE = Number(1.0, "busiest expert's tokens over the mean")
+RULES = {"dtype": DTYPE, "weight_dtype": DTYPE, "kv_dtype": DTYPE, "imbalance": IMBALANCE,
+         "all_logits": Switch()}
+
+
+@dataclass(frozen=True)
+class LlmOptions:
+    """The precision and MoE options of a step (--dtype, --weight-dtype, --kv-dtype,
+    --imbalance, --all-logits)."""
+
+    dtype: str | None = None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    imbalance: float = 1.0
+    all_logits: bool = False
 
 
 @dataclass(frozen=True)
@@ -32,7 +54,7 @@ class LlmStep:
     phase: str
     batch: int
     length: int
-    args: argparse.Namespace
+    options: LlmOptions = LlmOptions()
     format_notes: tuple[str, ...] = ()   # declared weight formats a platform lacks
 
     def on(self, platform) -> LlmStep:
@@ -45,30 +67,30 @@ class LlmStep:
 
     def workload(self) -> Workload:
         """The step as a Workload, its description naming the model's sizes."""
-        a = self.args
-        precision = dict(dtype=a.dtype, weight_dtype=a.weight_dtype, kv_dtype=a.kv_dtype,
-                         imbalance=a.imbalance)
+        o = self.options
+        precision = dict(dtype=o.dtype, weight_dtype=o.weight_dtype, kv_dtype=o.kv_dtype,
+                         imbalance=o.imbalance)
         if self.phase == "prefill":
             workload = prefill_workload(self.config, batch=self.batch, seq=self.length,
-                                        all_logits=a.all_logits, **precision)
+                                        all_logits=o.all_logits, **precision)
         else:
             workload = decode_workload(self.config, batch=self.batch,
                                        context=self.length, **precision)
-        stats = model_stats(self.config, dtype=a.dtype, weight_dtype=a.weight_dtype,
-                            kv_dtype=a.kv_dtype)
+        stats = model_stats(self.config, dtype=o.dtype, weight_dtype=o.weight_dtype,
+                            kv_dtype=o.kv_dtype)
         described = (f"{workload.description} Params {stats.params_total:,} total, "
                      f"{stats.params_active:,} active; {stats.flops_per_token:,} FLOPs "
                      f"and {stats.kv_bytes_per_token:,} KV bytes per token (dtype "
-                     f"{a.dtype or 'bf16 assumed'})."
+                     f"{o.dtype or 'bf16 assumed'})."
                      + "".join(f" {note}." for note in self.format_notes))
         return workload.model_copy(update={"description": described})
 
     def figures(self, result):
         """The model's and the step's figures for a simulated RunResult."""
-        a = self.args
+        o = self.options
         return step_figures(self.config, result, phase=self.phase, batch=self.batch,
-                            length=self.length, dtype=a.dtype,
-                            weight_dtype=a.weight_dtype, kv_dtype=a.kv_dtype)
+                            length=self.length, dtype=o.dtype,
+                            weight_dtype=o.weight_dtype, kv_dtype=o.kv_dtype)
 
     def table(self, result):
         """figures() as the table `accsim run --model` prints."""
@@ -79,37 +101,40 @@ class LlmStep:
         return asdict(self.figures(result))
 
 
-def llm_step(args: argparse.Namespace, config_path: str) -> LlmStep:
+def llm_step(config_path: str, phase: str | None, *, batch: int | None = None,
+             seq: int | None = None, context: int | None = None,
+             options: LlmOptions = LlmOptions()) -> LlmStep:
     """Check the phase and its length (one clear error for a phase without it, or with
-    the other phase's), then read the config."""
-    if args.phase is None:
+    the other phase's), every value by its option's rule, then read the config. Errors
+    name the flag (the API names its argument instead)."""
+    if phase is None:
         raise AccsimError("needs --phase prefill (with --seq) or --phase decode (with "
                           "--context)", field="--phase")
-    length_name, meaning = PHASE_LENGTH[args.phase]
-    other = next(name for phase, (name, _) in PHASE_LENGTH.items() if phase != args.phase)
-    length = getattr(args, length_name)
-    if length is None:
-        raise AccsimError(f"--phase {args.phase} needs --{length_name} N ({meaning})",
+    PHASE.check(phase, "--phase")
+    length_name, meaning = PHASE_LENGTH[phase]
+    other = next(name for each, (name, _) in PHASE_LENGTH.items() if each != phase)
+    length = {"seq": seq, "context": context}
+    if length[length_name] is None:
+        raise AccsimError(f"--phase {phase} needs --{length_name} N ({meaning})",
                           field=f"--{length_name}")
-    if getattr(args, other) is not None:
-        raise AccsimError(f"--{other} does not apply to --phase {args.phase} (it takes "
+    if length[other] is not None:
+        raise AccsimError(f"--{other} does not apply to --phase {phase} (it takes "
                           f"--{length_name})", field=f"--{other}")
-    batch = 1 if args.batch is None else args.batch
-    for name, value in (("--batch", batch), (f"--{length_name}", length)):
-        if not 1 <= value <= MAX_SIZE:
-            raise AccsimError(f"must be a whole number from 1 to {MAX_SIZE:,}, found "
-                              f"{value:,}", field=name)
-    if not math.isfinite(args.imbalance) or args.imbalance < 1.0:
-        raise AccsimError("must be a finite number >= 1 (busiest expert's tokens over "
-                          f"the mean), found {args.imbalance!r}", field="--imbalance")
-    if args.all_logits and args.phase != "prefill":
+    batch = 1 if batch is None else batch
+    SIZE.check(batch, "--batch")
+    SIZE.check(length[length_name], f"--{length_name}")
+    for name, value in asdict(options).items():
+        if value is not None:
+            RULES[name].check(value, "--" + name.replace("_", "-"))
+    if options.all_logits and phase != "prefill":
         raise AccsimError("--all-logits applies to --phase prefill", field="--all-logits")
     config = load_model_config(config_path)
     # The last position a step uses: the prompt's last token, or the decoded token
     # after `context` cached ones.
-    positions = length if args.phase == "prefill" else length + 1
+    size = length[length_name]
+    positions = size if phase == "prefill" else size + 1
     if config.max_positions is not None and positions > config.max_positions:
-        raise AccsimError(f"--{length_name} {length:,} needs {positions:,} positions, more "
+        raise AccsimError(f"--{length_name} {size:,} needs {positions:,} positions, more "
                           f"than the {config.max_positions:,} the model was built for",
                           file=config.source, field=config.max_positions_key)
-    return LlmStep(config, args.phase, batch, length, args)
+    return LlmStep(config, phase, batch, size, options)

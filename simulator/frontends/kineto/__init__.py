@@ -13,7 +13,6 @@ otherwise; the report shows it beside the simulated time.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -30,15 +29,6 @@ from simulator.inputs.workload import Operator, Workload
 
 HELP = "a PyTorch profiler (Kineto) trace (.json or .json.gz) recorded with shapes"
 OPERATOR = TypeAdapter(Operator)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--strict", action="store_true",
-                        help="fail on any op that is not supported instead of listing it")
-
-
-def load(args: argparse.Namespace) -> Imported:
-    return import_kineto(args.file, strict=args.strict)
 
 
 def import_kineto(path: str, *, strict: bool = False) -> Imported:

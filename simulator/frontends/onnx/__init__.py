@@ -38,18 +38,13 @@ def positive(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options only `accsim import onnx` takes (its --strict and -o are shared:
+    simulator.options.catalog)."""
     parser.add_argument("--batch", type=positive, metavar="B",
                         help="set the first dimension of every input to B")
     parser.add_argument("--input-shape", type=input_shape, action="append", default=[],
                         metavar="NAME=DxD...", help="set one input's shape (repeatable), "
                         "e.g. input=1x3x224x224; wins over --batch for that input")
-    parser.add_argument("--strict", action="store_true",
-                        help="fail on any op that is not supported instead of listing it")
-
-
-def load(args: argparse.Namespace) -> Imported:
-    return import_onnx(args.file, batch=args.batch, input_shapes=dict(args.input_shape),
-                       strict=args.strict)
 
 
 def import_onnx(path: str, *, batch: int | None = None,

@@ -1,10 +1,10 @@
-"""`accsim run --precision PLAN.yaml`: the plan is read, applied to the run's workload
-before anything is simulated (precision.resolve), and what it chose is printed and
-written to the result's `precision` block."""
+"""A precision plan file applied to a run's inputs (`accsim run --precision PLAN.yaml`,
+the API's `precision=`): the plan is read and applied to the workload before anything
+is simulated (precision.resolve); what it chose is printed and written to the result's
+`precision` block by the caller."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -16,19 +16,11 @@ if TYPE_CHECKING:
     from simulator.precision.resolve import AppliedPlan
 
 
-def add_arguments(run: argparse.ArgumentParser) -> None:
-    run.add_argument("--precision", metavar="PLAN.yaml", help="a precision plan: per "
-                     "operator or layer_type, fallback chains of weight / activation / "
-                     "KV formats, sparsity and a guardrail on the emulated error; the "
-                     "chosen formats, every fallback and the emulated quality are "
-                     "printed and written to the JSON's precision block")
-
-
-def applied(args: argparse.Namespace, inputs: Inputs, *,
+def applied(plan_file: str | None, inputs: Inputs, *,
             single_chip: bool) -> tuple[Inputs, AppliedPlan | None]:
-    """The inputs with the plan of --precision applied, and what it chose (None
-    without --precision)."""
-    if not args.precision:
+    """The inputs with the plan in `plan_file` applied, and what it chose (None
+    without a plan)."""
+    if not plan_file:
         return inputs, None
     if not single_chip:
         raise AccsimError("--precision applies to a single-chip run for now",
@@ -37,6 +29,6 @@ def applied(args: argparse.Namespace, inputs: Inputs, *,
     # few ms of start-up that a run without --precision does not need.
     from simulator.precision.plan import PrecisionPlan
     from simulator.precision.resolve import apply_plan
-    plan, source = load_model(args.precision, PrecisionPlan)
+    plan, source = load_model(plan_file, PrecisionPlan)
     result = apply_plan(plan, inputs.workload, inputs.platform, file=source.path)
     return replace(inputs, workload=result.workload), result

@@ -1,0 +1,161 @@
+"""The rules an option's value obeys, each written once and used by both the command
+line (argparse reads the text with `read`; the command or the library function it calls
+checks the value with `check`) and the Python API (which checks the argument with the
+same `check`, so its error carries the same rule in the same words).
+
+A broken rule raises OptionValueError or OptionTypeError: an AccsimError (the command
+line prints it on one line, exit 1) that is also a ValueError or TypeError (what a
+Python caller expects), its field the flag; the API renames the field to its argument.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import ClassVar
+
+from simulator.errors import AccsimError
+
+
+class OptionValueError(AccsimError, ValueError):
+    """A value outside its option's rule."""
+
+
+class OptionTypeError(AccsimError, TypeError):
+    """A value of the wrong kind for its option (a bool or text where a count goes)."""
+
+
+def _kind(value) -> str:
+    return type(value).__name__
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Any value: text read as it is. `read`: how a command line's text becomes the
+    value (argparse's `type`; None: the text itself)."""
+
+    read: ClassVar[type | None] = None
+
+    def check(self, value, field: str):
+        """`value` if it obeys the rule, else OptionValueError/OptionTypeError naming
+        `field`."""
+        return value
+
+
+@dataclass(frozen=True)
+class Name(Rule):
+    """A shipped name or a path: non-empty text (a str or a path object)."""
+
+    def check(self, value, field: str):
+        if not isinstance(value, (str, os.PathLike)):
+            raise OptionTypeError(f"must be a name or path (str or Path), not "
+                                  f"{_kind(value)}", field=field)
+        if not str(value).strip():
+            raise OptionValueError("must name something: it is empty", field=field)
+        return value
+
+
+@dataclass(frozen=True)
+class OneOf(Rule):
+    """One of a fixed set of words (argparse's `choices`)."""
+
+    choices: tuple[str, ...]
+    what: str = "value"
+
+    def check(self, value, field: str):
+        if not isinstance(value, str):
+            raise OptionTypeError(f"must be one of {', '.join(self.choices)} (a str), not "
+                                  f"{_kind(value)}", field=field)
+        if value not in self.choices:
+            raise OptionValueError(f"unknown {self.what} {value!r} (choose from "
+                                   f"{', '.join(self.choices)})", field=field)
+        return value
+
+
+@dataclass(frozen=True)
+class Whole(Rule):
+    """A whole number from `low` to `high` (a bool is not a number here)."""
+
+    low: int = 1
+    high: int = 2**63 - 1
+
+    read = int
+
+    def check(self, value, field: str):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise OptionTypeError(f"must be a whole number (int), not {_kind(value)}",
+                                  field=field)
+        if not self.low <= value <= self.high:
+            raise OptionValueError(f"must be a whole number from {self.low:,} to "
+                                   f"{self.high:,}, found {value:,}", field=field)
+        return value
+
+
+@dataclass(frozen=True)
+class Integer(Rule):
+    """A whole number whose range a record checks (serve's spec: simulator.serving.spec
+    holds the ranges of the serving options, for its YAML and its flags alike)."""
+
+    read = int
+
+    def check(self, value, field: str):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise OptionTypeError(f"must be a whole number (int), not {_kind(value)}",
+                                  field=field)
+        return value
+
+
+@dataclass(frozen=True)
+class Real(Rule):
+    """A number whose range a record checks (as Integer)."""
+
+    read = float
+
+    def check(self, value, field: str):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise OptionTypeError(f"must be a number (int or float), not {_kind(value)}",
+                                  field=field)
+        return value
+
+
+@dataclass(frozen=True)
+class Number(Rule):
+    """A finite number at least `low`; `meaning` says what it is in the error."""
+
+    low: float = 0.0
+    meaning: str = ""
+
+    read = float
+
+    def check(self, value, field: str):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise OptionTypeError(f"must be a number (int or float), not {_kind(value)}",
+                                  field=field)
+        if not math.isfinite(value) or value < self.low:
+            said = f" ({self.meaning})" if self.meaning else ""
+            raise OptionValueError(f"must be a finite number >= {self.low:g}{said}, "
+                                   f"found {value!r}", field=field)
+        return value
+
+
+@dataclass(frozen=True)
+class Switch(Rule):
+    """On or off (a flag without a value; True or False in Python)."""
+
+    def check(self, value, field: str):
+        if not isinstance(value, bool):
+            raise OptionTypeError(f"must be True or False, not {_kind(value)}",
+                                  field=field)
+        return value
+
+
+def check_several(rule: Rule, values, field: str) -> list:
+    """A repeated option's values (a list or tuple, at least one), each checked."""
+    if isinstance(values, (str, bytes, os.PathLike)) or not isinstance(values,
+                                                                        (list, tuple)):
+        raise OptionTypeError(f"must be a list or tuple of values, not {_kind(values)}",
+                              field=field)
+    if not values:
+        raise OptionValueError("needs at least one value: it is empty", field=field)
+    return [rule.check(value, field) for value in values]
