@@ -24,7 +24,7 @@ from simulator.precision.applied import applied as applied_precision
 from simulator.verification.regression import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
                                read_baseline, report_lines)
 from simulator.present.run_report import result_dict, write_csv, write_json
-from simulator.system.command import check_fit
+from simulator.system.plan_run import check_fit
 from simulator.system.plan import SystemPlan
 from simulator.output.terminal import plain
 
