@@ -1,6 +1,6 @@
 """The collective model (DESIGN.md section 22) against the public collective timings of
 shared/reference/collectives.md, A1-A7: each anchor is a wiring + a group on it + a
-collective + a size, priced by simulator.collectives.collective_cost exactly as a
+collective + a size, priced by simulator.collectives.cost.collective_cost exactly as a
 multi-chip run prices it (`collectives: auto`). Nothing is set per anchor.
 
 Platforms, written from published figures and stated assumptions:
@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass
 
 from simulator.api import load_platform
-from simulator.collectives import collective_cost, with_collectives
+from simulator.collectives.cost import collective_cost, with_collectives
 from simulator.inputs.platform import Interconnect, LinkDimension, Platform
 
 MIB = 2**20

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from simulator.collectives import collective_cost
+from simulator.collectives.cost import collective_cost
 from simulator.inputs.platform import DTYPE_BYTES
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_bytes,
@@ -180,7 +180,7 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
     bytes_per_cycle = platform.bytes_per_cycle
     total = 0.0
     for op in workload.operators:
-        if is_collective(op):  # priced in closed form (simulator.collectives)
+        if is_collective(op):  # priced in closed form (simulator.collectives.cost)
             _check_collective(op, platform, platform_source)
             continue
         on_array = is_compute(op) or is_attention(op)

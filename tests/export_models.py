@@ -4,7 +4,7 @@ filled from it in seconds, where a real model's grids take minutes."""
 import json
 from pathlib import Path
 
-from simulator.collectives import collective_cost
+from simulator.collectives.cost import collective_cost
 from simulator.inputs.platform import Platform
 from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping

@@ -16,7 +16,7 @@ from simulator.mapping.plan import Mapping
 from simulator.present.run_report import print_report, result_dict, write_csv
 from simulator.present.sheet import markdown
 from simulator.simulate import Inputs, simulate
-from simulator.collectives import collective_cost
+from simulator.collectives.cost import collective_cost
 from simulator.present.timeline import TRACKS, trace_events
 from simulator.inputs.workload import Workload
 

@@ -15,11 +15,11 @@ from platforms import make_platform
 from tiny_llama import TINY_LLAMA
 from simulator.api import load_platform
 from simulator.cli import main
-from simulator.collectives import RING_FACTORS, collective_cost, with_collectives
+from simulator.collectives.cost import RING_FACTORS, collective_cost, with_collectives
 from simulator.inputs.platform import COLLECTIVE_MODES, Interconnect, LinkDimension
 from simulator.errors import AccsimError
 from simulator.inputs.loader import shipped_names
-from simulator.wiring import group_shape, place
+from simulator.collectives.wiring import group_shape, place
 
 KINDS = (*RING_FACTORS, "point_to_point")
 

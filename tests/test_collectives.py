@@ -14,7 +14,7 @@ from simulator.inputs.platform_file import load_platform
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import load_model, locate
-from simulator.collectives import (COLLECTIVE_KINDS, bus_bandwidth, collective_cost,
+from simulator.collectives.cost import (COLLECTIVE_KINDS, bus_bandwidth, collective_cost,
                                    with_collectives)
 from platforms import make_platform
 

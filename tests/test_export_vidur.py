@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from simulator.cli import main
-from simulator.collectives import collective_cost
+from simulator.collectives.cost import collective_cost
 from simulator.inputs.platform import Platform
 from simulator.frontends import hf
 from simulator.inputs.loader import load_model, locate

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from simulator.cli import main
-from simulator.collectives import collective_cost
+from simulator.collectives.cost import collective_cost
 from simulator.errors import AccsimError
 from simulator.export.naming import model_id
 from simulator.export.vidur_device import LAUNCHER_TEXT

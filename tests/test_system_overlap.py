@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.cli import build_parser, main
-from simulator.collectives import with_collectives
+from simulator.collectives.cost import with_collectives
 from simulator.inputs.resolve import load_inputs
 from simulator.inputs.platform import Platform
 from simulator.frontends.hf.command import run_step

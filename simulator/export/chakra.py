@@ -41,14 +41,14 @@ from __future__ import annotations
 
 import json
 
-from simulator.collectives import collective_cost
+from simulator.collectives.cost import collective_cost
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.export.profile import ModelProfile
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
-from simulator.wiring import place
+from simulator.collectives.wiring import place
 
 SCHEMA_VERSION = "0.0.4"
 # Enum values of et_def.proto.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simulator.collectives import collective_cost
+from simulator.collectives.cost import collective_cost
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
@@ -87,7 +87,7 @@ class ModelProfile:
 
     def seconds(self, op) -> float:
         """One run of the operator (one layer: its repeat dropped) on one chip;
-        a collective is priced by simulator.collectives."""
+        a collective is priced by simulator.collectives.cost."""
         if op.kind == "collective":
             return collective_cost(op.collective, op.payload_bytes, op.chips,
                                    self.platform).time_s
@@ -99,7 +99,7 @@ class ModelProfile:
         final norm, LM head), fused as a run fuses them: a unit's time shared by its
         GEMMs and attentions in proportion to their times alone (a unit without one:
         by its members'), its other members 0; a collective priced by
-        simulator.collectives. Memoised per iteration."""
+        simulator.collectives.cost. Memoised per iteration."""
         key = (tuple(prefill), tuple(decode))
         if key not in self._times:
             workload = self.iteration(prefill, decode)
@@ -142,7 +142,7 @@ class ModelProfile:
 
     def send_seconds(self, payload_bytes: int) -> float:
         """One chip sending `payload_bytes` to the next pipeline stage (point to
-        point over the interconnect, simulator.collectives)."""
+        point over the interconnect, simulator.collectives.cost)."""
         return collective_cost("point_to_point", payload_bytes, 2, self.platform).time_s
 
 

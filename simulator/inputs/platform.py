@@ -369,7 +369,7 @@ class Interconnect(Strict):
     """Chip-to-chip links (ICI, NVLink) that join N chips of this platform into one
     system (DESIGN.md sections 14 and 22). `topology` and `ports_per_chip` are the flat
     ring's shorthand (`--collectives ring`); `dimensions`, when given, is the real
-    wiring, else the shorthand's (simulator.wiring)."""
+    wiring, else the shorthand's (simulator.collectives.wiring)."""
 
     topology: Literal["ring", "torus2d", "switch"]
     ports_per_chip: PositiveInt

@@ -348,7 +348,7 @@ CollectiveKind = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_a
 class Collective(OperatorBase):
     """Chip-to-chip communication over the platform's interconnect (DESIGN.md section
     14): `payload_bytes` per chip (the sender's buffer for point_to_point) among
-    `chips` chips. Priced by simulator.collectives on the links alone: it uses
+    `chips` chips. Priced by simulator.collectives.cost on the links alone: it uses
     neither the array nor the vector unit, and overlaps no compute."""
 
     kind: Literal["collective"]

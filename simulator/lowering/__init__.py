@@ -15,7 +15,7 @@ from functools import partial
 
 import numpy as np
 
-from simulator.collectives import CollectiveCost, collective_cost
+from simulator.collectives.cost import CollectiveCost, collective_cost
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.lowering import steps as kernel
@@ -379,7 +379,7 @@ def lower_vector(op, tiling: Tiling, platform: Platform, *,
 def lower_collective(op, platform: Platform, *,
                      workload_source: str | None = None) -> LoweredOperator:
     """A collective is priced on the interconnect, not replayed: its program is empty
-    and its cycles come from simulator.collectives."""
+    and its cycles come from simulator.collectives.cost."""
     if platform.interconnect is None:
         raise AccsimError(f"collective {op.collective} over {op.chips} chips needs links: "
                           f"platform {platform.name} has no interconnect table",

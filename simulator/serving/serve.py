@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.system.capacity import Capacity, StoredShare, check, planned_sizing
-from simulator.collectives import with_collectives
+from simulator.collectives.cost import with_collectives
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
 from simulator.metrics.energy import static_power_w

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import simulator
 
-from simulator.collectives import with_collectives
+from simulator.collectives.cost import with_collectives
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend

@@ -11,12 +11,12 @@ import argparse
 import math
 from dataclasses import replace
 
-from simulator.collectives import with_collectives
+from simulator.collectives.cost import with_collectives
 from simulator.errors import AccsimError
 from simulator.options.catalog import OPTIONS
 from simulator.simulate import Inputs
 from simulator.system.plan import MAX_CHIPS, SystemPlan, system_plan
-from simulator.wiring import dimensions, group_shape
+from simulator.collectives.wiring import dimensions, group_shape
 
 
 def plan_from_args(args: argparse.Namespace) -> SystemPlan:

@@ -13,7 +13,7 @@ from pydantic import Field
 from simulator.inputs.platform import Platform, Strict
 from simulator.errors import AccsimError
 from simulator.system.padding import buildable_near, head_layout
-from simulator.wiring import dimensions, group_shape
+from simulator.collectives.wiring import dimensions, group_shape
 
 # Largest system the capacity search proposes (a TPU v5e pod is 256 chips).
 MAX_SEARCH_CHIPS = 4096

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simulator.wiring import PlacedDimension
+from simulator.collectives.wiring import PlacedDimension
 
 ALGORITHMS = ("ring", "direct", "halving_doubling", "tree")
 

@@ -2,8 +2,8 @@
 deployment search, the exports) prices a collective (DESIGN.md sections 14 and 22).
 
 By default (`collectives: auto`) a group is placed on the platform's wiring
-(simulator.wiring) and each dimension runs the algorithm that is cheapest for the
-message size (simulator.collective_algorithms): fixed cost + hops x hop latency +
+(simulator.collectives.wiring) and each dimension runs the algorithm that is cheapest for the
+message size (simulator.collectives.algorithms): fixed cost + hops x hop latency +
 bytes / (ports x bandwidth x efficiency). A pinned algorithm (`--collectives NAME`)
 runs wherever it applies. `--collectives ring` is the flat ring of section 14, today's
 figures exactly: a collective over p chips of B bytes (each chip's buffer) sends
@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simulator.collective_algorithms import Phase, concurrent
+from simulator.collectives.algorithms import Phase, concurrent
 from simulator.inputs.platform import Interconnect, Platform
-from simulator.wiring import place, shape_text
+from simulator.collectives.wiring import place, shape_text
 
 # Per collective kind: (volume factor, step factor). Each chip sends
 # factor x (p-1)/p x B bytes in factor x (p-1) steps.
