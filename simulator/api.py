@@ -49,7 +49,7 @@ from simulator.frontends.hf.command import LlmStep, llm_step
 from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import (dump_json, load_model, locate, read_source,
                               validation_error)
-from simulator.platform_file import load_platform
+from simulator.platform_file import load_platform as read_platform_file
 from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import dominant_bottleneck
 from simulator.present.run_report import compare_table, result_dict, write_json
@@ -112,7 +112,7 @@ def load_platform(name_or_path: str | Path) -> Platform:
     >>> load_platform("tpu_v1").name
     'tpu_v1'
     """
-    return load_platform(locate(str(name_or_path), "platform"))[0]
+    return read_platform_file(locate(str(name_or_path), "platform"))[0]
 
 
 def load_workload(name_or_path: str | Path) -> Workload:

@@ -13,6 +13,7 @@ import yaml
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import load_model, locate
+from simulator.platform_file import load_platform
 from simulator.collectives import (COLLECTIVE_KINDS, bus_bandwidth,
                                           collective_cost)
 from platforms import make_platform
@@ -102,7 +103,7 @@ def test_v5e_all_reduce_busbw_is_its_four_ports_at_efficiency():
 
 def test_switch_whatif_variant_loads():
     path = locate("whatif/tpu_v5e_switch", "platform")
-    platform = load_model(path, Platform)[0]
+    platform = load_platform(path)[0]
     base = load_model(locate("tpu_v5e_like", "platform"), Platform)[0]
     assert platform.interconnect.topology == "switch"
     # Only the interconnect (and the names) differ from the chip it varies.
