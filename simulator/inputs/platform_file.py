@@ -56,7 +56,8 @@ def leaf_paths(overrides: dict, prefix: str = "") -> list[str]:
 
 
 def _merged(base, override):
-    """Mappings merged key by key; anything else replaces the base's value whole."""
+    """Mappings merged key by key; anything else replaces the base's value whole (the
+    result shares the base's unmerged parts: overridden gives it a copy)."""
     if not isinstance(base, dict) or not isinstance(override, dict):
         return copy.deepcopy(override)
     merged = dict(base)
@@ -70,8 +71,8 @@ def overridden(base: dict, overrides: dict) -> dict:
     fields merged as the module says, the base's provenance of every overridden field
     (or of anything under it) dropped, and the overrides' own provenance added."""
     fields = {key: value for key, value in overrides.items() if key != PROVENANCE}
-    raw = _merged({key: value for key, value in base.items() if key != PROVENANCE},
-                  fields)
+    raw = _merged(copy.deepcopy({key: value for key, value in base.items()
+                                 if key != PROVENANCE}), fields)
     changed = leaf_paths(fields)
     table = {path: entry for path, entry in (base.get(PROVENANCE) or {}).items()
              if not any(path == c or path.startswith(c + ".") for c in changed)}

@@ -16,7 +16,6 @@ deployment figures (simulator.sweep.deploy.POINT_METRICS) as objectives.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from pydantic import (Field, PositiveInt, ValidationError, ValidationInfo,
 from simulator.inputs.platform import Name, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.inputs.loader import load_model, locate, parse_model, read_source, validation_error
-from simulator.inputs.platform_file import load_platform
+from simulator.inputs.platform_file import load_platform, nested, overridden
 from simulator.precision.plan import PrecisionPlan
 from simulator.serving.spec import ServeSpec
 from simulator.system.overlap import OVERLAP_MODES
@@ -422,18 +421,11 @@ def link_dimensions(axes: dict[str, Axis], link: Any, *, file: str
 
 
 def with_values(base: dict, values: dict[str, Any]) -> dict:
-    """A copy of the base platform with each dotted field set to its value (system
-    axes are the point's plan, not the platform's)."""
-    platform = copy.deepcopy(base)
-    for path, value in values.items():
-        if path in POINT_AXES:
-            continue
-        *tables, leaf = path.split(".")
-        node = platform
-        for table in tables:
-            node = node[table]
-        node[leaf] = value
-    return platform
+    """A copy of the base platform with each dotted field set to its value, by the
+    rule a platform file over a base follows (simulator.inputs.platform_file.overridden);
+    system axes are the point's plan, not the platform's."""
+    return overridden(base, nested({path: value for path, value in values.items()
+                                    if path not in POINT_AXES}))
 
 
 def platform_error(raw: dict) -> AccsimError | None:
