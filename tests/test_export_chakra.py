@@ -21,6 +21,7 @@ from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
+from tests.export_models import RUN_AGREEMENT, layer_and_head, layer_compute_seconds
 
 WIRE_TYPES = {"varint": 0, "bytes": 2}
 NODE_FIELDS = {1: "varint", 2: "bytes", 3: "varint", 4: "bytes", 5: "bytes",
@@ -108,8 +109,17 @@ def test_trace_decodes_against_et_def(decode_trace):
     assert metadata[1][0] == b"0.0.4"
     nodes = [fields(m, NODE_FIELDS) for m in raw[1:]]
     cfg = hf.load_model_config("llama_3_1_8b")
-    per_layer = 12 + 2  # the layer's operators and the two tensor-parallel all-reduces
-    assert len(nodes) == cfg.layers * per_layer + 2  # + final norm and lm_head
+    names = [n[2][0].decode() for n in nodes]
+    layer0 = [n.removeprefix("layer0.") for n in names if n.startswith("layer0.")]
+    # Fused as accsim run fuses them: operators fused into a GEMM have no node.
+    assert {"qkv", "attn", "o_proj", "mlp_gate_up", "mlp_down"} <= set(layer0)
+    assert "input_norm" not in layer0  # a prologue of the QKV GEMM
+    for layer in range(cfg.layers):
+        assert [n for n in names if n.startswith(f"layer{layer}.")] == [
+            f"layer{layer}.{n}" for n in layer0]
+    assert len(nodes) == cfg.layers * len(layer0) + len(
+        [n for n in names if not n.startswith("layer")])
+    assert names[-1] == "lm_head"
     assert [n.get(1, [0])[0] for n in nodes] == list(range(len(nodes)))  # proto3: 0 unwritten
     for index, node in enumerate(nodes):
         assert node[3][0] in (4, 7)
@@ -134,14 +144,21 @@ def test_durations_are_the_simulated_times(decode_trace):
     assert [n.data_deps[:] for n in nodes[1:4]] == [[0], [1], [2]]
     by_name = {n.name: n for n in nodes}
     profile = ModelProfile(platform(), "llama_3_1_8b", tp=2)
-    from_model = {op.name: op for op in profile.iteration((), [256] * 4).operators}
-    for name in ("qkv", "attn", "mlp_down"):
-        node = by_name[f"layer0.{name}"]
-        seconds = simulated_seconds(from_model[name])
-        assert node.duration_micros == max(1, round(seconds * 1e6))
-        ns = next(a.uint64_val for a in node.attr if a.name == "accsim_ns")
-        assert ns == round(seconds * 1e9)
-        assert by_name[f"layer31.{name}"].duration_micros == node.duration_micros
+    workload = profile.iteration((), [256] * 4)
+    from_model = {op.name: op for op in workload.operators}
+    # The attention is a unit of its own: its node is its time simulated alone.
+    node = by_name["layer0.attn"]
+    seconds = simulated_seconds(from_model["attn"])
+    assert node.duration_micros == max(1, round(seconds * 1e6))
+    assert next(a.uint64_val for a in node.attr if a.name == "accsim_ns") == round(
+        seconds * 1e9)
+    assert by_name["layer31.attn"].duration_micros == node.duration_micros
+    # A layer's compute nodes add up to the layer as `accsim run` simulates it.
+    layer, _ = layer_and_head(workload)
+    layer0_ns = sum(next(a.uint64_val for a in n.attr if a.name == "accsim_ns")
+                    for n in nodes if n.name.startswith("layer0.") and n.type == 4)
+    assert layer0_ns == pytest.approx(layer_compute_seconds(layer) * 1e9,
+                                      rel=RUN_AGREEMENT)
     assert by_name["lm_head"].type == 4
 
 
@@ -190,14 +207,24 @@ def test_compute_nodes_carry_what_the_roofline_reads(tmp_path):
         "memory-type": "NO_MEMORY_EXPANSION"}
 
 
-def test_vector_nodes_count_their_element_operations(decode_trace):
+def test_nodes_carry_the_layers_operations(decode_trace):
+    """num_ops: the FLOPs of the operators a node carries (2 per MAC, a vector
+    operator's element operations), the layer's total kept whatever is fused."""
     _, data = decode_trace
     nodes = [fields(m, NODE_FIELDS) for m in messages(data[0])[1:]]
-    by_name = {n[2][0].decode(): n for n in nodes}
-    act = attrs(by_name["layer0.mlp_act"])
+    layer0 = [attrs(n) for n in nodes
+              if n[2][0].decode().startswith("layer0.") and n[3][0] == 4]
     profile = ModelProfile(platform(), "llama_3_1_8b", tp=2)
-    op = {o.name: o for o in profile.iteration((), [256] * 4).operators}["mlp_act"]
-    assert act["num_ops"] == op.elements  # one operation per element
-    assert act["tensor_size"] > 0
-    assert all(attrs(n)["tensor_size"] >= 1 and attrs(n)["num_ops"] >= 1
-               for n in nodes if n[3][0] == 4)
+    layer, _ = layer_and_head(profile.iteration((), [256] * 4))
+    expected = 0
+    for op in layer:
+        if op.kind == "collective":
+            continue
+        single = op.model_copy(update={"repeat": 1, "inputs": None})
+        total = simulate(Inputs(platform(), Workload(name="t", operators=[single]),
+                                Mapping())).operators_total
+        vector = single.vector() if op.kind not in ("gemm", "attention") else None
+        expected += total.model_flops + (vector.rows * vector.cols * vector.passes
+                                         if vector else 0)
+    assert sum(a["num_ops"] for a in layer0) == pytest.approx(expected, abs=len(layer0))
+    assert all(a["tensor_size"] >= 1 and a["num_ops"] >= 1 for a in layer0)

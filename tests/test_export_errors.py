@@ -44,8 +44,10 @@ def fails(capsys, args) -> str:
     (["export", "llmservingsim", "--model", "gpt2"], "no architecture catalog"),
     (["export", "vidur", "--model", "llama_3_1_8b", "--attention-bits", "0"],
      "--attention-bits"),
-    (["export", "llmservingsim", "--model", "llama_3_1_8b", "--max-tokens", "100000"],
-     "rows"),
+    (["export", "llmservingsim", "--layers-csv", "--model", "llama_3_1_8b",
+      "--max-tokens", "100000"], "rows"),
+    (["export", "llmservingsim", "--model", "llama_3_1_8b", "--max-batch", "100000",
+      "--attention-bits", "16"], "operator shapes"),
     (["export", "llmservingsim", "--model", "llama_3_1_8b", "--hardware", ".."],
      "cannot name a folder"),
 ])

@@ -9,9 +9,11 @@ name, int64, uint64, bool and string values; Node's id, name, type, data_deps,
 duration_micros and attr; GlobalMetadata's version and attr), so `protobuf` is the only
 package needed (the `export` extra) and any reader of et_def.proto reads the file.
 
-Nodes: each operator of one iteration of the chip's shard, layer by layer (operators
+Nodes: the operators of one iteration of the chip's shard, layer by layer (operators
 repeated over the layers are written once per layer), in order, each data-dependent on
-the one before: COMP_NODE with duration_micros = its simulated time rounded to whole
+the one before, fused as `accsim run` fuses them (simulator.export.profile.fused_units:
+a norm, activation or residual add fused into a GEMM has no node, its work is in the
+GEMM's): COMP_NODE with duration_micros = its simulated time rounded to whole
 microseconds (at least 1), the exact nanoseconds in attribute `accsim_ns`; with T > 1
 the tensor-parallel all-reduces as COMM_COLL_NODE (comm_type ALL_REDUCE, comm_size in
 bytes) for ASTRA-sim's network model to time. One file per chip (`<name>.<rank>.et`),
@@ -44,8 +46,9 @@ import json
 from simulator.collectives.cost import collective_cost
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.export.profile import ModelProfile
+from simulator.export.profile import ModelProfile, fused_units
 from simulator.mapping.plan import Mapping
+from simulator.serving.cost import OperatorCosts
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
 from simulator.collectives.wiring import place
@@ -130,68 +133,86 @@ MIN_NPUS = 2
 
 
 class ComputeFigures:
-    """Per operator (one run, its repeats included): simulated nanoseconds, FLOPs and
-    off-chip bytes, from one simulation of it alone, memoised by its shape."""
+    """FLOPs (2 per MAC; a vector operator's element operations) and off-chip bytes of
+    a fusion unit, from one simulation of its operators together (the edges inside
+    it kept), memoised by their shapes."""
 
     def __init__(self, platform: Platform):
         self.platform = platform
-        self._memo: dict[str, dict] = {}
+        self._memo: dict[str, tuple[int, int]] = {}
 
-    def node(self, name: str, op) -> dict:
-        single = op.model_copy(update={"inputs": None, "name": "op"})
-        key = single.model_dump_json()
+    def unit(self, members: list) -> tuple[int, int]:
+        names = {op.name: f"op{i}" for i, op in enumerate(members)}
+        ops = [op.model_copy(update={
+            "name": names[op.name],
+            "inputs": [names[n] for n in op.inputs or () if n in names] or None})
+            for op in members]
+        key = "".join(op.model_dump_json() for op in ops)
         if key not in self._memo:
-            total = simulate(Inputs(self.platform, Workload(name="export",
-                                                            operators=[single]),
+            total = simulate(Inputs(self.platform, Workload(name="export", operators=ops),
                                     Mapping()), fusion_report=False).operators_total
-            seconds = total.cycles / (self.platform.clock_ghz * 1e9)
-            vector = single.vector() if hasattr(single, "vector") else None
-            ops = total.model_flops or (vector.rows * vector.cols * vector.passes
-                                        * single.repeat if vector else 0)
-            self._memo[key] = {"type": COMP_NODE, "ns": round(seconds * 1e9),
-                               "duration_micros": micros(seconds),
-                               "num_ops": max(1, ops),
-                               "tensor_size": max(1, total.offchip_bytes)}
-        return {"name": name, **self._memo[key]}
+            vector = sum(v.rows * v.cols * v.passes * op.repeat for op in ops
+                         if op.kind not in ("gemm", "attention") and hasattr(op, "vector")
+                         for v in [op.vector()])
+            self._memo[key] = (total.model_flops + vector, total.offchip_bytes)
+        return self._memo[key]
 
 
-def trace_nodes(profile: ModelProfile, prefill, decode) -> list[dict]:
-    """The iteration's nodes as plain dicts (name, type, duration or collective),
-    layer by layer: the operators before `final_norm` repeat per layer."""
-    figures = ComputeFigures(profile.platform)
-    ops = profile.iteration(prefill, decode).operators
-    tail = next(i for i, op in enumerate(ops) if op.name == "final_norm")
-    sequence = [(layer, op) for layer in range(profile.config.layers)
-                for op in ops[:tail]] + [(None, op) for op in ops[tail:]]
+def unit_nodes(figures: ComputeFigures, units, prefix: str = "") -> list[dict]:
+    """One COMP_NODE per carrier of each fusion unit (simulator.export.profile.
+    fused_units): its share of the unit's time, FLOPs and bytes, the operators fused
+    into it having no node of their own; a collective as COMM_COLL_NODE."""
     nodes = []
-    for layer, op in sequence:
-        name = op.name if layer is None else f"layer{layer}.{op.name}"
-        if op.kind == "collective":
-            nodes.append({"name": name, "type": COMM_COLL_NODE,
-                          "comm_type": COLLECTIVE_TYPES[op.collective],
-                          "comm_size": op.payload_bytes})
-        else:
-            nodes.append(figures.node(name, op.model_copy(update={"repeat": 1})))
-    return nodes
-
-
-def workload_nodes(platform: Platform, workload: Workload) -> list[dict]:
-    """A plain workload's operators in order, one node each (its repeats included in
-    the duration); collectives as COMM_COLL_NODE of their payload."""
-    figures, nodes = ComputeFigures(platform), []
-    for op in workload.operators:
-        if op.kind == "collective":
+    for members, shares, seconds in units:
+        if members[0].kind == "collective":
+            op = members[0]
             if op.collective not in COLLECTIVE_TYPES:
                 raise AccsimError(f"a {op.collective} transfer has no Chakra collective "
                                   "node; the trace writes all-reduce, all-gather, "
                                   "all-to-all and reduce-scatter",
                                   field=f"operators.{op.name}")
-            nodes.append({"name": op.name, "type": COMM_COLL_NODE,
+            nodes.append({"name": prefix + op.name, "type": COMM_COLL_NODE,
                           "comm_type": COLLECTIVE_TYPES[op.collective],
                           "comm_size": op.payload_bytes * op.repeat})
             continue
-        nodes.append(figures.node(op.name, op))
+        flops, offchip = figures.unit(members)
+        for name, share in shares.items():
+            nodes.append({"name": prefix + name, "type": COMP_NODE,
+                          "ns": round(seconds * share * 1e9),
+                          "duration_micros": micros(seconds * share),
+                          "num_ops": max(1, round(flops * share)),
+                          "tensor_size": max(1, round(offchip * share))})
     return nodes
+
+
+HEAD = ("final_norm", "lm_head")
+
+
+def trace_nodes(profile: ModelProfile, prefill, decode) -> list[dict]:
+    """The iteration's nodes as plain dicts (name, type, duration or collective),
+    layer by layer, then the head (final norm, LM head) once."""
+    figures = ComputeFigures(profile.platform)
+    units = profile.units(prefill, decode)
+    head = [u for u in units if any(op.name in HEAD for op in u[0])]
+    layer = [u for u in units if u not in head]
+    nodes = []
+    for index in range(profile.config.layers):
+        nodes += unit_nodes(figures, layer, f"layer{index}.")
+    return nodes + unit_nodes(figures, head)
+
+
+def workload_nodes(platform: Platform, workload: Workload) -> list[dict]:
+    """A plain workload's fusion units in order (its repeats included in the
+    durations); collectives as COMM_COLL_NODE of their payload."""
+    costs = OperatorCosts(platform)
+
+    def alone(op) -> float:
+        if op.kind == "collective":
+            return 0.0  # timed by ASTRA-sim's network
+        single = op.model_copy(update={"inputs": None})
+        return costs.workload(Workload(name="export", operators=[single])).seconds
+
+    return unit_nodes(ComputeFigures(platform), fused_units(costs, workload, alone))
 
 
 def encode_trace(nodes: list[dict], description: str) -> bytes:

@@ -69,7 +69,7 @@ class ModelProfile:
         self.config: ModelConfig = self.frontend.load_model_config(model)
         self.shard: ModelConfig = shard_config(self.config, self.plan)  # one chip's
         self.costs = OperatorCosts(platform)
-        self._times: dict[tuple, dict[str, float]] = {}
+        self._units: dict[tuple, list] = {}
 
     @property
     def act_bytes(self) -> int:
@@ -94,32 +94,24 @@ class ModelProfile:
         single = op.model_copy(update={"repeat": 1, "inputs": None})
         return self.costs.workload(Workload(name="export", operators=[single])).seconds
 
-    def times(self, prefill, decode) -> dict[str, float]:
-        """Seconds of each operator of one layer of the iteration (and of its head:
-        final norm, LM head), fused as a run fuses them: a unit's time shared by its
-        GEMMs and attentions in proportion to their times alone (a unit without one:
-        by its members'), its other members 0; a collective priced by
-        simulator.collectives.cost. Memoised per iteration."""
+    def units(self, prefill, decode) -> list[tuple[list, dict[str, float], float]]:
+        """One layer of the iteration (and its head: final norm, LM head) as a run
+        fuses it (fused_units, repeats dropped). Memoised per iteration."""
         key = (tuple(prefill), tuple(decode))
-        if key not in self._times:
+        if key not in self._units:
             workload = self.iteration(prefill, decode)
             layer = workload.model_copy(update={"operators": [
                 op.model_copy(update={"repeat": 1}) for op in workload.operators]})
-            ops = layer.operators
-            out = {op.name: 0.0 for op in ops}
-            for unit in self.costs.units(layer):
-                if len(unit) == 1:
-                    out[ops[unit[0]].name] = self.seconds(ops[unit[0]])
-                    continue
-                carriers = [i for i in unit if ops[i].kind in ("gemm", "attention")]
-                alone = {i: self.seconds(ops[i]) for i in carriers or unit}
-                total = self.costs.workload(layer, units=[unit]).seconds
-                weight = sum(alone.values())
-                for i, seconds in alone.items():
-                    out[ops[i].name] = total * (seconds / weight if weight else
-                                                1 / len(alone))
-            self._times[key] = out
-        return self._times[key]
+            self._units[key] = fused_units(self.costs, layer, self.seconds)
+        return self._units[key]
+
+    def times(self, prefill, decode) -> dict[str, float]:
+        """Seconds of each operator of one layer (and the head) as a run fuses them:
+        a carrier's share of its unit, an operator fused into another's 0."""
+        out = {}
+        for members, shares, seconds in self.units(prefill, decode):
+            out |= {op.name: seconds * shares.get(op.name, 0.0) for op in members}
+        return out
 
     def dense(self, tokens: int) -> dict[str, float]:
         """Operator seconds of an iteration of `tokens` new tokens of one request."""
@@ -144,6 +136,27 @@ class ModelProfile:
         """One chip sending `payload_bytes` to the next pipeline stage (point to
         point over the interconnect, simulator.collectives.cost)."""
         return collective_cost("point_to_point", payload_bytes, 2, self.platform).time_s
+
+
+def fused_units(costs: OperatorCosts, workload: Workload, alone: Callable[[object], float]
+                ) -> list[tuple[list, dict[str, float], float]]:
+    """The workload as a run fuses it, in order: per fusion unit, its operators, each
+    carrier's share of it (its GEMMs and attentions, in proportion to their times
+    `alone`; a unit without one: its members by theirs) and its seconds. A single
+    operator (a collective among them) is its own carrier at its time alone."""
+    ops, found = workload.operators, []
+    for unit in sorted(costs.units(workload), key=min):
+        members = [ops[i] for i in unit]
+        if len(unit) == 1:
+            found.append((members, {members[0].name: 1.0}, alone(members[0])))
+            continue
+        carriers = [op for op in members if op.kind in ("gemm", "attention")]
+        times = {op.name: alone(op) for op in carriers or members}
+        weight = sum(times.values())
+        shares = {name: seconds / weight if weight else 1 / len(times)
+                  for name, seconds in times.items()}
+        found.append((members, shares, costs.workload(workload, units=[unit]).seconds))
+    return found
 
 
 def check_size(shapes: int, rows: int) -> None:
