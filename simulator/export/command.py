@@ -51,9 +51,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--model-id", help="vidur, llmservingsim: the model's Hugging Face id (org/name), "
         "the folder the tools find it in (default: the config's _name_or_path, or the "
         "shipped model's id)")
-    add("--tp", default="1", help="tensor parallelism: each profile is one chip's of T; "
-        "vidur and llmservingsim take a list, e.g. 1,2,4,8 (default 1; T > 1 needs the "
-        "platform's interconnect table)")
     add("--bits", type=int, help="token-axis grid density: sizes with at most this many "
         "significant bits are simulated (vidur default 5, llmservingsim 4)")
     add("--attention-bits", type=int, help="the same for the attention tables' chunk and "

@@ -231,7 +231,11 @@ DECLARED = (
            "row_parallel names)", "system", section=SYSTEM, default=1, uses={
                **_alike(("run", "compare")),
                "serve": Use(default=None, help="tensor parallelism per replica "
-                            "(default 1)")}),
+                            "(default 1)"),
+               "export": Use(listed=True, metavar="T,...", default="1", help="tensor "
+                             "parallelism: each profile is one chip's of T; vidur and "
+                             "llmservingsim take a list, e.g. 1,2,4,8 (default 1; T > 1 "
+                             "needs the platform's interconnect table)")}),
     Option("--pp", CHIP_COUNT, "pipeline parallelism P: contiguous stages of layers",
            "system", section=SYSTEM, default=1, uses={
                **_alike(("run", "compare")),
