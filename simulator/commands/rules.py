@@ -1,7 +1,8 @@
 """Rules an option's value must keep, one small function each, so that a command's
 options are checked by the same rule wherever they are read (and the rules can later be
 named in the options' declarations): whole numbers and decimals written in ASCII only,
-within their bounds; an option that only means something beside another. Each refusal is an AccsimError naming the option."""
+within their bounds; an option that only means something beside another. Each refusal
+is an AccsimError (argparse's error for a type) naming the option."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import re
 
 from simulator.errors import AccsimError
 
-# Decimal numbers as a person writes them: ASCII digits, an optional sign, point and
-# exponent. Python's int() and float() also take '1_000' and digits of other scripts
-# ('٣', '５'), which no file or option of accsim means.
+# Numbers as a person writes them (options, SLA ceilings, measured times): ASCII
+# digits, an optional sign, point and exponent. Python's int() and float() also take
+# '1_000' and digits of other scripts ('٣', '５'), which no file or option means.
 _WHOLE = re.compile(r"[+-]?[0-9]+")
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 INT64_MAX = 2**63 - 1
 # Values one list option may hold (each a search axis: more is no search one runs).
 MAX_LIST_VALUES = 64
@@ -31,18 +32,6 @@ def whole_number(text: str, field: str, *, low: int = 1, high: int = INT64_MAX,
     value = int(stripped)
     if not low <= value <= high:
         raise AccsimError(f"{value} is outside [{low:,}, {high:,}]", file=file, field=field)
-    return value
-
-
-def decimal(text: str, field: str, *, file: str | None = None) -> float:
-    """`text` as a finite decimal number, written in ASCII (no '1_000', no 'inf')."""
-    stripped = text.strip()
-    if not _DECIMAL.fullmatch(stripped):
-        raise AccsimError(f"{text!r} is not a decimal number (ASCII digits, point and "
-                          "exponent only)", file=file, field=field)
-    value = float(stripped)
-    if not math.isfinite(value):
-        raise AccsimError(f"{text!r} is not finite", file=file, field=field)
     return value
 
 
@@ -103,7 +92,7 @@ def whole(text: str) -> int:
 def real(text: str) -> float:
     """argparse type: a finite decimal in ASCII (float() also takes '1_0', '٣', 'nan'
     and 'inf')."""
-    if not _DECIMAL.fullmatch(text.strip()):
+    if not DECIMAL.fullmatch(text.strip()):
         raise argparse.ArgumentTypeError(f"{text!r} is not a decimal number (ASCII "
                                          "digits, point and exponent only)")
     value = float(text)

@@ -8,19 +8,16 @@ TPOT at or under each target of that metric), per second.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
+from simulator.commands.rules import DECIMAL
 from simulator.errors import AccsimError
 from simulator.serving.metrics import PERCENTILES, RequestTimes
 
 METRICS = ("latency", "ttft", "tpot")
 STATISTICS = tuple(f"p{p}" for p in PERCENTILES) + ("mean", "max")
 SLA_KEYS = tuple(f"{m}_{s}_ms" for m in METRICS for s in STATISTICS)
-# A ceiling as written: ASCII digits, point and exponent (float() also takes '1_000',
-# other scripts' digits and 'inf').
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def check_sla(targets: dict[str, float], *, field: str = "sla") -> dict[str, float]:
@@ -46,7 +43,10 @@ def parse_sla(text: str) -> dict[str, float]:
             raise AccsimError(f"expected KEY=VALUE, got {part!r}", field="--sla")
         if key.strip() in targets:
             raise AccsimError(f"{key.strip()} is given twice", field="--sla")
-        if not _DECIMAL.fullmatch(value.strip()):
+        # float() also takes '1_000' and other scripts' digits; inf and nan are
+        # numbers check_sla refuses as ceilings
+        if not DECIMAL.fullmatch(value.strip()) and \
+                value.strip().lower().lstrip("+-") not in ("inf", "infinity", "nan"):
             raise AccsimError(f"{key.strip()}: not a number: {value.strip()!r} (ASCII "
                               "digits, point and exponent only)", field="--sla")
         targets[key.strip()] = float(value)
