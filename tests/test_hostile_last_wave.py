@@ -114,8 +114,8 @@ for value, fragment in (("ttft_p99_ms=500,ttft_p99_ms=400", "given twice"),
                         ("ttft_p99_ms=５00", "not a number"),
                         ("ttft_p99_ms=٥", "not a number"),
                         ("ttft_p99_ms=1_000", "not a number"),
-                        ("ttft_p99_ms=inf", "not a number"),
-                        ("ttft_p99_ms=nan", "not a number"),
+                        ("ttft_p99_ms=inf", "finite number > 0"),
+                        ("ttft_p99_ms=nan", "finite number > 0"),
                         ("ttft_p99_ms=1e400", "finite"),
                         ("ttft_p99_ms=-1", "> 0"), ("ttft_p99_ms=0", "> 0"),
                         ("ttft_p99_ms", "KEY=VALUE"), ("ttft_p99=5", "unknown SLA key"),
@@ -149,6 +149,22 @@ case("pd cost capital makes the chip-hour infinite",
                                                "lifetime_years": 1e-10,
                                                "power_price_per_kwh": 0.1})},
      None, "c.yaml", "cost")
+
+def priced(price: float) -> str:
+    raw = shipped("tpu_v5e_like")
+    raw["name"] = "priced"
+    raw["cost"] = {"price_per_chip_hour": price}
+    raw["provenance"]["cost.price_per_chip_hour"] = {"kind": "assumed",
+                                                     "range": [0.5, price]}
+    return dump(raw)
+
+
+for price in (1e308, 1.7e308):
+    case(f"pd a price of {price:g} per chip-hour",
+         ["plan-deployment", "--arch", "c.yaml", *PD[3:5], *SERVE[2:], "--sla",
+          "ttft_p99_ms=0.15,tpot_p99_ms=0.06", "--budget-chips", "2", "--replicas", "1",
+          "--max-batch", "4", "--scheduler", "serial", "--objective", "cost_per_mtok"],
+         {"c.yaml": priced(price)}, None, "cost")
 
 # --- 2 and 3. calibrate: options and measurements ---------------------------------
 for value in ("0", "-1", "1", "101", "5"):

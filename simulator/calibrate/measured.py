@@ -9,11 +9,11 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import re
 from dataclasses import dataclass
 
 from pydantic import TypeAdapter, ValidationError
 
+from simulator.numbers import decimal_float
 from simulator.errors import AccsimError
 from simulator.frontends.kineto import import_kineto
 from simulator.inputs.loader import decode_text, parse_yaml, read_bytes, validate_model
@@ -24,9 +24,6 @@ COLUMNS = ("operator", "shape", "dtype", "measured_s")
 # A measured time is at least a picosecond (a 1 THz clock's period): a shorter one is
 # no operator's time, and its relative error would overflow the fit.
 MIN_MEASURED_S = 1e-12
-# measured_s as written: ASCII digits, point and exponent (float() also takes '1_000',
-# other scripts' digits, 'nan' and 'inf').
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -81,12 +78,13 @@ def _csv_operators(text: str, file: str) -> list:
         if row["dtype"]:
             fields["dtype"] = row["dtype"]
         text = row["measured_s"]
-        if not isinstance(text, str) or not _DECIMAL.fullmatch(text.strip()):
+        try:
+            fields["measured_s"] = decimal_float(text.strip())
+        except (AttributeError, ValueError):
             raise AccsimError(f"not an accsim operator: measured_s {text!r} is no number "
                               "(ASCII digits, point and exponent only)", file=file,
-                              field=where)
+                              field=where) from None
         try:
-            fields["measured_s"] = float(text)
             operators.append(OPERATOR.validate_python(fields))
         except (TypeError, ValueError, ValidationError) as exc:
             reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) \

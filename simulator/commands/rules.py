@@ -1,21 +1,18 @@
 """Rules an option's value must keep, one small function each, so that a command's
 options are checked by the same rule wherever they are read (and the rules can later be
 named in the options' declarations): whole numbers and decimals written in ASCII only,
-within their bounds; an option that only means something beside another. Each refusal is an AccsimError naming the option."""
+within their bounds (simulator.numbers reads them); an option that only means
+something beside another. Each refusal
+is an AccsimError (argparse's error for a type) naming the option."""
 
 from __future__ import annotations
 
 import argparse
 import math
-import re
 
 from simulator.errors import AccsimError
+from simulator.numbers import decimal_float, decimal_int
 
-# Decimal numbers as a person writes them: ASCII digits, an optional sign, point and
-# exponent. Python's int() and float() also take '1_000' and digits of other scripts
-# ('٣', '５'), which no file or option of accsim means.
-_WHOLE = re.compile(r"[+-]?[0-9]+")
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 INT64_MAX = 2**63 - 1
 # Values one list option may hold (each a search axis: more is no search one runs).
 MAX_LIST_VALUES = 64
@@ -24,25 +21,13 @@ MAX_LIST_VALUES = 64
 def whole_number(text: str, field: str, *, low: int = 1, high: int = INT64_MAX,
                  file: str | None = None) -> int:
     """`text` as a whole number in [low, high], written in ASCII digits."""
-    stripped = text.strip()
-    if not _WHOLE.fullmatch(stripped):
+    try:
+        value = decimal_int(text.strip())
+    except ValueError:
         raise AccsimError(f"{text!r} is not a whole number (ASCII digits only)",
-                          file=file, field=field)
-    value = int(stripped)
+                          file=file, field=field) from None
     if not low <= value <= high:
         raise AccsimError(f"{value} is outside [{low:,}, {high:,}]", file=file, field=field)
-    return value
-
-
-def decimal(text: str, field: str, *, file: str | None = None) -> float:
-    """`text` as a finite decimal number, written in ASCII (no '1_000', no 'inf')."""
-    stripped = text.strip()
-    if not _DECIMAL.fullmatch(stripped):
-        raise AccsimError(f"{text!r} is not a decimal number (ASCII digits, point and "
-                          "exponent only)", file=file, field=field)
-    value = float(stripped)
-    if not math.isfinite(value):
-        raise AccsimError(f"{text!r} is not finite", file=file, field=field)
     return value
 
 
@@ -91,22 +76,23 @@ def requires(args: argparse.Namespace, option: str, needed: str,
         raise AccsimError(f"is used only with {needed} {value}", field=option)
 
 
-
 def whole(text: str) -> int:
     """argparse type: a whole number in ASCII digits (int() also takes '1_0' and '٣')."""
-    if not _WHOLE.fullmatch(text.strip()):
+    try:
+        return decimal_int(text.strip())
+    except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (ASCII digits "
-                                         "only)")
-    return int(text)
+                                         "only)") from None
 
 
 def real(text: str) -> float:
     """argparse type: a finite decimal in ASCII (float() also takes '1_0', '٣', 'nan'
     and 'inf')."""
-    if not _DECIMAL.fullmatch(text.strip()):
+    try:
+        value = decimal_float(text.strip())
+    except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a decimal number (ASCII "
-                                         "digits, point and exponent only)")
-    value = float(text)
+                                         "digits, point and exponent only)") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not finite")
     return value

@@ -16,6 +16,19 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from simulator.errors import AccsimError
+from simulator.numbers import decimal_float, decimal_int
+
+
+def integer(text: str) -> int:
+    """argparse's reader of a whole number: ASCII digits only (int() also takes '1_000'
+    and other scripts' digits); argparse names the option in its error."""
+    return decimal_int(text.strip())
+
+
+def number(text: str) -> float:
+    """argparse's reader of a number: an ASCII decimal (float() also takes '1_000',
+    other scripts' digits, 'nan' and 'inf')."""
+    return decimal_float(text.strip())
 
 
 class OptionValueError(AccsimError, ValueError):
@@ -80,7 +93,7 @@ class Whole(Rule):
     low: int = 1
     high: int = 2**63 - 1
 
-    read = int
+    read = staticmethod(integer)
 
     def check(self, value, field: str):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -97,7 +110,7 @@ class Integer(Rule):
     """A whole number whose range a record checks (serve's spec: simulator.serving.spec
     holds the ranges of the serving options, for its YAML and its flags alike)."""
 
-    read = int
+    read = staticmethod(integer)
 
     def check(self, value, field: str):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -110,7 +123,7 @@ class Integer(Rule):
 class Real(Rule):
     """A number whose range a record checks (as Integer)."""
 
-    read = float
+    read = staticmethod(number)
 
     def check(self, value, field: str):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -126,7 +139,7 @@ class Number(Rule):
     low: float = 0.0
     meaning: str = ""
 
-    read = float
+    read = staticmethod(number)
 
     def check(self, value, field: str):
         if isinstance(value, bool) or not isinstance(value, (int, float)):

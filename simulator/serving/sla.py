@@ -8,7 +8,6 @@ TPOT at or under each target of that metric), per second.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
@@ -19,9 +18,6 @@ from simulator.serving.metrics import PERCENTILES, RequestTimes
 METRICS = ("latency", "ttft", "tpot")
 STATISTICS = tuple(f"p{p}" for p in PERCENTILES) + ("mean", "max")
 SLA_KEYS = tuple(f"{m}_{s}_ms" for m in METRICS for s in STATISTICS)
-# A ceiling as written: ASCII digits, point and exponent (float() also takes '1_000',
-# other scripts' digits and 'inf').
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def check_sla(targets: dict[str, float], *, field: str = "sla") -> dict[str, float]:
@@ -47,8 +43,12 @@ def parse_sla(text: str) -> dict[str, float]:
             raise AccsimError(f"expected KEY=VALUE, got {part!r}", field="--sla")
         if key.strip() in targets:
             raise AccsimError(f"{key.strip()} is given twice", field="--sla")
+        text = value.strip()
+        # Only ASCII decimals (float() also takes '1_000' and other scripts' digits);
+        # inf and nan are read as numbers for check_sla to refuse as ceilings.
         try:
-            targets[key.strip()] = decimal_float(value.strip())
+            targets[key.strip()] = float(text) if text.lower().lstrip("+-") in (
+                "inf", "infinity", "nan") else decimal_float(text)
         except ValueError:
             raise AccsimError(f"{key.strip()}: not a number: {value.strip()!r} (ASCII "
                               "digits, point and exponent only)", field="--sla") from None

@@ -13,6 +13,7 @@ lets a search resume and never compute a point twice."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from functools import partial
@@ -244,6 +245,11 @@ def point_figures(point: Deployment, figures: dict, rate: float,
     if platform.cost is not None and tokens_s > 0:
         chip_hour = platform.cost.chip_hour(watts / point.chips)
         cost = point.chips * chip_hour / (tokens_s * SECONDS_PER_HOUR) * 1e6
+    per_watt = 1 / energy if energy else None
+    for value, field in ((cost, "cost"), (per_watt, "energy")):
+        if value is not None and not math.isfinite(value):  # a subnormal J or a 1e308 $
+            raise AccsimError(f"{point.label()}: its {field} figure passes a double's "
+                              "range", field=field)
     percentiles = {f"{metric}_{stat}_ms": (figures[f"{metric}_ms"] or {}).get(stat)
                    for metric in ("ttft", "tpot", "latency")
                    for stat in ("p50", "p95", "p99")}
@@ -251,7 +257,7 @@ def point_figures(point: Deployment, figures: dict, rate: float,
             "goodput_rps": figures["goodput_rps"],
             "throughput_rps": figures["throughput_rps"], "tokens_per_s": tokens_s,
             "tokens_per_s_per_chip": tokens_s / point.chips,
-            "tokens_per_s_per_watt": 1 / energy if energy else None,
+            "tokens_per_s_per_watt": per_watt,
             "energy_per_token_j": energy, "power_w": watts, "cost_per_mtok": cost}
 
 
