@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.workload import workload_yaml
+from simulator.inputs.workload import workload_yaml
 
 HERE = Path(__file__).parent
 SEQUENCES = (128, 512)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.workload import workload_yaml
+from simulator.inputs.workload import workload_yaml
 
 OUTPUT = Path(__file__).with_name("tpu_v1_mlp_b200.yaml")
 BATCH = 200

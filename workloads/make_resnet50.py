@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simulator.workload import workload_yaml
+from simulator.inputs.workload import workload_yaml
 
 OUTPUT = Path(__file__).with_name("resnet50_b1.yaml")
 

@@ -41,8 +41,10 @@ def parse_sla(text: str) -> dict[str, float]:
         key, sep, value = part.partition("=")
         if not sep:
             raise AccsimError(f"expected KEY=VALUE, got {part!r}", field="--sla")
-        try:
-            targets[key.strip()] = decimal_float(value.strip())
+        word = value.strip().lower().lstrip("+-")
+        try:  # nan and inf pass on to check_sla, whose rule names them
+            targets[key.strip()] = float(value) if word in ("nan", "inf", "infinity") \
+                else decimal_float(value.strip())
         except ValueError:
             raise AccsimError(f"{key.strip()}: not a number: {value.strip()!r}",
                               field="--sla") from None
