@@ -81,7 +81,12 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
         flags["sla"] = parse_sla(flags["sla"])
     merged = raw | flags
     try:
-        return ServeSpec.model_validate(merged)
+        spec = ServeSpec.model_validate(merged)
+        broken = [AccsimError(rule, field=field)
+                  for wrong, field, rule in spec.llm_only_rules() if wrong]
+        if not broken:
+            return spec
+        error = broken[0]
     except ValidationError as exc:
         error = validation_error(exc, merged, file=args.spec or None, model=ServeSpec)
     except AccsimError as exc:

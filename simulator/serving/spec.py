@@ -236,12 +236,6 @@ class ServeSpec(Strict):
              "prompt_tokens" if given("prompt_tokens") else "output_tokens",
              "the arrival trace gives each request's prompt and output tokens: drop "
              "prompt_tokens and output_tokens, or serve poisson or gamma arrivals"),
-            (self.model is None and (given("prompt_tokens") or given("output_tokens")),
-             "prompt_tokens" if given("prompt_tokens") else "output_tokens",
-             "prompt and output tokens are an LLM's request lengths: give a model, or "
-             "drop them"),
-            (self.model is None and given("block_tokens"), "block_tokens",
-             "block_tokens sizes an LLM's KV-cache blocks: give a model, or drop it"),
             (batching != "continuous" and given("max_tokens"), "max_tokens",
              f"max_tokens is continuous batching's token budget; {batching} batching "
              "would ignore it: use batching continuous, or drop max_tokens"),
@@ -249,6 +243,21 @@ class ServeSpec(Strict):
              "max_wait_ms is static or dynamic batching's wait; continuous batching "
              "would ignore it: drop it"),
         ]
+
+    def llm_only_rules(self) -> list[tuple[bool, str, str]]:
+        """LLM options given to a plain workload's run, which ignores them: checked by
+        `accsim serve` (a study's serving scope, shared by its LLMs and its plain
+        workloads, sets them for the LLMs)."""
+        def given(name: str) -> bool:
+            return getattr(self, name) != type(self).model_fields[name].default
+
+        return [
+            (self.model is None and (given("prompt_tokens") or given("output_tokens")),
+             "prompt_tokens" if given("prompt_tokens") else "output_tokens",
+             "prompt and output tokens are an LLM's request lengths: give a model, or "
+             "drop them"),
+            (self.model is None and given("block_tokens"), "block_tokens",
+             "block_tokens sizes an LLM's KV-cache blocks: give a model, or drop it")]
 
     def _load_rules(self) -> list[tuple[bool, str, str]]:
         """Poisson and gamma loads bounded before anything is drawn: the rate (or the
