@@ -15,7 +15,7 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf import (decode_workload, iteration_workload,
                                     load_model_config, model_stats, prefill_workload)
-from simulator.frontends.hf.config import locate_config, parse_config
+from simulator.frontends.hf.config import parse_config
 from simulator.frontends.hf.layers import Step, attention_shapes
 from simulator.frontends.hf.quantization import fit_formats
 from simulator.inputs.loader import load_model, locate

@@ -15,7 +15,6 @@ import math
 import os
 import re
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
