@@ -13,9 +13,17 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)
 _WHOLE = re.compile(r"[+-]?[0-9]+")
 
 
-def decimal_float(text: str) -> float:
-    """`text` as a float when it is an ASCII decimal number; ValueError otherwise
-    (a value too large for a float is inf: the caller's range check refuses it)."""
+# The words float() reads that are numbers still: passed on, where asked, for the
+# caller's own rule (a finite, positive ceiling, say) to refuse in its own words.
+_SPECIAL = ("nan", "inf", "infinity")
+
+
+def decimal_float(text: str, *, specials: bool = False) -> float:
+    """`text` as a float when it is an ASCII decimal number (or, with `specials`, nan
+    or inf with an optional sign); ValueError otherwise (a value too large for a float
+    is inf: the caller's range check refuses it)."""
+    if specials and text.lower().lstrip("+-") in _SPECIAL:
+        return float(text)
     if not _DECIMAL.fullmatch(text):
         raise ValueError(f"not an ASCII decimal number: {text[:40]!r}")
     return float(text)

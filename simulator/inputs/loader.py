@@ -487,7 +487,7 @@ def shipped_folder(kind: str):
     try:
         folder = resources.files(package)
     except ModuleNotFoundError:
-        folder = Path(__file__).resolve().parent.parent / package.rsplit(".", 1)[1]
+        folder = Path(__file__).resolve().parents[2] / package.rsplit(".", 1)[1]
     return folder / sub if sub else folder
 
 

@@ -19,16 +19,19 @@ from simulator.errors import AccsimError
 from simulator.numbers import decimal_float, decimal_int
 
 
-def integer(text: str) -> int:
-    """argparse's reader of a whole number: ASCII digits only (int() also takes '1_000'
-    and other scripts' digits); argparse names the option in its error."""
-    return decimal_int(text.strip())
+def _reader(read, name: str):
+    """argparse's reader of a value's text through `read`; argparse's error names the
+    option and `name` ("invalid int value: '1_000'")."""
+    def reader(text: str):
+        return read(text.strip())
+    reader.__name__ = name
+    return reader
 
 
-def number(text: str) -> float:
-    """argparse's reader of a number: an ASCII decimal (float() also takes '1_000',
-    other scripts' digits, 'nan' and 'inf')."""
-    return decimal_float(text.strip())
+# ASCII digits only (int() and float() also take '1_000' and other scripts' digits);
+# nan and inf reach the rule, which refuses them in its own words.
+integer = _reader(decimal_int, "int")
+number = _reader(lambda text: decimal_float(text, specials=True), "float")
 
 
 class OptionValueError(AccsimError, ValueError):

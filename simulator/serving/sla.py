@@ -47,8 +47,7 @@ def parse_sla(text: str) -> dict[str, float]:
         # Only ASCII decimals (float() also takes '1_000' and other scripts' digits);
         # inf and nan are read as numbers for check_sla to refuse as ceilings.
         try:
-            targets[key.strip()] = float(text) if text.lower().lstrip("+-") in (
-                "inf", "infinity", "nan") else decimal_float(text)
+            targets[key.strip()] = decimal_float(text, specials=True)
         except ValueError:
             raise AccsimError(f"{key.strip()}: not a number: {value.strip()!r} (ASCII "
                               "digits, point and exponent only)", field="--sla") from None

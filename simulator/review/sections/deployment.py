@@ -69,7 +69,7 @@ def deployment(ctx: Context) -> dict:
                                     "none has an SLA capacity to rank",
                                     "#table-deployment-best"))
             best_rows.append([platform, "meets the SLA at every rate tried",
-                              *[None] * 10, None])
+                              *[None] * (len(BEST_COLUMNS) - 3), None])
             continue
         if top is None:
             unfit.append(platform)
