@@ -27,7 +27,8 @@ from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.inputs.loader import locate
-from test_bad_inputs import _make, dump
+from test_bad_inputs import dump
+from test_hostile_sweep import make, snapshot
 from timed_cli import run_main
 
 SECONDS = 20
@@ -398,23 +399,6 @@ case("store bound negative", RESEARCH,
 case("sweep report of a deployment store", ["sweep", "report", "r.sqlite"],
      {"r.sqlite": lambda path: shutil.copy(template_store(), path)}, None, "r.sqlite",
      "plan-deployment")
-
-
-def make(path: Path, content) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if callable(content):
-        content(path)
-    else:
-        _make(path, content)
-
-
-def snapshot(folder: Path) -> dict[str, tuple]:
-    found = {}
-    for path in folder.rglob("*"):
-        info = path.lstat()
-        found[str(path.relative_to(folder))] = (info.st_mode, info.st_size,
-                                                info.st_mtime_ns)
-    return found
 
 
 def test_there_are_enough_cases():
