@@ -221,3 +221,13 @@ def row_edit(draw):
 @given(st.lists(row_edit(), min_size=1, max_size=3))
 def test_store_reader_on_random_rows(edits):
     event(read_store(edit=lambda db: [edit(db) for edit in edits]))
+
+
+def test_a_system_axis_past_the_chips_a_plan_may_have_is_refused():
+    """The case the mutated-spec search found: `system.tp: [2**31]` was a pydantic
+    traceback when the point's plan was built; one axis value past MAX_CHIPS is refused
+    by the spec, and axes whose product is (tp x pp) when the point is planned."""
+    one = {**SPEC, "axes": {**SPEC["axes"], "system.tp": [2**31]}}
+    assert read_spec(yaml.safe_dump(one)) == "refused"
+    both = {**SPEC, "axes": {**SPEC["axes"], "system.tp": [2**15], "system.pp": [4]}}
+    assert read_spec(yaml.safe_dump(both)) == "accepted, refused when planned"

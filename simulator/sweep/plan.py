@@ -24,7 +24,7 @@ from simulator.sweep.sampling import sample
 from simulator.mapping.plan import Mapping
 from simulator.sweep.spec import SYSTEM_AXES, Sweep, with_values
 from simulator.sweep.task import mapping_mode
-from simulator.system.plan import SystemPlan
+from simulator.system.plan import MAX_CHIPS, SystemPlan
 from simulator.inputs.workload import Workload
 
 
@@ -85,8 +85,12 @@ def system_plan(point: dict[str, Any]) -> SystemPlan | None:
     if not named:
         return None
     tp, pp = named.get("tp", 1), named.get("pp", 1)
-    return SystemPlan(chips=named.get("chips", tp * pp), tp=tp, pp=pp,
-                      ep=named.get("ep", 1), overlap=named.get("overlap", "none"))
+    chips = named.get("chips", tp * pp)
+    if chips > MAX_CHIPS:  # each axis value is bounded (spec); their product may not be
+        raise AccsimError(f"T x P = {tp:,} x {pp:,} chips is more than the {MAX_CHIPS:,} a "
+                          "plan may have", field="axes.system.tp")
+    return SystemPlan(chips=chips, tp=tp, pp=pp, ep=named.get("ep", 1),
+                      overlap=named.get("overlap", "none"))
 
 
 def make_plan(sweep: Sweep, mapping: Mapping | None = None, *,

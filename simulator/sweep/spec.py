@@ -31,6 +31,7 @@ from simulator.inputs.platform_file import load_platform, nested, overridden
 from simulator.precision.plan import PrecisionPlan
 from simulator.serving.spec import ServeSpec
 from simulator.system.overlap import OVERLAP_MODES
+from simulator.system.plan import MAX_CHIPS
 from simulator.sweep.constraints import Constraint, parse_constraint
 from simulator.sweep.deploy import POINT_METRICS
 from simulator.sweep.sampling import MAX_JOBS, MAX_SEED, check_size
@@ -282,6 +283,9 @@ def check_values(axis: Axis, base: dict, *, file: str) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise AccsimError(f"value {value!r}: must be a positive whole number",
                                   file=file, field=f"{field}[{index}]")
+            if axis.path in SYSTEM_AXES and value > MAX_CHIPS:
+                raise AccsimError(f"value {value:,}: more than the {MAX_CHIPS:,} chips a "
+                                  "plan may have", file=file, field=f"{field}[{index}]")
             continue
         if isinstance(value, int) and not -2**63 <= value < 2**63:
             raise AccsimError(f"value {value!r}: outside the int64 range", file=file,
