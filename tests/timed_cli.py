@@ -55,3 +55,20 @@ def cpu_seconds(call) -> tuple[object, float]:
     started = time.process_time()
     answer = call()
     return answer, time.process_time() - started
+
+
+def assert_one_clear_error(code, out: str, err: str, elapsed: float, seconds: float,
+                           fragments) -> str:
+    """What run_main gave is a refusal as the hostile suites want one: a non-zero
+    exit, no traceback, one `error:` line (alone on stderr for an AccsimError, exit
+    1), within `seconds` of CPU, naming every fragment. Returns that line."""
+    assert code not in (0, None), f"accepted: {out[-400:]}"
+    assert "Traceback" not in out + err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1, err
+    if code == 1:  # an AccsimError: that line alone
+        assert err.strip() == errors[0]
+    assert elapsed < seconds
+    for fragment in fragments:
+        assert fragment in errors[0], f"{fragment!r} not in {errors[0]!r}"
+    return errors[0]
