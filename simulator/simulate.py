@@ -23,8 +23,8 @@ from simulator.invocation import invocation_cycles
 from simulator.limits import MemoryBudget, tile_programs
 from simulator.inputs.loader import Source
 from simulator.mapping.plan import describe_mapping
-from simulator.metrics.totals import (OperatorResult, Totals, add_totals, invocation_totals,
-                                      operator_result)
+from simulator.metrics.totals import (RUN_TERMS, OperatorResult, Totals, add_totals,
+                                      invocation_totals, operator_result)
 from simulator.program.tile_program import memory_params
 from simulator.search.fusion_plan import FusionGroup, fusion_groups
 from simulator.lowering import lower_resolved
@@ -87,7 +87,8 @@ class RunResult:
 
 def link_breakdown(cycles: int) -> Breakdown:
     """A collective's run: all its cycles on the links, none on the array or memory."""
-    return Breakdown(cycles, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, collective_cycles=cycles)
+    return Breakdown(**{**dict.fromkeys(RUN_TERMS, 0), "total_cycles": cycles,
+                        "collective_cycles": cycles})
 
 
 def simulate(inputs: Inputs, *, engine: str = "auto",

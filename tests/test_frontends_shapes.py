@@ -43,7 +43,8 @@ def test_any_conv_window_keeps_its_output_size(h, w, kh, kw, sh, sw, dh, dw, pad
     out = (out_size(h, top, bottom, kh, sh, dh), out_size(w, left, right, kw, sw, dw))
     if min(out) < 1:
         return
-    window = Window(1, h, w, (kh, kw), (sh, sw), pads, (dh, dw), out)
+    window = Window(batch=1, h=h, w=w, kernel=(kh, kw), strides=(sh, sw), pads=pads,
+                    dilations=(dh, dw), out=out)
     conv = Conv2d(name="c", layer_type="conv", kind="conv2d", cin=2, cout=2,
                   **window.fields())
     assert (conv.ho, conv.wo) == out
@@ -60,7 +61,8 @@ def test_any_pool_window_keeps_its_output_size(h, w, k, s, p, ceil):
     out = (out_size(h, p, p, k, s, ceil=ceil), out_size(w, p, p, k, s, ceil=ceil))
     if min(out) < 1:
         return
-    fields = Window(1, h, w, (k, k), (s, s), (p,) * 4, (1, 1), out).fields()
+    fields = Window(batch=1, h=h, w=w, kernel=(k, k), strides=(s, s), pads=(p,) * 4,
+                    dilations=(1, 1), out=out).fields()
     del fields["dilation"]
     pool = Pool(name="p", layer_type="pool", kind="pool", channels=3, **fields)
     assert (pool.ho, pool.wo) == out

@@ -28,7 +28,7 @@ from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget
 from simulator.inputs.loader import parse_model
 from simulator.mapping.plan import LOOP_ORDERS, Mapping
-from simulator.metrics.totals import STALL_PARTS
+from simulator.engines.outcome import STALL_PARTS
 from simulator.present.run_report import compare_table, print_report, result_dict
 from simulator.present.sheet import markdown
 from simulator.output.terminal import console

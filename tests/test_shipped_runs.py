@@ -9,7 +9,7 @@ import pytest
 
 from simulator.inputs.resolve import load_inputs
 from simulator.inputs.loader import shipped_names
-from simulator.metrics.totals import STALL_PARTS
+from simulator.engines.outcome import STALL_PARTS
 from simulator.simulate import simulate
 
 PAIRS = list(itertools.product(shipped_names("platform"), shipped_names("workload")))

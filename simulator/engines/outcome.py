@@ -5,7 +5,7 @@ Both engines fill these same types, so equivalence tests compare them field by f
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -34,44 +34,59 @@ class StepTimes:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+# Metadata of a Breakdown term: a part of total_cycles (the accounting identity), and
+# written only where non-zero (terms later sections added, so results without them are
+# unchanged).
+PART = {"part": True}
+PART_WHEN_NONZERO = {"part": True, "optional": True}
+WHEN_NONZERO = {"optional": True}
+
+
 @dataclass(frozen=True)
 class Breakdown:
     """Where one run of an operator's cycles went (DESIGN.md section 3, accounting).
 
+    The one declaration of the cycle terms: metrics.totals.Totals scales and sums these
+    fields and present.results.TotalsRecord (the written record and its JSON schema)
+    lists them, both generated from here.
+
     overhead + busy + fill + input_stall + output_stall + drain + collective
-    + invocation == total,
+    + invocation == total (the fields marked PART),
     where drain = vector_tail + store_tail and output_stall_vector is the part of
     output_stall whose blocking store waited on the vector unit.
     """
 
     total_cycles: int
-    busy_cycles: int
-    fill_cycles: int
-    input_stall_cycles: int
-    output_stall_cycles: int
+    busy_cycles: int = field(metadata=PART)
+    fill_cycles: int = field(metadata=PART)
+    input_stall_cycles: int = field(metadata=PART)
+    output_stall_cycles: int = field(metadata=PART)
     output_stall_vector_cycles: int
-    drain_cycles: int
+    drain_cycles: int = field(metadata=PART)
     vector_tail_cycles: int
     store_tail_cycles: int
     offchip_busy_cycles: int     # sum of service cycles of all transfers
     vector_busy_cycles: int      # sum of vector_cycles (fused epilogues)
-    overhead_cycles: int = 0     # the program's dispatch overhead, before its cycle 0
-    collective_cycles: int = 0   # a collective's time on the links (no tile program)
+    # the program's dispatch overhead, before its cycle 0
+    overhead_cycles: int = field(default=0, metadata=PART)
+    # a collective's time on the links (no tile program)
+    collective_cycles: int = field(default=0, metadata=PART)
     # Vector-unit cycles copying output tiles out of the accumulators (output_path:
     # vector); they occupy the vector unit with the epilogues, so what they delay shows
-    # in vector_tail and output_stall_vector. Written only when non-zero.
-    evacuation_cycles: int = 0
+    # in vector_tail and output_stall_vector.
+    evacuation_cycles: int = field(default=0, metadata=WHEN_NONZERO)
     # A workload call's launch and host transfers (runtime.invocation_overhead_us,
-    # host_link): a term of the total, written only when non-zero.
-    invocation_cycles: int = 0
+    # host_link).
+    invocation_cycles: int = field(default=0, metadata=PART_WHEN_NONZERO)
 
     def as_dict(self) -> dict[str, int]:
         return {f.name: int(getattr(self, f.name)) for f in fields(self)
                 if f.name not in OPTIONAL_TERMS or getattr(self, f.name)}
 
 
-# Breakdown fields written only when non-zero, so results without them are unchanged.
-OPTIONAL_TERMS = ("evacuation_cycles", "invocation_cycles")
+# The terms that add up to total_cycles, and those written only where non-zero.
+STALL_PARTS = tuple(f.name for f in fields(Breakdown) if f.metadata.get("part"))
+OPTIONAL_TERMS = tuple(f.name for f in fields(Breakdown) if f.metadata.get("optional"))
 
 
 @dataclass(frozen=True)

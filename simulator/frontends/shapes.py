@@ -76,7 +76,7 @@ def out_size(size: int, before: int, after: int, kernel: int, stride: int,
     return (-(-reach // stride) if ceil else reach // stride) + 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Window:
     """A convolution or pooling window over [batch, channels, H, W] (1-D: H = 1):
     kernel, strides, pads (top, left, bottom, right), dilations, and the true output

@@ -9,43 +9,31 @@ cycle or byte figure here is for the whole operator.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, field, fields, make_dataclass
 
 from simulator.metrics.bottleneck import BALANCED, CLASSES, Verdict, classify
 from simulator.inputs.platform import Platform
 from simulator.metrics.energy import run_energy, static_power_w
-from simulator.engines.outcome import Breakdown
+from simulator.engines.outcome import OPTIONAL_TERMS, Breakdown
 from simulator.lowering import LoweredOperator
 
-# Breakdown fields that add up to the total (drain split into its two tails).
-STALL_PARTS = ("overhead_cycles", "busy_cycles", "fill_cycles", "input_stall_cycles",
-               "output_stall_cycles", "drain_cycles", "collective_cycles",
-               "invocation_cycles")
-# Terms written only where non-zero (with their fractions), so results of platforms and
-# workloads without an output path through the vector unit or a per-call cost are
-# unchanged: evacuation is vector-unit occupancy (not a part of the total: what it
-# delays shows as vector tail and vector-caused output stall), invocation a part.
-OPTIONAL_TERMS = ("evacuation_cycles", "invocation_cycles")
+# Totals' cycle terms are the run's (engines.outcome.Breakdown, where each is declared
+# once) scaled to all runs: `cycles` is the run's total_cycles, the rest keep their names.
+RUN_TERMS = tuple(f.name for f in fields(Breakdown) if f.name != "total_cycles")
+ScaledRunTerms = make_dataclass(
+    "ScaledRunTerms",
+    [("cycles", int), *((f.name, f.type, field(default=f.default, metadata=f.metadata))
+                        if f.default is not MISSING else (f.name, f.type)
+                        for f in fields(Breakdown) if f.name != "total_cycles")],
+    frozen=True, kw_only=True)
 
 
-@dataclass(frozen=True)
-class Totals:
-    """Additive figures: cycles and bytes summed over runs, operators or layer types."""
+@dataclass(frozen=True, kw_only=True)
+class Totals(ScaledRunTerms):
+    """Additive figures: cycles and bytes summed over runs, operators or layer types:
+    the run's cycle terms (ScaledRunTerms) and the figures below."""
 
-    cycles: int
-    overhead_cycles: int             # per-operator dispatch (runtime.op_overhead_cycles)
-    busy_cycles: int
-    fill_cycles: int
-    input_stall_cycles: int
-    output_stall_cycles: int
-    output_stall_vector_cycles: int
-    drain_cycles: int
-    vector_tail_cycles: int
-    store_tail_cycles: int
-    offchip_busy_cycles: int
-    vector_busy_cycles: int          # fused epilogues
     vector_unit_busy_cycles: int     # epilogues and vector operators' own compute
-    collective_cycles: int           # chip-to-chip collectives (overlap no compute)
     collective_sent_bytes: float     # bytes this chip sends over its links
     model_flops: int
     useful_array_cycles: float
@@ -68,8 +56,6 @@ class Totals:
     # unless the rate differs from the platform's default dtype's.
     peak_dtype: str = ""
     peak_rate: int = 0
-    evacuation_cycles: int = 0       # vector unit copying output tiles out (section 15)
-    invocation_cycles: int = 0       # a call's launch and host transfers (section 15)
 
     def peak(self, platform: Platform) -> tuple[str, int]:
         """(dtype, MACs per PE per cycle) of the peak: the platform's default where
@@ -193,21 +179,8 @@ def operator_totals(lowered: LoweredOperator, run: Breakdown, platform: Platform
     own_vector = run.busy_cycles if lowered.unit == "vector" else c.vector_compute_cycles
     return Totals(
         cycles=run.total_cycles * n,
-        overhead_cycles=run.overhead_cycles * n,
-        busy_cycles=run.busy_cycles * n,
-        fill_cycles=run.fill_cycles * n,
-        input_stall_cycles=run.input_stall_cycles * n,
-        output_stall_cycles=run.output_stall_cycles * n,
-        output_stall_vector_cycles=run.output_stall_vector_cycles * n,
-        drain_cycles=run.drain_cycles * n,
-        vector_tail_cycles=run.vector_tail_cycles * n,
-        store_tail_cycles=run.store_tail_cycles * n,
-        offchip_busy_cycles=run.offchip_busy_cycles * n,
-        vector_busy_cycles=run.vector_busy_cycles * n,
+        **{term: getattr(run, term) * n for term in RUN_TERMS},
         vector_unit_busy_cycles=(run.vector_busy_cycles + own_vector) * n,
-        collective_cycles=run.collective_cycles * n,
-        evacuation_cycles=run.evacuation_cycles * n,
-        invocation_cycles=run.invocation_cycles * n,
         collective_sent_bytes=lowered.collective.sent_bytes_per_chip * n
         if lowered.collective else 0.0,
         model_flops=2 * c.macs * n,
@@ -281,9 +254,8 @@ def dominant_bottleneck(results: Iterable[OperatorResult]) -> str:
 def invocation_totals(cycles: int, platform: Platform) -> Totals:
     """The call's time as a Totals: its cycles, all of them the invocation term, and
     the chip's static energy over them (nothing else runs)."""
-    fields = {name: 0 for name in Totals.__dataclass_fields__
-              if name not in ("peak_dtype", "peak_rate")}
+    zero = {name: 0 for name in Totals.__dataclass_fields__ if name not in PEAK_FIELDS}
     seconds = platform.seconds(cycles)
-    return Totals(**{**fields, "cycles": cycles, "invocation_cycles": cycles,
+    return Totals(**{**zero, "cycles": cycles, "invocation_cycles": cycles,
                      "collective_sent_bytes": 0.0,
                      "energy_static_pj": static_power_w(platform) * seconds * 1e12})

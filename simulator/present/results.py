@@ -14,11 +14,14 @@ field.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from dataclasses import fields
+from typing import Any, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from simulator.engines.outcome import OPTIONAL_TERMS
 from simulator.inputs.loader import validate_model
+from simulator.metrics.totals import PEAK_FIELDS, Totals
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -67,43 +70,10 @@ class Manifest(Written):
     assumptions: dict[str, dict[str, Any]] | None = None
 
 
-class TotalsRecord(Written):
-    """metrics.Totals as written (Totals.as_dict): the additive figures, two sums, then
-    the ratios derived on the platform (the area ones only where it gives an area)."""
+class DerivedRecord(Written):
+    """The figures Totals.as_dict derives on the platform: two sums and the ratios
+    (the optional terms' fractions are added beside collective_fraction)."""
 
-    cycles: int
-    overhead_cycles: int
-    busy_cycles: int
-    fill_cycles: int
-    input_stall_cycles: int
-    output_stall_cycles: int
-    output_stall_vector_cycles: int
-    drain_cycles: int
-    vector_tail_cycles: int
-    store_tail_cycles: int
-    offchip_busy_cycles: int
-    vector_busy_cycles: int
-    vector_unit_busy_cycles: int
-    collective_cycles: int
-    evacuation_cycles: int | None = None   # written only where non-zero
-    invocation_cycles: int | None = None   # (DESIGN.md section 15)
-    collective_sent_bytes: float
-    model_flops: int
-    useful_array_cycles: float
-    padding_array_cycles: float
-    fill_array_cycles: float
-    stationary_load_array_cycles: float
-    skew_array_cycles: float
-    offchip_read_bytes: int
-    offchip_write_bytes: int
-    compulsory_bytes: int
-    roofline_bound_cycles: float
-    energy_mac_pj: float
-    energy_sram_pj: float
-    energy_offchip_pj: float
-    energy_vector_pj: float
-    energy_static_pj: float
-    energy_ici_pj: float
     memory_stall_cycles: int
     energy_pj: float
     time_s: float
@@ -129,8 +99,6 @@ class TotalsRecord(Written):
     offchip_busy_fraction: float
     vector_busy_fraction: float
     collective_fraction: float
-    evacuation_fraction: float | None = None   # written only where their cycles
-    invocation_fraction: float | None = None   # are non-zero
     energy_j: float
     average_power_w: float
     flops_per_joule: float
@@ -140,6 +108,31 @@ class TotalsRecord(Written):
     # The input dtype whose peak MFU is relative to, written only where its MAC rate
     # differs from the platform default dtype's (DESIGN.md section 17).
     peak_dtype: str | None = None
+
+
+def totals_record_fields() -> dict[str, tuple[Any, Any]]:
+    """TotalsRecord's fields in the file's order: Totals' additive figures (the cycle
+    terms as engines.outcome.Breakdown declares them), then DerivedRecord's, with each
+    optional term (written only where non-zero) and its fraction optional."""
+    hints = get_type_hints(Totals)
+    additive = {f.name: (hints[f.name] | None, None) if f.name in OPTIONAL_TERMS
+                else (hints[f.name], ...)
+                for f in fields(Totals) if f.name not in PEAK_FIELDS}
+    derived: dict[str, tuple[Any, Any]] = {}
+    for name, info in DerivedRecord.model_fields.items():
+        derived[name] = (info.annotation, info)
+        if name == "collective_fraction":
+            derived.update({term.replace("_cycles", "_fraction"): (float | None, None)
+                            for term in OPTIONAL_TERMS})
+    return {**additive, **derived}
+
+
+TotalsRecord = create_model(
+    "TotalsRecord", __base__=Written, __module__=__name__,
+    __doc__="metrics.Totals as written (Totals.as_dict): the additive figures, two sums, "
+            "then the ratios derived on the platform (the area ones only where it gives "
+            "an area).",
+    **totals_record_fields())
 
 
 class GroupTotals(TotalsRecord):

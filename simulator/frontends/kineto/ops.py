@@ -112,11 +112,13 @@ def conv(event: Event, tally: Tally) -> list[dict]:
     out = [out_size(n, p, q, k, s, d) for n, p, q, k, s, d in
            zip(sizes, pads[:spatial], pads[spatial:], kernel, stride, dilation)]
     if spatial == 1:
-        window = Window(x[0], 1, sizes[0], (1, kernel[0]), (stride[0],) * 2,
-                        (0, pads[0], 0, pads[1]), (dilation[0],) * 2, (1, out[0]))
+        window = Window(batch=x[0], h=1, w=sizes[0], kernel=(1, kernel[0]),
+                        strides=(stride[0],) * 2, pads=(0, pads[0], 0, pads[1]),
+                        dilations=(dilation[0],) * 2, out=(1, out[0]))
     else:
-        window = Window(x[0], sizes[0], sizes[1], tuple(kernel), tuple(stride),
-                        (pads[0], pads[1], pads[2], pads[3]), tuple(dilation), tuple(out))
+        window = Window(batch=x[0], h=sizes[0], w=sizes[1], kernel=tuple(kernel),
+                        strides=tuple(stride), pads=(pads[0], pads[1], pads[2], pads[3]),
+                        dilations=tuple(dilation), out=tuple(out))
     if not window.exact:
         tally.fitted.append(event.where)
     return [{"kind": "conv2d", **window.fields(), "cin": x[1], "cout": weight[0],
@@ -225,8 +227,8 @@ def pool(event: Event, tally: Tally) -> list[dict]:
         ceil = bool(event.concrete(at[3], False))
     out = [out_size(n, p, p, k, s, ceil=ceil) for n, p, k, s in
            zip(x[2:], pads, kernel, stride)]
-    window = Window(x[0], x[2], x[3], tuple(kernel), tuple(stride), tuple(pads), (1, 1),
-                    tuple(out))
+    window = Window(batch=x[0], h=x[2], w=x[3], kernel=tuple(kernel), strides=tuple(stride),
+                    pads=tuple(pads), dilations=(1, 1), out=tuple(out))
     if not window.exact:
         tally.fitted.append(event.where)
     fields = window.fields()

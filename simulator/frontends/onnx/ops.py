@@ -58,10 +58,12 @@ def _window(node: Node, graph: Graph, x: tuple[int, ...], kernel: list[int],
     pads = _pads(node, x[2:], kernel, strides, dilations, out)
     if dims == 1:
         # The unit axis takes the real stride and dilation: its output is 1 either way.
-        return Window(x[0], 1, x[2], (1, kernel[0]), (strides[0],) * 2,
-                      (0, pads[0], 0, pads[1]), (dilations[0],) * 2, (1, out[0]))
-    return Window(x[0], x[2], x[3], tuple(kernel), tuple(strides),
-                  (pads[0], pads[1], pads[2], pads[3]), tuple(dilations), tuple(out))
+        return Window(batch=x[0], h=1, w=x[2], kernel=(1, kernel[0]),
+                      strides=(strides[0],) * 2, pads=(0, pads[0], 0, pads[1]),
+                      dilations=(dilations[0],) * 2, out=(1, out[0]))
+    return Window(batch=x[0], h=x[2], w=x[3], kernel=tuple(kernel), strides=tuple(strides),
+                  pads=(pads[0], pads[1], pads[2], pads[3]), dilations=tuple(dilations),
+                  out=tuple(out))
 
 
 def _pads(node: Node, sizes, kernel, strides, dilations, out) -> list[int]:
@@ -179,9 +181,9 @@ def pool(node: Node, graph: Graph, tally: Tally) -> list[dict]:
     x = graph.input_shape(node, 0)
     _spatial(node, len(x))
     if node.op_type.startswith("Global"):
-        window = Window(x[0], 1 if len(x) == 3 else x[2], x[-1],
-                        (1 if len(x) == 3 else x[2], x[-1]), (1, 1), (0, 0, 0, 0),
-                        (1, 1), (1, 1))
+        h = 1 if len(x) == 3 else x[2]
+        window = Window(batch=x[0], h=h, w=x[-1], kernel=(h, x[-1]), strides=(1, 1),
+                        pads=(0, 0, 0, 0), dilations=(1, 1), out=(1, 1))
     else:
         window = _window(node, graph, x, list(node.attrs["kernel_shape"]))
     if not window.exact:
