@@ -83,11 +83,18 @@ def serve_spec(study: ResolvedStudy, platform: Loaded, subject: str, *,
     """The serving spec of one pair at the load the SLA is judged at."""
     load = study.study.scope.serving
     what = {"model": subject} if llm else {"workload": subject}
+    if load.arrival == "trace":  # the trace gives each request's tokens
+        beside = Path(study.source.path).parent / load.arrival_trace \
+            if study.source.path else None
+        arrivals = {"arrival_trace": str(beside) if beside and beside.is_file()
+                    else load.arrival_trace}
+    else:
+        arrivals = {"cv": load.cv, "prompt_tokens": load.prompt_tokens,
+                    "output_tokens": load.output_tokens}
     try:
         return ServeSpec(arch=platform.source.path, **what, arrival=load.arrival,
-                         cv=load.cv, rate=load.rate_per_s, requests=load.requests,
-                         prompt_tokens=load.prompt_tokens,
-                         output_tokens=load.output_tokens, batching=load.batching,
+                         **arrivals, rate=load.rate_per_s, requests=load.requests,
+                         batching=load.batching,
                          max_batch=load.max_batch, replicas=load.replicas,
                          seed=load.seed, sla=serving_sla(study.study.sla, llm=llm),
                          fusion=study.fusion, **_system(study))

@@ -91,9 +91,13 @@ class ServingLoad(Strict):
     """The offered load of a serving study (DESIGN.md section 10): the SLA is judged at
     rate_per_s; the latency-throughput curve also covers curve_rates_per_s."""
 
-    arrival: Literal["poisson", "gamma"] = "poisson"
+    arrival: Literal["poisson", "gamma", "trace"] = "poisson"
     cv: PositiveFloat = Field(default=1.0, description="gamma: CV of the gaps")
-    rate_per_s: PositiveFloat = Field(description="requests/s the SLA must hold at")
+    arrival_trace: Text | None = Field(
+        default=None, description="trace: a CSV beside the study or a shipped trace "
+        "name; its prompts and outputs replace prompt_tokens and output_tokens")
+    rate_per_s: PositiveFloat = Field(description="requests/s the SLA must hold at "
+                                      "(a trace is scaled to it)")
     curve_rates_per_s: list[PositiveFloat] = Field(default=[], description="more loads")
     requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS)
     prompt_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS, description="LLMs")
@@ -103,6 +107,13 @@ class ServingLoad(Strict):
     max_batch: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
     replicas: int = Field(default=1, ge=1, le=MAX_CHIPS)
     seed: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _trace_with_trace_arrivals(self):
+        if (self.arrival == "trace") != (self.arrival_trace is not None):
+            raise ValueError("arrival trace and arrival_trace go together: give both, "
+                             "or neither")
+        return self
 
     @property
     def rates(self) -> list[float]:

@@ -22,6 +22,7 @@ from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, writ
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import prepare, serve
 from simulator.serving.sla import parse_sla
+from simulator.serving.tails import CAUSES
 from simulator.serving.spec import ServeSpec
 from simulator.serving.plots import distribution_figure
 
@@ -117,6 +118,23 @@ def _figures_table(result: dict) -> Table:
         if stats is not None:
             table.add_row(metric, *(f"{stats[s]:,.3f}" for s in
                                     ("p50", "p90", "p95", "p99", "mean", "max")))
+    return table
+
+
+def _causes_table(result: dict) -> Table:
+    """Where the slow requests' time went (serving.tails): per figure and tail, each
+    cause's share in percent."""
+    table = Table(title="Where the time of requests at or above each percentile went "
+                  "(%)", title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("metric")
+    table.add_column("tail")
+    for cause in CAUSES:
+        table.add_column(cause, justify="right")
+    for metric, tails in result["latency_causes"].items():
+        for tail in ("p50", "p95", "p99"):
+            if tail in tails:
+                table.add_row(metric, f">= {tail}", *(f"{100 * tails[tail][c]:.1f}"
+                                                      for c in CAUSES))
     return table
 
 
@@ -242,6 +260,7 @@ def handle(args: argparse.Namespace) -> int:
     with progress.steps("serving", after_s=PROGRESS_AFTER_S) as report:
         result, times = serve(setup, spec, progress=report)
     console.print(_figures_table(result))
+    console.print(_causes_table(result))
     for line in _summary_lines(result):
         console.print(line, markup=False, highlight=False)
     print(f"simulated {result['requests']:,} requests in "

@@ -34,6 +34,16 @@ class Request:
     finish_s: float | None = None
     preemptions: int = 0
     dropped: bool = False
+    # Where its time went (serving.tails): seconds its first admission waited while
+    # the KV cache had no room for the head of the queue, seconds from each preemption
+    # until its prefill was recomputed (before its first token, and in all), and the
+    # marks those are measured from.
+    admitted_s: float | None = None
+    kv_wait_s: float = 0.0
+    kv_wait_mark: float = 0.0
+    preempted_at_s: float | None = None
+    preemption_s: float = 0.0
+    preemption_before_first_s: float = 0.0
 
     @property
     def max_kv_tokens(self) -> int:

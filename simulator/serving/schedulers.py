@@ -99,6 +99,31 @@ class ReplicaScheduler:
         self.waiting: deque[Request] = deque()
         self.max_wait_s = None if spec.max_wait_ms is None else spec.max_wait_ms / 1e3
         self.closed = False  # no more arrivals will come
+        # The head of the queue waits for KV blocks since this time (None: it does
+        # not), and the seconds it did so before: a clock waiting requests read their
+        # KV wait from (serving.tails).
+        self.kv_blocked_since: float | None = None
+        self.kv_blocked_s = 0.0
+
+    def kv_clock(self, now: float) -> float:
+        """Seconds the head of the queue has waited for KV blocks up to `now`."""
+        since = self.kv_blocked_since
+        return self.kv_blocked_s + (now - since if since is not None else 0.0)
+
+    def _kv_blocked(self, now: float, blocked: bool) -> None:
+        """Admission stopped on the KV cache (True) or not, from `now` on."""
+        if blocked and self.kv_blocked_since is None:
+            self.kv_blocked_since = now
+        elif not blocked and self.kv_blocked_since is not None:
+            self.kv_blocked_s += now - self.kv_blocked_since
+            self.kv_blocked_since = None
+
+    def _admitted(self, request: Request, now: float) -> None:
+        """A request leaves the queue for a batch: its first admission ends its wait
+        (a preempted request's second wait is part of its preemption's time)."""
+        if request.admitted_s is None:
+            request.admitted_s = now
+            request.kv_wait_s = self.kv_clock(now) - request.kv_wait_mark
 
     @property
     def running_count(self) -> int:
@@ -115,6 +140,7 @@ class ReplicaScheduler:
             self.store.on_drop(request, now)  # its KV alone exceeds the cache: never fits
             return
         request.prefill_target = request.prompt_tokens
+        request.kv_wait_mark = self.kv_clock(now)
         self.waiting.append(request)
 
     def _finish(self, request: Request, now: float) -> None:
@@ -147,8 +173,11 @@ class RequestBatching(ReplicaScheduler):
         if ready is not True:
             return ready
         batch = self._take()
+        self._kv_blocked(now, bool(self.waiting) and len(batch) < self.spec.max_batch)
         if not batch:  # a pipelined replica's other micro-batches hold the KV blocks
             return None
+        for request in batch:
+            self._admitted(request, now)
         self.running = batch
         if not self.llm:
             size = self.spec.max_batch if self.pads else len(batch)
@@ -251,7 +280,7 @@ class ContinuousBatching(ReplicaScheduler):
     def running_count(self) -> int:
         return len(self.decoding) + len(self.prefilling)
 
-    def _preempt_until_decodes_fit(self) -> list[Request]:
+    def _preempt_until_decodes_fit(self, now: float) -> list[Request]:
         """The decoding requests whose next token needs one more block (at most one),
         once those blocks are free, preempting the most recently admitted request
         (LIFO, as vLLM) while they are not."""
@@ -262,6 +291,7 @@ class ContinuousBatching(ReplicaScheduler):
                 short.pop()
             self.kv.release(victim)
             victim.preemptions += 1
+            victim.preempted_at_s = now
             victim.prefill_target = victim.prompt_tokens + victim.produced
             victim.prefilled = victim.kv_tokens = 0
             self.waiting.appendleft(victim)
@@ -271,7 +301,7 @@ class ContinuousBatching(ReplicaScheduler):
     def plan(self, now: float) -> Plan | None:
         if not self.running_count and not self.waiting:
             return None
-        for request in self._preempt_until_decodes_fit():
+        for request in self._preempt_until_decodes_fit(now):
             self.kv.grow(request, request.kv_tokens + 1)
         decoding = self.decoding
         budget = self.spec.max_tokens - len(decoding)
@@ -282,14 +312,18 @@ class ContinuousBatching(ReplicaScheduler):
             new = min(request.prefill_target - request.prefilled, budget)
             chunks.append((request, new))
             budget -= new
+        kv_full = False
         while budget > 0 and self.waiting and self.running_count < self.spec.max_batch:
             head = self.waiting[0]
             if not self.kv.grow(head, head.prefill_target):
+                kv_full = True
                 break  # first come, first served: the head waits for blocks
+            self._admitted(head, now)
             self.prefilling.append(self.waiting.popleft())
             new = min(head.prefill_target, budget)
             chunks.append((head, new))
             budget -= new
+        self._kv_blocked(now, kv_full)
         if not chunks and not decoding:  # the KV blocks are held by other micro-batches
             return None
         contexts = [r.kv_tokens + 1 for r in decoding]
@@ -349,6 +383,12 @@ class ContinuousBatching(ReplicaScheduler):
                 prefilled += 1
                 request.kv_tokens = request.prefill_target
                 request.produced += 1
+                if request.preempted_at_s is not None:  # its lost work is redone
+                    lost = end - request.preempted_at_s
+                    request.preemption_s += lost
+                    if request.first_token_s is None:
+                        request.preemption_before_first_s += lost
+                    request.preempted_at_s = None
                 if request.first_token_s is None:
                     request.first_token_s = end
                 if request.produced == request.output_tokens:

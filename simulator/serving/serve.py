@@ -23,6 +23,7 @@ from simulator.serving.cost import PlainBatchCost
 from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.engine import Progress, run_serving
 from simulator.serving.kv_cache import KV_ALLOCATORS
+from simulator.serving.tails import latency_causes
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
@@ -249,6 +250,7 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
         "completed": completed,
         "dropped": len(store.dropped),
         "preempted": store.preemptions,
+        "latency_causes": latency_causes(store.finished, tokens=setup.llm),
     }
     figures["sla"] = sla_report(spec.sla, figures)
     if setup.capacity is not None and setup.capacity.asked:

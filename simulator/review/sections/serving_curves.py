@@ -4,6 +4,7 @@ p50/p95/p99 at each offered load and the SLA judged at the study's load."""
 from __future__ import annotations
 
 from simulator.review import figures
+from simulator.serving.tails import CAUSES
 from simulator.review.providers import NotEvaluated
 from simulator.review.sections.blocks import (FAIL, NOT_EVALUATED, PASS, Context, link,
                                               listing, section, table)
@@ -17,12 +18,36 @@ SERVING_COLUMNS = [("platform", "text"), ("served", "text"), ("offered /s", "g")
     for p in ("p50", "p95", "p99")] + [
     ("tokens/s", "f1"), ("utilisation %", "pct1"), ("completed", "int"),
     ("dropped", "int"), ("SLA at this load", "text"), ("evidence", "link")]
+TAIL_COLUMNS = [("platform", "text"), ("served", "text"), ("figure", "text"),
+                ("tail", "text")] + [(f"{cause} %", "pct1") for cause in CAUSES] + [
+    ("evidence", "link")]
+
+
+def tail_rows(record, index: int) -> tuple[list[list], list[str]]:
+    """Where the time of one point's slow requests went (serving.tails): a row per
+    figure and tail, and a sentence for each p99 whose largest cause is not service."""
+    point = record.data.points[index]
+    rows, text = [], []
+    for figure, tails in (point.latency_causes or {}).items():
+        for tail in ("p50", "p95", "p99"):
+            if tail not in tails:
+                continue
+            shares = tails[tail]
+            rows.append([record.platform, record.subject, figure, f">= {tail}",
+                         *(shares[c] for c in CAUSES),
+                         link("result", f"{record.file}#/points/{index}/latency_causes")])
+            top = max(CAUSES, key=lambda c: shares[c])
+            if tail == "p99" and top != "service":
+                text.append(f"{record.subject} on {record.platform}: {figure} p99 tail "
+                            f"{100 * shares[top]:.0f}% {top.replace('_', ' ')} "
+                            f"({100 * shares['service']:.0f}% service)")
+    return rows, text
 
 
 def serving(ctx: Context) -> dict:
     if isinstance(ctx.serving, NotEvaluated):
         return section("serving", NOT_EVALUATED, ctx.serving.reason)
-    rows, missed, text, shown, judged = [], [], [], [], 0
+    rows, missed, text, shown, judged, tails = [], [], [], [], 0, []
     operating = ctx.study.study.scope.serving.rate_per_s
     for record in served(ctx):
         best = None
@@ -41,6 +66,10 @@ def serving(ctx: Context) -> dict:
                          point.completed, point.dropped,
                          "-" if not checks else "met" if meets else "MISSED",
                          link("result", f"{record.file}#/points/{index}")])
+        at_operating = record.data.serving.rates_per_s.index(operating)
+        more_rows, tail_text = tail_rows(record, at_operating)
+        tails += more_rows
+        text += tail_text
         at_load, _ = operating_checks(ctx, record)
         judged += bool(at_load)
         if not all(c.met for c in at_load):
@@ -66,4 +95,8 @@ def serving(ctx: Context) -> dict:
     return section("serving", verdict, reason, text=text, figures_=shown, tables=[table(
         "serving", "Latency-throughput points: per request p50/p95/p99 at each offered "
         "load (TTFT and TPOT for LLMs; SLA at this load: its latency percentile "
-        "targets)", SERVING_COLUMNS, rows)])
+        "targets)", SERVING_COLUMNS, rows)] + ([table(
+        "serving-tails", f"Where the time of the requests at or above each percentile "
+        f"went at {operating:g}/s: waiting for KV blocks, queueing, preemption (wait "
+        "and recompute) and service (serving.tails)", TAIL_COLUMNS, tails)]
+        if tails else []))
