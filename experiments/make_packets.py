@@ -9,7 +9,12 @@ evaluated, with the reason), and for ResNet-50 on the edge array with a design-s
 sweep of its array size and DRAM bandwidth (the latency-power Pareto front; the sweep's
 store is kept in the run cache, so a rerun simulates nothing), and for Llama-3.1-8B
 decode in bf16 against int8 weights and an fp8 KV cache (precision variants simulated
-against the baseline, with their fallbacks and emulated error). Packets go to
+against the baseline, with their fallbacks and emulated error), and the review
+checklist's case study (gemm_winner_loses_in_production: a what-if with twice the
+matrix units wins the synthetic 4096^3 GEMM by 1.8x yet misses the serving SLA on the
+Splitwise trace, its decode tokens slowed by per-operator dispatch and its p99 TTFT
+mostly waiting for KV blocks; tests/test_review_case_study.py checks each claim
+against the result files and verifies the packet). Packets go to
 experiments/packets/STUDY/ (not checked in: result files record this machine's paths);
 open its index.html.
 
