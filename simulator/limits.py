@@ -101,7 +101,7 @@ class MemoryBudget:
     bytes_per_step: int = BYTES_PER_STEP["fast"]
     option: str = "--max-memory"
     # Steps per block of a streamed program (None: nothing streams, programs are held
-    # whole); a longer GEMM program is generated and replayed block by block.
+    # whole); a longer GEMM or vector program is generated and replayed block by block.
     block_steps: int | None = None
 
     @classmethod
@@ -406,8 +406,8 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
                               field=f"operators.{op.name}")
         if budget is None:
             continue
-        held, per_step = budget.held_steps(estimate.steps) if is_compute(op) else \
-            (estimate.steps, budget.bytes_per_step)
+        held, per_step = (estimate.steps, budget.bytes_per_step) if is_attention(op) \
+            else budget.held_steps(estimate.steps)  # gemm, conv and vector programs stream
         memory = (held * per_step
                   + estimate.keys * BYTES_PER_KEY + estimate.scratch_bytes)
         total_memory += memory

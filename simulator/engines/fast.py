@@ -364,7 +364,10 @@ def _initial_state(program: StreamedProgram):
     state = np.zeros(_N_STATE, np.int64)
     if not program.reloads:
         state[_N_REQUESTED] = min(program.depth, program.steps)
-    rel_size = power_of_two_above(program.slots)
+    # Release numbers are read `slots` acquisitions later; where the slots outnumber
+    # the steps none is read, and a ring as long as the steps will do (a buffer of
+    # 2**44 bytes holds 4e9 small C tiles: a ring of them would take 32 GiB).
+    rel_size = power_of_two_above(min(program.slots, max(program.steps, 1)))
     return (state, np.zeros(_LOAD_RING, np.int64), np.zeros(_LOAD_RING, np.int64),
             np.zeros(_LOAD_RING, np.int64), np.full(program.reload_ring, -1, np.int64),
             np.zeros(program.reload_ring, np.int64), np.full(rel_size, -1, np.int64),

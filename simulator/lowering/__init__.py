@@ -23,12 +23,14 @@ from simulator.lowering.attention import checked_slots, choose_lowering, operato
 from simulator.lowering.evacuation import evacuation_steps
 from simulator.lowering.gemm_stream import GemmStream
 from simulator.lowering.tile_table import TileTable, TileTables, tile_sizes
+from simulator.lowering.vector_stream import (VectorStream, vector_program, vector_steps,
+                                              vector_totals)
 from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_fits,
                                          epilogue_store_bytes, epilogue_table,
                                          onchip_home, operand_bytes,
                                          operator_dtype, prologue_cycles, run_dtype,
                                          sparsity_mode, split_members, tensor_bytes,
-                                         vector_run_tiles, weight_bytes, weights_alike)
+                                         weight_bytes, weights_alike)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
 from simulator.model.loop_nest import live_c_tiles
 from simulator.inputs.workload import BINARY_OPS
@@ -323,50 +325,38 @@ def _offchip_read(ints) -> dict[str, int]:
 
 def lower_vector(op, tiling: Tiling, platform: Platform, *,
                  source: str | None = None, fused: tuple[EpilogueMember, ...] = (),
-                 check: bool = True) -> LoweredOperator:
+                 check: bool = True, block_steps: int | None = None) -> LoweredOperator:
     """Lower a vector operator to tiles of `tiling.tm` rows on the vector unit; each
     tile loads its share of the real input, computes, and stores its share of the
     output. `fused`: the vector operators that follow it as one kernel (a vector run,
     DESIGN.md section 15 b): each tile also loads their streamed second operands, runs
     every member on its share, and stores only the last member's. `check`: as for
-    lower_compute."""
+    lower_compute. A program of more than `block_steps` steps is a VectorStream
+    (generated block by block when replayed), its counters in closed form."""
     shape = op.vector()
     if tiling.tm > shape.rows:
         raise operator_error(op, f"rows_per_tile {tiling.tm} is larger than the operator's "
                     f"{shape.rows} rows", source)
-    elements, in_bytes, out_bytes = vector_run_tiles(op, fused, tiling.tm, platform)
-    total_in, total_out = int(in_bytes.sum()), int(out_bytes.sum())
+    total_in, total_out, work = vector_totals(op, fused, platform)
     onchip = onchip_home(platform, *tensor_bytes(op, platform)) if not fused else \
         onchip_home(platform, total_in, total_out)
-    edges = np.append(np.arange(0, shape.rows, tiling.tm), shape.rows)
-    depth = tiling.depth
     slots = checked_slots(op, buffer_fits(op, tiling, platform, members=fused), source)
     in_slots, out_slots = slots["ifmap"], slots["output"]
-    costs = platform.vector_unit.cycles_per_element
-    lanes = platform.vector_unit.lanes
-    # timing.vector_cycles of each tile, on all tiles at once
-    compute = -(-(np.diff(edges).astype(np.int64) * shape.cols) // lanes) * \
-        getattr(costs, shape.cost_kind) * shape.passes
-    work = shape.rows * shape.cols * shape.passes
-    for member in fused:
-        kind = member.op.vector()
-        compute = compute + -(-elements.astype(np.int64) // lanes) * \
-            getattr(costs, kind.cost_kind) * kind.passes
-        work += int(elements.sum()) * kind.passes
-    steps = compute.shape[0]
-    always = np.ones(steps, dtype=bool)
-    load = np.zeros(steps, dtype=np.int64) if onchip else in_bytes.astype(np.int64)
-    store = np.zeros(steps, dtype=np.int64) if onchip else out_bytes.astype(np.int64)
-    program = TileProgram(load, compute, np.zeros(steps, dtype=np.int64), always,
-                          always.copy(), store, np.full(steps, -1, dtype=np.int64),
-                          depth=depth, slots=out_slots,
-                          overhead_cycles=platform.runtime.op_overhead_cycles)
-    if check:
-        validate_program(program, source=f"lowering of {op.name}")
+    header = dict(depth=tiling.depth, slots=out_slots,
+                  overhead_cycles=platform.runtime.op_overhead_cycles)
+    steps = -(-shape.rows // tiling.tm)
+    if block_steps is not None and steps > block_steps:
+        program = VectorStream(op, fused, tiling.tm, platform, onchip, **header)
+    else:
+        program = vector_program(*vector_steps(op, fused, tiling.tm, platform, onchip,
+                                               (0, steps)), **header)
+        if check:
+            validate_program(program, source=f"lowering of {op.name}")
+    moved_in, moved_out = (0, 0) if onchip else (total_in, total_out)
     counters = Counters(
         vector_elements=work,
-        offchip_read={"a": int(load.sum())}, offchip_write=int(store.sum()),
-        compulsory={"a": 0 if onchip else total_in, "c": 0 if onchip else total_out},
+        offchip_read={"a": moved_in}, offchip_write=moved_out,
+        compulsory={"a": moved_in, "c": moved_out},
         sram_read={"ifmap": total_in, "output": total_out},
         sram_write={"ifmap": total_in, "output": total_out},
         slots={"ifmap": in_slots, "output": out_slots})
@@ -420,8 +410,8 @@ def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None =
                    workload_source: str | None = None,
                    block_steps: int | None = None) -> list[LoweredOperator]:
     """Lower resolved (operator, tiling, fused epilogue members) triples in order (a
-    collective takes no tiling: priced on the links); GEMM programs longer than
-    `block_steps` are streamed (lower_compute)."""
+    collective takes no tiling: priced on the links); GEMM and vector programs longer
+    than `block_steps` are streamed (lower_compute, lower_vector)."""
     lowered: list[LoweredOperator] = []
     for op, tiling, fused in resolved:
         if is_collective(op):
@@ -436,5 +426,5 @@ def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None =
                                            workload_source=workload_source))
         else:
             lowered.append(lower_vector(op, tiling, platform, source=mapping_source,
-                                        fused=fused))
+                                        fused=fused, block_steps=block_steps))
     return lowered

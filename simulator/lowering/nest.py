@@ -23,6 +23,7 @@ from itertools import product
 
 import numpy as np
 
+from simulator.errors import AccsimError
 from simulator.inputs.platform import Platform
 from simulator.lowering import nest_steps as k
 from simulator.lowering import steps as kernel
@@ -33,6 +34,12 @@ from simulator.model.loop_nest import lru_fetches
 
 # A float is exact in int64 / 2**e units below this many units (53-bit significand).
 _EXACT_UNITS = 2**53
+# What each of lowering.steps' integer counters counts, in their order (for errors).
+_INT_COUNTER_NAMES = (
+    "A's off-chip bytes", "B's off-chip bytes", "C's reloaded bytes", "C's stored bytes",
+    "ifmap SRAM writes", "weight SRAM writes", "A's SRAM read elements",
+    "B's SRAM read elements", "output SRAM writes", "output SRAM reads", "A's misses",
+    "B's misses", "epilogue operands' off-chip bytes", "prologue elements")
 
 
 class LoopNest:
@@ -146,8 +153,10 @@ class LoopNest:
         return floats, self.int_counters()
 
     def int_counters(self) -> np.ndarray:
-        """gemm_steps' integer counters over the whole program."""
-        ints = np.zeros(kernel.N_INT_COUNTERS, np.int64)
+        """gemm_steps' integer counters over the whole program, summed in Python
+        integers; one past int64 is refused naming it (limits.check_tilings bounds the
+        off-chip bytes and cycles before lowering; SRAM reads grow with the folds)."""
+        ints = [0] * kernel.N_INT_COUNTERS
         nm, nn, nk = self.counts
         a_passes, b_passes = self.a_passes, self.b_passes
         ints[kernel.A_MISSES] = a_passes * nm * nk
@@ -180,7 +189,11 @@ class LoopNest:
                 ints[kernel.EPILOGUE_OFFCHIP] += steps * int(s[shape, k.S_EPILOGUE_LOAD])
             elif self.spill and self.c_offchip:
                 ints[kernel.C_STORE_OFFCHIP] += steps * partial
-        return ints
+        for index, value in enumerate(ints):
+            if not -2**63 <= value < 2**63:
+                raise AccsimError(f"{_INT_COUNTER_NAMES[index]} would count "
+                                  f"{value:.3g}, past int64 (2**63)", field="tiling")
+        return np.array(ints, np.int64)
 
     def totals(self) -> tuple[int, int, int]:
         """(bytes moved, compute cycles, vector-unit cycles) of the whole program:

@@ -75,10 +75,15 @@ class TileTable:
         return np.ascontiguousarray(self.values[self.rows[:, None], self.cols[None, :]])
 
     def sum(self) -> int:
-        """The sum of every entry (each class's value times its rows and columns)."""
+        """The sum of every entry (each class's value times its rows and columns),
+        exact whatever its size."""
         rows = np.bincount(self.rows, minlength=self.values.shape[0])
         cols = np.bincount(self.cols, minlength=self.values.shape[1])
-        return int(rows @ self.values @ cols)
+        if self.rows.shape[0] * self.cols.shape[0] * int(np.abs(self.values).max(
+                initial=0)) < 2**63:
+            return int(rows @ self.values @ cols)
+        # Past int64 (a 2**40-element operand's bytes in a large grid): Python integers.
+        return int(rows.astype(object) @ self.values.astype(object) @ cols.astype(object))
 
     def max(self) -> int:
         return int(self.values.max())

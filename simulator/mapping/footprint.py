@@ -24,6 +24,11 @@ from simulator.model.timing import ceil_div
 from simulator.inputs.workload import Conv2d, is_attention, is_compute
 
 
+# Row tiles whose shares are worked out at once where a maximum over every tile is
+# needed (a vector operator of 1.5e10 elements has tens of millions of tiles).
+SHARE_BLOCK = 1 << 18
+
+
 def operator_dtype(op, platform: Platform) -> str:
     """The operator's input dtype: its own, else the array's default."""
     return op.dtype or platform.systolic_array.input_dtypes[0]
@@ -178,34 +183,73 @@ def vector_tile_bytes(op, rows_per_tile: int, e: int) -> tuple[int, int, int]:
         rows = min(rows_per_tile, shape.rows)  # every row holds the same elements
         return (shape.input_elements // shape.rows * rows * e,
                 shape.output_elements // shape.rows * rows * e, tiles)
-    in_bytes, out_bytes = vector_tile_split(op, rows_per_tile, e)
-    return int(in_bytes.max()), int(out_bytes.max()), tiles
+    in_max, out_max = 0, 0
+    for first in range(0, tiles, SHARE_BLOCK):  # rows of unequal share (pool, scan)
+        in_bytes, out_bytes = vector_tile_split(op, rows_per_tile, e,
+                                                (first, min(first + SHARE_BLOCK, tiles)))
+        in_max, out_max = max(in_max, int(in_bytes.max())), max(out_max,
+                                                                int(out_bytes.max()))
+    return in_max, out_max, tiles
 
 
 def vector_run_tiles(op, members: tuple[EpilogueMember, ...], rows_per_tile: int,
-                     platform: Platform) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     platform: Platform, tiles: tuple[int, int] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A vector run (DESIGN.md section 15 b) in the tiles of its first operator `op`:
     per tile, the elements each member works on (the share of op's output), the bytes
     loaded (op's input share plus each streamed second operand's) and the bytes stored
-    (the last member's output share)."""
+    (the last member's output share). `tiles`: only tiles first .. last - 1."""
     e = operand_bytes(op, platform)[0]
-    in_bytes, out_bytes = vector_tile_split(op, rows_per_tile, e)
+    in_bytes, out_bytes = vector_tile_split(op, rows_per_tile, e, tiles)
     if not members:
         return out_bytes // e, in_bytes, out_bytes
     shape = op.vector()
-    edges = np.append(np.arange(0, shape.rows, rows_per_tile), shape.rows)
-    elements = np.diff(shape.output_elements * edges // shape.rows)
+    edges = row_edges(shape.rows, rows_per_tile, tiles)
+    elements = np.diff(row_shares(shape.output_elements, edges, shape.rows))
     loads = in_bytes + sum(elements * operand_bytes(m.op, platform)[0]
                            for m in members if m.streamed)
     return elements, loads, elements * operand_bytes(members[-1].op, platform)[0]
 
 
-def vector_tile_split(op, rows_per_tile: int, e: int) -> tuple[np.ndarray, np.ndarray]:
-    """Input and output bytes of each row tile of a vector operator."""
+def row_edges(rows: int, rows_per_tile: int,
+              tiles: tuple[int, int] | None = None) -> np.ndarray:
+    """The first row of each of tiles first .. last - 1 and the row after the last
+    (default: every tile of `rows` rows cut every `rows_per_tile`)."""
+    first, last = tiles or (0, -(-rows // rows_per_tile))
+    return np.minimum(np.arange(first, last + 1, dtype=np.int64) * rows_per_tile, rows)
+
+
+def vector_tile_split(op, rows_per_tile: int, e: int,
+                      tiles: tuple[int, int] | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Input and output bytes of each row tile of a vector operator (`tiles`: only
+    tiles first .. last - 1)."""
     shape = op.vector()
-    edges = np.append(np.arange(0, shape.rows, rows_per_tile), shape.rows)
-    return (np.diff(shape.input_elements * edges // shape.rows) * e,
-            np.diff(shape.output_elements * edges // shape.rows) * e)
+    edges = row_edges(shape.rows, rows_per_tile, tiles)
+    return (np.diff(row_shares(shape.input_elements, edges, shape.rows)) * e,
+            np.diff(row_shares(shape.output_elements, edges, shape.rows)) * e)
+
+
+def row_shares(total: int, edges: np.ndarray, rows: int) -> np.ndarray:
+    """floor(total * edge / rows) for each edge (0 <= edge <= rows < 2**60): the
+    elements of `total` spread over `rows` that lie before each edge, exact in int64
+    where total * edge passes it (a 2-billion-element elementwise operator: 4.5e9 input
+    elements x 2.3e9 rows). total = q * rows + r; floor(r * edge / rows) < rows is
+    estimated in float64 (off by at most one) and corrected with the remainder
+    r * edge - estimate * rows, which is exact mod 2**64 and lies in (-rows, 2 rows)."""
+    edges = np.asarray(edges, dtype=np.int64)
+    q, r = divmod(int(total), int(rows))
+    base = q * edges
+    if r == 0:
+        return base
+    if r * int(edges.max(initial=0)) < 2**63:
+        return base + r * edges // rows
+    share = np.floor(np.float64(r) * edges.astype(np.float64) / np.float64(rows)) \
+        .astype(np.int64)
+    rem = (np.uint64(r) * edges.astype(np.uint64)
+           - share.astype(np.uint64) * np.uint64(rows)).view(np.int64)
+    share = share - (rem < 0) + (rem >= rows)
+    return base + share
 
 
 def attention_element_bytes(op, platform: Platform) -> tuple[int, int, int, int]:
@@ -356,8 +400,12 @@ def buffer_fits(op, tiling: Tiling, platform: Platform, *,
     if not is_compute(op):
         in_max, out_max, tiles = vector_tile_bytes(op, tiling.tm, e)
         if members:  # a vector run: streamed operands arrive with the tile's input
-            _, loads, stores = vector_run_tiles(op, members, tiling.tm, platform)
-            in_max, out_max = int(loads.max()), int(stores.max())
+            in_max = out_max = 0
+            for first in range(0, tiles, SHARE_BLOCK):
+                _, loads, stores = vector_run_tiles(op, members, tiling.tm, platform,
+                                                    (first, min(first + SHARE_BLOCK, tiles)))
+                in_max, out_max = max(in_max, int(loads.max())), max(out_max,
+                                                                     int(stores.max()))
         rows = f"{tiling.tm} rows"
         return [BufferFit("input", "ifmap", rows, in_max, tiles, buffers.ifmap_bytes,
                           depth),

@@ -167,7 +167,7 @@ def roofline_bound_cycles(lowered: LoweredOperator, platform: Platform) -> float
     if lowered.unit == "array":   # at the array's speed in the dtype run
         compute = c.macs / platform.pes / lowered.speed
     else:  # the vector unit's own busy time is its floor
-        compute = float(lowered.program.compute_cycles.sum())
+        compute = float(lowered.program.compute_total())
     return max(compute, c.compulsory_bytes / platform.bytes_per_cycle)
 
 

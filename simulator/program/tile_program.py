@@ -82,6 +82,10 @@ class TileProgram:
     def steps(self) -> int:
         return int(self.load_bytes.shape[0])
 
+    def compute_total(self) -> int:
+        """Compute cycles over every step, exact (a stream sums them block by block)."""
+        return int(self.compute_cycles.sum())
+
     def vector_work(self) -> np.ndarray:
         """Vector-unit cycles after each step: evacuation plus fused epilogue."""
         if self.evacuation_cycles is None:

@@ -20,7 +20,8 @@ from simulator.metrics.energy import static_power_w
 from simulator.mapping.footprint import (a_tile_bytes, activation_bytes, array_speed,
                                          b_tile_bytes, c_tile_bytes, operand_bytes,
                                          operator_dtype, operator_onchip, sparse_speedup,
-                                         vector_tile_split, weight_bytes)
+                                         row_shares, vector_tile_split,
+                                         weight_bytes)
 from simulator.model.loop_nest import (EFFECTIVE_ORDER, array_busy_cycles, c_offchip_bytes,
                                        inside_product, loop_tables_index, lru_fetches)
 from simulator.mapping.heuristics import (check_candidates, coarse_candidates,
@@ -322,7 +323,8 @@ def _vector_grid(op, platform: Platform) -> Candidates:
         # The first tile's load precedes all compute, the last store follows it; and
         # the server serves every transfer, one at a time, the last store's completion
         # coming `access` cycles after its service.
-        first_in = shape.input_elements * np.minimum(sizes, shape.rows) // shape.rows * e
+        first_in = row_shares(shape.input_elements, np.minimum(sizes, shape.rows),
+                              shape.rows) * e
         head = np.where(first_in > 0, 1 + _service(first_in, bpc) + access, 0)
         tail = np.where(last_out > 0, 1 + _service(last_out, bpc) + access, 0)
         # The last tile computes after every load has been served, then stores.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from simulator.inputs.platform import Platform
 from simulator.lowering import LoweredOperator, lower_compute, lower_vector
+from simulator.program.streamed import DEFAULT_BLOCK_STEPS
 from simulator.mapping.plan import Mapping, merged_spec
 from simulator.search.resolve import Resolved, resolve_tiling
 from simulator.inputs.workload import is_compute
@@ -60,15 +61,18 @@ def fusion_groups(resolved: list[Resolved], lowered: list[LoweredOperator],
             continue
         fused = by_name[entry.op.name]
         bytes_fused, cycles_fused = _cost(fused, replay)
-        alone = lower_compute(entry.op, entry.tiling, platform, fused=()) \
-            if is_compute(entry.op) else lower_vector(entry.op, entry.tiling, platform)
+        alone = lower_compute(entry.op, entry.tiling, platform, fused=(),
+                              block_steps=DEFAULT_BLOCK_STEPS) \
+            if is_compute(entry.op) else lower_vector(entry.op, entry.tiling, platform,
+                                                      block_steps=DEFAULT_BLOCK_STEPS)
         bytes_alone, cycles_alone = _cost(alone, replay)
         for member in entry.fused:
             if member.op.name in counted:
                 continue
             counted.update([member.op.name] if member.prologue else [])
             tiling = resolve_tiling(member.op, merged_spec(mapping, member.op), platform)
-            b, c = _cost(lower_vector(member.op, tiling, platform), replay)
+            b, c = _cost(lower_vector(member.op, tiling, platform,
+                                      block_steps=DEFAULT_BLOCK_STEPS), replay)
             bytes_alone, cycles_alone = bytes_alone + b, cycles_alone + c
         groups.append(FusionGroup(
             entry.op.name, tuple(m.op.name for m in entry.fused if not m.prologue),

@@ -42,6 +42,7 @@ from simulator.mapping.heuristics import attention_base, heuristic_tiling
 from simulator.mapping.plan import (ATTENTION_FUSIONS, LOOP_ORDERS, EpilogueMember, Tiling,
                                     TilingSpec)
 from simulator.metrics.totals import operator_objectives
+from simulator.program.streamed import DEFAULT_BLOCK_STEPS
 from simulator.program.tile_program import MAX_DEPTH, memory_params
 from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
 from simulator.inputs.workload import is_attention, is_compute
@@ -158,7 +159,8 @@ def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
     elif is_attention(op):
         lowered = lower_attention(op, tiling, platform)
     else:
-        lowered = lower_vector(op, tiling, platform, fused=fused or (), check=False)
+        lowered = lower_vector(op, tiling, platform, fused=fused or (), check=False,
+                               block_steps=DEFAULT_BLOCK_STEPS)
     run = run_fast(lowered.program, memory).breakdown
     cycles, energy_pj = operator_objectives(lowered, run, platform)
     return Evaluation(tiling, int(cycles), float(energy_pj))
