@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from simulator.calibrate.runs import PreparedRun, Runs, prepare
+from simulator.calibrate.runs import PreparedRun, Runs, parse_run, prepare
 from simulator.calibrate.sensitivity import NO_TIMING_EFFECT, with_values
 from simulator.errors import AccsimError
 from simulator.inputs.loader import locate, validate_model
@@ -92,20 +92,18 @@ class WholeCalibration:
 
 def select(runs: Runs, arch: str) -> list[int]:
     """Indices of the measurements whose runs all name the platform `arch` (a path or
-    a shipped name) with --arch."""
+    a shipped name) with --arch; every run's command line is checked first, so a fault
+    in any measurement is named, whichever platform it runs on."""
     target = Path(locate(arch, "platform")).resolve()
     folder = Path(runs.file).resolve().parent
     chosen = []
     for index, measurement in enumerate(runs.measurements):
         named = set()
-        for part in measurement.parts:
-            words = part.run.split()
-            for at, word in enumerate(words[:-1]):
-                if word == "--arch":
-                    given = words[at + 1]
-                    local = folder / given
-                    named.add((local if local.is_file() else
-                               Path(locate(given, "platform"))).resolve())
+        for number, part in enumerate(measurement.parts):
+            field = f"measurements[{index}] ({measurement.name})" + \
+                (f".runs[{number}]" if measurement.runs is not None else ".run")
+            args = parse_run(part.run, folder, file=runs.file, field=field)
+            named.add(Path(locate(args.arch, "platform")).resolve())
         if named == {target}:
             chosen.append(index)
     return chosen
