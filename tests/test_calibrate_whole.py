@@ -101,6 +101,7 @@ def test_whole_model_calibration_recovers_a_planted_overhead(tmp_path, capsys):
     ({"value": -1.0}, "value"),
     ({"run": "--arch tpu_v5e_like --bogus 3"}, "not an `accsim run` command line"),
     ({"run": "--workload gemm_4096"}, "each run names its platform with --arch"),
+    ({"run": "--arch nosuch.yaml --workload gemm_4096"}, "no such platform file"),
     ({"run": "--arch tpu_v5e_like --json x.json"}, "--json is no part of a measured run"),
 ])
 def test_bad_measurement_files_are_one_clear_error(tmp_path, capsys, measurement,

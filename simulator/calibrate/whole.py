@@ -103,7 +103,12 @@ def select(runs: Runs, arch: str) -> list[int]:
             field = f"measurements[{index}] ({measurement.name})" + \
                 (f".runs[{number}]" if measurement.runs is not None else ".run")
             args = parse_run(part.run, folder, file=runs.file, field=field)
-            named.add(Path(locate(args.arch, "platform")).resolve())
+            path = Path(locate(args.arch, "platform"))
+            if not path.is_file():
+                raise AccsimError(f"--arch {args.arch}: no such platform file (looked "
+                                  f"in {folder}) and no shipped platform of that name",
+                                  file=runs.file, field=field)
+            named.add(path.resolve())
         if named == {target}:
             chosen.append(index)
     return chosen
