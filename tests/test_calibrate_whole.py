@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,23 @@ def test_bad_measurement_files_are_one_clear_error(tmp_path, capsys, measurement
     assert str(path) in err and fragment in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o.yaml").exists()
+
+
+def test_shipped_fitted_platform_cites_the_measurements_it_was_fitted_to():
+    """experiments/whole_models/fitted/: each file loads over its base, and every fitted
+    value names measurements.yaml by its current sha256 (edit the measurements and
+    the check fails until experiments/whole_models.py refits)."""
+    folder = Path(__file__).resolve().parent.parent / "experiments" / "whole_models"
+    sha = hashlib.sha256((folder / "measurements.yaml").read_bytes()).hexdigest()
+    files = sorted((folder / "fitted").glob("*.yaml"))
+    assert files
+    for path in files:
+        platform, _ = load_platform(path)
+        fitted = {name: entry for name, entry in platform.provenance.items()
+                  if entry.kind == "fitted"}
+        assert fitted
+        assert {(entry.sha256, entry.source) for entry in fitted.values()} == \
+            {(sha, "../measurements.yaml")}
+        base, _ = load_platform(folder / f"{path.stem}.yaml")
+        assert base.provenance[next(iter(fitted))].kind == "assumed"
+        assert platform.offchip.bandwidth_gbps == base.offchip.bandwidth_gbps
