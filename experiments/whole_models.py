@@ -16,7 +16,8 @@ prints both tables (median and worst |error|) and writes the platforms fitted to
 cases to experiments/whole_models/fitted/ (base: the platform as written; only the
 fitted values, `kind: fitted` with the measurement file's sha256).
 
-Run: `python experiments/whole_models.py [--csv PATH] [--no-write]` (a few minutes).
+Run: `python experiments/whole_models.py [--csv PATH] [--no-write]` (about 5 minutes on
+a loaded 2-core machine; 1 minute of CPU).
 `--write-workloads` rewrites experiments/whole_models/workloads/ from the model sizes
 below (BERT: Devlin et al., NAACL 2019; DistilBERT: Sanh et al., 2019; ResNet-50: the
 shipped resnet50_b1 batched).
@@ -44,11 +45,17 @@ from simulator.serving.cost import batched_workload
 
 HERE = Path(__file__).resolve().parent / "whole_models"
 MEASUREMENTS = HERE / "measurements.yaml"
+# Multi-device LLM generations: dispatch per operator and per step, the collectives'
+# fixed cost and the sustained bandwidth fraction.
+DEVICE_FIT = ["runtime.op_overhead_cycles", "runtime.invocation_overhead_us",
+              "interconnect.collective_fixed_us", "offchip.efficiency"]
 # The assumed values fitted per platform: the fixed costs no vendor publishes (per
 # operator dispatch, per call, per PSUM copy) and the sustained bandwidth fraction.
 FIT = {
     "neuroncore_v2": ["runtime.op_overhead_cycles", "runtime.invocation_overhead_us",
                       "systolic_array.evacuation.tile_cycles", "offchip.efficiency"],
+    "trainium_device": DEVICE_FIT,
+    "inferentia2_device": DEVICE_FIT,
 }
 # Platforms with one case: compared uncalibrated only (leaving it out leaves nothing).
 UNCALIBRATED = ["tpu_v3_core"]
