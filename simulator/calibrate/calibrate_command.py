@@ -26,6 +26,7 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import dump_json, validate_model
 from simulator.options.catalog import add_options
+from simulator.output import progress
 from simulator.output.files import check_output_path, write_file
 from simulator.output.terminal import console as report_console
 
@@ -74,8 +75,11 @@ def _handle_runs(args: argparse.Namespace, platform: Platform, file: str,
                  fields: dict) -> int:
     """Whole-model measurements: fit, print the per-case table, write the new file."""
     runs = read_runs(args.measured)
-    result = calibrate_runs(platform, runs, args.arch, fields, engine=args.engine,
-                            budget=budget(args.engine, args.max_memory), file=file)
+    with progress.steps("calibrating (simulating each case across the ranges)",
+                        after_s=2.0) as report:
+        result = calibrate_runs(platform, runs, args.arch, fields, engine=args.engine,
+                                budget=budget(args.engine, args.max_memory), file=file,
+                                progress=report)
     if args.json == "-":
         print(dump_json(result.as_dict(), indent=1))
     else:

@@ -150,15 +150,15 @@ class Surrogate:
     between the points simulated across the field's range."""
 
     def __init__(self, cases: Cases, fields: dict[str, tuple],
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[int], None] | None = None) -> None:
         self.fields = fields
         self.before = {name: value for name, (value, _, _) in fields.items()}
         self.base = cases.seconds(self.before)
         self.points: dict[str, np.ndarray] = {}
         self.moves: dict[str, np.ndarray] = {}
-        for name, (value, low, high) in fields.items():
+        for index, (name, (value, low, high)) in enumerate(fields.items()):
             if progress:
-                progress(name)
+                progress(index)
             xs = sorted({self.value(name, low + f * (high - low)) for f in GRID}
                         | {value} | {self.value(name, (low + value) / 2),
                                      self.value(name, (value + high) / 2)})
@@ -201,9 +201,11 @@ class Surrogate:
 
 def calibrate_runs(platform: Platform, runs: Runs, arch: str, fields: dict[str, tuple], *,
                    engine: str = "fast", budget: MemoryBudget | None = None, file: str,
-                   progress: Callable[[str], None] | None = None) -> WholeCalibration:
+                   progress: Callable[[int, int], None] | None = None
+                   ) -> WholeCalibration:
     """Fit `fields` (name -> (value, low, high)) to the measurements of `runs` that run
-    on `arch`; the leave-one-out error of every case."""
+    on `arch`; the leave-one-out error of every case. `progress(done, total)`: steps
+    done (a field's points, a held-out case, the final fit) of all."""
     chosen = select(runs, arch)
     if len(chosen) < 2:
         raise AccsimError(f"{len(chosen)} measurements run on {arch} (each run's --arch); "
@@ -212,7 +214,9 @@ def calibrate_runs(platform: Platform, runs: Runs, arch: str, fields: dict[str, 
     cases = Cases(platform, runs, chosen, engine, budget, file)
     timeless = [name for name in fields if name.startswith(NO_TIMING_EFFECT)]
     fields = {name: span for name, span in fields.items() if name not in timeless}
-    surrogate = Surrogate(cases, fields, progress)
+    steps = len(fields) + len(chosen) + 1
+    surrogate = Surrogate(cases, fields,
+                          (lambda done: progress(done, steps)) if progress else None)
     unidentifiable = timeless + [name for name in fields
                                  if surrogate.strength(name) < IDENTIFIABLE]
     names = [name for name in fields if name not in unidentifiable]
@@ -223,12 +227,16 @@ def calibrate_runs(platform: Platform, runs: Runs, arch: str, fields: dict[str, 
     heldout = []
     for row in range(count):
         if progress:
-            progress(f"held out: {cases.measurements[row].name}")
+            progress(len(fields) + row, steps)
         others = np.array([r for r in range(count) if r != row])
         values = surrogate.fit(names, cases.measured, others)
         heldout.append(float(cases.seconds(values, [row])[0]))
+    if progress:
+        progress(steps - 1, steps)
     fitted = surrogate.fit(names, cases.measured, np.arange(count))
     fitted_s = cases.seconds(fitted)
+    if progress:
+        progress(steps, steps)
     found = [CaseFit(m.name, m.family, m.phase, m.source, float(cases.measured[row]),
                      float(surrogate.base[row]), heldout[row], float(fitted_s[row]))
              for row, m in enumerate(cases.measurements)]
