@@ -1,33 +1,26 @@
-"""Whole models against public measurements on two chip families (issue 24, item 6):
-before this issue's model (operator at a time, array results leaving for free) and
-after it (the fusion planner, the vector output path where the chip has one).
+"""Whole models against public measurements, uncalibrated and left one out calibrated
+(issue 41, DESIGN.md section 19).
 
-Each platform is written from its vendor's published figures before any comparison
-(experiments/whole_models/*.yaml, every other value an assumption marked there, taken
-over from tpu_v5e_like); no value was changed after seeing a measurement.
+The measurements, each with its source and the exact row, are data:
+experiments/whole_models/measurements.yaml (what `accsim calibrate --measured` reads
+too). Each platform (experiments/whole_models/*.yaml) was written from its vendor's
+published figures before any comparison; every other value is an assumption marked
+there with the range it plausibly lies in. Nothing in them was changed after seeing a
+measurement.
 
-Measurements (one model copy per core in every case):
+For each platform this script runs what `accsim calibrate` runs
+(simulator.calibrate.whole): the uncalibrated time of every case (the platform as
+written, `accsim run`'s defaults), and the leave-one-out time: the case simulated with
+the assumed values FIT fitted, within their ranges, to the platform's other cases. It
+prints both tables (median and worst |error|) and writes the platforms fitted to all
+cases to experiments/whole_models/fitted/ (base: the platform as written; only the
+fitted values, `kind: fitted` with the measurement file's sha256).
 
-- AWS Inferentia2, one NeuronCore-v2 (inf2.xlarge, "Data Parallel" over its two cores;
-  model FP32 with matmuls autocast to BF16): Hugging Face BERT models at sequence length
-  128, latency P50 per batch. Source: the Neuron SDK's published benchmark tables,
-  github.com/aws-neuron/aws-neuron-sdk general/benchmarks/inf2/latency_data_encoder.csv
-  (commit 0521004ce0ba18aa5313a835aacaabb31543af37; batch 1) and
-  throughput_data_encoder.csv (commit 1351ee128a6f9e48407a2609f1b162d379ec0cac;
-  batch 16 for base, 8 for large).
-- Cloud TPU v3, one TensorCore (a v3-8: four chips, eight cores): MLPerf Inference v0.5,
-  closed division, ResNet-50 v1.5, server scenario, bf16, 21,029.07 samples/s over 8
-  cores, mean latency 7.35 ms. Source: Google's submission as published by cKnowledge,
-  cknowledge.io/c/result/mlperf-inference-all-image-classification-datacenter-server/
-  (users/Google/result-1.json). The batch is not in the result; the mean latency bounds
-  one batch's run at about 7 ms, about 16 images per core at the measured rate, so the
-  model runs batch 16 and the per-image time is compared (a stated assumption).
-
-Before: `--fusion none`, output_path direct. After: `--fusion auto`, the platform as
-written (NeuronCore-v2 evacuates PSUM through its vector engines). No per-call cost in
-either: neither vendor publishes its launch overhead, so `invocation` stays 0.
-
-Run: `python experiments/whole_models.py [--plot PATH] [--csv PATH]` (about a minute).
+Run: `python experiments/whole_models.py [--csv PATH] [--no-write]` (about 5 minutes on
+a loaded 2-core machine; 1 minute of CPU).
+`--write-workloads` rewrites experiments/whole_models/workloads/ from the model sizes
+below (BERT: Devlin et al., NAACL 2019; DistilBERT: Sanh et al., 2019; ResNet-50: the
+shipped resnet50_b1 batched).
 """
 
 from __future__ import annotations
@@ -35,69 +28,56 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 
-from simulator.inputs.platform import Platform
-from simulator.output.figure import pyplot, save_figure
-from simulator.inputs.run_inputs import Inputs
+from simulator.calibrate.fitted_file import fitted_platform_yaml
+from simulator.calibrate.runs import read_runs
+from simulator.calibrate.sensitivity import assumed_ranges
+from simulator.calibrate.whole import CaseFit, Cases, WholeCalibration, calibrate_runs, select
 from simulator.inputs.loader import load_model, locate
-from simulator.mapping.plan import Mapping
-from simulator.serving.cost import batched_workload
-from simulator.simulate import simulate
+from simulator.inputs.platform_file import load_platform
 from simulator.inputs.workload import Workload
+from simulator.serving.cost import batched_workload
 
 HERE = Path(__file__).resolve().parent / "whole_models"
-NEURON_LATENCY = ("github.com/aws-neuron/aws-neuron-sdk/blob/0521004ce0ba18aa5313a835aacaab"
-                  "b31543af37/general/benchmarks/inf2/latency_data_encoder.csv")
-NEURON_THROUGHPUT = ("github.com/aws-neuron/aws-neuron-sdk/blob/1351ee128a6f9e48407a2609f1b"
-                     "162d379ec0cac/general/benchmarks/inf2/throughput_data_encoder.csv")
-MLPERF = ("cknowledge.io/c/result/mlperf-inference-all-image-classification-datacenter-"
-          "server/ (users/Google/result-1.json)")
-# BERT sizes (Devlin et al., NAACL 2019): layers, hidden, heads, FFN.
-BERT = {"bert-base-uncased": (12, 768, 12, 3072), "bert-large-uncased": (24, 1024, 16, 4096)}
+MEASUREMENTS = HERE / "measurements.yaml"
+# Multi-device LLM generations: dispatch per operator and per step, the collectives'
+# fixed cost and the sustained bandwidth fraction.
+DEVICE_FIT = ["runtime.op_overhead_cycles", "runtime.invocation_overhead_us",
+              "interconnect.collective_fixed_us", "offchip.efficiency"]
+# The assumed values fitted per platform: the fixed costs no vendor publishes (per
+# operator dispatch, per call, per PSUM copy) and the sustained bandwidth fraction.
+FIT = {
+    "neuroncore_v2": ["runtime.op_overhead_cycles", "runtime.invocation_overhead_us",
+                      "systolic_array.evacuation.tile_cycles", "offchip.efficiency"],
+    "trainium_device": DEVICE_FIT,
+    "inferentia2_device": DEVICE_FIT,
+}
+# Platforms with one case: compared uncalibrated only (leaving it out leaves nothing).
+UNCALIBRATED = ["tpu_v3_core"]
+# Encoder sizes: layers, hidden, heads, FFN.
+ENCODERS = {"bert_base": (12, 768, 12, 3072), "bert_large": (24, 1024, 16, 4096),
+            "distilbert": (6, 768, 12, 3072)}
+WORKLOADS = {("bert_base", 1), ("bert_base", 16), ("bert_large", 1), ("bert_large", 8),
+             ("bert_large", 16), ("distilbert", 1), ("distilbert", 16)}
+RESNET_BATCHES = (16, 64)
 
 
-@dataclass(frozen=True)
-class Measurement:
-    family: str
-    platform: str        # file under experiments/whole_models/
-    model: str
-    batch: int
-    seq: int | None
-    precision: str
-    seconds: float       # measured time of what `per` says
-    per: str             # "batch" or "sample"
-    source: str
-
-
-MEASUREMENTS = [
-    Measurement("Inferentia2 NeuronCore-v2", "neuroncore_v2", "bert-base-uncased", 1, 128,
-                "bf16 matmuls", 0.99897385e-3, "batch", NEURON_LATENCY),
-    Measurement("Inferentia2 NeuronCore-v2", "neuroncore_v2", "bert-large-uncased", 1, 128,
-                "bf16 matmuls", 2.69365311e-3, "batch", NEURON_LATENCY),
-    Measurement("Inferentia2 NeuronCore-v2", "neuroncore_v2", "bert-base-uncased", 16, 128,
-                "bf16 matmuls", 10.8704567e-3, "batch", NEURON_THROUGHPUT),
-    Measurement("Inferentia2 NeuronCore-v2", "neuroncore_v2", "bert-large-uncased", 8, 128,
-                "bf16 matmuls", 17.42815971e-3, "batch", NEURON_THROUGHPUT),
-    Measurement("Cloud TPU v3 TensorCore", "tpu_v3_core", "resnet50-v1.5", 16, None,
-                "bf16", 8 / 21029.07, "sample", MLPERF),
-]
-
-
-def bert(name: str, batch: int, seq: int) -> Workload:
-    """A BERT encoder (all layers, `repeat`) at batch x seq tokens, in the order of
-    workloads/make_bert.py; the classifier head is left out."""
-    layers, hidden, heads, ffn = BERT[name]
+def encoder(name: str, batch: int, seq: int = 128) -> dict:
+    """A BERT-shaped encoder (all layers, `repeat`) at batch x seq tokens, in the order
+    of workloads/make_bert.py; embeddings and the classifier head are left out."""
+    layers, hidden, heads, ffn = ENCODERS[name]
     tokens, head = batch * seq, hidden // heads
 
-    def op(name, kind, **shape):
-        return {"name": name, "layer_type": name, "kind": kind, "repeat": layers, **shape}
+    def op(op_name, kind, **shape):
+        return {"name": op_name, "layer_type": op_name, "kind": kind, "repeat": layers,
+                **shape}
 
-    return Workload.model_validate({"name": f"{name}_b{batch}_s{seq}", "operators": [
+    return {"name": f"{name}_b{batch}_s{seq}", "operators": [
         op("qkv", "gemm", m=tokens, n=3 * hidden, k=hidden),
         op("qk", "gemm", batch=batch * heads, m=seq, n=seq, k=head),
         op("softmax", "softmax", rows=batch * heads * seq, cols=seq),
@@ -109,103 +89,121 @@ def bert(name: str, batch: int, seq: int) -> Workload:
         op("gelu", "elementwise", elements=tokens * ffn, op="gelu"),
         op("down", "gemm", m=tokens, n=hidden, k=ffn),
         op("mlp_add", "elementwise", elements=tokens * hidden, op="add"),
-        op("mlp_norm", "norm", rows=tokens, cols=hidden)]})
+        op("mlp_norm", "norm", rows=tokens, cols=hidden)]}
 
 
-def workload(m: Measurement) -> Workload:
-    if m.model in BERT:
-        return bert(m.model, m.batch, m.seq)
+def write_workloads() -> None:
+    folder = HERE / "workloads"
+    folder.mkdir(exist_ok=True)
+    for name, batch in sorted(WORKLOADS):
+        data = encoder(name, batch)
+        (folder / f"{data['name']}.yaml").write_text(
+            "# written by experiments/whole_models.py --write-workloads\n"
+            + yaml.safe_dump(data, sort_keys=False))
     resnet, _ = load_model(locate("resnet50_b1", "workload"), Workload)
-    return batched_workload(resnet, m.batch)
+    for batch in RESNET_BATCHES:
+        data = batched_workload(resnet, batch).model_dump(mode="json", exclude_none=True)
+        data["name"] = f"resnet50_b{batch}"
+        (folder / f"resnet50_b{batch}.yaml").write_text(
+            "# written by experiments/whole_models.py --write-workloads: the shipped "
+            f"resnet50_b1 at batch {batch}\n" + yaml.safe_dump(data, sort_keys=False))
 
 
-def platforms(name: str) -> tuple[Platform, Platform]:
-    """(before, after): the platform with its array results leaving directly, and as
-    written."""
-    after, _ = load_model(str(HERE / f"{name}.yaml"), Platform)
-    data = after.model_dump()
-    data["systolic_array"].update(output_path="direct", evacuation=None)
-    return Platform.model_validate(data), after
-
-
-def simulated(m: Measurement) -> tuple[float, float]:
-    """Seconds of what the measurement times, before and after."""
-    before, after = platforms(m.platform)
-    work = workload(m)
-    times = []
-    for platform, mode in ((before, "none"), (after, "auto")):
-        total = simulate(Inputs(platform, work, Mapping(fusion=mode)), engine="fast").total
-        seconds = total.cycles / (platform.clock_ghz * 1e9)
-        times.append(seconds / m.batch if m.per == "sample" else seconds)
-    return times[0], times[1]
-
-
-def rows() -> list[dict]:
+def calibrations() -> list[tuple[str, WholeCalibration]]:
+    runs = read_runs(str(MEASUREMENTS))
     found = []
-    for m in MEASUREMENTS:
-        before, after = simulated(m)
-        found.append({"family": m.family, "model": m.model, "batch": m.batch,
-                      "seq": m.seq, "precision": m.precision, "per": m.per,
-                      "measured_ms": m.seconds * 1e3, "before_ms": before * 1e3,
-                      "after_ms": after * 1e3,
-                      "before_error": before / m.seconds - 1,
-                      "after_error": after / m.seconds - 1, "source": m.source})
+    for name, fields in FIT.items():
+        path = str(HERE / f"{name}.yaml")
+        platform, _ = load_platform(path)
+        ranges = assumed_ranges(platform)
+        found.append((path, calibrate_runs(platform, runs, path,
+                                           {field: ranges[field] for field in fields},
+                                           file=path)))
     return found
 
 
-def summary(found: list[dict], key: str) -> tuple[float, float]:
-    """(median, worst) of the error's magnitude."""
-    errors = [abs(row[key]) for row in found]
+def uncalibrated() -> list[CaseFit]:
+    """The cases of the platforms with one case each, as written (no held-out time)."""
+    runs = read_runs(str(MEASUREMENTS))
+    found = []
+    for name in UNCALIBRATED:
+        path = str(HERE / f"{name}.yaml")
+        platform, _ = load_platform(path)
+        chosen = select(runs, path)
+        cases = Cases(platform, runs, chosen, "fast", None, path)
+        for m, seconds in zip(cases.measurements, cases.seconds({})):
+            found.append(CaseFit(m.name, m.family, m.phase, m.source, m.seconds,
+                                 float(seconds), float("nan"), float("nan")))
+    return found
+
+
+def table(results: list[WholeCalibration], alone: list[CaseFit]) -> Table:
+    shown = Table(title="Whole models: simulated / measured - 1 (left one out: the "
+                  "assumed values fitted to the platform's other cases)")
+    for column in ("case", "family", "measured ms", "uncalibrated ms", "error",
+                   "left one out ms", "error"):
+        shown.add_column(column, justify="left" if column in ("case", "family")
+                         else "right")
+    for result in results:
+        for case in result.cases:
+            shown.add_row(case.name, case.family or "", f"{case.measured_s * 1e3:.3f}",
+                          f"{case.before_s * 1e3:.3f}",
+                          f"{100 * case.error(case.before_s):+.1f}%",
+                          f"{case.heldout_s * 1e3:.3f}",
+                          f"{100 * case.error(case.heldout_s):+.1f}%")
+    for case in alone:
+        shown.add_row(case.name, case.family or "", f"{case.measured_s * 1e3:.3f}",
+                      f"{case.before_s * 1e3:.3f}",
+                      f"{100 * case.error(case.before_s):+.1f}%", "-", "(one case)")
+    return shown
+
+
+def summary(cases: list[CaseFit], which: str) -> tuple[float, float]:
+    errors = [abs(case.error(getattr(case, f"{which}_s"))) for case in cases]
     return statistics.median(errors), max(errors)
-
-
-def plot(found: list[dict], path: str) -> None:
-    plt = pyplot()
-    figure, axes = plt.subplots(figsize=(9, 4))
-    labels = [f"{r['model']}\nb{r['batch']}" for r in found]
-    xs = range(len(found))
-    axes.bar([x - 0.2 for x in xs], [100 * r["before_error"] for r in found], 0.4,
-             label="before (fusion none, direct output)")
-    axes.bar([x + 0.2 for x in xs], [100 * r["after_error"] for r in found], 0.4,
-             label="after (fusion auto, vector output path)")
-    axes.axhline(0, color="black", linewidth=0.8)
-    axes.set_xticks(list(xs), labels, fontsize=8)
-    axes.set_ylabel("simulated / measured - 1 (%)")
-    axes.set_title("Whole models against public measurements")
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    save_figure(figure, path)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plot", help="write the figure (PNG)")
-    parser.add_argument("--csv", help="write the table")
+    parser.add_argument("--csv", help="write one row per case")
+    parser.add_argument("--no-write", action="store_true",
+                        help="do not rewrite experiments/whole_models/fitted/")
+    parser.add_argument("--write-workloads", action="store_true",
+                        help="rewrite experiments/whole_models/workloads/ and stop")
     args = parser.parse_args()
-    found = rows()
-    table = Table(title="Whole models: simulated against measured")
-    for column in ("family", "model", "batch", "seq", "measured ms", "before ms",
-                   "error", "after ms", "error"):
-        table.add_column(column, justify="left" if column in ("family", "model")
-                         else "right")
-    for r in found:
-        table.add_row(r["family"], r["model"], str(r["batch"]), str(r["seq"] or "-"),
-                      f"{r['measured_ms']:.3f}" + (" /img" if r["per"] == "sample" else ""),
-                      f"{r['before_ms']:.3f}", f"{100 * r['before_error']:+.1f}%",
-                      f"{r['after_ms']:.3f}", f"{100 * r['after_error']:+.1f}%")
-    console = Console(width=140)
-    console.print(table)
-    for key, label in (("before_error", "before"), ("after_error", "after")):
-        median, worst = summary(found, key)
+    if args.write_workloads:
+        write_workloads()
+        return
+    found = calibrations()
+    results = [result for _, result in found]
+    alone = uncalibrated()
+    fitted_cases = [case for result in results for case in result.cases]
+    console = Console(width=150)
+    console.print(table(results, alone))
+    for which, label, cases in (("before", "uncalibrated", fitted_cases + alone),
+                                ("heldout", "left one out", fitted_cases)):
+        median, worst = summary(cases, which)
         console.print(f"{label}: median |error| {100 * median:.1f}%, worst "
-                      f"{100 * worst:.1f}%")
+                      f"{100 * worst:.1f}% over {len(cases)} cases")
+    for path, result in found:
+        values = ", ".join(f"{name} {result.before[name]:g} -> {value:.4g}"
+                           for name, value in result.fitted.items())
+        console.print(f"{result.platform} fitted to all its cases: {values}",
+                      markup=False, highlight=False)
+        if not args.no_write:
+            runs = read_runs(str(MEASUREMENTS))
+            platform, _ = load_platform(path)
+            ranges = assumed_ranges(platform)
+            out = HERE / "fitted" / f"{result.platform}.yaml"
+            out.write_text(fitted_platform_yaml(path, platform, result.fitted,
+                                                ranges, runs, str(out)))
+            console.print(f"wrote {out.relative_to(HERE.parent.parent)}")
     if args.csv:
+        rows = [case.as_dict() for case in fitted_cases + alone]
         with open(args.csv, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(found[0]))
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
-            writer.writerows(found)
-    if args.plot:
-        plot(found, args.plot)
+            writer.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """`accsim calibrate --arch A --measured FILE [--fit FIELD,...] -o OUT.yaml`: fit the
-platform's assumed values to measured operator times (simulator.calibrate.fit), print
-the fitted values and the cross-validated error before and after, and write the
-platform with the fitted values marked `kind: fitted` (the file and its sha256)."""
+platform's assumed values to measured operator times (simulator.calibrate.fit) or to
+measured whole-model runs (a file of `measurements:`, simulator.calibrate.whole), print
+the fitted values and the error before and after (cross-validated for operators, left
+one out per case for whole models), and write the platform with the fitted values
+marked `kind: fitted` (the file and its sha256): for whole models a new file over the
+platform as written (`base:` and the fitted values only)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,10 @@ import yaml
 from rich.table import Table
 
 from simulator.calibrate.fit import Calibration, calibrate
+from simulator.calibrate.fitted_file import fitted_platform_yaml
 from simulator.calibrate.measured import read_measured
+from simulator.calibrate.runs import is_runs_file, read_runs
+from simulator.calibrate.whole import WholeCalibration, calibrate_runs
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
 from simulator.commands.rules import in_range, names, whole
 from simulator.inputs.resolve import budget, load_inputs
@@ -20,6 +26,7 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import dump_json, validate_model
 from simulator.options.catalog import add_options
+from simulator.output import progress
 from simulator.output.files import check_output_path, write_file
 from simulator.output.terminal import console as report_console
 
@@ -41,6 +48,8 @@ def handle(args: argparse.Namespace) -> int:
     if unknown:
         raise AccsimError(f"{unknown} are no assumed fields with a range (assumed: "
                           f"{', '.join(ranges) or 'none'})", file=file, field="--fit")
+    if is_runs_file(args.measured):
+        return _handle_runs(args, platform, file, {name: ranges[name] for name in chosen})
     measured = read_measured(args.measured)
     if args.folds > len(measured.operators):
         raise AccsimError(f"{args.folds} folds of {len(measured.operators)} measured "
@@ -62,7 +71,52 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def fit_table(result: Calibration, ranges: dict) -> Table:
+def _handle_runs(args: argparse.Namespace, platform: Platform, file: str,
+                 fields: dict) -> int:
+    """Whole-model measurements: fit, print the per-case table, write the new file."""
+    runs = read_runs(args.measured)
+    with progress.steps("calibrating (simulating each case across the ranges)",
+                        after_s=2.0) as report:
+        result = calibrate_runs(platform, runs, args.arch, fields, engine=args.engine,
+                                budget=budget(args.engine, args.max_memory), file=file,
+                                progress=report)
+    if args.json == "-":
+        print(dump_json(result.as_dict(), indent=1))
+    else:
+        console = report_console(wide=args.wide)
+        console.print(fit_table(result, fields))
+        console.print(cases_table(result))
+        for which, label in (("before", "uncalibrated"), ("heldout", "left one out"),
+                             ("fitted", "fitted to all")):
+            console.print(f"{label}: median |error| {100 * result.median(which):.1f}%, "
+                          f"worst {100 * result.worst(which):.1f}%", markup=False,
+                          highlight=False)
+        if result.unidentifiable:
+            console.print("unidentifiable (no measured case depends on them; left "
+                          f"unchanged): {', '.join(result.unidentifiable)}",
+                          markup=False, highlight=False)
+    if args.json is not None and args.json != "-":
+        write_file(args.json, dump_json(result.as_dict(), indent=1) + "\n", field="--json")
+    write_file(args.output, fitted_platform_yaml(args.arch, platform, result.fitted,
+                                                 fields, runs, args.output),
+               field="--output")
+    return 0
+
+
+def cases_table(result: WholeCalibration) -> Table:
+    table = Table(title="Measured cases: simulated / measured - 1 (left one out: fitted "
+                  "to the other cases)")
+    for column in ("case", "measured ms", "uncalibrated", "left one out",
+                   "fitted to all"):
+        table.add_column(column, justify="left" if column == "case" else "right")
+    for case in result.cases:
+        table.add_row(case.name, f"{case.measured_s * 1e3:.4g}",
+                      *(f"{100 * case.error(s):+.1f}%"
+                        for s in (case.before_s, case.heldout_s, case.fitted_s)))
+    return table
+
+
+def fit_table(result: Calibration | WholeCalibration, ranges: dict) -> Table:
     table = Table(title="Fitted assumed values (bounded least squares within each range)")
     for column in ("field", "range", "before", "fitted"):
         table.add_column(column, justify="left" if column == "field" else "right")
@@ -109,7 +163,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measured", required=True, metavar="FILE",
                         help="measured operator times: a CSV (operator, shape, dtype, "
                         "measured_s; docs/calibration.md), a Kineto trace (.json[.gz]) "
-                        "or a workload YAML whose operators carry measured_s")
+                        "or a workload YAML whose operators carry measured_s; or "
+                        "measured whole-model runs: a YAML of `measurements:` (accsim "
+                        "run arguments, value, unit, source; docs/calibrate-whole.md)")
     parser.add_argument("--fit", action="append", metavar="FIELD,...",
                         help="assumed fields to fit (default: every assumed field)")
     parser.add_argument("--folds", type=whole, default=5,

@@ -63,7 +63,7 @@ def _check_run_options(args: argparse.Namespace) -> None:
                           field="--sheet-search")
 
 
-def _run_inputs(args: argparse.Namespace):
+def run_inputs(args: argparse.Namespace):
     """The inputs of `run` (a workload file, an imported ONNX/Kineto file, or an LLM
     step from --model) and the LLM step, None for other workloads."""
     llm, model_source = hf_command.run_step(args)
@@ -90,7 +90,7 @@ def handle(args: argparse.Namespace) -> int:
         raise AccsimError("--validate scalesim models one chip", field="--chips")
     memory = budget(args.engine, args.max_memory, trace=bool(args.trace))
     best = read_map_json(args.sheet_best) if args.sheet_best else None
-    inputs, llm = _run_inputs(args)
+    inputs, llm = run_inputs(args)
     inputs, precision = applied_precision(args.precision, inputs, single_chip=plan.single_chip)
     inputs = system_command.applied_collectives(args, inputs, plan)
     if best is not None:
