@@ -14,7 +14,7 @@ from rich.table import Table
 from simulator.calibrate.fit import Calibration, calibrate
 from simulator.calibrate.measured import read_measured
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
-from simulator.commands.rules import in_range, names, whole
+from simulator.options.rules import in_range, names, whole
 from simulator.inputs.resolve import budget, load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError

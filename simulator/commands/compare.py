@@ -12,7 +12,7 @@ from simulator.output import progress
 from simulator.api import Comparison, Result, platform_labels
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
-from simulator.commands.rules import requires
+from simulator.options.rules import requires
 from simulator.inputs.resolve import DEFAULT_WORKLOAD, budget, load_inputs
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError

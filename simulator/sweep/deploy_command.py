@@ -16,7 +16,7 @@ from rich.table import Table
 from simulator.output import progress
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
-from simulator.commands.rules import in_range, requires, whole, whole_numbers
+from simulator.options.rules import in_range, requires, whole, whole_numbers
 from simulator.precision.plan import PrecisionPlan
 from simulator.output.files import check_file_name
 from simulator.inputs.loader import dump_json, load_model, validation_error
