@@ -5,46 +5,64 @@ The bound is on CPU seconds, which a loaded machine does not inflate (issue 42: 
 suite passes at load 8): a profiling timer (ITIMER_PROF, counted in this process's CPU
 time) stops work that runs away, and a wall-clock alarm WAIT_FACTOR times longer stops a
 run blocked without working (a FIFO read, a lock). The seconds returned are CPU
-seconds, the quantity a test bounds."""
+seconds, the quantity a test bounds. `cpu_bound` is the same bound around any call;
+HANG_S is the wall-clock limit of a test's subprocess or wait, there only to end a
+hang (no test asserts wall time)."""
 
 from __future__ import annotations
 
 import signal
 import time
+from contextlib import contextmanager
 
 from simulator.cli import main
 
-WAIT_FACTOR = 12  # wall seconds per CPU second before a blocked run counts as hung
+# Wall seconds per CPU second before a blocked run counts as hung. Measured: a refusal
+# taking 1.45 CPU s took 13.6 s of wall at load 15 on 2 cores (9.4x); 24 leaves room
+# for load 16 and more, and only a run that is really blocked waits that long.
+WAIT_FACTOR = 24
+# A subprocess's wall-clock limit (subprocess.run's timeout) and the longest a test
+# waits for something to happen: generous at any load; reaching it means a hang.
+HANG_S = 600
 
 
 class Hang(Exception):
     pass
 
 
-def run_main(argv: list[str], capsys, seconds: float) -> tuple[int, str, str, float]:
-    """Exit code (argparse's usage error included), stdout, stderr and CPU seconds
-    taken; raises Hang when the run works `seconds` of CPU time, or waits
-    WAIT_FACTOR times that on the wall clock, without an answer."""
+@contextmanager
+def cpu_bound(seconds: float, what: str = "no answer"):
+    """The block runs under `seconds` of this process's CPU time (Hang when it works
+    longer) and WAIT_FACTOR times that on the wall clock (Hang when it waits)."""
     def ran_away(signum, frame):
-        raise Hang(f"no answer within {seconds} CPU seconds")
+        raise Hang(f"{what} within {seconds} CPU seconds")
 
     def blocked(signum, frame):
-        raise Hang(f"no answer within {seconds * WAIT_FACTOR} s of waiting")
+        raise Hang(f"{what} within {seconds * WAIT_FACTOR} s of waiting")
 
     previous = signal.signal(signal.SIGPROF, ran_away), signal.signal(signal.SIGALRM,
                                                                        blocked)
     signal.setitimer(signal.ITIMER_PROF, seconds)
     signal.setitimer(signal.ITIMER_REAL, seconds * WAIT_FACTOR)
-    started = time.process_time()
     try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's own usage error (exit 2)
-        code = exc.code
+        yield
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGPROF, previous[0])
         signal.signal(signal.SIGALRM, previous[1])
+
+
+def run_main(argv: list[str], capsys, seconds: float) -> tuple[int, str, str, float]:
+    """Exit code (argparse's usage error included), stdout, stderr and CPU seconds
+    taken; raises Hang when the run works `seconds` of CPU time, or waits
+    WAIT_FACTOR times that on the wall clock, without an answer."""
+    started = time.process_time()
+    with cpu_bound(seconds):
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:  # argparse's own usage error (exit 2)
+            code = exc.code
     out, err = capsys.readouterr()
     return code, out, err, time.process_time() - started
 
