@@ -23,7 +23,8 @@ A figure in prose is checked the same way: one or more markers right before a pa
     Decode at batch 4 takes 23.42 ms and moves 16,106 MB off chip.
 
 say that every figure of the paragraph (a number outside `code`, not part of a name
-such as fp8 or Llama-3.1-8B) is printed by one of the commands: a whole number exactly
+such as fp8 or Llama-3.1-8B) is printed by one of the commands, or is one of their
+arguments: a whole number exactly
 (commas aside), a decimal as some printed number rounds to it at its own places. A
 figure no command prints (a ratio, a wall-clock time) belongs in a paragraph without
 the marker, written as a dated measurement with its command: "(measured 2026-12-06:
@@ -241,7 +242,8 @@ def figure_printed(figure: str, numbers: set[Decimal]) -> bool:
 
 def compare_prose(path: Path, paragraph: Prose,
                   outputs: list[list[str]]) -> list[Mismatch]:
-    numbers = set().union(*(printed_numbers(out) for out in outputs))
+    numbers = set().union(*(printed_numbers(out) for out in outputs),
+                          *(printed_numbers(argv) for argv in paragraph.argvs))
     return [Mismatch(path, at + 1, f"figure {figure} in: {text.strip()}", None)
             for at, text in paragraph.lines for figure in figures_of(text)
             if not figure_printed(figure, numbers)]
