@@ -8,7 +8,8 @@ A page carries a checked example as an HTML comment right before a fenced block:
     ```
 
 The block is (an excerpt of) what the command prints: every line of it must be a line
-of the command's output, in order, blank lines and `...` lines skipped. A marker
+of the command's output, in order, blank lines and `...` lines skipped (a table row
+may be quoted with its last columns left out). A marker
 without a command (`<!-- accsim-example -->`) takes its commands from the block's own
 `$ accsim ...` lines, each followed by its output. Commands run 400 columns wide (every
 table in one piece, as with --wide) unless the marker names a width:
@@ -75,6 +76,8 @@ INPUT_FOLDERS = ("simulator", "arch_configs", "workloads", "experiments")
 CACHE_ENV = "ACCSIM_DOCS_CACHE"
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)")
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# A table's cell separators (a quoted row may leave out the last columns).
+CELL = re.compile(r"[\u2502\u2503]")
 # Table rules and cell separators rich draws; padding around them varies with width.
 RULES = re.compile(r"[\u2500-\u257f]+")
 # Wall-clock figures: "8.0 s wall", "194,715 candidates/s" on a line that says "wall".
@@ -313,24 +316,36 @@ def output(argv: list[str], scratch: Path, timeout_s: int,
     return (done.stdout + done.stderr).splitlines()
 
 
+def cut_to(quoted: str, printed: str) -> str:
+    """`printed` cut to as many cells as `quoted` has, where `quoted` is a table row
+    (a row may be quoted with its last columns left out); any other line as it is."""
+    if not CELL.search(quoted):
+        return printed
+    if CELL.match(printed.strip()) and not CELL.match(quoted.strip()):
+        printed = printed.strip()[1:]  # quoted without the table's left border
+    marks = [mark.start() for mark in CELL.finditer(printed)]
+    cells = len(CELL.findall(quoted))
+    return printed[:marks[cells]].rstrip() if len(marks) > cells else printed
+
+
 def compare(path: Path, run: Run, printed: list[str]) -> list[tuple[int, Mismatch]]:
     """Each quoted line against the output, in order: (line index, mismatch)."""
     found = []
-    lines = [normal(p) for p in printed]
-    shapes = [shape(p) for p in printed]
     position = 0
     for at, quoted in run.expected:
-        same = next((k for k in range(position, len(lines)) if lines[k] == normal(quoted)),
-                    None)
+        candidates = [cut_to(quoted, line) for line in printed]
+        same = next((k for k in range(position, len(printed))
+                     if normal(candidates[k]) == normal(quoted)), None)
         if same is not None:
             position = same + 1
             continue
-        alike = next((k for k in range(position, len(lines))
-                      if shapes[k] == shape(quoted)), None)
+        alike = next((k for k in range(position, len(printed))
+                      if shape(candidates[k]) == shape(quoted)), None)
         if alike is not None:
             position = alike + 1
         found.append((at, Mismatch(path, at + 1, quoted,
-                                   printed[alike].rstrip() if alike is not None else None)))
+                                   candidates[alike].rstrip() if alike is not None
+                                   else None)))
     return found
 
 
