@@ -40,7 +40,9 @@ Run: `python experiments/readme_numbers.py` rewrites every line whose figures mo
 (the line with the same words in the fresh output replaces it); `--check` changes no
 file and exits 1 listing each mismatch as FILE:LINE (a prose figure is only ever
 checked: it is written by hand). Default pages: README.md and docs/**/*.md; or name the
-files. `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key of
+files. `--audit` runs nothing and lists the lines of prose whose figures in a unit of
+measurement are neither checked nor dated (a parameter such as a 16 GB chip is listed
+too: it is a guide for review, not a check). `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key of
 its arguments, width and a digest of every file a command may read (the package, the
 shipped platforms, workloads and experiments), so a second check of an unchanged tree
 (CI's test run after its docs step) reruns nothing.
@@ -71,6 +73,10 @@ FIGURES = re.compile(r"^\s*<!--\s*accsim-figures\s*:\s*(?P<command>.*?)\s*-->\s*
 PROSE_FIGURE = re.compile(r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?(?![\w\-/^*]|\.\d)|"
                           r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?(?=x\b)")
 CODE_SPAN = re.compile(r"`[^`]*`")
+# A figure in a unit of measurement, and the words that date one (--audit).
+MEASURED = re.compile(r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?\s*(?:ms|s|us|MB|GB|GiB|MiB|"
+                      r"cycles|mJ|uJ|J|W|%|tokens/s|requests/s|passed|tests)(?![\w/])")
+DATED = re.compile(r"(measured|dated measurement)[^.]*?\b20\d\d-\d\d-\d\d")
 # What a command's output may depend on besides its arguments (the cache's key).
 INPUT_FOLDERS = ("simulator", "arch_configs", "workloads", "experiments")
 CACHE_ENV = "ACCSIM_DOCS_CACHE"
@@ -252,6 +258,33 @@ def compare_prose(path: Path, paragraph: Prose,
             if not figure_printed(figure, numbers)]
 
 
+def unchecked_figures(path: Path, lines: list[str]) -> list[str]:
+    """FILE:LINE of each line of prose with a figure in a unit of measurement (ms, s,
+    MB, GB, cycles, %, ...) that is neither in a checked paragraph nor in one that
+    dates it ("measured 2026-12-06" or "a dated measurement, 2026-12-04")."""
+    checked = {at for paragraph in paragraphs(path, lines) for at, _ in paragraph.lines}
+    found, fenced, paragraph = [], False, []
+
+    def flush():
+        if not DATED.search(" ".join(text for _, text in paragraph)):
+            found.extend(f"{path}:{at + 1}: {text.strip()}" for at, text in paragraph
+                         if at not in checked and MEASURED.search(CODE_SPAN.sub(" ", text)))
+        paragraph.clear()
+
+    for at, text in enumerate(lines):
+        if FENCE.match(text):
+            fenced = not fenced
+            flush()
+        elif fenced:
+            continue
+        elif text.strip():
+            paragraph.append((at, text))
+        else:
+            flush()
+    flush()
+    return found
+
+
 def normal(text: str) -> str:
     """A line as compared: table rules and runs of spaces collapsed, wall-clock masked."""
     text = text if " wall" not in text else WALL.sub("#", text)
@@ -396,11 +429,21 @@ def main(argv: list[str] | None = None) -> int:
                         "listing every quoted line the commands no longer print")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_S, metavar="S",
                         help=f"per command (default {TIMEOUT_S} s)")
+    parser.add_argument("--audit", action="store_true", help="run nothing; list each "
+                        "line of prose with a figure in a unit of measurement that no "
+                        "marker checks and no date marks as a measurement")
     parser.add_argument("--cache", metavar="DIR", default=os.environ.get(CACHE_ENV),
                         help=f"keep outputs here (default ${CACHE_ENV}; unset: none)")
     args = parser.parse_args(argv)
     cache = Path(args.cache) if args.cache else None
     mismatches, examples_seen, paragraphs_seen = [], 0, 0
+    if args.audit:
+        found = [line for page in pages(args.pages) if page.is_file()
+                 for line in unchecked_figures(page, page.read_text(
+                     encoding="utf-8").splitlines())]
+        print("\n".join(found + [f"{len(found)} lines of prose with figures neither "
+                                  "checked nor dated"]))
+        return 0
     try:
         for page in pages(args.pages):
             if not page.is_file():

@@ -147,3 +147,18 @@ def test_the_cache_reruns_nothing_for_an_unchanged_tree(example, tmp_path):
                                 for line in lines]))
     done = script("--check", "--cache", str(cache), str(path))
     assert done.returncode == 1 and f"{path}:3: quoted: {cycles}" in done.stdout
+
+
+def test_the_audit_lists_figures_neither_checked_nor_dated(tmp_path):
+    """--audit runs nothing: a measured figure in plain prose is listed, one in a
+    paragraph that dates it or under an accsim-figures marker is not."""
+    path = page(tmp_path, "# Page\n\nThe run took 3.5 s on a busy machine.\n\n"
+                "The run took 4.5 s (measured 2026-12-06 with `accsim run`).\n\n"
+                "<!-- accsim-figures: accsim run -->\nIt takes 1.059 ms.\n\n"
+                "```\n9 ms in a block\n```\n")
+    done = script("--audit", str(path))
+    assert done.returncode == 0
+    assert f"{path}:3: The run took 3.5 s" in done.stdout
+    assert "4.5 s" not in done.stdout and "1.059" not in done.stdout
+    assert "9 ms" not in done.stdout
+    assert "1 lines of prose with figures neither checked nor dated" in done.stdout
