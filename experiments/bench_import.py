@@ -19,8 +19,10 @@ Run: `python experiments/bench_import.py` (a few seconds).
 
 from __future__ import annotations
 
+import atexit
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,6 +58,7 @@ def best_of(call) -> tuple[float, object]:
 
 def main() -> None:
     folder = Path(tempfile.mkdtemp())
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # the files it made
     encoder = folder / "encoder_100.onnx"
     onnx.save(onnx_models.transformer_block(layers=LAYERS, batch=1, seq=SEQ,
                                             hidden=HIDDEN, heads=HEADS, ffn=FFN), encoder)

@@ -8,7 +8,8 @@ A page carries a checked example as an HTML comment right before a fenced block:
     ```
 
 The block is (an excerpt of) what the command prints: every line of it must be a line
-of the command's output, in order, blank lines and `...` lines skipped. A marker
+of the command's output, in order, blank lines and `...` lines skipped (a table row
+may be quoted with its last columns left out). A marker
 without a command (`<!-- accsim-example -->`) takes its commands from the block's own
 `$ accsim ...` lines, each followed by its output. Commands run 400 columns wide (every
 table in one piece, as with --wide) unless the marker names a width:
@@ -17,6 +18,19 @@ spaces and table rules collapsed (a terminal's width changes padding, not figure
 wall-clock figures (a number before `s wall` or a rate `/s` on a line that says
 `wall`) are not compared, since no rerun reproduces them.
 
+A figure in prose is checked the same way: one or more markers right before a paragraph,
+
+    <!-- accsim-figures: accsim run --arch tpu_v5e_like --model llama_3_1_8b ... -->
+    Decode at batch 4 takes 23.42 ms and moves 16,106 MB off chip.
+
+say that every figure of the paragraph (a number outside `code`, not part of a name
+such as fp8 or Llama-3.1-8B) is printed by one of the commands, or is one of their
+arguments: a whole number exactly
+(commas aside), a decimal as some printed number rounds to it at its own places. A
+figure no command prints (a ratio, a wall-clock time) belongs in a paragraph without
+the marker, written as a dated measurement with its command: "(measured 2026-12-06:
+`python experiments/bench_llm.py`)". A prompt line ending in `\` continues on the next.
+
 Commands are data: only `accsim` with plain arguments is run (no shell: a pipe,
 redirection or `&&` is refused), through this interpreter's `simulator.cli`, in a
 scratch folder whose entries link to the repository's top level, so relative input
@@ -24,13 +38,21 @@ paths resolve and whatever a command writes stays in the scratch folder.
 
 Run: `python experiments/readme_numbers.py` rewrites every line whose figures moved
 (the line with the same words in the fresh output replaces it); `--check` changes no
-file and exits 1 listing each mismatch as FILE:LINE. Default pages: README.md and
-docs/**/*.md; or name the files.
+file and exits 1 listing each mismatch as FILE:LINE (a prose figure is only ever
+checked: it is written by hand). Default pages: README.md and docs/**/*.md; or name the
+files. `--audit` runs nothing and lists the lines of prose whose figures in a unit of
+measurement are neither checked nor dated (a parameter such as a 16 GB chip is listed
+too: it is a guide for review, not a check). `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key of
+its arguments, width and a digest of every file a command may read (the package, the
+shipped platforms, workloads and experiments), so a second check of an unchanged tree
+(CI's test run after its docs step) reruns nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -38,6 +60,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,8 +68,22 @@ MARKER = re.compile(r"^\s*<!--\s*accsim-example(?:\s+columns=(?P<columns>\d+))?\
                     r"(?::\s*(?P<command>.*?))?\s*-->\s*$")
 # The terminal width an example runs at unless its marker names one (`columns=80`).
 COLUMNS = 400
+FIGURES = re.compile(r"^\s*<!--\s*accsim-figures\s*:\s*(?P<command>.*?)\s*-->\s*$")
+# A figure in prose: a number not inside a name (fp8, v5e, Llama-3.1-8B, 2**20).
+PROSE_FIGURE = re.compile(r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?(?![\w\-/^*]|\.\d)|"
+                          r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?(?=x\b)")
+CODE_SPAN = re.compile(r"`[^`]*`")
+# A figure in a unit of measurement, and the words that date one (--audit).
+MEASURED = re.compile(r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?\s*(?:ms|s|us|MB|GB|GiB|MiB|"
+                      r"cycles|mJ|uJ|J|W|%|tokens/s|requests/s|passed|tests)(?![\w/])")
+DATED = re.compile(r"(measured|dated measurement)[^.]*?\b20\d\d-\d\d-\d\d")
+# What a command's output may depend on besides its arguments (the cache's key).
+INPUT_FOLDERS = ("simulator", "arch_configs", "workloads", "experiments")
+CACHE_ENV = "ACCSIM_DOCS_CACHE"
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)")
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
+# A table's cell separators (a quoted row may leave out the last columns).
+CELL = re.compile(r"[\u2502\u2503]")
 # Table rules and cell separators rich draws; padding around them varies with width.
 RULES = re.compile(r"[\u2500-\u257f]+")
 # Wall-clock figures: "8.0 s wall", "194,715 candidates/s" on a line that says "wall".
@@ -71,6 +108,15 @@ class Run:
     expected: list[tuple[int, str]] = field(default_factory=list)  # (line index, text)
 
 
+@dataclass
+class Prose:
+    """A paragraph whose figures the marked commands print."""
+
+    argvs: list[list[str]]
+    line: int                   # 1-based, of the first marker
+    lines: list[tuple[int, str]] = field(default_factory=list)  # (line index, text)
+
+
 @dataclass(frozen=True)
 class Mismatch:
     file: Path
@@ -80,7 +126,8 @@ class Mismatch:
 
     def __str__(self) -> str:
         now = f"accsim now prints: {self.printed}" if self.printed is not None else \
-            "no output line has these words"
+            "no output line has these words" if not self.quoted.startswith("figure ") \
+            else "no number the marked commands print rounds to it"
         return f"{self.file}:{self.line}: quoted: {self.quoted.strip()}\n    {now}"
 
 
@@ -128,13 +175,22 @@ def examples(path: Path, lines: list[str]) -> list[Run]:
         if marker["command"]:
             page_runs.append(Run(command_argv(marker["command"], where), index + 1,
                                  indent, columns))
+        continued = False
         for at in range(start + 1, end):
             text = lines[at][len(indent):] if lines[at].startswith(indent) else \
                 lines[at]
+            if continued:  # the rest of a `$ accsim ... \` line
+                continued = text.rstrip().endswith("\\")
+                if not marker["command"]:
+                    page_runs[-1].argv += command_argv(
+                        "accsim " + text.rstrip().rstrip("\\"), f"{path}:{at + 1}")
+                continue
             if text.startswith(PROMPT):
+                continued = text.rstrip().endswith("\\")
                 if marker["command"]:
                     continue  # the marker's command, echoed in the block
-                page_runs.append(Run(command_argv(text[len(PROMPT):], f"{path}:{at + 1}"),
+                page_runs.append(Run(command_argv(text[len(PROMPT):].rstrip()
+                                                  .rstrip("\\"), f"{path}:{at + 1}"),
                                      at + 1, indent, columns))
             elif text.strip() and text.strip() != "..." and page_runs:
                 page_runs[-1].expected.append((at, text))
@@ -146,6 +202,89 @@ def examples(path: Path, lines: list[str]) -> list[Run]:
     return runs
 
 
+def paragraphs(path: Path, lines: list[str]) -> list[Prose]:
+    """The prose paragraphs the accsim-figures markers of one page check."""
+    found = []
+    index = 0
+    while index < len(lines):
+        if not FIGURES.match(lines[index]):
+            index += 1
+            continue
+        paragraph = Prose([], index + 1)
+        while index < len(lines) and (marker := FIGURES.match(lines[index])):
+            paragraph.argvs.append(command_argv(marker["command"],
+                                                f"{path}:{index + 1}"))
+            index += 1
+        while index < len(lines) and lines[index].strip():
+            if FENCE.match(lines[index]):
+                raise ExampleError(f"{path}:{paragraph.line}: an accsim-figures marker "
+                                   "checks a paragraph of prose, not a fenced block")
+            paragraph.lines.append((index, lines[index]))
+            index += 1
+        if not paragraph.lines:
+            raise ExampleError(f"{path}:{paragraph.line}: an accsim-figures marker must "
+                               "be followed by a paragraph")
+        found.append(paragraph)
+    return found
+
+
+def figures_of(text: str) -> list[str]:
+    """The figures of a line of prose (module docstring), code spans left out."""
+    return PROSE_FIGURE.findall(CODE_SPAN.sub(" ", text))
+
+
+def printed_numbers(printed: list[str]) -> set[Decimal]:
+    return {Decimal(n.replace(",", "")) for line in printed
+            for n in NUMBER.findall(line) if n.replace(",", "").strip("+-")}
+
+
+def figure_printed(figure: str, numbers: set[Decimal]) -> bool:
+    """Whether a printed number is the figure: equal for a whole number, rounding to it
+    at its places for a decimal."""
+    value = Decimal(figure.replace(",", ""))
+    places = -value.as_tuple().exponent
+    if places <= 0:
+        return value in numbers
+    half = Decimal(5) / Decimal(10) ** (places + 1)
+    return any(abs(abs(n) - value) <= half for n in numbers)
+
+
+def compare_prose(path: Path, paragraph: Prose,
+                  outputs: list[list[str]]) -> list[Mismatch]:
+    numbers = set().union(*(printed_numbers(out) for out in outputs),
+                          *(printed_numbers(argv) for argv in paragraph.argvs))
+    return [Mismatch(path, at + 1, f"figure {figure} in: {text.strip()}", None)
+            for at, text in paragraph.lines for figure in figures_of(text)
+            if not figure_printed(figure, numbers)]
+
+
+def unchecked_figures(path: Path, lines: list[str]) -> list[str]:
+    """FILE:LINE of each line of prose with a figure in a unit of measurement (ms, s,
+    MB, GB, cycles, %, ...) that is neither in a checked paragraph nor in one that
+    dates it ("measured 2026-12-06" or "a dated measurement, 2026-12-04")."""
+    checked = {at for paragraph in paragraphs(path, lines) for at, _ in paragraph.lines}
+    found, fenced, paragraph = [], False, []
+
+    def flush():
+        if not DATED.search(" ".join(text for _, text in paragraph)):
+            found.extend(f"{path}:{at + 1}: {text.strip()}" for at, text in paragraph
+                         if at not in checked and MEASURED.search(CODE_SPAN.sub(" ", text)))
+        paragraph.clear()
+
+    for at, text in enumerate(lines):
+        if FENCE.match(text):
+            fenced = not fenced
+            flush()
+        elif fenced:
+            continue
+        elif text.strip():
+            paragraph.append((at, text))
+        else:
+            flush()
+    flush()
+    return found
+
+
 def normal(text: str) -> str:
     """A line as compared: table rules and runs of spaces collapsed, wall-clock masked."""
     text = text if " wall" not in text else WALL.sub("#", text)
@@ -155,6 +294,46 @@ def normal(text: str) -> str:
 def shape(text: str) -> str:
     """A line's words without its figures: how a quoted line finds its fresh one."""
     return NUMBER.sub("#", normal(text))
+
+
+def inputs_digest() -> str:
+    """A digest of every file a command may read besides its arguments' own: the
+    package, the shipped platforms, workloads and experiments, and this Python."""
+    digest = hashlib.sha256(sys.version.encode())
+    for folder in INPUT_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+@dataclass
+class Outputs:
+    """Commands' outputs, kept in `cache` (a folder; None: none kept) under a key of
+    the arguments, the width and the inputs' digest."""
+
+    scratch: Path
+    timeout_s: int
+    cache: Path | None = None
+    digest: str = ""
+
+    def __call__(self, argv: list[str], columns: int) -> list[str]:
+        if self.cache is None:
+            return output(argv, self.scratch, self.timeout_s, columns)
+        self.digest = self.digest or inputs_digest()
+        key = hashlib.sha256(json.dumps([argv, columns, self.digest]).encode())
+        kept = self.cache / f"{key.hexdigest()}.json"
+        if kept.is_file():
+            return json.loads(kept.read_text(encoding="utf-8"))
+        printed = output(argv, self.scratch, self.timeout_s, columns)
+        if not any(line.startswith("(accsim ") and " ran over " in line
+                   for line in printed[:1]):
+            self.cache.mkdir(parents=True, exist_ok=True)
+            staged = kept.with_suffix(f".{os.getpid()}.tmp")
+            staged.write_text(json.dumps(printed), encoding="utf-8")
+            os.replace(staged, kept)
+        return printed
 
 
 def output(argv: list[str], scratch: Path, timeout_s: int,
@@ -170,24 +349,36 @@ def output(argv: list[str], scratch: Path, timeout_s: int,
     return (done.stdout + done.stderr).splitlines()
 
 
+def cut_to(quoted: str, printed: str) -> str:
+    """`printed` cut to as many cells as `quoted` has, where `quoted` is a table row
+    (a row may be quoted with its last columns left out); any other line as it is."""
+    if not CELL.search(quoted):
+        return printed
+    if CELL.match(printed.strip()) and not CELL.match(quoted.strip()):
+        printed = printed.strip()[1:]  # quoted without the table's left border
+    marks = [mark.start() for mark in CELL.finditer(printed)]
+    cells = len(CELL.findall(quoted))
+    return printed[:marks[cells]].rstrip() if len(marks) > cells else printed
+
+
 def compare(path: Path, run: Run, printed: list[str]) -> list[tuple[int, Mismatch]]:
     """Each quoted line against the output, in order: (line index, mismatch)."""
     found = []
-    lines = [normal(p) for p in printed]
-    shapes = [shape(p) for p in printed]
     position = 0
     for at, quoted in run.expected:
-        same = next((k for k in range(position, len(lines)) if lines[k] == normal(quoted)),
-                    None)
+        candidates = [cut_to(quoted, line) for line in printed]
+        same = next((k for k in range(position, len(printed))
+                     if normal(candidates[k]) == normal(quoted)), None)
         if same is not None:
             position = same + 1
             continue
-        alike = next((k for k in range(position, len(lines))
-                      if shapes[k] == shape(quoted)), None)
+        alike = next((k for k in range(position, len(printed))
+                      if shape(candidates[k]) == shape(quoted)), None)
         if alike is not None:
             position = alike + 1
         found.append((at, Mismatch(path, at + 1, quoted,
-                                   printed[alike].rstrip() if alike is not None else None)))
+                                   candidates[alike].rstrip() if alike is not None
+                                   else None)))
     return found
 
 
@@ -199,21 +390,26 @@ def scratch_folder(folder: Path) -> Path:
     return folder
 
 
-def check_page(path: Path, *, update: bool, timeout_s: int) -> list[Mismatch]:
-    """A page's examples rerun; with `update`, figures that moved rewritten in place."""
+def check_page(path: Path, *, update: bool, timeout_s: int,
+               cache: Path | None = None) -> list[Mismatch]:
+    """A page's examples and checked paragraphs rerun; with `update`, example lines
+    whose figures moved rewritten in place."""
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
-    runs = examples(path, [line.rstrip("\n") for line in lines])
+    stripped = [line.rstrip("\n") for line in lines]
+    runs, prose = examples(path, stripped), paragraphs(path, stripped)
     mismatches = []
     with tempfile.TemporaryDirectory(prefix="accsim-readme-") as scratch:
-        folder = scratch_folder(Path(scratch))
+        run_command = Outputs(scratch_folder(Path(scratch)), timeout_s, cache)
         for run in runs:
-            for at, mismatch in compare(path, run, output(run.argv, folder, timeout_s,
-                                                      run.columns)):
+            for at, mismatch in compare(path, run, run_command(run.argv, run.columns)):
                 if update and mismatch.printed is not None:
                     lines[at] = run.indent + mismatch.printed + "\n"
                 else:
                     mismatches.append(mismatch)
+        for paragraph in prose:
+            mismatches += compare_prose(path, paragraph, [run_command(argv, COLUMNS)
+                                                          for argv in paragraph.argvs])
     if update and "".join(lines) != text:
         path.write_text("".join(lines), encoding="utf-8")
     return mismatches
@@ -233,21 +429,37 @@ def main(argv: list[str] | None = None) -> int:
                         "listing every quoted line the commands no longer print")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_S, metavar="S",
                         help=f"per command (default {TIMEOUT_S} s)")
+    parser.add_argument("--audit", action="store_true", help="run nothing; list each "
+                        "line of prose with a figure in a unit of measurement that no "
+                        "marker checks and no date marks as a measurement")
+    parser.add_argument("--cache", metavar="DIR", default=os.environ.get(CACHE_ENV),
+                        help=f"keep outputs here (default ${CACHE_ENV}; unset: none)")
     args = parser.parse_args(argv)
-    mismatches, examples_seen = [], 0
+    cache = Path(args.cache) if args.cache else None
+    mismatches, examples_seen, paragraphs_seen = [], 0, 0
+    if args.audit:
+        found = [line for page in pages(args.pages) if page.is_file()
+                 for line in unchecked_figures(page, page.read_text(
+                     encoding="utf-8").splitlines())]
+        print("\n".join(found + [f"{len(found)} lines of prose with figures neither "
+                                  "checked nor dated"]))
+        return 0
     try:
         for page in pages(args.pages):
             if not page.is_file():
                 continue
             lines = page.read_text(encoding="utf-8").splitlines()
             examples_seen += len(examples(page, lines))
-            mismatches += check_page(page, update=not args.check, timeout_s=args.timeout)
+            paragraphs_seen += len(paragraphs(page, lines))
+            mismatches += check_page(page, update=not args.check, timeout_s=args.timeout,
+                                     cache=cache)
     except ExampleError as exc:
         print(f"readme_numbers: {exc}", file=sys.stderr)
         return 2
     for mismatch in mismatches:
         print(mismatch)
     verb = "differ" if args.check else "could not be regenerated"
+    print(f"{paragraphs_seen} paragraphs of prose figures checked")
     print(f"{examples_seen} example commands; {len(mismatches)} quoted lines {verb}")
     return 1 if mismatches else 0
 

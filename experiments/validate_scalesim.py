@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import json
 import math
 import os
@@ -95,7 +96,7 @@ STALL_REASONS = [
 
 def _require_scalesim():
     try:
-        import scalesim.compute.systolic_compute_os  # noqa: F401
+        importlib.import_module("scalesim.compute.systolic_compute_os")
     except ImportError:
         sys.exit("scalesim is not importable here: run this script with the validate "
                  "extra's environment (bash experiments/scalesim_env.sh, then "

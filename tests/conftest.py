@@ -26,8 +26,14 @@ def _private_cost_cache(tmp_path_factory):
 def _no_terminal_width():
     """Output is a pipe without COLUMNS, as in CI, whoever runs the tests: pytest-xdist
     sets COLUMNS in its workers (and a user's shell may export it), which would fold the
-    tables that tests read whole. Tests of the folding set it themselves."""
+    tables that tests read whole. Tests of the folding set it themselves. GNU readline,
+    once imported (pytest's debugger imports it), sets COLUMNS and LINES in the C
+    environment, which os.environ does not show but subprocesses inherit: those are
+    unset there too."""
     patch = pytest.MonkeyPatch()
     patch.delenv("COLUMNS", raising=False)
+    for name in ("COLUMNS", "LINES"):
+        if name not in os.environ:
+            os.unsetenv(name)
     yield
     patch.undo()

@@ -418,8 +418,9 @@ def test_there_are_enough_cases():
 
 
 def assert_refused(argv: list[str], fragments, capsys) -> None:
-    """`accsim ARGV` run in-process under a SECONDS alarm is refused: a non-zero exit,
-    no traceback, a message on stderr, every fragment in the output, no ESC."""
+    """`accsim ARGV` run in-process under SECONDS of CPU (timed_cli) is refused: a
+    non-zero exit, no traceback, a message on stderr, every fragment in the output,
+    no ESC."""
     code, out, err, elapsed = run_main(argv, capsys, SECONDS)
     assert code not in (0, None), f"accepted: {out[-400:]}"
     assert "Traceback" not in out + err

@@ -13,6 +13,7 @@ from tiny_llama import TINY_LLAMA
 
 from simulator.output.files import OutputFolder
 from simulator.serving.cost_cache import CostCache
+from timed_cli import HANG_S
 
 PROCESSES = 8
 ROUNDS = 40  # new folders each process makes, released together for each
@@ -38,14 +39,14 @@ def test_processes_making_the_same_folder_at_once_all_succeed(tmp_path):
     and the same cost-cache folder (ROUNDS times over, so that their creations
     overlap): every one succeeds and every file is there."""
     context = multiprocessing.get_context("fork")
-    gate, results = context.Barrier(PROCESSES, timeout=60), context.Queue()
+    gate, results = context.Barrier(PROCESSES, timeout=HANG_S), context.Queue()
     workers = [context.Process(target=_write_in, args=(str(tmp_path), gate, i, results))
                for i in range(PROCESSES)]
     for worker in workers:
         worker.start()
-    outcomes = dict(results.get(timeout=60) for _ in workers)
+    outcomes = dict(results.get(timeout=HANG_S) for _ in workers)
     for worker in workers:
-        worker.join(timeout=60)
+        worker.join(timeout=HANG_S)
     assert outcomes == {i: "ok" for i in range(PROCESSES)}
     for round_ in range(ROUNDS):
         folder = tmp_path / str(round_) / "out"

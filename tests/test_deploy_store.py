@@ -20,6 +20,7 @@ from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.serving.llm_cost import LlmCost
+from timed_cli import HANG_S
 
 ORIGINAL_PART = LlmCost._part
 
@@ -65,7 +66,7 @@ def test_killed_search_resumes_with_every_point_once(folder, capsys):
     store = folder / "deploy.sqlite"
     run = subprocess.Popen([sys.executable, "-m", "simulator.cli", *args(folder, store)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline and run.poll() is None:
         if store.exists() and len(stored_keys(store)) >= 3:
             break

@@ -23,6 +23,7 @@ from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.program.tile_program import MemoryParams, make_program
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
+from timed_cli import HANG_S
 
 PROGRAM = make_program([64, 64], [10, 10], store_bytes=[0, 64], depth=1, slots=1)
 
@@ -227,7 +228,7 @@ def test_a_closed_pipe_ends_quietly():
     process.stdout.read(10)
     process.stdout.close()
     err = process.stderr.read().decode()
-    assert process.wait(timeout=60) in (0, 141)  # 141: it hit the closed pipe
+    assert process.wait(timeout=HANG_S) in (0, 141)  # 141: it hit the closed pipe
     assert "Traceback" not in err
 
 

@@ -355,7 +355,8 @@ def _make(path: Path, content) -> None:
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str, str, float]:
-    """`accsim ARGV` in-process under a SECONDS alarm: (exit code, out, err, seconds)."""
+    """`accsim ARGV` in-process under SECONDS of CPU (timed_cli): (exit code, out,
+    err, CPU seconds)."""
     capsys.readouterr()
     return run_main(argv, capsys, SECONDS)
 

@@ -11,6 +11,7 @@ variable: value}, fragments the error line holds).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -327,8 +328,10 @@ STORE_ARGS = pd("--sla", "ttft_p99_ms=0.15,tpot_p99_ms=0.06") + ["--store", "r.s
 
 @functools.cache
 def template_store() -> Path:
-    """A store plan-deployment wrote (made once per session, copied per case)."""
+    """A store plan-deployment wrote (made once per session, copied per case; its
+    folder removed when the session's process ends)."""
     folder = Path(tempfile.mkdtemp(prefix="accsim-hostile-store-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     (folder / "config.json").write_text(MODEL)
     here = os.getcwd()
     os.chdir(folder)  # the relative model path of the cases: the same point keys

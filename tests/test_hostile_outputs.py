@@ -2,12 +2,13 @@
 links planted in them, text meant to become markup), `accsim verify` (forged,
 truncated and huge packets and results) and the multi-chip flags of `accsim run`.
 
-Every case runs in-process under a SECONDS alarm with a sentinel folder beside the
-working folder (links in the cases point into it) and asserts: no traceback, the
-sentinel byte-for-byte unchanged, nothing written in the working folder but the output
-the case names. A refused case exits non-zero with one error line naming the file or
-flag; an accepted case exits 0, and for a review no raw input markup (`<script>`,
-`<img`, a live Markdown link or image) reaches index.html, packet.md or a figure.
+Every case runs in-process under SECONDS of CPU (timed_cli) with a sentinel folder
+beside the working folder (links in the cases point into it) and asserts: no
+traceback, the sentinel byte-for-byte unchanged, nothing written in the working folder
+but the output the case names. A refused case exits non-zero with one error line
+naming the file or flag; an accepted case exits 0, and for a review no raw input
+markup (`<script>`, `<img`, a live Markdown link or image) reaches index.html,
+packet.md or a figure.
 
 Each row: (id, argv, {file name: content}, fragments the output must contain,
 accepted, outputs the case may write).

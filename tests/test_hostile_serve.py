@@ -315,8 +315,8 @@ def _files(root: Path) -> set[str]:
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str, str, float]:
-    """`accsim ARGV` in-process under a SECONDS alarm: exit code, stdout, stderr,
-    seconds taken."""
+    """`accsim ARGV` in-process under SECONDS of CPU (timed_cli): exit code, stdout,
+    stderr, CPU seconds taken."""
     return run_main(argv, capsys, SECONDS)
 
 

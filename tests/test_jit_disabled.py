@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from timed_cli import HANG_S
+
 TESTS = Path(__file__).parent
 
 SELECTED = {
@@ -47,7 +49,7 @@ def test_selected_tests_pass_with_jit_disabled() -> None:
         "-q", "-p", "no:cacheprovider", "-n", "0", "-k", " or ".join(names)]
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     done = subprocess.run([sys.executable, "-c", _RUN, *args], env=env, cwd=TESTS.parent,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_S)
     report = done.stdout + done.stderr
     assert done.returncode == 0, report
     passed = re.search(r"(\d+) passed", report)

@@ -39,6 +39,9 @@ print(json.dumps({"code": code, "numba": "numba" in sys.modules,
 """
 
 
+SYSTEM_TMP = "system-tmp"
+
+
 def _env(directory: Path, on: bool) -> dict[str, str]:
     return {**os.environ, "ACCSIM_KERNEL_DIR": str(directory),
             "ACCSIM_KERNEL_LIBRARY": "1" if on else "0"}
@@ -55,9 +58,18 @@ def _run(argv: list[str], directory: Path, on: bool, cwd: Path) -> dict:
 def library(tmp_path_factory) -> Path:
     """A library built by `accsim compile` into a folder of this module's own."""
     base = tmp_path_factory.mktemp("kernel-library")
+    (base / SYSTEM_TMP).mkdir()  # the system's temporary folder, as the build sees it
     subprocess.run([sys.executable, "-m", "simulator.cli", "compile"], check=True,
-                   env=_env(base, True), capture_output=True, text=True)
+                   env={**_env(base, True), "TMPDIR": str(base / SYSTEM_TMP)},
+                   capture_output=True, text=True)
     return base / kernel_library.library_dir().name
+
+
+@needs_compiler
+def test_compile_leaves_nothing_in_the_temporary_folder(library) -> None:
+    """pycc's compiler probe made two folders there per build and never removed them
+    (numba.pycc.platform._gentmpfile); the build makes them in its own scratch."""
+    assert sorted(p.name for p in (library.parent / SYSTEM_TMP).iterdir()) == []
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import re
-import signal
 import tempfile
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiny_llama import TINY_LLAMA
+from timed_cli import cpu_bound
 
 from simulator.calibrate.sensitivity import with_values
 from simulator.cli import main
@@ -31,7 +31,7 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import validate_model
 
-SECONDS = 120  # one example's bound: a hang is a failure, not a stuck suite
+SECONDS = 120  # one example's CPU bound: a hang is a failure, not a stuck suite
 WORKLOAD = {"name": "w", "operators": [
     {"name": "g", "layer_type": "fc", "kind": "gemm", "m": 8, "n": 16, "k": 8},
     {"name": "s", "layer_type": "softmax", "kind": "softmax", "rows": 8, "cols": 16}]}
@@ -136,21 +136,14 @@ def check_figures(printed: str, written: Path | None, *, signed_print: bool = Fa
 
 
 def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    def alarm(signum, frame):
-        raise TimeoutError(f"no answer within {SECONDS} s: {argv}")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.alarm(SECONDS)
+    """`accsim ARGV` in-process under SECONDS of CPU (timed_cli.cpu_bound)."""
     out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(argv)
-            except SystemExit as exc:
-                code = exc.code
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+    with cpu_bound(SECONDS, f"no answer to {argv}"), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code
     return code, out.getvalue(), err.getvalue()
 
 

@@ -1,10 +1,13 @@
 """experiments/readme_numbers.py on a page of its own (issue 23 item 8): the figures a
 marked example quotes are compared with a fresh run of its command; --check exits 1
 naming the line that moved, a run without it rewrites that line, wall-clock figures
-are not compared, and a marker that is not a plain accsim command is refused."""
+are not compared, and a marker that is not a plain accsim command is refused. Issue 42:
+the figures of a paragraph of prose under an accsim-figures marker are checked too, and
+a cache keeps the outputs of an unchanged tree."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +94,71 @@ def test_a_bad_marker_is_one_error_naming_the_line(tmp_path, marker, problem):
     done = script("--check", str(path))
     assert done.returncode == 2
     assert f"{path}:" in done.stderr and problem in done.stderr
+
+
+def _figure(line: str, before: str) -> str:
+    """The number right before `before` in a printed line ("1,234 cycles")."""
+    return line.split(before)[0].split()[-1]
+
+
+def test_a_prose_figure_is_checked_and_a_moved_one_fails(example):
+    """An accsim-figures marker checks the paragraph after it: every figure is a
+    number the command prints (a decimal at its own places); one that moved fails the
+    check naming the line, and names, code spans and `2**20` are not figures."""
+    folder, command, cycles, energy, _ = example
+    count, pj = _figure(cycles, " cycles = "), _figure(energy, " pJ per MAC")
+    shorter = f"{float(pj):.1f}"
+    good = (f"# Page\n\n<!-- accsim-figures: {command} -->\nThe gemm takes {count} "
+            f"cycles and {shorter} pJ per MAC on\nedge_32x32 with `--tm 7` in fp8, like "
+            "Llama-3.1-8B at 2**20.\n")
+    path = page(folder, good)
+    done = script("--check", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 paragraphs of prose figures checked" in done.stdout
+    moved = f"{float(shorter) + 3.3:.1f}"
+    path.write_text(good.replace(f"and {shorter} pJ", f"and {moved} pJ"))
+    done = script("--check", str(path))
+    assert done.returncode == 1, done.stdout
+    assert f"{path}:4: quoted: figure {moved} in:" in done.stdout
+    assert "no number the marked commands print rounds to it" in done.stdout
+    done = script(str(path))  # a prose figure is written by hand: never rewritten
+    assert done.returncode == 1 and f"and {moved} pJ" in path.read_text()
+
+
+def test_a_prompt_line_continues_after_a_backslash(example):
+    folder, command, cycles, *_ = example
+    head, tail = command.rsplit(" --heuristic ", 1)
+    path = page(folder, f"<!-- accsim-example -->\n```\n$ {head} \\\n    --heuristic "
+                f"{tail}\n{cycles}\n```\n")
+    done = script("--check", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_cache_reruns_nothing_for_an_unchanged_tree(example, tmp_path):
+    """A second check with the same --cache reads the outputs kept by the first (a kept
+    output edited by hand is what the second check compares with)."""
+    folder, command, cycles, *_ = example
+    path = page(folder, f"<!-- accsim-example: {command} -->\n```\n{cycles}\n```\n")
+    cache = tmp_path / "cache"
+    assert script("--check", "--cache", str(cache), str(path)).returncode == 0
+    kept, = cache.glob("*.json")
+    lines = json.loads(kept.read_text())
+    kept.write_text(json.dumps([line.replace(" cycles = ", "1 cycles = ")
+                                for line in lines]))
+    done = script("--check", "--cache", str(cache), str(path))
+    assert done.returncode == 1 and f"{path}:3: quoted: {cycles}" in done.stdout
+
+
+def test_the_audit_lists_figures_neither_checked_nor_dated(tmp_path):
+    """--audit runs nothing: a measured figure in plain prose is listed, one in a
+    paragraph that dates it or under an accsim-figures marker is not."""
+    path = page(tmp_path, "# Page\n\nThe run took 3.5 s on a busy machine.\n\n"
+                "The run took 4.5 s (measured 2026-12-06 with `accsim run`).\n\n"
+                "<!-- accsim-figures: accsim run -->\nIt takes 1.059 ms.\n\n"
+                "```\n9 ms in a block\n```\n")
+    done = script("--audit", str(path))
+    assert done.returncode == 0
+    assert f"{path}:3: The run took 3.5 s" in done.stdout
+    assert "4.5 s" not in done.stdout and "1.059" not in done.stdout
+    assert "9 ms" not in done.stdout
+    assert "1 lines of prose with figures neither checked nor dated" in done.stdout

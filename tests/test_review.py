@@ -21,6 +21,7 @@ from simulator.cli import main
 from simulator.review.packet import NUMBER_FORMATS
 from simulator.review.providers import platform_area_mm2
 from simulator.review.sections import TITLES
+from timed_cli import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = ROOT / "experiments" / "studies"
@@ -512,7 +513,7 @@ def test_bad_study_from_the_shell_has_no_traceback(tmp_path):
     study.write_text(SMALL_STUDY.replace("tpu_v5e_like]", "tpu_v9]"))
     done = subprocess.run([sys.executable, "-m", "simulator.cli", "review", str(study),
                            "--out", str(tmp_path / "o")], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=HANG_S)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
@@ -583,7 +584,7 @@ def chromium(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
                            "--disable-dev-shm-usage", "--enable-logging=stderr", "--v=0",
                            "--window-size=1280,900", *args], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=HANG_S)
 
 
 def laid_out(out: Path) -> dict:

@@ -21,6 +21,7 @@ from simulator.review.packet import NUMBER_FORMATS
 from simulator.review.study import load_study
 from simulator.sweep import executors
 from test_review import html_tables, md_cell_text, md_tables, parse_number, resolution
+from timed_cli import HANG_S
 
 # One small GEMM on edge_32x32 variants: each point's default-mapping search is short.
 GEMM = """\
@@ -369,7 +370,7 @@ def test_a_bad_sweep_spec_from_the_shell_has_no_traceback(tmp_path):
     study = study_folder(tmp_path, SWEEP.replace("rows", "rowz"))
     done = subprocess.run([sys.executable, "-m", "simulator.cli", "review", str(study),
                            "--out", str(tmp_path / "o")], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=HANG_S)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "tiny.yaml: axes.systolic_array.rowz: no such platform field" in line

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from simulator.cli import main
+from timed_cli import HANG_S
 
 RESULT_KEYS = {"latency_ms", "ttft_ms", "tpot_ms", "service_ms", "throughput_rps",
                "tokens_per_s", "goodput_rps", "utilization", "energy_per_request_j",
@@ -114,6 +115,6 @@ def test_bad_input_is_one_clear_line(tmp_path, capsys, args, fragment):
 
 def test_the_process_exits_1_without_a_traceback():
     done = subprocess.run([sys.executable, "-m", "simulator.cli", "serve", "--rate", "-1"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("accsim: error: --rate")

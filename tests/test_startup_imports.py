@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from timed_cli import HANG_S
 
 HEAVY = ("numba", "matplotlib", "jinja2", "onnx", "distributed")
 
@@ -38,7 +39,7 @@ print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
 
 def loaded_after(call: str, env: dict | None = None) -> list[str]:
     done = subprocess.run([sys.executable, "-c", _PROBE.format(call=call, heavy=HEAVY)],
-                          capture_output=True, text=True, timeout=120, env=env)
+                          capture_output=True, text=True, timeout=HANG_S, env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -60,7 +61,7 @@ def test_help_lists_every_verb_without_importing_their_modules() -> None:
             "print(sorted(m for m in sys.modules if m.startswith('simulator.commands.')), "
             "file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", _PROBE.format(call=call, heavy=HEAVY)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 0, done.stderr
     from simulator.cli import VERBS
     for verb, (_, help_text) in VERBS.items():

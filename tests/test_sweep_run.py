@@ -22,6 +22,7 @@ from simulator.sweep.executors import Dask, Processes, Serial, executor_for
 from simulator.sweep.plan import make_plan
 from simulator.sweep.spec import load_sweep
 from simulator.sweep.store import Store
+from timed_cli import HANG_S
 
 # edge_32x32 points; a 2-byte output buffer holds no int32 accumulator tile at all. One
 # small GEMM keeps each point's default-mapping search short.
@@ -143,7 +144,7 @@ def test_coordinator_killed_mid_sweep_resumes_with_every_point_once(tmp_path):
     run = subprocess.Popen([sys.executable, "-m", "simulator.cli", "sweep", "run",
                             str(spec), "--store", str(path), "--scheduler", "serial"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline and run.poll() is None:
         if stored_count(path) >= 20:
             break
@@ -166,13 +167,13 @@ def test_ctrl_c_stops_cleanly_keeping_what_finished(tmp_path, capsys):
     run = subprocess.Popen([sys.executable, "-m", "simulator.cli", "sweep", "run",
                             str(spec), "--store", str(path), "--workers", "2"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + HANG_S
     while time.monotonic() < deadline and run.poll() is None:
         if stored_count(path) >= 10:
             break
         time.sleep(0.02)
     run.send_signal(signal.SIGINT)
-    out, err = run.communicate(timeout=60)
+    out, err = run.communicate(timeout=HANG_S)
     assert run.returncode == 130, err
     assert "Traceback" not in err
     kept = len(stored(path))
@@ -449,10 +450,10 @@ def _running(pid: int) -> bool:
 def test_pool_workers_end_when_their_coordinator_is_killed():
     coordinator = subprocess.run([sys.executable, "-c", KILLED_COORDINATOR,
                                   os.path.dirname(__file__)],
-                                 capture_output=True, text=True, timeout=60)
+                                 capture_output=True, text=True, timeout=HANG_S)
     assert coordinator.returncode == -signal.SIGKILL, coordinator.stderr
     worker = int(coordinator.stdout.split()[0])
-    deadline = time.monotonic() + 10 * executors.PARENT_CHECK_S
+    deadline = time.monotonic() + HANG_S  # they check every PARENT_CHECK_S
     while _running(worker) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running(worker)

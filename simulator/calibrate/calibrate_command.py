@@ -20,7 +20,7 @@ from simulator.calibrate.measured import read_measured
 from simulator.calibrate.runs import is_runs_file, read_runs
 from simulator.calibrate.whole import WholeCalibration, calibrate_runs
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
-from simulator.commands.rules import in_range, names, whole
+from simulator.options.rules import in_range, names, whole
 from simulator.inputs.resolve import budget, load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError

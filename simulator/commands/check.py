@@ -17,7 +17,7 @@ from simulator.inputs.loader import parse_yaml, read_source, validate_model
 from simulator.inputs.platform_file import load_platform, overrides_of
 from simulator.options.catalog import add_options
 from simulator.present.plan_check import check_plan, plan_check_table
-from simulator.output.terminal import console as report_console
+from simulator.output.terminal import console as report_console, echo
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload
 
@@ -49,7 +49,7 @@ def handle(args: argparse.Namespace) -> int:
     else:
         detail = (f"{len(model.operators)} operator and {len(model.layer_types)} "
                   "layer_type entries")
-    print(f"{source.path}: valid {kind} ({detail})")
+    echo(f"{source.path}: valid {kind} ({detail})")
     if isinstance(model, Platform):
         if kind == "platform":
             _print_overrides(source.path, model)
@@ -64,12 +64,12 @@ def _print_overrides(path: str, platform: Platform) -> None:
     if base is None:
         return
     fields = [field for field in fields if field[0] not in ("name", "description")]
-    print(f"base: {base}; this file overrides {len(fields)} field"
-          f"{'s' if len(fields) != 1 else ''}:")
+    echo(f"base: {base}; this file overrides {len(fields)} field"
+         f"{'s' if len(fields) != 1 else ''}:")
     for field, was, now in fields:
         entry = platform.provenance.get(field)
         cited = f"; {entry.kind}" if entry is not None else ""
-        print(f"  {field}: {_shown(now)}  (base: {_shown(was)}{cited})")
+        echo(f"  {field}: {_shown(now)}  (base: {_shown(was)}{cited})")
 
 
 def _shown(value) -> str:
@@ -85,16 +85,16 @@ def _print_assumptions(platform: Platform) -> None:
     listed = platform.assumptions()
     fields = platform.numeric_fields()
     if not platform.provenance:
-        print(f"provenance: none ({len(fields)} numeric fields unannotated)")
+        echo(f"provenance: none ({len(fields)} numeric fields unannotated)")
         return
     kinds = Counter(entry.kind for entry in platform.provenance.values())
     bare = sum(1 for path in fields if path not in platform.provenance)
-    print("provenance: " + ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
-          + (f", {bare} unannotated" if bare else ""))
+    echo("provenance: " + ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+         + (f", {bare} unannotated" if bare else ""))
     for path, entry in listed.items():
         span = f"range [{entry['range'][0]:g}, {entry['range'][1]:g}]" \
             if "range" in entry else f"fitted to {entry.get('source')}"
-        print(f"  {entry['kind']} {path} = {entry['value']:g}  {span}")
+        echo(f"  {entry['kind']} {path} = {entry['value']:g}  {span}")
 
 
 def _check_plan(args: argparse.Namespace) -> int:
@@ -109,8 +109,8 @@ def _check_plan(args: argparse.Namespace) -> int:
               file=sys.stderr)
     checked = sum(1 for op in report.operators if op.fused_into is None)
     if report.ok:
-        print(f"{args.file}: plan fits {report.workload} on {report.platform} "
-              f"({checked} operators)")
+        echo(f"{args.file}: plan fits {report.workload} on {report.platform} "
+             f"({checked} operators)")
         return 0
     print(f"{args.file}: plan REJECTED for {report.workload} on {report.platform}: "
           f"{len(report.errors)} errors", file=sys.stderr)

@@ -12,7 +12,7 @@ from simulator.output import progress
 from simulator.api import Comparison, Result, platform_labels
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
-from simulator.commands.rules import requires
+from simulator.options.rules import requires
 from simulator.inputs.resolve import DEFAULT_WORKLOAD, budget, load_inputs
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError
@@ -27,7 +27,7 @@ from simulator.precision.applied import applied as applied_precision
 from simulator.simulate import Inputs
 from simulator.system import command as system_command
 from simulator.system.plan_run import check_fit
-from simulator.output.terminal import console as report_console
+from simulator.output.terminal import console as report_console, echo
 
 
 def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
@@ -129,7 +129,7 @@ def show_robust(args: argparse.Namespace, every: list[Inputs], labels: list[str]
     if args.robust_json:
         text = dump_json(robust_dict(found, verdicts), indent=1)
         if args.robust_json == "-":
-            print(text)
+            echo(text)
         else:
             write_file(args.robust_json, text + "\n", field="--robust-json")
 

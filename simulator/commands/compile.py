@@ -9,6 +9,7 @@ import argparse
 from simulator.kernels import library as kernel_library
 from simulator.output import progress
 from simulator.kernels.build import build
+from simulator.output.terminal import echo
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -18,11 +19,11 @@ def handle(args: argparse.Namespace) -> int:
     with progress.status("compiling the kernel library (10-20 s)") as spinner:
         built = build(directory, lambda text: spinner and spinner.update(
             f"kernel library: {text}"))
-    print(f"kernel library: {built.directory / built.file}\n"
-          f"  {built.kernels} kernels, {built.exports} exports, "
-          f"{built.bytes / 1e3:,.0f} KB, built in {built.seconds:.1f} s")
+    echo(f"kernel library: {built.directory / built.file}\n"
+         f"  {built.kernels} kernels, {built.exports} exports, "
+         f"{built.bytes / 1e3:,.0f} KB, built in {built.seconds:.1f} s")
     if not kernel_library.enabled():
-        print("  not used while ACCSIM_KERNEL_LIBRARY=0 or NUMBA_DISABLE_JIT=1")
+        echo("  not used while ACCSIM_KERNEL_LIBRARY=0 or NUMBA_DISABLE_JIT=1")
     return 0
 
 
@@ -30,13 +31,13 @@ def _check(directory) -> int:
     """0 when the library is present and current (and will be used), 1 otherwise."""
     exports = kernel_library.load(directory)
     if exports:
-        print(f"kernel library: current, {len(exports)} kernels, "
-              f"{sum(map(len, exports.values()))} exports ({directory})")
+        echo(f"kernel library: current, {len(exports)} kernels, "
+             f"{sum(map(len, exports.values()))} exports ({directory})")
         return 0
     why = ("turned off (ACCSIM_KERNEL_LIBRARY=0 or NUMBA_DISABLE_JIT=1)"
            if not kernel_library.enabled() else "absent, stale or unreadable")
-    print(f"kernel library: {why} ({directory}); runs use the JIT; "
-          f"`accsim compile` builds it")
+    echo(f"kernel library: {why} ({directory}); runs use the JIT; "
+         f"`accsim compile` builds it")
     return 1
 
 

@@ -19,7 +19,7 @@ from simulator.search.operator import OBJECTIVES
 from simulator.present.map_outputs import map_csv, write_map_plot
 from simulator.search.tables import gap_table, operator_search_table
 from simulator.search.workload import map_workload, write_map_json
-from simulator.output.terminal import console as report_console
+from simulator.output.terminal import console as report_console, echo
 
 
 # Output options and the suffixes each accepts (None: any).
@@ -52,11 +52,11 @@ def handle(args: argparse.Namespace) -> int:
     console.print(gap_table(result))
     stats = result.stats
     searched = sum(1 for op in result.operators if op.same_as is None)
-    print(f"searched {searched} distinct operators of {len(result.operators)}: "
-          f"{stats.candidates:,} candidates ({stats.unfit:,} do not fit, "
-          f"{stats.duplicates:,} duplicate programs, {stats.bound_pruned:,} pruned by the "
-          f"bound, {stats.simulated:,} simulated) in {elapsed:.1f} s wall, "
-          f"{stats.candidates / max(elapsed, 1e-9):,.0f} candidates/s")
+    echo(f"searched {searched} distinct operators of {len(result.operators)}: "
+         f"{stats.candidates:,} candidates ({stats.unfit:,} do not fit, "
+         f"{stats.duplicates:,} duplicate programs, {stats.bound_pruned:,} pruned by the "
+         f"bound, {stats.simulated:,} simulated) in {elapsed:.1f} s wall, "
+         f"{stats.candidates / max(elapsed, 1e-9):,.0f} candidates/s")
     for path, writer in ((args.json, write_map_json), (args.csv, _write_csv),
                          (args.plot, write_map_plot), (args.write_plan, _write_plan)):
         if path:

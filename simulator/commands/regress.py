@@ -26,7 +26,7 @@ from simulator.verification.regression import (EXIT_REFUSED, BaselineRefused, co
 from simulator.present.run_report import result_dict, write_csv, write_json
 from simulator.system.plan_run import check_fit
 from simulator.system.plan import SystemPlan
-from simulator.output.terminal import plain
+from simulator.output.terminal import echo, plain
 
 # The run's outputs, as `accsim run` writes them, and the suffixes each accepts.
 OUTPUT_SUFFIXES = {"json": None, "csv": None, "plot": (".png", ".pdf", ".svg")}
@@ -86,14 +86,14 @@ def handle(args: argparse.Namespace) -> int:
         if refused is not None:
             raise refused
         if baseline is None:
-            print(f"regress: no baseline at {args.baseline} yet")
+            echo(f"regress: no baseline at {args.baseline} yet")
         else:
             regression = compare(baseline, current,
                                  path=args.baseline, platform=inputs.platform,
                                  tolerance=args.tolerance, floor_cycles=args.floor_cycles,
                                  floor_energy_pj=args.floor_energy_pj)
             for line in report_lines(regression):
-                print(plain(line))
+                echo(plain(line))
             write(args.junit, junit_xml(regression))
             code = regression.exit_code
     except BaselineRefused as exc:

@@ -25,7 +25,7 @@ from simulator.serving.verification import (MAX_VERIFY_WORK, serving_kind,
 from simulator.system.plan import SystemPlan
 from simulator.system.run import rerun_figures
 from simulator.system.shard import shard_plain
-from simulator.output.terminal import plain
+from simulator.output.terminal import echo, plain
 from simulator.verification.rerun import RunKind, Verification, embedded_models, read_input, verify_run
 
 # Differences printed before the rest are counted.
@@ -123,17 +123,17 @@ def handle(args: argparse.Namespace) -> int:
     with progress.status(f"verifying {args.result} (rerunning its inputs)"):
         outcome = verify(args.result, allow_long=args.allow_long)
     for change in outcome.changed_sources:
-        print(f"changed input: {plain(change)}")
+        echo(f"changed input: {plain(change)}")
     if outcome.model_changed:
-        print(f"model version changed: {plain(outcome.model_changed)}")
+        echo(f"model version changed: {plain(outcome.model_changed)}")
     shown = outcome.differences if args.all else outcome.differences[:SHOWN_DIFFERENCES]
     for difference in shown:
-        print(f"differs on rerun: {plain(difference)}")
+        echo(f"differs on rerun: {plain(difference)}")
     if len(shown) < len(outcome.differences):
-        print(f"... and {len(outcome.differences) - len(shown)} more differences "
-              f"(accsim verify --all {args.result} lists them)")
+        echo(f"... and {len(outcome.differences) - len(shown)} more differences "
+             f"(accsim verify --all {args.result} lists them)")
     if outcome.ok:
-        print(f"{args.result}: verified (inputs unchanged, rerun identical)")
+        echo(f"{args.result}: verified (inputs unchanged, rerun identical)")
         return 0
     print(f"{args.result}: NOT verified", file=sys.stderr)
     return 1

@@ -23,6 +23,7 @@ from simulator.inputs.loader import Source, read_bytes
 from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file
 from simulator.inputs.workload import Workload
+from simulator.output.terminal import echo
 
 # Format name -> the module that reads it.
 FORMATS: dict[str, str] = {
@@ -80,8 +81,8 @@ def _import(args: argparse.Namespace) -> int:
         return 0
     write_file(args.output, text, field="--output")
     for note in imported.notes:
-        print(f"import: {note}")
-    print(f"wrote {args.output}: {len(imported.workload.operators)} operators")
+        echo(f"import: {note}")
+    echo(f"wrote {args.output}: {len(imported.workload.operators)} operators")
     return 0
 
 
@@ -103,6 +104,6 @@ def run_workload(args: argparse.Namespace) -> tuple[Workload, Source] | None:
                               file=path, field=f"--{name}")
     imported = getattr(format_module(name), f"import_{name}")(path)  # its defaults
     for note in imported.notes:
-        print(f"import: {note}")
+        echo(f"import: {note}")
     data = read_bytes(path, max_bytes=MAX_IMPORTED_BYTES)
     return imported.workload, Source(path, hashlib.sha256(data).hexdigest(), "")

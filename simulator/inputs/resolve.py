@@ -15,7 +15,7 @@ from simulator.inputs.platform_file import load_platform
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
 from simulator.inputs.run_inputs import Inputs
-from simulator.output.terminal import plain
+from simulator.output.terminal import echo, plain
 from simulator.inputs.workload import Workload
 
 SCHEMAS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
@@ -74,7 +74,7 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
         notes += scalesim.validate_notes(platform)
         mapping_plan = scalesim.validate_mapping(trace, platform)
     for note in notes:
-        print(f"scalesim: {plain(note)}")
+        echo(f"scalesim: {plain(note)}")
     if validate is not None:
         return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
     if mapping is None:

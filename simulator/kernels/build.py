@@ -24,6 +24,7 @@ import os
 import tempfile
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,6 +121,21 @@ def _arg_text(numba_type) -> str:
     return {"int64": "int64", "float64": "float64", "bool": "boolean"}[str(numba_type)]
 
 
+@contextmanager
+def _temporary_folders_in(folder: str):
+    """Python's temporary folders made under `folder` (the build's scratch, removed
+    after it) while pycc works: its compiler probe (numba.pycc.platform._gentmpfile)
+    never removes the two folders it makes (its cleanup calls os.remove on a file
+    object), and a compile that fails leaves its build folder; nothing is left in the
+    system's temporary folder."""
+    saved = tempfile.tempdir
+    tempfile.tempdir = folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
+
+
 def build(directory: Path, report=lambda text: None) -> Built:
     """Compile ENTRIES into the library under `directory` and write its manifest last
     (a reader sees the old library or the new one, never half of one)."""
@@ -145,7 +161,8 @@ def build(directory: Path, report=lambda text: None) -> Built:
         raise AccsimError("cannot write the library's folder (permission denied)",
                           file=str(directory))
     exports = []
-    with tempfile.TemporaryDirectory(dir=directory) as scratch:
+    with tempfile.TemporaryDirectory(dir=directory) as scratch, \
+            _temporary_folders_in(scratch):
         try:
             compiler = CC(kernel_library.MODULE)
         except RuntimeError as exc:  # pycc found no C compiler

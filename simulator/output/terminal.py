@@ -13,14 +13,20 @@ no width, so its tables are printed whole (one line per row for grep and diff), 
 repeating the table's key columns (operator, platform, ...) and carrying whole column
 groups where they fit; `wide=True` (`--wide`) prints it in one table. A table never
 shrinks below its natural width: a part that cannot fit (long names) is printed wider
-than the terminal rather than with a cut or ellipsised cell. Lines of text are not
-wrapped here (the terminal folds them; a pipe keeps one line per line).
+than the terminal rather than with a cut or ellipsised cell. Lines of text (a
+command's summary, legend and notes, printed with `echo` or on a `console()`) wrap at
+their words to the same width (`fold`): a continuation is indented two more than its
+line, and a word is never cut, so neither is a number. Without a width (a pipe or a
+file without COLUMNS) a line of text stays one line, for grep and diff.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import shutil
+import sys
+import textwrap
 import unicodedata
 from dataclasses import dataclass
 
@@ -44,6 +50,39 @@ def markup_safe(text: str) -> str:
     """`plain(text)` escaped for a rich markup string (progress descriptions, titles
     written with markup)."""
     return escape(plain(text))
+
+
+def text_width() -> int | None:
+    """The width lines of text wrap at (rich's rule for its consoles): COLUMNS when set,
+    else the terminal's; None for output that is not a terminal without COLUMNS."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def fold(text: str, width: int | None) -> str:
+    """Each line of `text` wrapped at its words to `width` columns (None: as it is), a
+    continuation indented two more than its line; a word longer than the width (a
+    path) is a line of its own, never cut."""
+    if width is None:
+        return text
+    lines = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+        lines += textwrap.wrap(line, width, subsequent_indent=indent,
+                               break_long_words=False, break_on_hyphens=False)
+    return "\n".join(lines)
+
+
+def echo(text: str = "") -> None:
+    """`print(text)` with its lines wrapped at the terminal's width (`fold`)."""
+    print(fold(text, text_width()))
 
 
 @dataclass(frozen=True)
@@ -80,6 +119,9 @@ class FittingConsole(Console):
 
     def print(self, *objects, **options) -> None:
         if not any(isinstance(o, (Table, Grouped)) for o in objects):
+            if not self.wide:  # lines of text wrap at the width (module docstring)
+                objects = tuple(fold(o, self.width) if isinstance(o, str) else o
+                                for o in objects)
             super().print(*objects, **options)
             return
         for each in objects:
@@ -92,6 +134,9 @@ class FittingConsole(Console):
                                                       wide=self.wide)):
                 if number:
                     super().print()
+                if not self.wide and isinstance(part.title, str):
+                    part = copy.copy(part)  # its title wraps as a line of text does
+                    part.title = fold(part.title, self.width)
                 self._print_whole(part, **options)
 
     def measured(self, table: Table) -> int:

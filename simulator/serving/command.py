@@ -13,7 +13,7 @@ from rich.table import Table
 from simulator.output import progress
 from simulator.inputs.anchors import relocated
 from simulator.errors import AccsimError
-from simulator.output.terminal import console as report_console
+from simulator.output.terminal import console as report_console, echo
 from simulator.inputs.loader import dump_json, parse_model, read_source, validation_error
 from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file, writing
@@ -234,7 +234,7 @@ def handle(args: argparse.Namespace) -> int:
     setup = prepare(spec, ignore_capacity=args.ignore_capacity,
                     cost_cache=_cost_cache(args))
     if setup.capacity is not None and setup.capacity.note():
-        print(setup.capacity.note())
+        echo(setup.capacity.note())
     resolved = spec.resolved()
     served = resolved.model if resolved.llm else resolved.workload
     title = f"{served} on {resolved.arch}: {resolved.batching} batching"
@@ -243,7 +243,7 @@ def handle(args: argparse.Namespace) -> int:
         with progress.steps("rates", after_s=PROGRESS_AFTER_S) as report:
             rows = sweep(setup, spec, progress=report)
         console.print(_curve_table(rows))
-        print(f"swept {len(rows)} rates in {time.perf_counter() - started:.2f} s wall")
+        echo(f"swept {len(rows)} rates in {time.perf_counter() - started:.2f} s wall")
         _write(args.csv, write_curve_csv, rows)
         _write(args.plot, write_curve_plot, rows, title, resolved.sla)
         _write(args.json, _write_json, {"curve": rows})
@@ -251,10 +251,10 @@ def handle(args: argparse.Namespace) -> int:
     if spec.find_max_rate:
         with progress.steps("searching", after_s=PROGRESS_AFTER_S) as report:
             found = find_max_rate(setup, spec, progress=report)
-        print(f"highest rate meeting the SLA: {found['max_rate_rps']:,.3f} requests/s "
-              f"(bracket {found['bracket_rps'][0]:,.3f}-{found['bracket_rps'][1]:,.3f}, "
-              f"{len(found['evaluations'])} runs, {time.perf_counter() - started:.2f} s "
-              "wall)")
+        echo(f"highest rate meeting the SLA: {found['max_rate_rps']:,.3f} requests/s "
+             f"(bracket {found['bracket_rps'][0]:,.3f}-{found['bracket_rps'][1]:,.3f}, "
+             f"{len(found['evaluations'])} runs, {time.perf_counter() - started:.2f} s "
+             "wall)")
         _write(args.json, _write_json, found)
         return 0
     with progress.steps("serving", after_s=PROGRESS_AFTER_S) as report:
@@ -263,8 +263,8 @@ def handle(args: argparse.Namespace) -> int:
     console.print(_causes_table(result))
     for line in _summary_lines(result):
         console.print(line, markup=False, highlight=False)
-    print(f"simulated {result['requests']:,} requests in "
-          f"{time.perf_counter() - started:.2f} s wall")
+    echo(f"simulated {result['requests']:,} requests in "
+         f"{time.perf_counter() - started:.2f} s wall")
     _write(args.json, _write_json, result)
     _write(args.plot, _write_distribution, times, title, resolved.sla)
     return 0

@@ -13,7 +13,7 @@ from simulator.system.capacity import FLAG
 from simulator.errors import AccsimError
 from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, writing
-from simulator.output.terminal import console as report_console
+from simulator.output.terminal import console as report_console, echo
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
@@ -61,20 +61,20 @@ def _run(args: argparse.Namespace) -> int:
     plan = make_plan(sweep,
                      with_fusion(with_heuristic(Mapping(), args.heuristic), args.fusion),
                      ignore_capacity=args.ignore_capacity)
-    print(f"{describe_plan(plan)}; on {executor.description}")
-    print(f"mapping: {plan.jobs[0].inputs['mapping'] if plan.jobs else '-'}")
+    echo(f"{describe_plan(plan)}; on {executor.description}")
+    echo(f"mapping: {plan.jobs[0].inputs['mapping'] if plan.jobs else '-'}")
     if args.ignore_capacity:
-        print(f"capacity IGNORED ({FLAG}): points whose chip cannot hold the workload "
-              "run as what-ifs, under keys of their own")
+        echo(f"capacity IGNORED ({FLAG}): points whose chip cannot hold the workload "
+             "run as what-ifs, under keys of their own")
     with Store(args.store) as store, executor:
         missing = len(missing_jobs(plan, store, retry_failed=args.retry_failed))
         with progress.Bar("simulating", total=missing, rate="points", eta=True) as bar:
             summary = run_sweep(plan, store, executor, retry_failed=args.retry_failed,
                                 on_stored=lambda row: bar.advance())
-    print(describe_summary(summary, args.store))
+    echo(describe_summary(summary, args.store))
     if summary.failed:
-        print(f"{summary.failed} points failed; `accsim sweep report {args.store} "
-              "--failed` lists why")
+        echo(f"{summary.failed} points failed; `accsim sweep report {args.store} "
+             "--failed` lists why")
     if summary.interrupted:
         print(f"accsim: interrupted: {summary.missing} jobs not computed; rerun the same "
               "command to compute only those", file=sys.stderr)
@@ -86,8 +86,8 @@ def _run_serving(args: argparse.Namespace, sweep) -> int:
     """A serving sweep: each point's SLA capacity searched (simulator.sweep.serving_sweep),
     its figures printed, and the front over the spec's objectives."""
     objectives = sweep.spec.objectives
-    print(f"serving sweep {sweep.spec.name}: SLA {sweep.serving.sla}; objectives "
-          + ", ".join(f"{name} ({sense})" for name, sense in objectives.items()))
+    echo(f"serving sweep {sweep.spec.name}: SLA {sweep.serving.sla}; objectives "
+         + ", ".join(f"{name} ({sense})" for name, sense in objectives.items()))
     with progress.steps("searching deployments", after_s=2.0) as report:
         rows, found, computed = run_serving_sweep(sweep, args.store, progress=report)
     front = {id(row) for row in serving_front(rows, objectives)}
@@ -96,9 +96,9 @@ def _run_serving(args: argparse.Namespace, sweep) -> int:
         figures = ", ".join(f"{name} {row.get(name):.4g}" for name in objectives
                             if row.get(name) is not None)
         mark = " [front]" if id(row) in front else ""
-        print(f"  {values}: {row['status']}{mark}"
-              + (f"; {figures}" if figures else f"; {row.get('reason') or row.get('note')}"))
-    print(f"{found} already stored, {computed} computed; store {args.store}")
+        echo(f"  {values}: {row['status']}{mark}"
+             + (f"; {figures}" if figures else f"; {row.get('reason') or row.get('note')}"))
+    echo(f"{found} already stored, {computed} computed; store {args.store}")
     return 0
 
 
@@ -146,12 +146,12 @@ def _report(args: argparse.Namespace) -> int:
                               model_version=args.model_version)
     console = report_console(wide=args.wide)
     if not report.rows:
-        print(f"{args.store}: no results yet")
+        echo(f"{args.store}: no results yet")
         return 0
     if report.model_version != simulator.MODEL_VERSION:
-        print(f"{args.store}: rows of MODEL_VERSION {report.model_version}; this accsim is "
-              f"MODEL_VERSION {simulator.MODEL_VERSION} (its timing model differs: rerun "
-              "the sweep into a new store to compare with current results)")
+        echo(f"{args.store}: rows of MODEL_VERSION {report.model_version}; this accsim is "
+             f"MODEL_VERSION {simulator.MODEL_VERSION} (its timing model differs: rerun "
+             "the sweep into a new store to compare with current results)")
     console.print(front_table(report, args.top))
     for objective in best:
         console.print()
@@ -163,7 +163,7 @@ def _report(args: argparse.Namespace) -> int:
         console.print()
         console.print(failed_table(report))
     elif failed:
-        print(f"{failed} failed points (--failed lists why)")
+        echo(f"{failed} failed points (--failed lists why)")
     for path, writer in ((args.csv, write_csv), (args.parquet, write_parquet),
                          (args.plot, write_plot)):
         if path:

@@ -246,10 +246,10 @@ def point_figures(point: Deployment, figures: dict, rate: float,
         chip_hour = platform.cost.chip_hour(watts / point.chips)
         cost = point.chips * chip_hour / (tokens_s * SECONDS_PER_HOUR) * 1e6
     per_watt = 1 / energy if energy else None
-    for value, field in ((cost, "cost"), (per_watt, "energy")):
+    for value, figure in ((cost, "cost"), (per_watt, "energy")):
         if value is not None and not math.isfinite(value):  # a subnormal J or a 1e308 $
-            raise AccsimError(f"{point.label()}: its {field} figure passes a double's "
-                              "range", field=field)
+            raise AccsimError(f"{point.label()}: its {figure} figure passes a double's "
+                              "range", field=figure)
     percentiles = {f"{metric}_{stat}_ms": (figures[f"{metric}_ms"] or {}).get(stat)
                    for metric in ("ttft", "tpot", "latency")
                    for stat in ("p50", "p95", "p99")}

@@ -16,7 +16,7 @@ from rich.table import Table
 from simulator.output import progress
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
-from simulator.commands.rules import in_range, requires, whole, whole_numbers
+from simulator.options.rules import in_range, requires, whole, whole_numbers
 from simulator.precision.plan import PrecisionPlan
 from simulator.output.files import check_file_name
 from simulator.inputs.loader import dump_json, load_model, validation_error
@@ -33,7 +33,7 @@ from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.executors import executor_for
 from simulator.sweep.store import Store
 from simulator.system.plan import MAX_CHIPS
-from simulator.output.terminal import plain
+from simulator.output.terminal import echo, plain
 from simulator.output.terminal import console as report_console
 
 DEFAULT_BUDGET = 8
@@ -305,16 +305,16 @@ def handle(args: argparse.Namespace) -> int:
             console.print(line, markup=False, highlight=False)
     refused = all_pruned(outcomes)
     if refused is None:
-        print("offered/s: the highest arrival rate at which every SLA target is met\n"
-              "achieved/s: requests/s completed at that rate (tok/s, per chip, per watt\n"
-              "  and $/Mtok count these); goodput/s: those that met every SLA target")
+        echo("offered/s: the highest arrival rate at which every SLA target is met\n"
+             "achieved/s: requests/s completed at that rate (tok/s, per chip, per watt\n"
+             "  and $/Mtok count these); goodput/s: those that met every SLA target")
         for line in conclusion_lines(found, args.objective):
-            print(plain(line))  # platform names are paths the user gave
+            echo(plain(line))  # platform names are paths the user gave
     searched = sum(len(o.points) for o in outcomes)
-    print(f"searched {searched} points ({sum(len(o.pruned) for o in outcomes)} pruned) "
-          f"in {time.perf_counter() - started:.1f} s wall")
+    echo(f"searched {searched} points ({sum(len(o.pruned) for o in outcomes)} pruned) "
+         f"in {time.perf_counter() - started:.1f} s wall")
     if stored:
-        print(stored)
+        echo(stored)
     rows = _rows(outcomes, found["front"])
     if args.json is not None:  # written when every point was pruned too: their reasons
         with writing(args.json):

@@ -172,7 +172,7 @@ def insert_model_collectives(workload: Workload, cfg: ModelConfig, plan: SystemP
                              tokens: int, act_bytes: int) -> list:
     """The shard's operators with the tensor-, expert- and pipeline-parallel
     collectives in place (DESIGN.md section 14)."""
-    t, layers = plan.tp, cfg.layers
+    t = plan.tp
     activations = tokens * cfg.hidden * act_bytes
     dispatched = math.ceil(tokens / plan.ep) * cfg.experts_per_token * cfg.hidden \
         * act_bytes
@@ -237,7 +237,7 @@ class StepSizes:
 
     @classmethod
     def of(cls, step, platform: Platform) -> StepSizes:
-        cfg, options = step.config, step.options
+        options = step.options
         act = DTYPE_BYTES[options.dtype or platform.systolic_array.input_dtypes[0]]
         prefill = step.phase == "prefill"
         tokens = step.batch * (step.length if prefill else 1)
