@@ -42,7 +42,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("studies", ("simulator.sweep", "simulator.export")),
     ("review", ("simulator.review",)),
     ("api", ("simulator.api", "simulator.options")),
-    ("commands", ("simulator.commands", "simulator.cli")),
+    # Measured runs for calibration are `accsim run` command lines: reading them (and
+    # fitting and writing from what they read) is the command layer's work.
+    ("commands", ("simulator.commands", "simulator.cli", "simulator.calibrate.runs",
+                  "simulator.calibrate.whole", "simulator.calibrate.fitted_file")),
 ]
 
 
