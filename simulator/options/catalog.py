@@ -325,6 +325,21 @@ DECLARED = (
     Option("--sla", SLA, "targets such as ttft_p99_ms=500,tpot_p99_ms=50,"
            "latency_p99_ms=20", "serving", metavar="KEY=MS,...", uses={
                "serve": Use(), "plan-deployment": Use(required=True)}),
+    # --- disaggregated serving (simulator.serving.pools, DESIGN.md section 20).
+    Option("--disaggregate", Switch(), "split prefill and decode into pools, the KV "
+           "cache moved between them", "disaggregation", default=None, uses={
+               "serve": Use(help="serve on a prefill pool and a decode pool (sized by "
+                            "--prefill-pool and --decode-pool), each request's KV moved "
+                            "between them over --kv-link before its first decode "
+                            "iteration; TTFT includes the move"),
+               "plan-deployment": Use(help="search disaggregated deployments beside the "
+                                      "co-located ones: each T x P split with its "
+                                      "replicas divided between a prefill and a decode "
+                                      "pool; the result says which wins and why")}),
+    Option("--kv-link", OneOf(("interconnect", "host"), "KV link"), "what a "
+           "disaggregated request's KV crosses: interconnect (the chips' links, point to "
+           "point; default) or host (runtime.host_link, out to host memory and back)",
+           "disaggregation", uses=_alike(("serve", "plan-deployment"))),
     # --- where the work runs (simulator.sweep.executors.executor_for checks them).
     Option("--scheduler", Name(), "serial, processes (a local process pool), dask-local "
            "(a local Dask cluster), or dask://HOST:PORT (a running Dask scheduler); "

@@ -284,6 +284,12 @@ class ContinuousBatching(ReplicaScheduler):
             budget -= new
         while budget > 0 and self.waiting and self.running_count < self.spec.max_batch:
             head = self.waiting[0]
+            if not head.in_prefill:  # its KV came whole (a disaggregated decode pool)
+                if not self.kv.grow(head, head.kv_tokens + 1):
+                    break
+                self.decoding.append(self.waiting.popleft())
+                budget -= 1
+                continue
             if not self.kv.grow(head, head.prefill_target):
                 break  # first come, first served: the head waits for blocks
             self.prefilling.append(self.waiting.popleft())

@@ -11,6 +11,7 @@ from simulator.inputs.platform import COLLECTIVE_MODES, Dtype, Strict
 from simulator.errors import AccsimError
 from simulator.mapping.heuristics import heuristic as registered_heuristic
 from simulator.mapping.plan import Mapping, with_heuristic
+from simulator.serving.pools import Disaggregation, disaggregation_rules
 from simulator.serving.sla import check_sla
 from simulator.system.plan import MAX_CHIPS
 from simulator.system.plan import SystemPlan
@@ -36,7 +37,7 @@ MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
 MAX_BATCH = 2**14
 # Fields left out of a dump when unset (results dump as before these existed).
 OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap", "mapping_plan",
-                   "collectives")
+                   "collectives", "disaggregate")
 
 
 class RateSweep(Strict):
@@ -132,6 +133,9 @@ class ServeSpec(Strict):
     mapping_plan: str | None = Field(default=None, description="tiling plan file (or "
                                      "shipped name) whose entries iteration operators "
                                      "take, as `accsim run --mapping`")
+    disaggregate: Disaggregation | None = Field(
+        default=None, description="prefill and decode pools, the KV moved between them "
+        "(DESIGN.md section 20; default: co-located replicas)")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None
@@ -215,7 +219,8 @@ class ServeSpec(Strict):
              f"{self.replicas * (self.chips or self.tp * self.pp):,} chips, more than "
              f"the {MAX_CHIPS:,} a system may have"),
         ]
-        for broken, field, rule in rules + self._ignored_rules() + self._load_rules():
+        for broken, field, rule in rules + self._ignored_rules() + self._load_rules() \
+                + disaggregation_rules(self):
             if broken:  # AccsimError passes through pydantic with its field named
                 raise AccsimError(rule, field=field)
         return self
