@@ -8,8 +8,8 @@ sharded over the prefill replica's chips; each of min(prefill chips, decode chip
 chip pairs sends its share at once, priced by the one home of interconnect transfers
 (simulator.collectives.cost, point to point), or over the host link (out to host memory
 and back in, each latency + bytes / bandwidth). A prefill replica's moves leave one
-after another (its links are one server, first come first served); the decode side
-takes them as they land. A request of one output token has nothing to decode: it
+after another (its links are one server, first come first served, held for each
+move's bytes; the fixed latencies overlap); the decode side takes them as they land. A request of one output token has nothing to decode: it
 finishes in the prefill pool and moves nothing.
 
 Both pools batch continuously; a decode replica admits a request whose KV has arrived
@@ -68,22 +68,29 @@ class KvLink:
                               file=file, field="runtime.host_link")
         return cls(platform, kind, kv_bytes_per_token, min(prefill_chips, decode_chips))
 
-    def move(self, tokens: int) -> tuple[int, float, float]:
-        """(bytes, seconds, joules) of moving `tokens` tokens of KV."""
+    def move(self, tokens: int) -> tuple[int, float, float, float]:
+        """(bytes, seconds, seconds the link is held, joules) of moving `tokens`
+        tokens of KV."""
         found = self.memo.get(tokens)
         if found is None:
             found = self.memo[tokens] = self._price(tokens)
         return found
 
-    def _price(self, tokens: int) -> tuple[int, float, float]:
+    def _price(self, tokens: int) -> tuple[int, float, float, float]:
+        """A move's time, and the part of it the link is held: what its bytes add to
+        the time of one byte (the fixed and hop latencies of one move overlap the next
+        one's bytes, as DMA transfers in flight do)."""
         total = tokens * self.kv_bytes_per_token
         share = -(-total // self.pairs)  # each chip pair's bytes
         if self.kind == "host":
             link = self.platform.runtime.host_link
-            one_way = link.latency_us * 1e-6 + share / (link.bandwidth_gbps * 1e9)
-            return total, 2 * one_way, 0.0  # out to host memory, back in; no energy table
+            wire = share / (link.bandwidth_gbps * 1e9)
+            # out to host memory and back in; the host link has no energy figure
+            return total, 2 * (link.latency_us * 1e-6 + wire), 2 * wire, 0.0
         cost = collective_cost("point_to_point", share, 2, self.platform)
-        return total, cost.time_s, cost.energy_j_per_chip * self.pairs
+        floor = collective_cost("point_to_point", 1, 2, self.platform).time_s
+        return total, cost.time_s, max(0.0, cost.time_s - floor), \
+            cost.energy_j_per_chip * self.pairs
 
 
 @dataclass
@@ -168,9 +175,10 @@ def run_disaggregated(spec, pools: dict, arrivals: Arrivals, link: KvLink,
             replica.wake()
 
     def handoff(request: Request, end: float, replica: int) -> None:
-        nbytes, seconds, energy = link.move(request.kv_tokens)
+        nbytes, seconds, held, energy = link.move(request.kv_tokens)
         start = max(end, link_free[replica])
-        arrive = link_free[replica] = start + seconds
+        link_free[replica] = start + held
+        arrive = start + seconds
         moves.prefilled_s[request.id] = end
         moves.started_s[request.id] = start
         moves.arrived_s[request.id] = arrive

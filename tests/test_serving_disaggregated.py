@@ -1,0 +1,180 @@
+"""Disaggregated serving (DESIGN.md section 20): the KV bytes moved equal the prompts'
+KV cache, TTFT ends when the KV has arrived, the move costs what the link's model
+says, disaggregation wins where long prompts' prefill chunks break a tight TPOT on
+co-located replicas and loses where short prompts leave the split chips idle, and bad
+pool options get one clear error. A tiny Llama config keeps every run fast."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tiny_llama import TINY_LLAMA
+
+from simulator.cli import main
+from simulator.collectives.cost import collective_cost
+from simulator.inputs.resolve import load_inputs
+from simulator.serving.cost_cache import CostCache
+from simulator.serving.curves import find_max_rate
+from simulator.serving.serve import kv_link, prepare, simulate_serving
+from simulator.serving.spec import ServeSpec
+
+ARCH = "tpu_v5e_like"
+# KV bytes per token from the usual formula (2 (K and V) x layers x KV heads x head dim x
+# bytes per element), for the tiny model in bf16.
+HEAD_DIM = TINY_LLAMA["hidden_size"] // TINY_LLAMA["num_attention_heads"]
+KV_BYTES_PER_TOKEN = (2 * TINY_LLAMA["num_hidden_layers"]
+                      * TINY_LLAMA["num_key_value_heads"] * HEAD_DIM * 2)
+# Prompt, output tokens and whether the request moves its KV (one output token: it is
+# produced by the prefill and nothing is left to decode).
+TRACE = [(0.0, 900, 40), (0.0001, 1, 7), (0.0002, 2500, 1), (0.0004, 64, 300),
+         (0.0004, 3000, 12), (0.001, 17, 2), (0.0012, 1200, 1), (0.002, 700, 90)]
+PAIR = {"prefill": {"replicas": 1}, "decode": {"replicas": 1}}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("disaggregated")
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+    (folder / "trace.csv").write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(
+        f"{t},{p},{o}\n" for t, p, o in TRACE))
+    base = load_inputs(ARCH, "gemm_4096", None).platform.model_dump(mode="json")
+    hosted = dict(base, name="hosted", runtime=dict(
+        base.get("runtime") or {}, host_link={"bandwidth_gbps": 32.0, "latency_us": 5.0}))
+    (folder / "hosted.yaml").write_text(json.dumps(hosted))
+    return {"model": str(folder / "config.json"), "trace": str(folder / "trace.csv"),
+            "hosted": str(folder / "hosted.yaml"), "folder": folder,
+            "cache": CostCache(folder / "costs")}
+
+
+def _spec(files, **fields) -> ServeSpec:
+    return ServeSpec(model=files["model"], arch=ARCH, **fields)
+
+
+def test_kv_bytes_moved_equal_the_kv_cache_of_the_prompts_moved(files, capsys):
+    out = files["folder"] / "moved.json"
+    assert main(["serve", "--model", files["model"], "--arch", ARCH, "--arrival-trace",
+                 files["trace"], "--disaggregate", "--prefill-pool", "replicas=2",
+                 "--decode-pool", "replicas=1,max_batch=4", "--cost-cache",
+                 str(files["folder"] / "costs"), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    moved = [p for _, p, o in TRACE if o > 1]
+    transfer = result["disaggregated"]["kv_transfer"]
+    assert transfer["kv_bytes_per_token"] == KV_BYTES_PER_TOKEN
+    assert transfer["requests"] == len(moved)
+    assert transfer["bytes"] == sum(moved) * KV_BYTES_PER_TOKEN
+    assert result["completed"] == len(TRACE) and result["dropped"] == 0
+    assert result["disaggregated"]["prefill"]["chips"] == 2
+    assert result["disaggregated"]["decode"]["max_batch"] == 4
+    assert f"{sum(moved) * KV_BYTES_PER_TOKEN:,} bytes" in printed
+    assert "prefill pool 2 x (T1 x P1)" in printed
+
+
+def test_the_published_kv_size_of_llama_3_1_8b_is_what_moves(files):
+    """128 KiB a token in bf16 (shared/reference/llm-serving.md)."""
+    spec = ServeSpec(model="llama_3_1_8b", arch=ARCH, rate=1, disaggregate=PAIR)
+    setup = prepare(spec, cost_cache=files["cache"])
+    assert kv_link(setup, spec.resolved()).kv_bytes_per_token == 128 * 1024
+
+
+def test_ttft_ends_when_the_kv_has_arrived_at_the_links_cost(files):
+    spec = _spec(files, arrival_trace=files["trace"], disaggregate=PAIR).resolved()
+    setup = prepare(spec, cost_cache=files["cache"])
+    store, _ = simulate_serving(setup, spec)
+    moves = store.moves
+    assert set(moves.arrived_s) == {i for i, (_, _, o) in enumerate(TRACE) if o > 1}
+    for request in store.finished:
+        if request.id not in moves.arrived_s:  # one output token: TTFT is the prefill's
+            assert request.first_token_s == request.finish_s
+            continue
+        share = TRACE[request.id][1] * KV_BYTES_PER_TOKEN
+        seconds = collective_cost("point_to_point", share, 2, setup.platform).time_s
+        assert request.first_token_s == moves.arrived_s[request.id]
+        assert moves.arrived_s[request.id] == pytest.approx(
+            moves.started_s[request.id] + seconds, rel=1e-12)
+        assert moves.started_s[request.id] >= moves.prefilled_s[request.id]
+        assert request.finish_s > request.first_token_s
+
+
+def test_a_move_over_the_host_link_goes_out_and_back_in(files):
+    spec = ServeSpec(model=files["model"], arch=files["hosted"], rate=1,
+                     disaggregate={**PAIR, "kv_link": "host"}).resolved()
+    setup = prepare(spec, cost_cache=files["cache"])
+    nbytes, seconds, held, energy = kv_link(setup, spec).move(1000)
+    one_way = 5e-6 + 1000 * KV_BYTES_PER_TOKEN / 32e9
+    assert nbytes == 1000 * KV_BYTES_PER_TOKEN
+    assert seconds == pytest.approx(2 * one_way, rel=1e-12)
+    assert held == pytest.approx(seconds - 2 * 5e-6, rel=1e-12)
+
+
+def capacities(files, prompt: int, output: int, sla: dict) -> dict[str, float]:
+    """SLA capacity (requests/s) of two chips co-located (2 replicas) and
+    disaggregated (1 prefill + 1 decode replica), on the same requests."""
+    found = {}
+    for name, deployment in (("co-located", {"replicas": 2}),
+                             ("disaggregated", {"disaggregate": PAIR})):
+        spec = _spec(files, prompt_tokens=prompt, output_tokens=output, requests=600,
+                     sla=sla, find_max_rate=True, **deployment)
+        found[name] = find_max_rate(prepare(spec, cost_cache=files["cache"]),
+                                    spec)["max_rate_rps"]
+    return found
+
+
+def _costs_ms(files, prompt: int) -> dict[str, float]:
+    spec = _spec(files, prompt_tokens=prompt, output_tokens=2, rate=1).resolved()
+    cost = prepare(spec, cost_cache=files["cache"]).cost
+    chunk = min(prompt, spec.max_tokens)
+    return {"decode": cost.iteration((), [prompt]).seconds * 1e3,
+            "chunk": cost.iteration([(chunk, 0)], [prompt]).seconds * 1e3,
+            "prefill": cost.iteration([(chunk, 0)], ()).seconds * 1e3 * -(-prompt // chunk)}
+
+
+def test_disaggregation_wins_with_long_prompts_and_a_tight_tpot(files):
+    """A TPOT target below an iteration that carries a prefill chunk: co-located
+    replicas mix long prompts' chunks into their decode iterations, the decode pool
+    never does."""
+    prompt, output = 3000, 16
+    ms = _costs_ms(files, prompt)
+    tpot = 1.8 * ms["decode"]
+    assert ms["chunk"] > tpot  # a chunk in an iteration breaks the target
+    found = capacities(files, prompt, output,
+                       {"tpot_p99_ms": tpot, "ttft_p99_ms": 8 * ms["prefill"]})
+    assert found["disaggregated"] > 2 * found["co-located"], found
+
+
+def test_disaggregation_loses_with_short_prompts_and_a_loose_sla(files):
+    """Short prompts leave the prefill chip nearly idle while one decode chip serves
+    what two co-located replicas share."""
+    prompt, output = 64, 64
+    ms = _costs_ms(files, prompt)
+    found = capacities(files, prompt, output, {"tpot_p99_ms": 40 * ms["decode"],
+                                               "ttft_p99_ms": 40 * ms["prefill"]})
+    assert found["co-located"] > 1.5 * found["disaggregated"], found
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--disaggregate", "--prefill-pool", "replicas=x"],
+     "--prefill-pool: replicas must be a whole number"),
+    (["--disaggregate", "--decode-pool", "chips=2"], "--decode-pool: expected KEY=VALUE"),
+    (["--prefill-pool", "replicas=2"], "--prefill-pool: pools and the KV link shape"),
+    (["--disaggregate", "--replicas", "2"], "--replicas: with disaggregate each pool"),
+    (["--disaggregate", "--batching", "static"], "disaggregated pools batch continuously"),
+    (["--disaggregate", "--prefill-pool", "replicas=0"], "greater than or equal to 1"),
+    (["--disaggregate", "--kv-link", "host"], "runtime.host_link"),
+])
+def test_bad_pool_options_get_one_clear_error(files, capsys, args, fragment):
+    assert main(["serve", "--model", files["model"], "--arch", ARCH, "--rate", "1",
+                 "--requests", "4", "--no-cost-cache", *args]) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accsim: error:"), captured.err
+    assert fragment in lines[0], lines[0]
+    assert "Per request" not in captured.out
+
+
+def test_a_platform_without_links_is_refused_naming_the_interconnect(files, capsys):
+    assert main(["serve", "--model", files["model"], "--arch", "tpu_v1", "--rate", "1",
+                 "--requests", "4", "--no-cost-cache", "--disaggregate"]) == 1
+    line = capsys.readouterr().err.strip()
+    assert "interconnect" in line and "tpu_v1" in line, line
