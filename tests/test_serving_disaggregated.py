@@ -178,3 +178,33 @@ def test_a_platform_without_links_is_refused_naming_the_interconnect(files, caps
                  "--requests", "4", "--no-cost-cache", "--disaggregate"]) == 1
     line = capsys.readouterr().err.strip()
     assert "interconnect" in line and "tpu_v1" in line, line
+
+
+def test_the_search_holds_both_kinds_and_says_disaggregation_wins(files, capsys):
+    """plan-deployment --disaggregate on long prompts and a tight TPOT: co-located and
+    disaggregated points side by side, the disaggregated one's SLA capacity that of
+    `serve --disaggregate --find-max-rate` with its flags, and the verdict naming it
+    the winner and the TPOT that binds the co-located best."""
+    prompt, output = 3000, 16
+    ms = _costs_ms(files, prompt)
+    sla = f"tpot_p99_ms={1.8 * ms['decode']!r},ttft_p99_ms={8 * ms['prefill']!r}"
+    workload = ["--model", files["model"], "--prompt-tokens", str(prompt),
+                "--output-tokens", str(output), "--requests", "600", "--sla", sla]
+    out = files["folder"] / "plan.json"
+    assert main(["plan-deployment", "--arch", ARCH, *workload, "--budget-chips", "2",
+                 "--chips-per-replica", "1", "--replicas", "1", "--max-batch", "64",
+                 "--disaggregate", "--scheduler", "serial", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    kinds = {row.get("prefill_replicas"): row for row in result["points"]}
+    assert set(kinds) == {None, 1} and kinds[1]["chips"] == 2 and kinds[None]["chips"] == 1
+    pooled = kinds[1]
+    served = files["folder"] / "served.json"
+    assert main(["serve", "--arch", ARCH, *workload, "--find-max-rate", "--disaggregate",
+                 "--prefill-pool", "replicas=1", "--decode-pool", "replicas=1",
+                 "--max-batch", "64", "--json", str(served)]) == 0
+    assert pooled["sla_rate_rps"] == json.loads(served.read_text())["max_rate_rps"]
+    found = result["disaggregation"][ARCH]
+    assert found["winner"] == "disaggregated" and found["disaggregated"] == pooled["key"]
+    assert "bound by TPOT p99" in found["text"]
+    assert "disaggregated vs co-located:" in printed and found["text"] in printed
