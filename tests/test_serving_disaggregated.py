@@ -1,14 +1,17 @@
-"""Disaggregated serving (DESIGN.md section 20): the KV bytes moved equal the prompts'
-KV cache, TTFT ends when the KV has arrived, the move costs what the link's model
-says, disaggregation wins where long prompts' prefill chunks break a tight TPOT on
-co-located replicas and loses where short prompts leave the split chips idle, and bad
-pool options get one clear error. A tiny Llama config keeps every run fast."""
+"""Disaggregated serving and the prefix cache (DESIGN.md section 20): the KV bytes
+moved equal the prompts' KV cache, TTFT ends when the KV has arrived, the move costs
+what the link's model says, disaggregation wins where long prompts' prefill chunks
+break a tight TPOT on co-located replicas and loses where short prompts leave the
+split chips idle, the search holds both and says which wins, a prefix hit skips its
+prefill, and bad options get one clear error. A tiny Llama config keeps runs fast."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
+from serving_helpers import LinearTokenCost, run
 from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
@@ -16,7 +19,8 @@ from simulator.collectives.cost import collective_cost
 from simulator.inputs.resolve import load_inputs
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import find_max_rate
-from simulator.serving.serve import kv_link, prepare, simulate_serving
+from simulator.serving.kv_cache import HostTier
+from simulator.serving.serve import Setup, kv_link, prepare, simulate_serving
 from simulator.serving.spec import ServeSpec
 
 ARCH = "tpu_v5e_like"
@@ -208,3 +212,83 @@ def test_the_search_holds_both_kinds_and_says_disaggregation_wins(files, capsys)
     assert found["winner"] == "disaggregated" and found["disaggregated"] == pooled["key"]
     assert "bound by TPOT p99" in found["text"]
     assert "disaggregated vs co-located:" in printed and found["text"] in printed
+
+
+def test_a_prefix_cache_hit_skips_the_prefix_prefill(files):
+    """One request alone, a linear cost per computed token: with 75% of its 1,000
+    prompt tokens cached it prefills 250 tokens in one iteration, read beside 750 of
+    cached context; without, 1,000 in two chunks of the 512-token budget."""
+    class Chunks(LinearTokenCost):
+        def __init__(self):
+            super().__init__()
+            self.prefills = []
+
+        def iteration(self, prefill, decode):
+            self.prefills += list(prefill)
+            return super().iteration(prefill, decode)
+
+    ttft = {}
+    for rate in (None, 0.75):
+        cost = Chunks()
+        spec = ServeSpec(model="m", rate=1, requests=1, prompt_tokens=1000,
+                         output_tokens=3, prefix_hit_rate=rate)
+        _, _, times = run(spec, cost, kv_blocks=1000)
+        ttft[rate] = float(times.ttft_s[0])
+        assert cost.prefills == ([(512, 0), (488, 512)] if rate is None else [(250, 750)])
+    assert ttft[0.75] == pytest.approx(1e-3 + 250 * 1e-5, rel=1e-12)
+    assert ttft[None] == pytest.approx(2e-3 + 1000 * 1e-5, rel=1e-12)
+
+
+def test_a_prefix_hit_rate_needs_continuous_batching(files, capsys):
+    assert main(["serve", "--model", files["model"], "--arch", ARCH, "--rate", "1",
+                 "--requests", "4", "--no-cost-cache", "--batching", "static",
+                 "--prefix-hit-rate", "0.5"]) == 1
+    line = capsys.readouterr().err.strip()
+    assert "--prefix-hit-rate" in line and "continuous" in line, line
+
+
+class Counted(LinearTokenCost):
+    """LinearTokenCost that keeps every iteration's seconds and prefill chunks."""
+
+    def __init__(self):
+        super().__init__()
+        self.seconds, self.prefilled = 0.0, 0
+
+    def iteration(self, prefill, decode):
+        cost = super().iteration(prefill, decode)
+        self.seconds += cost.seconds
+        self.prefilled += sum(new for new, _ in prefill)
+        return cost
+
+
+class Tier(HostTier):
+    """A host tier that keeps each move's tokens."""
+
+    def seconds(self, tokens: int) -> float:
+        object.__setattr__(self, "moved", getattr(self, "moved", []) + [tokens])
+        return super().seconds(tokens)
+
+
+def test_a_host_tier_swaps_instead_of_recomputing_at_the_links_cost(tmp_path):
+    """Eight requests at once on a cache that cannot hold their outputs: without a
+    host tier the preempted are recomputed (more prefill than the prompts); with one,
+    each preempted request's KV goes out and comes back once (the same tokens), no
+    prompt is prefilled twice, and the replica's busy time is its iterations' plus
+    the moves' (latency + bytes / bandwidth each way)."""
+    (tmp_path / "t.csv").write_text("arrival_s,prompt_tokens,output_tokens\n"
+                                    + "0,64,200\n" * 8)
+    spec = ServeSpec(model="m", arrival_trace=str(tmp_path / "t.csv"), max_batch=8)
+    recomputed = Counted()
+    store, _, _ = run(spec, recomputed, kv_blocks=40)
+    assert store.preemptions > 0 and recomputed.prefilled > 8 * 64
+    cost, tier = Counted(), Tier(5e-6, 32e9, 4096)
+    setup = Setup(spec.model_copy(update={"kv_host_tier": True}), None, None, cost, 40,
+                  None, host_tier=tier)
+    swapped, _ = simulate_serving(setup, setup.spec)
+    assert len(swapped.finished) == 8
+    assert swapped.swaps > 0 and swapped.preemptions == 0
+    assert cost.prefilled == 8 * 64
+    assert len(tier.moved) == 2 * swapped.swaps  # each out, then back in
+    assert all(count % 2 == 0 for count in Counter(tier.moved).values())
+    moves = sum(5e-6 + tokens * 4096 / 32e9 for tokens in tier.moved)
+    assert sum(swapped.busy_s) == pytest.approx(cost.seconds + moves, rel=1e-12)

@@ -37,7 +37,7 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--spec", metavar="SPEC.yaml", help="a YAML file with the fields below (flags "
         "override it)")
     add_options(serve_cmd, "serve", "inputs", "llm", "precision", "serving", "system",
-                "collectives", "disaggregation",
+                "collectives", "kv",
                 "capacity", "outputs")
     for role in ROLES:
         add(f"--{role}-pool", metavar="KEY=N,...", help=f"with --disaggregate: the "

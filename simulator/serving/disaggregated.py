@@ -132,6 +132,7 @@ class PrefillScheduler(ContinuousBatching):
             self.store.on_drop(request, now)  # never fits one pool or the other
             return
         request.prefill_target = request.prompt_tokens
+        request.prefilled = request.prefix_tokens
         self.waiting.append(request)
 
     def commit(self, plan, done: int) -> None:
@@ -147,23 +148,24 @@ class PrefillScheduler(ContinuousBatching):
 def run_disaggregated(spec, pools: dict, arrivals: Arrivals, link: KvLink,
                       store: PoolStore, *, progress: Progress | None = None) -> None:
     """Serve every arrival: prefill pool, KV move, decode pool. `pools`: role -> (the
-    pool's spec, its cost model, its KV blocks per replica)."""
+    pool's spec, its cost model, its KV blocks per replica, its host tier or None;
+    the prefill pool never preempts)."""
     env = simpy.Environment()
     total = len(arrivals)
     report = reporter(store, total, progress)
-    prefill_spec, prefill_cost, prefill_blocks = pools["prefill"]
-    decode_spec, decode_cost, decode_blocks = pools["decode"]
+    prefill_spec, prefill_cost, prefill_blocks, _ = pools["prefill"]
+    decode_spec, decode_cost, decode_blocks, decode_tier = pools["decode"]
     moves = store.moves
     link_free = [0.0] * prefill_spec.replicas
 
-    def kv(blocks: int) -> Callable[[], object]:
+    def kv(blocks: int, tier=None) -> Callable[[], object]:
         allocator = KV_ALLOCATORS.get(spec.kv_allocator, field="kv_allocator")
-        return lambda: allocator(blocks, spec.block_tokens)
+        return lambda: allocator(blocks, spec.block_tokens, host=tier)
 
     prefill = make_replicas(env, prefill_spec, PrefillScheduler, prefill_cost,
                             kv(prefill_blocks), store, report, llm=True)
     decode = make_replicas(env, decode_spec, ContinuousBatching, decode_cost,
-                           kv(decode_blocks), store, report, llm=True,
+                           kv(decode_blocks, decode_tier), store, report, llm=True,
                            first=prefill_spec.replicas)
     decode_router = make_router(spec.routing, decode)
     shared = getattr(decode_router, "shared", False)
@@ -258,6 +260,7 @@ def pooled_summary(spec, pools: dict, store: PoolStore, came: Arrivals,
         "completed": completed,
         "dropped": len(store.dropped),
         "preempted": store.preemptions,
+        **({"swapped": store.swaps} if spec.kv_host_tier else {}),
         "disaggregated": {
             "energy_scope": "system",
             "prefill": {**_pool_figures(store, "prefill", pools["prefill"][0], horizon),

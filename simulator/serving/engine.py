@@ -216,10 +216,13 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
     times = arrivals.times_s.tolist()
     prompts = arrivals.prompt_tokens.tolist()
     outputs = arrivals.output_tokens.tolist()
+    prefixes = None if arrivals.prefix_tokens is None else arrivals.prefix_tokens.tolist()
     for index, at in enumerate(times):
         if at > env.now:  # requests of the same instant all arrive before anyone plans
             yield env.timeout(at - env.now)
         request = Request(index, at, prompts[index], outputs[index])
+        if prefixes is not None:
+            request.prefix_tokens = prefixes[index]
         store.on_arrival(request, at)
         target = replicas[router.pick(replicas)]
         target.scheduler.enqueue(request, at)

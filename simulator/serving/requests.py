@@ -16,7 +16,8 @@ class Request:
     LLM progress: `prefill_target` tokens are computed before the next token comes
     (the prompt, plus the tokens generated so far after a preemption); `prefilled`
     counts them; `kv_tokens` are the tokens whose KV is held; `produced` output tokens
-    exist. A request holds at most prompt + output - 1 tokens of KV (the last token is
+    exist (`prefix_tokens` of the prompt come prefilled from the prefix cache). A
+    request holds at most prompt + output - 1 tokens of KV (the last token is
     never fed back). `kv_held` is the room its KV blocks have, in tokens (the KV
     allocator's record, kept here so a scheduler reads it without a lookup).
     """
@@ -34,6 +35,8 @@ class Request:
     finish_s: float | None = None
     preemptions: int = 0
     dropped: bool = False
+    prefix_tokens: int = 0      # the prompt's first tokens found in the prefix cache
+    swapped_tokens: int = 0     # KV tokens out in host memory, to come back on admission
 
     @property
     def max_kv_tokens(self) -> int:

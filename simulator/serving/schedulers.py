@@ -114,7 +114,9 @@ class ReplicaScheduler:
                 > self.kv.total_blocks:
             self.store.on_drop(request, now)  # its KV alone exceeds the cache: never fits
             return
-        request.prefill_target = request.prompt_tokens
+        if not request.produced:  # new (one whose KV came from a prefill pool keeps it)
+            request.prefill_target = request.prompt_tokens
+            request.prefilled = request.prefix_tokens
         self.waiting.append(request)
 
     def _finish(self, request: Request, now: float) -> None:
@@ -246,6 +248,7 @@ class ContinuousBatching(ReplicaScheduler):
         super().__init__(*args, **kwargs)
         self.decoding: list[Request] = []
         self.prefilling: list[Request] = []
+        self.swap_s = 0.0  # host-tier moves the next iteration waits for
 
     @property
     def running_count(self) -> int:
@@ -262,9 +265,14 @@ class ContinuousBatching(ReplicaScheduler):
                 short.pop()
             self.kv.release(victim)
             victim.preemptions += 1
-            victim.prefill_target = victim.prompt_tokens + victim.produced
-            victim.prefilled = victim.kv_tokens = 0
             self.waiting.appendleft(victim)
+            if self.kv.host is not None and not victim.in_prefill:  # out to host memory
+                victim.swapped_tokens = victim.kv_tokens
+                self.swap_s += self.kv.host.seconds(victim.kv_tokens)
+                self.store.on_swap(victim)
+                continue
+            victim.prefill_target = victim.prompt_tokens + victim.produced
+            victim.prefilled, victim.kv_tokens = victim.prefix_tokens, 0
             self.store.on_preempt(victim)
         return short
 
@@ -284,26 +292,31 @@ class ContinuousBatching(ReplicaScheduler):
             budget -= new
         while budget > 0 and self.waiting and self.running_count < self.spec.max_batch:
             head = self.waiting[0]
-            if not head.in_prefill:  # its KV came whole (a disaggregated decode pool)
+            if not head.in_prefill:  # its KV comes whole: from a prefill pool, or host
                 if not self.kv.grow(head, head.kv_tokens + 1):
                     break
+                if head.swapped_tokens:  # back in from host memory
+                    self.swap_s += self.kv.host.seconds(head.swapped_tokens)
+                    head.swapped_tokens = 0
                 self.decoding.append(self.waiting.popleft())
                 budget -= 1
                 continue
             if not self.kv.grow(head, head.prefill_target):
                 break  # first come, first served: the head waits for blocks
             self.prefilling.append(self.waiting.popleft())
-            new = min(head.prefill_target, budget)
+            new = min(head.prefill_target - head.prefilled, budget)
             chunks.append((head, new))
             budget -= new
         if not chunks and not decoding:  # the KV blocks are held by other micro-batches
             return None
         contexts = [r.kv_tokens + 1 for r in decoding]
-        if chunks:
+        if chunks or self.swap_s:
             prefill = [(n, r.prefilled) for r, n in chunks]
             self.store.offer_shape(lambda: (tuple(prefill), tuple(contexts)))
-            return _one(now, self.cost.iteration(prefill, contexts),
-                        work=Iterations(chunks, decoding))
+            cost = self.cost.iteration(prefill, contexts)
+            if self.swap_s:  # the iteration waits for the host tier's moves
+                cost, self.swap_s = cost + Cost(self.swap_s, 0.0), 0.0
+            return _one(now, cost, work=Iterations(chunks, decoding))
         return self._decode_run(now, decoding, contexts)
 
     def _decode_run(self, now: float, decoding: list[Request],

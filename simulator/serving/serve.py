@@ -24,7 +24,7 @@ from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.disaggregated import KvLink, PoolStore, pooled_summary, \
     run_disaggregated
 from simulator.serving.engine import Progress, run_serving
-from simulator.serving.kv_cache import KV_ALLOCATORS
+from simulator.serving.kv_cache import KV_ALLOCATORS, HostTier
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
 from simulator.serving.pools import ROLES, pool_plan, pool_spec
 from simulator.serving.precision import ServingPrecision
@@ -56,6 +56,7 @@ class Setup:
     capacity: Capacity | None = None  # the capacity check of one chip of a replica
     precision: dict | None = None   # --precision: what the plan chose (reference run)
     precision_source: Source | None = None  # --precision: the plan file read
+    host_tier: HostTier | None = None  # --kv-host-tier: where preempted KV goes
     pools: dict | None = None       # disaggregated: role -> that pool's Setup
     kv_links: dict = field(default_factory=dict)  # disaggregated: KvLink memo
 
@@ -117,6 +118,8 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
             else share.weight_bytes(facts.weight_bytes)
         facts = replace(facts, weight_bytes=held,
                         kv_bytes_per_token=share.kv_bytes(facts.kv_bytes_per_token))
+    tier = host_tier(platform, facts.kv_bytes_per_token, platform_source.path) \
+        if spec.kv_host_tier else None
     blocks = llm_cost.kv_blocks(platform, facts, spec.block_tokens,
                                 file=platform_source.path,
                                 weights_elsewhere=fit is not None and fit.ignored)
@@ -129,7 +132,16 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     check_plan(reference, cost.shared_names(), served=config.name)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
                  _model_source(config, spec.model), trace, fit, cost.precision_record(),
-                 precision.source if precision else None)
+                 precision.source if precision else None, tier)
+
+
+def host_tier(platform: Platform, bytes_per_token: int, file: str) -> HostTier:
+    """The host tier behind each chip's KV cache, over the platform's host link."""
+    link = platform.runtime.host_link
+    if link is None:
+        raise AccsimError("the KV host tier moves blocks over runtime.host_link, which "
+                          "this platform lacks", file=file, field="runtime.host_link")
+    return HostTier(link.latency_us * 1e-6, link.bandwidth_gbps * 1e9, bytes_per_token)
 
 
 def _prepare_pools(spec: ServeSpec, **options) -> Setup:
@@ -266,7 +278,11 @@ def simulate_serving(setup: Setup, spec: ServeSpec, *,
     allocator = KV_ALLOCATORS.get(spec.kv_allocator, field="kv_allocator")
 
     def make_kv():
-        return allocator(setup.kv_blocks, spec.block_tokens) if setup.llm else None
+        if not setup.llm:
+            return None
+        if setup.host_tier is not None:
+            return allocator(setup.kv_blocks, spec.block_tokens, host=setup.host_tier)
+        return allocator(setup.kv_blocks, spec.block_tokens)
 
     run_serving(spec, came, setup.cost, make_kv, llm=setup.llm, store=store,
                 progress=progress)
@@ -281,8 +297,8 @@ def _simulate_pools(setup: Setup, spec: ServeSpec, came: Arrivals,
     sampled for the bucketing error (two pools, two cost models)."""
     pools = pool_setups(setup, spec)
     store = PoolStore(pools["prefill"].spec.replicas, pools["decode"].spec.replicas)
-    run_disaggregated(spec, {role: (pool.spec.resolved(), pool.cost, pool.kv_blocks)
-                             for role, pool in pools.items()},
+    run_disaggregated(spec, {role: (pool.spec.resolved(), pool.cost, pool.kv_blocks,
+                                    pool.host_tier) for role, pool in pools.items()},
                       came, kv_link(setup, spec), store, progress=progress)
     for pool in pools.values():
         pool.cost.save()
@@ -324,6 +340,8 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
         "dropped": len(store.dropped),
         "preempted": store.preemptions,
     }
+    if spec.kv_host_tier:  # absent without a host tier, as before it existed
+        figures["swapped"] = store.swaps
     figures["sla"] = sla_report(spec.sla, figures)
     if setup.capacity is not None and setup.capacity.asked:
         figures["capacity"] = setup.capacity.record()

@@ -37,7 +37,7 @@ MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
 MAX_BATCH = 2**14
 # Fields left out of a dump when unset (results dump as before these existed).
 OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap", "mapping_plan",
-                   "collectives", "disaggregate")
+                   "collectives", "disaggregate", "prefix_hit_rate", "kv_host_tier")
 
 
 class RateSweep(Strict):
@@ -133,6 +133,12 @@ class ServeSpec(Strict):
     mapping_plan: str | None = Field(default=None, description="tiling plan file (or "
                                      "shipped name) whose entries iteration operators "
                                      "take, as `accsim run --mapping`")
+    prefix_hit_rate: float | None = Field(
+        default=None, ge=0, le=1, allow_inf_nan=False, description="share of each "
+        "prompt's tokens found in the prefix cache, whose prefill is skipped")
+    kv_host_tier: bool | None = Field(
+        default=None, description="preempted requests' KV goes out to host memory and "
+        "comes back over runtime.host_link instead of being recomputed")
     disaggregate: Disaggregation | None = Field(
         default=None, description="prefill and decode pools, the KV moved between them "
         "(DESIGN.md section 20; default: co-located replicas)")
@@ -244,6 +250,14 @@ class ServeSpec(Strict):
             (batching != "continuous" and given("max_tokens"), "max_tokens",
              f"max_tokens is continuous batching's token budget; {batching} batching "
              "would ignore it: use batching continuous, or drop max_tokens"),
+            (bool(self.kv_host_tier) and batching != "continuous", "kv_host_tier",
+             f"the KV host tier takes preempted requests of continuous batching; "
+             f"{batching} batching never preempts: use batching continuous, or drop "
+             "kv_host_tier"),
+            (self.prefix_hit_rate is not None and batching != "continuous",
+             "prefix_hit_rate", f"the prefix cache skips prefill chunks of continuous "
+             f"batching; {batching} batching would ignore it: use batching continuous, "
+             "or drop prefix_hit_rate"),
             (batching == "continuous" and self.max_wait_ms is not None, "max_wait_ms",
              "max_wait_ms is static or dynamic batching's wait; continuous batching "
              "would ignore it: drop it"),
