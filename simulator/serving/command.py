@@ -21,6 +21,7 @@ from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.pools import POOL_KEYS, ROLES, parse_pool
+from simulator.serving.tails import CAUSES, TAIL_PERCENTILES
 from simulator.serving.serve import prepare, serve
 from simulator.serving.sla import parse_sla
 from simulator.serving.spec import ServeSpec
@@ -50,6 +51,9 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--block-tokens", type=int, help="KV cache block size in tokens (default 16)")
     add("--micro-batches", type=int, help="micro-batches in a replica's pipeline "
         "(default --pp; 1 runs the stages in turn)")
+    add("--memory-tails", action="store_true", default=None, help="report what share of "
+        "the latency tails at p50, p95 and p99 each request lost to queueing, queueing "
+        "for KV blocks, preemption (recompute) and swaps (--kv-host-tier)")
     add("--routing", choices=["round_robin", "least_loaded", "shared_queue"],
         help="default round_robin")
     add("--sweep-rate", metavar="A:B:N", help="latency-throughput curve: N rates from A "
@@ -176,6 +180,7 @@ def _summary_lines(result: dict) -> list[str]:
              _energy_line(result, opt) + "; service alone "
              f"{opt(result['service_ms'], ',.3f')} ms"]
     lines += pool_lines(result.get("disaggregated"))
+    lines += tail_lines(result.get("memory_tails"))
     bucketing = result["bucketing"]
     if bucketing["samples"]:
         lines.append(f"bucketing ({bucketing['bits']} bits) vs exact simulation on "
@@ -189,6 +194,20 @@ def _summary_lines(result: dict) -> list[str]:
                  for key, c in result["sla"]["targets"].items()]
         lines.append(f"SLA {'met' if result['sla']['met'] else 'NOT met'}: "
                      + "; ".join(parts))
+    return lines
+
+
+def tail_lines(tails: dict | None) -> list[str]:
+    """Each latency percentile's tail: the share each memory cause holds."""
+    if not tails:
+        return []
+    lines = ["memory tails (share of the latency of requests at or above each "
+             "percentile):"]
+    for p in TAIL_PERCENTILES:
+        row = tails[f"p{p}"]
+        lines.append(f"  p{p} {row['latency_ms']:,.3f} ms ({row['requests']:,} requests): "
+                     + ", ".join(f"{name.replace('_', ' ')} {100 * row[name]:.1f}%"
+                                 for name in CAUSES))
     return lines
 
 

@@ -38,6 +38,7 @@ from simulator.serving.pools import ROLES
 from simulator.serving.requests import Request
 from simulator.serving.schedulers import ContinuousBatching
 from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
+from simulator.serving.tails import memory_tails
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,7 @@ def pooled_summary(spec, pools: dict, store: PoolStore, came: Arrivals,
         "dropped": len(store.dropped),
         "preempted": store.preemptions,
         **({"swapped": store.swaps} if spec.kv_host_tier else {}),
+        **({"memory_tails": memory_tails(store.finished)} if spec.memory_tails else {}),
         "disaggregated": {
             "energy_scope": "system",
             "prefill": {**_pool_figures(store, "prefill", pools["prefill"][0], horizon),

@@ -37,6 +37,15 @@ class Request:
     dropped: bool = False
     prefix_tokens: int = 0      # the prompt's first tokens found in the prefix cache
     swapped_tokens: int = 0     # KV tokens out in host memory, to come back on admission
+    # Memory tails (simulator.serving.tails): when it was first admitted, since when it
+    # has been refused KV blocks at the head of the queue, since when it has been
+    # preempted; and the seconds lost to each cause.
+    admitted_s: float | None = None
+    blocked_since: float | None = None
+    lost_since: float | None = None
+    kv_wait_s: float = 0.0
+    preempt_lost_s: float = 0.0
+    swap_lost_s: float = 0.0
 
     @property
     def max_kv_tokens(self) -> int:

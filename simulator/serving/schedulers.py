@@ -30,6 +30,7 @@ from simulator.serving.kv_cache import blocks_for
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.registry import Registry
 from simulator.serving.requests import Request
+from simulator.serving.tails import on_admitted, on_blocked, on_preempted, on_recovered
 
 # Longest decode-only run planned at once (bounds the plan's lists).
 MAX_RUN_ITERATIONS = 4096
@@ -151,6 +152,8 @@ class RequestBatching(ReplicaScheduler):
         batch = self._take()
         if not batch:  # a pipelined replica's other micro-batches hold the KV blocks
             return None
+        for request in batch:
+            on_admitted(request, now)
         self.running = batch
         if not self.llm:
             size = self.spec.max_batch if self.pads else len(batch)
@@ -254,7 +257,7 @@ class ContinuousBatching(ReplicaScheduler):
     def running_count(self) -> int:
         return len(self.decoding) + len(self.prefilling)
 
-    def _preempt_until_decodes_fit(self) -> list[Request]:
+    def _preempt_until_decodes_fit(self, now: float) -> list[Request]:
         """The decoding requests whose next token needs one more block (at most one),
         once those blocks are free, preempting the most recently admitted request
         (LIFO, as vLLM) while they are not."""
@@ -265,6 +268,7 @@ class ContinuousBatching(ReplicaScheduler):
                 short.pop()
             self.kv.release(victim)
             victim.preemptions += 1
+            on_preempted(victim, now)
             self.waiting.appendleft(victim)
             if self.kv.host is not None and not victim.in_prefill:  # out to host memory
                 victim.swapped_tokens = victim.kv_tokens
@@ -279,7 +283,7 @@ class ContinuousBatching(ReplicaScheduler):
     def plan(self, now: float) -> Plan | None:
         if not self.running_count and not self.waiting:
             return None
-        for request in self._preempt_until_decodes_fit():
+        for request in self._preempt_until_decodes_fit(now):
             self.kv.grow(request, request.kv_tokens + 1)
         decoding = self.decoding
         budget = self.spec.max_tokens - len(decoding)
@@ -294,15 +298,21 @@ class ContinuousBatching(ReplicaScheduler):
             head = self.waiting[0]
             if not head.in_prefill:  # its KV comes whole: from a prefill pool, or host
                 if not self.kv.grow(head, head.kv_tokens + 1):
+                    on_blocked(head, now)
                     break
+                on_admitted(head, now)
                 if head.swapped_tokens:  # back in from host memory
-                    self.swap_s += self.kv.host.seconds(head.swapped_tokens)
+                    back = self.kv.host.seconds(head.swapped_tokens)
+                    self.swap_s += back
                     head.swapped_tokens = 0
+                    on_recovered(head, now + back, swapped=True)
                 self.decoding.append(self.waiting.popleft())
                 budget -= 1
                 continue
             if not self.kv.grow(head, head.prefill_target):
+                on_blocked(head, now)
                 break  # first come, first served: the head waits for blocks
+            on_admitted(head, now)
             self.prefilling.append(self.waiting.popleft())
             new = min(head.prefill_target - head.prefilled, budget)
             chunks.append((head, new))
@@ -368,6 +378,7 @@ class ContinuousBatching(ReplicaScheduler):
                 prefilled += 1
                 request.kv_tokens = request.prefill_target
                 request.produced += 1
+                on_recovered(request, end, swapped=False)
                 if request.first_token_s is None:
                     request.first_token_s = end
                 if request.produced == request.output_tokens:

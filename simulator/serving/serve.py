@@ -30,6 +30,7 @@ from simulator.serving.pools import ROLES, pool_plan, pool_spec
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
 from simulator.serving.spec import ServeSpec
+from simulator.serving.tails import memory_tails
 from simulator.serving.tiling_plan import check_plan, serving_plan
 from simulator.serving.trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
@@ -342,6 +343,8 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
     }
     if spec.kv_host_tier:  # absent without a host tier, as before it existed
         figures["swapped"] = store.swaps
+    if spec.memory_tails:  # absent unless asked, as before it existed
+        figures["memory_tails"] = memory_tails(store.finished)
     figures["sla"] = sla_report(spec.sla, figures)
     if setup.capacity is not None and setup.capacity.asked:
         figures["capacity"] = setup.capacity.record()

@@ -37,7 +37,8 @@ MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
 MAX_BATCH = 2**14
 # Fields left out of a dump when unset (results dump as before these existed).
 OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap", "mapping_plan",
-                   "collectives", "disaggregate", "prefix_hit_rate", "kv_host_tier")
+                   "collectives", "disaggregate", "prefix_hit_rate", "kv_host_tier",
+                   "memory_tails")
 
 
 class RateSweep(Strict):
@@ -139,6 +140,9 @@ class ServeSpec(Strict):
     kv_host_tier: bool | None = Field(
         default=None, description="preempted requests' KV goes out to host memory and "
         "comes back over runtime.host_link instead of being recomputed")
+    memory_tails: bool | None = Field(
+        default=None, description="report the share of each latency percentile lost "
+        "to queueing, KV queueing, preemption and swaps (simulator.serving.tails)")
     disaggregate: Disaggregation | None = Field(
         default=None, description="prefill and decode pools, the KV moved between them "
         "(DESIGN.md section 20; default: co-located replicas)")
