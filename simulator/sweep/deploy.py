@@ -83,18 +83,16 @@ class Deployment:
     batching: str
     max_batch: int
     precision: str | None = None   # a precision plan file, None: the model's formats
-    # Disaggregated (DESIGN.md section 20): this many prefill replicas beside
-    # `replicas` decode replicas, all of `plan`, the KV moved over `kv_link`.
-    prefill_replicas: int | None = None
-    kv_link: str | None = None
+    prefill_replicas: int | None = None  # disaggregated: `replicas` decode beside these
+    kv_link: str | None = None           # and the KV's link (DESIGN.md section 20)
 
     @property
     def chips(self) -> int:
         return self.plan.chips * (self.replicas + (self.prefill_replicas or 0))
 
     def fields(self) -> dict:
-        pools = {} if self.prefill_replicas is None else {
-            "prefill_replicas": self.prefill_replicas, "kv_link": self.kv_link}
+        pools = {"prefill_replicas": self.prefill_replicas, "kv_link": self.kv_link} \
+            if self.prefill_replicas else {}
         return {"arch": self.arch, "chips": self.chips, "chips_per_replica": self.plan.chips,
                 "tp": self.plan.tp, "pp": self.plan.pp, "replicas": self.replicas,
                 "batching": self.batching, "max_batch": self.max_batch,
@@ -149,16 +147,13 @@ def plans(chips: int) -> list[SystemPlan]:
 
 def deployments(arch: str, grid: Grid) -> list[Deployment]:
     """The grid's points for one platform, within the chip budget; with
-    grid.disaggregate, then each plan's replicas split into a prefill and a decode
-    pool (each a count of the replicas axis; continuous batching only)."""
+    grid.disaggregate, then each plan's replicas split into prefill and decode pools."""
     colocated = [Deployment(arch, plan, replicas, batching, max_batch, precision)
                  for chips in grid.chips_per_replica for plan in plans(chips)
                  for replicas in grid.replicas if chips * replicas <= grid.budget_chips
                  for batching in grid.batching for max_batch in grid.max_batch
                  for precision in grid.precision]
-    if not grid.disaggregate:
-        return colocated
-    return colocated + [
+    return colocated if not grid.disaggregate else colocated + [
         Deployment(arch, plan, decode, "continuous", max_batch, precision, prefill,
                    grid.kv_link)
         for chips in grid.chips_per_replica for plan in plans(chips)
