@@ -39,7 +39,7 @@ from simulator.serving.serve import prepare, replica_capacity, stored_share
 from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
-from simulator.sweep.deploy_pools import point_spec, pool_pairs
+from simulator.sweep.deploy_pools import point_spec, pool_axes, pool_flags
 from simulator.sweep.deploy_runs import PointRuns, RunStore, StoredRuns
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
@@ -108,12 +108,11 @@ class Deployment:
     def flags(self) -> str:
         """The `accsim serve` flags that run this point alone."""
         plan = f" --precision {self.precision}" if self.precision else ""
-        replicas = f"--replicas {self.replicas}" if self.prefill_replicas is None else (
-            f"--disaggregate --prefill-pool replicas={self.prefill_replicas} "
-            f"--decode-pool replicas={self.replicas} --kv-link {self.kv_link}")
-        chips = "" if self.prefill_replicas else f"--chips {self.plan.chips} "
-        return (f"--arch {self.arch} {chips}--tp {self.plan.tp} --pp {self.plan.pp} "
-                f"{replicas} --batching {self.batching} --max-batch {self.max_batch}{plan}")
+        if self.prefill_replicas is not None:
+            return pool_flags(self) + plan
+        return (f"--arch {self.arch} --chips {self.plan.chips} --tp {self.plan.tp} "
+                f"--pp {self.plan.pp} --replicas {self.replicas} --batching "
+                f"{self.batching} --max-batch {self.max_batch}{plan}")
 
 
 def precision_name(path: str | None) -> str:
@@ -153,13 +152,9 @@ def deployments(arch: str, grid: Grid) -> list[Deployment]:
                  for replicas in grid.replicas if chips * replicas <= grid.budget_chips
                  for batching in grid.batching for max_batch in grid.max_batch
                  for precision in grid.precision]
-    return colocated if not grid.disaggregate else colocated + [
-        Deployment(arch, plan, decode, "continuous", max_batch, precision, prefill,
-                   grid.kv_link)
-        for chips in grid.chips_per_replica for plan in plans(chips)
-        for prefill, decode in pool_pairs(grid.replicas, chips, grid.budget_chips)
-        for max_batch in grid.max_batch for precision in grid.precision
-        if "continuous" in grid.batching]
+    return colocated + [Deployment(arch, plan, decode, "continuous", batch, precision,
+                                   prefill, grid.kv_link)
+                        for plan, prefill, decode, batch, precision in pool_axes(grid, plans)]
 
 
 def _smallest_request(spec: ServeSpec, trace: Trace | None) -> tuple[int, int]:
@@ -260,8 +255,7 @@ def point_figures(point: Deployment, figures: dict, rate: float,
     tokens_s = figures["tokens_per_s"] or 0.0
     per_chip_j = figures["energy_per_token_j"]
     energy = per_chip_j * point.plan.chips if per_chip_j else None
-    if figures.get("disaggregated"):  # a disaggregated run's energy is the system's
-        energy = per_chip_j or None
+    energy = (per_chip_j or None) if figures.get("disaggregated") else energy  # system's
     watts = tokens_s * energy if energy else 0.0
     cost = None
     if platform.cost is not None and tokens_s > 0:

@@ -14,6 +14,26 @@ def pool_pairs(replicas: tuple[int, ...], chips: int, budget: int) -> list[tuple
             if chips * (prefill + decode) <= budget]
 
 
+def pool_axes(grid, plans) -> list[tuple]:
+    """The disaggregated points' axes of a grid (none without grid.disaggregate, or
+    without continuous batching among its policies): (T x P plan, prefill replicas,
+    decode replicas, max batch, precision plan), `plans(chips)` giving the splits."""
+    if not grid.disaggregate or "continuous" not in grid.batching:
+        return []
+    return [(plan, prefill, decode, max_batch, precision)
+            for chips in grid.chips_per_replica for plan in plans(chips)
+            for prefill, decode in pool_pairs(grid.replicas, chips, grid.budget_chips)
+            for max_batch in grid.max_batch for precision in grid.precision]
+
+
+def pool_flags(point) -> str:
+    """The `accsim serve` flags that run a disaggregated point alone."""
+    return (f"--arch {point.arch} --tp {point.plan.tp} --pp {point.plan.pp} "
+            f"--disaggregate --prefill-pool replicas={point.prefill_replicas} "
+            f"--decode-pool replicas={point.replicas} --kv-link {point.kv_link} "
+            f"--max-batch {point.max_batch}")
+
+
 def point_spec(point, spec: ServeSpec) -> ServeSpec:
     """`spec` (the search's, on the point's plan) serving as the point does: its
     replicas and batching, or its pools."""
