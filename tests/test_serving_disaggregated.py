@@ -292,3 +292,18 @@ def test_a_host_tier_swaps_instead_of_recomputing_at_the_links_cost(tmp_path):
     assert all(count % 2 == 0 for count in Counter(tier.moved).values())
     moves = sum(5e-6 + tokens * 4096 / 32e9 for tokens in tier.moved)
     assert sum(swapped.busy_s) == pytest.approx(cost.seconds + moves, rel=1e-12)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--kv-link", "host"], "--kv-link: --kv-link is what disaggregated points' KV"),
+    (["--disaggregate", "--batching", "static"], "--disaggregate: disaggregated pools"),
+    (["--kv-host-tier"], "runtime.host_link"),
+])
+def test_bad_search_options_get_one_clear_error(files, capsys, args, fragment):
+    assert main(["plan-deployment", "--arch", ARCH, "--model", files["model"],
+                 "--prompt-tokens", "64", "--output-tokens", "8", "--requests", "8",
+                 "--sla", "tpot_p99_ms=50", "--budget-chips", "1", "--max-batch", "4",
+                 "--scheduler", "serial", *args]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accsim: error:"), lines
+    assert fragment in lines[0], lines[0]
