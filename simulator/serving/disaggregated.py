@@ -103,7 +103,6 @@ class Moves:
     prefilled_s: dict[int, float] = field(default_factory=dict)
     started_s: dict[int, float] = field(default_factory=dict)
     arrived_s: dict[int, float] = field(default_factory=dict)
-    tokens: dict[int, int] = field(default_factory=dict)
     bytes: int = 0
     energy_j: float = 0.0
 
@@ -185,7 +184,6 @@ def run_disaggregated(spec, pools: dict, arrivals: Arrivals, link: KvLink,
         moves.prefilled_s[request.id] = end
         moves.started_s[request.id] = start
         moves.arrived_s[request.id] = arrive
-        moves.tokens[request.id] = request.kv_tokens
         moves.bytes += nbytes
         moves.energy_j += energy
         request.first_token_s = arrive  # the first token leaves with its KV
