@@ -16,7 +16,6 @@ from timed_cli import HANG_S
 RESULT_KEYS = {"latency_ms", "ttft_ms", "tpot_ms", "service_ms", "throughput_rps",
                "tokens_per_s", "goodput_rps", "utilization", "energy_per_request_j",
                "energy_per_token_j", "requests", "completed", "dropped", "preempted",
-               "latency_causes",
                "sla", "bucketing", "manifest"}
 PLAIN = ["serve", "--arch", "tpu_v1", "--workload", "tpu_v1_mlp_b200", "--rate", "3000",
          "--requests", "3000", "--max-batch", "4", "--max-wait-ms", "0.5", "--seed", "7"]

@@ -325,6 +325,30 @@ DECLARED = (
     Option("--sla", SLA, "targets such as ttft_p99_ms=500,tpot_p99_ms=50,"
            "latency_p99_ms=20", "serving", metavar="KEY=MS,...", uses={
                "serve": Use(), "plan-deployment": Use(required=True)}),
+    # --- where the KV cache is and moves: disaggregated pools (simulator.serving.pools),
+    # the prefix cache, the host tier (DESIGN.md section 20).
+    Option("--disaggregate", Switch(), "split prefill and decode into pools, the KV "
+           "cache moved between them", "kv", default=None, uses={
+               "serve": Use(help="serve on a prefill pool and a decode pool (sized by "
+                            "--prefill-pool and --decode-pool), each request's KV moved "
+                            "between them over --kv-link before its first decode "
+                            "iteration; TTFT includes the move"),
+               "plan-deployment": Use(help="search disaggregated deployments beside the "
+                                      "co-located ones: each T x P split with its "
+                                      "replicas divided between a prefill and a decode "
+                                      "pool; the result says which wins and why")}),
+    Option("--prefix-hit-rate", Real(), "share of each prompt's tokens found in the "
+           "prefix cache (0 to 1, as vLLM's prefix-cache hit rate counts them): their "
+           "prefill is skipped, their KV read as cached context; continuous batching",
+           "kv", uses=_alike(("serve", "plan-deployment"))),
+    Option("--kv-host-tier", Switch(), "a preempted request's KV goes out to host "
+           "memory and comes back over runtime.host_link (latency + bytes / bandwidth "
+           "each way, the replica waiting) instead of being recomputed", "kv",
+           default=None, uses=_alike(("serve", "plan-deployment"))),
+    Option("--kv-link", OneOf(("interconnect", "host"), "KV link"), "what a "
+           "disaggregated request's KV crosses: interconnect (the chips' links, point to "
+           "point; default) or host (runtime.host_link, out to host memory and back)",
+           "kv", uses=_alike(("serve", "plan-deployment"))),
     # --- where the work runs (simulator.sweep.executors.executor_for checks them).
     Option("--scheduler", Name(), "serial, processes (a local process pool), dask-local "
            "(a local Dask cluster), or dask://HOST:PORT (a running Dask scheduler); "

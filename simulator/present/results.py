@@ -344,9 +344,9 @@ class ServeResult(Read):
     utilization: float
     completed: int
     dropped: int
-    # per figure ("latency", "ttft") and tail ("p50", ...): each cause's share
-    # (serving.tails); absent from results written before it existed
-    latency_causes: dict[str, dict[str, dict[str, float]]] | None = None
+    # per latency tail ("p50", "p95", "p99"): its value, its requests and each memory
+    # cause's share (serving.tails); absent unless the run asked for it
+    memory_tails: dict[str, Any] | None = None
 
     def stats(self, metric: str) -> LatencyStats | None:
         """The statistics of "latency", "ttft" or "tpot"."""

@@ -94,7 +94,7 @@ def serve_spec(study: ResolvedStudy, platform: Loaded, subject: str, *,
     try:
         return ServeSpec(arch=platform.source.path, **what, arrival=load.arrival,
                          **arrivals, rate=load.rate_per_s, requests=load.requests,
-                         batching=load.batching,
+                         batching=load.batching, memory_tails=True,
                          max_batch=load.max_batch, replicas=load.replicas,
                          seed=load.seed, sla=serving_sla(study.study.sla, llm=llm),
                          fusion=study.fusion, **_system(study))

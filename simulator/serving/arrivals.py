@@ -9,7 +9,7 @@ latency is made of): a spec that asks for more is refused, not drawn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,6 +28,7 @@ class Arrivals:
     prompt_tokens: np.ndarray  # int64
     output_tokens: np.ndarray  # int64
     source: Source | None = None   # the trace file, for the manifest
+    prefix_tokens: np.ndarray | None = None  # int64: each prompt's cached prefix
 
     def __len__(self) -> int:
         return len(self.times_s)
@@ -124,6 +125,15 @@ def trace(spec, rng: np.random.Generator, *, need_tokens: bool,
                     tokens(read.output_tokens, spec.output_tokens), read.source)
 
 
+def prefix_hits(prompt_tokens: np.ndarray, hit_rate: float) -> np.ndarray:
+    """Each prompt's tokens found in the prefix cache at a hit rate (the share of
+    prompt tokens served from the cache, as vLLM counts it): the first
+    floor(rate x prompt), at most all but the last token, whose logits give the first
+    output token (a full hit recomputes it, as vLLM does)."""
+    hits = np.floor(hit_rate * prompt_tokens.astype(np.float64)).astype(np.int64)
+    return np.minimum(hits, prompt_tokens - 1)
+
+
 def arrivals(spec, *, need_tokens: bool, read: Trace | None = None) -> Arrivals:
     """The arrivals the spec asks for, drawn from a generator seeded by spec.seed (a
     trace already read may be passed as `read`, which trace arrivals use and the
@@ -131,6 +141,9 @@ def arrivals(spec, *, need_tokens: bool, read: Trace | None = None) -> Arrivals:
     rng = np.random.default_rng(spec.seed)
     process = ARRIVALS.get(spec.arrival, field="arrival")
     came = process(spec, rng, need_tokens=need_tokens, read=read)
+    if getattr(spec, "prefix_hit_rate", None):
+        came = replace(came, prefix_tokens=prefix_hits(came.prompt_tokens,
+                                                       spec.prefix_hit_rate))
     if not len(came):
         raise AccsimError(f"no request arrives within duration_s {spec.duration_s:g} s "
                           f"at {spec.rate:g} requests/s", field="duration_s")

@@ -20,9 +20,10 @@ from simulator.output.files import check_output_path, write_file, writing
 from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
+from simulator.serving.pools import POOL_KEYS, ROLES, parse_pool
+from simulator.serving.tails import CAUSES, TAIL_PERCENTILES
 from simulator.serving.serve import prepare, serve
 from simulator.serving.sla import parse_sla
-from simulator.serving.tails import CAUSES
 from simulator.serving.spec import ServeSpec
 from simulator.serving.plots import distribution_figure
 
@@ -37,8 +38,12 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--spec", metavar="SPEC.yaml", help="a YAML file with the fields below (flags "
         "override it)")
     add_options(serve_cmd, "serve", "inputs", "llm", "precision", "serving", "system",
-                "collectives",
+                "collectives", "kv",
                 "capacity", "outputs")
+    for role in ROLES:
+        add(f"--{role}-pool", metavar="KEY=N,...", help=f"with --disaggregate: the "
+            f"{role} pool, keys {', '.join(POOL_KEYS)} (each default: replicas 1, "
+            "the run's --tp, --pp, --max-batch, --max-tokens)")
     add("--duration", type=float, dest="duration_s", metavar="SECONDS",
         help="stop arrivals after this many simulated seconds")
     add("--max-wait-ms", type=float, help="static: wait to fill at most this long after "
@@ -46,6 +51,9 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--block-tokens", type=int, help="KV cache block size in tokens (default 16)")
     add("--micro-batches", type=int, help="micro-batches in a replica's pipeline "
         "(default --pp; 1 runs the stages in turn)")
+    add("--memory-tails", action="store_true", default=None, help="report what share of "
+        "the latency tails at p50, p95 and p99 each request lost to queueing, queueing "
+        "for KV blocks, preemption (recompute) and swaps (--kv-host-tier)")
     add("--routing", choices=["round_robin", "least_loaded", "shared_queue"],
         help="default round_robin")
     add("--sweep-rate", metavar="A:B:N", help="latency-throughput curve: N rates from A "
@@ -80,6 +88,7 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
              if getattr(args, name, None) is not None}
     if "sla" in flags:
         flags["sla"] = parse_sla(flags["sla"])
+    flags |= _disaggregation_flags(args, raw)
     merged = raw | flags
     try:
         spec = ServeSpec.model_validate(merged)
@@ -96,6 +105,27 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
     if name in flags:  # name the flag the user typed
         raise AccsimError(error.rule, field=FLAG_NAMES.get(name, name)) from None
     raise AccsimError(error.rule, file=args.spec or None, field=error.field) from None
+
+
+def _disaggregation_flags(args: argparse.Namespace, raw: dict) -> dict:
+    """--disaggregate, --prefill-pool, --decode-pool and --kv-link as the spec's
+    `disaggregate` (over the spec file's), or {} when none is given; a pool flag
+    without --disaggregate (here or in the file) is refused."""
+    pools = {role: parse_pool(getattr(args, f"{role}_pool"), f"--{role}-pool")
+             for role in ROLES if getattr(args, f"{role}_pool", None) is not None}
+    link = {"kv_link": args.kv_link} if getattr(args, "kv_link", None) else {}
+    switched = getattr(args, "disaggregate", None)
+    if not switched and not pools and not link:
+        return {}
+    base = raw.get("disaggregate")
+    if not switched and base is None:
+        flag = next(iter([f"--{role}-pool" for role in pools] + ["--kv-link"]))
+        raise AccsimError("pools and the KV link shape a disaggregated run: give "
+                          "--disaggregate", field=flag)
+    merged = dict(base or {})
+    for role, pool in pools.items():
+        merged[role] = {**(merged.get(role) or {}), **pool}
+    return {"disaggregate": merged | link}
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -121,29 +151,15 @@ def _figures_table(result: dict) -> Table:
     return table
 
 
-def _causes_table(result: dict) -> Table:
-    """Where the slow requests' time went (serving.tails): per figure and tail, each
-    cause's share in percent."""
-    table = Table(title="Where the time of requests at or above each percentile went "
-                  "(%)", title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("metric")
-    table.add_column("tail")
-    for cause in CAUSES:
-        table.add_column(cause, justify="right")
-    for metric, tails in result["latency_causes"].items():
-        for tail in ("p50", "p95", "p99"):
-            if tail in tails:
-                table.add_row(metric, f">= {tail}", *(f"{100 * tails[tail][c]:.1f}"
-                                                      for c in CAUSES))
-    return table
-
-
 def _energy_line(result: dict, opt) -> str:
     """Energy per request and token: the system's (every chip of a replica) when the
     replicas are multi-chip, with one chip's stated as such beside it."""
     request, token = result["energy_per_request_j"], result["energy_per_token_j"]
     one_chip = f"{opt(request, ',.4f')} J/request, {opt(token, ',.5f')} J/token"
     system = result.get("system")
+    if result.get("disaggregated"):
+        return (f"energy (system: both pools' chips and the KV link) "
+                f"{opt(request, ',.4f')} J/request, {opt(token, ',.5f')} J/token")
     if not system:
         return f"energy {one_chip}"
     chips = system["chips_per_replica"]
@@ -163,6 +179,8 @@ def _summary_lines(result: dict) -> list[str]:
              f"{100 * result['utilization']:.1f}%",
              _energy_line(result, opt) + "; service alone "
              f"{opt(result['service_ms'], ',.3f')} ms"]
+    lines += pool_lines(result.get("disaggregated"))
+    lines += tail_lines(result.get("memory_tails"))
     bucketing = result["bucketing"]
     if bucketing["samples"]:
         lines.append(f"bucketing ({bucketing['bits']} bits) vs exact simulation on "
@@ -176,6 +194,45 @@ def _summary_lines(result: dict) -> list[str]:
                  for key, c in result["sla"]["targets"].items()]
         lines.append(f"SLA {'met' if result['sla']['met'] else 'NOT met'}: "
                      + "; ".join(parts))
+    return lines
+
+
+def tail_lines(tails: dict | None) -> list[str]:
+    """Each latency percentile's tail: the share each memory cause holds."""
+    if not tails:
+        return []
+    lines = ["memory tails (share of the latency of requests at or above each "
+             "percentile):"]
+    for p in TAIL_PERCENTILES:
+        row = tails[f"p{p}"]
+        lines.append(f"  p{p} {row['latency_ms']:,.3f} ms ({row['requests']:,} requests): "
+                     + ", ".join(f"{name.replace('_', ' ')} {100 * row[name]:.1f}%"
+                                 for name in CAUSES))
+    return lines
+
+
+def pool_lines(pools: dict | None) -> list[str]:
+    """A disaggregated run's pools and KV moves (nothing for a co-located one)."""
+    if not pools:
+        return []
+
+    def p99(stats) -> str:
+        return "-" if stats is None else f"{stats['p99']:,.3f}"
+
+    lines = []
+    for role, metric in (("prefill", "ttft"), ("decode", "tpot")):
+        pool = pools[role]
+        lines.append(f"{role} pool {pool['replicas']} x (T{pool['tp']} x P{pool['pp']}) "
+                     f"= {pool['chips']} chips, max_batch {pool['max_batch']}: "
+                     f"utilization {100 * pool['utilization']:.1f}%, {metric} p99 "
+                     f"{p99(pool[f'{metric}_ms'])} ms"
+                     + (" (to the prefill's end, before the KV move)"
+                        if role == "prefill" else ""))
+    moved = pools["kv_transfer"]
+    lines.append(f"KV moved over the {moved['link']}: {moved['requests']:,} requests, "
+                 f"{moved['bytes']:,} bytes ({moved['kv_bytes_per_token']:,} a token), "
+                 f"move p99 {p99(moved['ms'])} ms of which waiting for the link "
+                 f"{p99(moved['wait_ms'])} ms")
     return lines
 
 
@@ -260,7 +317,6 @@ def handle(args: argparse.Namespace) -> int:
     with progress.steps("serving", after_s=PROGRESS_AFTER_S) as report:
         result, times = serve(setup, spec, progress=report)
     console.print(_figures_table(result))
-    console.print(_causes_table(result))
     for line in _summary_lines(result):
         console.print(line, markup=False, highlight=False)
     echo(f"simulated {result['requests']:,} requests in "

@@ -216,10 +216,13 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
     times = arrivals.times_s.tolist()
     prompts = arrivals.prompt_tokens.tolist()
     outputs = arrivals.output_tokens.tolist()
+    prefixes = None if arrivals.prefix_tokens is None else arrivals.prefix_tokens.tolist()
     for index, at in enumerate(times):
         if at > env.now:  # requests of the same instant all arrive before anyone plans
             yield env.timeout(at - env.now)
         request = Request(index, at, prompts[index], outputs[index])
+        if prefixes is not None:
+            request.prefix_tokens = prefixes[index]
         store.on_arrival(request, at)
         target = replicas[router.pick(replicas)]
         target.scheduler.enqueue(request, at)
@@ -230,20 +233,11 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
         replica.wake()
 
 
-def run_serving(spec, arrivals: Arrivals, cost, make_kv: Callable[[], object], *,
-                llm: bool, store: MetricsStore, progress: Progress | None = None) -> None:
-    """Serve every arrival on spec.replicas replicas until all are done or dropped."""
-    env = simpy.Environment()
-    policy = REPLICA_SCHEDULERS.get(spec.batching, field="batching")
-    total = len(arrivals)
-    next_report = [REPORT_EVERY]
-
-    def report() -> None:
-        done = len(store.finished) + len(store.dropped)
-        if progress and done >= next_report[0]:
-            progress(done, total)
-            next_report[0] = done + REPORT_EVERY
-
+def make_replicas(env: simpy.Environment, spec, policy, cost, make_kv: Callable[[], object],
+                  store: MetricsStore, report: Callable[[], None], *, llm: bool,
+                  first: int = 0) -> list:
+    """spec.replicas replicas of `policy` (a scheduler class), numbered from `first` in
+    the store: one Replica each, or a PipelinedReplica of spec.pp stages."""
     stages = spec.system.pp
     micro_batches = spec.micro_batches or stages
 
@@ -254,19 +248,53 @@ def run_serving(spec, arrivals: Arrivals, cost, make_kv: Callable[[], object], *
         return PipelinedReplica(env, [policy(i, spec, cost, kv, store, llm=llm)
                                       for _ in range(micro_batches)], stages, report, store)
 
-    replicas = [replica(i) for i in range(spec.replicas)]
-    router = ROUTERS.get(spec.routing, field="routing")()
+    return [replica(first + i) for i in range(spec.replicas)]
+
+
+def make_router(routing: str, replicas: list):
+    """The routing policy over `replicas`; a shared queue joins their waiting queues."""
+    router = ROUTERS.get(routing, field="routing")()
     if getattr(router, "shared", False):
         queue = replicas[0].scheduler.waiting
         for each in replicas:
             each.share_queue(queue)
+    return router
+
+
+def reporter(store: MetricsStore, total: int, progress: Progress | None
+             ) -> Callable[[], None]:
+    """What a replica calls after each commit: progress every REPORT_EVERY requests."""
+    next_report = [REPORT_EVERY]
+
+    def report() -> None:
+        done = len(store.finished) + len(store.dropped)
+        if progress and done >= next_report[0]:
+            progress(done, total)
+            next_report[0] = done + REPORT_EVERY
+
+    return report
+
+
+def check_all_done(store: MetricsStore, total: int, batching: str) -> None:
+    unfinished = total - len(store.finished) - len(store.dropped)
+    if unfinished:  # a policy left requests behind: say so rather than drop them
+        raise AccsimError(f"{unfinished} of {total} requests never finished under "
+                          f"{batching} batching", field="batching")
+
+
+def run_serving(spec, arrivals: Arrivals, cost, make_kv: Callable[[], object], *,
+                llm: bool, store: MetricsStore, progress: Progress | None = None) -> None:
+    """Serve every arrival on spec.replicas replicas until all are done or dropped."""
+    env = simpy.Environment()
+    policy = REPLICA_SCHEDULERS.get(spec.batching, field="batching")
+    total = len(arrivals)
+    report = reporter(store, total, progress)
+    replicas = make_replicas(env, spec, policy, cost, make_kv, store, report, llm=llm)
+    router = make_router(spec.routing, replicas)
     env.process(arriving(env, arrivals, router, replicas, store))
     for each in replicas:
         each.start()
     env.run()
-    unfinished = total - len(store.finished) - len(store.dropped)
-    if unfinished:  # a policy left requests behind: say so rather than drop them
-        raise AccsimError(f"{unfinished} of {total} requests never finished under "
-                          f"{spec.batching} batching", field="batching")
+    check_all_done(store, total, spec.batching)
     if progress:
         progress(total, total)

@@ -8,6 +8,8 @@ grows (vLLM's paged attention) and frees them when it finishes or is preempted.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from simulator.errors import AccsimError
 from simulator.serving.registry import Registry
 from simulator.serving.requests import Request
@@ -36,6 +38,23 @@ def kv_capacity_blocks(capacity_bytes: int, weight_bytes: int, kv_bytes_per_toke
     return free // block
 
 
+@dataclass(frozen=True)
+class HostTier:
+    """Host memory behind a replica's KV cache (DESIGN.md section 20): a preempted
+    decoding request's blocks go out to it and come back over the host link
+    (runtime.host_link: latency + bytes / bandwidth each way) instead of being
+    recomputed. Each chip of the replica moves its own share of the KV over its own
+    link, at once; host memory is taken to hold whatever is swapped out."""
+
+    latency_s: float
+    bandwidth_bytes_s: float
+    bytes_per_token: int    # one chip's KV per token (its shard, at the stored format)
+
+    def seconds(self, tokens: int) -> float:
+        """One way: `tokens` tokens of KV out to host memory, or back in."""
+        return self.latency_s + tokens * self.bytes_per_token / self.bandwidth_bytes_s
+
+
 KV_ALLOCATORS: Registry = Registry("KV allocator")
 
 
@@ -44,10 +63,12 @@ class PagedKvCache:
     """Whole blocks per request; a request's blocks grow with its KV tokens (the tokens
     they hold are the request's `kv_held`)."""
 
-    def __init__(self, total_blocks: int, block_tokens: int):
+    def __init__(self, total_blocks: int, block_tokens: int,
+                 host: HostTier | None = None):
         self.total_blocks = total_blocks
         self.block_tokens = block_tokens
         self.free_blocks = total_blocks
+        self.host = host  # where preempted requests' blocks go, None: recompute
 
     def extra_blocks(self, request: Request, tokens: int) -> int:
         """Blocks a request must gain to hold `tokens` tokens."""

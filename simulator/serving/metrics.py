@@ -48,6 +48,7 @@ class MetricsStore:
         self.dropped: list[Request] = []
         self.arrived = 0
         self.preemptions = 0
+        self.swaps = 0  # preemptions whose KV went out to host memory (a host tier)
         self.running_max = [0] * replicas
         # Pipelined replicas: seconds summed over stages, and seconds any micro-batch
         # was in the pipeline (their ratio over P is the stages' utilisation).
@@ -79,6 +80,9 @@ class MetricsStore:
 
     def on_preempt(self, request: Request) -> None:
         self.preemptions += 1
+
+    def on_swap(self, request: Request) -> None:
+        self.swaps += 1
 
     def on_iterations(self, replica: int, busy_s: float, energy_j: float,
                       count: int, running: int) -> None:

@@ -16,7 +16,8 @@ class Request:
     LLM progress: `prefill_target` tokens are computed before the next token comes
     (the prompt, plus the tokens generated so far after a preemption); `prefilled`
     counts them; `kv_tokens` are the tokens whose KV is held; `produced` output tokens
-    exist. A request holds at most prompt + output - 1 tokens of KV (the last token is
+    exist (`prefix_tokens` of the prompt come prefilled from the prefix cache). A
+    request holds at most prompt + output - 1 tokens of KV (the last token is
     never fed back). `kv_held` is the room its KV blocks have, in tokens (the KV
     allocator's record, kept here so a scheduler reads it without a lookup).
     """
@@ -34,16 +35,18 @@ class Request:
     finish_s: float | None = None
     preemptions: int = 0
     dropped: bool = False
-    # Where its time went (serving.tails): seconds its first admission waited while
-    # the KV cache had no room for the head of the queue, seconds from each preemption
-    # until its prefill was recomputed (before its first token, and in all), and the
-    # marks those are measured from.
+    prefix_tokens: int = 0      # the prompt's first tokens found in the prefix cache
+    swapped_tokens: int = 0     # KV tokens out in host memory, to come back on admission
+    # Memory tails (simulator.serving.tails): when it was first admitted, its replica's
+    # KV-blocked clock when it joined the queue, since when it has been preempted; and
+    # the seconds lost to each cause (KV queueing in all, and before its first admission).
     admitted_s: float | None = None
+    kv_mark: float = 0.0
+    lost_since: float | None = None
     kv_wait_s: float = 0.0
-    kv_wait_mark: float = 0.0
-    preempted_at_s: float | None = None
-    preemption_s: float = 0.0
-    preemption_before_first_s: float = 0.0
+    kv_wait_first_s: float = 0.0
+    preempt_lost_s: float = 0.0
+    swap_lost_s: float = 0.0
 
     @property
     def max_kv_tokens(self) -> int:

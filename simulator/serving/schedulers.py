@@ -30,6 +30,8 @@ from simulator.serving.kv_cache import blocks_for
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.registry import Registry
 from simulator.serving.requests import Request
+from simulator.serving.tails import (KvBlockedClock, on_admitted, on_enqueued,
+                                     on_preempted, on_recovered)
 
 # Longest decode-only run planned at once (bounds the plan's lists).
 MAX_RUN_ITERATIONS = 4096
@@ -99,31 +101,7 @@ class ReplicaScheduler:
         self.waiting: deque[Request] = deque()
         self.max_wait_s = None if spec.max_wait_ms is None else spec.max_wait_ms / 1e3
         self.closed = False  # no more arrivals will come
-        # The head of the queue waits for KV blocks since this time (None: it does
-        # not), and the seconds it did so before: a clock waiting requests read their
-        # KV wait from (serving.tails).
-        self.kv_blocked_since: float | None = None
-        self.kv_blocked_s = 0.0
-
-    def kv_clock(self, now: float) -> float:
-        """Seconds the head of the queue has waited for KV blocks up to `now`."""
-        since = self.kv_blocked_since
-        return self.kv_blocked_s + (now - since if since is not None else 0.0)
-
-    def _kv_blocked(self, now: float, blocked: bool) -> None:
-        """Admission stopped on the KV cache (True) or not, from `now` on."""
-        if blocked and self.kv_blocked_since is None:
-            self.kv_blocked_since = now
-        elif not blocked and self.kv_blocked_since is not None:
-            self.kv_blocked_s += now - self.kv_blocked_since
-            self.kv_blocked_since = None
-
-    def _admitted(self, request: Request, now: float) -> None:
-        """A request leaves the queue for a batch: its first admission ends its wait
-        (a preempted request's second wait is part of its preemption's time)."""
-        if request.admitted_s is None:
-            request.admitted_s = now
-            request.kv_wait_s = self.kv_clock(now) - request.kv_wait_mark
+        self.kv_clock = KvBlockedClock()  # admission stopped on KV blocks (tails)
 
     @property
     def running_count(self) -> int:
@@ -139,8 +117,10 @@ class ReplicaScheduler:
                 > self.kv.total_blocks:
             self.store.on_drop(request, now)  # its KV alone exceeds the cache: never fits
             return
-        request.prefill_target = request.prompt_tokens
-        request.kv_wait_mark = self.kv_clock(now)
+        if not request.produced:  # new (one whose KV came from a prefill pool keeps it)
+            request.prefill_target = request.prompt_tokens
+            request.prefilled = request.prefix_tokens
+        on_enqueued(request, self.kv_clock, now)
         self.waiting.append(request)
 
     def _finish(self, request: Request, now: float) -> None:
@@ -173,11 +153,12 @@ class RequestBatching(ReplicaScheduler):
         if ready is not True:
             return ready
         batch = self._take()
-        self._kv_blocked(now, bool(self.waiting) and len(batch) < self.spec.max_batch)
+        self.kv_clock.set(now, self.llm and bool(self.waiting)
+                          and len(batch) < self.spec.max_batch)  # _take stopped on KV
         if not batch:  # a pipelined replica's other micro-batches hold the KV blocks
             return None
         for request in batch:
-            self._admitted(request, now)
+            on_admitted(request, self.kv_clock, now)
         self.running = batch
         if not self.llm:
             size = self.spec.max_batch if self.pads else len(batch)
@@ -275,6 +256,7 @@ class ContinuousBatching(ReplicaScheduler):
         super().__init__(*args, **kwargs)
         self.decoding: list[Request] = []
         self.prefilling: list[Request] = []
+        self.swap_s = 0.0  # host-tier moves the next iteration waits for
 
     @property
     def running_count(self) -> int:
@@ -291,10 +273,15 @@ class ContinuousBatching(ReplicaScheduler):
                 short.pop()
             self.kv.release(victim)
             victim.preemptions += 1
-            victim.preempted_at_s = now
-            victim.prefill_target = victim.prompt_tokens + victim.produced
-            victim.prefilled = victim.kv_tokens = 0
+            on_preempted(victim, now)
             self.waiting.appendleft(victim)
+            if self.kv.host is not None and not victim.in_prefill:  # out to host memory
+                victim.swapped_tokens = victim.kv_tokens
+                self.swap_s += self.kv.host.seconds(victim.kv_tokens)
+                self.store.on_swap(victim)
+                continue
+            victim.prefill_target = victim.prompt_tokens + victim.produced
+            victim.prefilled, victim.kv_tokens = victim.prefix_tokens, 0
             self.store.on_preempt(victim)
         return short
 
@@ -312,26 +299,41 @@ class ContinuousBatching(ReplicaScheduler):
             new = min(request.prefill_target - request.prefilled, budget)
             chunks.append((request, new))
             budget -= new
-        kv_full = False
+        refused = False  # the head refused KV blocks: admission stops on memory
         while budget > 0 and self.waiting and self.running_count < self.spec.max_batch:
             head = self.waiting[0]
+            if not head.in_prefill:  # its KV comes whole: from a prefill pool, or host
+                if not self.kv.grow(head, head.kv_tokens + 1):
+                    refused = True
+                    break
+                on_admitted(head, self.kv_clock, now)
+                if head.swapped_tokens:  # back in from host memory
+                    back = self.kv.host.seconds(head.swapped_tokens)
+                    self.swap_s += back
+                    head.swapped_tokens = 0
+                    on_recovered(head, now + back, swapped=True)
+                self.decoding.append(self.waiting.popleft())
+                budget -= 1
+                continue
             if not self.kv.grow(head, head.prefill_target):
-                kv_full = True
+                refused = True
                 break  # first come, first served: the head waits for blocks
-            self._admitted(head, now)
+            on_admitted(head, self.kv_clock, now)
             self.prefilling.append(self.waiting.popleft())
-            new = min(head.prefill_target, budget)
+            new = min(head.prefill_target - head.prefilled, budget)
             chunks.append((head, new))
             budget -= new
-        self._kv_blocked(now, kv_full)
+        self.kv_clock.set(now, refused)
         if not chunks and not decoding:  # the KV blocks are held by other micro-batches
             return None
         contexts = [r.kv_tokens + 1 for r in decoding]
-        if chunks:
+        if chunks or self.swap_s:
             prefill = [(n, r.prefilled) for r, n in chunks]
             self.store.offer_shape(lambda: (tuple(prefill), tuple(contexts)))
-            return _one(now, self.cost.iteration(prefill, contexts),
-                        work=Iterations(chunks, decoding))
+            cost = self.cost.iteration(prefill, contexts)
+            if self.swap_s:  # the iteration waits for the host tier's moves
+                cost, self.swap_s = cost + Cost(self.swap_s, 0.0), 0.0
+            return _one(now, cost, work=Iterations(chunks, decoding))
         return self._decode_run(now, decoding, contexts)
 
     def _decode_run(self, now: float, decoding: list[Request],
@@ -383,12 +385,7 @@ class ContinuousBatching(ReplicaScheduler):
                 prefilled += 1
                 request.kv_tokens = request.prefill_target
                 request.produced += 1
-                if request.preempted_at_s is not None:  # its lost work is redone
-                    lost = end - request.preempted_at_s
-                    request.preemption_s += lost
-                    if request.first_token_s is None:
-                        request.preemption_before_first_s += lost
-                    request.preempted_at_s = None
+                on_recovered(request, end, swapped=False)
                 if request.first_token_s is None:
                     request.first_token_s = end
                 if request.produced == request.output_tokens:

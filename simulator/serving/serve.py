@@ -3,7 +3,7 @@ simulate the arrivals, and summarise into the result `accsim serve --json` write
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,13 +21,16 @@ from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
 from simulator.serving.cost import PlainBatchCost
 from simulator.serving.cost_cache import CostCache, user_folder
+from simulator.serving.disaggregated import KvLink, PoolStore, pooled_summary, \
+    run_disaggregated
 from simulator.serving.engine import Progress, run_serving
-from simulator.serving.kv_cache import KV_ALLOCATORS
-from simulator.serving.tails import latency_causes
+from simulator.serving.kv_cache import KV_ALLOCATORS, HostTier
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
+from simulator.serving.pools import ROLES, pool_plan, pool_spec
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
 from simulator.serving.spec import ServeSpec
+from simulator.serving.tails import memory_tails
 from simulator.serving.tiling_plan import check_plan, serving_plan
 from simulator.serving.trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
@@ -54,6 +57,9 @@ class Setup:
     capacity: Capacity | None = None  # the capacity check of one chip of a replica
     precision: dict | None = None   # --precision: what the plan chose (reference run)
     precision_source: Source | None = None  # --precision: the plan file read
+    host_tier: HostTier | None = None  # --kv-host-tier: where preempted KV goes
+    pools: dict | None = None       # disaggregated: role -> that pool's Setup
+    kv_links: dict = field(default_factory=dict)  # disaggregated: KvLink memo
 
     @property
     def llm(self) -> bool:
@@ -68,6 +74,9 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     (default: the user's cache folder; CostCache(None) for none). `trace`: the spec's
     trace already read (a deployment search reads it once for all its plans)."""
     spec = spec.resolved()
+    if spec.disaggregate is not None:
+        return _prepare_pools(spec, hf=hf, ignore_capacity=ignore_capacity,
+                              cost_cache=cost_cache, trace=trace)
     platform, platform_source = load_platform(locate(spec.arch, "platform"))
     platform = with_collectives(platform, spec.collectives)
     if not spec.llm and not spec.system.single_chip:
@@ -110,6 +119,8 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
             else share.weight_bytes(facts.weight_bytes)
         facts = replace(facts, weight_bytes=held,
                         kv_bytes_per_token=share.kv_bytes(facts.kv_bytes_per_token))
+    tier = host_tier(platform, facts.kv_bytes_per_token, platform_source.path) \
+        if spec.kv_host_tier else None
     blocks = llm_cost.kv_blocks(platform, facts, spec.block_tokens,
                                 file=platform_source.path,
                                 weights_elsewhere=fit is not None and fit.ignored)
@@ -122,7 +133,60 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     check_plan(reference, cost.shared_names(), served=config.name)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
                  _model_source(config, spec.model), trace, fit, cost.precision_record(),
-                 precision.source if precision else None)
+                 precision.source if precision else None, tier)
+
+
+def host_tier(platform: Platform, bytes_per_token: int, file: str) -> HostTier:
+    """The host tier behind each chip's KV cache, over the platform's host link."""
+    link = platform.runtime.host_link
+    if link is None:
+        raise AccsimError("the KV host tier moves blocks over runtime.host_link, which "
+                          "this platform lacks", file=file, field="runtime.host_link")
+    return HostTier(link.latency_us * 1e-6, link.bandwidth_gbps * 1e9, bytes_per_token)
+
+
+def _prepare_pools(spec: ServeSpec, **options) -> Setup:
+    """A disaggregated run's setup: each pool's (its T x P's cost model and KV cache),
+    the decode pool's standing for the run, and the KV link checked now."""
+    pools = {}
+    for role in ROLES:
+        pools[role] = prepare(pool_spec(spec, role), **options)
+        options["trace"] = pools[role].trace
+    setup = replace(pools["decode"], spec=spec, pools=pools)
+    kv_link(setup, spec)
+    return setup
+
+
+def pool_setups(setup: Setup, spec: ServeSpec) -> dict[str, Setup]:
+    """Each pool's setup: prepared apart (serve), or the setup's own where every pool
+    shares its T x P (a deployment search's point)."""
+    if setup.pools is not None:
+        return setup.pools
+    plan = (setup.spec.tp, setup.spec.pp)
+    if any(pool_plan(spec, role) != plan for role in ROLES):
+        raise AccsimError("the pools' T x P differ from the setup's: prepare the "
+                          "disaggregated spec", field="disaggregate")
+    return {role: replace(setup, spec=pool_spec(spec, role)) for role in ROLES}
+
+
+def kv_link(setup: Setup, spec: ServeSpec) -> KvLink:
+    """What moving a request's KV from the prefill pool to the decode pool costs: the
+    whole model's KV bytes per token at the stored format (a precision plan's KV
+    format where it gives one), over spec.disaggregate.kv_link (memoised on the
+    setup)."""
+    chips = {role: pool_plan(spec, role)[0] * pool_plan(spec, role)[1] for role in ROLES}
+    key = (spec.disaggregate.kv_link, chips["prefill"], chips["decode"])
+    if key not in setup.kv_links:
+        config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype,
+                                            platform=setup.platform)
+        share = stored_share(getattr(setup.cost, "precision", None), config, spec,
+                             setup.platform, None)
+        per_token = share.kv_bytes(facts.kv_bytes_per_token) if share is not None \
+            else facts.kv_bytes_per_token
+        setup.kv_links[key] = KvLink.checked(
+            setup.platform, key[0], per_token, key[1], key[2],
+            file=setup.platform_source.path)
+    return setup.kv_links[key]
 
 
 def element_bytes(spec: ServeSpec, platform: Platform) -> int:
@@ -209,11 +273,17 @@ def simulate_serving(setup: Setup, spec: ServeSpec, *,
     """Run the spec's arrivals through its replicas; the store holds what happened."""
     spec = spec.resolved()
     came = arrivals(spec, need_tokens=setup.llm, read=setup.trace)
+    if spec.disaggregate is not None:
+        return _simulate_pools(setup, spec, came, progress), came
     store = MetricsStore(spec.replicas, sample_limit=spec.error_samples if setup.llm else 0)
     allocator = KV_ALLOCATORS.get(spec.kv_allocator, field="kv_allocator")
 
     def make_kv():
-        return allocator(setup.kv_blocks, spec.block_tokens) if setup.llm else None
+        if not setup.llm:
+            return None
+        if setup.host_tier is not None:
+            return allocator(setup.kv_blocks, spec.block_tokens, host=setup.host_tier)
+        return allocator(setup.kv_blocks, spec.block_tokens)
 
     run_serving(spec, came, setup.cost, make_kv, llm=setup.llm, store=store,
                 progress=progress)
@@ -222,9 +292,29 @@ def simulate_serving(setup: Setup, spec: ServeSpec, *,
     return store, came
 
 
+def _simulate_pools(setup: Setup, spec: ServeSpec, came: Arrivals,
+                    progress: Progress | None) -> PoolStore:
+    """A disaggregated run (simulator.serving.disaggregated); its iterations are not
+    sampled for the bucketing error (two pools, two cost models)."""
+    pools = pool_setups(setup, spec)
+    store = PoolStore(pools["prefill"].spec.replicas, pools["decode"].spec.replicas)
+    run_disaggregated(spec, {role: (pool.spec.resolved(), pool.cost, pool.kv_blocks,
+                                    pool.host_tier) for role, pool in pools.items()},
+                      came, kv_link(setup, spec), store, progress=progress)
+    for pool in pools.values():
+        pool.cost.save()
+    return store
+
+
 def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) -> dict:
     """The result's figures (keys as `accsim serve --json` documents them)."""
     spec = spec.resolved()
+    if spec.disaggregate is not None:
+        pools = pool_setups(setup, spec)
+        return pooled_summary(spec, {role: (pool.spec.resolved(),) for role, pool
+                                     in pools.items()}, store, came,
+                              {role: pool.platform for role, pool in pools.items()},
+                              kv_link(setup, spec))
     times = RequestTimes.of(store.finished, tokens=setup.llm)
     horizon = store.horizon_s
     completed = len(store.finished)
@@ -250,8 +340,11 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
         "completed": completed,
         "dropped": len(store.dropped),
         "preempted": store.preemptions,
-        "latency_causes": latency_causes(store.finished, tokens=setup.llm),
     }
+    if spec.kv_host_tier:  # absent without a host tier, as before it existed
+        figures["swapped"] = store.swaps
+    if spec.memory_tails:  # absent unless asked, as before it existed
+        figures["memory_tails"] = memory_tails(store.finished)
     figures["sla"] = sla_report(spec.sla, figures)
     if setup.capacity is not None and setup.capacity.asked:
         figures["capacity"] = setup.capacity.record()

@@ -11,6 +11,7 @@ from simulator.inputs.platform import COLLECTIVE_MODES, Dtype, Strict
 from simulator.errors import AccsimError
 from simulator.mapping.heuristics import heuristic as registered_heuristic
 from simulator.mapping.plan import Mapping, with_heuristic
+from simulator.serving.pools import Disaggregation, disaggregation_rules
 from simulator.serving.sla import check_sla
 from simulator.system.plan import MAX_CHIPS
 from simulator.system.plan import SystemPlan
@@ -36,7 +37,8 @@ MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
 MAX_BATCH = 2**14
 # Fields left out of a dump when unset (results dump as before these existed).
 OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap", "mapping_plan",
-                   "collectives")
+                   "collectives", "disaggregate", "prefix_hit_rate", "kv_host_tier",
+                   "memory_tails")
 
 
 class RateSweep(Strict):
@@ -132,6 +134,18 @@ class ServeSpec(Strict):
     mapping_plan: str | None = Field(default=None, description="tiling plan file (or "
                                      "shipped name) whose entries iteration operators "
                                      "take, as `accsim run --mapping`")
+    prefix_hit_rate: float | None = Field(
+        default=None, ge=0, le=1, allow_inf_nan=False, description="share of each "
+        "prompt's tokens found in the prefix cache, whose prefill is skipped")
+    kv_host_tier: bool | None = Field(
+        default=None, description="preempted requests' KV goes out to host memory and "
+        "comes back over runtime.host_link instead of being recomputed")
+    memory_tails: bool | None = Field(
+        default=None, description="report the share of each latency percentile lost "
+        "to queueing, KV queueing, preemption and swaps (simulator.serving.tails)")
+    disaggregate: Disaggregation | None = Field(
+        default=None, description="prefill and decode pools, the KV moved between them "
+        "(DESIGN.md section 20; default: co-located replicas)")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None
@@ -215,7 +229,8 @@ class ServeSpec(Strict):
              f"{self.replicas * (self.chips or self.tp * self.pp):,} chips, more than "
              f"the {MAX_CHIPS:,} a system may have"),
         ]
-        for broken, field, rule in rules + self._ignored_rules() + self._load_rules():
+        for broken, field, rule in rules + self._ignored_rules() + self._load_rules() \
+                + disaggregation_rules(self):
             if broken:  # AccsimError passes through pydantic with its field named
                 raise AccsimError(rule, field=field)
         return self
@@ -239,6 +254,14 @@ class ServeSpec(Strict):
             (batching != "continuous" and given("max_tokens"), "max_tokens",
              f"max_tokens is continuous batching's token budget; {batching} batching "
              "would ignore it: use batching continuous, or drop max_tokens"),
+            (bool(self.kv_host_tier) and batching != "continuous", "kv_host_tier",
+             f"the KV host tier takes preempted requests of continuous batching; "
+             f"{batching} batching never preempts: use batching continuous, or drop "
+             "kv_host_tier"),
+            (self.prefix_hit_rate is not None and batching != "continuous",
+             "prefix_hit_rate", f"the prefix cache skips prefill chunks of continuous "
+             f"batching; {batching} batching would ignore it: use batching continuous, "
+             "or drop prefix_hit_rate"),
             (batching == "continuous" and self.max_wait_ms is not None, "max_wait_ms",
              "max_wait_ms is static or dynamic batching's wait; continuous batching "
              "would ignore it: drop it"),

@@ -39,6 +39,7 @@ from simulator.serving.serve import prepare, replica_capacity, stored_share
 from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
+from simulator.sweep.deploy_pools import point_spec, pool_axes, pool_flags
 from simulator.sweep.deploy_runs import PointRuns, RunStore, StoredRuns
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
@@ -68,6 +69,8 @@ class Grid:
     batching: tuple[str, ...]
     max_batch: tuple[int, ...]
     precision: tuple[str | None, ...] = (None,)   # plan files; None: no plan
+    disaggregate: bool = False   # also every split of replicas into prefill + decode pools
+    kv_link: str = "interconnect"  # what a disaggregated point's KV crosses
 
 
 @dataclass(frozen=True)
@@ -80,25 +83,33 @@ class Deployment:
     batching: str
     max_batch: int
     precision: str | None = None   # a precision plan file, None: the model's formats
+    prefill_replicas: int | None = None  # disaggregated: `replicas` decode beside these
+    kv_link: str | None = None           # and the KV's link (DESIGN.md section 20)
 
     @property
     def chips(self) -> int:
-        return self.plan.chips * self.replicas
+        return self.plan.chips * (self.replicas + (self.prefill_replicas or 0))
 
     def fields(self) -> dict:
+        pools = {"prefill_replicas": self.prefill_replicas, "kv_link": self.kv_link} \
+            if self.prefill_replicas else {}
         return {"arch": self.arch, "chips": self.chips, "chips_per_replica": self.plan.chips,
                 "tp": self.plan.tp, "pp": self.plan.pp, "replicas": self.replicas,
                 "batching": self.batching, "max_batch": self.max_batch,
                 "precision": precision_name(self.precision),
-                "precision_file": self.precision}
+                "precision_file": self.precision, **pools}
 
     def label(self) -> str:
-        return (f"{self.replicas} x (T{self.plan.tp} x P{self.plan.pp}), {self.batching} "
+        replicas = str(self.replicas) if self.prefill_replicas is None else \
+            f"prefill {self.prefill_replicas} + decode {self.replicas}"
+        return (f"{replicas} x (T{self.plan.tp} x P{self.plan.pp}), {self.batching} "
                 f"max_batch {self.max_batch}, precision {precision_name(self.precision)}")
 
     def flags(self) -> str:
         """The `accsim serve` flags that run this point alone."""
         plan = f" --precision {self.precision}" if self.precision else ""
+        if self.prefill_replicas is not None:
+            return pool_flags(self) + plan
         return (f"--arch {self.arch} --chips {self.plan.chips} --tp {self.plan.tp} "
                 f"--pp {self.plan.pp} --replicas {self.replicas} --batching "
                 f"{self.batching} --max-batch {self.max_batch}{plan}")
@@ -134,12 +145,16 @@ def plans(chips: int) -> list[SystemPlan]:
 
 
 def deployments(arch: str, grid: Grid) -> list[Deployment]:
-    """The grid's points for one platform, within the chip budget."""
-    return [Deployment(arch, plan, replicas, batching, max_batch, precision)
-            for chips in grid.chips_per_replica for plan in plans(chips)
-            for replicas in grid.replicas if chips * replicas <= grid.budget_chips
-            for batching in grid.batching for max_batch in grid.max_batch
-            for precision in grid.precision]
+    """The grid's points for one platform, within the chip budget; with
+    grid.disaggregate, then each plan's replicas split into prefill and decode pools."""
+    colocated = [Deployment(arch, plan, replicas, batching, max_batch, precision)
+                 for chips in grid.chips_per_replica for plan in plans(chips)
+                 for replicas in grid.replicas if chips * replicas <= grid.budget_chips
+                 for batching in grid.batching for max_batch in grid.max_batch
+                 for precision in grid.precision]
+    return colocated + [Deployment(arch, plan, decode, "continuous", batch, precision,
+                                   prefill, grid.kv_link)
+                        for plan, prefill, decode, batch, precision in pool_axes(grid, plans)]
 
 
 def _smallest_request(spec: ServeSpec, trace: Trace | None) -> tuple[int, int]:
@@ -240,6 +255,7 @@ def point_figures(point: Deployment, figures: dict, rate: float,
     tokens_s = figures["tokens_per_s"] or 0.0
     per_chip_j = figures["energy_per_token_j"]
     energy = per_chip_j * point.plan.chips if per_chip_j else None
+    energy = (per_chip_j or None) if figures.get("disaggregated") else energy  # system's
     watts = tokens_s * energy if energy else 0.0
     cost = None
     if platform.cost is not None and tokens_s > 0:
@@ -275,8 +291,7 @@ def search_point(setup, point: Deployment, inputs: dict | None = None,
     one cost memo per platform and plan) and its figures at the rate found; with a
     store, the runs at rates it already holds for the point (`inputs`, its stored
     inputs) are read back, not simulated (simulator.sweep.deploy_runs)."""
-    at = setup.spec.model_copy(update={"replicas": point.replicas, "batching": point.batching,
-                                 "max_batch": point.max_batch}).resolved()
+    at = point_spec(point, setup.spec)
     runs = PointRuns(replace(setup, spec=at), at, inputs,
                      store if inputs is not None else None)
     try:

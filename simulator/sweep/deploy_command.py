@@ -28,6 +28,8 @@ from simulator.sweep.deploy_axes import BASELINE, check_cost, powers_of_two
 from simulator.sweep.deploy import OBJECTIVES, Grid, search_platforms
 from simulator.serving.cost_cache import CostCache
 from simulator.sweep.deploy_plot import capacity_figure
+from simulator.sweep.deploy_pools import pool_pairs
+from simulator.sweep.deploy_verdict import verdict
 from simulator.sweep.deploy_report import all_pruned, conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.executors import executor_for
@@ -47,6 +49,8 @@ CSV_COLUMNS = ("arch", "chips", "chips_per_replica", "tp", "pp", "replicas", "ba
                "tokens_per_s_per_watt", "energy_per_token_j", "cost_per_mtok",
                *(f"{metric}_{p}_ms" for metric in ("ttft", "tpot", "latency")
                  for p in ("p50", "p95", "p99")), "on_front", "reason")
+# Columns a search with --disaggregate adds (empty for co-located points).
+POOL_COLUMNS = ("prefill_replicas", "kv_link")
 # What a point's rates are: the search's answer (the offered rate) is not the rate its
 # token and efficiency figures are counted at (the achieved throughput at that load).
 RATE_FIGURES = {
@@ -60,14 +64,15 @@ PRUNED_SHOWN = 3  # pruned points listed by default (all with --show-pruned)
 # Spec fields set from the flags of the same name (serve's options, simulator.options).
 SPEC_FLAGS = ("model", "dtype", "arrival", "rate", "cv", "arrival_trace", "prompt_tokens",
               "output_tokens", "requests", "seed", "max_tokens", "bucket_bits", "fusion",
-              "heuristic", "collectives")
+              "heuristic", "collectives", "prefix_hit_rate",
+              "kv_host_tier")
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
     """The arguments of `accsim plan-deployment`."""
     add = cmd.add_argument
     add_options(cmd, "plan-deployment", "inputs", "llm", "serving", "precision",
-                "collectives")
+                "collectives", "kv")
     add("--no-baseline", action="store_true", help="with --precision: search only the "
         f"plans named, not the model's own formats ({BASELINE})")
     add("--budget-chips", type=whole, default=DEFAULT_BUDGET,
@@ -99,7 +104,11 @@ def grid_size(grid: Grid) -> int:
     splits = sum(divisors(chips) * sum(1 for r in grid.replicas
                                        if chips * r <= grid.budget_chips)
                  for chips in grid.chips_per_replica)
-    return splits * len(grid.batching) * len(grid.max_batch) * len(grid.precision)
+    pooled = sum(divisors(chips) * len(pool_pairs(grid.replicas, chips, grid.budget_chips))
+                 for chips in grid.chips_per_replica) \
+        if grid.disaggregate and "continuous" in grid.batching else 0
+    return (splits * len(grid.batching) + pooled) * len(grid.max_batch) \
+        * len(grid.precision)
 
 
 def divisors(n: int) -> int:
@@ -138,7 +147,14 @@ def grid_from_args(args: argparse.Namespace) -> Grid:
                           MAX_CHIPS),
                 batching, _int_list(args.max_batch, "--max-batch", DEFAULT_MAX_BATCH,
                                     MAX_BATCH),
-                precision_axis(args))
+                precision_axis(args), bool(args.disaggregate),
+                args.kv_link or "interconnect")
+    if args.kv_link and not args.disaggregate:
+        raise AccsimError("--kv-link is what disaggregated points' KV crosses: give "
+                          "--disaggregate", field="--kv-link")
+    if args.disaggregate and "continuous" not in batching:
+        raise AccsimError("disaggregated pools batch continuously: add continuous to "
+                          "--batching", field="--disaggregate")
     count = grid_size(grid)
     if not count:
         raise AccsimError(f"the grid is empty: no chips per replica x replicas of "
@@ -216,8 +232,18 @@ def pruned_lines(pruned: list[dict], *, every: bool) -> list[str]:
 
 def _label(row: dict) -> str:
     plan = row.get("precision", BASELINE)
-    return (f"{row['replicas']} x (T{row['tp']} x P{row['pp']}) {row['batching']} "
+    replicas = row["replicas"] if row.get("prefill_replicas") is None else \
+        f"P{row['prefill_replicas']}+D{row['replicas']}"
+    return (f"{replicas} x (T{row['tp']} x P{row['pp']}) {row['batching']} "
             f"b{row['max_batch']}" + ("" if plan == BASELINE else f" {plan}"))
+
+
+def verdict_lines(verdicts: dict) -> list[str]:
+    """Per platform, disaggregated against co-located (nothing without --disaggregate)."""
+    if not any(verdicts.values()):
+        return []
+    return ["disaggregated vs co-located:"] + [
+        f"  {arch}: {found['text']}" for arch, found in verdicts.items() if found]
 
 
 def conclusion_lines(found: dict, objective: str) -> list[str]:
@@ -298,6 +324,8 @@ def handle(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     outcomes, stored = _search(spec, archs, grid, args)
     found = conclude(outcomes, args.objective, spec.dtype)
+    verdicts = {outcome.arch: verdict(outcome.points, args.objective)
+                for outcome in outcomes}
     console = report_console(wide=args.wide)
     for outcome in outcomes:
         console.print(points_table(outcome))
@@ -308,7 +336,7 @@ def handle(args: argparse.Namespace) -> int:
         echo("offered/s: the highest arrival rate at which every SLA target is met\n"
              "achieved/s: requests/s completed at that rate (tok/s, per chip, per watt\n"
              "  and $/Mtok count these); goodput/s: those that met every SLA target")
-        for line in conclusion_lines(found, args.objective):
+        for line in conclusion_lines(found, args.objective) + verdict_lines(verdicts):
             echo(plain(line))  # platform names are paths the user gave
     searched = sum(len(o.points) for o in outcomes)
     echo(f"searched {searched} points ({sum(len(o.pruned) for o in outcomes)} pruned) "
@@ -316,6 +344,7 @@ def handle(args: argparse.Namespace) -> int:
     if stored:
         echo(stored)
     rows = _rows(outcomes, found["front"])
+    columns = list(CSV_COLUMNS) + (list(POOL_COLUMNS) if grid.disaggregate else [])
     if args.json is not None:  # written when every point was pruned too: their reasons
         with writing(args.json):
             write_file(args.json, dump_json({
@@ -323,18 +352,19 @@ def handle(args: argparse.Namespace) -> int:
                 "pruned": pruned_summary(rows),
                 "spec": spec.model_dump(mode="json"), "points": rows,
                 "best": found["best"], "front": found["front"],
+                **({"disaggregation": verdicts} if grid.disaggregate else {}),
                 "unbounded": {arch: [row["key"] for row in listed] for arch, listed
                               in found["unbounded"].items()}}, indent=1) + "\n")
         print(f"wrote {args.json}")
     if refused is not None:
         if args.csv is not None:
-            write_file(args.csv, csv_text(list(CSV_COLUMNS), rows, extrasaction="ignore"),
+            write_file(args.csv, csv_text(columns, rows, extrasaction="ignore"),
                        field="--csv")
             print(f"wrote {Path(args.csv)}")
         raise refused
     if args.csv:
         with writing(args.csv):
-            write_file(args.csv, csv_text(list(CSV_COLUMNS), rows, extrasaction="ignore"))
+            write_file(args.csv, csv_text(columns, rows, extrasaction="ignore"))
         print(f"wrote {Path(args.csv)}")
     if args.plot:
         with writing(args.plot):

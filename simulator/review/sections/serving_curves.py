@@ -4,7 +4,7 @@ p50/p95/p99 at each offered load and the SLA judged at the study's load."""
 from __future__ import annotations
 
 from simulator.review import figures
-from simulator.serving.tails import CAUSES
+from simulator.serving.tails import CAUSES, TAIL_PERCENTILES
 from simulator.review.providers import NotEvaluated
 from simulator.review.sections.blocks import (FAIL, NOT_EVALUATED, PASS, Context, link,
                                               listing, section, table)
@@ -18,29 +18,28 @@ SERVING_COLUMNS = [("platform", "text"), ("served", "text"), ("offered /s", "g")
     for p in ("p50", "p95", "p99")] + [
     ("tokens/s", "f1"), ("utilisation %", "pct1"), ("completed", "int"),
     ("dropped", "int"), ("SLA at this load", "text"), ("evidence", "link")]
-TAIL_COLUMNS = [("platform", "text"), ("served", "text"), ("figure", "text"),
-                ("tail", "text")] + [(f"{cause} %", "pct1") for cause in CAUSES] + [
-    ("evidence", "link")]
+TAIL_COLUMNS = [("platform", "text"), ("served", "text"), ("tail", "text"),
+                ("latency ms", "f1")] + [(f"{cause} %", "pct1") for cause in CAUSES] + [
+    ("rest (service) %", "pct1"), ("evidence", "link")]
 
 
 def tail_rows(record, index: int) -> tuple[list[list], list[str]]:
     """Where the time of one point's slow requests went (serving.tails): a row per
-    figure and tail, and a sentence for each p99 whose largest cause is not service."""
-    point = record.data.points[index]
+    latency tail, and a sentence where memory causes hold most of the p99 tail."""
+    tails = record.data.points[index].memory_tails
     rows, text = [], []
-    for figure, tails in (point.latency_causes or {}).items():
-        for tail in ("p50", "p95", "p99"):
-            if tail not in tails:
-                continue
-            shares = tails[tail]
-            rows.append([record.platform, record.subject, figure, f">= {tail}",
-                         *(shares[c] for c in CAUSES),
-                         link("result", f"{record.file}#/points/{index}/latency_causes")])
+    for p in TAIL_PERCENTILES if tails else ():
+        shares = tails[f"p{p}"]
+        rest = max(0.0, 1.0 - sum(shares[c] for c in CAUSES))
+        rows.append([record.platform, record.subject, f">= p{p}", shares["latency_ms"],
+                     *(shares[c] for c in CAUSES), rest,
+                     link("result", f"{record.file}#/points/{index}/memory_tails")])
+        if p == 99 and rest < 0.5:
             top = max(CAUSES, key=lambda c: shares[c])
-            if tail == "p99" and top != "service":
-                text.append(f"{record.subject} on {record.platform}: {figure} p99 tail "
-                            f"{100 * shares[top]:.0f}% {top.replace('_', ' ')} "
-                            f"({100 * shares['service']:.0f}% service)")
+            text.append(f"{record.subject} on {record.platform}: the p99 latency tail "
+                        f"({shares['latency_ms']:,.0f} ms) is {100 * (1 - rest):.0f}% "
+                        f"lost to queueing and memory, the most to "
+                        f"{top.replace('_', ' ')} ({100 * shares[top]:.0f}%)")
     return rows, text
 
 
@@ -96,7 +95,8 @@ def serving(ctx: Context) -> dict:
         "serving", "Latency-throughput points: per request p50/p95/p99 at each offered "
         "load (TTFT and TPOT for LLMs; SLA at this load: its latency percentile "
         "targets)", SERVING_COLUMNS, rows)] + ([table(
-        "serving-tails", f"Where the time of the requests at or above each percentile "
-        f"went at {operating:g}/s: waiting for KV blocks, queueing, preemption (wait "
-        "and recompute) and service (serving.tails)", TAIL_COLUMNS, tails)]
+        "serving-tails", f"Memory tails at {operating:g}/s: the share of the latency of "
+        "the requests at or above each percentile lost to queueing, to waiting at the "
+        "head of the queue for KV blocks, to preemption (until recomputed) and to swaps "
+        "(serving.tails); the rest is service", TAIL_COLUMNS, tails)]
         if tails else []))
