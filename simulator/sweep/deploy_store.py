@@ -108,6 +108,10 @@ ABOVE_FIELDS = {"rate_rps": lambda v: _amount(v, positive=True),
                 "preempted": lambda v: _count(v, 0), "dropped": lambda v: _count(v, 0),
                 "requests": lambda v: _count(v, 0), "throughput_rps": _amount,
                 "utilization": _optional,
+                # --power-budget-w: what the deployment drew there, against the budget
+                "power": lambda v: v is None or isinstance(v, dict) and _amount(
+                    v.get("target"), positive=True) and _optional(v.get("value"))
+                and isinstance(v.get("met"), bool),
                 **{f"{metric}_ms": lambda v: v is None or isinstance(v, dict) and all(
                     _amount(x) for x in v.values()) for metric in ("latency", "ttft", "tpot")}}
 
