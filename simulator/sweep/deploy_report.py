@@ -114,7 +114,7 @@ def binding(outcome: Outcome, row: dict, dtype: str | None) -> dict:
         watts = "an unknown power (no token finished)" if drawn["value"] is None else \
             f"{drawn['value']:,.4g} W"
         resource = (f"power: the deployment draws {watts}, over the budget of "
-                    f"{drawn['target']:,.0f} W")
+                    f"{drawn['target']:,.4g} W")
     elif above["preempted"] or above["dropped"]:
         resource = (f"KV capacity: {above['preempted']:,} preemptions, "
                     f"{above['dropped']:,} dropped")
