@@ -36,7 +36,7 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--spec", metavar="SPEC.yaml", help="a YAML file with the fields below (flags "
         "override it)")
     add_options(serve_cmd, "serve", "inputs", "llm", "precision", "serving", "system",
-                "collectives",
+                "collectives", "power",
                 "capacity", "outputs")
     add("--duration", type=float, dest="duration_s", metavar="SECONDS",
         help="stop arrivals after this many simulated seconds")

@@ -36,7 +36,7 @@ MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
 MAX_BATCH = 2**14
 # Fields left out of a dump when unset (results dump as before these existed).
 OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap", "mapping_plan",
-                   "collectives")
+                   "collectives", "power_cap_w")
 
 
 class RateSweep(Strict):
@@ -132,6 +132,9 @@ class ServeSpec(Strict):
     mapping_plan: str | None = Field(default=None, description="tiling plan file (or "
                                      "shipped name) whose entries iteration operators "
                                      "take, as `accsim run --mapping`")
+    power_cap_w: float | None = Field(
+        default=None, gt=0, le=1e6, allow_inf_nan=False, description="each chip's power "
+        "cap (DESIGN.md section 20; default: the platform's dvfs.power_cap_w)")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None

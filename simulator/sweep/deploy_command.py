@@ -66,14 +66,14 @@ MAX_POWER_BUDGET_W = 1e9
 # Spec fields set from the flags of the same name (serve's options, simulator.options).
 SPEC_FLAGS = ("model", "dtype", "arrival", "rate", "cv", "arrival_trace", "prompt_tokens",
               "output_tokens", "requests", "seed", "max_tokens", "bucket_bits", "fusion",
-              "heuristic", "collectives")
+              "heuristic", "collectives", "power_cap_w")
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
     """The arguments of `accsim plan-deployment`."""
     add = cmd.add_argument
     add_options(cmd, "plan-deployment", "inputs", "llm", "serving", "precision",
-                "collectives")
+                "collectives", "power")
     add("--no-baseline", action="store_true", help="with --precision: search only the "
         f"plans named, not the model's own formats ({BASELINE})")
     add("--budget-chips", type=whole, default=DEFAULT_BUDGET,
