@@ -145,6 +145,11 @@ def _summary_lines(result: dict) -> list[str]:
              f"{100 * result['utilization']:.1f}%",
              _energy_line(result, opt) + "; service alone "
              f"{opt(result['service_ms'], ',.3f')} ms"]
+    cap = result.get("power_cap")
+    if cap is not None:  # the clock a power cap left the chips (simulator.power_cap)
+        lines.append(f"power cap {cap['cap_w']:,.4g} W: clock {cap['clock_mhz']:,.0f} MHz "
+                     f"of {cap['nominal_clock_mhz']:,.0f} nominal, a chip draws "
+                     f"{cap['power_w']:,.4g} W in a full-load iteration")
     bucketing = result["bucketing"]
     if bucketing["samples"]:
         lines.append(f"bucketing ({bucketing['bits']} bits) vs exact simulation on "

@@ -306,6 +306,8 @@ def search_point(setup, point: Deployment, inputs: dict | None = None,
                         "throughput_rps", "latency_ms", "ttft_ms", "tpot_ms")}}
     if budget_w is not None:  # what the deployment draws there, against the budget
         row["above"]["power"] = checks[POWER_KEY]
+    if setup.power_cap is not None:  # the clock a power cap left its chips
+        row["power_cap"] = setup.power_cap
     row["evaluations"] = len(found["evaluations"])
     if setup.kv_blocks is not None:
         row["kv_tokens_per_replica"] = setup.kv_blocks * at.block_tokens

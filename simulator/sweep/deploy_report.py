@@ -9,6 +9,7 @@ import numpy as np
 from simulator.errors import AccsimError
 from simulator.mapping.plan import Mapping
 from simulator.metrics.energy import static_power_w
+from simulator.power_cap import platform_at
 from simulator.serving.sla import split_key
 from simulator.simulate import Inputs, simulate
 from simulator.sweep.deploy import OBJECTIVES, Outcome
@@ -81,14 +82,24 @@ def iteration_shares(outcome: Outcome, row: dict, dtype: str | None) -> dict:
     decoding = any(split_key(key)[0] == "tpot" for key in sla_keys(above["missed"]))
     prefill = [] if decoding else [(outcome.prefill, 0)]
     plan = SystemPlan(chips=row["chips_per_replica"], tp=row["tp"], pp=row["pp"])
+    platform = outcome.platform
+    if row.get("power_cap"):  # the point ran at the clock its power cap left it
+        clock = row["power_cap"]["clock_mhz"]
+        index = next((i for i, point in enumerate(platform.dvfs.points if platform.dvfs
+                                                  else ()) if point.clock_mhz == clock), None)
+        if index is None:
+            raise AccsimError(f"the point ran at {clock} MHz, which the platform's DVFS "
+                              "table lacks (a stored row from another platform?)",
+                              file=outcome.platform_file, field="dvfs.points")
+        platform = platform_at(platform, index, file=outcome.platform_file)
     frontend = outcome.hf if plan.single_chip else \
-        ShardedFrontend(outcome.hf, plan, outcome.platform)
+        ShardedFrontend(outcome.hf, plan, platform)
     workload = frontend.iteration_workload(outcome.config, prefill=prefill,
                                            decode=[outcome.context] * (batch - len(prefill)),
                                            dtype=dtype)
     if row.get("precision_file"):  # the point's precision plan, as it was served
         workload = outcome.precisions[row["precision_file"]].apply(workload)
-    total = simulate(Inputs(outcome.platform, workload, Mapping())).total
+    total = simulate(Inputs(platform, workload, Mapping())).total
     cycles = max(total.cycles, 1)
     return {"batch": batch, "hbm_busy": total.offchip_busy_cycles / cycles,
             "collective": total.collective_cycles / cycles,

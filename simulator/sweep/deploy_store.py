@@ -97,7 +97,10 @@ STATUS_FIELDS = {
                  "power_w": _amount, "cost_per_mtok": _optional,
                  **{f"{metric}_{stat}_ms": _optional for metric in ("ttft", "tpot", "latency")
                     for stat in ("p50", "p99")},
-                 "above": lambda v: _above(v) is None, "evaluations": _count},
+                 "above": lambda v: _above(v) is None, "evaluations": _count,
+                 # under a power cap: the clock it left the chips (simulator.power_cap)
+                 "power_cap": lambda v: v is None or isinstance(v, dict) and _amount(
+                     v.get("clock_mhz"), positive=True)},
     "unbounded": {"sla_rate_rps": lambda v: v is None, "note": _text},
     "no rate meets the SLA": {"sla_rate_rps": lambda v: v is None, "note": _text},
     "refused": {"sla_rate_rps": lambda v: v is None, "note": _text},
