@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, model_serializer,
+                      model_validator)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 # Relative tolerance of "a point at clock_ghz" (MHz written for GHz: 1500 for 1.5).
@@ -47,6 +48,10 @@ class DvfsPoint(BaseModel):
     power_w: float | None = Field(default=None, gt=0, le=1e6,
                                   description="full-load power at this clock, watts")
 
+    @model_serializer(mode="wrap")
+    def _given(self, handler) -> dict:
+        return without_none(handler(self))
+
     @model_validator(mode="after")
     def _one_figure(self) -> DvfsPoint:
         if (self.voltage_v is None) == (self.power_w is None):
@@ -63,6 +68,15 @@ class Dvfs(BaseModel):
     power_cap_w: float | None = Field(default=None, gt=0, le=1e6,
                                       description="the chip's power cap, watts")
 
+    @model_serializer(mode="wrap")
+    def _given(self, handler) -> dict:
+        return without_none(handler(self))
+
+
+def without_none(data: dict) -> dict:
+    """A dump as a file writes it: the optional figures not given left out."""
+    return {key: value for key, value in data.items() if value is not None}
+
 
 def check_platform(platform):
     """A Platform validator (simulator.inputs.platform): the table's rules
@@ -73,8 +87,9 @@ def check_platform(platform):
     static = sum(platform.energy.static_power.model_dump().values())
     problems = [(("dvfs", "points", *loc), rule) for loc, rule in
                 table_errors(platform.dvfs.points, platform.clock_ghz, static)]
-    problems += [(("provenance", path), "a DVFS value or cap must be cited or marked "
-                  "assumed: add a provenance entry for it")
+    problems += [(tuple(int(part) if part.isdigit() else part for part in path.split(".")),
+                  f"a DVFS value or cap must be cited or marked assumed: add a "
+                  f"provenance entry {path}")
                  for path in platform.numeric_fields()
                  if path.startswith("dvfs.") and path not in platform.provenance]
     if problems:
