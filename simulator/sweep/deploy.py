@@ -40,8 +40,7 @@ from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
 from simulator.sweep.deploy_runs import PointRuns, RunStore, StoredRuns
-from simulator.sweep.power_budget import (BUDGET_KEY, POWER_KEY, judged,
-                                          static_floor_reason)
+from simulator.sweep.power_budget import BUDGET_KEY, POWER_KEY, judged, static_floor_reason
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
 from simulator.system.serving import ShardedFrontend
@@ -276,9 +275,8 @@ def search_point(setup, point: Deployment, inputs: dict | None = None,
     """serve's max-rate search on one point (the setup of its platform and plan reused:
     one cost memo per platform and plan) and its figures at the rate found; with a
     store, the runs at rates it already holds for the point (`inputs`, its stored
-    inputs) are read back, not simulated (simulator.sweep.deploy_runs). `budget_w`:
-    the power budget each run is judged against beside the SLA
-    (simulator.sweep.power_budget)."""
+    inputs) are read back, not simulated (simulator.sweep.deploy_runs). `budget_w`: a
+    power budget, judged as the SLA is (simulator.sweep.power_budget)."""
     at = setup.spec.model_copy(update={"replicas": point.replicas, "batching": point.batching,
                                  "max_batch": point.max_batch}).resolved()
     runs = PointRuns(replace(setup, spec=at), at, inputs,
@@ -515,9 +513,8 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
                   trace: Trace | None, prune: bool, cost_cache: CostCache | None,
                   store: PointStore | None, progress: Callable[[str], None] | None,
                   budget_w: float | None = None) -> PlatformSearch:
-    """Every point of one platform read back from the store, pruned, or put in the
-    group of its plan to be searched (`budget_w`: the power budget, which keys and
-    prunes points too)."""
+    """Every point of one platform read back from the store, pruned (`budget_w`: by
+    the power budget too), or put in the group of its plan to be searched."""
     platform, source = load_platform(locate(arch, "platform"))
     platform = with_collectives(platform, spec.collectives)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
@@ -543,8 +540,7 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
                 spec, outcome, trace, point.plan, point.precision,
                 partial(stored_bound, store, identity, outcome, spec.dtype,
                         point.plan, point.precision, request[0]))
-        reason = reasons.get(shared) or static_floor_reason(point.chips, platform,
-                                                            budget_w)
+        reason = reasons.get(shared) or static_floor_reason(point.chips, platform, budget_w)
         if row is None and prune and reason is not None:
             row = {**point.fields(), "status": "pruned", "reason": reason}
             if store is not None:
@@ -574,9 +570,8 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
     pipeline stages: each stage is one more step per iteration), so that workers are
     not left idle by one platform's last group. Only this process writes the store;
     each platform's rows are in the grid's order whatever the executor.
-    `progress(arch, points finished, points in all)`, over every platform.
-    `power_budget_w`: the whole deployment's power budget, held as the SLA is
-    (simulator.sweep.power_budget)."""
+    `progress(arch, points finished, points in all)`, over every platform;
+    `power_budget_w`: held as the SLA is (simulator.sweep.power_budget)."""
     point_lists = [deployments(arch, grid) if points is None else points
                    for arch in archs]
     trace = load_trace(spec.arrival_trace, need_tokens=True) \
@@ -589,9 +584,8 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
         if progress:
             progress(arch, finished, total)
 
-    searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store, report,
-                              power_budget_w)
-                for arch, listed in zip(archs, point_lists)]
+    searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store,
+                              report, power_budget_w) for arch, listed in zip(archs, point_lists)]
     owner = {group.key: search for search in searches for group in search.groups}
     groups = sorted((group for search in searches for group in search.groups),
                     key=lambda group: -len(group.points) * group.points[0].plan.pp)
