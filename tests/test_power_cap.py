@@ -199,3 +199,30 @@ def test_a_cap_nothing_fits_is_one_clear_error(capsys, arch, cap, message):
                  cap]) == 1
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_capped_deployment_search_equals_one_at_the_capped_clock(tmp_path, capsys):
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(TINY_LLAMA))
+
+    def search(arch: str, name: str, *extra) -> dict:
+        out = tmp_path / f"{name}.json"
+        assert main(["plan-deployment", "--arch", arch, "--model", str(model),
+                     *SERVE[:6], "--sla", "ttft_p99_ms=0.5,tpot_p99_ms=0.2",
+                     "--budget-chips", "1", "--max-batch", "16", "--scheduler", "serial",
+                     "--json", str(out), *extra]) == 0
+        return json.loads(out.read_text())
+
+    capped = search(CAPPED, "capped", "--power-cap-w", "60")
+    (point,) = capped["points"]
+    clock = point["power_cap"]["clock_mhz"]
+    assert clock < 1500
+    plain = search(direct_platform(tmp_path, clock, voltage_at(clock)), "plain")
+    capsys.readouterr()
+    (same,) = plain["points"]
+
+    def unnamed(row: dict) -> dict:
+        return {k: v for k, v in row.items() if k not in ("arch", "key", "power_cap")}
+    assert unnamed(point) == unnamed(same)
+    best, direct = capped["best"][CAPPED], plain["best"][same["arch"]]
+    assert best["binding"] == direct["binding"]
