@@ -17,6 +17,7 @@ from tiny_llama import TINY_LLAMA
 from simulator.cli import main
 from simulator.inputs.resolve import load_inputs
 from simulator.metrics.energy import static_power_w
+from simulator.sweep.power_budget import least_static_w, static_floor_reason
 
 SLA = "ttft_p99_ms=0.5,tpot_p99_ms=0.2"
 WORKLOAD = ["--prompt-tokens", "64", "--output-tokens", "8", "--requests", "48"]
@@ -99,3 +100,16 @@ def test_a_budget_nothing_meets_is_one_clear_error(model, capsys, budget, messag
     assert "Traceback" not in err
     lines = err.strip().splitlines()  # argparse's refusal follows its usage lines
     assert message in lines[-1] and (code == 2 or len(lines) == 1)
+
+
+def test_the_static_floor_of_a_chip_with_a_dvfs_table_is_its_lowest_points():
+    """A power cap may run a chip at its lowest DVFS point, where its on-chip static
+    power is V/V0 of the nominal: whatif/tpu_v5e_capped's 35 W on chip x 0.60/0.75 +
+    10 W off chip = 38 W, the floor a budget prunes by."""
+    capped = load_inputs("whatif/tpu_v5e_capped", "gemm_4096", None).platform
+    assert least_static_w(capped) == pytest.approx(38.0)
+    assert static_floor_reason(2, capped, 76.5) is None
+    assert static_floor_reason(2, capped, 75.0) == (
+        "power: 2 chips draw 76 W static alone at their lowest DVFS point, over the "
+        "budget of 75 W")
+    assert static_floor_reason(2, capped, None) is None

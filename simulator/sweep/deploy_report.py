@@ -8,13 +8,12 @@ import numpy as np
 
 from simulator.errors import AccsimError
 from simulator.mapping.plan import Mapping
-from simulator.metrics.energy import static_power_w
 from simulator.power_cap import platform_at
 from simulator.serving.sla import split_key
 from simulator.simulate import Inputs, simulate
 from simulator.sweep.deploy import OBJECTIVES, Outcome
 from simulator.sweep.pareto import pareto_mask
-from simulator.sweep.power_budget import POWER_KEY, sla_keys
+from simulator.sweep.power_budget import POWER_KEY, least_static_w, sla_keys
 from simulator.system.plan import SystemPlan
 from simulator.system.serving import ShardedFrontend
 
@@ -188,7 +187,7 @@ def all_pruned(outcomes: list[Outcome], budget_w: float | None = None
         return None
     pruned = [row for outcome in outcomes for row in outcome.pruned]
     if pruned and all(str(row["reason"]).startswith("power:") for row in pruned):
-        least = min((row["chips"] * static_power_w(outcome.platform), row["chips"],
+        least = min((row["chips"] * least_static_w(outcome.platform), row["chips"],
                      outcome.arch) for outcome in outcomes for row in outcome.pruned)
         return AccsimError(f"no deployment fits the power budget of {budget_w:,.4g} W: "
                            f"the least any searched point draws is {least[0]:,.4g} W, "

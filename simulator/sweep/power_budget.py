@@ -12,6 +12,7 @@ under another budget reads the same stored runs."""
 
 from __future__ import annotations
 
+from simulator.inputs.dvfs import STATIC_FIELDS, scales
 from simulator.inputs.platform import Platform
 from simulator.metrics.energy import static_power_w
 
@@ -46,17 +47,28 @@ def judged(report: dict, figures: dict, chips_per_replica: int,
     return {"met": report["met"] and check["met"], "targets": targets}
 
 
+def least_static_w(platform: Platform) -> float:
+    """The least static power one chip draws at any clock it may run at: at the lowest
+    point of its DVFS table (a power cap may take it there), else at clock_ghz."""
+    static = static_power_w(platform)
+    if platform.dvfs is None:
+        return static
+    on_chip = sum(getattr(platform.energy.static_power, name) for name in STATIC_FIELDS)
+    return static - on_chip + on_chip * scales(platform.dvfs.points, 0, static)[1]
+
+
 def static_floor_reason(chips: int, platform: Platform, budget_w: float | None) -> str | None:
     """Why a deployment of `chips` chips is pruned before simulation under the budget:
-    their static power alone passes it (a run draws at least that at any rate); None
-    when it fits or without a budget."""
+    their static power alone (least_static_w) passes it, so a run draws more at any
+    rate; None when it fits or without a budget."""
     if budget_w is None:
         return None
-    floor = chips * static_power_w(platform)
+    floor = chips * least_static_w(platform)
     if floor <= budget_w:
         return None
-    return (f"power: {chips} chips draw {floor:,.4g} W static alone, over the budget "
-            f"of {budget_w:,.4g} W")
+    lowest = " at their lowest DVFS point" if platform.dvfs is not None else ""
+    return (f"power: {chips} chips draw {floor:,.4g} W static alone{lowest}, over the "
+            f"budget of {budget_w:,.4g} W")
 
 
 def sla_keys(keys: list[str]) -> list[str]:
