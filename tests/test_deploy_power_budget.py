@@ -113,3 +113,21 @@ def test_the_static_floor_of_a_chip_with_a_dvfs_table_is_its_lowest_points():
         "power: 2 chips draw 76 W static alone at their lowest DVFS point, over the "
         "budget of 75 W")
     assert static_floor_reason(2, capped, None) is None
+
+
+def test_runs_are_shared_across_budgets_and_points_are_not(model, tmp_path, capsys):
+    """A point's key names the budget (its outcome depends on it); a run's does not (the
+    budget judges its figures), so a search under another budget reads its runs back."""
+    store = str(tmp_path / "deploy.sqlite")
+    search(model, tmp_path, "--store", store, "--power-budget-w", str(BINDING_W))
+    first = capsys.readouterr().out
+    again, _, _ = search(model, tmp_path, "--store", store, "--power-budget-w", "1000")
+    second = capsys.readouterr().out
+    assert "0 already stored" in first and "0 already stored" in second
+    assert "serving runs: 0 read back" in first
+    read_back = int(second.split("serving runs: ")[1].split(" read back")[0])
+    assert read_back > 0
+    free, _, _ = search(model, tmp_path)
+    capsys.readouterr()
+    assert [row["sla_rate_rps"] for row in again["points"]] == \
+        [row["sla_rate_rps"] for row in free["points"]]
