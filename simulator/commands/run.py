@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 from simulator.kernels import ahead
 from simulator.output import progress
@@ -16,6 +17,7 @@ from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.limits import MemoryBudget
 from simulator.options.catalog import add_options
+from simulator.power_cap import average_power_w, cap_in_force, capped
 from simulator.output.files import check_output_path, writing
 from simulator.precision.applied import applied as applied_precision
 from simulator.search.operator import OBJECTIVES
@@ -83,6 +85,34 @@ def run_inputs(args: argparse.Namespace):
                   model_source, base.mapping_source), llm
 
 
+def _capped_run(args: argparse.Namespace, inputs: Inputs, plan, llm, memory):
+    """The run (and its system run, None on one chip) at the clock the power cap in
+    force leaves it (simulator.power_cap: the highest DVFS point whose average power
+    over the run fits), the cap's choice (None without a cap) and the inputs run."""
+    def run_on(at: Inputs):
+        system = None if plan.single_chip else simulate_system_shown(
+            at, plan, llm, args.engine, ignore_capacity=args.ignore_capacity)
+        result = simulate_shown(at, args.engine, memory) if system is None else \
+            system.result
+        return system, result
+
+    cap = cap_in_force(inputs.platform, args.power_cap_w)
+    if cap is None:
+        return (*run_on(inputs), None, inputs)
+    if args.power_cap_w is not None and not 0 < args.power_cap_w <= 1e6:
+        raise AccsimError(f"{args.power_cap_w:g} is outside (0, 1,000,000] watts",
+                          field="--power-cap-w")
+
+    def power_of(platform):
+        system, result = run_on(replace(inputs, platform=platform))
+        return average_power_w(result), (system, result)
+
+    source = inputs.platform_source.path if inputs.platform_source else None
+    platform, (system, result), choice = capped(inputs.platform, cap, power_of, file=source,
+                                                from_option=args.power_cap_w is not None)
+    return system, result, choice, replace(inputs, platform=platform)
+
+
 def handle(args: argparse.Namespace) -> int:
     _check_run_options(args)
     plan = system_command.plan_from_args(args)
@@ -100,10 +130,7 @@ def handle(args: argparse.Namespace) -> int:
                     planned=precision is not None)
     started = time.perf_counter()
     with ahead.compiled_ahead():  # a machine's first run: late kernels on other cores
-        system = None if plan.single_chip else simulate_system_shown(
-            inputs, plan, llm, args.engine, ignore_capacity=args.ignore_capacity)
-        result = simulate_shown(inputs, args.engine, memory) if system is None else \
-            system.result
+        system, result, cap, inputs = _capped_run(args, inputs, plan, llm, memory)
     elapsed = time.perf_counter() - started
     console = report_console(wide=args.wide)
     print_report(result, console)
@@ -114,6 +141,8 @@ def handle(args: argparse.Namespace) -> int:
         console.print(line)
     if fit.note():
         console.print(fit.note(), markup=False, highlight=False)
+    if cap is not None:
+        console.print(cap.line(), markup=False, highlight=False)
     for line in precision.lines() if precision else []:
         console.print(line, markup=False, highlight=False)
     if args.validate == "scalesim":
@@ -129,7 +158,8 @@ def handle(args: argparse.Namespace) -> int:
                     write_system_json(system, path, llm_record)
                 elif writer is write_json:
                     write_json(result, path, llm=llm_record, capacity=fit.record(),
-                               precision=precision.record() if precision else None)
+                               precision=precision.record() if precision else None,
+                               power_cap=cap.record() if cap else None)
                 else:
                     writer(result, path)
             print(f"wrote {path}")
@@ -152,6 +182,7 @@ def _write_sheet(args: argparse.Namespace, inputs: Inputs, result, best) -> None
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
     add_options(run, "run", "inputs", "import", "llm", "precision", "system", "collectives",
+                "power",
                 "capacity",
                 "outputs")
     run.add_argument("--trace", metavar="PATH", help="write a Chrome/Perfetto timeline "

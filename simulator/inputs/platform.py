@@ -15,6 +15,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PositiveInt,
                       ValidationError, field_validator, model_serializer, model_validator)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from simulator.inputs.dvfs import Dvfs, check_platform
 from simulator.inputs.provenance import (Provenance, listed_values, numeric_leaves,
                                             provenance_errors)
 
@@ -476,6 +477,8 @@ class Platform(Strict):
     area: Area | None = Field(default=None, description="optional: perf per mm^2")
     cost: CostTable | None = Field(default=None, description="optional: cost per million "
                                    "tokens; each value cited or assumed in provenance")
+    dvfs: Dvfs | None = Field(default=None, description="optional: operating points "
+                              "and a power cap (simulator.inputs.dvfs)")
     provenance: dict[str, Provenance] = Field(
         default={}, description="dotted field path -> where its value comes "
         "from (DESIGN.md section 16); description only, left out of the canonical dump")
@@ -484,8 +487,9 @@ class Platform(Strict):
     def _dump(self, handler) -> dict:
         data = handler(self)
         data.pop("provenance", None)  # no figure depends on it: results stay as they were
-        if data.get("cost") is None:  # absent: every existing platform's form unchanged
-            data.pop("cost", None)
+        for name in ("cost", "dvfs"):  # absent: every existing platform's form unchanged
+            if data.get(name) is None:
+                data.pop(name, None)
         return data
 
     @model_validator(mode="after")
@@ -502,6 +506,8 @@ class Platform(Strict):
                                          "assumed: add a provenance entry for it"),
                 loc=("provenance", path), input=path) for path in missing])
         return self
+
+    _dvfs_fits = model_validator(mode="after")(check_platform)  # simulator.inputs.dvfs
 
     def numeric_fields(self) -> dict:
         """Every numeric value of the platform by dotted field path, those the

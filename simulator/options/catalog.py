@@ -268,6 +268,12 @@ DECLARED = (
            "+ KV cache + activations (offchip.capacity_bytes): a deliberate what-if, "
            "stamped on the result", "capacity", default=False,
            uses=_alike(("run", "compare", "regress", "review", "serve", "sweep run"))),
+    # --- power (DESIGN.md section 20): a cap on each chip, which lowers its clock.
+    Option("--power-cap-w", Real(), "cap each chip's power at W watts: the clock falls to "
+           "the highest point of the platform's DVFS table (dvfs.points) whose power at "
+           "the run's utilisation fits, and every figure follows it (default: the "
+           "platform's dvfs.power_cap_w, if any)", "power", metavar="W",
+           uses=_alike(("run", "serve", "plan-deployment"))),
     # --- serving load (simulator.serving.spec holds the ranges: serve and
     # plan-deployment check their values there).
     Option("--arrival", OneOf(ARRIVALS, "arrival process"), "default poisson (trace when "

@@ -274,12 +274,13 @@ def result_model(result: RunResult) -> RunResultFile:
 # The optional blocks a result may carry after its totals, in file order, each checked
 # against its model (a multi-chip `system` block is system.run's, read in part).
 OPTIONAL_BLOCKS = {"system": None, "llm": LlmFigures, "capacity": CapacityRecord,
-                   "precision": PrecisionRecord}
+                   "precision": PrecisionRecord, "power_cap": None}
 
 
 def result_dict(result: RunResult, **blocks: dict | None) -> dict:
     """The JSON document of the full result, dumped from its model (result_model), with
-    the optional blocks given (OPTIONAL_BLOCKS: system, llm, capacity, precision)
+    the optional blocks given (OPTIONAL_BLOCKS: system, llm, capacity, precision,
+    power_cap)
     after it; a block not given is not written, so a plain run's file stays as it was."""
     document = result_model(result).dump()
     for key, model in OPTIONAL_BLOCKS.items():

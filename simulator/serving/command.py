@@ -38,7 +38,7 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
     add("--spec", metavar="SPEC.yaml", help="a YAML file with the fields below (flags "
         "override it)")
     add_options(serve_cmd, "serve", "inputs", "llm", "precision", "serving", "system",
-                "collectives", "kv",
+                "collectives", "kv", "power",
                 "capacity", "outputs")
     for role in ROLES:
         add(f"--{role}-pool", metavar="KEY=N,...", help=f"with --disaggregate: the "
@@ -181,6 +181,11 @@ def _summary_lines(result: dict) -> list[str]:
              f"{opt(result['service_ms'], ',.3f')} ms"]
     lines += pool_lines(result.get("disaggregated"))
     lines += tail_lines(result.get("memory_tails"))
+    cap = result.get("power_cap")
+    if cap is not None:  # the clock a power cap left the chips (simulator.power_cap)
+        lines.append(f"power cap {cap['cap_w']:,.4g} W: clock {cap['clock_mhz']:,.0f} MHz "
+                     f"of {cap['nominal_clock_mhz']:,.0f} nominal, a chip draws "
+                     f"{cap['power_w']:,.4g} W in a full-load iteration")
     bucketing = result["bucketing"]
     if bucketing["samples"]:
         lines.append(f"bucketing ({bucketing['bits']} bits) vs exact simulation on "

@@ -13,6 +13,7 @@ from simulator.collectives.cost import with_collectives
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
 from simulator.metrics.energy import static_power_w
+from simulator.power_cap import cap_in_force, capped
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.inputs.loader import Source, load_model, locate, read_source
@@ -60,6 +61,7 @@ class Setup:
     host_tier: HostTier | None = None  # --kv-host-tier: where preempted KV goes
     pools: dict | None = None       # disaggregated: role -> that pool's Setup
     kv_links: dict = field(default_factory=dict)  # disaggregated: KvLink memo
+    power_cap: dict | None = None   # under a power cap: the clock chosen (power_cap.py)
 
     @property
     def llm(self) -> bool:
@@ -72,13 +74,49 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     (resolved) spec, and the capacity of one chip of a replica (simulator.system.capacity),
     before any cost is simulated. LLM grid costs come from and go to `cost_cache`
     (default: the user's cache folder; CostCache(None) for none). `trace`: the spec's
-    trace already read (a deployment search reads it once for all its plans)."""
+    trace already read (a deployment search reads it once for all its plans).
+
+    Under a power cap (the spec's, else the platform's dvfs.power_cap_w), the platform
+    is the one at the highest DVFS point whose chip power in a full-load iteration
+    (full_load_power_w) fits the cap (simulator.power_cap), so every serving figure
+    follows that clock."""
     spec = spec.resolved()
     if spec.disaggregate is not None:
         return _prepare_pools(spec, hf=hf, ignore_capacity=ignore_capacity,
                               cost_cache=cost_cache, trace=trace)
     platform, platform_source = load_platform(locate(spec.arch, "platform"))
     platform = with_collectives(platform, spec.collectives)
+    if spec.arrival == "trace" and trace is None:  # read once, whatever the cap tries
+        trace = load_trace(spec.arrival_trace, need_tokens=spec.llm)
+    cap = cap_in_force(platform, spec.power_cap_w)
+    if cap is None:
+        return _prepare_on(spec, platform, platform_source, hf, ignore_capacity,
+                           cost_cache, trace)
+
+    def power_of(candidate: Platform) -> tuple[float, Setup]:
+        setup = _prepare_on(spec, candidate, platform_source, hf, ignore_capacity,
+                            cost_cache, trace)
+        return full_load_power_w(setup), setup
+
+    _, setup, choice = capped(platform, cap, power_of, file=platform_source.path,
+                              from_option=spec.power_cap_w is not None)
+    return replace(setup, power_cap=choice.record())
+
+
+def full_load_power_w(setup: Setup) -> float:
+    """One chip's power while its replica works flat out, what a cap must hold: an LLM
+    iteration prefilling a chunk of max_tokens tokens (the most one iteration
+    prefills: the chip's most compute-bound work), or a plain batch of max_batch."""
+    spec = setup.spec
+    cost = setup.cost.exact([(spec.max_tokens, 0)], []) if setup.llm else \
+        setup.cost.batch(spec.max_batch)
+    return cost.energy_j / cost.seconds if cost.seconds else 0.0
+
+
+def _prepare_on(spec: ServeSpec, platform: Platform, platform_source: Source, hf,
+                ignore_capacity: bool, cost_cache: CostCache | None,
+                trace: Trace | None) -> Setup:
+    """prepare on a platform already loaded (the spec resolved, its trace read)."""
     if not spec.llm and not spec.system.single_chip:
         raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
     precision = ServingPrecision.load(spec.precision, platform) \
@@ -86,8 +124,6 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     mapping, mapping_source = serving_plan(spec)
     if spec.arrival != "trace":
         trace = None
-    elif trace is None:
-        trace = load_trace(spec.arrival_trace, need_tokens=spec.llm)
     if not spec.llm:
         workload, workload_source = load_model(locate(spec.workload, "workload"), Workload)
         cost = PlainBatchCost(platform, workload, file=workload_source.path,
@@ -348,6 +384,8 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
     figures["sla"] = sla_report(spec.sla, figures)
     if setup.capacity is not None and setup.capacity.asked:
         figures["capacity"] = setup.capacity.record()
+    if setup.power_cap is not None:  # absent uncapped, as before caps existed
+        figures["power_cap"] = setup.power_cap
     if not spec.system.single_chip:
         figures["system"] = serving_system(spec.system, spec.replicas, figures,
                                            micro_batches=spec.micro_batches or spec.pp,

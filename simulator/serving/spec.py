@@ -38,7 +38,7 @@ MAX_BATCH = 2**14
 # Fields left out of a dump when unset (results dump as before these existed).
 OPTIONAL_FIELDS = ("fusion", "heuristic", "precision", "overlap", "mapping_plan",
                    "collectives", "disaggregate", "prefix_hit_rate", "kv_host_tier",
-                   "memory_tails")
+                   "memory_tails", "power_cap_w")
 
 
 class RateSweep(Strict):
@@ -146,6 +146,9 @@ class ServeSpec(Strict):
     disaggregate: Disaggregation | None = Field(
         default=None, description="prefill and decode pools, the KV moved between them "
         "(DESIGN.md section 20; default: co-located replicas)")
+    power_cap_w: float | None = Field(
+        default=None, gt=0, le=1e6, allow_inf_nan=False, description="each chip's power "
+        "cap (DESIGN.md section 20; default: the platform's dvfs.power_cap_w)")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     sla: dict[str, float] = Field(default_factory=dict)
     sweep_rate: RateSweep | None = None

@@ -41,6 +41,7 @@ from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
 from simulator.sweep.deploy_pools import point_spec, pool_axes, pool_flags
 from simulator.sweep.deploy_runs import PointRuns, RunStore, StoredRuns
+from simulator.sweep.power_budget import BUDGET_KEY, POWER_KEY, judged, static_floor_reason
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
 from simulator.system.serving import ShardedFrontend
@@ -286,14 +287,16 @@ def _bracket_figures(found: dict) -> tuple[dict, dict]:
 
 
 def search_point(setup, point: Deployment, inputs: dict | None = None,
-                 store: RunStore | None = None) -> dict:
+                 store: RunStore | None = None, budget_w: float | None = None) -> dict:
     """serve's max-rate search on one point (the setup of its platform and plan reused:
     one cost memo per platform and plan) and its figures at the rate found; with a
     store, the runs at rates it already holds for the point (`inputs`, its stored
-    inputs) are read back, not simulated (simulator.sweep.deploy_runs)."""
+    inputs) are read back, not simulated (simulator.sweep.deploy_runs). `budget_w`: a
+    power budget, judged as the SLA is (simulator.sweep.power_budget)."""
     at = point_spec(point, setup.spec)
     runs = PointRuns(replace(setup, spec=at), at, inputs,
-                     store if inputs is not None else None)
+                     store if inputs is not None else None,
+                     budget=(point.plan.chips, budget_w) if budget_w is not None else None)
     try:
         found = find_max_rate(replace(setup, spec=at), at, run=runs)
     except AccsimError as exc:  # met at every rate a spec may ask for, or at none
@@ -306,13 +309,18 @@ def search_point(setup, point: Deployment, inputs: dict | None = None,
     met = runs.with_goodput(found["max_rate_rps"], met)
     row = {"status": "searched",
            **point_figures(point, met, found["max_rate_rps"], setup.platform)}
-    checks = sla_report(at.sla, above["figures"])["targets"]
+    checks = judged(sla_report(at.sla, above["figures"]), above["figures"],
+                    point.plan.chips, budget_w)["targets"]
     figures = above["figures"]
     row["above"] = {"rate_rps": above["rate_rps"],
                     "missed": [key for key, c in checks.items() if not c["met"]],
                     **{name: figures[name] for name in (
                         "preempted", "dropped", "requests", "utilization",
                         "throughput_rps", "latency_ms", "ttft_ms", "tpot_ms")}}
+    if budget_w is not None:  # what the deployment draws there, against the budget
+        row["above"]["power"] = checks[POWER_KEY]
+    if setup.power_cap is not None:  # the clock a power cap left its chips
+        row["power_cap"] = setup.power_cap
     row["evaluations"] = len(found["evaluations"])
     if setup.kv_blocks is not None:
         row["kv_tokens_per_replica"] = setup.kv_blocks * at.block_tokens
@@ -413,6 +421,7 @@ class Group:
     cost_cache: CostCache | None
     prune: bool
     trace: Trace | None          # the search's trace, read and checked once
+    power_budget_w: float | None = None   # --power-budget-w (simulator.sweep.power_budget)
 
 
 def _prepared(group: Group, point: Deployment):
@@ -441,7 +450,7 @@ def search_group(group: Group) -> dict:
                          for point in group.points], "runs": [], "runs_read": 0}
     runs = [StoredRuns(found) for found in group.stored] if group.stored else \
         [None] * len(group.points)
-    rows = [search_point(setup, point, inputs, found)
+    rows = [search_point(setup, point, inputs, found, group.power_budget_w)
             for point, inputs, found in zip(group.points, group.inputs, runs)]
     return {"rows": rows, "runs": [run for found in runs if found
                                    for run in found.simulated],
@@ -449,13 +458,14 @@ def search_group(group: Group) -> dict:
 
 
 def _groups(spec: ServeSpec, arch: str, waiting: dict, store: PointStore | None,
-            cost_cache: CostCache | None, prune: bool, trace: Trace | None) -> list[Group]:
+            cost_cache: CostCache | None, prune: bool, trace: Trace | None,
+            budget_w: float | None = None) -> list[Group]:
     """The groups of the points to search (`waiting`: (plan, precision plan) -> their
     (index, point, key, inputs))."""
     return [Group(members[0][2], spec, arch, tuple(m[1] for m in members),
                   tuple(m[3] for m in members),
                   tuple(store.runs_of(m[3]) for m in members) if store else None,
-                  cost_cache, prune, trace) for members in waiting.values()]
+                  cost_cache, prune, trace, budget_w) for members in waiting.values()]
 
 
 def _check_found(found: dict) -> None:
@@ -516,10 +526,10 @@ class PlatformSearch:
 
 def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
                   trace: Trace | None, prune: bool, cost_cache: CostCache | None,
-                  store: PointStore | None,
-                  progress: Callable[[str], None] | None) -> PlatformSearch:
-    """Every point of one platform read back from the store, pruned, or put in the
-    group of its plan to be searched."""
+                  store: PointStore | None, progress: Callable[[str], None] | None,
+                  budget_w: float | None = None) -> PlatformSearch:
+    """Every point of one platform read back from the store, pruned (`budget_w`: by
+    the power budget too), or put in the group of its plan to be searched."""
     platform, source = load_platform(locate(arch, "platform"))
     platform = with_collectives(platform, spec.collectives)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
@@ -527,6 +537,8 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
     outcome = Outcome(arch, platform, source.path, config, hf_frontend,
                       *_mean_context(spec, trace), weight_bytes=facts.weight_bytes)
     identity = search_identity(spec, platform, config, trace, prune)
+    if budget_w is not None:  # a point's outcome depends on it; a run's does not
+        identity[BUDGET_KEY] = budget_w
     search = PlatformSearch(arch, points, outcome, store, progress)
     reasons: dict[tuple, str | None] = {}
     waiting: dict[tuple, list] = {}   # (plan, precision) -> points to search
@@ -543,8 +555,9 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
                 spec, outcome, trace, point.plan, point.precision,
                 partial(stored_bound, store, identity, outcome, spec.dtype,
                         point.plan, point.precision, request[0]))
-        if row is None and prune and reasons[shared] is not None:
-            row = {**point.fields(), "status": "pruned", "reason": reasons[shared]}
+        reason = reasons.get(shared) or static_floor_reason(point.chips, platform, budget_w)
+        if row is None and prune and reason is not None:
+            row = {**point.fields(), "status": "pruned", "reason": reason}
             if store is not None:
                 store.put(search.keys[index], inputs, row)
         if row is None:
@@ -553,7 +566,8 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
         else:
             search.finish(index, row)
     search.members = {group[0][2]: group for group in waiting.values()}
-    search.groups = _groups(spec, arch, waiting, store, cost_cache, prune, trace)
+    search.groups = _groups(spec, arch, waiting, store, cost_cache, prune, trace,
+                            budget_w)
     return search
 
 
@@ -561,7 +575,7 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
                      progress: Progress | None = None, prune: bool = True,
                      cost_cache: CostCache | None = None, store: PointStore | None = None,
                      points: list[Deployment] | None = None,
-                     executor=None) -> list[Outcome]:
+                     executor=None, power_budget_w: float | None = None) -> list[Outcome]:
     """Prune, then search, every point of the grid (or the `points` given, a sweep's)
     on each platform. `prune` False searches every point (a check of the pruning);
     `cost_cache`: where iteration costs are shared (default: the user's cache folder);
@@ -571,7 +585,8 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
     pipeline stages: each stage is one more step per iteration), so that workers are
     not left idle by one platform's last group. Only this process writes the store;
     each platform's rows are in the grid's order whatever the executor.
-    `progress(arch, points finished, points in all)`, over every platform."""
+    `progress(arch, points finished, points in all)`, over every platform;
+    `power_budget_w`: held as the SLA is (simulator.sweep.power_budget)."""
     point_lists = [deployments(arch, grid) if points is None else points
                    for arch in archs]
     trace = load_trace(spec.arrival_trace, need_tokens=True) \
@@ -584,8 +599,8 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
         if progress:
             progress(arch, finished, total)
 
-    searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store, report)
-                for arch, listed in zip(archs, point_lists)]
+    searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store,
+                              report, power_budget_w) for arch, listed in zip(archs, point_lists)]
     owner = {group.key: search for search in searches for group in search.groups}
     groups = sorted((group for search in searches for group in search.groups),
                     key=lambda group: -len(group.points) * group.points[0].plan.pp)

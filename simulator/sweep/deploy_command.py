@@ -16,7 +16,7 @@ from rich.table import Table
 from simulator.output import progress
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
-from simulator.options.rules import in_range, requires, whole, whole_numbers
+from simulator.options.rules import in_range, real, requires, whole, whole_numbers
 from simulator.precision.plan import PrecisionPlan
 from simulator.output.files import check_file_name
 from simulator.inputs.loader import dump_json, load_model, validation_error
@@ -33,6 +33,7 @@ from simulator.sweep.deploy_verdict import verdict
 from simulator.sweep.deploy_report import all_pruned, conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.executors import executor_for
+from simulator.sweep.power_budget import POWER_KEY, sla_keys
 from simulator.sweep.store import Store
 from simulator.system.plan import MAX_CHIPS
 from simulator.output.terminal import echo, plain
@@ -61,18 +62,23 @@ RATE_FIGURES = {
                       "these",
     "goodput_rps": "the achieved requests/s that met every SLA target"}
 PRUNED_SHOWN = 3  # pruned points listed by default (all with --show-pruned)
+# With --power-budget-w, the CSV's columns also hold each point's power and what
+# missed first above its SLA capacity (the SLA's metrics, or power).
+BUDGET_COLUMNS = ("power_w", "limited_by")
+# A budget above this is no deployment's (a million chips at 1 kW each).
+MAX_POWER_BUDGET_W = 1e9
 # Spec fields set from the flags of the same name (serve's options, simulator.options).
 SPEC_FLAGS = ("model", "dtype", "arrival", "rate", "cv", "arrival_trace", "prompt_tokens",
               "output_tokens", "requests", "seed", "max_tokens", "bucket_bits", "fusion",
               "heuristic", "collectives", "prefix_hit_rate",
-              "kv_host_tier")
+              "kv_host_tier", "power_cap_w")
 
 
 def add_arguments(cmd: argparse.ArgumentParser) -> None:
     """The arguments of `accsim plan-deployment`."""
     add = cmd.add_argument
     add_options(cmd, "plan-deployment", "inputs", "llm", "serving", "precision",
-                "collectives", "kv")
+                "collectives", "kv", "power")
     add("--no-baseline", action="store_true", help="with --precision: search only the "
         f"plans named, not the model's own formats ({BASELINE})")
     add("--budget-chips", type=whole, default=DEFAULT_BUDGET,
@@ -81,6 +87,11 @@ def add_arguments(cmd: argparse.ArgumentParser) -> None:
         "budget; every T x P split of each is searched")
     add("--objective", choices=list(OBJECTIVES), default="tokens_per_s_per_watt",
         help="what the best point of a platform maximises (cost: minimises)")
+    add("--power-budget-w", type=real, metavar="W", help="the whole deployment's power "
+        "budget in watts (its chips at their modelled power, static included, at its "
+        "SLA capacity): held like the SLA, so a point's capacity is the highest rate "
+        "that meets the SLA within it; points whose static power alone passes it are "
+        "pruned")
     add_options(cmd, "plan-deployment", "outputs", "store")
     add("--no-prune", action="store_true", help="search every point, even those the "
         "capacity rule or the roofline bound would prune (a check of the pruning)")
@@ -187,13 +198,17 @@ def _fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def points_table(outcome) -> Table:
+def points_table(outcome, budget_w: float | None = None) -> Table:
+    """A platform's searched points; with a power budget, also each one's watts and
+    what missed first above its SLA capacity (limited_by)."""
     table = Table(title=f"{outcome.arch}: {len(outcome.points)} searched, "
                   f"{len(outcome.pruned)} pruned", title_justify="left",
                   show_edge=False, pad_edge=False)
+    budget = ("W", "limited by") if budget_w is not None else ()
     for column in ("deployment", "chips", "offered/s", "achieved/s", "goodput/s", "tok/s",
-                   "tok/s/chip", "tok/s/W", "J/tok", "$/Mtok"):
-        table.add_column(column, justify="left" if column == "deployment" else "right")
+                   "tok/s/chip", "tok/s/W", "J/tok", "$/Mtok", *budget):
+        table.add_column(column, justify="left" if column in ("deployment", "limited by")
+                         else "right")
     for row in outcome.points:
         table.add_row(_label(row), str(row["chips"]), _fmt(row["sla_rate_rps"], ",.3f"),
                       _fmt(row.get("throughput_rps"), ",.3f"),
@@ -202,8 +217,17 @@ def points_table(outcome) -> Table:
                       _fmt(row.get("tokens_per_s_per_chip"), ",.1f"),
                       _fmt(row.get("tokens_per_s_per_watt"), ",.2f"),
                       _fmt(row.get("energy_per_token_j"), ",.4f"),
-                      _fmt(row.get("cost_per_mtok"), ",.3f"))
+                      _fmt(row.get("cost_per_mtok"), ",.3f"),
+                      *((_fmt(row.get("power_w"), ",.0f"), limited_by(row) or "-")
+                        if budget else ()))
     return table
+
+
+def limited_by(row: dict) -> str | None:
+    """What missed first above a searched point's SLA capacity: the SLA's keys, and
+    `power` where the run there drew more than the power budget."""
+    missed = (row.get("above") or {}).get("missed") or []
+    return " ".join(sla_keys(missed) + ["power"] * (POWER_KEY in missed)) or None
 
 
 def pruned_summary(rows: list[dict]) -> dict[str, int]:
@@ -276,11 +300,12 @@ def conclusion_lines(found: dict, objective: str) -> list[str]:
     return lines
 
 
-def _rows(outcomes, front: list[dict]) -> list[dict]:
+def _rows(outcomes, front: list[dict], budget_w: float | None = None) -> list[dict]:
     on_front = {row["key"] for row in front}
     rows = []
     for outcome in outcomes:
         rows += [{**row, "on_front": row["key"] in on_front,
+                  **({"limited_by": limited_by(row)} if budget_w is not None else {}),
                   "reason": row.get("reason") or row.get("note")} for row in outcome.points]
         rows += outcome.pruned
     return rows
@@ -295,7 +320,8 @@ def _search(spec: ServeSpec, archs: list[str], grid: Grid, args) -> tuple[list, 
         with executor, progress.steps("searching deployments", after_s=2.0) as report:
             return search_platforms(spec, archs, grid, prune=not args.no_prune,
                                     progress=lambda a, done, total: report(done, total),
-                                    executor=executor), ""
+                                    executor=executor,
+                                    power_budget_w=args.power_budget_w), ""
     cache = CostCache(cost_folder(args.store), strict=True)
     with Store(args.store) as store, executor, \
             progress.steps("searching deployments", after_s=2.0) as report:
@@ -303,7 +329,7 @@ def _search(spec: ServeSpec, archs: list[str], grid: Grid, args) -> tuple[list, 
         outcomes = search_platforms(spec, archs, grid, prune=not args.no_prune,
                                     cost_cache=cache, store=points,
                                     progress=lambda a, done, total: report(done, total),
-                                    executor=executor)
+                                    executor=executor, power_budget_w=args.power_budget_w)
     return outcomes, (f"store {args.store}: {points.found} already stored, "
                       f"{points.computed} computed; serving runs: {points.runs_read} "
                       f"read back, {points.runs_stored} simulated")
@@ -319,6 +345,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.store is not None:
         check_file_name(args.store, "--store")
     requires(args, "--cv", "--arrival", "gamma")
+    if args.power_budget_w is not None:
+        in_range(args.power_budget_w, "--power-budget-w", low=1e-9, high=MAX_POWER_BUDGET_W)
     archs = list(dict.fromkeys(args.arch))
     check_cost(archs, args.objective)
     started = time.perf_counter()
@@ -328,10 +356,10 @@ def handle(args: argparse.Namespace) -> int:
                 for outcome in outcomes}
     console = report_console(wide=args.wide)
     for outcome in outcomes:
-        console.print(points_table(outcome))
+        console.print(points_table(outcome, args.power_budget_w))
         for line in pruned_lines(outcome.pruned, every=args.show_pruned):
             console.print(line, markup=False, highlight=False)
-    refused = all_pruned(outcomes)
+    refused = all_pruned(outcomes, args.power_budget_w)
     if refused is None:
         echo("offered/s: the highest arrival rate at which every SLA target is met\n"
              "achieved/s: requests/s completed at that rate (tok/s, per chip, per watt\n"
@@ -343,12 +371,14 @@ def handle(args: argparse.Namespace) -> int:
          f"in {time.perf_counter() - started:.1f} s wall")
     if stored:
         echo(stored)
-    rows = _rows(outcomes, found["front"])
+    rows = _rows(outcomes, found["front"], args.power_budget_w)
     columns = list(CSV_COLUMNS) + (list(POOL_COLUMNS) if grid.disaggregate else [])
     if args.json is not None:  # written when every point was pruned too: their reasons
         with writing(args.json):
+            budget = {} if args.power_budget_w is None else \
+                {"power_budget_w": args.power_budget_w}
             write_file(args.json, dump_json({
-                "sla": spec.sla, "objective": args.objective, "rates": RATE_FIGURES,
+                "sla": spec.sla, **budget, "objective": args.objective, "rates": RATE_FIGURES,
                 "pruned": pruned_summary(rows),
                 "spec": spec.model_dump(mode="json"), "points": rows,
                 "best": found["best"], "front": found["front"],
@@ -356,6 +386,8 @@ def handle(args: argparse.Namespace) -> int:
                 "unbounded": {arch: [row["key"] for row in listed] for arch, listed
                               in found["unbounded"].items()}}, indent=1) + "\n")
         print(f"wrote {args.json}")
+    columns = list(CSV_COLUMNS) + \
+        (list(BUDGET_COLUMNS) if args.power_budget_w is not None else [])
     if refused is not None:
         if args.csv is not None:
             write_file(args.csv, csv_text(columns, rows, extrasaction="ignore"),

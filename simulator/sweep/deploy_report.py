@@ -8,10 +8,12 @@ import numpy as np
 
 from simulator.errors import AccsimError
 from simulator.mapping.plan import Mapping
+from simulator.power_cap import platform_at
 from simulator.serving.sla import split_key
 from simulator.simulate import Inputs, simulate
 from simulator.sweep.deploy import OBJECTIVES, Outcome
 from simulator.sweep.pareto import pareto_mask
+from simulator.sweep.power_budget import POWER_KEY, least_static_w, sla_keys
 from simulator.system.plan import SystemPlan
 from simulator.system.serving import ShardedFrontend
 
@@ -76,17 +78,27 @@ def iteration_shares(outcome: Outcome, row: dict, dtype: str | None) -> dict:
     a mean prefill chunk beside the other requests' decode steps."""
     above = row["above"]
     batch = int(min(max(round(in_flight(row)), 1), row["max_batch"]))
-    decoding = any(split_key(key)[0] == "tpot" for key in above["missed"])
+    decoding = any(split_key(key)[0] == "tpot" for key in sla_keys(above["missed"]))
     prefill = [] if decoding else [(outcome.prefill, 0)]
     plan = SystemPlan(chips=row["chips_per_replica"], tp=row["tp"], pp=row["pp"])
+    platform = outcome.platform
+    if row.get("power_cap"):  # the point ran at the clock its power cap left it
+        clock = row["power_cap"]["clock_mhz"]
+        index = next((i for i, point in enumerate(platform.dvfs.points if platform.dvfs
+                                                  else ()) if point.clock_mhz == clock), None)
+        if index is None:
+            raise AccsimError(f"the point ran at {clock} MHz, which the platform's DVFS "
+                              "table lacks (a stored row from another platform?)",
+                              file=outcome.platform_file, field="dvfs.points")
+        platform = platform_at(platform, index, file=outcome.platform_file)
     frontend = outcome.hf if plan.single_chip else \
-        ShardedFrontend(outcome.hf, plan, outcome.platform)
+        ShardedFrontend(outcome.hf, plan, platform)
     workload = frontend.iteration_workload(outcome.config, prefill=prefill,
                                            decode=[outcome.context] * (batch - len(prefill)),
                                            dtype=dtype)
     if row.get("precision_file"):  # the point's precision plan, as it was served
         workload = outcome.precisions[row["precision_file"]].apply(workload)
-    total = simulate(Inputs(outcome.platform, workload, Mapping())).total
+    total = simulate(Inputs(platform, workload, Mapping())).total
     cycles = max(total.cycles, 1)
     return {"batch": batch, "hbm_busy": total.offchip_busy_cycles / cycles,
             "collective": total.collective_cycles / cycles,
@@ -96,15 +108,24 @@ def iteration_shares(outcome: Outcome, row: dict, dtype: str | None) -> dict:
 
 def binding(outcome: Outcome, row: dict, dtype: str | None) -> dict:
     """The SLA metric that fails just above the point's SLA capacity and the resource
-    behind it: KV capacity (preemptions or drops there, or the requests it can run
-    holding >= 90% of the cache, so that others wait for blocks), else the interconnect
-    (collectives >= 30% of an iteration), else off-chip bandwidth (>= 80% busy), else
-    the busiest of the array, the vector unit and the memory."""
+    behind it: the power budget where the deployment draws more than it there
+    (simulator.sweep.power_budget), else KV capacity (preemptions or drops there, or
+    the requests it can run holding >= 90% of the cache, so that others wait for
+    blocks), else the interconnect (collectives >= 30% of an iteration), else off-chip
+    bandwidth (>= 80% busy), else the busiest of the array, the vector unit and the
+    memory."""
     above = row["above"]
     shares = iteration_shares(outcome, row, dtype)
-    metrics = ", ".join(_metric_name(key) for key in above["missed"]) or "no SLA metric"
+    names = [_metric_name(key) for key in sla_keys(above["missed"])]
+    drawn = above.get("power") if POWER_KEY in above["missed"] else None
+    metrics = ", ".join(names + ["power"] * (drawn is not None)) or "no SLA metric"
     held = kv_held(outcome, row)
-    if above["preempted"] or above["dropped"]:
+    if drawn is not None:
+        watts = "an unknown power (no token finished)" if drawn["value"] is None else \
+            f"{drawn['value']:,.4g} W"
+        resource = (f"power: the deployment draws {watts}, over the budget of "
+                    f"{drawn['target']:,.4g} W")
+    elif above["preempted"] or above["dropped"]:
         resource = (f"KV capacity: {above['preempted']:,} preemptions, "
                     f"{above['dropped']:,} dropped")
     elif held is not None and held >= KV_FULL:
@@ -157,13 +178,24 @@ def conclude(outcomes: list[Outcome], objective: str, dtype: str | None) -> dict
                           for outcome in outcomes}}
 
 
-def all_pruned(outcomes: list[Outcome]) -> AccsimError | None:
+def all_pruned(outcomes: list[Outcome], budget_w: float | None = None
+               ) -> AccsimError | None:
     """The error of a search where no platform has any point left to search (every
-    point pruned), None otherwise."""
+    point pruned), None otherwise; where the power budget pruned every point, an error
+    that says so, with the least static power of any point."""
     if any(outcome.points for outcome in outcomes):
         return None
     pruned = [row for outcome in outcomes for row in outcome.pruned]
+    if pruned and all(str(row["reason"]).startswith("power:") for row in pruned):
+        least = min((row["chips"] * least_static_w(outcome.platform), row["chips"],
+                     outcome.arch) for outcome in outcomes for row in outcome.pruned)
+        return AccsimError(f"no deployment fits the power budget of {budget_w:,.4g} W: "
+                           f"the least any searched point draws is {least[0]:,.4g} W, "
+                           f"the static power alone of {least[1]} chips of {least[2]} "
+                           "(raise the budget, or search fewer chips with "
+                           "--chips-per-replica and --replicas)", field="--power-budget-w")
     first = f"; the first: {pruned[0]['reason']}" if pruned else ""
+    budget = ", --power-budget-w" if budget_w is not None else ""
     return AccsimError(f"no deployment of any platform is left to search: all "
-                       f"{len(pruned)} points were pruned{first} (raise --budget-chips, or "
-                       "--no-prune to search them anyway)", field="--arch")
+                       f"{len(pruned)} points were pruned{first} (raise --budget-chips"
+                       f"{budget}, or --no-prune to search them anyway)", field="--arch")

@@ -26,12 +26,16 @@ from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import Setup, simulate_serving, summary
 from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
 from simulator.serving.spec import ServeSpec
+from simulator.sweep.power_budget import BUDGET_KEY, judged
 from simulator.sweep.rows import stored_key
 
 # The summary's figures the SLA decides (every other figure is the run's alone).
 SLA_FIGURES = ("sla", "goodput_rps")
 # Spec fields a run at a given rate does not depend on.
 SEARCH_FIELDS = ("sla", "rate", "find_max_rate", "sweep_rate")
+# A point's inputs a run does not depend on: its spec (less SEARCH_FIELDS, kept), the
+# pruning and the power budget (judged from the run's figures, as the SLA is).
+POINT_ONLY = ("spec", "prune", BUDGET_KEY)
 
 
 class RunStore(Protocol):
@@ -45,7 +49,7 @@ class RunStore(Protocol):
 def run_inputs(point_inputs: dict, rate: float) -> dict:
     """What one run of a point at `rate` depends on."""
     spec = {k: v for k, v in point_inputs["spec"].items() if k not in SEARCH_FIELDS}
-    return {**{k: v for k, v in point_inputs.items() if k not in ("spec", "prune")},
+    return {**{k: v for k, v in point_inputs.items() if k not in POINT_ONLY},
             "spec": spec, "rate": rate}
 
 
@@ -108,11 +112,14 @@ def unpacked_requests(packed: dict) -> tuple[dict[str, np.ndarray], float]:
 
 class PointRuns:
     """The runs of one point under one SLA: read back from the store where they were
-    simulated before, else simulated and stored (the store counts them)."""
+    simulated before, else simulated and stored (the store counts them). `budget`:
+    (chips per replica, watts) of a power budget each run is judged against beside
+    the SLA (simulator.sweep.power_budget), None without one."""
 
     def __init__(self, setup: Setup, spec: ServeSpec, point_inputs: dict | None,
-                 store: RunStore | None):
+                 store: RunStore | None, budget: tuple[int, float] | None = None):
         self.setup, self.spec, self.store = setup, spec, store
+        self.budget = budget
         self.point_inputs = point_inputs
         self.sla = sla_id(spec.sla)
         self.stored: dict[float, dict] = {}   # rate -> the run read back
@@ -136,7 +143,13 @@ class PointRuns:
                 "figures": {k: v for k, v in figures.items() if k not in SLA_FIGURES},
                 "goodput": goodput,
                 "requests": packed_requests(times, served.horizon_s)})
-        return figures
+        return self._judged(figures)
+
+    def _judged(self, figures: dict) -> dict:
+        """A run's summary with its SLA report judging the power budget too."""
+        if self.budget is None:
+            return figures
+        return {**figures, "sla": judged(figures["sla"], figures, *self.budget)}
 
     def __call__(self, rate: float) -> dict:
         """The summary of the run at `rate`, judged against this SLA (its goodput None
@@ -150,7 +163,7 @@ class PointRuns:
         if goodput is None and "requests" in stored and self.spec.sla:
             goodput = goodput_rps(self.spec.sla, *unpacked_requests(stored["requests"]))
         figures = {**stored["figures"], "goodput_rps": goodput}
-        return {**figures, "sla": sla_report(self.spec.sla, figures)}
+        return self._judged({**figures, "sla": sla_report(self.spec.sla, figures)})
 
     def with_goodput(self, rate: float, figures: dict) -> dict:
         """`figures` of the run at `rate` (less its SLA report) with this SLA's

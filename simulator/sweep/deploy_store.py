@@ -97,7 +97,10 @@ STATUS_FIELDS = {
                  "power_w": _amount, "cost_per_mtok": _optional,
                  **{f"{metric}_{stat}_ms": _optional for metric in ("ttft", "tpot", "latency")
                     for stat in ("p50", "p99")},
-                 "above": lambda v: _above(v) is None, "evaluations": _count},
+                 "above": lambda v: _above(v) is None, "evaluations": _count,
+                 # under a power cap: the clock it left the chips (simulator.power_cap)
+                 "power_cap": lambda v: v is None or isinstance(v, dict) and _amount(
+                     v.get("clock_mhz"), positive=True)},
     "unbounded": {"sla_rate_rps": lambda v: v is None, "note": _text},
     "no rate meets the SLA": {"sla_rate_rps": lambda v: v is None, "note": _text},
     "refused": {"sla_rate_rps": lambda v: v is None, "note": _text},
@@ -108,6 +111,10 @@ ABOVE_FIELDS = {"rate_rps": lambda v: _amount(v, positive=True),
                 "preempted": lambda v: _count(v, 0), "dropped": lambda v: _count(v, 0),
                 "requests": lambda v: _count(v, 0), "throughput_rps": _amount,
                 "utilization": _optional,
+                # --power-budget-w: what the deployment drew there, against the budget
+                "power": lambda v: v is None or isinstance(v, dict) and _amount(
+                    v.get("target"), positive=True) and _optional(v.get("value"))
+                and isinstance(v.get("met"), bool),
                 **{f"{metric}_ms": lambda v: v is None or isinstance(v, dict) and all(
                     _amount(x) for x in v.values()) for metric in ("latency", "ttft", "tpot")}}
 
