@@ -17,7 +17,7 @@ from simulator.cli import main
 from simulator.inputs.loader import locate, validate_model
 from simulator.inputs.platform import Platform
 from simulator.inputs.platform_file import load_platform
-from simulator.power_cap import platform_at
+from simulator.metrics.power_cap import platform_at
 
 CAPPED = "whatif/tpu_v5e_capped"
 NOMINAL_V = 0.75   # the what-if's last point, at tpu_v5e_like's 1.5 GHz

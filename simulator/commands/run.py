@@ -17,7 +17,7 @@ from simulator.frontends import command as import_command
 from simulator.frontends.hf import command as hf_command
 from simulator.limits import MemoryBudget
 from simulator.options.catalog import add_options
-from simulator.power_cap import average_power_w, cap_in_force, capped
+from simulator.metrics.power_cap import average_power_w, cap_in_force, capped
 from simulator.output.files import check_output_path, writing
 from simulator.precision.applied import applied as applied_precision
 from simulator.search.operator import OBJECTIVES
@@ -87,7 +87,7 @@ def run_inputs(args: argparse.Namespace):
 
 def _capped_run(args: argparse.Namespace, inputs: Inputs, plan, llm, memory):
     """The run (and its system run, None on one chip) at the clock the power cap in
-    force leaves it (simulator.power_cap: the highest DVFS point whose average power
+    force leaves it (simulator.metrics.power_cap: the highest DVFS point whose average power
     over the run fits), the cap's choice (None without a cap) and the inputs run."""
     def run_on(at: Inputs):
         system = None if plan.single_chip else simulate_system_shown(

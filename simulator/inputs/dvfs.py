@@ -2,7 +2,7 @@
 section 20): `dvfs.points`, the clocks the chip may run at, each with its supply
 voltage or its full-load power, from the lowest clock up to the platform's own
 clock_ghz (the point its energy table is for; a power cap only lowers the clock), and
-an optional `dvfs.power_cap_w`, the chip's power cap (simulator.power_cap picks the
+an optional `dvfs.power_cap_w`, the chip's power cap (simulator.metrics.power_cap picks the
 clock it leaves a run).
 
 The model, the standard CMOS one (Weste and Harris, "CMOS VLSI Design", 4th ed.,

@@ -182,7 +182,7 @@ def _summary_lines(result: dict) -> list[str]:
     lines += pool_lines(result.get("disaggregated"))
     lines += tail_lines(result.get("memory_tails"))
     cap = result.get("power_cap")
-    if cap is not None:  # the clock a power cap left the chips (simulator.power_cap)
+    if cap is not None:  # the clock a power cap left the chips (simulator.metrics.power_cap)
         lines.append(f"power cap {cap['cap_w']:,.4g} W: clock {cap['clock_mhz']:,.0f} MHz "
                      f"of {cap['nominal_clock_mhz']:,.0f} nominal, a chip draws "
                      f"{cap['power_w']:,.4g} W in a full-load iteration")

@@ -13,7 +13,7 @@ from simulator.collectives.cost import with_collectives
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.frontends.hf.config import ModelConfig
 from simulator.metrics.energy import static_power_w
-from simulator.power_cap import cap_in_force, capped
+from simulator.metrics.power_cap import cap_in_force, capped
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.inputs.loader import Source, load_model, locate, read_source
@@ -78,7 +78,7 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
 
     Under a power cap (the spec's, else the platform's dvfs.power_cap_w), the platform
     is the one at the highest DVFS point whose chip power in a full-load iteration
-    (full_load_power_w) fits the cap (simulator.power_cap), so every serving figure
+    (full_load_power_w) fits the cap (simulator.metrics.power_cap), so every serving figure
     follows that clock."""
     spec = spec.resolved()
     if spec.disaggregate is not None:

@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-import simulator
 
 from simulator.collectives.cost import with_collectives
 from simulator.inputs.platform import Platform
@@ -41,6 +40,7 @@ from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
 from simulator.sweep.deploy_pools import point_spec, pool_axes, pool_flags
 from simulator.sweep.deploy_runs import PointRuns, RunStore, StoredRuns
+from simulator.sweep.deploy_identity import point_key, search_identity
 from simulator.sweep.power_budget import BUDGET_KEY, POWER_KEY, judged, static_floor_reason
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
@@ -369,37 +369,6 @@ def stored_bound(store: PointStore | None, identity: dict, outcome: Outcome,
     value = phase_bound_ms(outcome, dtype, plan, serving, prompt, metric)
     store.put_bound(key, inputs, {"bound_ms": value})
     return value
-
-
-def _config_identity(config) -> object:
-    return asdict(config) if is_dataclass(config) else \
-        config.model_dump(mode="json") if hasattr(config, "model_dump") else repr(config)
-
-
-def search_identity(spec: ServeSpec, platform: Platform, config, trace: Trace | None,
-                    prune: bool) -> dict:
-    """What every point's outcome on one platform depends on besides the deployment:
-    the platform, the model and trace by content, the serving spec (SLA included) and
-    MODEL_VERSION. Names and paths are left out, so a renamed file keeps its keys."""
-    return {"platform": platform.model_dump(mode="json"),
-            "model": _config_identity(config),
-            "trace": trace.source.sha256 if trace is not None else None,
-            "spec": spec.model_dump(mode="json", exclude={"arch", "model",
-                                                          "arrival_trace"}),
-            "prune": prune, "model_version": simulator.MODEL_VERSION}
-
-
-def point_key(identity: dict, point: Deployment,
-              plan: ServingPrecision | None = None) -> tuple[str, dict]:
-    """A point's key (the sha256 of its canonical inputs) and the inputs as stored: a
-    precision plan by its content (`plan`, the point's plan read), never its path; a
-    point without one keys as before plans were searched."""
-    deployment = {k: v for k, v in point.fields().items()
-                  if k not in ("arch", "precision", "precision_file")}
-    if plan is not None:
-        deployment["precision"] = plan.identity()
-    inputs = json.loads(json.dumps({**identity, "deployment": deployment}, default=str))
-    return stored_key(inputs), inputs
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import numpy as np
 
 from simulator.errors import AccsimError
 from simulator.mapping.plan import Mapping
-from simulator.power_cap import platform_at
+from simulator.metrics.power_cap import platform_at
 from simulator.serving.sla import split_key
 from simulator.simulate import Inputs, simulate
 from simulator.sweep.deploy import OBJECTIVES, Outcome

@@ -1,5 +1,5 @@
 """Deployment points in the sweep store (simulator.sweep.store): table `deployments`,
-one row per point keyed by the sha256 of its inputs (simulator.sweep.deploy.point_key),
+one row per point keyed by the sha256 of its inputs (simulator.sweep.deploy_identity.point_key),
 written in its own transaction as the task searching it (the points of one plan)
 returns; table `serving_runs`, one row per (point, offered rate) run of its SLA
 search keyed likewise (simulator.sweep.deploy_runs), so a search whose SLA changed
@@ -98,7 +98,7 @@ STATUS_FIELDS = {
                  **{f"{metric}_{stat}_ms": _optional for metric in ("ttft", "tpot", "latency")
                     for stat in ("p50", "p99")},
                  "above": lambda v: _above(v) is None, "evaluations": _count,
-                 # under a power cap: the clock it left the chips (simulator.power_cap)
+                 # under a power cap: the clock it left the chips (simulator.metrics.power_cap)
                  "power_cap": lambda v: v is None or isinstance(v, dict) and _amount(
                      v.get("clock_mhz"), positive=True)},
     "unbounded": {"sla_rate_rps": lambda v: v is None, "note": _text},
@@ -262,4 +262,3 @@ class PointStore:
                                   (key, json.dumps(inputs, sort_keys=True,
                                                    separators=(",", ":")), text))
         return text
-
