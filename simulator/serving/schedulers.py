@@ -251,6 +251,15 @@ class ContinuousBatching(ReplicaScheduler):
     def running_count(self) -> int:
         return len(self.decoding) + len(self.prefilling)
 
+    def _below_cap(self) -> bool:
+        """Whether another request may run (running < max_batch): the one place this
+        policy reads max_batch, reported to the store (on_cap_check), so a run can say
+        under which other max_batch values it would have been the same run."""
+        running = len(self.decoding) + len(self.prefilling)
+        below = running < self.spec.max_batch
+        self.store.on_cap_check(running, below)
+        return below
+
     def _preempt_until_decodes_fit(self) -> list[Request]:
         """The decoding requests whose next token needs one more block (at most one),
         once those blocks are free, preempting the most recently admitted request
@@ -282,7 +291,7 @@ class ContinuousBatching(ReplicaScheduler):
             new = min(request.prefill_target - request.prefilled, budget)
             chunks.append((request, new))
             budget -= new
-        while budget > 0 and self.waiting and self.running_count < self.spec.max_batch:
+        while budget > 0 and self.waiting and self._below_cap():
             head = self.waiting[0]
             if not self.kv.grow(head, head.prefill_target):
                 break  # first come, first served: the head waits for blocks
@@ -308,7 +317,7 @@ class ContinuousBatching(ReplicaScheduler):
         run = self._iterations_that_fit(decoding, run)
         self.store.offer_shape(lambda: ((), tuple(contexts)))
         costs = self.cost.decode_run(contexts, run)
-        interruptible = not self.waiting and self.running_count < self.spec.max_batch
+        interruptible = not self.waiting and self._below_cap()
         return _plan(now, costs, interruptible=interruptible,
                      work=Iterations([], decoding))
 

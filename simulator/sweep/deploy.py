@@ -39,7 +39,7 @@ from simulator.serving.serve import prepare, replica_capacity, stored_share
 from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
-from simulator.sweep.deploy_runs import PointRuns, RunStore, StoredRuns
+from simulator.sweep.deploy_runs import PointRuns, RunStore, SharedRuns, StoredRuns
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
 from simulator.system.serving import ShardedFrontend
@@ -125,6 +125,7 @@ class Outcome:
     precisions: dict = field(default_factory=dict)     # plan file -> ServingPrecision
     points: list[dict] = field(default_factory=list)   # searched, with figures
     pruned: list[dict] = field(default_factory=list)   # with their reason
+    runs_shared: int = 0                               # runs a point took from another's
 
 
 def plans(chips: int) -> list[SystemPlan]:
@@ -270,15 +271,17 @@ def _bracket_figures(found: dict) -> tuple[dict, dict]:
 
 
 def search_point(setup, point: Deployment, inputs: dict | None = None,
-                 store: RunStore | None = None) -> dict:
+                 store: RunStore | None = None, shared: SharedRuns | None = None) -> dict:
     """serve's max-rate search on one point (the setup of its platform and plan reused:
     one cost memo per platform and plan) and its figures at the rate found; with a
     store, the runs at rates it already holds for the point (`inputs`, its stored
-    inputs) are read back, not simulated (simulator.sweep.deploy_runs)."""
+    inputs) are read back, not simulated (simulator.sweep.deploy_runs); with `shared`,
+    a run another point of the plan simulated that is this point's own run is taken,
+    not simulated again."""
     at = setup.spec.model_copy(update={"replicas": point.replicas, "batching": point.batching,
                                  "max_batch": point.max_batch}).resolved()
     runs = PointRuns(replace(setup, spec=at), at, inputs,
-                     store if inputs is not None else None)
+                     store if inputs is not None else None, shared)
     try:
         found = find_max_rate(replace(setup, spec=at), at, run=runs)
     except AccsimError as exc:  # met at every rate a spec may ask for, or at none
@@ -398,6 +401,7 @@ class Group:
     cost_cache: CostCache | None
     prune: bool
     trace: Trace | None          # the search's trace, read and checked once
+    share: bool = True           # points share their equal runs (SharedRuns)
 
 
 def _prepared(group: Group, point: Deployment):
@@ -423,24 +427,28 @@ def search_group(group: Group) -> dict:
             return {"error": [setup.rule, setup.file, setup.field]}
         return {"rows": [{**point.fields(), "status": "refused", "sla_rate_rps": None,
                           "unbounded": False, "note": f"refused: {setup.rule}"}
-                         for point in group.points], "runs": [], "runs_read": 0}
+                         for point in group.points], "runs": [], "runs_read": 0,
+                "runs_shared": 0}
     runs = [StoredRuns(found) for found in group.stored] if group.stored else \
         [None] * len(group.points)
-    rows = [search_point(setup, point, inputs, found)
+    shared = SharedRuns() if group.share else None
+    rows = [search_point(setup, point, inputs, found, shared)
             for point, inputs, found in zip(group.points, group.inputs, runs)]
     return {"rows": rows, "runs": [run for found in runs if found
                                    for run in found.simulated],
-            "runs_read": sum(found.read for found in runs if found)}
+            "runs_read": sum(found.read for found in runs if found),
+            "runs_shared": shared.shared if shared else 0}
 
 
 def _groups(spec: ServeSpec, arch: str, waiting: dict, store: PointStore | None,
-            cost_cache: CostCache | None, prune: bool, trace: Trace | None) -> list[Group]:
+            cost_cache: CostCache | None, prune: bool, trace: Trace | None,
+            share: bool) -> list[Group]:
     """The groups of the points to search (`waiting`: (plan, precision plan) -> their
     (index, point, key, inputs))."""
     return [Group(members[0][2], spec, arch, tuple(m[1] for m in members),
                   tuple(m[3] for m in members),
                   tuple(store.runs_of(m[3]) for m in members) if store else None,
-                  cost_cache, prune, trace) for members in waiting.values()]
+                  cost_cache, prune, trace, share) for members in waiting.values()]
 
 
 def _check_found(found: dict) -> None:
@@ -486,6 +494,7 @@ class PlatformSearch:
             for run in found["runs"]:
                 self.store.put_run(*run)
             self.store.runs_read += found["runs_read"]
+        self.outcome.runs_shared += found["runs_shared"]
         for (index, _, key, inputs), row in zip(self.members[group.key], found["rows"]):
             if self.store is not None:
                 self.store.put(key, inputs, row)
@@ -502,7 +511,8 @@ class PlatformSearch:
 def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
                   trace: Trace | None, prune: bool, cost_cache: CostCache | None,
                   store: PointStore | None,
-                  progress: Callable[[str], None] | None) -> PlatformSearch:
+                  progress: Callable[[str], None] | None,
+                  share: bool = True) -> PlatformSearch:
     """Every point of one platform read back from the store, pruned, or put in the
     group of its plan to be searched."""
     platform, source = load_platform(locate(arch, "platform"))
@@ -538,7 +548,7 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
         else:
             search.finish(index, row)
     search.members = {group[0][2]: group for group in waiting.values()}
-    search.groups = _groups(spec, arch, waiting, store, cost_cache, prune, trace)
+    search.groups = _groups(spec, arch, waiting, store, cost_cache, prune, trace, share)
     return search
 
 
@@ -546,7 +556,7 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
                      progress: Progress | None = None, prune: bool = True,
                      cost_cache: CostCache | None = None, store: PointStore | None = None,
                      points: list[Deployment] | None = None,
-                     executor=None) -> list[Outcome]:
+                     executor=None, share: bool = True) -> list[Outcome]:
     """Prune, then search, every point of the grid (or the `points` given, a sweep's)
     on each platform. `prune` False searches every point (a check of the pruning);
     `cost_cache`: where iteration costs are shared (default: the user's cache folder);
@@ -555,7 +565,9 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
     plan are searched, every platform's in one stream, the largest first (points times
     pipeline stages: each stage is one more step per iteration), so that workers are
     not left idle by one platform's last group. Only this process writes the store;
-    each platform's rows are in the grid's order whatever the executor.
+    each platform's rows are in the grid's order whatever the executor. `share`
+    False: each point simulates every run of its own (the serial, unshared search the
+    shared one must equal; simulator.sweep.deploy_runs.SharedRuns).
     `progress(arch, points finished, points in all)`, over every platform."""
     point_lists = [deployments(arch, grid) if points is None else points
                    for arch in archs]
@@ -569,8 +581,8 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
         if progress:
             progress(arch, finished, total)
 
-    searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store, report)
-                for arch, listed in zip(archs, point_lists)]
+    searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store, report,
+                              share) for arch, listed in zip(archs, point_lists)]
     owner = {group.key: search for search in searches for group in search.groups}
     groups = sorted((group for search in searches for group in search.groups),
                     key=lambda group: -len(group.points) * group.points[0].plan.pp)
