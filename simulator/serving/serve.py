@@ -19,7 +19,7 @@ from simulator.inputs.loader import Source, load_model, locate, read_source
 from simulator.inputs.platform_file import load_platform
 from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
-from simulator.serving.cost import PlainBatchCost
+from simulator.serving.cost import PlainBatchCost, UnitCosts
 from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.engine import Progress, run_serving
 from simulator.serving.kv_cache import KV_ALLOCATORS
@@ -60,12 +60,14 @@ class Setup:
 
 
 def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
-            cost_cache: CostCache | None = None, trace: Trace | None = None) -> Setup:
+            cost_cache: CostCache | None = None, trace: Trace | None = None,
+            units: UnitCosts | None = None) -> Setup:
     """Load and check the platform, the trace and the workload or model named by the
     (resolved) spec, and the capacity of one chip of a replica (simulator.system.capacity),
     before any cost is simulated. LLM grid costs come from and go to `cost_cache`
     (default: the user's cache folder; CostCache(None) for none). `trace`: the spec's
-    trace already read (a deployment search reads it once for all its plans)."""
+    trace already read (a deployment search reads it once for all its plans); `units`:
+    fusion units' costs shared with other setups (a deployment search's splits)."""
     spec = spec.resolved()
     platform, platform_source = load_platform(locate(spec.arch, "platform"))
     platform = with_collectives(platform, spec.collectives)
@@ -115,7 +117,7 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
                             hf=hf, cache=cost_cache or CostCache(user_folder()),
                             mapping=mapping, precision=precision,
-                            plan_file=mapping_source and mapping_source.path)
+                            plan_file=mapping_source and mapping_source.path, units=units)
     reference = Inputs(platform, cost.reference_workload(), mapping, platform_source,
                        mapping_source=mapping_source)
     check_plan(reference, cost.shared_names(), served=config.name)

@@ -32,6 +32,7 @@ from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import roofline_bound_cycles
 from simulator.search.resolve import lower_workload
 from simulator.serving import llm_cost
+from simulator.serving.cost import UnitCosts
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import find_max_rate
 from simulator.serving.precision import ServingPrecision
@@ -275,9 +276,8 @@ def search_point(setup, point: Deployment, inputs: dict | None = None,
     """serve's max-rate search on one point (the setup of its platform and plan reused:
     one cost memo per platform and plan) and its figures at the rate found; with a
     store, the runs at rates it already holds for the point (`inputs`, its stored
-    inputs) are read back, not simulated (simulator.sweep.deploy_runs); with `shared`,
-    a run another point of the plan simulated that is this point's own run is taken,
-    not simulated again."""
+    inputs) are read back, not simulated (simulator.sweep.deploy_runs), and with
+    `shared`, a run of another point that is this point's own is taken."""
     at = setup.spec.model_copy(update={"replicas": point.replicas, "batching": point.batching,
                                  "max_batch": point.max_batch}).resolved()
     runs = PointRuns(replace(setup, spec=at), at, inputs,
@@ -384,13 +384,12 @@ def point_key(identity: dict, point: Deployment,
 
 @dataclass(frozen=True)
 class Group:
-    """The points of one platform under one T x P (x EP) plan and one precision plan
-    (one serve setup and cost memo), as one task for an executor
-    (simulator.sweep.executors): run in any process, it returns its rows and the runs
-    it simulated, and writes nothing. A task per plan rather than per shard (the plans
-    whose stages cost the same iterations): a first search then repeats some tiling
-    searches in other processes, but the tasks are small enough to keep every worker
-    busy to the end."""
+    """The points of one platform under one precision plan and the T x P (x EP) plans
+    of one T (and EP) width, as one task for an executor (simulator.sweep.executors):
+    run in any process, it returns its rows and the runs it simulated, and writes
+    nothing. Each plan's points share a serve setup (its iteration-cost table), the
+    plans their fusion units' costs (serving.cost.UnitCosts: a pipeline stage runs the
+    unsplit replica's layers). Without sharing (`share`), a task is one plan's."""
 
     key: str                     # its first point's (executors know a job by its key)
     spec: ServeSpec
@@ -404,35 +403,38 @@ class Group:
     share: bool = True           # points share their equal runs (SharedRuns)
 
 
-def _prepared(group: Group, point: Deployment):
+def _prepared(group: Group, point: Deployment, units: UnitCosts | None):
     """serve's setup of the point's platform and plans, or serve's refusal."""
     try:
         return prepare(group.spec.model_copy(update={
             "arch": group.arch, "chips": point.plan.chips, "tp": point.plan.tp,
             "pp": point.plan.pp, "precision": point.precision}),
-            cost_cache=group.cost_cache, trace=group.trace)
+            cost_cache=group.cost_cache, trace=group.trace, units=units)
     except AccsimError as exc:
         return exc
 
 
 def search_group(group: Group) -> dict:
     """serve's max-rate search on each point of a group, with one setup (and cost memo)
-    for them all (the runs the store held are read back, not simulated:
+    per plan, all prepared first (the runs the store held are read back, not simulated:
     simulator.sweep.deploy_runs): {"rows", "runs" simulated (key, inputs, outcome),
-    "runs_read"}, or {"error": serve's refusal's rule, file and field}. Without
-    pruning, a setup serve refuses makes each of its points `refused`."""
-    setup = _prepared(group, group.points[0])
-    if isinstance(setup, AccsimError):
-        if group.prune:
-            return {"error": [setup.rule, setup.file, setup.field]}
-        return {"rows": [{**point.fields(), "status": "refused", "sla_rate_rps": None,
-                          "unbounded": False, "note": f"refused: {setup.rule}"}
-                         for point in group.points], "runs": [], "runs_read": 0,
-                "runs_shared": 0}
+    "runs_read", "runs_shared"}, or {"error": serve's refusal's rule, file and field}.
+    Without pruning, a setup serve refuses makes each of its points `refused`."""
+    units = UnitCosts() if group.share else None
+    setups: dict[SystemPlan, object] = {}
+    for point in group.points:
+        if point.plan not in setups:
+            setups[point.plan] = _prepared(group, point, units)
+            refusal = setups[point.plan]
+            if group.prune and isinstance(refusal, AccsimError):
+                return {"error": [refusal.rule, refusal.file, refusal.field]}
     runs = [StoredRuns(found) for found in group.stored] if group.stored else \
         [None] * len(group.points)
     shared = SharedRuns() if group.share else None
-    rows = [search_point(setup, point, inputs, found, shared)
+    rows = [{**point.fields(), "status": "refused", "sla_rate_rps": None, "unbounded":
+             False, "note": f"refused: {setups[point.plan].rule}"}
+            if isinstance(setups[point.plan], AccsimError) else
+            search_point(setups[point.plan], point, inputs, found, shared)
             for point, inputs, found in zip(group.points, group.inputs, runs)]
     return {"rows": rows, "runs": [run for found in runs if found
                                    for run in found.simulated],
@@ -524,7 +526,7 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
     identity = search_identity(spec, platform, config, trace, prune)
     search = PlatformSearch(arch, points, outcome, store, progress)
     reasons: dict[tuple, str | None] = {}
-    waiting: dict[tuple, list] = {}   # (plan, precision) -> points to search
+    waiting: dict[tuple, list] = {}   # a task (Group) -> its points to search
     for index, point in enumerate(points):
         if point.precision is not None and point.precision not in outcome.precisions:
             outcome.precisions[point.precision] = ServingPrecision.load(point.precision,
@@ -542,9 +544,10 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
             row = {**point.fields(), "status": "pruned", "reason": reasons[shared]}
             if store is not None:
                 store.put(search.keys[index], inputs, row)
-        if row is None:
-            waiting.setdefault(shared, []).append((index, point, search.keys[index],
-                                                   inputs))
+        if row is None:  # one task per precision plan and T x EP width (Group)
+            family = (point.plan.tp, point.plan.ep) if share else point.plan
+            waiting.setdefault((family, point.precision), []).append(
+                (index, point, search.keys[index], inputs))
         else:
             search.finish(index, row)
     search.members = {group[0][2]: group for group in waiting.values()}
@@ -561,13 +564,13 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
     on each platform. `prune` False searches every point (a check of the pruning);
     `cost_cache`: where iteration costs are shared (default: the user's cache folder);
     `store`: finished points are read from and written to it by key; `executor`
-    (simulator.sweep.executors, default serial): where the groups of points sharing a
-    plan are searched, every platform's in one stream, the largest first (points times
-    pipeline stages: each stage is one more step per iteration), so that workers are
-    not left idle by one platform's last group. Only this process writes the store;
+    (simulator.sweep.executors, default serial): where the groups of points (Group)
+    are searched, every platform's in one stream, the largest first (its points'
+    pipeline stages summed: each stage is one more step per iteration), so that workers
+    are not left idle by one platform's last group. Only this process writes the store;
     each platform's rows are in the grid's order whatever the executor. `share`
-    False: each point simulates every run of its own (the serial, unshared search the
-    shared one must equal; simulator.sweep.deploy_runs.SharedRuns).
+    False: a task per plan, and each point simulates every run and unit cost of its
+    own (the unshared search the shared one must equal: Group, SharedRuns).
     `progress(arch, points finished, points in all)`, over every platform."""
     point_lists = [deployments(arch, grid) if points is None else points
                    for arch in archs]
@@ -585,7 +588,7 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
                               share) for arch, listed in zip(archs, point_lists)]
     owner = {group.key: search for search in searches for group in search.groups}
     groups = sorted((group for search in searches for group in search.groups),
-                    key=lambda group: -len(group.points) * group.points[0].plan.pp)
+                    key=lambda group: -sum(point.plan.pp for point in group.points))
     for group, found in executor.outcomes(groups, task=search_group) if executor else \
             ((group, search_group(group)) for group in groups):
         owner[group.key].take(group, found)
