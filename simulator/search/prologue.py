@@ -12,14 +12,10 @@ alone and the reason is recorded."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
-
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import buffer_fits
-from simulator.mapping.plan import (EpilogueMember, Mapping, Tiling, TilingSpec,
-                                    merged_spec)
+from simulator.mapping.plan import Mapping, Tiling, TilingSpec, merged_spec
 from simulator.inputs.workload import RowOperator, Workload
 
 
@@ -88,17 +84,3 @@ def prologue_refusal(op, tiling: Tiling, platform: Platform) -> str | None:
                     f"{fit.operand} tiles of {op.name} with whole rows ({fit.dims}, "
                     f"{fit.tile_bytes} bytes each); needs {fit.depth}")
     return None
-
-
-def group_content(op, tiling: Tiling, fused: tuple[EpilogueMember, ...]) -> str:
-    """What replaying `op` under `tiling` with its `fused` members depends on, as
-    canonical text: the operators' shapes with names and layer labels left out (each
-    named by its place in the group, an edge from outside the group by `-`), the
-    tiling and each member's role. Equal layers of a model give equal text."""
-    ops = [op, *(member.op for member in fused)]
-    names = {each.name: f"op{i}" for i, each in enumerate(ops)}
-    shapes = [each.model_dump(mode="json", exclude={"name", "layer_type", "inputs"})
-              | {"inputs": [names.get(n, "-") for n in each.inputs or ()]}
-              for each in ops]
-    roles = [[member.streamed, member.prologue] for member in fused]
-    return json.dumps([shapes, roles, asdict(tiling)], sort_keys=True, default=str)

@@ -24,8 +24,7 @@ from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
                                      fitted_group, fusion_mode, has_edges,
                                      vector_run_candidates)
 from simulator.search.operator import evaluate
-from simulator.search.prologue import (group_content, prologue_candidates,
-                                       prologue_refusal, whole_rows)
+from simulator.search.prologue import prologue_candidates, prologue_refusal, whole_rows
 from simulator.inputs.workload import BINARY_OPS, Workload, is_collective, is_compute
 
 
@@ -172,7 +171,6 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
     prologues: dict[str, tuple[Tiling, tuple[EpilogueMember, ...],
                                tuple[Dropped, ...]]] = {}
     refusals: dict[str, tuple[Dropped, ...]] = {}
-    cycles = GroupCycles(platform)  # equal layers' prologue groups replayed once
     for placed in walk:
         op = placed.op
         if placed.absorbed_by is not None and op.name in kept:
@@ -184,8 +182,7 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
             continue
         if placed.prologue_of:
             plans, reason = _prologue_plan(placed, [by_name[name] for name in
-                                                    placed.prologue_of], platform,
-                                           cycles)
+                                                    placed.prologue_of], platform)
             if reason is None:
                 prologues.update(plans)
                 continue
@@ -217,38 +214,19 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
     return resolved
 
 
-class GroupCycles:
-    """The fast engine's cycles of an operator under a tiling with its fused members,
-    memoised by content (group_content: names and labels aside) for one resolution on
-    one platform, so the equal layers of a model replay each prologue decision's
-    candidates once, not once per layer."""
-
-    def __init__(self, platform: Platform):
-        self.platform = platform
-        self.memory = memory_params(platform)
-        self.known: dict[str, int] = {}
-
-    def __call__(self, op, tiling: Tiling, fused: tuple[EpilogueMember, ...] | None = None
-                 ) -> int:
-        key = group_content(op, tiling, fused or ())
-        found = self.known.get(key)
-        if found is None:
-            found = self.known[key] = evaluate(op, tiling, self.platform, self.memory,
-                                               None, fused=fused).cycles
-        return found
-
-
-def _prologue_plan(norm: Placed, consumers: list[Placed], platform: Platform,
-                   cycles: GroupCycles) -> tuple[dict[str, tuple], str | None]:
+def _prologue_plan(norm: Placed, consumers: list[Placed], platform: Platform
+                   ) -> tuple[dict[str, tuple], str | None]:
     """Each consumer's tiling (whole rows per A tile), members with the norm as its
     prologue, and the epilogue members that tiling gives back; or why the norm runs
     alone: a consumer's tiling cannot hold whole rows, or the group would be slower than
     the norm alone plus the consumers as they would run otherwise (each replayed on the
-    fast engine, by `cycles`)."""
+    fast engine)."""
+    memory = memory_params(platform)
     member = EpilogueMember(norm.op, prologue=True)
     plans: dict[str, tuple] = {}
     try:
-        alone = cycles(norm.op, resolve_tiling(norm.op, norm.spec, platform))
+        alone = evaluate(norm.op, resolve_tiling(norm.op, norm.spec, platform), platform,
+                         memory, None).cycles
         fused = 0
         for consumer in consumers:
             op, spec = consumer.op, consumer.spec
@@ -259,11 +237,12 @@ def _prologue_plan(norm: Placed, consumers: list[Placed], platform: Platform,
             free = resolve_tiling(op, spec, platform)
             epilogue = fitted_group(op, free, consumer.members, platform)[0] \
                 if consumer.members else ()
-            alone += cycles(op, free, epilogue)
+            alone += evaluate(op, free, platform, memory, None, fused=epilogue).cycles
             epilogue, dropped = fitted_group(op, tiling, consumer.members, platform) \
                 if consumer.members else ((), ())
             plans[op.name] = (tiling, (member, *epilogue), dropped)
-            fused += cycles(op, tiling, plans[op.name][1])
+            fused += evaluate(op, tiling, platform, memory, None,
+                              fused=plans[op.name][1]).cycles
     except AccsimError as exc:  # the consumer's own resolution reports it
         return {}, exc.rule
     if fused > alone:
