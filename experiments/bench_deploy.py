@@ -1,23 +1,32 @@
-"""Issue 28's speed acceptance: `accsim plan-deployment` over 3 platforms x about 100
-deployments (chips per replica 1-16 with every T x P split, 1-16 replicas within 16
-chips, max batch 16/64/256: 105 points per platform) of Llama-3.1-8B and of
-Llama-3.1-70B, each point's SLA capacity searched over 1,000 requests of the shipped
-splitwise_conv trace; then the same search with only the SLA changed (20% tighter),
-which reuses the iteration costs cached beside the store and the serving runs and
-roofline bounds kept in it (only rates the new rate search has not tried are
-simulated; the goodput of those read back is counted from their stored requests).
-Targets: each first search <= 10 min on 2 cores, the SLA-only rerun < 30 s. Whole
-processes are timed and the commands printed. The full run takes about 3 minutes on 2
-quiet cores; --requests, --budget-chips and --max-batch make a reduced run.
+"""Deployment-search speed (issue 44, DESIGN.md section 20; issue 28 before it).
+Whole `accsim plan-deployment` processes are timed, each with a cold cost cache (a
+fresh, empty folder), and the commands printed with the machine's load (`uptime`):
 
-Run: `python experiments/bench_deploy.py [--requests N] [--budget-chips N]
-[--max-batch N,...] [--models a,b] [--archs a,b,c] [--scheduler serial|processes]`.
-CPU seconds are those of the search's process and its workers.
+- `issue`: the command issue 44 names, tpu_v5e_like and whatif/tpu_v5e_256x256
+  serving Llama-3.1-8B on the whole splitwise_conv trace (19,366 requests), the default
+  grid (8 chips: 60 deployments per platform); target <= 60 s on 2 cores;
+- `grid`: 3 platforms x 105 deployments (chips per replica 1-16 with every T x P
+  split, 1-16 replicas within 16 chips, max batch 16/64/256) of Llama-3.1-8B on 1,000
+  requests of the trace; target <= 5 min; then the same search on a local Dask
+  cluster of 2 workers, whose points must equal the process pool's;
+- `rerun` (issue 28): the `grid` search of Llama-3.1-8B and -70B through a store
+  (target <= 10 min each), then the same with only the SLA 20% tighter, which reads
+  back the serving runs and roofline bounds stored and the iteration costs cached
+  beside the store; target < 30 s.
+
+A small untimed search first warms the compiled kernels (Numba's on-disk cache).
+
+Run: `python experiments/bench_deploy.py [--parts issue,grid,rerun] [--requests N]
+[--budget-chips N] [--max-batch N,...] [--archs a,b,c] [--model M] [--rerun-models
+a,b]`. CPU seconds are
+those of the search's process and its workers.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
 import subprocess
 import sys
@@ -25,22 +34,21 @@ import tempfile
 import time
 from pathlib import Path
 
-FIRST_TARGET_S, RERUN_TARGET_S = 600.0, 30.0
+ISSUE_TARGET_S, GRID_TARGET_S, RERUN_TARGET_S = 60.0, 300.0, 30.0
+ISSUE_ARCHS = "tpu_v5e_like,whatif/tpu_v5e_256x256"
 ARCHS = "tpu_v5e_like,whatif/tpu_v5e_256x256,tpu_v1"
-MODELS = "llama_3_1_8b,llama_3_1_70b"
-# model -> (TTFT p99, TPOT p99) in ms
+# model -> (TTFT p99, TPOT p99) in ms (issue 44's for Llama-3.1-8B)
 SLA_MS = {"llama_3_1_8b": (2000.0, 100.0), "llama_3_1_70b": (5000.0, 200.0)}
+RERUN_MODELS = "llama_3_1_8b,llama_3_1_70b"
 TIGHTER = 0.8
 
 
-def command(args, model: str, store: Path, scale: float) -> list[str]:
-    ttft, tpot = (value * scale for value in SLA_MS.get(model, (2000.0, 100.0)))
+def command(model: str, archs: str, scale: float, *extra: str) -> list[str]:
+    ttft, tpot = (value * scale for value in SLA_MS.get(model, SLA_MS["llama_3_1_8b"]))
     line = [sys.executable, "-m", "simulator.cli", "plan-deployment", "--model", model,
-            "--arrival-trace", "splitwise_conv", "--requests", str(args.requests),
-            "--sla", f"ttft_p99_ms={ttft:g},tpot_p99_ms={tpot:g}",
-            "--budget-chips", str(args.budget_chips), "--max-batch", args.max_batch,
-            "--store", str(store), "--scheduler", args.scheduler]
-    for arch in args.archs.split(","):
+            "--arrival-trace", "splitwise_conv",
+            "--sla", f"ttft_p99_ms={ttft:g},tpot_p99_ms={tpot:g}", *extra]
+    for arch in archs.split(","):
         line += ["--arch", arch]
     return line
 
@@ -52,10 +60,18 @@ def children_cpu_s() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def timed(line: list[str]) -> tuple[float, float, str]:
-    """Wall and CPU seconds of one whole process and its summary lines."""
+def load() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def timed(line: list[str], cache: Path) -> tuple[float, float, str]:
+    """Wall and CPU seconds of one whole process (its cost cache the folder `cache`,
+    empty unless a store keeps its own) and its summary lines."""
+    print("command:", " ".join(line[1:]), flush=True)
+    print("  load before:", load(), flush=True)
+    environment = dict(os.environ, XDG_CACHE_HOME=str(cache))
     start, cpu = time.perf_counter(), children_cpu_s()
-    done = subprocess.run(line, capture_output=True, text=True)
+    done = subprocess.run(line, capture_output=True, text=True, env=environment)
     summary = [text for text in done.stdout.splitlines()
                if text.startswith(("searched ", "store "))]
     if done.returncode:  # e.g. every point pruned: what accsim said
@@ -64,33 +80,84 @@ def timed(line: list[str]) -> tuple[float, float, str]:
     return time.perf_counter() - start, children_cpu_s() - cpu, "; ".join(summary)
 
 
+def warm(root: Path, model: str) -> None:
+    """One small search, untimed, in a cost cache of its own: compiled kernels
+    (Numba's on-disk cache beside the sources) are then warm for the timed runs,
+    whose cost caches stay cold."""
+    line = command(model, "tpu_v5e_like", 1.0, "--requests", "20", "--budget-chips",
+                   "1", "--max-batch", "16", "--scheduler", "serial")
+    subprocess.run(line, capture_output=True, text=True,
+                   env=dict(os.environ, XDG_CACHE_HOME=str(root / "warm-cache")))
+
+
 def verdict(seconds: float, target: float) -> str:
     return "met" if seconds <= target else "MISSED"
 
 
+def report(label: str, measured: tuple[float, float, str], target: float) -> None:
+    seconds, cpu, summary = measured
+    print(f"  {label}: {seconds:7.1f} s whole process, {cpu:7.1f} CPU s (target <= "
+          f"{target:.0f} s): {verdict(seconds, target)}; {summary}", flush=True)
+
+
+def points(path: Path) -> list[dict]:
+    """A search's rows as --json writes them."""
+    return json.loads(path.read_text())["points"]
+
+
+def runs(path: Path) -> str:
+    """How many serving runs the rate searches of a search's points took."""
+    if not path.exists():
+        return "no --json written"
+    rows = points(path)
+    taken = sum(row.get("evaluations", 0) for row in rows)
+    return (f"{sum(row['status'] == 'searched' for row in rows)} points searched, "
+            f"{taken} runs in their rate searches (shared runs counted per point)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--budget-chips", type=int, default=16)
-    parser.add_argument("--max-batch", default="16,64,256")
-    parser.add_argument("--models", default=MODELS)
-    parser.add_argument("--archs", default=ARCHS)
-    parser.add_argument("--scheduler", default="processes", help="plan-deployment's "
-                        "(serial: one process, for a before/after of the pool)")
+    parser.add_argument("--parts", default="issue,grid,rerun")
+    parser.add_argument("--requests", type=int, default=1000, help="grid and rerun")
+    parser.add_argument("--budget-chips", type=int, default=16, help="grid and rerun")
+    parser.add_argument("--max-batch", default="16,64,256", help="grid and rerun")
+    parser.add_argument("--model", default="llama_3_1_8b")
+    parser.add_argument("--archs", default=ARCHS, help="grid and rerun")
+    parser.add_argument("--issue-archs", default=ISSUE_ARCHS)
+    parser.add_argument("--rerun-models", default=RERUN_MODELS)
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    grid = ["--requests", str(args.requests), "--budget-chips", str(args.budget_chips),
+            "--max-batch", args.max_batch]
     with tempfile.TemporaryDirectory() as folder:
-        for model in args.models.split(","):
-            store = Path(folder) / f"{model}.sqlite"
-            first = command(args, model, store, 1.0)
-            print("command:", " ".join(first))
-            seconds, cpu, summary = timed(first)
-            print(f"  first search: {seconds:7.1f} s whole process, {cpu:7.1f} CPU s "
-                  f"(target <= {FIRST_TARGET_S:.0f} s): {verdict(seconds, FIRST_TARGET_S)}"
-                  f"; {summary}")
-            seconds, cpu, summary = timed(command(args, model, store, TIGHTER))
-            print(f"  SLA {TIGHTER:g}x only: {seconds:7.1f} s whole process, {cpu:7.1f} "
-                  f"CPU s (target < {RERUN_TARGET_S:.0f} s): "
-                  f"{verdict(seconds, RERUN_TARGET_S)}; {summary}")
+        root = Path(folder)
+        warm(root, args.model)
+        if "issue" in parts:
+            out = root / "issue.json"
+            line = command(args.model, args.issue_archs, 1.0, "--scheduler", "processes",
+                           "--workers", "2", "--json", str(out))
+            report("issue 44's command", timed(line, root / "issue-cache"),
+                   ISSUE_TARGET_S)
+            print(f"  {runs(out)}", flush=True)
+        if "grid" in parts:
+            pooled, dask = root / "pool.json", root / "dask.json"
+            for scheduler, out, cache in (("processes", pooled, "pool-cache"),
+                                          ("dask-local", dask, "dask-cache")):
+                line = command(args.model, args.archs, 1.0, *grid, "--scheduler",
+                               scheduler, "--workers", "2", "--json", str(out))
+                report(f"grid on {scheduler} (2 workers)", timed(line, root / cache),
+                       GRID_TARGET_S)
+                print(f"  {runs(out)}", flush=True)
+            if pooled.exists() and dask.exists():
+                same = points(pooled) == points(dask)
+                print(f"  Dask's points equal the process pool's: {same} "
+                      f"({len(points(pooled))} points)", flush=True)
+        for model in args.rerun_models.split(",") if "rerun" in parts else ():
+            store, cache = root / f"{model}.sqlite", root / f"{model}-cache"
+            first = command(model, args.archs, 1.0, *grid, "--store", str(store))
+            report("first search through a store", timed(first, cache), 600.0)
+            again = command(model, args.archs, TIGHTER, *grid, "--store", str(store))
+            report(f"SLA {TIGHTER:g}x only", timed(again, cache), RERUN_TARGET_S)
 
 
 if __name__ == "__main__":

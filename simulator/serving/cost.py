@@ -113,20 +113,39 @@ def sets_tilings(mapping: Mapping) -> bool:
         exclude_none=True, exclude={"heuristic"}))
 
 
+class UnitCosts:
+    """Fusion units' costs kept by content for several OperatorCosts (a deployment
+    search's T x P splits of one platform: a pipeline stage's layers are the units of
+    the unsplit replica's): one table per platform and plan by content, so a unit is
+    simulated once whichever cost model meets it first. Passed explicitly to the
+    cost models that share it; never global."""
+
+    def __init__(self):
+        self._tables: dict[str, dict[str, Cost]] = {}
+
+    def table(self, platform: Platform, mapping: Mapping) -> dict[str, Cost]:
+        """The units' costs on `platform` under `mapping` (a unit's key holds
+        neither)."""
+        key = json.dumps([platform.model_dump(mode="json"),
+                          mapping.model_dump(mode="json")], sort_keys=True)
+        return self._tables.setdefault(key, {})
+
+
 class OperatorCosts:
     """Simulated cost of workloads on one platform under one plan (--mapping, else the
     default mapping: its fusion mode, its open fields filled by its default's heuristic,
     None: the search), memoised per fusion unit's content (its entries for the unit's
-    operators included)."""
+    operators included), in a table of its own or one of `shared`'s."""
 
     def __init__(self, platform: Platform, mapping: Mapping | None = None, *,
-                 plan_file: str | None = None):
+                 plan_file: str | None = None, shared: UnitCosts | None = None):
         self.platform = platform
         self.mapping = mapping or Mapping()
         self.plan_file = plan_file  # --mapping's file, named by an entry's error
         self._entries = sets_tilings(self.mapping)
         self._seconds_per_cycle = platform.seconds(1.0)
-        self._units: dict[str, Cost] = {}
+        self._units: dict[str, Cost] = {} if shared is None else \
+            shared.table(platform, self.mapping)
 
     def _simulate_unit(self, operators: list, plan: Mapping) -> Cost:
         result = simulate(Inputs(self.platform, Workload(name="serving",

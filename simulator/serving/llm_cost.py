@@ -34,8 +34,8 @@ from simulator.frontends.hf.quantization import fit_formats
 from simulator.invocation import call_cycles
 from simulator.mapping.plan import Mapping
 from simulator.search.fusion import fusion_mode
-from simulator.serving.cost import (ZERO, Cost, CostRun, OperatorCosts, call_cost,
-                                    sets_tilings, simulated_cost)
+from simulator.serving.cost import (ZERO, Cost, CostRun, OperatorCosts, UnitCosts,
+                                    call_cost, sets_tilings, simulated_cost)
 from simulator.serving.cost_cache import CostCache, cache_key
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.serving.precision import ServingPrecision
@@ -104,18 +104,20 @@ TOKEN_ID_BYTES = 4
 
 class LlmCost:
     """TokenCost of one model on one platform (see the module docstring); `precision`
-    is applied to every iteration workload before it is costed."""
+    is applied to every iteration workload before it is costed; `units`: fusion units'
+    costs shared with other cost models (serving.cost.UnitCosts)."""
 
     def __init__(self, platform: Platform, config, *, dtype: str | None, bits: int,
                  hf=None, cache: CostCache | None = None, mapping: Mapping | None = None,
-                 precision: ServingPrecision | None = None, plan_file: str | None = None):
+                 precision: ServingPrecision | None = None, plan_file: str | None = None,
+                 units: UnitCosts | None = None):
         self.platform = platform
         self.config = config
         self.dtype = dtype
         self.bits = bits
         self.hf = hf or hf_frontend
         self.precision = precision
-        self.costs = OperatorCosts(platform, mapping, plan_file=plan_file)
+        self.costs = OperatorCosts(platform, mapping, plan_file=plan_file, shared=units)
         p = PROBE_TOKENS
         self._prefill_own = per_request_positions(self._workload([(p, 0)], ()),
                                                   self._workload([(p, p)], ()))

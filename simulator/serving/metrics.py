@@ -55,6 +55,10 @@ class MetricsStore:
         self.stage_busy_s = [0.0] * replicas
         self.pipeline_active_s = [0.0] * replicas
         self.sample = ShapeSample(sample_limit)
+        # The max_batch values under which every batch-cap check of the run would have
+        # answered as it did (lowest, highest): the same run for each of them. None
+        # where the policy reads max_batch unobserved (static and dynamic batching).
+        self.same_under_max_batch: tuple[int, float] | None = None
         # (time, +1 arrival / -1 departure): the number in the system over time,
         # integrated after the run (a batch reports its finishes when it ends, later
         # than some of them happened).
@@ -90,6 +94,14 @@ class MetricsStore:
         self.energy_j[replica] += energy_j
         self.iterations[replica] += count
         self.running_max[replica] = max(self.running_max[replica], running)
+
+    def on_cap_check(self, running: int, below: bool) -> None:
+        """A continuous-batching check `running < max_batch` answered `below`: the
+        answer is the same for every max_batch above `running` (below) or at most
+        `running` (not below)."""
+        lowest, highest = self.same_under_max_batch or (1, float("inf"))
+        self.same_under_max_batch = (max(lowest, running + 1), highest) if below else \
+            (lowest, min(highest, running))
 
     def on_stage_busy(self, replica: int, seconds: float) -> None:
         self.stage_busy_s[replica] += seconds

@@ -262,6 +262,15 @@ class ContinuousBatching(ReplicaScheduler):
     def running_count(self) -> int:
         return len(self.decoding) + len(self.prefilling)
 
+    def _below_cap(self) -> bool:
+        """Whether another request may run (running < max_batch): the one place this
+        policy reads max_batch, reported to the store (on_cap_check), so a run can say
+        under which other max_batch values it would have been the same run."""
+        running = len(self.decoding) + len(self.prefilling)
+        below = running < self.spec.max_batch
+        self.store.on_cap_check(running, below)
+        return below
+
     def _preempt_until_decodes_fit(self, now: float) -> list[Request]:
         """The decoding requests whose next token needs one more block (at most one),
         once those blocks are free, preempting the most recently admitted request
@@ -300,7 +309,7 @@ class ContinuousBatching(ReplicaScheduler):
             chunks.append((request, new))
             budget -= new
         refused = False  # the head refused KV blocks: admission stops on memory
-        while budget > 0 and self.waiting and self.running_count < self.spec.max_batch:
+        while budget > 0 and self.waiting and self._below_cap():
             head = self.waiting[0]
             if not head.in_prefill:  # its KV comes whole: from a prefill pool, or host
                 if not self.kv.grow(head, head.kv_tokens + 1):
@@ -344,7 +353,7 @@ class ContinuousBatching(ReplicaScheduler):
         run = self._iterations_that_fit(decoding, run)
         self.store.offer_shape(lambda: ((), tuple(contexts)))
         costs = self.cost.decode_run(contexts, run)
-        interruptible = not self.waiting and self.running_count < self.spec.max_batch
+        interruptible = not self.waiting and self._below_cap()
         return _plan(now, costs, interruptible=interruptible,
                      work=Iterations([], decoding))
 

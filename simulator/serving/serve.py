@@ -20,7 +20,7 @@ from simulator.inputs.loader import Source, load_model, locate, read_source
 from simulator.inputs.platform_file import load_platform
 from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
-from simulator.serving.cost import PlainBatchCost
+from simulator.serving.cost import PlainBatchCost, UnitCosts
 from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.disaggregated import KvLink, PoolStore, pooled_summary, \
     run_disaggregated
@@ -69,21 +69,23 @@ class Setup:
 
 
 def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
-            cost_cache: CostCache | None = None, trace: Trace | None = None) -> Setup:
+            cost_cache: CostCache | None = None, trace: Trace | None = None,
+            units: UnitCosts | None = None) -> Setup:
     """Load and check the platform, the trace and the workload or model named by the
     (resolved) spec, and the capacity of one chip of a replica (simulator.system.capacity),
     before any cost is simulated. LLM grid costs come from and go to `cost_cache`
     (default: the user's cache folder; CostCache(None) for none). `trace`: the spec's
-    trace already read (a deployment search reads it once for all its plans).
+    trace already read (a deployment search reads it once for all its plans); `units`:
+    fusion units' costs shared with other setups (a deployment search's splits).
 
     Under a power cap (the spec's, else the platform's dvfs.power_cap_w), the platform
     is the one at the highest DVFS point whose chip power in a full-load iteration
-    (full_load_power_w) fits the cap (simulator.metrics.power_cap), so every serving figure
-    follows that clock."""
+    (full_load_power_w) fits the cap (simulator.metrics.power_cap), so every serving
+    figure follows that clock."""
     spec = spec.resolved()
     if spec.disaggregate is not None:
         return _prepare_pools(spec, hf=hf, ignore_capacity=ignore_capacity,
-                              cost_cache=cost_cache, trace=trace)
+                              cost_cache=cost_cache, trace=trace, units=units)
     platform, platform_source = load_platform(locate(spec.arch, "platform"))
     platform = with_collectives(platform, spec.collectives)
     if spec.arrival == "trace" and trace is None:  # read once, whatever the cap tries
@@ -91,11 +93,11 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     cap = cap_in_force(platform, spec.power_cap_w)
     if cap is None:
         return _prepare_on(spec, platform, platform_source, hf, ignore_capacity,
-                           cost_cache, trace)
+                           cost_cache, trace, units)
 
     def power_of(candidate: Platform) -> tuple[float, Setup]:
         setup = _prepare_on(spec, candidate, platform_source, hf, ignore_capacity,
-                            cost_cache, trace)
+                            cost_cache, trace, units)
         return full_load_power_w(setup), setup
 
     _, setup, choice = capped(platform, cap, power_of, file=platform_source.path,
@@ -115,7 +117,7 @@ def full_load_power_w(setup: Setup) -> float:
 
 def _prepare_on(spec: ServeSpec, platform: Platform, platform_source: Source, hf,
                 ignore_capacity: bool, cost_cache: CostCache | None,
-                trace: Trace | None) -> Setup:
+                trace: Trace | None, units: UnitCosts | None) -> Setup:
     """prepare on a platform already loaded (the spec resolved, its trace read)."""
     if not spec.llm and not spec.system.single_chip:
         raise AccsimError("multi-chip replicas serve LLMs (--model)", field="--chips")
@@ -163,7 +165,7 @@ def _prepare_on(spec: ServeSpec, platform: Platform, platform_source: Source, hf
     cost = llm_cost.LlmCost(platform, config, dtype=spec.dtype, bits=spec.bucket_bits,
                             hf=hf, cache=cost_cache or CostCache(user_folder()),
                             mapping=mapping, precision=precision,
-                            plan_file=mapping_source and mapping_source.path)
+                            plan_file=mapping_source and mapping_source.path, units=units)
     reference = Inputs(platform, cost.reference_workload(), mapping, platform_source,
                        mapping_source=mapping_source)
     check_plan(reference, cost.shared_names(), served=config.name)

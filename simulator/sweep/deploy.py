@@ -31,6 +31,7 @@ from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import roofline_bound_cycles
 from simulator.search.resolve import lower_workload
 from simulator.serving import llm_cost
+from simulator.serving.cost import UnitCosts
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import find_max_rate
 from simulator.serving.precision import ServingPrecision
@@ -38,9 +39,9 @@ from simulator.serving.serve import prepare, replica_capacity, stored_share
 from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
-from simulator.sweep.deploy_pools import point_spec, pool_axes, pool_flags
-from simulator.sweep.deploy_runs import PointRuns, RunStore, StoredRuns
 from simulator.sweep.deploy_identity import point_key, search_identity
+from simulator.sweep.deploy_pools import point_spec, pool_axes, pool_flags
+from simulator.sweep.deploy_runs import PointRuns, RunStore, SharedRuns, StoredRuns
 from simulator.sweep.power_budget import BUDGET_KEY, POWER_KEY, judged, static_floor_reason
 from simulator.sweep.rows import stored_key
 from simulator.system.plan import SystemPlan, check_plan
@@ -137,6 +138,7 @@ class Outcome:
     precisions: dict = field(default_factory=dict)     # plan file -> ServingPrecision
     points: list[dict] = field(default_factory=list)   # searched, with figures
     pruned: list[dict] = field(default_factory=list)   # with their reason
+    runs_shared: int = 0                               # runs a point took from another's
 
 
 def plans(chips: int) -> list[SystemPlan]:
@@ -287,15 +289,16 @@ def _bracket_figures(found: dict) -> tuple[dict, dict]:
 
 
 def search_point(setup, point: Deployment, inputs: dict | None = None,
-                 store: RunStore | None = None, budget_w: float | None = None) -> dict:
-    """serve's max-rate search on one point (the setup of its platform and plan reused:
-    one cost memo per platform and plan) and its figures at the rate found; with a
-    store, the runs at rates it already holds for the point (`inputs`, its stored
-    inputs) are read back, not simulated (simulator.sweep.deploy_runs). `budget_w`: a
-    power budget, judged as the SLA is (simulator.sweep.power_budget)."""
+                 store: RunStore | None = None, shared: SharedRuns | None = None,
+                 budget_w: float | None = None) -> dict:
+    """serve's max-rate search on one point (one cost memo per platform and plan) and
+    its figures at the rate found; the runs a store holds for it (`inputs`: its stored
+    inputs) are read back (simulator.sweep.deploy_runs), and with `shared`, another
+    point's run that is this point's own is taken. `budget_w`: a power budget, judged
+    as the SLA is (simulator.sweep.power_budget)."""
     at = point_spec(point, setup.spec)
     runs = PointRuns(replace(setup, spec=at), at, inputs,
-                     store if inputs is not None else None,
+                     store if inputs is not None else None, shared,
                      budget=(point.plan.chips, budget_w) if budget_w is not None else None)
     try:
         found = find_max_rate(replace(setup, spec=at), at, run=runs)
@@ -373,13 +376,12 @@ def stored_bound(store: PointStore | None, identity: dict, outcome: Outcome,
 
 @dataclass(frozen=True)
 class Group:
-    """The points of one platform under one T x P (x EP) plan and one precision plan
-    (one serve setup and cost memo), as one task for an executor
-    (simulator.sweep.executors): run in any process, it returns its rows and the runs
-    it simulated, and writes nothing. A task per plan rather than per shard (the plans
-    whose stages cost the same iterations): a first search then repeats some tiling
-    searches in other processes, but the tasks are small enough to keep every worker
-    busy to the end."""
+    """The points of one platform under one precision plan and the T x P (x EP) plans
+    of one T (and EP) width, as one task for an executor (simulator.sweep.executors):
+    run in any process, it returns its rows and the runs it simulated, and writes
+    nothing. Each plan's points share a serve setup (its iteration-cost table), the
+    plans their fusion units' costs (serving.cost.UnitCosts: a pipeline stage runs the
+    unsplit replica's layers). Without sharing (`share`), a task is one plan's."""
 
     key: str                     # its first point's (executors know a job by its key)
     spec: ServeSpec
@@ -391,50 +393,59 @@ class Group:
     prune: bool
     trace: Trace | None          # the search's trace, read and checked once
     power_budget_w: float | None = None   # --power-budget-w (simulator.sweep.power_budget)
+    share: bool = True           # points share their equal runs (SharedRuns)
 
 
-def _prepared(group: Group, point: Deployment):
+def _prepared(group: Group, point: Deployment, units: UnitCosts | None):
     """serve's setup of the point's platform and plans, or serve's refusal."""
     try:
         return prepare(group.spec.model_copy(update={
             "arch": group.arch, "chips": point.plan.chips, "tp": point.plan.tp,
             "pp": point.plan.pp, "precision": point.precision}),
-            cost_cache=group.cost_cache, trace=group.trace)
+            cost_cache=group.cost_cache, trace=group.trace, units=units)
     except AccsimError as exc:
         return exc
 
 
 def search_group(group: Group) -> dict:
     """serve's max-rate search on each point of a group, with one setup (and cost memo)
-    for them all (the runs the store held are read back, not simulated:
+    per plan, all prepared first (the runs the store held are read back, not simulated:
     simulator.sweep.deploy_runs): {"rows", "runs" simulated (key, inputs, outcome),
-    "runs_read"}, or {"error": serve's refusal's rule, file and field}. Without
-    pruning, a setup serve refuses makes each of its points `refused`."""
-    setup = _prepared(group, group.points[0])
-    if isinstance(setup, AccsimError):
-        if group.prune:
-            return {"error": [setup.rule, setup.file, setup.field]}
-        return {"rows": [{**point.fields(), "status": "refused", "sla_rate_rps": None,
-                          "unbounded": False, "note": f"refused: {setup.rule}"}
-                         for point in group.points], "runs": [], "runs_read": 0}
+    "runs_read", "runs_shared"}, or {"error": serve's refusal's rule, file and field}.
+    Without pruning, a setup serve refuses makes each of its points `refused`."""
+    units = UnitCosts() if group.share else None
+    setups: dict[SystemPlan, object] = {}
+    for point in group.points:
+        if point.plan not in setups:
+            setups[point.plan] = _prepared(group, point, units)
+            refusal = setups[point.plan]
+            if group.prune and isinstance(refusal, AccsimError):
+                return {"error": [refusal.rule, refusal.file, refusal.field]}
     runs = [StoredRuns(found) for found in group.stored] if group.stored else \
         [None] * len(group.points)
-    rows = [search_point(setup, point, inputs, found, group.power_budget_w)
+    shared = SharedRuns() if group.share else None
+    rows = [{**point.fields(), "status": "refused", "sla_rate_rps": None, "unbounded":
+             False, "note": f"refused: {setups[point.plan].rule}"}
+            if isinstance(setups[point.plan], AccsimError) else
+            search_point(setups[point.plan], point, inputs, found, shared,
+                         group.power_budget_w)
             for point, inputs, found in zip(group.points, group.inputs, runs)]
     return {"rows": rows, "runs": [run for found in runs if found
                                    for run in found.simulated],
-            "runs_read": sum(found.read for found in runs if found)}
+            "runs_read": sum(found.read for found in runs if found),
+            "runs_shared": shared.shared if shared else 0}
 
 
 def _groups(spec: ServeSpec, arch: str, waiting: dict, store: PointStore | None,
             cost_cache: CostCache | None, prune: bool, trace: Trace | None,
-            budget_w: float | None = None) -> list[Group]:
+            budget_w: float | None, share: bool) -> list[Group]:
     """The groups of the points to search (`waiting`: (plan, precision plan) -> their
     (index, point, key, inputs))."""
-    return [Group(members[0][2], spec, arch, tuple(m[1] for m in members),
-                  tuple(m[3] for m in members),
-                  tuple(store.runs_of(m[3]) for m in members) if store else None,
-                  cost_cache, prune, trace, budget_w) for members in waiting.values()]
+    return [Group(members[0][2], spec, arch, points=tuple(m[1] for m in members),
+                  inputs=tuple(m[3] for m in members), stored=tuple(
+                      store.runs_of(m[3]) for m in members) if store else None,
+                  cost_cache=cost_cache, prune=prune, trace=trace,
+                  power_budget_w=budget_w, share=share) for members in waiting.values()]
 
 
 def _check_found(found: dict) -> None:
@@ -480,6 +491,7 @@ class PlatformSearch:
             for run in found["runs"]:
                 self.store.put_run(*run)
             self.store.runs_read += found["runs_read"]
+        self.outcome.runs_shared += found["runs_shared"]
         for (index, _, key, inputs), row in zip(self.members[group.key], found["rows"]):
             if self.store is not None:
                 self.store.put(key, inputs, row)
@@ -496,7 +508,7 @@ class PlatformSearch:
 def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
                   trace: Trace | None, prune: bool, cost_cache: CostCache | None,
                   store: PointStore | None, progress: Callable[[str], None] | None,
-                  budget_w: float | None = None) -> PlatformSearch:
+                  budget_w: float | None = None, share: bool = True) -> PlatformSearch:
     """Every point of one platform read back from the store, pruned (`budget_w`: by
     the power budget too), or put in the group of its plan to be searched."""
     platform, source = load_platform(locate(arch, "platform"))
@@ -510,7 +522,7 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
         identity[BUDGET_KEY] = budget_w
     search = PlatformSearch(arch, points, outcome, store, progress)
     reasons: dict[tuple, str | None] = {}
-    waiting: dict[tuple, list] = {}   # (plan, precision) -> points to search
+    waiting: dict[tuple, list] = {}   # a task (Group) -> its points to search
     for index, point in enumerate(points):
         if point.precision is not None and point.precision not in outcome.precisions:
             outcome.precisions[point.precision] = ServingPrecision.load(point.precision,
@@ -529,14 +541,15 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
             row = {**point.fields(), "status": "pruned", "reason": reason}
             if store is not None:
                 store.put(search.keys[index], inputs, row)
-        if row is None:
-            waiting.setdefault(shared, []).append((index, point, search.keys[index],
-                                                   inputs))
+        if row is None:  # one task per precision plan and T x EP width (Group)
+            family = (point.plan.tp, point.plan.ep) if share else point.plan
+            waiting.setdefault((family, point.precision), []).append(
+                (index, point, search.keys[index], inputs))
         else:
             search.finish(index, row)
     search.members = {group[0][2]: group for group in waiting.values()}
     search.groups = _groups(spec, arch, waiting, store, cost_cache, prune, trace,
-                            budget_w)
+                            budget_w, share)
     return search
 
 
@@ -544,16 +557,19 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
                      progress: Progress | None = None, prune: bool = True,
                      cost_cache: CostCache | None = None, store: PointStore | None = None,
                      points: list[Deployment] | None = None,
-                     executor=None, power_budget_w: float | None = None) -> list[Outcome]:
+                     executor=None, power_budget_w: float | None = None,
+                     share: bool = True) -> list[Outcome]:
     """Prune, then search, every point of the grid (or the `points` given, a sweep's)
     on each platform. `prune` False searches every point (a check of the pruning);
     `cost_cache`: where iteration costs are shared (default: the user's cache folder);
     `store`: finished points are read from and written to it by key; `executor`
-    (simulator.sweep.executors, default serial): where the groups of points sharing a
-    plan are searched, every platform's in one stream, the largest first (points times
-    pipeline stages: each stage is one more step per iteration), so that workers are
-    not left idle by one platform's last group. Only this process writes the store;
-    each platform's rows are in the grid's order whatever the executor.
+    (simulator.sweep.executors, default serial): where the groups of points (Group)
+    are searched, every platform's in one stream, the largest first (its points'
+    pipeline stages summed: each stage is one more step per iteration), so that workers
+    are not left idle by one platform's last group. Only this process writes the store;
+    each platform's rows are in the grid's order whatever the executor. `share`
+    False: a task per plan, and each point simulates every run and unit cost of its
+    own (the unshared search the shared one must equal: Group, SharedRuns).
     `progress(arch, points finished, points in all)`, over every platform;
     `power_budget_w`: held as the SLA is (simulator.sweep.power_budget)."""
     point_lists = [deployments(arch, grid) if points is None else points
@@ -568,11 +584,11 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
         if progress:
             progress(arch, finished, total)
 
-    searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store,
-                              report, power_budget_w) for arch, listed in zip(archs, point_lists)]
+    searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store, report,
+                              power_budget_w, share) for arch, listed in zip(archs, point_lists)]
     owner = {group.key: search for search in searches for group in search.groups}
     groups = sorted((group for search in searches for group in search.groups),
-                    key=lambda group: -len(group.points) * group.points[0].plan.pp)
+                    key=lambda group: -sum(point.plan.pp for point in group.points))
     for group, found in executor.outcomes(groups, task=search_group) if executor else \
             ((group, search_group(group)) for group in groups):
         owner[group.key].take(group, found)

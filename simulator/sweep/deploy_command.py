@@ -367,8 +367,11 @@ def handle(args: argparse.Namespace) -> int:
         for line in conclusion_lines(found, args.objective) + verdict_lines(verdicts):
             echo(plain(line))  # platform names are paths the user gave
     searched = sum(len(o.points) for o in outcomes)
+    shared = sum(o.runs_shared for o in outcomes)
     echo(f"searched {searched} points ({sum(len(o.pruned) for o in outcomes)} pruned) "
-         f"in {time.perf_counter() - started:.1f} s wall")
+         f"in {time.perf_counter() - started:.1f} s wall" + (
+             f"; {shared} serving runs taken from another point's identical run"
+             if shared else ""))
     if stored:
         echo(stored)
     rows = _rows(outcomes, found["front"], args.power_budget_w)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import json
 from typing import Protocol
 
@@ -110,15 +111,55 @@ def unpacked_requests(packed: dict) -> tuple[dict[str, np.ndarray], float]:
     return columns, float(horizon)
 
 
+class SharedRuns:
+    """The runs simulated for the points of one group (one setup: platform, plan,
+    precision plan), each kept with the max_batch values under which it is the same
+    run (MetricsStore.same_under_max_batch: every batch-cap check of the run answers
+    alike for them, and a continuous-batching run reads max_batch nowhere else), so
+    points that differ only in max_batch and offer the same rate share that run rather
+    than simulate it again. Exact by construction: a run shared is the run the point
+    would simulate. Per search (passed to each point's PointRuns), never global."""
+
+    def __init__(self):
+        # the run's spec less max_batch (its rate included) -> (lowest, highest,
+        # figures, request times, horizon)
+        self.runs: dict[str, list[tuple]] = {}
+        self.shared = 0   # runs a point took from another point's
+
+    @staticmethod
+    def _key(spec: ServeSpec) -> str:
+        return json.dumps(spec.model_dump(mode="json", exclude={"max_batch"}),
+                          sort_keys=True)
+
+    def run(self, setup: Setup, spec: ServeSpec) -> tuple[dict, RequestTimes, float]:
+        """The summary, request times and duration of the run of `spec` (at its
+        rate): another point's where one holds for spec.max_batch, else simulated."""
+        listed = self.runs.setdefault(self._key(spec), [])
+        for lowest, highest, figures, times, horizon in listed:
+            if lowest <= spec.max_batch <= highest:
+                self.shared += 1
+                return copy.deepcopy(figures), times, horizon
+        served, came = simulate_serving(setup, spec)
+        figures = summary(setup, spec, served, came)
+        times = RequestTimes.of(served.finished, tokens=setup.llm)
+        same = served.same_under_max_batch
+        if same is not None:
+            listed.append((*same, copy.deepcopy(figures), times, served.horizon_s))
+        return figures, times, served.horizon_s
+
+
 class PointRuns:
     """The runs of one point under one SLA: read back from the store where they were
-    simulated before, else simulated and stored (the store counts them). `budget`:
-    (chips per replica, watts) of a power budget each run is judged against beside
-    the SLA (simulator.sweep.power_budget), None without one."""
+    simulated before, else taken from `shared` (SharedRuns: another point's same run)
+    or simulated, and stored (the store counts them). `budget`: (chips per replica,
+    watts) of a power budget each run is judged against beside the SLA
+    (simulator.sweep.power_budget), None without one."""
 
     def __init__(self, setup: Setup, spec: ServeSpec, point_inputs: dict | None,
-                 store: RunStore | None, budget: tuple[int, float] | None = None):
+                 store: RunStore | None, shared: SharedRuns | None = None,
+                 budget: tuple[int, float] | None = None):
         self.setup, self.spec, self.store = setup, spec, store
+        self.shared = shared
         self.budget = budget
         self.point_inputs = point_inputs
         self.sla = sla_id(spec.sla)
@@ -132,17 +173,21 @@ class PointRuns:
         """A fresh run's summary (serve's run_at), stored with this SLA's goodput
         beside any other's and what any SLA's goodput is counted from."""
         at = self.spec.at_rate(rate)
-        served, came = simulate_serving(self.setup, at)
-        figures = summary(self.setup, at, served, came)
+        if self.shared is not None:
+            figures, times, horizon = self.shared.run(self.setup, at)
+        else:
+            served, came = simulate_serving(self.setup, at)
+            figures = summary(self.setup, at, served, came)
+            times, horizon = RequestTimes.of(served.finished, tokens=self.setup.llm), \
+                served.horizon_s
         if self.store is not None:
             key, inputs = self._key(rate)
             before = self.stored.get(rate, {}).get("goodput", {})
             goodput = before | {self.sla: figures["goodput_rps"]}
-            times = RequestTimes.of(served.finished, tokens=self.setup.llm)
             self.store.put_run(key, inputs, {
                 "figures": {k: v for k, v in figures.items() if k not in SLA_FIGURES},
                 "goodput": goodput,
-                "requests": packed_requests(times, served.horizon_s)})
+                "requests": packed_requests(times, horizon)})
         return self._judged(figures)
 
     def _judged(self, figures: dict) -> dict:

@@ -1,0 +1,94 @@
+"""Work shared across a deployment search's points (DESIGN.md section 20): a serving
+run shared between points that differ only in max_batch is the run each would
+simulate, and the shared, parallel search (worker processes, a local Dask cluster)
+finds every point's figures exactly as a serial, unshared one. A tiny Llama config on
+a v5e copy whose HBM holds few requests' KV keeps every run fast and makes max_batch
+bind for some points and not for others."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tiny_llama import TINY_LLAMA
+
+from simulator.frontends import hf
+from simulator.inputs.resolve import load_inputs
+from simulator.serving.serve import prepare, simulate_serving, summary
+from simulator.serving.cost_cache import CostCache
+from simulator.serving.spec import ServeSpec
+from simulator.sweep.deploy import Grid, search_platforms
+from simulator.sweep.executors import executor_for
+
+SLA = {"ttft_p99_ms": 0.4, "tpot_p99_ms": 0.06}
+# Every T x P split of 1 and 2 chips, 1 or 2 replicas, max batch 2, 8 and 64.
+GRID = Grid(budget_chips=4, chips_per_replica=(1, 2), replicas=(1, 2),
+            batching=("continuous",), max_batch=(2, 8, 64))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The tiny model and a v5e copy whose HBM holds its weights and the KV cache of
+    about 8 of the requests served (prompt 64 + output 8 tokens)."""
+    folder = tmp_path_factory.mktemp("shared")
+    model = folder / "config.json"
+    model.write_text(json.dumps(TINY_LLAMA))
+    config = hf.load_model_config(str(model))
+    stats = hf.model_stats(config)
+    base = load_inputs("tpu_v5e_like", "gemm_4096", None).platform.model_dump(mode="json")
+    hbm = stats.weight_bytes + 8 * 72 * stats.kv_bytes_per_token
+    tight = dict(base, name="tight", offchip=dict(base["offchip"], capacity_bytes=hbm))
+    (folder / "tight.yaml").write_text(json.dumps(tight))
+    return {"model": str(model), "tight": str(folder / "tight.yaml"), "folder": folder}
+
+
+def spec(files, **extra) -> ServeSpec:
+    return ServeSpec.model_validate({
+        "model": files["model"], "prompt_tokens": 64, "output_tokens": 8,
+        "requests": 64, "sla": SLA, "find_max_rate": True, **extra}).resolved()
+
+
+def test_a_run_is_the_same_under_every_max_batch_its_range_names(files):
+    at = spec(files, arch=files["tight"], max_batch=64, rate=40000.0)
+    setup = prepare(at, cost_cache=CostCache(None))
+    served, came = simulate_serving(setup, at)
+    lowest, highest = served.same_under_max_batch
+    assert 1 < lowest <= 64 <= highest
+    reference = summary(setup, at, served, came)
+    for other in (lowest, highest if highest != float("inf") else 4096):
+        again = at.model_copy(update={"max_batch": other})
+        assert summary(setup, again, *simulate_serving(setup, again)) == reference
+    below = at.model_copy(update={"max_batch": lowest - 1})
+    assert simulate_serving(setup, below)[0].same_under_max_batch[1] == lowest - 1
+
+
+def search(files, scheduler: str, *, share: bool):
+    with executor_for(scheduler, 2 if scheduler != "serial" else None) as executor:
+        return search_platforms(spec(files), [files["tight"]], GRID,
+                                cost_cache=CostCache(None), executor=executor,
+                                share=share)
+
+
+def rows(outcomes) -> list:
+    return [(o.arch, o.points, o.pruned) for o in outcomes]
+
+
+@pytest.fixture(scope="module")
+def unshared(files):
+    return search(files, "serial", share=False)
+
+
+def test_a_shared_search_in_worker_processes_equals_a_serial_unshared_one(files,
+                                                                          unshared):
+    shared = search(files, "processes", share=True)
+    searched = [row for row in unshared[0].points if row["status"] == "searched"]
+    assert len(searched) >= 6 and unshared[0].runs_shared == 0
+    assert shared[0].runs_shared > 0
+    assert rows(shared) == rows(unshared)
+
+
+def test_a_shared_search_on_a_local_dask_cluster_equals_a_serial_unshared_one(
+        files, unshared):
+    pytest.importorskip("distributed")
+    shared = search(files, "dask-local", share=True)
+    assert shared[0].runs_shared > 0 and rows(shared) == rows(unshared)
