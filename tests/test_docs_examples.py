@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from timed_cli import HANG_S, cpu_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md",
@@ -53,7 +54,10 @@ NAMED_FILE = re.compile(r"^#\s*(?P<name>[\w-]+\.(?:py|ya?ml))\b")
 SHELL_LANGS = {"", "sh", "bash", "console", "shell", "shell-session"}
 PYTHON_LANGS = {"python", "py", "pycon"}
 SHELL_SYNTAX = set("|&;<>`$(){}")
-TIMEOUT_S = 300
+# Each command's CPU seconds (timed_cli.cpu_limit); the wall limit only ends a hang: a
+# plan-deployment example ran past a 300 s wall limit at load 27 on 2 cores.
+CPU_S = 300
+WALL_S = 4 * HANG_S
 
 
 @dataclass
@@ -207,7 +211,8 @@ def run_shell(block: Block, folder: Path) -> None:
         if inline := INLINE_FILE.search(command.text):
             (folder / inline["name"]).write_text(inline["text"] + "\n")
         done = subprocess.run(argv(command, where), cwd=folder, capture_output=True,
-                              text=True, timeout=TIMEOUT_S, env=environment(folder))
+                              text=True, timeout=WALL_S, env=environment(folder),
+                              preexec_fn=cpu_limit(CPU_S))
         shown = [line.strip() for line in command.output]
         errors = [line for line in shown if line.startswith("accsim: error:")]
         expected = 1 if errors or any(line.startswith("FAIL:") for line in shown) else 0
@@ -244,8 +249,8 @@ def run_python(block: Block, folder: Path) -> None:
         [[b.name, "\n".join(b.lines) + "\n"] for b in page]))
     (folder / "driver.py").write_text(DRIVER)
     done = subprocess.run([sys.executable, "driver.py", "blocks.json"], cwd=folder,
-                          capture_output=True, text=True, timeout=TIMEOUT_S,
-                          env=environment(folder))
+                          capture_output=True, text=True, timeout=WALL_S,
+                          env=environment(folder), preexec_fn=cpu_limit(CPU_S))
     assert done.returncode == 0, f"{block.name}\n{done.stdout[-4000:]}\n" \
                                  f"{done.stderr[-4000:]}"
 

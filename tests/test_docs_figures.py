@@ -15,12 +15,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from timed_cli import HANG_S
+
 SCRIPT = Path(__file__).resolve().parent.parent / "experiments" / "readme_numbers.py"
 
 
 def test_every_quoted_figure_is_what_its_command_prints(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True,
-                          text=True, timeout=1200,
+                          text=True, timeout=4 * HANG_S,
                           env={**os.environ,
                                "XDG_CACHE_HOME": str(tmp_path / "cache")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

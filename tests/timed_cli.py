@@ -14,6 +14,7 @@ hang (no test asserts wall time)."""
 
 from __future__ import annotations
 
+import resource
 import signal
 import time
 from contextlib import contextmanager
@@ -29,6 +30,15 @@ WAIT_FACTOR = 24
 # A subprocess's wall-clock limit (subprocess.run's timeout) and the longest a test
 # waits for something to happen: generous at any load; reaching it means a hang.
 HANG_S = 600
+
+
+def cpu_limit(seconds: int):
+    """A subprocess's preexec_fn: the child (and each process it starts) stopped by
+    SIGXCPU after `seconds` of its own CPU time, which a loaded machine does not
+    inflate; pair it with a wall timeout of HANG_S or more, for a child that blocks."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 5))
+    return limit
 
 
 class Hang(Exception):
