@@ -14,7 +14,7 @@ field.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -160,6 +160,9 @@ class TilingRecord(Written):
     depth: int
     fuse: str | None
     heuristic: str
+    orientation: Literal["normal", "transposed"] = Field(
+        default="normal", description="operand orientation (DESIGN.md section 19); "
+        "written only when transposed")
 
 
 class BottleneckRecord(Written):
