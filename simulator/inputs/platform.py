@@ -143,8 +143,14 @@ class Transposition(Strict):
     store: TransposeCost = Field(
         default="vector", description="the C tile written transposed (free where the "
         "output path transposes on store)")
-    cycles_per_element: PositiveInt = Field(
-        default=1, description="a transpose pass's vector cycles per element per lane")
+    cycles_per_element: PositiveInt | None = Field(
+        default=None, description="a transpose pass's vector cycles per element per "
+        "lane; unset: 1, a copy's")
+
+    @property
+    def pass_cycles(self) -> int:
+        """Vector cycles per element per lane of one transpose pass."""
+        return self.cycles_per_element or 1
 
 
 class SystolicArray(Strict):

@@ -300,10 +300,10 @@ def transpose_work(platform: Platform, orientation: str,
     if orientation == "normal":
         return 0, 0, 0
     costs = platform.systolic_array.transpose
-    load = costs.cycles_per_element if costs.stationary_load == "vector" else 0
+    load = costs.pass_cycles if costs.stationary_load == "vector" else 0
     stationary = int(STATIONARY[DATAFLOW_CODES[dataflow]])
     return (load if stationary == A else 0, load if stationary == B else 0,
-            costs.cycles_per_element if costs.store == "vector" else 0)
+            costs.pass_cycles if costs.store == "vector" else 0)
 
 
 def epilogue_table(op, members: tuple[EpilogueMember, ...],

@@ -20,7 +20,7 @@ from simulator.metrics.energy import static_power_w
 from simulator.mapping.footprint import (a_tile_bytes, activation_bytes, array_speed,
                                          b_tile_bytes, c_tile_bytes, operand_bytes,
                                          operator_dtype, operator_onchip, sparse_speedup,
-                                         vector_tile_split, weight_bytes)
+                                         transpose_work, vector_tile_split, weight_bytes)
 from simulator.model.loop_nest import (EFFECTIVE_ORDER, ORIENTATIONS, ORIENTED_ORDER,
                                        array_busy_cycles, c_offchip_bytes,
                                        inside_product, loop_tables_index, lru_fetches,
@@ -229,8 +229,7 @@ def _oriented_grid(op, fuse: str | None, following, platform: Platform, coarse: 
         passes = shape.passes
         epilogue = -(-(ms_last * ns_last) // lanes) * cpe * passes
     elif transposed:   # the last tile's transpose on store, where it takes a pass
-        store_work = platform.systolic_array.transpose.cycles_per_element \
-            if platform.systolic_array.transpose.store == "vector" else 0
+        store_work = transpose_work(platform, orientation, "os")[2]
         epilogue = -(-(ms_last * ns_last) // lanes) * store_work
     tail = 0 if onchip else 1 + _service(ms_last * ns_last * out, bpc) + access
     # The nest's dims, tiles and loop order (model.loop_nest.oriented).
