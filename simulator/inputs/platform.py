@@ -18,6 +18,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from simulator.inputs.provenance import (Provenance, listed_values, numeric_leaves,
                                             provenance_errors)
 
+from simulator.inputs.transposition import Transposition
 from simulator.model.formats import WHOLE_BYTE
 from simulator.model.sparsity import parse_pattern
 from simulator.model.dataflow import DATAFLOW_CODES
@@ -30,7 +31,6 @@ Dtype = Literal["int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32", "fp8_e4
 Dataflow = Literal["os", "ws", "is"]
 FoldModel = Literal["pipelined", "scalesim"]
 OutputPath = Literal["direct", "vector"]
-TransposeCost = Literal["free", "vector"]
 
 # Bytes per element of the whole-byte formats (packed ones: simulator.model.formats).
 DTYPE_BYTES: dict[str, int] = WHOLE_BYTE
@@ -132,27 +132,6 @@ class Evacuation(Strict):
         "vector unit once per output tile")
 
 
-class Transposition(Strict):
-    """What running a GEMM transposed (Cᵀ = Bᵀ.Aᵀ, DESIGN.md section 19) costs beyond
-    the exchange of roles: `free` where the array does it in its data path, else one
-    pass of the vector unit over the tile at cycles_per_element per lane."""
-
-    stationary_load: TransposeCost = Field(
-        default="vector", description="the stationary operand's tile loaded transposed "
-        "(free where the array loads it transposed: TPU MXU, NeuronCore TensorE)")
-    store: TransposeCost = Field(
-        default="vector", description="the C tile written transposed (free where the "
-        "output path transposes on store)")
-    cycles_per_element: PositiveInt | None = Field(
-        default=None, description="a transpose pass's vector cycles per element per "
-        "lane; unset: 1, a copy's")
-
-    @property
-    def pass_cycles(self) -> int:
-        """Vector cycles per element per lane of one transpose pass."""
-        return self.cycles_per_element or 1
-
-
 class SystolicArray(Strict):
     """The MAC array: shape, dataflows it supports, its dtypes with their MAC rates and
     accumulators, and the sparsity patterns it runs sparse."""
@@ -186,9 +165,7 @@ class SystolicArray(Strict):
     evacuation: Evacuation | None = Field(
         default=None, description="the vector unit's copy of an output tile out of the "
         "accumulators; required by output_path: vector")
-    transpose: Transposition = Field(
-        default=Transposition(), description="the costs of a transposed GEMM "
-        "(DESIGN.md section 19); default: both transposes on the vector unit")
+    transpose: Transposition = Field(Transposition(), description="a transposed GEMM's costs")
 
     @model_validator(mode="after")
     def _rates_name_input_dtypes(self) -> SystolicArray:
@@ -211,10 +188,10 @@ class SystolicArray(Strict):
     def _dump(self, handler, info) -> dict:
         data = omit_when_empty(handler, self, ("macs_per_cycle", "accumulator_dtypes",
                                                "sparsity", "evacuation"), info)
-        if data.get("output_path") == "direct":  # the default: inputs written before
-            data.pop("output_path")              # it existed keep their canonical form
-        if self.transpose == Transposition():    # likewise
-            data.pop("transpose", None)
+        if data.get("output_path") == "direct":  # defaults: inputs written before the
+            data.pop("output_path")              # fields existed keep their canonical
+        if self.transpose == Transposition():    # form
+            data.pop("transpose")
         return data
 
     def rate(self, dtype: str) -> int:
