@@ -19,14 +19,15 @@ Run: `python experiments/shipped_digests.py` writes tests/data/shipped_digests.j
 Such a net pins one mode's figures across changes of the default timing model, so its
 manifest also loses `model_version` (which counts those changes): `--fusion none` must
 keep reproducing the operator-at-a-time figures of MODEL_VERSION 3 exactly
-(tests/test_fusion_none_identical.py).
+(tests/test_fusion_none_identical.py), with every GEMM run normal (orientation came
+later).
 
 `--orientation MODE` builds every pair's mapping under that operand orientation mode (as
 `accsim run --orientation MODE` does) against tests/data/shipped_digests_orientation_MODE
 .json, a net of one fixed mode as `--fusion` writes. `--orientation normal` must keep
-reproducing the figures of the code before orientation existed exactly
-(tests/test_orientation_normal_identical.py); its manifest also loses what orientation
-added to the inputs (the mapping's `orientation`, the platform's
+reproducing the figures of MODEL_VERSION 5, before orientation existed, exactly
+(tests/test_orientation_normal_identical.py). The manifest of a fixed mode's net also
+loses what orientation added to the inputs (the mapping's `orientation`, the platform's
 `systolic_array.transpose`), which no figure of a normal run reads.
 """
 
@@ -113,12 +114,10 @@ def shipped_pairs(fusion: str | None = None,
     return pairs
 
 
-def stable_result(inputs: Inputs, *, fixed_mode: bool = False,
-                  orientation_net: bool = False) -> dict:
+def stable_result(inputs: Inputs, *, fixed_mode: bool = False) -> dict:
     """The fast engine's result dict without the fields that vary between checkouts
-    (`fixed_mode`: nor the model version, for the net of one fusion mode;
-    `orientation_net`: nor the inputs orientation added, for the net of one
-    orientation mode)."""
+    (`fixed_mode`: nor the model version and the inputs orientation added, for the net
+    of one fixed mode)."""
     data = result_dict(simulate(inputs, engine="fast"))
     manifest = data["manifest"]
     for field in CHECKOUT_FIELDS + (("model_version",) if fixed_mode else ()):
@@ -126,7 +125,7 @@ def stable_result(inputs: Inputs, *, fixed_mode: bool = False,
     for embedded in manifest["inputs"].values():
         for field in SOURCE_FIELDS:
             del embedded[field]
-    if orientation_net:
+    if fixed_mode:
         canonical = manifest["inputs"]
         canonical["mapping"]["canonical"].pop("orientation", None)
         canonical["platform"]["canonical"]["systolic_array"].pop("transpose", None)
@@ -149,12 +148,10 @@ def digest(data: dict) -> str:
     return " ".join(f"{key}={part(data[key])}" for key in sorted(data))
 
 
-def pair_digest(load: Callable[[], Inputs], *, fixed_mode: bool = False,
-                orientation_net: bool = False) -> str:
+def pair_digest(load: Callable[[], Inputs], *, fixed_mode: bool = False) -> str:
     """The digest of a pair's result, or "error: MESSAGE" when it raises AccsimError."""
     try:
-        return digest(stable_result(load(), fixed_mode=fixed_mode,
-                                    orientation_net=orientation_net))
+        return digest(stable_result(load(), fixed_mode=fixed_mode))
     except AccsimError as exc:
         return ERROR + without_checkout_paths(str(exc))
 
@@ -190,10 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --fusion or --orientation, not both")
     path = digests_file(args.fusion, args.orientation)
     fixed = args.fusion is not None or args.orientation is not None
+    orientation = "normal" if args.fusion is not None else args.orientation
     started = time.perf_counter()
-    digests = {name: pair_digest(load, fixed_mode=fixed,
-                                 orientation_net=args.orientation is not None)
-               for name, load in shipped_pairs(args.fusion, args.orientation).items()}
+    digests = {name: pair_digest(load, fixed_mode=fixed)
+               for name, load in shipped_pairs(args.fusion, orientation).items()}
     elapsed = time.perf_counter() - started
     if not args.check:
         path.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")

@@ -27,13 +27,13 @@ def test_the_normal_file_names_exactly_the_shipped_pairs():
 
 @pytest.mark.parametrize("name", [pair_case(name) for name in PAIRS])
 def test_orientation_normal_is_byte_identical_to_the_code_before_it(name: str):
-    now = DIGESTS.pair_digest(PAIRS[name], fixed_mode=True, orientation_net=True)
+    now = DIGESTS.pair_digest(PAIRS[name], fixed_mode=True)
     assert now == STORED[name], f"{name}: {DIGESTS.difference(STORED[name], now)}"
 
 
 def test_the_normal_net_leaves_out_only_what_orientation_added():
     result = DIGESTS.stable_result(PAIRS[f"{HF_PLATFORM} x bert_base_s128"](),
-                                   fixed_mode=True, orientation_net=True)
+                                   fixed_mode=True)
     assert "model_version" not in result["manifest"]
     canonical = result["manifest"]["inputs"]
     assert "orientation" not in canonical["mapping"]["canonical"]
