@@ -9,6 +9,7 @@ the choice, and results record it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ from simulator.model.loop_nest import (ORIENTATIONS, ORIENTED_ORDER, array_busy_
                                        oriented, oriented_order)
 from simulator.program.tile_program import memory_params
 from simulator.search.resolve import resolve_workload
-from simulator.inputs.workload import Gemm, Workload
+from simulator.inputs.workload import Conv2d, Gemm, Workload
 
 ARRAYS = ("load_bytes", "compute_cycles", "vector_cycles", "acquire", "release",
           "store_bytes", "reload_of")
@@ -203,3 +204,34 @@ def test_an_unknown_orientation_is_one_clear_error(capsys):
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "sideways" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("dataflow", ["ws", "is", "os"])
+def test_a_convolution_runs_transposed_as_its_gemm(dataflow):
+    """A conv lowers as its im2col GEMM: transposed, its input windows are the nest's
+    B tiles (their halo counted as the normal run counts it), and every form agrees."""
+    conv = Conv2d(name="c", layer_type="conv", kind="conv2d", h=6, w=6, cin=4, cout=8,
+                  kh=3, kw=3, padding=1)
+    platform = make_platform(systolic_array={"rows": 4, "cols": 4})
+    g = conv.gemm()
+    tiling = Tiling(12, 4, 12, "nkm", dataflow, 2, orientation="transposed")
+    whole = lower_compute(conv, tiling, platform)
+    normal = lower_compute(conv, replace(tiling, orientation="normal"), platform)
+    assert whole.counters.compulsory == normal.counters.compulsory
+    assert whole.counters.offchip_read["a"] >= whole.counters.compulsory["a"] > 0
+    assert whole.counters.macs == g.m * g.n * g.k
+    streamed = lower_compute(conv, tiling, platform, block_steps=0)
+    assert streamed.counters == whole.counters
+    memory = memory_params(platform)
+    fast = assert_engines_agree(whole.program, memory, naive=True)
+    assert replay_nest(streamed.program, memory, block_steps=7).breakdown == \
+        fast.breakdown
+
+
+def test_a_wrong_transpose_cost_is_refused_naming_the_field(tmp_path, capsys):
+    arch = tmp_path / "arch.yaml"
+    arch.write_text("base: tpu_v5e_like\nname: sideways\n"
+                    "systolic_array: {transpose: {store: sideways}}\n")
+    assert main(["check", str(arch)]) != 0
+    err = capsys.readouterr().err
+    assert "systolic_array.transpose.store" in err and "Traceback" not in err
