@@ -248,16 +248,15 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     epilogue = epilogue_table(op, fused, platform)
     if store_work:   # one vector pass over each finished tile, as it is stored
         epilogue = np.vstack([epilogue, np.array([[1, 1, store_work, 0]], np.int64)])
-    turn = (lambda table: table) if orientation == "normal" else \
-        (lambda table: table.transposed())
-    (nm_, nn_, _), (ntm, ntn, _) = oriented((g.m, g.n, g.k), orientation), \
+    if orientation == "transposed":   # the tables indexed by the nest's dims
+        a_table, b_load, b_sram = (t.transposed() for t in (a_table, b_load, b_sram))
+    (nest_m, nest_n, _), (nest_tm, nest_tn, _) = oriented((g.m, g.n, g.k), orientation), \
         oriented((tm, tn, tk), orientation)
     (a_load, a_sram, a_off, a_vec), (b_load_, b_sram_, b_off, b_vec) = oriented(
-        ((turn(a_table), turn(a_table), not onchip,
-          prologue_cycles(prologue, platform)), (turn(b_load), turn(b_sram), True, 0)),
-        orientation)
+        ((a_table, a_table, not onchip, prologue_cycles(prologue, platform)),
+         (b_load, b_sram, True, 0)), orientation)
     args = kernel.GemmArgs(
-        m=nm_, n=nn_, k=g.k, tm=ntm, tn=ntn, tk=tiling.tk,
+        m=nest_m, n=nest_n, k=g.k, tm=nest_tm, tn=nest_tn, tk=tiling.tk,
         order=np.array([DIM_CODES[d] for d in oriented_order(order, orientation)],
                        dtype=np.int64),
         dataflow=DATAFLOW_CODES[tiling.dataflow], rows=array.rows, cols=array.cols,
@@ -299,7 +298,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         fill_array_cycles=float(floats[kernel.ARRAY_FILL]),
         stationary_load_array_cycles=float(floats[kernel.STATIONARY_LOAD]),
         skew_array_cycles=float(floats[kernel.SKEW]),
-        offchip_read=_offchip_read(ints, {a_key: "a", b_key: "b"}),
+        offchip_read=_offchip_read(ints, {"a": a_key, "b": b_key}),
         offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
         compulsory={"a": 0 if onchip else int(activation_bytes(op, platform,
                                                                 facts.a_elements)),
@@ -339,8 +338,8 @@ def _whole_program(args: kernel.GemmArgs, platform: Platform, depth: int, slots:
 
 
 def _offchip_read(ints, operands: dict[str, str]) -> dict[str, int]:
-    """Off-chip reads by the operator's operand (`operands`: which one the nest's a and
-    b are); `epilogue` (streamed second operands) only when some."""
+    """Off-chip reads by the operator's operand (`operands`: the operator's operand the
+    nest's a and b each are); `epilogue` (streamed second operands) only when some."""
     moved = {operands["a"]: int(ints[kernel.A_OFFCHIP]),
              operands["b"]: int(ints[kernel.B_OFFCHIP])}
     read = {"a": moved["a"], "b": moved["b"], "c": int(ints[kernel.C_RELOAD_OFFCHIP])}
