@@ -54,6 +54,14 @@ class TilingSpec(Strict):
         "exchanging which operand is stationary (DESIGN.md section 19); unset: the "
         "search weighs both, or normal where the entry sets every other field")
 
+    @model_serializer(mode="wrap")
+    def _leave_out_unset_orientation(self, handler):
+        # Absent rather than null, so plans dump as they did before the field existed.
+        fields = handler(self)
+        if fields.get("orientation", 0) is None:
+            fields.pop("orientation")
+        return fields
+
     @field_validator("loop_order")
     @classmethod
     def _is_permutation(cls, value: str | None) -> str | None:
