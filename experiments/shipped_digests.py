@@ -28,7 +28,8 @@ later).
 reproducing the figures of MODEL_VERSION 5, before orientation existed, exactly
 (tests/test_orientation_normal_identical.py). The manifest of a fixed mode's net also
 loses what orientation added to the inputs (the mapping's `orientation`, the platform's
-`systolic_array.transpose`), which no figure of a normal run reads.
+`systolic_array.transpose` and its assumed value), which no figure of a normal run
+reads.
 """
 
 from __future__ import annotations
@@ -125,10 +126,13 @@ def stable_result(inputs: Inputs, *, fixed_mode: bool = False) -> dict:
     for embedded in manifest["inputs"].values():
         for field in SOURCE_FIELDS:
             del embedded[field]
-    if fixed_mode:
+    if fixed_mode:   # what orientation added: the mode, the platform's transposes
         canonical = manifest["inputs"]
         canonical["mapping"]["canonical"].pop("orientation", None)
         canonical["platform"]["canonical"]["systolic_array"].pop("transpose", None)
+        for path in [p for p in manifest.get("assumptions", {})
+                     if p.startswith("systolic_array.transpose.")]:
+            del manifest["assumptions"][path]
     return data
 
 
