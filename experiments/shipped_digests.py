@@ -19,7 +19,17 @@ Run: `python experiments/shipped_digests.py` writes tests/data/shipped_digests.j
 Such a net pins one mode's figures across changes of the default timing model, so its
 manifest also loses `model_version` (which counts those changes): `--fusion none` must
 keep reproducing the operator-at-a-time figures of MODEL_VERSION 3 exactly
-(tests/test_fusion_none_identical.py).
+(tests/test_fusion_none_identical.py), with every GEMM run normal (orientation came
+later).
+
+`--orientation MODE` builds every pair's mapping under that operand orientation mode (as
+`accsim run --orientation MODE` does) against tests/data/shipped_digests_orientation_MODE
+.json, a net of one fixed mode as `--fusion` writes. `--orientation normal` must keep
+reproducing the figures of MODEL_VERSION 5, before orientation existed, exactly
+(tests/test_orientation_normal_identical.py). The manifest of a fixed mode's net also
+loses what orientation added to the inputs (the mapping's `orientation`, the platform's
+`systolic_array.transpose` and its assumed value), which no figure of a normal run
+reads.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
 from simulator.errors import AccsimError
 from simulator.frontends.hf import command as hf_command
 from simulator.frontends.hf.config import shipped_configs
-from simulator.mapping.plan import FUSION_MODES
+from simulator.mapping.plan import FUSION_MODES, ORIENTATION_MODES
 from simulator.inputs.loader import dump_json, read_source, shipped_folder, shipped_names
 from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs, simulate
@@ -65,42 +75,50 @@ SOURCE_FIELDS = ("path", "sha256")
 ERROR = "error: "
 
 
-def digests_file(fusion: str | None) -> Path:
-    """The stored digests of the default run, or of the run under one fusion mode."""
+def digests_file(fusion: str | None, orientation: str | None = None) -> Path:
+    """The stored digests of the default run, or of the run under one fusion mode, or
+    under one orientation mode."""
+    if orientation is not None:
+        return DATA / f"shipped_digests_orientation_{orientation}.json"
     return DIGESTS if fusion is None else DATA / f"shipped_digests_fusion_{fusion}.json"
 
 
-def hf_inputs(arch: str, model: str, phase: str, fusion: str | None = None) -> Inputs:
-    """The inputs `accsim run ARCH --model MODEL --phase PHASE [--fusion MODE]` builds
-    (default mapping)."""
+def hf_inputs(arch: str, model: str, phase: str, fusion: str | None = None,
+              orientation: str | None = None) -> Inputs:
+    """The inputs `accsim run ARCH --model MODEL --phase PHASE [--fusion MODE]
+    [--orientation MODE]` builds (default mapping)."""
     parser = argparse.ArgumentParser()
     hf_command.add_arguments(parser)
     step = hf_command.llm_step(parser.parse_args(["--phase", phase,
                                                   *phase_options(model, phase)]), model)
-    base = load_inputs(arch, DEFAULT_WORKLOAD, None, fusion=fusion)
+    base = load_inputs(arch, DEFAULT_WORKLOAD, None, fusion=fusion,
+                       orientation=orientation)
     return Inputs(base.platform, step.workload(), base.mapping, base.platform_source,
                   read_source(step.config.source), base.mapping_source)
 
 
-def shipped_pairs(fusion: str | None = None) -> dict[str, Callable[[], Inputs]]:
-    """Every pair's name and how to load its inputs (under `fusion`: that mode's
-    mapping), in a stable order."""
+def shipped_pairs(fusion: str | None = None,
+                  orientation: str | None = None) -> dict[str, Callable[[], Inputs]]:
+    """Every pair's name and how to load its inputs (under `fusion` or `orientation`:
+    that mode's mapping), in a stable order."""
     platforms = shipped_names("platform")
     pairs: dict[str, Callable[[], Inputs]] = {}
     for arch, workload in itertools.product(platforms, shipped_names("workload")):
         pairs[f"{arch} x {workload}"] = \
             lambda arch=arch, workload=workload: load_inputs(arch, workload, None,
-                                                            fusion=fusion)
+                                                            fusion=fusion,
+                                                            orientation=orientation)
     for arch, model, phase in itertools.product(platforms, shipped_configs(), PHASES):
         pairs[f"{arch} x hf/{model} {phase} {' '.join(phase_options(model, phase))}"] = \
             lambda arch=arch, model=model, phase=phase: hf_inputs(arch, model, phase,
-                                                                 fusion)
+                                                                 fusion, orientation)
     return pairs
 
 
 def stable_result(inputs: Inputs, *, fixed_mode: bool = False) -> dict:
     """The fast engine's result dict without the fields that vary between checkouts
-    (`fixed_mode`: nor the model version, for the net of one fusion mode)."""
+    (`fixed_mode`: nor the model version and the inputs orientation added, for the net
+    of one fixed mode)."""
     data = result_dict(simulate(inputs, engine="fast"))
     manifest = data["manifest"]
     for field in CHECKOUT_FIELDS + (("model_version",) if fixed_mode else ()):
@@ -108,6 +126,13 @@ def stable_result(inputs: Inputs, *, fixed_mode: bool = False) -> dict:
     for embedded in manifest["inputs"].values():
         for field in SOURCE_FIELDS:
             del embedded[field]
+    if fixed_mode:   # what orientation added: the mode, the platform's transposes
+        canonical = manifest["inputs"]
+        canonical["mapping"]["canonical"].pop("orientation", None)
+        canonical["platform"]["canonical"]["systolic_array"].pop("transpose", None)
+        for path in [p for p in manifest.get("assumptions", {})
+                     if p.startswith("systolic_array.transpose.")]:
+            del manifest["assumptions"][path]
     return data
 
 
@@ -158,12 +183,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="run every pair under this fusion mode, against "
                         "shipped_digests_fusion_MODE.json (default: the default mode, "
                         f"against {DIGESTS.name})")
+    parser.add_argument("--orientation", choices=ORIENTATION_MODES,
+                        help="run every pair under this orientation mode, against "
+                        "shipped_digests_orientation_MODE.json")
     args = parser.parse_args(argv)
-    path = digests_file(args.fusion)
-    fixed = args.fusion is not None
+    if args.fusion is not None and args.orientation is not None:
+        parser.error("give --fusion or --orientation, not both")
+    path = digests_file(args.fusion, args.orientation)
+    fixed = args.fusion is not None or args.orientation is not None
+    orientation = "normal" if args.fusion is not None else args.orientation
     started = time.perf_counter()
     digests = {name: pair_digest(load, fixed_mode=fixed)
-               for name, load in shipped_pairs(args.fusion).items()}
+               for name, load in shipped_pairs(args.fusion, orientation).items()}
     elapsed = time.perf_counter() - started
     if not args.check:
         path.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")

@@ -12,4 +12,7 @@ __version__ = "0.1.0"
 # mapper alike; --fusion none keeps 3's figures.
 # 5: a norm read only by GEMMs runs as their prologue (DESIGN.md section 15 c) under
 # --fusion auto; none and epilogue keep 4's figures.
-MODEL_VERSION = 5
+# 6: operand orientation is a mapping choice (DESIGN.md section 19): the default search
+# weighs every GEMM run transposed (--orientation auto); --orientation normal keeps 5's
+# figures.
+MODEL_VERSION = 6

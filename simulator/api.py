@@ -184,7 +184,8 @@ def _validated(model, argument: str):
                       else argument) from None
 
 
-def _inputs(platform, workload, mapping, heuristic, fusion) -> tuple[Inputs, LlmStep | None]:
+def _inputs(platform, workload, mapping, heuristic, fusion,
+            orientation=None) -> tuple[Inputs, LlmStep | None]:
     """The run's inputs as `accsim run` loads them: names and paths through
     load_inputs; objects built in code are used as they are (no source file)."""
     llm = workload if isinstance(workload, LlmStep) else None
@@ -193,7 +194,7 @@ def _inputs(platform, workload, mapping, heuristic, fusion) -> tuple[Inputs, Llm
     named_mapping = mapping if isinstance(mapping, (str, Path)) or mapping is None else None
     base = load_inputs(str(named_platform), str(named_workload),
                        None if named_mapping is None else str(named_mapping),
-                       heuristic_name=heuristic, fusion=fusion)
+                       heuristic_name=heuristic, fusion=fusion, orientation=orientation)
     replaced = {}
     if isinstance(platform, Platform):
         replaced.update(platform=_validated(platform, "platform"), platform_source=None)
@@ -273,7 +274,7 @@ class Result:
 # The arguments simulate() and compare() share, as the options of `accsim run`.
 RUN_ARGUMENTS = dict(workload=Mirror("--workload", (Workload, LlmStep)),
                      mapping=Mirror("--mapping", (Mapping,)), heuristic="--heuristic",
-                     fusion="--fusion", engine="--engine",
+                     fusion="--fusion", orientation="--orientation", engine="--engine",
                      ignore_capacity="--ignore-capacity")
 
 
@@ -282,9 +283,9 @@ RUN_ARGUMENTS = dict(workload=Mirror("--workload", (Workload, LlmStep)),
 def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
              workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
              mapping: str | Path | Mapping | None = None, *, heuristic: str | None = None,
-             fusion: str | None = None, engine: str = "auto",
-             chips: int | None = None, tp: int = 1, pp: int = 1, ep: int = 1,
-             overlap: str = "none", precision: str | Path | None = None,
+             fusion: str | None = None, orientation: str | None = None,
+             engine: str = "auto", chips: int | None = None, tp: int = 1, pp: int = 1,
+             ep: int = 1, overlap: str = "none", precision: str | Path | None = None,
              ignore_capacity: bool = False) -> Result:
     """Simulate one workload on a platform, as `accsim run` does with the same options:
     `chips`, `tp`, `pp`, `ep` and `overlap` a multi-chip plan (one chip's shard is
@@ -294,7 +295,7 @@ def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
     >>> simulate("tpu_v1", "resnet50_b1").summary()["bottleneck"]
     'memory-bandwidth'
     """
-    inputs, llm = _inputs(platform, workload, mapping, heuristic, fusion)
+    inputs, llm = _inputs(platform, workload, mapping, heuristic, fusion, orientation)
     plan = system_plan(chips, tp, pp, ep, overlap)
     inputs, _ = applied_precision(None if precision is None else str(precision), inputs,
                                   single_chip=plan.single_chip)
@@ -380,11 +381,12 @@ class Comparison:
 @mirrors(platforms=Mirror("--arch", (Platform,), several=True), **RUN_ARGUMENTS)
 def compare(platforms: list, workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
             mapping: str | Path | Mapping | None = None, *, heuristic: str | None = None,
-            fusion: str | None = None, engine: str = "auto",
-            ignore_capacity: bool = False) -> Comparison:
+            fusion: str | None = None, orientation: str | None = None,
+            engine: str = "auto", ignore_capacity: bool = False) -> Comparison:
     """One workload on several platforms, as `accsim compare` does (every platform's
     capacity is checked before any is simulated)."""
-    every = [_inputs(p, workload, mapping, heuristic, fusion) for p in platforms]
+    every = [_inputs(p, workload, mapping, heuristic, fusion, orientation)
+             for p in platforms]
     fits = [check_fit(inputs, SystemPlan(), llm, ignore=ignore_capacity)
             for inputs, llm in every]
     results = [Result(simulate_inputs(inputs, engine=engine), llm, fit)

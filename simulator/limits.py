@@ -30,11 +30,12 @@ from simulator.inputs.platform import DTYPE_BYTES
 from simulator.errors import AccsimError
 from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_bytes,
                                          c_tile_bytes, epilogue_tile_bytes,
-                                         operand_bytes)
+                                         operand_bytes, transpose_work)
 from simulator.invocation import invocation_cycles
 from simulator.program.tile_program import INT64_BOUND
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS
 from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
+from simulator.model.loop_nest import oriented
 from simulator.inputs.workload import Conv2d, is_attention, is_collective, is_compute
 
 # Any single platform integer (array dims, buffer bytes, lanes, cycles): beyond this the
@@ -288,7 +289,7 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
             scratch = op.h * op.w * 9 + (op.kh * op.kw) ** 2 * 16
         # Every fold of the largest tile pays its streamed length and more than any fold
         # model's fill, stationary load and skew (on one array: more arrays are faster).
-        sizes = (tm, tn, tk)
+        sizes = oriented((tm, tn, tk), tiling.orientation)   # the nest's (loop_nest)
         sr, sc, t = (sizes[dim] for dim in fold_dims(DATAFLOW_CODES[tiling.dataflow]))
         compute = ceil_div(sr, array.rows) * ceil_div(sc, array.cols) \
             * (t + 3 * array.rows + 2 * array.cols)
@@ -298,6 +299,13 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
             elements = tm * tk if member.prologue else tm * tn
             epilogue += _vector_bound(elements, vector.lanes,
                                       getattr(costs, shape.cost_kind), shape.passes)
+        # A transposed run's passes: its stationary tiles as they load, its C tiles
+        # as they are stored (mapping.footprint.transpose_work).
+        a_work, b_work, store_work = transpose_work(platform, tiling.orientation,
+                                                    tiling.dataflow)
+        epilogue += _vector_bound(tm * tk, vector.lanes, a_work + b_work, 1) \
+            + _vector_bound(tk * tn, vector.lanes, a_work + b_work, 1) \
+            + _vector_bound(tm * tn, vector.lanes, store_work, 1)
         load = a_tile_bytes(op, platform, tm, tk, "bound") \
             + b_tile_bytes(op, platform, tk, tn) + c_tile_bytes(op, platform, tm, tn) \
             + epilogue_tile_bytes(op, tuple(fused or ()), platform, tm, tn)

@@ -5,7 +5,8 @@ fused epilogues (one member by a plan's `fuse`, or a planner's chain of up to fo
 streamed second operands), norm prologues (the vector unit's work on each A tile loaded,
 with or without an epilogue chain), a dispatch overhead and an output path through the
 vector unit (evacuation cycles, with and without a transpose of the stationary
-operand). The naive reference checks a share of them.
+operand), in both operand orientations (a transposed GEMM's transposes free or on the
+vector unit). The naive reference checks a share of them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from platforms import make_platform
 
 from simulator.lowering import lower_compute
 from simulator.mapping.plan import LOOP_ORDERS, EpilogueMember, Tiling
+from simulator.model.loop_nest import ORIENTATIONS
 from simulator.program.tile_program import memory_params
 from simulator.inputs.workload import Elementwise, Gemm, RowOperator
 
@@ -53,9 +55,12 @@ def lowering_cases(draw, chains: bool = False, prologue: bool = False):
                  for op in draw(st.lists(st.sampled_from(EPILOGUE_OPS), min_size=1,
                                          max_size=4))]
     streamed = sum(s for _, s in chain)   # each holds a tile of its operand beside C
-    output = {}
+    output = {"transpose": {
+        "stationary_load": draw(st.sampled_from(["free", "vector"])),
+        "store": draw(st.sampled_from(["free", "vector"])),
+        "cycles_per_element": draw(st.integers(1, 3))}}
     if draw(st.booleans()):
-        output = {"output_path": "vector", "evacuation": {
+        output |= {"output_path": "vector", "evacuation": {
             "elements_per_cycle": draw(st.sampled_from([1, 3, 8, 64])),
             "tile_cycles": draw(st.sampled_from([0, 2, 64])),
             "transpose_stationary": draw(st.booleans())}}
@@ -77,7 +82,8 @@ def lowering_cases(draw, chains: bool = False, prologue: bool = False):
                       op="gelu")
     tiling = Tiling(tm, tn, tk, draw(st.sampled_from(LOOP_ORDERS)),
                     draw(st.sampled_from(["os", "ws", "is"])), depth,
-                    fuse="act" if fuse else None)
+                    fuse="act" if fuse else None,
+                    orientation=draw(st.sampled_from(ORIENTATIONS)))
     members = tuple(EpilogueMember(Elementwise(name=f"e{i}", layer_type="epilogue",
                                                kind="elementwise", elements=m * n, op=op),
                                    stream) for i, (op, stream) in enumerate(chain))

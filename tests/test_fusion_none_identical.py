@@ -4,7 +4,8 @@ tests/data/shipped_digests_fusion_none.json, written by experiments/shipped_dige
 --fusion none on the code before the planner became the default (MODEL_VERSION 3), and
 checked then against that code's default digests with only the mapping's `fusion`
 field apart. The manifest of this net leaves out model_version (the default model moved
-to 4; this mode did not).
+to 4; this mode did not) and what operand orientation (MODEL_VERSION 6) added to the
+inputs; its GEMMs run normal.
 
 As in test_shipped_identical.py, the LLM steps on platforms other than HF_PLATFORM are
 marked slow."""
@@ -18,7 +19,7 @@ import pytest
 from digest_net import HF_PLATFORM, load_script, pair_case
 
 DIGESTS = load_script()
-PAIRS = DIGESTS.shipped_pairs("none")
+PAIRS = DIGESTS.shipped_pairs("none", "normal")   # GEMMs normal: orientation came later
 STORED = json.loads(DIGESTS.digests_file("none").read_text())
 
 

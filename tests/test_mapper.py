@@ -304,10 +304,11 @@ def test_sheet_markdown_with_a_computed_best(tmp_path, capsys):
     assert len(rows) == 11                      # 12 operators, the GELU fused
     up = next(row for row in rows if row.startswith("| layer0_mlp_up "))
     cells = [cell.strip() for cell in up.strip("|").split("|")]
-    assert cells[9] == "layer0_mlp_gelu"         # fused
-    assert float(cells[13]) >= 0                 # gap %
-    assert "of 16.0 MiB" in cells[6]             # A occupancy
-    assert ">=" in cells[16] or cells[15] == "balanced"   # evidence
+    assert cells[5] in ("normal", "transposed")  # orientation
+    assert cells[10] == "layer0_mlp_gelu"        # fused
+    assert float(cells[14]) >= 0                 # gap %
+    assert "of 16.0 MiB" in cells[7]             # A occupancy
+    assert ">=" in cells[17] or cells[16] == "balanced"   # evidence
 
 
 def test_sheet_csv_from_a_mapper_file_and_its_checks(tmp_path, capsys):
@@ -345,7 +346,7 @@ def test_sheet_without_a_best_says_how_to_get_one(tmp_path):
     assert main(["run", "--workload", "bert_base_s128", "--sheet", str(sheet)]) == 0
     text = sheet.read_text()
     assert "not computed: pass `--sheet-best MAP.json`" in text
-    assert np.all([line.count("|") == 18 for line in text.splitlines()
+    assert np.all([line.count("|") == 19 for line in text.splitlines()
                    if line.startswith("| layer0_")])
 
 

@@ -40,7 +40,7 @@ def write(tmp_path, name: str, text: str):
 def test_overflowing_plan_is_rejected_with_the_numbers(tmp_path, capsys):
     plan = write(tmp_path, "plan.yaml", """\
         operators:
-          res5a_branch2b: {tm: 49, tn: 256, tk: 4608}
+          res5a_branch2b: {tm: 49, tn: 256, tk: 4608, orientation: normal}
         """)
     assert main(["check", str(plan), "--arch", "tpu_v1", "--workload", "resnet50_b1"]) == 1
     captured = capsys.readouterr()
@@ -99,7 +99,7 @@ def test_unknown_operator_name_is_an_error_naming_it(tmp_path, capsys):
 def test_check_lists_every_error_not_only_the_first(tmp_path, capsys):
     plan = write(tmp_path, "plan.yaml", """\
         operators:
-          res5a_branch2b: {tm: 49, tn: 256, tk: 4608}
+          res5a_branch2b: {tm: 49, tn: 256, tk: 4608, orientation: normal}
           fc1000: {tm: 2}
           pool1: {tm: 4}
         """)

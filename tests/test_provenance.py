@@ -125,7 +125,7 @@ def test_result_lists_assumptions_and_verifies(tmp_path, capsys):
 def test_check_prints_the_assumed_fields_and_ranges(capsys):
     assert main(["check", "tpu_v5e_like"]) == 0
     out = capsys.readouterr().out
-    assert "provenance: 29 assumed, 2 derived, 16 published" in out
+    assert "provenance: 30 assumed, 2 derived, 16 published" in out
     assert "assumed interconnect.link_latency_cycles = 1500  range [0, 3000]" in out
     assert "assumed vector_unit.cycles_per_element.softmax = 2  range [1, 4]" in out
     assert "unannotated" not in out

@@ -51,7 +51,9 @@ def drawn_output(draw) -> dict:
 def nest_args(draw):
     """gemm_steps' arguments with every free choice drawn: buffer slots from 1 to past
     the tiles (so tiles hit, miss on each reuse, or partly), spilling or not, epilogue
-    rows, a prologue norm or none, non-dyadic array sizes and speeds (float sums summed
+    rows, load-time vector work on A (a prologue norm) and on B (a transposed load) or
+    none, A and B tiles whose SRAM bytes differ from their off-chip bytes (either
+    operand may be the weights: a transposed nest), non-dyadic array sizes and speeds (float sums summed
     step by step), and a platform with or without an evacuating output path."""
     m, n, k = (draw(st.integers(1, 30)) for _ in range(3))
     tm, tn, tk = draw(st.integers(1, m)), draw(st.integers(1, n)), draw(st.integers(1, k))
@@ -70,12 +72,14 @@ def nest_args(draw):
     args = (m, n, k, tm, tn, tk, order, draw(st.integers(0, 2)),
             draw(st.sampled_from([2, 3, 4, 8])), draw(st.sampled_from([2, 3, 8])),
             draw(st.integers(1, 3)), draw(st.integers(0, 1)),
-            *tile_tables(a_table, b_load, b_load * draw(st.integers(1, 2))),
+            *tile_tables(a_table, a_table * draw(st.integers(1, 2)), b_load,
+                         b_load * draw(st.integers(1, 2))),
             draw(st.booleans()), draw(st.booleans()), draw(st.booleans()),
             draw(st.integers(0, 4)), draw(st.integers(0, 4)),
             draw(st.integers(1, nm * nk + 1)), draw(st.integers(1, nk * nn + 1)),
             draw(st.booleans()), epilogue, draw(st.sampled_from([1, 4, 16])),
-            draw(st.sampled_from([1.0, 2.0, 0.5, 1.5, 3.0])), draw(st.integers(0, 3)))
+            draw(st.sampled_from([1.0, 2.0, 0.5, 1.5, 3.0])), draw(st.integers(0, 3)),
+            draw(st.integers(0, 3)))
     return args, platform
 
 
@@ -134,10 +138,10 @@ def test_a_nest_the_closed_form_cannot_clear_is_checked_step_by_step():
     acquisition waits on a release after it. The fused replay names the rule the stream
     checker names on the same steps."""
     args, platform = (8, 8, 8, 2, 4, 4, np.array([2, 0, 1]), 0, 4, 4, 1, 0,
-                      *tile_tables(np.ones((4, 2), np.int64), np.ones((2, 2), np.int64),
-                                   np.ones((2, 2), np.int64)),
+                      *tile_tables(np.ones((4, 2), np.int64), np.ones((4, 2), np.int64),
+                                   np.ones((2, 2), np.int64), np.ones((2, 2), np.int64)),
                       True, True, True, 4, 4, 8, 4, False,
-                      np.zeros((0, 4), np.int64), 4, 1.0, 0), make_platform()
+                      np.zeros((0, 4), np.int64), 4, 1.0, 0, 0), make_platform()
     stream = GemmStream(args, platform, depth=1, slots=3, overhead_cycles=0)
     assert not stream.nest.follows_the_rules(stream.slots)
     whole = WholeProgram(stream.materialize())
@@ -160,9 +164,9 @@ def test_a_nest_past_the_cycle_bound_is_refused_as_its_whole_program_is():
     """The bound from the closed-form totals: the error check_program gives the whole
     program, before any step is generated."""
     args, platform = (64, 64, 64, 8, 8, 8, np.array([0, 1, 2]), 0, 4, 4, 1, 0,
-                      *tile_tables(*[np.full((8, 8), 64, np.int64)] * 3),
+                      *tile_tables(*[np.full((8, 8), 64, np.int64)] * 4),
                       True, True, True, 4, 4, 2, 2, False,
-                      np.zeros((0, 4), np.int64), 4, 1.0, 0), make_platform()
+                      np.zeros((0, 4), np.int64), 4, 1.0, 0, 0), make_platform()
     stream = GemmStream(args, platform, depth=1, slots=2, overhead_cycles=0)
     memory = MemoryParams(1e-15, 10, 2)
     with pytest.raises(AccsimError) as expected:

@@ -38,7 +38,7 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
         imported = import_command.run_workload(args)  # read once, run on every platform
         return [load_inputs(arch, args.workload, args.mapping,
                             heuristic_name=args.heuristic, fusion=args.fusion,
-                            imported=imported)
+                            orientation=args.orientation, imported=imported)
                 for arch in args.arch], None
     if args.workload is not None or import_command.run_shortcut(args):
         raise AccsimError("--model replaces --workload (and takes no --onnx or "
@@ -46,7 +46,8 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
     every = []
     for arch in args.arch:
         base = load_inputs(arch, DEFAULT_WORKLOAD, args.mapping,
-                           heuristic_name=args.heuristic, fusion=args.fusion)
+                           heuristic_name=args.heuristic, fusion=args.fusion,
+                           orientation=args.orientation)
         every.append(Inputs(base.platform, llm.on(base.platform).workload(), base.mapping,
                             base.platform_source, model_source, base.mapping_source))
     return every, llm

@@ -72,14 +72,15 @@ def run_inputs(args: argparse.Namespace):
     if llm is None:
         return load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
                            workload_format=args.format, heuristic_name=args.heuristic,
-                           fusion=args.fusion,
+                           fusion=args.fusion, orientation=args.orientation,
                            imported=import_command.run_workload(args)), None
     if args.workload is not None or import_command.run_shortcut(args) or \
             args.validate or args.format:
         raise AccsimError("--model replaces --workload (and takes no --onnx, "
                           "--kineto, --validate or --format)", field="--model")
     base = load_inputs(args.arch, DEFAULT_WORKLOAD, args.mapping,
-                       heuristic_name=args.heuristic, fusion=args.fusion)
+                       heuristic_name=args.heuristic, fusion=args.fusion,
+                       orientation=args.orientation)
     llm = llm.on(base.platform)
     return Inputs(base.platform, llm.workload(), base.mapping, base.platform_source,
                   model_source, base.mapping_source), llm

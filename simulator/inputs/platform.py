@@ -19,6 +19,7 @@ from simulator.inputs.dvfs import Dvfs, check_platform
 from simulator.inputs.provenance import (Provenance, listed_values, numeric_leaves,
                                             provenance_errors)
 
+from simulator.inputs.transposition import Transposition
 from simulator.model.formats import WHOLE_BYTE
 from simulator.model.sparsity import parse_pattern
 from simulator.model.dataflow import DATAFLOW_CODES
@@ -165,6 +166,7 @@ class SystolicArray(Strict):
     evacuation: Evacuation | None = Field(
         default=None, description="the vector unit's copy of an output tile out of the "
         "accumulators; required by output_path: vector")
+    transpose: Transposition = Field(Transposition(), description="a transposed GEMM's costs")
 
     @model_validator(mode="after")
     def _rates_name_input_dtypes(self) -> SystolicArray:
@@ -187,8 +189,10 @@ class SystolicArray(Strict):
     def _dump(self, handler, info) -> dict:
         data = omit_when_empty(handler, self, ("macs_per_cycle", "accumulator_dtypes",
                                                "sparsity", "evacuation"), info)
-        if data.get("output_path") == "direct":  # the default: inputs written before
-            data.pop("output_path")              # it existed keep their canonical form
+        if data.get("output_path") == "direct":  # defaults: inputs written before the
+            data.pop("output_path")              # fields existed keep their canonical
+        if self.transpose == Transposition():    # form
+            data.pop("transpose")
         return data
 
     def rate(self, dtype: str) -> int:

@@ -13,7 +13,7 @@ from simulator.limits import MemoryBudget, parse_size
 from simulator.inputs.loader import Source, load_model, locate, shipped_names
 from simulator.inputs.platform_file import load_platform
 from simulator.mapping.heuristics import heuristic
-from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
+from simulator.mapping.plan import Mapping, with_fusion, with_heuristic, with_orientation
 from simulator.inputs.run_inputs import Inputs
 from simulator.output.terminal import echo, plain
 from simulator.inputs.workload import Workload
@@ -34,6 +34,7 @@ def budget(engine: str, max_memory: str | None, *, trace: bool = False) -> Memor
 def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
                 validate: str | None = None, workload_format: str | None = None,
                 heuristic_name: str | None = None, fusion: str | None = None,
+                orientation: str | None = None,
                 imported: tuple[Workload, Source] | None = None) -> Inputs:
     """Load the three inputs by shipped name or path. SCALE-Sim files are read unchanged:
     a `.cfg` platform, a `.csv` topology (conv or GEMM by its header, or as
@@ -42,7 +43,9 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
     `heuristic_name` fills the fields the plan leaves open (default: the search).
     `imported`: a workload already read by a frontend (`run --onnx`), used as is.
     `fusion`: the fusion planner's mode (--fusion; None: the plan's, else the default);
-    SCALE-Sim validation runs operator at a time (fusion none), as SCALE-Sim does."""
+    SCALE-Sim validation runs operator at a time (fusion none), as SCALE-Sim does.
+    `orientation`: the GEMMs' operand orientation mode (--orientation; None: the
+    plan's, else auto: the search weighs both, DESIGN.md section 19)."""
     if heuristic_name is not None:
         if validate is not None:
             raise AccsimError("--validate scalesim makes its own plan (one tile per "
@@ -78,11 +81,12 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
     if validate is not None:
         return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
     if mapping is None:
-        return Inputs(platform, trace,
-                      with_fusion(with_heuristic(Mapping(), heuristic_name), fusion),
+        return Inputs(platform, trace, with_orientation(with_fusion(with_heuristic(
+            Mapping(), heuristic_name), fusion), orientation),
                       platform_source, workload_source)
     plan, mapping_source = load_model(locate(mapping, "mapping"), Mapping)
-    return Inputs(platform, trace, with_fusion(with_heuristic(plan, heuristic_name), fusion),
+    return Inputs(platform, trace, with_orientation(with_fusion(with_heuristic(
+        plan, heuristic_name), fusion), orientation),
                   platform_source, workload_source, mapping_source)
 
 

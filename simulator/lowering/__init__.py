@@ -30,9 +30,9 @@ from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_f
                                          onchip_home, operand_bytes,
                                          operator_dtype, prologue_cycles, run_dtype,
                                          sparsity_mode, split_members, tensor_bytes,
-                                         weight_bytes, weights_alike)
+                                         transpose_work, weight_bytes, weights_alike)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
-from simulator.model.loop_nest import live_c_tiles
+from simulator.model.loop_nest import live_c_tiles, oriented, oriented_order
 from simulator.inputs.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
 from simulator.program.tile_program import TileProgram, validate_program
@@ -240,17 +240,33 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     a_slots, b_slots, c_slots = slots["ifmap"], slots["weight"], slots["output"]
     live = live_c_tiles(g.m, g.n, tiling)
     spill = c_slots < live
-    epilogue = epilogue_table(op, fused, platform)
     stored = epilogue_store_bytes(op, fused, platform)
+    # The nest of the tiling's orientation (model.loop_nest): run transposed, m and n
+    # exchange and so do A and B, with their tables (transposed: indexed by the nest's
+    # dims), their homes and their load-time work; the C tile is stored transposed.
+    orientation = tiling.orientation
+    a_work, b_work, store_work = transpose_work(platform, orientation, tiling.dataflow)
+    epilogue = epilogue_table(op, fused, platform)
+    if store_work:   # one vector pass over each finished tile, as it is stored
+        epilogue = np.vstack([epilogue, np.array([[1, 1, store_work, 0]], np.int64)])
+    if orientation == "transposed":   # the tables indexed by the nest's dims
+        a_table, b_load, b_sram = (t.transposed() for t in (a_table, b_load, b_sram))
+    (nest_m, nest_n, _), (nest_tm, nest_tn, _) = oriented((g.m, g.n, g.k), orientation), \
+        oriented((tm, tn, tk), orientation)
+    (a_load, a_sram, a_off, a_vec), (b_load_, b_sram_, b_off, b_vec) = oriented(
+        ((a_table, a_table, not onchip, prologue_cycles(prologue, platform)),
+         (b_load, b_sram, True, 0)), orientation)
     args = kernel.GemmArgs(
-        m=g.m, n=g.n, k=g.k, tm=tiling.tm, tn=tiling.tn, tk=tiling.tk,
-        order=np.array([DIM_CODES[d] for d in order], dtype=np.int64),
+        m=nest_m, n=nest_n, k=g.k, tm=nest_tm, tn=nest_tn, tk=tiling.tk,
+        order=np.array([DIM_CODES[d] for d in oriented_order(order, orientation)],
+                       dtype=np.int64),
         dataflow=DATAFLOW_CODES[tiling.dataflow], rows=array.rows, cols=array.cols,
-        count=array.count, fold_model=array.fold_model_code, a_tile_bytes=a_table,
-        b_load_bytes=b_load, b_sram_bytes=b_sram, a_offchip=not onchip, b_offchip=True,
-        c_offchip=not onchip, acc_bytes=acc, out_bytes=stored, a_slots=a_slots,
-        b_slots=b_slots, spill=spill, epilogue=epilogue, lanes=platform.vector_unit.lanes,
-        speed=speed, prologue=prologue_cycles(prologue, platform))
+        count=array.count, fold_model=array.fold_model_code, a_load_bytes=a_load,
+        a_sram_bytes=a_sram, b_load_bytes=b_load_, b_sram_bytes=b_sram_, a_offchip=a_off,
+        b_offchip=b_off, c_offchip=not onchip, acc_bytes=acc, out_bytes=stored,
+        a_slots=a_slots, b_slots=b_slots, spill=spill, epilogue=epilogue,
+        lanes=platform.vector_unit.lanes, speed=speed, a_vector=a_vec + a_work,
+        b_vector=b_vec + b_work)
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)   # not the ceil_div kernel
     if block_steps is not None and steps > block_steps:
         # Streamed: the counters in closed form from the loop nest, the steps generated
@@ -261,33 +277,41 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     else:
         program, floats, ints = _whole_program(args, platform, depth, c_slots, op.name,
                                                 check)
+    # The nest's counters by the operator's operands (a, b) and by buffer (ifmap feeds
+    # the nest's A, weight its B).
+    a_key, b_key = oriented(("a", "b"), orientation)
+    a_elems, b_elems = oriented((ints[kernel.A_VECTOR_ELEMS], ints[kernel.B_VECTOR_ELEMS]),
+                                orientation)   # the operator's A and B, loaded with work
+    read_elems = {"ifmap": int(ints[kernel.A_SRAM_READ_ELEMS]),
+                  "weight": int(ints[kernel.B_SRAM_READ_ELEMS])}
+    read_bytes = {"a": partial(activation_bytes, op, platform),
+                  "b": partial(weight_bytes, op, platform, offchip=False)}
     counters = Counters(
         macs=g.m * g.n * g.k,
         vector_elements=sum(m.op.vector().rows * m.op.vector().cols * m.op.vector().passes
                             for m in fused) // g.instances
-        + int(ints[kernel.PROLOGUE_ELEMS]) * sum(m.op.vector().passes for m in prologue),
+        + int(a_elems) * sum(m.op.vector().passes for m in prologue)
+        + int(ints[kernel.A_VECTOR_ELEMS] if a_work else 0)
+        + int(ints[kernel.B_VECTOR_ELEMS] if b_work else 0)
+        + (_stored_elements(g, fused) if store_work else 0),
         useful_array_cycles=float(floats[kernel.USEFUL]),
         padding_array_cycles=float(floats[kernel.PADDING]),
         fill_array_cycles=float(floats[kernel.ARRAY_FILL]),
         stationary_load_array_cycles=float(floats[kernel.STATIONARY_LOAD]),
         skew_array_cycles=float(floats[kernel.SKEW]),
-        offchip_read=_offchip_read(ints),
+        offchip_read=_offchip_read(ints, {"a": a_key, "b": b_key}),
         offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
         compulsory={"a": 0 if onchip else int(activation_bytes(op, platform,
                                                                 facts.a_elements)),
                     "b": int(weight_bytes(op, platform, g.k * g.n, offchip=True)),
                     "c": 0 if onchip else _stored_elements(g, fused) * stored},
-        sram_read={"ifmap": int(activation_bytes(op, platform,
-                                                 int(ints[kernel.A_SRAM_READ_ELEMS]))),
-                   "weight": int(weight_bytes(op, platform,
-                                              int(ints[kernel.B_SRAM_READ_ELEMS]),
-                                              offchip=False)),
+        sram_read={"ifmap": int(read_bytes[a_key](read_elems["ifmap"])),
+                   "weight": int(read_bytes[b_key](read_elems["weight"])),
                    "output": int(ints[kernel.C_SRAM_READ])},
         sram_write={"ifmap": int(ints[kernel.A_SRAM_WRITE]),
                     "weight": int(ints[kernel.B_SRAM_WRITE]),
                     "output": int(ints[kernel.C_SRAM_WRITE])},
-        sram_read_elements={"ifmap": int(ints[kernel.A_SRAM_READ_ELEMS]),
-                            "weight": int(ints[kernel.B_SRAM_READ_ELEMS])},
+        sram_read_elements=read_elems,
         slots={"ifmap": a_slots, "weight": b_slots, "output": c_slots},
         live_c_tiles=live, spills=bool(spill))
     names = "+".join(m.op.name for m in prologue + fused) or None
@@ -314,10 +338,12 @@ def _whole_program(args: kernel.GemmArgs, platform: Platform, depth: int, slots:
     return program, floats, ints
 
 
-def _offchip_read(ints) -> dict[str, int]:
-    """Off-chip reads by operand; `epilogue` (streamed second operands) only when some."""
-    read = {"a": int(ints[kernel.A_OFFCHIP]), "b": int(ints[kernel.B_OFFCHIP]),
-            "c": int(ints[kernel.C_RELOAD_OFFCHIP])}
+def _offchip_read(ints, operands: dict[str, str]) -> dict[str, int]:
+    """Off-chip reads by the operator's operand (`operands`: the operator's operand the
+    nest's a and b each are); `epilogue` (streamed second operands) only when some."""
+    moved = {operands["a"]: int(ints[kernel.A_OFFCHIP]),
+             operands["b"]: int(ints[kernel.B_OFFCHIP])}
+    read = {"a": moved["a"], "b": moved["b"], "c": int(ints[kernel.C_RELOAD_OFFCHIP])}
     if ints[kernel.EPILOGUE_OFFCHIP]:
         read["epilogue"] = int(ints[kernel.EPILOGUE_OFFCHIP])
     return read

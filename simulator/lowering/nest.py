@@ -49,15 +49,16 @@ class LoopNest:
 
     def __init__(self, args: kernel.GemmArgs, platform: Platform):
         (m, n, kk, tm, tn, tk, order, dataflow, rows, cols, count, fold_model, a_table,
-         b_load, b_sram, a_offchip, b_offchip, c_offchip, acc, out, a_slots, b_slots,
-         spill, epilogue, lanes, speed, prologue) = args
+         a_sram, b_load, b_sram, a_offchip, b_offchip, c_offchip, acc, out, a_slots,
+         b_slots, spill, epilogue, lanes, speed, a_vector, b_vector) = args
         self.counts = (-(-m // tm), -(-n // tn), -(-kk // tk))
         self.order = tuple(int(d) for d in order)
         self.steps = self.counts[0] * self.counts[1] * self.counts[2]
         self.dataflow = int(dataflow)
         self.spill = bool(spill)
         self.c_offchip = bool(c_offchip)
-        self.a_table, self.b_load, self.b_sram = a_table, b_load, b_sram
+        self.a_table, self.a_sram = a_table, a_sram
+        self.b_load, self.b_sram = b_load, b_sram
         self.a_offchip, self.b_offchip = bool(a_offchip), bool(b_offchip)
         # Free dims: n for A, m for B. A tile's reuses are `inside` tiles apart.
         self.a_always = self._inside(1) > a_slots
@@ -68,11 +69,11 @@ class LoopNest:
         # Times each tile moves (model.loop_nest's LRU rule): A along n, B along m.
         self.a_passes = int(lru_fetches(self.counts[1], self._inside(1), a_slots))
         self.b_passes = int(lru_fetches(self.counts[0], self._inside(0), b_slots))
-        self.prologue = int(prologue)
-        self.a_elements = m * kk
+        self.a_vector, self.b_vector = int(a_vector), int(b_vector)
+        self.a_elements, self.b_elements = m * kk, kk * n
         self.shapes, self.cycles, self.split = k.shape_tables(
             m, n, kk, tm, tn, tk, dataflow, rows, cols, count, fold_model, speed, acc,
-            out, c_offchip, epilogue, lanes, prologue)
+            out, c_offchip, epilogue, lanes, a_vector, b_vector)
         if self.evacuates:
             self.shapes[:, k.S_EVACUATION] = _evacuation(platform, self.shapes,
                                                          self.dataflow)
@@ -161,12 +162,14 @@ class LoopNest:
         a_passes, b_passes = self.a_passes, self.b_passes
         ints[kernel.A_MISSES] = a_passes * nm * nk
         ints[kernel.B_MISSES] = b_passes * nk * nn
-        ints[kernel.A_SRAM_WRITE] = a_passes * self.a_table.sum()
+        ints[kernel.A_SRAM_WRITE] = a_passes * self.a_sram.sum()
         ints[kernel.B_SRAM_WRITE] = b_passes * self.b_sram.sum()
         if self.a_offchip:
-            ints[kernel.A_OFFCHIP] = ints[kernel.A_SRAM_WRITE]
-        if self.prologue > 0:   # every element of A, once per pass
-            ints[kernel.PROLOGUE_ELEMS] = a_passes * self.a_elements
+            ints[kernel.A_OFFCHIP] = a_passes * self.a_table.sum()
+        if self.a_vector > 0:   # every element of A, once per pass
+            ints[kernel.A_VECTOR_ELEMS] = a_passes * self.a_elements
+        if self.b_vector > 0:
+            ints[kernel.B_VECTOR_ELEMS] = b_passes * self.b_elements
         if self.b_offchip:
             ints[kernel.B_OFFCHIP] = b_passes * self.b_load.sum()
         s = self.shapes
@@ -204,7 +207,8 @@ class LoopNest:
                                            kernel.EPILOGUE_OFFCHIP,
                                            kernel.C_STORE_OFFCHIP))
         compute = sum(n * int(c) for n, c in zip(self._cases, self.cycles))
-        vector = self.a_passes * self._prologue_cycles()
+        vector = self.a_passes * self._load_vector_cycles(0, k.S_A_VECTOR) + \
+            self.b_passes * self._load_vector_cycles(1, k.S_B_VECTOR)
         for steps, shape, _, last_k, _ in self._classes_seen:
             if last_k:
                 vector += steps * int(self.shapes[shape, k.S_VECTOR])
@@ -212,13 +216,15 @@ class LoopNest:
                 vector += steps * int(self.shapes[shape, k.S_EVACUATION])
         return moved, compute, vector
 
-    def _prologue_cycles(self) -> int:
-        """The prologue's vector cycles over every A tile once (edge tiles by shape)."""
-        nm, _, nk = self.counts
-        tiles = {(False, False): (nm - 1) * (nk - 1), (False, True): nm - 1,
+    def _load_vector_cycles(self, dim: int, column: int) -> int:
+        """The load-time vector cycles over every A tile (dim 0: its m) or every B tile
+        (dim 1: its n) once, edge tiles by shape."""
+        nd, nk = self.counts[dim], self.counts[2]
+        tiles = {(False, False): (nd - 1) * (nk - 1), (False, True): nd - 1,
                  (True, False): nk - 1, (True, True): 1}
-        return sum(count * int(self.shapes[4 * last_m + last_k, k.S_PROLOGUE])
-                   for (last_m, last_k), count in tiles.items())
+        weight = 4 if dim == 0 else 2
+        return sum(count * int(self.shapes[weight * last_d + last_k, column])
+                   for (last_d, last_k), count in tiles.items())
 
     def follows_the_rules(self, slots: int) -> bool:
         """True when every per-step validity rule (program.validate_program) holds by

@@ -23,17 +23,18 @@ from simulator.model.timing import array_cycles, array_split, vector_cycles
 # Columns of the (8, N_SHAPE) table per tile shape: shape = 4 * (last m tile) +
 # 2 * (last n tile) + (last k tile).
 (S_MS, S_NS, S_KS, S_ROW_FOLDS, S_COL_FOLDS, S_VECTOR, S_STORE_LAST, S_EPILOGUE_LOAD,
- S_PARTIAL, S_EVACUATION, S_PROLOGUE, N_SHAPE) = range(12)
+ S_PARTIAL, S_EVACUATION, S_A_VECTOR, S_B_VECTOR, N_SHAPE) = range(13)
 
 
 @njit(cache=True)
 def shape_tables(m: int, n: int, k: int, tm: int, tn: int, tk: int, dataflow: int,
                  rows: int, cols: int, count: int, fold_model: int, speed: float,
                  acc_bytes: int, out_bytes: int, c_offchip: bool, epilogue: np.ndarray,
-                 lanes: int, prologue: int):
+                 lanes: int, a_vector: int, b_vector: int):
     """Per tile shape (8) the sizes, folds, epilogue cycles, loads and stores of a
-    finished tile and its partial sums, the prologue's cycles on an A tile that misses; per case (shape x continues, 16) the array
-    cycles and their split: what lowering.steps.gemm_block works out per step."""
+    finished tile and its partial sums, the load-time vector cycles on an A or B tile
+    that misses; per case (shape x continues, 16) the array cycles and their split:
+    what lowering.steps.gemm_block works out per step."""
     nm, nn, nk = (m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk
     shapes = np.zeros((8, N_SHAPE), np.int64)
     cycles = np.zeros(16, np.int64)
@@ -49,8 +50,10 @@ def shape_tables(m: int, n: int, k: int, tm: int, tn: int, tk: int, dataflow: in
         shapes[shape, S_ROW_FOLDS] = (sr + rows - 1) // rows
         shapes[shape, S_COL_FOLDS] = (sc + cols - 1) // cols
         shapes[shape, S_PARTIAL] = ms * ns * acc_bytes
-        if prologue > 0:
-            shapes[shape, S_PROLOGUE] = vector_cycles(ms * ks, lanes, prologue, 1)
+        if a_vector > 0:
+            shapes[shape, S_A_VECTOR] = vector_cycles(ms * ks, lanes, a_vector, 1)
+        if b_vector > 0:
+            shapes[shape, S_B_VECTOR] = vector_cycles(ks * ns, lanes, b_vector, 1)
         done = ms * ns
         for row in range(epilogue.shape[0]):
             share = done * epilogue[row, 0] // epilogue[row, 1]
@@ -107,8 +110,9 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
     spill, c_offchip = params[P_SPILL] != 0, params[P_C_OFFCHIP] != 0
     um, un, uk = int(inner == 0), int(inner == 1), int(inner == 2)
     last_k = (shape & 1) != 0
-    # Loads: the epilogue's operands on a last k step, a spilled partial sum on a later
-    # k step, and the B tiles that miss (the A tiles' below, with the prologue).
+    # Loads: the epilogue's operands on a last k step and a spilled partial sum on a
+    # later k step (the B and A tiles that miss below, with their load-time vector
+    # work, once the vector array holds the epilogue's).
     partial = shapes[shape, S_PARTIAL] if spill and c_offchip else 0
     epilogue = shapes[shape, S_EPILOGUE_LOAD] if last_k else 0
     source = step - params[P_K_STRIDE]
@@ -116,17 +120,6 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
         reloads = spill and k0 + uk * j > 0
         reload_of[at + j] = source + j if reloads else -1
         load_bytes[at + j] = epilogue + partial if reloads else epilogue
-    if params[P_B_OFFCHIP] != 0:
-        b_always = params[P_B_ALWAYS] != 0
-        if inner == 0:   # one B tile along the run, loaded on mi == 0
-            for j in range(j0, j1):
-                if b_always or j == 0:
-                    load_bytes[at + j] += _tile_entry(b_runs, k0, n0)
-        elif b_always or m0 == 0:
-            values, rows, cols = b_runs
-            row = values[rows[k0 if inner == 1 else n0]]
-            for j in range(j0, j1):
-                load_bytes[at + j] += row[cols[j]]
     # Compute: a single-fold tile continues when its stationary tile is the previous
     # step's: along the run, exactly when the inner loop is the streamed dim, the one
     # the stationary tile is free of (model.dataflow).
@@ -147,10 +140,25 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
         release[at + j] = spill or last_k
         vector[at + j] = vec
         store_bytes[at + j] = store
-    # The steps where A misses: its tile loads (when off chip) and the prologue norm,
-    # if any, runs on it as it arrives.
+    # The steps where B misses: its tile loads (when off chip) and its vector work.
+    b_offchip, b_always = params[P_B_OFFCHIP] != 0, params[P_B_ALWAYS] != 0
+    b_work = shapes[shape, S_B_VECTOR]
+    if b_offchip or b_work > 0:
+        if inner == 0:   # one B tile along the run, loaded on mi == 0
+            for j in range(j0, j1):
+                if b_always or j == 0:
+                    load_bytes[at + j] += _tile_entry(b_runs, k0, n0) if b_offchip else 0
+                    vector[at + j] += b_work
+        elif b_always or m0 == 0:
+            values, rows, cols = b_runs
+            row = values[rows[k0 if inner == 1 else n0]]
+            for j in range(j0, j1):
+                load_bytes[at + j] += row[cols[j]] if b_offchip else 0
+                vector[at + j] += b_work
+    # The steps where A misses: its tile loads (when off chip) and its vector work (a
+    # prologue norm, a transpose), if any, runs on it as it arrives.
     a_offchip, a_always = params[P_A_OFFCHIP] != 0, params[P_A_ALWAYS] != 0
-    norm = shapes[shape, S_PROLOGUE]
+    norm = shapes[shape, S_A_VECTOR]
     if a_offchip or norm > 0:
         if inner == 1:   # one A tile along the run, missing on ni == 0
             for j in range(j0, j1):
@@ -259,6 +267,8 @@ def _run_inputs(run: int, params: np.ndarray, shape_class: np.ndarray,
             b = b_ids[k0 if inner == 1 else n0]
         else:
             b = -1
+    elif params[P_B_ALWAYS] != 0 or m0 == 0 or inner == 0:
+        b = 0   # B on chip: where its tiles miss still tells its vector work apart
     a = -2
     if inner == 1:
         a = _tile_entry(a_runs, m0, k0) if params[P_A_OFFCHIP] != 0 else 0

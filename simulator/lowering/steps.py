@@ -1,6 +1,10 @@
 """The compiled core of lowering: enumerate the tile steps of one GEMM in loop order,
 decide residency with one LRU cache per operand buffer, and emit the tile program's
 arrays and the operator's static counters. No Python object per step.
+
+It knows the nest's operands A and B alone, each with its own tables and load-time
+vector work, so a GEMM run transposed (model.loop_nest.ORIENTED_OPERANDS) is the same
+kernel called with its operands' roles exchanged: orientation never reaches a step.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
 # Indices of the integer counters returned by gemm_steps (bytes unless noted).
 (A_OFFCHIP, B_OFFCHIP, C_RELOAD_OFFCHIP, C_STORE_OFFCHIP, A_SRAM_WRITE, B_SRAM_WRITE,
  A_SRAM_READ_ELEMS, B_SRAM_READ_ELEMS, C_SRAM_WRITE, C_SRAM_READ, A_MISSES, B_MISSES,
- EPILOGUE_OFFCHIP, PROLOGUE_ELEMS, N_INT_COUNTERS) = range(15)
+ EPILOGUE_OFFCHIP, A_VECTOR_ELEMS, B_VECTOR_ELEMS, N_INT_COUNTERS) = range(16)
 
 
 class GemmArgs(NamedTuple):
@@ -40,7 +44,8 @@ class GemmArgs(NamedTuple):
     cols: int
     count: int                  # identical arrays
     fold_model: int             # model.timing fold model code
-    a_tile_bytes: TileTable     # off-chip bytes of each A tile
+    a_load_bytes: TileTable     # off-chip bytes of each A tile
+    a_sram_bytes: TileTable     # SRAM bytes of each A tile
     b_load_bytes: TileTable     # off-chip bytes of each B tile
     b_sram_bytes: TileTable     # SRAM bytes of each B tile
     a_offchip: bool
@@ -54,7 +59,8 @@ class GemmArgs(NamedTuple):
     epilogue: np.ndarray        # fused epilogue's per-tile costs (epilogue_table)
     lanes: int
     speed: float                # streaming speed: MACs per PE per cycle x sparsity
-    prologue: int               # prologue norm cycles per A element pass
+    a_vector: int               # vector cycles per element of an A tile as it loads
+    b_vector: int               # the same for B (a transposed load, say)
 
 
 def _lru_new(n_keys: int) -> np.ndarray:
@@ -109,10 +115,11 @@ def gemm_state(m: int, n: int, k: int, tm: int, tn: int, tk: int):
 
 def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndarray,
                dataflow: int, rows: int, cols: int, count: int, fold_model: int,
-               a_tile_bytes: TileTable, b_load_bytes: TileTable, b_sram_bytes: TileTable,
-               a_offchip: bool, b_offchip: bool, c_offchip: bool,
+               a_load_bytes: TileTable, a_sram_bytes: TileTable, b_load_bytes: TileTable,
+               b_sram_bytes: TileTable, a_offchip: bool, b_offchip: bool, c_offchip: bool,
                acc_bytes: int, out_bytes: int, a_slots: int, b_slots: int, spill: bool,
-               epilogue: np.ndarray, lanes: int, speed: float, prologue: int):
+               epilogue: np.ndarray, lanes: int, speed: float, a_vector: int,
+               b_vector: int):
     """Tile program of one GEMM instance, all its steps at once (gemm_block on one
     block): the program's seven arrays, then the float and integer counters. The
     tables go to gemm_block whole (a whole program's steps outnumber its tiles)."""
@@ -127,9 +134,10 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
     store_bytes = np.zeros(steps, dtype=np.int64)
     reload_of = np.full(steps, -1, dtype=np.int64)
     gemm_block(0, steps, m, n, k, tm, tn, tk, order, dataflow, rows, cols, count,
-               fold_model, a_tile_bytes.to_array(), b_load_bytes.to_array(),
-               b_sram_bytes.to_array(), a_offchip, b_offchip, c_offchip, acc_bytes,
-               out_bytes, a_slots, b_slots, spill, epilogue, lanes, speed, prologue, a_lru,
+               fold_model, a_load_bytes.to_array(), a_sram_bytes.to_array(),
+               b_load_bytes.to_array(), b_sram_bytes.to_array(), a_offchip, b_offchip,
+               c_offchip, acc_bytes, out_bytes, a_slots, b_slots, spill, epilogue, lanes,
+               speed, a_vector, b_vector, a_lru,
                b_lru, sizes, last_visit, prev, floats, ints, load_bytes, compute, vector,
                acquire, release, store_bytes, reload_of)
     return (load_bytes, compute, vector, acquire, release, store_bytes, reload_of,
@@ -140,7 +148,7 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
 # ahead on a machine's first run (simulator.kernels.ahead).
 _I, _B, _F, _V, _M = "int64", "boolean", "float64", "int64[::1]", "int64[:, ::1]"
 GEMM_BLOCK_TYPES = "(" + ", ".join(
-    [_I] * 8 + [_V] + [_I] * 5 + [_M] * 3 + [_B] * 3 + [_I] * 4 + [_B, _M, _I, _F, _I]
+    [_I] * 8 + [_V] + [_I] * 5 + [_M] * 4 + [_B] * 3 + [_I] * 4 + [_B, _M, _I, _F, _I, _I]
     + [_M, _M, _V, _V, _V, "float64[::1]"] + [_V] * 4 + ["boolean[::1]"] * 2
     + [_V] * 2) + ")"
 
@@ -148,26 +156,29 @@ GEMM_BLOCK_TYPES = "(" + ", ".join(
 @njit(cache=True, ahead=(GEMM_BLOCK_TYPES,))
 def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int,
                tk: int, order: np.ndarray, dataflow: int, rows: int, cols: int,
-               count: int, fold_model: int, a_tile_bytes: np.ndarray,
-               b_load_bytes: np.ndarray, b_sram_bytes: np.ndarray, a_offchip: bool,
-               b_offchip: bool, c_offchip: bool, acc_bytes: int, out_bytes: int,
-               a_slots: int, b_slots: int, spill: bool, epilogue: np.ndarray, lanes: int,
-               speed: float, prologue: int, a_lru, b_lru, sizes, last_visit, prev, floats,
-               ints,
+               count: int, fold_model: int, a_load_bytes: np.ndarray,
+               a_sram_bytes: np.ndarray, b_load_bytes: np.ndarray,
+               b_sram_bytes: np.ndarray, a_offchip: bool, b_offchip: bool,
+               c_offchip: bool, acc_bytes: int, out_bytes: int, a_slots: int,
+               b_slots: int, spill: bool, epilogue: np.ndarray, lanes: int, speed: float,
+               a_vector: int, b_vector: int, a_lru, b_lru, sizes, last_visit, prev,
+               floats, ints,
                load_bytes, compute, vector, acquire, release, store_bytes, reload_of):
     """Steps begin .. begin + length - 1 of one GEMM instance into the first `length`
     entries of the output arrays (which it overwrites whole), carrying gemm_state's
     arrays from the previous block (steps must come in order from 0).
 
-    order: dims outermost first (0 = m, 1 = n, 2 = k). a_tile_bytes[mi, ki]: bytes an A
-    tile moves into the ifmap buffer (its conv window, or m*k elements). spill: k is not
+    order: dims outermost first (0 = m, 1 = n, 2 = k). a_load_bytes[mi, ki]: bytes an A
+    tile moves from off chip (a conv's window, or m*k elements), a_sram_bytes[mi, ki]
+    the bytes it takes in its buffer (B likewise, indexed [ki, ni]). spill: k is not
     innermost and the live C tiles exceed the output slots, so every step stores partial
     sums and the next k step reloads them. epilogue: one row per fused vector operator
     (numerator, denominator of its elements over the C tile's, cycles per element times
     passes, bytes per element of a second operand streamed in per C tile); the finished
     tile stores out_bytes per element of the C tile (the last member's tensor, scaled by
-    the last row's fraction when there are members). prologue: vector cycles per A
-    element (all passes) of a norm applied to each A tile as it loads (0: none).
+    the last row's fraction when there are members). a_vector, b_vector: vector cycles
+    per element of work applied to each A (B) tile as it loads (0: none): a prologue
+    norm on A's rows, or the transpose of a stationary tile loaded transposed.
     count arrays of rows x cols share the step's folds; fold_model: timing's code;
     speed: the array's rate in the dtype run (times a sparsity speedup).
     """
@@ -210,16 +221,19 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
         a_key, b_key, c_key = mi * nk + ki, ki * nn + ni, mi * nn + ni
         if not _lru_touch(a_lru, a_key, a_slots, a_size):
             ints[A_MISSES] += 1
-            ints[A_SRAM_WRITE] += a_tile_bytes[mi, ki]
-            if prologue > 0:  # the norm runs on the rows as they arrive
-                vector[local] += vector_cycles(ms * ks, lanes, prologue, 1)
-                ints[PROLOGUE_ELEMS] += ms * ks
+            ints[A_SRAM_WRITE] += a_sram_bytes[mi, ki]
+            if a_vector > 0:  # the vector work runs on the tile as it arrives
+                vector[local] += vector_cycles(ms * ks, lanes, a_vector, 1)
+                ints[A_VECTOR_ELEMS] += ms * ks
             if a_offchip:
-                load_bytes[local] += a_tile_bytes[mi, ki]
-                ints[A_OFFCHIP] += a_tile_bytes[mi, ki]
+                load_bytes[local] += a_load_bytes[mi, ki]
+                ints[A_OFFCHIP] += a_load_bytes[mi, ki]
         if not _lru_touch(b_lru, b_key, b_slots, b_size):
             ints[B_MISSES] += 1
             ints[B_SRAM_WRITE] += b_sram_bytes[ki, ni]
+            if b_vector > 0:
+                vector[local] += vector_cycles(ks * ns, lanes, b_vector, 1)
+                ints[B_VECTOR_ELEMS] += ks * ns
             if b_offchip:
                 load_bytes[local] += b_load_bytes[ki, ni]
                 ints[B_OFFCHIP] += b_load_bytes[ki, ni]

@@ -19,7 +19,8 @@ from simulator.model.sparsity import (BANDWIDTH_ONLY, DECOMPRESSED, STRUCTURED,
                                 unstructured_bytes)
 from simulator.mapping.plan import LOOP_ORDERS, EpilogueMember, Tiling
 from simulator.mapping.windows import window_table
-from simulator.model.loop_nest import c_offchip_bytes, lru_fetches
+from simulator.model.loop_nest import c_offchip_bytes, lru_fetches, oriented
+from simulator.model.dataflow import A, B, DATAFLOW_CODES, STATIONARY
 from simulator.model.timing import ceil_div
 from simulator.inputs.workload import Conv2d, is_attention, is_compute
 
@@ -334,6 +335,21 @@ def prologue_cycles(members: tuple[EpilogueMember, ...], platform: Platform) -> 
                for m in split_members(members)[0])
 
 
+def transpose_work(platform: Platform, orientation: str,
+                   dataflow: str) -> tuple[int, int, int]:
+    """Vector cycles per element a run in `orientation` adds (DESIGN.md section 19):
+    on the nest's A and on its B tiles as they load (its stationary input, where the
+    array cannot load it transposed), and on each C tile as it is stored (where the
+    output path does not transpose on store). None for a normal run."""
+    if orientation == "normal":
+        return 0, 0, 0
+    costs = platform.systolic_array.transpose
+    load = costs.pass_cycles if costs.stationary_load == "vector" else 0
+    stationary = int(STATIONARY[DATAFLOW_CODES[dataflow]])
+    return (load if stationary == A else 0, load if stationary == B else 0,
+            costs.pass_cycles if costs.store == "vector" else 0)
+
+
 def epilogue_table(op, members: tuple[EpilogueMember, ...],
                    platform: Platform) -> np.ndarray:
     """The epilogue rows lowering.steps.gemm_steps takes, one per fused member (the
@@ -416,11 +432,17 @@ def buffer_fits(op, tiling: Tiling, platform: Platform, *,
     nm, nn, nk = -(-g.m // tm), -(-g.n // tn), -(-g.k // tk)   # not the ceil_div kernel
     if a_bytes is None:
         a_bytes = a_tile_bytes(op, platform, tm, tk, "exact")
+    # The ifmap buffer feeds the nest's A, the weight buffer its B: run transposed,
+    # the operator's B streams from the ifmap buffer and its A stays in the weight
+    # buffer (model.loop_nest.ORIENTED_OPERANDS).
+    first, second = oriented(((f"tm {tm} x tk {tk}", a_bytes, nm * nk, "A"),
+                              (f"tk {tk} x tn {tn}", b_tile_bytes(op, platform, tk, tn),
+                               nk * nn, "B")), tiling.orientation)
     return [
-        BufferFit("A", "ifmap", f"tm {tm} x tk {tk}", a_bytes, nm * nk,
-                  buffers.ifmap_bytes, depth),
-        BufferFit("B", "weight", f"tk {tk} x tn {tn}", b_tile_bytes(op, platform, tk, tn),
-                  nk * nn, buffers.weight_bytes, depth),
+        BufferFit(first[3], "ifmap", first[0], first[1], first[2], buffers.ifmap_bytes,
+                  depth),
+        BufferFit(second[3], "weight", second[0], second[1], second[2],
+                  buffers.weight_bytes, depth),
         BufferFit("C", "output", f"tm {tm} x tn {tn}", c_tile_bytes(op, platform, tm, tn)
                   + epilogue_tile_bytes(op, members, platform, tm, tn),
                   nm * nn, buffers.output_bytes, depth),

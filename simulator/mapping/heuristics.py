@@ -352,7 +352,8 @@ def attention_base(op, spec: TilingSpec, platform: Platform, label: str) -> Tili
 def spec_overrides(spec: TilingSpec) -> dict:
     """The tiling fields a plan entry sets explicitly (rows_per_tile as tm)."""
     overrides = {k: v for k, v in spec.model_dump(exclude_none=True).items()
-                 if k in ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")}
+                 if k in ("tm", "tn", "tk", "loop_order", "dataflow", "fuse",
+                          "orientation")}
     if spec.rows_per_tile is not None:
         overrides["tm"] = spec.rows_per_tile
     return overrides

@@ -5,7 +5,7 @@ Nothing here chooses a tiling: mapping.heuristics and simulator.search do."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from typing import Literal
 
@@ -15,7 +15,7 @@ from simulator.inputs.platform import Dataflow, Name, Strict
 from simulator.errors import AccsimError
 from simulator.program.tile_program import MAX_DEPTH
 from simulator.inputs.workload import Workload, is_attention, is_collective, is_compute
-from simulator.model.loop_nest import LOOP_ORDERS
+from simulator.model.loop_nest import LOOP_ORDERS, ORIENTATIONS
 
 # What fills the fields a plan leaves open when it names no heuristic: the mapper's best
 # tiling of the operator (simulator.search.default). A plan that sets every field of an
@@ -25,13 +25,19 @@ PLAN = "plan"
 DEFAULT_HEURISTIC = "array_aligned"  # the heuristic a fully set plan entry is built on
 DEFAULT_DEPTH = 2
 FUSION_MODES = ("none", "epilogue", "auto")
+# --orientation / a plan's `orientation`: auto lets the search weigh both operand
+# orientations (DESIGN.md section 19); normal or transposed fixes every GEMM's.
+ORIENTATION_MODES = ("auto",) + ORIENTATIONS
+DEFAULT_ORIENTATION = "auto"
 
 
 class TilingSpec(Strict):
     """Any subset of a tiling; unset fields come from the heuristic.
 
-    Compute operators use tm, tn, tk, loop_order, dataflow, fuse; vector operators use
-    rows_per_tile. Both use depth (1 = no prefetch, 2 = double buffering, up to 4).
+    Compute operators use tm, tn, tk, loop_order, dataflow, orientation, fuse; vector
+    operators use rows_per_tile. Both use depth (1 = no prefetch, 2 = double buffering,
+    up to 4). tm, tn and the loop order name the operator's own dims whatever the
+    orientation.
     """
 
     heuristic: Name | None = None
@@ -43,6 +49,18 @@ class TilingSpec(Strict):
     depth: int | None = Field(default=None, ge=1, le=MAX_DEPTH)
     rows_per_tile: int | None = Field(default=None, gt=0)
     fuse: Name | None = Field(default=None, description="following vector op to absorb")
+    orientation: Literal["normal", "transposed"] | None = Field(
+        default=None, description="transposed runs C = A.B as its transpose Bᵀ.Aᵀ, "
+        "exchanging which operand is stationary (DESIGN.md section 19); unset: the "
+        "search weighs both, or normal where the entry sets every other field")
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset_orientation(self, handler):
+        # Absent rather than null, so plans dump as they did before the field existed.
+        fields = handler(self)
+        if fields.get("orientation", 0) is None:
+            fields.pop("orientation")
+        return fields
 
     @field_validator("loop_order")
     @classmethod
@@ -53,7 +71,7 @@ class TilingSpec(Strict):
         return value
 
 
-COMPUTE_FIELDS = ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")
+COMPUTE_FIELDS = ("tm", "tn", "tk", "loop_order", "dataflow", "orientation", "fuse")
 VECTOR_FIELDS = ("rows_per_tile",)
 # Attention: tm query rows (of the group's heads x q_len) and tn keys per tile; fuse is
 # `flash` or `unfused` (unset: lowering keeps the faster, lowering.attention).
@@ -75,13 +93,17 @@ class Mapping(Strict):
     fusion: Literal["none", "epilogue", "auto"] | None = Field(
         default=None, description="the fusion planner's mode (DESIGN.md section 15); "
         "unset: the default, or --fusion")
+    orientation: Literal["auto", "normal", "transposed"] | None = Field(
+        default=None, description="operand orientation of every GEMM the plan leaves "
+        "open (DESIGN.md section 19): auto weighs both; unset: auto, or --orientation")
 
     @model_serializer(mode="wrap")
-    def _leave_out_unset_fusion(self, handler):
-        # Absent rather than null, so plans dump as they did before the field existed.
+    def _leave_out_unset_modes(self, handler):
+        # Absent rather than null, so plans dump as they did before the fields existed.
         fields = handler(self)
-        if fields.get("fusion", 0) is None:
-            fields.pop("fusion")
+        for name in ("fusion", "orientation"):
+            if fields.get(name, 0) is None:
+                fields.pop(name)
         return fields
 
     @field_validator("row_parallel")
@@ -117,13 +139,22 @@ class Tiling:
     depth: int
     fuse: str | None = None
     heuristic: str = DEFAULT_HEURISTIC
+    orientation: str = "normal"   # model.loop_nest.ORIENTATIONS (DESIGN.md section 19)
 
     def sort_key(self) -> tuple:
         """The canonical order of tilings (the mapper's last tie-break): tile sizes,
-        then loop order, dataflow, depth and fusion; the heuristic name is not part of
-        a tiling's identity."""
+        then loop order, dataflow, depth, fusion and orientation (normal first); the
+        heuristic name is not part of a tiling's identity."""
         return (self.tm, self.tn, self.tk, self.loop_order, self.dataflow, self.depth,
-                self.fuse or "")
+                self.fuse or "", self.orientation)
+
+    def record(self) -> dict:
+        """This tiling as a result records it: its fields, orientation only when
+        transposed (absent: normal, so results of normal runs read as before)."""
+        record = asdict(self)
+        if self.orientation == "normal":
+            del record["orientation"]
+        return record
 
     def spec(self, *, vector: bool = False, attention: bool = False) -> TilingSpec:
         """This tiling as a plan entry (every field the operator's kind takes)."""
@@ -133,14 +164,17 @@ class Tiling:
             return TilingSpec(tm=self.tm, tn=self.tn, dataflow=self.dataflow,
                               depth=self.depth, fuse=self.fuse)
         return TilingSpec(tm=self.tm, tn=self.tn, tk=self.tk, loop_order=self.loop_order,
-                          dataflow=self.dataflow, depth=self.depth, fuse=self.fuse)
+                          dataflow=self.dataflow, depth=self.depth, fuse=self.fuse,
+                          orientation=self.orientation)
 
     def describe(self, *, vector: bool = False) -> str:
-        """One short line, e.g. `256x64x576 mnk ws d2`."""
+        """One short line, e.g. `256x64x576 mnk ws d2` (` T` marks a transposed one:
+        Cᵀ = Bᵀ.Aᵀ)."""
         if vector:
             return f"{self.tm} rows d{self.depth}"
         fused = f" +{self.fuse}" if self.fuse else ""
-        return (f"{self.tm}x{self.tn}x{self.tk} {self.loop_order} {self.dataflow} "
+        turned = " T" if self.orientation == "transposed" else ""
+        return (f"{self.tm}x{self.tn}x{self.tk} {self.loop_order} {self.dataflow}{turned} "
                 f"d{self.depth}{fused}")
 
 
@@ -169,6 +203,8 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
         for key, value in spec.model_dump(exclude_none=True).items():
             if spec is own or key not in foreign:
                 merged[key] = value
+    if is_compute(op) and mapping.orientation in ORIENTATIONS:
+        merged.setdefault("orientation", mapping.orientation)   # --orientation fixed
     return TilingSpec(**merged)
 
 
@@ -196,6 +232,12 @@ def with_heuristic(mapping: Mapping, name: str | None) -> Mapping:
 def with_fusion(mapping: Mapping, mode: str | None) -> Mapping:
     """The plan under fusion `mode` (None: as it is; DESIGN.md section 15)."""
     return mapping if mode is None else mapping.model_copy(update={"fusion": mode})
+
+
+def with_orientation(mapping: Mapping, mode: str | None) -> Mapping:
+    """The plan under orientation `mode` (None: as it is; DESIGN.md section 19)."""
+    return mapping if mode is None else mapping.model_copy(update={"orientation": mode})
+
 
 
 def describe_mapping(mapping: Mapping, source: str | None = None) -> str:

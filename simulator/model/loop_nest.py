@@ -10,6 +10,12 @@ dims and reused along the third (A: n, B: m, C: k). From that alone:
 The search's estimates (mapping.footprint.offchip_by_order, search.bounds), the closed
 form of lowering (lowering.nest) and the step-by-step model (lowering.steps, a test
 reference for these) all follow these rules; tests keep them equal.
+
+Operand orientation (DESIGN.md section 19) is one transform of the nest, not a rule of
+its own: a GEMM C = A.B run `transposed` is the nest of Cᵀ = Bᵀ.Aᵀ, whose m and n are
+the operator's n and m and whose A and B are the operator's B and A (ORIENTED_DIMS,
+ORIENTED_OPERANDS). Lowering, the closed form and the search build that nest once,
+before any step is enumerated; every rule above then applies to it unchanged.
 """
 
 from __future__ import annotations
@@ -22,6 +28,33 @@ from simulator.model.dataflow import DATAFLOW_CODES, FILL_ROWS, fold_dims
 
 DIMS = "mnk"
 LOOP_ORDERS = tuple("".join(p) for p in permutations(DIMS))
+# Operand orientation (DESIGN.md section 19): per orientation, the operator's dim each
+# dim of the nest (m, n, k) stands for, and the operator's operand each operand of the
+# nest (A, B, C) is. `transposed` runs Cᵀ = Bᵀ.Aᵀ: m and n exchange, and A and B.
+ORIENTATIONS = ("normal", "transposed")
+ORIENTED_DIMS = {"normal": "mnk", "transposed": "nmk"}
+ORIENTED_OPERANDS = {"normal": "abc", "transposed": "bac"}
+
+
+def oriented(values: tuple, orientation: str) -> tuple:
+    """An (m, n, k)- or (A, B, C)-indexed triple as the nest of `orientation` indexes
+    it (the exchange is its own inverse, so it also maps the nest's back)."""
+    if orientation == "normal":
+        return tuple(values)
+    first, second, *rest = values
+    return (second, first, *rest)
+
+
+def oriented_order(order: str, orientation: str) -> str:
+    """A loop order over the operator's dims as the nest of `orientation` names it."""
+    names = ORIENTED_DIMS[orientation]
+    return "".join(names[DIMS.index(dim)] for dim in order)
+
+
+# Indexed [orientation code, loop order index]: the nest's loop order index.
+ORIENTED_ORDER = np.array([[LOOP_ORDERS.index(oriented_order(name, orientation))
+                            for name in LOOP_ORDERS] for orientation in ORIENTATIONS],
+                          dtype=np.int64)
 
 
 def live_c_tiles(m: int, n: int, tiling) -> int:

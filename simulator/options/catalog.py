@@ -21,7 +21,7 @@ from simulator.frontends.hf.step import DTYPE, IMBALANCE, PHASE, SIZE
 from simulator.inputs.loader import shipped_names
 from simulator.inputs.platform import COLLECTIVE_MODES
 from simulator.mapping.heuristics import load_plugin
-from simulator.mapping.plan import FUSION_MODES
+from simulator.mapping.plan import DEFAULT_ORIENTATION, FUSION_MODES, ORIENTATION_MODES
 from simulator.options import declaration
 from simulator.options.declaration import Option, Use
 from simulator.options.rules import Integer, Name, OneOf, Real, Rule, Switch, Whole
@@ -160,6 +160,12 @@ DECLARED = (
                "sweep run": Use(help="the fusion planner's mode for every point "
                                 "(DESIGN.md section 15; default: "
                                 f"{DEFAULT_FUSION}); part of each point's key")}),
+    Option("--orientation", OneOf(ORIENTATION_MODES, "orientation"), "operand "
+           "orientation of every GEMM and convolution (DESIGN.md section 19): auto lets "
+           "the search weigh C = A.B and its transpose Bᵀ.Aᵀ, exchanging which operand "
+           "the array holds stationary; normal or transposed fixes it (default: the "
+           f"plan's `orientation`, else {DEFAULT_ORIENTATION})", "inputs",
+           row="--orientation", uses=_alike(SIMULATING)),
     Option("--engine", OneOf(ENGINE_CHOICES, "engine"), "the engine: fast (a compiled "
            "kernel) or simpy (the discrete-event model), which give identical cycles; "
            "auto: fast", "inputs", default="auto", uses={

@@ -15,7 +15,7 @@ field.
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, Literal, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -153,6 +153,9 @@ class TilingRecord(Written):
     depth: int
     fuse: str | None
     heuristic: str
+    orientation: Literal["normal", "transposed"] = Field(
+        default="normal", description="operand orientation (DESIGN.md section 19); "
+        "written only when transposed")
 
 
 class BottleneckRecord(Written):

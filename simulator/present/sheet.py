@@ -1,6 +1,6 @@
 """The operator-to-kernel mapping sheet (`accsim run --sheet PATH.md|.csv`): per
-operator of a run, the tiling, loop order, dataflow and depth it ran with, how full each
-operand's buffer is, fusion, off-chip bytes and refetch, the bottleneck class with the
+operator of a run, the tiling, loop order, dataflow, operand orientation and depth it
+ran with, how full each operand's buffer is, fusion, off-chip bytes and refetch, the bottleneck class with the
 measured values that decided it, the fusion plan (each group, its members, the
 off-chip bytes and cycles it saves against unfused, what capacity gave back), and the gap to the mapper's best tiling when a mapper
 result is given (`--sheet-best MAP.json`, from `accsim map --json`) or computed
@@ -127,6 +127,7 @@ def sheet_rows(result: RunResult, best: MapResult | None = None) -> list[dict]:
             "rows_per_tile": tiling.tm if vector else None,
             "loop_order": tiling.loop_order if not vector else None,
             "dataflow": tiling.dataflow if not vector else None,
+            "orientation": tiling.orientation if not vector else None,
             "depth": tiling.depth, "heuristic": tiling.heuristic,
             "fused": attention_choice(ops[lowered.name], lowered, result.platform)
             if lowered.kind == "attention" else lowered.fused,
@@ -189,7 +190,7 @@ def _collective_row(op: OperatorResult) -> dict:
     """A collective's sheet record: no tiling or buffer columns, its link figures."""
     lowered = op.lowered
     record = dict.fromkeys(["tm", "tn", "tk", "rows_per_tile", "loop_order", "dataflow",
-                            "depth", "heuristic", "fused", "refetch_ratio", "best_tiling",
+                            "orientation", "depth", "heuristic", "fused", "refetch_ratio", "best_tiling",
                             "best_objective", "gap_percent", *FUSION_COLUMNS])
     record.update({
         "operator": lowered.name, "layer_type": lowered.layer_type, "kind": lowered.kind,
@@ -233,7 +234,8 @@ def markdown(result: RunResult, best: MapResult | None = None, *,
              "output.",
              "- off-chip MB and refetch (off-chip / compulsory bytes) over all runs; "
              "evidence: the measured values of the rule that decided the class", ""]
-    header = ["operator", "layer_type", "tiling", "loop", "dataflow", "depth",
+    header = ["operator", "layer_type", "tiling", "loop", "dataflow", "orientation",
+              "depth",
               "A (ifmap)", "B (weight)", "C (output)", "fused", "off-chip MB", "refetch",
               "cycles", "gap %", "best tiling", "bottleneck", "evidence"]
     lines.append("| " + " | ".join(header) + " |")
@@ -246,7 +248,8 @@ def markdown(result: RunResult, best: MapResult | None = None, *,
                   else "links (collective)" if row["tm"] is None
                   else f"{row['tm']} x {row['tn']} x {row['tk']}")
         cells = [row["operator"], row["layer_type"], tiling, row["loop_order"] or "-",
-                 row["dataflow"] or "-", str(row["depth"] or "-"),
+                 row["dataflow"] or "-", row["orientation"] or "-",
+                 str(row["depth"] or "-"),
                  _occupancy(row["_A_fit"]), _occupancy(row["_B_fit"]),
                  _occupancy(row["_C_fit"]),
                  row["fused"] or "-", f"{row['offchip_bytes'] / 1e6:,.2f}",
@@ -261,7 +264,8 @@ def markdown(result: RunResult, best: MapResult | None = None, *,
 
 
 CSV_COLUMNS = ["operator", "layer_type", "kind", "runs", "tm", "tn", "tk",
-               "rows_per_tile", "loop_order", "dataflow", "depth", "heuristic",
+               "rows_per_tile", "loop_order", "dataflow", "orientation", "depth",
+               "heuristic",
                "A_buffer", "A_tile_bytes", "A_resident_tiles", "A_capacity_bytes",
                "A_occupancy", "B_buffer", "B_tile_bytes", "B_resident_tiles",
                "B_capacity_bytes", "B_occupancy", "C_buffer", "C_tile_bytes",

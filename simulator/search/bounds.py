@@ -20,10 +20,12 @@ from simulator.metrics.energy import static_power_w
 from simulator.mapping.footprint import (a_tile_bytes, activation_bytes, array_speed,
                                          b_tile_bytes, c_tile_bytes, operand_bytes,
                                          operator_dtype, operator_onchip, sparse_speedup,
-                                         row_shares, vector_tile_split,
+                                         row_shares, transpose_work, vector_tile_split,
                                          weight_bytes)
-from simulator.model.loop_nest import (EFFECTIVE_ORDER, array_busy_cycles, c_offchip_bytes,
-                                       inside_product, loop_tables_index, lru_fetches)
+from simulator.model.loop_nest import (EFFECTIVE_ORDER, ORIENTATIONS, ORIENTED_ORDER,
+                                       array_busy_cycles, c_offchip_bytes,
+                                       inside_product, loop_tables_index, lru_fetches,
+                                       oriented)
 from simulator.mapping.heuristics import (check_candidates, coarse_candidates,
                                           dim_candidates, divisors)
 from simulator.mapping.plan import LOOP_ORDERS, Tiling
@@ -55,6 +57,7 @@ class Candidates:
     tk: np.ndarray
     order: np.ndarray       # index into LOOP_ORDERS
     dataflow: np.ndarray    # index into the dataflows searched
+    orientation: np.ndarray  # index into model.loop_nest.ORIENTATIONS
     max_depth: np.ndarray   # 0: not even depth 1 fits
     cycles_lb: np.ndarray
     energy_lb: np.ndarray
@@ -121,11 +124,28 @@ def _middle_windows(op, platform: Platform, vm: np.ndarray, vk: np.ndarray,
 
 
 def _compute_grid(op, fuse: str | None, following, platform: Platform,
-                  coarse: bool = False) -> Candidates:
-    """Every tile size (`dim_candidates`, or `coarse_candidates`), loop order and
-    dataflow of an array operator with the deepest depth that fits and its lower bounds.
-    Quantities are built on axes (m tile, n tile, k tile, loop order, dataflow) and
-    broadcast, so each is computed on its own axes."""
+                  coarse: bool = False,
+                  orientations: tuple[str, ...] = ("normal",)) -> Candidates:
+    """Every tile size (`dim_candidates`, or `coarse_candidates`), loop order, dataflow
+    and orientation of an array operator with the deepest depth that fits and its
+    lower bounds: the grid of each orientation, one after another."""
+    grids = [_oriented_grid(op, fuse, following, platform, coarse, orientation)
+             for orientation in orientations]
+    if len(grids) == 1:
+        return grids[0]
+    return Candidates(*(np.concatenate([getattr(g, f) for g in grids])
+                        for f in Candidates.__dataclass_fields__ if f != "depth"))
+
+
+def _oriented_grid(op, fuse: str | None, following, platform: Platform, coarse: bool,
+                   orientation: str) -> Candidates:
+    """_compute_grid's candidates of one orientation. Quantities are built on axes (m
+    tile, n tile, k tile, loop order, dataflow) of the operator's own dims and
+    broadcast, so each is computed on its own axes. Run transposed, the nest is the
+    same loop nest with A and B exchanged (model.loop_nest): each operand's reuse is
+    unchanged, but A's tiles sit in the weight buffer and B's in the ifmap buffer, A
+    and B trade their SRAM read rules, and the array's busy cycles are those of the
+    nest of Bᵀ.Aᵀ."""
     array = platform.systolic_array
     g = op.gemm()
     _, acc, out = operand_bytes(op, platform)
@@ -142,6 +162,10 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     cm, cn, ck = -(-g.m // tm), -(-g.n // tn), -(-g.k // tk)
     onchip = operator_onchip(op, platform)
     buffers = platform.buffers
+    transposed = orientation != "normal"
+    # The buffers A's and B's tiles sit in (the nest's A in ifmap, its B in weight).
+    a_capacity, b_capacity = oriented((buffers.ifmap_bytes, buffers.weight_bytes),
+                                      orientation)
     # Fit: the deepest depth at which every operand's depth tiles fit.
     # A's largest tile: its im2col size for a GEMM. For a conv, its window lies between
     # one middle tile's window (a_low; counted only where the bound a_bytes leaves the
@@ -154,19 +178,19 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
         else g.m * g.k
     a_compulsory = activation_bytes(op, platform, a_elements)
     if isinstance(op, Conv2d):
-        unsure = buffers.ifmap_bytes // a_bytes < MAX_DEPTH
+        unsure = a_capacity // a_bytes < MAX_DEPTH
         if unsure.any():
             a_low[unsure] = _middle_windows(op, platform, vm, vk, unsure[:, 0, :])
-        undecided = unsure & (np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH)
-                              != np.minimum(buffers.ifmap_bytes // np.maximum(a_low, 1),
+        undecided = unsure & (np.minimum(a_capacity // a_bytes, MAX_DEPTH)
+                              != np.minimum(a_capacity // np.maximum(a_low, 1),
                                             MAX_DEPTH))
         for i in np.flatnonzero(undecided.any(axis=(1, 2))):
             js = np.flatnonzero(undecided[i, 0])
             a_bytes[i, 0, js] = a_low[i, 0, js] = activation_bytes(
                 op, platform, window_maxima(op, int(vm[i]), vk[js]))
-    b_slots = buffers.weight_bytes // b_tile_bytes(op, platform, tk, tn)
+    b_slots = b_capacity // b_tile_bytes(op, platform, tk, tn)
     c_slots = buffers.output_bytes // c_tile_bytes(op, platform, tm, tn)
-    max_depth = np.minimum(np.minimum(buffers.ifmap_bytes // a_bytes, MAX_DEPTH),
+    max_depth = np.minimum(np.minimum(a_capacity // a_bytes, MAX_DEPTH),
                            np.minimum(b_slots, c_slots))
     # Off-chip bytes, per loop order (axis 3): exact for a GEMM (the LRU reuse that
     # mapping.offchip_by_order models), a lower bound for a conv, whose A tiles are
@@ -182,7 +206,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
 
     # A's mean tile, whole elements rounded up, packed: no larger than its largest
     a_mean = np.maximum(a_low, activation_bytes(op, platform, -(-a_elements // (cm * ck))))
-    a_moves = a_compulsory * fetches("n", "mk", buffers.ifmap_bytes // a_mean)
+    a_moves = a_compulsory * fetches("n", "mk", a_capacity // a_mean)
     # B: its packed (compressed) tensor per fetch, a lower bound of its packed tiles
     b_moves = weight_bytes(op, platform, g.k * g.n, offchip=True) * \
         fetches("m", "kn", b_slots)
@@ -199,15 +223,23 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     head = 1 + _service(a0 + weight_bytes(op, platform, tk * tn, offchip=True), bpc) + access
     ms_last, ns_last = g.m - (cm - 1) * tm, g.n - (cn - 1) * tn
     epilogue, passes = 0, 0
+    lanes = platform.vector_unit.lanes
     if fuse is not None and following is not None and not is_compute(following):
         shape = following.vector()
         cpe = getattr(platform.vector_unit.cycles_per_element, shape.cost_kind)
         passes = shape.passes
-        epilogue = -(-(ms_last * ns_last) // platform.vector_unit.lanes) * cpe * passes
+        epilogue = -(-(ms_last * ns_last) // lanes) * cpe * passes
+    elif transposed:   # the last tile's transpose on store, where it takes a pass
+        store_work = transpose_work(platform, orientation, "os")[2]
+        epilogue = -(-(ms_last * ns_last) // lanes) * store_work
     tail = 0 if onchip else 1 + _service(ms_last * ns_last * out, bpc) + access
-    busy = np.stack([array_busy_cycles(g.m, g.n, g.k, tm[..., None], tn[..., None],
-                                       tk[..., None], order, name, array.rows, array.cols,
-                                       array.count, array.fold_model,
+    # The nest's dims, tiles and loop order (model.loop_nest.oriented).
+    (nest_m, nest_n, _), (nest_tm, nest_tn, _) = oriented((g.m, g.n, g.k), orientation), \
+        oriented((tm[..., None], tn[..., None], tk), orientation)
+    nest_order = ORIENTED_ORDER[ORIENTATIONS.index(orientation)][order]
+    busy = np.stack([array_busy_cycles(nest_m, nest_n, g.k, nest_tm, nest_tn,
+                                       tk[..., None], nest_order, name, array.rows,
+                                       array.cols, array.count, array.fold_model,
                                        array_speed(op, platform))
                      for name in dataflows], axis=-1)
     served = np.floor(offchip / bpc).astype(np.int64) + (0 if onchip else access)
@@ -218,10 +250,11 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
     # SCALE-Sim's per-fold counting in closed form), SRAM writes of those A and B
     # fetches and of the C partial sums, and static power over the cycle bound.
     reads = []
+    a_rule, b_rule = oriented((A_READS, B_READS), orientation)
     for name in dataflows:
         code = DATAFLOW_CODES[name]
-        a_reads = g.m * g.k * _input_reads(A_READS[code], g.n, tn, cn, array)
-        b_reads = g.k * g.n * _input_reads(B_READS[code], g.m, tm, cm, array)
+        a_reads = g.m * g.k * _input_reads(a_rule[code], g.n, tn, cn, array)
+        b_reads = g.k * g.n * _input_reads(b_rule[code], g.m, tm, cm, array)
         reads.append(np.broadcast_to(activation_bytes(op, platform, a_reads)
                                      + weight_bytes(op, platform, b_reads, offchip=False),
                                      max_depth.shape))
@@ -249,6 +282,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
 
     return Candidates(flat(tm), flat(tn), flat(tk), flat(order),
                        np.broadcast_to(np.arange(len(dataflows)), shape).ravel(),
+                       flat(np.full((), ORIENTATIONS.index(orientation))),
                        flat(max_depth), per_run.ravel() * runs, energy.ravel(),
                        flat(effective))
 
@@ -336,30 +370,35 @@ def _vector_grid(op, platform: Platform) -> Candidates:
     runs = runs_of(op)
     zeros = np.zeros(len(sizes), dtype=np.int64)
     return Candidates(sizes, zeros + 1, zeros + 1, zeros + LOOP_ORDERS.index("mnk"),
-                       zeros, max_depth, per_run * runs,
+                       zeros, zeros, max_depth, per_run * runs,
                        (dynamic + _static_pj_per_cycle(platform) * per_run) * runs
                        * (1 - 1e-9), zeros)
 
 
 def candidate_grid(op, fuse: str | None, following, platform: Platform,
-          coarse: bool = False) -> tuple[Candidates, list[str]]:
-    """An operator's candidates before depth, and the dataflows they index."""
+                   coarse: bool = False, orientations: tuple[str, ...] = ORIENTATIONS
+                   ) -> tuple[Candidates, list[str]]:
+    """An operator's candidates before depth (an array operator's in `orientations`),
+    and the dataflows they index."""
     if is_compute(op):
-        return (_compute_grid(op, fuse, following, platform, coarse),
+        return (_compute_grid(op, fuse, following, platform, coarse, orientations),
                 list(platform.systolic_array.dataflows))
     return _vector_grid(op, platform), ["os"]
 
 
 
 def candidate_bounds(op, platform: Platform, *, fuse: str | None = None,
-                     following=None) -> tuple[list[Tiling], np.ndarray, np.ndarray]:
+                     following=None, orientations: tuple[str, ...] = ORIENTATIONS
+                     ) -> tuple[list[Tiling], np.ndarray, np.ndarray]:
     """Every fitting grid candidate of an operator with its (cycles, energy) lower
     bounds, totals over its runs (for tests and studies of the bound)."""
-    grid, dataflows = candidate_grid(op, fuse, following, platform)
+    grid, dataflows = candidate_grid(op, fuse, following, platform,
+                                     orientations=orientations)
     grid = grid.expand()
     tilings = [Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
                       LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
-                      int(grid.depth[i]), fuse, MAPPER) for i in range(len(grid))]
+                      int(grid.depth[i]), fuse, MAPPER,
+                      ORIENTATIONS[int(grid.orientation[i])]) for i in range(len(grid))]
     return tilings, grid.cycles_lb, grid.energy_lb
 
 

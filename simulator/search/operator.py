@@ -4,7 +4,8 @@ bounds are `search.bounds`; a whole workload is `search.workload`.
 
 Mapper (`map_workload`): per operator, candidate tilings from the array multiples and
 divisors of its dims (`mapping.dim_candidates`), every loop order, every dataflow the
-platform supports and depth 1 to 4 (vector operators: rows per tile in steps of an
+platform supports, both operand orientations (DESIGN.md section 19; the plan may fix
+one) and depth 1 to 4 (vector operators: rows per tile in steps of an
 eighth of a lane pass, and the divisors of its rows, at each depth), plus the
 heuristics' own tilings, which are simulated first. It drops what cannot fit, then
 walks the rest in order of a lower bound on the objective and stops once the bound
@@ -43,6 +44,7 @@ from simulator.mapping.plan import (ATTENTION_FUSIONS, LOOP_ORDERS, EpilogueMemb
                                     TilingSpec)
 from simulator.metrics.totals import operator_objectives
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS
+from simulator.model.loop_nest import ORIENTATIONS
 from simulator.program.tile_program import MAX_DEPTH, memory_params
 from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
 from simulator.inputs.workload import is_attention, is_compute
@@ -282,17 +284,19 @@ class _Walk:
     order: np.ndarray
     dataflow: np.ndarray
     depth: np.ndarray
+    orientation: np.ndarray
 
     def matches(self, key: tuple, dataflows: list[str], fuse: str | None,
                 rows: slice) -> np.ndarray:
         """Which candidates in `rows` have the tiling sort key `key`."""
-        tm, tn, tk, order, flow, depth, fused = key
+        tm, tn, tk, order, flow, depth, fused, orientation = key
         flow_code = dataflows.index(flow) if flow in dataflows else -1
         return ((self.tm[rows] == tm) & (self.tn[rows] == tn) & (self.tk[rows] == tk)
                 & (self.order[rows] == (LOOP_ORDERS.index(order) if order in LOOP_ORDERS
                                         else -1))
                 & (self.dataflow[rows] == flow_code) & (self.depth[rows] == depth)
-                & ((fuse or "") == fused))
+                & ((fuse or "") == fused)
+                & (self.orientation[rows] == ORIENTATIONS.index(orientation)))
 
     def tie_loses(self, op, objective: str, best: Evaluation, dataflows: list[str],
                   fuse: str | None, rows: slice) -> np.ndarray:
@@ -314,7 +318,9 @@ class _Walk:
                          (_order_codes(LOOP_ORDERS, key[3])[self.order[rows]], 0),
                          (_order_codes(dataflows, key[4])[self.dataflow[rows]], 0),
                          (self.depth[rows], key[5]),
-                         ((fused > key[6]) - (fused < key[6]), 0)], size)
+                         ((fused > key[6]) - (fused < key[6]), 0),
+                         (_order_codes(ORIENTATIONS, key[7])[self.orientation[rows]], 0)],
+                        size)
 
 
 def _fixed_by_plan(grid: Candidates, spec: TilingSpec, dataflows: list[str], *,
@@ -336,9 +342,33 @@ def _fixed_by_plan(grid: Candidates, spec: TilingSpec, dataflows: list[str], *,
 
 
 def search_operator(task: SearchTask) -> OperatorSearch:
-    """The best tiling of one operator (see the module docstring)."""
+    """The best tiling of one operator (see the module docstring). An array operator
+    whose plan leaves its orientation open is searched in each orientation as if the
+    plan fixed it, each with its own budget, and the better kept (ties to normal): so
+    the normal search is what it was before orientation existed, and a transposed
+    tiling is chosen only where it beats it."""
     if is_attention(task.op):
         return _search_attention(task)
+    if is_compute(task.op) and task.spec.orientation is None:
+        return _better([_search_tiles(replace(task, spec=task.spec.model_copy(
+            update={"orientation": orientation}))) for orientation in ORIENTATIONS],
+            task.objective)
+    return _search_tiles(task)
+
+
+def _better(searches: list[OperatorSearch], objective: str) -> OperatorSearch:
+    """One operator's searches in each orientation as one: the best of their bests,
+    the heuristics' tilings as the first (normal) search ran them, the counts summed."""
+    found = [s.best for s in searches if s.best is not None]
+    best = min(found, key=lambda e: e.key(objective)) if found else None
+    first = searches[0]
+    return replace(first, best=best, stats=sum((s.stats for s in searches[1:]),
+                                               first.stats))
+
+
+def _search_tiles(task: SearchTask) -> OperatorSearch:
+    """search_operator's walk over one operator's tilings in the orientations its plan
+    leaves open."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
     heuristics: dict[str, Evaluation | str] = {}
@@ -374,7 +404,10 @@ def search_operator(task: SearchTask) -> OperatorSearch:
     fuse = task.spec.fuse if is_compute(op) else None
     op_dims = (op.gemm().m, op.gemm().n, op.gemm().k) if is_compute(op) \
         else (op.vector().rows,)
-    grid, dataflows = candidate_grid(op, fuse, task.following, platform, coarse=task.constrained)
+    # Both operand orientations (DESIGN.md section 19) unless the plan fixes one.
+    orientations = (task.spec.orientation,) if task.spec.orientation else ORIENTATIONS
+    grid, dataflows = candidate_grid(op, fuse, task.following, platform,
+                                     coarse=task.constrained, orientations=orientations)
     enumerated = len(grid) * MAX_DEPTH
     unfit = int((MAX_DEPTH - grid.max_depth).sum())
     keep = grid.max_depth > 0
@@ -393,12 +426,12 @@ def search_operator(task: SearchTask) -> OperatorSearch:
     flow_rank = _rank(dataflows)[grid.dataflow]
     duplicates = 0
     if not task.exhaustive and len(grid):
-        # One program per (tiles, dataflow, depth, effective loop order): keep the
-        # member first in canonical order.
-        ranked = np.lexsort((order_rank, grid.effective, grid.depth, flow_rank, grid.tk,
-                             grid.tn, grid.tm))
+        # One program per (tiles, dataflow, depth, orientation, effective loop order):
+        # keep the member first in canonical order.
+        ranked = np.lexsort((order_rank, grid.effective, grid.orientation, grid.depth,
+                             flow_rank, grid.tk, grid.tn, grid.tm))
         keys = np.stack([grid.tm, grid.tn, grid.tk, flow_rank, grid.depth,
-                         grid.effective])[:, ranked]
+                         grid.orientation, grid.effective])[:, ranked]
         first = np.ones(len(grid), dtype=bool)
         first[1:] = (keys[:, 1:] != keys[:, :-1]).any(axis=0)
         unique = np.zeros(len(grid), dtype=bool)
@@ -411,10 +444,11 @@ def search_operator(task: SearchTask) -> OperatorSearch:
         -(-op_dims[2] // grid.tk) if is_compute(op) else -(-op_dims[0] // grid.tm)
     seeded = simulated
     steps_replayed = 0
-    walk = np.lexsort((grid.depth, flow_rank, order_rank, grid.tk, grid.tn, grid.tm, bound))
+    walk = np.lexsort((grid.orientation, grid.depth, flow_rank, order_rank, grid.tk,
+                       grid.tn, grid.tm, bound))
     at = _Walk(bound[walk], grid.cycles_lb[walk], grid.energy_lb[walk], grid_steps[walk],
                grid.tm[walk], grid.tn[walk], grid.tk[walk], grid.order[walk],
-               grid.dataflow[walk], grid.depth[walk])
+               grid.dataflow[walk], grid.depth[walk], grid.orientation[walk])
     # The walk, a window of candidates at a time: until the next replay, the best and
     # the budgets are fixed, so what happens to each candidate before it (skipped for
     # the step budget, already seen, losing the tie-break) and where the walk stops
@@ -456,7 +490,8 @@ def search_operator(task: SearchTask) -> OperatorSearch:
         position, window = rows.start + passed + 1, WALK_WINDOW
         tiling = Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
                         LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
-                        int(grid.depth[i]), fuse, MAPPER)
+                        int(grid.depth[i]), fuse, MAPPER,
+                        ORIENTATIONS[int(grid.orientation[i])])
         if tiling.sort_key() in seen:
             duplicates += 1
             continue

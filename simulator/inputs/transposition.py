@@ -1,0 +1,29 @@
+"""A platform's costs of a GEMM run transposed (DESIGN.md section 19): the operand
+orientation mapping choice runs C = A.B as Cᵀ = Bᵀ.Aᵀ, which takes up to two transposes
+beyond the exchange of roles; each is free in the array's data path or one pass of the
+vector unit per tile (mapping.footprint.transpose_work charges it)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, PositiveInt
+
+
+class Transposition(BaseModel):
+    """`systolic_array.transpose`: `stationary_load` (the stationary tile loaded
+    transposed: free on the TPU MXU and NeuronCore's TensorE) and `store` (the C tile
+    written transposed), each `free` or `vector` (the default: one vector pass at
+    cycles_per_element per lane, unset: 1). Strict as inputs.platform.Strict, whose
+    module imports this one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    stationary_load: Literal["free", "vector"] = "vector"
+    store: Literal["free", "vector"] = "vector"
+    cycles_per_element: PositiveInt | None = None
+
+    @property
+    def pass_cycles(self) -> int:
+        """Vector cycles per element per lane of one transpose pass."""
+        return self.cycles_per_element or 1
