@@ -5,7 +5,7 @@ Nothing here chooses a tiling: mapping.heuristics and simulator.search do."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from typing import Literal
 
@@ -43,6 +43,14 @@ class TilingSpec(Strict):
     depth: int | None = Field(default=None, ge=1, le=MAX_DEPTH)
     rows_per_tile: int | None = Field(default=None, gt=0)
     fuse: Name | None = Field(default=None, description="following vector op to absorb")
+    orientation: Literal["normal", "transposed"] | None = Field(
+        default=None, description="which operand the array holds: normal (B), "
+        "transposed (A: C^T = B^T A^T; attention's Q); DESIGN.md section 19")
+    unit: Literal["array", "vector"] | None = Field(
+        default=None, description="attention: the unit its products run on (vector: "
+        "q_len 1 only)")
+    groups: int | None = Field(default=None, gt=0, description="attention: K/V head "
+                               "groups (batch items x kv_heads) one program runs")
 
     @field_validator("loop_order")
     @classmethod
@@ -56,9 +64,16 @@ class TilingSpec(Strict):
 COMPUTE_FIELDS = ("tm", "tn", "tk", "loop_order", "dataflow", "fuse")
 VECTOR_FIELDS = ("rows_per_tile",)
 # Attention: tm query rows (of the group's heads x q_len) and tn keys per tile; fuse is
-# `flash` or `unfused` (unset: lowering keeps the faster, lowering.attention).
-ATTENTION_FIELDS = ("tm", "tn", "dataflow", "fuse")
+# `flash` or `unfused`, orientation `normal` or `transposed`, unit `array` or `vector`,
+# groups the K/V head groups one program runs back to back (unset: lowering keeps the
+# faster, lowering.attention; groups by its rule).
+ATTENTION_FIELDS = ("tm", "tn", "dataflow", "fuse", "orientation", "unit", "groups")
 ATTENTION_FUSIONS = ("flash", "unfused")
+ORIENTATIONS = ("normal", "transposed")
+ATTENTION_UNITS = ("array", "vector")
+# Tiling fields a result leaves out while unset (so tilings of the kinds that do not
+# take them dump as they did before the fields existed).
+OPTIONAL_TILING_FIELDS = ("orientation", "unit", "groups")
 
 
 class Mapping(Strict):
@@ -117,13 +132,22 @@ class Tiling:
     depth: int
     fuse: str | None = None
     heuristic: str = DEFAULT_HEURISTIC
+    orientation: str | None = None   # normal | transposed (DESIGN.md section 19)
+    unit: str | None = None          # attention: array | vector
+    groups: int | None = None        # attention: K/V head groups per program
 
     def sort_key(self) -> tuple:
         """The canonical order of tilings (the mapper's last tie-break): tile sizes,
-        then loop order, dataflow, depth and fusion; the heuristic name is not part of
-        a tiling's identity."""
+        then loop order, dataflow, depth, fusion, orientation, unit and groups; the
+        heuristic name is not part of a tiling's identity."""
         return (self.tm, self.tn, self.tk, self.loop_order, self.dataflow, self.depth,
-                self.fuse or "")
+                self.fuse or "", self.orientation or "", self.unit or "", self.groups or 0)
+
+    def as_dict(self) -> dict:
+        """The tiling as a result records it: the optional fields only where set."""
+        fields = asdict(self)
+        return {k: v for k, v in fields.items()
+                if v is not None or k not in OPTIONAL_TILING_FIELDS}
 
     def spec(self, *, vector: bool = False, attention: bool = False) -> TilingSpec:
         """This tiling as a plan entry (every field the operator's kind takes)."""
@@ -131,7 +155,9 @@ class Tiling:
             return TilingSpec(rows_per_tile=self.tm, depth=self.depth)
         if attention:
             return TilingSpec(tm=self.tm, tn=self.tn, dataflow=self.dataflow,
-                              depth=self.depth, fuse=self.fuse)
+                              depth=self.depth, fuse=self.fuse,
+                              orientation=self.orientation, unit=self.unit,
+                              groups=self.groups)
         return TilingSpec(tm=self.tm, tn=self.tn, tk=self.tk, loop_order=self.loop_order,
                           dataflow=self.dataflow, depth=self.depth, fuse=self.fuse)
 
@@ -140,8 +166,12 @@ class Tiling:
         if vector:
             return f"{self.tm} rows d{self.depth}"
         fused = f" +{self.fuse}" if self.fuse else ""
+        where = "".join(f" {part}" for part in (
+            self.orientation if self.unit != "vector" else None,
+            "on vector" if self.unit == "vector" else None,
+            f"x{self.groups} groups" if self.groups else None) if part)
         return (f"{self.tm}x{self.tn}x{self.tk} {self.loop_order} {self.dataflow} "
-                f"d{self.depth}{fused}")
+                f"d{self.depth}{fused}{where}")
 
 
 
@@ -155,7 +185,8 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
         own_fields = ATTENTION_FIELDS
     else:
         own_fields = COMPUTE_FIELDS if is_compute(op) else VECTOR_FIELDS
-    foreign = tuple(f for f in COMPUTE_FIELDS + VECTOR_FIELDS if f not in own_fields)
+    foreign = tuple(f for f in dict.fromkeys(COMPUTE_FIELDS + VECTOR_FIELDS
+                                             + ATTENTION_FIELDS) if f not in own_fields)
     own = mapping.operators.get(op.name, TilingSpec())
     wrong = [f for f in foreign if getattr(own, f) is not None]
     if wrong:

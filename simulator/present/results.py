@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from simulator.inputs.loader import validate_model
 
@@ -160,6 +160,20 @@ class TilingRecord(Written):
     depth: int
     fuse: str | None
     heuristic: str
+    # attention only (absent elsewhere): orientation normal | transposed (None on the
+    # vector unit), unit array | vector, K/V head groups per program
+    orientation: str | None = None
+    unit: str | None = None
+    groups: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset(self, handler):
+        # Absent rather than null, so the tilings of other kinds dump as they did.
+        fields = handler(self)
+        for name in ("orientation", "unit", "groups"):
+            if fields.get(name, 0) is None:
+                fields.pop(name)
+        return fields
 
 
 class BottleneckRecord(Written):

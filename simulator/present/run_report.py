@@ -229,7 +229,7 @@ def _operator_record(op: OperatorResult, result: RunResult) -> dict:
         "name": lowered.name, "layer_type": lowered.layer_type, "kind": lowered.kind,
         "unit": lowered.unit, "runs": lowered.runs, "instances": lowered.instances,
         "repeat": lowered.repeat, "steps": lowered.program.steps,
-        "tiling": asdict(lowered.tiling) if lowered.tiling else None,
+        "tiling": lowered.tiling.as_dict() if lowered.tiling else None,
         "fused": lowered.fused,
         "onchip_home": lowered.onchip_home,
         "buffers": {"slots": counters.slots, "live_c_tiles": counters.live_c_tiles,
