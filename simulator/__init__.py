@@ -12,4 +12,7 @@ __version__ = "0.1.0"
 # mapper alike; --fusion none keeps 3's figures.
 # 5: a norm read only by GEMMs runs as their prologue (DESIGN.md section 15 c) under
 # --fusion auto; none and epilogue keep 4's figures.
-MODEL_VERSION = 5
+# 6: attention as kernels run it (DESIGN.md section 19): either orientation, decode on
+# the vector unit, K/V head groups chained in one program, MLA's one latent read;
+# `orientation: normal, unit: array, groups: 1` keeps 5's attention figures.
+MODEL_VERSION = 6

@@ -166,15 +166,20 @@ def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
 
 
 
+# Key tiles tried, in eighths of the rule's: smaller key tiles hide more of a short
+# decode's first load under compute, larger ones pay fewer per-step costs.
+KEY_TILE_STEPS = (1, 2, 4, 8, 16)
+
+
 def _attention_candidates(op, base: Tiling, spec: TilingSpec,
                           platform: Platform) -> list[Tiling]:
-    """An attention operator's candidates: its tiling's query and key tiles halved,
-    kept and doubled (within the operator), every dataflow, both lowerings, both
+    """An attention operator's candidates: its tiling's query tiles halved, kept and
+    doubled, its key tiles from an eighth to twice (within the operator), every dataflow, both lowerings, both
     orientations and (decode) the vector unit (or the plan's), at the plan's depth and
     groups."""
     rows = attention_rows(op)
     sizes_m = sorted({min(rows, max(1, base.tm * f // 2)) for f in (1, 2, 4)})
-    sizes_n = sorted({min(op.kv_len, max(1, base.tn * f // 2)) for f in (1, 2, 4)})
+    sizes_n = sorted({min(op.kv_len, max(1, base.tn * f // 8)) for f in KEY_TILE_STEPS})
     flows = [spec.dataflow] if spec.dataflow else list(platform.systolic_array.dataflows)
     choices = lowering_choices(op, replace(base, fuse=spec.fuse,
                                            orientation=spec.orientation, unit=spec.unit))
