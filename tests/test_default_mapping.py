@@ -44,7 +44,7 @@ def test_cli_default_equals_simulate_with_an_empty_mapping(tmp_path):
     direct = simulate(Inputs(inputs.platform, inputs.workload, Mapping()))
     assert recorded["workload"]["cycles"] == direct.total.cycles
     assert [op["tiling"] for op in recorded["operators"]] == \
-        [json.loads(json.dumps(vars(op.lowered.tiling))) for op in direct.operators]
+        [json.loads(json.dumps(op.lowered.tiling.as_dict())) for op in direct.operators]
     assert recorded["manifest"]["mapping_mode"].startswith("searched default")
 
 
