@@ -144,6 +144,13 @@ def test_decode_runs_on_the_vector_unit_where_that_is_faster():
     program = lowered.program
     assert int(program.compute_cycles.sum()) >= counters.macs // unit.lanes
     assert int(program.vector_cycles.sum()) == 0   # softmax on the same unit, in compute
+    # its MACs are vector element-ops: no array MAC energy
+    assert counters.vector_elements > counters.macs
+    result = simulate(Inputs(platform, workload, Mapping()))
+    energy = result.operators[0].totals
+    assert energy.energy_mac_pj == 0
+    assert energy.energy_vector_pj >= counters.macs * lowered.runs \
+        * platform.energy.vector_op_pj
 
 
 @pytest.mark.parametrize("spec, rule", [

@@ -117,6 +117,7 @@ class _Steps:
     unit: str
     speed: float = 1.0     # the array's streaming speed (mapping.footprint.array_speed)
     vector_compute: int = 0  # vector-unit cycles inside compute
+    vector_macs: int = 0     # multiply-accumulates on the vector unit (unit vector)
 
     @classmethod
     def empty(cls, op, platform: Platform, dataflow: str, orientation: str | None,
@@ -156,6 +157,7 @@ class _Steps:
             cycles = int(vector_cycles(m * n * k, unit.lanes, unit.cycles_per_element.mul,
                                        1))
             self.vector_compute += cycles
+            self.vector_macs += m * n * k
             return cycles
         a = self.platform.systolic_array
         shape = (*self._array_shape(m, n, k), a.rows, a.cols, a.count, self.dataflow,
@@ -404,7 +406,7 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     g = groups
     return AttentionLowering(
         fusion=fusion, orientation=orientation, unit=unit, groups=g, program=program,
-        macs=macs * g, vector_elements=elements * g,
+        macs=macs * g, vector_elements=(elements + steps.vector_macs) * g,
         vector_compute_cycles=steps.vector_compute * g, useful_array_cycles=useful * g,
         padding_array_cycles=padding * g, fill_array_cycles=fill * g,
         stationary_load_array_cycles=stationary * g, skew_array_cycles=skew * g,
