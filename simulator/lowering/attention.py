@@ -135,15 +135,17 @@ class _Steps:
             column.append(value)
         return len(self.load) - 1
 
-    def _array_shape(self, m: int, n: int, k: int) -> tuple[int, int, int]:
+    def _array_shape(self, m: int, n: int, k: int,
+                     spread: bool = True) -> tuple[int, int, int]:
         """The product as the array runs it: transposed, C^T = B^T A^T (m and n
-        exchanged), its streamed dim split over the arrays its folds leave idle."""
+        exchanged), its streamed dim split over the arrays its folds leave idle (with
+        `spread`: the shape each array runs)."""
         if self.orientation != TRANSPOSED:
             return m, n, k
         sizes = [n, m, k]
         a = self.platform.systolic_array
         folds = fold_count(*sizes, a.rows, a.cols, self.dataflow)
-        if folds < a.count:
+        if spread and folds < a.count:
             streamed = fold_dims(self.dataflow)[2]
             sizes[streamed] = ceil_div(sizes[streamed], a.count // folds)
         return sizes[0], sizes[1], sizes[2]
@@ -167,11 +169,12 @@ class _Steps:
         return int(array_cycles(*shape))
 
     def evacuated(self, m: int, n: int, k: int) -> int:
-        """Vector-unit cycles copying one product out of the array's accumulators (none
-        on the vector unit, whose products are in its registers)."""
+        """Vector-unit cycles copying one product out of the array's accumulators (all
+        of it, however many arrays made it; none on the vector unit, whose products are
+        in its registers)."""
         if self.unit == VECTOR:
             return 0
-        return product_evacuation(self.platform, *self._array_shape(m, n, k),
+        return product_evacuation(self.platform, *self._array_shape(m, n, k, spread=False),
                                   self.dataflow)
 
     def untransposed(self, rows: int, d: int) -> int:
