@@ -14,5 +14,7 @@ __version__ = "0.1.0"
 # --fusion auto; none and epilogue keep 4's figures.
 # 6: operand orientation is a mapping choice (DESIGN.md section 19): the default search
 # weighs every GEMM run transposed (--orientation auto); --orientation normal keeps 5's
-# figures.
+# figures. Attention as kernels run it: either orientation, decode on the vector unit,
+# K/V head groups chained in one program, MLA's one latent read (`orientation: normal,
+# unit: array, groups: 1` keeps 5's attention figures).
 MODEL_VERSION = 6

@@ -28,8 +28,8 @@ from pydantic import BaseModel
 from simulator.collectives.cost import collective_cost
 from simulator.inputs.platform import DTYPE_BYTES
 from simulator.errors import AccsimError
-from simulator.mapping.footprint import (a_tile_bytes, attention_rows, b_tile_bytes,
-                                         c_tile_bytes, epilogue_tile_bytes,
+from simulator.mapping.footprint import (PROGRAM_STEPS, a_tile_bytes, attention_rows,
+                                         b_tile_bytes, c_tile_bytes, epilogue_tile_bytes,
                                          operand_bytes, transpose_work)
 from simulator.invocation import invocation_cycles
 from simulator.program.tile_program import INT64_BOUND
@@ -255,6 +255,14 @@ def _instances(op) -> int:
     return op.batch * op.kv_heads if is_attention(op) else 1
 
 
+def _program_steps(op, tiling, steps: int) -> int:
+    """Steps one program holds: an attention program chains `groups` K/V head groups
+    (footprint.program_groups: at most PROGRAM_STEPS unless one group has more)."""
+    if not is_attention(op):
+        return steps
+    return steps * tiling.groups if tiling.groups else max(PROGRAM_STEPS, steps)
+
+
 def _vector_bound(elements: int, lanes: int, cycles_per_element: int, passes: int) -> int:
     """timing.vector_cycles in Python integers (which cannot wrap)."""
     return ceil_div(elements, lanes) * cycles_per_element * passes
@@ -320,9 +328,13 @@ def _estimate(op, tiling, platform, fused) -> _Estimate:
         steps = 3 * pairs
         keys = scratch = 0
         per_product = max(ceil_div(d, array.rows) * ceil_div(tn, array.cols),
-                          ceil_div(tn, array.rows) * ceil_div(d, array.cols)) \
+                          ceil_div(tn, array.rows) * ceil_div(d, array.cols),
+                          ceil_div(tm, array.rows) * ceil_div(tn, array.cols),
+                          ceil_div(tm, array.rows) * ceil_div(d, array.cols)) \
             * (max(tm, d, tn) + 3 * array.rows + 2 * array.cols)
-        compute = 2 * per_product
+        # either orientation on the array, or (decode) the vector unit's MACs
+        compute = 2 * max(per_product, _vector_bound(tm * tn * d, vector.lanes,
+                                                     costs.mul, 1))
         epilogue = _vector_bound(tm * (tn + d), vector.lanes, costs.softmax, 4)
         load = (tm * d + 2 * tn * d) * e + tm * tn * acc
         store = tm * max(tn, d) * max(acc, out)
@@ -414,7 +426,8 @@ def check_tilings(resolved, platform, budget: MemoryBudget | None, *,
                               field=f"operators.{op.name}")
         if budget is None:
             continue
-        held, per_step = (estimate.steps, budget.bytes_per_step) if is_attention(op) \
+        held, per_step = (_program_steps(op, tiling, estimate.steps),
+                          budget.bytes_per_step) if is_attention(op) \
             else budget.held_steps(estimate.steps)  # gemm, conv and vector programs stream
         memory = (held * per_step
                   + estimate.keys * BYTES_PER_KEY + estimate.scratch_bytes)

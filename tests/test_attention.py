@@ -66,7 +66,8 @@ def _op(**fields):
 
 
 def _both(op, platform, **spec):
-    tiling = resolve_tiling(op, TilingSpec(**spec), platform)
+    """Both lowerings of one K/V head group per program (groups 1: per-group counts)."""
+    tiling = resolve_tiling(op, TilingSpec(**{"groups": 1, **spec}), platform)
     return {fusion: lower_attention_as(op, tiling, fusion, platform)
             for fusion in ("flash", "unfused")}
 
@@ -145,7 +146,7 @@ def test_gqa_reads_k_and_v_once_per_group():
     assert gqa.offchip_read["kv"] == per_group
     lowered_gqa = lower_attention(_op(q_len=1, kv_len=2048, heads=32, kv_heads=8),
                                   resolve_tiling(_op(q_len=1, kv_len=2048),
-                                                 TilingSpec(), platform), platform)
+                                                 TilingSpec(groups=1), platform), platform)
     assert lowered_gqa.runs == 8
     assert mha.offchip_read["kv"] == per_group  # per instance; MHA has 32 instances
 

@@ -36,7 +36,8 @@ def _op(**fields):
 
 def _lowered(platform, fusion, dataflow="os", **fields):
     op = _op(**fields)
-    tiling = resolve_tiling(op, TilingSpec(tm=16, tn=8, dataflow=dataflow), platform)
+    tiling = resolve_tiling(op, TilingSpec(tm=16, tn=8, dataflow=dataflow, groups=1),
+                            platform)
     return lower_attention_as(op, tiling, fusion, platform)
 
 
@@ -91,7 +92,8 @@ def test_a_direct_output_path_has_no_evacuation_and_the_same_program(fusion):
 def test_the_run_reports_attentions_evacuation_in_its_term():
     workload = Workload(name="w", operators=[SHAPE])
     plan = Mapping(operators={"attn": TilingSpec(tm=16, tn=8, dataflow="os",
-                                                 fuse="flash")})
+                                                 fuse="flash", orientation="normal",
+                                                 unit="array", groups=1)})
     direct = simulate(Inputs(make_platform(), workload, plan))
     vector = simulate(Inputs(make_platform(systolic_array=VECTOR), workload, plan))
     per_instance = sum(_tile(r * k) + _tile(r * D) for r in ROWS for k in KEYS)
@@ -104,7 +106,8 @@ def test_the_run_reports_attentions_evacuation_in_its_term():
 
 @st.composite
 def attention_programs(draw):
-    """(program, memory) of a random small attention on a random vector-path platform."""
+    """(program, memory) of a random small attention on a random vector-path platform,
+    in either orientation, one or two K/V head groups per program."""
     group = draw(st.sampled_from([1, 2, 4]))
     q_len = draw(st.integers(1, 16))
     kv_len = draw(st.integers(q_len, 40))
@@ -132,11 +135,14 @@ def attention_programs(draw):
     try:
         tiling = resolve_tiling(op, TilingSpec(tm=tm, tn=tn, depth=draw(st.integers(1, 3)),
                                                dataflow=draw(st.sampled_from(
-                                                   ["os", "ws", "is"]))), platform)
-        lowered = lower_attention_as(op, tiling, fusion, platform)
+                                                   ["os", "ws", "is"])),
+                                               groups=draw(st.sampled_from([1, 2]))),
+                                platform)
+        lowered = lower_attention_as(op, tiling, fusion, platform, orientation=draw(
+            st.sampled_from(["normal", "transposed"])))
     except AccsimError:  # a plan the buffers cannot hold: no program to compare
         reject()
-    event(f"{fusion}, scores off chip: {lowered.scores_offchip}")
+    event(f"{fusion} {lowered.orientation}, scores off chip: {lowered.scores_offchip}")
     assert len(query_tiles(op, tm, tn)) == -(-rows // tm)
     return lowered.program, memory_params(platform)
 

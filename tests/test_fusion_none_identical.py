@@ -5,7 +5,9 @@ tests/data/shipped_digests_fusion_none.json, written by experiments/shipped_dige
 checked then against that code's default digests with only the mapping's `fusion`
 field apart. The manifest of this net leaves out model_version (the default model moved
 to 4; this mode did not) and what operand orientation (MODEL_VERSION 6) added to the
-inputs; its GEMMs run normal.
+inputs; its GEMMs run normal. Since MODEL_VERSION 6 the pairs with attention carry its
+figures as kernels run it (DESIGN.md section 19), rewritten deliberately; the GEMM and
+vector operators' figures are MODEL_VERSION 3's still.
 
 As in test_shipped_identical.py, the LLM steps on platforms other than HF_PLATFORM are
 marked slow."""

@@ -292,7 +292,8 @@ class Attention(OperatorBase):
     sharing `kv_heads` K/V heads (GQA: heads / kv_heads query heads per group, their
     K and V read once per group). Q has q_len rows, K and V kv_len; `causal`: query i
     (of q_len, the last q_len positions of kv_len) sees keys 0 .. kv_len - q_len + i.
-    `kv_dtype` (default: `dtype`) sets the bytes K and V move (the KV cache).
+    `kv_dtype` (default: `dtype`) sets the bytes K and V move (the KV cache);
+    `kv_latent`: K and V are one cached tensor (MLA's latent), read once.
 
     Cost: the QK^T and PV products on the array (2 x visible pairs x head_dim MACs per
     head) and a softmax over the visible scores on the vector unit; lowered unfused
@@ -311,9 +312,16 @@ class Attention(OperatorBase):
         default=None, description="K and V are a cache a chip holds across steps (true: "
         "an LLM's, set by the HF frontend) or this operator's own activations (false); "
         "unset: either, and the capacity rule reads both (DESIGN.md section 19)")
+    kv_latent: PositiveInt | None = Field(
+        default=None, description="K and V are one cached tensor of this many elements "
+        "per key and K/V head (multi-head latent attention's latent + RoPE key), read "
+        "once for both products; unset: K and V apart, head_dim each")
 
     @model_validator(mode="after")
     def _consistent(self) -> Attention:
+        if self.kv_latent is not None and self.kv_latent > 2 * self.head_dim:
+            raise ValueError(f"kv_latent {self.kv_latent} is more than K and V apart "
+                             f"(2 x head_dim {self.head_dim})")
         if self.heads % self.kv_heads:
             raise ValueError(f"kv_heads {self.kv_heads} must divide heads {self.heads}")
         if self.causal and self.q_len > self.kv_len:

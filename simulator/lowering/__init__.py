@@ -412,7 +412,7 @@ def lower_collective(op, platform: Platform, *,
 def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | None = None,
                     workload_source: str | None = None) -> LoweredOperator:
     """Lower an attention operator, flash or unfused (lowering.attention); `fused`
-    records the lowering used."""
+    records the lowering used, the tiling its orientation, unit and groups."""
     check_dtypes(op, platform, workload_source)
     chosen = choose_lowering(op, tiling, platform, source=source)
     counters = Counters(
@@ -425,9 +425,12 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
         offchip_write=chosen.offchip_write, compulsory=chosen.compulsory,
         sram_read=chosen.sram_read, sram_write=chosen.sram_write, slots=chosen.slots,
         spills=chosen.scores_offchip, vector_compute_cycles=chosen.vector_compute_cycles)
+    ran = replace(tiling, fuse=chosen.fusion, orientation=chosen.orientation,
+                  unit=chosen.unit, groups=chosen.groups)
     return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
-                           "array", replace(tiling, fuse=chosen.fusion), chosen.program,
-                           op.batch * op.kv_heads, op.repeat, False, chosen.fusion,
+                           "array", ran, chosen.program,
+                           op.batch * op.kv_heads // chosen.groups, op.repeat, False,
+                           chosen.fusion,
                            counters, precision=operator_precision(op, platform),
                            speed=array_speed(op, platform))
 

@@ -22,7 +22,24 @@ whole (masked), while model MACs count only visible pairs.
   tile's scores, plus a rescale multiply of the output accumulator) runs on the vector
   unit beside the array; the output tile is stored after the last key tile.
 
-K and V bytes follow `kv_dtype` and are read once per group (GQA), never per query head.
+K and V bytes follow `kv_dtype` and are read once per group (GQA), never per query head;
+where they are one cached latent (`kv_latent`, MLA) a flash step reads it once for both
+products.
+
+Where the products run (DESIGN.md section 19), a plan's `orientation` and `unit`:
+- normal: K (QK^T) and V (PV) are the array's stationary operand, the group's query
+  rows (or probabilities) streamed through: a decode step streams a few rows per fold.
+- transposed: S^T = K Q^T and O^T = V^T P^T, so the group's Q tile (and P tile) is the
+  stationary one, loaded once for all the group's query heads, and K and V stream at
+  memory rate. A product whose stationary tile leaves arrays idle (fewer folds than
+  arrays) copies it into each and splits the streamed keys among them. O^T goes back
+  to O with one vector pass over the output tile.
+- vector (q_len 1 only): both products on the vector unit, one multiply-accumulate per
+  lane per cycle at the platform's `mul` cost, the softmax on the same unit; no array.
+One program runs `groups` K/V head groups back to back (footprint.program_groups), as a
+kernel walks a batch's sequences and heads in one launch: its dispatch, first load and
+last store are paid once per program, not once per group. `orientation: normal`,
+`unit: array`, `groups: 1` is the model before these choices, figure for figure.
 
 With `output_path: vector` (DESIGN.md section 15) every product that leaves the array's
 accumulators is copied out by the vector unit (lowering.evacuation, the GEMM's rule):
@@ -42,11 +59,17 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.lowering.evacuation import product_evacuation
 from simulator.mapping.footprint import (array_speed, attention_element_bytes,
-                                         attention_rows, buffer_fits, kv_bytes)
-from simulator.mapping.plan import ATTENTION_FUSIONS, Tiling
+                                         attention_instances, attention_rows, buffer_fits,
+                                         kv_bytes, kv_pair_bytes, program_groups)
+from simulator.mapping.plan import (ATTENTION_FUSIONS, ATTENTION_UNITS, ORIENTATIONS,
+                                    Tiling)
 from simulator.program.tile_program import TileProgram, validate_program
-from simulator.model.dataflow import DATAFLOW_CODES
-from simulator.model.timing import array_cycles, array_split, ceil_div, vector_cycles
+from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
+from simulator.model.timing import (array_cycles, array_split, ceil_div, fold_count,
+                                    vector_cycles)
+
+ARRAY, VECTOR = ATTENTION_UNITS
+NORMAL, TRANSPOSED = ORIENTATIONS
 
 # Passes of the softmax over each score, unfused or online (max, exp-subtract, sum).
 SOFTMAX_PASSES = 3
@@ -76,7 +99,8 @@ def query_tiles(op, tm: int, tn: int) -> list[QueryTile]:
 
 @dataclass
 class _Steps:
-    """Tile program arrays under construction, with the array-cycle split."""
+    """Tile program arrays of one K/V head group under construction, with the array-cycle
+    split and where the products run (`orientation` on the array, or the vector unit)."""
 
     load: list
     compute: list
@@ -87,11 +111,19 @@ class _Steps:
     reload_of: list
     evacuation: list       # vector-unit cycles copying products out (output_path vector)
     split: list            # useful, padding, fill, stationary-load, skew array cycles
+    platform: Platform
+    dataflow: int
+    orientation: str | None
+    unit: str
     speed: float = 1.0     # the array's streaming speed (mapping.footprint.array_speed)
+    vector_compute: int = 0  # vector-unit cycles inside compute
+    vector_macs: int = 0     # multiply-accumulates on the vector unit (unit vector)
 
     @classmethod
-    def empty(cls, speed: float) -> _Steps:
-        return cls([], [], [], [], [], [], [], [], [0.0] * 5, speed)
+    def empty(cls, op, platform: Platform, dataflow: str, orientation: str | None,
+              unit: str) -> _Steps:
+        return cls([], [], [], [], [], [], [], [], [0.0] * 5, platform,
+                   DATAFLOW_CODES[dataflow], orientation, unit, array_speed(op, platform))
 
     def add(self, *, load: int, compute: int, vector: int = 0, acquire: bool,
             release: bool, store: int = 0, reload_of: int = -1,
@@ -103,25 +135,72 @@ class _Steps:
             column.append(value)
         return len(self.load) - 1
 
-    def product(self, m: int, n: int, k: int, platform: Platform, dataflow: int) -> int:
-        """Array cycles of one tile product (never continuing a fold: each product's
-        stationary operand differs from the previous one's)."""
-        a = platform.systolic_array
-        shape = (m, n, k, a.rows, a.cols, a.count, dataflow, a.fold_model_code, False,
-                 self.speed)
+    def _array_shape(self, m: int, n: int, k: int,
+                     spread: bool = True) -> tuple[int, int, int]:
+        """The product as the array runs it: transposed, C^T = B^T A^T (m and n
+        exchanged), its streamed dim split over the arrays its folds leave idle (with
+        `spread`: the shape each array runs)."""
+        if self.orientation != TRANSPOSED:
+            return m, n, k
+        sizes = [n, m, k]
+        a = self.platform.systolic_array
+        folds = fold_count(*sizes, a.rows, a.cols, self.dataflow)
+        if spread and folds < a.count:
+            streamed = fold_dims(self.dataflow)[2]
+            sizes[streamed] = ceil_div(sizes[streamed], a.count // folds)
+        return sizes[0], sizes[1], sizes[2]
+
+    def product(self, m: int, n: int, k: int) -> int:
+        """Cycles of one tile product C (m x n) = A (m x k) B (k x n) on its unit (on
+        the array never continuing a fold: each product's stationary operand differs
+        from the previous one's)."""
+        if self.unit == VECTOR:
+            unit = self.platform.vector_unit
+            cycles = int(vector_cycles(m * n * k, unit.lanes, unit.cycles_per_element.mul,
+                                       1))
+            self.vector_compute += cycles
+            self.vector_macs += m * n * k
+            return cycles
+        a = self.platform.systolic_array
+        shape = (*self._array_shape(m, n, k), a.rows, a.cols, a.count, self.dataflow,
+                 a.fold_model_code, False, self.speed)
         for index, part in enumerate(array_split(*shape)):
             self.split[index] += part
         return int(array_cycles(*shape))
 
-    def program(self, depth: int, slots: int, overhead: int,
-                evacuates: bool) -> TileProgram:
-        """The program; its evacuation array only where the output path is vector."""
-        as_int = {name: np.array(getattr(self, name), dtype=np.int64)
+    def evacuated(self, m: int, n: int, k: int) -> int:
+        """Vector-unit cycles copying one product out of the array's accumulators (all
+        of it, however many arrays made it; none on the vector unit, whose products are
+        in its registers)."""
+        if self.unit == VECTOR:
+            return 0
+        return product_evacuation(self.platform, *self._array_shape(m, n, k, spread=False),
+                                  self.dataflow)
+
+    def untransposed(self, rows: int, d: int) -> int:
+        """Vector-unit cycles turning a transposed output tile O^T back into O (one pass;
+        0 in the normal orientation)."""
+        if self.unit == VECTOR or self.orientation != TRANSPOSED:
+            return 0
+        unit = self.platform.vector_unit
+        return int(vector_cycles(rows * d, unit.lanes, unit.cycles_per_element.add, 1))
+
+    def program(self, depth: int, slots: int, overhead: int, evacuates: bool,
+                groups: int) -> TileProgram:
+        """The program of `groups` K/V head groups one after another (each this
+        group's steps; a reload refers to its own group's store); its evacuation array
+        only where the output path is vector."""
+        n = len(self.load)
+        as_int = {name: np.tile(np.array(getattr(self, name), dtype=np.int64), groups)
                   for name in ("load", "compute", "vector", "store", "reload_of",
                                "evacuation")}
+        reload_of = as_int["reload_of"]
+        shift = np.repeat(np.arange(groups, dtype=np.int64) * n, n)
+        as_int["reload_of"] = np.where(reload_of >= 0, reload_of + shift, -1)
+        flags = {name: np.tile(np.array(getattr(self, name), dtype=bool), groups)
+                 for name in ("acquire", "release")}
         return TileProgram(as_int["load"], as_int["compute"], as_int["vector"],
-                           np.array(self.acquire, dtype=bool),
-                           np.array(self.release, dtype=bool), as_int["store"],
+                           flags["acquire"], flags["release"], as_int["store"],
                            as_int["reload_of"], depth=depth, slots=slots,
                            overhead_cycles=overhead,
                            evacuation_cycles=as_int["evacuation"] if evacuates else None)
@@ -129,13 +208,17 @@ class _Steps:
 
 @dataclass(frozen=True)
 class AttentionLowering:
-    """One attention lowering's program and per-instance counts (bytes unless named)."""
+    """One attention lowering's program and per-program counts (bytes unless named):
+    `groups` K/V head groups, each one batch item's K/V head and its query heads."""
 
     fusion: str
+    orientation: str | None    # None on the vector unit
+    unit: str
+    groups: int
     program: TileProgram
     macs: int
     vector_elements: int
-    vector_compute_cycles: int   # unfused softmax: vector-unit cycles inside compute
+    vector_compute_cycles: int   # vector-unit cycles inside compute (softmax, products)
     useful_array_cycles: float
     padding_array_cycles: float
     fill_array_cycles: float
@@ -163,48 +246,49 @@ def checked_slots(op, fits, source: str | None) -> dict[str, int]:
     return {fit.buffer: fit.slots for fit in fits}
 
 
-def _flash(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
-           sizes: tuple, qo_offchip: bool) -> tuple[_Steps, int, dict, int]:
-    """The flash program: (steps, vector element-ops, SRAM bytes the array reads, 0)."""
+def _flash(op, steps: _Steps, tiles: list[QueryTile], sizes: tuple,
+           qo_offchip: bool) -> tuple[int, dict]:
+    """The flash program's steps: (vector element-ops, SRAM bytes the array reads)."""
     e, _, acc, out = sizes
-    d, flow = op.head_dim, DATAFLOW_CODES[tiling.dataflow]
+    d, platform = op.head_dim, steps.platform
     unit = platform.vector_unit
     cost = unit.cycles_per_element
-    steps = _Steps.empty(array_speed(op, platform))
     elements = 0
     sram = {"ifmap": 0, "weight": 0, "output": 0}
     for tile in tiles:
         last = len(tile.key_tiles) - 1
         for j, keys in enumerate(tile.key_tiles):
             q_bytes = tile.rows * d * e if j == 0 and qo_offchip else 0
-            compute = (steps.product(tile.rows, keys, d, platform, flow)
-                       + steps.product(tile.rows, d, keys, platform, flow))
+            compute = (steps.product(tile.rows, keys, d)
+                       + steps.product(tile.rows, d, keys))
             scores = tile.rows * keys
             vector = (vector_cycles(scores, unit.lanes, cost.softmax, SOFTMAX_PASSES)
                       + vector_cycles(tile.rows * d, unit.lanes, cost.mul, 1))
+            if j == last:
+                vector += steps.untransposed(tile.rows, d)
+            if steps.unit == VECTOR:   # the softmax shares the unit with the products
+                steps.vector_compute += vector
+                compute, vector = compute + vector, 0
             elements += scores * SOFTMAX_PASSES + tile.rows * d
             sram["ifmap"] += tile.rows * d * e
-            kv_tile = kv_bytes(op, platform, 2 * keys * d)
+            kv_tile = kv_pair_bytes(op, platform, keys)
             sram["weight"] += kv_tile
             sram["output"] += scores * acc + tile.rows * d * acc
-            evacuation = (product_evacuation(platform, tile.rows, keys, d, flow)
-                          + product_evacuation(platform, tile.rows, d, keys, flow))
+            evacuation = (steps.evacuated(tile.rows, keys, d)
+                          + steps.evacuated(tile.rows, d, keys))
             steps.add(load=q_bytes + kv_tile, compute=compute, vector=vector,
                       acquire=j == 0, release=j == last,
                       store=tile.rows * d * out if j == last and qo_offchip else 0,
                       evacuation=evacuation)
-    return steps, elements, sram, 0
+    return elements, sram
 
 
-def _unfused(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
-             sizes: tuple, qo_offchip: bool,
-             scores_offchip: bool) -> tuple[_Steps, int, dict, int]:
-    """The unfused program: (steps, vector element-ops, SRAM bytes the array reads,
-    softmax cycles inside compute)."""
+def _unfused(op, steps: _Steps, tiles: list[QueryTile], sizes: tuple, qo_offchip: bool,
+             scores_offchip: bool) -> tuple[int, dict]:
+    """The unfused program's steps: (vector element-ops, SRAM bytes the array reads)."""
     e, _, acc, out = sizes
-    d, flow = op.head_dim, DATAFLOW_CODES[tiling.dataflow]
+    d, platform = op.head_dim, steps.platform
     unit = platform.vector_unit
-    steps = _Steps.empty(array_speed(op, platform))
     sram = {"ifmap": 0, "weight": 0, "output": 0}
     stored_scores = []          # per query tile: the last step storing its scores
     for tile in tiles:          # QK^T
@@ -215,18 +299,17 @@ def _unfused(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
             sram["weight"] += kv_bytes(op, platform, keys * d)
             sram["output"] += tile.rows * keys * acc
             last = steps.add(load=q_bytes + kv_bytes(op, platform, keys * d),
-                             compute=steps.product(tile.rows, keys, d, platform, flow),
+                             compute=steps.product(tile.rows, keys, d),
                              acquire=True, release=True,
                              store=score_bytes if scores_offchip else 0,
-                             evacuation=product_evacuation(platform, tile.rows, keys, d,
-                                                           flow))
+                             evacuation=steps.evacuated(tile.rows, keys, d))
         stored_scores.append(last)
-    softmax_steps, elements, vector_compute = [], 0, 0
+    softmax_steps, elements = [], 0
     for tile, scores_step in zip(tiles, stored_scores):   # softmax, row block by block
         scores = tile.rows * sum(tile.key_tiles)
         cycles = vector_cycles(scores, unit.lanes, unit.cycles_per_element.softmax,
                                SOFTMAX_PASSES)
-        vector_compute += cycles
+        steps.vector_compute += cycles
         elements += scores * SOFTMAX_PASSES
         moved = scores * out if scores_offchip else 0
         softmax_steps.append(steps.add(load=moved, compute=cycles, acquire=True,
@@ -240,18 +323,18 @@ def _unfused(op, tiling: Tiling, platform: Platform, tiles: list[QueryTile],
             sram["weight"] += kv_bytes(op, platform, keys * d)
             sram["output"] += tile.rows * d * acc
             steps.add(load=p_bytes + kv_bytes(op, platform, keys * d),
-                      compute=steps.product(tile.rows, d, keys, platform, flow),
+                      compute=steps.product(tile.rows, d, keys),
+                      vector=steps.untransposed(tile.rows, d) if j == last else 0,
                       acquire=j == 0, release=j == last,
                       store=tile.rows * d * out if j == last and qo_offchip else 0,
                       reload_of=probs_step if scores_offchip else -1,
-                      evacuation=product_evacuation(platform, tile.rows, d, keys, flow)
-                      if j == last else 0)
-    return steps, elements, sram, vector_compute
+                      evacuation=steps.evacuated(tile.rows, d, keys) if j == last else 0)
+    return elements, sram
 
 
-def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
-                       source: str | None = None) -> AttentionLowering:
-    """One instance's program and counts under `fusion` (flash or unfused)."""
+def _check_choice(op, tiling: Tiling, platform: Platform, orientation: str | None,
+                  unit: str, source: str | None) -> None:
+    """The plan's tile sizes, dataflow, orientation and unit must suit the operator."""
     if tiling.tm > attention_rows(op):
         raise operator_error(op, f"tm {tiling.tm} is larger than the operator's "
                     f"{attention_rows(op)} query rows per group (heads / kv_heads x "
@@ -263,10 +346,34 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(platform.systolic_array.dataflows)})",
                     source)
+    if unit not in ATTENTION_UNITS:
+        raise operator_error(op, f"unit: {unit!r}: attention runs on the "
+                             f"{' or '.join(ATTENTION_UNITS)}", source)
+    if unit == VECTOR and op.q_len != 1:
+        raise operator_error(op, f"unit: vector runs decode attention only (q_len 1; "
+                             f"this operator has q_len {op.q_len})", source)
+    if unit == ARRAY and orientation not in ORIENTATIONS:
+        raise operator_error(op, f"orientation: {orientation!r}: an attention product "
+                             f"runs {' or '.join(ORIENTATIONS)}", source)
+    groups, total = tiling.groups, attention_instances(op)
+    if groups is not None and total % groups:
+        raise operator_error(op, f"groups {groups} must divide the operator's {total} "
+                             f"K/V head groups (batch {op.batch} x kv_heads "
+                             f"{op.kv_heads})", source)
+
+
+def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
+                       orientation: str | None = NORMAL, unit: str = ARRAY,
+                       source: str | None = None) -> AttentionLowering:
+    """One program's steps and counts under `fusion` (flash or unfused), with the
+    products in `orientation` on the array or on the vector unit, over the tiling's
+    `groups` K/V head groups (unset: footprint.program_groups' rule)."""
+    orientation = None if unit == VECTOR else orientation
+    _check_choice(op, tiling, platform, orientation, unit, source)
     sizes = e, _, acc, out = attention_element_bytes(op, platform)
     slots = checked_slots(op, buffer_fits(op, tiling, platform), source)
     rows, d = attention_rows(op), op.head_dim
-    q_bytes, kv_total, o_bytes = (rows * d * e, kv_bytes(op, platform, 2 * op.kv_len * d),
+    q_bytes, kv_total, o_bytes = (rows * d * e, kv_pair_bytes(op, platform, op.kv_len),
                                   rows * d * out)
     capacity = platform.activation_memory_bytes
     qo_offchip = capacity is None or q_bytes + o_bytes > capacity
@@ -274,63 +381,86 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     on_chip_room = max(platform.buffers.output_bytes, capacity or 0)
     scores_offchip = fusion == "unfused" and score_bytes > on_chip_room
     tiles = query_tiles(op, tiling.tm, tiling.tn)
+    steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit)
     if fusion == "flash":
-        built = _flash(op, tiling, platform, tiles, sizes, qo_offchip)
+        elements, sram = _flash(op, steps, tiles, sizes, qo_offchip)
+        kv_read = sum(kv_pair_bytes(op, platform, keys) for tile in tiles
+                      for keys in tile.key_tiles)
     else:
-        built = _unfused(op, tiling, platform, tiles, sizes, qo_offchip, scores_offchip)
-    steps, elements, sram, vector_compute = built
+        elements, sram = _unfused(op, steps, tiles, sizes, qo_offchip, scores_offchip)
+        kv_read = sum(kv_bytes(op, platform, 2 * keys * d) for tile in tiles
+                      for keys in tile.key_tiles)
+    groups = program_groups(op, len(steps.load), tiling.groups)
     program = steps.program(tiling.depth, slots["output"],
                             platform.runtime.op_overhead_cycles,
-                            platform.systolic_array.output_path != "direct")
+                            platform.systolic_array.output_path != "direct", groups)
     validate_program(program, source=f"lowering of {op.name}")
-    macs = op.macs // (op.batch * op.kv_heads)
+    macs = op.macs // attention_instances(op)
     # Useful cycles count the visible pairs only; the masked part of the diagonal
-    # tiles joins the padding (the parts still sum to the array's busy cycles).
+    # tiles joins the padding (the parts still sum to the array's busy cycles). On
+    # the vector unit the array does nothing.
     tiles_useful, padding, fill, stationary, skew = steps.split
-    useful = macs / platform.pes / steps.speed
-    kv_read = sum(kv_bytes(op, platform, 2 * keys * d) for tile in tiles
-                  for keys in tile.key_tiles)
+    useful = macs / platform.pes / steps.speed if unit == ARRAY else 0.0
+    padding = padding + tiles_useful - useful if unit == ARRAY else 0.0
     scores_moved = (sum(tile.rows * sum(tile.key_tiles) for tile in tiles) * out
                     if scores_offchip else 0)
     q_read = q_bytes if qo_offchip else 0
     o_written = o_bytes if qo_offchip else 0
+    g = groups
     return AttentionLowering(
-        fusion=fusion, program=program, macs=macs, vector_elements=elements,
-        vector_compute_cycles=vector_compute, useful_array_cycles=useful,
-        padding_array_cycles=padding + tiles_useful - useful, fill_array_cycles=fill,
-        stationary_load_array_cycles=stationary, skew_array_cycles=skew,
+        fusion=fusion, orientation=orientation, unit=unit, groups=g, program=program,
+        macs=macs * g, vector_elements=(elements + steps.vector_macs) * g,
+        vector_compute_cycles=steps.vector_compute * g, useful_array_cycles=useful * g,
+        padding_array_cycles=padding * g, fill_array_cycles=fill * g,
+        stationary_load_array_cycles=stationary * g, skew_array_cycles=skew * g,
         # unfused: scores stored then read by softmax, probabilities stored then read by PV
-        offchip_read={"q": q_read, "kv": kv_read, "scores": 2 * scores_moved},
-        offchip_write=o_written + 2 * scores_moved,
-        compulsory={"q": q_read, "kv": kv_total, "c": o_written},
+        offchip_read={"q": q_read * g, "kv": kv_read * g, "scores": 2 * scores_moved * g},
+        offchip_write=(o_written + 2 * scores_moved) * g,
+        compulsory={"q": q_read * g, "kv": kv_total * g, "c": o_written * g},
         # SRAM (approximate): the array reads each product's operands, accumulates into
         # the output buffer; buffers are written with what is loaded.
-        sram_read=sram, sram_write={"ifmap": q_bytes + scores_moved, "weight": kv_read,
-                                    "output": sram["output"]},
+        sram_read={k: v * g for k, v in sram.items()},
+        sram_write={"ifmap": (q_bytes + scores_moved) * g, "weight": kv_read * g,
+                    "output": sram["output"] * g},
         slots=slots, scores_offchip=scores_offchip)
 
 
 def estimate_cycles(lowering: AttentionLowering, platform: Platform) -> float:
-    """The default's rule between the two lowerings: the larger of the array/vector
-    busy time (evacuations included) and the off-chip bytes over the bandwidth (an
-    engine-free estimate)."""
+    """The default's rule between lowerings: the larger of the array/vector busy time
+    (evacuations included) and the off-chip bytes over the bandwidth (an engine-free
+    estimate)."""
     p = lowering.program
     busy = max(float(p.compute_cycles.sum()), float(p.vector_work().sum()))
     moved = float(p.load_bytes.sum() + p.store_bytes.sum())
     return max(busy, moved / platform.bytes_per_cycle)
 
 
+def lowering_choices(op, tiling: Tiling) -> list[tuple[str, str | None, str]]:
+    """(fusion, orientation, unit) the tiling leaves open, in the order ties go:
+    flash before unfused, the array before the vector unit (decode only), normal
+    before transposed; the plan's own where it sets them."""
+    fusions = [tiling.fuse] if tiling.fuse is not None else list(ATTENTION_FUSIONS)
+    units = [tiling.unit] if tiling.unit is not None else \
+        [ARRAY, VECTOR] if op.q_len == 1 else [ARRAY]
+    orientations = [tiling.orientation] if tiling.orientation is not None \
+        else list(ORIENTATIONS)
+    return [(fusion, orientation if unit == ARRAY else None, unit)
+            for fusion in fusions for unit in units
+            for orientation in (orientations if unit == ARRAY else [None])]
+
+
 def choose_lowering(op, tiling: Tiling, platform: Platform, *,
                     source: str | None = None) -> AttentionLowering:
-    """The plan's lowering, or, with `fuse` unset, the one `estimate_cycles` finds
-    faster (ties: flash, which moves fewer bytes)."""
-    if tiling.fuse is not None:
-        if tiling.fuse not in ATTENTION_FUSIONS:
-            raise operator_error(op, f"fuse: {tiling.fuse!r}: an attention operator is lowered "
-                        f"{' or '.join(ATTENTION_FUSIONS)}", source)
-        return lower_attention_as(op, tiling, tiling.fuse, platform, source=source)
-    flash, unfused = (lower_attention_as(op, tiling, fusion, platform, source=source)
-                      for fusion in ATTENTION_FUSIONS)
-    if estimate_cycles(unfused, platform) < estimate_cycles(flash, platform):
-        return unfused
-    return flash
+    """The plan's lowering, or, where it leaves fuse, orientation or unit open, the
+    one `estimate_cycles` finds fastest (ties: the earlier of `lowering_choices`)."""
+    if tiling.fuse is not None and tiling.fuse not in ATTENTION_FUSIONS:
+        raise operator_error(op, f"fuse: {tiling.fuse!r}: an attention operator is lowered "
+                    f"{' or '.join(ATTENTION_FUSIONS)}", source)
+    best, best_cycles = None, 0.0
+    for fusion, orientation, unit in lowering_choices(op, tiling):
+        lowering = lower_attention_as(op, tiling, fusion, platform,
+                                      orientation=orientation, unit=unit, source=source)
+        cycles = estimate_cycles(lowering, platform)
+        if best is None or cycles < best_cycles:
+            best, best_cycles = lowering, cycles
+    return best

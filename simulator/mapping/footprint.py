@@ -266,14 +266,46 @@ def kv_bytes(op, platform: Platform, elements):
     return packed_bytes(op.kv_dtype or operator_dtype(op, platform), elements)
 
 
+def kv_pair_bytes(op, platform: Platform, keys):
+    """Bytes of the K and V of `keys` keys read together (a flash step, the cache):
+    2 x keys x head_dim, or, where K and V are one cached latent (`kv_latent`, MLA),
+    keys x kv_latent: one read serves both products."""
+    if op.kv_latent:
+        return kv_bytes(op, platform, keys * op.kv_latent)
+    return kv_bytes(op, platform, 2 * keys * op.head_dim)
+
+
 def attention_tile_bytes(op, platform: Platform, tm, tn) -> tuple:
     """Bytes of attention's three tiles: Q or probabilities (tm x max(d, tn), ifmap),
-    K and V (2 x tn x d, weight), score plus output accumulators (tm x (tn + d),
-    output)."""
+    K and V (`kv_pair_bytes` of tn keys, weight), score plus output accumulators
+    (tm x (tn + d), output)."""
     e, _, acc, _ = attention_element_bytes(op, platform)
     d = op.head_dim
-    return tm * np.maximum(d, tn) * e, kv_bytes(op, platform, 2 * tn * d), \
+    return tm * np.maximum(d, tn) * e, kv_pair_bytes(op, platform, tn), \
         tm * (tn + d) * acc
+
+
+# Most steps one attention program holds when the groups rule chains K/V head groups:
+# a bound on the lowering's and the replay's work (as a GEMM's program block is), not a
+# timing value; past a few hundred steps a program's fixed costs (dispatch, the first
+# load, the last store) are under 1% of it.
+PROGRAM_STEPS = 4096
+
+
+def attention_instances(op) -> int:
+    """K/V head groups of an attention operator: batch items x kv_heads."""
+    return op.batch * op.kv_heads
+
+
+def program_groups(op, group_steps: int, groups: int | None = None) -> int:
+    """K/V head groups one attention program runs back to back, as a kernel walks the
+    batch's sequences and heads in one launch: the plan's `groups`, else the most that
+    divide the operator's groups with at most PROGRAM_STEPS steps (1 when one group
+    alone has more)."""
+    if groups is not None:
+        return groups
+    total, most = attention_instances(op), max(1, PROGRAM_STEPS // max(1, group_steps))
+    return max(g for g in range(1, min(total, most) + 1) if total % g == 0)
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tilin
     to 2048, then the most keys tn, up to a score tile of SCORE_TILE_ELEMENTS (at least
     one array width), with which `depth` tiles of Q or probabilities (ifmap), of K and V
     (weight) and of score plus output accumulators (output) fit; tm halves while no tn
-    fits. fuse is left open."""
+    fits. fuse, orientation (None) and unit are left open to the lowering."""
     buffers = platform.buffers
     e, kv, acc, _ = attention_element_bytes(op, platform)
     d, rows = op.head_dim, attention_rows(op)
@@ -166,7 +166,7 @@ def attention_tiling(op, platform: Platform, depth: int, dataflow: str) -> Tilin
                    buffers.output_bytes // (depth * tm * acc) - d)
         if (most >= 1 and depth * tm * d * e <= buffers.ifmap_bytes) or tm == 1:
             return Tiling(tm, _balanced(op.kv_len, max(1, most)), d, "mnk", dataflow,
-                          depth)
+                          depth, orientation=None)  # lowering.attention chooses it
         tm = _balanced(rows, tm // 2)
 
 

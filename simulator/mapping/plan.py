@@ -26,7 +26,8 @@ DEFAULT_HEURISTIC = "array_aligned"  # the heuristic a fully set plan entry is b
 DEFAULT_DEPTH = 2
 FUSION_MODES = ("none", "epilogue", "auto")
 # --orientation / a plan's `orientation`: auto lets the search weigh both operand
-# orientations (DESIGN.md section 19); normal or transposed fixes every GEMM's.
+# orientations (DESIGN.md section 19); normal or transposed fixes every GEMM's and
+# every attention product's on the array.
 ORIENTATION_MODES = ("auto",) + ORIENTATIONS
 DEFAULT_ORIENTATION = "auto"
 
@@ -50,16 +51,23 @@ class TilingSpec(Strict):
     rows_per_tile: int | None = Field(default=None, gt=0)
     fuse: Name | None = Field(default=None, description="following vector op to absorb")
     orientation: Literal["normal", "transposed"] | None = Field(
-        default=None, description="transposed runs C = A.B as its transpose Bᵀ.Aᵀ, "
-        "exchanging which operand is stationary (DESIGN.md section 19); unset: the "
-        "search weighs both, or normal where the entry sets every other field")
+        default=None, description="which operand the array holds: normal (B), "
+        "transposed (A: C = A.B run as its transpose Bᵀ.Aᵀ; attention's Q), exchanging "
+        "which operand is stationary (DESIGN.md section 19); unset: the search weighs "
+        "both, or normal where the entry sets every other field")
+    unit: Literal["array", "vector"] | None = Field(
+        default=None, description="attention: the unit its products run on (vector: "
+        "q_len 1 only)")
+    groups: int | None = Field(default=None, gt=0, description="attention: K/V head "
+                               "groups (batch items x kv_heads) one program runs")
 
     @model_serializer(mode="wrap")
-    def _leave_out_unset_orientation(self, handler):
-        # Absent rather than null, so plans dump as they did before the field existed.
+    def _leave_out_unset(self, handler):
+        # Absent rather than null, so plans dump as they did before these fields.
         fields = handler(self)
-        if fields.get("orientation", 0) is None:
-            fields.pop("orientation")
+        for name in ("orientation", "unit", "groups"):
+            if fields.get(name, 0) is None:
+                fields.pop(name)
         return fields
 
     @field_validator("loop_order")
@@ -74,9 +82,16 @@ class TilingSpec(Strict):
 COMPUTE_FIELDS = ("tm", "tn", "tk", "loop_order", "dataflow", "orientation", "fuse")
 VECTOR_FIELDS = ("rows_per_tile",)
 # Attention: tm query rows (of the group's heads x q_len) and tn keys per tile; fuse is
-# `flash` or `unfused` (unset: lowering keeps the faster, lowering.attention).
-ATTENTION_FIELDS = ("tm", "tn", "dataflow", "fuse")
+# `flash` or `unfused`, orientation `normal` or `transposed`, unit `array` or `vector`,
+# groups the K/V head groups one program runs back to back (unset: lowering keeps the
+# faster, lowering.attention; groups by its rule).
+ATTENTION_FIELDS = ("tm", "tn", "dataflow", "fuse", "orientation", "unit", "groups")
 ATTENTION_FUSIONS = ("flash", "unfused")
+ORIENTATIONS = ("normal", "transposed")
+ATTENTION_UNITS = ("array", "vector")
+# Tiling fields a result leaves out while unset (so tilings of the kinds that do not
+# take them dump as they did before the fields existed).
+OPTIONAL_TILING_FIELDS = ("orientation", "unit", "groups")
 
 
 class Mapping(Strict):
@@ -139,22 +154,35 @@ class Tiling:
     depth: int
     fuse: str | None = None
     heuristic: str = DEFAULT_HEURISTIC
-    orientation: str = "normal"   # model.loop_nest.ORIENTATIONS (DESIGN.md section 19)
+    orientation: str | None = "normal"  # model.loop_nest.ORIENTATIONS (section 19);
+    # None: an attention on the vector unit, where no operand is held
+    unit: str | None = None          # attention: array | vector
+    groups: int | None = None        # attention: K/V head groups per program
 
     def sort_key(self) -> tuple:
         """The canonical order of tilings (the mapper's last tie-break): tile sizes,
-        then loop order, dataflow, depth, fusion and orientation (normal first); the
-        heuristic name is not part of a tiling's identity."""
+        then loop order, dataflow, depth, fusion, orientation (normal first), unit and
+        groups; the heuristic name is not part of a tiling's identity."""
         return (self.tm, self.tn, self.tk, self.loop_order, self.dataflow, self.depth,
-                self.fuse or "", self.orientation)
+                self.fuse or "", self.orientation or "", self.unit or "", self.groups or 0)
 
     def record(self) -> dict:
-        """This tiling as a result records it: its fields, orientation only when
-        transposed (absent: normal, so results of normal runs read as before)."""
+        """This tiling as a result records it: orientation where it says something (a
+        transposed run, or an attention on the array), unit and groups where set; so
+        results of normal GEMM runs read as before these fields existed."""
         record = asdict(self)
-        if self.orientation == "normal":
+        if record["orientation"] is None or (self.orientation == "normal"
+                                             and self.unit is None):
             del record["orientation"]
-        return record
+        return {k: v for k, v in record.items()
+                if v is not None or k not in OPTIONAL_TILING_FIELDS}
+
+    @classmethod
+    def from_record(cls, record: dict) -> Tiling:
+        """The tiling `record()` wrote: no orientation is normal, or none on the vector
+        unit."""
+        held = None if record.get("unit") == "vector" else "normal"
+        return cls(**{**record, "orientation": record.get("orientation", held)})
 
     def spec(self, *, vector: bool = False, attention: bool = False) -> TilingSpec:
         """This tiling as a plan entry (every field the operator's kind takes)."""
@@ -162,7 +190,9 @@ class Tiling:
             return TilingSpec(rows_per_tile=self.tm, depth=self.depth)
         if attention:
             return TilingSpec(tm=self.tm, tn=self.tn, dataflow=self.dataflow,
-                              depth=self.depth, fuse=self.fuse)
+                              depth=self.depth, fuse=self.fuse,
+                              orientation=self.orientation, unit=self.unit,
+                              groups=self.groups)
         return TilingSpec(tm=self.tm, tn=self.tn, tk=self.tk, loop_order=self.loop_order,
                           dataflow=self.dataflow, depth=self.depth, fuse=self.fuse,
                           orientation=self.orientation)
@@ -173,9 +203,13 @@ class Tiling:
         if vector:
             return f"{self.tm} rows d{self.depth}"
         fused = f" +{self.fuse}" if self.fuse else ""
-        turned = " T" if self.orientation == "transposed" else ""
-        return (f"{self.tm}x{self.tn}x{self.tk} {self.loop_order} {self.dataflow}{turned} "
-                f"d{self.depth}{fused}")
+        where = "".join(f" {part}" for part in (
+            self.orientation if self.unit == "array" or self.orientation == "transposed"
+            else None,
+            "on vector" if self.unit == "vector" else None,
+            f"x{self.groups} groups" if self.groups else None) if part)
+        return (f"{self.tm}x{self.tn}x{self.tk} {self.loop_order} {self.dataflow} "
+                f"d{self.depth}{fused}{where}")
 
 
 
@@ -189,7 +223,8 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
         own_fields = ATTENTION_FIELDS
     else:
         own_fields = COMPUTE_FIELDS if is_compute(op) else VECTOR_FIELDS
-    foreign = tuple(f for f in COMPUTE_FIELDS + VECTOR_FIELDS if f not in own_fields)
+    foreign = tuple(f for f in dict.fromkeys(COMPUTE_FIELDS + VECTOR_FIELDS
+                                             + ATTENTION_FIELDS) if f not in own_fields)
     own = mapping.operators.get(op.name, TilingSpec())
     wrong = [f for f in foreign if getattr(own, f) is not None]
     if wrong:
@@ -203,7 +238,7 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
         for key, value in spec.model_dump(exclude_none=True).items():
             if spec is own or key not in foreign:
                 merged[key] = value
-    if is_compute(op) and mapping.orientation in ORIENTATIONS:
+    if (is_compute(op) or is_attention(op)) and mapping.orientation in ORIENTATIONS:
         merged.setdefault("orientation", mapping.orientation)   # --orientation fixed
     return TilingSpec(**merged)
 

@@ -1,8 +1,9 @@
 """Energy: event counts times the platform's energy table, plus static power times time
 (DESIGN.md section 4). Components: MAC, SRAM, off-chip memory, vector unit, static.
 
-Counts: model MACs (padded PEs draw static power only; structured sparsity run sparse
-skips MACs by its speedup), SRAM bytes read and written per buffer as lowering counts
+Counts: model MACs on the array (padded PEs draw static power only; structured sparsity
+run sparse skips MACs by its speedup; an attention on the vector unit counts its MACs
+among the vector element-ops), SRAM bytes read and written per buffer as lowering counts
 them, off-chip bytes, vector element-ops over all passes.
 """
 
@@ -47,8 +48,11 @@ def run_energy(lowered: LoweredOperator, cycles: int, platform: Platform) -> Ene
     # structured sparsity run sparse skips that fraction of the MACs
     mac_speedup = lowered.precision.speedup if lowered.precision else 1.0
     seconds = platform.seconds(cycles)
+    # an attention run on the vector unit does its MACs there, as vector element-ops
+    on_array = lowered.tiling is None or lowered.tiling.unit != "vector"
     return Energy(
-        mac_pj=counters.macs * table.mac_pj[dtype] / mac_speedup if counters.macs else 0.0,
+        mac_pj=counters.macs * table.mac_pj[dtype] / mac_speedup
+        if counters.macs and on_array else 0.0,
         sram_pj=sum(counters.sram_read.values()) * table.sram_read_pj_per_byte
         + sum(counters.sram_write.values()) * table.sram_write_pj_per_byte,
         offchip_pj=counters.offchip_bytes * table.offchip_pj_per_byte,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Literal, TypeVar, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_serializer
 
 from simulator.engines.outcome import OPTIONAL_TERMS
 from simulator.inputs.loader import validate_model
@@ -153,9 +153,21 @@ class TilingRecord(Written):
     depth: int
     fuse: str | None
     heuristic: str
-    orientation: Literal["normal", "transposed"] = Field(
-        default="normal", description="operand orientation (DESIGN.md section 19); "
-        "written only when transposed")
+    # normal | transposed (operand orientation, DESIGN.md section 19): written where
+    # transposed or an attention on the array; unit (array | vector) and K/V head
+    # groups per program: attention only. Absent: normal, on the array.
+    orientation: Literal["normal", "transposed"] | None = None
+    unit: str | None = None
+    groups: int | None = None
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset(self, handler):
+        # Absent rather than null, so the tilings of other kinds dump as they did.
+        fields = handler(self)
+        for name in ("orientation", "unit", "groups"):
+            if fields.get(name, 0) is None:
+                fields.pop(name)
+        return fields
 
 
 class BottleneckRecord(Written):

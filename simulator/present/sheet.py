@@ -80,17 +80,21 @@ def _objective(op: OperatorResult, objective: str) -> float:
 
 
 def attention_choice(op, lowered, platform) -> str:
-    """Which lowering an attention operator ran and why: each lowering's off-chip bytes
-    and cycles per run at the tiling used."""
+    """Which lowering an attention operator ran, on which unit and in which orientation,
+    and why: each lowering's off-chip bytes and cycles per run at the tiling used."""
     memory = memory_params(platform)
+    tiling = lowered.tiling
     parts = []
     for fusion in ATTENTION_FUSIONS:
-        other = lower_attention_as(op, replace(lowered.tiling, fuse=fusion), fusion,
-                                   platform)
+        other = lower_attention_as(op, replace(tiling, fuse=fusion), fusion, platform,
+                                   orientation=tiling.orientation or "normal",
+                                   unit=tiling.unit or "array")
         cycles = run_fast(other.program, memory).breakdown.total_cycles
         moved = int(other.program.load_bytes.sum() + other.program.store_bytes.sum())
         parts.append(f"{fusion}: {moved / 1e6:,.2f} MB, {cycles:,} cycles")
-    return f"{lowered.fused} ({'; '.join(parts)}; per run)"
+    where = "on the vector unit" if tiling.unit == "vector" else \
+        f"{tiling.orientation or 'normal'} on the array"
+    return f"{lowered.fused} ({'; '.join(parts)}; per run; {where})"
 
 
 def sheet_rows(result: RunResult, best: MapResult | None = None) -> list[dict]:

@@ -29,7 +29,7 @@ search against an exhaustive one.
 
 from __future__ import annotations
 
-from dataclasses import asdict, astuple, dataclass, replace
+from dataclasses import astuple, dataclass, replace
 
 import numpy as np
 
@@ -37,10 +37,11 @@ from simulator.inputs.platform import Platform
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
+from simulator.lowering.attention import lowering_choices
 from simulator.lowering.tile_table import TileTables
 from simulator.mapping.footprint import attention_rows
 from simulator.mapping.heuristics import attention_base, heuristic_tiling
-from simulator.mapping.plan import (ATTENTION_FUSIONS, LOOP_ORDERS, EpilogueMember, Tiling,
+from simulator.mapping.plan import (LOOP_ORDERS, EpilogueMember, Tiling,
                                     TilingSpec)
 from simulator.metrics.totals import operator_objectives
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS
@@ -77,12 +78,13 @@ class Evaluation:
                 self.tiling.sort_key())
 
     def as_dict(self) -> dict:
-        return {"tiling": asdict(self.tiling), "cycles": self.cycles,
+        return {"tiling": self.tiling.record(), "cycles": self.cycles,
                 "energy_pj": self.energy_pj}
 
     @classmethod
     def from_dict(cls, data: dict) -> Evaluation:
-        return cls(Tiling(**data["tiling"]), int(data["cycles"]), float(data["energy_pj"]))
+        return cls(Tiling.from_record(data["tiling"]), int(data["cycles"]),
+                   float(data["energy_pj"]))
 
 
 @dataclass(frozen=True)
@@ -169,19 +171,27 @@ def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
 
 
 
+# Key tiles tried, in eighths of the rule's: smaller key tiles hide more of a short
+# decode's first load under compute, larger ones pay fewer per-step costs.
+KEY_TILE_STEPS = (1, 2, 4, 8, 16)
+
+
 def _attention_candidates(op, base: Tiling, spec: TilingSpec,
                           platform: Platform) -> list[Tiling]:
-    """An attention operator's candidates: its tiling's query and key tiles halved,
-    kept and doubled (within the operator), every dataflow, both lowerings (or the
-    plan's), at the plan's depth."""
+    """An attention operator's candidates: its tiling's query tiles halved, kept and
+    doubled, its key tiles from an eighth to twice (within the operator), every dataflow, both lowerings, both
+    orientations and (decode) the vector unit (or the plan's), at the plan's depth and
+    groups."""
     rows = attention_rows(op)
     sizes_m = sorted({min(rows, max(1, base.tm * f // 2)) for f in (1, 2, 4)})
-    sizes_n = sorted({min(op.kv_len, max(1, base.tn * f // 2)) for f in (1, 2, 4)})
+    sizes_n = sorted({min(op.kv_len, max(1, base.tn * f // 8)) for f in KEY_TILE_STEPS})
     flows = [spec.dataflow] if spec.dataflow else list(platform.systolic_array.dataflows)
-    fusions = [spec.fuse] if spec.fuse else list(ATTENTION_FUSIONS)
+    choices = lowering_choices(op, replace(base, fuse=spec.fuse,
+                                           orientation=spec.orientation, unit=spec.unit))
     return [replace(base, tm=spec.tm or tm, tn=spec.tn or tn, dataflow=flow, fuse=fuse,
-                    heuristic=MAPPER)
-            for tm in sizes_m for tn in sizes_n for flow in flows for fuse in fusions]
+                    orientation=orientation, unit=unit, heuristic=MAPPER)
+            for tm in sizes_m for tn in sizes_n for flow in flows
+            for fuse, orientation, unit in choices]
 
 
 def _search_attention(task: SearchTask) -> OperatorSearch:
@@ -191,7 +201,7 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
     again among the candidates) are lowered and replayed once."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
-    lowerings: dict[tuple, str | AccsimError] = {}   # by sort key: the chosen lowering
+    lowerings: dict[tuple, Tiling | AccsimError] = {}   # by sort key: the tiling run
     replays: dict[tuple, Evaluation | AccsimError] = {}
 
     def once(memo: dict, tiling: Tiling, work):
@@ -216,9 +226,9 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
     for name in task.heuristics:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
-            fusion = once(lowerings, tiling,
-                          lambda t: lower_attention(op, t, platform).tiling.fuse)
-            found = replayed(replace(tiling, fuse=fusion))
+            chosen = once(lowerings, tiling,
+                          lambda t: lower_attention(op, t, platform).tiling)
+            found = replayed(replace(chosen, heuristic=tiling.heuristic))
         except AccsimError as exc:
             heuristics[name] = exc.rule
             continue
@@ -289,7 +299,7 @@ class _Walk:
     def matches(self, key: tuple, dataflows: list[str], fuse: str | None,
                 rows: slice) -> np.ndarray:
         """Which candidates in `rows` have the tiling sort key `key`."""
-        tm, tn, tk, order, flow, depth, fused, orientation = key
+        tm, tn, tk, order, flow, depth, fused, orientation = key[:8]  # GEMM: no unit, groups
         flow_code = dataflows.index(flow) if flow in dataflows else -1
         return ((self.tm[rows] == tm) & (self.tn[rows] == tn) & (self.tk[rows] == tk)
                 & (self.order[rows] == (LOOP_ORDERS.index(order) if order in LOOP_ORDERS

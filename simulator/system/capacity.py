@@ -92,8 +92,9 @@ def operator_kv_bytes(op, default_bytes: int) -> int:
     """One copy of the K and V an attention operator reads (its KV cache)."""
     if not isinstance(op, Attention):
         return 0
+    per_key = op.kv_latent or 2 * op.head_dim   # one latent serves as K and V (MLA)
     return _stored_bytes(op.kv_dtype or op.dtype,
-                         2 * op.batch * op.kv_heads * op.kv_len * op.head_dim, default_bytes)
+                         op.batch * op.kv_heads * op.kv_len * per_key, default_bytes)
 
 
 def operator_output_bytes(op, size: int) -> int:

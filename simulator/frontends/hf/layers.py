@@ -17,8 +17,9 @@ request shape, a scan per request length.
   QK^T + PV MACs and the K + V bytes exactly) or the absorbed form (q_nope x W_UK per
   head, attention of all heads against the one cached latent + RoPE key as one K/V
   head of head_dim (2 x kv_lora_rank + rope) / 2, the output x W_UV per head), the
-  one with fewer MACs for the step. The absorbed form's K/V bytes count the latent
-  twice (K and V are one tensor in the cache; the attention kind reads K and V).
+  one with fewer MACs for the step. The absorbed form's attention says `kv_latent`
+  (latent + RoPE key elements): K and V are that one cached tensor, which a flash
+  kernel reads once for both products (unfused, each product's kernel reads its own).
 - Scan (Mamba, Mamba2): in_proj, the causal depthwise convolution (a reduction over
   `conv` taps per channel, reading the conv state in decode), its SiLU, (Mamba:
   x_proj, dt_proj), the `scan` kind over the state (Mamba2 over more than one token:
@@ -154,14 +155,16 @@ def attention_shapes(cfg: ModelConfig, mixer: str, step: Step) -> list[Attention
 
 
 def _attention_ops(b: Builder, p: str, shapes: Sequence[AttentionShape], n: int,
-                   inputs: list[str], heads: int, kv_heads: int, head_dim: int) -> list:
+                   inputs: list[str], heads: int, kv_heads: int, head_dim: int,
+                   kv_latent: int | None = None) -> list:
     names = []
+    latent = {"kv_latent": kv_latent} if kv_latent else {}
     for shape in shapes:
         name = p + ("attn" if len(shapes) == 1 else f"attn_q{shape.q_len}_kv{shape.kv_len}")
         names.append(name)
         b.add(name, "attention.core", "attention", n, inputs, batch=shape.batch,
               heads=heads, kv_heads=kv_heads, q_len=shape.q_len, kv_len=shape.kv_len,
-              head_dim=head_dim, causal=shape.causal)
+              head_dim=head_dim, causal=shape.causal, **latent)
     return names
 
 
@@ -227,7 +230,8 @@ def _mla(b: Builder, p: str, mixer: str, tokens: int, step: Step, n: int) -> str
         b.gemm(p + "q_absorb", "attention.absorb", tokens, m.kv_lora_rank,
                m.qk_nope_head_dim, n, batch=h, inputs=[p + "rope"], role="attention")
         names = _attention_ops(b, p, shapes, n, [p + "q_absorb", p + "kv_a_norm"], h, 1,
-                               -(-(2 * m.kv_lora_rank + m.qk_rope_head_dim) // 2))
+                               -(-(2 * m.kv_lora_rank + m.qk_rope_head_dim) // 2),
+                               kv_latent=m.cached)
         b.gemm(p + "v_up", "attention.absorb", tokens, m.v_head_dim, m.kv_lora_rank, n,
                batch=h, inputs=names, role="attention")
         names = [p + "v_up"]
