@@ -203,12 +203,12 @@ class Tiling:
         if vector:
             return f"{self.tm} rows d{self.depth}"
         fused = f" +{self.fuse}" if self.fuse else ""
+        turned = " T" if self.orientation == "transposed" and self.unit is None else ""
         where = "".join(f" {part}" for part in (
-            self.orientation if self.unit == "array" or self.orientation == "transposed"
-            else None,
+            self.orientation if self.unit == "array" else None,
             "on vector" if self.unit == "vector" else None,
             f"x{self.groups} groups" if self.groups else None) if part)
-        return (f"{self.tm}x{self.tn}x{self.tk} {self.loop_order} {self.dataflow} "
+        return (f"{self.tm}x{self.tn}x{self.tk} {self.loop_order} {self.dataflow}{turned} "
                 f"d{self.depth}{fused}{where}")
 
 
