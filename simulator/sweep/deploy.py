@@ -40,7 +40,7 @@ from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import Trace, load_trace
 from simulator.sweep.deploy_identity import point_key, search_identity
-from simulator.sweep.deploy_pools import point_spec, pool_axes, pool_flags
+from simulator.sweep.deploy_pools import point_spec, pool_axes
 from simulator.sweep.deploy_runs import PointRuns, RunStore, SharedRuns, StoredRuns
 from simulator.sweep.power_budget import BUDGET_KEY, POWER_KEY, judged, static_floor_reason
 from simulator.sweep.rows import stored_key
@@ -106,15 +106,6 @@ class Deployment:
             f"prefill {self.prefill_replicas} + decode {self.replicas}"
         return (f"{replicas} x (T{self.plan.tp} x P{self.plan.pp}), {self.batching} "
                 f"max_batch {self.max_batch}, precision {precision_name(self.precision)}")
-
-    def flags(self) -> str:
-        """The `accsim serve` flags that run this point alone."""
-        plan = f" --precision {self.precision}" if self.precision else ""
-        if self.prefill_replicas is not None:
-            return pool_flags(self) + plan
-        return (f"--arch {self.arch} --chips {self.plan.chips} --tp {self.plan.tp} "
-                f"--pp {self.plan.pp} --replicas {self.replicas} --batching "
-                f"{self.batching} --max-batch {self.max_batch}{plan}")
 
 
 def precision_name(path: str | None) -> str:

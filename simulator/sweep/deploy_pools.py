@@ -26,14 +26,6 @@ def pool_axes(grid, plans) -> list[tuple]:
             for max_batch in grid.max_batch for precision in grid.precision]
 
 
-def pool_flags(point) -> str:
-    """The `accsim serve` flags that run a disaggregated point alone."""
-    return (f"--arch {point.arch} --tp {point.plan.tp} --pp {point.plan.pp} "
-            f"--disaggregate --prefill-pool replicas={point.prefill_replicas} "
-            f"--decode-pool replicas={point.replicas} --kv-link {point.kv_link} "
-            f"--max-batch {point.max_batch}")
-
-
 def point_spec(point, spec: ServeSpec) -> ServeSpec:
     """`spec` (the search's, on the point's plan) serving as the point does: its
     replicas and batching, or its pools."""
