@@ -83,7 +83,8 @@ BAD_INPUTS = [
      ["m.yaml", "operators.fc1000", "tm 4 is larger than the operator's M 1"]),
     ("m.yaml", "default: {tm: 100000000, tn: 256, tk: 256}\n", "--mapping",
      ["m.yaml", "operators.conv1", "is larger than the operator's M"]),
-    ("m.yaml", "operators:\n  res5a_branch2b: {tm: 49, tn: 256, tk: 4608}\n", "--mapping",
+    ("m.yaml", "operators:\n  res5a_branch2b: {tm: 49, tn: 256, tk: 4608, "
+     "orientation: normal}\n", "--mapping",
      ["m.yaml", "operators.res5a_branch2b", "tk 4608", "weight buffer of 262144 bytes",
       "overflow"]),
     ("m.yaml", "operators:\n  ghost: {tm: 4}\n", "--mapping",
