@@ -189,9 +189,9 @@ class SystolicArray(Strict):
     def _dump(self, handler, info) -> dict:
         data = omit_when_empty(handler, self, ("macs_per_cycle", "accumulator_dtypes",
                                                "sparsity", "evacuation"), info)
-        if data.get("output_path") == "direct":  # defaults: inputs written before the
-            data.pop("output_path")              # fields existed keep their canonical
-        if self.transpose == Transposition():    # form
+        if data.get("output_path") == "direct":  # defaults left out: older inputs keep
+            data.pop("output_path")              # their canonical form
+        if self.transpose == Transposition():
             data.pop("transpose")
         return data
 
@@ -479,10 +479,8 @@ class Platform(Strict):
         default=None, description="links to other chips; needed for more than one chip")
     runtime: Runtime = Runtime()
     area: Area | None = Field(default=None, description="optional: perf per mm^2")
-    cost: CostTable | None = Field(default=None, description="optional: cost per million "
-                                   "tokens; each value cited or assumed in provenance")
-    dvfs: Dvfs | None = Field(default=None, description="optional: operating points "
-                              "and a power cap (simulator.inputs.dvfs)")
+    cost: CostTable | None = Field(default=None, description="optional: cost per Mtok")
+    dvfs: Dvfs | None = Field(default=None, description="optional: DVFS points and cap")
     provenance: dict[str, Provenance] = Field(
         default={}, description="dotted field path -> where its value comes "
         "from (DESIGN.md section 16); description only, left out of the canonical dump")
@@ -514,8 +512,7 @@ class Platform(Strict):
     _dvfs_fits = model_validator(mode="after")(check_platform)  # simulator.inputs.dvfs
 
     def numeric_fields(self) -> dict:
-        """Every numeric value of the platform by dotted field path, those the
-        canonical dump leaves out at their defaults included."""
+        """Every numeric value by dotted path, defaults the dump leaves out included."""
         return numeric_leaves(self.model_dump(mode="json", context={"complete": True}))
 
     def assumptions(self) -> dict[str, dict]:
