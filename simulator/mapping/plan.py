@@ -63,12 +63,7 @@ class TilingSpec(Strict):
 
     @model_serializer(mode="wrap")
     def _leave_out_unset(self, handler):
-        # Absent rather than null, so plans dump as they did before these fields.
-        fields = handler(self)
-        for name in ("orientation", "unit", "groups"):
-            if fields.get(name, 0) is None:
-                fields.pop(name)
-        return fields
+        return without_unset(handler(self))
 
     @field_validator("loop_order")
     @classmethod
@@ -92,6 +87,13 @@ ATTENTION_UNITS = ("array", "vector")
 # Tiling fields a result leaves out while unset (so tilings of the kinds that do not
 # take them dump as they did before the fields existed).
 OPTIONAL_TILING_FIELDS = ("orientation", "unit", "groups")
+
+
+def without_unset(fields: dict) -> dict:
+    """A tiling's fields with the optional ones that are unset (None) left out, so
+    plans and results dump as they did before those fields existed."""
+    return {k: v for k, v in fields.items()
+            if v is not None or k not in OPTIONAL_TILING_FIELDS}
 
 
 class Mapping(Strict):
@@ -174,8 +176,7 @@ class Tiling:
         if record["orientation"] is None or (self.orientation == "normal"
                                              and self.unit is None):
             del record["orientation"]
-        return {k: v for k, v in record.items()
-                if v is not None or k not in OPTIONAL_TILING_FIELDS}
+        return without_unset(record)
 
     @classmethod
     def from_record(cls, record: dict) -> Tiling:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_serialize
 
 from simulator.engines.outcome import OPTIONAL_TERMS
 from simulator.inputs.loader import validate_model
+from simulator.mapping.plan import without_unset
 from simulator.metrics.totals import PEAK_FIELDS, Totals
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -162,12 +163,7 @@ class TilingRecord(Written):
 
     @model_serializer(mode="wrap")
     def _leave_out_unset(self, handler):
-        # Absent rather than null, so the tilings of other kinds dump as they did.
-        fields = handler(self)
-        for name in ("orientation", "unit", "groups"):
-            if fields.get(name, 0) is None:
-                fields.pop(name)
-        return fields
+        return without_unset(handler(self))
 
 
 class BottleneckRecord(Written):
