@@ -113,14 +113,15 @@ def test_batch_1_gemm_is_bandwidth_bound_unless_every_fold_fills():
     # 2048x2048 weights and a single row: TPU v1 streams 4 MiB at 34 GB/s. TPU v5e
     # shifts the next weight tile in while one streams, so it too waits on HBM; with
     # SCALE-Sim's fold model on one 256x256 array, each weight tile's fill (766 cycles
-    # for T = 1) shows instead.
+    # for T = 1) shows instead, where the GEMM runs normal as SCALE-Sim maps it.
     workload = one_gemm(1, 2048, 2048)
     assert verdict_on("tpu_v1", workload) == "memory-bandwidth"
     assert verdict_on("tpu_v5e_like", workload) == "memory-bandwidth"
     one_array = shipped("whatif/tpu_v5e_256x256")
     data = one_array.model_dump()
     data["systolic_array"]["fold_model"] = "scalesim"
-    result = simulate(Inputs(Platform.model_validate(data), workload, Mapping()))
+    result = simulate(Inputs(Platform.model_validate(data), workload,
+                             Mapping(orientation="normal")))
     assert result.operators[0].verdict.bottleneck == "array-fill"
 
 

@@ -22,6 +22,7 @@ from test_engine_equivalence_lowered import lowering_cases
 from simulator.cli import main
 from simulator.errors import AccsimError
 from simulator.engines.nest_replay import replay_nest
+from simulator.inputs.resolve import load_inputs
 from simulator.lowering import lower_compute
 from simulator.lowering.gemm_stream import GemmStream
 from simulator.mapping.plan import (LOOP_ORDERS, Mapping, Tiling, TilingSpec, merged_spec,
@@ -234,3 +235,28 @@ def test_a_wrong_transpose_cost_is_refused_naming_the_field(tmp_path, capsys):
     assert main(["check", str(arch)]) != 0
     err = capsys.readouterr().err
     assert "systolic_array.transpose.store" in err and "Traceback" not in err
+
+
+def test_an_array_that_holds_only_weights_runs_normal_only(tmp_path, capsys):
+    """TPU v1 says `transpose: {supported: false}`: the search never runs a GEMM
+    transposed there (the skinny GEMM that turns on a v5e-like array stays normal), and
+    a run that asks for transposed is one clear error naming the platform's rule."""
+    turns = load_inputs("whatif/tpu_v5e_256x256", None, None).platform
+    array = turns.systolic_array
+    held = turns.model_copy(update={"systolic_array": array.model_copy(update={
+        "transpose": array.transpose.model_copy(update={"supported": False})})})
+    assert held.systolic_array.transpose.orientations == ("normal",)
+    work = Workload(name="w", operators=[_gemm(16, 4096, 4096)])
+    assert [resolve_workload(work, Mapping(), platform)[0].tiling.orientation
+            for platform in (turns, held)] == ["transposed", "normal"]
+    platform = make_platform(systolic_array={"transpose": {"supported": False}})
+    with pytest.raises(AccsimError, match="orientation 'transposed' is not supported"):
+        lower_compute(work.operators[0], Tiling(16, 16, 16, "mnk", "ws", 2,
+                                                orientation="transposed"), platform)
+    workload = tmp_path / "skinny.yaml"
+    workload.write_text(SKINNY)
+    assert main(["run", "--arch", "tpu_v1", "--workload", str(workload),
+                 "--orientation", "transposed"]) != 0
+    err = capsys.readouterr().err
+    assert "orientation 'transposed' is not supported by tpu_v1" in err
+    assert "Traceback" not in err

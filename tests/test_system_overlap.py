@@ -20,7 +20,7 @@ from simulator.inputs.resolve import load_inputs
 from simulator.inputs.platform import Platform
 from simulator.frontends.hf.command import run_step
 from simulator.inputs.loader import load_model, locate
-from simulator.mapping.plan import Mapping
+from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs
 from simulator.system.plan_run import run_plan
 from simulator.system.overlap import Step, decomposed_exposed, overlap
@@ -32,11 +32,17 @@ from simulator.system.plan import SystemPlan
 BASE = Path(__file__).parent / "data" / "system_base_figures.json"
 
 
+# The mapping space of the base commit: operator at a time (before the fusion planner),
+# every GEMM normal and attention's products on the array in the old lowering (before
+# operand orientation and attention kernels, DESIGN.md section 19).
+BASE_MAPPING = Mapping(fusion="none", orientation="normal", layer_types={
+    "attention.core": TilingSpec(orientation="normal", unit="array", groups=1)})
+
+
 def system_run(name: str, phase: str | None, length: int | None, **plan):
-    """One plan's run operator at a time (--fusion none), as the base figures were
-    recorded before the fusion planner."""
+    """One plan's run in the base commit's mapping space (BASE_MAPPING)."""
     if phase is None:
-        inputs = load_inputs("tpu_v5e_like", name, None, fusion="none")
+        inputs = replace(load_inputs("tpu_v5e_like", name, None), mapping=BASE_MAPPING)
         return run_plan(replace(inputs, platform=with_collectives(inputs.platform, "ring")),
                         SystemPlan(**plan))
     flag = "--seq" if phase == "prefill" else "--context"
@@ -45,7 +51,7 @@ def system_run(name: str, phase: str | None, length: int | None, **plan):
     step, _ = run_step(args)
     platform, source = load_model(locate("tpu_v5e_like", "platform"), Platform)
     platform = with_collectives(platform, "ring")
-    return run_plan(Inputs(platform, step.workload(), Mapping(fusion="none"), source),
+    return run_plan(Inputs(platform, step.workload(), BASE_MAPPING, source),
                     SystemPlan(**plan), step)
 
 

@@ -176,9 +176,12 @@ def test_fuse_mapping_names_mlp_up_and_gelu():
 @pytest.fixture(scope="module", params=sorted(BERT), ids=lambda s: f"s{s}")
 def fused_and_plain(request):
     name = BERT[request.param]
-    # Operator at a time against only the plan's `fuse:` (the planner would fuse more).
-    plain = simulate(load_inputs("tpu_v5e_like", name, None, fusion="none"))
-    fused = simulate(load_inputs("tpu_v5e_like", name, str(FUSE_GELU), fusion="epilogue"))
+    # Operator at a time against only the plan's `fuse:` (the planner would fuse more),
+    # both normal: a transposed GEMM's store is a vector pass of its own (section 19).
+    plain = simulate(load_inputs("tpu_v5e_like", name, None, fusion="none",
+                                 orientation="normal"))
+    fused = simulate(load_inputs("tpu_v5e_like", name, str(FUSE_GELU), fusion="epilogue",
+                                 orientation="normal"))
     return request.param, plain, fused
 
 

@@ -30,7 +30,8 @@ from simulator.mapping.footprint import (activation_bytes, array_speed, buffer_f
                                          onchip_home, operand_bytes,
                                          operator_dtype, prologue_cycles, run_dtype,
                                          sparsity_mode, split_members, tensor_bytes,
-                                         transpose_work, weight_bytes, weights_alike)
+                                         transpose_work, unsupported_orientation,
+                                         weight_bytes, weights_alike)
 from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
 from simulator.model.loop_nest import live_c_tiles, oriented, oriented_order
 from simulator.inputs.workload import BINARY_OPS
@@ -213,6 +214,9 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     if tiling.dataflow not in array.dataflows:
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
                     f"{platform.name} ({', '.join(array.dataflows)})", source)
+    if tiling.orientation not in array.transpose.orientations:
+        raise operator_error(op, unsupported_orientation(tiling.orientation, platform),
+                             source)
     acc, onchip, speed = facts.acc_bytes, facts.onchip, facts.speed
     tm, tn, tk = tiling.tm, tiling.tn, tiling.tk
     if isinstance(op, Conv2d):

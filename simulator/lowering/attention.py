@@ -60,11 +60,12 @@ from simulator.errors import AccsimError
 from simulator.lowering.evacuation import product_evacuation
 from simulator.mapping.footprint import (array_speed, attention_element_bytes,
                                          attention_instances, attention_rows, buffer_fits,
-                                         kv_bytes, kv_pair_bytes, program_groups)
-from simulator.mapping.plan import (ATTENTION_FUSIONS, ATTENTION_UNITS, ORIENTATIONS,
-                                    Tiling)
+                                         kv_bytes, kv_pair_bytes, program_groups,
+                                         unsupported_orientation)
+from simulator.mapping.plan import ATTENTION_FUSIONS, ATTENTION_UNITS, Tiling
 from simulator.program.tile_program import TileProgram, validate_program
 from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
+from simulator.model.loop_nest import ORIENTATIONS
 from simulator.model.timing import (array_cycles, array_split, ceil_div, fold_count,
                                     vector_cycles)
 
@@ -355,6 +356,8 @@ def _check_choice(op, tiling: Tiling, platform: Platform, orientation: str | Non
     if unit == ARRAY and orientation not in ORIENTATIONS:
         raise operator_error(op, f"orientation: {orientation!r}: an attention product "
                              f"runs {' or '.join(ORIENTATIONS)}", source)
+    if unit == ARRAY and orientation not in platform.systolic_array.transpose.orientations:
+        raise operator_error(op, unsupported_orientation(orientation, platform), source)
     groups, total = tiling.groups, attention_instances(op)
     if groups is not None and total % groups:
         raise operator_error(op, f"groups {groups} must divide the operator's {total} "
@@ -435,15 +438,17 @@ def estimate_cycles(lowering: AttentionLowering, platform: Platform) -> float:
     return max(busy, moved / platform.bytes_per_cycle)
 
 
-def lowering_choices(op, tiling: Tiling) -> list[tuple[str, str | None, str]]:
+def lowering_choices(op, tiling: Tiling, platform: Platform
+                     ) -> list[tuple[str, str | None, str]]:
     """(fusion, orientation, unit) the tiling leaves open, in the order ties go:
     flash before unfused, the array before the vector unit (decode only), normal
-    before transposed; the plan's own where it sets them."""
+    before transposed (where the array runs transposed); the plan's own where it sets
+    them."""
     fusions = [tiling.fuse] if tiling.fuse is not None else list(ATTENTION_FUSIONS)
     units = [tiling.unit] if tiling.unit is not None else \
         [ARRAY, VECTOR] if op.q_len == 1 else [ARRAY]
     orientations = [tiling.orientation] if tiling.orientation is not None \
-        else list(ORIENTATIONS)
+        else list(platform.systolic_array.transpose.orientations)
     return [(fusion, orientation if unit == ARRAY else None, unit)
             for fusion in fusions for unit in units
             for orientation in (orientations if unit == ARRAY else [None])]
@@ -457,7 +462,7 @@ def choose_lowering(op, tiling: Tiling, platform: Platform, *,
         raise operator_error(op, f"fuse: {tiling.fuse!r}: an attention operator is lowered "
                     f"{' or '.join(ATTENTION_FUSIONS)}", source)
     best, best_cycles = None, 0.0
-    for fusion, orientation, unit in lowering_choices(op, tiling):
+    for fusion, orientation, unit in lowering_choices(op, tiling, platform):
         lowering = lower_attention_as(op, tiling, fusion, platform,
                                       orientation=orientation, unit=unit, source=source)
         cycles = estimate_cycles(lowering, platform)

@@ -382,6 +382,13 @@ def transpose_work(platform: Platform, orientation: str,
             costs.pass_cycles if costs.store == "vector" else 0)
 
 
+def unsupported_orientation(orientation: str | None, platform: Platform) -> str:
+    """The rule a tiling breaks when it runs in an orientation the array cannot."""
+    return (f"orientation {orientation!r} is not supported by {platform.name} "
+            f"({', '.join(platform.systolic_array.transpose.orientations)}: its array "
+            f"holds only the B operand stationary)")
+
+
 def epilogue_table(op, members: tuple[EpilogueMember, ...],
                    platform: Platform) -> np.ndarray:
     """The epilogue rows lowering.steps.gemm_steps takes, one per fused member (the

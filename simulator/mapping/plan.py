@@ -82,7 +82,6 @@ VECTOR_FIELDS = ("rows_per_tile",)
 # faster, lowering.attention; groups by its rule).
 ATTENTION_FIELDS = ("tm", "tn", "dataflow", "fuse", "orientation", "unit", "groups")
 ATTENTION_FUSIONS = ("flash", "unfused")
-ORIENTATIONS = ("normal", "transposed")
 ATTENTION_UNITS = ("array", "vector")
 # Tiling fields a result leaves out while unset (so tilings of the kinds that do not
 # take them dump as they did before the fields existed).

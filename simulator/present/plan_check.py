@@ -13,7 +13,7 @@ from rich.table import Table
 from simulator.errors import AccsimError
 from simulator.inputs.run_inputs import Inputs
 from simulator.lowering import lower_attention, lower_compute, lower_vector
-from simulator.mapping.footprint import BufferFit, buffer_fits
+from simulator.mapping.footprint import BufferFit, buffer_fits, unsupported_orientation
 from simulator.model.loop_nest import live_c_tiles
 from simulator.mapping.plan import Tiling, merged_spec
 from simulator.search.resolve import placed_operators, resolve_tiling
@@ -136,6 +136,8 @@ def _check_operator(op, following, inputs: Inputs) -> OperatorCheck:
         if tiling.dataflow not in array.dataflows:
             errors.append(f"dataflow {tiling.dataflow!r} is not supported by "
                           f"{platform.name} ({', '.join(array.dataflows)})")
+        if tiling.orientation not in array.transpose.orientations:
+            errors.append(unsupported_orientation(tiling.orientation, platform))
         live = live_c_tiles(op.gemm().m, op.gemm().n, tiling)
         spills = fits[2].slots < live
     if not errors:  # what else the lowering checks: dtype, fusion

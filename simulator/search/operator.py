@@ -179,15 +179,16 @@ KEY_TILE_STEPS = (1, 2, 4, 8, 16)
 def _attention_candidates(op, base: Tiling, spec: TilingSpec,
                           platform: Platform) -> list[Tiling]:
     """An attention operator's candidates: its tiling's query tiles halved, kept and
-    doubled, its key tiles from an eighth to twice (within the operator), every dataflow, both lowerings, both
-    orientations and (decode) the vector unit (or the plan's), at the plan's depth and
+    doubled, its key tiles from an eighth to twice (within the operator), every dataflow,
+    both lowerings, the orientations the array runs and (decode) the vector unit (or the plan's), at the plan's depth and
     groups."""
     rows = attention_rows(op)
     sizes_m = sorted({min(rows, max(1, base.tm * f // 2)) for f in (1, 2, 4)})
     sizes_n = sorted({min(op.kv_len, max(1, base.tn * f // 8)) for f in KEY_TILE_STEPS})
     flows = [spec.dataflow] if spec.dataflow else list(platform.systolic_array.dataflows)
     choices = lowering_choices(op, replace(base, fuse=spec.fuse,
-                                           orientation=spec.orientation, unit=spec.unit))
+                                           orientation=spec.orientation, unit=spec.unit),
+                               platform)
     return [replace(base, tm=spec.tm or tm, tn=spec.tn or tn, dataflow=flow, fuse=fuse,
                     orientation=orientation, unit=unit, heuristic=MAPPER)
             for tm in sizes_m for tn in sizes_n for flow in flows
@@ -359,9 +360,10 @@ def search_operator(task: SearchTask) -> OperatorSearch:
     tiling is chosen only where it beats it."""
     if is_attention(task.op):
         return _search_attention(task)
+    orientations = task.platform.systolic_array.transpose.orientations
     if is_compute(task.op) and task.spec.orientation is None:
         return _better([_search_tiles(replace(task, spec=task.spec.model_copy(
-            update={"orientation": orientation}))) for orientation in ORIENTATIONS],
+            update={"orientation": orientation}))) for orientation in orientations],
             task.objective)
     return _search_tiles(task)
 
@@ -415,7 +417,8 @@ def _search_tiles(task: SearchTask) -> OperatorSearch:
     op_dims = (op.gemm().m, op.gemm().n, op.gemm().k) if is_compute(op) \
         else (op.vector().rows,)
     # Both operand orientations (DESIGN.md section 19) unless the plan fixes one.
-    orientations = (task.spec.orientation,) if task.spec.orientation else ORIENTATIONS
+    orientations = (task.spec.orientation,) if task.spec.orientation else \
+        platform.systolic_array.transpose.orientations
     grid, dataflows = candidate_grid(op, fuse, task.following, platform,
                                      coarse=task.constrained, orientations=orientations)
     enumerated = len(grid) * MAX_DEPTH
