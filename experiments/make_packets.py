@@ -13,7 +13,7 @@ against the baseline, with their fallbacks and emulated error), and the review
 checklist's case study (gemm_winner_loses_in_production: a what-if with twice the
 matrix units wins the synthetic 4096^3 GEMM by 1.8x yet misses the serving SLA on the
 Splitwise trace, its decode tokens slowed by per-operator dispatch and its p99
-latency tail mostly queueing for KV blocks; tests/test_review_case_study.py checks each claim
+latency tail's waiting mostly queueing for KV blocks; tests/test_review_case_study.py checks each claim
 against the result files and verifies the packet). Packets go to
 experiments/packets/STUDY/ (not checked in: result files record this machine's paths);
 open its index.html.

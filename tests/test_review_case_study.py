@@ -42,10 +42,12 @@ def test_the_candidate_loses_in_production_to_overhead_and_memory_tails(packet):
     assert candidate["ttft_ms"]["p99"] > 3000
     # per-operator dispatch: every decode token slower
     assert candidate["tpot_ms"]["p50"] > 1.5 * base["tpot_ms"]["p50"]
-    # memory tail: the candidate's slowest requests mostly queued for KV blocks
+    # memory tail: the candidate's slowest requests lost most of their waiting to
+    # queueing for KV blocks (the rest of their latency is service)
     tail = {c: v for c, v in candidate["memory_tails"]["p99"].items()
             if c not in ("latency_ms", "requests")}
-    assert max(tail, key=tail.get) == "kv_queue" and tail["kv_queue"] > 0.5
+    assert max(tail, key=tail.get) == "kv_queue" and tail["kv_queue"] > 0.5 * sum(
+        tail.values())
     assert base["memory_tails"]["p99"]["kv_queue"] == 0
     assert candidate["preempted"] > base["preempted"]
     run = result(packet, f"{CANDIDATE}.{DECODE}.default.tp2_pp1.json")["workload"]

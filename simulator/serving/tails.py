@@ -26,6 +26,7 @@ from simulator.serving.requests import Request
 
 TAIL_PERCENTILES = (50, 95, 99)
 CAUSES = ("queue", "kv_queue", "preemption", "swap")
+MEMORY_CAUSES = CAUSES[1:]   # the time lost because KV memory ran short
 
 
 @dataclass
