@@ -73,3 +73,33 @@ def test_a_compilation_is_said_once_and_the_bar_restored() -> None:
     assert console.lines == [COMPILING]
     assert bar.seen == [COMPILING, "lowering", COMPILING, "lowering"]
     assert bar.description == "lowering"
+
+
+def test_a_cached_kernels_key_holds_every_kernel_modules_source(tmp_path, monkeypatch):
+    """Numba keys its cache by a function's own bytecode; a caller inlining a changed
+    callee from another module would load stale machine code. The key also holds the
+    digest of every kernel module, which changes with any of them."""
+    from numba.core import types
+
+    from simulator.kernels import jit
+
+    made = timing.ceil_div.made()
+    codegen = made.targetctx.codegen()
+    key = made._cache._index_key((types.int64, types.int64), codegen)
+    assert key[1] == jit.kernel_sources_digest()
+    assert "model/timing.py" in {str(p.relative_to(jit.PACKAGE))
+                                 for p in jit.PACKAGE.rglob("*.py")
+                                 if jit.KERNEL_MODULE_MARK in p.read_bytes()}
+    # Another source tree: another digest (the file set and their text both count).
+    copy = tmp_path / "simulator"
+    (copy / "model").mkdir(parents=True)
+    (copy / "model" / "timing.py").write_bytes(
+        (jit.PACKAGE / "model" / "timing.py").read_bytes() + b"\n# changed\n")
+    monkeypatch.setattr(jit, "PACKAGE", copy)
+    jit.kernel_sources_digest.cache_clear()
+    try:
+        assert jit.kernel_sources_digest() != key[1]
+    finally:
+        monkeypatch.undo()
+        jit.kernel_sources_digest.cache_clear()
+    assert jit.kernel_sources_digest() == key[1]

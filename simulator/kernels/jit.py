@@ -11,6 +11,12 @@ dispatcher is the plain Python function, as with numba.njit.
 Each Kernel keeps its dispatcher once made, as the dispatcher keeps its compiled
 specialisations: a cache of the same function, never of results.
 
+Numba keys its on-disk cache by the function's own bytecode and file, not by the
+kernels it calls (inlined) from other modules: after a change to a callee, a caller
+would load machine code built against the old one. So each cached kernel's key also
+holds a digest of every kernel module's source (`kernel_sources_digest`): any change
+to any kernel recompiles the kernels instead of reusing stale code.
+
 Compiled ahead of time (simulator.kernels.library, built by `accsim compile`): a call
 from Python whose arguments fit one of the kernel's exports runs the export, and Numba
 is not imported; any other call goes to the dispatcher.
@@ -25,8 +31,10 @@ the kernel then loads from the cache instead of compiling a second time.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 from simulator.kernels import library as kernel_library
 
@@ -36,6 +44,9 @@ except ImportError:  # not POSIX: nothing is compiled ahead, nothing waits
     fcntl = None
 
 LOCK_SUFFIX = ".accsim-ahead"
+PACKAGE = Path(__file__).resolve().parents[1]
+# What marks a module of kernels (each imports this module's njit).
+KERNEL_MODULE_MARK = b"from simulator.kernels.jit import njit"
 
 
 class Kernel:
@@ -107,7 +118,25 @@ def _dispatcher(function: Callable, signature: tuple[str, ...], options: dict):
 
     typeof_impl.register(Kernel)(
         lambda kernel, context: types.Dispatcher(kernel.dispatcher()))
-    return numba.njit(*signature, **options)(function)
+    dispatcher = numba.njit(*signature, **options)(function)
+    cache = getattr(dispatcher, "_cache", None)
+    own_key = getattr(cache, "_index_key", None)
+    if own_key is not None:   # cached (and the JIT enabled): key it by every kernel too
+        cache._index_key = lambda sig, codegen: (own_key(sig, codegen),
+                                                 kernel_sources_digest())
+    return dispatcher
+
+
+@functools.cache
+def kernel_sources_digest() -> str:
+    """sha256 over the path and source of every kernel module of the installed package:
+    a constant of the installation, read once per process (about 200 small files)."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_bytes()
+        if KERNEL_MODULE_MARK in source:
+            digest.update(str(path.relative_to(PACKAGE)).encode() + b"\0" + source)
+    return digest.hexdigest()
 
 
 def ahead_types(kernel: Kernel) -> list[tuple]:
