@@ -4,9 +4,12 @@
 The measurements, each with its source and the exact row, are data:
 experiments/whole_models/measurements.yaml (what `accsim calibrate --measured` reads
 too). Each platform (experiments/whole_models/*.yaml) was written from its vendor's
-published figures before any comparison; every other value is an assumption marked
-there with the range it plausibly lies in. Nothing in them was changed after seeing a
-measurement.
+published figures; every other value is an assumption marked there with the range it
+plausibly lies in. Where a value or model changed after a comparison, it changed to a
+published fact, cited where it stands (the collective ranks are NeuronCores, so TP
+runs one rank per core: inferentia2_core / trainium_core; NeuronCore-v2's two-input
+vector cost; transformers-neuronx's attention buckets in measurements.yaml); no
+assumed value or range was moved to fit.
 
 For each platform this script runs what `accsim calibrate` runs
 (simulator.calibrate.whole): the uncalibrated time of every case (the platform as
