@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_serializer
 
 
 class Transposition(BaseModel):
@@ -26,6 +26,13 @@ class Transposition(BaseModel):
     store: Literal["free", "vector"] = "vector"
     cycles_per_element: PositiveInt | None = None
     supported: bool = True
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler) -> dict:
+        data = handler(self)
+        if self.supported:   # the default left out: platforms keep their records
+            data.pop("supported")
+        return data
 
     @property
     def orientations(self) -> tuple[str, ...]:
