@@ -29,7 +29,13 @@ arguments: a whole number exactly
 (commas aside), a decimal as some printed number rounds to it at its own places. A
 figure no command prints (a ratio, a wall-clock time) belongs in a paragraph without
 the marker, written as a dated measurement with its command: "(measured 2026-12-06:
-`python experiments/bench_llm.py`)". A prompt line ending in `\` continues on the next.
+`python experiments/bench_llm.py`)". A figure that is not ours to print, a published
+fact (a chip's rated bandwidth, a paper's result, a trace's size) or a parameter a
+reader sets or the code defines (a default, a threshold, a test's tolerance), belongs
+in a paragraph that cites where it comes from: "(source: the TPU v1 paper, Jouppi et al.
+2017)" or "(source: `simulator/metrics/bottleneck.py`)"; a source that names a path in
+backticks names a file of the repository (--audit lists the paragraph when the file is
+gone). A prompt line ending in `\` continues on the next.
 
 Commands are data: only `accsim` with plain arguments is run (no shell: a pipe,
 redirection or `&&` is refused), through this interpreter's `simulator.cli`, in a
@@ -41,9 +47,9 @@ Run: `python experiments/readme_numbers.py` rewrites every line whose figures mo
 file and exits 1 listing each mismatch as FILE:LINE (a prose figure is only ever
 checked: it is written by hand). Default pages: README.md and docs/**/*.md; or name the
 files. `--audit` runs nothing and lists the lines of prose whose figures in a unit of
-measurement are neither checked nor dated (a parameter such as a 16 GB chip is listed
-too: it is a guide for review, not a check). `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key of
-its arguments, width and a digest of every file a command may read (the package, the
+measurement are neither checked, nor dated, nor sourced (CI's test run asserts there
+are none). `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key
+of its arguments, width and a digest of every file a command may read (the package, the
 shipped platforms, workloads and experiments), so a second check of an unchanged tree
 (CI's test run after its docs step) reruns nothing.
 """
@@ -77,6 +83,8 @@ CODE_SPAN = re.compile(r"`[^`]*`")
 MEASURED = re.compile(r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?\s*(?:ms|s|us|MB|GB|GiB|MiB|"
                       r"cycles|mJ|uJ|J|W|%|tokens/s|requests/s|passed|tests)(?![\w/])")
 DATED = re.compile(r"(measured|dated measurement)[^.]*?\b20\d\d-\d\d-\d\d")
+# A figure's citation: a publication, or the repository file that defines it (--audit).
+SOURCED = re.compile(r"\(source: (?P<source>[^)]+)\)")
 # What a command's output may depend on besides its arguments (the cache's key).
 INPUT_FOLDERS = ("simulator", "arch_configs", "workloads", "experiments")
 CACHE_ENV = "ACCSIM_DOCS_CACHE"
@@ -258,15 +266,31 @@ def compare_prose(path: Path, paragraph: Prose,
             if not figure_printed(figure, numbers)]
 
 
+def missing_sources(text: str) -> list[str]:
+    """The repository paths a paragraph's "(source: ...)" names in backticks that are
+    not files (a cited file renamed or removed)."""
+    return [path for cited in SOURCED.finditer(text)
+            for path in re.findall(r"`([^`\s]+)`", cited["source"])
+            if "/" in path and not (ROOT / path).is_file()]
+
+
+def accounted_for(text: str) -> bool:
+    """Whether a paragraph dates its figures as a measurement or cites their source
+    (every path it cites existing)."""
+    return bool(DATED.search(text)) or bool(SOURCED.search(text)) and \
+        not missing_sources(text)
+
+
 def unchecked_figures(path: Path, lines: list[str]) -> list[str]:
     """FILE:LINE of each line of prose with a figure in a unit of measurement (ms, s,
     MB, GB, cycles, %, ...) that is neither in a checked paragraph nor in one that
-    dates it ("measured 2026-12-06" or "a dated measurement, 2026-12-04")."""
+    dates it ("measured 2026-12-06" or "a dated measurement, 2026-12-04") or cites its
+    source ("(source: ...)")."""
     checked = {at for paragraph in paragraphs(path, lines) for at, _ in paragraph.lines}
     found, fenced, paragraph = [], False, []
 
     def flush():
-        if not DATED.search(" ".join(text for _, text in paragraph)):
+        if not accounted_for(" ".join(text for _, text in paragraph)):
             found.extend(f"{path}:{at + 1}: {text.strip()}" for at, text in paragraph
                          if at not in checked and MEASURED.search(CODE_SPAN.sub(" ", text)))
         paragraph.clear()

@@ -162,3 +162,23 @@ def test_the_audit_lists_figures_neither_checked_nor_dated(tmp_path):
     assert "4.5 s" not in done.stdout and "1.059" not in done.stdout
     assert "9 ms" not in done.stdout
     assert "1 lines of prose with figures neither checked nor dated" in done.stdout
+
+
+def test_a_cited_source_accounts_for_a_figure_while_its_file_exists(tmp_path):
+    """A paragraph citing "(source: ...)" is not listed; one whose cited repository
+    path is not a file is."""
+    path = page(tmp_path, "# Page\n\nThe chip streams at 34 GB/s (source: the TPU v1 "
+                "paper, Jouppi et al. 2017).\n\nBusy >= 80% (source: "
+                "`simulator/metrics/bottleneck.py`).\n\nIdle >= 40% (source: "
+                "`simulator/no_such_module.py`).\n")
+    done = script("--audit", str(path))
+    assert done.returncode == 0
+    assert "34 GB/s" not in done.stdout and "80%" not in done.stdout
+    assert f"{path}:7: Idle >= 40%" in done.stdout
+
+
+def test_every_figure_of_the_shipped_docs_is_checked_dated_or_sourced():
+    """--audit over README.md and docs/ (static: nothing runs) lists no line."""
+    done = script("--audit")
+    assert done.returncode == 0
+    assert done.stdout.splitlines()[-1].startswith("0 lines of prose"), done.stdout[-3000:]
