@@ -285,20 +285,29 @@ def unchecked_figures(path: Path, lines: list[str]) -> list[str]:
     """FILE:LINE of each line of prose with a figure in a unit of measurement (ms, s,
     MB, GB, cycles, %, ...) that is neither in a checked paragraph nor in one that
     dates it ("measured 2026-12-06" or "a dated measurement, 2026-12-04") or cites its
-    source ("(source: ...)")."""
+    source ("(source: ...)"). A table right after a paragraph that ends with a colon
+    (the paragraph introducing it) is dated or sourced by that paragraph."""
     checked = {at for paragraph in paragraphs(path, lines) for at, _ in paragraph.lines}
     found, fenced, paragraph = [], False, []
+    introduced = [False]  # the paragraph just flushed introduces what follows, accounted
 
     def flush():
-        if not accounted_for(" ".join(text for _, text in paragraph)):
-            found.extend(f"{path}:{at + 1}: {text.strip()}" for at, text in paragraph
-                         if at not in checked and MEASURED.search(CODE_SPAN.sub(" ", text)))
+        if not paragraph:
+            return
+        text = " ".join(line for _, line in paragraph)
+        accounted = accounted_for(text) or \
+            (introduced[0] and paragraph[0][1].lstrip().startswith("|"))
+        if not accounted:
+            found.extend(f"{path}:{at + 1}: {line.strip()}" for at, line in paragraph
+                         if at not in checked and MEASURED.search(CODE_SPAN.sub(" ", line)))
+        introduced[0] = accounted and text.rstrip().endswith(":")
         paragraph.clear()
 
     for at, text in enumerate(lines):
         if FENCE.match(text):
             fenced = not fenced
             flush()
+            introduced[0] = False
         elif fenced:
             continue
         elif text.strip():

@@ -182,3 +182,14 @@ def test_every_figure_of_the_shipped_docs_is_checked_dated_or_sourced():
     done = script("--audit")
     assert done.returncode == 0
     assert done.stdout.splitlines()[-1].startswith("0 lines of prose"), done.stdout[-3000:]
+
+
+def test_a_table_is_dated_by_the_paragraph_that_introduces_it(tmp_path):
+    """A table right after a dated paragraph ending in a colon is accounted for; the
+    same table after a paragraph that does not introduce it is listed."""
+    table = "| run | wall |\n|---|---|\n| one | 3.5 s |\n"
+    path = page(tmp_path, "# Page\n\nMeasured (measured 2026-12-06 with `accsim run`):"
+                f"\n\n{table}\nA sentence.\n\n{table}")
+    done = script("--audit", str(path))
+    assert done.stdout.count("| one | 3.5 s |") == 1
+    assert f"{path}:13: | one | 3.5 s |" in done.stdout
