@@ -33,9 +33,9 @@ the marker, written as a dated measurement with its command: "(measured 2026-12-
 fact (a chip's rated bandwidth, a paper's result, a trace's size) or a parameter a
 reader sets or the code defines (a default, a threshold, a test's tolerance), belongs
 in a paragraph that cites where it comes from: "(source: the TPU v1 paper, Jouppi et al.
-2017)" or "(source: `simulator/metrics/bottleneck.py`)"; a source that names a path in
-backticks names a file of the repository (--audit lists the paragraph when the file is
-gone). A prompt line ending in `\` continues on the next.
+2017)" or "(within 1%; source: `simulator/metrics/bottleneck.py`)"; a source that names
+a path in backticks names a file of the repository (--audit lists the paragraph when the
+file is gone). A prompt line ending in `\` continues on the next.
 
 Commands are data: only `accsim` with plain arguments is run (no shell: a pipe,
 redirection or `&&` is refused), through this interpreter's `simulator.cli`, in a
@@ -84,7 +84,7 @@ MEASURED = re.compile(r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?\s*(?:ms|s|us|MB|GB|GiB
                       r"cycles|mJ|uJ|J|W|%|tokens/s|requests/s|passed|tests)(?![\w/])")
 DATED = re.compile(r"(measured|dated measurement)[^.]*?\b20\d\d-\d\d-\d\d")
 # A figure's citation: a publication, or the repository file that defines it (--audit).
-SOURCED = re.compile(r"\(source: (?P<source>[^)]+)\)")
+SOURCED = re.compile(r"[(;]\s*source: (?P<source>[^)]+)\)")
 # What a command's output may depend on besides its arguments (the cache's key).
 INPUT_FOLDERS = ("simulator", "arch_configs", "workloads", "experiments")
 CACHE_ENV = "ACCSIM_DOCS_CACHE"
