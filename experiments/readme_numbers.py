@@ -14,7 +14,8 @@ without a command (`<!-- accsim-example -->`) takes its commands from the block'
 `$ accsim ...` lines, each followed by its output. Commands run 400 columns wide (every
 table in one piece, as with --wide) unless the marker names a width:
 `<!-- accsim-example columns=80: accsim compare ... -->`. Lines are compared with runs of
-spaces and table rules collapsed (a terminal's width changes padding, not figures);
+spaces and table rules collapsed (a terminal's width changes padding, not figures) and
+an absolute path by its file name (`.../tpu_v5e_like.yaml` quotes any checkout's);
 wall-clock figures (a number before `s wall` or a rate `/s` on a line that says
 `wall`) are not compared, since no rerun reproduces them.
 
@@ -96,6 +97,8 @@ CELL = re.compile(r"[\u2502\u2503]")
 RULES = re.compile(r"[\u2500-\u257f]+")
 # Wall-clock figures: "8.0 s wall", "194,715 candidates/s" on a line that says "wall".
 WALL = re.compile(r"[\d,.]+(?=\s*s wall)|[\d,.]+(?=\s*[A-Za-z ]*/s\b)")
+# An absolute or elided path (`/home/x/arch_configs/a.yaml`, `.../a.yaml`): its file name.
+PATH = re.compile(r"(?<!\S)(?:\.\.\.|/)[^\s:]*/(?P<name>[^/\s:]+)")
 SHELL = set("|&;<>`$(){}")
 PROMPT = "$ "
 TIMEOUT_S = 600
@@ -319,9 +322,15 @@ def unchecked_figures(path: Path, lines: list[str]) -> list[str]:
 
 
 def normal(text: str) -> str:
-    """A line as compared: table rules and runs of spaces collapsed, wall-clock masked."""
+    """A line as compared: table rules and runs of spaces collapsed, wall-clock masked,
+    a path by its file name (`.../tpu_v5e_like.yaml`: the checkout's folder varies)."""
     text = text if " wall" not in text else WALL.sub("#", text)
-    return " ".join(RULES.sub(" ", text).split())
+    return " ".join(PATH.sub(r".../\g<name>", RULES.sub(" ", text)).split())
+
+
+def elided(printed: str) -> str:
+    """A printed line as a page quotes it: a path into this checkout by its file name."""
+    return PATH.sub(r".../\g<name>", printed) if str(ROOT) in printed else printed
 
 
 def shape(text: str) -> str:
@@ -410,8 +419,8 @@ def compare(path: Path, run: Run, printed: list[str]) -> list[tuple[int, Mismatc
         if alike is not None:
             position = alike + 1
         found.append((at, Mismatch(path, at + 1, quoted,
-                                   candidates[alike].rstrip() if alike is not None
-                                   else None)))
+                                   elided(candidates[alike].rstrip())
+                                   if alike is not None else None)))
     return found
 
 

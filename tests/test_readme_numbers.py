@@ -193,3 +193,17 @@ def test_a_table_is_dated_by_the_paragraph_that_introduces_it(tmp_path):
     done = script("--audit", str(path))
     assert done.stdout.count("| one | 3.5 s |") == 1
     assert f"{path}:13: | one | 3.5 s |" in done.stdout
+
+
+def test_a_path_is_compared_by_its_file_name(tmp_path):
+    """An error line quoting `.../bad.yaml` matches the absolute path the command
+    prints; a moved figure on that line still fails."""
+    (tmp_path / "bad.yaml").write_text("name: bad\noperators:\n  - {name: g, layer_type: "
+                                       "fc, kind: gemm, m: 32, n: 32, k: -1}\n")
+    command = f"accsim run --arch edge_32x32 --workload {tmp_path / 'bad.yaml'}"
+    line = "accsim: error: .../bad.yaml: operators[0](g).k: Input should be greater than {}"
+    good = page(tmp_path, f"<!-- accsim-example: {command} -->\n```\n{line.format(0)}\n```\n")
+    assert script("--check", str(good)).returncode == 0
+    moved = page(tmp_path, f"<!-- accsim-example: {command} -->\n```\n{line.format(1)}\n```\n")
+    done = script("--check", str(moved))
+    assert done.returncode == 1 and f"{moved}:3: quoted: {line.format(1)}" in done.stdout
