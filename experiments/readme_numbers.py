@@ -36,7 +36,9 @@ reader sets or the code defines (a default, a threshold, a test's tolerance), be
 in a paragraph that cites where it comes from: "(source: the TPU v1 paper, Jouppi et al.
 2017)" or "(within 1%; source: `simulator/metrics/bottleneck.py`)"; a source that names
 a path in backticks names a file of the repository (--audit lists the paragraph when the
-file is gone). A prompt line ending in `\` continues on the next.
+file is gone). A table right after a paragraph ending in a colon belongs to that
+paragraph: the paragraph's date or source covers it. A prompt line ending in `\`
+continues on the next.
 
 Commands are data: only `accsim` with plain arguments is run (no shell: a pipe,
 redirection or `&&` is refused), through this interpreter's `simulator.cli`, in a
