@@ -54,7 +54,9 @@ measurement are neither checked, nor dated, nor sourced (CI's test run asserts t
 are none). `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key
 of its arguments, width and a digest of every file a command may read (the package, the
 shipped platforms, workloads and experiments), so a second check of an unchanged tree
-(CI's test run after its docs step) reruns nothing.
+(CI's test run after its docs step) reruns nothing. `--jobs N` checks N pages at once
+(default: the CPUs); a page's commands run in order, in the page's own scratch folder,
+and the mismatches are listed in page order.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -435,7 +438,7 @@ def scratch_folder(folder: Path) -> Path:
 
 
 def check_page(path: Path, *, update: bool, timeout_s: int,
-               cache: Path | None = None) -> list[Mismatch]:
+               cache: Path | None = None, digest: str = "") -> list[Mismatch]:
     """A page's examples and checked paragraphs rerun; with `update`, example lines
     whose figures moved rewritten in place."""
     text = path.read_text(encoding="utf-8")
@@ -444,7 +447,7 @@ def check_page(path: Path, *, update: bool, timeout_s: int,
     runs, prose = examples(path, stripped), paragraphs(path, stripped)
     mismatches = []
     with tempfile.TemporaryDirectory(prefix="accsim-readme-") as scratch:
-        run_command = Outputs(scratch_folder(Path(scratch)), timeout_s, cache)
+        run_command = Outputs(scratch_folder(Path(scratch)), timeout_s, cache, digest)
         for run in runs:
             for at, mismatch in compare(path, run, run_command(run.argv, run.columns)):
                 if update and mismatch.printed is not None:
@@ -476,6 +479,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--audit", action="store_true", help="run nothing; list each "
                         "line of prose with a figure in a unit of measurement that no "
                         "marker checks and no date marks as a measurement")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="pages checked at once, each in its own scratch folder, "
+                        "its commands in order (default: the CPUs)")
     parser.add_argument("--cache", metavar="DIR", default=os.environ.get(CACHE_ENV),
                         help=f"keep outputs here (default ${CACHE_ENV}; unset: none)")
     args = parser.parse_args(argv)
@@ -488,18 +494,21 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(found + [f"{len(found)} lines of prose with figures neither "
                                   "checked nor dated"]))
         return 0
+    checked = [page for page in pages(args.pages) if page.is_file()]
     try:
-        for page in pages(args.pages):
-            if not page.is_file():
-                continue
+        for page in checked:  # every marker parsed before anything runs
             lines = page.read_text(encoding="utf-8").splitlines()
             examples_seen += len(examples(page, lines))
             paragraphs_seen += len(paragraphs(page, lines))
-            mismatches += check_page(page, update=not args.check, timeout_s=args.timeout,
-                                     cache=cache)
     except ExampleError as exc:
         print(f"readme_numbers: {exc}", file=sys.stderr)
         return 2
+    digest = inputs_digest() if cache else ""
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for found in pool.map(lambda page: check_page(
+                page, update=not args.check, timeout_s=args.timeout, cache=cache,
+                digest=digest), checked):
+            mismatches += found
     for mismatch in mismatches:
         print(mismatch)
     verb = "differ" if args.check else "could not be regenerated"

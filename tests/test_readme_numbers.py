@@ -207,3 +207,17 @@ def test_a_path_is_compared_by_its_file_name(tmp_path):
     moved = page(tmp_path, f"<!-- accsim-example: {command} -->\n```\n{line.format(1)}\n```\n")
     done = script("--check", str(moved))
     assert done.returncode == 1 and f"{moved}:3: quoted: {line.format(1)}" in done.stdout
+
+
+def test_pages_checked_at_once_list_their_mismatches_in_page_order(example, tmp_path):
+    """--jobs 2 over two pages with a moved figure each: both listed, first page first."""
+    folder, command, cycles, *_ = example
+    moved = cycles.replace(" cycles = ", "1 cycles = ")
+    text = f"<!-- accsim-example: {command} -->\n```\n{moved}\n```\n"
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text(text)
+    second.write_text(text)
+    done = script("--check", "--jobs", "2", str(first), str(second))
+    assert done.returncode == 1
+    assert done.stdout.index(f"{first}:3:") < done.stdout.index(f"{second}:3:")
+    assert "2 example commands; 2 quoted lines differ" in done.stdout
