@@ -3,10 +3,12 @@ prints now (issue 42): experiments/readme_numbers.py --check over README.md and 
 docs page fails this test, naming FILE:LINE, when a quoted figure moved, in an example
 block or in a paragraph of prose under an accsim-figures marker (tests/
 test_readme_numbers.py shows a moved figure of each kind failing the check). Figures in
-prose that nothing checks are dated measurements with their command (`readme_numbers.py
---audit` lists the lines that are neither). Cost: every marked command run once, about
-2-3 minutes on 2 shared cores; CI runs the check first with ACCSIM_DOCS_CACHE set, and
-this test, given the same cache, reruns nothing of an unchanged tree."""
+prose that nothing checks are dated measurements with their command or cite their
+source (`readme_numbers.py --audit` lists the lines that are none of these; a cited
+table of the code's own values is held to the code here). Cost: every marked
+command run once, about 90 s of CPU (measured 2026-12-06: 346 s wall at load 16 on 2
+shared cores); CI runs the check first with ACCSIM_DOCS_CACHE set, and this test, given
+the same cache, reruns nothing of an unchanged tree."""
 
 from __future__ import annotations
 
