@@ -30,7 +30,7 @@ arguments: a whole number exactly
 (commas aside), a decimal as some printed number rounds to it at its own places. A
 figure no command prints (a ratio, a wall-clock time) belongs in a paragraph without
 the marker, written as a dated measurement with its command: "(measured 2026-12-06:
-`python experiments/bench_llm.py`)". A figure that is not ours to print, a published
+`python experiments/bench_llm.py`)" or "Measured 2026-12-06 with ...". A figure that is not ours to print, a published
 fact (a chip's rated bandwidth, a paper's result, a trace's size) or a parameter a
 reader sets or the code defines (a default, a threshold, a test's tolerance), belongs
 in a paragraph that cites where it comes from: "(source: the TPU v1 paper, Jouppi et al.
@@ -88,7 +88,7 @@ CODE_SPAN = re.compile(r"`[^`]*`")
 # A figure in a unit of measurement, and the words that date one (--audit).
 MEASURED = re.compile(r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?\s*(?:ms|s|us|MB|GB|GiB|MiB|"
                       r"cycles|mJ|uJ|J|W|%|tokens/s|requests/s|passed|tests)(?![\w/])")
-DATED = re.compile(r"(measured|dated measurement)[^.]*?\b20\d\d-\d\d-\d\d")
+DATED = re.compile(r"(measured|dated measurement)[^.]*?\b20\d\d-\d\d-\d\d", re.IGNORECASE)
 # A figure's citation: a publication, or the repository file that defines it (--audit).
 SOURCED = re.compile(r"[(;]\s*source: (?P<source>[^)]+)\)")
 # What a command's output may depend on besides its arguments (the cache's key).

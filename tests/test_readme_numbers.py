@@ -221,3 +221,10 @@ def test_pages_checked_at_once_list_their_mismatches_in_page_order(example, tmp_
     assert done.returncode == 1
     assert done.stdout.index(f"{first}:3:") < done.stdout.index(f"{second}:3:")
     assert "2 example commands; 2 quoted lines differ" in done.stdout
+
+
+def test_a_sentence_may_open_with_its_date(tmp_path):
+    """"Measured 2026-12-06 on ..." dates its paragraph as "(measured 2026-12-06)" does."""
+    path = page(tmp_path, "# Page\n\nMeasured 2026-12-06 on 2 cores: the run took 3.5 s.\n")
+    done = script("--audit", str(path))
+    assert "0 lines of prose" in done.stdout, done.stdout
