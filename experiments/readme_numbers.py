@@ -14,7 +14,8 @@ without a command (`<!-- accsim-example -->`) takes its commands from the block'
 `$ accsim ...` lines, each followed by its output. Commands run 400 columns wide (every
 table in one piece, as with --wide) unless the marker names a width:
 `<!-- accsim-example columns=80: accsim compare ... -->`. Lines are compared with runs of
-spaces and table rules collapsed (a terminal's width changes padding, not figures);
+spaces and table rules collapsed (a terminal's width changes padding, not figures) and
+an absolute path by its file name (`.../tpu_v5e_like.yaml` quotes any checkout's);
 wall-clock figures (a number before `s wall` or a rate `/s` on a line that says
 `wall`) are not compared, since no rerun reproduces them.
 
@@ -29,7 +30,15 @@ arguments: a whole number exactly
 (commas aside), a decimal as some printed number rounds to it at its own places. A
 figure no command prints (a ratio, a wall-clock time) belongs in a paragraph without
 the marker, written as a dated measurement with its command: "(measured 2026-12-06:
-`python experiments/bench_llm.py`)". A prompt line ending in `\` continues on the next.
+`python experiments/bench_llm.py`)" or "Measured 2026-12-06 with ...". A figure that is not ours to print, a published
+fact (a chip's rated bandwidth, a paper's result, a trace's size) or a parameter a
+reader sets or the code defines (a default, a threshold, a test's tolerance), belongs
+in a paragraph that cites where it comes from: "(source: the TPU v1 paper, Jouppi et al.
+2017)" or "(within 1%; source: `simulator/metrics/bottleneck.py`)"; a source that names
+a path in backticks names a file of the repository (--audit lists the paragraph when the
+file is gone). A table right after a paragraph ending in a colon belongs to that
+paragraph: the paragraph's date or source covers it. A prompt line ending in `\`
+continues on the next.
 
 Commands are data: only `accsim` with plain arguments is run (no shell: a pipe,
 redirection or `&&` is refused), through this interpreter's `simulator.cli`, in a
@@ -41,11 +50,13 @@ Run: `python experiments/readme_numbers.py` rewrites every line whose figures mo
 file and exits 1 listing each mismatch as FILE:LINE (a prose figure is only ever
 checked: it is written by hand). Default pages: README.md and docs/**/*.md; or name the
 files. `--audit` runs nothing and lists the lines of prose whose figures in a unit of
-measurement are neither checked nor dated (a parameter such as a 16 GB chip is listed
-too: it is a guide for review, not a check). `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key of
-its arguments, width and a digest of every file a command may read (the package, the
+measurement are neither checked, nor dated, nor sourced (CI's test run asserts there
+are none). `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key
+of its arguments, width and a digest of every file a command may read (the package, the
 shipped platforms, workloads and experiments), so a second check of an unchanged tree
-(CI's test run after its docs step) reruns nothing.
+(CI's test run after its docs step) reruns nothing. `--jobs N` checks N pages at once
+(default: the CPUs); a page's commands run in order, in the page's own scratch folder,
+and the mismatches are listed in page order.
 """
 
 from __future__ import annotations
@@ -59,6 +70,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -76,7 +88,9 @@ CODE_SPAN = re.compile(r"`[^`]*`")
 # A figure in a unit of measurement, and the words that date one (--audit).
 MEASURED = re.compile(r"(?<![\w.\-/^*])\d[\d,]*(?:\.\d+)?\s*(?:ms|s|us|MB|GB|GiB|MiB|"
                       r"cycles|mJ|uJ|J|W|%|tokens/s|requests/s|passed|tests)(?![\w/])")
-DATED = re.compile(r"(measured|dated measurement)[^.]*?\b20\d\d-\d\d-\d\d")
+DATED = re.compile(r"(measured|dated measurement)[^.]*?\b20\d\d-\d\d-\d\d", re.IGNORECASE)
+# A figure's citation: a publication, or the repository file that defines it (--audit).
+SOURCED = re.compile(r"[(;]\s*source: (?P<source>[^)]+)\)")
 # What a command's output may depend on besides its arguments (the cache's key).
 INPUT_FOLDERS = ("simulator", "arch_configs", "workloads", "experiments")
 CACHE_ENV = "ACCSIM_DOCS_CACHE"
@@ -88,6 +102,8 @@ CELL = re.compile(r"[\u2502\u2503]")
 RULES = re.compile(r"[\u2500-\u257f]+")
 # Wall-clock figures: "8.0 s wall", "194,715 candidates/s" on a line that says "wall".
 WALL = re.compile(r"[\d,.]+(?=\s*s wall)|[\d,.]+(?=\s*[A-Za-z ]*/s\b)")
+# An absolute or elided path (`/home/x/arch_configs/a.yaml`, `.../a.yaml`): its file name.
+PATH = re.compile(r"(?<!\S)(?:\.\.\.|/)[^\s:]*/(?P<name>[^/\s:]+)")
 SHELL = set("|&;<>`$(){}")
 PROMPT = "$ "
 TIMEOUT_S = 600
@@ -258,23 +274,48 @@ def compare_prose(path: Path, paragraph: Prose,
             if not figure_printed(figure, numbers)]
 
 
+def missing_sources(text: str) -> list[str]:
+    """The repository paths a paragraph's "(source: ...)" names in backticks that are
+    not files (a cited file renamed or removed)."""
+    return [path for cited in SOURCED.finditer(text)
+            for path in re.findall(r"`([^`\s]+)`", cited["source"])
+            if "/" in path and not (ROOT / path).is_file()]
+
+
+def accounted_for(text: str) -> bool:
+    """Whether a paragraph dates its figures as a measurement or cites their source
+    (every path it cites existing)."""
+    return bool(DATED.search(text)) or bool(SOURCED.search(text)) and \
+        not missing_sources(text)
+
+
 def unchecked_figures(path: Path, lines: list[str]) -> list[str]:
     """FILE:LINE of each line of prose with a figure in a unit of measurement (ms, s,
     MB, GB, cycles, %, ...) that is neither in a checked paragraph nor in one that
-    dates it ("measured 2026-12-06" or "a dated measurement, 2026-12-04")."""
+    dates it ("measured 2026-12-06" or "a dated measurement, 2026-12-04") or cites its
+    source ("(source: ...)"). A table right after a paragraph that ends with a colon
+    (the paragraph introducing it) is dated or sourced by that paragraph."""
     checked = {at for paragraph in paragraphs(path, lines) for at, _ in paragraph.lines}
     found, fenced, paragraph = [], False, []
+    introduced = [False]  # the paragraph just flushed introduces what follows, accounted
 
     def flush():
-        if not DATED.search(" ".join(text for _, text in paragraph)):
-            found.extend(f"{path}:{at + 1}: {text.strip()}" for at, text in paragraph
-                         if at not in checked and MEASURED.search(CODE_SPAN.sub(" ", text)))
+        if not paragraph:
+            return
+        text = " ".join(line for _, line in paragraph)
+        accounted = accounted_for(text) or \
+            (introduced[0] and paragraph[0][1].lstrip().startswith("|"))
+        if not accounted:
+            found.extend(f"{path}:{at + 1}: {line.strip()}" for at, line in paragraph
+                         if at not in checked and MEASURED.search(CODE_SPAN.sub(" ", line)))
+        introduced[0] = accounted and text.rstrip().endswith(":")
         paragraph.clear()
 
     for at, text in enumerate(lines):
         if FENCE.match(text):
             fenced = not fenced
             flush()
+            introduced[0] = False
         elif fenced:
             continue
         elif text.strip():
@@ -286,9 +327,15 @@ def unchecked_figures(path: Path, lines: list[str]) -> list[str]:
 
 
 def normal(text: str) -> str:
-    """A line as compared: table rules and runs of spaces collapsed, wall-clock masked."""
+    """A line as compared: table rules and runs of spaces collapsed, wall-clock masked,
+    a path by its file name (`.../tpu_v5e_like.yaml`: the checkout's folder varies)."""
     text = text if " wall" not in text else WALL.sub("#", text)
-    return " ".join(RULES.sub(" ", text).split())
+    return " ".join(PATH.sub(r".../\g<name>", RULES.sub(" ", text)).split())
+
+
+def elided(printed: str) -> str:
+    """A printed line as a page quotes it: a path into this checkout by its file name."""
+    return PATH.sub(r".../\g<name>", printed) if str(ROOT) in printed else printed
 
 
 def shape(text: str) -> str:
@@ -377,8 +424,8 @@ def compare(path: Path, run: Run, printed: list[str]) -> list[tuple[int, Mismatc
         if alike is not None:
             position = alike + 1
         found.append((at, Mismatch(path, at + 1, quoted,
-                                   candidates[alike].rstrip() if alike is not None
-                                   else None)))
+                                   elided(candidates[alike].rstrip())
+                                   if alike is not None else None)))
     return found
 
 
@@ -391,7 +438,7 @@ def scratch_folder(folder: Path) -> Path:
 
 
 def check_page(path: Path, *, update: bool, timeout_s: int,
-               cache: Path | None = None) -> list[Mismatch]:
+               cache: Path | None = None, digest: str = "") -> list[Mismatch]:
     """A page's examples and checked paragraphs rerun; with `update`, example lines
     whose figures moved rewritten in place."""
     text = path.read_text(encoding="utf-8")
@@ -400,7 +447,7 @@ def check_page(path: Path, *, update: bool, timeout_s: int,
     runs, prose = examples(path, stripped), paragraphs(path, stripped)
     mismatches = []
     with tempfile.TemporaryDirectory(prefix="accsim-readme-") as scratch:
-        run_command = Outputs(scratch_folder(Path(scratch)), timeout_s, cache)
+        run_command = Outputs(scratch_folder(Path(scratch)), timeout_s, cache, digest)
         for run in runs:
             for at, mismatch in compare(path, run, run_command(run.argv, run.columns)):
                 if update and mismatch.printed is not None:
@@ -432,6 +479,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--audit", action="store_true", help="run nothing; list each "
                         "line of prose with a figure in a unit of measurement that no "
                         "marker checks and no date marks as a measurement")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="pages checked at once, each in its own scratch folder, "
+                        "its commands in order (default: the CPUs)")
     parser.add_argument("--cache", metavar="DIR", default=os.environ.get(CACHE_ENV),
                         help=f"keep outputs here (default ${CACHE_ENV}; unset: none)")
     args = parser.parse_args(argv)
@@ -444,18 +494,21 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(found + [f"{len(found)} lines of prose with figures neither "
                                   "checked nor dated"]))
         return 0
+    checked = [page for page in pages(args.pages) if page.is_file()]
     try:
-        for page in pages(args.pages):
-            if not page.is_file():
-                continue
+        for page in checked:  # every marker parsed before anything runs
             lines = page.read_text(encoding="utf-8").splitlines()
             examples_seen += len(examples(page, lines))
             paragraphs_seen += len(paragraphs(page, lines))
-            mismatches += check_page(page, update=not args.check, timeout_s=args.timeout,
-                                     cache=cache)
     except ExampleError as exc:
         print(f"readme_numbers: {exc}", file=sys.stderr)
         return 2
+    digest = inputs_digest() if cache else ""
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for found in pool.map(lambda page: check_page(
+                page, update=not args.check, timeout_s=args.timeout, cache=cache,
+                digest=digest), checked):
+            mismatches += found
     for mismatch in mismatches:
         print(mismatch)
     verb = "differ" if args.check else "could not be regenerated"

@@ -20,8 +20,8 @@ interpreter, in a fresh scratch folder whose entries link to the repository's to
 (so `workloads/...` and `experiments/...` resolve) and where whatever a command writes
 stays. A trailing `# NAME.yaml: YAML` comment writes that small input first (the docs'
 way to show one inline). A command whose shown output has an `accsim: error:` line must
-exit 1 and print that line; one whose output shows `FAIL:` must exit 1; any other must
-exit 0. The figures a block quotes are not compared here (experiments/readme_numbers.py
+exit 1 and print that line (a path compared by its file name); one whose output shows
+`FAIL:` must exit 1; any other must exit 0. The figures a block quotes are not compared here (experiments/readme_numbers.py
 does that for marked blocks).
 
 A block opts out only with `<!-- not-run: REASON -->` just before it, REASON saying why.
@@ -54,6 +54,8 @@ NAMED_FILE = re.compile(r"^#\s*(?P<name>[\w-]+\.(?:py|ya?ml))\b")
 SHELL_LANGS = {"", "sh", "bash", "console", "shell", "shell-session"}
 PYTHON_LANGS = {"python", "py", "pycon"}
 SHELL_SYNTAX = set("|&;<>`$(){}")
+# An absolute or elided path (`/home/x/arch_configs/a.yaml`, `.../a.yaml`): its file name.
+PATH = re.compile(r"(?<!\S)(?:\.\.\.|/)[^\s:]*/(?P<name>[^/\s:]+)")
 # Each command's CPU seconds (timed_cli.cpu_limit); the wall limit only ends a hang: a
 # plan-deployment example ran past a 300 s wall limit at load 27 on 2 cores.
 CPU_S = 300
@@ -200,6 +202,13 @@ def argv(command: Command, where: str) -> list[str]:
     return [sys.executable, *words[1:]]
 
 
+def same_words(line: str) -> str:
+    """A line as compared: runs of spaces collapsed and a path by its file name (the
+    page's `.../tpu_v5e_like.yaml` for the checkout's absolute path), as
+    experiments/readme_numbers.py compares them."""
+    return " ".join(PATH.sub(r".../\g<name>", line).split())
+
+
 def run_shell(block: Block, folder: Path) -> None:
     for earlier in page_blocks(block.page):
         named = NAMED_FILE.match(earlier.lines[0]) if earlier.lines else None
@@ -219,9 +228,9 @@ def run_shell(block: Block, folder: Path) -> None:
         assert done.returncode == expected, (
             f"{where}: `{command.text}` exited {done.returncode}, the page shows "
             f"{expected}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        printed = {" ".join(line.split()) for line in done.stderr.splitlines()}
+        printed = {same_words(line) for line in done.stderr.splitlines()}
         for error in errors:
-            assert " ".join(error.split()) in printed, (
+            assert same_words(error) in printed, (
                 f"{where}: the page shows\n{error}\nthe command printed\n{done.stderr}")
 
 

@@ -162,3 +162,69 @@ def test_the_audit_lists_figures_neither_checked_nor_dated(tmp_path):
     assert "4.5 s" not in done.stdout and "1.059" not in done.stdout
     assert "9 ms" not in done.stdout
     assert "1 lines of prose with figures neither checked nor dated" in done.stdout
+
+
+def test_a_cited_source_accounts_for_a_figure_while_its_file_exists(tmp_path):
+    """A paragraph citing "(source: ...)" is not listed; one whose cited repository
+    path is not a file is."""
+    path = page(tmp_path, "# Page\n\nThe chip streams at 34 GB/s (source: the TPU v1 "
+                "paper, Jouppi et al. 2017).\n\nBusy >= 80% (source: "
+                "`simulator/metrics/bottleneck.py`).\n\nIdle >= 40% (source: "
+                "`simulator/no_such_module.py`).\n")
+    done = script("--audit", str(path))
+    assert done.returncode == 0
+    assert "34 GB/s" not in done.stdout and "80%" not in done.stdout
+    assert f"{path}:7: Idle >= 40%" in done.stdout
+
+
+def test_every_figure_of_the_shipped_docs_is_checked_dated_or_sourced():
+    """--audit over README.md and docs/ (static: nothing runs) lists no line."""
+    done = script("--audit")
+    assert done.returncode == 0
+    assert done.stdout.splitlines()[-1].startswith("0 lines of prose"), done.stdout[-3000:]
+
+
+def test_a_table_is_dated_by_the_paragraph_that_introduces_it(tmp_path):
+    """A table right after a dated paragraph ending in a colon is accounted for; the
+    same table after a paragraph that does not introduce it is listed."""
+    table = "| run | wall |\n|---|---|\n| one | 3.5 s |\n"
+    path = page(tmp_path, "# Page\n\nMeasured (measured 2026-12-06 with `accsim run`):"
+                f"\n\n{table}\nA sentence.\n\n{table}")
+    done = script("--audit", str(path))
+    assert done.stdout.count("| one | 3.5 s |") == 1
+    assert f"{path}:13: | one | 3.5 s |" in done.stdout
+
+
+def test_a_path_is_compared_by_its_file_name(tmp_path):
+    """An error line quoting `.../bad.yaml` matches the absolute path the command
+    prints; a moved figure on that line still fails."""
+    (tmp_path / "bad.yaml").write_text("name: bad\noperators:\n  - {name: g, layer_type: "
+                                       "fc, kind: gemm, m: 32, n: 32, k: -1}\n")
+    command = f"accsim run --arch edge_32x32 --workload {tmp_path / 'bad.yaml'}"
+    line = "accsim: error: .../bad.yaml: operators[0](g).k: Input should be greater than {}"
+    good = page(tmp_path, f"<!-- accsim-example: {command} -->\n```\n{line.format(0)}\n```\n")
+    assert script("--check", str(good)).returncode == 0
+    moved = page(tmp_path, f"<!-- accsim-example: {command} -->\n```\n{line.format(1)}\n```\n")
+    done = script("--check", str(moved))
+    assert done.returncode == 1 and f"{moved}:3: quoted: {line.format(1)}" in done.stdout
+
+
+def test_pages_checked_at_once_list_their_mismatches_in_page_order(example, tmp_path):
+    """--jobs 2 over two pages with a moved figure each: both listed, first page first."""
+    folder, command, cycles, *_ = example
+    moved = cycles.replace(" cycles = ", "1 cycles = ")
+    text = f"<!-- accsim-example: {command} -->\n```\n{moved}\n```\n"
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text(text)
+    second.write_text(text)
+    done = script("--check", "--jobs", "2", str(first), str(second))
+    assert done.returncode == 1
+    assert done.stdout.index(f"{first}:3:") < done.stdout.index(f"{second}:3:")
+    assert "2 example commands; 2 quoted lines differ" in done.stdout
+
+
+def test_a_sentence_may_open_with_its_date(tmp_path):
+    """"Measured 2026-12-06 on ..." dates its paragraph as "(measured 2026-12-06)" does."""
+    path = page(tmp_path, "# Page\n\nMeasured 2026-12-06 on 2 cores: the run took 3.5 s.\n")
+    done = script("--audit", str(path))
+    assert "0 lines of prose" in done.stdout, done.stdout
