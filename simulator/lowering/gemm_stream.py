@@ -1,8 +1,9 @@
-"""A GEMM's tile program generated block by block (issue 26): its counters come in
-closed form from the loop nest (lowering.nest), and its steps are generated only when
-an engine replays it, each block from its first step's index alone
-(`nest_steps.fill_steps`), so a program of 1e9 steps takes the memory of one block.
-Identical, step for step, to `steps.gemm_steps` on the whole program.
+"""A GEMM's tile program from its loop nest (issue 26): its counters come in closed
+form (lowering.nest), and its steps are generated from each block's first step's index
+alone (`nest_steps.fill_steps`): block by block when an engine replays it, so a
+program of 1e9 steps takes the memory of one block, or all at once (`materialize`) for
+a program lowering keeps in memory. Tests hold it, step for step, to the step-by-step
+LRU model (tests/lru_steps.py).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from simulator.inputs.platform import Platform
-from simulator.lowering.nest import LoopNest
-from simulator.lowering.steps import GemmArgs
+from simulator.lowering.nest import GemmArgs, LoopNest
 from simulator.program.tile_program import TileProgram
 from simulator.program.streamed import ProgramBlock, StreamedProgram, power_of_two_above
 
@@ -28,7 +28,7 @@ def step_buffers(size: int) -> tuple[np.ndarray, ...]:
 
 
 class GemmStream(StreamedProgram):
-    """One GEMM instance's program: `args` are gemm_steps' arguments (GemmArgs)."""
+    """One GEMM instance's program: `args` name its loop nest (GemmArgs)."""
 
     def __init__(self, args: GemmArgs, platform: Platform, *, depth: int, slots: int,
                  overhead_cycles: int):
@@ -42,8 +42,18 @@ class GemmStream(StreamedProgram):
         self.has_evacuation = self.nest.evacuates
 
     def counters(self) -> tuple[np.ndarray, np.ndarray]:
-        """gemm_steps' float and integer counters over the whole program."""
+        """The float and integer counters over the whole program (LoopNest.counters)."""
         return self.nest.counters()
+
+    def materialize(self) -> TileProgram:
+        """The whole program in memory, its steps generated in one call."""
+        load, compute, vector, acquire, release, store, reload_of, evacuation, _ = \
+            buffers = step_buffers(self.steps)
+        self.nest.fill(0, self.steps, buffers)
+        return TileProgram(load, compute, vector, acquire, release, store, reload_of,
+                           depth=self.depth, slots=self.slots,
+                           overhead_cycles=self.overhead_cycles,
+                           evacuation_cycles=evacuation if self.has_evacuation else None)
 
     def blocks(self, size: int) -> Iterator[ProgramBlock]:
         size = max(1, min(size, self.steps))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeVar
 
 import numpy as np
@@ -68,6 +69,12 @@ class TileTable:
         return self.values, self.rows, self.cols
 
     def transposed(self) -> TileTable:
+        """The table of the transposed grid, made once per table (the search's
+        lowerings share their tables)."""
+        return self._transposed
+
+    @cached_property
+    def _transposed(self) -> TileTable:
         return TileTable(np.ascontiguousarray(self.values.T), self.cols, self.rows)
 
     def to_array(self) -> np.ndarray:
@@ -76,7 +83,12 @@ class TileTable:
 
     def sum(self) -> int:
         """The sum of every entry (each class's value times its rows and columns),
-        exact whatever its size."""
+        exact whatever its size; worked out once per table (the search's lowerings
+        share their tables, TileTables)."""
+        return self._sum
+
+    @cached_property
+    def _sum(self) -> int:
         rows = np.bincount(self.rows, minlength=self.values.shape[0])
         cols = np.bincount(self.cols, minlength=self.values.shape[1])
         if self.rows.shape[0] * self.cols.shape[0] * int(np.abs(self.values).max(
