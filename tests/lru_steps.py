@@ -282,9 +282,9 @@ def step_tile_sizes(m: int, n: int, k: int, tm: int, tn: int, tk: int,
 def evacuation_steps(platform: Platform, m: int, n: int, k: int, tm: int, tn: int,
                      tk: int, order: tuple[int, ...], dataflow: int,
                      release: np.ndarray, begin: int = 0) -> np.ndarray | None:
-    """Vector-unit cycles per step (the reference's) copying the output tile out of the accumulators, on
-    every releasing step (a finished C tile or spilled partial sums: both leave the
-    accumulators); None on a direct output path. With transpose_stationary, the step's
+    """Vector-unit cycles per step of the reference's program copying the output tile
+    out of the accumulators, on every releasing step (a finished C tile or spilled
+    partial sums: both leave the accumulators); None on a direct output path. With transpose_stationary, the step's
     stationary input tile (ws: its k x n weight tile, is: its m x k input tile; os keeps
     the output stationary, nothing to transpose) passes through the vector unit too.
     `release` may be one block of the program, starting at step `begin`."""

@@ -9,6 +9,8 @@ compares the two on nests drawn field by field, outside lowering.)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
@@ -19,6 +21,7 @@ from test_engine_equivalence_lowered import lowering_cases
 import simulator.lowering as lowering
 from simulator.lowering import lower_compute
 from simulator.lowering.nest import C_STORE_OFFCHIP, LoopNest
+from simulator.lowering.tile_table import TileTables
 
 ARRAYS = ("load_bytes", "compute_cycles", "vector_cycles", "acquire", "release",
           "store_bytes", "reload_of", "evacuation_cycles")
@@ -31,9 +34,9 @@ def _lowered_with_its_nest(case):
     built = []
     made = lowering.GemmStream
 
-    def recording(args, platform, **header):
+    def recording(args, platform, *, nest, **header):
         built.append((args, platform, header))
-        return made(args, platform, **header)
+        return made(args, platform, nest=nest, **header)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(lowering, "GemmStream", recording)
@@ -78,3 +81,26 @@ def test_a_transposed_nest_is_the_lru_models_program(case):
     m and n exchanged with their tables and load-time work): the LRU model on the same
     nest steps alike."""
     _assert_like_the_reference(case)
+
+
+@settings(max_examples=100, deadline=None)
+@given(case=lowering_cases(), depths=st.lists(st.integers(1, 3), min_size=2, max_size=4),
+       flips=st.lists(st.booleans(), min_size=2, max_size=4))
+def test_tilings_sharing_their_tables_lower_as_each_alone(case, depths, flips):
+    """The search lowers many tilings of one operator with one TileTables, which also
+    holds one LoopNest per nest (tilings differing only in depth share it): each
+    lowers as it does alone, whatever came before it."""
+    gemm, tiling, platform, act, members = case
+    tables = TileTables(gemm, platform)
+    for depth, flip in zip(depths, flips):
+        depth = min(depth, tiling.depth)   # the output buffer holds the drawn depth
+        turned = replace(tiling, depth=depth, orientation=(
+            "transposed" if (tiling.orientation == "normal") == flip else "normal"))
+        shared = lower_compute(gemm, turned, platform, following=act, fused=members,
+                               tables=tables)
+        alone = lower_compute(gemm, turned, platform, following=act, fused=members)
+        assert shared.counters == alone.counters
+        for name in ARRAYS:
+            np.testing.assert_array_equal(getattr(shared.program, name),
+                                          getattr(alone.program, name), err_msg=name)
+        assert shared.program.depth == alone.program.depth == depth

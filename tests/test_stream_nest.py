@@ -1,9 +1,10 @@
 """A GEMM's loop nest in closed form (issue 26, lowering.nest) and the fast engine's
 fused generate-and-replay (engines.nest): on generated GEMMs, the closed-form counters
-equal the LRU step kernel's sums (the test reference lru_steps.gemm_steps), the generated steps equal
-its arrays, the closed-form totals equal the arrays' sums, and the fused replay gives
-the whole program's outcome whatever the block size; a nest the closed form cannot
-clear is checked step by step and refused with the checker's message.
+equal the LRU step kernel's sums (the test reference lru_steps.gemm_steps), the
+generated steps equal its arrays, the closed-form totals equal the arrays' sums, and
+the fused replay gives the whole program's outcome whatever the block size; a nest the
+closed form cannot clear is checked step by step and refused with the checker's
+message.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ bytecode.
 
 A child collects no garbage: Numba's compilation makes many objects and little garbage,
 so collecting cost 5-9% of the CPU of compiling the lowering's kernel and _replay
-(0.14 of 3.1 s, 0.19 of 2.1 s, measured on the step-by-step kernel it had then); without it a child peaks 15-30 MB higher, and it ends once they are
-compiled.
+(0.14 of 3.1 s, 0.19 of 2.1 s, measured on the step-by-step kernel it had then);
+without it a child peaks 15-30 MB higher, and it ends once they are compiled.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from simulator.engines.fast import _replay
 from simulator.kernels.library import switch
 from simulator.kernels.jit import (Kernel, ahead_types, fcntl, lacks_ahead, load_registries,
                            lock_path)
-from simulator.lowering.nest_steps import fill_steps, shape_tables
+from simulator.lowering.nest_steps import fill_steps, float_sums, shape_tables
 
 if TYPE_CHECKING:
     from subprocess import Popen
 
 # In the order a run first calls them.
-KERNELS: dict[str, Kernel] = {"shape_tables": shape_tables, "fill_steps": fill_steps,
-                              "replay": _replay}
+KERNELS: dict[str, Kernel] = {"shape_tables": shape_tables, "float_sums": float_sums,
+                              "fill_steps": fill_steps, "replay": _replay}
 
 
 def _cores() -> int:

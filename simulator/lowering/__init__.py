@@ -3,9 +3,10 @@
 It takes resolved (operator, tiling, fused operator) triples (simulator.search.resolve
 makes them) and never meets a plan, a heuristic or the search. Compute operators (gemm,
 conv2d) lower to their loop nest (`lowering.nest`: counters in closed form, steps from
-the compiled generator `lowering.nest_steps`); vector operators lower to row tiles on the vector unit. Everything a
-metric needs that does not depend on timing (bytes per level, useful / padding / fill
-array cycles, compulsory bytes) is counted here, once per operator instance.
+the compiled generator `lowering.nest_steps`); vector operators lower to row tiles on
+the vector unit. Everything a metric needs that does not depend on timing (bytes per
+level, useful / padding / fill array cycles, compulsory bytes) is counted here, once per
+operator instance.
 """
 
 from __future__ import annotations
@@ -267,8 +268,9 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         lanes=platform.vector_unit.lanes, speed=speed, a_vector=a_vec + a_work,
         b_vector=b_vec + b_work)
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)   # not the ceil_div kernel
-    program = GemmStream(args, platform, depth=depth, slots=c_slots,
-                         overhead_cycles=platform.runtime.op_overhead_cycles)
+    program = _gemm_program(args, platform, tables, orientation, depth=depth,
+                            slots=c_slots,
+                            overhead_cycles=platform.runtime.op_overhead_cycles)
     floats, ints = program.counters()
     if block_steps is None or steps <= block_steps:
         # In memory; streamed, the steps are generated block by block when an engine
@@ -317,6 +319,18 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     return LoweredOperator(op.name, op.layer_type, op.kind, facts.dtype, "array", tiling,
                            program, g.instances, op.repeat, onchip, names, counters,
                            precision=facts.precision, speed=speed)
+
+
+def _gemm_program(args: nest.GemmArgs, platform: Platform, tables: TileTables,
+                  orientation: str, **header) -> GemmStream:
+    """The GEMM's program on its LoopNest, one per nest in `tables`: the search's
+    tilings that differ only in the program's header (depth) share it. The key is
+    the GemmArgs but the tile tables, which its tile sizes and orientation name."""
+    key = ("nest", orientation, *(value.tobytes() if isinstance(value, np.ndarray)
+                                  else value for value in args
+                                  if not isinstance(value, TileTable)))
+    loop_nest = tables.get(key, lambda: nest.LoopNest(args, platform))
+    return GemmStream(args, platform, nest=loop_nest, **header)
 
 
 def _offchip_read(ints, operands: dict[str, str]) -> dict[str, int]:

@@ -28,11 +28,13 @@ def step_buffers(size: int) -> tuple[np.ndarray, ...]:
 
 
 class GemmStream(StreamedProgram):
-    """One GEMM instance's program: `args` name its loop nest (GemmArgs)."""
+    """One GEMM instance's program: `args` name its loop nest (GemmArgs); `nest`: its
+    LoopNest when already built (lowering's, shared by tilings that differ only in the
+    program's header)."""
 
     def __init__(self, args: GemmArgs, platform: Platform, *, depth: int, slots: int,
-                 overhead_cycles: int):
-        self.nest = LoopNest(args, platform)
+                 overhead_cycles: int, nest: LoopNest | None = None):
+        self.nest = LoopNest(args, platform) if nest is None else nest
         self.steps = self.nest.steps
         self.depth, self.slots, self.overhead_cycles = depth, slots, overhead_cycles
         self.reloads = self.nest.reloads
@@ -46,10 +48,17 @@ class GemmStream(StreamedProgram):
         return self.nest.counters()
 
     def materialize(self) -> TileProgram:
-        """The whole program in memory, its steps generated in one call."""
-        load, compute, vector, acquire, release, store, reload_of, evacuation, _ = \
-            buffers = step_buffers(self.steps)
-        self.nest.fill(0, self.steps, buffers)
+        """The whole program in memory, its steps generated in one call (which writes
+        every entry: the arrays start empty, and with no entry where the nest has no
+        evacuation or reload)."""
+        steps = self.steps
+        load, compute, vector, store, reload_of = (np.empty(steps, np.int64)
+                                                   for _ in range(5))
+        acquire, release = np.empty(steps, np.bool_), np.empty(steps, np.bool_)
+        evacuation = np.empty(steps if self.has_evacuation else 0, np.int64)
+        reloaded = np.empty(steps if self.reloads else 0, np.bool_)
+        self.nest.fill(0, steps, (load, compute, vector, acquire, release, store,
+                                  reload_of, evacuation, reloaded))
         return TileProgram(load, compute, vector, acquire, release, store, reload_of,
                            depth=self.depth, slots=self.slots,
                            overhead_cycles=self.overhead_cycles,

@@ -142,6 +142,7 @@ class LoopNest:
         self._cases = [0] * 16   # steps per case: 2 * shape + continues
         for steps, shape, _, _, continues in self._classes_seen:
             self._cases[2 * shape + continues] += steps
+        self._counters = None   # counters(), worked out on first use
 
     def _inside(self) -> list[int]:
         """Per dim, the product of the tile counts of the loops inside its loop."""
@@ -155,8 +156,8 @@ class LoopNest:
     def fill(self, begin: int, length: int, arrays: tuple, offset: int = 0) -> None:
         """Steps begin .. begin + length - 1 into `arrays` (load, compute, vector,
         acquire, release, store, reload_of, evacuation, reloaded) from `offset` on."""
-        k.fill_steps(begin, length, offset, self.params, self.a_runs.arrays,
-                     self.b_runs.arrays, self.shapes, self.cycles, *arrays)
+        k.fill_steps(begin, length, offset, self.params, *self.a_runs.arrays,
+                     *self.b_runs.arrays, self.shapes, self.cycles, *arrays)
 
     def run_classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What tells runs of the innermost loop apart (nest_steps.repeating_runs): a
@@ -204,11 +205,15 @@ class LoopNest:
         ...): equal, bit for bit, to summing them step by step. The float sums are taken
         step by step on short nests (cheaper than the closed form below a few thousand
         steps) and where the closed form could round."""
-        floats = None if self.steps <= _STEPWISE_STEPS else \
-            _exact_sums(self._cases, self.split)
-        if floats is None:
-            floats = k.float_sums(self.params, self.shapes, self.split)
-        return floats, self.int_counters()
+        if self._counters is None:
+            floats = None if self.steps <= _STEPWISE_STEPS else \
+                _exact_sums(self._cases, self.split)
+            if floats is None:
+                floats = k.float_sums(self.params, self.shapes, self.split)
+            ints = self.int_counters()
+            floats.flags.writeable = ints.flags.writeable = False   # shared
+            self._counters = floats, ints
+        return self._counters
 
     def int_counters(self) -> np.ndarray:
         """The integer counters over the whole program, summed in Python integers; one

@@ -3,9 +3,10 @@ tables, and any run of steps generated from the step index alone.
 
 Without state carried from step to step: which A and B tiles miss their buffer follows
 from the loop order (lowering.nest derives the rule, a test holds it to the
-step-by-step LRU model, tests/lru_steps.py), a partial-sum reload reads the step one k stride back, and a fold
-continues when the stationary tile's key equals the previous step's. So a block is
-filled from its first index, and the same steps come out whatever the block sizes.
+step-by-step LRU model, tests/lru_steps.py), a partial-sum reload reads the step one k
+stride back, and a fold continues when the stationary tile's key equals the previous
+step's. So a block is filled from its first index, and the same steps come out
+whatever the block sizes.
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ from simulator.model.timing import array_cycles, array_split, vector_cycles
 # The argument types LoopNest calls shape_tables and fill_steps with, compiled ahead on
 # a machine's first run (simulator.kernels.ahead).
 _I, _B, _V, _M = "int64", "boolean", "int64[::1]", "int64[:, ::1]"
-SHAPE_TABLES_TYPES = "(" + ", ".join([_I] * 11 + ["float64", _I, _I, _B, _M] + [_I] * 3) + ")"
-_TABLE = f"Tuple(({_M}, {_V}, {_V}))"   # a TileTable's arrays
-FILL_STEPS_TYPES = "(" + ", ".join([_I] * 3 + [_V, _TABLE, _TABLE, _M] + [_V] * 3 + [
+SHAPE_TABLES_TYPES = "(" + ", ".join([_I] * 11 + ["float64", _I, _I, _B, _M] + [_I] * 3) \
+    + ")"
+_TABLE = [_M, _V, _V]   # a TileTable's arrays: values, rows, cols
+FILL_STEPS_TYPES = "(" + ", ".join([_I] * 3 + [_V] + _TABLE * 2 + [_M] + [_V] * 4 + [
     "boolean[::1]"] * 2 + [_V] * 3 + ["boolean[::1]"]) + ")"
+FLOAT_SUMS_TYPES = f"({_V}, {_M}, float64[:, ::1])"
 
 
 @njit(cache=True, ahead=(SHAPE_TABLES_TYPES,))
@@ -197,14 +200,16 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
 
 
 @njit(cache=True, ahead=(FILL_STEPS_TYPES,))
-def fill_steps(begin: int, length: int, offset: int, params: np.ndarray, a_runs,
-               b_runs, shapes: np.ndarray, cycles: np.ndarray, load_bytes, compute,
-               vector, acquire, release, store_bytes, reload_of, evacuation,
-               reloaded) -> None:
+def fill_steps(begin: int, length: int, offset: int, params: np.ndarray, a_values,
+               a_rows, a_cols, b_values, b_rows, b_cols, shapes: np.ndarray,
+               cycles: np.ndarray, load_bytes, compute, vector, acquire, release,
+               store_bytes, reload_of, evacuation, reloaded) -> None:
     """Steps begin .. begin + length - 1 into entries offset .. offset + length - 1 of
     the arrays; `evacuation` and `reloaded` are written only when the nest has them.
     Walked as runs of the innermost loop, each split where its tile shape changes (its
-    last step: the inner dim's edge tile)."""
+    last step: the inner dim's edge tile). a_values, a_rows, a_cols (B's likewise):
+    the arrays of LoopNest.a_runs, one by one (the kernel library exports no tuple)."""
+    a_runs, b_runs = (a_values, a_rows, a_cols), (b_values, b_rows, b_cols)
     nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
     outer, middle, inner = params[P_ORDER0], params[P_ORDER1], params[P_ORDER2]
     c_middle, c_inner = params[P_NM + middle], params[P_NM + inner]
@@ -315,7 +320,7 @@ def repeating_runs(first: int, period: int, limit: int, params: np.ndarray,
     return limit
 
 
-@njit(cache=True)
+@njit(cache=True, ahead=(FLOAT_SUMS_TYPES,))
 def float_sums(params: np.ndarray, shapes: np.ndarray, split: np.ndarray) -> np.ndarray:
     """The split of array cycles summed step by step in loop order (for splits whose
     sum in closed form could round differently from a step-by-step sum)."""

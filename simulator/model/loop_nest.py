@@ -8,7 +8,7 @@ dims and reused along the third (A: n, B: m, C: k). From that alone:
 - the array's busy cycles (array_busy_cycles), from the dataflow table's fold shape;
 - the innermost loop with more than one tile, and the order's effective sequence.
 The search's estimates (mapping.footprint.offchip_by_order, search.bounds), the closed
-form of lowering (lowering.nest) and the step-by-step model (lowering.steps, a test
+form of lowering (lowering.nest) and the step-by-step model (tests/lru_steps.py, a test
 reference for these) all follow these rules; tests keep them equal.
 
 Operand orientation (DESIGN.md section 19) is one transform of the nest, not a rule of
