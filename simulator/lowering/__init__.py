@@ -324,12 +324,9 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
 def _gemm_program(args: nest.GemmArgs, platform: Platform, tables: TileTables,
                   orientation: str, **header) -> GemmStream:
     """The GEMM's program on its LoopNest, one per nest in `tables`: the search's
-    tilings that differ only in the program's header (depth) share it. The key is
-    the GemmArgs but the tile tables, which its tile sizes and orientation name."""
-    key = ("nest", orientation, *(value.tobytes() if isinstance(value, np.ndarray)
-                                  else value for value in args
-                                  if not isinstance(value, TileTable)))
-    loop_nest = tables.get(key, lambda: nest.LoopNest(args, platform))
+    tilings that differ only in the program's header (depth) share it."""
+    loop_nest = tables.get(("nest", orientation, args.key()),
+                           lambda: nest.LoopNest(args, platform))
     return GemmStream(args, platform, nest=loop_nest, **header)
 
 

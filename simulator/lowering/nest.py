@@ -85,6 +85,17 @@ class GemmArgs(NamedTuple):
     a_vector: int               # vector cycles per element of an A tile as it loads
     b_vector: int               # the same for B (a transposed load, say)
 
+    def key(self) -> tuple:
+        """Every field but the four tile tables (which the tile sizes and orientation
+        name among one operator's TileTables), the arrays as bytes: what tells the
+        nests of one operator apart."""
+        return (self.m, self.n, self.k, self.tm, self.tn, self.tk, self.order.tobytes(),
+                self.dataflow, self.rows, self.cols, self.count, self.fold_model,
+                self.a_offchip, self.b_offchip, self.c_offchip, self.acc_bytes,
+                self.out_bytes, self.a_slots, self.b_slots, self.spill,
+                self.epilogue.tobytes(), self.lanes, self.speed, self.a_vector,
+                self.b_vector)
+
 
 class LoopNest:
     """The closed form of one GEMM instance's program (`args`: GemmArgs, with per-tile
