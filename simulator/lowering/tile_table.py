@@ -83,7 +83,8 @@ class TileTable:
         return held
 
     def to_array(self) -> np.ndarray:
-        """The whole table, rows x columns (for the step kernel of a whole program)."""
+        """The whole table, rows x columns (what the step-by-step reference model,
+        tests/lru_steps.py, takes)."""
         return np.ascontiguousarray(self.values[self.rows[:, None], self.cols[None, :]])
 
     def sum(self) -> int:
