@@ -8,10 +8,10 @@ costs end to end; the figures against the fast-engine issue's targets, in one ta
    kernel (engines.fast, warm JIT cache: one untimed call first) replay it; both
    figures include the engines' program and memory validation.
 2. Lowering of a big GEMM (BIG_* below, over 16 million steps) on the tpu_v5e_like
-   platform: the compiled kernel `lowering.steps.gemm_steps` alone, timed inside a real
-   `lower_compute` call so both figures use the same arguments, and the whole
-   `lower_compute` call (kernel, buffer checks, program validation, counters). The fast
-   engine then replays that lowered program.
+   platform: the compiled step generator `lowering.nest_steps.fill_steps` alone, timed
+   inside a real `lower_compute` call so both figures use the same arguments, and the
+   whole `lower_compute` call (kernel, buffer checks, program validation, counters).
+   The fast engine then replays that lowered program.
 3. Cold-cache JIT compile times of the engine kernel and of the lowering kernel, each in
    a fresh interpreter whose NUMBA_CACHE_DIR is an empty temporary folder: the first
    call's seconds minus the second's.
@@ -46,7 +46,7 @@ from simulator.inputs.resolve import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute
-from simulator.lowering import steps as lowering_kernel
+from simulator.lowering import nest_steps as lowering_kernel
 from simulator.mapping.plan import Mapping, TilingSpec, merged_spec
 from simulator.search.resolve import resolve_tiling
 from simulator.program.tile_program import MemoryParams, TileProgram, make_program
@@ -142,8 +142,8 @@ def measure_engines(program: TileProgram, memory: MemoryParams) -> dict:
 
 @contextmanager
 def kernel_timer(times: list[float]):
-    """Time every gemm_steps call that lower_compute makes, appending seconds to `times`."""
-    original = lowering_kernel.gemm_steps
+    """Time every fill_steps call that lower_compute makes, appending seconds to `times`."""
+    original = lowering_kernel.fill_steps
 
     def timed(*args):
         began = time.perf_counter()
@@ -151,11 +151,11 @@ def kernel_timer(times: list[float]):
         times.append(time.perf_counter() - began)
         return result
 
-    lowering_kernel.gemm_steps = timed
+    lowering_kernel.fill_steps = timed
     try:
         yield
     finally:
-        lowering_kernel.gemm_steps = original
+        lowering_kernel.fill_steps = original
 
 
 def measure_lowering(inputs: Inputs) -> dict:
@@ -163,7 +163,7 @@ def measure_lowering(inputs: Inputs) -> dict:
     then of the fast engine on the lowered program."""
     op = inputs.workload.operators[0]
     tiling = resolve_tiling(op, merged_spec(inputs.mapping, op), inputs.platform)
-    assert simulator.lowering.kernel is lowering_kernel  # the module kernel_timer patches
+    assert simulator.lowering.nest.k is lowering_kernel  # the module kernel_timer patches
     kernel_times: list[float] = []
     with kernel_timer(kernel_times):
         lower_s, lowered = best_seconds(
@@ -283,7 +283,7 @@ def main() -> None:
          f">= {FAST_TARGET:,.0f}", verdict(fast_rate, FAST_TARGET)),
         ("simpy / fast wall-time ratio", f"{engines['des_s'] / engines['fast_s']:,.0f}x",
          "", ""),
-        ("lowering kernel gemm_steps, steps/s", f"{kernel_rate:,.0f}",
+        ("lowering kernel fill_steps, steps/s", f"{kernel_rate:,.0f}",
          f">= {LOWERING_TARGET:,.0f}", verdict(kernel_rate, LOWERING_TARGET)),
         ("lower_compute (with validation), steps/s", f"{lower_rate:,.0f}",
          f">= {LOWERING_TARGET:,.0f}", verdict(lower_rate, LOWERING_TARGET)),

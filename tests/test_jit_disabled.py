@@ -32,9 +32,9 @@ _RUN = """
 import sys
 import pytest
 from simulator.engines import fast
-from simulator.lowering import steps
+from simulator.lowering import nest_steps
 from simulator.model import timing
-kernels = (fast._replay, fast._grow_fifo, steps.gemm_steps, steps._lru_touch,
+kernels = (fast._replay, fast._grow_fifo, nest_steps.fill_steps, nest_steps.shape_tables,
            timing.service_cycles)
 compiled = [k.__name__ for k in kernels if hasattr(k, "py_func")]
 if compiled:

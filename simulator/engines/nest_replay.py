@@ -99,9 +99,10 @@ def _replay_nest(params, a_runs, b_runs, shapes, cycles, run_classes, skip, bloc
         length = min(block, period - begin % period, n_steps - begin, capacity - rest)
         if length <= 0:
             break  # the kernel keeps a whole window back: a deadlock, reported by caller
-        fill_steps(begin, length, rest, params, a_runs, b_runs, shapes,
-                   cycles, load, compute, vector, acquire, release, store, reload_of,
-                   evac_buffer, reloaded_buffer)
+        fill_steps(begin, length, rest, params, a_runs[0], a_runs[1], a_runs[2],
+                   b_runs[0], b_runs[1], b_runs[2], shapes, cycles, load, compute,
+                   vector, acquire, release, store, reload_of, evac_buffer,
+                   reloaded_buffer)
         window = rest + length
         base = begin - rest
         if reloaded is None:
@@ -156,9 +157,10 @@ def _replay_nest(params, a_runs, b_runs, shapes, cycles, run_classes, skip, bloc
             if moved > 0:
                 begin += moved
                 skipped += moved
-                fill_steps(state[_NEXT_COMPUTE], rest, 0, params, a_runs, b_runs, shapes,
-                           cycles, load, compute, vector, acquire, release, store,
-                           reload_of, evac_buffer, reloaded_buffer)
+                fill_steps(state[_NEXT_COMPUTE], rest, 0, params, a_runs[0],
+                           a_runs[1], a_runs[2], b_runs[0], b_runs[1], b_runs[2],
+                           shapes, cycles, load, compute, vector, acquire, release,
+                           store, reload_of, evac_buffer, reloaded_buffer)
         before = snapshot(state, load_req, load_use, comp_end, done_step, done_time,
                           rel_free, rel_vector, fifo)
         has_before = True

@@ -2,9 +2,10 @@
 numba.pycc.
 
 ENTRIES are the kernels Python calls on a run's hot path (the mapper's conv windows,
-the lowering's gemm_block, the fast engine's replay, the attention lowering's tile
-timings, and ceil_div, which the mapper calls a few thousand times), each with the
-argument types it is called with. pycc
+the lowering's loop nest (its tile shape tables, step generator and step-by-step float
+sums), the fast engine's replay, the attention lowering's tile timings, and ceil_div,
+which the mapper calls a few thousand times), each with the argument types it is
+called with. pycc
 compiles each into an export, with every kernel it calls linked in, and the exports
 into one extension module; the manifest beside it names each export's kernel and
 argument types, and digests the sources the kernels could read (every package module
@@ -32,7 +33,9 @@ from simulator.kernels import library as kernel_library
 from simulator.engines.fast import _REPLAY_TYPES, _replay
 from simulator.errors import AccsimError
 from simulator.kernels.jit import Kernel
-from simulator.lowering.steps import GEMM_BLOCK_TYPES, gemm_block
+from simulator.lowering.nest_steps import (FILL_STEPS_TYPES, FLOAT_SUMS_TYPES,
+                                           SHAPE_TABLES_TYPES, fill_steps, float_sums,
+                                           shape_tables)
 from simulator.mapping.windows import _window_grid
 from simulator.model.timing import array_cycles, array_split, ceil_div, vector_cycles
 
@@ -54,7 +57,9 @@ ENTRIES: tuple[tuple[str, Kernel, tuple[str, ...]], ...] = (
     ("array_cycles", array_cycles, (TILE_PRODUCT_TYPES,)),
     ("vector_cycles", vector_cycles, ("(int64, int64, int64, int64)",)),
     ("window_grid", _window_grid, (WINDOW_GRID_TYPES,)),
-    ("gemm_block", gemm_block, (GEMM_BLOCK_TYPES,)),
+    ("shape_tables", shape_tables, (SHAPE_TABLES_TYPES,)),
+    ("fill_steps", fill_steps, (FILL_STEPS_TYPES,)),
+    ("float_sums", float_sums, (FLOAT_SUMS_TYPES,)),
     ("replay", _replay, REPLAY_VARIANTS),
 )
 

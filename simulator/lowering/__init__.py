@@ -2,10 +2,11 @@
 
 It takes resolved (operator, tiling, fused operator) triples (simulator.search.resolve
 makes them) and never meets a plan, a heuristic or the search. Compute operators (gemm,
-conv2d) lower through the compiled step kernel in
-`lowering.steps`; vector operators lower to row tiles on the vector unit. Everything a
-metric needs that does not depend on timing (bytes per level, useful / padding / fill
-array cycles, compulsory bytes) is counted here, once per operator instance.
+conv2d) lower to their loop nest (`lowering.nest`: counters in closed form, steps from
+the compiled generator `lowering.nest_steps`); vector operators lower to row tiles on
+the vector unit. Everything a metric needs that does not depend on timing (bytes per
+level, useful / padding / fill array cycles, compulsory bytes) is counted here, once per
+operator instance.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import numpy as np
 from simulator.collectives.cost import CollectiveCost, collective_cost
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.lowering import steps as kernel
+from simulator.lowering import nest
 from simulator.lowering.attention import checked_slots, choose_lowering, operator_error
-from simulator.lowering.evacuation import evacuation_steps
 from simulator.lowering.gemm_stream import GemmStream
 from simulator.lowering.tile_table import TileTable, TileTables, tile_sizes
 from simulator.lowering.vector_stream import (VectorStream, vector_program, vector_steps,
@@ -260,7 +260,7 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     (a_load, a_sram, a_off, a_vec), (b_load_, b_sram_, b_off, b_vec) = oriented(
         ((a_table, a_table, not onchip, prologue_cycles(prologue, platform)),
          (b_load, b_sram, True, 0)), orientation)
-    args = kernel.GemmArgs(
+    args = nest.GemmArgs(
         m=nest_m, n=nest_n, k=g.k, tm=nest_tm, tn=nest_tn, tk=tiling.tk,
         order=np.array([DIM_CODES[d] for d in oriented_order(order, orientation)],
                        dtype=np.int64),
@@ -272,22 +272,23 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         lanes=platform.vector_unit.lanes, speed=speed, a_vector=a_vec + a_work,
         b_vector=b_vec + b_work)
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)   # not the ceil_div kernel
-    if block_steps is not None and steps > block_steps:
-        # Streamed: the counters in closed form from the loop nest, the steps generated
-        # block by block when an engine replays it (checked then).
-        program = GemmStream(args, platform, depth=depth, slots=c_slots,
-                             overhead_cycles=platform.runtime.op_overhead_cycles)
-        floats, ints = program.counters()
-    else:
-        program, floats, ints = _whole_program(args, platform, depth, c_slots, op.name,
-                                                check)
+    program = _gemm_program(args, platform, tables, orientation, depth=depth,
+                            slots=c_slots,
+                            overhead_cycles=platform.runtime.op_overhead_cycles)
+    floats, ints = program.counters()
+    if block_steps is None or steps <= block_steps:
+        # In memory; streamed, the steps are generated block by block when an engine
+        # replays it (checked then).
+        program = program.materialize()
+        if check:
+            validate_program(program, source=f"lowering of {op.name}")
     # The nest's counters by the operator's operands (a, b) and by buffer (ifmap feeds
     # the nest's A, weight its B).
     a_key, b_key = oriented(("a", "b"), orientation)
-    a_elems, b_elems = oriented((ints[kernel.A_VECTOR_ELEMS], ints[kernel.B_VECTOR_ELEMS]),
+    a_elems, b_elems = oriented((ints[nest.A_VECTOR_ELEMS], ints[nest.B_VECTOR_ELEMS]),
                                 orientation)   # the operator's A and B, loaded with work
-    read_elems = {"ifmap": int(ints[kernel.A_SRAM_READ_ELEMS]),
-                  "weight": int(ints[kernel.B_SRAM_READ_ELEMS])}
+    read_elems = {"ifmap": int(ints[nest.A_SRAM_READ_ELEMS]),
+                  "weight": int(ints[nest.B_SRAM_READ_ELEMS])}
     read_bytes = {"a": partial(activation_bytes, op, platform),
                   "b": partial(weight_bytes, op, platform, offchip=False)}
     counters = Counters(
@@ -295,26 +296,26 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         vector_elements=sum(m.op.vector().rows * m.op.vector().cols * m.op.vector().passes
                             for m in fused) // g.instances
         + int(a_elems) * sum(m.op.vector().passes for m in prologue)
-        + int(ints[kernel.A_VECTOR_ELEMS] if a_work else 0)
-        + int(ints[kernel.B_VECTOR_ELEMS] if b_work else 0)
+        + int(ints[nest.A_VECTOR_ELEMS] if a_work else 0)
+        + int(ints[nest.B_VECTOR_ELEMS] if b_work else 0)
         + (_stored_elements(g, fused) if store_work else 0),
-        useful_array_cycles=float(floats[kernel.USEFUL]),
-        padding_array_cycles=float(floats[kernel.PADDING]),
-        fill_array_cycles=float(floats[kernel.ARRAY_FILL]),
-        stationary_load_array_cycles=float(floats[kernel.STATIONARY_LOAD]),
-        skew_array_cycles=float(floats[kernel.SKEW]),
+        useful_array_cycles=float(floats[nest.USEFUL]),
+        padding_array_cycles=float(floats[nest.PADDING]),
+        fill_array_cycles=float(floats[nest.ARRAY_FILL]),
+        stationary_load_array_cycles=float(floats[nest.STATIONARY_LOAD]),
+        skew_array_cycles=float(floats[nest.SKEW]),
         offchip_read=_offchip_read(ints, {"a": a_key, "b": b_key}),
-        offchip_write=int(ints[kernel.C_STORE_OFFCHIP]),
+        offchip_write=int(ints[nest.C_STORE_OFFCHIP]),
         compulsory={"a": 0 if onchip else int(activation_bytes(op, platform,
                                                                 facts.a_elements)),
                     "b": int(weight_bytes(op, platform, g.k * g.n, offchip=True)),
                     "c": 0 if onchip else _stored_elements(g, fused) * stored},
         sram_read={"ifmap": int(read_bytes[a_key](read_elems["ifmap"])),
                    "weight": int(read_bytes[b_key](read_elems["weight"])),
-                   "output": int(ints[kernel.C_SRAM_READ])},
-        sram_write={"ifmap": int(ints[kernel.A_SRAM_WRITE]),
-                    "weight": int(ints[kernel.B_SRAM_WRITE]),
-                    "output": int(ints[kernel.C_SRAM_WRITE])},
+                   "output": int(ints[nest.C_SRAM_READ])},
+        sram_write={"ifmap": int(ints[nest.A_SRAM_WRITE]),
+                    "weight": int(ints[nest.B_SRAM_WRITE]),
+                    "output": int(ints[nest.C_SRAM_WRITE])},
         sram_read_elements=read_elems,
         slots={"ifmap": a_slots, "weight": b_slots, "output": c_slots},
         live_c_tiles=live, spills=bool(spill))
@@ -324,32 +325,23 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
                            precision=facts.precision, speed=speed)
 
 
-def _whole_program(args: kernel.GemmArgs, platform: Platform, depth: int, slots: int, name: str,
-                   check: bool) -> tuple[TileProgram, np.ndarray, np.ndarray]:
-    """A GEMM's whole program in memory, validated if `check`, with the kernel's
-    counters."""
-    (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
-     ints) = kernel.gemm_steps(*args)
-    evacuation = evacuation_steps(platform, args.m, args.n, args.k, args.tm, args.tn,
-                                  args.tk, tuple(int(d) for d in args.order),
-                                  args.dataflow, release)
-    program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
-                          depth=depth, slots=slots,
-                          overhead_cycles=platform.runtime.op_overhead_cycles,
-                          evacuation_cycles=evacuation)
-    if check:
-        validate_program(program, source=f"lowering of {name}")
-    return program, floats, ints
+def _gemm_program(args: nest.GemmArgs, platform: Platform, tables: TileTables,
+                  orientation: str, **header) -> GemmStream:
+    """The GEMM's program on its LoopNest, one per nest in `tables`: the search's
+    tilings that differ only in the program's header (depth) share it."""
+    loop_nest = tables.get(("nest", orientation, args.key()),
+                           lambda: nest.LoopNest(args, platform))
+    return GemmStream(args, platform, nest=loop_nest, **header)
 
 
 def _offchip_read(ints, operands: dict[str, str]) -> dict[str, int]:
     """Off-chip reads by the operator's operand (`operands`: the operator's operand the
     nest's a and b each are); `epilogue` (streamed second operands) only when some."""
-    moved = {operands["a"]: int(ints[kernel.A_OFFCHIP]),
-             operands["b"]: int(ints[kernel.B_OFFCHIP])}
-    read = {"a": moved["a"], "b": moved["b"], "c": int(ints[kernel.C_RELOAD_OFFCHIP])}
-    if ints[kernel.EPILOGUE_OFFCHIP]:
-        read["epilogue"] = int(ints[kernel.EPILOGUE_OFFCHIP])
+    moved = {operands["a"]: int(ints[nest.A_OFFCHIP]),
+             operands["b"]: int(ints[nest.B_OFFCHIP])}
+    read = {"a": moved["a"], "b": moved["b"], "c": int(ints[nest.C_RELOAD_OFFCHIP])}
+    if ints[nest.EPILOGUE_OFFCHIP]:
+        read["epilogue"] = int(ints[nest.EPILOGUE_OFFCHIP])
     return read
 
 

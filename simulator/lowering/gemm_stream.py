@@ -1,8 +1,9 @@
-"""A GEMM's tile program generated block by block (issue 26): its counters come in
-closed form from the loop nest (lowering.nest), and its steps are generated only when
-an engine replays it, each block from its first step's index alone
-(`nest_steps.fill_steps`), so a program of 1e9 steps takes the memory of one block.
-Identical, step for step, to `steps.gemm_steps` on the whole program.
+"""A GEMM's tile program from its loop nest (issue 26): its counters come in closed
+form (lowering.nest), and its steps are generated from each block's first step's index
+alone (`nest_steps.fill_steps`): block by block when an engine replays it, so a
+program of 1e9 steps takes the memory of one block, or all at once (`materialize`) for
+a program lowering keeps in memory. Tests hold it, step for step, to the step-by-step
+LRU model (tests/lru_steps.py).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from simulator.inputs.platform import Platform
-from simulator.lowering.nest import LoopNest
-from simulator.lowering.steps import GemmArgs
+from simulator.lowering.nest import GemmArgs, LoopNest
 from simulator.program.tile_program import TileProgram
 from simulator.program.streamed import ProgramBlock, StreamedProgram, power_of_two_above
 
@@ -28,11 +28,13 @@ def step_buffers(size: int) -> tuple[np.ndarray, ...]:
 
 
 class GemmStream(StreamedProgram):
-    """One GEMM instance's program: `args` are gemm_steps' arguments (GemmArgs)."""
+    """One GEMM instance's program: `args` name its loop nest (GemmArgs); `nest`: its
+    LoopNest when already built (lowering's, shared by tilings that differ only in the
+    program's header)."""
 
     def __init__(self, args: GemmArgs, platform: Platform, *, depth: int, slots: int,
-                 overhead_cycles: int):
-        self.nest = LoopNest(args, platform)
+                 overhead_cycles: int, nest: LoopNest | None = None):
+        self.nest = LoopNest(args, platform) if nest is None else nest
         self.steps = self.nest.steps
         self.depth, self.slots, self.overhead_cycles = depth, slots, overhead_cycles
         self.reloads = self.nest.reloads
@@ -42,8 +44,25 @@ class GemmStream(StreamedProgram):
         self.has_evacuation = self.nest.evacuates
 
     def counters(self) -> tuple[np.ndarray, np.ndarray]:
-        """gemm_steps' float and integer counters over the whole program."""
+        """The float and integer counters over the whole program (LoopNest.counters)."""
         return self.nest.counters()
+
+    def materialize(self) -> TileProgram:
+        """The whole program in memory, its steps generated in one call (which writes
+        every entry: the arrays start empty, and with no entry where the nest has no
+        evacuation or reload)."""
+        steps = self.steps
+        load, compute, vector, store, reload_of = (np.empty(steps, np.int64)
+                                                   for _ in range(5))
+        acquire, release = np.empty(steps, np.bool_), np.empty(steps, np.bool_)
+        evacuation = np.empty(steps if self.has_evacuation else 0, np.int64)
+        reloaded = np.empty(steps if self.reloads else 0, np.bool_)
+        self.nest.fill(0, steps, (load, compute, vector, acquire, release, store,
+                                  reload_of, evacuation, reloaded))
+        return TileProgram(load, compute, vector, acquire, release, store, reload_of,
+                           depth=self.depth, slots=self.slots,
+                           overhead_cycles=self.overhead_cycles,
+                           evacuation_cycles=evacuation if self.has_evacuation else None)
 
     def blocks(self, size: int) -> Iterator[ProgramBlock]:
         size = max(1, min(size, self.steps))

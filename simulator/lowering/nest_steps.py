@@ -2,10 +2,11 @@
 tables, and any run of steps generated from the step index alone.
 
 Without state carried from step to step: which A and B tiles miss their buffer follows
-from the loop order (lowering.nest derives the rule, a test holds it to the LRU of
-lowering.steps), a partial-sum reload reads the step one k stride back, and a fold
-continues when the stationary tile's key equals the previous step's. So a block is
-filled from its first index, and the same steps come out whatever the block sizes.
+from the loop order (lowering.nest derives the rule, a test holds it to the
+step-by-step LRU model, tests/lru_steps.py), a partial-sum reload reads the step one k
+stride back, and a fold continues when the stationary tile's key equals the previous
+step's. So a block is filled from its first index, and the same steps come out
+whatever the block sizes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.kernels.jit import njit
-from simulator.model.dataflow import TIME_DIM, fold_shape, stationary_key
+from simulator.model.dataflow import (A_READS, B_READS, TIME_DIM, fold_shape,
+                                      read_multiplier, stationary_key)
 from simulator.model.timing import array_cycles, array_split, vector_cycles
 
 # Entries of the int64 `params` array that describes a nest to the kernels.
@@ -23,18 +25,29 @@ from simulator.model.timing import array_cycles, array_split, vector_cycles
 # Columns of the (8, N_SHAPE) table per tile shape: shape = 4 * (last m tile) +
 # 2 * (last n tile) + (last k tile).
 (S_MS, S_NS, S_KS, S_ROW_FOLDS, S_COL_FOLDS, S_VECTOR, S_STORE_LAST, S_EPILOGUE_LOAD,
- S_PARTIAL, S_EVACUATION, S_A_VECTOR, S_B_VECTOR, N_SHAPE) = range(13)
+ S_PARTIAL, S_EVACUATION, S_A_VECTOR, S_B_VECTOR, S_A_READ, S_B_READ, N_SHAPE) = range(15)
 
 
-@njit(cache=True)
+# The argument types LoopNest calls shape_tables and fill_steps with, compiled ahead on
+# a machine's first run (simulator.kernels.ahead).
+_I, _B, _V, _M = "int64", "boolean", "int64[::1]", "int64[:, ::1]"
+SHAPE_TABLES_TYPES = "(" + ", ".join([_I] * 11 + ["float64", _I, _I, _B, _M] + [_I] * 3) \
+    + ")"
+_TABLE = [_M, _V, _V]   # a TileTable's arrays: values, rows, cols
+FILL_STEPS_TYPES = "(" + ", ".join([_I] * 3 + [_V] + _TABLE * 2 + [_M] + [_V] * 4 + [
+    "boolean[::1]"] * 2 + [_V] * 3 + ["boolean[::1]"]) + ")"
+FLOAT_SUMS_TYPES = f"({_V}, {_M}, float64[:, ::1])"
+
+
+@njit(cache=True, ahead=(SHAPE_TABLES_TYPES,))
 def shape_tables(m: int, n: int, k: int, tm: int, tn: int, tk: int, dataflow: int,
                  rows: int, cols: int, count: int, fold_model: int, speed: float,
                  acc_bytes: int, out_bytes: int, c_offchip: bool, epilogue: np.ndarray,
                  lanes: int, a_vector: int, b_vector: int):
-    """Per tile shape (8) the sizes, folds, epilogue cycles, loads and stores of a
-    finished tile and its partial sums, the load-time vector cycles on an A or B tile
-    that misses; per case (shape x continues, 16) the array cycles and their split:
-    what lowering.steps.gemm_block works out per step."""
+    """Per tile shape (8) the sizes, folds, SRAM read elements, epilogue cycles, loads
+    and stores of a finished tile and its partial sums, the load-time vector cycles on
+    an A or B tile that misses; per case (shape x continues, 16) the array cycles and
+    their split: what a step-by-step model works out per step."""
     nm, nn, nk = (m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk
     shapes = np.zeros((8, N_SHAPE), np.int64)
     cycles = np.zeros(16, np.int64)
@@ -50,6 +63,11 @@ def shape_tables(m: int, n: int, k: int, tm: int, tn: int, tk: int, dataflow: in
         shapes[shape, S_ROW_FOLDS] = (sr + rows - 1) // rows
         shapes[shape, S_COL_FOLDS] = (sc + cols - 1) // cols
         shapes[shape, S_PARTIAL] = ms * ns * acc_bytes
+        # SRAM reads of the array, SCALE-Sim's per-fold counting, in elements.
+        shapes[shape, S_A_READ] = ms * ks * read_multiplier(
+            A_READS[dataflow], shapes[shape, S_ROW_FOLDS], shapes[shape, S_COL_FOLDS])
+        shapes[shape, S_B_READ] = ks * ns * read_multiplier(
+            B_READS[dataflow], shapes[shape, S_ROW_FOLDS], shapes[shape, S_COL_FOLDS])
         if a_vector > 0:
             shapes[shape, S_A_VECTOR] = vector_cycles(ms * ks, lanes, a_vector, 1)
         if b_vector > 0:
@@ -181,15 +199,17 @@ def _segment(j0: int, j1: int, at: int, step: int, shape: int, m0: int, n0: int,
     return stationary_key(dataflow, m0 + um * j, n0 + un * j, k0 + uk * j, nn, nk)
 
 
-@njit(cache=True)
-def fill_steps(begin: int, length: int, offset: int, params: np.ndarray, a_runs,
-               b_runs, shapes: np.ndarray, cycles: np.ndarray, load_bytes, compute,
-               vector, acquire, release, store_bytes, reload_of, evacuation,
-               reloaded) -> None:
+@njit(cache=True, ahead=(FILL_STEPS_TYPES,))
+def fill_steps(begin: int, length: int, offset: int, params: np.ndarray, a_values,
+               a_rows, a_cols, b_values, b_rows, b_cols, shapes: np.ndarray,
+               cycles: np.ndarray, load_bytes, compute, vector, acquire, release,
+               store_bytes, reload_of, evacuation, reloaded) -> None:
     """Steps begin .. begin + length - 1 into entries offset .. offset + length - 1 of
     the arrays; `evacuation` and `reloaded` are written only when the nest has them.
     Walked as runs of the innermost loop, each split where its tile shape changes (its
-    last step: the inner dim's edge tile)."""
+    last step: the inner dim's edge tile). a_values, a_rows, a_cols (B's likewise):
+    the arrays of LoopNest.a_runs, one by one (the kernel library exports no tuple)."""
+    a_runs, b_runs = (a_values, a_rows, a_cols), (b_values, b_rows, b_cols)
     nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
     outer, middle, inner = params[P_ORDER0], params[P_ORDER1], params[P_ORDER2]
     c_middle, c_inner = params[P_NM + middle], params[P_NM + inner]
@@ -300,10 +320,10 @@ def repeating_runs(first: int, period: int, limit: int, params: np.ndarray,
     return limit
 
 
-@njit(cache=True)
+@njit(cache=True, ahead=(FLOAT_SUMS_TYPES,))
 def float_sums(params: np.ndarray, shapes: np.ndarray, split: np.ndarray) -> np.ndarray:
-    """The split of array cycles summed step by step in loop order, as gemm_block sums
-    it (for splits whose sum in closed form could round differently)."""
+    """The split of array cycles summed step by step in loop order (for splits whose
+    sum in closed form could round differently from a step-by-step sum)."""
     nm, nn, nk = params[P_NM], params[P_NN], params[P_NK]
     totals = np.zeros(5, np.float64)
     index = np.zeros(3, np.int64)

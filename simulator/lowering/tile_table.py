@@ -68,15 +68,32 @@ class TileTable:
         return self.values, self.rows, self.cols
 
     def transposed(self) -> TileTable:
-        return TileTable(np.ascontiguousarray(self.values.T), self.cols, self.rows)
+        """The table of the transposed grid, made once per table (the search's
+        lowerings share their tables)."""
+        return self._once("_transposed", lambda: TileTable(
+            np.ascontiguousarray(self.values.T), self.cols, self.rows))
+
+    def _once(self, name: str, make: Callable[[], Built]) -> Built:
+        """What `make` returns, made on the first call by this name and kept with the
+        table (immutable: the same value every time). Not functools.cached_property,
+        whose lock costs more than a small table's sum."""
+        held = self.__dict__.get(name)
+        if held is None:
+            held = self.__dict__[name] = make()
+        return held
 
     def to_array(self) -> np.ndarray:
-        """The whole table, rows x columns (for the step kernel of a whole program)."""
+        """The whole table, rows x columns (what the step-by-step reference model,
+        tests/lru_steps.py, takes)."""
         return np.ascontiguousarray(self.values[self.rows[:, None], self.cols[None, :]])
 
     def sum(self) -> int:
         """The sum of every entry (each class's value times its rows and columns),
-        exact whatever its size."""
+        exact whatever its size; worked out once per table (the search's lowerings
+        share their tables, TileTables)."""
+        return self._once("_sum", self._summed)
+
+    def _summed(self) -> int:
         rows = np.bincount(self.rows, minlength=self.values.shape[0])
         cols = np.bincount(self.cols, minlength=self.values.shape[1])
         if self.rows.shape[0] * self.cols.shape[0] * int(np.abs(self.values).max(

@@ -361,7 +361,7 @@ def split_members(members: tuple[EpilogueMember, ...]
 
 def prologue_cycles(members: tuple[EpilogueMember, ...], platform: Platform) -> int:
     """Vector-unit cycles per A element (all passes) of a group's prologue norms: what
-    lowering.steps.gemm_steps charges for each A tile it loads (0: no prologue)."""
+    the loop nest (lowering.nest) charges for each A tile it loads (0: no prologue)."""
     costs = platform.vector_unit.cycles_per_element
     return sum(getattr(costs, m.op.vector().cost_kind) * m.op.vector().passes
                for m in split_members(members)[0])
@@ -391,10 +391,10 @@ def unsupported_orientation(orientation: str | None, platform: Platform) -> str:
 
 def epilogue_table(op, members: tuple[EpilogueMember, ...],
                    platform: Platform) -> np.ndarray:
-    """The epilogue rows lowering.steps.gemm_steps takes, one per fused member (the
-    prologue left out): (numerator, denominator) of its elements over op's output
-    elements, its cycles per element times passes, and the bytes per element of its
-    streamed second operand."""
+    """The epilogue rows the loop nest (lowering.nest.GemmArgs) takes, one per fused
+    member (the prologue left out): (numerator, denominator) of its elements over op's
+    output elements, its cycles per element times passes, and the bytes per element of
+    its streamed second operand."""
     members = split_members(members)[1]
     rows = np.zeros((len(members), 4), dtype=np.int64)
     if not members:   # unfused: most of the search's candidates
@@ -423,8 +423,8 @@ def epilogue_tile_bytes(op, members: tuple[EpilogueMember, ...], platform: Platf
 def epilogue_store_bytes(op, members: tuple[EpilogueMember, ...],
                          platform: Platform) -> int:
     """Bytes per element of the tensor a finished C tile stores: the output dtype's
-    without an epilogue, else the last member's (its elements are counted by gemm_steps
-    from the last row's fraction)."""
+    without an epilogue, else the last member's (its elements are counted by the loop
+    nest from the last row's fraction)."""
     members = split_members(members)[1]
     if not members:
         return operand_bytes(op, platform)[2]

@@ -8,7 +8,7 @@ dims and reused along the third (A: n, B: m, C: k). From that alone:
 - the array's busy cycles (array_busy_cycles), from the dataflow table's fold shape;
 - the innermost loop with more than one tile, and the order's effective sequence.
 The search's estimates (mapping.footprint.offchip_by_order, search.bounds), the closed
-form of lowering (lowering.nest) and the step-by-step model (lowering.steps, a test
+form of lowering (lowering.nest) and the step-by-step model (tests/lru_steps.py, a test
 reference for these) all follow these rules; tests keep them equal.
 
 Operand orientation (DESIGN.md section 19) is one transform of the nest, not a rule of
@@ -176,12 +176,15 @@ _INSIDE = {reuse: {dim: np.array([dim in name[name.index(reuse) + 1:]
            for reuse in DIMS}
 
 
-def lru_fetches(reuse_tiles, inside, slots) -> np.ndarray:
+def lru_fetches(reuse_tiles, inside, slots):
     """Times each tile of an operand moves off-chip under LRU reuse (the min_offchip
     model and the search's bound): once if its reuse dim has one tile (`reuse_tiles`)
     or the tiles of its own dims inside the reuse loop (`inside`) fit its buffer's
     `slots`, else once per tile of the reuse dim."""
-    return np.where((reuse_tiles == 1) | (inside <= slots), 1, reuse_tiles)
+    fits = (reuse_tiles == 1) | (inside <= slots)
+    if isinstance(fits, bool):   # one nest's (lowering's): no array
+        return 1 if fits else reuse_tiles
+    return np.where(fits, 1, reuse_tiles)
 
 
 def c_offchip_bytes(g, out: int, acc: int, k_tiles, spill) -> np.ndarray:

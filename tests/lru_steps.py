@@ -1,6 +1,8 @@
-"""The compiled core of lowering: enumerate the tile steps of one GEMM in loop order,
-decide residency with one LRU cache per operand buffer, and emit the tile program's
-arrays and the operator's static counters. No Python object per step.
+"""The step-by-step reference of a GEMM's loop nest (a test helper; production lowers
+through lowering.nest): enumerate the tile steps of one GEMM in loop order, decide
+residency with one LRU cache per operand buffer, and emit the tile program's arrays and
+the operator's static counters, as lowering did before the closed form. Property tests
+hold the closed form and its step generator (lowering.nest, lowering.nest_steps) to it.
 
 It knows the nest's operands A and B alone, each with its own tables and load-time
 vector work, so a GEMM run transposed (model.loop_nest.ORIENTED_OPERANDS) is the same
@@ -9,59 +11,23 @@ kernel called with its operands' roles exchanged: orientation never reaches a st
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
+from simulator.inputs.platform import Platform
 from simulator.kernels.jit import njit
+from simulator.lowering.nest import (A_MISSES, A_OFFCHIP, A_SRAM_READ_ELEMS,
+                                     A_SRAM_WRITE, A_VECTOR_ELEMS, ARRAY_FILL, B_MISSES,
+                                     B_OFFCHIP, B_SRAM_READ_ELEMS, B_SRAM_WRITE,
+                                     B_VECTOR_ELEMS, C_RELOAD_OFFCHIP, C_SRAM_READ,
+                                     C_SRAM_WRITE, C_STORE_OFFCHIP, EPILOGUE_OFFCHIP,
+                                     N_FLOAT_COUNTERS, N_INT_COUNTERS, PADDING, SKEW,
+                                     STATIONARY_LOAD, USEFUL, GemmArgs)
+from simulator.lowering.evacuation import evacuation_array
 from simulator.lowering.tile_table import TileTable
+from simulator.program.tile_program import TileProgram
 from simulator.model.dataflow import (A_READS, B_READS, fold_shape, read_multiplier,
-                                      stationary_key)
+                                      stationary_input_elements, stationary_key)
 from simulator.model.timing import array_cycles, array_split, vector_cycles
-
-# Indices of the float counters returned by gemm_steps: the split of busy array cycles.
-USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
-# Indices of the integer counters returned by gemm_steps (bytes unless noted).
-(A_OFFCHIP, B_OFFCHIP, C_RELOAD_OFFCHIP, C_STORE_OFFCHIP, A_SRAM_WRITE, B_SRAM_WRITE,
- A_SRAM_READ_ELEMS, B_SRAM_READ_ELEMS, C_SRAM_WRITE, C_SRAM_READ, A_MISSES, B_MISSES,
- EPILOGUE_OFFCHIP, A_VECTOR_ELEMS, B_VECTOR_ELEMS, N_INT_COUNTERS) = range(16)
-
-
-class GemmArgs(NamedTuple):
-    """gemm_steps' arguments, by name: what lowering hands the compiled core, the loop
-    nest's closed form (lowering.nest) and the streamed program. `gemm_steps(*args)`
-    passes them in this order."""
-
-    m: int
-    n: int
-    k: int
-    tm: int
-    tn: int
-    tk: int
-    order: np.ndarray           # the loop order's dim codes, outermost first
-    dataflow: int               # model.dataflow code
-    rows: int
-    cols: int
-    count: int                  # identical arrays
-    fold_model: int             # model.timing fold model code
-    a_load_bytes: TileTable     # off-chip bytes of each A tile
-    a_sram_bytes: TileTable     # SRAM bytes of each A tile
-    b_load_bytes: TileTable     # off-chip bytes of each B tile
-    b_sram_bytes: TileTable     # SRAM bytes of each B tile
-    a_offchip: bool
-    b_offchip: bool
-    c_offchip: bool
-    acc_bytes: int              # accumulator bytes per element
-    out_bytes: int              # stored bytes per C element
-    a_slots: int
-    b_slots: int
-    spill: bool                 # partial sums go off chip between k steps
-    epilogue: np.ndarray        # fused epilogue's per-tile costs (epilogue_table)
-    lanes: int
-    speed: float                # streaming speed: MACs per PE per cycle x sparsity
-    a_vector: int               # vector cycles per element of an A tile as it loads
-    b_vector: int               # the same for B (a transposed load, say)
-
 
 def _lru_new(n_keys: int) -> np.ndarray:
     """An LRU over keys 0..n_keys-1 as a doubly linked list; row 0 prev, row 1 next,
@@ -104,8 +70,7 @@ def _lru_touch(links: np.ndarray, key: int, capacity: int, size: np.ndarray) -> 
 def gemm_state(m: int, n: int, k: int, tm: int, tn: int, tk: int):
     """What gemm_block carries from one block of steps to the next: the two operand
     LRUs with their sizes, each C tile's last visit, the previous stationary tile and
-    the float and integer counters so far. (Plain Python, as gemm_steps: only
-    gemm_block is compiled.)"""
+    the float and integer counters so far."""
     nm, nn, nk = (m + tm - 1) // tm, (n + tn - 1) // tn, (k + tk - 1) // tk
     return (_lru_new(nm * nk), _lru_new(nk * nn), np.zeros(2, dtype=np.int64),
             np.full(nm * nn, -1, dtype=np.int64), np.full(1, -1, dtype=np.int64),
@@ -144,16 +109,7 @@ def gemm_steps(m: int, n: int, k: int, tm: int, tn: int, tk: int, order: np.ndar
             floats, ints)
 
 
-# The argument types gemm_steps and the streamed lowering call gemm_block with, compiled
-# ahead on a machine's first run (simulator.kernels.ahead).
-_I, _B, _F, _V, _M = "int64", "boolean", "float64", "int64[::1]", "int64[:, ::1]"
-GEMM_BLOCK_TYPES = "(" + ", ".join(
-    [_I] * 8 + [_V] + [_I] * 5 + [_M] * 4 + [_B] * 3 + [_I] * 4 + [_B, _M, _I, _F, _I, _I]
-    + [_M, _M, _V, _V, _V, "float64[::1]"] + [_V] * 4 + ["boolean[::1]"] * 2
-    + [_V] * 2) + ")"
-
-
-@njit(cache=True, ahead=(GEMM_BLOCK_TYPES,))
+@njit(cache=True)
 def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int,
                tk: int, order: np.ndarray, dataflow: int, rows: int, cols: int,
                count: int, fold_model: int, a_load_bytes: np.ndarray,
@@ -304,3 +260,57 @@ def gemm_block(begin: int, length: int, m: int, n: int, k: int, tm: int, tn: int
                 store_bytes[local] = partial
             ints[C_STORE_OFFCHIP] += store_bytes[local]
     prev[0] = prev_stationary
+
+
+def step_tile_sizes(m: int, n: int, k: int, tm: int, tn: int, tk: int,
+                    order: tuple[int, ...], begin: int = 0,
+                    length: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ms, ns, ks) of every step in loop order (or of steps begin .. begin + length - 1):
+    `order` names the dims outermost first (0 = m, 1 = n, 2 = k), the innermost running
+    fastest, as gemm_block."""
+    counts = [-(-m // tm), -(-n // tn), -(-k // tk)]
+    end = counts[0] * counts[1] * counts[2] if length is None else begin + length
+    rest = np.arange(begin, end, dtype=np.int64)
+    index = [None, None, None]
+    for dim in reversed(order):
+        index[dim] = rest % counts[dim]
+        rest = rest // counts[dim]
+    return (np.minimum(tm, m - index[0] * tm), np.minimum(tn, n - index[1] * tn),
+            np.minimum(tk, k - index[2] * tk))
+
+
+def evacuation_steps(platform: Platform, m: int, n: int, k: int, tm: int, tn: int,
+                     tk: int, order: tuple[int, ...], dataflow: int,
+                     release: np.ndarray, begin: int = 0) -> np.ndarray | None:
+    """Vector-unit cycles per step of the reference's program copying the output tile
+    out of the accumulators, on every releasing step (a finished C tile or spilled
+    partial sums: both leave the accumulators); None on a direct output path. With transpose_stationary, the step's
+    stationary input tile (ws: its k x n weight tile, is: its m x k input tile; os keeps
+    the output stationary, nothing to transpose) passes through the vector unit too.
+    `release` may be one block of the program, starting at step `begin`."""
+    array = platform.systolic_array
+    if array.output_path == "direct":
+        return None
+    evac = array.evacuation
+    ms, ns, ks = step_tile_sizes(m, n, k, tm, tn, tk, order, begin, release.shape[0])
+    transposed = np.zeros_like(ms)
+    if evac.transpose_stationary:
+        transposed = transposed + stationary_input_elements(ms, ns, ks, dataflow)
+    cycles = evacuation_array(ms * ns, transposed, evac.elements_per_cycle,
+                              evac.tile_cycles)
+    return np.where(release, cycles, 0).astype(np.int64)
+
+
+def reference_program(args: GemmArgs, platform: Platform, *, depth: int, slots: int,
+                      overhead_cycles: int) -> tuple[TileProgram, np.ndarray, np.ndarray]:
+    """The whole program of one GEMM instance by the LRU model, with its float and
+    integer counters: what lowering built before the loop nest's generator."""
+    (load_b, compute, vector, acquire, release, store_b, reload_of, floats,
+     ints) = gemm_steps(*args)
+    evacuation = evacuation_steps(platform, args.m, args.n, args.k, args.tm, args.tn,
+                                  args.tk, tuple(int(d) for d in args.order),
+                                  args.dataflow, release)
+    program = TileProgram(load_b, compute, vector, acquire, release, store_b, reload_of,
+                          depth=depth, slots=slots, overhead_cycles=overhead_cycles,
+                          evacuation_cycles=evacuation)
+    return program, floats, ints
