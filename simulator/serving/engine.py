@@ -55,6 +55,21 @@ def at(env: simpy.Environment, when: float) -> simpy.Event:
     return event
 
 
+def carry_on(env: simpy.Environment, when: float) -> bool:
+    """Whether a process can go on at `when` without waiting for an event: nothing is
+    queued at or before `when`, so the event it would wait for (at `when`, on it
+    alone) would be the next one processed. The clock is then set to `when`, as
+    processing that event would set it, and the process carries on; events it queues
+    later take the next ids, so every other event keeps its order. Only for a process
+    resumed by an event no other process waits on (SimPy would otherwise still run
+    their callbacks at the current time); SimPy has no public call for it."""
+    queue = env._queue
+    if queue and queue[0][0] <= when:
+        return False
+    env._now = when
+    return True
+
+
 class Replica:
     """One serving replica: its scheduler and the event that signals an arrival."""
 
@@ -95,13 +110,19 @@ class Replica:
                 continue
             end = plan.end(-1)
             done = len(plan.ends_s)
+            # a Timeout's delay, as SimPy adds it to the clock (the wake-up can differ
+            # from `end` in the last bit)
+            delay = max(0.0, end - env.now)
             if plan.interruptible:
-                yield first_of(env, self.arrived, env.timeout(max(0.0, end - env.now)))
+                if not carry_on(env, env.now + delay):  # no arrival comes first
+                    yield first_of(env, self.arrived, env.timeout(delay))
                 if env.now < end:  # finish the iteration under way, then let it join
                     done = bisect_left(plan.ends_s, env.now) + 1
-                    yield env.timeout(max(0.0, plan.end(done - 1) - env.now))
-            else:
-                yield env.timeout(max(0.0, end - env.now))
+                    delay = max(0.0, plan.end(done - 1) - env.now)
+                    if not carry_on(env, env.now + delay):
+                        yield env.timeout(delay)
+            elif not carry_on(env, env.now + delay):
+                yield env.timeout(delay)
             self.scheduler.commit(plan, done)
             self.report()
 
@@ -195,7 +216,9 @@ class PipelinedReplica:
             for end in plan.end_times():
                 share = (end - last) / stages
                 last = end
-                yield at(env, self._pass(share))
+                leave = self._pass(share)
+                if not carry_on(env, leave):
+                    yield at(env, leave)
                 spent += share
                 ends.append(env.now)
                 busy.append(spent)
@@ -219,7 +242,9 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
     prefixes = None if arrivals.prefix_tokens is None else arrivals.prefix_tokens.tolist()
     for index, at in enumerate(times):
         if at > env.now:  # requests of the same instant all arrive before anyone plans
-            yield env.timeout(at - env.now)
+            delay = at - env.now
+            if not carry_on(env, env.now + delay):
+                yield env.timeout(delay)
         request = Request(index, at, prompts[index], outputs[index])
         if prefixes is not None:
             request.prefix_tokens = prefixes[index]
