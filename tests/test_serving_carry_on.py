@@ -1,8 +1,10 @@
 """A serving process that would wait for an event no other one waits on carries on at
-once when nothing is queued before it (simulator.serving.engine.carry_on): the clock
-reads what processing that event would set, every other event keeps its order, and a
-run is the run SimPy steps through event by event (every request's times and every
-replica's totals equal, bit for bit)."""
+once when nothing is queued before it (simulator.serving.engine.carry_on), and a
+pipelined replica's lanes process the ends of each other's iterations that head the
+queue without a SimPy step (PipelinedReplica._drain): the clock reads what processing
+each event would set, every other event keeps its order, and a run is the run SimPy
+steps through event by event (every request's times and every replica's totals equal,
+bit for bit)."""
 
 from __future__ import annotations
 
@@ -60,10 +62,21 @@ def test_a_run_that_carries_on_is_the_run_simpy_steps_through(name, monkeypatch)
         answers.append(carry_on(env, when))
         return answers[-1]
 
+    requeued = []
+    enter_next = engine.PipelinedReplica._enter_next
+
+    def counted_entry(self, run, event=None):
+        requeued.append(event is not None)
+        return enter_next(self, run, event)
+
     monkeypatch.setattr(engine, "carry_on", counted)
+    monkeypatch.setattr(engine.PipelinedReplica, "_enter_next", counted_entry)
     fast = digest(spec, kv_blocks=kv_blocks)
     assert True in answers and False in answers  # both paths taken
+    if "pipelined" in name:  # iterations' ends taken from the queue and a lane waiting
+        assert True in requeued and False in requeued
     monkeypatch.setattr(engine, "carry_on", lambda env, when: False)
+    monkeypatch.setattr(engine.PipelinedReplica, "_drain", lambda self, own: False)
     stepped = digest(spec, kv_blocks=kv_blocks)
     assert fast == stepped
     if name == "preemptions":

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
-from heapq import heappush
+from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 import simpy
 from simpy.events import NORMAL
@@ -140,7 +141,9 @@ class PipelinedReplica:
     order in which they entered the first stage (a tandem of FIFO queues): an
     iteration's start on stage s is the later of its end on stage s - 1 and the end of
     the iteration ahead of it there. All its stage times are known when it enters, and
-    the loop waits once per iteration, for its end on the last stage."""
+    its lane waits for its end on the last stage; where the queue's next event is the
+    end of another lane's iteration, the waiting lane processes it (_drain), so the
+    lanes take turns without a SimPy step per iteration."""
 
     def __init__(self, env: simpy.Environment, schedulers: list, stages: int,
                  report: Callable[[], None], store: MetricsStore):
@@ -155,6 +158,8 @@ class PipelinedReplica:
         self.freed = env.event()  # a micro-batch committed: KV blocks may be free
         self.in_flight = 0
         self.active_since = 0.0
+        self.stages = stages
+        self.runs: list[StageRun | None] = [None] * len(schedulers)  # each lane's
 
     @property
     def scheduler(self):
@@ -182,15 +187,6 @@ class PipelinedReplica:
         for index in range(len(self.lanes)):
             self.env.process(self.serving(index))
 
-    def _pass(self, share: float) -> float:
-        """Enter the first stage now for an iteration holding each stage `share`
-        seconds: its end on the last stage."""
-        free, leave = self.stage_free, self.env.now
-        for stage, ahead_leaves in enumerate(free):
-            leave = (leave if leave >= ahead_leaves else ahead_leaves) + share
-            free[stage] = leave
-        return leave
-
     def _enter(self) -> None:
         if self.in_flight == 0:
             self.active_since = self.env.now
@@ -201,8 +197,54 @@ class PipelinedReplica:
         if self.in_flight == 0:
             self.store.on_pipeline_active(replica, self.env.now - self.active_since)
 
+    def _enter_next(self, run: StageRun, event: simpy.Event | None = None) -> None:
+        """The run's next iteration enters the first stage now, each stage held its
+        share of the iteration's time behind the iteration ahead of it there; the
+        event for its end on the last stage is queued: a new one (`run.event`), or
+        `event` again (one taken from the queue unprocessed, which its lane still
+        waits for), as `at` queues one."""
+        env = self.env
+        end = run.planned[run.index]
+        share = run.share = (end - run.last) / self.stages
+        run.last = end
+        free, leave = self.stage_free, env._now
+        for stage, ahead_leaves in enumerate(free):
+            leave = (leave if leave >= ahead_leaves else ahead_leaves) + share
+            free[stage] = leave
+        if event is None:
+            run.event = at(env, leave)
+        else:
+            heappush(env._queue, (leave, NORMAL, next(env._eid), event))
+
+    def _drain(self, own: StageRun) -> bool:
+        """Process the queue's head while it is the end of an iteration of this
+        replica's that another iteration of its run follows, each as its lane would
+        (taken from the queue and queued again for the next iteration's end: the
+        lane waits on without a step of SimPy's), in the queue's order. True where
+        the head is then `own`'s: taken, its lane carries on at its end (carry_on);
+        False where it is any other event: the lane waits for its own."""
+        env, queue, runs = self.env, self.env._queue, self.runs
+        while queue:
+            when, _, _, event = queue[0]
+            if event is own.event:
+                heappop(queue)
+                env._now = when
+                return True
+            for other in runs:
+                if other is not None and other.event is event:
+                    break
+            else:
+                return False
+            if not other.goes_on():
+                return False
+            heappop(queue)
+            env._now = when
+            other.left(when)
+            self._enter_next(other, event)
+        return False
+
     def serving(self, lane: int):
-        env, scheduler, stages = self.env, self.lanes[lane], len(self.stage_free)
+        env, scheduler = self.env, self.lanes[lane]
         while True:
             if self.arrived[lane].triggered:
                 self.arrived[lane] = env.event()
@@ -212,25 +254,58 @@ class PipelinedReplica:
                 yield news if plan is None else news | env.timeout(max(0.0, plan - env.now))
                 continue
             self._enter()
-            ends, busy, spent, last = [], [], 0.0, plan.start_s
-            for end in plan.end_times():
-                share = (end - last) / stages
-                last = end
-                leave = self._pass(share)
-                if not carry_on(env, leave):
-                    yield at(env, leave)
-                spent += share
-                ends.append(env.now)
-                busy.append(spent)
-                if plan.interruptible and self.arrived[lane].triggered:
-                    break  # an arrival may join at this iteration boundary
+            run = self.runs[lane] = StageRun(plan.end_times(), plan.interruptible,
+                                             self.arrived[lane], plan.start_s)
+            self._enter_next(run)
+            while True:
+                taken = self._drain(run)  # its event, unprocessed: queued again next
+                if not taken:
+                    yield run.event
+                going_on = run.goes_on()
+                run.left(env.now)
+                if not going_on:  # the run's last, or an arrival may join here
+                    break
+                self._enter_next(run, run.event if taken else None)
+            self.runs[lane] = None
             self._leave(scheduler.index)
-            self.store.on_stage_busy(scheduler.index, spent * stages)
-            plan.ends_s, plan.busy_s = ends, busy  # as the stages ran it
-            scheduler.commit(plan, len(ends))
+            self.store.on_stage_busy(scheduler.index, run.spent * self.stages)
+            plan.ends_s, plan.busy_s = run.ends, run.busy  # as the stages ran it
+            scheduler.commit(plan, len(run.ends))
             freed, self.freed = self.freed, env.event()
             freed.succeed()
             self.report()
+
+
+@dataclass(slots=True)
+class StageRun:
+    """A micro-batch's plan under way on a pipelined replica's stages: the plan's end
+    times (each iteration's share of the stages comes from them), the iterations
+    entered, and the event its lane waits for (the end of the last one entered on
+    the last stage)."""
+
+    planned: list[float]
+    interruptible: bool
+    arrived: simpy.Event        # its lane's news of an arrival
+    last: float                 # the plan's end of the last iteration entered
+    index: int = 0              # iterations entered, less one
+    share: float = 0.0          # each stage's time for the last one entered
+    spent: float = 0.0
+    ends: list[float] = field(default_factory=list)  # on the last stage, as run
+    busy: list[float] = field(default_factory=list)
+    event: simpy.Event | None = None
+
+    def goes_on(self) -> bool:
+        """Whether another iteration follows the last one entered, once it ends: the
+        plan has one, and no arrival (when it may join) stops the run there."""
+        return self.index + 1 < len(self.planned) and \
+            not (self.interruptible and self.arrived.triggered)
+
+    def left(self, now: float) -> None:
+        """The last iteration entered ends on the last stage `now`."""
+        self.spent += self.share
+        self.ends.append(now)
+        self.busy.append(self.spent)
+        self.index += 1
 
 
 def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[Replica],
