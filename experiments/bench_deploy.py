@@ -72,12 +72,14 @@ def timed(line: list[str], cache: Path) -> tuple[float, float, str]:
     environment = dict(os.environ, XDG_CACHE_HOME=str(cache))
     start, cpu = time.perf_counter(), children_cpu_s()
     done = subprocess.run(line, capture_output=True, text=True, env=environment)
+    wall, used = time.perf_counter() - start, children_cpu_s() - cpu
+    print("  load after:", load(), flush=True)  # a long run's load moves
     summary = [text for text in done.stdout.splitlines()
                if text.startswith(("searched ", "store "))]
     if done.returncode:  # e.g. every point pruned: what accsim said
         summary.append(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else
                        f"exit status {done.returncode}")
-    return time.perf_counter() - start, children_cpu_s() - cpu, "; ".join(summary)
+    return wall, used, "; ".join(summary)
 
 
 def warm(root: Path, model: str) -> None:

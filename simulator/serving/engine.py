@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable
-from heapq import heappush
+from dataclasses import dataclass, field
+from heapq import heappop, heappush
 
 import simpy
 from simpy.events import NORMAL
@@ -55,6 +56,21 @@ def at(env: simpy.Environment, when: float) -> simpy.Event:
     return event
 
 
+def carry_on(env: simpy.Environment, when: float) -> bool:
+    """Whether a process can go on at `when` without waiting for an event: nothing is
+    queued at or before `when`, so the event it would wait for (at `when`, on it
+    alone) would be the next one processed. The clock is then set to `when`, as
+    processing that event would set it, and the process carries on; events it queues
+    later take the next ids, so every other event keeps its order. Only for a process
+    resumed by an event no other process waits on (SimPy would otherwise still run
+    their callbacks at the current time); SimPy has no public call for it."""
+    queue = env._queue
+    if queue and queue[0][0] <= when:
+        return False
+    env._now = when
+    return True
+
+
 class Replica:
     """One serving replica: its scheduler and the event that signals an arrival."""
 
@@ -95,13 +111,19 @@ class Replica:
                 continue
             end = plan.end(-1)
             done = len(plan.ends_s)
+            # a Timeout's delay, as SimPy adds it to the clock (the wake-up can differ
+            # from `end` in the last bit)
+            delay = max(0.0, end - env.now)
             if plan.interruptible:
-                yield first_of(env, self.arrived, env.timeout(max(0.0, end - env.now)))
+                if not carry_on(env, env.now + delay):  # no arrival comes first
+                    yield first_of(env, self.arrived, env.timeout(delay))
                 if env.now < end:  # finish the iteration under way, then let it join
                     done = bisect_left(plan.ends_s, env.now) + 1
-                    yield env.timeout(max(0.0, plan.end(done - 1) - env.now))
-            else:
-                yield env.timeout(max(0.0, end - env.now))
+                    delay = max(0.0, plan.end(done - 1) - env.now)
+                    if not carry_on(env, env.now + delay):
+                        yield env.timeout(delay)
+            elif not carry_on(env, env.now + delay):
+                yield env.timeout(delay)
             self.scheduler.commit(plan, done)
             self.report()
 
@@ -119,7 +141,9 @@ class PipelinedReplica:
     order in which they entered the first stage (a tandem of FIFO queues): an
     iteration's start on stage s is the later of its end on stage s - 1 and the end of
     the iteration ahead of it there. All its stage times are known when it enters, and
-    the loop waits once per iteration, for its end on the last stage."""
+    its lane waits for its end on the last stage; where the queue's next event is the
+    end of another lane's iteration, the waiting lane processes it (_drain), so the
+    lanes take turns without a SimPy step per iteration."""
 
     def __init__(self, env: simpy.Environment, schedulers: list, stages: int,
                  report: Callable[[], None], store: MetricsStore):
@@ -134,6 +158,8 @@ class PipelinedReplica:
         self.freed = env.event()  # a micro-batch committed: KV blocks may be free
         self.in_flight = 0
         self.active_since = 0.0
+        self.stages = stages
+        self.runs: list[StageRun | None] = [None] * len(schedulers)  # each lane's
 
     @property
     def scheduler(self):
@@ -161,15 +187,6 @@ class PipelinedReplica:
         for index in range(len(self.lanes)):
             self.env.process(self.serving(index))
 
-    def _pass(self, share: float) -> float:
-        """Enter the first stage now for an iteration holding each stage `share`
-        seconds: its end on the last stage."""
-        free, leave = self.stage_free, self.env.now
-        for stage, ahead_leaves in enumerate(free):
-            leave = (leave if leave >= ahead_leaves else ahead_leaves) + share
-            free[stage] = leave
-        return leave
-
     def _enter(self) -> None:
         if self.in_flight == 0:
             self.active_since = self.env.now
@@ -180,8 +197,54 @@ class PipelinedReplica:
         if self.in_flight == 0:
             self.store.on_pipeline_active(replica, self.env.now - self.active_since)
 
+    def _enter_next(self, run: StageRun, event: simpy.Event | None = None) -> None:
+        """The run's next iteration enters the first stage now, each stage held its
+        share of the iteration's time behind the iteration ahead of it there; the
+        event for its end on the last stage is queued: a new one (`run.event`), or
+        `event` again (one taken from the queue unprocessed, which its lane still
+        waits for), as `at` queues one."""
+        env = self.env
+        end = run.planned[run.index]
+        share = run.share = (end - run.last) / self.stages
+        run.last = end
+        free, leave = self.stage_free, env._now
+        for stage, ahead_leaves in enumerate(free):
+            leave = (leave if leave >= ahead_leaves else ahead_leaves) + share
+            free[stage] = leave
+        if event is None:
+            run.event = at(env, leave)
+        else:
+            heappush(env._queue, (leave, NORMAL, next(env._eid), event))
+
+    def _drain(self, own: StageRun) -> bool:
+        """Process the queue's head while it is the end of an iteration of this
+        replica's that another iteration of its run follows, each as its lane would
+        (taken from the queue and queued again for the next iteration's end: the
+        lane waits on without a step of SimPy's), in the queue's order. True where
+        the head is then `own`'s: taken, its lane carries on at its end (carry_on);
+        False where it is any other event: the lane waits for its own."""
+        env, queue, runs = self.env, self.env._queue, self.runs
+        while queue:
+            when, _, _, event = queue[0]
+            if event is own.event:
+                heappop(queue)
+                env._now = when
+                return True
+            for other in runs:
+                if other is not None and other.event is event:
+                    break
+            else:
+                return False
+            if not other.goes_on():
+                return False
+            heappop(queue)
+            env._now = when
+            other.left(when)
+            self._enter_next(other, event)
+        return False
+
     def serving(self, lane: int):
-        env, scheduler, stages = self.env, self.lanes[lane], len(self.stage_free)
+        env, scheduler = self.env, self.lanes[lane]
         while True:
             if self.arrived[lane].triggered:
                 self.arrived[lane] = env.event()
@@ -191,23 +254,58 @@ class PipelinedReplica:
                 yield news if plan is None else news | env.timeout(max(0.0, plan - env.now))
                 continue
             self._enter()
-            ends, busy, spent, last = [], [], 0.0, plan.start_s
-            for end in plan.end_times():
-                share = (end - last) / stages
-                last = end
-                yield at(env, self._pass(share))
-                spent += share
-                ends.append(env.now)
-                busy.append(spent)
-                if plan.interruptible and self.arrived[lane].triggered:
-                    break  # an arrival may join at this iteration boundary
+            run = self.runs[lane] = StageRun(plan.end_times(), plan.interruptible,
+                                             self.arrived[lane], plan.start_s)
+            self._enter_next(run)
+            while True:
+                taken = self._drain(run)  # its event, unprocessed: queued again next
+                if not taken:
+                    yield run.event
+                going_on = run.goes_on()
+                run.left(env.now)
+                if not going_on:  # the run's last, or an arrival may join here
+                    break
+                self._enter_next(run, run.event if taken else None)
+            self.runs[lane] = None
             self._leave(scheduler.index)
-            self.store.on_stage_busy(scheduler.index, spent * stages)
-            plan.ends_s, plan.busy_s = ends, busy  # as the stages ran it
-            scheduler.commit(plan, len(ends))
+            self.store.on_stage_busy(scheduler.index, run.spent * self.stages)
+            plan.ends_s, plan.busy_s = run.ends, run.busy  # as the stages ran it
+            scheduler.commit(plan, len(run.ends))
             freed, self.freed = self.freed, env.event()
             freed.succeed()
             self.report()
+
+
+@dataclass(slots=True)
+class StageRun:
+    """A micro-batch's plan under way on a pipelined replica's stages: the plan's end
+    times (each iteration's share of the stages comes from them), the iterations
+    entered, and the event its lane waits for (the end of the last one entered on
+    the last stage)."""
+
+    planned: list[float]
+    interruptible: bool
+    arrived: simpy.Event        # its lane's news of an arrival
+    last: float                 # the plan's end of the last iteration entered
+    index: int = 0              # iterations entered, less one
+    share: float = 0.0          # each stage's time for the last one entered
+    spent: float = 0.0
+    ends: list[float] = field(default_factory=list)  # on the last stage, as run
+    busy: list[float] = field(default_factory=list)
+    event: simpy.Event | None = None
+
+    def goes_on(self) -> bool:
+        """Whether another iteration follows the last one entered, once it ends: the
+        plan has one, and no arrival (when it may join) stops the run there."""
+        return self.index + 1 < len(self.planned) and \
+            not (self.interruptible and self.arrived.triggered)
+
+    def left(self, now: float) -> None:
+        """The last iteration entered ends on the last stage `now`."""
+        self.spent += self.share
+        self.ends.append(now)
+        self.busy.append(self.spent)
+        self.index += 1
 
 
 def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[Replica],
@@ -219,7 +317,9 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
     prefixes = None if arrivals.prefix_tokens is None else arrivals.prefix_tokens.tolist()
     for index, at in enumerate(times):
         if at > env.now:  # requests of the same instant all arrive before anyone plans
-            yield env.timeout(at - env.now)
+            delay = at - env.now
+            if not carry_on(env, env.now + delay):
+                yield env.timeout(delay)
         request = Request(index, at, prompts[index], outputs[index])
         if prefixes is not None:
             request.prefix_tokens = prefixes[index]
