@@ -29,7 +29,7 @@ dictionary, DataFrame, JSON and CSV; tables print them as percent with a `%` hea
 >>> result.operators_count  # 72 operators, 16 residual adds fused into their convs
 56
 >>> round(result.summary()["mfu"], 3)
-0.086
+0.085
 >>> both = accsim.compare(["tpu_v1", "edge_32x32"], "resnet50_b1")
 >>> print(*(row["platform"] for row in both.rows()))
 tpu_v1 edge_32x32
