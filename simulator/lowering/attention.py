@@ -38,7 +38,9 @@ Where the products run (DESIGN.md section 19), a plan's `orientation` and `unit`
   lane per cycle at the platform's `mul` cost, the softmax on the same unit; no array.
 One program runs `groups` K/V head groups back to back (footprint.program_groups), as a
 kernel walks a batch's sequences and heads in one launch: its dispatch, first load and
-last store are paid once per program, not once per group. `orientation: normal`,
+last store are paid once per program, not once per group; one step may cover several
+groups (lowering.step_pairs: their K/V in one transfer where one group's cannot cover
+the memory's latency). `orientation: normal`,
 `unit: array`, `groups: 1` is the model before these choices, figure for figure.
 
 With `output_path: vector` (DESIGN.md section 15) every product that leaves the array's

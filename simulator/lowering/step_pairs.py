@@ -26,15 +26,16 @@ import math
 from simulator.program.tile_program import MemoryParams
 
 
-def program_estimate(pairs: int, compute: float, load_bytes: float, groups: int,
+def program_estimate(pairs: int, compute: float, load_bytes: float, steps: int,
                      depth: int, memory: MemoryParams) -> float:
-    """Cycles of a program of `groups` pairs run `pairs` per step (each pair's step:
-    `compute` cycles, `load_bytes` bytes) at `depth`, by the steady-state period."""
+    """Cycles of a program of `steps` steps of `pairs` pairs each (each pair's share of
+    a step: `compute` cycles, `load_bytes` bytes) at `depth`, by the steady-state
+    period."""
     step_compute = pairs * compute
     service = math.ceil(pairs * load_bytes / memory.bytes_per_cycle) if load_bytes > 0 else 0
     period = max(step_compute, service,
                  (step_compute + 1 + service + memory.access_cycles) / depth)
-    return service + memory.access_cycles + (groups // pairs - 1) * period + step_compute
+    return service + memory.access_cycles + (steps - 1) * period + step_compute
 
 
 def pairs_per_step(group_compute: int, group_load: int, group_steps: int, groups: int,
@@ -45,5 +46,6 @@ def pairs_per_step(group_compute: int, group_load: int, group_steps: int, groups
     compute, load = group_compute / group_steps, group_load / group_steps
     fitting = [p for p in range(1, groups + 1)
                if groups % p == 0 and slots // p >= depth]
-    return min(fitting, key=lambda p: (program_estimate(p, compute, load, groups, depth,
-                                                        memory), p))
+    return min(fitting, key=lambda p: (program_estimate(
+        p, compute, load, groups // p * group_steps, depth, memory), p))
+
