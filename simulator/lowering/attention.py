@@ -400,7 +400,8 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
         kv_read = sum(kv_bytes(op, platform, 2 * keys * d) for tile in tiles
                       for keys in tile.key_tiles)
     groups = program_groups(op, len(steps.load), tiling.groups)
-    pairs = pairs_per_step(sum(steps.compute), sum(steps.load), len(steps.load), groups,
+    pairs = pairs_per_step(sum(steps.compute), sum(steps.load) + sum(steps.store),
+                           len(steps.load), groups,
                            tiling.depth, min(slots.values()), memory_params(platform))
     program = steps.program(tiling.depth, slots["output"] // pairs,
                             platform.runtime.op_overhead_cycles,

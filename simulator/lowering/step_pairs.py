@@ -38,12 +38,13 @@ def program_estimate(pairs: int, compute: float, load_bytes: float, steps: int,
     return service + memory.access_cycles + (steps - 1) * period + step_compute
 
 
-def pairs_per_step(group_compute: int, group_load: int, group_steps: int, groups: int,
+def pairs_per_step(group_compute: int, group_moved: int, group_steps: int, groups: int,
                    depth: int, slots: int, memory: MemoryParams) -> int:
-    """Pairs one step covers: `group_compute` and `group_load` are one pair's compute
-    cycles and load bytes over its `group_steps` steps, `groups` the pairs of one
-    program, `slots` the fewest tiles any buffer holds."""
-    compute, load = group_compute / group_steps, group_load / group_steps
+    """Pairs one step covers: `group_compute` and `group_moved` are one pair's compute
+    cycles and bytes loaded and stored (one memory serves both) over its `group_steps`
+    steps, `groups` the pairs of one program, `slots` the fewest tiles any buffer
+    holds."""
+    compute, load = group_compute / group_steps, group_moved / group_steps
     fitting = [p for p in range(1, groups + 1)
                if groups % p == 0 and slots // p >= depth]
     return min(fitting, key=lambda p: (program_estimate(
