@@ -38,7 +38,9 @@ Where the products run (DESIGN.md section 19), a plan's `orientation` and `unit`
   lane per cycle at the platform's `mul` cost, the softmax on the same unit; no array.
 One program runs `groups` K/V head groups back to back (footprint.program_groups), as a
 kernel walks a batch's sequences and heads in one launch: its dispatch, first load and
-last store are paid once per program, not once per group. `orientation: normal`,
+last store are paid once per program, not once per group; one step may cover several
+groups (lowering.step_pairs: their K/V in one transfer where one group's cannot cover
+the memory's latency). `orientation: normal`,
 `unit: array`, `groups: 1` is the model before these choices, figure for figure.
 
 With `output_path: vector` (DESIGN.md section 15) every product that leaves the array's
@@ -63,7 +65,8 @@ from simulator.mapping.footprint import (array_speed, attention_element_bytes,
                                          kv_bytes, kv_pair_bytes, program_groups,
                                          unsupported_orientation)
 from simulator.mapping.plan import ATTENTION_FUSIONS, ATTENTION_UNITS, Tiling
-from simulator.program.tile_program import TileProgram, validate_program
+from simulator.lowering.step_pairs import pairs_per_step
+from simulator.program.tile_program import TileProgram, memory_params, validate_program
 from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
 from simulator.model.loop_nest import ORIENTATIONS
 from simulator.model.timing import (array_cycles, array_split, ceil_div, fold_count,
@@ -187,18 +190,20 @@ class _Steps:
         return int(vector_cycles(rows * d, unit.lanes, unit.cycles_per_element.add, 1))
 
     def program(self, depth: int, slots: int, overhead: int, evacuates: bool,
-                groups: int) -> TileProgram:
-        """The program of `groups` K/V head groups one after another (each this
-        group's steps; a reload refers to its own group's store); its evacuation array
-        only where the output path is vector."""
-        n = len(self.load)
-        as_int = {name: np.tile(np.array(getattr(self, name), dtype=np.int64), groups)
+                groups: int, pairs: int = 1) -> TileProgram:
+        """The program of `groups` K/V head groups one after another, `pairs` of them
+        in each step (lowering.step_pairs: each step `pairs` times this group's step;
+        a reload refers to its own group's store); its evacuation array only where the
+        output path is vector."""
+        n, runs = len(self.load), groups // pairs
+        as_int = {name: np.tile(np.array(getattr(self, name), dtype=np.int64)
+                                * (1 if name == "reload_of" else pairs), runs)
                   for name in ("load", "compute", "vector", "store", "reload_of",
                                "evacuation")}
         reload_of = as_int["reload_of"]
-        shift = np.repeat(np.arange(groups, dtype=np.int64) * n, n)
+        shift = np.repeat(np.arange(runs, dtype=np.int64) * n, n)
         as_int["reload_of"] = np.where(reload_of >= 0, reload_of + shift, -1)
-        flags = {name: np.tile(np.array(getattr(self, name), dtype=bool), groups)
+        flags = {name: np.tile(np.array(getattr(self, name), dtype=bool), runs)
                  for name in ("acquire", "release")}
         return TileProgram(as_int["load"], as_int["compute"], as_int["vector"],
                            flags["acquire"], flags["release"], as_int["store"],
@@ -216,6 +221,7 @@ class AttentionLowering:
     orientation: str | None    # None on the vector unit
     unit: str
     groups: int
+    pairs: int                 # groups per step (lowering.step_pairs)
     program: TileProgram
     macs: int
     vector_elements: int
@@ -394,9 +400,13 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
         kv_read = sum(kv_bytes(op, platform, 2 * keys * d) for tile in tiles
                       for keys in tile.key_tiles)
     groups = program_groups(op, len(steps.load), tiling.groups)
-    program = steps.program(tiling.depth, slots["output"],
+    pairs = pairs_per_step(sum(steps.compute), sum(steps.load) + sum(steps.store),
+                           len(steps.load), groups,
+                           tiling.depth, min(slots.values()), memory_params(platform))
+    program = steps.program(tiling.depth, slots["output"] // pairs,
                             platform.runtime.op_overhead_cycles,
-                            platform.systolic_array.output_path != "direct", groups)
+                            platform.systolic_array.output_path != "direct", groups,
+                            pairs)
     validate_program(program, source=f"lowering of {op.name}")
     macs = op.macs // attention_instances(op)
     # Useful cycles count the visible pairs only; the masked part of the diagonal
@@ -411,7 +421,8 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     o_written = o_bytes if qo_offchip else 0
     g = groups
     return AttentionLowering(
-        fusion=fusion, orientation=orientation, unit=unit, groups=g, program=program,
+        fusion=fusion, orientation=orientation, unit=unit, groups=g, pairs=pairs,
+        program=program,
         macs=macs * g, vector_elements=(elements + steps.vector_macs) * g,
         vector_compute_cycles=steps.vector_compute * g, useful_array_cycles=useful * g,
         padding_array_cycles=padding * g, fill_array_cycles=fill * g,
