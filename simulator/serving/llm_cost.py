@@ -82,6 +82,13 @@ def _between(low: Pair, high: Pair, fraction: float) -> Pair:
             low[1] + (high[1] - low[1]) * fraction)
 
 
+def _split(single: Pair, pair: Pair) -> tuple[Pair, Pair]:
+    """(variable, fixed) of a decode's attention from single(c) and pair(c) (module
+    docstring)."""
+    return ((pair[0] - single[0], pair[1] - single[1]),
+            (2 * single[0] - pair[0], 2 * single[1] - pair[1]))
+
+
 def _shape(op) -> object:
     """An operator's shape: its name and its edges aside (an operator reading a
     request's attention is not the request's for that)."""
@@ -249,11 +256,6 @@ class LlmCost:
         """Two decoding requests' own operators, both at `context`."""
         return self._part(self._workload((), [context, context]), self._pair_own, True)
 
-    def _parts(self, single: Pair, pair: Pair) -> tuple[Pair, Pair]:
-        """(variable, fixed) of a decode's attention from single(c) and pair(c)."""
-        return ((pair[0] - single[0], pair[1] - single[1]),
-                (2 * single[0] - pair[0], 2 * single[1] - pair[1]))
-
     def _decode_at(self, context: int) -> tuple[Pair, Pair]:
         """(variable, fixed) at a grid point (module docstring)."""
         single = self._decode.get(context)
@@ -262,7 +264,7 @@ class LlmCost:
         pair = self._pair.get(context)
         if pair is None:
             pair = self._pair[context] = self._double(context)
-        return self._parts(single, pair)
+        return _split(single, pair)
 
     def _dense_cost(self, tokens: int) -> Pair:
         """The shared operators over `tokens` tokens, linear between grid points."""
@@ -475,7 +477,7 @@ class LlmCost:
                                      for op in members])
             paid = paid + once.scaled(2.0) + twice.scaled(-1.0)
         longest = max(decode)
-        _, (fixed_s, fixed_e) = self._parts(self._single(longest), self._double(longest))
+        _, (fixed_s, fixed_e) = _split(self._single(longest), self._double(longest))
         return paid + Cost(-fixed_s, -fixed_e)
 
     def reference_workload(self) -> Workload:
