@@ -3,8 +3,10 @@
 budget as the SLA is, points whose static power alone passes it are pruned, the
 binding constraint names power where it binds, and a budget no point meets is one
 clear error. The tiny Llama on v5e: one chip draws 45 W static (tpu_v5e_like's
-static_power) and about 49 W at its unbudgeted SLA capacity, so 47 W binds one chip
-and prunes two."""
+static_power) and about 56 W at its unbudgeted SLA capacity, so 47 W binds one chip
+and prunes two. 64 requests: a burst of 48 meets the TTFT target on the pipelined
+point at every rate (a decode batch's attention as one launch), leaving it no
+bracket."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from simulator.metrics.energy import static_power_w
 from simulator.sweep.power_budget import least_static_w, static_floor_reason
 
 SLA = "ttft_p99_ms=0.5,tpot_p99_ms=0.2"
-WORKLOAD = ["--prompt-tokens", "64", "--output-tokens", "8", "--requests", "48"]
+WORKLOAD = ["--prompt-tokens", "64", "--output-tokens", "8", "--requests", "64"]
 GRID = ["--budget-chips", "2", "--replicas", "1", "--max-batch", "16",
         "--scheduler", "serial"]
 BINDING_W = 47.0

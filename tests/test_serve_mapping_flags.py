@@ -140,7 +140,7 @@ def test_a_cached_plain_cost_is_never_served_to_a_plan(platform, plan_file, tmp_
     plain.save()
     plan, _ = load_model(plan_file, Mapping)
     planned = LlmCost(platform, config, dtype=None, bits=3, cache=cache, mapping=plan)
-    assert planned._sizes() == (0, 0, 0)
+    assert planned._sizes() == (0, 0, 0, 0)
     assert planned.iteration((), [CONTEXT]).seconds != expected
 
 

@@ -126,7 +126,7 @@ def test_a_cached_plain_cost_is_never_served_to_a_plan(platform, tmp_path):
     plain.save()
     planned = LlmCost(platform, config, dtype=None, bits=3, cache=cache,
                       precision=ServingPrecision.load(PLAN, platform))
-    assert planned._sizes() == (0, 0, 0)
+    assert planned._sizes() == (0, 0, 0, 0)
     assert planned.iteration((), [CONTEXT]).seconds < expected
     planned.save()
     assert len(list((tmp_path / "cache").glob("*.json"))) == 2

@@ -199,6 +199,11 @@ class OperatorCosts:
         return AccsimError(exc.rule, file=exc.file or self.plan_file,
                            field=f"operators.{original.get(name, name)}")
 
+    def unit(self, operators: list) -> Cost:
+        """The cost of `operators` run as one fusion unit (edges to operators outside
+        it dropped), memoised as every unit is."""
+        return self._unit(operators)
+
     def units(self, workload: Workload) -> list[tuple[int, ...]]:
         """The workload's fusion units (indices), as a whole run groups them."""
         return fusion_units(workload, self.mapping)

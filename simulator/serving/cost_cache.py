@@ -4,7 +4,7 @@ nothing again.
 
 An entry is one JSON file named by the SHA-256 of a canonical JSON of what the costs
 depend on (the platform's canonical dump, the model config, dtype, the frontend and
-its probe workloads, MODEL_VERSION). Beside the grid points it keeps the whole
+its probe workloads, MODEL_VERSION, FORMAT). Beside the grid points it keeps the whole
 iterations simulated exactly for the bucketing error (`exact`, optional: entries
 written before it existed stay valid), so a warm run simulates nothing. The folder is the user's cache folder
 ($XDG_CACHE_HOME/accsim/serving-costs, else ~/.cache/...) or one named by
@@ -24,10 +24,12 @@ import simulator
 from simulator.errors import AccsimError
 from simulator.output.files import OutputFolder
 
-FORMAT = 1
+# 2: decode attention priced as one launch per decode batch (decode_pair points; exact
+# iterations under that rule): format-1 entries are ignored and rewritten.
+FORMAT = 2
 MAX_ENTRY_BYTES = 64 * 2**20
 # Part -> how many integer coordinates each point has before its seconds and joules.
-PARTS = {"dense": 1, "prefill": 2, "decode": 1}
+PARTS = {"dense": 1, "prefill": 2, "decode": 1, "decode_pair": 1}
 # Exact iterations: rows [[new, cached, new, cached, ...], [context, ...], s, J] keyed
 # by their shape ((new, cached) per chunk, contexts).
 EXACT = "exact"
@@ -41,8 +43,10 @@ def user_folder() -> Path:
 
 
 def cache_key(identity: dict) -> str:
-    """SHA-256 of the canonical JSON of `identity` and MODEL_VERSION."""
-    text = json.dumps({"model_version": simulator.MODEL_VERSION, **identity},
+    """SHA-256 of the canonical JSON of `identity`, MODEL_VERSION and the entry
+    FORMAT (a format's costs follow its own pricing rules)."""
+    text = json.dumps({"model_version": simulator.MODEL_VERSION, "format": FORMAT,
+                       **identity},
                       sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -5,11 +5,21 @@ An iteration's workload (DESIGN.md section 10) runs the projections and MLP over
 iteration's T tokens and attention per request, so its cost is
 
     dense(T) + sum over prefill chunks of attention(new, cached)
-             + sum over decode requests of attention(context)
+             + sum over decode requests of variable(context) + fixed(longest context)
+
+A decode batch's attention runs as one launch per layer (a paged, ragged decode
+kernel): its K/V reads and products add up request by request, its fixed costs
+(dispatch, the first K/V tile's load, the pipeline's fill and last products) are paid
+once. Both parts come from the model: a request's own operators at one context cost
+single(c), two requests' at that context (which the frontend runs as one operator of
+batch 2, its K/V head groups chained in one program) pair(c); variable(c) = pair(c) -
+single(c) is what one more request adds, fixed(c) = 2 single(c) - pair(c) what it does
+not (0 where a frontend runs each request's attention apart). The fixed part is priced
+at the batch's longest context.
 
 This module learns which operators of the frontend's workload are per request (those
 whose shape changes with a request's cached tokens or context while T stays fixed),
-simulates the three parts only at grid points (numbers with at most `bits`
+simulates the parts only at grid points (numbers with at most `bits`
 significant bits: every integer below 2^bits, then 2^(bits-1) points per octave) and
 interpolates linearly between them (bilinearly over new and cached tokens): the parts
 are smooth in their sizes, and a run touches a few hundred grid points instead of
@@ -60,14 +70,23 @@ def grid_cell(value: int, bits: int) -> tuple[int, int]:
 Pair = tuple[float, float]  # seconds and joules of one part at one size
 # A decode run's stretch of one request between grid points: the iterations [start,
 # end) from the run's start, and the start values and slopes (seconds, joules) of its
-# attention cost over them.
+# attention cost (variable or fixed part) over them.
 Stretch = tuple[int, int, float, float, float, float]
+# The two parts of a decode batch's attention (module docstring), as indices.
+VARIABLE, FIXED = 0, 1
 
 
 def _between(low: Pair, high: Pair, fraction: float) -> Pair:
     """Linear interpolation between two pairs (the arithmetic every lookup uses)."""
     return (low[0] + (high[0] - low[0]) * fraction,
             low[1] + (high[1] - low[1]) * fraction)
+
+
+def _split(single: Pair, pair: Pair) -> tuple[Pair, Pair]:
+    """(variable, fixed) of a decode's attention from single(c) and pair(c) (module
+    docstring)."""
+    return ((pair[0] - single[0], pair[1] - single[1]),
+            (2 * single[0] - pair[0], 2 * single[1] - pair[1]))
 
 
 def _shape(op) -> object:
@@ -123,6 +142,8 @@ class LlmCost:
                                                   self._workload([(p, p)], ()))
         self._decode_own = per_request_positions(self._workload((), [p]),
                                                  self._workload((), [2 * p]))
+        self._pair_own = per_request_positions(self._workload((), [p, p]),
+                                               self._workload((), [2 * p, 2 * p]))
         self.cache = cache or CostCache(None)
         self.key = cache_key(self._identity())
         stored = self.cache.load(self.key)
@@ -131,13 +152,14 @@ class LlmCost:
         self._dense: dict[int, Pair] = stored["dense"]
         self._prefill: dict[tuple[int, int], Pair] = stored["prefill"]
         self._decode: dict[int, Pair] = stored["decode"]
+        self._pair: dict[int, Pair] = stored["decode_pair"]
         self._exact: dict[tuple, Pair] = stored["exact"]
         self._saved = (self._sizes(), len(self._exact))
         self._dense_memo: dict[int, Pair] = {}
-        self._decode_memo: dict[int, Pair] = {}
+        self._decode_memo: dict[int, tuple[Pair, Pair]] = {}
         self._prefill_memo: dict[tuple[int, int], Pair] = {}
         self._call_memo: dict[tuple[int, int], Cost] = {}
-        self._stretch_memo: dict[int, list[Stretch]] = {}
+        self._stretch_memo: dict[tuple[int, int], list[Stretch]] = {}
         self._steps = np.arange(0)  # 0, 1, ...: iteration numbers of a decode run
 
     def _identity(self) -> dict:
@@ -162,8 +184,8 @@ class LlmCost:
             identity["mapping"] = self.costs.mapping.model_dump(mode="json")
         return identity
 
-    def _sizes(self) -> tuple[int, int, int]:
-        return len(self._dense), len(self._prefill), len(self._decode)
+    def _sizes(self) -> tuple[int, int, int, int]:
+        return len(self._dense), len(self._prefill), len(self._decode), len(self._pair)
 
     def save(self) -> None:
         """Write the grid points and exact iterations simulated since the last save to
@@ -172,7 +194,8 @@ class LlmCost:
         if sizes == self._saved:
             return
         self.cache.store(self.key, {"dense": self._dense, "prefill": self._prefill,
-                                    "decode": self._decode, "exact": self._exact})
+                                    "decode": self._decode, "decode_pair": self._pair,
+                                    "exact": self._exact})
         self._saved = sizes
 
     def _frontend_workload(self, prefill, decode) -> Workload:
@@ -224,12 +247,24 @@ class LlmCost:
             self._prefill[key] = found
         return found
 
-    def _decode_at(self, context: int) -> Pair:
-        found = self._decode.get(context)
-        if found is None:
-            found = self._part(self._workload((), [context]), self._decode_own, True)
-            self._decode[context] = found
-        return found
+    def _single(self, context: int) -> Pair:
+        """One decoding request's own operators at `context` (a grid point's
+        simulation, or exact's at any context)."""
+        return self._part(self._workload((), [context]), self._decode_own, True)
+
+    def _double(self, context: int) -> Pair:
+        """Two decoding requests' own operators, both at `context`."""
+        return self._part(self._workload((), [context, context]), self._pair_own, True)
+
+    def _decode_at(self, context: int) -> tuple[Pair, Pair]:
+        """(variable, fixed) at a grid point (module docstring)."""
+        single = self._decode.get(context)
+        if single is None:
+            single = self._decode[context] = self._single(context)
+        pair = self._pair.get(context)
+        if pair is None:
+            pair = self._pair[context] = self._double(context)
+        return _split(single, pair)
 
     def _dense_cost(self, tokens: int) -> Pair:
         """The shared operators over `tokens` tokens, linear between grid points."""
@@ -242,16 +277,17 @@ class LlmCost:
             self._dense_memo[tokens] = found
         return found
 
-    def _decode_cost(self, context: int) -> Pair:
-        """One decoding request's attention at `context`, linear between grid points
-        (at a point, the fraction 0 / 1: the arithmetic of every other context)."""
+    def _decode_cost(self, context: int) -> tuple[Pair, Pair]:
+        """A decoding request's (variable, fixed) attention at `context`, linear
+        between grid points (at a point, the fraction 0 / 1: the arithmetic of every
+        other context)."""
         found = self._decode_memo.get(context)
         if found is None:
             low, high = grid_cell(context, self.bits)
-            at = self._decode_at
-            found = _between(at(low), at(high),
-                             (context - low) / (high - low if high != low else 1))
-            self._decode_memo[context] = found
+            fraction = (context - low) / (high - low if high != low else 1)
+            (v0, f0), (v1, f1) = self._decode_at(low), self._decode_at(high)
+            found = self._decode_memo[context] = (_between(v0, v1, fraction),
+                                                  _between(f0, f1, fraction))
         return found
 
     def _prefill_cost(self, new: int, cached: int) -> Pair:
@@ -275,8 +311,9 @@ class LlmCost:
 
     def iteration(self, prefill: Sequence[tuple[int, int]],
                   decode: Sequence[int]) -> Cost:
-        """The dense part, then each chunk's and each decode's attention added left to
-        right, then the call."""
+        """The dense part, then each chunk's attention and each decode's variable part
+        added left to right, the decode batch's fixed part at its longest context, then
+        the call."""
         tokens = len(decode) + sum(new for new, _ in prefill)
         seconds, energy = self._dense_cost(tokens)
         for new, cached in prefill:
@@ -285,9 +322,13 @@ class LlmCost:
             energy += part_e
         memo = self._decode_memo
         for context in decode:
-            part_s, part_e = memo.get(context) or self._decode_cost(context)
+            (part_s, part_e), _ = memo.get(context) or self._decode_cost(context)
             seconds += part_s
             energy += part_e
+        if decode:
+            fixed_s, fixed_e = self._decode_cost(max(decode))[FIXED]
+            seconds += fixed_s
+            energy += fixed_e
         call = self._call(tokens, len(decode) + len(prefill))
         return Cost(seconds + call.seconds, energy + call.energy_j)
 
@@ -302,35 +343,39 @@ class LlmCost:
 
     def decode_run(self, decode: Sequence[int], iterations: int) -> CostRun:
         """Each of `iterations` decode-only iterations, contexts growing by one per
-        iteration. Between two grid points a request's attention cost is linear in its
-        context, so each such stretch is added once, as a start value and a slope,
-        where it starts and taken off where it ends (request by request, stretch by
-        stretch); their running sums are constant between those iterations, so they
-        are summed once per change (as a running sum over every iteration would: the
-        iterations between add 0) and repeated; each iteration's cost is then the dense
-        part and the call, plus the sum of starts, plus the sum of slopes times the
-        iteration's number. Every request's first stretch starts at iteration 0, so
-        that change is summed in one loop over the requests; only requests whose first
-        stretch ends within the run add later changes."""
+        iteration. Between two grid points a request's variable part is linear in its
+        context (and so is the batch's fixed part in its longest context, the same
+        request's in every iteration), so each such stretch is added once, as a start
+        value and a slope, where it starts and taken off where it ends (part by part,
+        stretch by stretch); their running sums are constant between those
+        iterations, so they are summed once per change (as a running sum over every
+        iteration would: the iterations between add 0) and repeated; each iteration's
+        cost is then the dense part and the call, plus the sum of starts, plus the sum
+        of slopes times the iteration's number. Every part's first stretch starts at
+        iteration 0, so that change is summed in one loop over the parts; only parts
+        whose first stretch ends within the run add later changes."""
         memo = self._stretch_memo
         first_s = first_e = slope_s = slope_e = 0.0  # the change at iteration 0
-        crossing = []  # contexts whose first stretch ends within the run
-        for context in decode:
-            found = memo.get(context) or self._stretches(context, 1)
+        crossing = []  # (part, context) whose first stretch ends within the run
+        parts = [(VARIABLE, context) for context in decode]
+        if decode:
+            parts.append((FIXED, max(decode)))
+        for part in parts:
+            found = memo.get(part) or self._stretches(part, 1)
             _, end, a_s, a_e, b_s, b_e = found[0]
             first_s += a_s
             first_e += a_e
             slope_s += b_s
             slope_e += b_e
             if end < iterations:
-                crossing.append(context)
+                crossing.append(part)
         if len(self._steps) < iterations:
             self._steps = np.arange(max(iterations, 2 * len(self._steps)))
         steps = self._steps[:iterations]
         dense_s, dense_e = self._dense_cost(len(decode))
         call = self._call(len(decode), len(decode))
         base_s, base_e = dense_s + call.seconds, dense_e + call.energy_j
-        if not crossing:  # one stretch for every request: one row for every iteration
+        if not crossing:  # one stretch for every part: one row for every iteration
             return CostRun(np.array([[base_s + first_s], [base_e + first_e]])
                            + np.array([[slope_s], [slope_e]]) * steps)
         changes = self._later_changes(crossing, iterations)
@@ -344,14 +389,14 @@ class LlmCost:
         rows = np.repeat(totals.T, lengths, axis=1)
         return CostRun(rows[:2] + rows[2:] * steps)
 
-    def _later_changes(self, contexts: list[int], iterations: int
+    def _later_changes(self, parts: list[tuple[int, int]], iterations: int
                        ) -> dict[int, list[float]]:
         """The changes after iteration 0 (iteration -> change of the start values and
-        slopes), request by request, stretch by stretch: a stretch is taken off where
-        it ends within the run, the next one added where it starts."""
+        slopes), part by part, stretch by stretch: a stretch is taken off where it
+        ends within the run, the next one added where it starts."""
         changes: dict[int, list[float]] = {}
-        for context in contexts:
-            stretches = self._stretches(context, iterations)
+        for part in parts:
+            stretches = self._stretches(part, iterations)
             for index, (start, end, a_s, a_e, b_s, b_e) in enumerate(stretches):
                 if start >= iterations:
                     break
@@ -373,20 +418,21 @@ class LlmCost:
                     row[3] -= b_e
         return changes
 
-    def _stretches(self, context: int, iterations: int) -> list[Stretch]:
-        """A request's stretches from `context` on, covering at least `iterations`
-        iterations (memoised and extended as longer runs ask: pure functions of the
-        grid points)."""
-        found = self._stretch_memo.setdefault(context, [])
+    def _stretches(self, part: tuple[int, int], iterations: int) -> list[Stretch]:
+        """The stretches of one part (VARIABLE or FIXED, at a context) from its
+        context on, covering at least `iterations` iterations (memoised and extended
+        as longer runs ask: pure functions of the grid points)."""
+        found = self._stretch_memo.setdefault(part, [])
+        which, context = part
         end = found[-1][1] if found else 0
         bits, at = self.bits, self._decode_at
         while end < iterations:
             low, high = grid_cell(context + end, bits)
-            s0, e0 = at(low)
+            s0, e0 = at(low)[which]
             if low == high:  # a grid point: this one iteration at its cost
                 found.append((end, end + 1, s0, e0, 0.0, 0.0))
             else:
-                s1, e1 = at(high)
+                s1, e1 = at(high)[which]
                 span = high - low
                 b_s, b_e = (s1 - s0) / span, (e1 - e0) / span
                 found.append((end, high - context, s0 + b_s * (context - low),
@@ -396,16 +442,43 @@ class LlmCost:
 
     def exact(self, prefill: Sequence[tuple[int, int]], decode: Sequence[int]) -> Cost:
         """The whole iteration simulated as one workload, nothing bucketed, less the
-        collective time the plan's overlap hides in it (kept in the cost cache by its
-        shape, as the grid points are)."""
+        collective time the plan's overlap hides in it, and with its decode batch's
+        attention run as one launch (`_launches_beyond_one`); kept in the cost cache by
+        its shape, as the grid points are."""
         key = (tuple(tuple(chunk) for chunk in prefill), tuple(decode))
         found = self._exact.get(key)
         if found is None:
             workload = self._workload(prefill, decode)
+            units = self.costs.units(workload)
             cost = simulated_cost(self.platform, workload, self.costs.mapping) + \
-                self._hidden(workload, self.costs.units(workload))
+                self._hidden(workload, units) + \
+                self._launches_beyond_one(workload, units, decode).scaled(-1.0)
             found = self._exact[key] = (cost.seconds, cost.energy_j)
         return Cost(*found)
+
+    def _launches_beyond_one(self, workload: Workload, units: list[tuple[int, ...]],
+                             decode: Sequence[int]) -> Cost:
+        """The fixed parts the whole workload's decode attention pays beyond one launch:
+        each q_len-1 attention operator's fixed part (twice its cost less its cost at
+        twice its batch: what another request at its contexts would not add), less
+        the batch's, at its longest context (module docstring); ZERO without decodes
+        or where the frontend runs no such operator."""
+        if not decode:
+            return ZERO
+        ops = workload.operators
+        launches = [[ops[i] for i in unit] for unit in units
+                    if all(ops[i].kind == "attention" and ops[i].q_len == 1 for i in unit)]
+        if not launches:
+            return ZERO
+        paid = ZERO
+        for members in launches:
+            once = self.costs.unit(members)
+            twice = self.costs.unit([op.model_copy(update={"batch": 2 * op.batch})
+                                     for op in members])
+            paid = paid + once.scaled(2.0) + twice.scaled(-1.0)
+        longest = max(decode)
+        _, (fixed_s, fixed_e) = _split(self._single(longest), self._double(longest))
+        return paid + Cost(-fixed_s, -fixed_e)
 
     def reference_workload(self) -> Workload:
         """One decode iteration of one request: what the result's manifest embeds."""
