@@ -2,8 +2,9 @@
 `prefix_len` prompt tokens, and a later request skips the prefill of the part whose KV
 blocks are still resident.
 
-As vLLM's automatic prefix caching (docs.vllm.ai, design/prefix_caching) and SGLang's
-RadixAttention: only whole blocks are cached; the request that first computes a prefix
+As vLLM's automatic prefix caching (docs.vllm.ai/en/latest/design/prefix_caching; its
+RFC, vllm-project/vllm#2614, matches SGLang's RadixAttention eviction: reference count
+0 only, least recently used first, longer prefixes first): only whole blocks are cached; the request that first computes a prefix
 leaves its full blocks of it in the cache once its prefill has passed them; a later
 request reads them (a reference each, never copied) and prefills the rest of its
 prompt, the cached tokens still read as cached context; at most all but the prompt's
@@ -16,7 +17,9 @@ tail and its head stays a valid prefix).
 Simplifications: a prefix is cached once per id, at its first computer's length in
 whole blocks (a later request of the same id reads min(that, its own prefix_len)); its
 blocks become readable when that request's prefill has passed all of them, not block
-by block; a request swapped out to a host tier copies its prefix back as its own blocks.
+by block (vLLM v1 caches a full block at allocation); an allocation takes never-cached
+free blocks before evicting (vLLM's one free queue interleaves them in release order); a
+request swapped out to a host tier copies its prefix back as its own blocks.
 """
 
 from __future__ import annotations
