@@ -4,8 +4,9 @@ blocks are still resident.
 
 As vLLM's automatic prefix caching (docs.vllm.ai/en/latest/design/prefix_caching; its
 RFC, vllm-project/vllm#2614, matches SGLang's RadixAttention eviction: reference count
-0 only, least recently used first, longer prefixes first): only whole blocks are cached; the request that first computes a prefix
-leaves its full blocks of it in the cache once its prefill has passed them; a later
+0 only, least recently used first, longer prefixes first): only whole blocks are
+cached; the request that first computes a prefix leaves its full blocks of it in the
+cache once its prefill has passed them; a later
 request reads them (a reference each, never copied) and prefills the rest of its
 prompt, the cached tokens still read as cached context; at most all but the prompt's
 last token hit (its logits give the first output token, as vLLM recomputes it). Blocks
