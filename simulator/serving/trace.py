@@ -8,8 +8,8 @@ request is served: at most MAX_REQUESTS rows (counted before parsing), fields of
 most MAX_FIELD_CHARS characters, times finite, >= 0, non-decreasing, within
 MAX_HORIZON_S and either equal or at least MIN_GAP_S apart, token counts integers in
 [1, MAX_TOKENS], prefix ids integers in [0, MAX_PREFIX_ID], prefix lengths integers
-in [0, the row's prompt tokens]. Any line ending (LF, CR LF, CR) and a leading byte-order mark are
-accepted. A fault is one AccsimError naming the file, the line and the column, with at
+in [0, the row's prompt tokens]. Any line ending (LF, CR LF, CR) and a leading
+byte-order mark are accepted. A fault is one AccsimError naming the file, the line and the column, with at
 most a short excerpt of the offending text.
 """
 
