@@ -15,8 +15,10 @@ from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.errors import AccsimError
+from simulator.serving.kv_cache import HostTier
 from simulator.serving.prefix_cache import PrefixCachingKvCache, PrefixStats
 from simulator.serving.requests import Request
+from simulator.serving.serve import Setup, simulate_serving
 from simulator.serving.spec import ServeSpec
 from simulator.serving.trace import load_trace
 
@@ -92,6 +94,21 @@ def test_a_small_kv_cache_evicts_prefixes_and_hits_less(tmp_path):
     assert roomy.hits == 6 and roomy.evicted_blocks == 0
     assert tight.evicted_blocks > 0 and tight.hits < roomy.hits
     assert tight.tokens_saved < roomy.tokens_saved
+
+
+def test_a_host_tier_and_prefix_columns_serve_together(tmp_path):
+    """Preempted requests swap out and back over a host tier while their prefixes are
+    cached: every request finishes; eight arriving at once each compute their prefix
+    (a prefix is readable once computed), and the cache reuses the blocks they leave."""
+    rows = [(0, 64, 200, i % 2, 48) for i in range(8)]
+    spec = ServeSpec(model="m", arrival_trace=_trace(tmp_path, rows), max_batch=8,
+                     kv_host_tier=True)
+    setup = Setup(spec, None, None, LinearTokenCost(), 40, None,
+                  host_tier=HostTier(5e-6, 32e9, 4096))
+    store, _ = simulate_serving(setup, spec)
+    assert len(store.finished) == 8 and store.swaps > 0
+    assert store.prefix_cache.lookups == 8 and store.prefix_cache.hits == 0
+    assert store.prefix_cache.evicted_blocks > 0
 
 
 def _request(id_, prompt, prefix_id, prefix_len) -> Request:
