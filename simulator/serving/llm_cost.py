@@ -402,7 +402,8 @@ class LlmCost:
         found = self._exact.get(key)
         if found is None:
             workload = self._workload(prefill, decode)
-            cost = simulated_cost(self.platform, workload, self.costs.mapping) + \
+            cost = simulated_cost(self.platform, workload, self.costs.mapping,
+                                  searches=self.costs.searches) + \
                 self._hidden(workload, self.costs.units(workload))
             found = self._exact[key] = (cost.seconds, cost.energy_j)
         return Cost(*found)
