@@ -269,15 +269,20 @@ class PlainBatchCost:
         self.workload = workload
         self.file = file
         self.precision = precision
-        self.costs = OperatorCosts(platform, mapping, plan_file=plan_file)
+        self._costs = OperatorCosts(platform, mapping, plan_file=plan_file)
         self.batch = lru_cache(maxsize=None)(self._batch)
+
+    @property
+    def searches(self) -> SearchCache:
+        """The default search's cache its simulations use."""
+        return self._costs.searches
 
     def _batch(self, size: int) -> Cost:
         """The batched workload's operators plus one call (invocation.py)."""
         workload = batched_workload(self.workload, size, file=self.file)
         if self.precision is not None:
             workload = self.precision.apply(workload)
-        return self.costs.workload(workload) + call_cost(
+        return self._costs.workload(workload) + call_cost(
             self.platform, invocation_cycles(workload, self.platform))
 
 

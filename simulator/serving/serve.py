@@ -419,8 +419,8 @@ def bucketing(setup: Setup, store: MetricsStore) -> dict:
 def serving_manifest(setup: Setup, spec: ServeSpec, came: Arrivals) -> dict:
     """`run`'s manifest for the reference run, plus the serving spec and the trace and
     model files with their sha256."""
-    costs = getattr(setup.cost, "costs", None)  # its searches: the reference's operators
-    reference = simulate(setup.reference, searches=costs.searches if costs else None)
+    # the cost model's searches: the reference iteration's operators were searched there
+    reference = simulate(setup.reference, searches=getattr(setup.cost, "searches", None))
     out = manifest(reference)
     out["serving"] = {
         "spec": spec.resolved().model_dump(mode="json"),
