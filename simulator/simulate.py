@@ -26,6 +26,7 @@ from simulator.mapping.plan import describe_mapping
 from simulator.metrics.totals import (RUN_TERMS, OperatorResult, Totals, add_totals,
                                       invocation_totals, operator_result)
 from simulator.program.tile_program import memory_params
+from simulator.search.default import SearchCache
 from simulator.search.fusion_plan import FusionGroup, fusion_groups
 from simulator.lowering import lower_resolved
 from simulator.search.resolve import fusion_adjacency, resolve_checked
@@ -93,10 +94,13 @@ def link_breakdown(cycles: int) -> Breakdown:
 
 def simulate(inputs: Inputs, *, engine: str = "auto",
              progress: Progress | None = None,
-             budget: MemoryBudget | None = None, fusion_report: bool = True) -> RunResult:
+             budget: MemoryBudget | None = None, fusion_report: bool = True,
+             searches: SearchCache | None = None) -> RunResult:
     """Lower and replay every operator of the workload in order. The tile programs must
     fit `budget` (default: a quarter of RAM for this engine), else nothing runs; a GEMM
     program longer than the budget's block is generated and replayed block by block.
+    `searches`: the default search's cache, for a caller that simulates many workloads
+    sharing operators (default: one for this call; results are the same either way).
     fusion_report False: the fusion groups' savings (each member lowered, searched and
     replayed alone) are left out, for callers that read totals only."""
     used, reason = choose_engine(engine)
@@ -106,11 +110,12 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
         return source.path if source else None
 
     budget = budget or MemoryBudget.default(used)
+    searches = SearchCache() if searches is None else searches
     resolved = resolve_checked(
         inputs.workload, inputs.mapping, inputs.platform,
         mapping_source=path(inputs.mapping_source),
         workload_source=path(inputs.workload_source),
-        platform_source=path(inputs.platform_source), budget=budget)
+        platform_source=path(inputs.platform_source), budget=budget, searches=searches)
     blocks = budget.block_steps
     with tile_programs():
         lowered = lower_resolved([r[:3] for r in resolved], inputs.platform,
@@ -130,7 +135,7 @@ def simulate(inputs: Inputs, *, engine: str = "auto",
         groups = fusion_groups(resolved, lowered, inputs.mapping, inputs.platform,
                                lambda op: replay(op.program, memory,
                                                  block_steps=blocks).breakdown.total_cycles
-                               * op.instances) if fusion_report else []
+                               * op.instances, searches) if fusion_report else []
     adjacency = bool(groups) and fusion_adjacency(inputs.workload, inputs.mapping)
     result = RunResult(inputs, used, reason, results,
                        invocation_cycles(inputs.workload, inputs.platform), tuple(groups),

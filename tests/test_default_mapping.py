@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from simulator.search import default as default_search
+from simulator.search.default import SearchCache
 from simulator.cli import main
 from simulator.inputs.resolve import load_inputs
 from simulator.search.workload import map_workload
@@ -50,16 +50,30 @@ def test_cli_default_equals_simulate_with_an_empty_mapping(tmp_path):
 
 def test_search_is_memoised_per_distinct_operator():
     platform = load_inputs("tpu_v5e_like", "gemm_4096", None).platform
-    before = default_search._search.cache_info()
-    first = simulate(Inputs(platform, TWO_GEMMS, Mapping()))
-    after = default_search._search.cache_info()
+    searches = SearchCache()  # the caller's: a second run reuses it
+    first = simulate(Inputs(platform, TWO_GEMMS, Mapping()), searches=searches)
     # The two operators differ only in name and layer_type: one search, one hit.
-    assert after.misses - before.misses <= 1 and after.hits - before.hits >= 1
-    again = simulate(Inputs(platform, TWO_GEMMS, Mapping()))
-    assert default_search._search.cache_info().misses == after.misses
+    assert searches.misses == 1 and searches.hits >= 1
+    again = simulate(Inputs(platform, TWO_GEMMS, Mapping()), searches=searches)
+    assert searches.misses == 1
     assert [op.lowered.tiling for op in first.operators] == \
         [op.lowered.tiling for op in again.operators]
     assert first.operators[0].lowered.tiling == first.operators[1].lowered.tiling
+    # Without one, each run searches afresh (no state kept between calls): the same.
+    alone = simulate(Inputs(platform, TWO_GEMMS, Mapping()))
+    assert [op.lowered.tiling for op in alone.operators] == \
+        [op.lowered.tiling for op in first.operators]
+    assert alone.total.cycles == first.total.cycles
+
+
+def test_a_search_cache_drops_the_least_recently_used_beyond_its_limit():
+    platform = load_inputs("tpu_v5e_like", "gemm_4096", None).platform
+    a, b = TWO_GEMMS.operators[0], TWO_GEMMS.operators[0].model_copy(update={"k": 512})
+    searches, spec = SearchCache(limit=1), TilingSpec()
+    first = searches.searched_tiling(a, spec, platform)
+    searches.searched_tiling(b, spec, platform)  # a dropped
+    assert searches.searched_tiling(a, spec, platform) == first
+    assert (searches.hits, searches.misses) == (0, 3)
 
 
 def test_search_matches_the_mapper_best_on_a_small_operator():
@@ -107,7 +121,6 @@ def test_compare_uses_the_same_mapping_mode_for_every_platform(capsys):
 
 @pytest.mark.slow
 def test_warm_resnet50_run_on_tpu_v5e_like_is_under_5_cpu_seconds():
-    default_search._search.cache_clear()
     inputs = load_inputs("tpu_v5e_like", "resnet50_b1", None)
     _, seconds = cpu_seconds(lambda: simulate(inputs))
     assert seconds < 5.0  # CPU seconds: a loaded machine does not inflate them

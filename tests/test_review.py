@@ -389,6 +389,31 @@ def test_results_reused_by_content_hash_and_packet_is_deterministic(tmp_path, ca
     assert "(2 reused" in capsys.readouterr().out
 
 
+def test_results_of_other_code_are_never_served_from_the_cache(tmp_path, capsys,
+                                                                monkeypatch):
+    """The cache keys runs and serving results by the code's digest too: a change of
+    code that leaves MODEL_VERSION as it was computes them again."""
+    study = tmp_path / "small.yaml"
+    study.write_text(SERVING_STUDY)
+    cache = tmp_path / "cache"
+    write_packet(study, tmp_path / "a", "--cache", str(cache))
+    assert "2 runs and 2 serving results (0 reused" in capsys.readouterr().out
+    write_packet(study, tmp_path / "b", "--cache", str(cache))
+    assert "(4 reused" in capsys.readouterr().out
+    monkeypatch.setattr("simulator.review.command.code_version", lambda: "other code")
+    write_packet(study, tmp_path / "c", "--cache", str(cache))
+    assert "(0 reused" in capsys.readouterr().out
+    assert len(list(cache.glob("serving-*.json"))) == 4
+
+
+def test_the_code_version_is_a_digest_of_the_sources_and_model_version(monkeypatch):
+    from simulator.code_version import code_version
+    now = code_version()
+    assert re.fullmatch("[0-9a-f]{64}", now) and code_version() == now
+    monkeypatch.setattr(simulator, "MODEL_VERSION", simulator.MODEL_VERSION + 1)
+    assert code_version() != now
+
+
 def test_a_new_model_version_is_never_served_from_the_cache(tmp_path, capsys,
                                                             monkeypatch):
     study = tmp_path / "small.yaml"

@@ -16,6 +16,7 @@ from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.collectives.cost import collective_cost
+from simulator.errors import AccsimError
 from simulator.inputs.resolve import load_inputs
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import find_max_rate
@@ -294,6 +295,17 @@ def test_a_host_tier_swaps_instead_of_recomputing_at_the_links_cost(tmp_path):
     assert all(count % 2 == 0 for count in Counter(tier.moved).values())
     moves = sum(5e-6 + tokens * 4096 / 32e9 for tokens in tier.moved)
     assert sum(swapped.busy_s) == pytest.approx(cost.seconds + moves, rel=1e-12)
+
+
+def test_a_shipped_platform_carries_the_kv_host_tier_at_its_cited_link(files):
+    """whatif/tpu_v5e_host: 15 GB/s per chip ("How to Scale Your Model"), 5 us a
+    transfer (assumed); tpu_v5e_like has no host link and refuses the tier."""
+    spec = ServeSpec(model=files["model"], arch="whatif/tpu_v5e_host", rate=1,
+                     requests=4, kv_host_tier=True)
+    tier = prepare(spec, cost_cache=files["cache"]).host_tier
+    assert tier.latency_s == 5.0 * 1e-6 and tier.bandwidth_bytes_s == 15e9  # us, GB/s
+    with pytest.raises(AccsimError, match="runtime.host_link"):
+        prepare(spec.model_copy(update={"arch": ARCH}), cost_cache=files["cache"])
 
 
 @pytest.mark.parametrize("args, fragment", [

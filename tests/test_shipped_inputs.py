@@ -33,6 +33,7 @@ CITED = {
     "whatif/tpu_v5e_sparse24": (197e12, 819.0),
     "whatif/tpu_v5e_psum": (197e12, 819.0),
     "whatif/tpu_v5e_capped": (197e12, 819.0),   # at clock_ghz, its uncapped clock
+    "whatif/tpu_v5e_host": (197e12, 819.0),
 }
 # A real chip as it is: its only dataflows, its arrays as they are (DESIGN.md section 2).
 CHIPS = {"tpu_v1": {"dataflows": ["ws"], "count": 1, "rows": 256},

@@ -16,6 +16,7 @@ from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.mapping.footprint import BufferFit, buffer_fits, unsupported_orientation
 from simulator.model.loop_nest import live_c_tiles
 from simulator.mapping.plan import Tiling, merged_spec
+from simulator.search.default import SearchCache
 from simulator.search.resolve import placed_operators, resolve_tiling
 from simulator.inputs.workload import is_attention, is_collective, is_compute
 
@@ -94,6 +95,7 @@ def check_plan(inputs: Inputs) -> PlanCheck:
                 if name not in layer_types]
     checks: list[OperatorCheck] = []
     failed: set[str] = set()   # operators with errors absorb nothing: checked alone
+    searches = SearchCache()   # equal operators searched once
     for placed in placed_operators(workload, mapping):
         op = placed.op
         if placed.absorbed_by is not None and placed.absorbed_by not in failed:
@@ -102,19 +104,20 @@ def check_plan(inputs: Inputs) -> PlanCheck:
             continue
         if is_collective(op):  # runs on the links: no plan, no buffers to check
             continue
-        checks.append(_check_operator(op, placed.following, inputs))
+        checks.append(_check_operator(op, placed.following, inputs, searches))
         if checks[-1].errors:
             failed.add(op.name)
         errors += [(f"operators.{op.name}", rule) for rule in checks[-1].errors]
     return PlanCheck(platform.name, workload.name, mapping.name, checks, errors, warnings)
 
 
-def _check_operator(op, following, inputs: Inputs) -> OperatorCheck:
+def _check_operator(op, following, inputs: Inputs, searches: SearchCache
+                    ) -> OperatorCheck:
     platform = inputs.platform
     source = inputs.mapping_source.path if inputs.mapping_source else None
     try:
         tiling = resolve_tiling(op, merged_spec(inputs.mapping, op), platform,
-                                following=following)
+                                following=following, searches=searches)
     except AccsimError as exc:
         return OperatorCheck(op.name, op.layer_type, op.kind, None, [], errors=[exc.rule])
     if is_attention(op):  # its lowering checks tiles, buffers, dataflow and dtypes

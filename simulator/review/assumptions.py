@@ -116,12 +116,12 @@ def compute(entries: list[dict], metric: str, fields: list[str], engine: str,
 
 
 def _computed(entries: list[dict], metric: str, fields: list[str], engine: str,
-              cache: OutputFolder | None,
+              cache: OutputFolder | None, code: str,
               progress: Callable[[int, int, str], None] | None) -> dict:
     """`compute`, or its result from the run cache when computed before from the same
-    inputs, metric, fields, engine and MODEL_VERSION (a damaged or foreign entry is
-    computed again, never trusted)."""
-    identity = {"model_version": simulator.MODEL_VERSION, "format": FORMAT,
+    inputs, metric, fields, engine, MODEL_VERSION and code (simulator.code_version; a
+    damaged or foreign entry is computed again, never trusted)."""
+    identity = {"model_version": simulator.MODEL_VERSION, "code": code, "format": FORMAT,
                 "engine": engine, "metric": metric, "fields": fields,
                 "inputs": [{key: e[key] for key in ("label", "platform", "workload",
                                                      "mapping")} for e in entries]}
@@ -166,7 +166,7 @@ def _serve_corners(study: ResolvedStudy, record: RunRecord, corners: dict,
 
 def assumption_study(study: ResolvedStudy, records: list[RunRecord], out: OutputFolder,
                      *, engine: str, served: bool, cache: OutputFolder | None = None,
-                     progress: Callable[[int, int, str], None] | None = None
+                     code: str, progress: Callable[[int, int, str], None] | None = None
                      ) -> AssumptionsRecord | NotEvaluated:
     """Compute the section's data and write it as results/assumptions.LABEL.json;
     `served`: the subject has serving results, so its corners are served too."""
@@ -184,7 +184,7 @@ def assumption_study(study: ResolvedStudy, records: list[RunRecord], out: Output
                                "workload": runs[0].spec.workload.label,
                                "mapping": runs[0].spec.mapping.label},
                "inputs": entries,
-               **_computed(entries, chosen.metric, chosen.fields, engine, cache,
+               **_computed(entries, chosen.metric, chosen.fields, engine, cache, code,
                            progress)}
     if served and study.study.scope.serving is not None:
         for platform, record in zip(content["platforms"], runs):

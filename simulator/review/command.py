@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from simulator.code_version import code_version
 from simulator.output import progress
 from simulator.errors import AccsimError
 from simulator.options.catalog import add_options
@@ -117,23 +118,24 @@ def review(args: argparse.Namespace) -> int:
             study, variant_specs(study, specs, applied, out, INPUTS_FOLDER), models,
             ignore_capacity=args.ignore_capacity)
         started = time.perf_counter()
+        code = code_version()  # what the cache keys results by, read once
         with progress.operators(first="reviewing",
                                 total=len(specs) + len(variants)) as report:
-            records = run_all(specs, out, cache=cache, engine=args.engine,
+            records = run_all(specs, out, cache=cache, code=code, engine=args.engine,
                               progress=report)
             varied = pair_records(variants, records, run_all(
-                [v.spec for v in variants], out, cache=cache, engine=args.engine,
-                progress=report))
-            served = serving_runs(study, out, cache=cache, progress=report)
+                [v.spec for v in variants], out, cache=cache, code=code,
+                engine=args.engine, progress=report))
+            served = serving_runs(study, out, cache=cache, code=code, progress=report)
             swept = design_sweep(study, out, cache=cache, executor=executor,
                                  progress=report)
             assumed = assumption_study(study, records, out, engine=args.engine,
                                        served=not isinstance(served, NotEvaluated),
-                                       cache=cache, progress=report)
+                                       cache=cache, code=code, progress=report)
             searched = NotEvaluated("the study asks for no deployment search "
                                     "(scope.deployment_search)")
             if study.study.scope.deployment_search is not None:
-                searched = run_search(study, out, cache=cache)
+                searched = run_search(study, out, cache=cache, code=code)
         reused = sum(r.reused for r in records + [v.run for v in varied])
         packet = write_packet(assemble(Context(study, records, models, served, swept,
                                                varied, assumptions=assumed,

@@ -108,9 +108,10 @@ def grid(search: DeploymentSearch, study: ResolvedStudy) -> Grid:
 
 
 def run_search(study: ResolvedStudy, out: OutputFolder, *,
-               cache: OutputFolder | None) -> DeploymentRecord:
+               cache: OutputFolder | None, code: str) -> DeploymentRecord:
     """Search every platform of the study (variants as the packet wrote them), write
-    the export and return its record."""
+    the export and return its record; its store is keyed by the code too
+    (simulator.code_version)."""
     search = study.study.scope.deployment_search
     spec = serve_spec(search, study)
     archs = [loaded.source.path for loaded in study.platforms]
@@ -118,7 +119,7 @@ def run_search(study: ResolvedStudy, out: OutputFolder, *,
     # One store per search and platform names (not paths: a packet writes its variants
     # into its own folder), so a second review into another folder reads it back.
     key = hashlib.sha256(json.dumps([search.model_dump(mode="json"),
-                                     [loaded.label for loaded in study.platforms]],
+                                     [loaded.label for loaded in study.platforms], code],
                                     sort_keys=True).encode()).hexdigest()[:16]
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) if cache is None else cache.path / FOLDER

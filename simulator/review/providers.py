@@ -61,7 +61,7 @@ def model_config_path(model: ModelUnderReview, study: ResolvedStudy) -> str:
 
 
 def serving_runs(study: ResolvedStudy, out: OutputFolder, *, cache: OutputFolder | None,
-                 progress=None):
+                 code: str, progress=None):
     """Every platform x workload or model served at scope.serving's loads (DESIGN.md
     section 10), as review.serving records."""
     if study.study.scope.serving is None:
@@ -69,7 +69,7 @@ def serving_runs(study: ResolvedStudy, out: OutputFolder, *, cache: OutputFolder
     subjects = [(w.label, w.source.path, False) for w in study.workloads]
     subjects += [(m.label, model_config_path(m, study), True)
                  for m in study.study.scope.models]
-    return serving.run_serving(study, subjects, out, cache=cache,
+    return serving.run_serving(study, subjects, out, cache=cache, code=code,
                                progress=progress)
 
 

@@ -5,7 +5,8 @@ simulator.system.run, as `accsim run --chips N --tp T ...` does, and its file ca
 the `system` block.
 
 Results are reused by content hash: the key is the sha256 of the canonical inputs, their
-source files' hashes, the engine asked for and MODEL_VERSION, so a cached result is
+source files' hashes, the engine asked for, MODEL_VERSION and the code's own digest
+(simulator.code_version), so a cached result is
 exactly what a rerun would write. A cache entry whose embedded inputs do not match its
 key, or whose bytes do not match the digest written beside it (KEY.json.sha256), is
 recomputed, never trusted. What a cache can guarantee: an entry is used only for the
@@ -142,10 +143,11 @@ def _embedded(loaded: Loaded) -> dict:
             "canonical": loaded.model.model_dump(mode="json")}
 
 
-def cache_key(spec: RunSpec, engine: str) -> str:
-    """sha256 of the canonical inputs with their sources, the engine and MODEL_VERSION."""
+def cache_key(spec: RunSpec, engine: str, code: str) -> str:
+    """sha256 of the canonical inputs with their sources, the engine, MODEL_VERSION and
+    the code that computes it (simulator.code_version)."""
     identity = {"model_version": simulator.MODEL_VERSION, "engine": engine,
-                **spec.embedded()}
+                "code": code, **spec.embedded()}
     if spec.system is not None:  # keyed apart from the same inputs on one chip
         identity["system"] = spec.system.model_dump()
     if spec.ignore_capacity:  # its file carries the capacity stamp
@@ -207,16 +209,17 @@ def default_cache_dir() -> Path:
 
 
 def run_all(specs: list[RunSpec], out: OutputFolder, *, cache: OutputFolder | None,
-            engine: str = "auto",
+            code: str, engine: str = "auto",
             progress: Callable[[int, int, str], None] | None = None) -> list[RunRecord]:
     """Simulate (or reuse) every run and place its result file in the packet's
-    results folder (cache and packet written through their guards)."""
+    results folder (cache and packet written through their guards); `code`: the
+    simulator.code_version the cache is keyed by."""
     records = []
     for index, spec in enumerate(specs):
         if progress:
             progress(index, len(specs), spec.name)
         target = f"{RESULTS_FOLDER}/{spec.name}.json"
-        entry = f"{cache_key(spec, engine)}.json"
+        entry = f"{cache_key(spec, engine, code)}.json"
         data = cache_read(cache, entry)
         reused = _cached(data, spec, cache.shown(entry) if cache is not None else "")
         if not reused:

@@ -119,10 +119,11 @@ def serve_points(spec: ServeSpec, rates: list[float]) -> dict:
             "points": points}
 
 
-def _key(spec: ServeSpec, rates: list[float], sources: list[str]) -> str:
+def _key(spec: ServeSpec, rates: list[float], sources: list[str], code: str) -> str:
     """`sources`: the sha256 of the platform (of its chain of bases, as loaded) and of
-    the workload or model file."""
-    identity = {"model_version": simulator.MODEL_VERSION, "rates": rates,
+    the workload or model file; `code`: simulator.code_version (a serving figure moves
+    with the code even where MODEL_VERSION stays)."""
+    identity = {"model_version": simulator.MODEL_VERSION, "code": code, "rates": rates,
                 "spec": spec.model_dump(mode="json"), "sources": sources}
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -142,7 +143,7 @@ def _usable(data: bytes | None, spec: ServeSpec, rates: list[float], file: str) 
 
 
 def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
-                out: OutputFolder, *, cache: OutputFolder | None,
+                out: OutputFolder, *, cache: OutputFolder | None, code: str,
                 progress: Callable[[int, int, str], None] | None = None
                 ) -> list[ServingRecord]:
     """Serve every platform x (label, workload path or model config, is an LLM)."""
@@ -156,7 +157,7 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
         spec = serve_spec(study, platform, path, llm=llm)
         sources = [platform.source.sha256] + (
             [hashlib.sha256(read_bytes(path)).hexdigest()] if Path(path).is_file() else [])
-        entry = f"serving-{_key(spec, rates, sources)}.json"
+        entry = f"serving-{_key(spec, rates, sources, code)}.json"
         data = cache_read(cache, entry)
         reused = _usable(data, spec, rates, cache.shown(entry) if cache else "")
         if not reused:

@@ -6,17 +6,19 @@ platforms at their best rather than at a heuristic's luck.
 The search is `search.operator.search_operator` with the built-in heuristics as its seeds, the
 plan's fixed fields kept, and at most MAX_SIMULATED candidates and MAX_STEPS tile steps
 simulated after the seeds (walked in order of their lower bound, so the budget goes to
-the most promising), which bounds its time and keeps it deterministic. It is memoised per distinct operator
-content (shape, dtype, repeat, the plan entry, the fused operator) and platform within
-a process: a pure cache, so serving and sweeps that simulate many workloads sharing
-operators search each one once.
+the most promising), which bounds its time and keeps it deterministic. Its results are
+kept in a SearchCache per distinct operator content (shape, dtype, repeat, the plan
+entry, the fused operator) and platform, owned by the caller: one per `simulate` call
+unless the caller passes its own (a serving cost model, a sweep worker), so workloads
+sharing operators search each one once. The search is deterministic, so a cache,
+shared or not, changes no result.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from dataclasses import dataclass, field, replace
+from collections import OrderedDict
+from dataclasses import replace
 
 from simulator.inputs.platform import Platform
 from simulator.mapping.plan import SEARCH, Tiling, TilingSpec
@@ -30,17 +32,6 @@ MAX_STEPS = 1 << 23
 SEEDS = ("array_aligned", "min_offchip", "os_k_inner")
 
 
-@dataclass(frozen=True)
-class _Query:
-    """One operator's search; equal and hashed by its canonical text alone."""
-
-    text: str
-    op: object = field(compare=False)
-    spec: TilingSpec = field(compare=False)
-    platform: Platform = field(compare=False)
-    following: object = field(compare=False)
-
-
 def _canonical(op, spec: TilingSpec, platform: Platform, following) -> str:
     fused = following.model_dump(mode="json") if spec.fuse and following is not None \
         else None
@@ -49,17 +40,35 @@ def _canonical(op, spec: TilingSpec, platform: Platform, following) -> str:
                        platform.model_dump(mode="json")], sort_keys=True)
 
 
-@functools.lru_cache(maxsize=4096)
-def _search(query: _Query) -> Tiling | None:
-    task = SearchTask(query.op, query.following, query.spec, query.platform, SEEDS, "cycles",
-                 exhaustive=False, constrained=True, max_simulated=MAX_SIMULATED,
-                 max_steps=MAX_STEPS)
+def _search(op, spec: TilingSpec, platform: Platform, following) -> Tiling | None:
+    task = SearchTask(op, following, spec, platform, SEEDS, "cycles", exhaustive=False,
+                      constrained=True, max_simulated=MAX_SIMULATED, max_steps=MAX_STEPS)
     best = search_operator(task).best
     return None if best is None else replace(best.tiling, heuristic=SEARCH)
 
 
-def searched_tiling(op, spec: TilingSpec, platform: Platform,
-                    following=None) -> Tiling | None:
-    """The best tiling of `op` that keeps the fields `spec` sets; None if none fits."""
-    return _search(_Query(_canonical(op, spec, platform, following), op, spec, platform,
-                          following))
+class SearchCache:
+    """The default search's best tilings by operator content and platform (at most
+    `limit`, the least recently used dropped first), with the lookups it answered
+    (`hits`) and the searches it ran (`misses`). Not shared between threads."""
+
+    def __init__(self, limit: int = 4096):
+        self.limit = limit
+        self.hits = self.misses = 0
+        self._found: OrderedDict[str, Tiling | None] = OrderedDict()
+
+    def searched_tiling(self, op, spec: TilingSpec, platform: Platform,
+                        following=None) -> Tiling | None:
+        """The best tiling of `op` that keeps the fields `spec` sets; None if none
+        fits."""
+        key = _canonical(op, spec, platform, following)
+        found = self._found
+        if key in found:
+            self.hits += 1
+            found.move_to_end(key)
+            return found[key]
+        self.misses += 1
+        tiling = found[key] = _search(op, spec, platform, following)
+        if len(found) > self.limit:
+            found.popitem(last=False)
+        return tiling

@@ -14,6 +14,7 @@ from simulator.inputs.platform import Platform
 from simulator.lowering import LoweredOperator, lower_compute, lower_vector
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS
 from simulator.mapping.plan import Mapping, merged_spec
+from simulator.search.default import SearchCache
 from simulator.search.resolve import Resolved, resolve_tiling
 from simulator.inputs.workload import is_compute
 
@@ -49,10 +50,12 @@ def _cost(lowered: LoweredOperator, replay: Callable[[LoweredOperator], int]) ->
 
 def fusion_groups(resolved: list[Resolved], lowered: list[LoweredOperator],
                   mapping: Mapping, platform: Platform,
-                  replay: Callable[[LoweredOperator], int]) -> list[FusionGroup]:
+                  replay: Callable[[LoweredOperator], int],
+                  searches: SearchCache | None = None) -> list[FusionGroup]:
     """Every group of the run (and every producer whose members were all dropped), with
     its savings; `replay(lowered)` gives one run's cycles (all instances). Groups whose
-    fusion a plan's `fuse:` asked are listed too."""
+    fusion a plan's `fuse:` asked are listed too. `searches`: the run's default-search
+    cache, for the members resolved alone."""
     by_name = {op.name: op for op in lowered}
     counted: set[str] = set()    # prologue norms already costed alone
     groups = []
@@ -70,7 +73,8 @@ def fusion_groups(resolved: list[Resolved], lowered: list[LoweredOperator],
             if member.op.name in counted:
                 continue
             counted.update([member.op.name] if member.prologue else [])
-            tiling = resolve_tiling(member.op, merged_spec(mapping, member.op), platform)
+            tiling = resolve_tiling(member.op, merged_spec(mapping, member.op), platform,
+                                    searches=searches)
             b, c = _cost(lower_vector(member.op, tiling, platform,
                                       block_steps=DEFAULT_BLOCK_STEPS), replay)
             bytes_alone, cycles_alone = bytes_alone + b, cycles_alone + c

@@ -19,7 +19,7 @@ from simulator.mapping.plan import (DEFAULT_HEURISTIC, SEARCH, EpilogueMember, M
                                     Tiling, TilingSpec, check_mapping_names,
                                     fully_specified, fusion_error, merged_spec)
 from simulator.program.tile_program import memory_params
-from simulator.search.default import searched_tiling
+from simulator.search.default import SearchCache
 from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
                                      fitted_group, fusion_mode, has_edges,
                                      vector_run_candidates)
@@ -131,14 +131,17 @@ def fusion_units(workload: Workload, mapping: Mapping) -> list[tuple[int, ...]]:
     return [tuple(sorted(indices)) for indices in merged.values()]
 
 
-def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None) -> Tiling:
+def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None,
+                   searches: SearchCache | None = None) -> Tiling:
     """The operator's tiling under its plan entry: with no heuristic named, the open
-    fields are the default search's best (memoised per distinct operator; `following`
-    is the operator a `fuse` absorbs), else the named heuristic's; the entry's explicit
-    fields laid over either. Attention's search also picks its lowering."""
+    fields are the default search's best (kept in `searches`, else searched afresh;
+    `following` is the operator a `fuse` absorbs), else the named heuristic's; the
+    entry's explicit fields laid over either. Attention's search also picks its
+    lowering."""
     name = spec.heuristic or SEARCH
     if name == SEARCH and not fully_specified(op, spec):
-        found = searched_tiling(op, spec, platform, following)
+        found = (SearchCache() if searches is None else searches).searched_tiling(
+            op, spec, platform, following)
         if found is not None:
             return replace(found, **spec_overrides(spec))
         name = DEFAULT_HEURISTIC  # nothing fits: lowering reports this tiling's overflow
@@ -157,10 +160,12 @@ class Resolved(NamedTuple):
 
 
 def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
-                     mapping_source: str | None = None) -> list[Resolved]:
+                     mapping_source: str | None = None,
+                     searches: SearchCache | None = None) -> list[Resolved]:
     """Every operator that runs, resolved; a wrong plan entry or fusion is an error
     naming the plan's file. A planner member its producer's tiling cannot keep runs
-    on its own."""
+    on its own. `searches`: the default search's cache (default: one for this call)."""
+    searches = SearchCache() if searches is None else searches
     def refused(op, rule: str, file: str | None = None) -> AccsimError:
         return AccsimError(rule, file=file or mapping_source, field=f"operators.{op.name}")
 
@@ -182,7 +187,8 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
             continue
         if placed.prologue_of:
             plans, reason = _prologue_plan(placed, [by_name[name] for name in
-                                                    placed.prologue_of], platform)
+                                                    placed.prologue_of], platform,
+                                           searches)
             if reason is None:
                 prologues.update(plans)
                 continue
@@ -194,7 +200,8 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
             resolved.append(Resolved(op, tiling, fused, dropped))
             continue
         try:
-            tiling = resolve_tiling(op, placed.spec, platform, following=placed.following)
+            tiling = resolve_tiling(op, placed.spec, platform, following=placed.following,
+                                    searches=searches)
         except AccsimError as exc:  # the plan's fault: name its file
             raise AccsimError(exc.rule, file=exc.file or mapping_source,
                               field=exc.field) from None
@@ -214,8 +221,8 @@ def resolve_workload(workload: Workload, mapping: Mapping, platform: Platform, *
     return resolved
 
 
-def _prologue_plan(norm: Placed, consumers: list[Placed], platform: Platform
-                   ) -> tuple[dict[str, tuple], str | None]:
+def _prologue_plan(norm: Placed, consumers: list[Placed], platform: Platform,
+                   searches: SearchCache) -> tuple[dict[str, tuple], str | None]:
     """Each consumer's tiling (whole rows per A tile), members with the norm as its
     prologue, and the epilogue members that tiling gives back; or why the norm runs
     alone: a consumer's tiling cannot hold whole rows, or the group would be slower than
@@ -225,16 +232,17 @@ def _prologue_plan(norm: Placed, consumers: list[Placed], platform: Platform
     member = EpilogueMember(norm.op, prologue=True)
     plans: dict[str, tuple] = {}
     try:
-        alone = evaluate(norm.op, resolve_tiling(norm.op, norm.spec, platform), platform,
+        alone = evaluate(norm.op, resolve_tiling(norm.op, norm.spec, platform,
+                                                 searches=searches), platform,
                          memory, None).cycles
         fused = 0
         for consumer in consumers:
             op, spec = consumer.op, consumer.spec
-            tiling = resolve_tiling(op, whole_rows(spec, op), platform)
+            tiling = resolve_tiling(op, whole_rows(spec, op), platform, searches=searches)
             reason = prologue_refusal(op, tiling, platform)
             if reason is not None:
                 return {}, reason
-            free = resolve_tiling(op, spec, platform)
+            free = resolve_tiling(op, spec, platform, searches=searches)
             epilogue = fitted_group(op, free, consumer.members, platform)[0] \
                 if consumer.members else ()
             alone += evaluate(op, free, platform, memory, None, fused=epilogue).cycles
@@ -260,14 +268,16 @@ def resolve_checked(workload: Workload, mapping: Mapping, platform: Platform, *,
                     mapping_source: str | None = None,
                     workload_source: str | None = None,
                     platform_source: str | None = None,
-                    budget: MemoryBudget | None = None) -> list[Resolved]:
+                    budget: MemoryBudget | None = None,
+                    searches: SearchCache | None = None) -> list[Resolved]:
     """Check and resolve every operator in order; every tiling is checked against the
     limits (simulator.limits: int64 bounds, the memory `budget`) before any is
-    lowered."""
+    lowered. `searches`: the default search's cache (default: one for this call)."""
     check_mapping_names(mapping, workload, file=mapping_source)
     check_inputs(workload, platform, workload_source=workload_source,
                  platform_source=platform_source)
-    resolved = resolve_workload(workload, mapping, platform, mapping_source=mapping_source)
+    resolved = resolve_workload(workload, mapping, platform, mapping_source=mapping_source,
+                                searches=searches)
     check_tilings([r[:3] for r in resolved], platform, budget,
                   mapping_source=mapping_source, platform_source=platform_source)
     return resolved
@@ -277,12 +287,14 @@ def lower_workload(workload: Workload, mapping: Mapping, platform: Platform, *,
                    mapping_source: str | None = None,
                    workload_source: str | None = None,
                    platform_source: str | None = None,
-                   budget: MemoryBudget | None = None) -> list[LoweredOperator]:
+                   budget: MemoryBudget | None = None,
+                   searches: SearchCache | None = None) -> list[LoweredOperator]:
     """Check, resolve and lower every operator in order (operators absorbed as an
     epilogue are not emitted); GEMM programs longer than the budget's block stream."""
     resolved = resolve_checked(workload, mapping, platform, mapping_source=mapping_source,
                                workload_source=workload_source,
-                               platform_source=platform_source, budget=budget)
+                               platform_source=platform_source, budget=budget,
+                               searches=searches)
     return lower_resolved([r[:3] for r in resolved], platform,
                           mapping_source=mapping_source, workload_source=workload_source,
                           block_steps=None if budget is None else budget.block_steps)

@@ -15,6 +15,7 @@ import numpy as np
 
 from simulator.errors import AccsimError
 from simulator.inputs.loader import Source
+from simulator.serving.prefix_cache import check_prefix_options
 from simulator.serving.registry import Registry
 from simulator.serving.spec import MAX_HORIZON_S, MAX_REQUESTS
 from simulator.serving.trace import Trace, load_trace
@@ -29,6 +30,8 @@ class Arrivals:
     output_tokens: np.ndarray  # int64
     source: Source | None = None   # the trace file, for the manifest
     prefix_tokens: np.ndarray | None = None  # int64: each prompt's cached prefix
+    prefix_ids: np.ndarray | None = None   # int64: the trace's shared prefixes, with
+    prefix_lens: np.ndarray | None = None  # their lengths (simulator.serving.prefix_cache)
 
     def __len__(self) -> int:
         return len(self.times_s)
@@ -118,11 +121,13 @@ def trace(spec, rng: np.random.Generator, *, need_tokens: bool,
 
     def tokens(column, fixed):
         if column is None:
-            return np.full(count, fixed, dtype=np.int64)
+            return None if fixed is None else np.full(count, fixed, dtype=np.int64)
         return np.tile(column, copies)[:count]
 
     return Arrivals(tiled[:count], tokens(read.prompt_tokens, spec.prompt_tokens),
-                    tokens(read.output_tokens, spec.output_tokens), read.source)
+                    tokens(read.output_tokens, spec.output_tokens), read.source,
+                    prefix_ids=tokens(read.prefix_ids, None),
+                    prefix_lens=tokens(read.prefix_lens, None))
 
 
 def prefix_hits(prompt_tokens: np.ndarray, hit_rate: float) -> np.ndarray:
@@ -141,6 +146,8 @@ def arrivals(spec, *, need_tokens: bool, read: Trace | None = None) -> Arrivals:
     rng = np.random.default_rng(spec.seed)
     process = ARRIVALS.get(spec.arrival, field="arrival")
     came = process(spec, rng, need_tokens=need_tokens, read=read)
+    check_prefix_options(spec, came.prefix_ids is not None,
+                         came.source.path if came.source else None)
     if getattr(spec, "prefix_hit_rate", None):
         came = replace(came, prefix_tokens=prefix_hits(came.prompt_tokens,
                                                        spec.prefix_hit_rate))

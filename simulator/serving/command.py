@@ -180,6 +180,7 @@ def _summary_lines(result: dict) -> list[str]:
              _energy_line(result, opt) + "; service alone "
              f"{opt(result['service_ms'], ',.3f')} ms"]
     lines += pool_lines(result.get("disaggregated"))
+    lines += prefix_lines(result.get("prefix_cache"))
     lines += tail_lines(result.get("memory_tails"))
     cap = result.get("power_cap")
     if cap is not None:  # the clock a power cap left the chips (simulator.metrics.power_cap)
@@ -200,6 +201,16 @@ def _summary_lines(result: dict) -> list[str]:
         lines.append(f"SLA {'met' if result['sla']['met'] else 'NOT met'}: "
                      + "; ".join(parts))
     return lines
+
+
+def prefix_lines(cache: dict | None) -> list[str]:
+    """What the prefix cache (the trace's prefix_id, prefix_len) saved."""
+    if cache is None:
+        return []
+    return [f"prefix cache: {cache['hits']:,} of {cache['lookups']:,} admissions hit, "
+            f"{cache['tokens_saved']:,} of {cache['prompt_tokens']:,} prompt tokens not "
+            f"prefilled ({100 * cache['token_hit_rate']:.1f}%), "
+            f"{cache['evicted_blocks']:,} cached blocks evicted"]
 
 
 def tail_lines(tails: dict | None) -> list[str]:

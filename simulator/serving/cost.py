@@ -24,6 +24,7 @@ from simulator.errors import AccsimError
 from simulator.invocation import invocation_cycles
 from simulator.metrics.totals import invocation_totals
 from simulator.mapping.plan import Mapping, merged_spec
+from simulator.search.default import SearchCache
 from simulator.search.resolve import fusion_units
 from simulator.serving.precision import ServingPrecision
 from simulator.simulate import Inputs, simulate
@@ -117,11 +118,13 @@ class UnitCosts:
     """Fusion units' costs kept by content for several OperatorCosts (a deployment
     search's T x P splits of one platform: a pipeline stage's layers are the units of
     the unsplit replica's): one table per platform and plan by content, so a unit is
-    simulated once whichever cost model meets it first. Passed explicitly to the
-    cost models that share it; never global."""
+    simulated once whichever cost model meets it first, and one default-search cache
+    (`searches`) for their simulations. Passed explicitly to the cost models that share
+    it; never global."""
 
     def __init__(self):
         self._tables: dict[str, dict[str, Cost]] = {}
+        self.searches = SearchCache()
 
     def table(self, platform: Platform, mapping: Mapping) -> dict[str, Cost]:
         """The units' costs on `platform` under `mapping` (a unit's key holds
@@ -135,7 +138,8 @@ class OperatorCosts:
     """Simulated cost of workloads on one platform under one plan (--mapping, else the
     default mapping: its fusion mode, its open fields filled by its default's heuristic,
     None: the search), memoised per fusion unit's content (its entries for the unit's
-    operators included), in a table of its own or one of `shared`'s."""
+    operators included), in a table of its own or one of `shared`'s; the default
+    search's results in `searches`, its own or `shared`'s."""
 
     def __init__(self, platform: Platform, mapping: Mapping | None = None, *,
                  plan_file: str | None = None, shared: UnitCosts | None = None):
@@ -146,11 +150,12 @@ class OperatorCosts:
         self._seconds_per_cycle = platform.seconds(1.0)
         self._units: dict[str, Cost] = {} if shared is None else \
             shared.table(platform, self.mapping)
+        self.searches = SearchCache() if shared is None else shared.searches
 
     def _simulate_unit(self, operators: list, plan: Mapping) -> Cost:
         result = simulate(Inputs(self.platform, Workload(name="serving",
                                                          operators=operators), plan),
-                          fusion_report=False)
+                          fusion_report=False, searches=self.searches)
         total = result.operators_total  # the call's cost is charged once per batch
         return Cost(total.cycles * self._seconds_per_cycle, total.energy_pj * 1e-12)
 
@@ -224,11 +229,13 @@ class OperatorCosts:
 
 
 def simulated_cost(platform: Platform, workload: Workload,
-                   mapping: Mapping | None = None) -> Cost:
-    """One whole-workload run of the operator simulator (no memo) under the plan: the
-    reference the memoised sums and the bucketing are checked against."""
+                   mapping: Mapping | None = None, *,
+                   searches: SearchCache | None = None) -> Cost:
+    """One whole-workload run of the operator simulator (no memo of costs) under the
+    plan: the reference the memoised sums and the bucketing are checked against
+    (`searches`: a cost model's default-search cache, which changes no figure)."""
     total = simulate(Inputs(platform, workload, mapping or Mapping()),
-                     fusion_report=False).total
+                     fusion_report=False, searches=searches).total
     return Cost(platform.seconds(total.cycles), total.energy_pj * 1e-12)
 
 
@@ -269,6 +276,11 @@ class PlainBatchCost:
         self.precision = precision
         self._costs = OperatorCosts(platform, mapping, plan_file=plan_file)
         self.batch = lru_cache(maxsize=None)(self._batch)
+
+    @property
+    def searches(self) -> SearchCache:
+        """The default search's cache its simulations use."""
+        return self._costs.searches
 
     def _batch(self, size: int) -> Cost:
         """The batched workload's operators plus one call (invocation.py)."""

@@ -315,6 +315,8 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
     prompts = arrivals.prompt_tokens.tolist()
     outputs = arrivals.output_tokens.tolist()
     prefixes = None if arrivals.prefix_tokens is None else arrivals.prefix_tokens.tolist()
+    named = None if arrivals.prefix_ids is None else \
+        list(zip(arrivals.prefix_ids.tolist(), arrivals.prefix_lens.tolist()))
     for index, at in enumerate(times):
         if at > env.now:  # requests of the same instant all arrive before anyone plans
             delay = at - env.now
@@ -323,6 +325,8 @@ def arriving(env: simpy.Environment, arrivals: Arrivals, router, replicas: list[
         request = Request(index, at, prompts[index], outputs[index])
         if prefixes is not None:
             request.prefix_tokens = prefixes[index]
+        if named is not None:
+            request.prefix_id, request.prefix_len = named[index]
         store.on_arrival(request, at)
         target = replicas[router.pick(replicas)]
         target.scheduler.enqueue(request, at)

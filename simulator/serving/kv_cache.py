@@ -84,6 +84,11 @@ class PagedKvCache:
                 total += -(-short // block)
         return total
 
+    def admit(self, request: Request) -> bool:
+        """Blocks for a request joining the running set: its prefill target (a prefix
+        cache, simulator.serving.prefix_cache, reads cached blocks first)."""
+        return self.grow(request, request.prefill_target)
+
     def grow(self, request: Request, tokens: int) -> bool:
         """Make the request hold `tokens` tokens; False (and nothing changed) if the
         free blocks do not suffice."""

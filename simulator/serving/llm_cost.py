@@ -44,6 +44,7 @@ from simulator.frontends.hf.quantization import fit_formats
 from simulator.invocation import call_cycles
 from simulator.mapping.plan import Mapping
 from simulator.search.fusion import fusion_mode
+from simulator.search.default import SearchCache
 from simulator.serving.cost import (ZERO, Cost, CostRun, OperatorCosts, UnitCosts,
                                     call_cost, sets_tilings, simulated_cost)
 from simulator.serving.cost_cache import CostCache, cache_key
@@ -450,7 +451,8 @@ class LlmCost:
         if found is None:
             workload = self._workload(prefill, decode)
             units = self.costs.units(workload)
-            cost = simulated_cost(self.platform, workload, self.costs.mapping) + \
+            cost = simulated_cost(self.platform, workload, self.costs.mapping,
+                                  searches=self.costs.searches) + \
                 self._hidden(workload, units) + \
                 self._launches_beyond_one(workload, units, decode).scaled(-1.0)
             found = self._exact[key] = (cost.seconds, cost.energy_j)
@@ -490,6 +492,11 @@ class LlmCost:
         p = PROBE_TOKENS
         return frozenset(op.name for op in self._workload((), [p]).operators) & \
             frozenset(op.name for op in self._workload([(p, p)], [p + 1]).operators)
+
+    @property
+    def searches(self) -> SearchCache:
+        """The default search's cache its simulations use."""
+        return self.costs.searches
 
     def precision_record(self) -> dict | None:
         """What the plan chose for the reference workload's operators (the result's

@@ -49,6 +49,7 @@ class MetricsStore:
         self.arrived = 0
         self.preemptions = 0
         self.swaps = 0  # preemptions whose KV went out to host memory (a host tier)
+        self.prefix_cache = None  # PrefixStats, where the trace names shared prefixes
         self.running_max = [0] * replicas
         # Pipelined replicas: seconds summed over stages, and seconds any micro-batch
         # was in the pipeline (their ratio over P is the stages' utilisation).

@@ -36,6 +36,9 @@ class Request:
     preemptions: int = 0
     dropped: bool = False
     prefix_tokens: int = 0      # the prompt's first tokens found in the prefix cache
+    prefix_id: int = -1         # the trace's shared prefix (-1: none), of prefix_len
+    prefix_len: int = 0         # tokens; shared_blocks of its KV blocks are the cache's
+    shared_blocks: int = 0      # (simulator.serving.prefix_cache)
     swapped_tokens: int = 0     # KV tokens out in host memory, to come back on admission
     # Memory tails (simulator.serving.tails): when it was first admitted, its replica's
     # KV-blocked clock when it joined the queue, since when it has been preempted; and

@@ -324,7 +324,7 @@ class ContinuousBatching(ReplicaScheduler):
                 self.decoding.append(self.waiting.popleft())
                 budget -= 1
                 continue
-            if not self.kv.grow(head, head.prefill_target):
+            if not self.kv.admit(head):
                 refused = True
                 break  # first come, first served: the head waits for blocks
             on_admitted(head, self.kv_clock, now)

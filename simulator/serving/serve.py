@@ -4,6 +4,7 @@ simulate the arrivals, and summarise into the result `accsim serve --json` write
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,8 @@ from simulator.serving.engine import Progress, run_serving
 from simulator.serving.kv_cache import KV_ALLOCATORS, HostTier
 from simulator.serving.metrics import MetricsStore, RequestTimes, distribution
 from simulator.serving.pools import ROLES, pool_plan, pool_spec
+from simulator.serving.prefix_cache import PrefixCachingKvCache, PrefixStats, \
+    check_prefix_options
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
 from simulator.serving.spec import ServeSpec
@@ -90,6 +93,8 @@ def prepare(spec: ServeSpec, *, hf=None, ignore_capacity: bool = False,
     platform = with_collectives(platform, spec.collectives)
     if spec.arrival == "trace" and trace is None:  # read once, whatever the cap tries
         trace = load_trace(spec.arrival_trace, need_tokens=spec.llm)
+    if spec.arrival == "trace":  # refused before any cost is built
+        check_prefix_options(spec, trace.prefix_ids is not None, trace.source.path)
     cap = cap_in_force(platform, spec.power_cap_w)
     if cap is None:
         return _prepare_on(spec, platform, platform_source, hf, ignore_capacity,
@@ -315,6 +320,9 @@ def simulate_serving(setup: Setup, spec: ServeSpec, *,
         return _simulate_pools(setup, spec, came, progress), came
     store = MetricsStore(spec.replicas, sample_limit=spec.error_samples if setup.llm else 0)
     allocator = KV_ALLOCATORS.get(spec.kv_allocator, field="kv_allocator")
+    if setup.llm and came.prefix_ids is not None:  # the trace names shared prefixes
+        store.prefix_cache = PrefixStats()
+        allocator = partial(PrefixCachingKvCache, stats=store.prefix_cache)
 
     def make_kv():
         if not setup.llm:
@@ -381,6 +389,8 @@ def summary(setup: Setup, spec: ServeSpec, store: MetricsStore, came: Arrivals) 
     }
     if spec.kv_host_tier:  # absent without a host tier, as before it existed
         figures["swapped"] = store.swaps
+    if store.prefix_cache is not None:  # absent unless the trace names prefixes
+        figures["prefix_cache"] = store.prefix_cache.record()
     if spec.memory_tails:  # absent unless asked, as before it existed
         figures["memory_tails"] = memory_tails(store.finished)
     figures["sla"] = sla_report(spec.sla, figures)
@@ -409,7 +419,8 @@ def bucketing(setup: Setup, store: MetricsStore) -> dict:
 def serving_manifest(setup: Setup, spec: ServeSpec, came: Arrivals) -> dict:
     """`run`'s manifest for the reference run, plus the serving spec and the trace and
     model files with their sha256."""
-    reference = simulate(setup.reference)
+    # the cost model's searches: the reference iteration's operators were searched there
+    reference = simulate(setup.reference, searches=getattr(setup.cost, "searches", None))
     out = manifest(reference)
     out["serving"] = {
         "spec": spec.resolved().model_dump(mode="json"),

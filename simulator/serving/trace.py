@@ -1,12 +1,15 @@
 """Arrival traces: CSV files (a shipped name or a path) with an arrival-time column in
-seconds and, for LLMs, prompt and output token columns.
+seconds and, for LLMs, prompt and output token columns, and optionally `prefix_id` and
+`prefix_len` (requests of one prefix_id share their first prefix_len prompt tokens:
+simulator.serving.prefix_cache; both or neither, the prompt column with them).
 
 A trace is untrusted input, so every bound is checked while it is read and before any
 request is served: at most MAX_REQUESTS rows (counted before parsing), fields of at
 most MAX_FIELD_CHARS characters, times finite, >= 0, non-decreasing, within
 MAX_HORIZON_S and either equal or at least MIN_GAP_S apart, token counts integers in
-[1, MAX_TOKENS]. Any line ending (LF, CR LF, CR) and a leading byte-order mark are
-accepted. A fault is one AccsimError naming the file, the line and the column, with at
+[1, MAX_TOKENS], prefix ids integers in [0, MAX_PREFIX_ID], prefix lengths integers
+in [0, the row's prompt tokens]. Any line ending (LF, CR LF, CR) and a leading
+byte-order mark are accepted. A fault is one AccsimError naming the file, the line and the column, with at
 most a short excerpt of the offending text.
 """
 
@@ -29,7 +32,10 @@ from simulator.serving.spec import MAX_HORIZON_S, MAX_REQUESTS, MAX_TOKENS
 ARRIVAL_COLUMNS = ("arrived_at", "arrival_s")
 PROMPT_COLUMNS = ("num_prefill_tokens", "prompt_tokens")
 OUTPUT_COLUMNS = ("num_decode_tokens", "output_tokens")
-COLUMNS = {"arrival": ARRIVAL_COLUMNS, "prompt": PROMPT_COLUMNS, "output": OUTPUT_COLUMNS}
+PREFIX_COLUMNS = {"prefix_id": ("prefix_id",), "prefix_len": ("prefix_len",)}
+COLUMNS = {"arrival": ARRIVAL_COLUMNS, "prompt": PROMPT_COLUMNS, "output": OUTPUT_COLUMNS,
+           **PREFIX_COLUMNS}
+MAX_PREFIX_ID = 2**63 - 1  # an int64
 # A time or token count written in more characters than this is not one.
 MAX_FIELD_CHARS = 64
 # Distinct arrival times closer than a nanosecond are below any trace's resolution (and
@@ -49,6 +55,8 @@ class Trace:
     output_tokens: np.ndarray | None
     source: Source
     lines: np.ndarray
+    prefix_ids: np.ndarray | None = None   # int64, with prefix_lens: the shared prefixes
+    prefix_lens: np.ndarray | None = None  # int64, each <= its prompt tokens
 
 
 def shipped_traces() -> list[str]:
@@ -91,12 +99,21 @@ def _columns(header: list[str], need_tokens: bool, file: str) -> dict[str, int]:
                               "keep one", file=file, field="header")
         if indices:
             found[role] = indices[0]
-        elif role == "arrival" or need_tokens:
+        elif role == "arrival" or (need_tokens and role not in PREFIX_COLUMNS):
             shown = ", ".join(excerpt(h) for h in header[:HEADER_NAMES_SHOWN])
             more = f" and {len(header) - HEADER_NAMES_SHOWN:,} more" \
                 if len(header) > HEADER_NAMES_SHOWN else ""
             raise AccsimError(f"missing column: one of {', '.join(names)} (header has "
                               f"{shown + more or 'nothing'})", file=file, field=role)
+    prefix = [role for role in PREFIX_COLUMNS if role in found]
+    if len(prefix) == 1:
+        other = next(role for role in PREFIX_COLUMNS if role not in found)
+        raise AccsimError(f"column {prefix[0]} without {other}: a shared prefix needs "
+                          "both (or neither)", file=file, field=other)
+    if prefix and "prompt" not in found:
+        raise AccsimError(f"prefix_len counts prompt tokens: give a prompt column ("
+                          f"{', '.join(PROMPT_COLUMNS)}) with it", file=file,
+                          field="prompt")
     return found
 
 
@@ -126,7 +143,8 @@ def load_trace(name_or_path: str, *, need_tokens: bool) -> Trace:
         raise AccsimError("empty trace (expected a header row)", file=source.path)
     header = [h.strip() for h in first]
     columns = _columns(header, need_tokens, source.path)
-    parse = {"arrival": _time, "prompt": _tokens, "output": _tokens}
+    parse = {"arrival": _time, "prompt": _tokens, "output": _tokens,
+             "prefix_id": _prefix_id, "prefix_len": _prefix_len}
     values: dict[str, list] = {role: [] for role in columns}
     lines = []  # the line of each request
     for line, row in rows:
@@ -146,9 +164,25 @@ def load_trace(name_or_path: str, *, need_tokens: bool) -> Trace:
     times = np.asarray(values["arrival"], dtype=np.float64)
     _check_order(times, lines, source.path, header[columns["arrival"]])
     tokens = {role: np.asarray(values[role], dtype=np.int64) if role in values else None
-              for role in ("prompt", "output")}
+              for role in ("prompt", "output", *PREFIX_COLUMNS)}
+    if tokens["prefix_len"] is not None:
+        _check_prefixes(tokens["prefix_len"], tokens["prompt"], lines, source.path,
+                        header[columns["prefix_len"]])
     return Trace(times - times[0], tokens["prompt"], tokens["output"], source,
-                 np.asarray(lines, dtype=np.int64))
+                 np.asarray(lines, dtype=np.int64), tokens["prefix_id"],
+                 tokens["prefix_len"])
+
+
+def _check_prefixes(lengths: np.ndarray, prompts: np.ndarray, lines: list[int],
+                    file: str, column: str) -> None:
+    """Each prefix_len at most its row's prompt tokens."""
+    over = np.flatnonzero(lengths > prompts)
+    if over.size:
+        at = int(over[0])
+        raise AccsimError(f"prefix_len {int(lengths[at]):,} is longer than the prompt's "
+                          f"{int(prompts[at]):,} tokens: a prefix is part of its prompt "
+                          "(prefix_len <= prompt tokens)", file=file,
+                          field=f"line {lines[at]}, {column}")
 
 
 def _check_order(times: np.ndarray, lines: list[int], file: str, column: str) -> None:
@@ -186,13 +220,33 @@ def _time(text: str, file: str, field: str) -> float:
 
 
 def _tokens(text: str, file: str, field: str) -> int:
-    try:
-        value = decimal_int(text)
-    except ValueError:
-        raise AccsimError(f"not an integer (ASCII decimal digits): {excerpt(text)}",
-                          file=file,
-                          field=field) from None
+    value = _integer(text, file, field)
     if not 1 <= value <= MAX_TOKENS:
         raise AccsimError(f"token count must be >= 1 and <= {MAX_TOKENS:,}, got {value:,}",
                           file=file, field=field)
+    return value
+
+
+def _integer(text: str, file: str, field: str) -> int:
+    try:
+        return decimal_int(text)
+    except ValueError:
+        raise AccsimError(f"not an integer (ASCII decimal digits): {excerpt(text)}",
+                          file=file, field=field) from None
+
+
+def _prefix_id(text: str, file: str, field: str) -> int:
+    value = _integer(text, file, field)
+    if not 0 <= value <= MAX_PREFIX_ID:
+        raise AccsimError(f"prefix_id must be an integer >= 0 and <= {MAX_PREFIX_ID:,}, "
+                          f"got {excerpt(text)}", file=file, field=field)
+    return value
+
+
+def _prefix_len(text: str, file: str, field: str) -> int:
+    value = _integer(text, file, field)
+    if not 0 <= value <= MAX_TOKENS:
+        raise AccsimError(f"prefix_len must be an integer >= 0 and <= {MAX_TOKENS:,} "
+                          f"(and at most the prompt), got {excerpt(text)}", file=file,
+                          field=field)
     return value
