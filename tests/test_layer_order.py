@@ -40,7 +40,7 @@ def test_no_two_modules_share_a_name():
 def test_a_repeated_name_is_found(tmp_path):
     """The check can fail: two `plan` modules in two wings are named with both homes."""
     package = tmp_path / "simulator"
-    for wing in ("mapping", "sweep"):
+    for wing in ("lowering", "mapping"):
         (package / wing).mkdir(parents=True)
         (package / wing / "__init__.py").write_text("")
         (package / wing / "plan.py").write_text("")
@@ -49,4 +49,4 @@ def test_a_repeated_name_is_found(tmp_path):
                            init_globals={})
     check["repeated_names"].__globals__["PACKAGE"] = package
     assert check["repeated_names"]() == [
-        "repeated name: plan (simulator.mapping.plan, simulator.sweep.plan)"]
+        "repeated name: plan (simulator.lowering.plan, simulator.mapping.plan)"]
