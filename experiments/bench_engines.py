@@ -42,7 +42,7 @@ from contextlib import contextmanager
 import numpy as np
 
 import simulator.lowering
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.lowering import lower_compute

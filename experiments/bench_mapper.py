@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import time
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 import numpy as np
 
 from simulator.search.bounds import candidate_bounds
 from simulator.search.operator import evaluate as _evaluate
-from simulator.search.workload import map_workload
+from simulator.search.workload_search import map_workload
 from simulator.program.tile_program import memory_params
 from simulator.simulate import Inputs
 from simulator.inputs.workload import is_compute

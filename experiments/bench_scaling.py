@@ -65,7 +65,7 @@ def peak_rss_mib() -> float:
 
 def inputs(tiles: tuple[int, int, int]):
     """The case's GEMM on PLATFORM with the fixed 32^3 plan."""
-    from simulator.inputs.resolve import load_inputs
+    from simulator.inputs.named_inputs import load_inputs
     from simulator.mapping.plan import Mapping, TilingSpec
     from simulator.simulate import Inputs
     from simulator.inputs.workload import Workload

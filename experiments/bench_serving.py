@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec
 

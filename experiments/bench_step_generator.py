@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import simulator.lowering as lowering  # noqa: E402
 from lru_steps import reference_program  # noqa: E402
-from simulator.inputs.resolve import load_inputs  # noqa: E402
+from simulator.inputs.named_inputs import load_inputs  # noqa: E402
 from simulator.lowering.tile_table import TileTables  # noqa: E402
 from simulator.program.tile_program import memory_params  # noqa: E402
 from simulator.search.bounds import candidate_bounds  # noqa: E402

@@ -26,8 +26,8 @@ from pathlib import Path
 from simulator.mapping.plan import Mapping, with_heuristic
 from simulator.sweep.coordinator import run_sweep
 from simulator.sweep.executors import Processes
-from simulator.sweep.plan import make_plan
-from simulator.sweep.spec import load_sweep
+from simulator.sweep.jobs import make_plan
+from simulator.sweep.sweep_spec import load_sweep
 from simulator.sweep.store import Store
 from simulator.sweep.task import mapping_mode
 

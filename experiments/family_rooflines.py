@@ -4,7 +4,7 @@ with the cache bytes per token and per request the step reads.
 
 Run: `python experiments/family_rooflines.py [--context N]` (about 10 s). The weight
 formats config.json declares fall back where the platform lacks them, as `accsim run`
-does (simulator.frontends.hf.command.LlmStep.on)."""
+does (simulator.frontends.hf.llm_command.LlmStep.on)."""
 
 from __future__ import annotations
 

@@ -3,14 +3,17 @@ own modules goes to a module of the same layer or one below it, never back up.
 
 The order is data (LAYERS, lowest first); a module belongs to the layer of the longest
 prefix that names it, so a wing may hold modules of two layers where it must (inputs:
-the schemas low, `inputs.resolve` above the importers it calls; kernels: the lazy JIT
+the schemas low, `inputs.named_inputs` above the importers it calls; kernels: the lazy JIT
 low, the ahead-of-time table above the engines it compiles). Command modules (every
-verb's, wherever its package) form the top layer with cli. Imports are read from the
-source, at module level and inside functions, as ../shared/tools/import_graph.py reads
-them; nothing is imported.
+verb's `*_command`, wherever its package) form the top layer with cli. Imports are read
+from the source, at module level and inside functions, as
+../shared/tools/import_graph.py reads them; nothing is imported.
+
+No two modules share a name (package __init__ aside): `repeated_names` lists any.
 
 Usage, from the repository root: python experiments/layer_order.py
-Prints the layers and each back-up import (module, line, target); exit 1 if any.
+Prints the layers, each back-up import (module, line, target) and each module name
+carried twice; exit 1 if any.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "simulator"
 # Lowest first. A prefix names a module or a subpackage (and everything under it).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("simulator.errors", "simulator.numbers", "simulator.options.rules",
+              "simulator.code_version",
               "simulator.kernels.jit", "simulator.kernels.library", "simulator.output")),
     ("model", ("simulator.model",)),
     ("inputs", ("simulator.inputs",)),
@@ -36,7 +40,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("simulate", ("simulator.simulate", "simulator.kernels")),
     ("present", ("simulator.present", "simulator.verification")),
     ("frontends", ("simulator.frontends", "simulator.precision")),
-    ("resolve", ("simulator.inputs.resolve",)),
+    ("resolve", ("simulator.inputs.named_inputs",)),
     ("system", ("simulator.system", "simulator.calibrate")),
     ("serving", ("simulator.serving",)),
     ("studies", ("simulator.sweep", "simulator.export")),
@@ -44,7 +48,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("api", ("simulator.api", "simulator.options")),
     # Measured runs for calibration are `accsim run` command lines: reading them (and
     # fitting and writing from what they read) is the command layer's work.
-    ("commands", ("simulator.commands", "simulator.cli", "simulator.calibrate.runs",
+    ("commands", ("simulator.commands", "simulator.cli", "simulator.calibrate.measured_runs",
                   "simulator.calibrate.whole", "simulator.calibrate.fitted_file")),
 ]
 
@@ -55,9 +59,8 @@ def module_name(path: Path) -> str:
 
 
 def is_command(module: str) -> bool:
-    """A verb's command module: `command` or `*_command` in any package."""
-    leaf = module.rpartition(".")[2]
-    return leaf == "command" or leaf.endswith("_command")
+    """A verb's command module: `*_command` in any package."""
+    return module.rpartition(".")[2].endswith("_command")
 
 
 def layer_of(module: str) -> int:
@@ -113,14 +116,26 @@ def back_up_imports() -> list[str]:
     return found
 
 
+def repeated_names() -> list[str]:
+    """Module names (package __init__ aside) that more than one module carries: a name
+    says what its module holds, so two modules may not share one (issue 40)."""
+    paths: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name != "__init__.py":
+            paths.setdefault(path.stem, []).append(module_name(path))
+    return [f"repeated name: {name} ({', '.join(held)})"
+            for name, held in sorted(paths.items()) if len(held) > 1]
+
+
 def main() -> int:
     for name, prefixes in LAYERS:
         print(f"{name:>10}: {', '.join(p.removeprefix('simulator.') for p in prefixes)}")
     print(f"{'':>10}  (and every verb's command module, at the top)")
-    found = back_up_imports()
-    print("\n".join(found))
-    print(f"layer order: {len(LAYERS)} layers, {len(found)} back-up imports")
-    return 1 if found else 0
+    found, repeated = back_up_imports(), repeated_names()
+    print("\n".join(found + repeated))
+    print(f"layer order: {len(LAYERS)} layers, {len(found)} back-up imports, "
+          f"{len(repeated)} repeated module names")
+    return 1 if found or repeated else 0
 
 
 if __name__ == "__main__":

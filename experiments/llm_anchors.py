@@ -23,7 +23,7 @@ from simulator.inputs.platform import Platform
 from simulator.frontends.hf import (decode_workload, load_model_config, model_stats,
                                     prefill_workload)
 from simulator.inputs.loader import load_model, locate
-from simulator.search.workload import map_workload
+from simulator.search.workload_search import map_workload
 from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import dominant_bottleneck
 from simulator.simulate import Inputs, simulate

@@ -21,12 +21,12 @@ from rich.table import Table
 from simulator.cli import build_parser
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.frontends.hf.command import run_step
+from simulator.frontends.hf.llm_command import run_step
 from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs
 from simulator.system.plan_run import run_plan
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 
 PLATFORM = "tpu_v5e_like"
 MODELS = ("llama_3_1_8b", "llama_3_1_70b")

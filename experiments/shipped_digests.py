@@ -43,9 +43,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.named_inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.errors import AccsimError
-from simulator.frontends.hf import command as hf_command
+from simulator.frontends.hf import llm_command as hf_command
 from simulator.frontends.hf.config import shipped_configs
 from simulator.mapping.plan import FUSION_MODES, ORIENTATION_MODES
 from simulator.inputs.loader import dump_json, read_source, shipped_folder, shipped_names

@@ -38,13 +38,13 @@ from rich.console import Console
 from rich.table import Table
 
 from simulator.calibrate.fitted_file import fitted_platform_yaml
-from simulator.calibrate.runs import read_runs
+from simulator.calibrate.measured_runs import read_runs
 from simulator.calibrate.sensitivity import assumed_ranges
 from simulator.calibrate.whole import CaseFit, Cases, WholeCalibration, calibrate_runs, select
 from simulator.inputs.loader import load_model, locate
 from simulator.inputs.platform_file import load_platform
 from simulator.inputs.workload import Workload
-from simulator.serving.cost import batched_workload
+from simulator.serving.iteration_cost import batched_workload
 
 HERE = Path(__file__).resolve().parent / "whole_models"
 MEASUREMENTS = HERE / "measurements.yaml"

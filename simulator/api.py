@@ -46,7 +46,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from simulator.system.capacity import Capacity
-from simulator.inputs.resolve import DEFAULT_ARCH, DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.named_inputs import DEFAULT_ARCH, DEFAULT_WORKLOAD, load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf.step import LlmOptions, LlmStep, llm_step
@@ -64,7 +64,7 @@ from simulator.simulate import RunResult
 from simulator.simulate import simulate as simulate_inputs
 from simulator.precision.applied import applied as applied_precision
 from simulator.system.plan_run import check_fit, run_plan
-from simulator.system.plan import SystemPlan, system_plan
+from simulator.system.parallelism import SystemPlan, system_plan
 from simulator.output.terminal import Grouped, plain
 from simulator.inputs.workload import Workload
 from simulator.inputs.anchors import relocated
@@ -74,9 +74,9 @@ from simulator.serving.serve import serve as serve_spec
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.coordinator import run_sweep
 from simulator.sweep.executors import executor_for
-from simulator.sweep.plan import make_plan
+from simulator.sweep.jobs import make_plan
 from simulator.sweep.report import build_report, parse_objectives
-from simulator.sweep.spec import load_sweep
+from simulator.sweep.sweep_spec import load_sweep
 from simulator.sweep.store import Store
 
 __all__ = ["load_platform", "load_workload", "load_mapping", "from_hf", "simulate",

@@ -34,12 +34,12 @@ VERBS = {
     "verify": ("simulator.commands.verify", "check a result JSON (or a review packet's "
                "packet.json, result by result): changed inputs, and a rerun from its "
                "embedded inputs"),
-    "review": ("simulator.review.command", "write a review packet (index.html, packet.md, "
+    "review": ("simulator.review.review_command", "write a review packet (index.html, packet.md, "
                "packet.json, figures, result files) for a study spec"),
-    "serve": ("simulator.serving.command", "request-level serving: arrivals, batching, KV "
+    "serve": ("simulator.serving.serve_command", "request-level serving: arrivals, batching, KV "
               "cache, replicas; latency/TTFT/TPOT percentiles, throughput, goodput, "
               "energy per request"),
-    "sweep": ("simulator.sweep.command", "design-space sweeps: run a spec into a resumable "
+    "sweep": ("simulator.sweep.sweep_command", "design-space sweeps: run a spec into a resumable "
               "SQLite store, report Pareto fronts"),
     "plan-deployment": ("simulator.sweep.deploy_command", "deployment search: per "
                         "platform, the best deployment meeting a serving SLA (SLA "
@@ -54,10 +54,10 @@ VERBS = {
                 "into a library that later runs load without Numba (about 10-20 s, "
                 "once; needs a C compiler)"),
     "schema": ("simulator.commands.schema", "print the JSON Schema of an input kind"),
-    "export": ("simulator.export.command", "pre-silicon profiles for other tools: Vidur "
+    "export": ("simulator.export.export_command", "pre-silicon profiles for other tools: Vidur "
                "profiling CSVs, a Chakra execution trace (ASTRA-sim), LLMServingSim "
                "performance tables"),
-    "import": ("simulator.frontends.command", "read a model or trace in another format and "
+    "import": ("simulator.frontends.import_command", "read a model or trace in another format and "
                "write accsim workload YAML"),
 }
 

@@ -3,7 +3,7 @@ queueing and metrics are checked without the operator simulator in the loop."""
 
 from __future__ import annotations
 
-from simulator.serving.cost import Cost, DecodeRunByIteration
+from simulator.serving.iteration_cost import Cost, DecodeRunByIteration
 from simulator.serving.metrics import RequestTimes
 from simulator.serving.serve import Setup, simulate_serving
 from simulator.serving.spec import ServeSpec

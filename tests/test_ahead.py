@@ -15,7 +15,7 @@ import pytest
 
 from simulator.kernels import library as kernel_library
 from simulator.kernels.ahead import KERNELS
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.kernels.jit import ahead_types
 from simulator.simulate import simulate
 

@@ -276,7 +276,7 @@ def test_attention_tiling_rule_fits_the_buffers(small, shape):
 
 
 def test_the_mappers_plan_reproduces_its_best_attention():
-    from simulator.search.workload import map_workload
+    from simulator.search.workload_search import map_workload
     workload = Workload(name="w", operators=[{**ATTENTION, "q_len": 2048, "kv_len": 2048,
                                               "causal": True}])
     inputs = Inputs(_v5e(), workload, Mapping())

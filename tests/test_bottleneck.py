@@ -7,7 +7,7 @@ import pytest
 
 from platforms import make_platform
 from simulator.metrics.bottleneck import CLASSES, RULES, classify
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.loader import locate
 from simulator.inputs.platform_file import load_platform
 from simulator.inputs.platform import Platform

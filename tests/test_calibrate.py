@@ -15,7 +15,7 @@ import pytest
 
 from simulator.calibrate.sensitivity import with_values
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.platform import Platform
 from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import validate_model

@@ -16,7 +16,7 @@ import pytest
 
 from simulator.cli import main
 from simulator.inputs.platform_file import load_platform
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.simulate import simulate
 
 PLANTED = 1200

@@ -11,7 +11,7 @@ import pytest
 
 from simulator.system.capacity import operators_footprint
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.frontends.hf.config import load_model_config
 from simulator.inputs.workload import Workload
 

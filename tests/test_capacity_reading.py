@@ -18,7 +18,7 @@ from simulator.system.capacity import LARGEST, SMALLEST, operators_footprint
 from simulator.cli import main
 from simulator.errors import AccsimError
 from simulator.frontends import hf
-from simulator.review.command import checked_variants, run_specs
+from simulator.review.review_command import checked_variants, run_specs
 from simulator.review.providers import model_workload
 from simulator.review.study import load_study
 from simulator.review.variants import apply_variants, variant_specs
@@ -29,7 +29,7 @@ from simulator.mapping.plan import Mapping
 from simulator.inputs.platform_file import load_platform
 from simulator.sweep.deploy import Deployment, search_platform
 from simulator.sweep.task import evaluate_point
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.inputs.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -26,7 +26,7 @@ from platforms import make_platform
 
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.workload import Workload
 from simulator.limits import MemoryBudget
 from simulator.lowering import lower_vector

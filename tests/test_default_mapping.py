@@ -11,8 +11,8 @@ import pytest
 
 from simulator.search.default import SearchCache
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
-from simulator.search.workload import map_workload
+from simulator.inputs.named_inputs import load_inputs
+from simulator.search.workload_search import map_workload
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload

@@ -17,7 +17,7 @@ import pytest
 from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.metrics.energy import static_power_w
 from simulator.sweep.power_budget import least_static_w, static_floor_reason
 

@@ -13,7 +13,7 @@ import pytest
 from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.frontends import hf
 from simulator.serving.precision import ServingPrecision
 

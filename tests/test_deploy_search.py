@@ -11,10 +11,10 @@ import pytest
 from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.frontends import hf
 from simulator.sweep.deploy import iteration_bound_s
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.serving import ShardedFrontend
 
 PRICE = 1.25

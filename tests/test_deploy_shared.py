@@ -13,7 +13,7 @@ import pytest
 from tiny_llama import TINY_LLAMA
 
 from simulator.frontends import hf
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.serving.serve import prepare, simulate_serving, summary
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.spec import ServeSpec

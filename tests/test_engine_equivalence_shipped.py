@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import pytest
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.engines.outcome import EngineOutcome

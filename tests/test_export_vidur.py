@@ -22,7 +22,7 @@ from simulator.frontends import hf
 from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.shard import shard_config
 from simulator.inputs.workload import Workload
 from tests.export_models import RUN_AGREEMENT, layer_and_head, run_seconds

@@ -25,7 +25,7 @@ from simulator.export.naming import model_id
 from simulator.export.vidur_device import LAUNCHER_TEXT
 from simulator.frontends import hf
 from simulator.frontends.hf.config import parse_config
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.serving import ShardedFrontend
 from tests.export_models import (RUN_AGREEMENT, TINY, TINY_ID, layer_and_head,
                                  layer_compute_seconds, platform, simulated_seconds,

@@ -113,7 +113,7 @@ def test_scalesim_model_with_one_array_reproduces_model_version_1(case):
 
 
 def test_scalesim_inputs_and_validation_force_scalesim_folds_on_one_array():
-    from simulator.inputs.resolve import load_inputs
+    from simulator.inputs.named_inputs import load_inputs
     data = Path(__file__).parent / "data" / "scalesim"
     imported = load_inputs(str(data / "scale.cfg"), str(data / "small_conv.csv"), None)
     validated = load_inputs("tpu_v5e_like", "gemm_4096", None, validate="scalesim")

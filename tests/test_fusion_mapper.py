@@ -9,10 +9,10 @@ import pytest
 
 from platforms import make_platform
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import Mapping
-from simulator.search.workload import map_workload, read_map_json
+from simulator.search.workload_search import map_workload, read_map_json
 from simulator.simulate import simulate
 from simulator.inputs.workload import Workload
 

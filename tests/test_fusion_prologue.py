@@ -12,7 +12,7 @@ from test_fusion_planner import _kept_on_chip, _run
 
 from simulator.frontends.hf.config import load_model_config as load_config
 from simulator.frontends.hf.workloads import prefill_workload
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import Mapping, with_fusion
 from simulator.present.results import FusionGroupRecord

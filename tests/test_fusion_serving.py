@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.frontends.hf.config import load_model_config
 from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import Mapping
 from simulator.search.resolve import fusion_units
-from simulator.serving.cost import OperatorCosts, PlainBatchCost, simulated_cost
+from simulator.serving.iteration_cost import OperatorCosts, PlainBatchCost, simulated_cost
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.serve import prepare
@@ -121,7 +121,7 @@ def test_serve_cli_takes_fusion_and_auto_serves_faster(tmp_path):
 
 
 def test_review_fusion_reaches_every_plan_and_serving_point():
-    from simulator.review.serving import serve_spec
+    from simulator.review.serving_runs import serve_spec
     from simulator.review.study import load_study, with_study_fusion
     study = load_study("experiments/studies/resnet50_platforms.yaml")
     assert with_study_fusion(study, None) is study

@@ -1,4 +1,4 @@
-"""Fuzzing the serve trace reader (simulator.serving.trace) and the trace arrival
+"""Fuzzing the serve trace reader (simulator.serving.arrival_trace) and the trace arrival
 process behind it, 1,000 examples each: random bytes, and valid traces mutated (hostile
 field values, any line ending, a byte-order mark, duplicated or dropped columns,
 bytes spliced in or cut out). Every input either raises AccsimError or is accepted; an
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from simulator.errors import AccsimError
 from simulator.serving.arrivals import arrivals
 from simulator.serving.spec import MAX_HORIZON_S, MAX_TOKENS, ServeSpec
-from simulator.serving.trace import MIN_GAP_S, load_trace
+from simulator.serving.arrival_trace import MIN_GAP_S, load_trace
 
 FUZZ = settings(max_examples=1000, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from simulator.errors import AccsimError
-from simulator.sweep.plan import make_plan
+from simulator.sweep.jobs import make_plan
 from simulator.sweep.report import build_report, parse_objectives
 from simulator.sweep.rows import ROW_COLUMNS
-from simulator.sweep.spec import load_sweep
+from simulator.sweep.sweep_spec import load_sweep
 from simulator.sweep.store import Store
 from simulator.sweep.task import METRICS
 from test_fuzz_readers import HOSTILE, mutated, yaml_text

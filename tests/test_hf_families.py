@@ -21,7 +21,7 @@ from simulator.frontends.hf.quantization import fit_formats
 from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.shard import model_footprint, shard_config, stage_weight_params
 from simulator.inputs.workload import Scan
 

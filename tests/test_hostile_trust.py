@@ -352,7 +352,7 @@ def test_out_of_memory_advises_max_memory_only_for_tile_programs(where, advised,
     """"lower --max-memory" only where tile programs took the memory (the one case the
     option refuses up front): not for an input that ran the machine out of memory."""
     from simulator import simulate as simulate_module
-    from simulator.inputs import resolve as inputs_module
+    from simulator.inputs import named_inputs as inputs_module
 
     def exhausted(*args, **kwargs):
         raise MemoryError()

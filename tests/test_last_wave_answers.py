@@ -13,7 +13,7 @@ import yaml
 from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
-from simulator.precision.plan import Guardrail
+from simulator.precision.precision_plan import Guardrail
 
 SERVE = ["--model", "config.json", "--prompt-tokens", "64", "--output-tokens", "8",
          "--requests", "24"]

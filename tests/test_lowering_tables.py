@@ -7,7 +7,7 @@ from dataclasses import fields
 
 import numpy as np
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.lowering import lower_compute
 from simulator.lowering.tile_table import TileTables
 from simulator.mapping.plan import Tiling

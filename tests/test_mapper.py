@@ -15,13 +15,13 @@ import pytest
 
 from platforms import make_platform
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.lowering import lower_compute
 from simulator.mapping.windows import window_elements, window_maxima, window_table
 from simulator.search import operator as search_operator_module
 from simulator.search.bounds import candidate_bounds
 from simulator.search.operator import OBJECTIVES, Evaluation, evaluate as _evaluate
-from simulator.search.workload import (BUILTIN_HEURISTICS, MapResult, _grid_size, map_workload, read_map_json)
+from simulator.search.workload_search import (BUILTIN_HEURISTICS, MapResult, _grid_size, map_workload, read_map_json)
 from simulator.mapping.footprint import offchip_by_order
 from simulator.model.loop_nest import array_busy_cycles
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling, TilingSpec

@@ -15,7 +15,7 @@ import pytest
 from platforms import make_platform
 from simulator.mapping import heuristics as mapping_module
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.errors import AccsimError
 from simulator.lowering import lower_compute
 from simulator.present.plan_check import check_plan

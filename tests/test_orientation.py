@@ -22,7 +22,7 @@ from test_engine_equivalence_lowered import lowering_cases
 from simulator.cli import main
 from simulator.errors import AccsimError
 from simulator.engines.nest_replay import replay_nest
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.lowering import lower_compute
 from simulator.lowering.gemm_stream import GemmStream
 from simulator.mapping.plan import (LOOP_ORDERS, Mapping, Tiling, TilingSpec, merged_spec,

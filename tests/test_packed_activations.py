@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from platforms import make_platform
 
-from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.named_inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
@@ -26,8 +26,8 @@ from simulator.lowering import lower_compute
 from simulator.mapping.footprint import buffer_fits
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import LOOP_ORDERS, Mapping, Tiling
-from simulator.precision.plan import PrecisionPlan
-from simulator.precision.resolve import apply_plan
+from simulator.precision.precision_plan import PrecisionPlan
+from simulator.precision.format_choice import apply_plan
 from simulator.program.tile_program import memory_params
 from simulator.search.bounds import candidate_bounds
 from simulator.search.operator import evaluate

@@ -16,13 +16,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from platforms import make_platform
 
-from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.named_inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.inputs.platform import Dtype, Platform
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.model.formats import FORMATS, packed_bytes
-from simulator.frontends.hf import command as hf_command
+from simulator.frontends.hf import llm_command as hf_command
 from simulator.inputs.loader import validate_model
 from simulator.lowering import lower_compute
 from simulator.mapping.footprint import offchip_by_order

@@ -14,13 +14,13 @@ import sys
 import numpy as np
 import pytest
 
-from simulator.inputs.resolve import DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.named_inputs import DEFAULT_WORKLOAD, load_inputs
 from simulator.errors import AccsimError
-from simulator.frontends.hf import command as hf_command
+from simulator.frontends.hf import llm_command as hf_command
 from simulator.inputs.loader import validate_model
 from simulator.precision.emulate import FLOATS, MX_ELEMENTS, quantise, round_minifloat
-from simulator.precision.plan import PrecisionPlan
-from simulator.precision.resolve import apply_plan
+from simulator.precision.precision_plan import PrecisionPlan
+from simulator.precision.format_choice import apply_plan
 from simulator.inputs.workload import Attention, Gemm, Workload
 
 ml_dtypes = pytest.importorskip("ml_dtypes")

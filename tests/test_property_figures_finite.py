@@ -26,7 +26,7 @@ from timed_cli import cpu_bound
 
 from simulator.calibrate.sensitivity import with_values
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import validate_model

@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel
 
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.run_inputs import Inputs

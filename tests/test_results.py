@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.errors import AccsimError
 from simulator.inputs.loader import dump_json
 from simulator.present.run_report import result_dict, result_model, write_json

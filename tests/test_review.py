@@ -400,7 +400,7 @@ def test_results_of_other_code_are_never_served_from_the_cache(tmp_path, capsys,
     assert "2 runs and 2 serving results (0 reused" in capsys.readouterr().out
     write_packet(study, tmp_path / "b", "--cache", str(cache))
     assert "(4 reused" in capsys.readouterr().out
-    monkeypatch.setattr("simulator.review.command.code_version", lambda: "other code")
+    monkeypatch.setattr("simulator.review.review_command.code_version", lambda: "other code")
     write_packet(study, tmp_path / "c", "--cache", str(cache))
     assert "(0 reused" in capsys.readouterr().out
     assert len(list(cache.glob("serving-*.json"))) == 4

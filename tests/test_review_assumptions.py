@@ -14,8 +14,8 @@ import yaml
 
 from simulator.calibrate.sensitivity import with_values
 from simulator.cli import main
-from simulator.review import assumptions as assumptions_module
-from simulator.inputs.resolve import load_inputs
+from simulator.review import assumption_study as assumptions_module
+from simulator.inputs.named_inputs import load_inputs
 from simulator.simulate import simulate
 
 # A memory-bound probe: its time is the weights' stream, so bandwidth decides it.

@@ -10,7 +10,7 @@ import pytest
 
 import simulator
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.loader import locate
 from simulator.simulate import simulate
 

@@ -10,7 +10,7 @@ import yaml
 
 from simulator.calibrate.sensitivity import with_values
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.simulate import simulate
 
 # A memory-bound probe: a matrix-vector-like GEMM streams its 4 MiB of weights once.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.mapping.plan import Mapping
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload

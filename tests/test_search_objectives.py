@@ -3,7 +3,7 @@ cycles and energy of operator_totals to the bit (the same sums in the same order
 
 from __future__ import annotations
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.metrics.totals import operator_objectives
 from simulator.simulate import simulate
 

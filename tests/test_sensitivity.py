@@ -11,7 +11,7 @@ import yaml
 
 from simulator.calibrate.sensitivity import METRICS, perturbed_raw, sensitivity
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.simulate import simulate
 
 # (platform, workload, metric, fields): a timing field, a field whose low end is its

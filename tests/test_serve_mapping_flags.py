@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.errors import AccsimError
 from simulator.frontends.hf.config import load_model_config
 from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import load_model
 from simulator.mapping.plan import Mapping
-from simulator.serving.cost import OperatorCosts, PlainBatchCost
+from simulator.serving.iteration_cost import OperatorCosts, PlainBatchCost
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.serve import prepare

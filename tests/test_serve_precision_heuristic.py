@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.frontends.hf.config import load_model_config
 from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import Mapping, with_heuristic
-from simulator.serving.cost import PlainBatchCost
+from simulator.serving.iteration_cost import PlainBatchCost
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.precision import ServingPrecision

@@ -8,7 +8,7 @@ import pytest
 
 from simulator.errors import AccsimError
 from simulator.serving.arrivals import arrivals
-from simulator.serving.trace import load_trace, shipped_traces
+from simulator.serving.arrival_trace import load_trace, shipped_traces
 from simulator.serving.spec import ServeSpec
 
 

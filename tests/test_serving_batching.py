@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from serving_helpers import FixedBatchCost, run
 
-from simulator.inputs.resolve import load_inputs
-from simulator.serving.cost import (SAMPLE_FIELD, OperatorCosts, PlainBatchCost,
+from simulator.inputs.named_inputs import load_inputs
+from simulator.serving.iteration_cost import (SAMPLE_FIELD, OperatorCosts, PlainBatchCost,
                                     batched_workload, simulated_cost)
 from simulator.serving.spec import ServeSpec
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from serving_helpers import LinearTokenCost, run
 
-from simulator.serving.cost import Cost
+from simulator.serving.iteration_cost import Cost
 from simulator.serving.kv_cache import PagedKvCache, blocks_for, kv_capacity_blocks
 from simulator.serving.schedulers import ContinuousBatching
 from simulator.serving.spec import ServeSpec

@@ -8,7 +8,7 @@ import fake_hf
 import pytest
 
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.serving.cost_cache import CostCache, cache_key, parse_entry, user_folder
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.serve import prepare, serve

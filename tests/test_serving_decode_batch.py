@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from simulator.frontends.hf.config import load_model_config
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.mapping.plan import Mapping
-from simulator.serving.cost import simulated_cost
+from simulator.serving.iteration_cost import simulated_cost
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.llm_cost import FIXED, VARIABLE, LlmCost, bucketing_error
 

@@ -17,7 +17,7 @@ from tiny_llama import TINY_LLAMA
 from simulator.cli import main
 from simulator.collectives.cost import collective_cost
 from simulator.errors import AccsimError
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import find_max_rate
 from simulator.serving.kv_cache import HostTier

@@ -19,7 +19,7 @@ import fake_hf
 import pytest
 import yaml
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.serve import prepare, serve
 from simulator.serving.spec import ServeSpec

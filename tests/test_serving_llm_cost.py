@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.errors import AccsimError
 from simulator.serving import llm_cost
 from simulator.serving.llm_cost import LlmCost, bucketing_error, grid_cell

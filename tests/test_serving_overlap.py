@@ -10,7 +10,7 @@ import json
 import pytest
 
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.frontends.hf.config import load_model_config
@@ -19,11 +19,11 @@ from simulator.serving.llm_cost import LlmCost
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.coordinator import run_sweep
 from simulator.sweep.executors import Serial
-from simulator.sweep.plan import make_plan
-from simulator.sweep.spec import load_sweep
+from simulator.sweep.jobs import make_plan
+from simulator.sweep.sweep_spec import load_sweep
 from simulator.sweep.store import Store
 from simulator.system.overlap import OVERLAP_MODES
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.serving import ShardedFrontend
 
 ARCH, MODEL, TP, SEQ = "tpu_v5e_like", "gpt2", 4, 64

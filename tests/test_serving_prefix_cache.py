@@ -20,7 +20,7 @@ from simulator.serving.prefix_cache import PrefixCachingKvCache, PrefixStats
 from simulator.serving.requests import Request
 from simulator.serving.serve import Setup, simulate_serving
 from simulator.serving.spec import ServeSpec
-from simulator.serving.trace import load_trace
+from simulator.serving.arrival_trace import load_trace
 
 ARCH = "tpu_v5e_like"
 

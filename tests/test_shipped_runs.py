@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.loader import shipped_names
 from simulator.engines.outcome import STALL_PARTS
 from simulator.simulate import simulate

@@ -17,7 +17,7 @@ from strategies import tile_programs
 from test_engine_equivalence_lowered import lowering_cases
 
 from simulator.cli import main
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import replay_stream, run_fast
 from simulator.errors import AccsimError, InvalidProgramError

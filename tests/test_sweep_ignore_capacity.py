@@ -13,8 +13,8 @@ from simulator.cli import main
 from simulator.review.sweep import rerun_differences
 from simulator.sweep.coordinator import run_sweep
 from simulator.sweep.executors import Serial
-from simulator.sweep.plan import IGNORE_CAPACITY, canonical_json, make_plan, sha256
-from simulator.sweep.spec import load_sweep
+from simulator.sweep.jobs import IGNORE_CAPACITY, canonical_json, make_plan, sha256
+from simulator.sweep.sweep_spec import load_sweep
 from simulator.sweep.store import Store
 from simulator.sweep.task import evaluate_point
 

@@ -19,8 +19,8 @@ from simulator.errors import AccsimError
 from simulator.sweep import executors
 from simulator.sweep.coordinator import run_sweep
 from simulator.sweep.executors import Dask, Processes, Serial, executor_for
-from simulator.sweep.plan import make_plan
-from simulator.sweep.spec import load_sweep
+from simulator.sweep.jobs import make_plan
+from simulator.sweep.sweep_spec import load_sweep
 from simulator.sweep.store import Store
 from timed_cli import HANG_S
 

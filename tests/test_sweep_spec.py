@@ -12,8 +12,8 @@ import pytest
 import simulator
 from simulator.errors import AccsimError
 from simulator.sweep.pareto import pareto_mask
-from simulator.sweep.plan import make_plan
-from simulator.sweep.spec import load_sweep
+from simulator.sweep.jobs import make_plan
+from simulator.sweep.sweep_spec import load_sweep
 
 GEMM = """\
 name: small_gemm

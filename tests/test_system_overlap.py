@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 
 from simulator.cli import build_parser, main
 from simulator.collectives.cost import with_collectives
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.platform import Platform
-from simulator.frontends.hf.command import run_step
+from simulator.frontends.hf.llm_command import run_step
 from simulator.inputs.loader import load_model, locate
 from simulator.mapping.plan import Mapping, TilingSpec
 from simulator.simulate import Inputs
 from simulator.system.plan_run import run_plan
 from simulator.system.overlap import Step, decomposed_exposed, overlap
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 
 # Figures written by the commit before padding and overlap (f973c9b), one chip's
 # shard simulated per plan; `--overlap none` must give every one of them again, on the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from simulator.cli import main
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.inputs.loader import load_model, locate
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.shard import shard_plain
 from simulator.inputs.workload import Workload
 

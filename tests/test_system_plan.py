@@ -7,7 +7,7 @@ import pytest
 from platforms import make_platform
 from simulator.errors import AccsimError
 from simulator.system.capacity import Footprint, check_capacity, smallest_fitting
-from simulator.system.plan import ModelLimits, SystemPlan, check_plan
+from simulator.system.parallelism import ModelLimits, SystemPlan, check_plan
 
 LINKED = make_platform(interconnect={"topology": "torus2d", "ports_per_chip": 4,
                                      "link_bandwidth_gbps": 50.0,

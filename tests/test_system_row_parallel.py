@@ -11,9 +11,9 @@ import pytest
 
 from simulator.cli import main
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.system.plan_run import run_plan
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 
 DOWN = "layer0_mlp_down"  # bert_base_s128: 128 x 768 x 3072
 

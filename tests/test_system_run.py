@@ -10,18 +10,18 @@ import pytest
 
 from simulator.cli import build_parser, main
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf import model_stats
-from simulator.frontends.hf.command import run_step
+from simulator.frontends.hf.llm_command import run_step
 from simulator.inputs.loader import load_model, locate, shipped_names
 from simulator.mapping.plan import Mapping
 from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs
 from simulator.system.plan_run import run_plan
-from simulator.system.plan import SystemPlan
-from simulator.system.run import system_dict
+from simulator.system.parallelism import SystemPlan
+from simulator.system.sharded_run import system_dict
 
 SYSTEM_KEYS = {"chips", "tp", "pp", "ep", "weight_bytes_per_chip", "kv_bytes_per_chip",
                "capacity_bytes_per_chip", "collective_s", "communication_fraction",

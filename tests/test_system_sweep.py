@@ -8,8 +8,8 @@ import pytest
 from simulator.errors import AccsimError
 from simulator.sweep.coordinator import run_sweep
 from simulator.sweep.executors import Serial
-from simulator.sweep.plan import make_plan
-from simulator.sweep.spec import load_sweep
+from simulator.sweep.jobs import make_plan
+from simulator.sweep.sweep_spec import load_sweep
 from simulator.sweep.store import Store
 
 SPEC = """\

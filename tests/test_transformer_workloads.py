@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.inputs.resolve import load_inputs
+from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.loader import shipped_folder, load_model, locate, shipped_names
 from simulator.mapping.plan import Mapping
 from simulator.simulate import simulate

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from simulator.calibrate.runs import read_runs
+from simulator.calibrate.measured_runs import read_runs
 from simulator.inputs.platform_file import load_platform
 
 FOLDER = Path(__file__).resolve().parent.parent / "experiments" / "whole_models"

@@ -1,5 +1,5 @@
 """`accsim calibrate --arch A --measured FILE [--fit FIELD,...] -o OUT.yaml`: fit the
-platform's assumed values to measured operator times (simulator.calibrate.fit) or to
+platform's assumed values to measured operator times (simulator.calibrate.operator_fit) or to
 measured whole-model runs (a file of `measurements:`, simulator.calibrate.whole), print
 the fitted values and the error before and after (cross-validated for operators, left
 one out per case for whole models), and write the platform with the fitted values
@@ -14,14 +14,14 @@ import json
 import yaml
 from rich.table import Table
 
-from simulator.calibrate.fit import Calibration, calibrate
+from simulator.calibrate.operator_fit import Calibration, calibrate
 from simulator.calibrate.fitted_file import fitted_platform_yaml
 from simulator.calibrate.measured import read_measured
-from simulator.calibrate.runs import is_runs_file, read_runs
+from simulator.calibrate.measured_runs import is_runs_file, read_runs
 from simulator.calibrate.whole import WholeCalibration, calibrate_runs
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
 from simulator.options.rules import in_range, names, whole
-from simulator.inputs.resolve import budget, load_inputs
+from simulator.inputs.named_inputs import budget, load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import dump_json, validate_model

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from simulator.calibrate.runs import Runs
+from simulator.calibrate.measured_runs import Runs
 from simulator.inputs.loader import locate, validate_model
 from simulator.inputs.platform import Platform
 from simulator.inputs.platform_file import BASE, as_file, nested, overridden

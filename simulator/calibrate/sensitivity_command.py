@@ -12,7 +12,7 @@ from simulator.output import progress
 from simulator.calibrate.sensitivity import METRICS, Sensitivity, sensitivity
 from simulator.calibrate.tornado import draw_tornado, tornado_height
 from simulator.commands.compare import compared_inputs
-from simulator.inputs.resolve import budget
+from simulator.inputs.named_inputs import budget
 from simulator.output.escape import csv_text
 from simulator.output.figure import pyplot, save_figure
 from simulator.inputs.loader import dump_json

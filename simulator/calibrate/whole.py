@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from simulator.calibrate.runs import PreparedRun, Runs, parse_run, prepare
+from simulator.calibrate.measured_runs import PreparedRun, Runs, parse_run, prepare
 from simulator.calibrate.sensitivity import NO_TIMING_EFFECT, with_values
 from simulator.errors import AccsimError
 from simulator.inputs.loader import locate, validate_model

@@ -10,7 +10,7 @@ import sys
 from collections import Counter
 
 from simulator.frontends import scalesim
-from simulator.inputs.resolve import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
+from simulator.inputs.named_inputs import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
                                        guess_kind, load_inputs, locate_any)
 from simulator.inputs.platform import Platform
 from simulator.inputs.loader import parse_yaml, read_source, validate_model

@@ -13,19 +13,19 @@ from simulator.api import Comparison, Result, platform_labels
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
 from simulator.options.rules import requires
-from simulator.inputs.resolve import DEFAULT_WORKLOAD, budget, load_inputs
+from simulator.inputs.named_inputs import DEFAULT_WORKLOAD, budget, load_inputs
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
-from simulator.frontends import command as import_command
-from simulator.frontends.hf import command as hf_command
+from simulator.frontends import import_command
+from simulator.frontends.hf import llm_command as hf_command
 from simulator.inputs.loader import dump_json
 from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file, writing
 from simulator.present.plots import write_compare_plot
 from simulator.precision.applied import applied as applied_precision
 from simulator.simulate import Inputs
-from simulator.system import command as system_command
+from simulator.system import parallelism_command as system_command
 from simulator.system.plan_run import check_fit
 from simulator.output.terminal import console as report_console, echo
 

@@ -17,8 +17,8 @@ from simulator.output.files import check_output_path, write_file, writing
 from simulator.precision.applied import applied as applied_precision
 from simulator.search.operator import OBJECTIVES
 from simulator.present.map_outputs import map_csv, write_map_plot
-from simulator.search.tables import gap_table, operator_search_table
-from simulator.search.workload import map_workload, write_map_json
+from simulator.search.map_tables import gap_table, operator_search_table
+from simulator.search.workload_search import map_workload, write_map_json
 from simulator.output.terminal import console as report_console, echo
 
 

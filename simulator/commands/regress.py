@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from simulator.commands.compare import compared_inputs
-from simulator.inputs.resolve import budget
+from simulator.inputs.named_inputs import budget
 from simulator.commands.run import simulate_shown
 from simulator.errors import AccsimError
 from simulator.options.catalog import add_options
@@ -25,7 +25,7 @@ from simulator.verification.regression import (EXIT_REFUSED, BaselineRefused, co
                                read_baseline, report_lines)
 from simulator.present.run_report import result_dict, write_csv, write_json
 from simulator.system.plan_run import check_fit
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.output.terminal import echo, plain
 
 # The run's outputs, as `accsim run` writes them, and the suffixes each accepts.

@@ -11,25 +11,25 @@ from dataclasses import replace
 from simulator.kernels import ahead
 from simulator.output import progress
 from simulator.frontends import scalesim
-from simulator.inputs.resolve import DEFAULT_WORKLOAD, budget, load_inputs
+from simulator.inputs.named_inputs import DEFAULT_WORKLOAD, budget, load_inputs
 from simulator.errors import AccsimError
-from simulator.frontends import command as import_command
-from simulator.frontends.hf import command as hf_command
+from simulator.frontends import import_command
+from simulator.frontends.hf import llm_command as hf_command
 from simulator.limits import MemoryBudget
 from simulator.options.catalog import add_options
 from simulator.metrics.power_cap import average_power_w, cap_in_force, capped
 from simulator.output.files import check_output_path, writing
 from simulator.precision.applied import applied as applied_precision
 from simulator.search.operator import OBJECTIVES
-from simulator.search.workload import map_workload, read_map_json
+from simulator.search.workload_search import map_workload, read_map_json
 from simulator.present.plots import write_breakdown_plot
 from simulator.present.run_report import print_report, write_csv, write_json
 from simulator.present.sheet import check_mapper_inputs, check_mapper_result, write_sheet
 from simulator.simulate import Inputs, simulate
-from simulator.system import command as system_command
+from simulator.system import parallelism_command as system_command
 from simulator.system.plan_run import check_fit, run_plan
-from simulator.system.run import collective_lines
-from simulator.system.run import write_system_json
+from simulator.system.sharded_run import collective_lines
+from simulator.system.sharded_run import write_system_json
 from simulator.output.terminal import console as report_console
 from simulator.present.timeline import write_trace
 

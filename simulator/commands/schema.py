@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from simulator.inputs.resolve import SCHEMAS
+from simulator.inputs.named_inputs import SCHEMAS
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """`accsim verify RESULT`: tell what kind of result a file holds and verify it with the
-checks of that kind. A review packet is checked file by file (review.verification), a
+checks of that kind. A review packet is checked file by file (review.packet_verification), a
 serve result is served again (serving.verification), and a run result is rerun from
 its embedded inputs (simulator.verification.rerun) - read as `accsim run` reads SCALE-Sim files,
 with a validation run's platform made again, and a multi-chip result's workload
@@ -16,14 +16,14 @@ from simulator.output import progress
 from simulator.inputs.anchors import anchored
 from simulator.frontends import scalesim
 from simulator.errors import AccsimError
-from simulator.frontends.hf.figures import simulated_figures
+from simulator.frontends.hf.llm_figures import simulated_figures
 from simulator.inputs.loader import dump_json, read_json
 from simulator.options.catalog import add_options
-from simulator.review.verification import verify_packet
+from simulator.review.packet_verification import verify_packet
 from simulator.serving.verification import (MAX_VERIFY_WORK, serving_kind,
                                             verify_serving)
-from simulator.system.plan import SystemPlan
-from simulator.system.run import rerun_figures
+from simulator.system.parallelism import SystemPlan
+from simulator.system.sharded_run import rerun_figures
 from simulator.system.shard import shard_plain
 from simulator.output.terminal import echo, plain
 from simulator.verification.rerun import RunKind, Verification, embedded_models, read_input, verify_run

@@ -48,7 +48,7 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.export.profile import ModelProfile, fused_units
 from simulator.mapping.plan import Mapping
-from simulator.serving.cost import OperatorCosts
+from simulator.serving.iteration_cost import OperatorCosts
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
 from simulator.collectives.wiring import place

@@ -6,7 +6,7 @@ continuous-batching iteration of the chip's shard (simulator.system.serving.Shar
 collectives in place). `times` costs one layer of it as `accsim run` and `accsim serve`
 do: the default plan's fusion units (a norm run as a GEMM's prologue, an activation or
 residual add as its epilogue), each simulated once through
-simulator.serving.cost.OperatorCosts; a unit's time is written on its matrix operators
+simulator.serving.iteration_cost.OperatorCosts; a unit's time is written on its matrix operators
 (shared in proportion to their times alone) and the operators fused into them count
 0, so the rows of a layer add up to accsim's layer. Times are seconds of one chip; the formats convert them to their own units.
 """
@@ -20,9 +20,9 @@ from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.frontends.hf import ModelConfig
-from simulator.serving.cost import OperatorCosts
+from simulator.serving.iteration_cost import OperatorCosts
 from simulator.serving.llm_cost import grid_cell
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.serving import ShardedFrontend
 from simulator.system.shard import shard_config
 from simulator.inputs.workload import Workload

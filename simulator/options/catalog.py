@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 
-from simulator.inputs.resolve import DEFAULT_ARCH, DEFAULT_WORKLOAD
+from simulator.inputs.named_inputs import DEFAULT_ARCH, DEFAULT_WORKLOAD
 from simulator.engines import ENGINE_CHOICES
 from simulator.frontends.hf.config import shipped_configs
 from simulator.frontends.hf.step import DTYPE, IMBALANCE, PHASE, SIZE
@@ -27,7 +27,7 @@ from simulator.options.declaration import Option, Use
 from simulator.options.rules import Integer, Name, OneOf, Real, Rule, Switch, Whole
 from simulator.search.fusion import DEFAULT_FUSION
 from simulator.system.overlap import OVERLAP_MODES
-from simulator.system.plan import MAX_CHIPS
+from simulator.system.parallelism import MAX_CHIPS
 
 EXPORT_ARCH = "tpu_v5e_like"  # export's profiles are of a serving chip
 # The verbs that simulate a workload as `run` does and take its inputs alike.
@@ -61,7 +61,7 @@ def _serving(text: str) -> Callable[[], str]:
     """Help naming serve's limits (simulator.serving.spec), read when a serving verb's
     parser is built: the serving models are start-up the other verbs do not need."""
     def help_text() -> str:
-        from simulator.serving import spec, trace
+        from simulator.serving import spec, arrival_trace as trace
         return text.format(MAX_RATE=spec.MAX_RATE, CV_LOW=spec.CV_RANGE[0],
                            CV_HIGH=spec.CV_RANGE[1], MAX_REQUESTS=spec.MAX_REQUESTS,
                            traces=", ".join(trace.shipped_traces()))

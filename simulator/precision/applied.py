@@ -1,6 +1,6 @@
 """A precision plan file applied to a run's inputs (`accsim run --precision PLAN.yaml`,
 the API's `precision=`): the plan is read and applied to the workload before anything
-is simulated (precision.resolve); what it chose is printed and written to the result's
+is simulated (precision.format_choice); what it chose is printed and written to the result's
 `precision` block by the caller."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import load_model
 
 if TYPE_CHECKING:
-    from simulator.precision.resolve import AppliedPlan
+    from simulator.precision.format_choice import AppliedPlan
 
 
 def applied(plan_file: str | None, inputs: Inputs, *,
@@ -27,8 +27,8 @@ def applied(plan_file: str | None, inputs: Inputs, *,
                           field="--precision")
     # Imported here: the plan's models and the resolver (emulation included) are a
     # few ms of start-up that a run without --precision does not need.
-    from simulator.precision.plan import PrecisionPlan
-    from simulator.precision.resolve import apply_plan
+    from simulator.precision.precision_plan import PrecisionPlan
+    from simulator.precision.format_choice import apply_plan
     plan, source = load_model(plan_file, PrecisionPlan)
     result = apply_plan(plan, inputs.workload, inputs.platform, file=source.path)
     return replace(inputs, workload=result.workload), result

@@ -15,7 +15,7 @@ import numpy as np
 
 from simulator.errors import AccsimError
 from simulator.inputs.loader import check_regular_file
-from simulator.precision.plan import Samples, Tensors
+from simulator.precision.precision_plan import Samples, Tensors
 from simulator.inputs.workload import is_attention
 
 

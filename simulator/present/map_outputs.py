@@ -11,7 +11,7 @@ from simulator.output.escape import csv_text
 from simulator.output.figure import pyplot, save_figure
 from simulator.present.plots import COLOURS
 from simulator.search.operator import Evaluation
-from simulator.search.workload import MapResult
+from simulator.search.workload_search import MapResult
 
 # The objective's value as the figure's axis names it.
 OBJECTIVE_UNITS = {"cycles": "cycles", "energy": "energy (pJ)",

@@ -201,7 +201,7 @@ class OperatorRecord(Written):
 
 
 class SystemRecord(Read):
-    """The `system` block a multi-chip run's file carries (system.run writes it); the
+    """The `system` block a multi-chip run's file carries (system.sharded_run writes it); the
     parallelism plan is what readers use."""
 
     chips: int
@@ -216,7 +216,7 @@ class SystemRecord(Read):
 
 
 class LlmFigures(Written):
-    """The model figures of an LLM run (`run --model`; frontends.hf.figures.StepFigures),
+    """The model figures of an LLM run (`run --model`; frontends.hf.llm_figures.StepFigures),
     as numbers: sizes from the config, the step's simulated figures beside them."""
 
     model: str
@@ -283,7 +283,7 @@ class FallbackRecord(Written):
 
 
 class PrecisionOperatorRecord(Written):
-    """What a precision plan made of one operator (precision.resolve): the formats per
+    """What a precision plan made of one operator (precision.format_choice): the formats per
     role, sparsity, fallbacks, and the emulated GEMM's quality against fp32 (None where
     nothing changed and no guardrail asked for it)."""
 

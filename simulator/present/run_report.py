@@ -272,7 +272,7 @@ def result_model(result: RunResult) -> RunResultFile:
 
 
 # The optional blocks a result may carry after its totals, in file order, each checked
-# against its model (a multi-chip `system` block is system.run's, read in part).
+# against its model (a multi-chip `system` block is system.sharded_run's, read in part).
 OPTIONAL_BLOCKS = {"system": None, "llm": LlmFigures, "capacity": CapacityRecord,
                    "precision": PrecisionRecord, "power_cap": None}
 

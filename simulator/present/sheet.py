@@ -25,7 +25,7 @@ from simulator.errors import AccsimError
 from simulator.output.files import write_file
 from simulator.lowering.attention import lower_attention_as
 from simulator.search.fusion import fusion_mode
-from simulator.search.workload import MapResult
+from simulator.search.workload_search import MapResult
 from simulator.mapping.plan import ATTENTION_FUSIONS
 from simulator.mapping.footprint import BufferFit, buffer_fits
 from simulator.metrics.totals import OperatorResult

@@ -1,5 +1,5 @@
 """What a study's deployment search asks (scope.deployment_search): `accsim
-plan-deployment`'s options as study fields. Read by review.deployment, which runs the
+plan-deployment`'s options as study fields. Read by review.deployment_search, which runs the
 search and exports it for the packet."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from simulator.inputs.platform import Strict
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.deploy_axes import BASELINE
-from simulator.system.plan import MAX_CHIPS
+from simulator.system.parallelism import MAX_CHIPS
 
 
 class DeploymentSearch(Strict):

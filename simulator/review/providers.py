@@ -15,7 +15,7 @@ from simulator.inputs.platform import Platform
 from simulator.frontends import hf
 from simulator.inputs.loader import read_source
 from simulator.output.files import OutputFolder
-from simulator.review import serving
+from simulator.review import serving_runs as serving
 from simulator.review.study import Loaded, ModelUnderReview, ResolvedStudy
 from simulator.review.sweep import SweepRecord, run_study_sweep
 from simulator.frontends.hf.step import LlmOptions, LlmStep
@@ -63,7 +63,7 @@ def model_config_path(model: ModelUnderReview, study: ResolvedStudy) -> str:
 def serving_runs(study: ResolvedStudy, out: OutputFolder, *, cache: OutputFolder | None,
                  code: str, progress=None):
     """Every platform x workload or model served at scope.serving's loads (DESIGN.md
-    section 10), as review.serving records."""
+    section 10), as review.serving_runs records."""
     if study.study.scope.serving is None:
         return NotEvaluated("the study asks for no serving load (scope.serving)")
     subjects = [(w.label, w.source.path, False) for w in study.workloads]

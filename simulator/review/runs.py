@@ -1,7 +1,7 @@
 """The runs a study needs (platform x workload x mapping), each simulated once through
 `simulator.simulate` and kept as the result file `accsim run --json` writes. On a
 multi-chip system (scope.system) a run simulates one chip's shard through
-simulator.system.run, as `accsim run --chips N --tp T ...` does, and its file carries
+simulator.system.sharded_run, as `accsim run --chips N --tp T ...` does, and its file carries
 the `system` block.
 
 Results are reused by content hash: the key is the sha256 of the canonical inputs, their
@@ -36,8 +36,8 @@ from simulator.present.results import RunResultFile, read_result
 from simulator.review.study import Loaded
 from simulator.simulate import Inputs, simulate
 from simulator.system.capacity import Capacity, check
-from simulator.system.plan import SystemPlan
-from simulator.system.run import simulate_system, system_dict
+from simulator.system.parallelism import SystemPlan
+from simulator.system.sharded_run import simulate_system, system_dict
 from simulator.system.shard import (Sharded, model_sizing, plain_sizing, plan_label,
                                     shard_model, shard_plain)
 

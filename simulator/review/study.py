@@ -29,14 +29,14 @@ from simulator.output.files import OutputFolder
 from simulator.mapping.heuristics import known_heuristics
 from simulator.mapping.plan import Mapping, check_mapping_names
 from simulator.mapping.plan import with_fusion, with_heuristic
-from simulator.precision.plan import PrecisionPlan
+from simulator.precision.precision_plan import PrecisionPlan
 from simulator.review.deployment_scope import DeploymentSearch
 from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
-from simulator.sweep.plan import Plan, make_plan
-from simulator.sweep.spec import load_sweep
-from simulator.system.plan import MAX_CHIPS
+from simulator.sweep.jobs import Plan, make_plan
+from simulator.sweep.sweep_spec import load_sweep
+from simulator.system.parallelism import MAX_CHIPS
 from simulator.inputs.workload import Workload
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 
 BottleneckClass = Literal[CLASSES]
 

@@ -33,11 +33,11 @@ from simulator.mapping.plan import Mapping
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.pareto import pareto_mask
-from simulator.sweep.plan import IGNORE_CAPACITY, Plan, canonical_json, sha256
+from simulator.sweep.jobs import IGNORE_CAPACITY, Plan, canonical_json, sha256
 from simulator.sweep.report import Objective, Report, build_report
 from simulator.sweep.store import Store
 from simulator.sweep.task import LABELS, METRICS, evaluate_point, mapping_mode
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.inputs.workload import Workload
 
 SWEEPS_FOLDER = "sweeps"  # inside the run cache

@@ -1,6 +1,6 @@
 """A study's precision variants as runs (DESIGN.md section 17): each variant's plan is
 applied to every workload of the study on every platform, as `accsim run --precision`
-applies it (simulator.precision.resolve), before any output or simulation, so a plan that cannot hold (an unknown operator, a chain that never
+applies it (simulator.precision.format_choice), before any output or simulation, so a plan that cannot hold (an unknown operator, a chain that never
 reaches a format the platform runs, a tensor file of the wrong shape) stops the review
 with one error naming the study or plan field. Each variant run is then simulated
 like any other and carries the plan's `precision` block; its baseline is the run it
@@ -18,7 +18,7 @@ import yaml
 from simulator.errors import AccsimError
 from simulator.inputs.loader import decode_text
 from simulator.output.files import OutputFolder
-from simulator.precision.resolve import AppliedPlan, apply_plan
+from simulator.precision.format_choice import AppliedPlan, apply_plan
 from simulator.review.runs import RunRecord, RunSpec
 from simulator.review.study import Loaded, PrecisionVariant, ResolvedStudy
 

@@ -1,6 +1,6 @@
 """Searching for the best tiling of one operator (DESIGN.md section 2, Mapping).
 Checking a given plan is `simulator.present.plan_check`; the candidate grid and its lower
-bounds are `search.bounds`; a whole workload is `search.workload`.
+bounds are `search.bounds`; a whole workload is `search.workload_search`.
 
 Mapper (`map_workload`): per operator, candidate tilings from the array multiples and
 divisors of its dims (`mapping.dim_candidates`), every loop order, every dataflow the

@@ -2,7 +2,7 @@
 
 Each process is registered by name and turns the spec and a seeded generator into the
 arrival times (seconds, non-decreasing) and token counts of every request. Traces are
-read by simulator.serving.trace. Whatever the process, at most MAX_REQUESTS requests
+read by simulator.serving.arrival_trace. Whatever the process, at most MAX_REQUESTS requests
 arrive, all within MAX_HORIZON_S (beyond it float64 seconds lose the microseconds a
 latency is made of): a spec that asks for more is refused, not drawn.
 """
@@ -18,7 +18,7 @@ from simulator.inputs.loader import Source
 from simulator.serving.prefix_cache import check_prefix_options
 from simulator.serving.registry import Registry
 from simulator.serving.spec import MAX_HORIZON_S, MAX_REQUESTS
-from simulator.serving.trace import Trace, load_trace
+from simulator.serving.arrival_trace import Trace, load_trace
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from simulator.output.files import write_file
 from simulator.serving.kv_cache import blocks_for
 from simulator.serving.serve import Setup, simulate_serving, summary
 from simulator.serving.spec import ServeSpec
-from simulator.serving.plots import curve_figure
+from simulator.serving.serving_plots import curve_figure
 
 PointProgress = Callable[[int, int], None]
 

@@ -45,7 +45,7 @@ from simulator.invocation import call_cycles
 from simulator.mapping.plan import Mapping
 from simulator.search.fusion import fusion_mode
 from simulator.search.default import SearchCache
-from simulator.serving.cost import (ZERO, Cost, CostRun, OperatorCosts, UnitCosts,
+from simulator.serving.iteration_cost import (ZERO, Cost, CostRun, OperatorCosts, UnitCosts,
                                     call_cost, sets_tilings, simulated_cost)
 from simulator.serving.cost_cache import CostCache, cache_key
 from simulator.serving.kv_cache import kv_capacity_blocks
@@ -125,7 +125,7 @@ TOKEN_ID_BYTES = 4
 class LlmCost:
     """TokenCost of one model on one platform (see the module docstring); `precision`
     is applied to every iteration workload before it is costed; `units`: fusion units'
-    costs shared with other cost models (serving.cost.UnitCosts)."""
+    costs shared with other cost models (serving.iteration_cost.UnitCosts)."""
 
     def __init__(self, platform: Platform, config, *, dtype: str | None, bits: int,
                  hf=None, cache: CostCache | None = None, mapping: Mapping | None = None,

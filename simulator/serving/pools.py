@@ -16,7 +16,7 @@ from pydantic import Field
 from simulator.errors import AccsimError
 from simulator.inputs.platform import Strict
 from simulator.numbers import decimal_int
-from simulator.system.plan import MAX_CHIPS
+from simulator.system.parallelism import MAX_CHIPS
 
 ROLES = ("prefill", "decode")
 KV_LINKS = ("interconnect", "host")

@@ -13,8 +13,8 @@ from simulator.system.capacity import StoredShare, stored_share
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import Source, load_model
-from simulator.precision.plan import PrecisionPlan
-from simulator.precision.resolve import AppliedPlan, apply_plan
+from simulator.precision.precision_plan import PrecisionPlan
+from simulator.precision.format_choice import AppliedPlan, apply_plan
 from simulator.inputs.workload import Workload
 
 

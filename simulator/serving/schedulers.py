@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.serving.cost import Cost, CostRun
+from simulator.serving.iteration_cost import Cost, CostRun
 from simulator.serving.kv_cache import blocks_for
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.registry import Registry

@@ -21,7 +21,7 @@ from simulator.inputs.loader import Source, load_model, locate, read_source
 from simulator.inputs.platform_file import load_platform
 from simulator.serving import llm_cost
 from simulator.serving.arrivals import Arrivals, arrivals
-from simulator.serving.cost import PlainBatchCost, UnitCosts
+from simulator.serving.iteration_cost import PlainBatchCost, UnitCosts
 from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.disaggregated import KvLink, PoolStore, pooled_summary, \
     run_disaggregated
@@ -36,10 +36,10 @@ from simulator.serving.sla import goodput_columns, goodput_rps, sla_report
 from simulator.serving.spec import ServeSpec
 from simulator.serving.tails import memory_tails
 from simulator.serving.tiling_plan import check_plan, serving_plan
-from simulator.serving.trace import Trace, load_trace
+from simulator.serving.arrival_trace import Trace, load_trace
 from simulator.simulate import Inputs, manifest, simulate
 from simulator.inputs.workload import Workload
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.serving import ShardedFrontend, serving_system
 from simulator.system.shard import (plain_sizing, serving_sizing, stage_layers,
                                    stage_weight_params)

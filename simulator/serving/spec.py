@@ -13,8 +13,8 @@ from simulator.mapping.heuristics import heuristic as registered_heuristic
 from simulator.mapping.plan import Mapping, with_heuristic
 from simulator.serving.pools import Disaggregation, disaggregation_rules
 from simulator.serving.sla import check_sla
-from simulator.system.plan import MAX_CHIPS
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import MAX_CHIPS
+from simulator.system.parallelism import SystemPlan
 
 DEFAULT_ARCH = "tpu_v1"
 DEFAULT_WORKLOAD = "resnet50_b1"
@@ -319,7 +319,7 @@ class ServeSpec(Strict):
 
     @property
     def system(self):
-        """The parallelism plan of each replica (simulator.system.plan)."""
+        """The parallelism plan of each replica (simulator.system.parallelism)."""
         return SystemPlan(chips=self.chips or self.tp * self.pp, tp=self.tp, pp=self.pp,
                           ep=self.ep, overlap=self.overlap or "none")
 

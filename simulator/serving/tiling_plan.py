@@ -1,6 +1,6 @@
 """`accsim serve --mapping PLAN.yaml`: the tiling plan `accsim run --mapping` takes, read
 for serving and checked before anything is costed. Serving costs each iteration as a
-sum of fusion units (serving.cost.OperatorCosts), each carrying its operators' merged
+sum of fusion units (serving.iteration_cost.OperatorCosts), each carrying its operators' merged
 entries (by name, by layer_type, the default), so a served iteration is priced as a
 run of the same step under the plan."""
 

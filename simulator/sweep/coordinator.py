@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import simulator
 from simulator.errors import AccsimError
-from simulator.sweep.plan import Job, Plan, canonical_json
+from simulator.sweep.jobs import Job, Plan, canonical_json
 from simulator.sweep.store import Store
 
 OnStored = Callable[[dict], None]

@@ -31,20 +31,20 @@ from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import roofline_bound_cycles
 from simulator.search.resolve import lower_workload
 from simulator.serving import llm_cost
-from simulator.serving.cost import UnitCosts
+from simulator.serving.iteration_cost import UnitCosts
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import find_max_rate
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.serve import prepare, replica_capacity, stored_share
 from simulator.serving.sla import sla_report, split_key
 from simulator.serving.spec import ServeSpec
-from simulator.serving.trace import Trace, load_trace
+from simulator.serving.arrival_trace import Trace, load_trace
 from simulator.sweep.deploy_identity import point_key, search_identity
 from simulator.sweep.deploy_pools import point_spec, pool_axes
 from simulator.sweep.deploy_runs import PointRuns, RunStore, SharedRuns, StoredRuns
 from simulator.sweep.power_budget import BUDGET_KEY, POWER_KEY, judged, static_floor_reason
 from simulator.sweep.rows import stored_key
-from simulator.system.plan import SystemPlan, check_plan
+from simulator.system.parallelism import SystemPlan, check_plan
 from simulator.system.serving import ShardedFrontend
 from simulator.system.shard import model_limits
 
@@ -371,7 +371,7 @@ class Group:
     of one T (and EP) width, as one task for an executor (simulator.sweep.executors):
     run in any process, it returns its rows and the runs it simulated, and writes
     nothing. Each plan's points share a serve setup (its iteration-cost table), the
-    plans their fusion units' costs (serving.cost.UnitCosts: a pipeline stage runs the
+    plans their fusion units' costs (serving.iteration_cost.UnitCosts: a pipeline stage runs the
     unsplit replica's layers). Without sharing (`share`), a task is one plan's."""
 
     key: str                     # its first point's (executors know a job by its key)

@@ -17,7 +17,7 @@ from simulator.output import progress
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
 from simulator.options.rules import in_range, real, requires, whole, whole_numbers
-from simulator.precision.plan import PrecisionPlan
+from simulator.precision.precision_plan import PrecisionPlan
 from simulator.output.files import check_file_name
 from simulator.inputs.loader import dump_json, load_model, validation_error
 from simulator.options.catalog import add_options
@@ -35,7 +35,7 @@ from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.executors import executor_for
 from simulator.sweep.power_budget import POWER_KEY, sla_keys
 from simulator.sweep.store import Store
-from simulator.system.plan import MAX_CHIPS
+from simulator.system.parallelism import MAX_CHIPS
 from simulator.output.terminal import echo, plain
 from simulator.output.terminal import console as report_console
 

@@ -12,7 +12,7 @@ import simulator
 from simulator.inputs.platform import Platform
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.spec import ServeSpec
-from simulator.serving.trace import Trace
+from simulator.serving.arrival_trace import Trace
 from simulator.sweep.rows import stored_key
 
 

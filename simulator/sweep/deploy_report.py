@@ -14,7 +14,7 @@ from simulator.simulate import Inputs, simulate
 from simulator.sweep.deploy import OBJECTIVES, Outcome
 from simulator.sweep.pareto import pareto_mask
 from simulator.sweep.power_budget import POWER_KEY, least_static_w, sla_keys
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.serving import ShardedFrontend
 
 # The binding resource's thresholds (DESIGN.md section 18): off-chip bandwidth when the

@@ -30,7 +30,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
 from simulator.errors import AccsimError
-from simulator.sweep.plan import Job
+from simulator.sweep.jobs import Job
 from simulator.sweep.task import evaluate_point
 
 MAX_WORKER_DEATHS = 3

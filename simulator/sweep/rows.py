@@ -25,7 +25,7 @@ TEXT_COLUMNS = ("key", "sweep", "workload")
 
 
 def stored_key(inputs: dict) -> str:
-    """The key of a job's inputs: sha256 of their canonical JSON (as simulator.sweep.plan
+    """The key of a job's inputs: sha256 of their canonical JSON (as simulator.sweep.jobs
     writes it), so a row whose inputs were edited no longer matches its key."""
     text = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

@@ -22,11 +22,11 @@ from simulator.sweep.deploy import Deployment, search_platform
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.serving.cost_cache import CostCache
 from simulator.sweep.pareto import pareto_mask
-from simulator.sweep.plan import holds, point_values, system_plan, validated
+from simulator.sweep.jobs import holds, point_values, system_plan, validated
 from simulator.sweep.sampling import sample
-from simulator.sweep.spec import SERVING_AXES, Sweep, precision_path, with_values
+from simulator.sweep.sweep_spec import SERVING_AXES, Sweep, precision_path, with_values
 from simulator.sweep.store import Store
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 
 
 def platform_folder(store_path: str | Path) -> Path:

@@ -1,5 +1,5 @@
 """The sweep result store: one SQLite file, table `results` with one row per
-point x workload keyed by content (simulator.sweep.plan), inputs as JSON and metrics
+point x workload keyed by content (simulator.sweep.jobs), inputs as JSON and metrics
 as typed columns, and table `sweeps` with each spec run into it.
 
 WAL journal, one committed transaction per row, and only the coordinating process

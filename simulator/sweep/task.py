@@ -16,7 +16,7 @@ from simulator.metrics.totals import dominant_bottleneck
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
 from simulator.system.plan_run import check_fit, run_plan
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 
 # Stored metrics: name -> (SQLite column type, the better direction, what it holds).
 METRICS: dict[str, tuple[str, str, str]] = {
@@ -50,7 +50,7 @@ def evaluate_point(platform: Platform, workload: Workload, mapping: Mapping,
     workload cannot run there (a buffer too small for any tiling, say). Each outcome
     names the MODEL_VERSION that computed it, so a coordinator can refuse results
     from a worker running other timing semantics than its keys promise. `system` (a
-    simulator.system.plan.SystemPlan of more than one chip): the workload sharded over
+    simulator.system.parallelism.SystemPlan of more than one chip): the workload sharded over
     that many chips, its time end to end and its energy and MFU those of the system.
     A point whose chip cannot hold the workload (simulator.system.capacity) fails with the
     refusal, before it is simulated, unless `ignore_capacity` (--ignore-capacity, a

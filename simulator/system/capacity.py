@@ -29,7 +29,7 @@ from fractions import Fraction
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.model.formats import packed_bytes
-from simulator.system.plan import (MAX_SEARCH_CHIPS, ModelLimits, SystemPlan,
+from simulator.system.parallelism import (MAX_SEARCH_CHIPS, ModelLimits, SystemPlan,
                                    candidate_plans)
 from simulator.inputs.workload import Attention, Conv2d, Gemm, is_collective
 

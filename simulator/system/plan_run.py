@@ -7,8 +7,8 @@ from __future__ import annotations
 from simulator.mapping.plan import check_mapping_names
 from simulator.simulate import Inputs, Progress
 from simulator.system.capacity import Capacity, check
-from simulator.system.plan import SystemPlan, check_plan
-from simulator.system.run import SystemRun, simulate_system
+from simulator.system.parallelism import SystemPlan, check_plan
+from simulator.system.sharded_run import SystemRun, simulate_system
 from simulator.system.shard import model_sizing, plain_sizing, shard_model, shard_plain
 
 

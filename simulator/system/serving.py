@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.system.overlap import Step, overlap
-from simulator.system.plan import SystemPlan, check_plan
+from simulator.system.parallelism import SystemPlan, check_plan
 from simulator.system.shard import (CONSUMED_BY, insert_model_collectives,
                                     model_footprint, model_limits, shard_config)
 

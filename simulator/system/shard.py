@@ -38,7 +38,7 @@ from simulator.system.capacity import (LARGEST, SMALLEST, Footprint, Sizing,
                                 operator_output_bytes, operators_footprint,
                                 planned_sizing, reading_is_open, stored_share)
 from simulator.system.padding import HeadLayout, head_layout
-from simulator.system.plan import ModelLimits, SystemPlan, check_plan
+from simulator.system.parallelism import ModelLimits, SystemPlan, check_plan
 from simulator.inputs.workload import (Attention, Collective, Conv2d, Gemm, Workload,
                                 is_collective)
 
@@ -286,7 +286,7 @@ def serving_sizing(cfg: ModelConfig, platform: Platform, *, dtype: str | None,
 def shard_model(step, plan: SystemPlan, platform: Platform, *,
                 platform_file: str | None = None,
                 planned: Workload | None = None) -> Sharded:
-    """The shard of an LLM step (simulator.frontends.hf.command.LlmStep) under a plan,
+    """The shard of an LLM step (simulator.frontends.hf.llm_command.LlmStep) under a plan,
     which is checked first; `planned`: the step under a precision plan, whose formats
     its capacity sizing takes (model_sizing)."""
     cfg = step.config

@@ -15,7 +15,7 @@ The public API (the serving simulator codes against these names):
 """
 
 from simulator.frontends.hf.config import ModelConfig, load_model_config, shipped_configs
-from simulator.frontends.hf.figures import StepFigures, step_figures
+from simulator.frontends.hf.llm_figures import StepFigures, step_figures
 from simulator.frontends.hf.stats import FORMULAS, ModelStats, model_stats
 from simulator.frontends.hf.workloads import (decode_workload, iteration_workload,
                                               prefill_workload)

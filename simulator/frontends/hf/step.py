@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, replace
 
 from simulator.errors import AccsimError
 from simulator.frontends.hf.config import ModelConfig, load_model_config
-from simulator.frontends.hf.figures import figures_table, step_figures
+from simulator.frontends.hf.llm_figures import figures_table, step_figures
 from simulator.frontends.hf.quantization import fit_formats
 from simulator.frontends.hf.stats import model_stats
 from simulator.frontends.hf.workloads import decode_workload, prefill_workload

@@ -2,7 +2,7 @@
 shapes as an accsim workload (DESIGN.md section 13).
 
 Each thread's operator events are walked outermost first: an event whose op has a
-converter (simulator.frontends.kineto.ops) becomes an operator and what it calls is not
+converter (simulator.frontends.kineto.aten_ops) becomes an operator and what it calls is not
 looked at again (a linear that calls addmm counts once); a zero-cost op is counted; any
 other op is looked into, and counted as unsupported only when nothing inside it became
 an operator. Identical operators (same kind, shape and layer_type) fold into one with
@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from simulator.errors import AccsimError
 from simulator.frontends.imported import Imported
-from simulator.frontends.kineto.ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY
+from simulator.frontends.kineto.aten_ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY
 from simulator.frontends.kineto.trace import BadShapes, Event, NoShapes, Trace, read_trace
 from simulator.frontends.shapes import Contradiction
 from simulator.frontends.tally import Tally, Unsupported

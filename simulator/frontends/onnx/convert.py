@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import TypeAdapter, ValidationError
 
 from simulator.errors import AccsimError
-from simulator.frontends.onnx.attention import find_attention
+from simulator.frontends.onnx.attention_pattern import find_attention
 from simulator.frontends.onnx.graph import DEFAULT_DOMAINS, Graph, Node, ShapeUnknown
 from simulator.frontends.onnx.ops import CONVERTERS, MOVES_DATA, SHAPE_ONLY
 from simulator.frontends.tally import Tally, Unsupported

@@ -1,7 +1,7 @@
 """The packet's sections (DESIGN.md section 12), each with a verdict: pass, fail, or not
 evaluated and why, one module per section (or per kin of sections). Every number comes
 from a result file (a run's, a serving result, the sweep's export), read through its
-typed model (simulator.present.results, review.serving, review.sweep), and every claim links
+typed model (simulator.present.results, review.serving_runs, review.sweep), and every claim links
 to it.
 
 Sections are built from decoded result files only, so a cached result and a fresh one

@@ -1,14 +1,14 @@
 """The "Assumptions and sensitivity" section (DESIGN.md section 16): the assumed values
 behind each platform, the tornado of the study's headline metric, whether each pair's
 ranking and each SLA verdict hold across the assumed ranges. A verdict that can flip
-is a finding. Built from the section's result file (review.assumptions) only."""
+is a finding. Built from the section's result file (review.assumption_study) only."""
 
 from __future__ import annotations
 
 from simulator.calibrate.sensitivity import Sensitivity, Swing
 from simulator.inputs.loader import validate_model
 from simulator.present.results import ServeResult
-from simulator.review.assumptions import AssumptionsRecord
+from simulator.review.assumption_study import AssumptionsRecord
 from simulator.review.figures import tornado_figure
 from simulator.review.providers import NotEvaluated
 from simulator.review.sections.blocks import (FAIL, NOT_EVALUATED, PASS, Context,

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from simulator.review.providers import NotEvaluated
 from simulator.review.runs import RunRecord
-from simulator.review.serving import ServingRecord
+from simulator.review.serving_runs import ServingRecord
 from simulator.review.study import WORKLOAD_METRICS, ModelUnderReview, ResolvedStudy
 from simulator.review.sweep import SweepRecord
 from simulator.review.variants import VariantRecord
@@ -50,7 +50,7 @@ class Context:
     serving: list[ServingRecord] | NotEvaluated
     sweep: SweepRecord | NotEvaluated
     variants: tuple[VariantRecord, ...] = ()  # precision variants beside baselines
-    # review.assumptions.AssumptionsRecord where the study asks for it
+    # review.assumption_study.AssumptionsRecord where the study asks for it
     assumptions: object = NotEvaluated("the study asks for no sensitivity study "
                                        "(assumptions:)")
     deployment: object = NotEvaluated("the study asks for no deployment search "

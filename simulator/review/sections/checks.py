@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from simulator.present.results import ServeResult
 from simulator.review.providers import NotEvaluated
 from simulator.review.runs import RunRecord
-from simulator.review.serving import ServingRecord
+from simulator.review.serving_runs import ServingRecord
 from simulator.review.sections.blocks import Context, workload_metric
 
 SERVING_TARGETS = ("ttft_ms", "tpot_ms", "min_tokens_per_s")

@@ -1,5 +1,5 @@
 """The deployment search section (DESIGN.md section 18), read from its export
-(review.deployment): per platform, whether any deployment meets the SLA (the workload
+(review.deployment_search): per platform, whether any deployment meets the SLA (the workload
 fit), the best one's latency at its SLA capacity (where the latency-throughput curve
 crosses the SLA) and its tokens per second per watt and per chip, and the constraint
 that binds it, which is a finding; the Pareto front across platforms."""

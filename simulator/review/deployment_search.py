@@ -16,13 +16,13 @@ from pathlib import Path
 from simulator.errors import AccsimError
 from simulator.inputs.loader import dump_json, load_model
 from simulator.output.files import OutputFolder
-from simulator.precision.plan import PrecisionPlan
+from simulator.precision.precision_plan import PrecisionPlan
 from simulator.review.runs import RESULTS_FOLDER
 from simulator.review.deployment_scope import DeploymentSearch
 from simulator.review.study import ResolvedStudy
 from simulator.serving import llm_cost
 from simulator.serving.cost_cache import CostCache
-from simulator.serving.trace import load_trace
+from simulator.serving.arrival_trace import load_trace
 from simulator.serving.sla import check_sla
 from simulator.serving.spec import ServeSpec
 from simulator.sweep.deploy import Grid, search_platforms

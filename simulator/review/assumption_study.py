@@ -38,7 +38,7 @@ from simulator.output.files import OutputFolder
 from simulator.review.providers import NotEvaluated, model_config_path
 from simulator.review.runs import (RESULTS_FOLDER, RunRecord, cache_read, cache_write,
                                    placed)
-from simulator.review.serving import serve_points, serve_spec
+from simulator.review.serving_runs import serve_points, serve_spec
 from simulator.review.study import Loaded, ResolvedStudy
 from simulator.serving.spec import ServeSpec
 from simulator.verification.rerun import comparable, differences

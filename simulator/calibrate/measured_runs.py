@@ -44,7 +44,7 @@ from simulator.inputs.run_inputs import Inputs
 from simulator.limits import MemoryBudget
 from simulator.precision.applied import applied as applied_precision
 from simulator.simulate import simulate
-from simulator.system import command as system_command
+from simulator.system import parallelism_command as system_command
 from simulator.system.plan_run import check_fit, run_plan
 
 # Seconds per unit of a measured time.

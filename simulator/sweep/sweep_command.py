@@ -19,13 +19,13 @@ from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
 from simulator.sweep.coordinator import Summary, missing_jobs, run_sweep
 from simulator.sweep.deploy_store import stored_points
 from simulator.sweep.executors import executor_for
-from simulator.sweep.plan import Plan, make_plan
+from simulator.sweep.jobs import Plan, make_plan
 from simulator.sweep.serving_sweep import run_serving_sweep, serving_front
 from simulator.sweep.report import (PLOT_SUFFIXES, best_by, build_report,
                                     failed_table, front_table, import_pyarrow,
                                     parse_objectives, points_table, shown_metrics,
                                     write_csv, write_parquet, write_plot)
-from simulator.sweep.spec import load_sweep
+from simulator.sweep.sweep_spec import load_sweep
 from simulator.sweep.store import Store
 from simulator.sweep.task import METRICS
 

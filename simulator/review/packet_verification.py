@@ -22,8 +22,8 @@ from simulator.inputs.anchors import anchor, anchored
 from simulator.inputs.platform import Strict
 from simulator.errors import AccsimError
 from simulator.inputs.loader import read_bytes, read_json, validate_model
-from simulator.review.assumptions import rerun_differences as assumption_differences
-from simulator.review.serving import ServingResultFile, rerun
+from simulator.review.assumption_study import rerun_differences as assumption_differences
+from simulator.review.serving_runs import ServingResultFile, rerun
 from simulator.review.sweep import rerun_differences
 from simulator.serving.verification import check_work
 from simulator.verification.rerun import Verification, comparable, differences

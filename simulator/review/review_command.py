@@ -18,18 +18,18 @@ from simulator.output import progress
 from simulator.errors import AccsimError
 from simulator.options.catalog import add_options
 from simulator.output.files import OutputFolder
-from simulator.review.assumptions import assumption_study
+from simulator.review.assumption_study import assumption_study
 from simulator.review.providers import (NotEvaluated, design_sweep, model_step,
                                         model_workload, serving_runs)
-from simulator.review.deployment import check_search, run_search
+from simulator.review.deployment_search import check_search, run_search
 from simulator.review.runs import RunSpec, checked, default_cache_dir, run_all
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.review.study import (ResolvedStudy, load_study, with_study_fusion,
                                     write_variants)
 from simulator.review.variants import VariantSpec
 from simulator.review.variants import apply_variants, pair_records, variant_specs
 from simulator.sweep.executors import executor_for
-from simulator.sweep.plan import make_plan
+from simulator.sweep.jobs import make_plan
 from simulator.review.packet import assemble, write_packet
 from simulator.review.sections import Context
 

@@ -28,7 +28,7 @@ from simulator.simulate import Inputs, Progress, RunResult, simulate
 from simulator.system.capacity import Capacity, Footprint, check
 from simulator.system.overlap import Overlap, Step, overlap
 from simulator.system.padding import HeadLayout, head_layout
-from simulator.system.plan import SystemPlan
+from simulator.system.parallelism import SystemPlan
 from simulator.system.shard import CONSUMED_BY, Sharded
 
 

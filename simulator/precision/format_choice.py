@@ -20,7 +20,7 @@ from pathlib import Path
 from simulator.inputs.platform import DTYPE_BYTES, Platform
 from simulator.errors import AccsimError
 from simulator.precision.emulate import Quality, gemm_quality
-from simulator.precision.plan import ROLES, PrecisionPlan, PrecisionSpec
+from simulator.precision.precision_plan import ROLES, PrecisionPlan, PrecisionSpec
 from simulator.precision.tensors import gemm_dims, synthetic, user_tiles
 from simulator.inputs.workload import Workload, is_attention, is_compute
 

@@ -24,7 +24,7 @@ from simulator.export.vidur_device import (DEVICE_FILE, LAUNCHER, LAUNCHER_TEXT,
 from simulator.inputs.loader import read_source
 from simulator.inputs.platform_file import load_platform
 from simulator.output.files import OutputFolder
-from simulator.system.plan import MAX_CHIPS
+from simulator.system.parallelism import MAX_CHIPS
 from simulator.inputs.loader import load_model, locate
 from simulator.options.catalog import add_options
 from simulator.output.terminal import plain

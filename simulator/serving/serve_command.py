@@ -25,7 +25,7 @@ from simulator.serving.tails import CAUSES, TAIL_PERCENTILES
 from simulator.serving.serve import prepare, serve
 from simulator.serving.sla import parse_sla
 from simulator.serving.spec import ServeSpec
-from simulator.serving.plots import distribution_figure
+from simulator.serving.serving_plots import distribution_figure
 
 PROGRESS_AFTER_S = 2.0  # runs shorter than this show no bar
 # Output option -> the suffixes it may end in (None: any).

@@ -22,9 +22,9 @@ from simulator.errors import AccsimError
 from simulator.inputs.loader import validation_error
 from simulator.sweep.sampling import sample
 from simulator.mapping.plan import Mapping
-from simulator.sweep.spec import SYSTEM_AXES, Sweep, with_values
+from simulator.sweep.sweep_spec import SYSTEM_AXES, Sweep, with_values
 from simulator.sweep.task import mapping_mode
-from simulator.system.plan import MAX_CHIPS, SystemPlan
+from simulator.system.parallelism import MAX_CHIPS, SystemPlan
 from simulator.inputs.workload import Workload
 
 

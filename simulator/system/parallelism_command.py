@@ -2,7 +2,7 @@
 22) from their options `--chips N --tp T --pp P --ep E --overlap MODE --collectives MODE
 --mesh AxB` (declared in simulator.options.catalog). `--chips 1` (the default) is
 today's single-chip run, unchanged; more chips shard the workload
-(simulator.system.shard) and run it through simulator.system.run. Options are validated
+(simulator.system.shard) and run it through simulator.system.sharded_run. Options are validated
 before anything is simulated."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from simulator.collectives.cost import with_collectives
 from simulator.errors import AccsimError
 from simulator.options.catalog import OPTIONS
 from simulator.simulate import Inputs
-from simulator.system.plan import MAX_CHIPS, SystemPlan, system_plan
+from simulator.system.parallelism import MAX_CHIPS, SystemPlan, system_plan
 from simulator.collectives.wiring import dimensions, group_shape
 
 

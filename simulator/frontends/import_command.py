@@ -27,7 +27,7 @@ from simulator.output.terminal import echo
 
 # Format name -> the module that reads it.
 FORMATS: dict[str, str] = {
-    "hf": "simulator.frontends.hf.command",
+    "hf": "simulator.frontends.hf.llm_command",
     "onnx": "simulator.frontends.onnx",
     "kineto": "simulator.frontends.kineto",
 }

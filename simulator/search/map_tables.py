@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from simulator.search.workload import MapResult
+from simulator.search.workload_search import MapResult
 
 
 def _gap_cell(value: float | None) -> str:

@@ -28,10 +28,10 @@ from simulator.inputs.platform import Name, Platform, Strict
 from simulator.errors import AccsimError
 from simulator.inputs.loader import load_model, locate, parse_model, read_source, validation_error
 from simulator.inputs.platform_file import load_platform, nested, overridden
-from simulator.precision.plan import PrecisionPlan
+from simulator.precision.precision_plan import PrecisionPlan
 from simulator.serving.spec import ServeSpec
 from simulator.system.overlap import OVERLAP_MODES
-from simulator.system.plan import MAX_CHIPS
+from simulator.system.parallelism import MAX_CHIPS
 from simulator.sweep.constraints import Constraint, parse_constraint
 from simulator.sweep.deploy import POINT_METRICS
 from simulator.sweep.sampling import MAX_JOBS, MAX_SEED, check_size
