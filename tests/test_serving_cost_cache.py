@@ -73,6 +73,8 @@ def test_a_linked_cost_cache_folder_is_refused_on_the_command_line(tmp_path, cap
 
 
 def test_the_key_and_the_folder(monkeypatch, tmp_path):
-    assert cache_key({"a": 1, "b": 2}) == cache_key({"b": 2, "a": 1}) != cache_key({"a": 2})
+    assert cache_key({"a": 1, "b": 2}, "c") == cache_key({"b": 2, "a": 1}, "c") \
+        != cache_key({"a": 2}, "c")
+    assert cache_key({"a": 1}, "c") != cache_key({"a": 1}, "other code")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert user_folder() == tmp_path / "accsim" / "serving-costs"

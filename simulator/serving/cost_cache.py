@@ -4,7 +4,8 @@ nothing again.
 
 An entry is one JSON file named by the SHA-256 of a canonical JSON of what the costs
 depend on (the platform's canonical dump, the model config, dtype, the frontend and
-its probe workloads, MODEL_VERSION, FORMAT). Beside the grid points it keeps the whole
+its probe workloads, MODEL_VERSION, FORMAT and the code's own digest,
+simulator.code_version, so grid points costed by other code are not reused). Beside the grid points it keeps the whole
 iterations simulated exactly for the bucketing error (`exact`, optional: entries
 written before it existed stay valid), so a warm run simulates nothing. The folder is the user's cache folder
 ($XDG_CACHE_HOME/accsim/serving-costs, else ~/.cache/...) or one named by
@@ -21,6 +22,7 @@ import os
 from pathlib import Path
 
 import simulator
+from simulator.code_version import code_version
 from simulator.errors import AccsimError
 from simulator.output.files import OutputFolder
 
@@ -42,11 +44,12 @@ def user_folder() -> Path:
     return root / "accsim" / "serving-costs"
 
 
-def cache_key(identity: dict) -> str:
-    """SHA-256 of the canonical JSON of `identity`, MODEL_VERSION and the entry
-    FORMAT (a format's costs follow its own pricing rules)."""
+def cache_key(identity: dict, code: str | None) -> str:
+    """SHA-256 of the canonical JSON of `identity`, MODEL_VERSION, the entry FORMAT (a
+    format's costs follow its own pricing rules) and `code` (the simulator.code_version
+    of the cache it is read from and written to)."""
     text = json.dumps({"model_version": simulator.MODEL_VERSION, "format": FORMAT,
-                       **identity},
+                       "code": code, **identity},
                       sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -120,6 +123,8 @@ class CostCache:
     def __init__(self, folder: str | Path | None, *, strict: bool = False):
         self.folder = None if folder is None else Path(folder)
         self.strict = strict
+        # What its keys are keyed by, read once per cache (every source file: ~40 ms).
+        self.code = None if folder is None else code_version()
 
     def _open(self) -> OutputFolder | None:
         if self.folder is None:

@@ -146,7 +146,7 @@ class LlmCost:
         self._pair_own = per_request_positions(self._workload((), [p, p]),
                                                self._workload((), [2 * p, 2 * p]))
         self.cache = cache or CostCache(None)
-        self.key = cache_key(self._identity())
+        self.key = cache_key(self._identity(), self.cache.code)
         stored = self.cache.load(self.key)
         # Grid points (seconds, joules) and whole iterations simulated exactly, as the
         # cache holds them; then memos of interpolated parts (pure functions of those).
