@@ -60,7 +60,9 @@ files. `--audit` runs nothing and lists the lines of prose whose figures in a un
 measurement are neither checked, nor dated, nor sourced (CI's test run asserts there
 are none). `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key
 of its arguments, width and a digest of every file a command may read (the package, the
-shipped platforms, workloads and experiments), so a second check of an unchanged tree
+shipped platforms, workloads and experiments), and of the page's commands before it
+(which may have written what it reads: a sweep's store, a review's packet), so a
+second check of an unchanged tree
 (CI's test run after its docs step) reruns nothing. `--jobs N` checks N pages at once
 (default: the CPUs); a page's commands run in order, in the page's own scratch folder,
 and the mismatches are listed in page order.
@@ -427,12 +429,16 @@ def inputs_digest() -> str:
 @dataclass
 class Outputs:
     """Commands' outputs, kept in `cache` (a folder; None: none kept) under a key of
-    the arguments, the width and the inputs' digest."""
+    the arguments, the width, the files the page shows for the command, the inputs'
+    digest and the page's commands run before it in the same scratch folder (the same
+    command twice may print two things: a sweep's second run finds its store)."""
 
     scratch: Path
     timeout_s: int
     cache: Path | None = None
     digest: str = ""
+    earlier: list = field(default_factory=list)  # the commands run so far
+    unrun: list = field(default_factory=list)    # of those, read from the cache
 
     def __call__(self, argv: list[str], columns: int,
                  files: dict[str, str] | None = None) -> list[str]:
@@ -441,10 +447,17 @@ class Outputs:
             return output(argv, self.scratch, self.timeout_s, columns)
         self.digest = self.digest or inputs_digest()
         shown = [sorted(files.items())] if files else []  # the page's input files
-        key = hashlib.sha256(json.dumps([argv, columns, self.digest, *shown]).encode())
+        before = [self.earlier] if self.earlier else []
+        key = hashlib.sha256(json.dumps([argv, columns, self.digest, *shown,
+                                         *before]).encode())
+        self.earlier = self.earlier + [[argv, columns, *shown]]
         kept = self.cache / f"{key.hexdigest()}.json"
         if kept.is_file():
+            self.unrun.append((argv, columns))
             return json.loads(kept.read_text(encoding="utf-8"))
+        for earlier_argv, earlier_columns in self.unrun:  # what they write, first
+            output(earlier_argv, self.scratch, self.timeout_s, earlier_columns)
+        self.unrun.clear()
         printed = output(argv, self.scratch, self.timeout_s, columns)
         if not any(line.startswith("(accsim ") and " ran over " in line
                    for line in printed[:1]):

@@ -289,3 +289,48 @@ def test_the_sweep_summary_time_and_rate_are_wall_clock():
     assert printed != quoted and normal(printed) == normal(quoted)
     assert normal(quoted.replace("60 computed", "61 computed")) != normal(quoted)
     assert normal("wrote 15.5 s (3.9 points/s)") == "wrote 15.5 s (3.9 points/s)"
+
+
+SWEEP_PAGE = """\
+# Page
+
+```yaml
+# g.yaml
+name: g
+operators:
+  - {name: g, layer_type: fc, kind: gemm, m: 32, n: 32, k: 64}
+```
+
+```yaml
+# s.yaml
+name: s
+platform: edge_32x32
+workloads: [g.yaml]
+axes:
+  systolic_array.rows: [8, 16]
+```
+
+<!-- accsim-example -->
+```
+$ accsim sweep run s.yaml --store s.sqlite --workers 1 --heuristic array_aligned
+0 already stored, 2 computed in 9.9 s (9.9 points/s); store s.sqlite
+$ accsim sweep run s.yaml --store s.sqlite --workers 1 --heuristic array_aligned
+2 already stored, 0 computed in 9.9 s (9.9 points/s); store s.sqlite
+```
+"""
+
+
+def test_a_command_after_cached_ones_sees_what_they_wrote(tmp_path):
+    """The same command twice prints two things (a sweep's second run finds its store):
+    each is kept under a key of the page's commands before it, and a command not in the
+    cache runs after the cached ones before it have run again, to write what it reads."""
+    cache = tmp_path / "cache"
+    path = page(tmp_path, SWEEP_PAGE)
+    done = script("--check", "--cache", str(cache), str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(list(cache.glob("*.json"))) == 2
+    third = SWEEP_PAGE.splitlines()[-3:-1]  # the second run once more, not yet cached
+    path.write_text(SWEEP_PAGE[:-len("```\n")] + "\n".join(third) + "\n```\n")
+    done = script("--check", "--cache", str(cache), str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(list(cache.glob("*.json"))) == 3
