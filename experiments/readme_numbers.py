@@ -117,7 +117,7 @@ SWEEP_TIMING = re.compile(r" computed(?: \(\d+ failed\))? in [\d.]+ s \([\d.]+ p
 # A command's input shown on the page: a trailing `# NAME.yaml: YAML` comment, and a
 # python or yaml block whose first line names its file.
 INLINE_FILE = re.compile(r"\s#\s*(?P<name>[\w.-]+\.ya?ml):\s*(?P<text>.+)$")
-NAMED_FILE = re.compile(r"^\s*#\s*(?P<name>[\w-]+\.(?:py|ya?ml))\b")
+NAMED_FILE = re.compile(r"^#\s*(?P<name>[\w-]+\.(?:py|ya?ml))\b")
 NAMED_LANGS = {"python", "py", "pycon", "yaml", "yml"}
 LANG = re.compile(r"^\s*(?:```+|~~~+)\s*(?P<lang>[\w+-]*)")
 # An absolute or elided path (`/home/x/arch_configs/a.yaml`, `.../a.yaml`): its file name.
