@@ -17,7 +17,14 @@ table in one piece, as with --wide) unless the marker names a width:
 spaces and table rules collapsed (a terminal's width changes padding, not figures) and
 an absolute path by its file name (`.../tpu_v5e_like.yaml` quotes any checkout's);
 wall-clock figures (a number before `s wall` or a rate `/s` on a line that says
-`wall`) are not compared, since no rerun reproduces them.
+`wall`, and the time and rate of the summary `accsim sweep run` prints, "computed in
+15.5 s (3.9 points/s)") are not compared, since no rerun reproduces them.
+
+A command's input may be shown on the page (one rule, `inline_file` and `named_file`,
+that tests/test_docs_examples.py applies too): a trailing `# NAME.yaml: YAML` comment
+on the command writes that small file before it runs, and a python or yaml block whose
+first line names a file (`# my_tilers.py ...`, `# bad.yaml`) is that file for the
+page's later commands. Such files are part of the command's cache key.
 
 A figure in prose is checked the same way: one or more markers right before a paragraph,
 
@@ -53,7 +60,9 @@ files. `--audit` runs nothing and lists the lines of prose whose figures in a un
 measurement are neither checked, nor dated, nor sourced (CI's test run asserts there
 are none). `--cache DIR` (or ACCSIM_DOCS_CACHE) keeps each command's output under a key
 of its arguments, width and a digest of every file a command may read (the package, the
-shipped platforms, workloads and experiments), so a second check of an unchanged tree
+shipped platforms, workloads and experiments), and of the page's commands before it
+(which may have written what it reads: a sweep's store, a review's packet), so a
+second check of an unchanged tree
 (CI's test run after its docs step) reruns nothing. `--jobs N` checks N pages at once
 (default: the CPUs); a page's commands run in order, in the page's own scratch folder,
 and the mismatches are listed in page order.
@@ -100,8 +109,17 @@ NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 CELL = re.compile(r"[\u2502\u2503]")
 # Table rules and cell separators rich draws; padding around them varies with width.
 RULES = re.compile(r"[\u2500-\u257f]+")
-# Wall-clock figures: "8.0 s wall", "194,715 candidates/s" on a line that says "wall".
-WALL = re.compile(r"[\d,.]+(?=\s*s wall)|[\d,.]+(?=\s*[A-Za-z ]*/s\b)")
+# Wall-clock figures: "8.0 s wall", "194,715 candidates/s" on a line that says "wall";
+# the sweep summary's "in 15.5 s (3.9 points/s)" (simulator/sweep/sweep_command.py).
+WALL = re.compile(r"[\d,.]+(?=\s*s wall)|[\d,.]+(?=\s*[A-Za-z ]*/s\b)|"
+                  r"[\d,.]+(?= s \([\d,.]+ points/s\))")
+SWEEP_TIMING = re.compile(r" computed(?: \(\d+ failed\))? in [\d.]+ s \([\d.]+ points/s\)")
+# A command's input shown on the page: a trailing `# NAME.yaml: YAML` comment, and a
+# python or yaml block whose first line names its file.
+INLINE_FILE = re.compile(r"\s#\s*(?P<name>[\w.-]+\.ya?ml):\s*(?P<text>.+)$")
+NAMED_FILE = re.compile(r"^#\s*(?P<name>[\w-]+\.(?:py|ya?ml))\b")
+NAMED_LANGS = {"python", "py", "pycon", "yaml", "yml"}
+LANG = re.compile(r"^\s*(?:```+|~~~+)\s*(?P<lang>[\w+-]*)")
 # An absolute or elided path (`/home/x/arch_configs/a.yaml`, `.../a.yaml`): its file name.
 PATH = re.compile(r"(?<!\S)(?:\.\.\.|/)[^\s:]*/(?P<name>[^/\s:]+)")
 SHELL = set("|&;<>`$(){}")
@@ -122,6 +140,7 @@ class Run:
     indent: str = ""            # the block's (a fence inside a list item is indented)
     columns: int = COLUMNS      # the terminal width it runs at
     expected: list[tuple[int, str]] = field(default_factory=list)  # (line index, text)
+    files: dict[str, str] = field(default_factory=dict)  # written first: name -> text
 
 
 @dataclass
@@ -163,14 +182,39 @@ def command_argv(text: str, where: str) -> list[str]:
     return words[1:]
 
 
+def inline_file(command: str) -> tuple[str, str] | None:
+    """The small input a command shows in a trailing `# NAME.yaml: YAML` comment, as
+    (name, text), written before the command runs; None when it shows none."""
+    found = INLINE_FILE.search(command)
+    return (found["name"], found["text"] + "\n") if found else None
+
+
+def named_file(lang: str, body: list[str]) -> tuple[str, str] | None:
+    """The file a python or yaml block stands for when its first line names one
+    (`# my_tilers.py ...`, `# bad.yaml`), as (name, text); None otherwise."""
+    named = NAMED_FILE.match(body[0]) if body and lang.lower() in NAMED_LANGS else None
+    return (named["name"], "\n".join(body) + "\n") if named else None
+
+
+def write_inputs(folder: Path, files: dict[str, str]) -> None:
+    """The page's files in a scratch folder, each replacing a link to the repository's
+    entry of that name (never writing through it)."""
+    for name, text in files.items():
+        target = folder / name
+        if target.is_symlink():
+            target.unlink()
+        target.write_text(text, encoding="utf-8")
+
+
 def examples(path: Path, lines: list[str]) -> list[Run]:
     """The runs the markers of one page ask for."""
     runs = []
+    files: dict[str, str] = {}  # named blocks so far
     index = 0
     while index < len(lines):
         marker = MARKER.match(lines[index])
         if not marker:
-            index += 1
+            index += _named_block(lines, index, files)
             continue
         where = f"{path}:{index + 1}"
         start = index + 1
@@ -190,7 +234,8 @@ def examples(path: Path, lines: list[str]) -> list[Run]:
         columns = int(marker["columns"] or COLUMNS)
         if marker["command"]:
             page_runs.append(Run(command_argv(marker["command"], where), index + 1,
-                                 indent, columns))
+                                 indent, columns, files=_with_inline(files,
+                                                                     marker["command"])))
         continued = False
         for at in range(start + 1, end):
             text = lines[at][len(indent):] if lines[at].startswith(indent) else \
@@ -200,6 +245,7 @@ def examples(path: Path, lines: list[str]) -> list[Run]:
                 if not marker["command"]:
                     page_runs[-1].argv += command_argv(
                         "accsim " + text.rstrip().rstrip("\\"), f"{path}:{at + 1}")
+                    page_runs[-1].files = _with_inline(page_runs[-1].files, text)
                 continue
             if text.startswith(PROMPT):
                 continued = text.rstrip().endswith("\\")
@@ -207,7 +253,8 @@ def examples(path: Path, lines: list[str]) -> list[Run]:
                     continue  # the marker's command, echoed in the block
                 page_runs.append(Run(command_argv(text[len(PROMPT):].rstrip()
                                                   .rstrip("\\"), f"{path}:{at + 1}"),
-                                     at + 1, indent, columns))
+                                     at + 1, indent, columns,
+                                     files=_with_inline(files, text)))
             elif text.strip() and text.strip() != "..." and page_runs:
                 page_runs[-1].expected.append((at, text))
             elif text.strip() and not page_runs:
@@ -216,6 +263,29 @@ def examples(path: Path, lines: list[str]) -> list[Run]:
         runs += page_runs
         index = end + 1
     return runs
+
+
+def _with_inline(files: dict[str, str], command: str) -> dict[str, str]:
+    """The page's files so far, and the one a command's `# NAME.yaml:` comment shows."""
+    shown = inline_file(command)
+    return {**files, **({shown[0]: shown[1]} if shown else {})}
+
+
+def _named_block(lines: list[str], index: int, files: dict[str, str]) -> int:
+    """How many lines to step past at `index`: a whole unmarked fenced block (its file
+    added to `files` where its first line names one), else one line."""
+    opened = FENCE.match(lines[index])
+    if not opened:
+        return 1
+    indent, fence = opened["indent"], opened["fence"]
+    end = index + 1
+    while end < len(lines) and not lines[end].strip().startswith(fence):
+        end += 1
+    body = [line[len(indent):] if line.startswith(indent) else line.lstrip()
+            for line in lines[index + 1:end]]
+    if named := named_file(LANG.match(lines[index])["lang"], body):
+        files[named[0]] = named[1]
+    return end + 1 - index
 
 
 def paragraphs(path: Path, lines: list[str]) -> list[Prose]:
@@ -329,7 +399,8 @@ def unchecked_figures(path: Path, lines: list[str]) -> list[str]:
 def normal(text: str) -> str:
     """A line as compared: table rules and runs of spaces collapsed, wall-clock masked,
     a path by its file name (`.../tpu_v5e_like.yaml`: the checkout's folder varies)."""
-    text = text if " wall" not in text else WALL.sub("#", text)
+    timed = " wall" in text or SWEEP_TIMING.search(text)
+    text = WALL.sub("#", text) if timed else text
     return " ".join(PATH.sub(r".../\g<name>", RULES.sub(" ", text)).split())
 
 
@@ -358,21 +429,35 @@ def inputs_digest() -> str:
 @dataclass
 class Outputs:
     """Commands' outputs, kept in `cache` (a folder; None: none kept) under a key of
-    the arguments, the width and the inputs' digest."""
+    the arguments, the width, the files the page shows for the command, the inputs'
+    digest and the page's commands run before it in the same scratch folder (the same
+    command twice may print two things: a sweep's second run finds its store)."""
 
     scratch: Path
     timeout_s: int
     cache: Path | None = None
     digest: str = ""
+    earlier: list = field(default_factory=list)  # the commands run so far
+    unrun: list = field(default_factory=list)    # of those, read from the cache
 
-    def __call__(self, argv: list[str], columns: int) -> list[str]:
+    def __call__(self, argv: list[str], columns: int,
+                 files: dict[str, str] | None = None) -> list[str]:
+        write_inputs(self.scratch, files or {})
         if self.cache is None:
             return output(argv, self.scratch, self.timeout_s, columns)
         self.digest = self.digest or inputs_digest()
-        key = hashlib.sha256(json.dumps([argv, columns, self.digest]).encode())
+        shown = [sorted(files.items())] if files else []  # the page's input files
+        before = [self.earlier] if self.earlier else []
+        key = hashlib.sha256(json.dumps([argv, columns, self.digest, *shown,
+                                         *before]).encode())
+        self.earlier = self.earlier + [[argv, columns, *shown]]
         kept = self.cache / f"{key.hexdigest()}.json"
         if kept.is_file():
+            self.unrun.append((argv, columns))
             return json.loads(kept.read_text(encoding="utf-8"))
+        for earlier_argv, earlier_columns in self.unrun:  # what they write, first
+            output(earlier_argv, self.scratch, self.timeout_s, earlier_columns)
+        self.unrun.clear()
         printed = output(argv, self.scratch, self.timeout_s, columns)
         if not any(line.startswith("(accsim ") and " ran over " in line
                    for line in printed[:1]):
@@ -449,7 +534,8 @@ def check_page(path: Path, *, update: bool, timeout_s: int,
     with tempfile.TemporaryDirectory(prefix="accsim-readme-") as scratch:
         run_command = Outputs(scratch_folder(Path(scratch)), timeout_s, cache, digest)
         for run in runs:
-            for at, mismatch in compare(path, run, run_command(run.argv, run.columns)):
+            for at, mismatch in compare(path, run, run_command(run.argv, run.columns,
+                                                                  run.files)):
                 if update and mismatch.printed is not None:
                     lines[at] = run.indent + mismatch.printed + "\n"
                 else:

@@ -42,6 +42,10 @@ import pytest
 import yaml
 from timed_cli import HANG_S, cpu_limit
 
+# The docs check's rule for a command's input shown on the page, shared so that both
+# write the same files.
+from experiments.readme_numbers import inline_file, named_file, write_inputs
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md",
          *sorted(p for p in (ROOT / "docs").rglob("*.md") if "hooks" not in p.parts)]
@@ -49,8 +53,6 @@ FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")
 COMMENT = re.compile(r"^\s*<!--(?P<body>.*?)-->\s*$")
 EXAMPLE = re.compile(r"^\s*accsim-example\s*(?::\s*(?P<command>.*?))?\s*$")
 NOT_RUN = re.compile(r"^\s*not-run\s*:?(?P<reason>.*?)\s*$")
-INLINE_FILE = re.compile(r"\s#\s*(?P<name>[\w.-]+\.ya?ml):\s*(?P<text>.+)$")
-NAMED_FILE = re.compile(r"^#\s*(?P<name>[\w-]+\.(?:py|ya?ml))\b")
 SHELL_LANGS = {"", "sh", "bash", "console", "shell", "shell-session"}
 PYTHON_LANGS = {"python", "py", "pycon"}
 SHELL_SYNTAX = set("|&;<>`$(){}")
@@ -210,15 +212,12 @@ def same_words(line: str) -> str:
 
 
 def run_shell(block: Block, folder: Path) -> None:
-    for earlier in page_blocks(block.page):
-        named = NAMED_FILE.match(earlier.lines[0]) if earlier.lines else None
-        if earlier.line < block.line and named and earlier.lang in PYTHON_LANGS | {
-                "yaml", "yml"}:
-            (folder / named["name"]).write_text("\n".join(earlier.lines) + "\n")
+    write_inputs(folder, dict(filter(None, (named_file(earlier.lang, earlier.lines)
+                                            for earlier in page_blocks(block.page)
+                                            if earlier.line < block.line))))
     for command in filter(runnable, shell_commands(block)):
         where = f"{block.page.relative_to(ROOT)}:{command.line}"
-        if inline := INLINE_FILE.search(command.text):
-            (folder / inline["name"]).write_text(inline["text"] + "\n")
+        write_inputs(folder, dict(filter(None, [inline_file(command.text)])))
         done = subprocess.run(argv(command, where), cwd=folder, capture_output=True,
                               text=True, timeout=WALL_S, env=environment(folder),
                               preexec_fn=cpu_limit(CPU_S))
@@ -321,4 +320,4 @@ def test_the_parser_reads_prompts_outputs_markers_and_continuations(tmp_path):
     assert commands[0].output == ["resnet50_b1 on tpu_v1"] and commands[0].line == 5
     assert [runnable(c) for c in commands] == [True, False]
     assert [c.text for c in shell_commands(second)] == ["accsim map   # m.yaml: {a: 1}"]
-    assert INLINE_FILE.search(shell_commands(second)[0].text)["text"] == "{a: 1}"
+    assert inline_file(shell_commands(second)[0].text) == ("m.yaml", "{a: 1}\n")

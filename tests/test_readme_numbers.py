@@ -228,3 +228,109 @@ def test_a_sentence_may_open_with_its_date(tmp_path):
     path = page(tmp_path, "# Page\n\nMeasured 2026-12-06 on 2 cores: the run took 3.5 s.\n")
     done = script("--audit", str(path))
     assert "0 lines of prose" in done.stdout, done.stdout
+
+
+BAD_GEMM = ("{name: bad, operators: [{name: g, layer_type: fc, kind: gemm, m: 32, n: 32, "
+            "k: -1}]}")
+
+
+def test_a_file_shown_inline_is_written_and_a_moved_figure_fails(tmp_path):
+    """A command's trailing `# NAME.yaml: YAML` comment writes that file before the run
+    (the rule tests/test_docs_examples.py applies too): the error it prints is compared,
+    and a moved figure on it fails --check naming FILE:LINE."""
+    command = f"accsim run --arch edge_32x32 --workload g.yaml   # g.yaml: {BAD_GEMM}"
+    line = "accsim: error: g.yaml: operators[0](g).k: Input should be greater than "
+
+    def text(quoted: str) -> str:
+        return f"# Page\n\n<!-- accsim-example -->\n```\n$ {command}\n{quoted}\n```\n"
+
+    good = page(tmp_path, text(line + "0"))
+    done = script("--check", str(good))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "g.yaml").exists()  # written in the scratch folder only
+    moved = page(tmp_path, text(line + "1"))
+    done = script("--check", str(moved))
+    assert done.returncode == 1
+    assert f"{moved}:6: quoted: {line}1" in done.stdout
+    assert f"accsim now prints: {line}0" in done.stdout
+
+
+def test_a_named_block_is_the_file_of_later_commands_and_of_their_cache_key(tmp_path):
+    """A yaml block whose first line names a file (`# g.yaml`) is that file for the
+    page's later commands; an edit of it is a new cache key, never a stale output."""
+    command = "accsim run --arch edge_32x32 --workload g.yaml --heuristic array_aligned"
+    quoted = "small on edge_32x32 (engine fast): 641 cycles = 0.001 ms at 1.0 GHz"
+
+    def text(m: int) -> str:
+        return ("# Page\n\n```yaml\n# g.yaml\nname: small\noperators:\n  - {name: g, "
+                f"layer_type: fc, kind: gemm, m: {m}, n: 32, k: 64}}\n```\n\n"
+                f"<!-- accsim-example -->\n```\n$ {command}\n{quoted}\n```\n")
+
+    cache = tmp_path / "cache"
+    path = page(tmp_path, text(32))
+    done = script("--check", "--cache", str(cache), str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    path.write_text(text(64))  # twice the rows: more cycles
+    done = script("--check", "--cache", str(cache), str(path))
+    assert done.returncode == 1, done.stdout  # rerun with the edited file
+    assert f"{path}:13: quoted: {quoted}" in done.stdout
+    assert "accsim now prints: small on edge_32x32 (engine fast): 981 cycles" in done.stdout
+
+
+def test_the_sweep_summary_time_and_rate_are_wall_clock():
+    """`accsim sweep run`'s "computed in T s (R points/s)" (sweep_command.describe_summary)
+    is masked like "s wall"; the counts on the line are still compared."""
+    from experiments.readme_numbers import normal
+    from simulator.sweep.sweep_command import describe_summary
+    from simulator.sweep.coordinator import Summary
+
+    quoted = "0 already stored, 60 computed in 15.5 s (3.9 points/s); store s.sqlite"
+    printed = describe_summary(Summary(60, 0, 60, 0, False, 7.25), "s.sqlite")
+    assert printed != quoted and normal(printed) == normal(quoted)
+    assert normal(quoted.replace("60 computed", "61 computed")) != normal(quoted)
+    assert normal("wrote 15.5 s (3.9 points/s)") == "wrote 15.5 s (3.9 points/s)"
+
+
+SWEEP_PAGE = """\
+# Page
+
+```yaml
+# g.yaml
+name: g
+operators:
+  - {name: g, layer_type: fc, kind: gemm, m: 32, n: 32, k: 64}
+```
+
+```yaml
+# s.yaml
+name: s
+platform: edge_32x32
+workloads: [g.yaml]
+axes:
+  systolic_array.rows: [8, 16]
+```
+
+<!-- accsim-example -->
+```
+$ accsim sweep run s.yaml --store s.sqlite --workers 1 --heuristic array_aligned
+0 already stored, 2 computed in 9.9 s (9.9 points/s); store s.sqlite
+$ accsim sweep run s.yaml --store s.sqlite --workers 1 --heuristic array_aligned
+2 already stored, 0 computed in 9.9 s (9.9 points/s); store s.sqlite
+```
+"""
+
+
+def test_a_command_after_cached_ones_sees_what_they_wrote(tmp_path):
+    """The same command twice prints two things (a sweep's second run finds its store):
+    each is kept under a key of the page's commands before it, and a command not in the
+    cache runs after the cached ones before it have run again, to write what it reads."""
+    cache = tmp_path / "cache"
+    path = page(tmp_path, SWEEP_PAGE)
+    done = script("--check", "--cache", str(cache), str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(list(cache.glob("*.json"))) == 2
+    third = SWEEP_PAGE.splitlines()[-3:-1]  # the second run once more, not yet cached
+    path.write_text(SWEEP_PAGE[:-len("```\n")] + "\n".join(third) + "\n```\n")
+    done = script("--check", "--cache", str(cache), str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(list(cache.glob("*.json"))) == 3
