@@ -40,8 +40,8 @@ def test_the_candidate_loses_in_production_to_overhead_and_memory_tails(packet):
     # the SLA (3 s p99 TTFT, 100 ms p99 TPOT) holds on the baseline only
     assert base["ttft_ms"]["p99"] <= 3000 and base["tpot_ms"]["p99"] <= 100
     assert candidate["ttft_ms"]["p99"] > 3000
-    # per-operator dispatch: every decode token slower
-    assert candidate["tpot_ms"]["p50"] > 1.5 * base["tpot_ms"]["p50"]
+    # per-operator dispatch: every decode token slower on twice the matrix units
+    assert candidate["tpot_ms"]["p50"] > base["tpot_ms"]["p50"]
     # memory tail: the candidate's slowest requests lost most of their waiting to
     # queueing for KV blocks (the rest of their latency is service)
     tail = {c: v for c, v in candidate["memory_tails"]["p99"].items()
