@@ -271,21 +271,32 @@ def _with_inline(files: dict[str, str], command: str) -> dict[str, str]:
     return {**files, **({shown[0]: shown[1]} if shown else {})}
 
 
-def _named_block(lines: list[str], index: int, files: dict[str, str]) -> int:
-    """How many lines to step past at `index`: a whole unmarked fenced block (its file
-    added to `files` where its first line names one), else one line."""
+def fenced_block(lines: list[str], index: int) -> tuple[str, list[str], int] | None:
+    """The fenced block opening at `index` (None where no fence opens there): its
+    language, its body with the fence's indent taken off, and the index past its closing
+    fence. The docs test reads pages' blocks by the same rule."""
     opened = FENCE.match(lines[index])
     if not opened:
-        return 1
+        return None
     indent, fence = opened["indent"], opened["fence"]
     end = index + 1
     while end < len(lines) and not lines[end].strip().startswith(fence):
         end += 1
     body = [line[len(indent):] if line.startswith(indent) else line.lstrip()
             for line in lines[index + 1:end]]
-    if named := named_file(LANG.match(lines[index])["lang"], body):
+    return LANG.match(lines[index])["lang"], body, end + 1
+
+
+def _named_block(lines: list[str], index: int, files: dict[str, str]) -> int:
+    """How many lines to step past at `index`: a whole unmarked fenced block (its file
+    added to `files` where its first line names one), else one line."""
+    found = fenced_block(lines, index)
+    if found is None:
+        return 1
+    lang, body, past = found
+    if named := named_file(lang, body):
         files[named[0]] = named[1]
-    return end + 1 - index
+    return past - index
 
 
 def paragraphs(path: Path, lines: list[str]) -> list[Prose]:

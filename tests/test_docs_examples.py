@@ -44,7 +44,7 @@ from timed_cli import HANG_S, cpu_limit
 
 # The docs check's rule for a command's input shown on the page, shared so that both
 # write the same files.
-from experiments.readme_numbers import inline_file, named_file, write_inputs
+from experiments.readme_numbers import fenced_block, inline_file, named_file, write_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md",
@@ -95,20 +95,15 @@ def page_blocks(page: Path) -> list[Block]:
     lines = page.read_text(encoding="utf-8").splitlines()
     blocks, index = [], 0
     while index < len(lines):
-        opened = FENCE.match(lines[index])
-        if not opened:
+        found = fenced_block(lines, index)
+        if found is None:
             index += 1
             continue
-        indent, fence = opened["indent"], opened["fence"]
-        end = index + 1
-        while end < len(lines) and not lines[end].strip().startswith(fence):
-            end += 1
-        body = [line[len(indent):] if line.startswith(indent) else line.lstrip()
-                for line in lines[index + 1:end]]
-        block = Block(page, index + 1, opened["lang"].lower(), body)
+        lang, body, past = found
+        block = Block(page, index + 1, lang.lower(), body)
         _read_markers(block, lines, index)
         blocks.append(block)
-        index = end + 1
+        index = past
     return blocks
 
 
