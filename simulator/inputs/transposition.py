@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_serializer
 
+from simulator.model.loop_nest import ORIENTATIONS
+
 
 class Transposition(BaseModel):
     """`systolic_array.transpose`: `stationary_load` (the stationary tile loaded
@@ -37,7 +39,7 @@ class Transposition(BaseModel):
     @property
     def orientations(self) -> tuple[str, ...]:
         """The operand orientations the array runs, normal first (ties go to it)."""
-        return ("normal", "transposed") if self.supported else ("normal",)
+        return ORIENTATIONS if self.supported else ORIENTATIONS[:1]
 
     @property
     def pass_cycles(self) -> int:
