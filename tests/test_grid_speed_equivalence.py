@@ -39,9 +39,10 @@ def _lexsorted_min_offchip(op, platform, depth: int, dataflow: str) -> tuple:
     tm, tn, tk = vm[mi][:, None], vn[ni][:, None], vk[ki][:, None]
     order = np.arange(len(LOOP_ORDERS))[None, :]
     traffic = offchip_by_order(op, platform, tm, tn, tk)[:, :, 0].T.ravel()
-    busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order, dataflow, array.rows,
-                             array.cols, array.count, array.fold_model,
-                             array_speed(op, platform)).ravel()
+    busy = array_busy_cycles(g.m, g.n, g.k, tm, tn, tk, order=order, dataflow=dataflow,
+                             rows=array.rows, cols=array.cols, count=array.count,
+                             fold_model=array.fold_model,
+                             speed=array_speed(op, platform)).ravel()
     tm, tn, tk, order = (np.broadcast_to(v, (len(mi), len(LOOP_ORDERS))).ravel()
                          for v in (tm, tn, tk, order))
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)

@@ -112,8 +112,9 @@ def test_closed_forms_equal_the_lowering(count, fold_model):
                                     platform)
         except Exception:
             continue
-        assert int(array_busy_cycles(m, n, k, tm, tn, tk, order, dataflow, 8, 8, count,
-                                     fold_model)) == \
+        assert int(array_busy_cycles(m, n, k, tm, tn, tk, order=order, dataflow=dataflow,
+                                     rows=8, cols=8, count=count,
+                                     fold_model=fold_model)) == \
             int(lowered.program.compute_cycles.sum())
         assert int(offchip_by_order(op, platform, tm, tn, tk)[order]) == \
             lowered.counters.offchip_bytes

@@ -66,9 +66,9 @@ def test_every_form_of_a_transposed_nest_agrees(case, block):
         oriented((tiling.tm, tiling.tn, tiling.tk), "transposed")
     array = platform.systolic_array
     busy = array_busy_cycles(m, n, g.k, tm, tn, tiling.tk,
-                             ORIENTED_ORDER[1][LOOP_ORDERS.index(tiling.loop_order)],
-                             tiling.dataflow, array.rows, array.cols, array.count,
-                             array.fold_model)
+                             order=ORIENTED_ORDER[1][LOOP_ORDERS.index(tiling.loop_order)],
+                             dataflow=tiling.dataflow, rows=array.rows, cols=array.cols,
+                             count=array.count, fold_model=array.fold_model)
     assert int(busy) == int(whole.program.compute_cycles.sum())
 
 

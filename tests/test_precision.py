@@ -189,9 +189,10 @@ def test_busy_cycles_closed_form_and_engines_agree_at_every_speed(
     dataflow = data.draw(st.sampled_from(["os", "ws", "is"]))
     lowered = lower_compute(op, Tiling(tm, tn, tk, LOOP_ORDERS[order], dataflow, 2),
                             platform)
-    assert int(array_busy_cycles(m, n, k, tm, tn, tk, order, dataflow, 8, 8,
-                                 platform.systolic_array.count, fold_model,
-                                 lowered.speed)) == int(lowered.program.compute_cycles.sum())
+    assert int(array_busy_cycles(m, n, k, tm, tn, tk, order=order, dataflow=dataflow,
+                                 rows=8, cols=8, count=platform.systolic_array.count,
+                                 fold_model=fold_model, speed=lowered.speed)) == \
+        int(lowered.program.compute_cycles.sum())
     if sparsity is None and weight != "int4":   # whole-byte tiles: the estimate is exact
         assert int(offchip_by_order(op, platform, tm, tn, tk)[order]) == \
             lowered.counters.offchip_bytes

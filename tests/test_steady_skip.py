@@ -17,7 +17,7 @@ from test_stream_nest import drawn_output, nest_args, tile_tables
 from simulator.engines.fast import run_fast
 from simulator.engines.nest_replay import replay_nest_counted
 from simulator.errors import AccsimError
-from simulator.lowering.nest import LoopNest
+from simulator.lowering.nest import GemmArgs, LoopNest
 from simulator.lowering.gemm_stream import GemmStream
 from simulator.program.tile_program import MemoryParams
 
@@ -66,7 +66,7 @@ def regular_nests(draw):
                                                 st.integers(0, 4), st.integers(0, 2)),
                                       max_size=2)), np.int64).reshape(-1, 4)
     output = drawn_output(draw)
-    args = (m, n, k, *tiles, np.array(draw(st.permutations([0, 1, 2])), np.int64),
+    args = GemmArgs(*(m, n, k, *tiles, np.array(draw(st.permutations([0, 1, 2])), np.int64),
             draw(st.integers(0, 2)), draw(st.sampled_from([2, 3, 4])),
             draw(st.sampled_from([2, 3, 8])), 1, draw(st.integers(0, 1)), a_table, a_table,
             b_load, b_load, draw(st.booleans()), draw(st.booleans()), draw(st.booleans()),
@@ -74,7 +74,7 @@ def regular_nests(draw):
             draw(st.sampled_from([1, nm * nk])), draw(st.sampled_from([1, nk * nn])),
             draw(st.booleans()), epilogue, draw(st.sampled_from([1, 4])),
             draw(st.sampled_from([1.0, 1.5])), draw(st.integers(0, 3)),
-            draw(st.integers(0, 3)))
+            draw(st.integers(0, 3))))
     return args, make_platform(systolic_array=output)
 
 
@@ -101,9 +101,9 @@ def _nest(order, a_table, b_load, *, spill=False, prologue=0, epilogue_load=0,
     """A 36 x 36 x 36 GEMM in 2^3 tiles (5832 steps), A and B tiles loaded on every
     use, C off chip."""
     epilogue = np.array([[1, 1, 2, epilogue_load]], np.int64)
-    return (36, 36, 36, 2, 2, 2, np.array(order, np.int64), 0, 4, 4, 1, 0,
+    return GemmArgs(*(36, 36, 36, 2, 2, 2, np.array(order, np.int64), 0, 4, 4, 1, 0,
             *tile_tables(a_table, a_table, b_load, b_load), True, True, True, 4, 4, 1, 1,
-            spill, epilogue, 4, 1.0, prologue, 0)
+            spill, epilogue, 4, 1.0, prologue, 0))
 
 
 @pytest.mark.parametrize("spill, prologue, epilogue_load, evacuates", [

@@ -21,7 +21,7 @@ from simulator.engines.fast import replay_stream, run_fast
 from simulator.engines.nest_replay import replay_nest, run_streamed
 from simulator.errors import AccsimError, InvalidProgramError
 from simulator.lowering import lower_compute
-from simulator.lowering.nest import LoopNest
+from simulator.lowering.nest import GemmArgs, LoopNest
 from simulator.lowering.nest import _exact_sums as closed_form_sums
 from simulator.lowering.gemm_stream import GemmStream
 from simulator.lowering.tile_table import TileTable
@@ -71,7 +71,7 @@ def nest_args(draw):
                                       max_size=3)), np.int64).reshape(-1, 4)
     output = drawn_output(draw)
     platform = make_platform(systolic_array=output)
-    args = (m, n, k, tm, tn, tk, order, draw(st.integers(0, 2)),
+    args = GemmArgs(*(m, n, k, tm, tn, tk, order, draw(st.integers(0, 2)),
             draw(st.sampled_from([2, 3, 4, 8])), draw(st.sampled_from([2, 3, 8])),
             draw(st.integers(1, 3)), draw(st.integers(0, 1)),
             *tile_tables(a_table, a_table * draw(st.integers(1, 2)), b_load,
@@ -81,7 +81,7 @@ def nest_args(draw):
             draw(st.integers(1, nm * nk + 1)), draw(st.integers(1, nk * nn + 1)),
             draw(st.booleans()), epilogue, draw(st.sampled_from([1, 4, 16])),
             draw(st.sampled_from([1.0, 2.0, 0.5, 1.5, 3.0])), draw(st.integers(0, 3)),
-            draw(st.integers(0, 3)))
+            draw(st.integers(0, 3))))
     return args, platform
 
 
@@ -143,11 +143,11 @@ def test_a_nest_the_closed_form_cannot_clear_is_checked_step_by_step():
     """k outermost with fewer output slots than live C tiles and no spill: the fourth
     acquisition waits on a release after it. The fused replay names the rule the stream
     checker names on the same steps."""
-    args, platform = (8, 8, 8, 2, 4, 4, np.array([2, 0, 1]), 0, 4, 4, 1, 0,
+    args, platform = GemmArgs(*(8, 8, 8, 2, 4, 4, np.array([2, 0, 1]), 0, 4, 4, 1, 0,
                       *tile_tables(np.ones((4, 2), np.int64), np.ones((4, 2), np.int64),
                                    np.ones((2, 2), np.int64), np.ones((2, 2), np.int64)),
                       True, True, True, 4, 4, 8, 4, False,
-                      np.zeros((0, 4), np.int64), 4, 1.0, 0, 0), make_platform()
+                      np.zeros((0, 4), np.int64), 4, 1.0, 0, 0)), make_platform()
     stream = GemmStream(args, platform, depth=1, slots=3, overhead_cycles=0)
     assert not stream.nest.follows_the_rules(stream.slots)
     whole = WholeProgram(stream.materialize())
@@ -169,10 +169,10 @@ def test_a_nest_the_closed_form_cannot_clear_is_checked_step_by_step():
 def test_a_nest_past_the_cycle_bound_is_refused_as_its_whole_program_is():
     """The bound from the closed-form totals: the error check_program gives the whole
     program, before any step is generated."""
-    args, platform = (64, 64, 64, 8, 8, 8, np.array([0, 1, 2]), 0, 4, 4, 1, 0,
+    args, platform = GemmArgs(*(64, 64, 64, 8, 8, 8, np.array([0, 1, 2]), 0, 4, 4, 1, 0,
                       *tile_tables(*[np.full((8, 8), 64, np.int64)] * 4),
                       True, True, True, 4, 4, 2, 2, False,
-                      np.zeros((0, 4), np.int64), 4, 1.0, 0, 0), make_platform()
+                      np.zeros((0, 4), np.int64), 4, 1.0, 0, 0)), make_platform()
     stream = GemmStream(args, platform, depth=1, slots=2, overhead_cycles=0)
     memory = MemoryParams(1e-15, 10, 2)
     with pytest.raises(AccsimError) as expected:

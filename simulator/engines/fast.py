@@ -64,13 +64,16 @@ loads are requested at most `depth` steps ahead of the computes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from simulator.kernels.jit import njit
 from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
-from simulator.program.tile_program import (MAX_DEPTH, MemoryParams, ProgramBound, TileProgram,
-                               check_program, validate_memory, validate_program)
+from simulator.program.tile_program import (MAX_DEPTH, MemoryParams, ProgramBound,
+                                            StepArrays, TileProgram, check_program,
+                                            validate_memory, validate_program)
 from simulator.program.streamed import (DEFAULT_BLOCK_STEPS, ProgramBlock, StreamChecker,
                               StreamedProgram, as_streamed, power_of_two_above)
 from simulator.model.timing import input_stall, service_cycles
@@ -98,6 +101,39 @@ _STORE_FIFO_START = 16
  _PREV_VE, _N_ACQUIRED, _N_RELEASED, _LAST_COMPLETE, _BUSY, _FILL, _STALL_IN, _STALL_OUT,
  _STALL_OUT_VECTOR, _OFFCHIP_BUSY, _VECTOR_BUSY, _EVACUATION_BUSY, _Q_HEAD, _Q_TAIL,
  _N_STATE) = range(21)
+
+
+
+
+class ReplayState(NamedTuple):
+    """What the replay carries from one window of steps to the next: the scalar
+    `state` (the _NEXT_COMPUTE .. entries), the load rings (request, usable time,
+    compute end, by step & 3), the completions (done_*), the releases (rel_*) and the
+    store FIFO, which a window may grow (replay_window returns the record with it)."""
+
+    state: np.ndarray
+    load_req: np.ndarray
+    load_use: np.ndarray
+    comp_end: np.ndarray
+    done_step: np.ndarray
+    done_time: np.ndarray
+    rel_free: np.ndarray
+    rel_vector: np.ndarray
+    fifo: np.ndarray
+
+
+class ReplayRun(NamedTuple):
+    """A program's replay, the same for each of its windows: its steps, prefetch depth
+    and output-buffer slots, the memory's bytes per cycle and access cycles, whether
+    each step's times are kept, and the (_N_STEP_FIELDS, steps or 0) array they go in."""
+
+    n_steps: int
+    depth: int
+    slots: int
+    bytes_per_cycle: float
+    access_cycles: int
+    keep: bool
+    out: np.ndarray
 
 
 # One signature: left to itself, Numba first compiles a specialisation for the literal
@@ -358,7 +394,38 @@ def _replay(load_bytes, compute_cycles, vector_cycles, acquire, release, store_b
     return fifo
 
 
-def _initial_state(program: StreamedProgram):
+@njit(cache=True)
+def _head(array, length: int):
+    """The first `length` entries of an array; None for None (Numba compiles each
+    specialisation with only its own branch)."""
+    if array is None:
+        return None
+    return array[:length]
+
+
+@njit(cache=True, inline="always")
+def replay_window(steps: StepArrays, length: int, base: int, run: ReplayRun,
+                  carried: ReplayState) -> ReplayState:
+    """_replay, for compiled callers, on the first `length` entries of `steps`: steps
+    base .. base + length - 1 of the program, with `evacuation` and `reloaded` None
+    where it has none (the kernel's specialisation without them). The kernel's
+    positional arguments (scalars and arrays, as the kernel library exports it) stay in
+    this module. Returns the carried state, with its FIFO as the window left it."""
+    fifo = _replay(steps.load_bytes[:length], steps.compute_cycles[:length],
+                   steps.vector_cycles[:length], steps.acquire[:length],
+                   steps.release[:length], steps.store_bytes[:length],
+                   steps.reload_of[:length], _head(steps.reloaded, length),
+                   _head(steps.evacuation, length), base, run.n_steps, run.depth,
+                   run.slots, run.bytes_per_cycle, run.access_cycles, run.keep, run.out,
+                   carried.state, carried.load_req, carried.load_use, carried.comp_end,
+                   carried.done_step, carried.done_time, carried.rel_free,
+                   carried.rel_vector, carried.fifo)
+    return ReplayState(carried.state, carried.load_req, carried.load_use,
+                       carried.comp_end, carried.done_step, carried.done_time,
+                       carried.rel_free, carried.rel_vector, fifo)
+
+
+def _initial_state(program: StreamedProgram) -> ReplayState:
     """The kernel's state before step 0: without reloads the first `depth` loads are
     requested at cycle 0."""
     state = np.zeros(_N_STATE, np.int64)
@@ -368,11 +435,13 @@ def _initial_state(program: StreamedProgram):
     # the steps none is read, and a ring as long as the steps will do (a buffer of
     # 2**44 bytes holds 4e9 small C tiles: a ring of them would take 32 GiB).
     rel_size = power_of_two_above(min(program.slots, max(program.steps, 1)))
-    return (state, np.zeros(_LOAD_RING, np.int64), np.zeros(_LOAD_RING, np.int64),
-            np.zeros(_LOAD_RING, np.int64), np.full(program.reload_ring, -1, np.int64),
-            np.zeros(program.reload_ring, np.int64), np.full(rel_size, -1, np.int64),
-            np.zeros(rel_size, np.bool_),
-            np.empty((_STORE_FIFO_START, _Q_COLUMNS), np.int64))
+    return ReplayState(
+        state=state, load_req=np.zeros(_LOAD_RING, np.int64),
+        load_use=np.zeros(_LOAD_RING, np.int64), comp_end=np.zeros(_LOAD_RING, np.int64),
+        done_step=np.full(program.reload_ring, -1, np.int64),
+        done_time=np.zeros(program.reload_ring, np.int64),
+        rel_free=np.full(rel_size, -1, np.int64), rel_vector=np.zeros(rel_size, np.bool_),
+        fifo=np.empty((_STORE_FIFO_START, _Q_COLUMNS), np.int64))
 
 
 def _joined(rest: ProgramBlock | None, block: ProgramBlock) -> ProgramBlock:

@@ -1,6 +1,6 @@
 """The fast engine on a streamed GEMM (issue 26): one compiled call generates each
 block of steps from the loop nest (lowering.nest_steps.fill_steps) and replays it with
-the fast kernel (engines.fast._replay), its state carried as between blocks of any
+the fast kernel (engines.fast._replay, through replay_window), its state carried as between blocks of any
 stream, so no Python runs per block and the blocks stay small enough for the cache.
 The nest's validity rules and cycle bound are checked in closed form first
 (LoopNest.follows_the_rules, LoopNest.totals); a nest they do not clear is checked on
@@ -21,13 +21,14 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.engines.fast import (_LOAD_REQUEST, _N_REQUESTED, _N_STEP_FIELDS,
-                                    _NEXT_COMPUTE, _initial_state, _replay,
-                                    finished_outcome, replay_stream, run_fast)
+                                    _NEXT_COMPUTE, ReplayRun, _initial_state,
+                                    finished_outcome, replay_stream, replay_window,
+                                    run_fast)
 from simulator.engines.outcome import EngineOutcome
 from simulator.engines.steady import advance, period_shift, snapshot
 from simulator.kernels.jit import njit
 from simulator.lowering.nest_steps import (P_NM, P_ORDER0, P_ORDER1, P_ORDER2,
-                                           fill_steps, repeating_runs)
+                                           fill_compiled, repeating_runs)
 from simulator.lowering.gemm_stream import GemmStream, step_buffers
 from simulator.program.tile_program import MAX_DEPTH, MemoryParams, check_totals, validate_memory
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS, StreamChecker
@@ -38,47 +39,56 @@ NEST_BLOCK_STEPS = 1 << 12
 
 
 @njit(cache=True)
-def _skipped(before, steps, runs, begin, last_run, inner, slots, reloads, params,
-             run_classes, a_runs, b_runs, state, load_req, load_use, comp_end, done_step,
-             done_time, rel_free, rel_vector, fifo):
+def _skipped(before, steps, runs, begin, last_run, inner, slots, reloads, tables, classes,
+             carried):
     """At a bound `begin`, with `before` the state `steps` steps (`runs` runs of the
-    innermost loop) back: when the state repeats it and so will the steps of the next
-    whole periods of that length up to last_run, move the state past them
+    innermost loop) back: when the state `carried` repeats it and so will the steps of
+    the next whole periods of that length up to last_run, move the state past them
     (engines.steady) and return the steps skipped, else 0."""
-    delta, acquired = period_shift(before, steps, slots, reloads, state, load_req,
-                                   load_use, comp_end, done_step, done_time, rel_free,
-                                   rel_vector, fifo)
-    first = state[_NEXT_COMPUTE] // inner   # the first run still to compute
+    delta, acquired = period_shift(before, steps, slots, reloads, carried)
+    first = carried.state[_NEXT_COMPUTE] // inner   # the first run still to compute
     if delta < 0 or first < runs:
         return 0
-    differs = repeating_runs(first, runs, last_run, params, run_classes[0],
-                             run_classes[1], run_classes[2], a_runs, b_runs)
+    differs = repeating_runs(first, runs, last_run, tables, classes)
     periods = max(0, differs - begin // inner) // runs
     if periods > 0:
-        advance(periods, before, steps, delta, acquired, state, load_req, load_use,
-                comp_end, done_step, done_time, rel_free, rel_vector, fifo)
+        advance(periods, before, steps, delta, acquired, carried)
     return periods * steps
 
 
+@njit(cache=True, inline="always")
+def _move_to_front(buffers, cut, rest):
+    """Entries cut .. cut + rest - 1 of each of the buffers (a StepArrays) to 0 .. ."""
+    for j in range(rest):
+        buffers.load_bytes[j] = buffers.load_bytes[cut + j]
+        buffers.compute_cycles[j] = buffers.compute_cycles[cut + j]
+        buffers.vector_cycles[j] = buffers.vector_cycles[cut + j]
+        buffers.acquire[j] = buffers.acquire[cut + j]
+        buffers.release[j] = buffers.release[cut + j]
+        buffers.store_bytes[j] = buffers.store_bytes[cut + j]
+        buffers.reload_of[j] = buffers.reload_of[cut + j]
+        buffers.evacuation[j] = buffers.evacuation[cut + j]
+        buffers.reloaded[j] = buffers.reloaded[cut + j]
+
+
 @njit(cache=True)
-def _replay_nest(params, a_runs, b_runs, shapes, cycles, run_classes, skip, block,
-                 n_steps, depth, slots, bytes_per_cycle, access_cycles, keep, out, state,
-                 load_req, load_use, comp_end, done_step, done_time, rel_free, rel_vector,
-                 fifo, load, compute, vector, acquire, release, store, reload_of,
-                 evac_buffer, reloaded_buffer, reloaded, evacuation):
-    """Generate and replay all n_steps steps, `block` at a time, in buffers of at least
-    block + MAX_DEPTH steps: each window is the steps the one before left (moved to the
-    front) and the next block. `reloaded`, `evacuation`: None, or the same arrays as
-    the buffers (the kernel's specialisation without that bookkeeping, or with it).
+def _replay_nest(tables, classes, skip, block, run, carried, buffers, replayed):
+    """Generate and replay all run.n_steps steps of the nest `tables`, `block` at a
+    time, in `buffers` (a StepArrays, every field an array) of at least block +
+    MAX_DEPTH steps: each window is the steps the one before left (moved to the front)
+    and the next block. `replayed`: the same arrays, `reloaded` and `evacuation` None
+    where the program has none (the kernel's specialisation without that bookkeeping).
 
     Periods: whole iterations of the outer loop (where the steps repeat, but for the
     first and last) when one fits in `block` steps, else whole runs of the innermost
     loop; up to `block` steps and a quarter of the loop around them, so a few periods
     fit in it; windows end on their bounds. With `skip`, at each bound the state is
     compared with the one a period back (engines.steady) and, when it repeats and so
-    do the next periods' steps (nest_steps.repeating_runs, with `run_classes`:
-    LoopNest.run_classes), those periods are added in closed form. Returns the store
-    FIFO and the steps skipped."""
+    do the next periods' steps (nest_steps.repeating_runs, with `classes`:
+    LoopNest.run_classes), those periods are added in closed form. Returns the carried
+    state (its store FIFO as the last window left it) and the steps skipped."""
+    params = tables.params
+    n_steps = run.n_steps
     skipped = 0
     inner = params[P_NM + params[P_ORDER2]]
     middle = params[P_NM + params[P_ORDER1]]
@@ -89,82 +99,36 @@ def _replay_nest(params, a_runs, b_runs, shapes, cycles, run_classes, skip, bloc
         period = inner * max(1, min(block // inner, middle // 4))
     period_runs = period // inner
     last_run = (n_steps - MAX_DEPTH - 1) // inner   # a skip ends before the end effects
-    before = snapshot(state, load_req, load_use, comp_end, done_step, done_time,
-                      rel_free, rel_vector, fifo)   # at the last bound, once there was one
+    before = snapshot(carried)   # at the last bound, once there was one
     has_before = False
     begin = 0
     rest = 0
-    capacity = load.shape[0]
+    capacity = buffers.load_bytes.shape[0]
     while begin < n_steps:
         length = min(block, period - begin % period, n_steps - begin, capacity - rest)
         if length <= 0:
             break  # the kernel keeps a whole window back: a deadlock, reported by caller
-        fill_steps(begin, length, rest, params, a_runs[0], a_runs[1], a_runs[2],
-                   b_runs[0], b_runs[1], b_runs[2], shapes, cycles, load, compute,
-                   vector, acquire, release, store, reload_of, evac_buffer,
-                   reloaded_buffer)
+        fill_compiled(tables, begin, length, rest, buffers)
         window = rest + length
         base = begin - rest
-        if reloaded is None:
-            if evacuation is None:
-                fifo = _replay(load[:window], compute[:window], vector[:window],
-                               acquire[:window], release[:window], store[:window],
-                               reload_of[:window], None, None, base, n_steps, depth,
-                               slots, bytes_per_cycle, access_cycles, keep, out, state,
-                               load_req, load_use, comp_end, done_step, done_time,
-                               rel_free, rel_vector, fifo)
-            else:
-                fifo = _replay(load[:window], compute[:window], vector[:window],
-                               acquire[:window], release[:window], store[:window],
-                               reload_of[:window], None, evacuation[:window], base,
-                               n_steps, depth, slots, bytes_per_cycle, access_cycles, keep,
-                               out, state, load_req, load_use, comp_end, done_step,
-                               done_time, rel_free, rel_vector, fifo)
-        elif evacuation is None:
-            fifo = _replay(load[:window], compute[:window], vector[:window],
-                           acquire[:window], release[:window], store[:window],
-                           reload_of[:window], reloaded[:window], None, base, n_steps,
-                           depth, slots, bytes_per_cycle, access_cycles, keep, out, state,
-                           load_req, load_use, comp_end, done_step, done_time, rel_free,
-                           rel_vector, fifo)
-        else:
-            fifo = _replay(load[:window], compute[:window], vector[:window],
-                           acquire[:window], release[:window], store[:window],
-                           reload_of[:window], reloaded[:window], evacuation[:window],
-                           base, n_steps, depth, slots, bytes_per_cycle, access_cycles,
-                           keep, out, state, load_req, load_use, comp_end, done_step,
-                           done_time, rel_free, rel_vector, fifo)
-        cut = state[_NEXT_COMPUTE] - base
+        carried = replay_window(replayed, window, base, run, carried)
+        cut = carried.state[_NEXT_COMPUTE] - base
         rest = window - cut
-        for j in range(rest):  # the steps still to compute move to the front
-            load[j] = load[cut + j]
-            compute[j] = compute[cut + j]
-            vector[j] = vector[cut + j]
-            acquire[j] = acquire[cut + j]
-            release[j] = release[cut + j]
-            store[j] = store[cut + j]
-            reload_of[j] = reload_of[cut + j]
-            evac_buffer[j] = evac_buffer[cut + j]
-            reloaded_buffer[j] = reloaded_buffer[cut + j]
+        _move_to_front(buffers, cut, rest)   # the steps still to compute
         begin += length
         if not skip or begin % period != 0:
             continue
         if has_before:
-            moved = _skipped(before, period, period_runs, begin, last_run, inner, slots,
-                             reloaded is not None, params, run_classes, a_runs, b_runs,
-                             state, load_req, load_use, comp_end, done_step, done_time,
-                             rel_free, rel_vector, fifo)
+            moved = _skipped(before, period, period_runs, begin, last_run, inner,
+                             run.slots, replayed.reloaded is not None, tables, classes,
+                             carried)
             if moved > 0:
                 begin += moved
                 skipped += moved
-                fill_steps(state[_NEXT_COMPUTE], rest, 0, params, a_runs[0],
-                           a_runs[1], a_runs[2], b_runs[0], b_runs[1], b_runs[2],
-                           shapes, cycles, load, compute, vector, acquire, release,
-                           store, reload_of, evac_buffer, reloaded_buffer)
-        before = snapshot(state, load_req, load_use, comp_end, done_step, done_time,
-                          rel_free, rel_vector, fifo)
+                fill_compiled(tables, carried.state[_NEXT_COMPUTE], rest, 0, buffers)
+        before = snapshot(carried)
         has_before = True
-    return fifo, skipped
+    return carried, skipped
 
 
 def replay_nest(program: GemmStream, memory: MemoryParams, *,
@@ -190,22 +154,24 @@ def replay_nest_counted(program: GemmStream, memory: MemoryParams, *,
                              keep_steps=keep_steps), 0  # checked step by step
     check_totals(memory, program.steps, *nest.totals())
     block = max(1, min(block_steps, NEST_BLOCK_STEPS))
-    buffers = step_buffers(block + MAX_DEPTH)
-    state, *rings, fifo = _initial_state(program)
+    carried = _initial_state(program)
     out = np.empty((_N_STEP_FIELDS, program.steps if keep_steps else 0), np.int64)
     if keep_steps and not program.reloads:
-        out[_LOAD_REQUEST, :int(state[_N_REQUESTED])] = 0  # the first `depth` loads
+        out[_LOAD_REQUEST, :int(carried.state[_N_REQUESTED])] = 0  # the first loads
     skip = skip and not keep_steps
     classes = nest.run_classes() if skip else \
         tuple(np.zeros(8, np.int64) for _ in range(3))   # not read
-    _, skipped = _replay_nest(
-        nest.params, nest.a_runs.arrays, nest.b_runs.arrays, nest.shapes, nest.cycles,
-        classes, skip, block, program.steps, program.depth, program.slots,
-        float(memory.bytes_per_cycle), int(memory.access_cycles), bool(keep_steps), out,
-        state, *rings, fifo, *buffers,
-        buffers[8] if program.reloads else None,
-        buffers[7] if program.has_evacuation else None)
-    return finished_outcome(program, state, out, keep_steps), int(skipped)
+    run = ReplayRun(n_steps=program.steps, depth=program.depth, slots=program.slots,
+                    bytes_per_cycle=float(memory.bytes_per_cycle),
+                    access_cycles=int(memory.access_cycles), keep=bool(keep_steps),
+                    out=out)
+    buffers = step_buffers(block + MAX_DEPTH)
+    replayed = buffers._replace(
+        reloaded=buffers.reloaded if program.reloads else None,
+        evacuation=buffers.evacuation if program.has_evacuation else None)
+    _, skipped = _replay_nest(nest.tables, classes, skip, block, run, carried, buffers,
+                              replayed)
+    return finished_outcome(program, carried.state, out, keep_steps), int(skipped)
 
 
 def run_streamed(program, memory: MemoryParams, *, keep_steps: bool = False,

@@ -30,7 +30,7 @@ from simulator.engines.fast import (_BUSY, _EVACUATION_BUSY, _FILL, _LAST_COMPLE
                                     _OFFCHIP_BUSY, _PREV_END, _PREV_VE, _Q_HEAD,
                                     _Q_RELEASE, _Q_REQUEST, _Q_STEP, _Q_TAIL,
                                     _SERVER_FREE, _STALL_IN, _STALL_OUT,
-                                    _STALL_OUT_VECTOR, _VECTOR_BUSY)
+                                    _STALL_OUT_VECTOR, _VECTOR_BUSY, ReplayState)
 from simulator.kernels.jit import njit
 from simulator.program.tile_program import MAX_DEPTH
 
@@ -43,12 +43,14 @@ _TOTALS = (_BUSY, _STALL_IN, _STALL_OUT, _STALL_OUT_VECTOR, _OFFCHIP_BUSY, _VECT
 
 
 @njit(cache=True)
-def snapshot(state, load_req, load_use, comp_end, done_step, done_time, rel_free,
-             rel_vector, fifo):
+def snapshot(carried: ReplayState) -> ReplayState:
     """Copies of the kernel's state, to compare with it one period later."""
-    return (state.copy(), load_req.copy(), load_use.copy(), comp_end.copy(),
-            done_step.copy(), done_time.copy(), rel_free.copy(), rel_vector.copy(),
-            fifo.copy())
+    return ReplayState(state=carried.state.copy(), load_req=carried.load_req.copy(),
+                       load_use=carried.load_use.copy(), comp_end=carried.comp_end.copy(),
+                       done_step=carried.done_step.copy(),
+                       done_time=carried.done_time.copy(),
+                       rel_free=carried.rel_free.copy(),
+                       rel_vector=carried.rel_vector.copy(), fifo=carried.fifo.copy())
 
 
 @njit(cache=True, inline="always")
@@ -58,11 +60,12 @@ def _time_matches(new: int, old: int, delta: int) -> bool:
 
 
 @njit(cache=True)
-def period_shift(before, steps, slots, reloads, state, load_req, load_use, comp_end,
-                 done_step, done_time, rel_free, rel_vector, fifo):
-    """(delta, acquired): the cycles and acquisitions of a period when the state now is
-    `before` (a snapshot `steps` steps earlier) relabelled, else (-1, 0). `reloads`:
-    the comparison includes the rings only a reloading program uses."""
+def period_shift(before: ReplayState, steps, slots, reloads, carried: ReplayState):
+    """(delta, acquired): the cycles and acquisitions of a period when the state now,
+    `carried`, is `before` (a snapshot `steps` steps earlier) relabelled, else (-1, 0).
+    `reloads`: the comparison includes the rings only a reloading program uses."""
+    (state, load_req, load_use, comp_end, done_step, done_time, rel_free, rel_vector,
+     fifo) = carried
     (old, old_req, old_use, old_comp, old_tag, old_done, old_free, old_vector,
      old_fifo) = before
     no = (np.int64(-1), np.int64(0))
@@ -128,12 +131,13 @@ def _rotate(ring, by, shift):
 
 
 @njit(cache=True)
-def advance(periods, before, steps, delta, acquired, state, load_req, load_use,
-            comp_end, done_step, done_time, rel_free, rel_vector, fifo):
-    """Move the state on by `periods` periods of `steps` steps, `delta` cycles and
-    `acquired` acquisitions (period_shift's), in place: the state the kernel would reach
-    replaying them. `before`: the snapshot one period back (the totals' growth)."""
-    old = before[0]
+def advance(periods, before: ReplayState, steps, delta, acquired, carried: ReplayState):
+    """Move the state `carried` on by `periods` periods of `steps` steps, `delta` cycles
+    and `acquired` acquisitions (period_shift's), in place: the state the kernel would
+    reach replaying them. `before`: the snapshot one period back (the totals' growth)."""
+    (state, load_req, load_use, comp_end, done_step, done_time, rel_free, rel_vector,
+     fifo) = carried
+    old = before.state
     moved, later, more = periods * steps, periods * delta, periods * acquired
     for entry in _TOTALS:
         state[entry] += periods * (state[entry] - old[entry])

@@ -398,7 +398,9 @@ def lower_collective(op, platform: Platform, *,
                           file=workload_source, field=f"operators.{op.name}")
     empty = np.zeros(0, dtype=np.int64)
     none = np.zeros(0, dtype=bool)
-    program = TileProgram(empty, empty, empty, none, none, empty, empty, depth=1, slots=1)
+    program = TileProgram(load_bytes=empty, compute_cycles=empty, vector_cycles=empty,
+                          acquire=none, release=none, store_bytes=empty, reload_of=empty,
+                          depth=1, slots=1)
     cost = collective_cost(op.collective, op.payload_bytes, op.chips, platform)
     return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
                            "interconnect", None, program, 1, op.repeat, False, None,

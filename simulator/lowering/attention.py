@@ -69,8 +69,8 @@ from simulator.lowering.step_pairs import pairs_per_step
 from simulator.program.tile_program import TileProgram, memory_params, validate_program
 from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
 from simulator.model.loop_nest import ORIENTATIONS
-from simulator.model.timing import (array_cycles, array_split, ceil_div, fold_count,
-                                    vector_cycles)
+from simulator.model.timing import (TileProduct, ceil_div, fold_count,
+                                    tile_product_timing, vector_cycles)
 
 ARRAY, VECTOR = ATTENTION_UNITS
 NORMAL, TRANSPOSED = ORIENTATIONS
@@ -166,11 +166,13 @@ class _Steps:
             self.vector_macs += m * n * k
             return cycles
         a = self.platform.systolic_array
-        shape = (*self._array_shape(m, n, k), a.rows, a.cols, a.count, self.dataflow,
-                 a.fold_model_code, False, self.speed)
-        for index, part in enumerate(array_split(*shape)):
+        m, n, k = self._array_shape(m, n, k)
+        cycles, split = tile_product_timing(TileProduct(
+            m=m, n=n, k=k, rows=a.rows, cols=a.cols, count=a.count, dataflow=self.dataflow,
+            fold_model=a.fold_model_code, continues_fold=False, speed=self.speed))
+        for index, part in enumerate(split):
             self.split[index] += part
-        return int(array_cycles(*shape))
+        return int(cycles)
 
     def evacuated(self, m: int, n: int, k: int) -> int:
         """Vector-unit cycles copying one product out of the array's accumulators (all
@@ -205,9 +207,10 @@ class _Steps:
         as_int["reload_of"] = np.where(reload_of >= 0, reload_of + shift, -1)
         flags = {name: np.tile(np.array(getattr(self, name), dtype=bool), runs)
                  for name in ("acquire", "release")}
-        return TileProgram(as_int["load"], as_int["compute"], as_int["vector"],
-                           flags["acquire"], flags["release"], as_int["store"],
-                           as_int["reload_of"], depth=depth, slots=slots,
+        return TileProgram(load_bytes=as_int["load"], compute_cycles=as_int["compute"],
+                           vector_cycles=as_int["vector"], acquire=flags["acquire"],
+                           release=flags["release"], store_bytes=as_int["store"],
+                           reload_of=as_int["reload_of"], depth=depth, slots=slots,
                            overhead_cycles=overhead,
                            evacuation_cycles=as_int["evacuation"] if evacuates else None)
 
@@ -401,8 +404,8 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
                       for keys in tile.key_tiles)
     groups = program_groups(op, len(steps.load), tiling.groups)
     pairs = pairs_per_step(sum(steps.compute), sum(steps.load) + sum(steps.store),
-                           len(steps.load), groups,
-                           tiling.depth, min(slots.values()), memory_params(platform))
+                           len(steps.load), groups, depth=tiling.depth,
+                           slots=min(slots.values()), memory=memory_params(platform))
     program = steps.program(tiling.depth, slots["output"] // pairs,
                             platform.runtime.op_overhead_cycles,
                             platform.systolic_array.output_path != "direct", groups,

@@ -14,17 +14,19 @@ import numpy as np
 
 from simulator.inputs.platform import Platform
 from simulator.lowering.nest import GemmArgs, LoopNest
-from simulator.program.tile_program import TileProgram
+from simulator.program.tile_program import StepArrays, TileProgram
 from simulator.program.streamed import ProgramBlock, StreamedProgram, power_of_two_above
 
 
-def step_buffers(size: int) -> tuple[np.ndarray, ...]:
-    """Arrays for `size` steps in LoopNest.fill's order: load, compute, vector, acquire,
-    release, store, reload_of, evacuation, reloaded."""
-    return (np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size, np.int64),
-            np.zeros(size, np.bool_), np.zeros(size, np.bool_), np.zeros(size, np.int64),
-            np.full(size, -1, np.int64), np.zeros(size, np.int64),
-            np.zeros(size, np.bool_))
+def step_buffers(size: int) -> StepArrays:
+    """Arrays for `size` steps, every field an array (LoopNest.fill writes evacuation
+    and reloaded only where the nest has them)."""
+    return StepArrays(
+        load_bytes=np.zeros(size, np.int64), compute_cycles=np.zeros(size, np.int64),
+        vector_cycles=np.zeros(size, np.int64), acquire=np.zeros(size, np.bool_),
+        release=np.zeros(size, np.bool_), store_bytes=np.zeros(size, np.int64),
+        reload_of=np.full(size, -1, np.int64), evacuation=np.zeros(size, np.int64),
+        reloaded=np.zeros(size, np.bool_))
 
 
 class GemmStream(StreamedProgram):
@@ -57,10 +59,13 @@ class GemmStream(StreamedProgram):
         acquire, release = np.empty(steps, np.bool_), np.empty(steps, np.bool_)
         evacuation = np.empty(steps if self.has_evacuation else 0, np.int64)
         reloaded = np.empty(steps if self.reloads else 0, np.bool_)
-        self.nest.fill(0, steps, (load, compute, vector, acquire, release, store,
-                                  reload_of, evacuation, reloaded))
-        return TileProgram(load, compute, vector, acquire, release, store, reload_of,
-                           depth=self.depth, slots=self.slots,
+        self.nest.fill(0, steps, StepArrays(
+            load_bytes=load, compute_cycles=compute, vector_cycles=vector,
+            acquire=acquire, release=release, store_bytes=store, reload_of=reload_of,
+            evacuation=evacuation, reloaded=reloaded))
+        return TileProgram(load_bytes=load, compute_cycles=compute, vector_cycles=vector,
+                           acquire=acquire, release=release, store_bytes=store,
+                           reload_of=reload_of, depth=self.depth, slots=self.slots,
                            overhead_cycles=self.overhead_cycles,
                            evacuation_cycles=evacuation if self.has_evacuation else None)
 
@@ -73,7 +78,8 @@ class GemmStream(StreamedProgram):
             load, compute, vector, acquire, release, store, reload_of, evacuation, \
                 reloaded = (a[:length] for a in buffers)
             yield ProgramBlock(begin, TileProgram(
-                load, compute, vector, acquire, release, store, reload_of,
+                load_bytes=load, compute_cycles=compute, vector_cycles=vector,
+                acquire=acquire, release=release, store_bytes=store, reload_of=reload_of,
                 depth=self.depth, slots=self.slots, overhead_cycles=self.overhead_cycles,
                 evacuation_cycles=evacuation if self.has_evacuation else None),
                 reloaded if self.reloads else None)

@@ -30,6 +30,7 @@ from simulator.lowering.evacuation import evacuation_array
 from simulator.lowering.tile_table import TileTable
 from simulator.model.dataflow import TIME_DIM, stationary_input_elements
 from simulator.model.loop_nest import lru_fetches
+from simulator.program.tile_program import StepArrays
 
 # Indices of the float counters (LoopNest.counters): the split of busy array cycles.
 USEFUL, PADDING, ARRAY_FILL, STATIONARY_LOAD, SKEW, N_FLOAT_COUNTERS = range(6)
@@ -103,18 +104,17 @@ class LoopNest:
     not with their product), and its steps generated from it (`fill`)."""
 
     def __init__(self, args: GemmArgs, platform: Platform):
-        (m, n, kk, tm, tn, tk, order, dataflow, rows, cols, count, fold_model, a_table,
-         a_sram, b_load, b_sram, a_offchip, b_offchip, c_offchip, acc, out, a_slots,
-         b_slots, spill, epilogue, lanes, speed, a_vector, b_vector) = args
-        self.counts = (-(-m // tm), -(-n // tn), -(-kk // tk))
-        self.order = tuple(order.tolist())
+        m, n, kk = args.m, args.n, args.k
+        self.counts = (-(-m // args.tm), -(-n // args.tn), -(-kk // args.tk))
+        self.order = tuple(args.order.tolist())
         self.steps = self.counts[0] * self.counts[1] * self.counts[2]
-        self.dataflow = int(dataflow)
-        self.spill = bool(spill)
-        self.c_offchip = bool(c_offchip)
-        self.a_table, self.a_sram = a_table, a_sram
-        self.b_load, self.b_sram = b_load, b_sram
-        self.a_offchip, self.b_offchip = bool(a_offchip), bool(b_offchip)
+        self.dataflow = int(args.dataflow)
+        self.spill = bool(args.spill)
+        self.c_offchip = bool(args.c_offchip)
+        self.a_table, self.a_sram = args.a_load_bytes, args.a_sram_bytes
+        self.b_load, self.b_sram = args.b_load_bytes, args.b_sram_bytes
+        self.a_offchip, self.b_offchip = bool(args.a_offchip), bool(args.b_offchip)
+        a_slots, b_slots = args.a_slots, args.b_slots
         # Free dims: n for A, m for B. A tile's reuses are `inside` tiles apart.
         inside = self._inside()
         self.a_always = inside[1] > a_slots
@@ -125,11 +125,9 @@ class LoopNest:
         # Times each tile moves (model.loop_nest's LRU rule): A along n, B along m.
         self.a_passes = int(lru_fetches(self.counts[1], inside[1], a_slots))
         self.b_passes = int(lru_fetches(self.counts[0], inside[0], b_slots))
-        self.a_vector, self.b_vector = int(a_vector), int(b_vector)
+        self.a_vector, self.b_vector = int(args.a_vector), int(args.b_vector)
         self.a_elements, self.b_elements = m * kk, kk * n
-        self.shapes, self.cycles, self.split = k.shape_tables(
-            m, n, kk, tm, tn, tk, dataflow, rows, cols, count, fold_model, speed, acc,
-            out, c_offchip, epilogue, lanes, a_vector, b_vector)
+        self.shapes, self.cycles, self.split = k.nest_shape_tables(args)
         if self.evacuates:
             self.shapes[:, k.S_EVACUATION] = _evacuation(platform, self.shapes,
                                                          self.dataflow)
@@ -137,8 +135,9 @@ class LoopNest:
         params[k.P_NM], params[k.P_NN], params[k.P_NK] = self.counts
         params[k.P_ORDER0], params[k.P_ORDER1], params[k.P_ORDER2] = self.order
         params[k.P_DATAFLOW] = self.dataflow
-        for index, flag in ((k.P_A_OFFCHIP, a_offchip), (k.P_B_OFFCHIP, b_offchip),
-                            (k.P_C_OFFCHIP, c_offchip), (k.P_SPILL, spill),
+        for index, flag in ((k.P_A_OFFCHIP, self.a_offchip),
+                            (k.P_B_OFFCHIP, self.b_offchip),
+                            (k.P_C_OFFCHIP, self.c_offchip), (k.P_SPILL, self.spill),
                             (k.P_A_ALWAYS, self.a_always), (k.P_B_ALWAYS, self.b_always),
                             (k.P_RELOADS, self.reloads), (k.P_EVACUATION, self.evacuates)):
             params[index] = int(bool(flag))
@@ -147,8 +146,11 @@ class LoopNest:
         self._per_shape = self.shapes.tolist()   # Python ints: what the sums read
         # The load tables (TileTables) with the inner loop's dim last: a run of it
         # reads one row.
-        self.a_runs = a_table.transposed() if self.order[2] == 0 else a_table
-        self.b_runs = b_load.transposed() if self.order[2] == 2 else b_load
+        self.a_runs = self.a_table.transposed() if self.order[2] == 0 else self.a_table
+        self.b_runs = self.b_load.transposed() if self.order[2] == 2 else self.b_load
+        self.tables = k.NestTables(params=self.params, a_runs=self.a_runs.arrays,
+                                   b_runs=self.b_runs.arrays, shapes=self.shapes,
+                                   cycles=self.cycles)
         self._classes_seen = self._class_counts()
         self._cases = [0] * 16   # steps per case: 2 * shape + continues
         for steps, shape, _, _, continues in self._classes_seen:
@@ -164,11 +166,10 @@ class LoopNest:
             product *= self.counts[dim]
         return inside
 
-    def fill(self, begin: int, length: int, arrays: tuple, offset: int = 0) -> None:
-        """Steps begin .. begin + length - 1 into `arrays` (load, compute, vector,
-        acquire, release, store, reload_of, evacuation, reloaded) from `offset` on."""
-        k.fill_steps(begin, length, offset, self.params, *self.a_runs.arrays,
-                     *self.b_runs.arrays, self.shapes, self.cycles, *arrays)
+    def fill(self, begin: int, length: int, steps: StepArrays, offset: int = 0) -> None:
+        """Steps begin .. begin + length - 1 into `steps` (every field an array) from
+        `offset` on."""
+        k.fill(self.tables, begin, length, offset, steps)
 
     def run_classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What tells runs of the innermost loop apart (nest_steps.repeating_runs): a

@@ -11,12 +11,16 @@ whatever the block sizes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from simulator.kernels.jit import njit
 from simulator.model.dataflow import (A_READS, B_READS, TIME_DIM, fold_shape,
                                       read_multiplier, stationary_key)
-from simulator.model.timing import array_cycles, array_split, vector_cycles
+from simulator.model.timing import (TileProduct, product_cycles, product_split,
+                                    vector_cycles)
+from simulator.program.tile_program import StepArrays
 
 # Entries of the int64 `params` array that describes a nest to the kernels.
 (P_NM, P_NN, P_NK, P_ORDER0, P_ORDER1, P_ORDER2, P_DATAFLOW, P_A_OFFCHIP, P_B_OFFCHIP,
@@ -37,6 +41,19 @@ _TABLE = [_M, _V, _V]   # a TileTable's arrays: values, rows, cols
 FILL_STEPS_TYPES = "(" + ", ".join([_I] * 3 + [_V] + _TABLE * 2 + [_M] + [_V] * 4 + [
     "boolean[::1]"] * 2 + [_V] * 3 + ["boolean[::1]"]) + ")"
 FLOAT_SUMS_TYPES = f"({_V}, {_M}, float64[:, ::1])"
+
+
+class NestTables(NamedTuple):
+    """A loop nest as the kernels read it (lowering.nest.LoopNest's): `params` (the P_*
+    entries), the A and B load tables with the inner loop's dim last (LoopNest.a_runs,
+    b_runs, as TileTable arrays: values, rows, cols), the per tile shape table (S_*
+    columns) and the array cycles per case (2 * shape + continues)."""
+
+    params: np.ndarray
+    a_runs: tuple[np.ndarray, np.ndarray, np.ndarray]
+    b_runs: tuple[np.ndarray, np.ndarray, np.ndarray]
+    shapes: np.ndarray
+    cycles: np.ndarray
 
 
 @njit(cache=True, ahead=(SHAPE_TABLES_TYPES,))
@@ -84,16 +101,27 @@ def shape_tables(m: int, n: int, k: int, tm: int, tn: int, tk: int, dataflow: in
             shapes[shape, S_STORE_LAST] = done * out_bytes
         for continues in range(2):
             case = 2 * shape + continues
-            cycles[case] = array_cycles(ms, ns, ks, rows, cols, count, dataflow,
-                                        fold_model, continues == 1, speed)
-            useful, padding, fill, load, skew = array_split(
-                ms, ns, ks, rows, cols, count, dataflow, fold_model, continues == 1, speed)
+            product = TileProduct(m=ms, n=ns, k=ks, rows=rows, cols=cols, count=count,
+                                  dataflow=dataflow, fold_model=fold_model,
+                                  continues_fold=continues == 1, speed=speed)
+            cycles[case] = product_cycles(product)
+            useful, padding, fill, load, skew = product_split(product)
             split[case, 0] = useful
             split[case, 1] = padding
             split[case, 2] = fill
             split[case, 3] = load
             split[case, 4] = skew
     return shapes, cycles, split
+
+
+def nest_shape_tables(nest) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """shape_tables of a nest named by its fields (lowering.nest.GemmArgs, or any
+    record with those names): its positional arguments, scalars and arrays as the
+    kernel library exports it, stay in this module."""
+    return shape_tables(nest.m, nest.n, nest.k, nest.tm, nest.tn, nest.tk, nest.dataflow,
+                        nest.rows, nest.cols, nest.count, nest.fold_model, nest.speed,
+                        nest.acc_bytes, nest.out_bytes, nest.c_offchip, nest.epilogue,
+                        nest.lanes, nest.a_vector, nest.b_vector)
 
 
 @njit(cache=True, inline="always")
@@ -253,6 +281,22 @@ def fill_steps(begin: int, length: int, offset: int, params: np.ndarray, a_value
             i0 += 1
 
 
+def fill(tables: NestTables, begin: int, length: int, offset: int,
+         steps: StepArrays) -> None:
+    """fill_steps with its arguments named: steps begin .. begin + length - 1 of the
+    nest `tables` into entries offset .. of the StepArrays `steps` (every field an
+    array). The kernel takes arrays, as the kernel library exports it; this same body
+    serves Python callers (the library's export) and compiled ones (fill_compiled)."""
+    fill_steps(begin, length, offset, tables.params, tables.a_runs[0], tables.a_runs[1],
+               tables.a_runs[2], tables.b_runs[0], tables.b_runs[1], tables.b_runs[2],
+               tables.shapes, tables.cycles, steps.load_bytes, steps.compute_cycles,
+               steps.vector_cycles, steps.acquire, steps.release, steps.store_bytes,
+               steps.reload_of, steps.evacuation, steps.reloaded)
+
+
+fill_compiled = njit(cache=True, inline="always")(fill)
+
+
 @njit(cache=True)
 def _run_origin(run: int, params: np.ndarray):
     """(m0, n0, k0) of the first step of run `run` of the innermost loop."""
@@ -306,12 +350,14 @@ def _run_inputs(run: int, params: np.ndarray, shape_class: np.ndarray,
 
 
 @njit(cache=True)
-def repeating_runs(first: int, period: int, limit: int, params: np.ndarray,
-                   shape_class: np.ndarray, a_ids: np.ndarray, b_ids: np.ndarray,
-                   a_runs, b_runs) -> int:
+def repeating_runs(first: int, period: int, limit: int, tables: NestTables,
+                   classes) -> int:
     """The first run r in first .. limit - 1 whose inputs differ from those of run
     r - period (limit when none does): from `first` on, the steps repeat with a period
-    of `period` runs up to that run."""
+    of `period` runs up to that run. classes: LoopNest.run_classes (a class per tile
+    shape, an id per row of the A and B load tables)."""
+    params, a_runs, b_runs = tables.params, tables.a_runs, tables.b_runs
+    shape_class, a_ids, b_ids = classes
     for run in range(first, limit):
         if _run_inputs(run, params, shape_class, a_ids, b_ids, a_runs, b_runs) != \
                 _run_inputs(run - period, params, shape_class, a_ids, b_ids, a_runs,

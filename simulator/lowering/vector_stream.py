@@ -49,9 +49,10 @@ def vector_program(load: np.ndarray, compute: np.ndarray, store: np.ndarray, *,
     with its store; nothing on the vector unit after the step, nothing reloaded."""
     steps = compute.shape[0]
     always = np.ones(steps, dtype=bool)
-    return TileProgram(load, compute, np.zeros(steps, dtype=np.int64), always,
-                       always.copy(), store, np.full(steps, -1, dtype=np.int64),
-                       depth=depth, slots=slots, overhead_cycles=overhead_cycles)
+    return TileProgram(load_bytes=load, compute_cycles=compute,
+                       vector_cycles=np.zeros(steps, dtype=np.int64), acquire=always,
+                       release=always.copy(), store_bytes=store,
+                       reload_of=np.full(steps, -1, dtype=np.int64), depth=depth, slots=slots, overhead_cycles=overhead_cycles)
 
 
 def vector_totals(op, members: tuple[EpilogueMember, ...],

@@ -277,9 +277,10 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     least = traffic == traffic.min()
     tiles = np.flatnonzero(least.any(axis=0))
     busy = array_busy_cycles(g.m, g.n, g.k, vm[mi[tiles]], vn[ni[tiles]], vk[ki[tiles]],
-                             np.arange(orders, dtype=np.int64)[:, None], dataflow,
-                             array.rows, array.cols, array.count, array.fold_model,
-                             array_speed(op, platform))
+                             order=np.arange(orders, dtype=np.int64)[:, None],
+                             dataflow=dataflow, rows=array.rows, cols=array.cols,
+                             count=array.count, fold_model=array.fold_model,
+                             speed=array_speed(op, platform))
     busy[~least[:, tiles]] = np.iinfo(np.int64).max   # not of least traffic
     order, tile = np.nonzero(busy == busy.min())
     tile = tiles[tile]

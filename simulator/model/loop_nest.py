@@ -104,14 +104,14 @@ def _loop_tables() -> tuple[np.ndarray, np.ndarray]:
 INNERMOST, EFFECTIVE_ORDER = _loop_tables()
 
 
-def loop_tables_index(m: int, n: int, k: int, tm, tn, tk, order) -> tuple:
+def loop_tables_index(m: int, n: int, k: int, tm, tn, tk, *, order) -> tuple:
     """Index into INNERMOST / EFFECTIVE_ORDER for (broadcastable) tilings."""
     tm, tn, tk, order = (np.asarray(x, dtype=np.int64) for x in (tm, tn, tk, order))
     return (order, (-(-m // tm) > 1).astype(np.int64), (-(-n // tn) > 1).astype(np.int64),
             (-(-k // tk) > 1).astype(np.int64))
 
 
-def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
+def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, *, order, dataflow: str,
                       rows: int, cols: int, count: int, fold_model: str,
                       speed: float = 1.0) -> np.ndarray:
     """The array's busy cycles of one GEMM instance under tilings, in closed form: the
@@ -156,7 +156,7 @@ def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, order, dataflow: str,
     rem_t = np.ceil(total % tile / speed).astype(np.int64)  # the edge tile's
     streamed_t = s_full * tile_t + s_edge * rem_t
     n_streamed = s_full + s_edge
-    inner = INNERMOST[loop_tables_index(m, n, k, tm, tn, tk, order)]
+    inner = INNERMOST[loop_tables_index(m, n, k, tm, tn, tk, order=order)]
     starts_once = (inner == DIMS.index(name)) | (inner < 0)
     if fold_model == "scalesim":
         runs = np.where(starts_once, 1, n_streamed)

@@ -10,6 +10,7 @@ one maps where is model.dataflow's table.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from simulator.kernels.jit import njit
 from simulator.model.dataflow import fill_rows, fold_shape
@@ -97,6 +98,46 @@ def array_cycles(m: int, n: int, k: int, rows: int, cols: int, count: int, dataf
     if fold_model == SCALESIM:
         return rounds * (t + fold_fill_cycles(rows, cols, dataflow))
     return rounds * max(t, rows) + skew_cycles(rows, cols)
+
+
+class TileProduct(NamedTuple):
+    """One tile product on the array, by name: what array_cycles and array_split read
+    (their parameters, in their order). A NamedTuple, so that compiled code builds it
+    too; callers in other modules pass it to tile_product_timing (from Python) or
+    product_cycles and product_split (from compiled code), which unpack it here."""
+
+    m: int
+    n: int
+    k: int
+    rows: int
+    cols: int
+    count: int               # identical arrays
+    dataflow: int            # model.dataflow code
+    fold_model: int          # PIPELINED or SCALESIM
+    continues_fold: bool     # continues the previous step's single fold
+    speed: float             # streaming speed (streamed_cycles)
+
+
+def tile_product_timing(product: TileProduct) -> tuple[int, tuple]:
+    """A Python caller's array cycles and their split (array_split) of one tile
+    product. The kernels take scalars: those the kernel library exports."""
+    return array_cycles(*product), array_split(*product)
+
+
+@njit(cache=True, inline="always")
+def product_cycles(product) -> int:
+    """array_cycles of a TileProduct, for compiled callers."""
+    return array_cycles(product.m, product.n, product.k, product.rows, product.cols,
+                        product.count, product.dataflow, product.fold_model,
+                        product.continues_fold, product.speed)
+
+
+@njit(cache=True, inline="always")
+def product_split(product) -> tuple[float, float, int, int, int]:
+    """array_split of a TileProduct, for compiled callers."""
+    return array_split(product.m, product.n, product.k, product.rows, product.cols,
+                       product.count, product.dataflow, product.fold_model,
+                       product.continues_fold, product.speed)
 
 
 @njit(cache=True, inline="always")

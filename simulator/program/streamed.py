@@ -84,10 +84,13 @@ def reload_tables(program: TileProgram) -> tuple[np.ndarray | None, int]:
 
 def _slice(program: TileProgram, begin: int, end: int) -> TileProgram:
     evac = program.evacuation_cycles
-    return TileProgram(program.load_bytes[begin:end], program.compute_cycles[begin:end],
-                       program.vector_cycles[begin:end], program.acquire[begin:end],
-                       program.release[begin:end], program.store_bytes[begin:end],
-                       program.reload_of[begin:end], depth=program.depth,
+    return TileProgram(load_bytes=program.load_bytes[begin:end],
+                       compute_cycles=program.compute_cycles[begin:end],
+                       vector_cycles=program.vector_cycles[begin:end],
+                       acquire=program.acquire[begin:end],
+                       release=program.release[begin:end],
+                       store_bytes=program.store_bytes[begin:end],
+                       reload_of=program.reload_of[begin:end], depth=program.depth,
                        slots=program.slots, overhead_cycles=program.overhead_cycles,
                        evacuation_cycles=None if evac is None else evac[begin:end])
 

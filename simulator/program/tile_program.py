@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 
@@ -91,6 +92,24 @@ class TileProgram:
         if self.evacuation_cycles is None:
             return self.vector_cycles
         return self.vector_cycles + self.evacuation_cycles
+
+
+class StepArrays(NamedTuple):
+    """A window of steps as the compiled kernels pass it: the step generator
+    (lowering.nest_steps.fill_steps) writes one, the fast engine's replay
+    (engines.fast.replay_window) reads one. A NamedTuple, so that compiled code builds
+    and reads it by name; `evacuation` and `reloaded` are None where a replay has no
+    such bookkeeping (its kernel's specialisation without it)."""
+
+    load_bytes: np.ndarray       # int64, as TileProgram's fields
+    compute_cycles: np.ndarray   # int64
+    vector_cycles: np.ndarray    # int64
+    acquire: np.ndarray          # bool
+    release: np.ndarray          # bool
+    store_bytes: np.ndarray      # int64
+    reload_of: np.ndarray        # int64
+    evacuation: np.ndarray | None   # int64: TileProgram.evacuation_cycles
+    reloaded: np.ndarray | None     # bool: the step's partial sums are reloaded later
 
 
 def make_program(load_bytes, compute_cycles, vector_cycles=None, acquire=None,

@@ -238,9 +238,10 @@ def _oriented_grid(op, fuse: str | None, following, platform: Platform, coarse: 
         oriented((tm[..., None], tn[..., None], tk), orientation)
     nest_order = ORIENTED_ORDER[ORIENTATIONS.index(orientation)][order]
     busy = np.stack([array_busy_cycles(nest_m, nest_n, g.k, nest_tm, nest_tn,
-                                       tk[..., None], nest_order, name, array.rows,
-                                       array.cols, array.count, array.fold_model,
-                                       array_speed(op, platform))
+                                       tk[..., None], order=nest_order, dataflow=name,
+                                       rows=array.rows, cols=array.cols,
+                                       count=array.count, fold_model=array.fold_model,
+                                       speed=array_speed(op, platform))
                      for name in dataflows], axis=-1)
     served = np.floor(offchip / bpc).astype(np.int64) + (0 if onchip else access)
     per_run = np.maximum((head + epilogue + tail)[..., None, None] + busy,
@@ -272,7 +273,8 @@ def _oriented_grid(op, fuse: str | None, following, platform: Platform, coarse: 
     # above a candidate's true energy.
     energy = (dynamic + _static_pj_per_cycle(platform) * per_run) * runs * (1 - 1e-9)
     effective = EFFECTIVE_ORDER[loop_tables_index(g.m, g.n, g.k, tm[..., None],
-                                                  tn[..., None], tk[..., None], order)]
+                                                  tn[..., None], tk[..., None],
+                                                  order=order)]
     shape = (len(vm), len(vn), len(vk), len(LOOP_ORDERS), len(dataflows))
 
     def flat(values) -> np.ndarray:
@@ -395,10 +397,12 @@ def candidate_bounds(op, platform: Platform, *, fuse: str | None = None,
     grid, dataflows = candidate_grid(op, fuse, following, platform,
                                      orientations=orientations)
     grid = grid.expand()
-    tilings = [Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
-                      LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
-                      int(grid.depth[i]), fuse, MAPPER,
-                      ORIENTATIONS[int(grid.orientation[i])]) for i in range(len(grid))]
+    tilings = [Tiling(tm=int(grid.tm[i]), tn=int(grid.tn[i]), tk=int(grid.tk[i]),
+                      loop_order=LOOP_ORDERS[int(grid.order[i])],
+                      dataflow=dataflows[int(grid.dataflow[i])], depth=int(grid.depth[i]),
+                      fuse=fuse, heuristic=MAPPER,
+                      orientation=ORIENTATIONS[int(grid.orientation[i])])
+               for i in range(len(grid))]
     return tilings, grid.cycles_lb, grid.energy_lb
 
 

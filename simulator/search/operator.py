@@ -501,10 +501,11 @@ def _search_tiles(task: SearchTask) -> OperatorSearch:
             continue
         i = int(walk[rows.start + passed])
         position, window = rows.start + passed + 1, WALK_WINDOW
-        tiling = Tiling(int(grid.tm[i]), int(grid.tn[i]), int(grid.tk[i]),
-                        LOOP_ORDERS[int(grid.order[i])], dataflows[int(grid.dataflow[i])],
-                        int(grid.depth[i]), fuse, MAPPER,
-                        ORIENTATIONS[int(grid.orientation[i])])
+        tiling = Tiling(tm=int(grid.tm[i]), tn=int(grid.tn[i]), tk=int(grid.tk[i]),
+                        loop_order=LOOP_ORDERS[int(grid.order[i])],
+                        dataflow=dataflows[int(grid.dataflow[i])],
+                        depth=int(grid.depth[i]), fuse=fuse, heuristic=MAPPER,
+                        orientation=ORIENTATIONS[int(grid.orientation[i])])
         if tiling.sort_key() in seen:
             duplicates += 1
             continue

@@ -135,10 +135,11 @@ class MapResult:
                                      else found["error"])
                               for name, found in op["heuristics"].items()}
                 operators.append(OperatorSearch(
-                    op["name"], op["layer_type"], op["kind"], int(op["runs"]),
-                    Evaluation.from_dict(op["best"]) if op["best"] else None, heuristics,
-                    SearchStats(**op["search"]), op.get("same_as"),
-                    tuple(op.get("fused", ()))))
+                    name=op["name"], layer_type=op["layer_type"], kind=op["kind"],
+                    runs=int(op["runs"]),
+                    best=Evaluation.from_dict(op["best"]) if op["best"] else None,
+                    heuristics=heuristics, stats=SearchStats(**op["search"]),
+                    same_as=op.get("same_as"), fused=tuple(op.get("fused", ()))))
             return cls(data["platform"], data["workload"], data["mapping"],
                        data["objective"], bool(data["exhaustive"]),
                        list(data["heuristics"]), operators, int(data["model_version"]),
@@ -255,7 +256,9 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
         if key is not None and key in shapes:
             owners.append(shapes[key])
             continue
-        task = SearchTask(op, following, spec, platform, tuple(names), objective, exhaustive)
+        task = SearchTask(op=op, following=following, spec=spec, platform=platform,
+                          heuristics=tuple(names), objective=objective,
+                          exhaustive=exhaustive)
         tasks.append(task)
         owners.append(len(tasks) - 1)
         if key is not None:
@@ -275,8 +278,9 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
             found, dropped = _fused_search(found, op, members[index], platform)
             given_back.extend(absorbed[name][0] for name in dropped)
         operators.append((index, found))
-    alone = [SearchTask(ops[i], None, absorbed[ops[i].name][1], platform, tuple(names),
-                        objective, exhaustive) for i in given_back]
+    alone = [SearchTask(op=ops[i], following=None, spec=absorbed[ops[i].name][1],
+                        platform=platform, heuristics=tuple(names), objective=objective,
+                        exhaustive=exhaustive) for i in given_back]
     found_alone: list[OperatorSearch | None] = [None] * len(alone)
     _run_tasks(alone, found_alone, 1, platform, None)
     operators.extend(zip(given_back, found_alone))

@@ -164,10 +164,11 @@ def run_disaggregated(spec, pools: dict, arrivals: Arrivals, link: KvLink,
         return lambda: allocator(blocks, spec.block_tokens, host=tier)
 
     prefill = make_replicas(env, prefill_spec, PrefillScheduler, prefill_cost,
-                            kv(prefill_blocks), store, report, llm=True)
+                            make_kv=kv(prefill_blocks), store=store, report=report,
+                            llm=True)
     decode = make_replicas(env, decode_spec, ContinuousBatching, decode_cost,
-                           kv(decode_blocks, decode_tier), store, report, llm=True,
-                           first=prefill_spec.replicas)
+                           make_kv=kv(decode_blocks, decode_tier), store=store,
+                           report=report, llm=True, first=prefill_spec.replicas)
     decode_router = make_router(spec.routing, decode)
     shared = getattr(decode_router, "shared", False)
 

@@ -151,15 +151,16 @@ def grid_from_args(args: argparse.Namespace) -> Grid:
     if unknown or not batching:
         raise AccsimError(f"unknown batching policy {unknown[0] if unknown else '(none)'}"
                           " (known: static, dynamic, continuous)", field="--batching")
-    grid = Grid(args.budget_chips,
-                _int_list(args.chips_per_replica, "--chips-per-replica",
-                          powers_of_two(args.budget_chips), MAX_CHIPS),
-                _int_list(args.replicas, "--replicas", powers_of_two(args.budget_chips),
-                          MAX_CHIPS),
-                batching, _int_list(args.max_batch, "--max-batch", DEFAULT_MAX_BATCH,
+    grid = Grid(budget_chips=args.budget_chips,
+                chips_per_replica=_int_list(args.chips_per_replica, "--chips-per-replica",
+                                            powers_of_two(args.budget_chips), MAX_CHIPS),
+                replicas=_int_list(args.replicas, "--replicas",
+                                   powers_of_two(args.budget_chips), MAX_CHIPS),
+                batching=batching,
+                max_batch=_int_list(args.max_batch, "--max-batch", DEFAULT_MAX_BATCH,
                                     MAX_BATCH),
-                precision_axis(args), bool(args.disaggregate),
-                args.kv_link or "interconnect")
+                precision=precision_axis(args), disaggregate=bool(args.disaggregate),
+                kv_link=args.kv_link or "interconnect")
     if args.kv_link and not args.disaggregate:
         raise AccsimError("--kv-link is what disaggregated points' KV crosses: give "
                           "--disaggregate", field="--kv-link")
