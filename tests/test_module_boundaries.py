@@ -21,8 +21,8 @@ MAX_POSITIONAL = 6
 VARIADIC = -1
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+def _module_name(path: Path, package: Path) -> str:
+    parts = list(path.relative_to(package.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -81,7 +81,7 @@ def _callee(func: ast.expr, names: dict, aliases: dict) -> tuple[str, str] | Non
 
 def long_positional_calls(package: Path = PACKAGE) -> list[str]:
     """'module:line callee (n positional)' for each call breaking the rule."""
-    trees = {_module_name(path): ast.parse(path.read_text(encoding="utf-8"), str(path))
+    trees = {_module_name(path, package): ast.parse(path.read_text(encoding="utf-8"), str(path))
              for path in sorted(package.rglob("*.py"))}
     definitions = _definitions(trees)
     found = []
