@@ -155,13 +155,13 @@ def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
              tables: TileTables | None = None) -> Evaluation:
     """Lower, replay with the fast engine, and total one tiling of an operator (with
     `fused`: a GEMM or conv and those epilogue members, as one group; `tables`: the
-    operator's per-tile tables so far, lower_compute's). The lowering leaves the
-    program's validation to run_fast, so it is validated once."""
+    operator's per-tile tables so far, lower_compute's or lower_attention's). The
+    lowering leaves the program's validation to run_fast, so it is validated once."""
     if is_compute(op):
         lowered = lower_compute(op, tiling, platform, following=following, fused=fused,
                                 check=False, tables=tables)
     elif is_attention(op):
-        lowered = lower_attention(op, tiling, platform)
+        lowered = lower_attention(op, tiling, platform, tables=tables, check=False)
     else:
         lowered = lower_vector(op, tiling, platform, fused=fused or (), check=False,
                                block_steps=DEFAULT_BLOCK_STEPS)
@@ -202,6 +202,7 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
     again among the candidates) are lowered and replayed once."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
+    tables = TileTables(op, platform)   # lowerings and tile products, each made once
     lowerings: dict[tuple, Tiling | AccsimError] = {}   # by sort key: the tiling run
     replays: dict[tuple, Evaluation | AccsimError] = {}
 
@@ -218,7 +219,7 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
 
     def replayed(tiling: Tiling) -> Evaluation:
         found = once(replays, tiling,
-                     lambda t: evaluate(op, t, platform, memory, None))
+                     lambda t: evaluate(op, t, platform, memory, None, tables=tables))
         return replace(found, tiling=tiling)
 
     heuristics: dict[str, Evaluation | str] = {}
@@ -228,7 +229,8 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
             chosen = once(lowerings, tiling,
-                          lambda t: lower_attention(op, t, platform).tiling)
+                          lambda t: lower_attention(op, t, platform,
+                                                    tables=tables).tiling)
             found = replayed(replace(chosen, heuristic=tiling.heuristic))
         except AccsimError as exc:
             heuristics[name] = exc.rule
