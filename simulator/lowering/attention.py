@@ -102,14 +102,24 @@ def query_tiles(op, tm: int, tn: int) -> list[QueryTile]:
     return tiles
 
 
-def key_tile_counts(tiles: list[QueryTile]) -> dict[int, int]:
-    """How many key tiles of each width the query tiles visit (byte totals per key
-    tile summed per width: the same integers)."""
-    counts: dict[int, int] = {}
+def tile_pair_counts(tiles: list[QueryTile]) -> dict[tuple[int, int], int]:
+    """How many (query tile, key tile) pairs of each (rows, keys) shape the query tiles
+    visit: totals over the pairs summed per shape (the same integers)."""
+    counts: dict[tuple[int, int], int] = {}
     for tile in tiles:
         for keys in tile.key_tiles:
-            counts[keys] = counts.get(keys, 0) + 1
+            counts[tile.rows, keys] = counts.get((tile.rows, keys), 0) + 1
     return counts
+
+
+def _kv_read(op, platform: Platform, fusion: str, pairs: dict[tuple[int, int], int]) -> int:
+    """Off-chip K and V bytes one group's program reads (`pairs`: tile_pair_counts):
+    flash reads each key tile's K and V together, unfused K for QK^T and V for PV."""
+    if fusion == "flash":
+        return sum(count * kv_pair_bytes(op, platform, keys)
+                   for (_, keys), count in pairs.items())
+    return sum(count * kv_bytes(op, platform, 2 * keys * op.head_dim)
+               for (_, keys), count in pairs.items())
 
 
 @dataclass
@@ -177,11 +187,7 @@ class _Steps:
         """Cycles of one tile product C (m x n) = A (m x k) B (k x n) on its unit (on
         the array never continuing a fold: each product's stationary operand differs
         from the previous one's), its split added in step order."""
-        key = ("product", self.unit, self.orientation, self.dataflow, m, n, k)
-        found = self.memo.get(key)
-        if found is None:
-            found = self.memo[key] = self._product(m, n, k)
-        cycles, split = found
+        cycles, split = self.product_cost(m, n, k)
         if self.unit == VECTOR:
             self.vector_compute += cycles
             self.vector_macs += m * n * k
@@ -190,9 +196,16 @@ class _Steps:
             self.split[index] += part
         return cycles
 
+    def product_cost(self, m: int, n: int, k: int) -> tuple[int, tuple]:
+        """product's (cycles, array-cycle split) of one shape, worked out once."""
+        key = ("product", self.unit, self.orientation, self.dataflow, m, n, k)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._product(m, n, k)
+        return found
+
     def _product(self, m: int, n: int, k: int) -> tuple[int, tuple]:
-        """product's (cycles, array-cycle split) of one shape (no split on the
-        vector unit)."""
+        """(cycles, array-cycle split) of one product (no split on the vector unit)."""
         if self.unit == VECTOR:
             unit = self.platform.vector_unit
             return int(vector_cycles(m * n * k, unit.lanes, unit.cycles_per_element.mul,
@@ -448,15 +461,12 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
                        lambda: query_tiles(op, tiling.tm, tiling.tn))
     steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit,
                          tables.get(("attention products",), dict))
-    counts = tables.get(("key tiles", tiling.tm, tiling.tn), lambda: key_tile_counts(tiles))
     if fusion == "flash":
         elements, sram = _flash(op, steps, tiles, sizes, qo_offchip)
-        kv_read = sum(count * kv_pair_bytes(op, platform, keys)
-                      for keys, count in counts.items())
     else:
         elements, sram = _unfused(op, steps, tiles, sizes, qo_offchip, scores_offchip)
-        kv_read = sum(count * kv_bytes(op, platform, 2 * keys * d)
-                      for keys, count in counts.items())
+    kv_read = _kv_read(op, platform, fusion, tables.get(
+        ("tile pairs", tiling.tm, tiling.tn), lambda: tile_pair_counts(tiles)))
     groups = program_groups(op, len(steps.load), tiling.groups)
     pairs = pairs_per_step(sum(steps.compute), sum(steps.load) + sum(steps.store),
                            len(steps.load), groups,
@@ -496,6 +506,37 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
         sram_write={"ifmap": (q_bytes + scores_moved) * g, "weight": kv_read * g,
                     "output": sram["output"] * g},
         slots=slots, scores_offchip=scores_offchip)
+
+
+def cycles_bound(op, tiling: Tiling, fusion: str, platform: Platform, *,
+                 orientation: str | None, unit: str, tables: TileTables) -> int:
+    """A lower bound on the cycles of all runs of one lowering, as the search totals
+    a candidate, from its tile pairs alone: each program run takes its dispatch
+    overhead, then at least the larger of its products' cycles (part of its computes,
+    which run one after another) and its K/V bytes over the off-chip bandwidth (part
+    of its transfers, which the one memory serves one after another). `tables`: the
+    lowerings', whose query tiles and tile products it shares. Raises as
+    lower_attention_as does for a choice the operator or platform refuses."""
+    if tables is None or not tables.serves(op, platform):
+        tables = TileTables(op, platform)
+    orientation = None if unit == VECTOR else orientation
+    _check_choice(op, tiling, platform, orientation, unit, None)
+    tiles = tables.get(("query tiles", tiling.tm, tiling.tn),
+                       lambda: query_tiles(op, tiling.tm, tiling.tn))
+    pairs = tables.get(("tile pairs", tiling.tm, tiling.tn),
+                       lambda: tile_pair_counts(tiles))
+    steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit,
+                         tables.get(("attention products",), dict))
+    d = op.head_dim
+    products = sum(count * (steps.product_cost(rows, keys, d)[0]
+                            + steps.product_cost(rows, d, keys)[0])
+                   for (rows, keys), count in pairs.items())
+    # Each transfer's service is a float64 ceil of its bytes over the rate: the
+    # margin keeps the bound below it whatever the rounding.
+    moved = int(_kv_read(op, platform, fusion, pairs)
+                / memory_params(platform).bytes_per_cycle * (1 - 1e-9))
+    return op.repeat * (platform.runtime.op_overhead_cycles
+                        + attention_instances(op) * max(products, moved))
 
 
 def estimate_cycles(lowering: AttentionLowering, platform: Platform) -> float:

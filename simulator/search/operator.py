@@ -37,7 +37,7 @@ from simulator.inputs.platform import Platform
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
-from simulator.lowering.attention import lowering_choices
+from simulator.lowering.attention import cycles_bound, lowering_choices
 from simulator.lowering.tile_table import TileTables
 from simulator.mapping.footprint import attention_rows
 from simulator.mapping.heuristics import attention_base, heuristic_tiling
@@ -197,9 +197,13 @@ def _attention_candidates(op, base: Tiling, spec: TilingSpec,
 
 def _search_attention(task: SearchTask) -> OperatorSearch:
     """Attention's search: every candidate simulated (a few dozen programs of few
-    steps); the heuristics all give attention's one tiling rule, both lowerings
-    considered by the default's estimate. Equal tilings (the heuristics' one, and it
-    again among the candidates) are lowered and replayed once."""
+    steps), except in the default mapping's search by cycles (`constrained`, whose
+    counts no one reads): there candidates are replayed in order of a lower bound on
+    their cycles (lowering.attention.cycles_bound) and the walk stops once the bound
+    exceeds the best found, which cannot change the best. The heuristics all give
+    attention's one tiling rule, both lowerings considered by the default's estimate.
+    Equal tilings (the heuristics' one, and it again among the candidates) are lowered
+    and replayed once."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
     tables = TileTables(op, platform)   # lowerings and tile products, each made once
@@ -239,19 +243,38 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
         simulated += 1
     base = attention_base(op, task.spec, platform, MAPPER)
     candidates = _attention_candidates(op, base, task.spec, platform)
-    for tiling in candidates:
+    bounds = [0] * len(candidates)
+    if task.constrained and not task.exhaustive and objective == "cycles":
+        bounds = [_attention_bound(op, tiling, platform, tables) for tiling in candidates]
+    walk = sorted(range(len(candidates)), key=bounds.__getitem__)   # stable: ties in order
+    pruned = 0
+    for position, index in enumerate(walk):
+        if best is not None and bounds[index] > best.cycles:
+            pruned = len(walk) - position   # in bound order: all the rest
+            break
         try:
-            found = replayed(tiling)
+            found = replayed(candidates[index])
         except AccsimError:
             invalid += 1
             continue
         simulated += 1
         if best is None or found.key(objective) < best.key(objective):
             best = found
-    stats = SearchStats(len(candidates) + len(task.heuristics), 0, 0, 0, simulated,
+    stats = SearchStats(len(candidates) + len(task.heuristics), 0, 0, pruned, simulated,
                         invalid)
     return OperatorSearch(op.name, op.layer_type, op.kind, runs_of(op), best, heuristics,
                           stats)
+
+
+def _attention_bound(op, tiling: Tiling, platform: Platform, tables: TileTables) -> int:
+    """A lower bound on an attention candidate's cycles (0 where its lowering would
+    refuse it: it is then tried, and refused, as before)."""
+    try:
+        return cycles_bound(op, tiling, tiling.fuse, platform,
+                            orientation=tiling.orientation, unit=tiling.unit,
+                            tables=tables)
+    except AccsimError:
+        return 0
 
 
 def _objective_lb(c: Candidates, objective: str) -> np.ndarray:
