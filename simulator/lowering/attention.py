@@ -512,9 +512,11 @@ def cycles_bound(op, tiling: Tiling, fusion: str, platform: Platform, *,
                  orientation: str | None, unit: str, tables: TileTables) -> int:
     """A lower bound on the cycles of all runs of one lowering, as the search totals
     a candidate, from its tile pairs alone: each program run takes its dispatch
-    overhead, then at least the larger of its products' cycles (part of its computes,
-    which run one after another) and its K/V bytes over the off-chip bandwidth (part
-    of its transfers, which the one memory serves one after another). `tables`: the
+    overhead, then at least the largest of a part of its computes (the products and
+    the softmax where they run as compute), which run one after another, a part of its
+    vector-unit work (flash's softmax beside the array, the evacuations), which runs
+    one after another, and its K/V bytes over the off-chip bandwidth, a part of its
+    transfers, which the one memory serves one after another. `tables`: the
     lowerings', whose query tiles and tile products it shares. Raises as
     lower_attention_as does for a choice the operator or platform refuses."""
     if tables is None or not tables.serves(op, platform):
@@ -527,16 +529,34 @@ def cycles_bound(op, tiling: Tiling, fusion: str, platform: Platform, *,
                        lambda: tile_pair_counts(tiles))
     steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit,
                          tables.get(("attention products",), dict))
-    d = op.head_dim
-    products = sum(count * (steps.product_cost(rows, keys, d)[0]
-                            + steps.product_cost(rows, d, keys)[0])
-                   for (rows, keys), count in pairs.items())
+    d, lanes, cost = op.head_dim, platform.vector_unit.lanes, \
+        platform.vector_unit.cycles_per_element
+    compute = sum(count * (steps.product_cost(rows, keys, d)[0]
+                           + steps.product_cost(rows, d, keys)[0])
+                  for (rows, keys), count in pairs.items())
+    if fusion == "flash":   # _flash's per-pair vector work, and evacuations
+        softmax = sum(count * (vector_cycles(rows * keys, lanes, cost.softmax,
+                                             SOFTMAX_PASSES)
+                               + vector_cycles(rows * d, lanes, cost.mul, 1))
+                      for (rows, keys), count in pairs.items())
+        vector = sum(count * (steps.evacuated(rows, keys, d)
+                              + steps.evacuated(rows, d, keys))
+                     for (rows, keys), count in pairs.items())
+        if unit == VECTOR:
+            compute += softmax
+        else:
+            vector += softmax
+    else:   # _unfused's softmax steps, and the score tiles' evacuations
+        compute += sum(vector_cycles(tile.rows * sum(tile.key_tiles), lanes,
+                                     cost.softmax, SOFTMAX_PASSES) for tile in tiles)
+        vector = sum(count * steps.evacuated(rows, keys, d)
+                     for (rows, keys), count in pairs.items())
     # Each transfer's service is a float64 ceil of its bytes over the rate: the
     # margin keeps the bound below it whatever the rounding.
     moved = int(_kv_read(op, platform, fusion, pairs)
                 / memory_params(platform).bytes_per_cycle * (1 - 1e-9))
     return op.repeat * (platform.runtime.op_overhead_cycles
-                        + attention_instances(op) * max(products, moved))
+                        + attention_instances(op) * max(compute, vector, moved))
 
 
 def estimate_cycles(lowering: AttentionLowering, platform: Platform) -> float:

@@ -197,13 +197,14 @@ def _attention_candidates(op, base: Tiling, spec: TilingSpec,
 
 def _search_attention(task: SearchTask) -> OperatorSearch:
     """Attention's search: every candidate simulated (a few dozen programs of few
-    steps), except in the default mapping's search by cycles (`constrained`, whose
-    counts no one reads): there candidates are replayed in order of a lower bound on
-    their cycles (lowering.attention.cycles_bound) and the walk stops once the bound
-    exceeds the best found, which cannot change the best. The heuristics all give
-    attention's one tiling rule, both lowerings considered by the default's estimate.
-    Equal tilings (the heuristics' one, and it again among the candidates) are lowered
-    and replayed once."""
+    steps); the heuristics all give attention's one tiling rule, both lowerings
+    considered by the default's estimate, and never set the best. Equal tilings (the
+    heuristics' one, and it again among the candidates) are lowered and replayed once.
+
+    The default mapping's search (`constrained`, by cycles) reads only the best: it
+    replays none of the heuristics' tilings, and walks the candidates in order of a
+    lower bound on their cycles (lowering.attention.cycles_bound), stopping once the
+    bound exceeds the best found, so it finds the best the full walk finds."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
     tables = TileTables(op, platform)   # lowerings and tile products, each made once
@@ -229,7 +230,9 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
     heuristics: dict[str, Evaluation | str] = {}
     best: Evaluation | None = None
     simulated = invalid = 0
-    for name in task.heuristics:
+    bounded = task.constrained and not task.exhaustive and objective == "cycles"
+    names = () if bounded else task.heuristics
+    for name in names:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
             chosen = once(lowerings, tiling,
@@ -244,7 +247,7 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
     base = attention_base(op, task.spec, platform, MAPPER)
     candidates = _attention_candidates(op, base, task.spec, platform)
     bounds = [0] * len(candidates)
-    if task.constrained and not task.exhaustive and objective == "cycles":
+    if bounded:
         bounds = [_attention_bound(op, tiling, platform, tables) for tiling in candidates]
     walk = sorted(range(len(candidates)), key=bounds.__getitem__)   # stable: ties in order
     pruned = 0
@@ -260,8 +263,7 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
         simulated += 1
         if best is None or found.key(objective) < best.key(objective):
             best = found
-    stats = SearchStats(len(candidates) + len(task.heuristics), 0, 0, pruned, simulated,
-                        invalid)
+    stats = SearchStats(len(candidates) + len(names), 0, 0, pruned, simulated, invalid)
     return OperatorSearch(op.name, op.layer_type, op.kind, runs_of(op), best, heuristics,
                           stats)
 
