@@ -144,16 +144,17 @@ class _Steps:
     vector_compute: int = 0  # vector-unit cycles inside compute
     vector_macs: int = 0     # multiply-accumulates on the vector unit (unit vector)
     # Tile products' cycles and split, and evacuations, by unit, orientation, dataflow
-    # and shape: one operator's on one platform (its TileTables' `products`), shared by
-    # the lowerings of its search, whose steps repeat a few shapes thousands of times.
+    # and shape: one operator's on one platform (kept in its TileTables), shared by the
+    # lowerings of its search, whose steps repeat a few shapes thousands of times.
     memo: dict = field(default_factory=dict)
 
     @classmethod
     def empty(cls, op, platform: Platform, dataflow: str, orientation: str | None,
-              unit: str, memo: dict | None = None) -> _Steps:
+              unit: str, tables: TileTables) -> _Steps:
         return cls([], [], [], [], [], [], [], [], [0.0] * 5, platform,
-                   DATAFLOW_CODES[dataflow], orientation, unit, array_speed(op, platform),
-                   memo=memo if memo is not None else {})
+                   DATAFLOW_CODES[dataflow], orientation, unit,
+                   tables.get(("array speed",), lambda: array_speed(op, platform)),
+                   memo=tables.get(("attention products",), dict))
 
     def add(self, *, load: int, compute: int, vector: int = 0, acquire: bool,
             release: bool, store: int = 0, reload_of: int = -1,
@@ -459,8 +460,7 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     scores_offchip = fusion == "unfused" and score_bytes > on_chip_room
     tiles = tables.get(("query tiles", tiling.tm, tiling.tn),
                        lambda: query_tiles(op, tiling.tm, tiling.tn))
-    steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit,
-                         tables.get(("attention products",), dict))
+    steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit, tables)
     if fusion == "flash":
         elements, sram = _flash(op, steps, tiles, sizes, qo_offchip)
     else:
@@ -527,36 +527,49 @@ def cycles_bound(op, tiling: Tiling, fusion: str, platform: Platform, *,
                        lambda: query_tiles(op, tiling.tm, tiling.tn))
     pairs = tables.get(("tile pairs", tiling.tm, tiling.tn),
                        lambda: tile_pair_counts(tiles))
-    steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit,
-                         tables.get(("attention products",), dict))
-    d, lanes, cost = op.head_dim, platform.vector_unit.lanes, \
-        platform.vector_unit.cycles_per_element
+    steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit, tables)
+    d = op.head_dim
     compute = sum(count * (steps.product_cost(rows, keys, d)[0]
                            + steps.product_cost(rows, d, keys)[0])
                   for (rows, keys), count in pairs.items())
-    if fusion == "flash":   # _flash's per-pair vector work, and evacuations
-        softmax = sum(count * (vector_cycles(rows * keys, lanes, cost.softmax,
-                                             SOFTMAX_PASSES)
-                               + vector_cycles(rows * d, lanes, cost.mul, 1))
-                      for (rows, keys), count in pairs.items())
+    softmax, moved = tables.get(("bound of tile sizes", fusion, tiling.tm, tiling.tn),
+                                lambda: _sizes_bound(op, platform, fusion, tiles, pairs))
+    if fusion == "flash":   # the evacuations of both products
         vector = sum(count * (steps.evacuated(rows, keys, d)
                               + steps.evacuated(rows, d, keys))
                      for (rows, keys), count in pairs.items())
-        if unit == VECTOR:
+        if unit == VECTOR:   # the softmax runs as compute on the vector unit
             compute += softmax
         else:
             vector += softmax
-    else:   # _unfused's softmax steps, and the score tiles' evacuations
-        compute += sum(vector_cycles(tile.rows * sum(tile.key_tiles), lanes,
-                                     cost.softmax, SOFTMAX_PASSES) for tile in tiles)
+    else:   # the softmax steps' compute, the score tiles' evacuations
+        compute += softmax
         vector = sum(count * steps.evacuated(rows, keys, d)
                      for (rows, keys), count in pairs.items())
+    return op.repeat * (platform.runtime.op_overhead_cycles
+                        + attention_instances(op) * max(compute, vector, moved))
+
+
+def _sizes_bound(op, platform: Platform, fusion: str, tiles: list[QueryTile],
+                 pairs: dict[tuple[int, int], int]) -> tuple[int, int]:
+    """cycles_bound's parts that depend on the tile sizes alone: the softmax's
+    vector-unit cycles (flash: per tile pair with the output's rescale, _flash's;
+    unfused: per query tile, _unfused's) and the K/V bytes' off-chip service cycles."""
+    d, unit = op.head_dim, platform.vector_unit
+    cost = unit.cycles_per_element
+    if fusion == "flash":
+        softmax = sum(count * (vector_cycles(rows * keys, unit.lanes, cost.softmax,
+                                             SOFTMAX_PASSES)
+                               + vector_cycles(rows * d, unit.lanes, cost.mul, 1))
+                      for (rows, keys), count in pairs.items())
+    else:
+        softmax = sum(vector_cycles(tile.rows * sum(tile.key_tiles), unit.lanes,
+                                    cost.softmax, SOFTMAX_PASSES) for tile in tiles)
     # Each transfer's service is a float64 ceil of its bytes over the rate: the
     # margin keeps the bound below it whatever the rounding.
     moved = int(_kv_read(op, platform, fusion, pairs)
                 / memory_params(platform).bytes_per_cycle * (1 - 1e-9))
-    return op.repeat * (platform.runtime.op_overhead_cycles
-                        + attention_instances(op) * max(compute, vector, moved))
+    return softmax, moved
 
 
 def estimate_cycles(lowering: AttentionLowering, platform: Platform) -> float:
