@@ -516,7 +516,8 @@ def cycles_bound(op, tiling: Tiling, fusion: str, platform: Platform, *,
     the softmax where they run as compute), which run one after another, a part of its
     vector-unit work (flash's softmax beside the array, the evacuations), which runs
     one after another, and its K/V bytes over the off-chip bandwidth, a part of its
-    transfers, which the one memory serves one after another. `tables`: the
+    transfers, which the one memory serves one after another (and the last of which
+    is usable or complete its access latency later). `tables`: the
     lowerings', whose query tiles and tile products it shares. Raises as
     lower_attention_as does for a choice the operator or platform refuses."""
     if tables is None or not tables.serves(op, platform):
@@ -527,27 +528,41 @@ def cycles_bound(op, tiling: Tiling, fusion: str, platform: Platform, *,
                        lambda: query_tiles(op, tiling.tm, tiling.tn))
     pairs = tables.get(("tile pairs", tiling.tm, tiling.tn),
                        lambda: tile_pair_counts(tiles))
-    steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit, tables)
-    d = op.head_dim
-    compute = sum(count * (steps.product_cost(rows, keys, d)[0]
-                           + steps.product_cost(rows, d, keys)[0])
-                  for (rows, keys), count in pairs.items())
+    compute, scores_out, outputs_out = tables.get(
+        ("bound of products", tiling.tm, tiling.tn, tiling.dataflow, orientation, unit),
+        lambda: _products_bound(_Steps.empty(op, platform, tiling.dataflow, orientation,
+                                             unit, tables), op.head_dim, pairs))
     softmax, moved = tables.get(("bound of tile sizes", fusion, tiling.tm, tiling.tn),
                                 lambda: _sizes_bound(op, platform, fusion, tiles, pairs))
-    if fusion == "flash":   # the evacuations of both products
-        vector = sum(count * (steps.evacuated(rows, keys, d)
-                              + steps.evacuated(rows, d, keys))
-                     for (rows, keys), count in pairs.items())
+    if fusion == "flash":   # both products evacuated
+        vector = scores_out + outputs_out
         if unit == VECTOR:   # the softmax runs as compute on the vector unit
             compute += softmax
         else:
             vector += softmax
     else:   # the softmax steps' compute, the score tiles' evacuations
         compute += softmax
-        vector = sum(count * steps.evacuated(rows, keys, d)
-                     for (rows, keys), count in pairs.items())
+        vector = scores_out
+    groups = attention_instances(op)
+    # A run's first service starts at cycle 1 at the earliest, and its last transfer
+    # is usable (or complete) its access latency after its service ends.
+    latency = 1 + memory_params(platform).access_cycles
     return op.repeat * (platform.runtime.op_overhead_cycles
-                        + attention_instances(op) * max(compute, vector, moved))
+                        + max(groups * compute, groups * vector, groups * moved + latency))
+
+
+def _products_bound(steps: _Steps, d: int, pairs: dict[tuple[int, int], int]
+                    ) -> tuple[int, int, int]:
+    """cycles_bound's parts that depend on where the products run, summed over the
+    tile pairs: both products' cycles, the score products' evacuations and the
+    output products' (every one of them: flash's)."""
+    products = scores = outputs = 0
+    for (rows, keys), count in pairs.items():
+        products += count * (steps.product_cost(rows, keys, d)[0]
+                             + steps.product_cost(rows, d, keys)[0])
+        scores += count * steps.evacuated(rows, keys, d)
+        outputs += count * steps.evacuated(rows, d, keys)
+    return products, scores, outputs
 
 
 def _sizes_bound(op, platform: Platform, fusion: str, tiles: list[QueryTile],
