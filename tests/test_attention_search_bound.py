@@ -1,7 +1,7 @@
-"""The default search's attention walk (search.operator._search_attention): candidates in
-order of lowering.attention.cycles_bound, stopping once the bound exceeds the best found.
-The bound must never exceed a candidate's replayed cycles, and the walk must find the
-best the full walk finds; shared lowering tables must change no lowering."""
+"""The default search's attention walk (search.operator._search_attention): candidates
+in order of lowering.attention_bound.cycles_bound, stopping once the bound exceeds the
+best found. The bound must never exceed a candidate's replayed cycles, and the walk must
+find the best the full walk finds; shared lowering tables must change no lowering."""
 
 import re
 from dataclasses import replace
@@ -12,8 +12,8 @@ import pytest
 from simulator.api import load_platform
 from simulator.errors import AccsimError
 from simulator.inputs.workload import Workload
-from simulator.lowering.attention import (cycles_bound, lower_attention_as,
-                                          lowering_choices)
+from simulator.lowering.attention import lower_attention_as, lowering_choices
+from simulator.lowering.attention_bound import cycles_bound
 from simulator.lowering.tile_table import TileTables
 from simulator.mapping.heuristics import attention_base
 from simulator.mapping.plan import TilingSpec

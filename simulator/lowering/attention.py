@@ -112,7 +112,8 @@ def tile_pair_counts(tiles: list[QueryTile]) -> dict[tuple[int, int], int]:
     return counts
 
 
-def _kv_read(op, platform: Platform, fusion: str, pairs: dict[tuple[int, int], int]) -> int:
+def group_kv_bytes(op, platform: Platform, fusion: str,
+                   pairs: dict[tuple[int, int], int]) -> int:
     """Off-chip K and V bytes one group's program reads (`pairs`: tile_pair_counts):
     flash reads each key tile's K and V together, unfused K for QK^T and V for PV."""
     if fusion == "flash":
@@ -263,6 +264,14 @@ class _Steps:
                            evacuation_cycles=evacuation if evacuates else None)
 
 
+def tile_costs(op, platform: Platform, dataflow: str, orientation: str | None, unit: str,
+               tables: TileTables) -> _Steps:
+    """Costs of single tile products (`product_cost`) and their evacuations
+    (`evacuated`) where a lowering would run them, memoised in `tables` as its own
+    are: a step builder with no steps."""
+    return _Steps.empty(op, platform, dataflow, orientation, unit, tables)
+
+
 @dataclass(frozen=True)
 class AttentionLowering:
     """One attention lowering's program and per-program counts (bytes unless named):
@@ -400,7 +409,7 @@ def _unfused(op, steps: _Steps, tiles: list[QueryTile], sizes: tuple, qo_offchip
     return elements, sram
 
 
-def _check_choice(op, tiling: Tiling, platform: Platform, orientation: str | None,
+def check_choice(op, tiling: Tiling, platform: Platform, orientation: str | None,
                   unit: str, source: str | None) -> None:
     """The plan's tile sizes, dataflow, orientation and unit must suit the operator."""
     if tiling.tm > attention_rows(op):
@@ -445,7 +454,7 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     if tables is None or not tables.serves(op, platform):
         tables = TileTables(op, platform)
     orientation = None if unit == VECTOR else orientation
-    _check_choice(op, tiling, platform, orientation, unit, source)
+    check_choice(op, tiling, platform, orientation, unit, source)
     sizes = e, _, acc, out = attention_element_bytes(op, platform)
     fits = tables.get(("attention fits", tiling.tm, tiling.tn, tiling.depth),
                       lambda: buffer_fits(op, tiling, platform))
@@ -465,7 +474,7 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
         elements, sram = _flash(op, steps, tiles, sizes, qo_offchip)
     else:
         elements, sram = _unfused(op, steps, tiles, sizes, qo_offchip, scores_offchip)
-    kv_read = _kv_read(op, platform, fusion, tables.get(
+    kv_read = group_kv_bytes(op, platform, fusion, tables.get(
         ("tile pairs", tiling.tm, tiling.tn), lambda: tile_pair_counts(tiles)))
     groups = program_groups(op, len(steps.load), tiling.groups)
     pairs = pairs_per_step(sum(steps.compute), sum(steps.load) + sum(steps.store),
@@ -506,85 +515,6 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
         sram_write={"ifmap": (q_bytes + scores_moved) * g, "weight": kv_read * g,
                     "output": sram["output"] * g},
         slots=slots, scores_offchip=scores_offchip)
-
-
-def cycles_bound(op, tiling: Tiling, fusion: str, platform: Platform, *,
-                 orientation: str | None, unit: str, tables: TileTables) -> int:
-    """A lower bound on the cycles of all runs of one lowering, as the search totals
-    a candidate, from its tile pairs alone: each program run takes its dispatch
-    overhead, then at least the largest of a part of its computes (the products and
-    the softmax where they run as compute), which run one after another, a part of its
-    vector-unit work (flash's softmax beside the array, the evacuations), which runs
-    one after another, and its K/V bytes over the off-chip bandwidth, a part of its
-    transfers, which the one memory serves one after another (and the last of which
-    is usable or complete its access latency later). `tables`: the
-    lowerings', whose query tiles and tile products it shares. Raises as
-    lower_attention_as does for a choice the operator or platform refuses."""
-    if tables is None or not tables.serves(op, platform):
-        tables = TileTables(op, platform)
-    orientation = None if unit == VECTOR else orientation
-    _check_choice(op, tiling, platform, orientation, unit, None)
-    tiles = tables.get(("query tiles", tiling.tm, tiling.tn),
-                       lambda: query_tiles(op, tiling.tm, tiling.tn))
-    pairs = tables.get(("tile pairs", tiling.tm, tiling.tn),
-                       lambda: tile_pair_counts(tiles))
-    compute, scores_out, outputs_out = tables.get(
-        ("bound of products", tiling.tm, tiling.tn, tiling.dataflow, orientation, unit),
-        lambda: _products_bound(_Steps.empty(op, platform, tiling.dataflow, orientation,
-                                             unit, tables), op.head_dim, pairs))
-    softmax, moved = tables.get(("bound of tile sizes", fusion, tiling.tm, tiling.tn),
-                                lambda: _sizes_bound(op, platform, fusion, tiles, pairs))
-    if fusion == "flash":   # both products evacuated
-        vector = scores_out + outputs_out
-        if unit == VECTOR:   # the softmax runs as compute on the vector unit
-            compute += softmax
-        else:
-            vector += softmax
-    else:   # the softmax steps' compute, the score tiles' evacuations
-        compute += softmax
-        vector = scores_out
-    groups = attention_instances(op)
-    # A run's first service starts at cycle 1 at the earliest, and its last transfer
-    # is usable (or complete) its access latency after its service ends.
-    latency = 1 + memory_params(platform).access_cycles
-    return op.repeat * (platform.runtime.op_overhead_cycles
-                        + max(groups * compute, groups * vector, groups * moved + latency))
-
-
-def _products_bound(steps: _Steps, d: int, pairs: dict[tuple[int, int], int]
-                    ) -> tuple[int, int, int]:
-    """cycles_bound's parts that depend on where the products run, summed over the
-    tile pairs: both products' cycles, the score products' evacuations and the
-    output products' (every one of them: flash's)."""
-    products = scores = outputs = 0
-    for (rows, keys), count in pairs.items():
-        products += count * (steps.product_cost(rows, keys, d)[0]
-                             + steps.product_cost(rows, d, keys)[0])
-        scores += count * steps.evacuated(rows, keys, d)
-        outputs += count * steps.evacuated(rows, d, keys)
-    return products, scores, outputs
-
-
-def _sizes_bound(op, platform: Platform, fusion: str, tiles: list[QueryTile],
-                 pairs: dict[tuple[int, int], int]) -> tuple[int, int]:
-    """cycles_bound's parts that depend on the tile sizes alone: the softmax's
-    vector-unit cycles (flash: per tile pair with the output's rescale, _flash's;
-    unfused: per query tile, _unfused's) and the K/V bytes' off-chip service cycles."""
-    d, unit = op.head_dim, platform.vector_unit
-    cost = unit.cycles_per_element
-    if fusion == "flash":
-        softmax = sum(count * (vector_cycles(rows * keys, unit.lanes, cost.softmax,
-                                             SOFTMAX_PASSES)
-                               + vector_cycles(rows * d, unit.lanes, cost.mul, 1))
-                      for (rows, keys), count in pairs.items())
-    else:
-        softmax = sum(vector_cycles(tile.rows * sum(tile.key_tiles), unit.lanes,
-                                    cost.softmax, SOFTMAX_PASSES) for tile in tiles)
-    # Each transfer's service is a float64 ceil of its bytes over the rate: the
-    # margin keeps the bound below it whatever the rounding.
-    moved = int(_kv_read(op, platform, fusion, pairs)
-                / memory_params(platform).bytes_per_cycle * (1 - 1e-9))
-    return softmax, moved
 
 
 def estimate_cycles(lowering: AttentionLowering, platform: Platform) -> float:

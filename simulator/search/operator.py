@@ -37,7 +37,8 @@ from simulator.inputs.platform import Platform
 from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
-from simulator.lowering.attention import cycles_bound, lowering_choices
+from simulator.lowering.attention import lowering_choices
+from simulator.lowering.attention_bound import cycles_bound
 from simulator.lowering.tile_table import TileTables
 from simulator.mapping.footprint import attention_rows
 from simulator.mapping.heuristics import attention_base, heuristic_tiling
@@ -203,8 +204,8 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
 
     The default mapping's search (`constrained`, by cycles) reads only the best: it
     replays none of the heuristics' tilings, and walks the candidates in order of a
-    lower bound on their cycles (lowering.attention.cycles_bound), stopping once the
-    bound exceeds the best found, so it finds the best the full walk finds."""
+    lower bound on their cycles (lowering.attention_bound.cycles_bound), stopping once
+    the bound exceeds the best found, so it finds the best the full walk finds."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
     tables = TileTables(op, platform)   # lowerings and tile products, each made once
