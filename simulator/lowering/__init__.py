@@ -408,11 +408,15 @@ def lower_collective(op, platform: Platform, *,
 
 
 def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | None = None,
-                    workload_source: str | None = None) -> LoweredOperator:
+                    workload_source: str | None = None, tables: TileTables | None = None,
+                    check: bool = True) -> LoweredOperator:
     """Lower an attention operator, flash or unfused (lowering.attention); `fused`
-    records the lowering used, the tiling its orientation, unit and groups."""
+    records the lowering used, the tiling its orientation, unit and groups. `tables`
+    and `check`: lowering.attention.choose_lowering's (a search's lowerings of this
+    operator, reused; the program validated by run_fast instead)."""
     check_dtypes(op, platform, workload_source)
-    chosen = choose_lowering(op, tiling, platform, source=source)
+    chosen = choose_lowering(op, tiling, platform, source=source, tables=tables,
+                             check=check)
     counters = Counters(
         macs=chosen.macs, vector_elements=chosen.vector_elements,
         useful_array_cycles=chosen.useful_array_cycles,

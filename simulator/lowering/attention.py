@@ -53,7 +53,7 @@ kernel copies every matmul result out of PSUM.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -66,6 +66,7 @@ from simulator.mapping.footprint import (array_speed, attention_element_bytes,
                                          unsupported_orientation)
 from simulator.mapping.plan import ATTENTION_FUSIONS, ATTENTION_UNITS, Tiling
 from simulator.lowering.step_pairs import pairs_per_step
+from simulator.lowering.tile_table import TileTables
 from simulator.program.tile_program import TileProgram, memory_params, validate_program
 from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
 from simulator.model.loop_nest import ORIENTATIONS
@@ -97,8 +98,29 @@ def query_tiles(op, tm: int, tn: int) -> list[QueryTile]:
         last_position = (start + size - 1) // group
         keys = offset + last_position + 1 if op.causal else op.kv_len
         tiles.append(QueryTile(size, [min(tn, op.kv_len - j * tn)
-                                      for j in range(ceil_div(keys, tn))]))
+                                      for j in range(-(-keys // tn))]))
     return tiles
+
+
+def tile_pair_counts(tiles: list[QueryTile]) -> dict[tuple[int, int], int]:
+    """How many (query tile, key tile) pairs of each (rows, keys) shape the query tiles
+    visit: totals over the pairs summed per shape (the same integers)."""
+    counts: dict[tuple[int, int], int] = {}
+    for tile in tiles:
+        for keys in tile.key_tiles:
+            counts[tile.rows, keys] = counts.get((tile.rows, keys), 0) + 1
+    return counts
+
+
+def group_kv_bytes(op, platform: Platform, fusion: str,
+                   pairs: dict[tuple[int, int], int]) -> int:
+    """Off-chip K and V bytes one group's program reads (`pairs`: tile_pair_counts):
+    flash reads each key tile's K and V together, unfused K for QK^T and V for PV."""
+    if fusion == "flash":
+        return sum(count * kv_pair_bytes(op, platform, keys)
+                   for (_, keys), count in pairs.items())
+    return sum(count * kv_bytes(op, platform, 2 * keys * op.head_dim)
+               for (_, keys), count in pairs.items())
 
 
 @dataclass
@@ -122,21 +144,30 @@ class _Steps:
     speed: float = 1.0     # the array's streaming speed (mapping.footprint.array_speed)
     vector_compute: int = 0  # vector-unit cycles inside compute
     vector_macs: int = 0     # multiply-accumulates on the vector unit (unit vector)
+    # Tile products' cycles and split, and evacuations, by unit, orientation, dataflow
+    # and shape: one operator's on one platform (kept in its TileTables), shared by the
+    # lowerings of its search, whose steps repeat a few shapes thousands of times.
+    memo: dict = field(default_factory=dict)
 
     @classmethod
     def empty(cls, op, platform: Platform, dataflow: str, orientation: str | None,
-              unit: str) -> _Steps:
+              unit: str, tables: TileTables) -> _Steps:
         return cls([], [], [], [], [], [], [], [], [0.0] * 5, platform,
-                   DATAFLOW_CODES[dataflow], orientation, unit, array_speed(op, platform))
+                   DATAFLOW_CODES[dataflow], orientation, unit,
+                   tables.get(("array speed",), lambda: array_speed(op, platform)),
+                   memo=tables.get(("attention products",), dict))
 
     def add(self, *, load: int, compute: int, vector: int = 0, acquire: bool,
             release: bool, store: int = 0, reload_of: int = -1,
             evacuation: int = 0) -> int:
-        for column, value in ((self.load, load), (self.compute, compute),
-                              (self.vector, vector), (self.acquire, acquire),
-                              (self.release, release), (self.store, store),
-                              (self.reload_of, reload_of), (self.evacuation, evacuation)):
-            column.append(value)
+        self.load.append(load)
+        self.compute.append(compute)
+        self.vector.append(vector)
+        self.acquire.append(acquire)
+        self.release.append(release)
+        self.store.append(store)
+        self.reload_of.append(reload_of)
+        self.evacuation.append(evacuation)
         return len(self.load) - 1
 
     def _array_shape(self, m: int, n: int, k: int,
@@ -157,22 +188,36 @@ class _Steps:
     def product(self, m: int, n: int, k: int) -> int:
         """Cycles of one tile product C (m x n) = A (m x k) B (k x n) on its unit (on
         the array never continuing a fold: each product's stationary operand differs
-        from the previous one's)."""
+        from the previous one's), its split added in step order."""
+        cycles, split = self.product_cost(m, n, k)
         if self.unit == VECTOR:
-            unit = self.platform.vector_unit
-            cycles = int(vector_cycles(m * n * k, unit.lanes, unit.cycles_per_element.mul,
-                                       1))
             self.vector_compute += cycles
             self.vector_macs += m * n * k
             return cycles
+        for index, part in enumerate(split):
+            self.split[index] += part
+        return cycles
+
+    def product_cost(self, m: int, n: int, k: int) -> tuple[int, tuple]:
+        """product's (cycles, array-cycle split) of one shape, worked out once."""
+        key = ("product", self.unit, self.orientation, self.dataflow, m, n, k)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._product(m, n, k)
+        return found
+
+    def _product(self, m: int, n: int, k: int) -> tuple[int, tuple]:
+        """(cycles, array-cycle split) of one product (no split on the vector unit)."""
+        if self.unit == VECTOR:
+            unit = self.platform.vector_unit
+            return int(vector_cycles(m * n * k, unit.lanes, unit.cycles_per_element.mul,
+                                     1)), ()
         a = self.platform.systolic_array
         m, n, k = self._array_shape(m, n, k)
         cycles, split = tile_product_timing(TileProduct(
             m=m, n=n, k=k, rows=a.rows, cols=a.cols, count=a.count, dataflow=self.dataflow,
             fold_model=a.fold_model_code, continues_fold=False, speed=self.speed))
-        for index, part in enumerate(split):
-            self.split[index] += part
-        return int(cycles)
+        return int(cycles), tuple(split)
 
     def evacuated(self, m: int, n: int, k: int) -> int:
         """Vector-unit cycles copying one product out of the array's accumulators (all
@@ -180,8 +225,12 @@ class _Steps:
         in its registers)."""
         if self.unit == VECTOR:
             return 0
-        return product_evacuation(self.platform, *self._array_shape(m, n, k, spread=False),
-                                  self.dataflow)
+        key = ("evacuated", self.orientation, self.dataflow, m, n, k)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = product_evacuation(
+                self.platform, *self._array_shape(m, n, k, spread=False), self.dataflow)
+        return found
 
     def untransposed(self, rows: int, d: int) -> int:
         """Vector-unit cycles turning a transposed output tile O^T back into O (one pass;
@@ -198,21 +247,33 @@ class _Steps:
         a reload refers to its own group's store); its evacuation array only where the
         output path is vector."""
         n, runs = len(self.load), groups // pairs
-        as_int = {name: np.tile(np.array(getattr(self, name), dtype=np.int64)
-                                * (1 if name == "reload_of" else pairs), runs)
-                  for name in ("load", "compute", "vector", "store", "reload_of",
-                               "evacuation")}
-        reload_of = as_int["reload_of"]
-        shift = np.repeat(np.arange(runs, dtype=np.int64) * n, n)
-        as_int["reload_of"] = np.where(reload_of >= 0, reload_of + shift, -1)
-        flags = {name: np.tile(np.array(getattr(self, name), dtype=bool), runs)
-                 for name in ("acquire", "release")}
-        return TileProgram(load_bytes=as_int["load"], compute_cycles=as_int["compute"],
-                           vector_cycles=as_int["vector"], acquire=flags["acquire"],
-                           release=flags["release"], store_bytes=as_int["store"],
-                           reload_of=as_int["reload_of"], depth=depth, slots=slots,
+        one = np.array((self.load, self.compute, self.vector, self.store,
+                        self.evacuation), dtype=np.int64)
+        if pairs > 1:
+            one *= pairs
+        load, compute, vector, store, evacuation = np.tile(one, (1, runs)) if runs > 1 \
+            else one
+        reload_of = np.array(self.reload_of, dtype=np.int64)
+        if runs > 1:
+            shift = np.repeat(np.arange(runs, dtype=np.int64) * n, n)
+            reload_of = np.tile(reload_of, runs)
+            reload_of = np.where(reload_of >= 0, reload_of + shift, -1)
+        acquire, release = np.array((self.acquire, self.release), dtype=bool)
+        if runs > 1:
+            acquire, release = np.tile(acquire, runs), np.tile(release, runs)
+        return TileProgram(load_bytes=load, compute_cycles=compute, vector_cycles=vector,
+                           acquire=acquire, release=release, store_bytes=store,
+                           reload_of=reload_of, depth=depth, slots=slots,
                            overhead_cycles=overhead,
-                           evacuation_cycles=as_int["evacuation"] if evacuates else None)
+                           evacuation_cycles=evacuation if evacuates else None)
+
+
+def tile_costs(op, platform: Platform, dataflow: str, orientation: str | None, unit: str,
+               tables: TileTables) -> _Steps:
+    """Costs of single tile products (`product_cost`) and their evacuations
+    (`evacuated`) where a lowering would run them, memoised in `tables` as its own
+    are: a step builder with no steps."""
+    return _Steps.empty(op, platform, dataflow, orientation, unit, tables)
 
 
 @dataclass(frozen=True)
@@ -265,6 +326,7 @@ def _flash(op, steps: _Steps, tiles: list[QueryTile], sizes: tuple,
     cost = unit.cycles_per_element
     elements = 0
     sram = {"ifmap": 0, "weight": 0, "output": 0}
+    per_shape = {}   # (rows, keys): what a step of that shape's tile pair costs
     for tile in tiles:
         last = len(tile.key_tiles) - 1
         for j, keys in enumerate(tile.key_tiles):
@@ -272,8 +334,15 @@ def _flash(op, steps: _Steps, tiles: list[QueryTile], sizes: tuple,
             compute = (steps.product(tile.rows, keys, d)
                        + steps.product(tile.rows, d, keys))
             scores = tile.rows * keys
-            vector = (vector_cycles(scores, unit.lanes, cost.softmax, SOFTMAX_PASSES)
-                      + vector_cycles(tile.rows * d, unit.lanes, cost.mul, 1))
+            shape = per_shape.get((tile.rows, keys))
+            if shape is None:
+                shape = per_shape[tile.rows, keys] = (
+                    vector_cycles(scores, unit.lanes, cost.softmax, SOFTMAX_PASSES)
+                    + vector_cycles(tile.rows * d, unit.lanes, cost.mul, 1),
+                    kv_pair_bytes(op, platform, keys),
+                    steps.evacuated(tile.rows, keys, d)
+                    + steps.evacuated(tile.rows, d, keys))
+            vector, kv_tile, evacuation = shape
             if j == last:
                 vector += steps.untransposed(tile.rows, d)
             if steps.unit == VECTOR:   # the softmax shares the unit with the products
@@ -281,11 +350,8 @@ def _flash(op, steps: _Steps, tiles: list[QueryTile], sizes: tuple,
                 compute, vector = compute + vector, 0
             elements += scores * SOFTMAX_PASSES + tile.rows * d
             sram["ifmap"] += tile.rows * d * e
-            kv_tile = kv_pair_bytes(op, platform, keys)
             sram["weight"] += kv_tile
             sram["output"] += scores * acc + tile.rows * d * acc
-            evacuation = (steps.evacuated(tile.rows, keys, d)
-                          + steps.evacuated(tile.rows, d, keys))
             steps.add(load=q_bytes + kv_tile, compute=compute, vector=vector,
                       acquire=j == 0, release=j == last,
                       store=tile.rows * d * out if j == last and qo_offchip else 0,
@@ -300,15 +366,20 @@ def _unfused(op, steps: _Steps, tiles: list[QueryTile], sizes: tuple, qo_offchip
     d, platform = op.head_dim, steps.platform
     unit = platform.vector_unit
     sram = {"ifmap": 0, "weight": 0, "output": 0}
+    kv_tiles = {}               # bytes of K (or V) of so many keys
+    for tile in tiles:
+        for keys in tile.key_tiles:
+            if keys not in kv_tiles:
+                kv_tiles[keys] = kv_bytes(op, platform, keys * d)
     stored_scores = []          # per query tile: the last step storing its scores
     for tile in tiles:          # QK^T
         for j, keys in enumerate(tile.key_tiles):
             q_bytes = tile.rows * d * e if j == 0 and qo_offchip else 0
             score_bytes = tile.rows * keys * out
             sram["ifmap"] += tile.rows * d * e
-            sram["weight"] += kv_bytes(op, platform, keys * d)
+            sram["weight"] += kv_tiles[keys]
             sram["output"] += tile.rows * keys * acc
-            last = steps.add(load=q_bytes + kv_bytes(op, platform, keys * d),
+            last = steps.add(load=q_bytes + kv_tiles[keys],
                              compute=steps.product(tile.rows, keys, d),
                              acquire=True, release=True,
                              store=score_bytes if scores_offchip else 0,
@@ -330,9 +401,9 @@ def _unfused(op, steps: _Steps, tiles: list[QueryTile], sizes: tuple, qo_offchip
         for j, keys in enumerate(tile.key_tiles):
             p_bytes = tile.rows * keys * out if scores_offchip else 0
             sram["ifmap"] += tile.rows * keys * e
-            sram["weight"] += kv_bytes(op, platform, keys * d)
+            sram["weight"] += kv_tiles[keys]
             sram["output"] += tile.rows * d * acc
-            steps.add(load=p_bytes + kv_bytes(op, platform, keys * d),
+            steps.add(load=p_bytes + kv_tiles[keys],
                       compute=steps.product(tile.rows, d, keys),
                       vector=steps.untransposed(tile.rows, d) if j == last else 0,
                       acquire=j == 0, release=j == last,
@@ -342,7 +413,7 @@ def _unfused(op, steps: _Steps, tiles: list[QueryTile], sizes: tuple, qo_offchip
     return elements, sram
 
 
-def _check_choice(op, tiling: Tiling, platform: Platform, orientation: str | None,
+def check_choice(op, tiling: Tiling, platform: Platform, orientation: str | None,
                   unit: str, source: str | None) -> None:
     """The plan's tile sizes, dataflow, orientation and unit must suit the operator."""
     if tiling.tm > attention_rows(op):
@@ -376,14 +447,22 @@ def _check_choice(op, tiling: Tiling, platform: Platform, orientation: str | Non
 
 def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
                        orientation: str | None = NORMAL, unit: str = ARRAY,
-                       source: str | None = None) -> AttentionLowering:
+                       source: str | None = None, tables: TileTables | None = None,
+                       check: bool = True) -> AttentionLowering:
     """One program's steps and counts under `fusion` (flash or unfused), with the
     products in `orientation` on the array or on the vector unit, over the tiling's
-    `groups` K/V head groups (unset: footprint.program_groups' rule)."""
+    `groups` K/V head groups (unset: footprint.program_groups' rule). `tables`: what
+    earlier lowerings of this operator on this platform worked out (a search's:
+    query tiles, buffer fits, tile products), reused; `check`: validate the program
+    (False where the caller replays it at once with run_fast, which validates it)."""
+    if tables is None or not tables.serves(op, platform):
+        tables = TileTables(op, platform)
     orientation = None if unit == VECTOR else orientation
-    _check_choice(op, tiling, platform, orientation, unit, source)
+    check_choice(op, tiling, platform, orientation, unit, source)
     sizes = e, _, acc, out = attention_element_bytes(op, platform)
-    slots = checked_slots(op, buffer_fits(op, tiling, platform), source)
+    fits = tables.get(("attention fits", tiling.tm, tiling.tn, tiling.depth),
+                      lambda: buffer_fits(op, tiling, platform))
+    slots = checked_slots(op, fits, source)
     rows, d = attention_rows(op), op.head_dim
     q_bytes, kv_total, o_bytes = (rows * d * e, kv_pair_bytes(op, platform, op.kv_len),
                                   rows * d * out)
@@ -392,16 +471,15 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     score_bytes = rows * op.kv_len * out
     on_chip_room = max(platform.buffers.output_bytes, capacity or 0)
     scores_offchip = fusion == "unfused" and score_bytes > on_chip_room
-    tiles = query_tiles(op, tiling.tm, tiling.tn)
-    steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit)
+    tiles = tables.get(("query tiles", tiling.tm, tiling.tn),
+                       lambda: query_tiles(op, tiling.tm, tiling.tn))
+    steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit, tables)
     if fusion == "flash":
         elements, sram = _flash(op, steps, tiles, sizes, qo_offchip)
-        kv_read = sum(kv_pair_bytes(op, platform, keys) for tile in tiles
-                      for keys in tile.key_tiles)
     else:
         elements, sram = _unfused(op, steps, tiles, sizes, qo_offchip, scores_offchip)
-        kv_read = sum(kv_bytes(op, platform, 2 * keys * d) for tile in tiles
-                      for keys in tile.key_tiles)
+    kv_read = group_kv_bytes(op, platform, fusion, tables.get(
+        ("tile pairs", tiling.tm, tiling.tn), lambda: tile_pair_counts(tiles)))
     groups = program_groups(op, len(steps.load), tiling.groups)
     pairs = pairs_per_step(sum(steps.compute), sum(steps.load) + sum(steps.store),
                            len(steps.load), groups, depth=tiling.depth,
@@ -410,7 +488,8 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
                             platform.runtime.op_overhead_cycles,
                             platform.systolic_array.output_path != "direct", groups,
                             pairs)
-    validate_program(program, source=f"lowering of {op.name}")
+    if check:
+        validate_program(program, source=f"lowering of {op.name}")
     macs = op.macs // attention_instances(op)
     # Useful cycles count the visible pairs only; the masked part of the diagonal
     # tiles joins the padding (the parts still sum to the array's busy cycles). On
@@ -469,16 +548,31 @@ def lowering_choices(op, tiling: Tiling, platform: Platform
 
 
 def choose_lowering(op, tiling: Tiling, platform: Platform, *,
-                    source: str | None = None) -> AttentionLowering:
+                    source: str | None = None, tables: TileTables | None = None,
+                    check: bool = True) -> AttentionLowering:
     """The plan's lowering, or, where it leaves fuse, orientation or unit open, the
-    one `estimate_cycles` finds fastest (ties: the earlier of `lowering_choices`)."""
+    one `estimate_cycles` finds fastest (ties: the earlier of `lowering_choices`).
+    `tables`: lower_attention_as', which also keep each lowering by its tile sizes,
+    dataflow, depth, groups and choice, so a search lowers each once. `check`: as for
+    lower_attention_as; a choice among several is always checked (an invalid one
+    is an error even where it is not chosen)."""
     if tiling.fuse is not None and tiling.fuse not in ATTENTION_FUSIONS:
         raise operator_error(op, f"fuse: {tiling.fuse!r}: an attention operator is lowered "
                     f"{' or '.join(ATTENTION_FUSIONS)}", source)
+    if tables is None or not tables.serves(op, platform):
+        tables = TileTables(op, platform)
+    choices = lowering_choices(op, tiling, platform)
+    check = check or len(choices) > 1
     best, best_cycles = None, 0.0
-    for fusion, orientation, unit in lowering_choices(op, tiling, platform):
-        lowering = lower_attention_as(op, tiling, fusion, platform,
-                                      orientation=orientation, unit=unit, source=source)
+    for fusion, orientation, unit in choices:
+        lowering = tables.get(
+            ("attention", tiling.tm, tiling.tn, tiling.dataflow, tiling.depth,
+             tiling.groups, fusion, orientation, unit),
+            lambda: lower_attention_as(op, tiling, fusion, platform,
+                                       orientation=orientation, unit=unit, source=source,
+                                       tables=tables, check=False))
+        if check:
+            validate_program(lowering.program, source=f"lowering of {op.name}")
         cycles = estimate_cycles(lowering, platform)
         if best is None or cycles < best_cycles:
             best, best_cycles = lowering, cycles

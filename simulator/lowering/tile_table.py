@@ -121,8 +121,10 @@ class TileTables:
     key (which table, its tile sizes), and what lowering it under any tiling shares
     (lowering's per-operator facts): the search lowers many candidate tilings that
     share tile sizes (SCALE-Sim AlexNet: 276 lowerings, 99 distinct A tables, 41 B).
-    One is made per operator searched and dropped with it; a lowering of another
-    operator or platform builds its own tables (`serves`)."""
+    An attention operator's hold its lowerings by tile sizes and choice, and their
+    tile products, query tiles and buffer fits (lowering.attention). One is made per
+    operator searched and dropped with it; a lowering of another operator or platform
+    builds its own tables (`serves`)."""
 
     def __init__(self, op, platform):
         self.op, self.platform = op, platform

@@ -38,6 +38,7 @@ from simulator.engines.fast import run_fast
 from simulator.errors import AccsimError
 from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.lowering.attention import lowering_choices
+from simulator.lowering.attention_bound import cycles_bound
 from simulator.lowering.tile_table import TileTables
 from simulator.mapping.footprint import attention_rows
 from simulator.mapping.heuristics import attention_base, heuristic_tiling
@@ -155,13 +156,13 @@ def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
              tables: TileTables | None = None) -> Evaluation:
     """Lower, replay with the fast engine, and total one tiling of an operator (with
     `fused`: a GEMM or conv and those epilogue members, as one group; `tables`: the
-    operator's per-tile tables so far, lower_compute's). The lowering leaves the
-    program's validation to run_fast, so it is validated once."""
+    operator's per-tile tables so far, lower_compute's or lower_attention's). The
+    lowering leaves the program's validation to run_fast, so it is validated once."""
     if is_compute(op):
         lowered = lower_compute(op, tiling, platform, following=following, fused=fused,
                                 check=False, tables=tables)
     elif is_attention(op):
-        lowered = lower_attention(op, tiling, platform)
+        lowered = lower_attention(op, tiling, platform, tables=tables, check=False)
     else:
         lowered = lower_vector(op, tiling, platform, fused=fused or (), check=False,
                                block_steps=DEFAULT_BLOCK_STEPS)
@@ -198,10 +199,16 @@ def _attention_candidates(op, base: Tiling, spec: TilingSpec,
 def _search_attention(task: SearchTask) -> OperatorSearch:
     """Attention's search: every candidate simulated (a few dozen programs of few
     steps); the heuristics all give attention's one tiling rule, both lowerings
-    considered by the default's estimate. Equal tilings (the heuristics' one, and it
-    again among the candidates) are lowered and replayed once."""
+    considered by the default's estimate, and never set the best. Equal tilings (the
+    heuristics' one, and it again among the candidates) are lowered and replayed once.
+
+    The default mapping's search (`constrained`, by cycles) reads only the best: it
+    replays none of the heuristics' tilings, and walks the candidates in order of a
+    lower bound on their cycles (lowering.attention_bound.cycles_bound), stopping once
+    the bound exceeds the best found, so it finds the best the full walk finds."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
+    tables = TileTables(op, platform)   # lowerings and tile products, each made once
     lowerings: dict[tuple, Tiling | AccsimError] = {}   # by sort key: the tiling run
     replays: dict[tuple, Evaluation | AccsimError] = {}
 
@@ -218,17 +225,20 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
 
     def replayed(tiling: Tiling) -> Evaluation:
         found = once(replays, tiling,
-                     lambda t: evaluate(op, t, platform, memory, None))
+                     lambda t: evaluate(op, t, platform, memory, None, tables=tables))
         return replace(found, tiling=tiling)
 
     heuristics: dict[str, Evaluation | str] = {}
     best: Evaluation | None = None
     simulated = invalid = 0
-    for name in task.heuristics:
+    bounded = task.constrained and not task.exhaustive and objective == "cycles"
+    names = () if bounded else task.heuristics
+    for name in names:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
             chosen = once(lowerings, tiling,
-                          lambda t: lower_attention(op, t, platform).tiling)
+                          lambda t: lower_attention(op, t, platform,
+                                                    tables=tables).tiling)
             found = replayed(replace(chosen, heuristic=tiling.heuristic))
         except AccsimError as exc:
             heuristics[name] = exc.rule
@@ -237,19 +247,37 @@ def _search_attention(task: SearchTask) -> OperatorSearch:
         simulated += 1
     base = attention_base(op, task.spec, platform, MAPPER)
     candidates = _attention_candidates(op, base, task.spec, platform)
-    for tiling in candidates:
+    bounds = [0] * len(candidates)
+    if bounded:
+        bounds = [_attention_bound(op, tiling, platform, tables) for tiling in candidates]
+    walk = sorted(range(len(candidates)), key=bounds.__getitem__)   # stable: ties in order
+    pruned = 0
+    for position, index in enumerate(walk):
+        if best is not None and bounds[index] > best.cycles:
+            pruned = len(walk) - position   # in bound order: all the rest
+            break
         try:
-            found = replayed(tiling)
+            found = replayed(candidates[index])
         except AccsimError:
             invalid += 1
             continue
         simulated += 1
         if best is None or found.key(objective) < best.key(objective):
             best = found
-    stats = SearchStats(len(candidates) + len(task.heuristics), 0, 0, 0, simulated,
-                        invalid)
+    stats = SearchStats(len(candidates) + len(names), 0, 0, pruned, simulated, invalid)
     return OperatorSearch(op.name, op.layer_type, op.kind, runs_of(op), best, heuristics,
                           stats)
+
+
+def _attention_bound(op, tiling: Tiling, platform: Platform, tables: TileTables) -> int:
+    """A lower bound on an attention candidate's cycles (0 where its lowering would
+    refuse it: it is then tried, and refused, as before)."""
+    try:
+        return cycles_bound(op, tiling, tiling.fuse, platform,
+                            orientation=tiling.orientation, unit=tiling.unit,
+                            tables=tables)
+    except AccsimError:
+        return 0
 
 
 def _objective_lb(c: Candidates, objective: str) -> np.ndarray:
