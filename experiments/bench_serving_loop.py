@@ -10,8 +10,14 @@ loop only: simulate_serving), best of --repeat.
 -x -C DIR`), in alternation with this one, and says whether each case's per-request
 times and per-replica totals are identical (a SHA-256 of them), so before and after are
 measured side by side. CPU seconds of this process (the machine may be shared).
+A cost cache's entries are keyed by the code's digest (simulator.code_version), so
+each checkout fills its own, cold (minutes per T x P split); `--same-costs` keys both
+checkouts' by this one's, so one fill serves both: only for checkouts whose iteration
+costs are the same code (the digests say whether the runs are the same).
+The last two cases are runs as the deployment search makes them near a point's SLA
+capacity (max batch 256: each iteration's Python work is over ~256 requests).
 Run: `python experiments/bench_serving_loop.py [--code DIR] [--cost-cache DIR]
-[--repeat N] [--rounds N]`.
+[--same-costs] [--repeat N] [--rounds N]`.
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ CASES = {
     "shared queue x3": LLAMA | dict(replicas=3, routing="shared_queue", rate=3,
                                     requests=500, prompt_tokens=700, output_tokens=90,
                                     max_tokens=256),
+    "tp2 b256 8.72/s 2k": LLAMA | TRACE | dict(rate=8.72, requests=2000, max_batch=256,
+                                               chips=2, tp=2),
+    "pp4 b256 20/s 2k": LLAMA | TRACE | dict(rate=20.07, requests=2000, max_batch=256,
+                                             chips=4, pp=4),
 }
 # Run in a child process per checkout: CPU seconds of the best run and the digest.
 CHILD = """
@@ -46,7 +56,9 @@ from simulator.serving.cost_cache import CostCache
 from simulator.serving.serve import prepare, simulate_serving
 from simulator.serving.spec import ServeSpec
 spec = ServeSpec(**eval(sys.argv[1]))
-setup = prepare(spec, cost_cache=CostCache(sys.argv[2]))
+cache = CostCache(sys.argv[2])
+cache.code = sys.argv[4] or cache.code  # --same-costs: the other checkout's digest
+setup = prepare(spec, cost_cache=cache)
 simulate_serving(setup, spec)  # memos warm, grid points cached
 best = None
 for _ in range(int(sys.argv[3])):
@@ -61,12 +73,22 @@ print(best, hashlib.sha256(repr((rows, totals)).encode()).hexdigest()[:12])
 """
 
 
-def time_case(kwargs: dict, code: str, cache: str, repeat: int) -> tuple[float, str]:
+def time_case(kwargs: dict, code: str, cache: str, repeat: int, costs_code: str = ""
+              ) -> tuple[float, str]:
     env = dict(os.environ, PYTHONPATH=code)
-    done = subprocess.run([sys.executable, "-c", CHILD, repr(kwargs), cache, str(repeat)],
+    done = subprocess.run([sys.executable, "-c", CHILD, repr(kwargs), cache, str(repeat),
+                           costs_code],
                           check=True, capture_output=True, text=True, cwd=code, env=env)
     cpu, digest = done.stdout.split()
     return float(cpu), digest
+
+
+def code_digest(code: str) -> str:
+    """simulator.code_version of the checkout in `code`."""
+    return subprocess.run([sys.executable, "-c", "from simulator.code_version import "
+                           "code_version; print(code_version())"], check=True,
+                          capture_output=True, text=True, cwd=code,
+                          env=dict(os.environ, PYTHONPATH=code)).stdout.strip()
 
 
 def main() -> None:
@@ -74,12 +96,16 @@ def main() -> None:
     parser.add_argument("--code", metavar="DIR", help="also time the package in DIR")
     parser.add_argument("--cost-cache", metavar="DIR", help="cost cache folder "
                         "(default: a fresh one, filled by the first run of each case)")
+    parser.add_argument("--same-costs", action="store_true", help="key both checkouts' "
+                        "cost cache entries by this one's code digest (one fill serves "
+                        "both; only where their iteration costs are the same code)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=1, help="alternations of the "
                         "checkouts (the best of each is kept)")
     args = parser.parse_args()
     here = str(Path(__file__).resolve().parent.parent)
     codes = ([("other", args.code)] if args.code else []) + [("this", here)]
+    costs_code = code_digest(here) if args.same_costs else ""
     print("load average:", " ".join(f"{v:.2f}" for v in os.getloadavg()))
     with tempfile.TemporaryDirectory() as fresh:
         cache = args.cost_cache or fresh
@@ -90,7 +116,8 @@ def main() -> None:
             best, digests = [None] * len(codes), [None] * len(codes)
             for _ in range(args.rounds):
                 for index, (_, code) in enumerate(codes):
-                    cpu, digests[index] = time_case(kwargs, code, cache, args.repeat)
+                    cpu, digests[index] = time_case(kwargs, code, cache, args.repeat,
+                                                    costs_code)
                     best[index] = cpu if best[index] is None else min(best[index], cpu)
             sums = [a + b for a, b in zip(sums, best)]
             ratio = f"{best[0] / best[-1]:8.2f}" if args.code else ""

@@ -158,6 +158,7 @@ class LlmCost:
         self._saved = (self._sizes(), len(self._exact))
         self._dense_memo: dict[int, Pair] = {}
         self._decode_memo: dict[int, tuple[Pair, Pair]] = {}
+        self._variable_memo: dict[int, Pair] = {}  # the first of each _decode_memo pair
         self._prefill_memo: dict[tuple[int, int], Pair] = {}
         self._call_memo: dict[tuple[int, int], Cost] = {}
         self._stretch_memo: dict[tuple[int, int], list[Stretch]] = {}
@@ -289,6 +290,7 @@ class LlmCost:
             (v0, f0), (v1, f1) = self._decode_at(low), self._decode_at(high)
             found = self._decode_memo[context] = (_between(v0, v1, fraction),
                                                   _between(f0, f1, fraction))
+            self._variable_memo[context] = found[VARIABLE]
         return found
 
     def _prefill_cost(self, new: int, cached: int) -> Pair:
@@ -316,21 +318,23 @@ class LlmCost:
         added left to right, the decode batch's fixed part at its longest context, then
         the call."""
         tokens = len(decode) + sum(new for new, _ in prefill)
-        seconds, energy = self._dense_cost(tokens)
+        seconds, energy = self._dense_memo.get(tokens) or self._dense_cost(tokens)
+        memo = self._prefill_memo  # (the memos read first: the hot path of a run)
         for new, cached in prefill:
-            part_s, part_e = self._prefill_cost(new, cached)
+            part_s, part_e = memo.get((new, cached)) or self._prefill_cost(new, cached)
             seconds += part_s
             energy += part_e
-        memo = self._decode_memo
+        memo = self._variable_memo
         for context in decode:
-            (part_s, part_e), _ = memo.get(context) or self._decode_cost(context)
+            part_s, part_e = memo.get(context) or self._decode_cost(context)[VARIABLE]
             seconds += part_s
             energy += part_e
         if decode:
             fixed_s, fixed_e = self._decode_cost(max(decode))[FIXED]
             seconds += fixed_s
             energy += fixed_e
-        call = self._call(tokens, len(decode) + len(prefill))
+        requests = len(decode) + len(prefill)
+        call = self._call_memo.get((tokens, requests)) or self._call(tokens, requests)
         return Cost(seconds + call.seconds, energy + call.energy_j)
 
     def _call(self, tokens: int, requests: int) -> Cost:

@@ -276,6 +276,8 @@ class ContinuousBatching(ReplicaScheduler):
         once those blocks are free, preempting the most recently admitted request
         (LIFO, as vLLM) while they are not."""
         short = [r for r in self.decoding if r.kv_tokens >= r.kv_held]
+        if len(short) <= self.kv.free_blocks:  # the usual case: nobody is preempted
+            return short
         while len(short) > self.kv.free_blocks:
             victim = (self.prefilling or self.decoding).pop()
             if short and short[-1] is victim:
@@ -297,15 +299,19 @@ class ContinuousBatching(ReplicaScheduler):
     def plan(self, now: float) -> Plan | None:
         if not self.running_count and not self.waiting:
             return None
-        for request in self._preempt_until_decodes_fit(now):
-            self.kv.grow(request, request.kv_tokens + 1)
+        short = self._preempt_until_decodes_fit(now)
+        if short:
+            grow = self.kv.grow
+            for request in short:
+                grow(request, request.kv_tokens + 1)
         decoding = self.decoding
         budget = self.spec.max_tokens - len(decoding)
         chunks: list[tuple[Request, int]] = []
         for request in self.prefilling:
             if budget <= 0:
                 break
-            new = min(request.prefill_target - request.prefilled, budget)
+            left = request.prefill_target - request.prefilled
+            new = left if left < budget else budget
             chunks.append((request, new))
             budget -= new
         refused = False  # the head refused KV blocks: admission stops on memory
@@ -349,7 +355,8 @@ class ContinuousBatching(ReplicaScheduler):
                     contexts: list[int]) -> Plan:
         """Decode-only iterations until the first request finishes or the KV blocks
         for one more would run out; an arrival that could join cuts it short."""
-        run = min(MAX_RUN_ITERATIONS, min(r.output_tokens - r.produced for r in decoding))
+        left = min([r.output_tokens - r.produced for r in decoding])  # (a list: faster)
+        run = min(MAX_RUN_ITERATIONS, left)
         run = self._iterations_that_fit(decoding, run)
         self.store.offer_shape(lambda: ((), tuple(contexts)))
         costs = self.cost.decode_run(contexts, run)
@@ -376,13 +383,14 @@ class ContinuousBatching(ReplicaScheduler):
         self.store.on_iterations(self.index, plan.busy(done), plan.energy(done),
                                  done, self.running_count)
         finished = []
+        grow = self.kv.grow
         for request in work.decoding:
             kv_tokens = request.kv_tokens + done
             if kv_tokens > request.kv_held:
-                self.kv.grow(request, kv_tokens)
+                grow(request, kv_tokens)
             request.kv_tokens = kv_tokens
-            request.produced += done
-            if request.produced == request.output_tokens:
+            produced = request.produced = request.produced + done
+            if produced == request.output_tokens:
                 finished.append(request)
         if finished:
             self.decoding = [r for r in self.decoding
