@@ -14,10 +14,19 @@ import pytest
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cost_cache(tmp_path_factory):
-    """Serving's default cost cache ($XDG_CACHE_HOME) in a folder of this test session,
-    never the user's."""
+    """Serving's default cost cache and review's result cache ($XDG_CACHE_HOME) in a
+    folder of this test session, never the user's. pytest-xdist's workers share the one
+    folder (their base folders' parent): a cost table or review run another worker
+    computed is read back, as within one worker, instead of simulated again. Entries are
+    keyed by the code's digest and written by atomic rename (simulator.output.files),
+    and a test about the cache itself names its own folder."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's
+    folder = root / "xdg-cache"
+    folder.mkdir(exist_ok=True)
     patch = pytest.MonkeyPatch()
-    patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    patch.setenv("XDG_CACHE_HOME", str(folder))
     yield
     patch.undo()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 
 import pytest
@@ -41,22 +42,48 @@ def search(model, capsys, sla: str, store=None) -> tuple[list[dict], str]:
     return json.loads(out.read_text())["points"], text
 
 
+@pytest.fixture(scope="module")
+def searched_once(tmp_path_factory) -> dict:
+    """The searches every test starts from, each run once per module (keyed by its SLA
+    and whether it keeps a store); a search is deterministic, so a test given one sees
+    what running it would have printed and stored."""
+    return {"folder": tmp_path_factory.mktemp("searched-once")}
+
+
+def first_search(model, capsys, searched_once: dict, store) -> tuple[list[dict], str]:
+    """search(model, capsys, SLA, store) into a new store: the module's one run of it,
+    its store copied to `store` (the test's own, which it may change)."""
+    kept = searched_once["folder"] / "deploy.sqlite"
+    if "first" not in searched_once:
+        searched_once["first"] = search(model, capsys, SLA, kept)
+    shutil.copyfile(kept, store)
+    return searched_once["first"]
+
+
+def fresh_search(model, capsys, searched_once: dict, sla: str) -> list[dict]:
+    """search(model, capsys, sla)'s points, with no store: run once per module."""
+    if sla not in searched_once:
+        searched_once[sla] = search(model, capsys, sla)[0]
+    return searched_once[sla]
+
+
 def runs(text: str) -> tuple[int, int]:
     read, simulated = re.search(r"serving runs: (\d+) read back, (\d+) simulated",
                                 text).groups()
     return int(read), int(simulated)
 
 
-def test_a_tighter_sla_simulates_only_the_rates_it_lacks(model, capsys, tmp_path):
+def test_a_tighter_sla_simulates_only_the_rates_it_lacks(model, capsys, tmp_path,
+                                                          searched_once):
     store = tmp_path / "deploy.sqlite"
-    first, text = search(model, capsys, SLA, store)
+    first, text = first_search(model, capsys, searched_once, store)
     read, simulated = runs(text)
     searched = [row for row in first if row["status"] == "searched"]
     assert read == 0 and simulated >= sum(row["evaluations"] for row in searched) > 0
     tighter = "ttft_p99_ms=0.4,tpot_p99_ms=0.16"
     again, text = search(model, capsys, tighter, store)
     read, simulated = runs(text)
-    fresh, _ = search(model, capsys, tighter)
+    fresh = fresh_search(model, capsys, searched_once, tighter)
     assert again == fresh  # every point, figure for figure, goodput included
     evaluated = sum(row.get("evaluations", 0) for row in fresh)
     assert read > 0 and simulated < evaluated
@@ -65,14 +92,14 @@ def test_a_tighter_sla_simulates_only_the_rates_it_lacks(model, capsys, tmp_path
 
 
 def test_an_sla_deciding_alike_simulates_nothing_and_counts_its_goodput(
-        model, capsys, tmp_path):
+        model, capsys, tmp_path, searched_once):
     store = tmp_path / "deploy.sqlite"
-    first, _ = search(model, capsys, SLA, store)
+    first, _ = first_search(model, capsys, searched_once, store)
     # A loose extra target: every run is judged as before, but goodput is kept per SLA:
     # it is counted from the requests each run stored, nothing is simulated again.
     looser = SLA + ",latency_max_ms=100000"
     again, text = search(model, capsys, looser, store)
-    fresh, _ = search(model, capsys, looser)
+    fresh = fresh_search(model, capsys, searched_once, looser)
     assert again == fresh
     searched = [row for row in fresh if row["status"] == "searched"]
     assert [row["sla_rate_rps"] for row in searched] == \
@@ -83,9 +110,9 @@ def test_an_sla_deciding_alike_simulates_nothing_and_counts_its_goodput(
 
 
 def test_runs_stored_without_requests_rerun_only_each_capacity_for_its_goodput(
-        model, capsys, tmp_path):
+        model, capsys, tmp_path, searched_once):
     store = tmp_path / "deploy.sqlite"
-    search(model, capsys, SLA, store)
+    first_search(model, capsys, searched_once, store)
     with sqlite3.connect(store) as db:  # as an earlier accsim stored them
         for rowid, text in db.execute("SELECT rowid, outcome FROM serving_runs").fetchall():
             outcome = json.loads(text)
@@ -94,7 +121,7 @@ def test_runs_stored_without_requests_rerun_only_each_capacity_for_its_goodput(
                        (json.dumps(outcome), rowid))
     looser = SLA + ",latency_max_ms=100000"
     again, text = search(model, capsys, looser, store)
-    fresh, _ = search(model, capsys, looser)
+    fresh = fresh_search(model, capsys, searched_once, looser)
     assert again == fresh
     searched = [row for row in fresh if row["status"] == "searched"]
     read, simulated = runs(text)
@@ -102,9 +129,10 @@ def test_runs_stored_without_requests_rerun_only_each_capacity_for_its_goodput(
     assert read == sum(row.get("evaluations", 0) for row in fresh)
 
 
-def test_a_rerun_computes_no_roofline_bound_again(model, capsys, tmp_path, monkeypatch):
+def test_a_rerun_computes_no_roofline_bound_again(model, capsys, tmp_path, searched_once,
+                                                  monkeypatch):
     store = tmp_path / "deploy.sqlite"
-    search(model, capsys, SLA, store)
+    first_search(model, capsys, searched_once, store)
     with sqlite3.connect(store) as db:
         bounds = db.execute("SELECT count(*) FROM iteration_bounds").fetchone()[0]
     assert bounds == 6  # TPOT and TTFT bounds of each of 3 T x P splits
@@ -123,9 +151,9 @@ def test_a_rerun_computes_no_roofline_bound_again(model, capsys, tmp_path, monke
     assert "all 6 points were pruned" in capsys.readouterr().err
 
 
-def test_a_forged_run_row_is_one_clear_error(model, capsys, tmp_path):
+def test_a_forged_run_row_is_one_clear_error(model, capsys, tmp_path, searched_once):
     store = tmp_path / "deploy.sqlite"
-    search(model, capsys, SLA, store)
+    first_search(model, capsys, searched_once, store)
     with sqlite3.connect(store) as db:
         db.execute("UPDATE serving_runs SET outcome = '{\"figures\": 1}' WHERE rowid = 1")
     args = ["plan-deployment", "--arch", "tpu_v5e_like", "--model", str(model), *WORKLOAD,
@@ -144,9 +172,9 @@ def test_a_forged_run_row_is_one_clear_error(model, capsys, tmp_path):
     ('{"horizon_s": 1, "latency": "AAAAAAAAAAA=", "ttft": "", "tpot": ""}',
      "requests: the columns differ in length")])
 def test_a_forged_run_rows_requests_are_one_clear_error(model, capsys, tmp_path,
-                                                        requests, rule):
+                                                        searched_once, requests, rule):
     store = tmp_path / "deploy.sqlite"
-    search(model, capsys, SLA, store)
+    first_search(model, capsys, searched_once, store)
     with sqlite3.connect(store) as db:
         db.execute("UPDATE serving_runs SET outcome = json_set(outcome, '$.requests', "
                    "json(?)) WHERE rowid = 1", (requests,))

@@ -185,7 +185,11 @@ def test_a_study_searches_precision_plans_beside_the_models_formats(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
     plan = STUDIES / "precision" / "int8_weights.yaml"
     (tmp_path / "int8.yaml").write_text(plan.read_text())
+    # Two of the shipped study's three platforms (the base and its HBM3 what-if): the
+    # plans meet every platform's points, not only the first one's.
+    whatif = str(STUDIES.parents[1] / "arch_configs" / "whatif" / "tpu_v5e_256x256.yaml")
     text = tiny_study(requests=24, edits=(
+        (f"    - {whatif}\n", ""),
         ("chips_per_replica: [1, 2]", "chips_per_replica: [1]\n"
          "    precision: [none, int8.yaml]"),
         ("budget_chips: 2", "budget_chips: 1")))
@@ -194,6 +198,7 @@ def test_a_study_searches_precision_plans_beside_the_models_formats(tmp_path):
     out = tmp_path / "packet"
     assert main(["review", str(study), "--out", str(out), "--no-cache"]) == 0
     export = json.loads((out / "results" / "deployment.json").read_text())
+    assert list(export["best"]) == ["tpu_v5e_like", "tpu_v5e_like_hbm3_whatif"]
     names = {(row["platform"], row["precision"]) for row in export["points"]}
     assert names == {(platform, precision) for platform in export["best"]
                      for precision in ("none", "int8")}

@@ -14,16 +14,19 @@ from simulator.cli import main
 from simulator.serving.verification import MAX_VERIFY_WORK
 from timed_cli import cpu_seconds
 from test_review import SERVING_STUDY, write_packet
+from test_review_sweep import GEMM, STUDY, SWEEP
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = ROOT / "experiments" / "studies"
 
 
-def review_then_verify_elsewhere(study: str, tmp_path: Path, monkeypatch, capsys):
-    """Review a study from the repository root with a relative study path (as
-    experiments/make_packets.py does), then verify the packet from another folder."""
+def review_then_verify_elsewhere(study: str, tmp_path: Path, monkeypatch, capsys,
+                                 root: Path = ROOT):
+    """Review a study from `root` (the repository's by default) with a relative study
+    path (as experiments/make_packets.py does), then verify the packet from another
+    folder."""
     out = tmp_path / "packet"
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(root)
     assert main(["review", f"experiments/studies/{study}.yaml", "--out", str(out),
                  "--no-cache"]) == 0
     packet = json.loads((out / "packet.json").read_text())
@@ -40,7 +43,20 @@ def review_then_verify_elsewhere(study: str, tmp_path: Path, monkeypatch, capsys
 
 def test_sweep_study_packet_verifies_from_another_directory(tmp_path, monkeypatch,
                                                             capsys):
-    review_then_verify_elsewhere("edge_resnet50_sweep", tmp_path, monkeypatch, capsys)
+    """A study whose sweep spec is `../sweeps/...` beside its folder, laid out as the
+    shipped edge_resnet50_sweep is (a relative study path, a spec up and across, the
+    spec's workload beside it), on one small GEMM: the paths are what is checked, and
+    the slow test below reviews every shipped study."""
+    root = tmp_path / "repository"
+    for folder in ("experiments/studies", "experiments/sweeps"):
+        (root / folder).mkdir(parents=True)
+    (root / "experiments/studies/small_gemm.yaml").write_text(GEMM)
+    (root / "experiments/sweeps/small_gemm.yaml").write_text(GEMM)
+    (root / "experiments/sweeps/tiny.yaml").write_text(SWEEP)
+    assert "sweep: sweeps/tiny.yaml" in STUDY
+    (root / "experiments/studies/tiny_sweep.yaml").write_text(
+        STUDY.replace("sweep: sweeps/tiny.yaml", "sweep: ../sweeps/tiny.yaml"))
+    review_then_verify_elsewhere("tiny_sweep", tmp_path, monkeypatch, capsys, root)
 
 
 @pytest.mark.slow
