@@ -175,6 +175,16 @@ def cases() -> list[Block]:
 
 CASES = cases()
 
+# The LLM serving and deployment pages hold most of the examples' time; their cases run
+# from test_docs_examples_serving.py, so that pytest-xdist (--dist loadfile) can give the
+# two halves to two workers. A page stays whole in one file (its blocks share state).
+SERVING_PAGES = frozenset(("llm.md", "plan-deployment.md"))
+
+
+def page_cases(serving: bool) -> list[Block]:
+    """The cases of the serving pages (serving=True) or of every other page."""
+    return [block for block in CASES if (block.page.name in SERVING_PAGES) == serving]
+
 
 def scratch(folder: Path) -> Path:
     """A folder whose entries link to the repository's top level."""
@@ -258,8 +268,17 @@ def run_python(block: Block, folder: Path) -> None:
                                  f"{done.stderr[-4000:]}"
 
 
-@pytest.mark.parametrize("block", CASES, ids=[b.name for b in CASES])
+OTHER_CASES = page_cases(serving=False)
+
+
+@pytest.mark.parametrize("block", OTHER_CASES, ids=[b.name for b in OTHER_CASES])
 def test_the_example_runs(block, tmp_path):
+    run_example(block, tmp_path)
+
+
+def run_example(block: Block, tmp_path: Path) -> None:
+    """Run one case as the module docstring says (or parse it, or skip it with its
+    not-run reason)."""
     if block.not_run is not None:
         assert block.not_run, f"{block.name}: a not-run marker must say why"
         pytest.skip(f"not run: {block.not_run}")
