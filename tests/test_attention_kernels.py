@@ -52,10 +52,19 @@ def _bounds(op, lowered, platform, vector: bool = False) -> tuple[float, int]:
 # The issue's grid, sampled at its ends and middle: batch 1-256, context 512-32768,
 # query heads per K/V head 1-8.
 GRID = list(itertools.product((1, 16, 256), (512, 4096, 32768), (1, 4, 8)))
-# Where the product's own time is under ~20 us, a program's fixed costs (dispatch,
-# the first K/V tile's load before any product can start, the last tile's products
-# after the last load) are a fifth or more of it and no tiling hides them; those
-# points are held to the bound plus those costs (below).
+# The issue's bound, max(KV read, array time), is a throughput bound: it leaves out
+# what one program pays once and no tiling overlaps, its fill and drain (dispatch, the
+# first K/V tile's load with the memory's latency before any product can start, the
+# last step's products after the last load). A true lower bound of the operator is
+# the bound plus that fill and drain. From SMALL_US up the issue's 1.2 x bound is
+# asserted as written, fill and drain inside the 20% margin. Below it, where fill and
+# drain reach a fifth of the bound or more (up to 10x at a batch-1 context-64 step:
+# test_a_small_decode_cannot_meet_1_2x_within_one_operator shows 1.2x unreachable
+# there), a point is held to 1.2 x bound + fill and drain once: still within 1.2x of
+# the true lower bound (1.2 x (bound + fill and drain)), with no margin on the fill
+# and drain. SMALL_US is where the rule switches, not a fitted value: above it fill and
+# drain stayed under 15% of the bound at every point of these grids (largest 0.144,
+# gaudi3 batch 256 context 191 group 8), so the strict form holds there.
 SMALL_US = 20   # of max(KV read, array time): 30,000 cycles at tpu_v5e_like's 1.5 GHz
 
 
@@ -83,6 +92,8 @@ def test_gaudi3_decode_attention_at_all_the_issue_contexts():
 
 
 def _check_grid(platform, name: str, grid: list, vector: bool = False) -> None:
+    """Each point within 1.2x of its bound, or below SMALL_US within 1.2x of it plus its
+    program's fill and drain (why: the comment at SMALL_US)."""
     memory = memory_params(platform)
     for batch, context, group in grid:
         workload = Workload(name="w", operators=[_decode(batch, context, group)])
@@ -92,25 +103,27 @@ def _check_grid(platform, name: str, grid: list, vector: bool = False) -> None:
         kv, array = _bounds(op, lowered, platform, vector)
         bound = max(kv, array)
         where = f"{name} batch {batch} context {context} group {group}: {lowered.tiling}"
+        fill_drain = _fill_and_drain(op, lowered, platform, memory, vector) * lowered.runs
         if bound >= SMALL_US * 1000 * platform.clock_ghz:
+            assert fill_drain <= 0.2 * bound, where   # 1.2x is reachable here
             assert cycles <= 1.2 * bound, where
-        elif vector:
-            # against the faster unit's time: all of one program's costs no step
-            # overlaps (dispatch, the first step's load with its latency before any
-            # product, the last step's products, the last store with its latency)
-            program = lowered.program
-            fixed = (platform.runtime.op_overhead_cycles + 2 * memory.access_cycles
-                     + int(program.load_bytes[0] + program.store_bytes[-1])
-                     / memory.bytes_per_cycle + int(program.compute_cycles[-1]))
-            assert cycles <= 1.2 * bound + fixed * lowered.runs, where
         else:
-            # one program's fixed costs: dispatch, one K/V tile's load (with its
-            # latency), one step's products
-            tile = 2 * lowered.tiling.tn * op.head_dim * 2 / platform.bytes_per_cycle
-            steps = lowered.program.steps
-            fixed = (platform.runtime.op_overhead_cycles + platform.offchip.latency_cycles
-                     + tile + int(lowered.program.compute_cycles.sum()) / steps)
-            assert cycles <= 1.2 * bound + fixed * lowered.runs, where
+            assert cycles <= 1.2 * bound + fill_drain, where
+
+
+def _fill_and_drain(op, lowered, platform, memory, vector: bool) -> float:
+    """One program's cycles no step overlaps (the comment at SMALL_US). With the vector
+    unit among the choices: dispatch, the first step's load with its latency before any
+    product, the last step's products, the last store with its latency. Array only:
+    dispatch, one K/V tile's load with its latency, one step's products (its mean)."""
+    program = lowered.program
+    if vector:
+        return (platform.runtime.op_overhead_cycles + 2 * memory.access_cycles
+                + int(program.load_bytes[0] + program.store_bytes[-1])
+                / memory.bytes_per_cycle + int(program.compute_cycles[-1]))
+    tile = 2 * lowered.tiling.tn * op.head_dim * 2 / platform.bytes_per_cycle
+    return (platform.runtime.op_overhead_cycles + platform.offchip.latency_cycles
+            + tile + int(program.compute_cycles.sum()) / program.steps)
 
 
 def test_a_small_decode_cannot_meet_1_2x_within_one_operator():

@@ -7,9 +7,15 @@ KV heads are replicated, not padded: each chip holds the KV heads its (real) que
 heads read. That is today's rule where it applied (kv_heads / T each when T divides
 them, one each when T is a multiple of them) and what serving stacks do when T exceeds
 the KV heads: a padded KV head would serve no real query, while a group that straddles
-two chips needs its KV head on both. A plan cannot be built when a chip's query heads
-do not read a whole number of them per KV head (the attention of one chip must be one
-grouped-query attention): then the plan is refused, naming buildable T near it.
+two chips needs its KV head on both. Where that contiguous layout gives a chip query
+heads of two groups unevenly and T is a multiple of the KV heads, each KV head is
+replicated on T / kv_heads chips, one a chip, and each group's query heads are padded
+interleaved to heads_padded / kv_heads (NxD Inference's GQA.REPLICATE_TO_TP_DEGREE,
+neuronx_distributed_inference/modules/attention/gqa.py; the rule transformers-neuronx
+and optimum-neuron follow): Llama-2-70B (64 heads, 8 KV heads) at T = 24 runs 3 query
+heads and 1 KV head a chip, its KV cache and attention priced for that replica. Any
+other plan whose chip cannot run one grouped-query attention (NxD would convert it to
+multi-head attention, a KV head per query head) is refused, naming buildable T near it.
 """
 
 from __future__ import annotations
@@ -58,7 +64,9 @@ class HeadLayout:
 def head_layout(heads: int, kv_heads: int, tp: int) -> HeadLayout:
     """Query heads padded to ceil(heads / T) x T, laid out contiguously (the padded
     ones last); each chip's KV heads are the distinct groups its real query heads fall
-    in (at least one: a chip of padded heads still reads one)."""
+    in (at least one: a chip of padded heads still reads one). Where that cannot be
+    built and T is a multiple of the KV heads, one replicated KV head a chip with the
+    padding interleaved per group (module docstring): as many query heads a chip."""
     per_chip = math.ceil(heads / tp)
     group = heads // kv_heads
     kv_per_chip = 1
@@ -66,6 +74,8 @@ def head_layout(heads: int, kv_heads: int, tp: int) -> HeadLayout:
         first, last = chip * per_chip, min((chip + 1) * per_chip, heads) - 1
         if first <= last:
             kv_per_chip = max(kv_per_chip, last // group - first // group + 1)
+    if per_chip % kv_per_chip and tp % kv_heads == 0:
+        kv_per_chip = 1  # each replica serves per_chip padded slots of one group
     return HeadLayout(heads, kv_heads, tp, per_chip, kv_per_chip)
 
 
