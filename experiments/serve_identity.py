@@ -3,9 +3,11 @@ trace, with preemptions, static batching, pipelined multi-chip replicas, a plain
 dynamic-batching workload, an SLA rate search and a rate sweep) whose `--json` output
 must not change when the serving loop is made faster.
 
-Each run's JSON loses only `manifest.git_commit` (it names the checkout, not the
-figures); the rest is hashed (SHA-256 of the file's bytes as written) per top-level
-key, so a mismatch names the parts that moved. The runs share one cost cache folder,
+Each run's JSON loses only what names the checkout, not the figures: `manifest.git_commit`
+and the folder of every input path the manifest records (a path under the repository
+is kept relative to it, so a clone elsewhere records the same); the rest is hashed
+(SHA-256 of the file's bytes as written) per top-level key, so a mismatch names the
+parts that moved. The runs share one cost cache folder,
 filled by the first run that needs a grid point (cold and warm costs are the same
 floats: the cache stores them as repr-exact JSON).
 
@@ -25,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-RECORD = Path(__file__).resolve().parent.parent / "tests" / "data" / "serve_identity.json"
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = ROOT / "tests" / "data" / "serve_identity.json"
 LLAMA = ["--model", "llama_3_1_8b", "--arch", "tpu_v5e_like"]
 CASES = {
     "continuous_trace": LLAMA + ["--arrival-trace", "splitwise_conv", "--rate", "0.25",
@@ -52,8 +55,26 @@ CASES = {
 }
 
 
+def without_checkout(value):
+    """`value` with every `path` under the repository made relative to it."""
+    if isinstance(value, dict):
+        return {key: (relative(item) if key == "path" else without_checkout(item))
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_checkout(item) for item in value]
+    return value
+
+
+def relative(path):
+    """A path under the repository, relative to it; any other value as it is."""
+    if isinstance(path, str) and Path(path).is_absolute() and Path(path).is_relative_to(ROOT):
+        return str(Path(path).relative_to(ROOT))
+    return path
+
+
 def run_case(args: list[str], cache: str, folder: str) -> tuple[dict, float]:
-    """Digest per top-level key of the case's JSON (git_commit removed), wall seconds."""
+    """Digest per top-level key of the case's JSON (the checkout's name removed), wall
+    seconds."""
     out = Path(folder) / "result.json"
     out.unlink(missing_ok=True)
     start = time.perf_counter()
@@ -63,6 +84,8 @@ def run_case(args: list[str], cache: str, folder: str) -> tuple[dict, float]:
     wall = time.perf_counter() - start
     result = json.loads(out.read_text())
     result.get("manifest", {}).pop("git_commit", None)
+    if "manifest" in result:
+        result["manifest"] = without_checkout(result["manifest"])
     return {key: hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
             for key, value in sorted(result.items())}, wall
 
