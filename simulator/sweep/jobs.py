@@ -93,6 +93,17 @@ def system_plan(point: dict[str, Any]) -> SystemPlan | None:
                       overlap=named.get("overlap", "none"))
 
 
+def sampled_rows(sweep: Sweep):
+    """The sweep's sampled points as rows of axis-value indices (its sampling method);
+    a sampling error names the sweep's file."""
+    sampling = sweep.spec.sampling
+    lengths = [len(dimension[0].values) for dimension in sweep.dimensions]
+    try:
+        return sample(sampling.method, lengths, sampling.n, sampling.seed)
+    except AccsimError as exc:
+        raise AccsimError(exc.rule, file=sweep.file, field=exc.field) from None
+
+
 def make_plan(sweep: Sweep, mapping: Mapping | None = None, *,
               ignore_capacity: bool = False) -> Plan:
     """Sample, filter by the constraints, validate each platform, key each job; every
@@ -100,12 +111,7 @@ def make_plan(sweep: Sweep, mapping: Mapping | None = None, *,
     and, with `ignore_capacity`, runs where its chip cannot hold it (in its key)."""
     mapping = Mapping() if mapping is None else mapping
     mode = mapping_mode(mapping)
-    sampling = sweep.spec.sampling
-    lengths = [len(dimension[0].values) for dimension in sweep.dimensions]
-    try:
-        rows = sample(sampling.method, lengths, sampling.n, sampling.seed)
-    except AccsimError as exc:
-        raise AccsimError(exc.rule, file=sweep.file, field=exc.field) from None
+    rows = sampled_rows(sweep)
     workload_hashes = [sha256(canonical_json(w.model_dump(mode="json")))
                        for w in sweep.workloads]
     jobs: dict[str, Job] = {}

@@ -16,14 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.errors import AccsimError
 from simulator.output.files import OutputFolder
 from simulator.sweep.deploy import Deployment, search_platform
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.serving.cost_cache import CostCache
 from simulator.sweep.pareto import pareto_mask
-from simulator.sweep.jobs import holds, point_values, system_plan, validated
-from simulator.sweep.sampling import sample
+from simulator.sweep.jobs import holds, point_values, sampled_rows, system_plan, validated
 from simulator.sweep.sweep_spec import SERVING_AXES, Sweep, precision_path, with_values
 from simulator.sweep.store import Store
 from simulator.system.parallelism import SystemPlan
@@ -63,12 +61,7 @@ def run_serving_sweep(sweep: Sweep, store_path: str,
                       ) -> tuple[list[dict], int, int]:
     """Every sampled point's row (its axis values under `point`), and how many points
     the store already held and how many this run computed."""
-    sampling = sweep.spec.sampling
-    lengths = [len(dimension[0].values) for dimension in sweep.dimensions]
-    try:
-        indices = sample(sampling.method, lengths, sampling.n, sampling.seed)
-    except AccsimError as exc:
-        raise AccsimError(exc.rule, file=sweep.file, field=exc.field) from None
+    indices = sampled_rows(sweep)
     root = platform_folder(store_path)
     cache = CostCache(cost_folder(store_path), strict=True)
     rows = []
