@@ -1,0 +1,186 @@
+"""The compiled serving loop (issue 44, speed): the reference event loop
+(simulator.serving.engine with its SimPy processes, the continuous-batching scheduler,
+the paged KV cache and LlmCost's iteration prices) run as one Numba kernel
+(simulator.serving.loop_kernel) where a run is within its scope: one replica of one
+pipeline stage, continuous batching, a paged KV cache that preempts by recompute (no
+host tier, no prefix cache), an LLM cost model of LlmCost's own class. Every other run
+takes the SimPy loop. Both give the same store: the same per-request records, totals,
+sampled shapes and number in the system, bit for bit (tests/test_serving_compiled_loop.py).
+
+Iteration costs: the kernel reads tables filled from LlmCost's memos; where one lacks an
+entry it stops, this driver asks LlmCost the way its iteration or decode run would at
+that point (so the same grid points are simulated, in the same order), and the kernel
+goes on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.serving import loop_kernel as k
+from simulator.serving.kv_cache import PagedKvCache
+from simulator.serving.llm_cost import LlmCost
+from simulator.serving.metrics import MetricsStore
+from simulator.serving.requests import Request
+
+KEY_LIMIT = 1 << 31  # token counts packed two to an int64 key
+
+
+def applies(spec, arrivals, cost, kv, store, *, llm: bool) -> bool:
+    """Whether the run is within the compiled loop's scope (module docstring)."""
+    if not llm or spec.batching != "continuous" or spec.replicas != 1 \
+            or spec.system.pp != 1 or type(cost) is not LlmCost \
+            or type(kv) is not PagedKvCache or kv.host is not None \
+            or type(store) is not MetricsStore or store.prefix_cache is not None \
+            or arrivals.prefix_tokens is not None or arrivals.prefix_ids is not None \
+            or len(arrivals) == 0:
+        return False
+    prompts, outputs = arrivals.prompt_tokens, arrivals.output_tokens
+    return bool(prompts.min() >= 1 and outputs.min() >= 1
+                and int(prompts.max()) + int(outputs.max()) < KEY_LIMIT
+                and spec.max_tokens < KEY_LIMIT)
+
+
+def _tables(cost: LlmCost):
+    """Typed dictionaries of the cost model's memos: dense part by tokens, prefill
+    attention by (new << 32 | cached), decode (variable, fixed) by context, call by
+    (tokens << 32 | requests), grid points' (variable, fixed) by context."""
+    from numba import typed, types
+    two, four = types.UniTuple(types.float64, 2), types.UniTuple(types.float64, 4)
+    dense = typed.Dict.empty(types.int64, two)
+    prefill = typed.Dict.empty(types.int64, two)
+    dcost = typed.Dict.empty(types.int64, four)
+    call = typed.Dict.empty(types.int64, two)
+    grid = typed.Dict.empty(types.int64, four)
+    for tokens, pair in cost._dense_memo.items():
+        dense[tokens] = pair
+    for (new, cached), pair in cost._prefill_memo.items():
+        prefill[(new << 32) | cached] = pair
+    for context, (variable, fixed) in cost._decode_memo.items():
+        dcost[context] = (*variable, *fixed)
+    for (tokens, requests), found in cost._call_memo.items():
+        call[(tokens << 32) | requests] = (found.seconds, found.energy_j)
+    for context in cost._decode.keys() & cost._pair.keys():
+        variable, fixed = cost._decode_at(context)
+        grid[context] = (*variable, *fixed)
+    return dense, prefill, dcost, call, grid
+
+
+def _fill(si, cost: LlmCost, tables) -> None:
+    """The entry the kernel lacks, from the cost model (as the reference asks it)."""
+    dense, prefill, dcost, call, grid = tables
+    kind, a, b = int(si[k.I_MISS_KIND]), int(si[k.I_MISS_A]), int(si[k.I_MISS_B])
+    if kind == k.K_DENSE:
+        dense[a] = cost._dense_cost(a)
+    elif kind == k.K_PREFILL:
+        prefill[(a << 32) | b] = cost._prefill_cost(a, b)
+    elif kind == k.K_DECODE:
+        variable, fixed = cost._decode_cost(a)
+        dcost[a] = (*variable, *fixed)
+    elif kind == k.K_CALL:
+        found = cost._call(a, b)
+        call[(a << 32) | b] = (found.seconds, found.energy_j)
+    else:
+        variable, fixed = cost._decode_at(a)
+        grid[a] = (*variable, *fixed)
+
+
+def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: MetricsStore,
+                 progress=None) -> None:
+    """Serve every arrival on the one replica; fills `store` as the SimPy loop does."""
+    n = len(arrivals)
+    si = np.zeros(k.INTS, dtype=np.int64)
+    si[k.I_N], si[k.I_PENDING] = n, -1
+    si[k.I_FREE] = si[k.I_TOTAL_BLOCKS] = kv.total_blocks
+    si[k.I_BLOCK], si[k.I_MAX_BATCH] = kv.block_tokens, spec.max_batch
+    si[k.I_MAX_TOKENS], si[k.I_BITS] = spec.max_tokens, cost.bits
+    si[k.I_STRIDE], si[k.I_LIMIT] = store.sample.stride, store.sample.limit
+    si[k.I_REPORT_NEXT], si[k.I_REPORTS] = k.REPORT_EVERY, progress is not None
+    sf = np.zeros(k.FLOATS)
+    sf[k.F_CLOCK_SINCE] = np.nan
+    ri = np.zeros((n, k.REQUEST_INTS), dtype=np.int64)
+    ri[:, k.R_PROMPT] = arrivals.prompt_tokens
+    ri[:, k.R_OUTPUT] = arrivals.output_tokens
+    rf = np.zeros((n, k.REQUEST_FLOATS))
+    rf[:, k.Q_ARRIVAL] = arrivals.times_s
+    for column in (k.Q_FIRST, k.Q_FINISH, k.Q_ADMITTED, k.Q_LOST_SINCE):
+        rf[:, column] = np.nan
+    ints = [np.zeros(n + 2, dtype=np.int64) for _ in range(6)]
+    wq, dec, pre, ch_req, ch_new, ctx = ints
+    p_ends, p_energy = np.zeros(k.MAX_RUN_ITERATIONS), np.zeros(k.MAX_RUN_ITERATIONS)
+    rows = np.zeros((k.MAX_RUN_ITERATIONS + 1, 4))
+    touched = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.bool_)
+    tlist = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.int64)
+    cross = np.zeros(n + 2, dtype=np.int64)
+    out = np.zeros(6)
+    fin, drops = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    chg_t, chg_d = np.zeros(2 * n), np.zeros(2 * n, dtype=np.int64)
+    hq_t, hq_i = np.zeros(k.QUEUE_CAP), np.zeros((k.QUEUE_CAP, 4), dtype=np.int64)
+    limit = store.sample.limit
+    shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
+    shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
+    tables = _tables(cost)
+    while True:
+        status = k.serve_loop(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
+                              p_energy, ctx, rows, touched, tlist, cross, out, fin, drops,
+                              chg_t, chg_d, hq_t, hq_i, shp, shp_off, *tables)
+        if status == k.DONE:
+            break
+        if status == k.MISS:
+            _fill(si, cost, tables)
+        elif status == k.GROW:
+            shp = np.concatenate([shp, np.zeros_like(shp)])
+        elif status == k.PROGRESS:
+            progress(int(si[k.I_NFIN] + si[k.I_NDROP]), n)
+    _record(store, si, sf, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off, arrivals)
+
+
+def _request(r: int, ints: list, floats: list) -> Request:
+    i, f = ints[r], floats[r]
+    request = Request(r, f[k.Q_ARRIVAL], i[k.R_PROMPT], i[k.R_OUTPUT],
+                      i[k.R_TARGET], i[k.R_PREFILLED], i[k.R_KV_TOKENS], i[k.R_PRODUCED],
+                      i[k.R_KV_HELD])
+    request.preemptions = i[k.R_PREEMPT]
+    request.dropped = bool(i[k.R_DROPPED])
+    for name, column in (("first_token_s", k.Q_FIRST), ("finish_s", k.Q_FINISH),
+                         ("admitted_s", k.Q_ADMITTED), ("lost_since", k.Q_LOST_SINCE)):
+        value = f[column]
+        setattr(request, name, None if value != value else value)
+    request.kv_mark, request.kv_wait_s = f[k.Q_KV_MARK], f[k.Q_KV_WAIT]
+    request.kv_wait_first_s = f[k.Q_KV_WAIT_FIRST]
+    request.preempt_lost_s = f[k.Q_PREEMPT_LOST]
+    return request
+
+
+def _record(store: MetricsStore, si, sf, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off,
+            arrivals) -> None:
+    """The kernel's state as the SimPy loop leaves the store."""
+    ints, floats = ri.tolist(), rf.tolist()
+    times = arrivals.times_s.tolist()  # arrival times as the reference reads them
+    for row, at in zip(floats, times):
+        row[k.Q_ARRIVAL] = at
+    store.finished = [_request(r, ints, floats) for r in fin[:si[k.I_NFIN]].tolist()]
+    store.dropped = [_request(r, ints, floats) for r in drops[:si[k.I_NDROP]].tolist()]
+    store.arrived = int(si[k.I_ARRIVED])
+    store.preemptions = int(si[k.I_PREEMPTIONS])
+    store.busy_s[0] += float(sf[k.F_BUSY])
+    store.energy_j[0] += float(sf[k.F_ENERGY])
+    store.iterations[0] += int(si[k.I_ITERS])
+    store.running_max[0] = max(store.running_max[0], int(si[k.I_RUNNING_MAX]))
+    if si[k.I_CAP_CALLED]:
+        high = int(si[k.I_CAP_HIGH])
+        store.same_under_max_batch = (int(si[k.I_CAP_LOW]),
+                                      float("inf") if high < 0 else high)
+    changes = int(si[k.I_NCHANGES])
+    store._changes = list(zip(chg_t[:changes].tolist(), chg_d[:changes].tolist()))
+    sample = store.sample
+    sample.stride, sample.seen = int(si[k.I_STRIDE]), int(si[k.I_SEEN])
+    flat, offsets = shp.tolist(), shp_off.tolist()
+    shapes = []
+    for index in range(int(si[k.I_NSHAPES])):
+        begin = offsets[index]
+        chunks, decodes = flat[begin], flat[begin + 1]
+        pairs = flat[begin + 2:begin + 2 + 2 * chunks]
+        shapes.append((tuple(zip(pairs[::2], pairs[1::2])),
+                       tuple(flat[begin + 2 + 2 * chunks:begin + 2 + 2 * chunks + decodes])))
+    sample.shapes = shapes

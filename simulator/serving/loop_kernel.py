@@ -1,0 +1,792 @@
+"""The compiled serving loop's kernel: one replica of one stage under continuous
+batching with a paged KV cache and preemption by recompute, its arrivals and SimPy's
+event queue as the reference loop (simulator.serving.engine, schedulers, llm_cost)
+makes them, in arrays. The driver (simulator.serving.compiled_loop) says why and when.
+
+Every float is computed as the reference computes it: the same operations in the same
+order (no fastmath; a NumPy accumulate is a sequential loop here). The event queue
+holds the events SimPy would hold (timeouts, an arrival's news, first_of's event,
+stale ones), each with SimPy's (time, priority, id), so ties resolve as there.
+
+The kernel returns to its driver where it lacks an iteration cost (MISS: the driver
+asks the cost model, as the reference would at that point, and calls again) and every
+REPORT_EVERY finished requests (PROGRESS); it resumes where it stopped (`I_PENDING`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.kernels.jit import njit
+
+# Statuses the kernel returns.
+DONE, MISS, PROGRESS, GROW = 0, 1, 2, 3
+# Which cost a MISS asks for (I_MISS_KIND), keyed by I_MISS_A (and I_MISS_B).
+K_DENSE, K_PREFILL, K_DECODE, K_CALL, K_GRID = 0, 1, 2, 3, 4
+
+# Scalar ints (si).
+(I_N, I_ARR_INDEX, I_ARR_WAITED, I_EID, I_QLEN, I_GEN, I_TRIG, I_WAIT, I_WAIT_GEN,
+ I_WAIT_EID, I_RESUME, I_PENDING, I_FREE, I_TOTAL_BLOCKS, I_BLOCK, I_MAX_BATCH,
+ I_MAX_TOKENS, I_BITS, I_WHEAD, I_WCOUNT, I_NDEC, I_NPRE, I_NCHUNK, I_PLAN_KIND, I_RUN,
+ I_INTERRUPT, I_DONE, I_OFFERED, I_CAP_CALLED, I_CAP_LOW, I_CAP_HIGH, I_PREEMPTIONS,
+ I_ITERS, I_RUNNING_MAX, I_NFIN, I_NDROP, I_NCHANGES, I_SEEN, I_STRIDE, I_NSHAPES,
+ I_SHAPE_USED, I_REPORT_NEXT, I_MISS_KIND, I_MISS_A, I_MISS_B, I_ARRIVED, I_LIMIT,
+ I_REPORTS, I_NTOUCHED, I_STARTED) = range(50)
+INTS = 50
+# Scalar floats (sf).
+F_NOW, F_CLOCK_SINCE, F_CLOCK_SECONDS, F_PLAN_START, F_BUSY, F_ENERGY = range(6)
+FLOATS = 6
+# Per request ints (ri) and floats (rf); NaN stands for None.
+R_PROMPT, R_OUTPUT, R_TARGET, R_PREFILLED, R_KV_TOKENS, R_PRODUCED, R_KV_HELD, \
+    R_PREEMPT, R_DROPPED = range(9)
+REQUEST_INTS = 9
+Q_ARRIVAL, Q_FIRST, Q_FINISH, Q_ADMITTED, Q_KV_MARK, Q_LOST_SINCE, Q_KV_WAIT, \
+    Q_KV_WAIT_FIRST, Q_PREEMPT_LOST = range(9)
+REQUEST_FLOATS = 9
+
+# SimPy's priorities, and the events of the two processes (arrivals, the replica).
+URGENT, NORMAL = 0, 1
+EV_INIT_ARR, EV_INIT_REP, EV_ARR_TIMEOUT, EV_ARR_END, EV_ARRIVED, EV_REP_TIMEOUT, \
+    EV_EITHER = range(7)
+QUEUE_CAP = 64
+# What the replica waits for.
+W_NONE, W_ARRIVED, W_FIRST, W_EITHER, W_TIMEOUT = range(5)
+# Where the replica's process goes on (Replica.serving's points).
+L_TOP, L_PRICE, L_DISPATCH, L_AFTER_FIRST, L_COMMIT = range(5)
+PLAN_ITERATION, PLAN_DECODE_RUN = 1, 2
+MAX_RUN_ITERATIONS = 4096  # simulator.serving.schedulers.MAX_RUN_ITERATIONS
+REPORT_EVERY = 1024        # simulator.serving.engine.REPORT_EVERY
+VARIABLE, FIXED = 0, 1
+
+
+@njit(cache=True)
+def _less(hq_t, hq_i, a, b):
+    if hq_t[a] != hq_t[b]:
+        return hq_t[a] < hq_t[b]
+    if hq_i[a, 0] != hq_i[b, 0]:
+        return hq_i[a, 0] < hq_i[b, 0]
+    return hq_i[a, 1] < hq_i[b, 1]
+
+
+@njit(cache=True)
+def _swap(hq_t, hq_i, a, b):
+    hq_t[a], hq_t[b] = hq_t[b], hq_t[a]
+    for k in range(4):
+        hq_i[a, k], hq_i[b, k] = hq_i[b, k], hq_i[a, k]
+
+
+@njit(cache=True)
+def _schedule(si, hq_t, hq_i, when, priority, kind, ref):
+    """env.schedule: queued at `when` with the next event id; returns the id."""
+    n = si[I_QLEN]
+    if n >= QUEUE_CAP - 1:
+        raise RuntimeError("the compiled serving loop's event queue is full")
+    eid = si[I_EID]
+    si[I_EID] = eid + 1
+    hq_t[n] = when
+    hq_i[n, 0], hq_i[n, 1], hq_i[n, 2], hq_i[n, 3] = priority, eid, kind, ref
+    si[I_QLEN] = n + 1
+    while n > 0:
+        parent = (n - 1) // 2
+        if not _less(hq_t, hq_i, n, parent):
+            break
+        _swap(hq_t, hq_i, n, parent)
+        n = parent
+    return eid
+
+
+@njit(cache=True)
+def _pop(si, hq_t, hq_i):
+    """Removes the queue's head (left in slot QUEUE_CAP - 1 for the caller)."""
+    n = si[I_QLEN] - 1
+    last = QUEUE_CAP - 1
+    hq_t[last] = hq_t[0]
+    for k in range(4):
+        hq_i[last, k] = hq_i[0, k]
+    hq_t[0] = hq_t[n]
+    for k in range(4):
+        hq_i[0, k] = hq_i[n, k]
+    si[I_QLEN] = n
+    i = 0
+    while True:
+        left, right, small = 2 * i + 1, 2 * i + 2, i
+        if left < n and _less(hq_t, hq_i, left, small):
+            small = left
+        if right < n and _less(hq_t, hq_i, right, small):
+            small = right
+        if small == i:
+            break
+        _swap(hq_t, hq_i, i, small)
+        i = small
+
+
+@njit(cache=True)
+def _carry_on(si, sf, hq_t, when):
+    """engine.carry_on."""
+    if si[I_QLEN] > 0 and hq_t[0] <= when:
+        return False
+    sf[F_NOW] = when
+    return True
+
+
+@njit(cache=True)
+def _clock_at(sf, now):
+    since = sf[F_CLOCK_SINCE]
+    return sf[F_CLOCK_SECONDS] + (now - since if not np.isnan(since) else 0.0)
+
+
+@njit(cache=True)
+def _clock_set(sf, now, blocked):
+    since = sf[F_CLOCK_SINCE]
+    if blocked and np.isnan(since):
+        sf[F_CLOCK_SINCE] = now
+    elif not blocked and not np.isnan(since):
+        sf[F_CLOCK_SECONDS] += now - since
+        sf[F_CLOCK_SINCE] = np.nan
+
+
+@njit(cache=True)
+def _on_admitted(sf, rf, r, now):
+    if np.isnan(rf[r, Q_LOST_SINCE]):
+        waited = _clock_at(sf, now) - rf[r, Q_KV_MARK]
+        rf[r, Q_KV_WAIT] += waited
+        if np.isnan(rf[r, Q_ADMITTED]):
+            rf[r, Q_KV_WAIT_FIRST] = waited
+    if np.isnan(rf[r, Q_ADMITTED]):
+        rf[r, Q_ADMITTED] = now
+
+
+@njit(cache=True)
+def _grow(si, ri, r, tokens):
+    """PagedKvCache.grow."""
+    short = tokens - ri[r, R_KV_HELD]
+    block = si[I_BLOCK]
+    extra = -(-short // block) if short > 0 else 0
+    if extra > si[I_FREE]:
+        return False
+    if extra:
+        si[I_FREE] -= extra
+        ri[r, R_KV_HELD] += extra * block
+    return True
+
+
+@njit(cache=True)
+def _release(si, ri, r):
+    si[I_FREE] += ri[r, R_KV_HELD] // si[I_BLOCK]
+    ri[r, R_KV_HELD] = 0
+
+
+@njit(cache=True)
+def _below_cap(si):
+    """ContinuousBatching._below_cap with MetricsStore.on_cap_check."""
+    running = si[I_NDEC] + si[I_NPRE]
+    below = running < si[I_MAX_BATCH]
+    low = si[I_CAP_LOW] if si[I_CAP_CALLED] else 1
+    high = si[I_CAP_HIGH] if si[I_CAP_CALLED] else -1  # -1: infinity
+    if below:
+        low = max(low, running + 1)
+    elif high < 0 or running < high:
+        high = running
+    si[I_CAP_CALLED], si[I_CAP_LOW], si[I_CAP_HIGH] = 1, low, high
+    return below
+
+
+@njit(cache=True)
+def _log_change(si, chg_t, chg_d, now, change):
+    k = si[I_NCHANGES]
+    chg_t[k], chg_d[k] = now, change
+    si[I_NCHANGES] = k + 1
+
+
+@njit(cache=True)
+def _enqueue(si, sf, ri, rf, wq, drops, chg_t, chg_d, r, at):
+    """Arrival of request r (MetricsStore.on_arrival, ReplicaScheduler.enqueue)."""
+    si[I_ARRIVED] += 1
+    _log_change(si, chg_t, chg_d, at, 1)
+    need = ri[r, R_PROMPT] + ri[r, R_OUTPUT] - 1
+    if -(-need // si[I_BLOCK]) > si[I_TOTAL_BLOCKS]:
+        ri[r, R_DROPPED] = 1
+        rf[r, Q_FINISH] = at
+        drops[si[I_NDROP]] = r
+        si[I_NDROP] += 1
+        _log_change(si, chg_t, chg_d, at, -1)
+        return
+    if ri[r, R_PRODUCED] == 0:
+        ri[r, R_TARGET] = ri[r, R_PROMPT]
+        ri[r, R_PREFILLED] = 0
+    rf[r, Q_KV_MARK] = _clock_at(sf, at)
+    n = wq.shape[0]
+    wq[(si[I_WHEAD] + si[I_WCOUNT]) % n] = r
+    si[I_WCOUNT] += 1
+
+
+@njit(cache=True)
+def _wake(si, hq_t, hq_i, now):
+    if not si[I_TRIG]:
+        si[I_TRIG] = 1
+        _schedule(si, hq_t, hq_i, now, NORMAL, EV_ARRIVED, si[I_GEN])
+
+
+@njit(cache=True)
+def _arrivals(si, sf, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i):
+    """engine.arriving from where it stopped, until it waits or ends."""
+    n = si[I_N]
+    while si[I_ARR_INDEX] < n:
+        r = si[I_ARR_INDEX]
+        at = rf[r, Q_ARRIVAL]
+        if not si[I_ARR_WAITED] and at > sf[F_NOW]:
+            delay = at - sf[F_NOW]
+            if not _carry_on(si, sf, hq_t, sf[F_NOW] + delay):
+                _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL, EV_ARR_TIMEOUT, 0)
+                si[I_ARR_WAITED] = 1
+                return
+        si[I_ARR_WAITED] = 0
+        _enqueue(si, sf, ri, rf, wq, drops, chg_t, chg_d, r, at)
+        _wake(si, hq_t, hq_i, sf[F_NOW])
+        si[I_ARR_INDEX] = r + 1
+    _wake(si, hq_t, hq_i, sf[F_NOW])  # close(), wake(); then the process ends
+    _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_ARR_END, 0)
+    si[I_ARR_INDEX] = n + 1
+
+
+@njit(cache=True)
+def _plan(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
+    """ContinuousBatching.plan up to its costs: False where it returns None."""
+    now = sf[F_NOW]
+    if si[I_NDEC] + si[I_NPRE] == 0 and si[I_WCOUNT] == 0:
+        return False
+    nq = wq.shape[0]
+    # _preempt_until_decodes_fit: the decoding requests short of a block
+    short = 0
+    last_short = -1
+    for j in range(si[I_NDEC]):
+        r = dec[j]
+        if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
+            short += 1
+            last_short = j
+    if short > si[I_FREE]:
+        while short > si[I_FREE]:
+            if si[I_NPRE] > 0:
+                si[I_NPRE] -= 1
+                victim = pre[si[I_NPRE]]
+                was_short = False
+            else:
+                si[I_NDEC] -= 1
+                victim = dec[si[I_NDEC]]
+                was_short = short > 0 and last_short == si[I_NDEC]
+            if was_short:
+                short -= 1
+                last_short = -1
+                for j in range(si[I_NDEC] - 1, -1, -1):
+                    r = dec[j]
+                    if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
+                        last_short = j
+                        break
+            _release(si, ri, victim)
+            ri[victim, R_PREEMPT] += 1
+            rf[victim, Q_LOST_SINCE] = now
+            si[I_WHEAD] = (si[I_WHEAD] - 1) % nq
+            wq[si[I_WHEAD]] = victim
+            si[I_WCOUNT] += 1
+            ri[victim, R_TARGET] = ri[victim, R_PROMPT] + ri[victim, R_PRODUCED]
+            ri[victim, R_PREFILLED] = 0
+            ri[victim, R_KV_TOKENS] = 0
+            si[I_PREEMPTIONS] += 1
+    if short:
+        for j in range(si[I_NDEC]):
+            r = dec[j]
+            if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
+                _grow(si, ri, r, ri[r, R_KV_TOKENS] + 1)
+    ndec = si[I_NDEC]
+    budget = si[I_MAX_TOKENS] - ndec
+    nchunk = 0
+    for j in range(si[I_NPRE]):
+        if budget <= 0:
+            break
+        r = pre[j]
+        left = ri[r, R_TARGET] - ri[r, R_PREFILLED]
+        new = left if left < budget else budget
+        ch_req[nchunk], ch_new[nchunk] = r, new
+        nchunk += 1
+        budget -= new
+    refused = False
+    while budget > 0 and si[I_WCOUNT] > 0 and _below_cap(si):
+        head = wq[si[I_WHEAD]]
+        if not _grow(si, ri, head, ri[head, R_TARGET]):
+            refused = True
+            break
+        _on_admitted(sf, rf, head, now)
+        si[I_WHEAD] = (si[I_WHEAD] + 1) % nq
+        si[I_WCOUNT] -= 1
+        pre[si[I_NPRE]] = head
+        si[I_NPRE] += 1
+        left = ri[head, R_TARGET] - ri[head, R_PREFILLED]
+        new = left if left < budget else budget
+        ch_req[nchunk], ch_new[nchunk] = head, new
+        nchunk += 1
+        budget -= new
+    _clock_set(sf, now, refused)
+    si[I_NCHUNK] = nchunk
+    if nchunk == 0 and ndec == 0:
+        return False
+    si[I_OFFERED] = 0
+    if nchunk:
+        si[I_PLAN_KIND], si[I_RUN], si[I_INTERRUPT] = PLAN_ITERATION, 1, 0
+        return True
+    # _decode_run: until the first request finishes or the KV blocks run out
+    left = ri[dec[0], R_OUTPUT] - ri[dec[0], R_PRODUCED]
+    for j in range(1, ndec):
+        r = dec[j]
+        left = min(left, ri[r, R_OUTPUT] - ri[r, R_PRODUCED])
+    run = min(MAX_RUN_ITERATIONS, left)
+    if not _fits(si, ri, dec, run):
+        low, high = 1, run - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if _fits(si, ri, dec, middle):
+                low = middle
+            else:
+                high = middle - 1
+        run = low
+    si[I_PLAN_KIND], si[I_RUN] = PLAN_DECODE_RUN, run
+    si[I_INTERRUPT] = 1 if si[I_WCOUNT] == 0 and _below_cap(si) else 0
+    return True
+
+
+@njit(cache=True)
+def _fits(si, ri, dec, steps):
+    """kv.extra_blocks_after(decoding, steps) <= kv.free_blocks."""
+    block, total = si[I_BLOCK], 0
+    for j in range(si[I_NDEC]):
+        r = dec[j]
+        short = ri[r, R_KV_TOKENS] + steps - ri[r, R_KV_HELD]
+        if short > 0:
+            total += -(-short // block)
+    return total <= si[I_FREE]
+
+
+@njit(cache=True)
+def _grid_cell(value, bits):
+    """llm_cost.grid_cell."""
+    if value < (1 << bits):
+        return value, value
+    length, v = 0, value
+    while v:
+        v >>= 1
+        length += 1
+    shift = length - bits
+    low = (value >> shift) << shift
+    return (low, low) if low == value else (low, low + (1 << shift))
+
+
+@njit(cache=True)
+def _miss(si, kind, a, b):
+    si[I_MISS_KIND], si[I_MISS_A], si[I_MISS_B] = kind, a, b
+    return MISS
+
+
+@njit(cache=True)
+def _stretch(si, grid, which, context, end, out):
+    """LlmCost._stretches' stretch of one part from iteration `end` on, into `out`
+    (start, end, then a_s, a_e, b_s, b_e); MISS where a grid point is lacking."""
+    low, high = _grid_cell(context + end, si[I_BITS])
+    if low not in grid:
+        return _miss(si, K_GRID, low, 0)
+    point = grid[low]
+    s0, e0 = point[2 * which], point[2 * which + 1]
+    if low == high:
+        out[0], out[1], out[2], out[3], out[4], out[5] = end, end + 1, s0, e0, 0.0, 0.0
+        return DONE
+    if high not in grid:
+        return _miss(si, K_GRID, high, 0)
+    point = grid[high]
+    s1, e1 = point[2 * which], point[2 * which + 1]
+    span = high - low
+    b_s, b_e = (s1 - s0) / span, (e1 - e0) / span
+    out[0], out[1] = end, high - context
+    out[2], out[3] = s0 + b_s * (context - low), e0 + b_e * (context - low)
+    out[4], out[5] = b_s, b_e
+    return DONE
+
+
+@njit(cache=True)
+def _price_iteration(si, ri, dec, ch_req, ch_new, cost_s, cost_e,
+                     dense, prefill, dcost, call):
+    """LlmCost.iteration of the plan's chunks and decodes, in its order of reads."""
+    ndec, nchunk = si[I_NDEC], si[I_NCHUNK]
+    tokens = ndec
+    for i in range(nchunk):
+        tokens += ch_new[i]
+    if tokens not in dense:
+        return _miss(si, K_DENSE, tokens, 0)
+    seconds, energy = dense[tokens]
+    for i in range(nchunk):
+        new, cached = ch_new[i], ri[ch_req[i], R_PREFILLED]
+        key = (new << 32) | cached
+        if key not in prefill:
+            return _miss(si, K_PREFILL, new, cached)
+        part_s, part_e = prefill[key]
+        seconds += part_s
+        energy += part_e
+    longest = -1
+    for j in range(ndec):
+        context = ri[dec[j], R_KV_TOKENS] + 1
+        longest = max(longest, context)
+        if context not in dcost:
+            return _miss(si, K_DECODE, context, 0)
+        part = dcost[context]
+        seconds += part[0]
+        energy += part[1]
+    if ndec:
+        part = dcost[longest]
+        seconds += part[2]
+        energy += part[3]
+    requests = ndec + nchunk
+    key = (tokens << 32) | requests
+    if key not in call:
+        return _miss(si, K_CALL, tokens, requests)
+    call_s, call_e = call[key]
+    cost_s[0] = seconds + call_s
+    cost_e[0] = energy + call_e
+    return DONE
+
+
+@njit(cache=True)
+def _price_decode_run(si, ctx, rows, touched, tlist, cross, out, cost_s, cost_e,
+                      dense, call, grid):
+    """LlmCost.decode_run of the decoding requests' contexts (ctx) over I_RUN
+    iterations, in its order of reads and sums."""
+    n, iterations = si[I_NDEC], si[I_RUN]
+    for k in range(si[I_NTOUCHED]):  # a MISS may have left changes behind
+        t = tlist[k]
+        touched[t] = False
+        rows[t, 0] = rows[t, 1] = rows[t, 2] = rows[t, 3] = 0.0
+    si[I_NTOUCHED] = 0
+    longest = ctx[0]
+    for j in range(1, n):
+        longest = max(longest, ctx[j])
+    first_s = first_e = slope_s = slope_e = 0.0
+    ncross = 0
+    for p in range(n + 1):
+        which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
+        if _stretch(si, grid, which, context, 0, out) == MISS:
+            return MISS
+        first_s += out[2]
+        first_e += out[3]
+        slope_s += out[4]
+        slope_e += out[5]
+        if out[1] < iterations:
+            cross[ncross] = p
+            ncross += 1
+    if n not in dense:
+        return _miss(si, K_DENSE, n, 0)
+    dense_s, dense_e = dense[n]
+    key = (n << 32) | n
+    if key not in call:
+        return _miss(si, K_CALL, n, n)
+    call_s, call_e = call[key]
+    base_s, base_e = dense_s + call_s, dense_e + call_e
+    if ncross == 0:
+        head_s, head_e = base_s + first_s, base_e + first_e
+        for i in range(iterations):
+            cost_s[i] = head_s + slope_s * i
+            cost_e[i] = head_e + slope_e * i
+        return DONE
+    for c in range(ncross):  # _later_changes
+        p = cross[c]
+        which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
+        end, index = 0, 0
+        while end < iterations:
+            if _stretch(si, grid, which, context, end, out) == MISS:
+                return MISS
+            start, end = int(out[0]), int(out[1])
+            if index:
+                if not touched[start]:
+                    touched[start] = True
+                    tlist[si[I_NTOUCHED]] = start
+                    si[I_NTOUCHED] += 1
+                rows[start, 0] += out[2]
+                rows[start, 1] += out[3]
+                rows[start, 2] += out[4]
+                rows[start, 3] += out[5]
+            if end < iterations:
+                if not touched[end]:
+                    touched[end] = True
+                    tlist[si[I_NTOUCHED]] = end
+                    si[I_NTOUCHED] += 1
+                rows[end, 0] -= out[2]
+                rows[end, 1] -= out[3]
+                rows[end, 2] -= out[4]
+                rows[end, 3] -= out[5]
+            index += 1
+    t0, t1, t2, t3 = first_s, first_e, slope_s, slope_e
+    v_s, v_e = t0 + base_s, t1 + base_e
+    for i in range(iterations):
+        if i and touched[i]:
+            t0 += rows[i, 0]
+            t1 += rows[i, 1]
+            t2 += rows[i, 2]
+            t3 += rows[i, 3]
+            v_s, v_e = t0 + base_s, t1 + base_e
+        cost_s[i] = v_s + t2 * i
+        cost_e[i] = v_e + t3 * i
+    return DONE
+
+
+@njit(cache=True)
+def _offer_shape(si, ri, dec, ch_req, ch_new, shp, shp_off):
+    """MetricsStore.offer_shape of the plan (ShapeSample.offer): its chunks (new,
+    cached) and decode contexts, as [chunks, decodes, new, cached, ..., context, ...];
+    GROW where the buffer lacks room (the driver enlarges it and calls again)."""
+    if si[I_LIMIT] == 0 or si[I_OFFERED]:
+        return DONE
+    if si[I_SEEN] % si[I_STRIDE] == 0:
+        ndec, nchunk = si[I_NDEC], si[I_NCHUNK]
+        at = si[I_SHAPE_USED]
+        if at + 2 + 2 * nchunk + ndec > shp.shape[0]:
+            return GROW
+        shp[at], shp[at + 1] = nchunk, ndec
+        k = at + 2
+        for i in range(nchunk):
+            shp[k], shp[k + 1] = ch_new[i], ri[ch_req[i], R_PREFILLED]
+            k += 2
+        for j in range(ndec):
+            shp[k] = ri[dec[j], R_KV_TOKENS] + 1
+            k += 1
+        count = si[I_NSHAPES]
+        shp_off[count] = at
+        shp_off[count + 1] = k
+        count += 1
+        si[I_SHAPE_USED] = k
+        if count >= 2 * si[I_LIMIT]:  # shapes[::2]: the even ones, moved to the front
+            used = 0
+            kept = 0
+            for i in range(0, count, 2):
+                begin, stop = shp_off[i], shp_off[i + 1]
+                shp_off[kept] = used
+                for m in range(begin, stop):
+                    shp[used] = shp[m]
+                    used += 1
+                kept += 1
+                shp_off[kept] = used
+            count = kept
+            si[I_SHAPE_USED] = used
+            si[I_STRIDE] *= 2
+        si[I_NSHAPES] = count
+    si[I_SEEN] += 1
+    si[I_OFFERED] = 1
+    return DONE
+
+
+@njit(cache=True)
+def _commit(si, sf, ri, rf, dec, pre, ch_req, ch_new, p_ends, p_energy, fin, chg_t,
+            chg_d):
+    """ContinuousBatching.commit of the plan's first I_DONE iterations."""
+    done = si[I_DONE]
+    end = p_ends[done - 1]
+    running = si[I_NDEC] + si[I_NPRE]
+    sf[F_BUSY] += end - sf[F_PLAN_START]
+    sf[F_ENERGY] += p_energy[done - 1]
+    si[I_ITERS] += done
+    si[I_RUNNING_MAX] = max(si[I_RUNNING_MAX], running)
+    nfin0 = si[I_NFIN]
+    nfin = nfin0
+    for j in range(si[I_NDEC]):
+        r = dec[j]
+        kv_tokens = ri[r, R_KV_TOKENS] + done
+        if kv_tokens > ri[r, R_KV_HELD]:
+            _grow(si, ri, r, kv_tokens)
+        ri[r, R_KV_TOKENS] = kv_tokens
+        ri[r, R_PRODUCED] += done
+        if ri[r, R_PRODUCED] == ri[r, R_OUTPUT]:
+            fin[nfin] = r
+            nfin += 1
+    if nfin > nfin0:
+        kept = 0
+        for j in range(si[I_NDEC]):
+            r = dec[j]
+            if ri[r, R_PRODUCED] != ri[r, R_OUTPUT]:
+                dec[kept] = r
+                kept += 1
+        si[I_NDEC] = kept
+    prefilled = 0
+    for i in range(si[I_NCHUNK]):
+        r = ch_req[i]
+        ri[r, R_PREFILLED] += ch_new[i]
+        if ri[r, R_PREFILLED] >= ri[r, R_TARGET]:
+            prefilled += 1
+            ri[r, R_KV_TOKENS] = ri[r, R_TARGET]
+            ri[r, R_PRODUCED] += 1
+            if not np.isnan(rf[r, Q_LOST_SINCE]):  # on_recovered
+                rf[r, Q_PREEMPT_LOST] += end - rf[r, Q_LOST_SINCE]
+                rf[r, Q_LOST_SINCE] = np.nan
+            if np.isnan(rf[r, Q_FIRST]):
+                rf[r, Q_FIRST] = end
+            if ri[r, R_PRODUCED] == ri[r, R_OUTPUT]:
+                fin[nfin] = r
+                nfin += 1
+            else:
+                dec[si[I_NDEC]] = r
+                si[I_NDEC] += 1
+    npre = si[I_NPRE]
+    for j in range(prefilled, npre):
+        pre[j - prefilled] = pre[j]
+    si[I_NPRE] = npre - prefilled
+    for k in range(nfin0, nfin):
+        r = fin[k]
+        _release(si, ri, r)
+        rf[r, Q_FINISH] = end
+        _log_change(si, chg_t, chg_d, end, -1)
+    si[I_NFIN] = nfin
+    si[I_NCHUNK] = 0
+
+
+@njit(cache=True)
+def _bisect_left(values, n, x):
+    low, high = 0, n
+    while low < high:
+        middle = (low + high) // 2
+        if values[middle] < x:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+@njit(cache=True)
+def _replica(label, si, sf, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends, p_energy,
+             ctx, rows, touched, tlist, cross, out, fin, chg_t, chg_d, hq_t, hq_i, shp,
+             shp_off, dense, prefill, dcost, call, grid):
+    """Replica.serving from `label` until it waits (DONE) or the driver is needed."""
+    while True:
+        if label == L_TOP:
+            if si[I_TRIG]:  # a new event for the next arrival
+                si[I_GEN] += 1
+                si[I_TRIG] = 0
+            if not _plan(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
+                si[I_WAIT], si[I_WAIT_GEN] = W_ARRIVED, si[I_GEN]
+                si[I_RESUME] = L_TOP
+                return DONE
+            label = L_PRICE
+        if label == L_PRICE:
+            status = _offer_shape(si, ri, dec, ch_req, ch_new, shp, shp_off)
+            if status != DONE:
+                si[I_PENDING] = L_PRICE
+                return status
+            if si[I_PLAN_KIND] == PLAN_ITERATION:
+                status = _price_iteration(si, ri, dec, ch_req, ch_new, p_ends, p_energy,
+                                          dense, prefill, dcost, call)
+            else:
+                for j in range(si[I_NDEC]):
+                    ctx[j] = ri[dec[j], R_KV_TOKENS] + 1
+                status = _price_decode_run(si, ctx, rows, touched, tlist, cross, out,
+                                           p_ends, p_energy, dense, call, grid)
+            if status != DONE:
+                si[I_PENDING] = L_PRICE
+                return status
+            now = sf[F_NOW]
+            sf[F_PLAN_START] = now
+            end, energy = now, 0.0  # running sums (schedulers._plan, _one)
+            for i in range(si[I_RUN]):
+                end += p_ends[i]
+                energy += p_energy[i]
+                p_ends[i], p_energy[i] = end, energy
+            label = L_DISPATCH
+        if label == L_DISPATCH:
+            run = si[I_RUN]
+            end = p_ends[run - 1]
+            si[I_DONE] = run
+            delay = max(0.0, end - sf[F_NOW])
+            if si[I_INTERRUPT]:
+                if not _carry_on(si, sf, hq_t, sf[F_NOW] + delay):  # first_of
+                    eid = _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
+                                    EV_REP_TIMEOUT, 0)
+                    si[I_WAIT], si[I_WAIT_GEN], si[I_WAIT_EID] = W_FIRST, si[I_GEN], eid
+                    si[I_RESUME] = L_AFTER_FIRST
+                    return DONE
+                label = L_AFTER_FIRST
+            else:
+                if not _carry_on(si, sf, hq_t, sf[F_NOW] + delay):
+                    eid = _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
+                                    EV_REP_TIMEOUT, 0)
+                    si[I_WAIT], si[I_WAIT_EID] = W_TIMEOUT, eid
+                    si[I_RESUME] = L_COMMIT
+                    return DONE
+                label = L_COMMIT
+        if label == L_AFTER_FIRST:
+            run = si[I_RUN]
+            now = sf[F_NOW]
+            if now < p_ends[run - 1]:  # finish the iteration under way
+                done = _bisect_left(p_ends, run, now) + 1
+                si[I_DONE] = done
+                delay = max(0.0, p_ends[done - 1] - now)
+                if not _carry_on(si, sf, hq_t, now + delay):
+                    eid = _schedule(si, hq_t, hq_i, now + delay, NORMAL, EV_REP_TIMEOUT, 0)
+                    si[I_WAIT], si[I_WAIT_EID] = W_TIMEOUT, eid
+                    si[I_RESUME] = L_COMMIT
+                    return DONE
+            label = L_COMMIT
+        if label == L_COMMIT:
+            _commit(si, sf, ri, rf, dec, pre, ch_req, ch_new, p_ends, p_energy, fin,
+                    chg_t, chg_d)
+            label = L_TOP
+            finished = si[I_NFIN] + si[I_NDROP]
+            if si[I_REPORTS] and finished >= si[I_REPORT_NEXT]:  # engine.reporter
+                si[I_REPORT_NEXT] = finished + REPORT_EVERY
+                si[I_PENDING] = L_TOP
+                return PROGRESS
+
+
+@njit(cache=True)
+def serve_loop(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends, p_energy, ctx, rows,
+               touched, tlist, cross, out, fin, drops, chg_t, chg_d, hq_t, hq_i, shp,
+               shp_off, dense, prefill, dcost, call, grid):
+    """engine.run_serving's env.run() for one replica: DONE when the queue is empty;
+    MISS, PROGRESS or GROW where the driver must act first (call again after)."""
+    if not si[I_STARTED]:
+        si[I_STARTED] = 1
+        _schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_ARR, 0)
+        _schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_REP, 0)
+    if si[I_PENDING] >= 0:
+        label = si[I_PENDING]
+        si[I_PENDING] = -1
+        status = _replica(label, si, sf, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
+                          p_energy, ctx, rows, touched, tlist, cross, out, fin, chg_t,
+                          chg_d, hq_t, hq_i, shp, shp_off, dense, prefill, dcost, call,
+                          grid)
+        if status != DONE:
+            return status
+    while si[I_QLEN] > 0:
+        _pop(si, hq_t, hq_i)
+        head = QUEUE_CAP - 1
+        sf[F_NOW] = hq_t[head]
+        eid, kind, ref = hq_i[head, 1], hq_i[head, 2], hq_i[head, 3]
+        resume = False
+        if kind == EV_INIT_ARR or kind == EV_ARR_TIMEOUT:
+            _arrivals(si, sf, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i)
+        elif kind == EV_INIT_REP:
+            si[I_RESUME] = L_TOP
+            resume = True
+        elif kind == EV_ARRIVED:
+            if si[I_WAIT] == W_ARRIVED and si[I_WAIT_GEN] == ref:
+                resume = True
+            elif si[I_WAIT] == W_FIRST and si[I_WAIT_GEN] == ref:  # first_of fires
+                si[I_WAIT] = W_EITHER
+                _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, 0)
+        elif kind == EV_REP_TIMEOUT:
+            if si[I_WAIT] == W_TIMEOUT and si[I_WAIT_EID] == eid:
+                resume = True
+            elif si[I_WAIT] == W_FIRST and si[I_WAIT_EID] == eid:
+                si[I_WAIT] = W_EITHER
+                _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, 0)
+        elif kind == EV_EITHER:
+            resume = si[I_WAIT] == W_EITHER
+        if resume:
+            si[I_WAIT] = W_NONE
+            status = _replica(si[I_RESUME], si, sf, ri, rf, wq, dec, pre, ch_req, ch_new,
+                              p_ends, p_energy, ctx, rows, touched, tlist, cross, out,
+                              fin, chg_t, chg_d, hq_t, hq_i, shp, shp_off, dense,
+                              prefill, dcost, call, grid)
+            if status != DONE:
+                return status
+    return DONE

@@ -1,0 +1,111 @@
+"""The compiled serving loop (simulator.serving.compiled_loop) against the SimPy loop it
+ports: on generated loads (arrivals with ties, prompt and output lengths, max batch,
+token budget, KV caches small enough to preempt) both leave the same store, bit for
+bit: every request's record, the totals, the sampled shapes, the number in the system;
+and the cost model is asked for the same grid points."""
+
+from __future__ import annotations
+
+import fake_hf
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.inputs.named_inputs import load_inputs
+from simulator.serving import compiled_loop
+from simulator.serving.arrivals import Arrivals
+from simulator.serving.engine import run_serving
+from simulator.serving.kv_cache import PagedKvCache
+from simulator.serving.llm_cost import LlmCost
+from simulator.serving.metrics import MetricsStore
+from simulator.serving.spec import ServeSpec
+
+PLATFORM = "tpu_v5e_like"
+
+
+def _cost(bits: int) -> LlmCost:
+    platform = load_inputs(PLATFORM, "gemm_4096", None).platform
+    return LlmCost(platform, fake_hf.TinyConfig(), dtype=None, bits=bits, hf=fake_hf)
+
+
+@pytest.fixture(scope="module")
+def cost():
+    return _cost(4)  # few bits: decode runs cross grid cells
+
+
+def _serve(spec, arrivals, cost, blocks, *, compiled):
+    store = MetricsStore(1, sample_limit=spec.error_samples)
+    kv = PagedKvCache(blocks, spec.block_tokens)
+    if compiled:
+        assert compiled_loop.applies(spec, arrivals, cost, kv, store, llm=True)
+    run_serving(spec, arrivals, cost, lambda: PagedKvCache(blocks, spec.block_tokens),
+                llm=True, store=store, compiled=compiled)
+    return store
+
+
+def _record(store: MetricsStore) -> tuple:
+    """Everything the store holds after a run, requests field by field."""
+    def fields(request):
+        return tuple(getattr(request, name) for name in request.__slots__)
+    return ([fields(r) for r in store.finished], [fields(r) for r in store.dropped],
+            store.busy_s, store.energy_j, store.iterations, store.running_max,
+            store.arrived, store.preemptions, store.swaps, store.same_under_max_batch,
+            store._changes, store.sample.shapes, store.sample.stride, store.sample.seen,
+            store.in_system_area, store.horizon_s)
+
+
+def _arrivals(gaps, prompts, outputs) -> Arrivals:
+    return Arrivals(np.cumsum(np.array(gaps, dtype=np.float64)),
+                    np.array(prompts, dtype=np.int64), np.array(outputs, dtype=np.int64))
+
+
+def _spec(max_batch, max_tokens, block_tokens, samples):
+    return ServeSpec(arch=PLATFORM, model="tiny", max_batch=max_batch,
+                     max_tokens=max_tokens, block_tokens=block_tokens,
+                     error_samples=samples, batching="continuous", rate=1.0)
+
+
+loads = st.integers(1, 40).flatmap(lambda n: st.tuples(
+    st.lists(st.sampled_from([0.0, 0.0, 1e-4, 3e-3, 0.02, 0.5]), min_size=n, max_size=n),
+    st.lists(st.integers(1, 300), min_size=n, max_size=n),
+    st.lists(st.integers(1, 200), min_size=n, max_size=n)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(loads, st.integers(1, 12), st.sampled_from([8, 64, 512]), st.sampled_from([1, 16]),
+       st.integers(4, 80), st.sampled_from([0, 1, 3]))
+def test_the_compiled_loop_leaves_the_store_the_simpy_loop_leaves(
+        cost, load, max_batch, max_tokens, block_tokens, blocks, samples):
+    arrivals = _arrivals(*load)
+    spec = _spec(max_batch, max_tokens, block_tokens, samples)
+    blocks = blocks * 16 // block_tokens
+    reference = _serve(spec, arrivals, cost, blocks, compiled=False)
+    compiled = _serve(spec, arrivals, cost, blocks, compiled=True)
+    assert _record(compiled) == _record(reference)
+
+
+def test_preemptions_happen_and_match(cost):
+    rng = np.random.default_rng(7)
+    n = 120
+    arrivals = _arrivals(rng.exponential(0.002, n), rng.integers(50, 400, n),
+                         rng.integers(20, 300, n))
+    spec = _spec(32, 256, 16, 8)
+    reference = _serve(spec, arrivals, cost, 60, compiled=False)
+    compiled = _serve(spec, arrivals, cost, 60, compiled=True)
+    assert reference.preemptions > 0
+    assert _record(compiled) == _record(reference)
+
+
+def test_a_cold_cost_model_is_asked_for_the_same_grid_points_in_the_same_order():
+    rng = np.random.default_rng(3)
+    n = 60
+    arrivals = _arrivals(rng.exponential(0.003, n), rng.integers(1, 500, n),
+                         rng.integers(1, 400, n))
+    spec = _spec(16, 128, 16, 4)
+    costs = [_cost(5), _cost(5)]
+    for each, compiled in zip(costs, (False, True)):
+        _serve(spec, arrivals, each, 80, compiled=compiled)
+    first, second = costs
+    for table in ("_dense", "_prefill", "_decode", "_pair"):
+        assert list(getattr(second, table)) == list(getattr(first, table)), table
