@@ -109,3 +109,36 @@ def test_a_cold_cost_model_is_asked_for_the_same_grid_points_in_the_same_order()
     first, second = costs
     for table in ("_dense", "_prefill", "_decode", "_pair"):
         assert list(getattr(second, table)) == list(getattr(first, table)), table
+
+
+def _with_arrival_at(arrivals: Arrivals, at: float, prompt: int, output: int) -> Arrivals:
+    order = np.searchsorted(arrivals.times_s, at, side="right")
+    return Arrivals(np.insert(arrivals.times_s, order, at),
+                    np.insert(arrivals.prompt_tokens, order, prompt),
+                    np.insert(arrivals.output_tokens, order, output))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_arrivals_at_the_very_end_of_an_iteration_are_ordered_as_simpy_orders_them(
+        cost, seed):
+    """Arrivals exactly at iteration ends (a request's first token or finish: the sums
+    the loop makes, so the tie is exact), added one at a time, each later than the
+    last, so the earlier ties stay ties: which of the two events goes first is SimPy's
+    event order, and both loops must follow it."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    arrivals = _arrivals(rng.exponential(0.01, n), rng.integers(1, 200, n),
+                         rng.integers(1, 120, n))
+    spec = _spec(4, 64, 16, 2)
+    last = 0.0
+    for _ in range(8):
+        reference = _serve(spec, arrivals, cost, 40, compiled=False)
+        assert _record(_serve(spec, arrivals, cost, 40, compiled=True)) == \
+            _record(reference)
+        ends = sorted({t for r in reference.finished for t in (r.first_token_s, r.finish_s)
+                       if t > last})
+        if not ends:
+            break
+        last = ends[int(rng.integers(0, min(3, len(ends))))]
+        arrivals = _with_arrival_at(arrivals, last, int(rng.integers(1, 100)),
+                                    int(rng.integers(1, 60)))
