@@ -1,6 +1,6 @@
 """The compiled serving loop (simulator.serving.compiled_loop) against the SimPy loop it
 ports: on generated loads (arrivals with ties, prompt and output lengths, max batch,
-token budget, KV caches small enough to preempt) both leave the same store, bit for
+token budget, KV caches small enough to preempt, 1 to 3 replicas) both leave the same store, bit for
 bit: every request's record, the totals, the sampled shapes, the number in the system;
 and the cost model is asked for the same grid points."""
 
@@ -35,7 +35,7 @@ def cost():
 
 
 def _serve(spec, arrivals, cost, blocks, *, compiled):
-    store = MetricsStore(1, sample_limit=spec.error_samples)
+    store = MetricsStore(spec.replicas, sample_limit=spec.error_samples)
     kv = PagedKvCache(blocks, spec.block_tokens)
     if compiled:
         assert compiled_loop.applies(spec, arrivals, cost, kv, store, llm=True)
@@ -60,8 +60,8 @@ def _arrivals(gaps, prompts, outputs) -> Arrivals:
                     np.array(prompts, dtype=np.int64), np.array(outputs, dtype=np.int64))
 
 
-def _spec(max_batch, max_tokens, block_tokens, samples):
-    return ServeSpec(arch=PLATFORM, model="tiny", max_batch=max_batch,
+def _spec(max_batch, max_tokens, block_tokens, samples, replicas=1):
+    return ServeSpec(arch=PLATFORM, model="tiny", max_batch=max_batch, replicas=replicas,
                      max_tokens=max_tokens, block_tokens=block_tokens,
                      error_samples=samples, batching="continuous", rate=1.0)
 
@@ -74,25 +74,26 @@ loads = st.integers(1, 40).flatmap(lambda n: st.tuples(
 
 @settings(max_examples=60, deadline=None)
 @given(loads, st.integers(1, 12), st.sampled_from([8, 64, 512]), st.sampled_from([1, 16]),
-       st.integers(4, 80), st.sampled_from([0, 1, 3]))
+       st.integers(4, 80), st.sampled_from([0, 1, 3]), st.integers(1, 3))
 def test_the_compiled_loop_leaves_the_store_the_simpy_loop_leaves(
-        cost, load, max_batch, max_tokens, block_tokens, blocks, samples):
+        cost, load, max_batch, max_tokens, block_tokens, blocks, samples, replicas):
     arrivals = _arrivals(*load)
-    spec = _spec(max_batch, max_tokens, block_tokens, samples)
+    spec = _spec(max_batch, max_tokens, block_tokens, samples, replicas)
     blocks = blocks * 16 // block_tokens
     reference = _serve(spec, arrivals, cost, blocks, compiled=False)
     compiled = _serve(spec, arrivals, cost, blocks, compiled=True)
     assert _record(compiled) == _record(reference)
 
 
-def test_preemptions_happen_and_match(cost):
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_preemptions_happen_and_match(cost, replicas):
     rng = np.random.default_rng(7)
     n = 120
     arrivals = _arrivals(rng.exponential(0.002, n), rng.integers(50, 400, n),
                          rng.integers(20, 300, n))
-    spec = _spec(32, 256, 16, 8)
-    reference = _serve(spec, arrivals, cost, 60, compiled=False)
-    compiled = _serve(spec, arrivals, cost, 60, compiled=True)
+    spec = _spec(32, 256, 16, 8, replicas)
+    reference = _serve(spec, arrivals, cost, 60 // replicas, compiled=False)
+    compiled = _serve(spec, arrivals, cost, 60 // replicas, compiled=True)
     assert reference.preemptions > 0
     assert _record(compiled) == _record(reference)
 
@@ -118,9 +119,9 @@ def _with_arrival_at(arrivals: Arrivals, at: float, prompt: int, output: int) ->
                     np.insert(arrivals.output_tokens, order, output))
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed, replicas", [(0, 1), (1, 1), (2, 2), (3, 3)])
 def test_arrivals_at_the_very_end_of_an_iteration_are_ordered_as_simpy_orders_them(
-        cost, seed):
+        cost, seed, replicas):
     """Arrivals exactly at iteration ends (a request's first token or finish: the sums
     the loop makes, so the tie is exact), added one at a time, each later than the
     last, so the earlier ties stay ties: which of the two events goes first is SimPy's
@@ -129,7 +130,7 @@ def test_arrivals_at_the_very_end_of_an_iteration_are_ordered_as_simpy_orders_th
     n = 12
     arrivals = _arrivals(rng.exponential(0.01, n), rng.integers(1, 200, n),
                          rng.integers(1, 120, n))
-    spec = _spec(4, 64, 16, 2)
+    spec = _spec(4, 64, 16, 2, replicas)
     last = 0.0
     for _ in range(8):
         reference = _serve(spec, arrivals, cost, 40, compiled=False)
@@ -142,3 +143,13 @@ def test_arrivals_at_the_very_end_of_an_iteration_are_ordered_as_simpy_orders_th
         last = ends[int(rng.integers(0, min(3, len(ends))))]
         arrivals = _with_arrival_at(arrivals, last, int(rng.integers(1, 100)),
                                     int(rng.integers(1, 60)))
+
+
+def test_replicas_starting_together_plan_in_simpy_order(cost):
+    """Arrivals at time 0 on each of three replicas: their first plans (and sampled
+    shapes) come in the order SimPy starts the replica processes."""
+    arrivals = _arrivals([0.0, 0.0, 0.0, 0.001], [30, 70, 110, 20], [5, 9, 3, 4])
+    spec = _spec(8, 64, 16, 2, 3)
+    reference = _serve(spec, arrivals, cost, 40, compiled=False)
+    assert reference.sample.shapes[0] == (((30, 0),), ())
+    assert _record(_serve(spec, arrivals, cost, 40, compiled=True)) == _record(reference)

@@ -1,8 +1,8 @@
 """The compiled serving loop (issue 44, speed): the reference event loop
 (simulator.serving.engine with its SimPy processes, the continuous-batching scheduler,
 the paged KV cache and LlmCost's iteration prices) run as one Numba kernel
-(simulator.serving.loop_kernel) where a run is within its scope: one replica of one
-pipeline stage, continuous batching, a paged KV cache that preempts by recompute (no
+(simulator.serving.loop_kernel) where a run is within its scope: replicas of one pipeline
+stage under the default router (round robin), continuous batching, a paged KV cache that preempts by recompute (no
 host tier, no prefix cache), an LLM cost model of LlmCost's own class. Every other run
 takes the SimPy loop. Both give the same store: the same per-request records, totals,
 sampled shapes and number in the system, bit for bit (tests/test_serving_compiled_loop.py).
@@ -24,16 +24,17 @@ from simulator.serving.metrics import MetricsStore
 from simulator.serving.requests import Request
 
 KEY_LIMIT = 1 << 31  # token counts packed two to an int64 key
+MAX_SLOTS = 1 << 25  # replicas x requests: the per-replica lists' room (int64 each)
 
 
 def applies(spec, arrivals, cost, kv, store, *, llm: bool) -> bool:
     """Whether the run is within the compiled loop's scope (module docstring)."""
-    if not llm or spec.batching != "continuous" or spec.replicas != 1 \
+    if not llm or spec.batching != "continuous" or spec.routing != "round_robin" \
             or spec.system.pp != 1 or type(cost) is not LlmCost \
             or type(kv) is not PagedKvCache or kv.host is not None \
             or type(store) is not MetricsStore or store.prefix_cache is not None \
             or arrivals.prefix_tokens is not None or arrivals.prefix_ids is not None \
-            or len(arrivals) == 0:
+            or len(arrivals) == 0 or spec.replicas * (len(arrivals) + 2) > MAX_SLOTS:
         return False
     prompts, outputs = arrivals.prompt_tokens, arrivals.output_tokens
     return bool(prompts.min() >= 1 and outputs.min() >= 1
@@ -87,17 +88,21 @@ def _fill(si, cost: LlmCost, tables) -> None:
 
 def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: MetricsStore,
                  progress=None) -> None:
-    """Serve every arrival on the one replica; fills `store` as the SimPy loop does."""
-    n = len(arrivals)
+    """Serve every arrival on spec.replicas replicas, each with a cache as `kv` (fresh);
+    fills `store` as the SimPy loop does."""
+    n, replicas = len(arrivals), spec.replicas
     si = np.zeros(k.INTS, dtype=np.int64)
     si[k.I_N], si[k.I_PENDING] = n, -1
-    si[k.I_FREE] = si[k.I_TOTAL_BLOCKS] = kv.total_blocks
+    si[k.I_TOTAL_BLOCKS], si[k.I_REPLICAS] = kv.total_blocks, replicas
+    rs = np.zeros((replicas, k.REPLICA_INTS), dtype=np.int64)
+    rs[:, k.S_FREE] = kv.total_blocks
+    rg = np.zeros((replicas, k.REPLICA_FLOATS))
+    rg[:, k.G_CLOCK_SINCE] = np.nan
     si[k.I_BLOCK], si[k.I_MAX_BATCH] = kv.block_tokens, spec.max_batch
     si[k.I_MAX_TOKENS], si[k.I_BITS] = spec.max_tokens, cost.bits
     si[k.I_STRIDE], si[k.I_LIMIT] = store.sample.stride, store.sample.limit
     si[k.I_REPORT_NEXT], si[k.I_REPORTS] = k.REPORT_EVERY, progress is not None
     sf = np.zeros(k.FLOATS)
-    sf[k.F_CLOCK_SINCE] = np.nan
     ri = np.zeros((n, k.REQUEST_INTS), dtype=np.int64)
     ri[:, k.R_PROMPT] = arrivals.prompt_tokens
     ri[:, k.R_OUTPUT] = arrivals.output_tokens
@@ -105,9 +110,10 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     rf[:, k.Q_ARRIVAL] = arrivals.times_s
     for column in (k.Q_FIRST, k.Q_FINISH, k.Q_ADMITTED, k.Q_LOST_SINCE):
         rf[:, column] = np.nan
-    ints = [np.zeros(n + 2, dtype=np.int64) for _ in range(6)]
-    wq, dec, pre, ch_req, ch_new, ctx = ints
-    p_ends, p_energy = np.zeros(k.MAX_RUN_ITERATIONS), np.zeros(k.MAX_RUN_ITERATIONS)
+    wq, dec, pre, ch_req, ch_new = (np.zeros((replicas, n + 2), dtype=np.int64)
+                                    for _ in range(5))
+    ctx = np.zeros(n + 2, dtype=np.int64)
+    p_ends, p_energy = (np.zeros((replicas, k.MAX_RUN_ITERATIONS)) for _ in range(2))
     rows = np.zeros((k.MAX_RUN_ITERATIONS + 1, 4))
     touched = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.bool_)
     tlist = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.int64)
@@ -115,13 +121,13 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     out = np.zeros(6)
     fin, drops = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     chg_t, chg_d = np.zeros(2 * n), np.zeros(2 * n, dtype=np.int64)
-    hq_t, hq_i = np.zeros(k.QUEUE_CAP), np.zeros((k.QUEUE_CAP, 4), dtype=np.int64)
+    hq_t, hq_i = np.zeros(k.QUEUE_CAP), np.zeros((k.QUEUE_CAP, 5), dtype=np.int64)
     limit = store.sample.limit
     shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
     shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
     tables = _tables(cost)
     while True:
-        status = k.serve_loop(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
+        status = k.serve_loop(si, sf, rs, rg, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
                               p_energy, ctx, rows, touched, tlist, cross, out, fin, drops,
                               chg_t, chg_d, hq_t, hq_i, shp, shp_off, *tables)
         if status == k.DONE:
@@ -132,7 +138,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
             shp = np.concatenate([shp, np.zeros_like(shp)])
         elif status == k.PROGRESS:
             progress(int(si[k.I_NFIN] + si[k.I_NDROP]), n)
-    _record(store, si, sf, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off, arrivals)
+    _record(store, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off, arrivals)
 
 
 def _request(r: int, ints: list, floats: list) -> Request:
@@ -152,7 +158,7 @@ def _request(r: int, ints: list, floats: list) -> Request:
     return request
 
 
-def _record(store: MetricsStore, si, sf, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off,
+def _record(store: MetricsStore, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off,
             arrivals) -> None:
     """The kernel's state as the SimPy loop leaves the store."""
     ints, floats = ri.tolist(), rf.tolist()
@@ -163,10 +169,12 @@ def _record(store: MetricsStore, si, sf, ri, rf, fin, drops, chg_t, chg_d, shp, 
     store.dropped = [_request(r, ints, floats) for r in drops[:si[k.I_NDROP]].tolist()]
     store.arrived = int(si[k.I_ARRIVED])
     store.preemptions = int(si[k.I_PREEMPTIONS])
-    store.busy_s[0] += float(sf[k.F_BUSY])
-    store.energy_j[0] += float(sf[k.F_ENERGY])
-    store.iterations[0] += int(si[k.I_ITERS])
-    store.running_max[0] = max(store.running_max[0], int(si[k.I_RUNNING_MAX]))
+    for replica, (ints_of, floats_of) in enumerate(zip(rs.tolist(), rg.tolist())):
+        store.busy_s[replica] += floats_of[k.G_BUSY]
+        store.energy_j[replica] += floats_of[k.G_ENERGY]
+        store.iterations[replica] += ints_of[k.S_ITERS]
+        store.running_max[replica] = max(store.running_max[replica],
+                                         ints_of[k.S_RUNNING_MAX])
     if si[k.I_CAP_CALLED]:
         high = int(si[k.I_CAP_HIGH])
         store.same_under_max_batch = (int(si[k.I_CAP_LOW]),

@@ -24,18 +24,23 @@ DONE, MISS, PROGRESS, GROW = 0, 1, 2, 3
 # Which cost a MISS asks for (I_MISS_KIND), keyed by I_MISS_A (and I_MISS_B).
 K_DENSE, K_PREFILL, K_DECODE, K_CALL, K_GRID = 0, 1, 2, 3, 4
 
-# Scalar ints (si).
-(I_N, I_ARR_INDEX, I_ARR_WAITED, I_EID, I_QLEN, I_GEN, I_TRIG, I_WAIT, I_WAIT_GEN,
- I_WAIT_EID, I_RESUME, I_PENDING, I_FREE, I_TOTAL_BLOCKS, I_BLOCK, I_MAX_BATCH,
- I_MAX_TOKENS, I_BITS, I_WHEAD, I_WCOUNT, I_NDEC, I_NPRE, I_NCHUNK, I_PLAN_KIND, I_RUN,
- I_INTERRUPT, I_DONE, I_OFFERED, I_CAP_CALLED, I_CAP_LOW, I_CAP_HIGH, I_PREEMPTIONS,
- I_ITERS, I_RUNNING_MAX, I_NFIN, I_NDROP, I_NCHANGES, I_SEEN, I_STRIDE, I_NSHAPES,
+# Scalar ints of the run (si).
+(I_N, I_ARR_INDEX, I_ARR_WAITED, I_EID, I_QLEN, I_PENDING, I_PENDING_REP,
+ I_TOTAL_BLOCKS, I_BLOCK, I_MAX_BATCH, I_MAX_TOKENS, I_BITS, I_CAP_CALLED, I_CAP_LOW,
+ I_CAP_HIGH, I_PREEMPTIONS, I_NFIN, I_NDROP, I_NCHANGES, I_SEEN, I_STRIDE, I_NSHAPES,
  I_SHAPE_USED, I_REPORT_NEXT, I_MISS_KIND, I_MISS_A, I_MISS_B, I_ARRIVED, I_LIMIT,
- I_REPORTS, I_NTOUCHED, I_STARTED) = range(50)
-INTS = 50
-# Scalar floats (sf).
-F_NOW, F_CLOCK_SINCE, F_CLOCK_SECONDS, F_PLAN_START, F_BUSY, F_ENERGY = range(6)
-FLOATS = 6
+ I_REPORTS, I_NTOUCHED, I_STARTED, I_REPLICAS, I_NEXT) = range(34)
+INTS = 34
+# Scalar floats of the run (sf).
+F_NOW = 0
+FLOATS = 1
+# Each replica's ints (a row of rs) and floats (a row of rg).
+(S_GEN, S_TRIG, S_WAIT, S_WAIT_GEN, S_WAIT_EID, S_RESUME, S_FREE, S_WHEAD, S_WCOUNT,
+ S_NDEC, S_NPRE, S_NCHUNK, S_PLAN_KIND, S_RUN, S_INTERRUPT, S_DONE, S_OFFERED, S_ITERS,
+ S_RUNNING_MAX) = range(19)
+REPLICA_INTS = 19
+G_CLOCK_SINCE, G_CLOCK_SECONDS, G_PLAN_START, G_BUSY, G_ENERGY = range(5)
+REPLICA_FLOATS = 5
 # Per request ints (ri) and floats (rf); NaN stands for None.
 R_PROMPT, R_OUTPUT, R_TARGET, R_PREFILLED, R_KV_TOKENS, R_PRODUCED, R_KV_HELD, \
     R_PREEMPT, R_DROPPED = range(9)
@@ -71,12 +76,12 @@ def _less(hq_t, hq_i, a, b):
 @njit(cache=True)
 def _swap(hq_t, hq_i, a, b):
     hq_t[a], hq_t[b] = hq_t[b], hq_t[a]
-    for k in range(4):
+    for k in range(5):
         hq_i[a, k], hq_i[b, k] = hq_i[b, k], hq_i[a, k]
 
 
 @njit(cache=True)
-def _schedule(si, hq_t, hq_i, when, priority, kind, ref):
+def _schedule(si, hq_t, hq_i, when, priority, kind, replica, ref):
     """env.schedule: queued at `when` with the next event id; returns the id."""
     n = si[I_QLEN]
     if n >= QUEUE_CAP - 1:
@@ -84,7 +89,8 @@ def _schedule(si, hq_t, hq_i, when, priority, kind, ref):
     eid = si[I_EID]
     si[I_EID] = eid + 1
     hq_t[n] = when
-    hq_i[n, 0], hq_i[n, 1], hq_i[n, 2], hq_i[n, 3] = priority, eid, kind, ref
+    hq_i[n, 0], hq_i[n, 1], hq_i[n, 2], hq_i[n, 3], hq_i[n, 4] = \
+        priority, eid, kind, replica, ref
     si[I_QLEN] = n + 1
     while n > 0:
         parent = (n - 1) // 2
@@ -101,10 +107,10 @@ def _pop(si, hq_t, hq_i):
     n = si[I_QLEN] - 1
     last = QUEUE_CAP - 1
     hq_t[last] = hq_t[0]
-    for k in range(4):
+    for k in range(5):
         hq_i[last, k] = hq_i[0, k]
     hq_t[0] = hq_t[n]
-    for k in range(4):
+    for k in range(5):
         hq_i[0, k] = hq_i[n, k]
     si[I_QLEN] = n
     i = 0
@@ -130,25 +136,25 @@ def _carry_on(si, sf, hq_t, when):
 
 
 @njit(cache=True)
-def _clock_at(sf, now):
-    since = sf[F_CLOCK_SINCE]
-    return sf[F_CLOCK_SECONDS] + (now - since if not np.isnan(since) else 0.0)
+def _clock_at(g, now):
+    since = g[G_CLOCK_SINCE]
+    return g[G_CLOCK_SECONDS] + (now - since if not np.isnan(since) else 0.0)
 
 
 @njit(cache=True)
-def _clock_set(sf, now, blocked):
-    since = sf[F_CLOCK_SINCE]
+def _clock_set(g, now, blocked):
+    since = g[G_CLOCK_SINCE]
     if blocked and np.isnan(since):
-        sf[F_CLOCK_SINCE] = now
+        g[G_CLOCK_SINCE] = now
     elif not blocked and not np.isnan(since):
-        sf[F_CLOCK_SECONDS] += now - since
-        sf[F_CLOCK_SINCE] = np.nan
+        g[G_CLOCK_SECONDS] += now - since
+        g[G_CLOCK_SINCE] = np.nan
 
 
 @njit(cache=True)
-def _on_admitted(sf, rf, r, now):
+def _on_admitted(g, rf, r, now):
     if np.isnan(rf[r, Q_LOST_SINCE]):
-        waited = _clock_at(sf, now) - rf[r, Q_KV_MARK]
+        waited = _clock_at(g, now) - rf[r, Q_KV_MARK]
         rf[r, Q_KV_WAIT] += waited
         if np.isnan(rf[r, Q_ADMITTED]):
             rf[r, Q_KV_WAIT_FIRST] = waited
@@ -157,29 +163,29 @@ def _on_admitted(sf, rf, r, now):
 
 
 @njit(cache=True)
-def _grow(si, ri, r, tokens):
+def _grow(si, s, ri, r, tokens):
     """PagedKvCache.grow."""
     short = tokens - ri[r, R_KV_HELD]
     block = si[I_BLOCK]
     extra = -(-short // block) if short > 0 else 0
-    if extra > si[I_FREE]:
+    if extra > s[S_FREE]:
         return False
     if extra:
-        si[I_FREE] -= extra
+        s[S_FREE] -= extra
         ri[r, R_KV_HELD] += extra * block
     return True
 
 
 @njit(cache=True)
-def _release(si, ri, r):
-    si[I_FREE] += ri[r, R_KV_HELD] // si[I_BLOCK]
+def _release(si, s, ri, r):
+    s[S_FREE] += ri[r, R_KV_HELD] // si[I_BLOCK]
     ri[r, R_KV_HELD] = 0
 
 
 @njit(cache=True)
-def _below_cap(si):
+def _below_cap(si, s):
     """ContinuousBatching._below_cap with MetricsStore.on_cap_check."""
-    running = si[I_NDEC] + si[I_NPRE]
+    running = s[S_NDEC] + s[S_NPRE]
     below = running < si[I_MAX_BATCH]
     low = si[I_CAP_LOW] if si[I_CAP_CALLED] else 1
     high = si[I_CAP_HIGH] if si[I_CAP_CALLED] else -1  # -1: infinity
@@ -199,7 +205,7 @@ def _log_change(si, chg_t, chg_d, now, change):
 
 
 @njit(cache=True)
-def _enqueue(si, sf, ri, rf, wq, drops, chg_t, chg_d, r, at):
+def _enqueue(si, s, g, ri, rf, wq, drops, chg_t, chg_d, r, at):
     """Arrival of request r (MetricsStore.on_arrival, ReplicaScheduler.enqueue)."""
     si[I_ARRIVED] += 1
     _log_change(si, chg_t, chg_d, at, 1)
@@ -214,22 +220,24 @@ def _enqueue(si, sf, ri, rf, wq, drops, chg_t, chg_d, r, at):
     if ri[r, R_PRODUCED] == 0:
         ri[r, R_TARGET] = ri[r, R_PROMPT]
         ri[r, R_PREFILLED] = 0
-    rf[r, Q_KV_MARK] = _clock_at(sf, at)
+    rf[r, Q_KV_MARK] = _clock_at(g, at)
     n = wq.shape[0]
-    wq[(si[I_WHEAD] + si[I_WCOUNT]) % n] = r
-    si[I_WCOUNT] += 1
+    wq[(s[S_WHEAD] + s[S_WCOUNT]) % n] = r
+    s[S_WCOUNT] += 1
 
 
 @njit(cache=True)
-def _wake(si, hq_t, hq_i, now):
-    if not si[I_TRIG]:
-        si[I_TRIG] = 1
-        _schedule(si, hq_t, hq_i, now, NORMAL, EV_ARRIVED, si[I_GEN])
+def _wake(si, s, hq_t, hq_i, now, replica):
+    if not s[S_TRIG]:
+        s[S_TRIG] = 1
+        _schedule(si, hq_t, hq_i, now, NORMAL, EV_ARRIVED, replica, s[S_GEN])
 
 
 @njit(cache=True)
-def _arrivals(si, sf, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i):
-    """engine.arriving from where it stopped, until it waits or ends."""
+def _arrivals(si, sf, rs, rg, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i):
+    """engine.arriving from where it stopped, until it waits or ends; round robin
+    over the replicas (routing.RoundRobin)."""
+    replicas = si[I_REPLICAS]
     n = si[I_N]
     while si[I_ARR_INDEX] < n:
         r = si[I_ARR_INDEX]
@@ -237,70 +245,75 @@ def _arrivals(si, sf, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i):
         if not si[I_ARR_WAITED] and at > sf[F_NOW]:
             delay = at - sf[F_NOW]
             if not _carry_on(si, sf, hq_t, sf[F_NOW] + delay):
-                _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL, EV_ARR_TIMEOUT, 0)
+                _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL, EV_ARR_TIMEOUT, 0,
+                          0)
                 si[I_ARR_WAITED] = 1
                 return
         si[I_ARR_WAITED] = 0
-        _enqueue(si, sf, ri, rf, wq, drops, chg_t, chg_d, r, at)
-        _wake(si, hq_t, hq_i, sf[F_NOW])
+        target = si[I_NEXT] % replicas
+        si[I_NEXT] += 1
+        _enqueue(si, rs[target], rg[target], ri, rf, wq[target], drops, chg_t, chg_d,
+                 r, at)
+        _wake(si, rs[target], hq_t, hq_i, sf[F_NOW], target)
         si[I_ARR_INDEX] = r + 1
-    _wake(si, hq_t, hq_i, sf[F_NOW])  # close(), wake(); then the process ends
-    _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_ARR_END, 0)
+    for replica in range(replicas):  # close(), wake(); then the process ends
+        _wake(si, rs[replica], hq_t, hq_i, sf[F_NOW], replica)
+    _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_ARR_END, 0, 0)
     si[I_ARR_INDEX] = n + 1
 
 
 @njit(cache=True)
-def _plan(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
+def _plan(si, s, g, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
     """ContinuousBatching.plan up to its costs: False where it returns None."""
     now = sf[F_NOW]
-    if si[I_NDEC] + si[I_NPRE] == 0 and si[I_WCOUNT] == 0:
+    if s[S_NDEC] + s[S_NPRE] == 0 and s[S_WCOUNT] == 0:
         return False
     nq = wq.shape[0]
     # _preempt_until_decodes_fit: the decoding requests short of a block
     short = 0
     last_short = -1
-    for j in range(si[I_NDEC]):
+    for j in range(s[S_NDEC]):
         r = dec[j]
         if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
             short += 1
             last_short = j
-    if short > si[I_FREE]:
-        while short > si[I_FREE]:
-            if si[I_NPRE] > 0:
-                si[I_NPRE] -= 1
-                victim = pre[si[I_NPRE]]
+    if short > s[S_FREE]:
+        while short > s[S_FREE]:
+            if s[S_NPRE] > 0:
+                s[S_NPRE] -= 1
+                victim = pre[s[S_NPRE]]
                 was_short = False
             else:
-                si[I_NDEC] -= 1
-                victim = dec[si[I_NDEC]]
-                was_short = short > 0 and last_short == si[I_NDEC]
+                s[S_NDEC] -= 1
+                victim = dec[s[S_NDEC]]
+                was_short = short > 0 and last_short == s[S_NDEC]
             if was_short:
                 short -= 1
                 last_short = -1
-                for j in range(si[I_NDEC] - 1, -1, -1):
+                for j in range(s[S_NDEC] - 1, -1, -1):
                     r = dec[j]
                     if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
                         last_short = j
                         break
-            _release(si, ri, victim)
+            _release(si, s, ri, victim)
             ri[victim, R_PREEMPT] += 1
             rf[victim, Q_LOST_SINCE] = now
-            si[I_WHEAD] = (si[I_WHEAD] - 1) % nq
-            wq[si[I_WHEAD]] = victim
-            si[I_WCOUNT] += 1
+            s[S_WHEAD] = (s[S_WHEAD] - 1) % nq
+            wq[s[S_WHEAD]] = victim
+            s[S_WCOUNT] += 1
             ri[victim, R_TARGET] = ri[victim, R_PROMPT] + ri[victim, R_PRODUCED]
             ri[victim, R_PREFILLED] = 0
             ri[victim, R_KV_TOKENS] = 0
             si[I_PREEMPTIONS] += 1
     if short:
-        for j in range(si[I_NDEC]):
+        for j in range(s[S_NDEC]):
             r = dec[j]
             if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
-                _grow(si, ri, r, ri[r, R_KV_TOKENS] + 1)
-    ndec = si[I_NDEC]
+                _grow(si, s, ri, r, ri[r, R_KV_TOKENS] + 1)
+    ndec = s[S_NDEC]
     budget = si[I_MAX_TOKENS] - ndec
     nchunk = 0
-    for j in range(si[I_NPRE]):
+    for j in range(s[S_NPRE]):
         if budget <= 0:
             break
         r = pre[j]
@@ -310,28 +323,28 @@ def _plan(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
         nchunk += 1
         budget -= new
     refused = False
-    while budget > 0 and si[I_WCOUNT] > 0 and _below_cap(si):
-        head = wq[si[I_WHEAD]]
-        if not _grow(si, ri, head, ri[head, R_TARGET]):
+    while budget > 0 and s[S_WCOUNT] > 0 and _below_cap(si, s):
+        head = wq[s[S_WHEAD]]
+        if not _grow(si, s, ri, head, ri[head, R_TARGET]):
             refused = True
             break
-        _on_admitted(sf, rf, head, now)
-        si[I_WHEAD] = (si[I_WHEAD] + 1) % nq
-        si[I_WCOUNT] -= 1
-        pre[si[I_NPRE]] = head
-        si[I_NPRE] += 1
+        _on_admitted(g, rf, head, now)
+        s[S_WHEAD] = (s[S_WHEAD] + 1) % nq
+        s[S_WCOUNT] -= 1
+        pre[s[S_NPRE]] = head
+        s[S_NPRE] += 1
         left = ri[head, R_TARGET] - ri[head, R_PREFILLED]
         new = left if left < budget else budget
         ch_req[nchunk], ch_new[nchunk] = head, new
         nchunk += 1
         budget -= new
-    _clock_set(sf, now, refused)
-    si[I_NCHUNK] = nchunk
+    _clock_set(g, now, refused)
+    s[S_NCHUNK] = nchunk
     if nchunk == 0 and ndec == 0:
         return False
-    si[I_OFFERED] = 0
+    s[S_OFFERED] = 0
     if nchunk:
-        si[I_PLAN_KIND], si[I_RUN], si[I_INTERRUPT] = PLAN_ITERATION, 1, 0
+        s[S_PLAN_KIND], s[S_RUN], s[S_INTERRUPT] = PLAN_ITERATION, 1, 0
         return True
     # _decode_run: until the first request finishes or the KV blocks run out
     left = ri[dec[0], R_OUTPUT] - ri[dec[0], R_PRODUCED]
@@ -339,30 +352,30 @@ def _plan(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
         r = dec[j]
         left = min(left, ri[r, R_OUTPUT] - ri[r, R_PRODUCED])
     run = min(MAX_RUN_ITERATIONS, left)
-    if not _fits(si, ri, dec, run):
+    if not _fits(si, s, ri, dec, run):
         low, high = 1, run - 1
         while low < high:
             middle = (low + high + 1) // 2
-            if _fits(si, ri, dec, middle):
+            if _fits(si, s, ri, dec, middle):
                 low = middle
             else:
                 high = middle - 1
         run = low
-    si[I_PLAN_KIND], si[I_RUN] = PLAN_DECODE_RUN, run
-    si[I_INTERRUPT] = 1 if si[I_WCOUNT] == 0 and _below_cap(si) else 0
+    s[S_PLAN_KIND], s[S_RUN] = PLAN_DECODE_RUN, run
+    s[S_INTERRUPT] = 1 if s[S_WCOUNT] == 0 and _below_cap(si, s) else 0
     return True
 
 
 @njit(cache=True)
-def _fits(si, ri, dec, steps):
+def _fits(si, s, ri, dec, steps):
     """kv.extra_blocks_after(decoding, steps) <= kv.free_blocks."""
     block, total = si[I_BLOCK], 0
-    for j in range(si[I_NDEC]):
+    for j in range(s[S_NDEC]):
         r = dec[j]
         short = ri[r, R_KV_TOKENS] + steps - ri[r, R_KV_HELD]
         if short > 0:
             total += -(-short // block)
-    return total <= si[I_FREE]
+    return total <= s[S_FREE]
 
 
 @njit(cache=True)
@@ -410,10 +423,10 @@ def _stretch(si, grid, which, context, end, out):
 
 
 @njit(cache=True)
-def _price_iteration(si, ri, dec, ch_req, ch_new, cost_s, cost_e,
+def _price_iteration(si, s, ri, dec, ch_req, ch_new, cost_s, cost_e,
                      dense, prefill, dcost, call):
     """LlmCost.iteration of the plan's chunks and decodes, in its order of reads."""
-    ndec, nchunk = si[I_NDEC], si[I_NCHUNK]
+    ndec, nchunk = s[S_NDEC], s[S_NCHUNK]
     tokens = ndec
     for i in range(nchunk):
         tokens += ch_new[i]
@@ -452,11 +465,11 @@ def _price_iteration(si, ri, dec, ch_req, ch_new, cost_s, cost_e,
 
 
 @njit(cache=True)
-def _price_decode_run(si, ctx, rows, touched, tlist, cross, out, cost_s, cost_e,
+def _price_decode_run(si, s, ctx, rows, touched, tlist, cross, out, cost_s, cost_e,
                       dense, call, grid):
     """LlmCost.decode_run of the decoding requests' contexts (ctx) over I_RUN
     iterations, in its order of reads and sums."""
-    n, iterations = si[I_NDEC], si[I_RUN]
+    n, iterations = s[S_NDEC], s[S_RUN]
     for k in range(si[I_NTOUCHED]):  # a MISS may have left changes behind
         t = tlist[k]
         touched[t] = False
@@ -534,14 +547,14 @@ def _price_decode_run(si, ctx, rows, touched, tlist, cross, out, cost_s, cost_e,
 
 
 @njit(cache=True)
-def _offer_shape(si, ri, dec, ch_req, ch_new, shp, shp_off):
+def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
     """MetricsStore.offer_shape of the plan (ShapeSample.offer): its chunks (new,
     cached) and decode contexts, as [chunks, decodes, new, cached, ..., context, ...];
     GROW where the buffer lacks room (the driver enlarges it and calls again)."""
-    if si[I_LIMIT] == 0 or si[I_OFFERED]:
+    if si[I_LIMIT] == 0 or s[S_OFFERED]:
         return DONE
     if si[I_SEEN] % si[I_STRIDE] == 0:
-        ndec, nchunk = si[I_NDEC], si[I_NCHUNK]
+        ndec, nchunk = s[S_NDEC], s[S_NCHUNK]
         at = si[I_SHAPE_USED]
         if at + 2 + 2 * nchunk + ndec > shp.shape[0]:
             return GROW
@@ -574,28 +587,28 @@ def _offer_shape(si, ri, dec, ch_req, ch_new, shp, shp_off):
             si[I_STRIDE] *= 2
         si[I_NSHAPES] = count
     si[I_SEEN] += 1
-    si[I_OFFERED] = 1
+    s[S_OFFERED] = 1
     return DONE
 
 
 @njit(cache=True)
-def _commit(si, sf, ri, rf, dec, pre, ch_req, ch_new, p_ends, p_energy, fin, chg_t,
+def _commit(si, s, g, ri, rf, dec, pre, ch_req, ch_new, p_ends, p_energy, fin, chg_t,
             chg_d):
     """ContinuousBatching.commit of the plan's first I_DONE iterations."""
-    done = si[I_DONE]
+    done = s[S_DONE]
     end = p_ends[done - 1]
-    running = si[I_NDEC] + si[I_NPRE]
-    sf[F_BUSY] += end - sf[F_PLAN_START]
-    sf[F_ENERGY] += p_energy[done - 1]
-    si[I_ITERS] += done
-    si[I_RUNNING_MAX] = max(si[I_RUNNING_MAX], running)
+    running = s[S_NDEC] + s[S_NPRE]
+    g[G_BUSY] += end - g[G_PLAN_START]
+    g[G_ENERGY] += p_energy[done - 1]
+    s[S_ITERS] += done
+    s[S_RUNNING_MAX] = max(s[S_RUNNING_MAX], running)
     nfin0 = si[I_NFIN]
     nfin = nfin0
-    for j in range(si[I_NDEC]):
+    for j in range(s[S_NDEC]):
         r = dec[j]
         kv_tokens = ri[r, R_KV_TOKENS] + done
         if kv_tokens > ri[r, R_KV_HELD]:
-            _grow(si, ri, r, kv_tokens)
+            _grow(si, s, ri, r, kv_tokens)
         ri[r, R_KV_TOKENS] = kv_tokens
         ri[r, R_PRODUCED] += done
         if ri[r, R_PRODUCED] == ri[r, R_OUTPUT]:
@@ -603,14 +616,14 @@ def _commit(si, sf, ri, rf, dec, pre, ch_req, ch_new, p_ends, p_energy, fin, chg
             nfin += 1
     if nfin > nfin0:
         kept = 0
-        for j in range(si[I_NDEC]):
+        for j in range(s[S_NDEC]):
             r = dec[j]
             if ri[r, R_PRODUCED] != ri[r, R_OUTPUT]:
                 dec[kept] = r
                 kept += 1
-        si[I_NDEC] = kept
+        s[S_NDEC] = kept
     prefilled = 0
-    for i in range(si[I_NCHUNK]):
+    for i in range(s[S_NCHUNK]):
         r = ch_req[i]
         ri[r, R_PREFILLED] += ch_new[i]
         if ri[r, R_PREFILLED] >= ri[r, R_TARGET]:
@@ -626,19 +639,19 @@ def _commit(si, sf, ri, rf, dec, pre, ch_req, ch_new, p_ends, p_energy, fin, chg
                 fin[nfin] = r
                 nfin += 1
             else:
-                dec[si[I_NDEC]] = r
-                si[I_NDEC] += 1
-    npre = si[I_NPRE]
+                dec[s[S_NDEC]] = r
+                s[S_NDEC] += 1
+    npre = s[S_NPRE]
     for j in range(prefilled, npre):
         pre[j - prefilled] = pre[j]
-    si[I_NPRE] = npre - prefilled
+    s[S_NPRE] = npre - prefilled
     for k in range(nfin0, nfin):
         r = fin[k]
-        _release(si, ri, r)
+        _release(si, s, ri, r)
         rf[r, Q_FINISH] = end
         _log_change(si, chg_t, chg_d, end, -1)
     si[I_NFIN] = nfin
-    si[I_NCHUNK] = 0
+    s[S_NCHUNK] = 0
 
 
 @njit(cache=True)
@@ -654,139 +667,140 @@ def _bisect_left(values, n, x):
 
 
 @njit(cache=True)
-def _replica(label, si, sf, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends, p_energy,
-             ctx, rows, touched, tlist, cross, out, fin, chg_t, chg_d, hq_t, hq_i, shp,
-             shp_off, dense, prefill, dcost, call, grid):
-    """Replica.serving from `label` until it waits (DONE) or the driver is needed."""
+def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news,
+             ends, energies, ctx, rows, touched, tlist, cross, out, fin, chg_t, chg_d,
+             hq_t, hq_i, shp, shp_off, dense, prefill, dcost, call, grid):
+    """Replica `replica`'s Replica.serving from `label` until it waits (DONE) or the
+    driver is needed (the label to go on from is then I_PENDING)."""
+    s, g, wq, dec, pre = rs[replica], rg[replica], wqs[replica], decs[replica], pres[replica]
+    ch_req, ch_new = ch_reqs[replica], ch_news[replica]
+    p_ends, p_energy = ends[replica], energies[replica]
     while True:
         if label == L_TOP:
-            if si[I_TRIG]:  # a new event for the next arrival
-                si[I_GEN] += 1
-                si[I_TRIG] = 0
-            if not _plan(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
-                si[I_WAIT], si[I_WAIT_GEN] = W_ARRIVED, si[I_GEN]
-                si[I_RESUME] = L_TOP
+            if s[S_TRIG]:  # a new event for the next arrival
+                s[S_GEN] += 1
+                s[S_TRIG] = 0
+            if not _plan(si, s, g, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
+                s[S_WAIT], s[S_WAIT_GEN] = W_ARRIVED, s[S_GEN]
+                s[S_RESUME] = L_TOP
                 return DONE
             label = L_PRICE
         if label == L_PRICE:
-            status = _offer_shape(si, ri, dec, ch_req, ch_new, shp, shp_off)
+            status = _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off)
             if status != DONE:
-                si[I_PENDING] = L_PRICE
+                si[I_PENDING], si[I_PENDING_REP] = L_PRICE, replica
                 return status
-            if si[I_PLAN_KIND] == PLAN_ITERATION:
-                status = _price_iteration(si, ri, dec, ch_req, ch_new, p_ends, p_energy,
+            if s[S_PLAN_KIND] == PLAN_ITERATION:
+                status = _price_iteration(si, s, ri, dec, ch_req, ch_new, p_ends, p_energy,
                                           dense, prefill, dcost, call)
             else:
-                for j in range(si[I_NDEC]):
+                for j in range(s[S_NDEC]):
                     ctx[j] = ri[dec[j], R_KV_TOKENS] + 1
-                status = _price_decode_run(si, ctx, rows, touched, tlist, cross, out,
+                status = _price_decode_run(si, s, ctx, rows, touched, tlist, cross, out,
                                            p_ends, p_energy, dense, call, grid)
             if status != DONE:
-                si[I_PENDING] = L_PRICE
+                si[I_PENDING], si[I_PENDING_REP] = L_PRICE, replica
                 return status
             now = sf[F_NOW]
-            sf[F_PLAN_START] = now
+            g[G_PLAN_START] = now
             end, energy = now, 0.0  # running sums (schedulers._plan, _one)
-            for i in range(si[I_RUN]):
+            for i in range(s[S_RUN]):
                 end += p_ends[i]
                 energy += p_energy[i]
                 p_ends[i], p_energy[i] = end, energy
             label = L_DISPATCH
         if label == L_DISPATCH:
-            run = si[I_RUN]
+            run = s[S_RUN]
             end = p_ends[run - 1]
-            si[I_DONE] = run
+            s[S_DONE] = run
             delay = max(0.0, end - sf[F_NOW])
-            if si[I_INTERRUPT]:
+            if s[S_INTERRUPT]:
                 if not _carry_on(si, sf, hq_t, sf[F_NOW] + delay):  # first_of
                     eid = _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
-                                    EV_REP_TIMEOUT, 0)
-                    si[I_WAIT], si[I_WAIT_GEN], si[I_WAIT_EID] = W_FIRST, si[I_GEN], eid
-                    si[I_RESUME] = L_AFTER_FIRST
+                                    EV_REP_TIMEOUT, replica, 0)
+                    s[S_WAIT], s[S_WAIT_GEN], s[S_WAIT_EID] = W_FIRST, s[S_GEN], eid
+                    s[S_RESUME] = L_AFTER_FIRST
                     return DONE
                 label = L_AFTER_FIRST
             else:
                 if not _carry_on(si, sf, hq_t, sf[F_NOW] + delay):
                     eid = _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
-                                    EV_REP_TIMEOUT, 0)
-                    si[I_WAIT], si[I_WAIT_EID] = W_TIMEOUT, eid
-                    si[I_RESUME] = L_COMMIT
+                                    EV_REP_TIMEOUT, replica, 0)
+                    s[S_WAIT], s[S_WAIT_EID] = W_TIMEOUT, eid
+                    s[S_RESUME] = L_COMMIT
                     return DONE
                 label = L_COMMIT
         if label == L_AFTER_FIRST:
-            run = si[I_RUN]
+            run = s[S_RUN]
             now = sf[F_NOW]
             if now < p_ends[run - 1]:  # finish the iteration under way
                 done = _bisect_left(p_ends, run, now) + 1
-                si[I_DONE] = done
+                s[S_DONE] = done
                 delay = max(0.0, p_ends[done - 1] - now)
                 if not _carry_on(si, sf, hq_t, now + delay):
-                    eid = _schedule(si, hq_t, hq_i, now + delay, NORMAL, EV_REP_TIMEOUT, 0)
-                    si[I_WAIT], si[I_WAIT_EID] = W_TIMEOUT, eid
-                    si[I_RESUME] = L_COMMIT
+                    eid = _schedule(si, hq_t, hq_i, now + delay, NORMAL, EV_REP_TIMEOUT,
+                                    replica, 0)
+                    s[S_WAIT], s[S_WAIT_EID] = W_TIMEOUT, eid
+                    s[S_RESUME] = L_COMMIT
                     return DONE
             label = L_COMMIT
         if label == L_COMMIT:
-            _commit(si, sf, ri, rf, dec, pre, ch_req, ch_new, p_ends, p_energy, fin,
+            _commit(si, s, g, ri, rf, dec, pre, ch_req, ch_new, p_ends, p_energy, fin,
                     chg_t, chg_d)
             label = L_TOP
             finished = si[I_NFIN] + si[I_NDROP]
             if si[I_REPORTS] and finished >= si[I_REPORT_NEXT]:  # engine.reporter
                 si[I_REPORT_NEXT] = finished + REPORT_EVERY
-                si[I_PENDING] = L_TOP
+                si[I_PENDING], si[I_PENDING_REP] = L_TOP, replica
                 return PROGRESS
 
 
 @njit(cache=True)
-def serve_loop(si, sf, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends, p_energy, ctx, rows,
-               touched, tlist, cross, out, fin, drops, chg_t, chg_d, hq_t, hq_i, shp,
-               shp_off, dense, prefill, dcost, call, grid):
-    """engine.run_serving's env.run() for one replica: DONE when the queue is empty;
-    MISS, PROGRESS or GROW where the driver must act first (call again after)."""
-    if not si[I_STARTED]:
+def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, energies,
+               ctx, rows, touched, tlist, cross, out, fin, drops, chg_t, chg_d, hq_t, hq_i,
+               shp, shp_off, dense, prefill, dcost, call, grid):
+    """engine.run_serving's env.run(): DONE when the queue is empty; MISS, PROGRESS or
+    GROW where the driver must act first (call again after)."""
+    if not si[I_STARTED]:  # the arrival process, then each replica's (engine order)
         si[I_STARTED] = 1
-        _schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_ARR, 0)
-        _schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_REP, 0)
-    if si[I_PENDING] >= 0:
-        label = si[I_PENDING]
-        si[I_PENDING] = -1
-        status = _replica(label, si, sf, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
-                          p_energy, ctx, rows, touched, tlist, cross, out, fin, chg_t,
-                          chg_d, hq_t, hq_i, shp, shp_off, dense, prefill, dcost, call,
-                          grid)
-        if status != DONE:
-            return status
-    while si[I_QLEN] > 0:
+        _schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_ARR, 0, 0)
+        for replica in range(si[I_REPLICAS]):
+            _schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_REP, replica, 0)
+    label, replica = si[I_PENDING], si[I_PENDING_REP]
+    si[I_PENDING] = -1
+    while True:
+        if label >= 0:
+            status = _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres,
+                              ch_reqs, ch_news, ends, energies, ctx, rows, touched, tlist,
+                              cross, out, fin, chg_t, chg_d, hq_t, hq_i, shp, shp_off,
+                              dense, prefill, dcost, call, grid)
+            if status != DONE:
+                return status
+        if si[I_QLEN] == 0:
+            return DONE
         _pop(si, hq_t, hq_i)
         head = QUEUE_CAP - 1
         sf[F_NOW] = hq_t[head]
-        eid, kind, ref = hq_i[head, 1], hq_i[head, 2], hq_i[head, 3]
-        resume = False
+        eid, kind, replica, ref = hq_i[head, 1], hq_i[head, 2], hq_i[head, 3], hq_i[head, 4]
+        s = rs[replica]
+        label = -1
         if kind == EV_INIT_ARR or kind == EV_ARR_TIMEOUT:
-            _arrivals(si, sf, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i)
+            _arrivals(si, sf, rs, rg, ri, rf, wqs, drops, chg_t, chg_d, hq_t, hq_i)
         elif kind == EV_INIT_REP:
-            si[I_RESUME] = L_TOP
-            resume = True
+            label = L_TOP
         elif kind == EV_ARRIVED:
-            if si[I_WAIT] == W_ARRIVED and si[I_WAIT_GEN] == ref:
-                resume = True
-            elif si[I_WAIT] == W_FIRST and si[I_WAIT_GEN] == ref:  # first_of fires
-                si[I_WAIT] = W_EITHER
-                _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, 0)
+            if s[S_WAIT] == W_ARRIVED and s[S_WAIT_GEN] == ref:
+                label = s[S_RESUME]
+            elif s[S_WAIT] == W_FIRST and s[S_WAIT_GEN] == ref:  # first_of fires
+                s[S_WAIT] = W_EITHER
+                _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, replica, 0)
         elif kind == EV_REP_TIMEOUT:
-            if si[I_WAIT] == W_TIMEOUT and si[I_WAIT_EID] == eid:
-                resume = True
-            elif si[I_WAIT] == W_FIRST and si[I_WAIT_EID] == eid:
-                si[I_WAIT] = W_EITHER
-                _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, 0)
-        elif kind == EV_EITHER:
-            resume = si[I_WAIT] == W_EITHER
-        if resume:
-            si[I_WAIT] = W_NONE
-            status = _replica(si[I_RESUME], si, sf, ri, rf, wq, dec, pre, ch_req, ch_new,
-                              p_ends, p_energy, ctx, rows, touched, tlist, cross, out,
-                              fin, chg_t, chg_d, hq_t, hq_i, shp, shp_off, dense,
-                              prefill, dcost, call, grid)
-            if status != DONE:
-                return status
-    return DONE
+            if s[S_WAIT] == W_TIMEOUT and s[S_WAIT_EID] == eid:
+                label = s[S_RESUME]
+            elif s[S_WAIT] == W_FIRST and s[S_WAIT_EID] == eid:
+                s[S_WAIT] = W_EITHER
+                _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, replica, 0)
+        elif kind == EV_EITHER and s[S_WAIT] == W_EITHER:
+            label = s[S_RESUME]
+        if label >= 0:
+            s[S_WAIT] = W_NONE
