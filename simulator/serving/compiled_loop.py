@@ -53,17 +53,20 @@ def _tables(cost: LlmCost):
     dcost = typed.Dict.empty(types.int64, four)
     call = typed.Dict.empty(types.int64, two)
     grid = typed.Dict.empty(types.int64, four)
-    for tokens, pair in cost._dense_memo.items():
-        dense[tokens] = pair
-    for (new, cached), pair in cost._prefill_memo.items():
-        prefill[(new << 32) | cached] = pair
-    for context, (variable, fixed) in cost._decode_memo.items():
-        dcost[context] = (*variable, *fixed)
-    for (tokens, requests), found in cost._call_memo.items():
-        call[(tokens << 32) | requests] = (found.seconds, found.energy_j)
-    for context in cost._decode.keys() & cost._pair.keys():
-        variable, fixed = cost._decode_at(context)
-        grid[context] = (*variable, *fixed)
+    def fill(table, keys, values, width):
+        keys = np.array(keys, dtype=np.int64).reshape(-1, 2 if width < 0 else 1)
+        keys = keys[:, 0] << 32 | keys[:, 1] if width < 0 else keys[:, 0]
+        fill_table = k.fill_pairs if abs(width) == 2 else k.fill_quads
+        fill_table(table, keys, np.array(values, dtype=np.float64).reshape(
+            len(keys), abs(width)))
+
+    fill(dense, list(cost._dense_memo), list(cost._dense_memo.values()), 2)
+    fill(prefill, list(cost._prefill_memo), list(cost._prefill_memo.values()), -2)
+    fill(dcost, list(cost._decode_memo), list(cost._decode_memo.values()), 4)
+    fill(call, list(cost._call_memo), [(found.seconds, found.energy_j)
+                                       for found in cost._call_memo.values()], -2)
+    points = [context for context in cost._decode if context in cost._pair]
+    fill(grid, points, [cost._decode_at(context) for context in points], 4)
     return dense, prefill, dcost, call, grid
 
 
@@ -141,32 +144,33 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     _record(store, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off, arrivals)
 
 
-def _request(r: int, ints: list, floats: list) -> Request:
-    i, f = ints[r], floats[r]
-    request = Request(r, f[k.Q_ARRIVAL], i[k.R_PROMPT], i[k.R_OUTPUT],
-                      i[k.R_TARGET], i[k.R_PREFILLED], i[k.R_KV_TOKENS], i[k.R_PRODUCED],
-                      i[k.R_KV_HELD])
-    request.preemptions = i[k.R_PREEMPT]
-    request.dropped = bool(i[k.R_DROPPED])
-    for name, column in (("first_token_s", k.Q_FIRST), ("finish_s", k.Q_FINISH),
-                         ("admitted_s", k.Q_ADMITTED), ("lost_since", k.Q_LOST_SINCE)):
-        value = f[column]
-        setattr(request, name, None if value != value else value)
-    request.kv_mark, request.kv_wait_s = f[k.Q_KV_MARK], f[k.Q_KV_WAIT]
-    request.kv_wait_first_s = f[k.Q_KV_WAIT_FIRST]
-    request.preempt_lost_s = f[k.Q_PREEMPT_LOST]
-    return request
+def _requests(rows: np.ndarray, ri: np.ndarray, rf: np.ndarray, times: list) -> list:
+    """Request records of the rows `rows`, in that order, as the SimPy loop leaves them
+    (one call each, its fields positional in Request's order; NaN: None)."""
+    ints = ri[rows].T.tolist()
+    floats = rf[rows].T.tolist()
+
+    def maybe(values: list) -> list:
+        return [None if v != v else v for v in values]
+
+    count = len(rows)
+    zeros, none = [0] * count, [-1] * count
+    return list(map(Request, rows.tolist(), [times[r] for r in rows.tolist()],
+                    ints[k.R_PROMPT], ints[k.R_OUTPUT], ints[k.R_TARGET],
+                    ints[k.R_PREFILLED], ints[k.R_KV_TOKENS], ints[k.R_PRODUCED],
+                    ints[k.R_KV_HELD], maybe(floats[k.Q_FIRST]), maybe(floats[k.Q_FINISH]),
+                    ints[k.R_PREEMPT], [bool(d) for d in ints[k.R_DROPPED]], zeros, none,
+                    zeros, zeros, zeros, maybe(floats[k.Q_ADMITTED]), floats[k.Q_KV_MARK],
+                    maybe(floats[k.Q_LOST_SINCE]), floats[k.Q_KV_WAIT],
+                    floats[k.Q_KV_WAIT_FIRST], floats[k.Q_PREEMPT_LOST], [0.0] * count))
 
 
 def _record(store: MetricsStore, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off,
             arrivals) -> None:
     """The kernel's state as the SimPy loop leaves the store."""
-    ints, floats = ri.tolist(), rf.tolist()
     times = arrivals.times_s.tolist()  # arrival times as the reference reads them
-    for row, at in zip(floats, times):
-        row[k.Q_ARRIVAL] = at
-    store.finished = [_request(r, ints, floats) for r in fin[:si[k.I_NFIN]].tolist()]
-    store.dropped = [_request(r, ints, floats) for r in drops[:si[k.I_NDROP]].tolist()]
+    store.finished = _requests(fin[:si[k.I_NFIN]], ri, rf, times)
+    store.dropped = _requests(drops[:si[k.I_NDROP]], ri, rf, times)
     store.arrived = int(si[k.I_ARRIVED])
     store.preemptions = int(si[k.I_PREEMPTIONS])
     for replica, (ints_of, floats_of) in enumerate(zip(rs.tolist(), rg.tolist())):

@@ -804,3 +804,18 @@ def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, 
             label = s[S_RESUME]
         if label >= 0:
             s[S_WAIT] = W_NONE
+
+
+@njit(cache=True)
+def fill_pairs(table, keys, values):
+    """table[keys[i]] = (values[i, 0], values[i, 1]) for every i (the driver's copies
+    of the cost model's memos, at compiled speed)."""
+    for i in range(keys.shape[0]):
+        table[keys[i]] = (values[i, 0], values[i, 1])
+
+
+@njit(cache=True)
+def fill_quads(table, keys, values):
+    """fill_pairs for (variable, fixed) pairs: four values a key."""
+    for i in range(keys.shape[0]):
+        table[keys[i]] = (values[i, 0], values[i, 1], values[i, 2], values[i, 3])
