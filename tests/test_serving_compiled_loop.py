@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.inputs.named_inputs import load_inputs
-from simulator.serving import compiled_loop
+from simulator.serving import compiled_loop, engine, loop_state, schedulers
 from simulator.serving.arrivals import Arrivals
 from simulator.serving.engine import run_serving
-from simulator.serving.kv_cache import PagedKvCache
+from simulator.serving.kv_cache import HostTier, PagedKvCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.spec import ServeSpec
@@ -153,3 +153,47 @@ def test_replicas_starting_together_plan_in_simpy_order(cost):
     reference = _serve(spec, arrivals, cost, 40, compiled=False)
     assert reference.sample.shapes[0] == (((30, 0),), ())
     assert _record(_serve(spec, arrivals, cost, 40, compiled=True)) == _record(reference)
+
+
+def test_the_kernels_copies_of_the_reference_constants_are_the_reference_values():
+    """Numba compiles module constants in; the kernels' cache key covers kernel modules
+    only, so the copies are checked here against the modules they copy."""
+    assert loop_state.MAX_RUN_ITERATIONS == schedulers.MAX_RUN_ITERATIONS
+    assert loop_state.REPORT_EVERY == engine.REPORT_EVERY
+
+
+@pytest.mark.parametrize("routing", ["least_loaded", "shared_queue"])
+def test_one_replica_under_any_router_is_the_same_run(cost, routing):
+    rng = np.random.default_rng(11)
+    n = 50
+    arrivals = _arrivals(rng.exponential(0.004, n), rng.integers(1, 300, n),
+                         rng.integers(1, 150, n))
+    spec = _spec(8, 128, 16, 3).model_copy(update={"routing": routing})
+    reference = _serve(spec, arrivals, cost, 50, compiled=False)
+    assert _record(_serve(spec, arrivals, cost, 50, compiled=True)) == _record(reference)
+
+
+def test_runs_beyond_the_scope_take_the_simpy_loop(cost):
+    """Pipelined stages, other batching, other routers over several replicas, a host
+    tier, a trace's prefixes, a cost model of another class, a used store."""
+    arrivals = _arrivals([0.0, 0.01], [10, 20], [3, 4])
+    spec = _spec(8, 64, 16, 0)
+    kv = PagedKvCache(40, 16)
+
+    def applies(spec=spec, arrivals=arrivals, cost=cost, kv=kv, store=None):
+        store = store or MetricsStore(spec.replicas)
+        return compiled_loop.applies(spec, arrivals, cost, kv, store, llm=True)
+
+    assert applies()
+    assert not applies(spec.model_copy(update={"pp": 2}))
+    assert not applies(spec.model_copy(update={"batching": "dynamic"}))
+    assert not applies(spec.model_copy(update={"replicas": 2, "routing": "least_loaded"}))
+    assert not applies(kv=PagedKvCache(40, 16, host=HostTier(1e-6, 1e9, 2)))
+    assert not applies(arrivals=Arrivals(arrivals.times_s, arrivals.prompt_tokens,
+                                         arrivals.output_tokens,
+                                         prefix_tokens=np.array([0, 5])))
+    assert not applies(cost=object())
+    used = MetricsStore(1)
+    used.arrived = 1
+    assert not applies(store=used)
+    assert not compiled_loop.applies(spec, arrivals, cost, kv, MetricsStore(1), llm=False)

@@ -1,9 +1,11 @@
 """The compiled serving loop (issue 44, speed): the reference event loop
 (simulator.serving.engine with its SimPy processes, the continuous-batching scheduler,
 the paged KV cache and LlmCost's iteration prices) run as one Numba kernel
-(simulator.serving.loop_kernel) where a run is within its scope: replicas of one pipeline
-stage under the default router (round robin), continuous batching, a paged KV cache that preempts by recompute (no
-host tier, no prefix cache), an LLM cost model of LlmCost's own class. Every other run
+(simulator.serving.loop_kernel, loop_prices, loop_state) where a run is within its
+scope: replicas of one pipeline stage under the default router (round robin; one
+replica under any router),
+continuous batching, a paged KV cache that preempts by recompute (no host tier, no
+prefix cache), an LLM cost model of LlmCost's own class. Every other run
 takes the SimPy loop. Both give the same store: the same per-request records, totals,
 sampled shapes and number in the system, bit for bit (tests/test_serving_compiled_loop.py).
 
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.serving import loop_kernel as k
+from simulator.serving import loop_state as k
+from simulator.serving.loop_kernel import serve_loop
+from simulator.serving.loop_prices import fill_pairs, fill_quads
 from simulator.serving.kv_cache import PagedKvCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.metrics import MetricsStore
@@ -29,10 +33,12 @@ MAX_SLOTS = 1 << 25  # replicas x requests: the per-replica lists' room (int64 e
 
 def applies(spec, arrivals, cost, kv, store, *, llm: bool) -> bool:
     """Whether the run is within the compiled loop's scope (module docstring)."""
-    if not llm or spec.batching != "continuous" or spec.routing != "round_robin" \
+    if not llm or spec.batching != "continuous" or spec.max_batch is None \
+            or (spec.routing != "round_robin" and spec.replicas != 1) \
             or spec.system.pp != 1 or type(cost) is not LlmCost \
             or type(kv) is not PagedKvCache or kv.host is not None \
             or type(store) is not MetricsStore or store.prefix_cache is not None \
+            or store.arrived or store.sample.seen \
             or arrivals.prefix_tokens is not None or arrivals.prefix_ids is not None \
             or len(arrivals) == 0 or spec.replicas * (len(arrivals) + 2) > MAX_SLOTS:
         return False
@@ -56,7 +62,7 @@ def _tables(cost: LlmCost):
     def fill(table, keys, values, width):
         keys = np.array(keys, dtype=np.int64).reshape(-1, 2 if width < 0 else 1)
         keys = keys[:, 0] << 32 | keys[:, 1] if width < 0 else keys[:, 0]
-        fill_table = k.fill_pairs if abs(width) == 2 else k.fill_quads
+        fill_table = fill_pairs if abs(width) == 2 else fill_quads
         fill_table(table, keys, np.array(values, dtype=np.float64).reshape(
             len(keys), abs(width)))
 
@@ -130,7 +136,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
     tables = _tables(cost)
     while True:
-        status = k.serve_loop(si, sf, rs, rg, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
+        status = serve_loop(si, sf, rs, rg, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
                               p_energy, ctx, rows, touched, tlist, cross, out, fin, drops,
                               chg_t, chg_d, hq_t, hq_i, shp, shp_off, *tables)
         if status == k.DONE:

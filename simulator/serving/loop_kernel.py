@@ -1,7 +1,8 @@
-"""The compiled serving loop's kernel: one replica of one stage under continuous
-batching with a paged KV cache and preemption by recompute, its arrivals and SimPy's
-event queue as the reference loop (simulator.serving.engine, schedulers, llm_cost)
-makes them, in arrays. The driver (simulator.serving.compiled_loop) says why and when.
+"""The compiled serving loop's kernel: replicas of one stage under continuous batching
+(round robin between them) with a paged KV cache and preemption by recompute, their
+arrivals and SimPy's event queue as the reference loop (simulator.serving.engine,
+schedulers, llm_cost) makes them, in arrays (the layout: simulator.serving.loop_state;
+the prices: simulator.serving.loop_prices). The driver (simulator.serving.compiled_loop) says why and when.
 
 Every float is computed as the reference computes it: the same operations in the same
 order (no fastmath; a NumPy accumulate is a sequential loop here). The event queue
@@ -18,121 +19,35 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.kernels.jit import njit
-
-# Statuses the kernel returns.
-DONE, MISS, PROGRESS, GROW = 0, 1, 2, 3
-# Which cost a MISS asks for (I_MISS_KIND), keyed by I_MISS_A (and I_MISS_B).
-K_DENSE, K_PREFILL, K_DECODE, K_CALL, K_GRID = 0, 1, 2, 3, 4
-
-# Scalar ints of the run (si).
-(I_N, I_ARR_INDEX, I_ARR_WAITED, I_EID, I_QLEN, I_PENDING, I_PENDING_REP,
- I_TOTAL_BLOCKS, I_BLOCK, I_MAX_BATCH, I_MAX_TOKENS, I_BITS, I_CAP_CALLED, I_CAP_LOW,
- I_CAP_HIGH, I_PREEMPTIONS, I_NFIN, I_NDROP, I_NCHANGES, I_SEEN, I_STRIDE, I_NSHAPES,
- I_SHAPE_USED, I_REPORT_NEXT, I_MISS_KIND, I_MISS_A, I_MISS_B, I_ARRIVED, I_LIMIT,
- I_REPORTS, I_NTOUCHED, I_STARTED, I_REPLICAS, I_NEXT) = range(34)
-INTS = 34
-# Scalar floats of the run (sf).
-F_NOW = 0
-FLOATS = 1
-# Each replica's ints (a row of rs) and floats (a row of rg).
-(S_GEN, S_TRIG, S_WAIT, S_WAIT_GEN, S_WAIT_EID, S_RESUME, S_FREE, S_WHEAD, S_WCOUNT,
- S_NDEC, S_NPRE, S_NCHUNK, S_PLAN_KIND, S_RUN, S_INTERRUPT, S_DONE, S_OFFERED, S_ITERS,
- S_RUNNING_MAX) = range(19)
-REPLICA_INTS = 19
-G_CLOCK_SINCE, G_CLOCK_SECONDS, G_PLAN_START, G_BUSY, G_ENERGY = range(5)
-REPLICA_FLOATS = 5
-# Per request ints (ri) and floats (rf); NaN stands for None.
-R_PROMPT, R_OUTPUT, R_TARGET, R_PREFILLED, R_KV_TOKENS, R_PRODUCED, R_KV_HELD, \
-    R_PREEMPT, R_DROPPED = range(9)
-REQUEST_INTS = 9
-Q_ARRIVAL, Q_FIRST, Q_FINISH, Q_ADMITTED, Q_KV_MARK, Q_LOST_SINCE, Q_KV_WAIT, \
-    Q_KV_WAIT_FIRST, Q_PREEMPT_LOST = range(9)
-REQUEST_FLOATS = 9
-
-# SimPy's priorities, and the events of the two processes (arrivals, the replica).
-URGENT, NORMAL = 0, 1
-EV_INIT_ARR, EV_INIT_REP, EV_ARR_TIMEOUT, EV_ARR_END, EV_ARRIVED, EV_REP_TIMEOUT, \
-    EV_EITHER = range(7)
-QUEUE_CAP = 64
-# What the replica waits for.
-W_NONE, W_ARRIVED, W_FIRST, W_EITHER, W_TIMEOUT = range(5)
-# Where the replica's process goes on (Replica.serving's points).
-L_TOP, L_PRICE, L_DISPATCH, L_AFTER_FIRST, L_COMMIT = range(5)
-PLAN_ITERATION, PLAN_DECODE_RUN = 1, 2
-MAX_RUN_ITERATIONS = 4096  # simulator.serving.schedulers.MAX_RUN_ITERATIONS
-REPORT_EVERY = 1024        # simulator.serving.engine.REPORT_EVERY
-VARIABLE, FIXED = 0, 1
-
-
-@njit(cache=True)
-def _less(hq_t, hq_i, a, b):
-    if hq_t[a] != hq_t[b]:
-        return hq_t[a] < hq_t[b]
-    if hq_i[a, 0] != hq_i[b, 0]:
-        return hq_i[a, 0] < hq_i[b, 0]
-    return hq_i[a, 1] < hq_i[b, 1]
-
-
-@njit(cache=True)
-def _swap(hq_t, hq_i, a, b):
-    hq_t[a], hq_t[b] = hq_t[b], hq_t[a]
-    for k in range(5):
-        hq_i[a, k], hq_i[b, k] = hq_i[b, k], hq_i[a, k]
-
-
-@njit(cache=True)
-def _schedule(si, hq_t, hq_i, when, priority, kind, replica, ref):
-    """env.schedule: queued at `when` with the next event id; returns the id."""
-    n = si[I_QLEN]
-    if n >= QUEUE_CAP - 1:
-        raise RuntimeError("the compiled serving loop's event queue is full")
-    eid = si[I_EID]
-    si[I_EID] = eid + 1
-    hq_t[n] = when
-    hq_i[n, 0], hq_i[n, 1], hq_i[n, 2], hq_i[n, 3], hq_i[n, 4] = \
-        priority, eid, kind, replica, ref
-    si[I_QLEN] = n + 1
-    while n > 0:
-        parent = (n - 1) // 2
-        if not _less(hq_t, hq_i, n, parent):
-            break
-        _swap(hq_t, hq_i, n, parent)
-        n = parent
-    return eid
-
-
-@njit(cache=True)
-def _pop(si, hq_t, hq_i):
-    """Removes the queue's head (left in slot QUEUE_CAP - 1 for the caller)."""
-    n = si[I_QLEN] - 1
-    last = QUEUE_CAP - 1
-    hq_t[last] = hq_t[0]
-    for k in range(5):
-        hq_i[last, k] = hq_i[0, k]
-    hq_t[0] = hq_t[n]
-    for k in range(5):
-        hq_i[0, k] = hq_i[n, k]
-    si[I_QLEN] = n
-    i = 0
-    while True:
-        left, right, small = 2 * i + 1, 2 * i + 2, i
-        if left < n and _less(hq_t, hq_i, left, small):
-            small = left
-        if right < n and _less(hq_t, hq_i, right, small):
-            small = right
-        if small == i:
-            break
-        _swap(hq_t, hq_i, i, small)
-        i = small
-
-
-@njit(cache=True)
-def _carry_on(si, sf, hq_t, when):
-    """engine.carry_on."""
-    if si[I_QLEN] > 0 and hq_t[0] <= when:
-        return False
-    sf[F_NOW] = when
-    return True
+from simulator.serving.loop_prices import price_decode_run, price_iteration
+from simulator.serving.loop_state import (DONE, EV_ARRIVED, EV_ARR_END, EV_ARR_TIMEOUT,
+                                          EV_EITHER, EV_INIT_ARR, EV_INIT_REP,
+                                          EV_REP_TIMEOUT, F_NOW, GROW, G_BUSY,
+                                          G_CLOCK_SECONDS, G_CLOCK_SINCE, G_ENERGY,
+                                          G_PLAN_START, I_ARRIVED, I_ARR_INDEX,
+                                          I_ARR_WAITED, I_BLOCK, I_CAP_CALLED,
+                                          I_CAP_HIGH, I_CAP_LOW, I_LIMIT, I_MAX_BATCH,
+                                          I_MAX_TOKENS, I_N, I_NCHANGES, I_NDROP,
+                                          I_NEXT, I_NFIN, I_NSHAPES, I_PENDING,
+                                          I_PENDING_REP, I_PREEMPTIONS, I_QLEN,
+                                          I_REPLICAS, I_REPORTS, I_REPORT_NEXT, I_SEEN,
+                                          I_SHAPE_USED, I_STARTED, I_STRIDE,
+                                          I_TOTAL_BLOCKS, L_AFTER_FIRST, L_COMMIT,
+                                          L_DISPATCH, L_PRICE, L_TOP,
+                                          MAX_RUN_ITERATIONS, NORMAL,
+                                          PLAN_DECODE_RUN, PLAN_ITERATION, PROGRESS,
+                                          QUEUE_CAP, Q_ADMITTED, Q_ARRIVAL, Q_FINISH,
+                                          Q_FIRST, Q_KV_MARK, Q_KV_WAIT,
+                                          Q_KV_WAIT_FIRST, Q_LOST_SINCE, Q_PREEMPT_LOST,
+                                          REPORT_EVERY, R_DROPPED, R_KV_HELD,
+                                          R_KV_TOKENS, R_OUTPUT, R_PREEMPT, R_PREFILLED,
+                                          R_PRODUCED, R_PROMPT, R_TARGET, S_DONE,
+                                          S_FREE, S_GEN, S_INTERRUPT, S_ITERS, S_NCHUNK,
+                                          S_NDEC, S_NPRE, S_OFFERED, S_PLAN_KIND,
+                                          S_RESUME, S_RUN, S_RUNNING_MAX, S_TRIG,
+                                          S_WAIT, S_WAIT_EID, S_WAIT_GEN, S_WCOUNT,
+                                          S_WHEAD, URGENT, W_ARRIVED, W_EITHER, W_FIRST,
+                                          W_NONE, W_TIMEOUT, carry_on, pop, schedule)
 
 
 @njit(cache=True)
@@ -230,7 +145,7 @@ def _enqueue(si, s, g, ri, rf, wq, drops, chg_t, chg_d, r, at):
 def _wake(si, s, hq_t, hq_i, now, replica):
     if not s[S_TRIG]:
         s[S_TRIG] = 1
-        _schedule(si, hq_t, hq_i, now, NORMAL, EV_ARRIVED, replica, s[S_GEN])
+        schedule(si, hq_t, hq_i, now, NORMAL, EV_ARRIVED, replica, s[S_GEN])
 
 
 @njit(cache=True)
@@ -244,8 +159,8 @@ def _arrivals(si, sf, rs, rg, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i):
         at = rf[r, Q_ARRIVAL]
         if not si[I_ARR_WAITED] and at > sf[F_NOW]:
             delay = at - sf[F_NOW]
-            if not _carry_on(si, sf, hq_t, sf[F_NOW] + delay):
-                _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL, EV_ARR_TIMEOUT, 0,
+            if not carry_on(si, sf, hq_t, sf[F_NOW] + delay):
+                schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL, EV_ARR_TIMEOUT, 0,
                           0)
                 si[I_ARR_WAITED] = 1
                 return
@@ -258,7 +173,7 @@ def _arrivals(si, sf, rs, rg, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i):
         si[I_ARR_INDEX] = r + 1
     for replica in range(replicas):  # close(), wake(); then the process ends
         _wake(si, rs[replica], hq_t, hq_i, sf[F_NOW], replica)
-    _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_ARR_END, 0, 0)
+    schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_ARR_END, 0, 0)
     si[I_ARR_INDEX] = n + 1
 
 
@@ -376,174 +291,6 @@ def _fits(si, s, ri, dec, steps):
         if short > 0:
             total += -(-short // block)
     return total <= s[S_FREE]
-
-
-@njit(cache=True)
-def _grid_cell(value, bits):
-    """llm_cost.grid_cell."""
-    if value < (1 << bits):
-        return value, value
-    length, v = 0, value
-    while v:
-        v >>= 1
-        length += 1
-    shift = length - bits
-    low = (value >> shift) << shift
-    return (low, low) if low == value else (low, low + (1 << shift))
-
-
-@njit(cache=True)
-def _miss(si, kind, a, b):
-    si[I_MISS_KIND], si[I_MISS_A], si[I_MISS_B] = kind, a, b
-    return MISS
-
-
-@njit(cache=True)
-def _stretch(si, grid, which, context, end, out):
-    """LlmCost._stretches' stretch of one part from iteration `end` on, into `out`
-    (start, end, then a_s, a_e, b_s, b_e); MISS where a grid point is lacking."""
-    low, high = _grid_cell(context + end, si[I_BITS])
-    if low not in grid:
-        return _miss(si, K_GRID, low, 0)
-    point = grid[low]
-    s0, e0 = point[2 * which], point[2 * which + 1]
-    if low == high:
-        out[0], out[1], out[2], out[3], out[4], out[5] = end, end + 1, s0, e0, 0.0, 0.0
-        return DONE
-    if high not in grid:
-        return _miss(si, K_GRID, high, 0)
-    point = grid[high]
-    s1, e1 = point[2 * which], point[2 * which + 1]
-    span = high - low
-    b_s, b_e = (s1 - s0) / span, (e1 - e0) / span
-    out[0], out[1] = end, high - context
-    out[2], out[3] = s0 + b_s * (context - low), e0 + b_e * (context - low)
-    out[4], out[5] = b_s, b_e
-    return DONE
-
-
-@njit(cache=True)
-def _price_iteration(si, s, ri, dec, ch_req, ch_new, cost_s, cost_e,
-                     dense, prefill, dcost, call):
-    """LlmCost.iteration of the plan's chunks and decodes, in its order of reads."""
-    ndec, nchunk = s[S_NDEC], s[S_NCHUNK]
-    tokens = ndec
-    for i in range(nchunk):
-        tokens += ch_new[i]
-    if tokens not in dense:
-        return _miss(si, K_DENSE, tokens, 0)
-    seconds, energy = dense[tokens]
-    for i in range(nchunk):
-        new, cached = ch_new[i], ri[ch_req[i], R_PREFILLED]
-        key = (new << 32) | cached
-        if key not in prefill:
-            return _miss(si, K_PREFILL, new, cached)
-        part_s, part_e = prefill[key]
-        seconds += part_s
-        energy += part_e
-    longest = -1
-    for j in range(ndec):
-        context = ri[dec[j], R_KV_TOKENS] + 1
-        longest = max(longest, context)
-        if context not in dcost:
-            return _miss(si, K_DECODE, context, 0)
-        part = dcost[context]
-        seconds += part[0]
-        energy += part[1]
-    if ndec:
-        part = dcost[longest]
-        seconds += part[2]
-        energy += part[3]
-    requests = ndec + nchunk
-    key = (tokens << 32) | requests
-    if key not in call:
-        return _miss(si, K_CALL, tokens, requests)
-    call_s, call_e = call[key]
-    cost_s[0] = seconds + call_s
-    cost_e[0] = energy + call_e
-    return DONE
-
-
-@njit(cache=True)
-def _price_decode_run(si, s, ctx, rows, touched, tlist, cross, out, cost_s, cost_e,
-                      dense, call, grid):
-    """LlmCost.decode_run of the decoding requests' contexts (ctx) over I_RUN
-    iterations, in its order of reads and sums."""
-    n, iterations = s[S_NDEC], s[S_RUN]
-    for k in range(si[I_NTOUCHED]):  # a MISS may have left changes behind
-        t = tlist[k]
-        touched[t] = False
-        rows[t, 0] = rows[t, 1] = rows[t, 2] = rows[t, 3] = 0.0
-    si[I_NTOUCHED] = 0
-    longest = ctx[0]
-    for j in range(1, n):
-        longest = max(longest, ctx[j])
-    first_s = first_e = slope_s = slope_e = 0.0
-    ncross = 0
-    for p in range(n + 1):
-        which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
-        if _stretch(si, grid, which, context, 0, out) == MISS:
-            return MISS
-        first_s += out[2]
-        first_e += out[3]
-        slope_s += out[4]
-        slope_e += out[5]
-        if out[1] < iterations:
-            cross[ncross] = p
-            ncross += 1
-    if n not in dense:
-        return _miss(si, K_DENSE, n, 0)
-    dense_s, dense_e = dense[n]
-    key = (n << 32) | n
-    if key not in call:
-        return _miss(si, K_CALL, n, n)
-    call_s, call_e = call[key]
-    base_s, base_e = dense_s + call_s, dense_e + call_e
-    if ncross == 0:
-        head_s, head_e = base_s + first_s, base_e + first_e
-        for i in range(iterations):
-            cost_s[i] = head_s + slope_s * i
-            cost_e[i] = head_e + slope_e * i
-        return DONE
-    for c in range(ncross):  # _later_changes
-        p = cross[c]
-        which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
-        end, index = 0, 0
-        while end < iterations:
-            if _stretch(si, grid, which, context, end, out) == MISS:
-                return MISS
-            start, end = int(out[0]), int(out[1])
-            if index:
-                if not touched[start]:
-                    touched[start] = True
-                    tlist[si[I_NTOUCHED]] = start
-                    si[I_NTOUCHED] += 1
-                rows[start, 0] += out[2]
-                rows[start, 1] += out[3]
-                rows[start, 2] += out[4]
-                rows[start, 3] += out[5]
-            if end < iterations:
-                if not touched[end]:
-                    touched[end] = True
-                    tlist[si[I_NTOUCHED]] = end
-                    si[I_NTOUCHED] += 1
-                rows[end, 0] -= out[2]
-                rows[end, 1] -= out[3]
-                rows[end, 2] -= out[4]
-                rows[end, 3] -= out[5]
-            index += 1
-    t0, t1, t2, t3 = first_s, first_e, slope_s, slope_e
-    v_s, v_e = t0 + base_s, t1 + base_e
-    for i in range(iterations):
-        if i and touched[i]:
-            t0 += rows[i, 0]
-            t1 += rows[i, 1]
-            t2 += rows[i, 2]
-            t3 += rows[i, 3]
-            v_s, v_e = t0 + base_s, t1 + base_e
-        cost_s[i] = v_s + t2 * i
-        cost_e[i] = v_e + t3 * i
-    return DONE
 
 
 @njit(cache=True)
@@ -691,12 +438,12 @@ def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, c
                 si[I_PENDING], si[I_PENDING_REP] = L_PRICE, replica
                 return status
             if s[S_PLAN_KIND] == PLAN_ITERATION:
-                status = _price_iteration(si, s, ri, dec, ch_req, ch_new, p_ends, p_energy,
+                status = price_iteration(si, s, ri, dec, ch_req, ch_new, p_ends, p_energy,
                                           dense, prefill, dcost, call)
             else:
                 for j in range(s[S_NDEC]):
                     ctx[j] = ri[dec[j], R_KV_TOKENS] + 1
-                status = _price_decode_run(si, s, ctx, rows, touched, tlist, cross, out,
+                status = price_decode_run(si, s, ctx, rows, touched, tlist, cross, out,
                                            p_ends, p_energy, dense, call, grid)
             if status != DONE:
                 si[I_PENDING], si[I_PENDING_REP] = L_PRICE, replica
@@ -715,16 +462,16 @@ def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, c
             s[S_DONE] = run
             delay = max(0.0, end - sf[F_NOW])
             if s[S_INTERRUPT]:
-                if not _carry_on(si, sf, hq_t, sf[F_NOW] + delay):  # first_of
-                    eid = _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
+                if not carry_on(si, sf, hq_t, sf[F_NOW] + delay):  # first_of
+                    eid = schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
                                     EV_REP_TIMEOUT, replica, 0)
                     s[S_WAIT], s[S_WAIT_GEN], s[S_WAIT_EID] = W_FIRST, s[S_GEN], eid
                     s[S_RESUME] = L_AFTER_FIRST
                     return DONE
                 label = L_AFTER_FIRST
             else:
-                if not _carry_on(si, sf, hq_t, sf[F_NOW] + delay):
-                    eid = _schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
+                if not carry_on(si, sf, hq_t, sf[F_NOW] + delay):
+                    eid = schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
                                     EV_REP_TIMEOUT, replica, 0)
                     s[S_WAIT], s[S_WAIT_EID] = W_TIMEOUT, eid
                     s[S_RESUME] = L_COMMIT
@@ -737,8 +484,8 @@ def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, c
                 done = _bisect_left(p_ends, run, now) + 1
                 s[S_DONE] = done
                 delay = max(0.0, p_ends[done - 1] - now)
-                if not _carry_on(si, sf, hq_t, now + delay):
-                    eid = _schedule(si, hq_t, hq_i, now + delay, NORMAL, EV_REP_TIMEOUT,
+                if not carry_on(si, sf, hq_t, now + delay):
+                    eid = schedule(si, hq_t, hq_i, now + delay, NORMAL, EV_REP_TIMEOUT,
                                     replica, 0)
                     s[S_WAIT], s[S_WAIT_EID] = W_TIMEOUT, eid
                     s[S_RESUME] = L_COMMIT
@@ -763,9 +510,9 @@ def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, 
     GROW where the driver must act first (call again after)."""
     if not si[I_STARTED]:  # the arrival process, then each replica's (engine order)
         si[I_STARTED] = 1
-        _schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_ARR, 0, 0)
+        schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_ARR, 0, 0)
         for replica in range(si[I_REPLICAS]):
-            _schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_REP, replica, 0)
+            schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_REP, replica, 0)
     label, replica = si[I_PENDING], si[I_PENDING_REP]
     si[I_PENDING] = -1
     while True:
@@ -778,7 +525,7 @@ def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, 
                 return status
         if si[I_QLEN] == 0:
             return DONE
-        _pop(si, hq_t, hq_i)
+        pop(si, hq_t, hq_i)
         head = QUEUE_CAP - 1
         sf[F_NOW] = hq_t[head]
         eid, kind, replica, ref = hq_i[head, 1], hq_i[head, 2], hq_i[head, 3], hq_i[head, 4]
@@ -793,29 +540,14 @@ def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, 
                 label = s[S_RESUME]
             elif s[S_WAIT] == W_FIRST and s[S_WAIT_GEN] == ref:  # first_of fires
                 s[S_WAIT] = W_EITHER
-                _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, replica, 0)
+                schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, replica, 0)
         elif kind == EV_REP_TIMEOUT:
             if s[S_WAIT] == W_TIMEOUT and s[S_WAIT_EID] == eid:
                 label = s[S_RESUME]
             elif s[S_WAIT] == W_FIRST and s[S_WAIT_EID] == eid:
                 s[S_WAIT] = W_EITHER
-                _schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, replica, 0)
+                schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_EITHER, replica, 0)
         elif kind == EV_EITHER and s[S_WAIT] == W_EITHER:
             label = s[S_RESUME]
         if label >= 0:
             s[S_WAIT] = W_NONE
-
-
-@njit(cache=True)
-def fill_pairs(table, keys, values):
-    """table[keys[i]] = (values[i, 0], values[i, 1]) for every i (the driver's copies
-    of the cost model's memos, at compiled speed)."""
-    for i in range(keys.shape[0]):
-        table[keys[i]] = (values[i, 0], values[i, 1])
-
-
-@njit(cache=True)
-def fill_quads(table, keys, values):
-    """fill_pairs for (variable, fixed) pairs: four values a key."""
-    for i in range(keys.shape[0]):
-        table[keys[i]] = (values[i, 0], values[i, 1], values[i, 2], values[i, 3])
