@@ -197,3 +197,15 @@ def test_runs_beyond_the_scope_take_the_simpy_loop(cost):
     used.arrived = 1
     assert not applies(store=used)
     assert not compiled_loop.applies(spec, arrivals, cost, kv, MetricsStore(1), llm=False)
+
+
+def test_many_runs_cut_short_leave_their_stale_timeouts_in_the_queue(cost):
+    """A long decode run cut short by each of many arrivals: every cut leaves its run's
+    timeout queued (stale), as SimPy leaves it, so the heap holds hundreds at once."""
+    n = 300
+    arrivals = _arrivals([0.0] + [2e-4] * (n - 1), [8] + [4] * (n - 1),
+                         [3000] + [2] * (n - 1))
+    spec = _spec(512, 512, 16, 2)
+    reference = _serve(spec, arrivals, cost, 2000, compiled=False)
+    assert _record(_serve(spec, arrivals, cost, 2000, compiled=True)) == _record(reference)
+    assert compiled_loop.queue_room(n, 1) < 2 * n

@@ -48,6 +48,15 @@ def applies(spec, arrivals, cost, kv, store, *, llm: bool) -> bool:
                 and spec.max_tokens < KEY_LIMIT)
 
 
+def queue_room(requests: int, replicas: int) -> int:
+    """Rows the event heap needs at most: each arrival's news to its replica and each
+    replica's news of the end of arrivals (pending, or gone and left behind the timeout
+    it cut short, stale: requests + replicas in all), per replica one live timeout and
+    one first_of event, the arrival process's timeout and end, every process's start,
+    and the row `pop` leaves the head in."""
+    return requests + 4 * replicas + 4
+
+
 def _tables(cost: LlmCost):
     """Typed dictionaries of the cost model's memos: dense part by tokens, prefill
     attention by (new << 32 | cached), decode (variable, fixed) by context, call by
@@ -130,7 +139,8 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     out = np.zeros(6)
     fin, drops = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     chg_t, chg_d = np.zeros(2 * n), np.zeros(2 * n, dtype=np.int64)
-    hq_t, hq_i = np.zeros(k.QUEUE_CAP), np.zeros((k.QUEUE_CAP, 5), dtype=np.int64)
+    room = queue_room(n, replicas)
+    hq_t, hq_i = np.zeros(room), np.zeros((room, 5), dtype=np.int64)
     limit = store.sample.limit
     shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
     shp_off = np.zeros(2 * limit + 2, dtype=np.int64)

@@ -36,7 +36,7 @@ from simulator.serving.loop_state import (DONE, EV_ARRIVED, EV_ARR_END, EV_ARR_T
                                           L_DISPATCH, L_PRICE, L_TOP,
                                           MAX_RUN_ITERATIONS, NORMAL,
                                           PLAN_DECODE_RUN, PLAN_ITERATION, PROGRESS,
-                                          QUEUE_CAP, Q_ADMITTED, Q_ARRIVAL, Q_FINISH,
+                                          Q_ADMITTED, Q_ARRIVAL, Q_FINISH,
                                           Q_FIRST, Q_KV_MARK, Q_KV_WAIT,
                                           Q_KV_WAIT_FIRST, Q_LOST_SINCE, Q_PREEMPT_LOST,
                                           REPORT_EVERY, R_DROPPED, R_KV_HELD,
@@ -526,7 +526,7 @@ def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, 
         if si[I_QLEN] == 0:
             return DONE
         pop(si, hq_t, hq_i)
-        head = QUEUE_CAP - 1
+        head = hq_t.shape[0] - 1
         sf[F_NOW] = hq_t[head]
         eid, kind, replica, ref = hq_i[head, 1], hq_i[head, 2], hq_i[head, 3], hq_i[head, 4]
         s = rs[replica]

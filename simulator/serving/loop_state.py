@@ -1,7 +1,8 @@
 """The compiled serving loop's state in arrays (simulator.serving.loop_kernel): the
 layout of its scalar, per-replica and per-request arrays, the statuses and labels its
 kernels share, and SimPy's event queue as a heap of (time, priority, id) rows, so
-events are processed in the order SimPy processes them."""
+events are processed in the order SimPy processes them. The heap's room is the
+driver's (queue_room): its last row is where `pop` leaves the head."""
 
 from __future__ import annotations
 
@@ -41,7 +42,6 @@ REQUEST_FLOATS = 9
 URGENT, NORMAL = 0, 1
 EV_INIT_ARR, EV_INIT_REP, EV_ARR_TIMEOUT, EV_ARR_END, EV_ARRIVED, EV_REP_TIMEOUT, \
     EV_EITHER = range(7)
-QUEUE_CAP = 64
 # What the replica waits for.
 W_NONE, W_ARRIVED, W_FIRST, W_EITHER, W_TIMEOUT = range(5)
 # Where the replica's process goes on (Replica.serving's points).
@@ -72,7 +72,7 @@ def _swap(hq_t, hq_i, a, b):
 def schedule(si, hq_t, hq_i, when, priority, kind, replica, ref):
     """env.schedule: queued at `when` with the next event id; returns the id."""
     n = si[I_QLEN]
-    if n >= QUEUE_CAP - 1:
+    if n >= hq_t.shape[0] - 1:
         raise RuntimeError("the compiled serving loop's event queue is full")
     eid = si[I_EID]
     si[I_EID] = eid + 1
@@ -91,9 +91,9 @@ def schedule(si, hq_t, hq_i, when, priority, kind, replica, ref):
 
 @njit(cache=True)
 def pop(si, hq_t, hq_i):
-    """Removes the queue's head (left in slot QUEUE_CAP - 1 for the caller)."""
+    """Removes the queue's head (left in the last row for the caller)."""
     n = si[I_QLEN] - 1
-    last = QUEUE_CAP - 1
+    last = hq_t.shape[0] - 1
     hq_t[last] = hq_t[0]
     for k in range(5):
         hq_i[last, k] = hq_i[0, k]
