@@ -1,8 +1,8 @@
 """The compiled serving loop (simulator.serving.compiled_loop) against the SimPy loop it
 ports: on generated loads (arrivals with ties, prompt and output lengths, max batch,
-token budget, KV caches small enough to preempt, 1 to 3 replicas) both leave the same store, bit for
-bit: every request's record, the totals, the sampled shapes, the number in the system;
-and the cost model is asked for the same grid points."""
+token budget, KV caches small enough to preempt, 1 to 3 replicas) both leave the same
+store, bit for bit: every request's record, the totals, the sampled shapes, the number
+in the system; and the cost model is asked for the same grid points."""
 
 from __future__ import annotations
 
