@@ -17,6 +17,7 @@ from simpy.events import NORMAL
 
 from simulator.errors import AccsimError
 
+from simulator.serving import compiled_loop
 from simulator.serving.arrivals import Arrivals
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.requests import Request
@@ -387,8 +388,19 @@ def check_all_done(store: MetricsStore, total: int, batching: str) -> None:
 
 
 def run_serving(spec, arrivals: Arrivals, cost, make_kv: Callable[[], object], *,
-                llm: bool, store: MetricsStore, progress: Progress | None = None) -> None:
-    """Serve every arrival on spec.replicas replicas until all are done or dropped."""
+                llm: bool, store: MetricsStore, progress: Progress | None = None,
+                compiled: bool = True) -> None:
+    """Serve every arrival on spec.replicas replicas until all are done or dropped: in
+    the compiled loop where its scope holds (simulator.serving.compiled_loop, the
+    same figures; `compiled` False: never), else in SimPy's."""
+    if compiled:
+        kv = make_kv()
+        if compiled_loop.applies(spec, arrivals, cost, kv, store, llm=llm):
+            compiled_loop.run_compiled(spec, arrivals, cost, kv, store, progress)
+            check_all_done(store, len(arrivals), spec.batching)
+            if progress:
+                progress(len(arrivals), len(arrivals))
+            return
     env = simpy.Environment()
     policy = REPLICA_SCHEDULERS.get(spec.batching, field="batching")
     total = len(arrivals)

@@ -1,0 +1,214 @@
+"""The compiled serving loop (issue 44, speed): the reference event loop
+(simulator.serving.engine with its SimPy processes, the continuous-batching scheduler,
+the paged KV cache and LlmCost's iteration prices) run as one Numba kernel
+(simulator.serving.loop_kernel, loop_prices, loop_state) where a run is within its
+scope: replicas of one pipeline stage under the default router (round robin; one
+replica under any router),
+continuous batching, a paged KV cache that preempts by recompute (no host tier, no
+prefix cache), an LLM cost model of LlmCost's own class. Every other run
+takes the SimPy loop. Both give the same store: the same per-request records, totals,
+sampled shapes and number in the system, bit for bit (tests/test_serving_compiled_loop.py).
+
+Iteration costs: the kernel reads tables filled from LlmCost's memos; where one lacks an
+entry it stops, this driver asks LlmCost the way its iteration or decode run would at
+that point (so the same grid points are simulated, in the same order), and the kernel
+goes on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.serving import loop_state as k
+from simulator.serving.loop_kernel import serve_loop
+from simulator.serving.loop_prices import fill_pairs, fill_quads
+from simulator.serving.kv_cache import PagedKvCache
+from simulator.serving.llm_cost import LlmCost
+from simulator.serving.metrics import MetricsStore
+from simulator.serving.requests import Request
+
+KEY_LIMIT = 1 << 31  # token counts packed two to an int64 key
+MAX_SLOTS = 1 << 25  # replicas x requests: the per-replica lists' room (int64 each)
+
+
+def applies(spec, arrivals, cost, kv, store, *, llm: bool) -> bool:
+    """Whether the run is within the compiled loop's scope (module docstring)."""
+    if not llm or spec.batching != "continuous" or spec.max_batch is None \
+            or (spec.routing != "round_robin" and spec.replicas != 1) \
+            or spec.system.pp != 1 or type(cost) is not LlmCost \
+            or type(kv) is not PagedKvCache or kv.host is not None \
+            or type(store) is not MetricsStore or store.prefix_cache is not None \
+            or store.arrived or store.sample.seen \
+            or arrivals.prefix_tokens is not None or arrivals.prefix_ids is not None \
+            or len(arrivals) == 0 or spec.replicas * (len(arrivals) + 2) > MAX_SLOTS:
+        return False
+    prompts, outputs = arrivals.prompt_tokens, arrivals.output_tokens
+    return bool(prompts.min() >= 1 and outputs.min() >= 1
+                and int(prompts.max()) + int(outputs.max()) < KEY_LIMIT
+                and spec.max_tokens < KEY_LIMIT)
+
+
+def queue_room(requests: int, replicas: int) -> int:
+    """Rows the event heap needs at most: each arrival's news to its replica and each
+    replica's news of the end of arrivals (pending, or gone and left behind the timeout
+    it cut short, stale: requests + replicas in all), per replica one live timeout and
+    one first_of event, the arrival process's timeout and end, every process's start,
+    and the row `pop` leaves the head in."""
+    return requests + 4 * replicas + 4
+
+
+def _tables(cost: LlmCost):
+    """Typed dictionaries of the cost model's memos: dense part by tokens, prefill
+    attention by (new << 32 | cached), decode (variable, fixed) by context, call by
+    (tokens << 32 | requests), grid points' (variable, fixed) by context."""
+    from numba import typed, types
+    two, four = types.UniTuple(types.float64, 2), types.UniTuple(types.float64, 4)
+    dense = typed.Dict.empty(types.int64, two)
+    prefill = typed.Dict.empty(types.int64, two)
+    dcost = typed.Dict.empty(types.int64, four)
+    call = typed.Dict.empty(types.int64, two)
+    grid = typed.Dict.empty(types.int64, four)
+    def fill(table, keys, values, width):
+        keys = np.array(keys, dtype=np.int64).reshape(-1, 2 if width < 0 else 1)
+        keys = keys[:, 0] << 32 | keys[:, 1] if width < 0 else keys[:, 0]
+        fill_table = fill_pairs if abs(width) == 2 else fill_quads
+        fill_table(table, keys, np.array(values, dtype=np.float64).reshape(
+            len(keys), abs(width)))
+
+    fill(dense, list(cost._dense_memo), list(cost._dense_memo.values()), 2)
+    fill(prefill, list(cost._prefill_memo), list(cost._prefill_memo.values()), -2)
+    fill(dcost, list(cost._decode_memo), list(cost._decode_memo.values()), 4)
+    fill(call, list(cost._call_memo), [(found.seconds, found.energy_j)
+                                       for found in cost._call_memo.values()], -2)
+    points = [context for context in cost._decode if context in cost._pair]
+    fill(grid, points, [cost._decode_at(context) for context in points], 4)
+    return dense, prefill, dcost, call, grid
+
+
+def _fill(si, cost: LlmCost, tables) -> None:
+    """The entry the kernel lacks, from the cost model (as the reference asks it)."""
+    dense, prefill, dcost, call, grid = tables
+    kind, a, b = int(si[k.I_MISS_KIND]), int(si[k.I_MISS_A]), int(si[k.I_MISS_B])
+    if kind == k.K_DENSE:
+        dense[a] = cost._dense_cost(a)
+    elif kind == k.K_PREFILL:
+        prefill[(a << 32) | b] = cost._prefill_cost(a, b)
+    elif kind == k.K_DECODE:
+        variable, fixed = cost._decode_cost(a)
+        dcost[a] = (*variable, *fixed)
+    elif kind == k.K_CALL:
+        found = cost._call(a, b)
+        call[(a << 32) | b] = (found.seconds, found.energy_j)
+    else:
+        variable, fixed = cost._decode_at(a)
+        grid[a] = (*variable, *fixed)
+
+
+def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: MetricsStore,
+                 progress=None) -> None:
+    """Serve every arrival on spec.replicas replicas, each with a cache as `kv` (fresh);
+    fills `store` as the SimPy loop does."""
+    n, replicas = len(arrivals), spec.replicas
+    si = np.zeros(k.INTS, dtype=np.int64)
+    si[k.I_N], si[k.I_PENDING] = n, -1
+    si[k.I_TOTAL_BLOCKS], si[k.I_REPLICAS] = kv.total_blocks, replicas
+    rs = np.zeros((replicas, k.REPLICA_INTS), dtype=np.int64)
+    rs[:, k.S_FREE] = kv.total_blocks
+    rg = np.zeros((replicas, k.REPLICA_FLOATS))
+    rg[:, k.G_CLOCK_SINCE] = np.nan
+    si[k.I_BLOCK], si[k.I_MAX_BATCH] = kv.block_tokens, spec.max_batch
+    si[k.I_MAX_TOKENS], si[k.I_BITS] = spec.max_tokens, cost.bits
+    si[k.I_STRIDE], si[k.I_LIMIT] = store.sample.stride, store.sample.limit
+    si[k.I_REPORT_NEXT], si[k.I_REPORTS] = k.REPORT_EVERY, progress is not None
+    sf = np.zeros(k.FLOATS)
+    ri = np.zeros((n, k.REQUEST_INTS), dtype=np.int64)
+    ri[:, k.R_PROMPT] = arrivals.prompt_tokens
+    ri[:, k.R_OUTPUT] = arrivals.output_tokens
+    rf = np.zeros((n, k.REQUEST_FLOATS))
+    rf[:, k.Q_ARRIVAL] = arrivals.times_s
+    for column in (k.Q_FIRST, k.Q_FINISH, k.Q_ADMITTED, k.Q_LOST_SINCE):
+        rf[:, column] = np.nan
+    wq, dec, pre, ch_req, ch_new = (np.zeros((replicas, n + 2), dtype=np.int64)
+                                    for _ in range(5))
+    ctx = np.zeros(n + 2, dtype=np.int64)
+    p_ends, p_energy = (np.zeros((replicas, k.MAX_RUN_ITERATIONS)) for _ in range(2))
+    rows = np.zeros((k.MAX_RUN_ITERATIONS + 1, 4))
+    touched = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.bool_)
+    tlist = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.int64)
+    cross = np.zeros(n + 2, dtype=np.int64)
+    out = np.zeros(6)
+    fin, drops = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    chg_t, chg_d = np.zeros(2 * n), np.zeros(2 * n, dtype=np.int64)
+    room = queue_room(n, replicas)
+    hq_t, hq_i = np.zeros(room), np.zeros((room, 5), dtype=np.int64)
+    limit = store.sample.limit
+    shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
+    shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
+    tables = _tables(cost)
+    while True:
+        status = serve_loop(si, sf, rs, rg, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
+                              p_energy, ctx, rows, touched, tlist, cross, out, fin, drops,
+                              chg_t, chg_d, hq_t, hq_i, shp, shp_off, *tables)
+        if status == k.DONE:
+            break
+        if status == k.MISS:
+            _fill(si, cost, tables)
+        elif status == k.GROW:
+            shp = np.concatenate([shp, np.zeros_like(shp)])
+        elif status == k.PROGRESS:
+            progress(int(si[k.I_NFIN] + si[k.I_NDROP]), n)
+    _record(store, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off, arrivals)
+
+
+def _requests(rows: np.ndarray, ri: np.ndarray, rf: np.ndarray, times: list) -> list:
+    """Request records of the rows `rows`, in that order, as the SimPy loop leaves them
+    (one call each, its fields positional in Request's order; NaN: None)."""
+    ints = ri[rows].T.tolist()
+    floats = rf[rows].T.tolist()
+
+    def maybe(values: list) -> list:
+        return [None if v != v else v for v in values]
+
+    count = len(rows)
+    zeros, none = [0] * count, [-1] * count
+    return list(map(Request, rows.tolist(), [times[r] for r in rows.tolist()],
+                    ints[k.R_PROMPT], ints[k.R_OUTPUT], ints[k.R_TARGET],
+                    ints[k.R_PREFILLED], ints[k.R_KV_TOKENS], ints[k.R_PRODUCED],
+                    ints[k.R_KV_HELD], maybe(floats[k.Q_FIRST]), maybe(floats[k.Q_FINISH]),
+                    ints[k.R_PREEMPT], [bool(d) for d in ints[k.R_DROPPED]], zeros, none,
+                    zeros, zeros, zeros, maybe(floats[k.Q_ADMITTED]), floats[k.Q_KV_MARK],
+                    maybe(floats[k.Q_LOST_SINCE]), floats[k.Q_KV_WAIT],
+                    floats[k.Q_KV_WAIT_FIRST], floats[k.Q_PREEMPT_LOST], [0.0] * count))
+
+
+def _record(store: MetricsStore, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off,
+            arrivals) -> None:
+    """The kernel's state as the SimPy loop leaves the store."""
+    times = arrivals.times_s.tolist()  # arrival times as the reference reads them
+    store.finished = _requests(fin[:si[k.I_NFIN]], ri, rf, times)
+    store.dropped = _requests(drops[:si[k.I_NDROP]], ri, rf, times)
+    store.arrived = int(si[k.I_ARRIVED])
+    store.preemptions = int(si[k.I_PREEMPTIONS])
+    for replica, (ints_of, floats_of) in enumerate(zip(rs.tolist(), rg.tolist())):
+        store.busy_s[replica] += floats_of[k.G_BUSY]
+        store.energy_j[replica] += floats_of[k.G_ENERGY]
+        store.iterations[replica] += ints_of[k.S_ITERS]
+        store.running_max[replica] = max(store.running_max[replica],
+                                         ints_of[k.S_RUNNING_MAX])
+    if si[k.I_CAP_CALLED]:
+        high = int(si[k.I_CAP_HIGH])
+        store.same_under_max_batch = (int(si[k.I_CAP_LOW]),
+                                      float("inf") if high < 0 else high)
+    changes = int(si[k.I_NCHANGES])
+    store._changes = list(zip(chg_t[:changes].tolist(), chg_d[:changes].tolist()))
+    sample = store.sample
+    sample.stride, sample.seen = int(si[k.I_STRIDE]), int(si[k.I_SEEN])
+    flat, offsets = shp.tolist(), shp_off.tolist()
+    shapes = []
+    for index in range(int(si[k.I_NSHAPES])):
+        begin = offsets[index]
+        chunks, decodes = flat[begin], flat[begin + 1]
+        pairs = flat[begin + 2:begin + 2 + 2 * chunks]
+        shapes.append((tuple(zip(pairs[::2], pairs[1::2])),
+                       tuple(flat[begin + 2 + 2 * chunks:begin + 2 + 2 * chunks + decodes])))
+    sample.shapes = shapes
