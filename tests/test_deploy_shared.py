@@ -17,8 +17,10 @@ from simulator.inputs.named_inputs import load_inputs
 from simulator.serving.serve import prepare, simulate_serving, summary
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.spec import ServeSpec
-from simulator.sweep.deploy import Grid, search_platforms
+from simulator.sweep.deploy import Grid, iteration_bound_s, search_platforms
 from simulator.sweep.executors import executor_for
+from simulator.system.parallelism import SystemPlan
+from simulator.system.serving import ShardedFrontend
 
 SLA = {"ttft_p99_ms": 0.4, "tpot_p99_ms": 0.06}
 # Every T x P split of 1 and 2 chips, 1 or 2 replicas, max batch 2, 8 and 64.
@@ -92,3 +94,27 @@ def test_a_shared_search_on_a_local_dask_cluster_equals_a_serial_unshared_one(
     pytest.importorskip("distributed")
     shared = search(files, "dask-local", share=True)
     assert shared[0].runs_shared > 0 and rows(shared) == rows(unshared)
+
+
+def test_splits_sharing_their_bounds_tiling_searches_prune_as_each_alone(files):
+    """The roofline bounds of one platform's splits, their tilings searched once per
+    operator content (Outcome.searches), prune the same points for the same figures
+    as each bound searched alone; a TPOT target between the splits' decode-step bounds
+    prunes some splits and not others."""
+    config = hf.load_model_config(files["model"])
+    platform = load_inputs(files["tight"], "gemm_4096", None).platform
+    bounds = []
+    for tp, pp in ((1, 1), (2, 1), (1, 2)):
+        plan = SystemPlan(chips=tp * pp, tp=tp, pp=pp)
+        frontend = hf if plan.single_chip else ShardedFrontend(hf, plan, platform)
+        workload = frontend.iteration_workload(config, prefill=[], decode=[64])
+        bounds.append(iteration_bound_s(platform, workload) * 1e3)
+    target = (min(bounds) + max(bounds)) / 2
+    sla = {**SLA, "tpot_p99_ms": target}
+    outcomes = {share: search_platforms(spec(files, sla=sla), [files["tight"]], GRID,
+                                        cost_cache=CostCache(None), share=share)
+                for share in (True, False)}
+    shared, alone = outcomes[True][0], outcomes[False][0]
+    assert shared.searches.hits > 0 and alone.searches is None
+    assert any(row["reason"].startswith("bound: ") for row in shared.pruned)
+    assert shared.points and rows(outcomes[True]) == rows(outcomes[False])

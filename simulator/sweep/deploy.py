@@ -29,6 +29,7 @@ from simulator.inputs.loader import locate
 from simulator.inputs.platform_file import load_platform
 from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import roofline_bound_cycles
+from simulator.search.default import SearchCache
 from simulator.search.resolve import lower_workload
 from simulator.serving import llm_cost
 from simulator.serving.iteration_cost import UnitCosts
@@ -130,6 +131,9 @@ class Outcome:
     points: list[dict] = field(default_factory=list)   # searched, with figures
     pruned: list[dict] = field(default_factory=list)   # with their reason
     runs_shared: int = 0                               # runs a point took from another's
+    # The roofline bounds' tiling searches by operator content, shared by the T x P
+    # splits of one platform (a stage lowers the replica's shapes); None: each its own.
+    searches: SearchCache | None = None
 
 
 def plans(chips: int) -> list[SystemPlan]:
@@ -172,10 +176,12 @@ def _mean_context(spec: ServeSpec, trace: Trace | None) -> tuple[int, int, int]:
             int(prompt + output))
 
 
-def iteration_bound_s(platform: Platform, workload) -> float:
+def iteration_bound_s(platform: Platform, workload,
+                      searches: SearchCache | None = None) -> float:
     """Seconds no schedule beats for one iteration: each operator's roofline floor
-    (compute, compulsory bytes or its collective's link time), summed."""
-    lowered = lower_workload(workload, Mapping(), platform)
+    (compute, compulsory bytes or its collective's link time), summed (`searches`: the
+    default tiling search's results, shared by content: a cache changes no result)."""
+    lowered = lower_workload(workload, Mapping(), platform, searches=searches)
     cycles = sum(roofline_bound_cycles(op, platform) * op.runs for op in lowered)
     return platform.seconds(cycles)
 
@@ -193,7 +199,7 @@ def phase_bound_ms(outcome: Outcome, dtype: str | None, plan: SystemPlan,
                                            decode=list(decode), dtype=dtype)
     if precision is not None:
         workload = precision.apply(workload)
-    return iteration_bound_s(platform, workload) * 1e3
+    return iteration_bound_s(platform, workload, outcome.searches) * 1e3
 
 
 def bound_misses(spec: ServeSpec, bound: Callable[[str], float]) -> str | None:
@@ -507,7 +513,8 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
     request = _smallest_request(spec, trace)
     outcome = Outcome(arch, platform, source.path, config, hf_frontend,
-                      *_mean_context(spec, trace), weight_bytes=facts.weight_bytes)
+                      *_mean_context(spec, trace), weight_bytes=facts.weight_bytes,
+                      searches=SearchCache() if share else None)
     identity = search_identity(spec, platform, config, trace, prune)
     if budget_w is not None:  # a point's outcome depends on it; a run's does not
         identity[BUDGET_KEY] = budget_w
@@ -559,8 +566,9 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
     pipeline stages summed: each stage is one more step per iteration), so that workers
     are not left idle by one platform's last group. Only this process writes the store;
     each platform's rows are in the grid's order whatever the executor. `share`
-    False: a task per plan, and each point simulates every run and unit cost of its
-    own (the unshared search the shared one must equal: Group, SharedRuns).
+    False: a task per plan, each point simulates every run and unit cost of its own
+    and each roofline bound searches its own tilings (the unshared search the shared
+    one must equal: Group, SharedRuns, Outcome.searches).
     `progress(arch, points finished, points in all)`, over every platform;
     `power_budget_w`: held as the SLA is (simulator.sweep.power_budget)."""
     point_lists = [deployments(arch, grid) if points is None else points
