@@ -1,7 +1,9 @@
 """Work shared across a deployment search's points (DESIGN.md section 20): a serving
 run shared between points that differ only in max_batch is the run each would
 simulate, and the shared, parallel search (worker processes, a local Dask cluster)
-finds every point's figures exactly as a serial, unshared one. A tiny Llama config on
+finds every point's figures exactly as a serial, unshared one: each split's serve
+setup (its iteration-cost table) is built once, in one task, and the roofline bounds
+that prune share their tiling searches. A tiny Llama config on
 a v5e copy whose HBM holds few requests' KV keeps every run fast and makes max_batch
 bind for some points and not for others."""
 
@@ -17,6 +19,7 @@ from simulator.inputs.named_inputs import load_inputs
 from simulator.serving.serve import prepare, simulate_serving, summary
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.spec import ServeSpec
+from simulator.sweep import deploy
 from simulator.sweep.deploy import Grid, iteration_bound_s, search_platforms
 from simulator.sweep.executors import executor_for
 from simulator.system.parallelism import SystemPlan
@@ -91,7 +94,8 @@ def test_a_shared_search_in_worker_processes_equals_a_serial_unshared_one(files,
 
 def test_a_shared_search_on_a_local_dask_cluster_equals_a_serial_unshared_one(
         files, unshared):
-    pytest.importorskip("distributed")
+    pytest.importorskip("distributed", reason="a local Dask cluster needs the "
+                        "distributed package (pip install 'accsim[dask]')")
     shared = search(files, "dask-local", share=True)
     assert shared[0].runs_shared > 0 and rows(shared) == rows(unshared)
 
@@ -118,3 +122,30 @@ def test_splits_sharing_their_bounds_tiling_searches_prune_as_each_alone(files):
     assert shared.searches.hits > 0 and alone.searches is None
     assert any(row["reason"].startswith("bound: ") for row in shared.pruned)
     assert shared.points and rows(outcomes[True]) == rows(outcomes[False])
+
+
+def test_each_split_has_one_serve_setup_for_all_its_replicas_and_batches(files,
+                                                                         monkeypatch):
+    """One serve setup (its iteration-cost table, filled as runs ask) per platform,
+    split and precision plan, in one task: every replica count and max batch of the
+    split reads the same table, and no two tasks (no two worker processes) build
+    it."""
+    made = []
+
+    def counted(at, **options):
+        made.append((at.arch, at.chips, at.tp, at.pp, at.precision))
+        return prepare(at, **options)
+
+    monkeypatch.setattr(deploy, "prepare", counted)
+    task = deploy.search_group
+    tasks = []
+    monkeypatch.setattr(deploy, "search_group",
+                        lambda group: tasks.append(group) or task(group))
+    outcome = search_platforms(spec(files), [files["tight"]], GRID,
+                               cost_cache=CostCache(None))[0]
+    splits = {(row["chips_per_replica"], row["tp"], row["pp"]) for row in outcome.points}
+    assert len(splits) == 3 and len(made) == len(set(made)) == len(splits)
+    by_task = [{(p.plan.chips, p.plan.tp, p.plan.pp) for p in group.points}
+               for group in tasks]
+    assert sum(map(len, by_task)) == len(set().union(*by_task)) == len(splits)
+    assert {row["replicas"] for row in outcome.points} == {1, 2}
