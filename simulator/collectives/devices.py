@@ -37,7 +37,7 @@ def device_platform(platform: Platform, chips: int) -> tuple[Platform, int] | No
     if ranks == 1 or chips % ranks or chips == ranks:
         return None
     pooled = interconnect.model_copy(update={
-        "ranks_per_device": None,
+        "ranks_per_device": None, "mesh": None,  # `--mesh` shapes ranks, not devices
         "link_bandwidth_gbps": interconnect.link_bandwidth_gbps * ranks,
         "dimensions": None if interconnect.dimensions is None else [
             dim.model_copy(update={"link_bandwidth_gbps": dim.link_bandwidth_gbps * ranks})
