@@ -7,7 +7,8 @@ too). Each platform (experiments/whole_models/*.yaml) was written from its vendo
 published figures; every other value is an assumption marked there with the range it
 plausibly lies in. Where a value or model changed after a comparison, it changed to a
 published fact, cited where it stands (the collective ranks are NeuronCores, so TP
-runs one rank per core: inferentia2_core / trainium_core; NeuronCore-v2's two-input
+runs one rank per core: inferentia2_core / trainium_core; a group holding both cores
+of its devices rings over the devices, the runtime's KangaRing; NeuronCore-v2's two-input
 vector cost; its HBM traffic at its 16 DMA engines' published 272 GB/s, not half the
 device's 820; transformers-neuronx's attention buckets in measurements.yaml); no
 assumed value or range was moved to fit.

@@ -14,14 +14,19 @@ volume(p) x B bytes out of every chip in steps(p) ring steps:
 all-reduce volume 2 (p-1)/p in 2 (p-1) steps; reduce-scatter, all-gather and all-to-all
 (p-1)/p in p-1 steps; point-to-point sends all B in one step, over the one link to the
 neighbour (ring, torus2d) or striped over every port (switch).
+
+A platform whose chips are ranks of a larger device (`ranks_per_device`, NeuronCores)
+runs a group over whole devices as a collective over the devices (KangaRing,
+simulator.collectives.devices), in either mode.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.collectives.algorithms import Phase, concurrent
+from simulator.collectives.devices import device_platform, device_ranks, group_text
 from simulator.inputs.platform import Interconnect, Platform
 from simulator.collectives.wiring import place, shape_text
 
@@ -94,6 +99,11 @@ def collective_cost(kind: str, payload_bytes: int, chips: int,
                               "none", 0, "")
     if interconnect is None:
         raise ValueError(f"platform {platform.name} has no interconnect table")
+    if kind != "point_to_point" and (ranks := device_ranks(interconnect)) > 1:
+        if over := device_platform(platform, chips):
+            return per_rank(collective_cost(kind, payload_bytes, over[1], over[0]),
+                            chips, ranks)
+        return flat_ring(kind, payload_bytes, chips, platform)  # Ring: the fallback
     if interconnect.collectives == "ring":
         return flat_ring(kind, payload_bytes, chips, platform)
     mesh = interconnect.mesh
@@ -120,6 +130,14 @@ def collective_cost(kind: str, payload_bytes: int, chips: int,
         sum(p.steps for p in longest), wire_s + latency / clock_hz,
         math.ceil(wire_s * clock_hz) + latency, energy, algorithm_text(longest),
         sum(p.hops for p in longest), shape_text(placed))
+
+
+def per_rank(cost: CollectiveCost, chips: int, ranks: int) -> CollectiveCost:
+    """A collective priced over whole devices (simulator.collectives.devices) as its
+    `chips` ranks see it: each rank sends and spends its share of its device's."""
+    return replace(cost, chips=chips, sent_bytes_per_chip=cost.sent_bytes_per_chip / ranks,
+                   energy_j_per_chip=cost.energy_j_per_chip / ranks,
+                   group=group_text(cost.chips, ranks, cost.group))
 
 
 def algorithm_text(phases: list[Phase]) -> str:

@@ -371,10 +371,9 @@ class LinkDimension(Strict):
 
 
 class Interconnect(Strict):
-    """Chip-to-chip links (ICI, NVLink) that join N chips of this platform into one
-    system (DESIGN.md sections 14 and 22). `topology` and `ports_per_chip` are the flat
-    ring's shorthand (`--collectives ring`); `dimensions`, when given, is the real
-    wiring, else the shorthand's (simulator.collectives.wiring)."""
+    """Chip-to-chip links joining N chips (DESIGN.md sections 14, 22): the flat ring's
+    shorthand (`topology`, `ports_per_chip`), the wiring (`dimensions`, else the
+    shorthand's) and the chips sharing a device (simulator.collectives.devices)."""
 
     topology: Literal["ring", "torus2d", "switch"]
     ports_per_chip: PositiveInt
@@ -394,11 +393,12 @@ class Interconnect(Strict):
     mesh: list[Annotated[int, Field(ge=1, le=2**16)]] | None = Field(
         default=None, min_length=1, max_length=8, description="chips of the tensor-"
         "parallel group along each dimension (`--mesh AxB`); None: the squarest")
+    ranks_per_device: PositiveInt | None = Field(default=None, le=64)  # None: 1
 
     @model_serializer(mode="wrap")
     def _dump(self, handler, info) -> dict:
         data = omit_when_empty(handler, self, ("collective_fixed_us", "dimensions",
-                                               "mesh"), info)
+                                               "mesh", "ranks_per_device"), info)
         if data.get("collectives") == "auto" and not (info.context or {}).get("complete"):
             data.pop("collectives")
         return data

@@ -13,6 +13,7 @@ from pydantic import Field
 from simulator.inputs.platform import Platform, Strict
 from simulator.errors import AccsimError
 from simulator.system.padding import buildable_near, head_layout
+from simulator.collectives.devices import devices_spanned
 from simulator.collectives.wiring import dimensions, group_shape
 
 # Largest system the capacity search proposes (a TPU v5e pod is 256 chips).
@@ -91,7 +92,8 @@ def check_plan(plan: SystemPlan, platform: Platform, limits: ModelLimits, *,
     if plan.chips > 1:  # each group sits on the wiring (DESIGN.md section 22)
         for group in sorted({plan.tp, plan.ep, 2 if plan.pp > 1 else 1} - {1}):
             try:
-                group_shape(group, dimensions(platform.interconnect))
+                group_shape(devices_spanned(group, platform.interconnect),
+                            dimensions(platform.interconnect))
             except AccsimError as exc:
                 raise AccsimError(exc.rule, file=platform_file, field=exc.field) from None
     if limits.heads is not None:
