@@ -59,13 +59,14 @@ def test_pipelined_runs_leave_the_store_the_simpy_loop_leaves(
     _same(spec, _arrivals(*load), cost, blocks * 16 // block_tokens)
 
 
-@pytest.mark.parametrize("stages, replicas", [(2, 1), (4, 1), (2, 2), (4, 3)])
-def test_pipelined_preemptions_happen_and_match(cost, stages, replicas):
-    rng = np.random.default_rng(7 + stages)
+@pytest.mark.parametrize("stages, replicas, micro_batches",
+                         [(2, 1, None), (4, 1, None), (2, 2, 1), (4, 3, 3)])
+def test_pipelined_preemptions_happen_and_match(cost, stages, replicas, micro_batches):
+    rng = np.random.default_rng(7)
     n = 120
     arrivals = _arrivals(rng.exponential(0.002, n), rng.integers(50, 400, n),
                          rng.integers(20, 300, n))
-    spec = _pipelined(32, 256, 16, 8, replicas, stages)
+    spec = _pipelined(32, 256, 16, 8, replicas, stages, micro_batches)
     reference = _same(spec, arrivals, cost, 60 // replicas)
     assert reference.preemptions > 0
     assert reference.pipeline_bubble_fraction(stages) > 0
