@@ -136,8 +136,3 @@ def carry_on(si, sf, hq_t, when):
     sf[F_NOW] = when
     return True
 
-
-@njit(cache=True)
-def head_is(si, hq_i, kind):
-    """Whether the queue's head is an event of this kind (its lane: hq_i[0, 3])."""
-    return si[I_QLEN] > 0 and hq_i[0, 2] == kind
