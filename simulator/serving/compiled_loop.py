@@ -4,15 +4,18 @@ the paged KV cache and LlmCost's iteration prices) run as one Numba kernel
 (simulator.serving.loop_kernel, loop_batching, loop_pipeline, loop_prices, loop_state)
 where a run is within its scope: replicas of one pipeline stage or of several (their
 micro-batches through the stages, engine.PipelinedReplica) under the default router
-(round robin; one replica under any router), continuous batching, a paged KV cache that preempts by recompute (no host tier, no
-prefix cache), an LLM cost model of LlmCost's own class. Every other run
-takes the SimPy loop. Both give the same store: the same per-request records, totals,
-sampled shapes and number in the system, bit for bit (tests/test_serving_compiled_loop.py).
+(round robin; one replica under any router), continuous batching, a paged KV cache
+that preempts by recompute (no host tier, no prefix cache), an LLM cost model of
+LlmCost's own class. Every other run takes the SimPy loop. Both give the same store:
+the same per-request records, totals, sampled shapes and number in the system, bit
+for bit (tests/test_serving_compiled_loop.py, test_serving_compiled_pipeline.py).
 
-Iteration costs: the kernel reads tables filled from LlmCost's memos; where one lacks an
-entry it stops, this driver asks LlmCost the way its iteration or decode run would at
-that point (so the same grid points are simulated, in the same order), and the kernel
-goes on.
+Iteration costs: the kernel reads tables filled from LlmCost's memos and grid points,
+and interpolates between grid points as LlmCost does; where one lacks a grid point
+(or a call's cost) it stops, this driver asks LlmCost for it the way its iteration or
+decode run would at that point (so the same grid points are simulated, in the same
+order), and the kernel goes on. The sizes it interpolates stay in its own tables (the
+same values LlmCost's memos would hold).
 """
 
 from __future__ import annotations
@@ -66,16 +69,16 @@ def queue_room(requests: int, lanes: int) -> int:
 
 
 def _tables(cost: LlmCost):
-    """Typed dictionaries of the cost model's memos: dense part by tokens, prefill
-    attention by (new << 32 | cached), decode (variable, fixed) by context, call by
-    (tokens << 32 | requests), grid points' (variable, fixed) by context."""
+    """Typed dictionaries of the cost model's memos and grid points: dense part by
+    tokens, prefill attention by (new << 32 | cached), decode (variable, fixed) by
+    context, call by (tokens << 32 | requests); grid points' decode (variable, fixed)
+    by context, dense part by tokens, prefill attention by (new << 32 | cached)."""
     from numba import typed, types
     two, four = types.UniTuple(types.float64, 2), types.UniTuple(types.float64, 4)
-    dense = typed.Dict.empty(types.int64, two)
-    prefill = typed.Dict.empty(types.int64, two)
-    dcost = typed.Dict.empty(types.int64, four)
-    call = typed.Dict.empty(types.int64, two)
-    grid = typed.Dict.empty(types.int64, four)
+    dense, prefill, call, dgrid, pgrid = (typed.Dict.empty(types.int64, two)
+                                          for _ in range(5))
+    dcost, grid = (typed.Dict.empty(types.int64, four) for _ in range(2))
+
     def fill(table, keys, values, width):
         keys = np.array(keys, dtype=np.int64).reshape(-1, 2 if width < 0 else 1)
         keys = keys[:, 0] << 32 | keys[:, 1] if width < 0 else keys[:, 0]
@@ -90,23 +93,22 @@ def _tables(cost: LlmCost):
                                        for found in cost._call_memo.values()], -2)
     points = [context for context in cost._decode if context in cost._pair]
     fill(grid, points, [cost._decode_at(context) for context in points], 4)
-    return dense, prefill, dcost, call, grid
+    fill(dgrid, list(cost._dense), list(cost._dense.values()), 2)
+    fill(pgrid, list(cost._prefill), list(cost._prefill.values()), -2)
+    return dense, prefill, dcost, call, grid, dgrid, pgrid
 
 
 def _fill(si, cost: LlmCost, tables) -> None:
     """The entry the kernel lacks, from the cost model (as the reference asks it)."""
-    dense, prefill, dcost, call, grid = tables
+    dense, prefill, dcost, call, grid, dgrid, pgrid = tables
     kind, a, b = int(si[k.I_MISS_KIND]), int(si[k.I_MISS_A]), int(si[k.I_MISS_B])
-    if kind == k.K_DENSE:
-        dense[a] = cost._dense_cost(a)
-    elif kind == k.K_PREFILL:
-        prefill[(a << 32) | b] = cost._prefill_cost(a, b)
-    elif kind == k.K_DECODE:
-        variable, fixed = cost._decode_cost(a)
-        dcost[a] = (*variable, *fixed)
-    elif kind == k.K_CALL:
+    if kind == k.K_CALL:
         found = cost._call(a, b)
         call[(a << 32) | b] = (found.seconds, found.energy_j)
+    elif kind == k.K_DENSE_GRID:
+        dgrid[a] = cost._dense_at(a)
+    elif kind == k.K_PREFILL_GRID:
+        pgrid[(a << 32) | b] = cost._prefill_at(a, b)
     else:
         variable, fixed = cost._decode_at(a)
         grid[a] = (*variable, *fixed)

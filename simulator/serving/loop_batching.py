@@ -287,7 +287,8 @@ def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
 
 @njit(cache=True)
 def price(si, s, g, sf, ri, dec, ch_req, ch_new, p_ends, p_energy, ctx, rows, touched,
-          tlist, cross, out, shp, shp_off, dense, prefill, dcost, call, grid):
+          tlist, cross, out, shp, shp_off, dense, prefill, dcost, call, grid, dgrid,
+          pgrid):
     """The planned iterations' shape offered, their costs, and their end times from
     now and energies as running sums (schedulers._plan, _one); MISS or GROW where
     the driver must act first (then price again)."""
@@ -296,12 +297,12 @@ def price(si, s, g, sf, ri, dec, ch_req, ch_new, p_ends, p_energy, ctx, rows, to
         return status
     if s[S_PLAN_KIND] == PLAN_ITERATION:
         status = price_iteration(si, s, ri, dec, ch_req, ch_new, p_ends, p_energy,
-                                 dense, prefill, dcost, call)
+                                 dense, prefill, dcost, call, grid, dgrid, pgrid)
     else:
         for j in range(s[S_NDEC]):
             ctx[j] = ri[dec[j], R_KV_TOKENS] + 1
         status = price_decode_run(si, s, ctx, rows, touched, tlist, cross, out,
-                                  p_ends, p_energy, dense, call, grid)
+                                  p_ends, p_energy, dense, call, grid, dgrid)
     if status != DONE:
         return status
     now = sf[F_NOW]

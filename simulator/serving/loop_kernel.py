@@ -90,7 +90,8 @@ def _bisect_left(values, n, x):
 @njit(cache=True)
 def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news,
              ends, energies, ctx, rows, touched, tlist, cross, out, fin, chg_t, chg_d,
-             hq_t, hq_i, shp, shp_off, dense, prefill, dcost, call, grid):
+             hq_t, hq_i, shp, shp_off, dense, prefill, dcost, call, grid, dgrid,
+             pgrid):
     """Replica `replica`'s Replica.serving from `label` until it waits (DONE) or the
     driver is needed (the label to go on from is then I_PENDING); its one lane is its
     pool."""
@@ -110,7 +111,7 @@ def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, c
         if label == L_PRICE:
             status = price(si, s, g, sf, ri, dec, ch_req, ch_new, p_ends, p_energy, ctx,
                            rows, touched, tlist, cross, out, shp, shp_off, dense,
-                           prefill, dcost, call, grid)
+                           prefill, dcost, call, grid, dgrid, pgrid)
             if status != DONE:
                 si[I_PENDING], si[I_PENDING_REP] = L_PRICE, replica
                 return status
@@ -166,7 +167,8 @@ def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, c
 @njit(cache=True)
 def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, energies,
                ctx, rows, touched, tlist, cross, out, fin, drops, chg_t, chg_d, hq_t, hq_i,
-               shp, shp_off, stage_free, dense, prefill, dcost, call, grid):
+               shp, shp_off, stage_free, dense, prefill, dcost, call, grid, dgrid,
+               pgrid):
     """engine.run_serving's env.run(): DONE when the queue is empty; MISS, PROGRESS or
     GROW where the driver must act first (call again after)."""
     if not si[I_STARTED]:  # the arrival process, then each lane's (engine order)
@@ -184,12 +186,13 @@ def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, 
                                       pres, ch_reqs, ch_news, ends, energies, ctx, rows,
                                       touched, tlist, cross, out, fin, chg_t, chg_d,
                                       hq_t, hq_i, shp, shp_off, stage_free, dense,
-                                      prefill, dcost, call, grid)
+                                      prefill, dcost, call, grid, dgrid, pgrid)
             else:
                 status = _replica(label, lane, si, sf, rs, rg, ri, rf, wqs, decs, pres,
                                   ch_reqs, ch_news, ends, energies, ctx, rows, touched,
                                   tlist, cross, out, fin, chg_t, chg_d, hq_t, hq_i, shp,
-                                  shp_off, dense, prefill, dcost, call, grid)
+                                  shp_off, dense, prefill, dcost, call, grid, dgrid,
+                                  pgrid)
             if status != DONE:
                 return status
         if si[I_QLEN] == 0:

@@ -118,7 +118,7 @@ def on_arrived(si, s, hq_t, hq_i, now, lane, gen):
 def lane_process(label, lane, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news,
                  ends, energies, ctx, rows, touched, tlist, cross, out, fin, chg_t,
                  chg_d, hq_t, hq_i, shp, shp_off, stage_free, dense, prefill, dcost,
-                 call, grid):
+                 call, grid, dgrid, pgrid):
     """Lane `lane`'s PipelinedReplica.serving from `label` until it waits (DONE) or
     the driver is needed (the label to go on from is then I_PENDING)."""
     replica = lane // si[I_LANES]
@@ -142,7 +142,7 @@ def lane_process(label, lane, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, 
         if label == L_PRICE:
             status = price(si, s, g, sf, ri, dec, ch_req, ch_new, p_ends, p_energy, ctx,
                            rows, touched, tlist, cross, out, shp, shp_off, dense,
-                           prefill, dcost, call, grid)
+                           prefill, dcost, call, grid, dgrid, pgrid)
             if status != DONE:
                 si[I_PENDING], si[I_PENDING_REP] = L_PRICE, lane
                 return status
