@@ -32,6 +32,16 @@ CASES = {
     "preemptions": LLAMA | dict(rate=4, requests=400, prompt_tokens=2048,
                                 output_tokens=600, max_batch=64, arrival="gamma", cv=2,
                                 seed=3),
+    # pipelined replicas (P > 1 stages, their micro-batches through the stages)
+    "pp2 b64 4/s 2k": LLAMA | TRACE | dict(rate=4, requests=2000, max_batch=64, chips=2,
+                                           pp=2),
+    "pp4 b256 8/s 2k": LLAMA | TRACE | dict(rate=8, requests=2000, max_batch=256,
+                                            chips=4, pp=4),
+    "tp2 pp2 x2 b16": LLAMA | TRACE | dict(rate=6, requests=2000, max_batch=16, chips=4,
+                                           tp=2, pp=2, replicas=2),
+    "pp2 mb3 preemptions": LLAMA | dict(rate=6, requests=400, prompt_tokens=4096,
+                                        output_tokens=1200, max_batch=64, chips=2, pp=2,
+                                        micro_batches=3, arrival="gamma", cv=2, seed=3),
 }
 
 

@@ -174,8 +174,9 @@ def test_one_replica_under_any_router_is_the_same_run(cost, routing):
 
 
 def test_runs_beyond_the_scope_take_the_simpy_loop(cost):
-    """Pipelined stages, other batching, other routers over several replicas, a host
-    tier, a trace's prefixes, a cost model of another class, a used store."""
+    """Other batching, other routers over several replicas, a host tier, a trace's
+    prefixes, a cost model of another class, a used store (pipelined stages are in
+    scope: tests/test_serving_compiled_pipeline.py)."""
     arrivals = _arrivals([0.0, 0.01], [10, 20], [3, 4])
     spec = _spec(8, 64, 16, 0)
     kv = PagedKvCache(40, 16)
@@ -185,7 +186,6 @@ def test_runs_beyond_the_scope_take_the_simpy_loop(cost):
         return compiled_loop.applies(spec, arrivals, cost, kv, store, llm=True)
 
     assert applies()
-    assert not applies(spec.model_copy(update={"pp": 2}))
     assert not applies(spec.model_copy(update={"batching": "dynamic"}))
     assert not applies(spec.model_copy(update={"replicas": 2, "routing": "least_loaded"}))
     assert not applies(kv=PagedKvCache(40, 16, host=HostTier(1e-6, 1e9, 2)))

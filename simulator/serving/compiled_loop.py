@@ -1,18 +1,21 @@
 """The compiled serving loop (issue 44, speed): the reference event loop
 (simulator.serving.engine with its SimPy processes, the continuous-batching scheduler,
 the paged KV cache and LlmCost's iteration prices) run as one Numba kernel
-(simulator.serving.loop_kernel, loop_prices, loop_state) where a run is within its
-scope: replicas of one pipeline stage under the default router (round robin; one
-replica under any router),
-continuous batching, a paged KV cache that preempts by recompute (no host tier, no
-prefix cache), an LLM cost model of LlmCost's own class. Every other run
-takes the SimPy loop. Both give the same store: the same per-request records, totals,
-sampled shapes and number in the system, bit for bit (tests/test_serving_compiled_loop.py).
+(simulator.serving.loop_kernel, loop_batching, loop_pipeline, loop_prices, loop_state)
+where a run is within its scope: replicas of one pipeline stage or of several (their
+micro-batches through the stages, engine.PipelinedReplica) under the default router
+(round robin; one replica under any router), continuous batching, a paged KV cache
+that preempts by recompute (no host tier, no prefix cache), an LLM cost model of
+LlmCost's own class. Every other run takes the SimPy loop. Both give the same store:
+the same per-request records, totals, sampled shapes and number in the system, bit
+for bit (tests/test_serving_compiled_loop.py, test_serving_compiled_pipeline.py).
 
-Iteration costs: the kernel reads tables filled from LlmCost's memos; where one lacks an
-entry it stops, this driver asks LlmCost the way its iteration or decode run would at
-that point (so the same grid points are simulated, in the same order), and the kernel
-goes on.
+Iteration costs: the kernel reads tables filled from LlmCost's memos and grid points,
+and interpolates between grid points as LlmCost does; where one lacks a grid point
+(or a call's cost) it stops, this driver asks LlmCost for it the way its iteration or
+decode run would at that point (so the same grid points are simulated, in the same
+order), and the kernel goes on. The sizes it interpolates stay in its own tables (the
+same values LlmCost's memos would hold).
 """
 
 from __future__ import annotations
@@ -35,12 +38,13 @@ def applies(spec, arrivals, cost, kv, store, *, llm: bool) -> bool:
     """Whether the run is within the compiled loop's scope (module docstring)."""
     if not llm or spec.batching != "continuous" or spec.max_batch is None \
             or (spec.routing != "round_robin" and spec.replicas != 1) \
-            or spec.system.pp != 1 or type(cost) is not LlmCost \
+            or type(cost) is not LlmCost \
             or type(kv) is not PagedKvCache or kv.host is not None \
             or type(store) is not MetricsStore or store.prefix_cache is not None \
             or store.arrived or store.sample.seen \
             or arrivals.prefix_tokens is not None or arrivals.prefix_ids is not None \
-            or len(arrivals) == 0 or spec.replicas * (len(arrivals) + 2) > MAX_SLOTS:
+            or len(arrivals) == 0 \
+            or spec.replicas * lanes_of(spec) * (len(arrivals) + 2) > MAX_SLOTS:
         return False
     prompts, outputs = arrivals.prompt_tokens, arrivals.output_tokens
     return bool(prompts.min() >= 1 and outputs.min() >= 1
@@ -48,26 +52,33 @@ def applies(spec, arrivals, cost, kv, store, *, llm: bool) -> bool:
                 and spec.max_tokens < KEY_LIMIT)
 
 
-def queue_room(requests: int, replicas: int) -> int:
-    """Rows the event heap needs at most: each arrival's news to its replica and each
-    replica's news of the end of arrivals (pending, or gone and left behind the timeout
-    it cut short, stale: requests + replicas in all), per replica one live timeout and
-    one first_of event, the arrival process's timeout and end, every process's start,
+def lanes_of(spec) -> int:
+    """A replica's processes: one, or one per micro-batch of its pipeline
+    (engine.make_replicas)."""
+    return (spec.micro_batches or spec.system.pp) if spec.system.pp > 1 else 1
+
+
+def queue_room(requests: int, lanes: int) -> int:
+    """Rows the event heap needs at most: each arrival's news to its lane and each
+    lane's news of the end of arrivals (pending, or gone and left behind the timeout
+    it cut short, stale: requests + lanes in all), per lane one live timeout and
+    one first_of event (pipelined: one condition's event, one iteration's end, one
+    replica's `freed`), the arrival process's timeout and end, every process's start,
     and the row `pop` leaves the head in."""
-    return requests + 4 * replicas + 4
+    return requests + 4 * lanes + 4
 
 
 def _tables(cost: LlmCost):
-    """Typed dictionaries of the cost model's memos: dense part by tokens, prefill
-    attention by (new << 32 | cached), decode (variable, fixed) by context, call by
-    (tokens << 32 | requests), grid points' (variable, fixed) by context."""
+    """Typed dictionaries of the cost model's memos and grid points: dense part by
+    tokens, prefill attention by (new << 32 | cached), decode (variable, fixed) by
+    context, call by (tokens << 32 | requests); grid points' decode (variable, fixed)
+    by context, dense part by tokens, prefill attention by (new << 32 | cached)."""
     from numba import typed, types
     two, four = types.UniTuple(types.float64, 2), types.UniTuple(types.float64, 4)
-    dense = typed.Dict.empty(types.int64, two)
-    prefill = typed.Dict.empty(types.int64, two)
-    dcost = typed.Dict.empty(types.int64, four)
-    call = typed.Dict.empty(types.int64, two)
-    grid = typed.Dict.empty(types.int64, four)
+    dense, prefill, call, dgrid, pgrid = (typed.Dict.empty(types.int64, two)
+                                          for _ in range(5))
+    dcost, grid = (typed.Dict.empty(types.int64, four) for _ in range(2))
+
     def fill(table, keys, values, width):
         keys = np.array(keys, dtype=np.int64).reshape(-1, 2 if width < 0 else 1)
         keys = keys[:, 0] << 32 | keys[:, 1] if width < 0 else keys[:, 0]
@@ -82,23 +93,22 @@ def _tables(cost: LlmCost):
                                        for found in cost._call_memo.values()], -2)
     points = [context for context in cost._decode if context in cost._pair]
     fill(grid, points, [cost._decode_at(context) for context in points], 4)
-    return dense, prefill, dcost, call, grid
+    fill(dgrid, list(cost._dense), list(cost._dense.values()), 2)
+    fill(pgrid, list(cost._prefill), list(cost._prefill.values()), -2)
+    return dense, prefill, dcost, call, grid, dgrid, pgrid
 
 
 def _fill(si, cost: LlmCost, tables) -> None:
     """The entry the kernel lacks, from the cost model (as the reference asks it)."""
-    dense, prefill, dcost, call, grid = tables
+    dense, prefill, dcost, call, grid, dgrid, pgrid = tables
     kind, a, b = int(si[k.I_MISS_KIND]), int(si[k.I_MISS_A]), int(si[k.I_MISS_B])
-    if kind == k.K_DENSE:
-        dense[a] = cost._dense_cost(a)
-    elif kind == k.K_PREFILL:
-        prefill[(a << 32) | b] = cost._prefill_cost(a, b)
-    elif kind == k.K_DECODE:
-        variable, fixed = cost._decode_cost(a)
-        dcost[a] = (*variable, *fixed)
-    elif kind == k.K_CALL:
+    if kind == k.K_CALL:
         found = cost._call(a, b)
         call[(a << 32) | b] = (found.seconds, found.energy_j)
+    elif kind == k.K_DENSE_GRID:
+        dgrid[a] = cost._dense_at(a)
+    elif kind == k.K_PREFILL_GRID:
+        pgrid[(a << 32) | b] = cost._prefill_at(a, b)
     else:
         variable, fixed = cost._decode_at(a)
         grid[a] = (*variable, *fixed)
@@ -108,13 +118,14 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
                  progress=None) -> None:
     """Serve every arrival on spec.replicas replicas, each with a cache as `kv` (fresh);
     fills `store` as the SimPy loop does."""
-    n, replicas = len(arrivals), spec.replicas
+    n, replicas, lanes = len(arrivals), spec.replicas, lanes_of(spec)
     si = np.zeros(k.INTS, dtype=np.int64)
     si[k.I_N], si[k.I_PENDING] = n, -1
     si[k.I_TOTAL_BLOCKS], si[k.I_REPLICAS] = kv.total_blocks, replicas
-    rs = np.zeros((replicas, k.REPLICA_INTS), dtype=np.int64)
-    rs[:, k.S_FREE] = kv.total_blocks
-    rg = np.zeros((replicas, k.REPLICA_FLOATS))
+    si[k.I_LANES], si[k.I_STAGES] = lanes, spec.system.pp
+    rs = np.zeros((replicas * lanes, k.REPLICA_INTS), dtype=np.int64)
+    rs[:, k.S_FREE] = kv.total_blocks  # (read in each replica's pool row)
+    rg = np.zeros((replicas * lanes, k.REPLICA_FLOATS))
     rg[:, k.G_CLOCK_SINCE] = np.nan
     si[k.I_BLOCK], si[k.I_MAX_BATCH] = kv.block_tokens, spec.max_batch
     si[k.I_MAX_TOKENS], si[k.I_BITS] = spec.max_tokens, cost.bits
@@ -128,10 +139,13 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     rf[:, k.Q_ARRIVAL] = arrivals.times_s
     for column in (k.Q_FIRST, k.Q_FINISH, k.Q_ADMITTED, k.Q_LOST_SINCE):
         rf[:, column] = np.nan
-    wq, dec, pre, ch_req, ch_new = (np.zeros((replicas, n + 2), dtype=np.int64)
-                                    for _ in range(5))
+    wq = np.zeros((replicas, n + 2), dtype=np.int64)
+    dec, pre, ch_req, ch_new = (np.zeros((replicas * lanes, n + 2), dtype=np.int64)
+                                for _ in range(4))
     ctx = np.zeros(n + 2, dtype=np.int64)
-    p_ends, p_energy = (np.zeros((replicas, k.MAX_RUN_ITERATIONS)) for _ in range(2))
+    p_ends, p_energy = (np.zeros((replicas * lanes, k.MAX_RUN_ITERATIONS))
+                        for _ in range(2))
+    stage_free = np.zeros((replicas, spec.system.pp))
     rows = np.zeros((k.MAX_RUN_ITERATIONS + 1, 4))
     touched = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.bool_)
     tlist = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.int64)
@@ -139,7 +153,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     out = np.zeros(6)
     fin, drops = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     chg_t, chg_d = np.zeros(2 * n), np.zeros(2 * n, dtype=np.int64)
-    room = queue_room(n, replicas)
+    room = queue_room(n, replicas * lanes)
     hq_t, hq_i = np.zeros(room), np.zeros((room, 5), dtype=np.int64)
     limit = store.sample.limit
     shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
@@ -148,7 +162,8 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     while True:
         status = serve_loop(si, sf, rs, rg, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
                               p_energy, ctx, rows, touched, tlist, cross, out, fin, drops,
-                              chg_t, chg_d, hq_t, hq_i, shp, shp_off, *tables)
+                              chg_t, chg_d, hq_t, hq_i, shp, shp_off, stage_free,
+                              *tables)
         if status == k.DONE:
             break
         if status == k.MISS:
@@ -157,7 +172,8 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
             shp = np.concatenate([shp, np.zeros_like(shp)])
         elif status == k.PROGRESS:
             progress(int(si[k.I_NFIN] + si[k.I_NDROP]), n)
-    _record(store, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off, arrivals)
+    _record(store, si, rs[::lanes], rg[::lanes], ri, rf, fin, drops, chg_t, chg_d, shp,
+            shp_off, arrivals)
 
 
 def _requests(rows: np.ndarray, ri: np.ndarray, rf: np.ndarray, times: list) -> list:
@@ -183,7 +199,8 @@ def _requests(rows: np.ndarray, ri: np.ndarray, rf: np.ndarray, times: list) -> 
 
 def _record(store: MetricsStore, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off,
             arrivals) -> None:
-    """The kernel's state as the SimPy loop leaves the store."""
+    """The kernel's state as the SimPy loop leaves the store (rs, rg: each replica's
+    pool row)."""
     times = arrivals.times_s.tolist()  # arrival times as the reference reads them
     store.finished = _requests(fin[:si[k.I_NFIN]], ri, rf, times)
     store.dropped = _requests(drops[:si[k.I_NDROP]], ri, rf, times)
@@ -195,6 +212,8 @@ def _record(store: MetricsStore, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, s
         store.iterations[replica] += ints_of[k.S_ITERS]
         store.running_max[replica] = max(store.running_max[replica],
                                          ints_of[k.S_RUNNING_MAX])
+        store.stage_busy_s[replica] += floats_of[k.G_STAGE_BUSY]
+        store.pipeline_active_s[replica] += floats_of[k.G_PIPE_ACTIVE]
     if si[k.I_CAP_CALLED]:
         high = int(si[k.I_CAP_HIGH])
         store.same_under_max_batch = (int(si[k.I_CAP_LOW]),

@@ -1,16 +1,18 @@
 """LlmCost's iteration prices for the compiled serving loop (simulator.serving.loop_kernel),
 operation for operation: `LlmCost.iteration` and `LlmCost.decode_run` (its stretches
 between grid points, their changes and running sums) over tables copied from the cost
-model's memos. A lacking entry is a MISS naming it (I_MISS_KIND, I_MISS_A, I_MISS_B):
-the driver asks the cost model, as the reference would at that point, and the kernel
-prices the plan again."""
+model's memos and grid points; a size between grid points is interpolated here as
+LlmCost interpolates it (its dense part, a chunk's attention, a decode's) and kept in
+the memo's table. A lacking grid point or call is a MISS naming it (I_MISS_KIND,
+I_MISS_A, I_MISS_B): the driver asks the cost model, as the reference would at that
+point, and the kernel prices the plan again."""
 
 from __future__ import annotations
 
 from simulator.kernels.jit import njit
 from simulator.serving.loop_state import (DONE, FIXED, I_BITS, I_MISS_A, I_MISS_B,
-                                          I_MISS_KIND, I_NTOUCHED, K_CALL, K_DECODE,
-                                          K_DENSE, K_GRID, K_PREFILL, MISS, R_KV_TOKENS,
+                                          I_MISS_KIND, I_NTOUCHED, K_CALL, K_DENSE_GRID,
+                                          K_GRID, K_PREFILL_GRID, MISS, R_KV_TOKENS,
                                           R_PREFILLED, S_NCHUNK, S_NDEC, S_RUN, VARIABLE)
 
 
@@ -32,6 +34,74 @@ def _grid_cell(value, bits):
 def _miss(si, kind, a, b):
     si[I_MISS_KIND], si[I_MISS_A], si[I_MISS_B] = kind, a, b
     return MISS
+
+
+@njit(cache=True)
+def _between(low, high, fraction):
+    """llm_cost._between of two (seconds, joules) pairs."""
+    return (low[0] + (high[0] - low[0]) * fraction,
+            low[1] + (high[1] - low[1]) * fraction)
+
+
+@njit(cache=True)
+def _dense_cost(si, dense, dgrid, tokens):
+    """LlmCost._dense_cost into `dense`: False (a MISS named) where a grid point is
+    lacking."""
+    if tokens in dense:
+        return True
+    low, high = _grid_cell(tokens, si[I_BITS])
+    for point in (low, high):  # at(low), then at(high): the reference's order
+        if point not in dgrid:
+            _miss(si, K_DENSE_GRID, point, 0)
+            return False
+    dense[tokens] = dgrid[low] if low == high else \
+        _between(dgrid[low], dgrid[high], (tokens - low) / (high - low))
+    return True
+
+
+@njit(cache=True)
+def _prefill_cost(si, prefill, pgrid, new, cached):
+    """LlmCost._prefill_cost (_prefill_between) into `prefill`: False (a MISS named)
+    where a grid point is lacking."""
+    if ((new << 32) | cached) in prefill:
+        return True
+    n0, n1 = _grid_cell(new, si[I_BITS])
+    c0, c1 = _grid_cell(cached, si[I_BITS])
+    for i in range(2 if c1 != c0 else 1):  # the grid points in the reference's order
+        c = c0 if i == 0 else c1
+        for j in range(2 if n1 != n0 else 1):
+            n = n0 if j == 0 else n1
+            if ((n << 32) | c) not in pgrid:
+                _miss(si, K_PREFILL_GRID, n, c)
+                return False
+    across = (new - n0) / (n1 - n0) if n1 != n0 else 0.0
+    low = pgrid[(n0 << 32) | c0] if n1 == n0 else \
+        _between(pgrid[(n0 << 32) | c0], pgrid[(n1 << 32) | c0], across)
+    if c1 != c0:
+        high = pgrid[(n0 << 32) | c1] if n1 == n0 else \
+            _between(pgrid[(n0 << 32) | c1], pgrid[(n1 << 32) | c1], across)
+        low = _between(low, high, (cached - c0) / (c1 - c0))
+    prefill[(new << 32) | cached] = low
+    return True
+
+
+@njit(cache=True)
+def _decode_cost(si, dcost, grid, context):
+    """LlmCost._decode_cost into `dcost` ((variable, fixed) pairs): False (a MISS
+    named) where a grid point is lacking."""
+    if context in dcost:
+        return True
+    low, high = _grid_cell(context, si[I_BITS])
+    fraction = (context - low) / (high - low if high != low else 1)
+    for point in (low, high):  # _decode_at(low), then _decode_at(high)
+        if point not in grid:
+            _miss(si, K_GRID, point, 0)
+            return False
+    g0, g1 = grid[low], grid[high]
+    variable = _between((g0[0], g0[1]), (g1[0], g1[1]), fraction)
+    fixed = _between((g0[2], g0[3]), (g1[2], g1[3]), fraction)
+    dcost[context] = (variable[0], variable[1], fixed[0], fixed[1])
+    return True
 
 
 @njit(cache=True)
@@ -60,29 +130,28 @@ def _stretch(si, grid, which, context, end, out):
 
 @njit(cache=True)
 def price_iteration(si, s, ri, dec, ch_req, ch_new, cost_s, cost_e,
-                     dense, prefill, dcost, call):
+                    dense, prefill, dcost, call, grid, dgrid, pgrid):
     """LlmCost.iteration of the plan's chunks and decodes, in its order of reads."""
     ndec, nchunk = s[S_NDEC], s[S_NCHUNK]
     tokens = ndec
     for i in range(nchunk):
         tokens += ch_new[i]
-    if tokens not in dense:
-        return _miss(si, K_DENSE, tokens, 0)
+    if not _dense_cost(si, dense, dgrid, tokens):
+        return MISS
     seconds, energy = dense[tokens]
     for i in range(nchunk):
         new, cached = ch_new[i], ri[ch_req[i], R_PREFILLED]
-        key = (new << 32) | cached
-        if key not in prefill:
-            return _miss(si, K_PREFILL, new, cached)
-        part_s, part_e = prefill[key]
+        if not _prefill_cost(si, prefill, pgrid, new, cached):
+            return MISS
+        part_s, part_e = prefill[(new << 32) | cached]
         seconds += part_s
         energy += part_e
     longest = -1
     for j in range(ndec):
         context = ri[dec[j], R_KV_TOKENS] + 1
         longest = max(longest, context)
-        if context not in dcost:
-            return _miss(si, K_DECODE, context, 0)
+        if not _decode_cost(si, dcost, grid, context):
+            return MISS
         part = dcost[context]
         seconds += part[0]
         energy += part[1]
@@ -102,7 +171,7 @@ def price_iteration(si, s, ri, dec, ch_req, ch_new, cost_s, cost_e,
 
 @njit(cache=True)
 def price_decode_run(si, s, ctx, rows, touched, tlist, cross, out, cost_s, cost_e,
-                      dense, call, grid):
+                     dense, call, grid, dgrid):
     """LlmCost.decode_run of the decoding requests' contexts (ctx) over I_RUN
     iterations, in its order of reads and sums."""
     n, iterations = s[S_NDEC], s[S_RUN]
@@ -127,8 +196,8 @@ def price_decode_run(si, s, ctx, rows, touched, tlist, cross, out, cost_s, cost_
         if out[1] < iterations:
             cross[ncross] = p
             ncross += 1
-    if n not in dense:
-        return _miss(si, K_DENSE, n, 0)
+    if not _dense_cost(si, dense, dgrid, n):
+        return MISS
     dense_s, dense_e = dense[n]
     key = (n << 32) | n
     if key not in call:

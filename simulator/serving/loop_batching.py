@@ -1,0 +1,377 @@
+"""Continuous batching in the compiled serving loop: ContinuousBatching's plan and commit
+(simulator.serving.schedulers), the paged KV cache and the memory-tail marks
+(kv_cache, tails) over the loop's arrays (layout: simulator.serving.loop_state), and a
+plan's prices (loop_prices) summed as the scheduler sums them.
+
+Each function takes the lane's rows (`s`, `g`: its scheduler) and, where the state is
+the replica's, its pool row (`p`, `gp`: the queue and KV blocks every micro-batch of
+a pipelined replica shares, and the store's totals); a replica of one stage is one
+lane, its own pool."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.kernels.jit import njit
+from simulator.serving.loop_prices import price_decode_run, price_iteration
+from simulator.serving.loop_state import (DONE, F_NOW, GROW, G_BUSY, G_CLOCK_SECONDS,
+                                          G_CLOCK_SINCE, G_ENERGY, G_PLAN_START,
+                                          I_ARRIVED, I_BLOCK, I_CAP_CALLED, I_CAP_HIGH,
+                                          I_CAP_LOW, I_LIMIT, I_MAX_BATCH, I_MAX_TOKENS,
+                                          I_NCHANGES, I_NDROP, I_NFIN, I_NSHAPES,
+                                          I_PREEMPTIONS, I_SEEN, I_SHAPE_USED, I_STRIDE,
+                                          I_TOTAL_BLOCKS, MAX_RUN_ITERATIONS,
+                                          PLAN_DECODE_RUN, PLAN_ITERATION, Q_ADMITTED,
+                                          Q_FINISH, Q_FIRST, Q_KV_MARK, Q_KV_WAIT,
+                                          Q_KV_WAIT_FIRST, Q_LOST_SINCE, Q_PREEMPT_LOST,
+                                          R_DROPPED, R_KV_HELD, R_KV_TOKENS, R_OUTPUT,
+                                          R_PREEMPT, R_PREFILLED, R_PRODUCED, R_PROMPT,
+                                          R_TARGET, S_FREE, S_INTERRUPT, S_ITERS,
+                                          S_NCHUNK, S_NDEC, S_NPRE, S_OFFERED,
+                                          S_PLAN_KIND, S_RUN, S_RUNNING_MAX, S_WCOUNT,
+                                          S_WHEAD)
+
+
+@njit(cache=True)
+def _clock_at(g, now):
+    since = g[G_CLOCK_SINCE]
+    return g[G_CLOCK_SECONDS] + (now - since if not np.isnan(since) else 0.0)
+
+
+@njit(cache=True)
+def _clock_set(g, now, blocked):
+    since = g[G_CLOCK_SINCE]
+    if blocked and np.isnan(since):
+        g[G_CLOCK_SINCE] = now
+    elif not blocked and not np.isnan(since):
+        g[G_CLOCK_SECONDS] += now - since
+        g[G_CLOCK_SINCE] = np.nan
+
+
+@njit(cache=True)
+def _on_admitted(g, rf, r, now):
+    if np.isnan(rf[r, Q_LOST_SINCE]):
+        waited = _clock_at(g, now) - rf[r, Q_KV_MARK]
+        rf[r, Q_KV_WAIT] += waited
+        if np.isnan(rf[r, Q_ADMITTED]):
+            rf[r, Q_KV_WAIT_FIRST] = waited
+    if np.isnan(rf[r, Q_ADMITTED]):
+        rf[r, Q_ADMITTED] = now
+
+
+@njit(cache=True)
+def _grow(si, p, ri, r, tokens):
+    """PagedKvCache.grow."""
+    short = tokens - ri[r, R_KV_HELD]
+    block = si[I_BLOCK]
+    extra = -(-short // block) if short > 0 else 0
+    if extra > p[S_FREE]:
+        return False
+    if extra:
+        p[S_FREE] -= extra
+        ri[r, R_KV_HELD] += extra * block
+    return True
+
+
+@njit(cache=True)
+def _release(si, p, ri, r):
+    p[S_FREE] += ri[r, R_KV_HELD] // si[I_BLOCK]
+    ri[r, R_KV_HELD] = 0
+
+
+@njit(cache=True)
+def _below_cap(si, s):
+    """ContinuousBatching._below_cap with MetricsStore.on_cap_check."""
+    running = s[S_NDEC] + s[S_NPRE]
+    below = running < si[I_MAX_BATCH]
+    low = si[I_CAP_LOW] if si[I_CAP_CALLED] else 1
+    high = si[I_CAP_HIGH] if si[I_CAP_CALLED] else -1  # -1: infinity
+    if below:
+        low = max(low, running + 1)
+    elif high < 0 or running < high:
+        high = running
+    si[I_CAP_CALLED], si[I_CAP_LOW], si[I_CAP_HIGH] = 1, low, high
+    return below
+
+
+@njit(cache=True)
+def _log_change(si, chg_t, chg_d, now, change):
+    k = si[I_NCHANGES]
+    chg_t[k], chg_d[k] = now, change
+    si[I_NCHANGES] = k + 1
+
+
+@njit(cache=True)
+def enqueue(si, p, gp, ri, rf, wq, drops, chg_t, chg_d, r, at):
+    """Arrival of request r (MetricsStore.on_arrival, ReplicaScheduler.enqueue) on the
+    replica of pool row `p` (its first lane's scheduler: that lane's KV clock)."""
+    si[I_ARRIVED] += 1
+    _log_change(si, chg_t, chg_d, at, 1)
+    need = ri[r, R_PROMPT] + ri[r, R_OUTPUT] - 1
+    if -(-need // si[I_BLOCK]) > si[I_TOTAL_BLOCKS]:
+        ri[r, R_DROPPED] = 1
+        rf[r, Q_FINISH] = at
+        drops[si[I_NDROP]] = r
+        si[I_NDROP] += 1
+        _log_change(si, chg_t, chg_d, at, -1)
+        return
+    if ri[r, R_PRODUCED] == 0:
+        ri[r, R_TARGET] = ri[r, R_PROMPT]
+        ri[r, R_PREFILLED] = 0
+    rf[r, Q_KV_MARK] = _clock_at(gp, at)
+    n = wq.shape[0]
+    wq[(p[S_WHEAD] + p[S_WCOUNT]) % n] = r
+    p[S_WCOUNT] += 1
+
+
+@njit(cache=True)
+def plan(si, s, p, g, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
+    """ContinuousBatching.plan up to its costs: False where it returns None."""
+    now = sf[F_NOW]
+    if s[S_NDEC] + s[S_NPRE] == 0 and p[S_WCOUNT] == 0:
+        return False
+    nq = wq.shape[0]
+    # _preempt_until_decodes_fit: the decoding requests short of a block
+    short = 0
+    last_short = -1
+    for j in range(s[S_NDEC]):
+        r = dec[j]
+        if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
+            short += 1
+            last_short = j
+    if short > p[S_FREE]:
+        while short > p[S_FREE]:
+            if s[S_NPRE] > 0:
+                s[S_NPRE] -= 1
+                victim = pre[s[S_NPRE]]
+                was_short = False
+            else:
+                s[S_NDEC] -= 1
+                victim = dec[s[S_NDEC]]
+                was_short = short > 0 and last_short == s[S_NDEC]
+            if was_short:
+                short -= 1
+                last_short = -1
+                for j in range(s[S_NDEC] - 1, -1, -1):
+                    r = dec[j]
+                    if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
+                        last_short = j
+                        break
+            _release(si, p, ri, victim)
+            ri[victim, R_PREEMPT] += 1
+            rf[victim, Q_LOST_SINCE] = now
+            p[S_WHEAD] = (p[S_WHEAD] - 1) % nq
+            wq[p[S_WHEAD]] = victim
+            p[S_WCOUNT] += 1
+            ri[victim, R_TARGET] = ri[victim, R_PROMPT] + ri[victim, R_PRODUCED]
+            ri[victim, R_PREFILLED] = 0
+            ri[victim, R_KV_TOKENS] = 0
+            si[I_PREEMPTIONS] += 1
+    if short:
+        for j in range(s[S_NDEC]):
+            r = dec[j]
+            if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
+                _grow(si, p, ri, r, ri[r, R_KV_TOKENS] + 1)
+    ndec = s[S_NDEC]
+    budget = si[I_MAX_TOKENS] - ndec
+    nchunk = 0
+    for j in range(s[S_NPRE]):
+        if budget <= 0:
+            break
+        r = pre[j]
+        left = ri[r, R_TARGET] - ri[r, R_PREFILLED]
+        new = left if left < budget else budget
+        ch_req[nchunk], ch_new[nchunk] = r, new
+        nchunk += 1
+        budget -= new
+    refused = False
+    while budget > 0 and p[S_WCOUNT] > 0 and _below_cap(si, s):
+        head = wq[p[S_WHEAD]]
+        if not _grow(si, p, ri, head, ri[head, R_TARGET]):
+            refused = True
+            break
+        _on_admitted(g, rf, head, now)
+        p[S_WHEAD] = (p[S_WHEAD] + 1) % nq
+        p[S_WCOUNT] -= 1
+        pre[s[S_NPRE]] = head
+        s[S_NPRE] += 1
+        left = ri[head, R_TARGET] - ri[head, R_PREFILLED]
+        new = left if left < budget else budget
+        ch_req[nchunk], ch_new[nchunk] = head, new
+        nchunk += 1
+        budget -= new
+    _clock_set(g, now, refused)
+    s[S_NCHUNK] = nchunk
+    if nchunk == 0 and ndec == 0:
+        return False
+    s[S_OFFERED] = 0
+    if nchunk:
+        s[S_PLAN_KIND], s[S_RUN], s[S_INTERRUPT] = PLAN_ITERATION, 1, 0
+        return True
+    # _decode_run: until the first request finishes or the KV blocks run out
+    left = ri[dec[0], R_OUTPUT] - ri[dec[0], R_PRODUCED]
+    for j in range(1, ndec):
+        r = dec[j]
+        left = min(left, ri[r, R_OUTPUT] - ri[r, R_PRODUCED])
+    run = min(MAX_RUN_ITERATIONS, left)
+    if not _fits(si, s, p, ri, dec, run):
+        low, high = 1, run - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if _fits(si, s, p, ri, dec, middle):
+                low = middle
+            else:
+                high = middle - 1
+        run = low
+    s[S_PLAN_KIND], s[S_RUN] = PLAN_DECODE_RUN, run
+    s[S_INTERRUPT] = 1 if p[S_WCOUNT] == 0 and _below_cap(si, s) else 0
+    return True
+
+
+@njit(cache=True)
+def _fits(si, s, p, ri, dec, steps):
+    """kv.extra_blocks_after(decoding, steps) <= kv.free_blocks."""
+    block, total = si[I_BLOCK], 0
+    for j in range(s[S_NDEC]):
+        r = dec[j]
+        short = ri[r, R_KV_TOKENS] + steps - ri[r, R_KV_HELD]
+        if short > 0:
+            total += -(-short // block)
+    return total <= p[S_FREE]
+
+
+@njit(cache=True)
+def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
+    """MetricsStore.offer_shape of the plan (ShapeSample.offer): its chunks (new,
+    cached) and decode contexts, as [chunks, decodes, new, cached, ..., context, ...];
+    GROW where the buffer lacks room (the driver enlarges it and calls again)."""
+    if si[I_LIMIT] == 0 or s[S_OFFERED]:
+        return DONE
+    if si[I_SEEN] % si[I_STRIDE] == 0:
+        ndec, nchunk = s[S_NDEC], s[S_NCHUNK]
+        at = si[I_SHAPE_USED]
+        if at + 2 + 2 * nchunk + ndec > shp.shape[0]:
+            return GROW
+        shp[at], shp[at + 1] = nchunk, ndec
+        k = at + 2
+        for i in range(nchunk):
+            shp[k], shp[k + 1] = ch_new[i], ri[ch_req[i], R_PREFILLED]
+            k += 2
+        for j in range(ndec):
+            shp[k] = ri[dec[j], R_KV_TOKENS] + 1
+            k += 1
+        count = si[I_NSHAPES]
+        shp_off[count] = at
+        shp_off[count + 1] = k
+        count += 1
+        si[I_SHAPE_USED] = k
+        if count >= 2 * si[I_LIMIT]:  # shapes[::2]: the even ones, moved to the front
+            used = 0
+            kept = 0
+            for i in range(0, count, 2):
+                begin, stop = shp_off[i], shp_off[i + 1]
+                shp_off[kept] = used
+                for m in range(begin, stop):
+                    shp[used] = shp[m]
+                    used += 1
+                kept += 1
+                shp_off[kept] = used
+            count = kept
+            si[I_SHAPE_USED] = used
+            si[I_STRIDE] *= 2
+        si[I_NSHAPES] = count
+    si[I_SEEN] += 1
+    s[S_OFFERED] = 1
+    return DONE
+
+
+@njit(cache=True)
+def price(si, s, g, sf, ri, dec, ch_req, ch_new, p_ends, p_energy, ctx, rows, touched,
+          tlist, cross, out, shp, shp_off, dense, prefill, dcost, call, grid, dgrid,
+          pgrid):
+    """The planned iterations' shape offered, their costs, and their end times from
+    now and energies as running sums (schedulers._plan, _one); MISS or GROW where
+    the driver must act first (then price again)."""
+    status = _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off)
+    if status != DONE:
+        return status
+    if s[S_PLAN_KIND] == PLAN_ITERATION:
+        status = price_iteration(si, s, ri, dec, ch_req, ch_new, p_ends, p_energy,
+                                 dense, prefill, dcost, call, grid, dgrid, pgrid)
+    else:
+        for j in range(s[S_NDEC]):
+            ctx[j] = ri[dec[j], R_KV_TOKENS] + 1
+        status = price_decode_run(si, s, ctx, rows, touched, tlist, cross, out,
+                                  p_ends, p_energy, dense, call, grid, dgrid)
+    if status != DONE:
+        return status
+    now = sf[F_NOW]
+    g[G_PLAN_START] = now
+    end, energy = now, 0.0
+    for i in range(s[S_RUN]):
+        end += p_ends[i]
+        energy += p_energy[i]
+        p_ends[i], p_energy[i] = end, energy
+    return DONE
+
+
+@njit(cache=True)
+def commit(si, s, p, gp, ri, rf, dec, pre, ch_req, ch_new, done, end, busy, energy,
+           fin, chg_t, chg_d):
+    """ContinuousBatching.commit of the plan's first `done` iterations, the last of
+    them ending at `end`, `busy` seconds and `energy` joules in all (on_iterations)."""
+    running = s[S_NDEC] + s[S_NPRE]
+    gp[G_BUSY] += busy
+    gp[G_ENERGY] += energy
+    p[S_ITERS] += done
+    p[S_RUNNING_MAX] = max(p[S_RUNNING_MAX], running)
+    nfin0 = si[I_NFIN]
+    nfin = nfin0
+    for j in range(s[S_NDEC]):
+        r = dec[j]
+        kv_tokens = ri[r, R_KV_TOKENS] + done
+        if kv_tokens > ri[r, R_KV_HELD]:
+            _grow(si, p, ri, r, kv_tokens)
+        ri[r, R_KV_TOKENS] = kv_tokens
+        ri[r, R_PRODUCED] += done
+        if ri[r, R_PRODUCED] == ri[r, R_OUTPUT]:
+            fin[nfin] = r
+            nfin += 1
+    if nfin > nfin0:
+        kept = 0
+        for j in range(s[S_NDEC]):
+            r = dec[j]
+            if ri[r, R_PRODUCED] != ri[r, R_OUTPUT]:
+                dec[kept] = r
+                kept += 1
+        s[S_NDEC] = kept
+    prefilled = 0
+    for i in range(s[S_NCHUNK]):
+        r = ch_req[i]
+        ri[r, R_PREFILLED] += ch_new[i]
+        if ri[r, R_PREFILLED] >= ri[r, R_TARGET]:
+            prefilled += 1
+            ri[r, R_KV_TOKENS] = ri[r, R_TARGET]
+            ri[r, R_PRODUCED] += 1
+            if not np.isnan(rf[r, Q_LOST_SINCE]):  # on_recovered
+                rf[r, Q_PREEMPT_LOST] += end - rf[r, Q_LOST_SINCE]
+                rf[r, Q_LOST_SINCE] = np.nan
+            if np.isnan(rf[r, Q_FIRST]):
+                rf[r, Q_FIRST] = end
+            if ri[r, R_PRODUCED] == ri[r, R_OUTPUT]:
+                fin[nfin] = r
+                nfin += 1
+            else:
+                dec[s[S_NDEC]] = r
+                s[S_NDEC] += 1
+    npre = s[S_NPRE]
+    for j in range(prefilled, npre):
+        pre[j - prefilled] = pre[j]
+    s[S_NPRE] = npre - prefilled
+    for k in range(nfin0, nfin):
+        r = fin[k]
+        _release(si, p, ri, r)
+        rf[r, Q_FINISH] = end
+        _log_change(si, chg_t, chg_d, end, -1)
+    si[I_NFIN] = nfin
+    s[S_NCHUNK] = 0
