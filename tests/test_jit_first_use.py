@@ -103,3 +103,15 @@ def test_a_cached_kernels_key_holds_every_kernel_modules_source(tmp_path, monkey
         monkeypatch.undo()
         jit.kernel_sources_digest.cache_clear()
     assert jit.kernel_sources_digest() == key[1]
+
+
+def test_kernel_modules_lists_every_module_of_kernels():
+    """kernel_sources_digest reads KERNEL_MODULES instead of searching the package: the
+    list must name exactly the modules that import njit, or a changed kernel module
+    left off it would let a caller load machine code built against its old text."""
+    from simulator.kernels import jit
+
+    marked = tuple(str(p.relative_to(jit.PACKAGE).as_posix())
+                   for p in sorted(jit.PACKAGE.rglob("*.py"))
+                   if jit.KERNEL_MODULE_MARK in p.read_bytes())
+    assert jit.KERNEL_MODULES == marked

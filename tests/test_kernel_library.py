@@ -141,10 +141,14 @@ def test_fits_wants_exact_types() -> None:
                                + good[3:], check)
     readonly = vector.copy()
     readonly.setflags(write=False)
+    # C-contiguous and writeable but not aligned: the exports' arrays are typed aligned.
+    unaligned = np.frombuffer(bytearray(8 * 4 + 1), dtype=np.int64, offset=1)
+    assert unaligned.flags.c_contiguous and unaligned.flags.writeable
+    assert not unaligned.flags.aligned
     for position, bad in ((0, 3.0), (0, True), (1, 2), (2, 1), (3, vector),
                           (4, vector.astype(np.int32)), (4, np.zeros(8, np.int64)[::2]),
-                          (4, readonly), (4, [0, 0]), (5, matrix.T), (5, vector),
-                          (6, np.zeros(2, dtype=np.int64))):
+                          (4, readonly), (4, unaligned), (4, [0, 0]), (5, matrix.T),
+                          (5, vector), (6, np.zeros(2, dtype=np.int64))):
         args = list(good)
         args[position] = bad
         assert not kernel_library.fits(tuple(args), check), (position, bad)

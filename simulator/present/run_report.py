@@ -66,21 +66,24 @@ def legend(result: RunResult) -> str:
                             if key in OPTIONAL_LEGEND)
 
 
-def _figures(totals: Totals, result: RunResult) -> list[str]:
+def _figures(totals: Totals, result: RunResult, columns: list[tuple[str, str]]
+             ) -> list[str]:
+    """A row's figures; `columns`: the result's percent_columns, worked out once per
+    table (each working-out totals every operator)."""
     d = totals.derived(result.platform)
     cells = [f"{totals.cycles:,}", f"{d['time_s'] * 1e6:,.1f}"]
-    cells += [f"{100 * d.get(key, 0.0):.1f}" for _, key in percent_columns(result)]
+    cells += [f"{100 * d.get(key, 0.0):.1f}" for _, key in columns]
     cells += [f"{totals.offchip_bytes / 1e6:,.2f}",
               f"{d['refetch_ratio']:.2f}" if totals.compulsory_bytes else "-",
               f"{d['energy_j'] * 1e6:,.1f}"]
     return cells
 
 
-def _table(title: str, first: list[str], result: RunResult) -> Table:
+def _table(title: str, first: list[str], columns: list[tuple[str, str]]) -> Table:
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     for header in first:
         table.add_column(header, no_wrap=True)
-    for header in ["cycles", "us"] + [f"{h}%" for h, _ in percent_columns(result)] + \
+    for header in ["cycles", "us"] + [f"{h}%" for h, _ in columns] + \
             ["MB", "refetch", "uJ"]:
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("bottleneck", no_wrap=True)
@@ -96,10 +99,11 @@ def measured_s(result: RunResult) -> dict[str, float]:
 
 def operator_table(result: RunResult) -> Table:
     """One row per operator."""
-    table = _table("Operators", ["operator", "layer_type", "runs"], result)
+    columns = percent_columns(result)
+    table = _table("Operators", ["operator", "layer_type", "runs"], columns)
     for op in result.operators:
         table.add_row(op.lowered.name, op.lowered.layer_type,
-                      str(op.lowered.runs), *_figures(op.totals, result),
+                      str(op.lowered.runs), *_figures(op.totals, result, columns),
                       op.verdict.bottleneck)
     return table
 
@@ -126,17 +130,20 @@ def measured_table(result: RunResult) -> Table:
 
 def layer_type_table(result: RunResult) -> Table:
     """One row per layer_type and one for the workload, with the dominant class."""
+    columns = percent_columns(result)
     table = _table("By layer_type (bottleneck: the class holding most cycles)",
-                   ["layer_type", "ops", "share%"], result)
+                   ["layer_type", "ops", "share%"], columns)
     members = result.operators_by_layer_type
-    whole = max(result.total.cycles, 1)
+    total = result.total
+    whole = max(total.cycles, 1)
     for name, totals in result.by_layer_type.items():
         table.add_row(name, str(len(members[name])),
-                      f"{100 * totals.cycles / whole:.1f}", *_figures(totals, result),
+                      f"{100 * totals.cycles / whole:.1f}",
+                      *_figures(totals, result, columns),
                       dominant_bottleneck(members[name]))
     table.add_section()
     table.add_row("workload", str(len(result.operators)), "100.0",
-                  *_figures(result.total, result), dominant_bottleneck(result.operators),
+                  *_figures(total, result, columns), dominant_bottleneck(result.operators),
                   style="bold")
     return table
 
