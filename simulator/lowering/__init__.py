@@ -272,14 +272,14 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         lanes=platform.vector_unit.lanes, speed=speed, a_vector=a_vec + a_work,
         b_vector=b_vec + b_work)
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)   # not the ceil_div kernel
-    program = _gemm_program(args, platform, tables, orientation, depth=depth,
-                            slots=c_slots,
+    nest_key = (orientation, args.key())
+    program = _gemm_program(args, platform, tables, nest_key, depth=depth, slots=c_slots,
                             overhead_cycles=platform.runtime.op_overhead_cycles)
     floats, ints = program.counters()
     if block_steps is None or steps <= block_steps:
         # In memory; streamed, the steps are generated block by block when an engine
         # replays it (checked then).
-        program = program.materialize()
+        program = _materialized(program, tables, ("steps", *nest_key))
         if check:
             validate_program(program, source=f"lowering of {op.name}")
     # The nest's counters by the operator's operands (a, b) and by buffer (ifmap feeds
@@ -326,12 +326,24 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
 
 
 def _gemm_program(args: nest.GemmArgs, platform: Platform, tables: TileTables,
-                  orientation: str, **header) -> GemmStream:
-    """The GEMM's program on its LoopNest, one per nest in `tables`: the search's
-    tilings that differ only in the program's header (depth) share it."""
-    loop_nest = tables.get(("nest", orientation, args.key()),
-                           lambda: nest.LoopNest(args, platform))
+                  nest_key: tuple, **header) -> GemmStream:
+    """The GEMM's program on its LoopNest, one per nest in `tables` (`nest_key`: its
+    orientation and args.key()): the search's tilings that differ only in the
+    program's header (depth) share it."""
+    loop_nest = tables.get(("nest", *nest_key), lambda: nest.LoopNest(args, platform))
     return GemmStream(args, platform, nest=loop_nest, **header)
+
+
+def _materialized(program: GemmStream, tables: TileTables, key: tuple) -> TileProgram:
+    """The program in memory, its step arrays generated once per nest in `tables` and
+    shared by the programs that differ only in their header (the search's tilings of
+    one nest at each depth): no one writes a program's arrays once made."""
+    steps = tables.get(key, program.materialize)
+    if (steps.depth, steps.slots, steps.overhead_cycles) == \
+            (program.depth, program.slots, program.overhead_cycles):
+        return steps
+    return replace(steps, depth=program.depth, slots=program.slots,
+                   overhead_cycles=program.overhead_cycles)
 
 
 def _offchip_read(ints, operands: dict[str, str]) -> dict[str, int]:
