@@ -434,10 +434,9 @@ def _search_tiles(task: SearchTask) -> OperatorSearch:
     simulated = invalid = 0
 
     def consider(evaluation: Evaluation) -> None:
-        nonlocal best
-        mine = replace(evaluation, tiling=replace(evaluation.tiling, heuristic=MAPPER))
-        if best is None or mine.key(objective) < best.key(objective):
-            best = mine
+        nonlocal best   # (the heuristic's label is no part of a tiling's key)
+        if best is None or evaluation.key(objective) < best.key(objective):
+            best = replace(evaluation, tiling=replace(evaluation.tiling, heuristic=MAPPER))
 
     evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
     tables = TileTables(op, platform)   # the candidates' per-tile tables, built once each
