@@ -255,6 +255,6 @@ def test_deadlocked_program_raises_unfinished(monkeypatch) -> None:
     # with validation bypassed, the kernel must report it instead of looping or guessing.
     program = make_program([64, 64], [5, 5], None, [1, 1], [0, 1], [0, 64],
                            depth=1, slots=1)
-    monkeypatch.setattr(fast, "validate_program", lambda program: None)
+    monkeypatch.setattr(fast, "validate_fast", lambda program: None)
     with pytest.raises(UnfinishedStepError, match="1 of 2 steps"):
         run_fast(program, WORKED_MEMORY)

@@ -73,7 +73,8 @@ from simulator.engines.outcome import Breakdown, EngineOutcome, StepTimes
 from simulator.errors import UnfinishedStepError
 from simulator.program.tile_program import (MAX_DEPTH, MemoryParams, ProgramBound,
                                             StepArrays, TileProgram, check_program,
-                                            validate_memory, validate_program)
+                                            validate_memory)
+from simulator.program.validity import validate_fast
 from simulator.program.streamed import (DEFAULT_BLOCK_STEPS, ProgramBlock, StreamChecker,
                               StreamedProgram, as_streamed, power_of_two_above)
 from simulator.model.timing import input_stall, service_cycles
@@ -566,7 +567,7 @@ def run_fast(program, memory: MemoryParams, *, keep_steps: bool = False,
     whole = isinstance(program, TileProgram)
     if whole:
         # Checked whole first, so a broken program names the rule validate_program finds.
-        validate_program(program)
+        validate_fast(program)
         validate_memory(memory)
         check_program(program, memory)
         block_steps = block_steps or max(program.steps, 1)

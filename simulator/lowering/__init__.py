@@ -36,7 +36,7 @@ from simulator.mapping.plan import EpilogueMember, Tiling, fusion_error
 from simulator.model.loop_nest import live_c_tiles, oriented, oriented_order
 from simulator.inputs.workload import BINARY_OPS
 from simulator.mapping.windows import window_elements, window_table
-from simulator.program.tile_program import TileProgram, validate_program
+from simulator.program.tile_program import MAX_DEPTH, TileProgram, validate_program
 from simulator.program.streamed import StreamedProgram
 from simulator.model.dataflow import DATAFLOW_CODES
 from simulator.inputs.workload import Conv2d, is_attention, is_collective, is_compute
@@ -200,7 +200,45 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
     (generated block by block when replayed), else a TileProgram in memory, validated
     unless `check` is False (a caller that replays it at once with run_fast, which
     validates it: the search, so each candidate is validated once). `tables`: the
-    per-tile tables of earlier lowerings of this operator (the search's), reused."""
+    per-tile tables of earlier lowerings of this operator (the search's), reused;
+    with check False, a lowering of the same tiling at another depth is reused too
+    (`_at_depth`)."""
+    if tables is None or not tables.serves(op, platform):
+        tables = TileTables(op, platform)
+    sibling = None
+    if not check and fused is None and 1 <= tiling.depth <= MAX_DEPTH:
+        sibling = ("lowered at a depth", tiling.tm, tiling.tn, tiling.tk,
+                   tiling.loop_order, tiling.dataflow, tiling.orientation, tiling.fuse,
+                   block_steps)
+        known = tables.found(sibling)
+        if known is not None and known[0] is following:
+            lowered = _at_depth(known[1], tiling)
+            if lowered is not None:
+                return lowered
+    lowered = _lower_compute(op, tiling, platform, following=following, fused=fused,
+                             source=source, workload_source=workload_source,
+                             block_steps=block_steps, check=check, tables=tables)
+    if sibling is not None and isinstance(lowered.program, TileProgram):
+        tables.keep(sibling, (following, lowered))
+    return lowered
+
+
+def _at_depth(lowered: LoweredOperator, tiling: Tiling) -> LoweredOperator | None:
+    """A lowering of the same tiling at another depth as `tiling`'s (None where a
+    buffer's slots are fewer than its depth: lowering it reports the overflow). Depth
+    enters a lowering only there and in its program's header: the tiles, the loop
+    nest, its steps and counters, and each buffer's slots are the same at every depth,
+    so the two share them (nobody writes a lowering's arrays)."""
+    if min(lowered.counters.slots.values()) < tiling.depth:
+        return None
+    return replace(lowered, tiling=tiling, program=replace(lowered.program,
+                                                           depth=tiling.depth))
+
+
+def _lower_compute(op, tiling: Tiling, platform: Platform, *, following, fused, source,
+                   workload_source, block_steps, check,
+                   tables: TileTables) -> LoweredOperator:
+    """lower_compute's lowering of one tiling (`tables`: this operator's)."""
     g = op.gemm()
     array = platform.systolic_array
     for dim, tile, size in (("tm", tiling.tm, g.m), ("tn", tiling.tn, g.n),
@@ -208,8 +246,6 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         if tile > size:
             raise operator_error(op, f"{dim} {tile} is larger than the operator's "
                         f"{dim[1].upper()} {size}", source)
-    if tables is None or not tables.serves(op, platform):
-        tables = TileTables(op, platform)
     facts = tables.get(("operator",), lambda: _array_facts(op, platform, workload_source))
     if tiling.dataflow not in array.dataflows:
         raise operator_error(op, f"dataflow {tiling.dataflow!r} is not supported by "
@@ -272,8 +308,8 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
         lanes=platform.vector_unit.lanes, speed=speed, a_vector=a_vec + a_work,
         b_vector=b_vec + b_work)
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)   # not the ceil_div kernel
-    program = _gemm_program(args, platform, tables, orientation, depth=depth,
-                            slots=c_slots,
+    nest_key = (orientation, args.key())
+    program = _gemm_program(args, platform, tables, nest_key, depth=depth, slots=c_slots,
                             overhead_cycles=platform.runtime.op_overhead_cycles)
     floats, ints = program.counters()
     if block_steps is None or steps <= block_steps:
@@ -326,11 +362,11 @@ def lower_compute(op, tiling: Tiling, platform: Platform, *, following=None,
 
 
 def _gemm_program(args: nest.GemmArgs, platform: Platform, tables: TileTables,
-                  orientation: str, **header) -> GemmStream:
-    """The GEMM's program on its LoopNest, one per nest in `tables`: the search's
-    tilings that differ only in the program's header (depth) share it."""
-    loop_nest = tables.get(("nest", orientation, args.key()),
-                           lambda: nest.LoopNest(args, platform))
+                  nest_key: tuple, **header) -> GemmStream:
+    """The GEMM's program on its LoopNest, one per nest in `tables` (`nest_key`: its
+    orientation and args.key()): the search's tilings that differ only in the
+    program's header (depth) share it."""
+    loop_nest = tables.get(("nest", *nest_key), lambda: nest.LoopNest(args, platform))
     return GemmStream(args, platform, nest=loop_nest, **header)
 
 

@@ -133,6 +133,14 @@ class TileTables:
     def serves(self, op, platform) -> bool:
         return op is self.op and platform is self.platform
 
+    def found(self, key: tuple):
+        """What `key` names if kept (`keep`) or built already, else None."""
+        return self._built.get(key)
+
+    def keep(self, key: tuple, value) -> None:
+        """Keep `value` under `key` (what a caller made and may meet again)."""
+        self._built[key] = value
+
     def get(self, key: tuple, build: Callable[[], Built]) -> Built:
         """What `key` names, built by `build` the first time."""
         built = self._built.get(key)

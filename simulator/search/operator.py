@@ -17,7 +17,8 @@ service one after another. The energy bound counts the MACs, vector work, compul
 off-chip bytes and SRAM traffic no tiling avoids (SRAM reads exactly) plus static power
 over the cycle bound. Candidates whose loop orders differ only in dims of one tile give
 the same program and are simulated once. The rest are lowered and replayed with the
-fast engine (`evaluate`: lower_compute or lower_vector, run_fast, operator_objectives).
+fast engine (`evaluate`: lower_compute or lower_vector, run_fast, operator_objectives);
+candidates that differ only in depth share their lowering (lower_compute's tables).
 
 Ties on the objective go to fewer cycles, then less energy, then the canonical tiling
 order (`Tiling.sort_key`); a candidate whose bound merely equals the best is pruned only
@@ -337,6 +338,23 @@ class _Walk:
                 & ((fuse or "") == fused)
                 & (self.orientation[rows] == ORIENTATIONS.index(orientation)))
 
+    def takes(self, row: int, best: Evaluation | None, objective: str,
+              steps_left: int | None, seeds: np.ndarray) -> bool:
+        """Whether the walk's window, starting at `row` of an array operator, would
+        take that row at once: its bound not above the best's objective, within the
+        `steps_left` of the step budget (None: no budget), not a seed's tiling, and
+        not losing the tie-break (`best` None: nothing to beat yet). False means
+        only that the window decides it."""
+        if steps_left is not None and self.steps[row] > steps_left:
+            return False
+        if seeds[row]:
+            return False
+        if best is None:
+            return True
+        # tie_loses's comparison of an array operator's bounds, on one row
+        return not ((self.bound[row], self.cycles[row], self.energy[row])
+                    > (best.objective(objective), best.cycles, best.energy_pj))
+
     def tie_loses(self, op, objective: str, best: Evaluation, dataflows: list[str],
                   fuse: str | None, rows: slice) -> np.ndarray:
         """Whether each candidate in `rows`, its objective bound not above the best's,
@@ -417,10 +435,9 @@ def _search_tiles(task: SearchTask) -> OperatorSearch:
     simulated = invalid = 0
 
     def consider(evaluation: Evaluation) -> None:
-        nonlocal best
-        mine = replace(evaluation, tiling=replace(evaluation.tiling, heuristic=MAPPER))
-        if best is None or mine.key(objective) < best.key(objective):
-            best = mine
+        nonlocal best   # (the heuristic's label is no part of a tiling's key)
+        if best is None or evaluation.key(objective) < best.key(objective):
+            best = replace(evaluation, tiling=replace(evaluation.tiling, heuristic=MAPPER))
 
     evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
     tables = TileTables(op, platform)   # the candidates' per-tile tables, built once each
@@ -501,34 +518,44 @@ def _search_tiles(task: SearchTask) -> OperatorSearch:
     for key in seen:
         seed_rows |= at.matches(key, dataflows, fuse, slice(0, len(walk)))
     position, window, size = 0, WALK_WINDOW, len(walk)
+    array_op = is_compute(op)
     while position < size:
         budget = task.max_simulated is not None
         if budget and simulated - seeded >= task.max_simulated:
             pruned += size - position   # the search's candidate budget is spent
             break
-        rows = slice(position, min(size, position + window))
-        width = rows.stop - rows.start
         bounded = not task.exhaustive and best is not None
-        stop = np.flatnonzero(at.bound[rows] > best.objective(objective))[:1] \
-            if bounded else ()
-        stop = int(stop[0]) if len(stop) else width
-        skipped = steps_replayed + at.steps[rows] > task.max_steps if budget \
-            else np.zeros(width, dtype=bool)
-        duplicate = seed_rows[rows] & ~skipped
-        lost = at.tie_loses(op, objective, best, dataflows, fuse, rows) & \
-            ~skipped & ~duplicate if bounded else np.zeros(width, dtype=bool)
-        taken = np.flatnonzero(~(skipped | duplicate | lost)[:stop])[:1]
-        passed = int(taken[0]) if len(taken) else stop
-        pruned += int(skipped[:passed].sum() + lost[:passed].sum())   # the step budget,
-        duplicates += int(duplicate[:passed].sum())                    # or the tie-break
-        if not len(taken):
-            if stop < width:   # the walk is in bound order: all the rest
-                pruned += size - (rows.start + stop)
-                break
-            position, window = rows.stop, 2 * window
-            continue
-        i = int(walk[rows.start + passed])
-        position, window = rows.start + passed + 1, WALK_WINDOW
+        if array_op and at.takes(position, best if bounded else None, objective,
+                                 task.max_steps - steps_replayed if budget else None,
+                                 seed_rows):
+            # What the window below decides at once, on the walk's next candidate
+            # alone (most replays follow the one before them): the same step, without
+            # a window of array operations.
+            i = int(walk[position])
+            position, window = position + 1, WALK_WINDOW
+        else:
+            rows = slice(position, min(size, position + window))
+            width = rows.stop - rows.start
+            stop = np.flatnonzero(at.bound[rows] > best.objective(objective))[:1] \
+                if bounded else ()
+            stop = int(stop[0]) if len(stop) else width
+            skipped = steps_replayed + at.steps[rows] > task.max_steps if budget \
+                else np.zeros(width, dtype=bool)
+            duplicate = seed_rows[rows] & ~skipped
+            lost = at.tie_loses(op, objective, best, dataflows, fuse, rows) & \
+                ~skipped & ~duplicate if bounded else np.zeros(width, dtype=bool)
+            taken = np.flatnonzero(~(skipped | duplicate | lost)[:stop])[:1]
+            passed = int(taken[0]) if len(taken) else stop
+            pruned += int(skipped[:passed].sum() + lost[:passed].sum())   # the step budget,
+            duplicates += int(duplicate[:passed].sum())                    # or the tie-break
+            if not len(taken):
+                if stop < width:   # the walk is in bound order: all the rest
+                    pruned += size - (rows.start + stop)
+                    break
+                position, window = rows.stop, 2 * window
+                continue
+            i = int(walk[rows.start + passed])
+            position, window = rows.start + passed + 1, WALK_WINDOW
         tiling = Tiling(tm=int(grid.tm[i]), tn=int(grid.tn[i]), tk=int(grid.tk[i]),
                         loop_order=LOOP_ORDERS[int(grid.order[i])],
                         dataflow=dataflows[int(grid.dataflow[i])],
