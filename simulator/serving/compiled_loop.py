@@ -24,7 +24,7 @@ import numpy as np
 
 from simulator.serving import loop_state as k
 from simulator.serving.loop_kernel import serve_loop
-from simulator.serving.loop_prices import fill_pairs, fill_quads
+from simulator.serving.loop_prices import CostTables, fill_pairs, fill_quads
 from simulator.serving.kv_cache import PagedKvCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.metrics import MetricsStore
@@ -68,11 +68,8 @@ def queue_room(requests: int, lanes: int) -> int:
     return requests + 4 * lanes + 4
 
 
-def _tables(cost: LlmCost):
-    """Typed dictionaries of the cost model's memos and grid points: dense part by
-    tokens, prefill attention by (new << 32 | cached), decode (variable, fixed) by
-    context, call by (tokens << 32 | requests); grid points' decode (variable, fixed)
-    by context, dense part by tokens, prefill attention by (new << 32 | cached)."""
+def _tables(cost: LlmCost) -> CostTables:
+    """Typed dictionaries of the cost model's memos and grid points (CostTables)."""
     from numba import typed, types
     two, four = types.UniTuple(types.float64, 2), types.UniTuple(types.float64, 4)
     dense, prefill, call, dgrid, pgrid = (typed.Dict.empty(types.int64, two)
@@ -95,12 +92,13 @@ def _tables(cost: LlmCost):
     fill(grid, points, [cost._decode_at(context) for context in points], 4)
     fill(dgrid, list(cost._dense), list(cost._dense.values()), 2)
     fill(pgrid, list(cost._prefill), list(cost._prefill.values()), -2)
-    return dense, prefill, dcost, call, grid, dgrid, pgrid
+    return CostTables(dense=dense, prefill=prefill, decode=dcost, call=call, grid=grid,
+                      dense_grid=dgrid, prefill_grid=pgrid)
 
 
-def _fill(si, cost: LlmCost, tables) -> None:
+def _fill(si, cost: LlmCost, tables: CostTables) -> None:
     """The entry the kernel lacks, from the cost model (as the reference asks it)."""
-    dense, prefill, dcost, call, grid, dgrid, pgrid = tables
+    call, grid, dgrid, pgrid = tables.call, tables.grid, tables.dense_grid, tables.prefill_grid
     kind, a, b = int(si[k.I_MISS_KIND]), int(si[k.I_MISS_A]), int(si[k.I_MISS_B])
     if kind == k.K_CALL:
         found = cost._call(a, b)
@@ -159,17 +157,24 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
     shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
     tables = _tables(cost)
+    lanes_state = k.Lanes(ints=rs, floats=rg, waiting=wq, decoding=dec, prefilling=pre,
+                          chunk_requests=ch_req, chunk_tokens=ch_new, ends=p_ends,
+                          energies=p_energy, stage_free=stage_free)
+    requests = k.Requests(ints=ri, floats=rf, finished=fin, dropped=drops,
+                          change_times=chg_t, change_deltas=chg_d)
+    work = k.PriceWork(contexts=ctx, rows=rows, touched=touched, touched_list=tlist,
+                       crossings=cross, out=out, shapes=shp, shape_offsets=shp_off)
+    state = k.LoopState(ints=si, floats=sf, queue=k.EventQueue(si, hq_t, hq_i),
+                        lanes=lanes_state, requests=requests, work=work)
     while True:
-        status = serve_loop(si, sf, rs, rg, ri, rf, wq, dec, pre, ch_req, ch_new, p_ends,
-                              p_energy, ctx, rows, touched, tlist, cross, out, fin, drops,
-                              chg_t, chg_d, hq_t, hq_i, shp, shp_off, stage_free,
-                              *tables)
+        status = serve_loop(state, tables)
         if status == k.DONE:
             break
         if status == k.MISS:
             _fill(si, cost, tables)
         elif status == k.GROW:
             shp = np.concatenate([shp, np.zeros_like(shp)])
+            state = state._replace(work=state.work._replace(shapes=shp))
         elif status == k.PROGRESS:
             progress(int(si[k.I_NFIN] + si[k.I_NDROP]), n)
     _record(store, si, rs[::lanes], rg[::lanes], ri, rf, fin, drops, chg_t, chg_d, shp,

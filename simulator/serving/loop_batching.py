@@ -3,10 +3,10 @@
 (kv_cache, tails) over the loop's arrays (layout: simulator.serving.loop_state), and a
 plan's prices (loop_prices) summed as the scheduler sums them.
 
-Each function takes the lane's rows (`s`, `g`: its scheduler) and, where the state is
-the replica's, its pool row (`p`, `gp`: the queue and KV blocks every micro-batch of
-a pipelined replica shares, and the store's totals); a replica of one stage is one
-lane, its own pool."""
+Each function takes the lane's Batch (loop_state): its rows (`s`, `g`: its scheduler)
+and, where the state is the replica's, its pool row (`p`, `gp`: the queue and KV
+blocks every micro-batch of a pipelined replica shares, and the store's totals); a
+replica of one stage is one lane, its own pool."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from simulator.serving.loop_prices import price_decode_run, price_iteration
 from simulator.serving.loop_state import (DONE, F_NOW, GROW, G_BUSY, G_CLOCK_SECONDS,
                                           G_CLOCK_SINCE, G_ENERGY, G_PLAN_START,
                                           I_ARRIVED, I_BLOCK, I_CAP_CALLED, I_CAP_HIGH,
-                                          I_CAP_LOW, I_LIMIT, I_MAX_BATCH, I_MAX_TOKENS,
+                                          I_CAP_LOW, I_LANES, I_LIMIT, I_MAX_BATCH, I_MAX_TOKENS,
                                           I_NCHANGES, I_NDROP, I_NFIN, I_NSHAPES,
                                           I_PREEMPTIONS, I_SEEN, I_SHAPE_USED, I_STRIDE,
                                           I_TOTAL_BLOCKS, MAX_RUN_ITERATIONS,
@@ -102,9 +102,14 @@ def _log_change(si, chg_t, chg_d, now, change):
 
 
 @njit(cache=True)
-def enqueue(si, p, gp, ri, rf, wq, drops, chg_t, chg_d, r, at):
-    """Arrival of request r (MetricsStore.on_arrival, ReplicaScheduler.enqueue) on the
-    replica of pool row `p` (its first lane's scheduler: that lane's KV clock)."""
+def enqueue(si, requests, lanes, replica, r, at):
+    """Arrival of request r (MetricsStore.on_arrival, ReplicaScheduler.enqueue) on
+    replica `replica` (its pool row `p`, its first lane's scheduler: that lane's KV
+    clock)."""
+    pool = replica * si[I_LANES]
+    p, gp, wq = lanes.ints[pool], lanes.floats[pool], lanes.waiting[replica]
+    ri, rf, drops = requests.ints, requests.floats, requests.dropped
+    chg_t, chg_d = requests.change_times, requests.change_deltas
     si[I_ARRIVED] += 1
     _log_change(si, chg_t, chg_d, at, 1)
     need = ri[r, R_PROMPT] + ri[r, R_OUTPUT] - 1
@@ -125,8 +130,12 @@ def enqueue(si, p, gp, ri, rf, wq, drops, chg_t, chg_d, r, at):
 
 
 @njit(cache=True)
-def plan(si, s, p, g, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
+def plan(si, sf, batch, requests):
     """ContinuousBatching.plan up to its costs: False where it returns None."""
+    s, p, g, wq = batch.s, batch.p, batch.g, batch.waiting
+    dec, pre = batch.decoding, batch.prefilling
+    ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
+    ri, rf = requests.ints, requests.floats
     now = sf[F_NOW]
     if s[S_NDEC] + s[S_NPRE] == 0 and p[S_WCOUNT] == 0:
         return False
@@ -286,23 +295,23 @@ def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
 
 
 @njit(cache=True)
-def price(si, s, g, sf, ri, dec, ch_req, ch_new, p_ends, p_energy, ctx, rows, touched,
-          tlist, cross, out, shp, shp_off, dense, prefill, dcost, call, grid, dgrid,
-          pgrid):
+def price(si, sf, batch, requests, work, tables):
     """The planned iterations' shape offered, their costs, and their end times from
     now and energies as running sums (schedulers._plan, _one); MISS or GROW where
     the driver must act first (then price again)."""
-    status = _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off)
+    s, g, dec = batch.s, batch.g, batch.decoding
+    p_ends, p_energy, ri = batch.ends, batch.energies, requests.ints
+    status = _offer_shape(si, s, ri, dec, batch.chunk_requests, batch.chunk_tokens,
+                          work.shapes, work.shape_offsets)
     if status != DONE:
         return status
     if s[S_PLAN_KIND] == PLAN_ITERATION:
-        status = price_iteration(si, s, ri, dec, ch_req, ch_new, p_ends, p_energy,
-                                 dense, prefill, dcost, call, grid, dgrid, pgrid)
+        status = price_iteration(si, batch, ri, tables)
     else:
+        ctx = work.contexts
         for j in range(s[S_NDEC]):
             ctx[j] = ri[dec[j], R_KV_TOKENS] + 1
-        status = price_decode_run(si, s, ctx, rows, touched, tlist, cross, out,
-                                  p_ends, p_energy, dense, call, grid, dgrid)
+        status = price_decode_run(si, batch, work, tables)
     if status != DONE:
         return status
     now = sf[F_NOW]
@@ -316,10 +325,14 @@ def price(si, s, g, sf, ri, dec, ch_req, ch_new, p_ends, p_energy, ctx, rows, to
 
 
 @njit(cache=True)
-def commit(si, s, p, gp, ri, rf, dec, pre, ch_req, ch_new, done, end, busy, energy,
-           fin, chg_t, chg_d):
+def commit(si, batch, requests, done, end, busy, energy):
     """ContinuousBatching.commit of the plan's first `done` iterations, the last of
     them ending at `end`, `busy` seconds and `energy` joules in all (on_iterations)."""
+    s, p, gp = batch.s, batch.p, batch.gp
+    dec, pre = batch.decoding, batch.prefilling
+    ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
+    ri, rf, fin = requests.ints, requests.floats, requests.finished
+    chg_t, chg_d = requests.change_times, requests.change_deltas
     running = s[S_NDEC] + s[S_NPRE]
     gp[G_BUSY] += busy
     gp[G_ENERGY] += energy

@@ -34,21 +34,24 @@ from simulator.serving.loop_state import (DONE, EV_ARRIVED, EV_ARR_END, EV_ARR_T
                                           S_INTERRUPT, S_RESUME, S_RUN, S_TRIG, S_WAIT,
                                           S_WAIT_EID, S_WAIT_GEN, URGENT, W_ARRIVED,
                                           W_CONDITION, W_EITHER, W_FIRST, W_NONE,
-                                          W_STAGE, W_TIMEOUT, carry_on, pop, schedule)
+                                          W_STAGE, W_TIMEOUT, batch_of, carry_on, pop,
+                                          schedule)
 
 
 @njit(cache=True)
-def _wake(si, s, hq_t, hq_i, now, replica):
+def _wake(queue, s, now, replica):
     if not s[S_TRIG]:
         s[S_TRIG] = 1
-        schedule(si, hq_t, hq_i, now, NORMAL, EV_ARRIVED, replica, s[S_GEN])
+        schedule(queue, now, NORMAL, EV_ARRIVED, replica, s[S_GEN])
 
 
 @njit(cache=True)
-def _arrivals(si, sf, rs, rg, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i):
+def _arrivals(state):
     """engine.arriving from where it stopped, until it waits or ends; round robin
     over the replicas (routing.RoundRobin), each request enqueued on its replica's
     first lane and every lane of it woken (PipelinedReplica.wake)."""
+    si, sf, queue, rs = state.ints, state.floats, state.queue, state.lanes.ints
+    rf = state.requests.floats
     replicas, lanes = si[I_REPLICAS], si[I_LANES]
     n = si[I_N]
     while si[I_ARR_INDEX] < n:
@@ -56,22 +59,21 @@ def _arrivals(si, sf, rs, rg, ri, rf, wq, drops, chg_t, chg_d, hq_t, hq_i):
         at = rf[r, Q_ARRIVAL]
         if not si[I_ARR_WAITED] and at > sf[F_NOW]:
             delay = at - sf[F_NOW]
-            if not carry_on(si, sf, hq_t, sf[F_NOW] + delay):
-                schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL, EV_ARR_TIMEOUT, 0,
-                          0)
+            if not carry_on(queue, sf, sf[F_NOW] + delay):
+                schedule(queue, sf[F_NOW] + delay, NORMAL, EV_ARR_TIMEOUT, 0, 0)
                 si[I_ARR_WAITED] = 1
                 return
         si[I_ARR_WAITED] = 0
         target = si[I_NEXT] % replicas
         si[I_NEXT] += 1
         pool = target * lanes
-        enqueue(si, rs[pool], rg[pool], ri, rf, wq[target], drops, chg_t, chg_d, r, at)
+        enqueue(si, state.requests, state.lanes, target, r, at)
         for lane in range(pool, pool + lanes):
-            _wake(si, rs[lane], hq_t, hq_i, sf[F_NOW], lane)
+            _wake(queue, rs[lane], sf[F_NOW], lane)
         si[I_ARR_INDEX] = r + 1
     for lane in range(replicas * lanes):  # close(), wake(); then the process ends
-        _wake(si, rs[lane], hq_t, hq_i, sf[F_NOW], lane)
-    schedule(si, hq_t, hq_i, sf[F_NOW], NORMAL, EV_ARR_END, 0, 0)
+        _wake(queue, rs[lane], sf[F_NOW], lane)
+    schedule(queue, sf[F_NOW], NORMAL, EV_ARR_END, 0, 0)
     si[I_ARR_INDEX] = n + 1
 
 
@@ -88,30 +90,25 @@ def _bisect_left(values, n, x):
 
 
 @njit(cache=True)
-def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news,
-             ends, energies, ctx, rows, touched, tlist, cross, out, fin, chg_t, chg_d,
-             hq_t, hq_i, shp, shp_off, dense, prefill, dcost, call, grid, dgrid,
-             pgrid):
+def _replica(label, replica, state, tables):
     """Replica `replica`'s Replica.serving from `label` until it waits (DONE) or the
     driver is needed (the label to go on from is then I_PENDING); its one lane is its
     pool."""
-    s, g, wq, dec, pre = rs[replica], rg[replica], wqs[replica], decs[replica], pres[replica]
-    ch_req, ch_new = ch_reqs[replica], ch_news[replica]
-    p_ends, p_energy = ends[replica], energies[replica]
+    si, sf, queue = state.ints, state.floats, state.queue
+    batch = batch_of(state.lanes, replica, si[I_LANES])
+    s, g, p_ends, p_energy = batch.s, batch.g, batch.ends, batch.energies
     while True:
         if label == L_TOP:
             if s[S_TRIG]:  # a new event for the next arrival
                 s[S_GEN] += 1
                 s[S_TRIG] = 0
-            if not plan(si, s, s, g, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
+            if not plan(si, sf, batch, state.requests):
                 s[S_WAIT], s[S_WAIT_GEN] = W_ARRIVED, s[S_GEN]
                 s[S_RESUME] = L_TOP
                 return DONE
             label = L_PRICE
         if label == L_PRICE:
-            status = price(si, s, g, sf, ri, dec, ch_req, ch_new, p_ends, p_energy, ctx,
-                           rows, touched, tlist, cross, out, shp, shp_off, dense,
-                           prefill, dcost, call, grid, dgrid, pgrid)
+            status = price(si, sf, batch, state.requests, state.work, tables)
             if status != DONE:
                 si[I_PENDING], si[I_PENDING_REP] = L_PRICE, replica
                 return status
@@ -122,17 +119,17 @@ def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, c
             s[S_DONE] = run
             delay = max(0.0, end - sf[F_NOW])
             if s[S_INTERRUPT]:
-                if not carry_on(si, sf, hq_t, sf[F_NOW] + delay):  # first_of
-                    eid = schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
-                                    EV_REP_TIMEOUT, replica, 0)
+                if not carry_on(queue, sf, sf[F_NOW] + delay):  # first_of
+                    eid = schedule(queue, sf[F_NOW] + delay, NORMAL, EV_REP_TIMEOUT,
+                                   replica, 0)
                     s[S_WAIT], s[S_WAIT_GEN], s[S_WAIT_EID] = W_FIRST, s[S_GEN], eid
                     s[S_RESUME] = L_AFTER_FIRST
                     return DONE
                 label = L_AFTER_FIRST
             else:
-                if not carry_on(si, sf, hq_t, sf[F_NOW] + delay):
-                    eid = schedule(si, hq_t, hq_i, sf[F_NOW] + delay, NORMAL,
-                                    EV_REP_TIMEOUT, replica, 0)
+                if not carry_on(queue, sf, sf[F_NOW] + delay):
+                    eid = schedule(queue, sf[F_NOW] + delay, NORMAL, EV_REP_TIMEOUT,
+                                   replica, 0)
                     s[S_WAIT], s[S_WAIT_EID] = W_TIMEOUT, eid
                     s[S_RESUME] = L_COMMIT
                     return DONE
@@ -144,9 +141,8 @@ def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, c
                 done = _bisect_left(p_ends, run, now) + 1
                 s[S_DONE] = done
                 delay = max(0.0, p_ends[done - 1] - now)
-                if not carry_on(si, sf, hq_t, now + delay):
-                    eid = schedule(si, hq_t, hq_i, now + delay, NORMAL, EV_REP_TIMEOUT,
-                                    replica, 0)
+                if not carry_on(queue, sf, now + delay):
+                    eid = schedule(queue, now + delay, NORMAL, EV_REP_TIMEOUT, replica, 0)
                     s[S_WAIT], s[S_WAIT_EID] = W_TIMEOUT, eid
                     s[S_RESUME] = L_COMMIT
                     return DONE
@@ -154,8 +150,8 @@ def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, c
         if label == L_COMMIT:
             done = s[S_DONE]
             end = p_ends[done - 1]
-            commit(si, s, s, g, ri, rf, dec, pre, ch_req, ch_new, done, end,
-                   end - g[G_PLAN_START], p_energy[done - 1], fin, chg_t, chg_d)
+            commit(si, batch, state.requests, done, end, busy=end - g[G_PLAN_START],
+                   energy=p_energy[done - 1])
             label = L_TOP
             finished = si[I_NFIN] + si[I_NDROP]
             if si[I_REPORTS] and finished >= si[I_REPORT_NEXT]:  # engine.reporter
@@ -165,39 +161,31 @@ def _replica(label, replica, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, c
 
 
 @njit(cache=True)
-def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, energies,
-               ctx, rows, touched, tlist, cross, out, fin, drops, chg_t, chg_d, hq_t, hq_i,
-               shp, shp_off, stage_free, dense, prefill, dcost, call, grid, dgrid,
-               pgrid):
-    """engine.run_serving's env.run(): DONE when the queue is empty; MISS, PROGRESS or
-    GROW where the driver must act first (call again after)."""
+def serve_loop(state, tables):
+    """engine.run_serving's env.run() over the loop's state (a LoopState) and the cost
+    model's tables (loop_prices.CostTables): DONE when the queue is empty; MISS,
+    PROGRESS or GROW where the driver must act first (call again after)."""
+    si, sf, queue, rs = state.ints, state.floats, state.queue, state.lanes.ints
+    hq_t, hq_i = queue.times, queue.rows
     if not si[I_STARTED]:  # the arrival process, then each lane's (engine order)
         si[I_STARTED] = 1
-        schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_ARR, 0, 0)
+        schedule(queue, 0.0, URGENT, EV_INIT_ARR, 0, 0)
         for lane in range(si[I_REPLICAS] * si[I_LANES]):
-            schedule(si, hq_t, hq_i, 0.0, URGENT, EV_INIT_REP, lane, 0)
+            schedule(queue, 0.0, URGENT, EV_INIT_REP, lane, 0)
     label, lane = si[I_PENDING], si[I_PENDING_REP]
     si[I_PENDING] = -1
     pipelined = si[I_STAGES] > 1
     while True:
         if label >= 0:
             if pipelined:
-                status = lane_process(label, lane, si, sf, rs, rg, ri, rf, wqs, decs,
-                                      pres, ch_reqs, ch_news, ends, energies, ctx, rows,
-                                      touched, tlist, cross, out, fin, chg_t, chg_d,
-                                      hq_t, hq_i, shp, shp_off, stage_free, dense,
-                                      prefill, dcost, call, grid, dgrid, pgrid)
+                status = lane_process(label, lane, state, tables)
             else:
-                status = _replica(label, lane, si, sf, rs, rg, ri, rf, wqs, decs, pres,
-                                  ch_reqs, ch_news, ends, energies, ctx, rows, touched,
-                                  tlist, cross, out, fin, chg_t, chg_d, hq_t, hq_i, shp,
-                                  shp_off, dense, prefill, dcost, call, grid, dgrid,
-                                  pgrid)
+                status = _replica(label, lane, state, tables)
             if status != DONE:
                 return status
         if si[I_QLEN] == 0:
             return DONE
-        pop(si, hq_t, hq_i)
+        pop(queue)
         head = hq_t.shape[0] - 1
         now = hq_t[head]
         sf[F_NOW] = now
@@ -205,7 +193,7 @@ def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, 
         s = rs[lane]  # (EV_FREED: `lane` is the replica)
         label = -1
         if kind == EV_INIT_ARR or kind == EV_ARR_TIMEOUT:
-            _arrivals(si, sf, rs, rg, ri, rf, wqs, drops, chg_t, chg_d, hq_t, hq_i)
+            _arrivals(state)
         elif kind == EV_INIT_REP:
             label = L_TOP
         elif kind == EV_ARRIVED:
@@ -213,20 +201,20 @@ def serve_loop(si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news, ends, 
                 label = s[S_RESUME]
             elif s[S_WAIT] == W_FIRST and s[S_WAIT_GEN] == ref:  # first_of fires
                 s[S_WAIT] = W_EITHER
-                schedule(si, hq_t, hq_i, now, NORMAL, EV_EITHER, lane, 0)
+                schedule(queue, now, NORMAL, EV_EITHER, lane, 0)
             else:
-                on_arrived(si, s, hq_t, hq_i, now, lane, ref)
+                on_arrived(queue, s, now, lane, ref)
         elif kind == EV_REP_TIMEOUT:
             if s[S_WAIT] == W_TIMEOUT and s[S_WAIT_EID] == eid:
                 label = s[S_RESUME]
             elif s[S_WAIT] == W_FIRST and s[S_WAIT_EID] == eid:
                 s[S_WAIT] = W_EITHER
-                schedule(si, hq_t, hq_i, now, NORMAL, EV_EITHER, lane, 0)
+                schedule(queue, now, NORMAL, EV_EITHER, lane, 0)
         elif kind == EV_EITHER:
             if s[S_WAIT] == W_EITHER:
                 label = s[S_RESUME]
         elif kind == EV_FREED:
-            on_freed(si, rs, hq_t, hq_i, now, lane, ref)
+            on_freed(queue, rs, now, lane, ref)
         elif kind == EV_NEWS:
             if s[S_WAIT] == W_CONDITION:
                 label = s[S_RESUME]

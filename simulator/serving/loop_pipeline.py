@@ -25,7 +25,7 @@ from simulator.serving.loop_state import (DONE, EV_NEWS, EV_STAGE, F_NOW, G_ACTI
                                           S_INTERRUPT, S_IN_FLIGHT, S_REG, S_RESUME,
                                           S_RUN, S_TRIG, S_WAIT, S_WAIT_FREED,
                                           S_WAIT_GEN, W_CONDITION, W_NEWS, W_STAGE,
-                                          EV_FREED, pop, schedule)
+                                          EV_FREED, batch_of, pop, schedule)
 
 
 @njit(cache=True)
@@ -44,7 +44,7 @@ def _left(s, g, now):
 
 
 @njit(cache=True)
-def _enter_next(si, sf, s, g, p_ends, stage_free, hq_t, hq_i, lane):
+def _enter_next(si, sf, s, g, p_ends, stage_free, queue, lane):
     """PipelinedReplica._enter_next: the run's next iteration enters the first stage
     now, each stage held its share behind the iteration ahead of it there; its end on
     the last stage queued (the event's new id)."""
@@ -57,14 +57,16 @@ def _enter_next(si, sf, s, g, p_ends, stage_free, hq_t, hq_i, lane):
         ahead = stage_free[stage]
         leave = (leave if leave >= ahead else ahead) + share
         stage_free[stage] = leave
-    s[S_EV_EID] = schedule(si, hq_t, hq_i, leave, NORMAL, EV_STAGE, lane, 0)
+    s[S_EV_EID] = schedule(queue, leave, NORMAL, EV_STAGE, lane, 0)
 
 
 @njit(cache=True)
-def _drain(si, sf, rs, rg, ends, stage_free, hq_t, hq_i, lane):
+def _drain(si, sf, lane_state, stage_free, queue, lane):
     """PipelinedReplica._drain: the queue's head processed while it is the end of an
     iteration of this replica's that another of its run follows; True where the head
     is then the lane's own (taken: the lane goes on at its time)."""
+    rs, rg, ends = lane_state.ints, lane_state.floats, lane_state.ends
+    hq_t, hq_i = queue.times, queue.rows
     lanes = si[I_LANES]
     replica = lane // lanes
     head = hq_t.shape[0] - 1
@@ -73,24 +75,23 @@ def _drain(si, sf, rs, rg, ends, stage_free, hq_t, hq_i, lane):
             return False
         other = hq_i[0, 3]
         if other == lane:
-            pop(si, hq_t, hq_i)
+            pop(queue)
             sf[F_NOW] = hq_t[head]
             return True
         if other // lanes != replica or not _goes_on(rs[other]):
             return False
-        pop(si, hq_t, hq_i)
+        pop(queue)
         sf[F_NOW] = hq_t[head]
         _left(rs[other], rg[other], sf[F_NOW])
-        _enter_next(si, sf, rs[other], rg[other], ends[other], stage_free, hq_t, hq_i,
-                    other)
+        _enter_next(si, sf, rs[other], rg[other], ends[other], stage_free, queue, other)
     return False
 
 
 @njit(cache=True)
-def on_freed(si, rs, hq_t, hq_i, now, replica, freed):
+def on_freed(queue, rs, now, replica, freed):
     """The replica's `freed` event `freed` processed: each lane's `news` condition
     waiting on it is met, in the order the conditions were made (its callbacks')."""
-    lanes = si[I_LANES]
+    lanes = queue.ints[I_LANES]
     first = replica * lanes
     while True:
         chosen, order = -1, -1
@@ -102,37 +103,33 @@ def on_freed(si, rs, hq_t, hq_i, now, replica, freed):
         if chosen < 0:
             return
         rs[chosen, S_WAIT] = W_CONDITION
-        schedule(si, hq_t, hq_i, now, NORMAL, EV_NEWS, chosen, 0)
+        schedule(queue, now, NORMAL, EV_NEWS, chosen, 0)
 
 
 @njit(cache=True)
-def on_arrived(si, s, hq_t, hq_i, now, lane, gen):
+def on_arrived(queue, s, now, lane, gen):
     """The lane's arrival news `gen` processed: its `news` condition, where it waits
     on it, is met."""
     if s[S_WAIT] == W_NEWS and s[S_WAIT_GEN] == gen:
         s[S_WAIT] = W_CONDITION
-        schedule(si, hq_t, hq_i, now, NORMAL, EV_NEWS, lane, 0)
+        schedule(queue, now, NORMAL, EV_NEWS, lane, 0)
 
 
 @njit(cache=True)
-def lane_process(label, lane, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, ch_news,
-                 ends, energies, ctx, rows, touched, tlist, cross, out, fin, chg_t,
-                 chg_d, hq_t, hq_i, shp, shp_off, stage_free, dense, prefill, dcost,
-                 call, grid, dgrid, pgrid):
+def lane_process(label, lane, state, tables):
     """Lane `lane`'s PipelinedReplica.serving from `label` until it waits (DONE) or
     the driver is needed (the label to go on from is then I_PENDING)."""
+    si, sf, queue, lanes = state.ints, state.floats, state.queue, state.lanes
     replica = lane // si[I_LANES]
-    pool = replica * si[I_LANES]
-    s, g, p, gp = rs[lane], rg[lane], rs[pool], rg[pool]
-    wq, dec, pre = wqs[replica], decs[lane], pres[lane]
-    ch_req, ch_new = ch_reqs[lane], ch_news[lane]
-    p_ends, p_energy, free = ends[lane], energies[lane], stage_free[replica]
+    batch = batch_of(lanes, lane, si[I_LANES])
+    s, g, p, gp = batch.s, batch.g, batch.p, batch.gp
+    p_ends, p_energy, free = batch.ends, batch.energies, lanes.stage_free[replica]
     while True:
         if label == L_TOP:
             if s[S_TRIG]:  # a new event for the next arrival
                 s[S_GEN] += 1
                 s[S_TRIG] = 0
-            if not plan(si, s, p, g, sf, ri, rf, wq, dec, pre, ch_req, ch_new):
+            if not plan(si, sf, batch, state.requests):
                 s[S_WAIT], s[S_WAIT_GEN] = W_NEWS, s[S_GEN]  # arrived | freed
                 s[S_WAIT_FREED], s[S_REG] = p[S_FREED_GEN], si[I_REG]
                 si[I_REG] += 1
@@ -140,9 +137,7 @@ def lane_process(label, lane, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, 
                 return DONE
             label = L_PRICE
         if label == L_PRICE:
-            status = price(si, s, g, sf, ri, dec, ch_req, ch_new, p_ends, p_energy, ctx,
-                           rows, touched, tlist, cross, out, shp, shp_off, dense,
-                           prefill, dcost, call, grid, dgrid, pgrid)
+            status = price(si, sf, batch, state.requests, state.work, tables)
             if status != DONE:
                 si[I_PENDING], si[I_PENDING_REP] = L_PRICE, lane
                 return status
@@ -151,17 +146,17 @@ def lane_process(label, lane, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, 
             p[S_IN_FLIGHT] += 1
             s[S_INDEX] = 0
             g[G_LAST], g[G_SHARE], g[G_SPENT] = g[G_PLAN_START], 0.0, 0.0
-            _enter_next(si, sf, s, g, p_ends, free, hq_t, hq_i, lane)
+            _enter_next(si, sf, s, g, p_ends, free, queue, lane)
             label = L_DRAIN
         while label == L_DRAIN or label == L_STAGE_END:  # L_STAGE_END: its own end,
-            if label == L_DRAIN and not _drain(si, sf, rs, rg, ends, free, hq_t, hq_i,
+            if label == L_DRAIN and not _drain(si, sf, lanes, free, queue,
                                                lane):  # processed by the loop
                 s[S_WAIT], s[S_RESUME] = W_STAGE, L_STAGE_END
                 return DONE
             going_on = _goes_on(s)
             _left(s, g, sf[F_NOW])
             if going_on:
-                _enter_next(si, sf, s, g, p_ends, free, hq_t, hq_i, lane)
+                _enter_next(si, sf, s, g, p_ends, free, queue, lane)
                 label = L_DRAIN
             else:
                 label = L_COMMIT
@@ -171,11 +166,11 @@ def lane_process(label, lane, si, sf, rs, rg, ri, rf, wqs, decs, pres, ch_reqs, 
             if p[S_IN_FLIGHT] == 0:
                 gp[G_PIPE_ACTIVE] += now - gp[G_ACTIVE_SINCE]
             gp[G_STAGE_BUSY] += g[G_SPENT] * si[I_STAGES]
-            commit(si, s, p, gp, ri, rf, dec, pre, ch_req, ch_new, s[S_INDEX], g[G_END],
-                   g[G_SPENT], p_energy[s[S_INDEX] - 1], fin, chg_t, chg_d)
+            commit(si, batch, state.requests, s[S_INDEX], g[G_END],
+                   busy=g[G_SPENT], energy=p_energy[s[S_INDEX] - 1])
             freed = p[S_FREED_GEN]  # freed, self.freed = self.freed, env.event()
             p[S_FREED_GEN] = freed + 1
-            schedule(si, hq_t, hq_i, now, NORMAL, EV_FREED, replica, freed)
+            schedule(queue, now, NORMAL, EV_FREED, replica, freed)
             label = L_TOP
             finished = si[I_NFIN] + si[I_NDROP]
             if si[I_REPORTS] and finished >= si[I_REPORT_NEXT]:  # engine.reporter

@@ -9,11 +9,29 @@ point, and the kernel prices the plan again."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from simulator.kernels.jit import njit
 from simulator.serving.loop_state import (DONE, FIXED, I_BITS, I_MISS_A, I_MISS_B,
                                           I_MISS_KIND, I_NTOUCHED, K_CALL, K_DENSE_GRID,
                                           K_GRID, K_PREFILL_GRID, MISS, R_KV_TOKENS,
                                           R_PREFILLED, S_NCHUNK, S_NDEC, S_RUN, VARIABLE)
+
+
+class CostTables(NamedTuple):
+    """The cost model's memos and grid points as typed dictionaries (the driver fills
+    them): the memos' dense part by tokens, prefill attention by (new << 32 | cached),
+    decode (variable, fixed) by context, call by (tokens << 32 | requests); the grid
+    points' decode (variable, fixed) by context, dense part by tokens, prefill
+    attention by (new << 32 | cached)."""
+
+    dense: object
+    prefill: object
+    decode: object
+    call: object
+    grid: object
+    dense_grid: object
+    prefill_grid: object
 
 
 @njit(cache=True)
@@ -129,9 +147,12 @@ def _stretch(si, grid, which, context, end, out):
 
 
 @njit(cache=True)
-def price_iteration(si, s, ri, dec, ch_req, ch_new, cost_s, cost_e,
-                    dense, prefill, dcost, call, grid, dgrid, pgrid):
+def price_iteration(si, batch, ri, tables):
     """LlmCost.iteration of the plan's chunks and decodes, in its order of reads."""
+    s, dec, cost_s, cost_e = batch.s, batch.decoding, batch.ends, batch.energies
+    ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
+    dense, prefill, dcost, call = tables.dense, tables.prefill, tables.decode, tables.call
+    grid, dgrid, pgrid = tables.grid, tables.dense_grid, tables.prefill_grid
     ndec, nchunk = s[S_NDEC], s[S_NCHUNK]
     tokens = ndec
     for i in range(nchunk):
@@ -170,10 +191,13 @@ def price_iteration(si, s, ri, dec, ch_req, ch_new, cost_s, cost_e,
 
 
 @njit(cache=True)
-def price_decode_run(si, s, ctx, rows, touched, tlist, cross, out, cost_s, cost_e,
-                     dense, call, grid, dgrid):
-    """LlmCost.decode_run of the decoding requests' contexts (ctx) over I_RUN
+def price_decode_run(si, batch, work, tables):
+    """LlmCost.decode_run of the decoding requests' contexts (work.contexts) over I_RUN
     iterations, in its order of reads and sums."""
+    s, cost_s, cost_e = batch.s, batch.ends, batch.energies
+    ctx, rows, touched, tlist = work.contexts, work.rows, work.touched, work.touched_list
+    cross, out = work.crossings, work.out
+    dense, call, grid, dgrid = tables.dense, tables.call, tables.grid, tables.dense_grid
     n, iterations = s[S_NDEC], s[S_RUN]
     for k in range(si[I_NTOUCHED]):  # a MISS may have left changes behind
         t = tlist[k]

@@ -6,6 +6,10 @@ driver's (queue_room): its last row is where `pop` leaves the head."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
+
 from simulator.kernels.jit import njit
 
 # Statuses the kernel returns.
@@ -67,6 +71,105 @@ REPORT_EVERY = 1024        # simulator.serving.engine.REPORT_EVERY
 VARIABLE, FIXED = 0, 1
 
 
+class EventQueue(NamedTuple):
+    """SimPy's event queue as a heap: each event's time (`times`) and its (priority,
+    id, kind, lane or replica, reference) row (`rows`); its length and next id are the
+    run's ints (`ints`: I_QLEN, I_EID), the same array as LoopState.ints."""
+
+    ints: np.ndarray
+    times: np.ndarray
+    rows: np.ndarray
+
+
+class Lanes(NamedTuple):
+    """Each lane's state: its ints and floats rows (S_*, G_*), its decoding and
+    prefilling requests, its planned chunks (request, new tokens) and the running
+    sums of its plan's ends and energies; each replica's waiting queue (a ring) and
+    its stages' free times (pipelined)."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+    waiting: np.ndarray
+    decoding: np.ndarray
+    prefilling: np.ndarray
+    chunk_requests: np.ndarray
+    chunk_tokens: np.ndarray
+    ends: np.ndarray
+    energies: np.ndarray
+    stage_free: np.ndarray
+
+
+class Requests(NamedTuple):
+    """Each request's ints and floats (R_*, Q_*), and the store's lists the driver
+    records: the finished and dropped requests in order, the number-in-system
+    changes (time, +1 or -1)."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+    finished: np.ndarray
+    dropped: np.ndarray
+    change_times: np.ndarray
+    change_deltas: np.ndarray
+
+
+class PriceWork(NamedTuple):
+    """What pricing a plan writes besides the lane's sums: a decode run's contexts,
+    its stretches' changes by iteration (`rows`, `touched`, `touched_list`), the
+    stretches that change within it (`crossings`), one stretch (`out`), and the
+    sampled shapes (`shapes` flat, `shape_offsets`; the driver enlarges `shapes`)."""
+
+    contexts: np.ndarray
+    rows: np.ndarray
+    touched: np.ndarray
+    touched_list: np.ndarray
+    crossings: np.ndarray
+    out: np.ndarray
+    shapes: np.ndarray
+    shape_offsets: np.ndarray
+
+
+class LoopState(NamedTuple):
+    """The whole loop's state: the run's scalar ints and floats (I_*, F_*), its event
+    queue, lanes, requests and pricing buffers."""
+
+    ints: np.ndarray
+    floats: np.ndarray
+    queue: EventQueue
+    lanes: Lanes
+    requests: Requests
+    work: PriceWork
+
+
+class Batch(NamedTuple):
+    """One lane's scheduler, as continuous batching reads it: its rows (`s`, `g`),
+    its replica's pool rows (`p`, `gp`: the same rows where the replica is one lane),
+    the replica's waiting queue and the lane's requests, chunks and plan sums (rows
+    of Lanes)."""
+
+    s: np.ndarray
+    p: np.ndarray
+    g: np.ndarray
+    gp: np.ndarray
+    waiting: np.ndarray
+    decoding: np.ndarray
+    prefilling: np.ndarray
+    chunk_requests: np.ndarray
+    chunk_tokens: np.ndarray
+    ends: np.ndarray
+    energies: np.ndarray
+
+
+@njit(cache=True)
+def batch_of(lanes, lane, lanes_per_replica):
+    """Lane `lane`'s Batch (its replica's pool: the row of its first lane)."""
+    replica = lane // lanes_per_replica
+    pool = replica * lanes_per_replica
+    return Batch(lanes.ints[lane], lanes.ints[pool], lanes.floats[lane],
+                 lanes.floats[pool], lanes.waiting[replica], lanes.decoding[lane],
+                 lanes.prefilling[lane], lanes.chunk_requests[lane],
+                 lanes.chunk_tokens[lane], lanes.ends[lane], lanes.energies[lane])
+
+
 @njit(cache=True)
 def _less(hq_t, hq_i, a, b):
     if hq_t[a] != hq_t[b]:
@@ -84,8 +187,9 @@ def _swap(hq_t, hq_i, a, b):
 
 
 @njit(cache=True)
-def schedule(si, hq_t, hq_i, when, priority, kind, replica, ref):
+def schedule(queue, when, priority, kind, replica, ref):
     """env.schedule: queued at `when` with the next event id; returns the id."""
+    si, hq_t, hq_i = queue.ints, queue.times, queue.rows
     n = si[I_QLEN]
     if n >= hq_t.shape[0] - 1:
         raise RuntimeError("the compiled serving loop's event queue is full")
@@ -105,8 +209,9 @@ def schedule(si, hq_t, hq_i, when, priority, kind, replica, ref):
 
 
 @njit(cache=True)
-def pop(si, hq_t, hq_i):
+def pop(queue):
     """Removes the queue's head (left in the last row for the caller)."""
+    si, hq_t, hq_i = queue.ints, queue.times, queue.rows
     n = si[I_QLEN] - 1
     last = hq_t.shape[0] - 1
     hq_t[last] = hq_t[0]
@@ -130,8 +235,9 @@ def pop(si, hq_t, hq_i):
 
 
 @njit(cache=True)
-def carry_on(si, sf, hq_t, when):
+def carry_on(queue, sf, when):
     """engine.carry_on."""
+    si, hq_t = queue.ints, queue.times
     if si[I_QLEN] > 0 and hq_t[0] <= when:
         return False
     sf[F_NOW] = when
