@@ -325,9 +325,11 @@ def price(si, sf, batch, requests, work, tables):
 
 
 @njit(cache=True)
-def commit(si, batch, requests, done, end, busy, energy):
+def commit(si, batch, requests, done, end, busy):
     """ContinuousBatching.commit of the plan's first `done` iterations, the last of
-    them ending at `end`, `busy` seconds and `energy` joules in all (on_iterations)."""
+    them ending at `end`, `busy` seconds and their energy (the plan's running sum)
+    in all (on_iterations)."""
+    energy = batch.energies[done - 1]
     s, p, gp = batch.s, batch.p, batch.gp
     dec, pre = batch.decoding, batch.prefilling
     ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens

@@ -96,7 +96,7 @@ def _replica(label, replica, state, tables):
     pool."""
     si, sf, queue = state.ints, state.floats, state.queue
     batch = batch_of(state.lanes, replica, si[I_LANES])
-    s, g, p_ends, p_energy = batch.s, batch.g, batch.ends, batch.energies
+    s, g, p_ends = batch.s, batch.g, batch.ends
     while True:
         if label == L_TOP:
             if s[S_TRIG]:  # a new event for the next arrival
@@ -150,8 +150,7 @@ def _replica(label, replica, state, tables):
         if label == L_COMMIT:
             done = s[S_DONE]
             end = p_ends[done - 1]
-            commit(si, batch, state.requests, done, end, busy=end - g[G_PLAN_START],
-                   energy=p_energy[done - 1])
+            commit(si, batch, state.requests, done, end, end - g[G_PLAN_START])
             label = L_TOP
             finished = si[I_NFIN] + si[I_NDROP]
             if si[I_REPORTS] and finished >= si[I_REPORT_NEXT]:  # engine.reporter

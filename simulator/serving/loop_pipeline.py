@@ -123,7 +123,7 @@ def lane_process(label, lane, state, tables):
     replica = lane // si[I_LANES]
     batch = batch_of(lanes, lane, si[I_LANES])
     s, g, p, gp = batch.s, batch.g, batch.p, batch.gp
-    p_ends, p_energy, free = batch.ends, batch.energies, lanes.stage_free[replica]
+    p_ends, free = batch.ends, lanes.stage_free[replica]
     while True:
         if label == L_TOP:
             if s[S_TRIG]:  # a new event for the next arrival
@@ -166,8 +166,7 @@ def lane_process(label, lane, state, tables):
             if p[S_IN_FLIGHT] == 0:
                 gp[G_PIPE_ACTIVE] += now - gp[G_ACTIVE_SINCE]
             gp[G_STAGE_BUSY] += g[G_SPENT] * si[I_STAGES]
-            commit(si, batch, state.requests, s[S_INDEX], g[G_END],
-                   busy=g[G_SPENT], energy=p_energy[s[S_INDEX] - 1])
+            commit(si, batch, state.requests, s[S_INDEX], g[G_END], g[G_SPENT])
             freed = p[S_FREED_GEN]  # freed, self.freed = self.freed, env.event()
             p[S_FREED_GEN] = freed + 1
             schedule(queue, now, NORMAL, EV_FREED, replica, freed)
