@@ -1,6 +1,8 @@
 """The compiled serving loop's state in arrays (simulator.serving.loop_kernel): the
-layout of its scalar, per-lane (per-replica) and per-request arrays, the statuses and labels its
-kernels share, and SimPy's event queue as a heap of (time, priority, id) rows, so
+layout of its scalar, per-lane (per-replica) and per-request arrays and the records
+that carry them between its modules (LoopState, EventQueue, Lanes, Requests,
+PriceWork; a lane's Batch), the statuses and labels its kernels share, and SimPy's
+event queue as a heap of (time, priority, id) rows, so
 events are processed in the order SimPy processes them. The heap's room is the
 driver's (queue_room): its last row is where `pop` leaves the head."""
 
