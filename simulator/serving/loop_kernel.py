@@ -50,8 +50,9 @@ def _arrivals(state):
     """engine.arriving from where it stopped, until it waits or ends; round robin
     over the replicas (routing.RoundRobin), each request enqueued on its replica's
     first lane and every lane of it woken (PipelinedReplica.wake)."""
-    si, sf, queue, rs = state.ints, state.floats, state.queue, state.lanes.ints
-    rf = state.requests.floats
+    si, sf, queue, lane_state, requests = (state.ints, state.floats, state.queue,
+                                           state.lanes, state.requests)
+    rs, rf = lane_state.ints, requests.floats
     replicas, lanes = si[I_REPLICAS], si[I_LANES]
     n = si[I_N]
     while si[I_ARR_INDEX] < n:
@@ -67,7 +68,7 @@ def _arrivals(state):
         target = si[I_NEXT] % replicas
         si[I_NEXT] += 1
         pool = target * lanes
-        enqueue(si, state.requests, state.lanes, target, r, at)
+        enqueue(si, requests, lane_state, target, r, at)
         for lane in range(pool, pool + lanes):
             _wake(queue, rs[lane], sf[F_NOW], lane)
         si[I_ARR_INDEX] = r + 1
@@ -95,6 +96,7 @@ def _replica(label, replica, state, tables):
     driver is needed (the label to go on from is then I_PENDING); its one lane is its
     pool."""
     si, sf, queue = state.ints, state.floats, state.queue
+    requests, work = state.requests, state.work
     batch = batch_of(state.lanes, replica, si[I_LANES])
     s, g, p_ends = batch.s, batch.g, batch.ends
     while True:
@@ -102,13 +104,13 @@ def _replica(label, replica, state, tables):
             if s[S_TRIG]:  # a new event for the next arrival
                 s[S_GEN] += 1
                 s[S_TRIG] = 0
-            if not plan(si, sf, batch, state.requests):
+            if not plan(si, sf, batch, requests):
                 s[S_WAIT], s[S_WAIT_GEN] = W_ARRIVED, s[S_GEN]
                 s[S_RESUME] = L_TOP
                 return DONE
             label = L_PRICE
         if label == L_PRICE:
-            status = price(si, sf, batch, state.requests, state.work, tables)
+            status = price(si, sf, batch, requests, work, tables)
             if status != DONE:
                 si[I_PENDING], si[I_PENDING_REP] = L_PRICE, replica
                 return status
@@ -150,7 +152,7 @@ def _replica(label, replica, state, tables):
         if label == L_COMMIT:
             done = s[S_DONE]
             end = p_ends[done - 1]
-            commit(si, batch, state.requests, done, end, end - g[G_PLAN_START])
+            commit(si, batch, requests, done, end, end - g[G_PLAN_START])
             label = L_TOP
             finished = si[I_NFIN] + si[I_NDROP]
             if si[I_REPORTS] and finished >= si[I_REPORT_NEXT]:  # engine.reporter

@@ -120,6 +120,7 @@ def lane_process(label, lane, state, tables):
     """Lane `lane`'s PipelinedReplica.serving from `label` until it waits (DONE) or
     the driver is needed (the label to go on from is then I_PENDING)."""
     si, sf, queue, lanes = state.ints, state.floats, state.queue, state.lanes
+    requests, work = state.requests, state.work
     replica = lane // si[I_LANES]
     batch = batch_of(lanes, lane, si[I_LANES])
     s, g, p, gp = batch.s, batch.g, batch.p, batch.gp
@@ -129,7 +130,7 @@ def lane_process(label, lane, state, tables):
             if s[S_TRIG]:  # a new event for the next arrival
                 s[S_GEN] += 1
                 s[S_TRIG] = 0
-            if not plan(si, sf, batch, state.requests):
+            if not plan(si, sf, batch, requests):
                 s[S_WAIT], s[S_WAIT_GEN] = W_NEWS, s[S_GEN]  # arrived | freed
                 s[S_WAIT_FREED], s[S_REG] = p[S_FREED_GEN], si[I_REG]
                 si[I_REG] += 1
@@ -137,7 +138,7 @@ def lane_process(label, lane, state, tables):
                 return DONE
             label = L_PRICE
         if label == L_PRICE:
-            status = price(si, sf, batch, state.requests, state.work, tables)
+            status = price(si, sf, batch, requests, work, tables)
             if status != DONE:
                 si[I_PENDING], si[I_PENDING_REP] = L_PRICE, lane
                 return status
@@ -166,7 +167,7 @@ def lane_process(label, lane, state, tables):
             if p[S_IN_FLIGHT] == 0:
                 gp[G_PIPE_ACTIVE] += now - gp[G_ACTIVE_SINCE]
             gp[G_STAGE_BUSY] += g[G_SPENT] * si[I_STAGES]
-            commit(si, batch, state.requests, s[S_INDEX], g[G_END], g[G_SPENT])
+            commit(si, batch, requests, s[S_INDEX], g[G_END], g[G_SPENT])
             freed = p[S_FREED_GEN]  # freed, self.freed = self.freed, env.event()
             p[S_FREED_GEN] = freed + 1
             schedule(queue, now, NORMAL, EV_FREED, replica, freed)
