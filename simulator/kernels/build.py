@@ -38,6 +38,7 @@ from simulator.lowering.nest_steps import (FILL_STEPS_TYPES, FLOAT_SUMS_TYPES,
                                            shape_tables)
 from simulator.mapping.windows import _window_grid
 from simulator.model.timing import array_cycles, array_split, ceil_div, vector_cycles
+from simulator.program.validity import VALID_TYPES, _arrays_valid
 
 _I, _V, _M = "int64", "int64[::1]", "int64[:, ::1]"
 WINDOW_GRID_TYPES = "(" + ", ".join([_I] * 9 + [_V] * 4 + [_M] + [_V] * 4) + ")"
@@ -61,6 +62,7 @@ ENTRIES: tuple[tuple[str, Kernel, tuple[str, ...]], ...] = (
     ("fill_steps", fill_steps, (FILL_STEPS_TYPES,)),
     ("float_sums", float_sums, (FLOAT_SUMS_TYPES,)),
     ("replay", _replay, REPLAY_VARIANTS),
+    ("arrays_valid", _arrays_valid, (VALID_TYPES,)),
 )
 
 

@@ -16,6 +16,9 @@ from simulator.program.tile_program import MAX_DEPTH, TileProgram, validate_prog
 
 _ARRAYS = ("load_bytes", "compute_cycles", "vector_cycles", "store_bytes", "reload_of")
 _FLAGS = ("acquire", "release")
+# _arrays_valid's argument types, as validate_fast calls it (the kernel library's export).
+VALID_TYPES = ("(" + ", ".join(["int64[::1]"] * 3 + ["boolean[::1]"] * 2
+                               + ["int64[::1]"] * 3 + ["int64"]) + ")")
 
 
 @njit(cache=True)
