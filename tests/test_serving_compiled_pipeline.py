@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from simulator.serving import compiled_loop
 from simulator.serving.kv_cache import PagedKvCache
 from simulator.serving.metrics import MetricsStore
-from test_serving_compiled_loop import _arrivals, _cost, _record, _serve, _spec
+from test_serving_compiled_loop import _arrivals, _cost, _record, _serve, _spec, loads
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +39,6 @@ def _same(spec, arrivals, cost, blocks) -> MetricsStore:
     compiled = _serve(spec, arrivals, cost, blocks, compiled=True)
     assert _pipeline_record(compiled) == _pipeline_record(reference)
     return reference
-
-
-loads = st.integers(1, 40).flatmap(lambda n: st.tuples(
-    st.lists(st.sampled_from([0.0, 0.0, 1e-4, 3e-3, 0.02, 0.5]), min_size=n, max_size=n),
-    st.lists(st.integers(1, 300), min_size=n, max_size=n),
-    st.lists(st.integers(1, 200), min_size=n, max_size=n)))
 
 
 @settings(max_examples=60, deadline=None)
