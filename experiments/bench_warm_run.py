@@ -12,8 +12,10 @@ recompiles every module on every run), and one untimed run of each tree and path
 the caches. The rounds then interleave the trees and paths, so a change in the machine's
 load falls on both. Printed: the median user + system CPU seconds and wall seconds per
 tree and path, this tree's over the other's, and the load average; then bench_engines.py
-in both trees, ROUNDS_ENGINES times interleaved, its throughput lines side by side.
-Run: `python experiments/bench_warm_run.py --before ../base` (about 2 minutes on 2 cores).
+in both trees, ROUNDS_ENGINES times interleaved (with the kernel library unless
+`--engines-path jit`), the median of each of its figures side by side and their ratio.
+Run: `python experiments/bench_warm_run.py --before ../base` (about 2 minutes on 2 quiet
+cores for the warm runs, 6 more for bench_engines.py; `--no-engines`, `--engines-only`).
 """
 
 from __future__ import annotations
@@ -80,20 +82,20 @@ def warm_runs(trees: dict[str, Path], accsims: dict[str, Path], rounds: int) -> 
               f"   (this / before)")
 
 
-def engine_runs(trees: dict[str, Path]) -> None:
+def engine_runs(trees: dict[str, Path], path: str) -> None:
     outputs = {name: [] for name in trees}
     for _ in range(ROUNDS_ENGINES):
         for name, tree in trees.items():
             done = subprocess.run(
                 [tree / ".venv" / "bin" / "python", "experiments/bench_engines.py"],
                 capture_output=True, text=True, cwd=tree,
-                env=tree_env(tree, "library"))
+                env=tree_env(tree, path))
             if done.returncode != 0:
                 raise SystemExit(f"bench_engines.py in {tree} failed:\n{done.stderr}")
             outputs[name].append(done.stdout)
     figures = {name: [figure_rows(text) for text in texts]
                for name, texts in outputs.items()}
-    print(f"\nbench_engines.py, {ROUNDS_ENGINES} interleaved runs per tree "
+    print(f"\nbench_engines.py ({path}), {ROUNDS_ENGINES} interleaved runs per tree "
           f"(load now {os.getloadavg()[0]:.2f}), medians:")
     print(f"{'figure':<52} {'this':>14} {'before':>14} {'ratio':>7}")
     rows = dict.fromkeys([*figures["this"][0], *figures["before"][0]])
@@ -126,13 +128,16 @@ def main() -> None:
                         help="skip bench_engines.py")
     parser.add_argument("--engines-only", action="store_true",
                         help="only bench_engines.py")
+    parser.add_argument("--engines-path", choices=PATHS, default="library",
+                        help="the kernels bench_engines.py runs (jit: its cold-compile "
+                             "figures too; with the library they read 0)")
     options = parser.parse_args()
     trees = {"this": HERE, "before": options.before.resolve()}
     accsims = {name: prepare(tree) for name, tree in trees.items()}
     if not options.engines_only:
         warm_runs(trees, accsims, options.rounds)
     if not options.no_engines:
-        engine_runs(trees)
+        engine_runs(trees, options.engines_path)
 
 
 if __name__ == "__main__":
