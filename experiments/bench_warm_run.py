@@ -120,8 +120,9 @@ def figure_rows(text: str) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Warm `accsim run` and bench_engines.py: "
-                                     "this checkout against --before DIR")
+    parser = argparse.ArgumentParser(
+        description="Warm `accsim run` and bench_engines.py: this checkout against "
+                    "--before DIR")
     parser.add_argument("--before", type=Path, required=True,
                         help="the other checkout (with its own .venv)")
     parser.add_argument("--rounds", type=int, default=6)
