@@ -1,7 +1,8 @@
 """An LLM step: a model, a phase and its sizes, with the precision and MoE options that
 shape its workload (DESIGN.md section 9). `accsim run --model`, the Python API's
 from_hf and a study's model all build it through `llm_step`, which checks every value
-with its option's rule (simulator.options) before the config is read."""
+with its option's rule (simulator.frontends.llm_choices, the rules the options'
+declarations take too) before the config is read."""
 
 from __future__ import annotations
 
