@@ -80,3 +80,21 @@ def test_simpy_loads_only_for_its_engine() -> None:
             text=True, timeout=300)
         assert done.returncode == 0, done.stderr
         assert done.stderr.splitlines()[-1] == loaded
+
+
+def _hf_modules_after(verb: str) -> list[str]:
+    call = (f"cli.build_parser([{verb!r}]); print(json.dumps(sorted(m for m in "
+            "sys.modules if m.startswith('simulator.frontends.hf'))), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", _PROBE.format(call=call, heavy=HEAVY)],
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stderr.splitlines()[-1])
+
+
+def test_declaring_the_llm_options_imports_no_hf_reader() -> None:
+    """The options catalog takes the LLM step's choices from simulator.frontends.
+    llm_choices, so a verb that declares them without building a step (`check`) leaves
+    the Hugging Face readers unloaded; `import`, whose hf format builds one, loads them
+    (the probe sees them)."""
+    assert _hf_modules_after("check") == []
+    assert "simulator.frontends.hf.step" in _hf_modules_after("import")

@@ -16,8 +16,7 @@ from collections.abc import Callable, Mapping
 
 from simulator.inputs.named_inputs import DEFAULT_ARCH, DEFAULT_WORKLOAD
 from simulator.engines import ENGINE_CHOICES
-from simulator.frontends.hf.config import shipped_configs
-from simulator.frontends.hf.step import DTYPE, IMBALANCE, PHASE, SIZE
+from simulator.frontends.llm_choices import DTYPE, IMBALANCE, PHASE, SIZE, shipped_configs
 from simulator.inputs.loader import shipped_names
 from simulator.inputs.platform import COLLECTIVE_MODES
 from simulator.mapping.heuristics import load_plugin
@@ -36,7 +35,7 @@ BATCHING = ("static", "dynamic", "continuous")
 ARRIVALS = ("poisson", "gamma", "trace")
 CHIP_COUNT = Whole(1, MAX_CHIPS)
 # serve's model may run in any format of simulator.inputs.platform.Dtype (its spec checks which),
-# where an LLM step's --dtype is a whole-byte format (simulator.frontends.hf.step).
+# where an LLM step's --dtype is a whole-byte format (simulator.frontends.llm_choices).
 FORMAT = Name()
 # --sla is KEY=MS,... text on the command line (simulator.serving.sla parses it) and a
 # dict in serve's spec and the API (the spec checks it): no rule of its own.
@@ -198,7 +197,7 @@ DECLARED = (
                                       "serve --precision` takes it; repeat for each. The "
                                       "model's own formats (none) are searched too "
                                       "unless --no-baseline")}),
-    # --- an LLM step: phase, sizes, precision (simulator.frontends.hf.step).
+    # --- an LLM step: phase, sizes, precision (simulator.frontends.llm_choices).
     Option("--phase", PHASE, "prefill (with --seq) or decode (with --context)", "llm",
            uses={**_alike(SIMULATING), "import hf": Use(required=True),
                  "export": Use(default="prefill", help="chakra: the iteration traced "

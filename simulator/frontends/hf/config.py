@@ -18,11 +18,8 @@ from simulator.frontends.hf.families import (CHUNKED, FAMILIES, FULL, LAYOUTS, M
                                              SLIDING, SSM, TEXT_FAMILIES, Family, Layer)
 from simulator.frontends.hf.quantization import declared_formats
 from simulator.frontends.hf.vision import vision_params
+from simulator.frontends.llm_choices import SHIPPED_SUBFOLDER, shipped_configs
 from simulator.inputs.loader import excerpt, parse_json, read_source, shipped_folder
-
-# Where the shipped configs live: workloads/hf/ (package simulator.workloads.hf).
-SHIPPED_SUBFOLDER = "hf"
-
 
 # Canonical field -> the keys that spell it, in the order they are looked up.
 SPELLINGS: dict[str, tuple[str, ...]] = {
@@ -431,13 +428,6 @@ def parse_config(raw: dict, *, file: str | None = None, name: str | None = None
             (role, fmt) for role, fmt in declared_formats(raw, file).items()
             if present.get(role) or (role == "shared" and shared and MOE in ffns))),
         vision_params=vision_params(outer, hidden))
-
-
-def shipped_configs() -> list[str]:
-    """Names of the config.json files shipped in workloads/hf/."""
-    folder = shipped_folder("workload") / SHIPPED_SUBFOLDER
-    return sorted(p.name.removesuffix(".json") for p in folder.iterdir()
-                  if p.name.endswith(".json"))
 
 
 def locate_config(path_or_name: str | Path) -> Path:

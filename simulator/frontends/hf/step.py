@@ -1,7 +1,8 @@
 """An LLM step: a model, a phase and its sizes, with the precision and MoE options that
 shape its workload (DESIGN.md section 9). `accsim run --model`, the Python API's
 from_hf and a study's model all build it through `llm_step`, which checks every value
-with its option's rule (simulator.options) before the config is read."""
+with its option's rule (simulator.frontends.llm_choices, the rules the options'
+declarations take too) before the config is read."""
 
 from __future__ import annotations
 
@@ -13,26 +14,8 @@ from simulator.frontends.hf.llm_figures import figures_table, step_figures
 from simulator.frontends.hf.quantization import fit_formats
 from simulator.frontends.hf.stats import model_stats
 from simulator.frontends.hf.workloads import decode_workload, prefill_workload
-from simulator.options.rules import Number, OneOf, Switch, Whole
+from simulator.frontends.llm_choices import PHASE, PHASE_LENGTH, RULES, SIZE
 from simulator.inputs.workload import Workload
-
-PHASES = ("prefill", "decode")
-# The length option each phase needs, and what it means.
-PHASE_LENGTH = {"prefill": ("seq", "the prompt length"),
-                "decode": ("context", "the KV-cache length")}
-DTYPES = ("int8", "int16", "int32", "fp8", "bf16", "fp16", "fp32")
-# Largest --batch, --seq or --context: their products with the model's sizes stay
-# far inside int64 (DESIGN.md section 7).
-MAX_SIZE = 2**31 - 1
-# The rules of the step's options: the flags' declarations (simulator.options.catalog)
-# take these, so `accsim run --model` and the API check each value alike.
-PHASE = OneOf(PHASES, "phase")
-SIZE = Whole(1, MAX_SIZE)
-DTYPE = OneOf(DTYPES, "dtype")
-IMBALANCE = Number(1.0, "busiest expert's tokens over the mean")
-RULES = {"dtype": DTYPE, "weight_dtype": DTYPE, "kv_dtype": DTYPE, "imbalance": IMBALANCE,
-         "all_logits": Switch()}
-
 
 @dataclass(frozen=True)
 class LlmOptions:
