@@ -51,7 +51,7 @@ from simulator.serving.iteration_cost import batched_workload
 
 HERE = Path(__file__).resolve().parent / "whole_models"
 MEASUREMENTS = HERE / "measurements.yaml"
-# Tensor-parallel decode steps over NeuronCores: dispatch per operator and per step,
+# Tensor-parallel decode steps over NeuronCores or TPU v4 chips: dispatch per operator and per step,
 # the collectives' fixed cost and hop latency, and the sustained bandwidth fraction.
 RANK_FIT = ["runtime.op_overhead_cycles", "runtime.invocation_overhead_us",
             "interconnect.collective_fixed_us", "interconnect.link_latency_cycles",
@@ -63,6 +63,7 @@ FIT = {
                       "systolic_array.evacuation.tile_cycles", "offchip.efficiency"],
     "trainium_core": RANK_FIT,
     "inferentia2_core": RANK_FIT,
+    "tpu_v4": RANK_FIT,
 }
 # Compared uncalibrated only: tpu_v3_core has one case (leaving it out leaves
 # nothing); gaudi3's and gaudi2's cases take 16 runs per evaluation (a fit is left
