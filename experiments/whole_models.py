@@ -26,7 +26,7 @@ Run: `python experiments/whole_models.py [--csv PATH] [--no-write] [--platforms 
 platforms' cases, for iteration).
 `--write-workloads` rewrites experiments/whole_models/workloads/ from the model sizes
 below (BERT: Devlin et al., NAACL 2019; DistilBERT: Sanh et al., 2019; ResNet-50: the
-shipped resnet50_b1 batched).
+shipped resnet50_b1 batched; Stable Diffusion XL: experiments/sdxl_workloads.py).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from simulator.inputs.loader import load_model, locate
 from simulator.inputs.platform_file import load_platform
 from simulator.inputs.workload import Workload
 from simulator.serving.iteration_cost import batched_workload
+from sdxl_workloads import sdxl_unet_step, sdxl_vae_decode
 
 HERE = Path(__file__).resolve().parent / "whole_models"
 MEASUREMENTS = HERE / "measurements.yaml"
@@ -65,10 +66,10 @@ FIT = {
     "inferentia2_core": RANK_FIT,
     "tpu_v4": RANK_FIT,
 }
-# Compared uncalibrated only: tpu_v3_core has one case (leaving it out leaves
-# nothing); gaudi3's and gaudi2's cases take 16 runs per evaluation (a fit is left
-# for later).
-UNCALIBRATED = ["tpu_v3_core", "gaudi3", "gaudi2"]
+# Compared uncalibrated only: tpu_v3_core, tpu_v5e and tpu_v6e have one case each
+# (leaving it out leaves nothing); gaudi3's and gaudi2's cases take 16 runs per
+# evaluation (a fit is left for later).
+UNCALIBRATED = ["tpu_v3_core", "gaudi3", "gaudi2", "tpu_v5e", "tpu_v6e"]
 # Encoder sizes: layers, hidden, heads, FFN.
 ENCODERS = {"bert_base": (12, 768, 12, 3072), "bert_large": (24, 1024, 16, 4096),
             "distilbert": (6, 768, 12, 3072)}
@@ -124,6 +125,10 @@ def write_workloads() -> None:
         (folder / f"resnet50_b{batch}.yaml").write_text(
             "# written by experiments/whole_models.py --write-workloads: the shipped "
             f"resnet50_b1 at batch {batch}\n" + yaml.safe_dump(data, sort_keys=False))
+    for data in (sdxl_unet_step(1), sdxl_vae_decode(1)):
+        (folder / f"{data['name']}.yaml").write_text(
+            "# written by experiments/whole_models.py --write-workloads from "
+            "experiments/sdxl_workloads.py\n" + yaml.safe_dump(data, sort_keys=False))
 
 
 def calibrations(only: set[str] | None = None) -> list[tuple[str, WholeCalibration]]:
