@@ -21,11 +21,12 @@ prints both tables (median and worst |error|) and writes the platforms fitted to
 cases to experiments/whole_models/fitted/ (base: the platform as written; only the
 fitted values, `kind: fitted` with the measurement file's sha256).
 
-Run: `python experiments/whole_models.py [--csv PATH] [--no-write]` (about 6 minutes on
-a loaded 2-core machine; 1 minute of CPU).
+Run: `python experiments/whole_models.py [--csv PATH] [--no-write] [--platforms NAME...]`
+(about 14 minutes on a loaded 2-core machine; `--platforms` runs only the named
+platforms' cases, for iteration).
 `--write-workloads` rewrites experiments/whole_models/workloads/ from the model sizes
 below (BERT: Devlin et al., NAACL 2019; DistilBERT: Sanh et al., 2019; ResNet-50: the
-shipped resnet50_b1 batched).
+shipped resnet50_b1 batched; Stable Diffusion XL: experiments/sdxl_workloads.py).
 """
 
 from __future__ import annotations
@@ -47,10 +48,11 @@ from simulator.inputs.loader import load_model, locate
 from simulator.inputs.platform_file import load_platform
 from simulator.inputs.workload import Workload
 from simulator.serving.iteration_cost import batched_workload
+from sdxl_workloads import sdxl_unet_step, sdxl_vae_decode
 
 HERE = Path(__file__).resolve().parent / "whole_models"
 MEASUREMENTS = HERE / "measurements.yaml"
-# Tensor-parallel decode steps over NeuronCores: dispatch per operator and per step,
+# Tensor-parallel decode steps over NeuronCores or TPU v4 chips: dispatch per operator and per step,
 # the collectives' fixed cost and hop latency, and the sustained bandwidth fraction.
 RANK_FIT = ["runtime.op_overhead_cycles", "runtime.invocation_overhead_us",
             "interconnect.collective_fixed_us", "interconnect.link_latency_cycles",
@@ -62,10 +64,12 @@ FIT = {
                       "systolic_array.evacuation.tile_cycles", "offchip.efficiency"],
     "trainium_core": RANK_FIT,
     "inferentia2_core": RANK_FIT,
+    "tpu_v4": RANK_FIT,
 }
-# Compared uncalibrated only: tpu_v3_core has one case (leaving it out leaves
-# nothing); gaudi3's cases take 16 runs per evaluation (a fit is left for later).
-UNCALIBRATED = ["tpu_v3_core", "gaudi3"]
+# Compared uncalibrated only: tpu_v3_core, tpu_v5e and tpu_v6e have one case each
+# (leaving it out leaves nothing); gaudi3's and gaudi2's cases take 16 runs per
+# evaluation (a fit is left for later).
+UNCALIBRATED = ["tpu_v3_core", "gaudi3", "gaudi2", "tpu_v5e", "tpu_v6e"]
 # Encoder sizes: layers, hidden, heads, FFN.
 ENCODERS = {"bert_base": (12, 768, 12, 3072), "bert_large": (24, 1024, 16, 4096),
             "distilbert": (6, 768, 12, 3072)}
@@ -121,12 +125,18 @@ def write_workloads() -> None:
         (folder / f"resnet50_b{batch}.yaml").write_text(
             "# written by experiments/whole_models.py --write-workloads: the shipped "
             f"resnet50_b1 at batch {batch}\n" + yaml.safe_dump(data, sort_keys=False))
+    for data in (sdxl_unet_step(1), sdxl_vae_decode(1)):
+        (folder / f"{data['name']}.yaml").write_text(
+            "# written by experiments/whole_models.py --write-workloads from "
+            "experiments/sdxl_workloads.py\n" + yaml.safe_dump(data, sort_keys=False))
 
 
-def calibrations() -> list[tuple[str, WholeCalibration]]:
+def calibrations(only: set[str] | None = None) -> list[tuple[str, WholeCalibration]]:
     runs = read_runs(str(MEASUREMENTS))
     found = []
     for name, fields in FIT.items():
+        if only is not None and name not in only:
+            continue
         path = str(HERE / f"{name}.yaml")
         platform, _ = load_platform(path)
         ranges = assumed_ranges(platform)
@@ -136,11 +146,13 @@ def calibrations() -> list[tuple[str, WholeCalibration]]:
     return found
 
 
-def uncalibrated() -> list[CaseFit]:
-    """The cases of the platforms with one case each, as written (no held-out time)."""
+def uncalibrated(only: set[str] | None = None) -> list[CaseFit]:
+    """The cases of the platforms compared uncalibrated, as written (no held-out time)."""
     runs = read_runs(str(MEASUREMENTS))
     found = []
     for name in UNCALIBRATED:
+        if only is not None and name not in only:
+            continue
         path = str(HERE / f"{name}.yaml")
         platform, _ = load_platform(path)
         chosen = select(runs, path)
@@ -168,13 +180,25 @@ def table(results: list[WholeCalibration], alone: list[CaseFit]) -> Table:
     for case in alone:
         shown.add_row(case.name, case.family or "", f"{case.measured_s * 1e3:.3f}",
                       f"{case.before_s * 1e3:.3f}",
-                      f"{100 * case.error(case.before_s):+.1f}%", "-", "(one case)")
+                      f"{100 * case.error(case.before_s):+.1f}%", "-", "(not fitted)")
     return shown
 
 
 def summary(cases: list[CaseFit], which: str) -> tuple[float, float]:
     errors = [abs(case.error(getattr(case, f"{which}_s"))) for case in cases]
     return statistics.median(errors), max(errors)
+
+
+def by_family(cases: list[CaseFit]) -> list[tuple[str, float, CaseFit]]:
+    """Per chip family: the median uncalibrated |error| and the case furthest off (as
+    a ratio either way), in the order the families first appear."""
+    families: dict[str, list[CaseFit]] = {}
+    for case in cases:
+        families.setdefault(case.family or "", []).append(case)
+    return [(family, statistics.median(abs(c.error(c.before_s)) for c in members),
+             max(members, key=lambda c: max(c.before_s / c.measured_s,
+                                            c.measured_s / c.before_s)))
+            for family, members in families.items()]
 
 
 def main() -> None:
@@ -184,21 +208,32 @@ def main() -> None:
                         help="do not rewrite experiments/whole_models/fitted/")
     parser.add_argument("--write-workloads", action="store_true",
                         help="rewrite experiments/whole_models/workloads/ and stop")
+    parser.add_argument("--platforms", nargs="+", metavar="NAME",
+                        choices=sorted([*FIT, *UNCALIBRATED]),
+                        help="run only these platforms' cases (for iteration; the "
+                        "summary then covers only them)")
     args = parser.parse_args()
     if args.write_workloads:
         write_workloads()
         return
-    found = calibrations()
+    only = set(args.platforms) if args.platforms else None
+    found = calibrations(only)
     results = [result for _, result in found]
-    alone = uncalibrated()
+    alone = uncalibrated(only)
     fitted_cases = [case for result in results for case in result.cases]
     console = Console(width=150)
     console.print(table(results, alone))
     for which, label, cases in (("before", "uncalibrated", fitted_cases + alone),
                                 ("heldout", "left one out", fitted_cases)):
+        if not cases:
+            continue
         median, worst = summary(cases, which)
         console.print(f"{label}: median |error| {100 * median:.1f}%, worst "
                       f"{100 * worst:.1f}% over {len(cases)} cases")
+    for family, median, case in by_family(fitted_cases + alone):
+        console.print(f"{family}: median |error| {100 * median:.1f}% uncalibrated, worst "
+                      f"{case.name} at {case.before_s / case.measured_s:.2f}x the "
+                      "measured time", markup=False, highlight=False)
     for path, result in found:
         values = ", ".join(f"{name} {result.before[name]:g} -> {value:.4g}"
                            for name, value in result.fitted.items())
