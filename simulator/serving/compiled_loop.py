@@ -166,8 +166,9 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
                        crossings=cross, out=out, shapes=shp, shape_offsets=shp_off)
     state = k.LoopState(ints=si, floats=sf, queue=k.EventQueue(si, hq_t, hq_i),
                         lanes=lanes_state, requests=requests, work=work)
+    loop = serve_loop.specialised(state, tables)  # typed once, not at each call
     while True:
-        status = serve_loop(state, tables)
+        status = loop(state, tables)
         if status == k.DONE:
             break
         if status == k.MISS:
@@ -175,6 +176,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
         elif status == k.GROW:
             shp = np.concatenate([shp, np.zeros_like(shp)])
             state = state._replace(work=state.work._replace(shapes=shp))
+            loop = serve_loop.specialised(state, tables)
         elif status == k.PROGRESS:
             progress(int(si[k.I_NFIN] + si[k.I_NDROP]), n)
     _record(store, si, rs[::lanes], rg[::lanes], ri, rf, fin, drops, chg_t, chg_d, shp,
