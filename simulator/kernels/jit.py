@@ -113,9 +113,9 @@ class Kernel:
         """A callable that runs the specialisation a call with `args` would run (the
         library's export, or the JIT's, compiled or loaded as a call would), without
         __call__'s work on each call: the library's checks, and Numba's typing of the
-        arguments, which for records (NamedTuples of arrays, typed dictionaries)
-        happens in Python at each call (about 0.4 ms for the serving loop's state,
-        more than many of its calls run). For a caller that calls the kernel many
+        arguments, which for a record holding a typed dictionary (a NamedTuple, such
+        as the serving loop's cost tables) happens in Python at each call (about 0.4
+        ms for the serving loop's arguments, more than many of its calls run). For a caller that calls the kernel many
         times with arguments of unchanged types: it must pass exactly the types
         `args` have (the same dtypes, dimensions and layouts, records of the same
         fields), or ask again, as nothing checks them. With the JIT disabled, the
