@@ -48,6 +48,12 @@ def invocation_cycles(workload: Workload, platform: Platform) -> int:
     return call_cycles(platform, *call_io_bytes(workload, platform))
 
 
+def bytes_cost_cycles(platform: Platform) -> bool:
+    """Whether a call's cycles depend on the bytes it moves (call_cycles): only over a
+    host link; without one every call costs the launch overhead alone."""
+    return platform.runtime.host_link is not None
+
+
 def call_cycles(platform: Platform, in_bytes: int, out_bytes: int) -> int:
     """Cycles of one call moving these bytes: the launch overhead, then, over the host
     link, the inputs in and the outputs out (each its latency + bytes / bandwidth);

@@ -3,6 +3,8 @@ is said on the terminal (simulator.output.progress.compiling)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba.core import event
 
@@ -58,6 +60,39 @@ def test_kernels_are_lazy_and_compile_like_njit() -> None:
 def test_a_signature_gives_one_specialisation() -> None:
     assert _plus_one(np.int32(4)) == 5 and _plus_one(4) == 5
     assert len(_plus_one.signatures) == 1
+
+
+class _Pair(NamedTuple):
+    ints: np.ndarray
+    table: object  # a typed dictionary: Numba types a record holding one in Python
+
+
+@njit(cache=False)
+def _pair_sum(pair, scale):
+    pair.ints[0] += 1  # (arrays in the record are the caller's: written through)
+    return pair.ints.sum() * scale + pair.table[0]
+
+
+def test_a_specialisation_runs_as_the_kernel_without_typing_again(monkeypatch) -> None:
+    """Kernel.specialised: the callable the call would run, which then runs without
+    Numba typing its arguments (a record's, in Python) at each call."""
+    from numba import typed as numba_typed
+    table = numba_typed.Dict()
+    table[0] = 0.75
+    pair = _Pair(np.arange(4, dtype=np.int64), table)
+    expected = _pair_sum(pair, 2.0)
+    compiled = _pair_sum.specialised(pair, 2.0)
+    assert compiled is not _pair_sum.dispatcher() and len(_pair_sum.signatures) == 1
+    typed = []
+    dispatcher = _pair_sum.dispatcher()
+    monkeypatch.setattr(dispatcher, "typeof_pyval",
+                        lambda value: typed.append(value) or type(dispatcher).typeof_pyval(
+                            dispatcher, value))
+    assert compiled(pair, 2.0) == expected + 2.0 and pair.ints[0] == 2
+    assert not typed and len(_pair_sum.signatures) == 1
+    assert dispatcher(pair, 2.0) == expected + 4.0
+    assert typed  # where a call through the dispatcher types the record again
+    assert _plus_one.specialised(4) is _plus_one.dispatcher()  # a signature: converted
 
 
 def test_a_compilation_is_said_once_and_the_bar_restored() -> None:

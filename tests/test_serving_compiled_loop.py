@@ -24,8 +24,8 @@ from simulator.serving.spec import ServeSpec
 PLATFORM = "tpu_v5e_like"
 
 
-def _cost(bits: int) -> LlmCost:
-    platform = load_inputs(PLATFORM, "gemm_4096", None).platform
+def _cost(bits: int, platform_name: str = PLATFORM) -> LlmCost:
+    platform = load_inputs(platform_name, "gemm_4096", None).platform
     return LlmCost(platform, fake_hf.TinyConfig(), dtype=None, bits=bits, hf=fake_hf)
 
 
@@ -110,6 +110,27 @@ def test_a_cold_cost_model_is_asked_for_the_same_grid_points_in_the_same_order()
     first, second = costs
     for table in ("_dense", "_prefill", "_decode", "_pair"):
         assert list(getattr(second, table)) == list(getattr(first, table)), table
+
+
+def test_over_a_host_link_each_call_is_priced_by_its_tokens_and_requests():
+    """Over a host link a call's cost depends on its tokens and requests (the compiled
+    loop keys each call by them); without one every call costs the same, and a
+    compiled run asks the cost model for one call's cost, not one per (tokens,
+    requests). Both leave the store the SimPy loop leaves."""
+    rng = np.random.default_rng(5)
+    n = 80
+    arrivals = _arrivals(rng.exponential(0.003, n), rng.integers(1, 500, n),
+                         rng.integers(1, 200, n))
+    spec = _spec(16, 128, 16, 4)
+    for platform_name, keyed in ((PLATFORM, False), ("whatif/tpu_v5e_host", True)):
+        costs = [_cost(4, platform_name), _cost(4, platform_name)]
+        reference = _serve(spec, arrivals, costs[0], 80, compiled=False)
+        compiled = _serve(spec, arrivals, costs[1], 80, compiled=True)
+        assert _record(compiled) == _record(reference), platform_name
+        asked = {(found.seconds, found.energy_j) for found in costs[0]._call_memo.values()}
+        assert len(costs[0]._call_memo) > 10
+        assert (len(asked) > 1) == keyed, platform_name
+        assert len(costs[1]._call_memo) == (len(costs[0]._call_memo) if keyed else 1)
 
 
 def _with_arrival_at(arrivals: Arrivals, at: float, prompt: int, output: int) -> Arrivals:

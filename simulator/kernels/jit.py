@@ -21,6 +21,10 @@ Compiled ahead of time (simulator.kernels.library, built by `accsim compile`): a
 from Python whose arguments fit one of the kernel's exports runs the export, and Numba
 is not imported; any other call goes to the dispatcher.
 
+A caller that calls a kernel many times with arguments of the same types (the serving
+loop's driver) asks `Kernel.specialised` once for the specialisation's own callable and
+calls that, so Numba does not type the arguments again at each call.
+
 Compiled ahead (`ahead=`: argument types, e.g. "(int64, float64[::1])"): on a machine
 whose cache lacks them, simulator.kernels.ahead compiles these specialisations in a second
 process while the first one works. It holds a lock file beside the kernel's cache index
@@ -104,6 +108,26 @@ class Kernel:
             if kernel_library.fits(args, checks):
                 return function(*args)
         return self.dispatcher()(*args)
+
+    def specialised(self, *args) -> Callable:
+        """A callable that runs the specialisation a call with `args` would run (the
+        library's export, or the JIT's, compiled or loaded as a call would), without
+        __call__'s work on each call: the library's checks, and Numba's typing of the
+        arguments, which for a record holding a typed dictionary (a NamedTuple, such
+        as the serving loop's cost tables) happens in Python at each call (about 0.4
+        ms for the serving loop's arguments, more than many of its calls run). For a caller that calls the kernel many
+        times with arguments of unchanged types: it must pass exactly the types
+        `args` have (the same dtypes, dimensions and layouts, records of the same
+        fields), or ask again, as nothing checks them. With the JIT disabled, the
+        function itself; with a signature given to njit, the dispatcher (its call
+        converts the arguments to that signature)."""
+        for checks, function in self.exports():
+            if kernel_library.fits(args, checks):
+                return function
+        dispatcher = self.dispatcher()
+        if self._signature or not hasattr(dispatcher, "typeof_pyval"):
+            return dispatcher
+        return dispatcher.compile(tuple(map(dispatcher.typeof_pyval, args)))
 
     def __getattr__(self, name: str):
         # Only names a Kernel lacks reach here (py_func, targetoptions, signatures...).

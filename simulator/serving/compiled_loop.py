@@ -15,16 +15,19 @@ and interpolates between grid points as LlmCost does; where one lacks a grid poi
 (or a call's cost) it stops, this driver asks LlmCost for it the way its iteration or
 decode run would at that point (so the same grid points are simulated, in the same
 order), and the kernel goes on. The sizes it interpolates stay in its own tables (the
-same values LlmCost's memos would hold).
+same values LlmCost's memos would hold). A call's cost depends on its tokens and
+requests only over a host link (invocation.bytes_cost_cycles); without one the kernel
+asks for one call's cost a run, not one per (tokens, requests) (loop_prices.call_key).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from simulator.invocation import bytes_cost_cycles
 from simulator.serving import loop_state as k
 from simulator.serving.loop_kernel import serve_loop
-from simulator.serving.loop_prices import CostTables, fill_pairs, fill_quads
+from simulator.serving.loop_prices import CostTables, call_key, fill_pairs, fill_quads
 from simulator.serving.kv_cache import PagedKvCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.metrics import MetricsStore
@@ -86,8 +89,9 @@ def _tables(cost: LlmCost) -> CostTables:
     fill(dense, list(cost._dense_memo), list(cost._dense_memo.values()), 2)
     fill(prefill, list(cost._prefill_memo), list(cost._prefill_memo.values()), -2)
     fill(dcost, list(cost._decode_memo), list(cost._decode_memo.values()), 4)
-    fill(call, list(cost._call_memo), [(found.seconds, found.energy_j)
-                                       for found in cost._call_memo.values()], -2)
+    if bytes_cost_cycles(cost.platform):  # else one call's cost, asked once a run
+        fill(call, list(cost._call_memo), [(found.seconds, found.energy_j)
+                                           for found in cost._call_memo.values()], -2)
     points = [context for context in cost._decode if context in cost._pair]
     fill(grid, points, [cost._decode_at(context) for context in points], 4)
     fill(dgrid, list(cost._dense), list(cost._dense.values()), 2)
@@ -102,7 +106,7 @@ def _fill(si, cost: LlmCost, tables: CostTables) -> None:
     kind, a, b = int(si[k.I_MISS_KIND]), int(si[k.I_MISS_A]), int(si[k.I_MISS_B])
     if kind == k.K_CALL:
         found = cost._call(a, b)
-        call[(a << 32) | b] = (found.seconds, found.energy_j)
+        call[call_key(si[k.I_CALL_KEYED], a, b)] = (found.seconds, found.energy_j)
     elif kind == k.K_DENSE_GRID:
         dgrid[a] = cost._dense_at(a)
     elif kind == k.K_PREFILL_GRID:
@@ -121,6 +125,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     si[k.I_N], si[k.I_PENDING] = n, -1
     si[k.I_TOTAL_BLOCKS], si[k.I_REPLICAS] = kv.total_blocks, replicas
     si[k.I_LANES], si[k.I_STAGES] = lanes, spec.system.pp
+    si[k.I_CALL_KEYED] = bytes_cost_cycles(cost.platform)
     rs = np.zeros((replicas * lanes, k.REPLICA_INTS), dtype=np.int64)
     rs[:, k.S_FREE] = kv.total_blocks  # (read in each replica's pool row)
     rg = np.zeros((replicas * lanes, k.REPLICA_FLOATS))
@@ -166,8 +171,9 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
                        crossings=cross, out=out, shapes=shp, shape_offsets=shp_off)
     state = k.LoopState(ints=si, floats=sf, queue=k.EventQueue(si, hq_t, hq_i),
                         lanes=lanes_state, requests=requests, work=work)
+    loop = serve_loop.specialised(state, tables)  # typed once, not at each call
     while True:
-        status = serve_loop(state, tables)
+        status = loop(state, tables)
         if status == k.DONE:
             break
         if status == k.MISS:
@@ -175,6 +181,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
         elif status == k.GROW:
             shp = np.concatenate([shp, np.zeros_like(shp)])
             state = state._replace(work=state.work._replace(shapes=shp))
+            loop = serve_loop.specialised(state, tables)
         elif status == k.PROGRESS:
             progress(int(si[k.I_NFIN] + si[k.I_NDROP]), n)
     _record(store, si, rs[::lanes], rg[::lanes], ri, rf, fin, drops, chg_t, chg_d, shp,

@@ -12,16 +12,17 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from simulator.kernels.jit import njit
-from simulator.serving.loop_state import (DONE, FIXED, I_BITS, I_MISS_A, I_MISS_B,
-                                          I_MISS_KIND, I_NTOUCHED, K_CALL, K_DENSE_GRID,
-                                          K_GRID, K_PREFILL_GRID, MISS, R_KV_TOKENS,
-                                          R_PREFILLED, S_NCHUNK, S_NDEC, S_RUN, VARIABLE)
+from simulator.serving.loop_state import (CALL_ANY, DONE, FIXED, I_BITS, I_CALL_KEYED,
+                                          I_MISS_A, I_MISS_B, I_MISS_KIND, I_NTOUCHED,
+                                          K_CALL, K_DENSE_GRID, K_GRID, K_PREFILL_GRID,
+                                          MISS, R_KV_TOKENS, R_PREFILLED, S_NCHUNK,
+                                          S_NDEC, S_RUN, VARIABLE)
 
 
 class CostTables(NamedTuple):
     """The cost model's memos and grid points as typed dictionaries (the driver fills
     them): the memos' dense part by tokens, prefill attention by (new << 32 | cached),
-    decode (variable, fixed) by context, call by (tokens << 32 | requests); the grid
+    decode (variable, fixed) by context, call by call_key; the grid
     points' decode (variable, fixed) by context, dense part by tokens, prefill
     attention by (new << 32 | cached)."""
 
@@ -46,6 +47,14 @@ def _grid_cell(value, bits):
     shift = length - bits
     low = (value >> shift) << shift
     return (low, low) if low == value else (low, low + (1 << shift))
+
+
+@njit(cache=True)
+def call_key(keyed, tokens, requests):
+    """A call's key in CostTables.call: (tokens << 32 | requests) where its cost
+    depends on them (`keyed`: I_CALL_KEYED), else CALL_ANY, so that a run asks the
+    cost model for one call's cost instead of one per (tokens, requests)."""
+    return (tokens << 32) | requests if keyed else CALL_ANY
 
 
 @njit(cache=True)
@@ -181,7 +190,7 @@ def price_iteration(si, batch, ri, tables):
         seconds += part[2]
         energy += part[3]
     requests = ndec + nchunk
-    key = (tokens << 32) | requests
+    key = call_key(si[I_CALL_KEYED], tokens, requests)
     if key not in call:
         return _miss(si, K_CALL, tokens, requests)
     call_s, call_e = call[key]
@@ -223,7 +232,7 @@ def price_decode_run(si, batch, work, tables):
     if not _dense_cost(si, dense, dgrid, n):
         return MISS
     dense_s, dense_e = dense[n]
-    key = (n << 32) | n
+    key = call_key(si[I_CALL_KEYED], n, n)
     if key not in call:
         return _miss(si, K_CALL, n, n)
     call_s, call_e = call[key]

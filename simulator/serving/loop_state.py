@@ -27,8 +27,11 @@ K_CALL, K_GRID, K_DENSE_GRID, K_PREFILL_GRID = 0, 1, 2, 3
  I_CAP_HIGH, I_PREEMPTIONS, I_NFIN, I_NDROP, I_NCHANGES, I_SEEN, I_STRIDE, I_NSHAPES,
  I_SHAPE_USED, I_REPORT_NEXT, I_MISS_KIND, I_MISS_A, I_MISS_B, I_ARRIVED, I_LIMIT,
  I_REPORTS, I_NTOUCHED, I_STARTED, I_REPLICAS, I_NEXT, I_LANES, I_STAGES,
- I_REG) = range(37)
-INTS = 37
+ I_REG, I_CALL_KEYED) = range(38)
+INTS = 38
+# I_CALL_KEYED: whether a call's cost depends on its tokens and requests (over a host
+# link: invocation.call_cycles); else every call costs the same, keyed as CALL_ANY.
+CALL_ANY = 0
 # Scalar floats of the run (sf).
 F_NOW = 0
 FLOATS = 1
