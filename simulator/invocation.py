@@ -48,7 +48,7 @@ def invocation_cycles(workload: Workload, platform: Platform) -> int:
     return call_cycles(platform, *call_io_bytes(workload, platform))
 
 
-def bytes_cost_cycles(platform: Platform) -> bool:
+def call_cost_reads_bytes(platform: Platform) -> bool:
     """Whether a call's cycles depend on the bytes it moves (call_cycles): only over a
     host link; without one every call costs the launch overhead alone."""
     return platform.runtime.host_link is not None

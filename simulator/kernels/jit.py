@@ -115,12 +115,12 @@ class Kernel:
         __call__'s work on each call: the library's checks, and Numba's typing of the
         arguments, which for a record holding a typed dictionary (a NamedTuple, such
         as the serving loop's cost tables) happens in Python at each call (about 0.4
-        ms for the serving loop's arguments, more than many of its calls run). For a caller that calls the kernel many
-        times with arguments of unchanged types: it must pass exactly the types
-        `args` have (the same dtypes, dimensions and layouts, records of the same
-        fields), or ask again, as nothing checks them. With the JIT disabled, the
-        function itself; with a signature given to njit, the dispatcher (its call
-        converts the arguments to that signature)."""
+        ms for the serving loop's arguments, more than many of its calls run). For a
+        caller that calls the kernel many times with arguments of unchanged types: it
+        must pass exactly the types `args` have (the same dtypes, dimensions and
+        layouts, records of the same fields), or ask again, as nothing checks them.
+        With the JIT disabled, the function itself; with a signature given to njit,
+        the dispatcher (its call converts the arguments to that signature)."""
         for checks, function in self.exports():
             if kernel_library.fits(args, checks):
                 return function

@@ -16,7 +16,7 @@ and interpolates between grid points as LlmCost does; where one lacks a grid poi
 decode run would at that point (so the same grid points are simulated, in the same
 order), and the kernel goes on. The sizes it interpolates stay in its own tables (the
 same values LlmCost's memos would hold). A call's cost depends on its tokens and
-requests only over a host link (invocation.bytes_cost_cycles); without one the kernel
+requests only over a host link (invocation.call_cost_reads_bytes); without one the kernel
 asks for one call's cost a run, not one per (tokens, requests) (loop_prices.call_key).
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.invocation import bytes_cost_cycles
+from simulator.invocation import call_cost_reads_bytes
 from simulator.serving import loop_state as k
 from simulator.serving.loop_kernel import serve_loop
 from simulator.serving.loop_prices import CostTables, call_key, fill_pairs, fill_quads
@@ -89,7 +89,7 @@ def _tables(cost: LlmCost) -> CostTables:
     fill(dense, list(cost._dense_memo), list(cost._dense_memo.values()), 2)
     fill(prefill, list(cost._prefill_memo), list(cost._prefill_memo.values()), -2)
     fill(dcost, list(cost._decode_memo), list(cost._decode_memo.values()), 4)
-    if bytes_cost_cycles(cost.platform):  # else one call's cost, asked once a run
+    if call_cost_reads_bytes(cost.platform):  # else one call's cost, asked once a run
         fill(call, list(cost._call_memo), [(found.seconds, found.energy_j)
                                            for found in cost._call_memo.values()], -2)
     points = [context for context in cost._decode if context in cost._pair]
@@ -125,7 +125,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     si[k.I_N], si[k.I_PENDING] = n, -1
     si[k.I_TOTAL_BLOCKS], si[k.I_REPLICAS] = kv.total_blocks, replicas
     si[k.I_LANES], si[k.I_STAGES] = lanes, spec.system.pp
-    si[k.I_CALL_KEYED] = bytes_cost_cycles(cost.platform)
+    si[k.I_CALL_KEYED] = call_cost_reads_bytes(cost.platform)
     rs = np.zeros((replicas * lanes, k.REPLICA_INTS), dtype=np.int64)
     rs[:, k.S_FREE] = kv.total_blocks  # (read in each replica's pool row)
     rg = np.zeros((replicas * lanes, k.REPLICA_FLOATS))
