@@ -31,7 +31,7 @@ from simulator.serving.loop_prices import CostTables, call_key, fill_pairs, fill
 from simulator.serving.kv_cache import PagedKvCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.metrics import MetricsStore
-from simulator.serving.requests import Request
+from simulator.serving.request_rows import RequestRows
 
 KEY_LIMIT = 1 << 31  # token counts packed two to an int64 key
 MAX_SLOTS = 1 << 25  # replicas x requests: the per-replica lists' room (int64 each)
@@ -188,34 +188,13 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
             shp_off, arrivals)
 
 
-def _requests(rows: np.ndarray, ri: np.ndarray, rf: np.ndarray, times: list) -> list:
-    """Request records of the rows `rows`, in that order, as the SimPy loop leaves them
-    (one call each, its fields positional in Request's order; NaN: None)."""
-    ints = ri[rows].T.tolist()
-    floats = rf[rows].T.tolist()
-
-    def maybe(values: list) -> list:
-        return [None if v != v else v for v in values]
-
-    count = len(rows)
-    zeros, none = [0] * count, [-1] * count
-    return list(map(Request, rows.tolist(), [times[r] for r in rows.tolist()],
-                    ints[k.R_PROMPT], ints[k.R_OUTPUT], ints[k.R_TARGET],
-                    ints[k.R_PREFILLED], ints[k.R_KV_TOKENS], ints[k.R_PRODUCED],
-                    ints[k.R_KV_HELD], maybe(floats[k.Q_FIRST]), maybe(floats[k.Q_FINISH]),
-                    ints[k.R_PREEMPT], [bool(d) for d in ints[k.R_DROPPED]], zeros, none,
-                    zeros, zeros, zeros, maybe(floats[k.Q_ADMITTED]), floats[k.Q_KV_MARK],
-                    maybe(floats[k.Q_LOST_SINCE]), floats[k.Q_KV_WAIT],
-                    floats[k.Q_KV_WAIT_FIRST], floats[k.Q_PREEMPT_LOST], [0.0] * count))
-
-
 def _record(store: MetricsStore, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, shp, shp_off,
             arrivals) -> None:
     """The kernel's state as the SimPy loop leaves the store (rs, rg: each replica's
     pool row)."""
-    times = arrivals.times_s.tolist()  # arrival times as the reference reads them
-    store.finished = _requests(fin[:si[k.I_NFIN]], ri, rf, times)
-    store.dropped = _requests(drops[:si[k.I_NDROP]], ri, rf, times)
+    # records built on the first read of one (request_rows: a search reads times only)
+    store.finished = RequestRows(fin[:si[k.I_NFIN]], ri, rf, arrivals.times_s)
+    store.dropped = RequestRows(drops[:si[k.I_NDROP]], ri, rf, arrivals.times_s)
     store.arrived = int(si[k.I_ARRIVED])
     store.preemptions = int(si[k.I_PREEMPTIONS])
     for replica, (ints_of, floats_of) in enumerate(zip(rs.tolist(), rg.tolist())):

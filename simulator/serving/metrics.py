@@ -5,11 +5,12 @@ here changes what they decide."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from simulator.serving.request_rows import RequestRows
 from simulator.serving.requests import Request
 
 PERCENTILES = (50, 90, 95, 99)
@@ -44,8 +45,9 @@ class MetricsStore:
         self.busy_s = [0.0] * replicas
         self.energy_j = [0.0] * replicas
         self.iterations = [0] * replicas
-        self.finished: list[Request] = []
-        self.dropped: list[Request] = []
+        # lists the policies append to; the compiled loop's RequestRows after its run
+        self.finished: list[Request] | RequestRows = []
+        self.dropped: list[Request] | RequestRows = []
         self.arrived = 0
         self.preemptions = 0
         self.swaps = 0  # preemptions whose KV went out to host memory (a host tier)
@@ -161,12 +163,18 @@ class RequestTimes:
     output_tokens: np.ndarray
 
     @classmethod
-    def of(cls, finished: list[Request], *, tokens: bool) -> RequestTimes:
-        done = sorted(finished, key=lambda r: r.id)
-        arrival = np.array([r.arrival_s for r in done])
-        finish = np.array([r.finish_s for r in done])
-        first = np.array([r.first_token_s if tokens else r.finish_s for r in done])
-        outputs = np.array([r.output_tokens if tokens else 0 for r in done], dtype=np.int64)
+    def of(cls, finished: Sequence[Request], *, tokens: bool) -> RequestTimes:
+        columns = finished.columns(tokens=tokens) if isinstance(finished, RequestRows) \
+            else None  # the compiled loop's rows: read without building records
+        if columns is not None:
+            arrival, finish, first, outputs = columns
+        else:
+            done = sorted(finished, key=lambda r: r.id)
+            arrival = np.array([r.arrival_s for r in done])
+            finish = np.array([r.finish_s for r in done])
+            first = np.array([r.first_token_s if tokens else r.finish_s for r in done])
+            outputs = np.array([r.output_tokens if tokens else 0 for r in done],
+                               dtype=np.int64)
         multi = np.flatnonzero(outputs > 1)
         tpot = (finish[multi] - first[multi]) / (outputs[multi] - 1)
         return cls(finish - arrival, first - arrival, tpot, multi, outputs)
