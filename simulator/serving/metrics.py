@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 import numpy as np
 
@@ -128,8 +129,9 @@ class MetricsStore:
 
     @property
     def horizon_s(self) -> float:
-        """From time 0 to the last arrival or departure."""
-        return max((t for t, _ in self._changes), default=0.0)
+        """From time 0 to the last arrival or departure (read for each run of a
+        search: no generator over its ~2 changes a request)."""
+        return max(map(itemgetter(0), self._changes), default=0.0)
 
     @property
     def in_system_area(self) -> float:
