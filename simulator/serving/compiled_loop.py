@@ -27,7 +27,7 @@ import numpy as np
 from simulator.invocation import call_cost_reads_bytes
 from simulator.serving import loop_state as k
 from simulator.serving.loop_kernel import serve_loop
-from simulator.serving.loop_prices import CostTables, call_key, fill_pairs, fill_quads
+from simulator.serving.loop_prices import CostTables, call_key, fill_pairs
 from simulator.serving.kv_cache import PagedKvCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.metrics import MetricsStore
@@ -72,37 +72,62 @@ def queue_room(requests: int, lanes: int) -> int:
 
 
 def _tables(cost: LlmCost) -> CostTables:
-    """Typed dictionaries of the cost model's memos and grid points (CostTables)."""
+    """The cost model's memos and grid points as CostTables: typed dictionaries, and
+    dense tables by context of the decode memo and grid points (rows for the largest
+    context they hold; _fill enlarges them)."""
     from numba import typed, types
-    two, four = types.UniTuple(types.float64, 2), types.UniTuple(types.float64, 4)
+    two = types.UniTuple(types.float64, 2)
     dense, prefill, call, dgrid, pgrid = (typed.Dict.empty(types.int64, two)
                                           for _ in range(5))
-    dcost, grid = (typed.Dict.empty(types.int64, four) for _ in range(2))
 
-    def fill(table, keys, values, width):
-        keys = np.array(keys, dtype=np.int64).reshape(-1, 2 if width < 0 else 1)
-        keys = keys[:, 0] << 32 | keys[:, 1] if width < 0 else keys[:, 0]
-        fill_table = fill_pairs if abs(width) == 2 else fill_quads
-        fill_table(table, keys, np.array(values, dtype=np.float64).reshape(
-            len(keys), abs(width)))
+    def fill(table, keys, values, packed=False):  # packed: (a, b) keys, as a << 32 | b
+        keys = np.array(keys, dtype=np.int64).reshape(-1, 2 if packed else 1)
+        keys = keys[:, 0] << 32 | keys[:, 1] if packed else keys[:, 0]
+        fill_pairs(table, keys, np.array(values, dtype=np.float64).reshape(len(keys), 2))
 
-    fill(dense, list(cost._dense_memo), list(cost._dense_memo.values()), 2)
-    fill(prefill, list(cost._prefill_memo), list(cost._prefill_memo.values()), -2)
-    fill(dcost, list(cost._decode_memo), list(cost._decode_memo.values()), 4)
+    fill(dense, list(cost._dense_memo), list(cost._dense_memo.values()))
+    fill(prefill, list(cost._prefill_memo), list(cost._prefill_memo.values()), True)
     if call_cost_reads_bytes(cost.platform):  # else one call's cost, asked once a run
         fill(call, list(cost._call_memo), [(found.seconds, found.energy_j)
-                                           for found in cost._call_memo.values()], -2)
+                                           for found in cost._call_memo.values()], True)
+    fill(dgrid, list(cost._dense), list(cost._dense.values()))
+    fill(pgrid, list(cost._prefill), list(cost._prefill.values()), True)
     points = [context for context in cost._decode if context in cost._pair]
-    fill(grid, points, [cost._decode_at(context) for context in points], 4)
-    fill(dgrid, list(cost._dense), list(cost._dense.values()), 2)
-    fill(pgrid, list(cost._prefill), list(cost._prefill.values()), -2)
-    return CostTables(dense=dense, prefill=prefill, decode=dcost, call=call, grid=grid,
-                      dense_grid=dgrid, prefill_grid=pgrid)
+    decode, decode_known = _dense_table(list(cost._decode_memo),
+                                        list(cost._decode_memo.values()))
+    grid, grid_known = _dense_table(points, [cost._decode_at(context)
+                                             for context in points])
+    return CostTables(dense=dense, prefill=prefill, decode=decode,
+                      decode_known=decode_known, call=call, grid=grid,
+                      grid_known=grid_known, dense_grid=dgrid, prefill_grid=pgrid)
 
 
-def _fill(si, cost: LlmCost, tables: CostTables) -> None:
-    """The entry the kernel lacks, from the cost model (as the reference asks it)."""
-    call, grid, dgrid, pgrid = tables.call, tables.grid, tables.dense_grid, tables.prefill_grid
+def _dense_table(contexts: list[int], pairs: list) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (variable seconds, joules, fixed seconds, joules) by context and whether
+    each is known, from (variable, fixed) pairs of pairs."""
+    rows = np.zeros((max(contexts, default=0) + 1, 4))
+    known = np.zeros(len(rows), dtype=np.bool_)
+    if contexts:
+        rows[contexts] = np.array(pairs, dtype=np.float64).reshape(len(contexts), 4)
+        known[contexts] = True
+    return rows, known
+
+
+def _room(rows: np.ndarray, known: np.ndarray, context: int
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """A dense table with a row for `context` (at least twice the rows: few copies)."""
+    if context < len(known):
+        return rows, known
+    size = max(context + 1, 2 * len(known))
+    more_rows, more_known = np.zeros((size, 4)), np.zeros(size, dtype=np.bool_)
+    more_rows[:len(rows)], more_known[:len(known)] = rows, known
+    return more_rows, more_known
+
+
+def _fill(si, cost: LlmCost, tables: CostTables) -> CostTables:
+    """The entry the kernel lacks, from the cost model (as the reference asks it), or
+    the room; the tables it goes on with."""
+    call, dgrid, pgrid = tables.call, tables.dense_grid, tables.prefill_grid
     kind, a, b = int(si[k.I_MISS_KIND]), int(si[k.I_MISS_A]), int(si[k.I_MISS_B])
     if kind == k.K_CALL:
         found = cost._call(a, b)
@@ -111,9 +136,16 @@ def _fill(si, cost: LlmCost, tables: CostTables) -> None:
         dgrid[a] = cost._dense_at(a)
     elif kind == k.K_PREFILL_GRID:
         pgrid[(a << 32) | b] = cost._prefill_at(a, b)
+    elif kind == k.K_DECODE_ROOM:
+        decode, decode_known = _room(tables.decode, tables.decode_known, a)
+        return tables._replace(decode=decode, decode_known=decode_known)
     else:
         variable, fixed = cost._decode_at(a)
+        grid, grid_known = _room(tables.grid, tables.grid_known, a)
         grid[a] = (*variable, *fixed)
+        grid_known[a] = True
+        return tables._replace(grid=grid, grid_known=grid_known)
+    return tables
 
 
 def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: MetricsStore,
@@ -177,7 +209,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
         if status == k.DONE:
             break
         if status == k.MISS:
-            _fill(si, cost, tables)
+            tables = _fill(si, cost, tables)
         elif status == k.GROW:
             shp = np.concatenate([shp, np.zeros_like(shp)])
             state = state._replace(work=state.work._replace(shapes=shp))

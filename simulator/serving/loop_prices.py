@@ -5,7 +5,13 @@ model's memos and grid points; a size between grid points is interpolated here a
 LlmCost interpolates it (its dense part, a chunk's attention, a decode's) and kept in
 the memo's table. A lacking grid point or call is a MISS naming it (I_MISS_KIND,
 I_MISS_A, I_MISS_B): the driver asks the cost model, as the reference would at that
-point, and the kernel prices the plan again."""
+point, and the kernel prices the plan again.
+
+The decode memo and grid points, read once per decoding request per iteration, are
+dense tables indexed by context (a row of (variable, fixed) and a flag saying it is
+known: an array read where a typed dictionary's lookup costs ~25 ns); the driver
+enlarges them where a context lies beyond their rows (K_DECODE_ROOM, or a K_GRID miss
+of a point beyond)."""
 
 from __future__ import annotations
 
@@ -14,25 +20,34 @@ from typing import NamedTuple
 from simulator.kernels.jit import njit
 from simulator.serving.loop_state import (CALL_ANY, DONE, FIXED, I_BITS, I_CALL_KEYED,
                                           I_MISS_A, I_MISS_B, I_MISS_KIND, I_NTOUCHED,
-                                          K_CALL, K_DENSE_GRID, K_GRID, K_PREFILL_GRID,
-                                          MISS, R_KV_TOKENS, R_PREFILLED, S_NCHUNK,
-                                          S_NDEC, S_RUN, VARIABLE)
+                                          K_CALL, K_DECODE_ROOM, K_DENSE_GRID, K_GRID,
+                                          K_PREFILL_GRID, MISS, R_KV_TOKENS, R_PREFILLED,
+                                          S_NCHUNK, S_NDEC, S_RUN, VARIABLE)
 
 
 class CostTables(NamedTuple):
-    """The cost model's memos and grid points as typed dictionaries (the driver fills
-    them): the memos' dense part by tokens, prefill attention by (new << 32 | cached),
-    decode (variable, fixed) by context, call by call_key; the grid
-    points' decode (variable, fixed) by context, dense part by tokens, prefill
-    attention by (new << 32 | cached)."""
+    """The cost model's memos and grid points (the driver fills them): as typed
+    dictionaries the memos' dense part by tokens, prefill attention by (new << 32 |
+    cached), call by call_key, and the grid points' dense part by tokens, prefill
+    attention by (new << 32 | cached); as dense tables (rows of (variable seconds,
+    joules, fixed seconds, joules) by context, and whether each row is known) the
+    memo's decode and the grid points' decode."""
 
     dense: object
     prefill: object
     decode: object
+    decode_known: object
     call: object
     grid: object
+    grid_known: object
     dense_grid: object
     prefill_grid: object
+
+
+@njit(cache=True)
+def _known(known, index):
+    """Whether row `index` of a dense table is known (False beyond its rows)."""
+    return index < known.shape[0] and known[index]
 
 
 @njit(cache=True)
@@ -113,40 +128,46 @@ def _prefill_cost(si, prefill, pgrid, new, cached):
 
 
 @njit(cache=True)
-def _decode_cost(si, dcost, grid, context):
-    """LlmCost._decode_cost into `dcost` ((variable, fixed) pairs): False (a MISS
-    named) where a grid point is lacking."""
-    if context in dcost:
+def _decode_cost(si, tables, context):
+    """LlmCost._decode_cost into the decode table ((variable, fixed) pairs): False (a
+    MISS named) where a grid point is lacking, or the table's room."""
+    dcost, dknown, grid, gknown = (tables.decode, tables.decode_known, tables.grid,
+                                   tables.grid_known)
+    if _known(dknown, context):
         return True
+    if context >= dknown.shape[0]:
+        _miss(si, K_DECODE_ROOM, context, 0)
+        return False
     low, high = _grid_cell(context, si[I_BITS])
     fraction = (context - low) / (high - low if high != low else 1)
     for point in (low, high):  # _decode_at(low), then _decode_at(high)
-        if point not in grid:
+        if not _known(gknown, point):
             _miss(si, K_GRID, point, 0)
             return False
-    g0, g1 = grid[low], grid[high]
-    variable = _between((g0[0], g0[1]), (g1[0], g1[1]), fraction)
-    fixed = _between((g0[2], g0[3]), (g1[2], g1[3]), fraction)
-    dcost[context] = (variable[0], variable[1], fixed[0], fixed[1])
+    variable = _between((grid[low, 0], grid[low, 1]), (grid[high, 0], grid[high, 1]),
+                        fraction)
+    fixed = _between((grid[low, 2], grid[low, 3]), (grid[high, 2], grid[high, 3]),
+                     fraction)
+    dcost[context, 0], dcost[context, 1] = variable
+    dcost[context, 2], dcost[context, 3] = fixed
+    dknown[context] = True
     return True
 
 
-@njit(cache=True)
-def _stretch(si, grid, which, context, end, out):
+@njit(cache=True, inline="always")
+def _stretch(si, grid, gknown, which, context, end, out):
     """LlmCost._stretches' stretch of one part from iteration `end` on, into `out`
     (start, end, then a_s, a_e, b_s, b_e); MISS where a grid point is lacking."""
     low, high = _grid_cell(context + end, si[I_BITS])
-    if low not in grid:
+    if not _known(gknown, low):
         return _miss(si, K_GRID, low, 0)
-    point = grid[low]
-    s0, e0 = point[2 * which], point[2 * which + 1]
+    s0, e0 = grid[low, 2 * which], grid[low, 2 * which + 1]
     if low == high:
         out[0], out[1], out[2], out[3], out[4], out[5] = end, end + 1, s0, e0, 0.0, 0.0
         return DONE
-    if high not in grid:
+    if not _known(gknown, high):
         return _miss(si, K_GRID, high, 0)
-    point = grid[high]
-    s1, e1 = point[2 * which], point[2 * which + 1]
+    s1, e1 = grid[high, 2 * which], grid[high, 2 * which + 1]
     span = high - low
     b_s, b_e = (s1 - s0) / span, (e1 - e0) / span
     out[0], out[1] = end, high - context
@@ -160,8 +181,9 @@ def price_iteration(si, batch, ri, tables):
     """LlmCost.iteration of the plan's chunks and decodes, in its order of reads."""
     s, dec, cost_s, cost_e = batch.s, batch.decoding, batch.ends, batch.energies
     ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
-    dense, prefill, dcost, call = tables.dense, tables.prefill, tables.decode, tables.call
-    grid, dgrid, pgrid = tables.grid, tables.dense_grid, tables.prefill_grid
+    dense, prefill, call = tables.dense, tables.prefill, tables.call
+    dcost, dknown = tables.decode, tables.decode_known
+    dgrid, pgrid = tables.dense_grid, tables.prefill_grid
     ndec, nchunk = s[S_NDEC], s[S_NCHUNK]
     tokens = ndec
     for i in range(nchunk):
@@ -180,15 +202,14 @@ def price_iteration(si, batch, ri, tables):
     for j in range(ndec):
         context = ri[dec[j], R_KV_TOKENS] + 1
         longest = max(longest, context)
-        if not _decode_cost(si, dcost, grid, context):
+        if not (context < dknown.shape[0] and dknown[context]) \
+                and not _decode_cost(si, tables, context):
             return MISS
-        part = dcost[context]
-        seconds += part[0]
-        energy += part[1]
+        seconds += dcost[context, 0]
+        energy += dcost[context, 1]
     if ndec:
-        part = dcost[longest]
-        seconds += part[2]
-        energy += part[3]
+        seconds += dcost[longest, 2]
+        energy += dcost[longest, 3]
     requests = ndec + nchunk
     key = call_key(si[I_CALL_KEYED], tokens, requests)
     if key not in call:
@@ -206,7 +227,8 @@ def price_decode_run(si, batch, work, tables):
     s, cost_s, cost_e = batch.s, batch.ends, batch.energies
     ctx, rows, touched, tlist = work.contexts, work.rows, work.touched, work.touched_list
     cross, out = work.crossings, work.out
-    dense, call, grid, dgrid = tables.dense, tables.call, tables.grid, tables.dense_grid
+    dense, call, dgrid = tables.dense, tables.call, tables.dense_grid
+    grid, gknown = tables.grid, tables.grid_known
     n, iterations = s[S_NDEC], s[S_RUN]
     for k in range(si[I_NTOUCHED]):  # a MISS may have left changes behind
         t = tlist[k]
@@ -220,7 +242,7 @@ def price_decode_run(si, batch, work, tables):
     ncross = 0
     for p in range(n + 1):
         which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
-        if _stretch(si, grid, which, context, 0, out) == MISS:
+        if _stretch(si, grid, gknown, which, context, 0, out) == MISS:
             return MISS
         first_s += out[2]
         first_e += out[3]
@@ -248,7 +270,7 @@ def price_decode_run(si, batch, work, tables):
         which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
         end, index = 0, 0
         while end < iterations:
-            if _stretch(si, grid, which, context, end, out) == MISS:
+            if _stretch(si, grid, gknown, which, context, end, out) == MISS:
                 return MISS
             start, end = int(out[0]), int(out[1])
             if index:
@@ -290,10 +312,3 @@ def fill_pairs(table, keys, values):
     of the cost model's memos, at compiled speed)."""
     for i in range(keys.shape[0]):
         table[keys[i]] = (values[i, 0], values[i, 1])
-
-
-@njit(cache=True)
-def fill_quads(table, keys, values):
-    """fill_pairs for (variable, fixed) pairs: four values a key."""
-    for i in range(keys.shape[0]):
-        table[keys[i]] = (values[i, 0], values[i, 1], values[i, 2], values[i, 3])

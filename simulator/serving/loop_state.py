@@ -17,8 +17,9 @@ from simulator.kernels.jit import njit
 # Statuses the kernel returns.
 DONE, MISS, PROGRESS, GROW = 0, 1, 2, 3
 # Which cost a MISS asks for (I_MISS_KIND), keyed by I_MISS_A (and I_MISS_B): a
-# call's, or a grid point's (decode, dense part, prefill attention).
-K_CALL, K_GRID, K_DENSE_GRID, K_PREFILL_GRID = 0, 1, 2, 3
+# call's, or a grid point's (decode, dense part, prefill attention); or room in the
+# decode table for context I_MISS_A (K_DECODE_ROOM: the driver enlarges it).
+K_CALL, K_GRID, K_DENSE_GRID, K_PREFILL_GRID, K_DECODE_ROOM = 0, 1, 2, 3, 4
 
 # Scalar ints of the run (si). Lanes: the processes of a replica, one per micro-batch
 # (I_LANES of them; 1 where a replica is one stage); I_STAGES its pipeline stages.
