@@ -59,7 +59,8 @@ KERNEL_MODULES = ("engines/fast.py", "engines/nest_replay.py", "engines/steady.p
                   "kernels/jit.py", "lowering/nest_steps.py", "mapping/windows.py",
                   "model/dataflow.py", "model/timing.py", "program/validity.py",
                   "serving/loop_batching.py", "serving/loop_kernel.py",
-                  "serving/loop_pipeline.py", "serving/loop_prices.py",
+                  "serving/loop_maps.py", "serving/loop_pipeline.py",
+                  "serving/loop_prices.py",
                   "serving/loop_state.py")
 
 

@@ -14,10 +14,11 @@ Iteration costs: the kernel reads tables filled from LlmCost's memos and grid po
 and interpolates between grid points as LlmCost does; where one lacks a grid point
 (or a call's cost) it stops, this driver asks LlmCost for it the way its iteration or
 decode run would at that point (so the same grid points are simulated, in the same
-order), and the kernel goes on. The sizes it interpolates stay in its own tables (the
-same values LlmCost's memos would hold). A call's cost depends on its tokens and
-requests only over a host link (invocation.call_cost_reads_bytes); without one the kernel
-asks for one call's cost a run, not one per (tokens, requests) (loop_prices.call_key).
+order), and the kernel goes on (loop_tables). The sizes it interpolates stay in its
+own tables (the same values LlmCost's memos would hold). A call's cost depends on its
+tokens and requests only over a host link (invocation.call_cost_reads_bytes); without
+one the kernel asks for one call's cost a run, not one per (tokens, requests)
+(loop_prices.call_key).
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import numpy as np
 
 from simulator.invocation import call_cost_reads_bytes
 from simulator.serving import loop_state as k
-from simulator.serving.loop_kernel import serve_loop
-from simulator.serving.loop_prices import CostTables, call_key, fill_pairs
 from simulator.serving.kv_cache import PagedKvCache
 from simulator.serving.llm_cost import LlmCost
+from simulator.serving.loop_kernel import serve_loop
+from simulator.serving.loop_tables import cost_tables, filled
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.request_rows import RequestRows
 
@@ -71,83 +72,6 @@ def queue_room(requests: int, lanes: int) -> int:
     return requests + 4 * lanes + 4
 
 
-def _tables(cost: LlmCost) -> CostTables:
-    """The cost model's memos and grid points as CostTables: typed dictionaries, and
-    dense tables by context of the decode memo and grid points (rows for the largest
-    context they hold; _fill enlarges them)."""
-    from numba import typed, types
-    two = types.UniTuple(types.float64, 2)
-    dense, prefill, call, dgrid, pgrid = (typed.Dict.empty(types.int64, two)
-                                          for _ in range(5))
-
-    def fill(table, keys, values, packed=False):  # packed: (a, b) keys, as a << 32 | b
-        keys = np.array(keys, dtype=np.int64).reshape(-1, 2 if packed else 1)
-        keys = keys[:, 0] << 32 | keys[:, 1] if packed else keys[:, 0]
-        fill_pairs(table, keys, np.array(values, dtype=np.float64).reshape(len(keys), 2))
-
-    fill(dense, list(cost._dense_memo), list(cost._dense_memo.values()))
-    fill(prefill, list(cost._prefill_memo), list(cost._prefill_memo.values()), True)
-    if call_cost_reads_bytes(cost.platform):  # else one call's cost, asked once a run
-        fill(call, list(cost._call_memo), [(found.seconds, found.energy_j)
-                                           for found in cost._call_memo.values()], True)
-    fill(dgrid, list(cost._dense), list(cost._dense.values()))
-    fill(pgrid, list(cost._prefill), list(cost._prefill.values()), True)
-    points = [context for context in cost._decode if context in cost._pair]
-    decode, decode_known = _dense_table(list(cost._decode_memo),
-                                        list(cost._decode_memo.values()))
-    grid, grid_known = _dense_table(points, [cost._decode_at(context)
-                                             for context in points])
-    return CostTables(dense=dense, prefill=prefill, decode=decode,
-                      decode_known=decode_known, call=call, grid=grid,
-                      grid_known=grid_known, dense_grid=dgrid, prefill_grid=pgrid)
-
-
-def _dense_table(contexts: list[int], pairs: list) -> tuple[np.ndarray, np.ndarray]:
-    """Rows (variable seconds, joules, fixed seconds, joules) by context and whether
-    each is known, from (variable, fixed) pairs of pairs."""
-    rows = np.zeros((max(contexts, default=0) + 1, 4))
-    known = np.zeros(len(rows), dtype=np.bool_)
-    if contexts:
-        rows[contexts] = np.array(pairs, dtype=np.float64).reshape(len(contexts), 4)
-        known[contexts] = True
-    return rows, known
-
-
-def _room(rows: np.ndarray, known: np.ndarray, context: int
-          ) -> tuple[np.ndarray, np.ndarray]:
-    """A dense table with a row for `context` (at least twice the rows: few copies)."""
-    if context < len(known):
-        return rows, known
-    size = max(context + 1, 2 * len(known))
-    more_rows, more_known = np.zeros((size, 4)), np.zeros(size, dtype=np.bool_)
-    more_rows[:len(rows)], more_known[:len(known)] = rows, known
-    return more_rows, more_known
-
-
-def _fill(si, cost: LlmCost, tables: CostTables) -> CostTables:
-    """The entry the kernel lacks, from the cost model (as the reference asks it), or
-    the room; the tables it goes on with."""
-    call, dgrid, pgrid = tables.call, tables.dense_grid, tables.prefill_grid
-    kind, a, b = int(si[k.I_MISS_KIND]), int(si[k.I_MISS_A]), int(si[k.I_MISS_B])
-    if kind == k.K_CALL:
-        found = cost._call(a, b)
-        call[call_key(si[k.I_CALL_KEYED], a, b)] = (found.seconds, found.energy_j)
-    elif kind == k.K_DENSE_GRID:
-        dgrid[a] = cost._dense_at(a)
-    elif kind == k.K_PREFILL_GRID:
-        pgrid[(a << 32) | b] = cost._prefill_at(a, b)
-    elif kind == k.K_DECODE_ROOM:
-        decode, decode_known = _room(tables.decode, tables.decode_known, a)
-        return tables._replace(decode=decode, decode_known=decode_known)
-    else:
-        variable, fixed = cost._decode_at(a)
-        grid, grid_known = _room(tables.grid, tables.grid_known, a)
-        grid[a] = (*variable, *fixed)
-        grid_known[a] = True
-        return tables._replace(grid=grid, grid_known=grid_known)
-    return tables
-
-
 def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: MetricsStore,
                  progress=None) -> None:
     """Serve every arrival on spec.replicas replicas, each with a cache as `kv` (fresh);
@@ -185,7 +109,6 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     touched = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.bool_)
     tlist = np.zeros(k.MAX_RUN_ITERATIONS + 1, dtype=np.int64)
     cross = np.zeros(n + 2, dtype=np.int64)
-    out = np.zeros(6)
     fin, drops = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     chg_t, chg_d = np.zeros(2 * n), np.zeros(2 * n, dtype=np.int64)
     room = queue_room(n, replicas * lanes)
@@ -193,14 +116,14 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     limit = store.sample.limit
     shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
     shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
-    tables = _tables(cost)
+    tables = cost_tables(cost)
     lanes_state = k.Lanes(ints=rs, floats=rg, waiting=wq, decoding=dec, prefilling=pre,
                           chunk_requests=ch_req, chunk_tokens=ch_new, ends=p_ends,
                           energies=p_energy, stage_free=stage_free)
     requests = k.Requests(ints=ri, floats=rf, finished=fin, dropped=drops,
                           change_times=chg_t, change_deltas=chg_d)
     work = k.PriceWork(contexts=ctx, rows=rows, touched=touched, touched_list=tlist,
-                       crossings=cross, out=out, shapes=shp, shape_offsets=shp_off)
+                       crossings=cross, shapes=shp, shape_offsets=shp_off)
     state = k.LoopState(ints=si, floats=sf, queue=k.EventQueue(si, hq_t, hq_i),
                         lanes=lanes_state, requests=requests, work=work)
     loop = serve_loop.specialised(state, tables)  # typed once, not at each call
@@ -209,7 +132,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
         if status == k.DONE:
             break
         if status == k.MISS:
-            tables = _fill(si, cost, tables)
+            tables = filled(si, cost, tables)
         elif status == k.GROW:
             shp = np.concatenate([shp, np.zeros_like(shp)])
             state = state._replace(work=state.work._replace(shapes=shp))

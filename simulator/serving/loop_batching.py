@@ -15,30 +15,29 @@ import numpy as np
 from simulator.kernels.jit import njit
 from simulator.serving.loop_prices import price_decode_run, price_iteration
 from simulator.serving.loop_state import (DONE, F_NOW, GROW, G_BUSY, G_CLOCK_SECONDS,
-                                          G_CLOCK_SINCE, G_ENERGY, G_PLAN_START,
-                                          I_ARRIVED, I_BLOCK, I_CAP_CALLED, I_CAP_HIGH,
-                                          I_CAP_LOW, I_LANES, I_LIMIT, I_MAX_BATCH, I_MAX_TOKENS,
+                                          G_CLOCK_SINCE, G_ENERGY, G_PLAN_START, I_ARRIVED,
+                                          I_BLOCK, I_CAP_CALLED, I_CAP_HIGH, I_CAP_LOW,
+                                          I_LANES, I_LIMIT, I_MAX_BATCH, I_MAX_TOKENS,
                                           I_NCHANGES, I_NDROP, I_NFIN, I_NSHAPES,
                                           I_PREEMPTIONS, I_SEEN, I_SHAPE_USED, I_STRIDE,
-                                          I_TOTAL_BLOCKS, MAX_RUN_ITERATIONS,
+                                          I_TOTAL_BLOCKS, LOOP, MAX_RUN_ITERATIONS,
                                           PLAN_DECODE_RUN, PLAN_ITERATION, Q_ADMITTED,
                                           Q_FINISH, Q_FIRST, Q_KV_MARK, Q_KV_WAIT,
                                           Q_KV_WAIT_FIRST, Q_LOST_SINCE, Q_PREEMPT_LOST,
                                           R_DROPPED, R_KV_HELD, R_KV_TOKENS, R_OUTPUT,
                                           R_PREEMPT, R_PREFILLED, R_PRODUCED, R_PROMPT,
-                                          R_TARGET, S_FREE, S_INTERRUPT, S_ITERS,
-                                          S_NCHUNK, S_NDEC, S_NPRE, S_OFFERED,
-                                          S_PLAN_KIND, S_RUN, S_RUNNING_MAX, S_WCOUNT,
-                                          S_WHEAD)
+                                          R_TARGET, S_FREE, S_INTERRUPT, S_ITERS, S_NCHUNK,
+                                          S_NDEC, S_NPRE, S_OFFERED, S_PLAN_KIND, S_RUN,
+                                          S_RUNNING_MAX, S_WCOUNT, S_WHEAD)
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _clock_at(g, now):
     since = g[G_CLOCK_SINCE]
     return g[G_CLOCK_SECONDS] + (now - since if not np.isnan(since) else 0.0)
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _clock_set(g, now, blocked):
     since = g[G_CLOCK_SINCE]
     if blocked and np.isnan(since):
@@ -48,7 +47,7 @@ def _clock_set(g, now, blocked):
         g[G_CLOCK_SINCE] = np.nan
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _on_admitted(g, rf, r, now):
     if np.isnan(rf[r, Q_LOST_SINCE]):
         waited = _clock_at(g, now) - rf[r, Q_KV_MARK]
@@ -59,7 +58,7 @@ def _on_admitted(g, rf, r, now):
         rf[r, Q_ADMITTED] = now
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _grow(si, p, ri, r, tokens):
     """PagedKvCache.grow."""
     short = tokens - ri[r, R_KV_HELD]
@@ -73,13 +72,13 @@ def _grow(si, p, ri, r, tokens):
     return True
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _release(si, p, ri, r):
     p[S_FREE] += ri[r, R_KV_HELD] // si[I_BLOCK]
     ri[r, R_KV_HELD] = 0
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _below_cap(si, s):
     """ContinuousBatching._below_cap with MetricsStore.on_cap_check."""
     running = s[S_NDEC] + s[S_NPRE]
@@ -94,14 +93,14 @@ def _below_cap(si, s):
     return below
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _log_change(si, chg_t, chg_d, now, change):
     k = si[I_NCHANGES]
     chg_t[k], chg_d[k] = now, change
     si[I_NCHANGES] = k + 1
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def enqueue(si, requests, lanes, replica, r, at):
     """Arrival of request r (MetricsStore.on_arrival, ReplicaScheduler.enqueue) on
     replica `replica` (its pool row `p`, its first lane's scheduler: that lane's KV
@@ -129,7 +128,7 @@ def enqueue(si, requests, lanes, replica, r, at):
     p[S_WCOUNT] += 1
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def plan(si, sf, batch, requests):
     """ContinuousBatching.plan up to its costs: False where it returns None."""
     s, p, g, wq = batch.s, batch.p, batch.g, batch.waiting
@@ -237,7 +236,7 @@ def plan(si, sf, batch, requests):
     return True
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _fits(si, s, p, ri, dec, steps):
     """kv.extra_blocks_after(decoding, steps) <= kv.free_blocks."""
     block, total = si[I_BLOCK], 0
@@ -249,7 +248,7 @@ def _fits(si, s, p, ri, dec, steps):
     return total <= p[S_FREE]
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
     """MetricsStore.offer_shape of the plan (ShapeSample.offer): its chunks (new,
     cached) and decode contexts, as [chunks, decodes, new, cached, ..., context, ...];
@@ -294,7 +293,7 @@ def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
     return DONE
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def price(si, sf, batch, requests, work, tables):
     """The planned iterations' shape offered, their costs, and their end times from
     now and energies as running sums (schedulers._plan, _one); MISS or GROW where
@@ -324,7 +323,7 @@ def price(si, sf, batch, requests, work, tables):
     return DONE
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def commit(si, batch, requests, done, end, busy):
     """ContinuousBatching.commit of the plan's first `done` iterations, the last of
     them ending at `end`, `busy` seconds and their energy (the plan's running sum)

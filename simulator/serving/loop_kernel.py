@@ -24,28 +24,27 @@ from simulator.serving.loop_pipeline import lane_process, on_arrived, on_freed
 from simulator.serving.loop_state import (DONE, EV_ARRIVED, EV_ARR_END, EV_ARR_TIMEOUT,
                                           EV_EITHER, EV_FREED, EV_INIT_ARR, EV_INIT_REP,
                                           EV_NEWS, EV_REP_TIMEOUT, EV_STAGE, F_NOW,
-                                          G_PLAN_START, I_ARR_INDEX, I_ARR_WAITED,
-                                          I_LANES, I_N, I_NDROP, I_NFIN, I_NEXT,
-                                          I_PENDING, I_PENDING_REP, I_QLEN, I_REPLICAS,
-                                          I_REPORTS, I_REPORT_NEXT, I_STAGES, I_STARTED,
+                                          G_PLAN_START, INLINED, I_ARR_INDEX, I_ARR_WAITED,
+                                          I_LANES, I_N, I_NDROP, I_NEXT, I_NFIN, I_PENDING,
+                                          I_PENDING_REP, I_QLEN, I_REPLICAS, I_REPORTS,
+                                          I_REPORT_NEXT, I_STAGES, I_STARTED, LOOP,
                                           L_AFTER_FIRST, L_COMMIT, L_DISPATCH, L_PRICE,
-                                          L_TOP, NORMAL, PROGRESS, Q_ARRIVAL,
-                                          REPORT_EVERY, S_DONE, S_EV_EID, S_GEN,
-                                          S_INTERRUPT, S_RESUME, S_RUN, S_TRIG, S_WAIT,
-                                          S_WAIT_EID, S_WAIT_GEN, URGENT, W_ARRIVED,
-                                          W_CONDITION, W_EITHER, W_FIRST, W_NONE,
-                                          W_STAGE, W_TIMEOUT, batch_of, carry_on, pop,
-                                          schedule)
+                                          L_TOP, NORMAL, PROGRESS, Q_ARRIVAL, REPORT_EVERY,
+                                          S_DONE, S_EV_EID, S_GEN, S_INTERRUPT, S_RESUME,
+                                          S_RUN, S_TRIG, S_WAIT, S_WAIT_EID, S_WAIT_GEN,
+                                          URGENT, W_ARRIVED, W_CONDITION, W_EITHER,
+                                          W_FIRST, W_NONE, W_STAGE, W_TIMEOUT, batch_of,
+                                          carry_on, pop, schedule)
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _wake(queue, s, now, replica):
     if not s[S_TRIG]:
         s[S_TRIG] = 1
         schedule(queue, now, NORMAL, EV_ARRIVED, replica, s[S_GEN])
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _arrivals(state):
     """engine.arriving from where it stopped, until it waits or ends; round robin
     over the replicas (routing.RoundRobin), each request enqueued on its replica's
@@ -78,7 +77,7 @@ def _arrivals(state):
     si[I_ARR_INDEX] = n + 1
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _bisect_left(values, n, x):
     low, high = 0, n
     while low < high:
@@ -90,7 +89,7 @@ def _bisect_left(values, n, x):
     return low
 
 
-@njit(cache=True)
+@njit(**INLINED)
 def _replica(label, replica, state, tables):
     """Replica `replica`'s Replica.serving from `label` until it waits (DONE) or the
     driver is needed (the label to go on from is then I_PENDING); its one lane is its
@@ -161,7 +160,7 @@ def _replica(label, replica, state, tables):
                 return PROGRESS
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def serve_loop(state, tables):
     """engine.run_serving's env.run() over the loop's state (a LoopState) and the cost
     model's tables (loop_prices.CostTables): DONE when the queue is empty; MISS,

@@ -14,28 +14,28 @@ from __future__ import annotations
 
 from simulator.kernels.jit import njit
 from simulator.serving.loop_batching import commit, plan, price
-from simulator.serving.loop_state import (DONE, EV_NEWS, EV_STAGE, F_NOW, G_ACTIVE_SINCE,
-                                          G_END, G_LAST, G_PIPE_ACTIVE, G_PLAN_START,
-                                          G_SHARE, G_SPENT, G_STAGE_BUSY, I_LANES,
-                                          I_NDROP, I_NFIN, I_PENDING, I_PENDING_REP,
-                                          I_QLEN, I_REG, I_REPORTS, I_REPORT_NEXT,
-                                          I_STAGES, L_COMMIT, L_DRAIN, L_PRICE, L_STAGE_END,
-                                          L_TOP, NORMAL, PROGRESS, REPORT_EVERY,
-                                          S_EV_EID, S_FREED_GEN, S_GEN, S_INDEX,
-                                          S_INTERRUPT, S_IN_FLIGHT, S_REG, S_RESUME,
-                                          S_RUN, S_TRIG, S_WAIT, S_WAIT_FREED,
+from simulator.serving.loop_state import (DONE, EV_FREED, EV_NEWS, EV_STAGE, F_NOW,
+                                          G_ACTIVE_SINCE, G_END, G_LAST, G_PIPE_ACTIVE,
+                                          G_PLAN_START, G_SHARE, G_SPENT, G_STAGE_BUSY,
+                                          INLINED, I_LANES, I_NDROP, I_NFIN, I_PENDING,
+                                          I_PENDING_REP, I_QLEN, I_REG, I_REPORTS,
+                                          I_REPORT_NEXT, I_STAGES, LOOP, L_COMMIT, L_DRAIN,
+                                          L_PRICE, L_STAGE_END, L_TOP, NORMAL, PROGRESS,
+                                          REPORT_EVERY, S_EV_EID, S_FREED_GEN, S_GEN,
+                                          S_INDEX, S_INTERRUPT, S_IN_FLIGHT, S_REG,
+                                          S_RESUME, S_RUN, S_TRIG, S_WAIT, S_WAIT_FREED,
                                           S_WAIT_GEN, W_CONDITION, W_NEWS, W_STAGE,
-                                          EV_FREED, batch_of, pop, schedule)
+                                          batch_of, pop, schedule)
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _goes_on(s):
     """StageRun.goes_on: the plan has another iteration, and no arrival (where it may
     join) stops the run there."""
     return s[S_INDEX] + 1 < s[S_RUN] and not (s[S_INTERRUPT] and s[S_TRIG])
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _left(s, g, now):
     """StageRun.left: the last iteration entered ends on the last stage `now`."""
     g[G_SPENT] += g[G_SHARE]
@@ -43,7 +43,7 @@ def _left(s, g, now):
     s[S_INDEX] += 1
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _enter_next(si, sf, s, g, p_ends, stage_free, queue, lane):
     """PipelinedReplica._enter_next: the run's next iteration enters the first stage
     now, each stage held its share behind the iteration ahead of it there; its end on
@@ -60,7 +60,7 @@ def _enter_next(si, sf, s, g, p_ends, stage_free, queue, lane):
     s[S_EV_EID] = schedule(queue, leave, NORMAL, EV_STAGE, lane, 0)
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _drain(si, sf, lane_state, stage_free, queue, lane):
     """PipelinedReplica._drain: the queue's head processed while it is the end of an
     iteration of this replica's that another of its run follows; True where the head
@@ -87,7 +87,7 @@ def _drain(si, sf, lane_state, stage_free, queue, lane):
     return False
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def on_freed(queue, rs, now, replica, freed):
     """The replica's `freed` event `freed` processed: each lane's `news` condition
     waiting on it is met, in the order the conditions were made (its callbacks')."""
@@ -106,7 +106,7 @@ def on_freed(queue, rs, now, replica, freed):
         schedule(queue, now, NORMAL, EV_NEWS, chosen, 0)
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def on_arrived(queue, s, now, lane, gen):
     """The lane's arrival news `gen` processed: its `news` condition, where it waits
     on it, is met."""
@@ -115,7 +115,7 @@ def on_arrived(queue, s, now, lane, gen):
         schedule(queue, now, NORMAL, EV_NEWS, lane, 0)
 
 
-@njit(cache=True)
+@njit(**INLINED)
 def lane_process(label, lane, state, tables):
     """Lane `lane`'s PipelinedReplica.serving from `label` until it waits (DONE) or
     the driver is needed (the label to go on from is then I_PENDING)."""

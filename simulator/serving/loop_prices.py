@@ -7,33 +7,36 @@ the memo's table. A lacking grid point or call is a MISS naming it (I_MISS_KIND,
 I_MISS_A, I_MISS_B): the driver asks the cost model, as the reference would at that
 point, and the kernel prices the plan again.
 
-The decode memo and grid points, read once per decoding request per iteration, are
-dense tables indexed by context (a row of (variable, fixed) and a flag saying it is
-known: an array read where a typed dictionary's lookup costs ~25 ns); the driver
-enlarges them where a context lies beyond their rows (K_DECODE_ROOM, or a K_GRID miss
-of a point beyond)."""
+The tables keyed by one number (decode costs by context, the dense part by tokens)
+are dense: a row of values by index and a flag saying it is known, an array read
+(a typed dictionary's lookup cost ~25 ns); those keyed by two are loop_maps. The driver
+enlarges them where an index lies beyond their rows or a map is half full
+(K_DECODE_ROOM, K_DENSE_ROOM, K_PREFILL_ROOM, or a grid point's miss beyond)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from simulator.kernels.jit import njit
+from simulator.serving.loop_maps import EMPTY, has_room, put, slot_of
 from simulator.serving.loop_state import (CALL_ANY, DONE, FIXED, I_BITS, I_CALL_KEYED,
                                           I_MISS_A, I_MISS_B, I_MISS_KIND, I_NTOUCHED,
-                                          K_CALL, K_DECODE_ROOM, K_DENSE_GRID, K_GRID,
-                                          K_PREFILL_GRID, MISS, R_KV_TOKENS, R_PREFILLED,
-                                          S_NCHUNK, S_NDEC, S_RUN, VARIABLE)
+                                          K_CALL, K_DECODE_ROOM, K_DENSE_GRID,
+                                          K_DENSE_ROOM, K_GRID, K_PREFILL_GRID,
+                                          K_PREFILL_ROOM, LOOP, MISS, R_KV_TOKENS,
+                                          R_PREFILLED, S_NCHUNK, S_NDEC, S_RUN, VARIABLE)
 
 
 class CostTables(NamedTuple):
-    """The cost model's memos and grid points (the driver fills them): as typed
-    dictionaries the memos' dense part by tokens, prefill attention by (new << 32 |
-    cached), call by call_key, and the grid points' dense part by tokens, prefill
-    attention by (new << 32 | cached); as dense tables (rows of (variable seconds,
-    joules, fixed seconds, joules) by context, and whether each row is known) the
-    memo's decode and the grid points' decode."""
+    """The cost model's memos and grid points (the driver fills them). Dense tables
+    (rows by index, and whether each row is known): the memos' dense part (seconds,
+    joules) by tokens and decode (variable seconds, joules, fixed seconds, joules) by
+    context, the grid points' decode by context and dense part by tokens. PairMaps:
+    the memos' prefill attention by (new << 32 | cached) and call by call_key, the
+    grid points' prefill attention by (new << 32 | cached)."""
 
     dense: object
+    dense_known: object
     prefill: object
     decode: object
     decode_known: object
@@ -41,16 +44,11 @@ class CostTables(NamedTuple):
     grid: object
     grid_known: object
     dense_grid: object
+    dense_grid_known: object
     prefill_grid: object
 
 
-@njit(cache=True)
-def _known(known, index):
-    """Whether row `index` of a dense table is known (False beyond its rows)."""
-    return index < known.shape[0] and known[index]
-
-
-@njit(cache=True)
+@njit(**LOOP)
 def _grid_cell(value, bits):
     """llm_cost.grid_cell."""
     if value < (1 << bits):
@@ -64,7 +62,7 @@ def _grid_cell(value, bits):
     return (low, low) if low == value else (low, low + (1 << shift))
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def call_key(keyed, tokens, requests):
     """A call's key in CostTables.call: (tokens << 32 | requests) where its cost
     depends on them (`keyed`: I_CALL_KEYED), else CALL_ANY, so that a run asks the
@@ -72,76 +70,88 @@ def call_key(keyed, tokens, requests):
     return (tokens << 32) | requests if keyed else CALL_ANY
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _miss(si, kind, a, b):
     si[I_MISS_KIND], si[I_MISS_A], si[I_MISS_B] = kind, a, b
     return MISS
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _between(low, high, fraction):
     """llm_cost._between of two (seconds, joules) pairs."""
     return (low[0] + (high[0] - low[0]) * fraction,
             low[1] + (high[1] - low[1]) * fraction)
 
 
-@njit(cache=True)
-def _dense_cost(si, dense, dgrid, tokens):
-    """LlmCost._dense_cost into `dense`: False (a MISS named) where a grid point is
-    lacking."""
-    if tokens in dense:
-        return True
+@njit(**LOOP)
+def _dense_cost(si, tables, tokens):
+    """LlmCost._dense_cost into the dense table: False (a MISS named) where a grid
+    point is lacking, or the table's room."""
+    dense, known = tables.dense, tables.dense_known
+    dgrid, dgrid_known = tables.dense_grid, tables.dense_grid_known
+    if tokens >= known.shape[0]:
+        _miss(si, K_DENSE_ROOM, tokens, 0)
+        return False
     low, high = _grid_cell(tokens, si[I_BITS])
     for point in (low, high):  # at(low), then at(high): the reference's order
-        if point not in dgrid:
+        if not (point < dgrid_known.shape[0] and dgrid_known[point]):
             _miss(si, K_DENSE_GRID, point, 0)
             return False
-    dense[tokens] = dgrid[low] if low == high else \
-        _between(dgrid[low], dgrid[high], (tokens - low) / (high - low))
+    at_low = (dgrid[low, 0], dgrid[low, 1])
+    dense[tokens, 0], dense[tokens, 1] = at_low if low == high else \
+        _between(at_low, (dgrid[high, 0], dgrid[high, 1]), (tokens - low) / (high - low))
+    known[tokens] = True
     return True
 
 
-@njit(cache=True)
+@njit(**LOOP)
+def _pair(pairs, key):
+    """The (seconds, joules) of a key the map holds."""
+    at = slot_of(pairs.keys, key)
+    return pairs.values[at, 0], pairs.values[at, 1]
+
+
+@njit(**LOOP)
 def _prefill_cost(si, prefill, pgrid, new, cached):
     """LlmCost._prefill_cost (_prefill_between) into `prefill`: False (a MISS named)
-    where a grid point is lacking."""
-    if ((new << 32) | cached) in prefill:
-        return True
+    where a grid point is lacking, or the map's room."""
+    if not has_room(prefill):
+        _miss(si, K_PREFILL_ROOM, 0, 0)
+        return False
     n0, n1 = _grid_cell(new, si[I_BITS])
     c0, c1 = _grid_cell(cached, si[I_BITS])
     for i in range(2 if c1 != c0 else 1):  # the grid points in the reference's order
         c = c0 if i == 0 else c1
         for j in range(2 if n1 != n0 else 1):
             n = n0 if j == 0 else n1
-            if ((n << 32) | c) not in pgrid:
+            if pgrid.keys[slot_of(pgrid.keys, (n << 32) | c)] == EMPTY:
                 _miss(si, K_PREFILL_GRID, n, c)
                 return False
     across = (new - n0) / (n1 - n0) if n1 != n0 else 0.0
-    low = pgrid[(n0 << 32) | c0] if n1 == n0 else \
-        _between(pgrid[(n0 << 32) | c0], pgrid[(n1 << 32) | c0], across)
+    low = _pair(pgrid, (n0 << 32) | c0) if n1 == n0 else \
+        _between(_pair(pgrid, (n0 << 32) | c0), _pair(pgrid, (n1 << 32) | c0), across)
     if c1 != c0:
-        high = pgrid[(n0 << 32) | c1] if n1 == n0 else \
-            _between(pgrid[(n0 << 32) | c1], pgrid[(n1 << 32) | c1], across)
+        high = _pair(pgrid, (n0 << 32) | c1) if n1 == n0 else \
+            _between(_pair(pgrid, (n0 << 32) | c1), _pair(pgrid, (n1 << 32) | c1), across)
         low = _between(low, high, (cached - c0) / (c1 - c0))
-    prefill[(new << 32) | cached] = low
+    key = (new << 32) | cached
+    put(prefill, slot_of(prefill.keys, key), key, low[0], low[1])
     return True
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _decode_cost(si, tables, context):
     """LlmCost._decode_cost into the decode table ((variable, fixed) pairs): False (a
     MISS named) where a grid point is lacking, or the table's room."""
-    dcost, dknown, grid, gknown = (tables.decode, tables.decode_known, tables.grid,
-                                   tables.grid_known)
-    if _known(dknown, context):
-        return True
-    if context >= dknown.shape[0]:
+    dcost, known, grid, gknown = (tables.decode, tables.decode_known, tables.grid,
+                                  tables.grid_known)
+    if context >= known.shape[0]:
         _miss(si, K_DECODE_ROOM, context, 0)
         return False
     low, high = _grid_cell(context, si[I_BITS])
     fraction = (context - low) / (high - low if high != low else 1)
     for point in (low, high):  # _decode_at(low), then _decode_at(high)
-        if not _known(gknown, point):
+        if not (point < gknown.shape[0] and gknown[point]):
             _miss(si, K_GRID, point, 0)
             return False
     variable = _between((grid[low, 0], grid[low, 1]), (grid[high, 0], grid[high, 1]),
@@ -150,59 +160,55 @@ def _decode_cost(si, tables, context):
                      fraction)
     dcost[context, 0], dcost[context, 1] = variable
     dcost[context, 2], dcost[context, 3] = fixed
-    dknown[context] = True
+    known[context] = True
     return True
 
 
-@njit(cache=True, inline="always")
-def _stretch(si, grid, gknown, which, context, end, out):
-    """LlmCost._stretches' stretch of one part from iteration `end` on, into `out`
-    (start, end, then a_s, a_e, b_s, b_e); MISS where a grid point is lacking."""
-    low, high = _grid_cell(context + end, si[I_BITS])
-    if not _known(gknown, low):
-        return _miss(si, K_GRID, low, 0)
-    s0, e0 = grid[low, 2 * which], grid[low, 2 * which + 1]
+@njit(**LOOP)
+def _stretch(context, end, low, high, s0, e0, s1, e1):
+    """LlmCost._stretches' stretch of one part from iteration `end` on, in the grid
+    cell (low, high) of context + end whose points' costs are (s0, e0) and (s1, e1):
+    (start, end, a_s, a_e, b_s, b_e)."""
     if low == high:
-        out[0], out[1], out[2], out[3], out[4], out[5] = end, end + 1, s0, e0, 0.0, 0.0
-        return DONE
-    if not _known(gknown, high):
-        return _miss(si, K_GRID, high, 0)
-    s1, e1 = grid[high, 2 * which], grid[high, 2 * which + 1]
+        return end, end + 1, s0, e0, 0.0, 0.0
     span = high - low
     b_s, b_e = (s1 - s0) / span, (e1 - e0) / span
-    out[0], out[1] = end, high - context
-    out[2], out[3] = s0 + b_s * (context - low), e0 + b_e * (context - low)
-    out[4], out[5] = b_s, b_e
-    return DONE
+    return (end, high - context, s0 + b_s * (context - low), e0 + b_e * (context - low),
+            b_s, b_e)
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def price_iteration(si, batch, ri, tables):
     """LlmCost.iteration of the plan's chunks and decodes, in its order of reads."""
     s, dec, cost_s, cost_e = batch.s, batch.decoding, batch.ends, batch.energies
     ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
-    dense, prefill, call = tables.dense, tables.prefill, tables.call
+    dense, dense_known, prefill, call = (tables.dense, tables.dense_known,
+                                         tables.prefill, tables.call)
     dcost, dknown = tables.decode, tables.decode_known
-    dgrid, pgrid = tables.dense_grid, tables.prefill_grid
     ndec, nchunk = s[S_NDEC], s[S_NCHUNK]
     tokens = ndec
     for i in range(nchunk):
         tokens += ch_new[i]
-    if not _dense_cost(si, dense, dgrid, tokens):
+    if not (tokens < dense_known.shape[0] and dense_known[tokens]) \
+            and not _dense_cost(si, tables, tokens):
         return MISS
-    seconds, energy = dense[tokens]
+    seconds, energy = dense[tokens, 0], dense[tokens, 1]
     for i in range(nchunk):
         new, cached = ch_new[i], ri[ch_req[i], R_PREFILLED]
-        if not _prefill_cost(si, prefill, pgrid, new, cached):
-            return MISS
-        part_s, part_e = prefill[(new << 32) | cached]
-        seconds += part_s
-        energy += part_e
+        key = (new << 32) | cached
+        at = slot_of(prefill.keys, key)
+        if prefill.keys[at] != key:
+            if not _prefill_cost(si, prefill, tables.prefill_grid, new, cached):
+                return MISS
+            at = slot_of(prefill.keys, key)
+        seconds += prefill.values[at, 0]
+        energy += prefill.values[at, 1]
     longest = -1
+    rows = dknown.shape[0]
     for j in range(ndec):
         context = ri[dec[j], R_KV_TOKENS] + 1
         longest = max(longest, context)
-        if not (context < dknown.shape[0] and dknown[context]) \
+        if not (context < rows and dknown[context]) \
                 and not _decode_cost(si, tables, context):
             return MISS
         seconds += dcost[context, 0]
@@ -212,24 +218,27 @@ def price_iteration(si, batch, ri, tables):
         energy += dcost[longest, 3]
     requests = ndec + nchunk
     key = call_key(si[I_CALL_KEYED], tokens, requests)
-    if key not in call:
+    at = slot_of(call.keys, key)
+    if call.keys[at] != key:
         return _miss(si, K_CALL, tokens, requests)
-    call_s, call_e = call[key]
+    call_s, call_e = call.values[at, 0], call.values[at, 1]
     cost_s[0] = seconds + call_s
     cost_e[0] = energy + call_e
     return DONE
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def price_decode_run(si, batch, work, tables):
     """LlmCost.decode_run of the decoding requests' contexts (work.contexts) over I_RUN
-    iterations, in its order of reads and sums."""
+    iterations, in its order of reads and sums; each part's stretch read from the grid
+    table inline (a grid point lacking: low first, as _stretches asks)."""
     s, cost_s, cost_e = batch.s, batch.ends, batch.energies
     ctx, rows, touched, tlist = work.contexts, work.rows, work.touched, work.touched_list
-    cross, out = work.crossings, work.out
-    dense, call, dgrid = tables.dense, tables.call, tables.dense_grid
+    cross = work.crossings
+    dense, dense_known, call = tables.dense, tables.dense_known, tables.call
     grid, gknown = tables.grid, tables.grid_known
-    n, iterations = s[S_NDEC], s[S_RUN]
+    n, iterations, bits = s[S_NDEC], s[S_RUN], si[I_BITS]
+    points = gknown.shape[0]
     for k in range(si[I_NTOUCHED]):  # a MISS may have left changes behind
         t = tlist[k]
         touched[t] = False
@@ -242,22 +251,30 @@ def price_decode_run(si, batch, work, tables):
     ncross = 0
     for p in range(n + 1):
         which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
-        if _stretch(si, grid, gknown, which, context, 0, out) == MISS:
-            return MISS
-        first_s += out[2]
-        first_e += out[3]
-        slope_s += out[4]
-        slope_e += out[5]
-        if out[1] < iterations:
+        low, high = _grid_cell(context, bits)
+        if not (low < points and gknown[low]):
+            return _miss(si, K_GRID, low, 0)
+        if low != high and not (high < points and gknown[high]):
+            return _miss(si, K_GRID, high, 0)
+        _, end, a_s, a_e, b_s, b_e = _stretch(
+            context, 0, low, high, grid[low, 2 * which], grid[low, 2 * which + 1],
+            grid[high, 2 * which], grid[high, 2 * which + 1])
+        first_s += a_s
+        first_e += a_e
+        slope_s += b_s
+        slope_e += b_e
+        if end < iterations:
             cross[ncross] = p
             ncross += 1
-    if not _dense_cost(si, dense, dgrid, n):
+    if not (n < dense_known.shape[0] and dense_known[n]) \
+            and not _dense_cost(si, tables, n):
         return MISS
-    dense_s, dense_e = dense[n]
+    dense_s, dense_e = dense[n, 0], dense[n, 1]
     key = call_key(si[I_CALL_KEYED], n, n)
-    if key not in call:
+    at = slot_of(call.keys, key)
+    if call.keys[at] != key:
         return _miss(si, K_CALL, n, n)
-    call_s, call_e = call[key]
+    call_s, call_e = call.values[at, 0], call.values[at, 1]
     base_s, base_e = dense_s + call_s, dense_e + call_e
     if ncross == 0:
         head_s, head_e = base_s + first_s, base_e + first_e
@@ -270,27 +287,32 @@ def price_decode_run(si, batch, work, tables):
         which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
         end, index = 0, 0
         while end < iterations:
-            if _stretch(si, grid, gknown, which, context, end, out) == MISS:
-                return MISS
-            start, end = int(out[0]), int(out[1])
+            low, high = _grid_cell(context + end, bits)
+            if not (low < points and gknown[low]):
+                return _miss(si, K_GRID, low, 0)
+            if low != high and not (high < points and gknown[high]):
+                return _miss(si, K_GRID, high, 0)
+            start, end, a_s, a_e, b_s, b_e = _stretch(
+                context, end, low, high, grid[low, 2 * which], grid[low, 2 * which + 1],
+                grid[high, 2 * which], grid[high, 2 * which + 1])
             if index:
                 if not touched[start]:
                     touched[start] = True
                     tlist[si[I_NTOUCHED]] = start
                     si[I_NTOUCHED] += 1
-                rows[start, 0] += out[2]
-                rows[start, 1] += out[3]
-                rows[start, 2] += out[4]
-                rows[start, 3] += out[5]
+                rows[start, 0] += a_s
+                rows[start, 1] += a_e
+                rows[start, 2] += b_s
+                rows[start, 3] += b_e
             if end < iterations:
                 if not touched[end]:
                     touched[end] = True
                     tlist[si[I_NTOUCHED]] = end
                     si[I_NTOUCHED] += 1
-                rows[end, 0] -= out[2]
-                rows[end, 1] -= out[3]
-                rows[end, 2] -= out[4]
-                rows[end, 3] -= out[5]
+                rows[end, 0] -= a_s
+                rows[end, 1] -= a_e
+                rows[end, 2] -= b_s
+                rows[end, 3] -= b_e
             index += 1
     t0, t1, t2, t3 = first_s, first_e, slope_s, slope_e
     v_s, v_e = t0 + base_s, t1 + base_e
@@ -304,11 +326,3 @@ def price_decode_run(si, batch, work, tables):
         cost_s[i] = v_s + t2 * i
         cost_e[i] = v_e + t3 * i
     return DONE
-
-
-@njit(cache=True)
-def fill_pairs(table, keys, values):
-    """table[keys[i]] = (values[i, 0], values[i, 1]) for every i (the driver's copies
-    of the cost model's memos, at compiled speed)."""
-    for i in range(keys.shape[0]):
-        table[keys[i]] = (values[i, 0], values[i, 1])

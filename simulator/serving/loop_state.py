@@ -4,7 +4,15 @@ that carry them between its modules (LoopState, EventQueue, Lanes, Requests,
 PriceWork; a lane's Batch), the statuses and labels its kernels share, and SimPy's
 event queue as a heap of (time, priority, id) rows, so
 events are processed in the order SimPy processes them. The heap's room is the
-driver's (queue_room): its last row is where `pop` leaves the head."""
+driver's (queue_room): its last row is where `pop` leaves the head.
+
+The loop's kernels are compiled with LOOP's options: cached, and without Numba's
+reference counting (`_nrt=False`). With it, every call of a kernel with array
+arguments counted each array in and out (two atomic operations each, ~86 ns a call
+of four), and those counts were two thirds of a run's CPU. The kernels allocate
+nothing and keep no array beyond a call (every array, and every view of one, is the
+driver's, alive in it for the call), so the counts guarded nothing; without them a
+kernel cannot allocate, and cannot use a typed dictionary (hence loop_maps)."""
 
 from __future__ import annotations
 
@@ -14,12 +22,19 @@ import numpy as np
 
 from simulator.kernels.jit import njit
 
+LOOP = {"cache": True, "_nrt": False}  # the loop's kernels' options (module docstring)
+# Those of the kernels a run calls once an event or a plan, with the loop's records: a
+# call passes each array of them by value (seven words or more), hundreds of words,
+# so each is compiled into its caller (Numba's inlining) instead.
+INLINED = {**LOOP, "inline": "always"}
 # Statuses the kernel returns.
 DONE, MISS, PROGRESS, GROW = 0, 1, 2, 3
 # Which cost a MISS asks for (I_MISS_KIND), keyed by I_MISS_A (and I_MISS_B): a
 # call's, or a grid point's (decode, dense part, prefill attention); or room in the
-# decode table for context I_MISS_A (K_DECODE_ROOM: the driver enlarges it).
-K_CALL, K_GRID, K_DENSE_GRID, K_PREFILL_GRID, K_DECODE_ROOM = 0, 1, 2, 3, 4
+# decode or dense table for row I_MISS_A, or in the prefill memo for one more key (the
+# driver enlarges the table).
+K_CALL, K_GRID, K_DENSE_GRID, K_PREFILL_GRID, K_DECODE_ROOM, K_DENSE_ROOM, \
+    K_PREFILL_ROOM = range(7)
 
 # Scalar ints of the run (si). Lanes: the processes of a replica, one per micro-batch
 # (I_LANES of them; 1 where a replica is one stage); I_STAGES its pipeline stages.
@@ -121,15 +136,14 @@ class Requests(NamedTuple):
 class PriceWork(NamedTuple):
     """What pricing a plan writes besides the lane's sums: a decode run's contexts,
     its stretches' changes by iteration (`rows`, `touched`, `touched_list`), the
-    stretches that change within it (`crossings`), one stretch (`out`), and the
-    sampled shapes (`shapes` flat, `shape_offsets`; the driver enlarges `shapes`)."""
+    stretches that change within it (`crossings`), and the sampled shapes (`shapes`
+    flat, `shape_offsets`; the driver enlarges `shapes`)."""
 
     contexts: np.ndarray
     rows: np.ndarray
     touched: np.ndarray
     touched_list: np.ndarray
     crossings: np.ndarray
-    out: np.ndarray
     shapes: np.ndarray
     shape_offsets: np.ndarray
 
@@ -165,7 +179,7 @@ class Batch(NamedTuple):
     energies: np.ndarray
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def batch_of(lanes, lane, lanes_per_replica):
     """Lane `lane`'s Batch (its replica's pool: the row of its first lane)."""
     replica = lane // lanes_per_replica
@@ -176,7 +190,7 @@ def batch_of(lanes, lane, lanes_per_replica):
                  lanes.chunk_tokens[lane], lanes.ends[lane], lanes.energies[lane])
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _less(hq_t, hq_i, a, b):
     if hq_t[a] != hq_t[b]:
         return hq_t[a] < hq_t[b]
@@ -185,14 +199,14 @@ def _less(hq_t, hq_i, a, b):
     return hq_i[a, 1] < hq_i[b, 1]
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def _swap(hq_t, hq_i, a, b):
     hq_t[a], hq_t[b] = hq_t[b], hq_t[a]
     for k in range(5):
         hq_i[a, k], hq_i[b, k] = hq_i[b, k], hq_i[a, k]
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def schedule(queue, when, priority, kind, replica, ref):
     """env.schedule: queued at `when` with the next event id; returns the id."""
     si, hq_t, hq_i = queue.ints, queue.times, queue.rows
@@ -214,7 +228,7 @@ def schedule(queue, when, priority, kind, replica, ref):
     return eid
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def pop(queue):
     """Removes the queue's head (left in the last row for the caller)."""
     si, hq_t, hq_i = queue.ints, queue.times, queue.rows
@@ -240,7 +254,7 @@ def pop(queue):
         i = small
 
 
-@njit(cache=True)
+@njit(**LOOP)
 def carry_on(queue, sf, when):
     """engine.carry_on."""
     si, hq_t = queue.ints, queue.times
