@@ -15,19 +15,20 @@ import numpy as np
 from simulator.kernels.jit import njit
 from simulator.serving.loop_prices import price_decode_run, price_iteration
 from simulator.serving.loop_state import (DONE, F_NOW, GROW, G_BUSY, G_CLOCK_SECONDS,
-                                          G_CLOCK_SINCE, G_ENERGY, G_PLAN_START, I_ARRIVED,
-                                          I_BLOCK, I_CAP_CALLED, I_CAP_HIGH, I_CAP_LOW,
-                                          I_LANES, I_LIMIT, I_MAX_BATCH, I_MAX_TOKENS,
-                                          I_NCHANGES, I_NDROP, I_NFIN, I_NSHAPES,
-                                          I_PREEMPTIONS, I_SEEN, I_SHAPE_USED, I_STRIDE,
-                                          I_TOTAL_BLOCKS, LOOP, MAX_RUN_ITERATIONS,
-                                          PLAN_DECODE_RUN, PLAN_ITERATION, Q_ADMITTED,
-                                          Q_FINISH, Q_FIRST, Q_KV_MARK, Q_KV_WAIT,
-                                          Q_KV_WAIT_FIRST, Q_LOST_SINCE, Q_PREEMPT_LOST,
-                                          R_DROPPED, R_KV_HELD, R_KV_TOKENS, R_OUTPUT,
-                                          R_PREEMPT, R_PREFILLED, R_PRODUCED, R_PROMPT,
-                                          R_TARGET, S_FREE, S_INTERRUPT, S_ITERS, S_NCHUNK,
-                                          S_NDEC, S_NPRE, S_OFFERED, S_PLAN_KIND, S_RUN,
+                                          G_CLOCK_SINCE, G_ENERGY, G_PLAN_START, INLINED,
+                                          I_ARRIVED, I_BLOCK, I_CAP_CALLED, I_CAP_HIGH,
+                                          I_CAP_LOW, I_LANES, I_LIMIT, I_MAX_BATCH,
+                                          I_MAX_TOKENS, I_NCHANGES, I_NDROP, I_NFIN,
+                                          I_NSHAPES, I_PREEMPTIONS, I_SEEN, I_SHAPE_USED,
+                                          I_STRIDE, I_TOTAL_BLOCKS, LOOP,
+                                          MAX_RUN_ITERATIONS, PLAN_DECODE_RUN,
+                                          PLAN_ITERATION, Q_ADMITTED, Q_FINISH, Q_FIRST,
+                                          Q_KV_MARK, Q_KV_WAIT, Q_KV_WAIT_FIRST,
+                                          Q_LOST_SINCE, Q_PREEMPT_LOST, R_DROPPED,
+                                          R_KV_HELD, R_KV_TOKENS, R_OUTPUT, R_PREEMPT,
+                                          R_PREFILLED, R_PRODUCED, R_PROMPT, R_TARGET,
+                                          S_FREE, S_INTERRUPT, S_ITERS, S_NCHUNK, S_NDEC,
+                                          S_NPRE, S_OFFERED, S_PLAN_KIND, S_RUN,
                                           S_RUNNING_MAX, S_WCOUNT, S_WHEAD)
 
 
@@ -128,7 +129,7 @@ def enqueue(si, requests, lanes, replica, r, at):
     p[S_WCOUNT] += 1
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def plan(si, sf, batch, requests):
     """ContinuousBatching.plan up to its costs: False where it returns None."""
     s, p, g, wq = batch.s, batch.p, batch.g, batch.waiting
@@ -293,7 +294,7 @@ def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
     return DONE
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def price(si, sf, batch, requests, work, tables):
     """The planned iterations' shape offered, their costs, and their end times from
     now and energies as running sums (schedulers._plan, _one); MISS or GROW where
@@ -323,7 +324,7 @@ def price(si, sf, batch, requests, work, tables):
     return DONE
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def commit(si, batch, requests, done, end, busy):
     """ContinuousBatching.commit of the plan's first `done` iterations, the last of
     them ending at `end`, `busy` seconds and their energy (the plan's running sum)
