@@ -14,10 +14,12 @@ A cost cache's entries are keyed by the code's digest (simulator.code_version), 
 each checkout fills its own, cold (minutes per T x P split); `--same-costs` keys both
 checkouts' by this one's, so one fill serves both: only for checkouts whose iteration
 costs are the same code (the digests say whether the runs are the same).
-The last two cases are runs as the deployment search makes them near a point's SLA
-capacity (max batch 256: each iteration's Python work is over ~256 requests).
+The last three cases are runs as the deployment search makes them near a point's SLA
+capacity (max batch 256: each iteration's Python work is over ~256 requests; the
+issue 44 command's search on the whole trace, 4 replicas of T2 at max batch 64: 164,251
+iterations of ~40 decoding requests each, the compiled kernel's work).
 Run: `python experiments/bench_serving_loop.py [--code DIR] [--cost-cache DIR]
-[--same-costs] [--repeat N] [--rounds N]`.
+[--same-costs] [--repeat N] [--rounds N] [--case NAME ...]`.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ CASES = {
                                                chips=2, tp=2),
     "pp4 b256 20/s 2k": LLAMA | TRACE | dict(rate=20.07, requests=2000, max_batch=256,
                                              chips=4, pp=4),
+    "tp2 x4 b64 24.8/s all": LLAMA | TRACE | dict(rate=24.8, requests=None, max_batch=64,
+                                                  chips=2, tp=2, replicas=4),
 }
 # Run in a child process per checkout: CPU seconds of the best run and the digest.
 CHILD = """
@@ -102,6 +106,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=1, help="alternations of the "
                         "checkouts (the best of each is kept)")
+    parser.add_argument("--case", action="append", choices=sorted(CASES),
+                        help="time only these cases (default: all)")
     args = parser.parse_args()
     here = str(Path(__file__).resolve().parent.parent)
     codes = ([("other", args.code)] if args.code else []) + [("this", here)]
@@ -113,6 +119,8 @@ def main() -> None:
         print(f"{'case':20s}{header}{'ratio':>8s}  identical")
         sums = [0.0] * len(codes)
         for case, kwargs in CASES.items():
+            if args.case and case not in args.case:
+                continue
             best, digests = [None] * len(codes), [None] * len(codes)
             for _ in range(args.rounds):
                 for index, (_, code) in enumerate(codes):

@@ -114,9 +114,10 @@ class Kernel:
         """A callable that runs the specialisation a call with `args` would run (the
         library's export, or the JIT's, compiled or loaded as a call would), without
         __call__'s work on each call: the library's checks, and Numba's typing of the
-        arguments, which for a record holding a typed dictionary (a NamedTuple, such
-        as the serving loop's cost tables) happens in Python at each call (about 0.4
-        ms for the serving loop's arguments, more than many of its calls run). For a
+        arguments, which for records (NamedTuples, such as the serving loop's state and
+        cost tables) happens in Python at each call (about 0.4 ms for the serving
+        loop's arguments when its tables held typed dictionaries, more than many of
+        its calls run). For a
         caller that calls the kernel many times with arguments of unchanged types: it
         must pass exactly the types `args` have (the same dtypes, dimensions and
         layouts, records of the same fields), or ask again, as nothing checks them.
