@@ -116,7 +116,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     limit = store.sample.limit
     shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
     shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
-    tables = cost_tables(cost)
+    tables = cost_tables(cost, chunks=n)  # a prompt is about one chunk: few enlargements
     lanes_state = k.Lanes(ints=rs, floats=rg, waiting=wq, decoding=dec, prefilling=pre,
                           chunk_requests=ch_req, chunk_tokens=ch_new, ends=p_ends,
                           energies=p_energy, stage_free=stage_free)
