@@ -54,8 +54,9 @@ def _negative_float(value) -> float | None:
     """The first negative (or non-finite) float inside a field's value, if any."""
     if isinstance(value, float):
         return value if value < 0 or not math.isfinite(value) else None
-    items = value.values() if isinstance(value, dict) else \
-        value if isinstance(value, (list, tuple)) else ()
+    if not isinstance(value, (dict, list, tuple)):  # most fields: no float inside
+        return None
+    items = value.values() if isinstance(value, dict) else value
     return next((bad for item in items if (bad := _negative_float(item)) is not None),
                 None)
 
@@ -85,6 +86,8 @@ PosFloat = Annotated[float, Field(gt=0)]
 
 
 def _plain_text(text: str, *, allowed: str = "") -> str:
+    if text.isprintable():  # no control or format character (the common case, at once)
+        return text
     bad = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf")
                 and c not in allowed), None)
     if bad is not None:
