@@ -156,8 +156,7 @@ def _size(n: float) -> str:
 
 def _platform_ints(model: BaseModel, prefix: str = ""):
     """(dotted field, value) of every integer field of a model, nested models included."""
-    for name in type(model).model_fields:
-        value = getattr(model, name)
+    for name, value in model.__dict__.items():  # its fields, in order (extra forbidden)
         if isinstance(value, BaseModel):
             yield from _platform_ints(value, f"{prefix}{name}.")
         elif isinstance(value, int) and not isinstance(value, bool):

@@ -78,3 +78,20 @@ def test_the_key_and_the_folder(monkeypatch, tmp_path):
     assert cache_key({"a": 1}, "c") != cache_key({"a": 1}, "other code")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert user_folder() == tmp_path / "accsim" / "serving-costs"
+
+
+def test_a_cache_storing_again_keeps_its_own_points_and_another_writers(tmp_path):
+    """A cache that finds its entry as it wrote it merges without parsing it again; an
+    entry another writer changed meanwhile is read back, its points kept too."""
+    ours, theirs = CostCache(tmp_path), CostCache(tmp_path)
+    ours.store("k", {"dense": {1: (1.0, 2.0)}, "prefill": {(3, 4): (0.5, 0.25)}})
+    (entry,) = tmp_path.glob("*.json")
+    written = entry.read_bytes()
+    ours.store("k", {"dense": {2: (3.0, 4.0)}})
+    assert entry.read_bytes() != written
+    theirs.store("k", {"decode": {7: (0.125, 1.5)}})
+    ours.store("k", {"decode_pair": {9: (2.0, 0.0)}})
+    expected = {"dense": {1: (1.0, 2.0), 2: (3.0, 4.0)}, "prefill": {(3, 4): (0.5, 0.25)},
+                "decode": {7: (0.125, 1.5)}, "decode_pair": {9: (2.0, 0.0)}, "exact": {}}
+    assert parse_entry(entry.read_bytes(), "k") == expected
+    assert ours.load("k") == CostCache(tmp_path).load("k") == expected

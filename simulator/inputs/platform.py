@@ -54,10 +54,10 @@ def _negative_float(value) -> float | None:
     """The first negative (or non-finite) float inside a field's value, if any."""
     if isinstance(value, float):
         return value if value < 0 or not math.isfinite(value) else None
-    items = value.values() if isinstance(value, dict) else \
-        value if isinstance(value, (list, tuple)) else ()
-    return next((bad for item in items if (bad := _negative_float(item)) is not None),
-                None)
+    if not isinstance(value, (dict, list, tuple)):  # most fields: no float inside
+        return None
+    return next((bad for item in (value.values() if isinstance(value, dict) else value)
+                 if (bad := _negative_float(item)) is not None), None)
 
 
 class Strict(BaseModel):
@@ -85,8 +85,8 @@ PosFloat = Annotated[float, Field(gt=0)]
 
 
 def _plain_text(text: str, *, allowed: str = "") -> str:
-    bad = next((c for c in text if unicodedata.category(c) in ("Cc", "Cf")
-                and c not in allowed), None)
+    bad = None if text.isprintable() else next(  # printable: no Cc, no Cf character
+        (c for c in text if unicodedata.category(c) in ("Cc", "Cf") and c not in allowed), None)
     if bad is not None:
         raise ValueError(f"contains the control character {bad!r}; names and "
                          "descriptions are plain text")

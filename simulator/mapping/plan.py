@@ -74,6 +74,9 @@ class TilingSpec(Strict):
         return value
 
 
+SPEC_FIELDS = tuple(TilingSpec.model_fields)
+_NO_SPEC = TilingSpec()  # an operator without an entry of its own
+
 COMPUTE_FIELDS = ("tm", "tn", "tk", "loop_order", "dataflow", "orientation", "fuse")
 VECTOR_FIELDS = ("rows_per_tile",)
 # Attention: tm query rows (of the group's heads x q_len) and tn keys per tile; fuse is
@@ -81,6 +84,10 @@ VECTOR_FIELDS = ("rows_per_tile",)
 # groups the K/V head groups one program runs back to back (unset: lowering keeps the
 # faster, lowering.attention; groups by its rule).
 ATTENTION_FIELDS = ("tm", "tn", "dataflow", "fuse", "orientation", "unit", "groups")
+# Per family's own fields, the fields of the other families (merged_spec).
+_FOREIGN = {own: tuple(f for f in dict.fromkeys(COMPUTE_FIELDS + VECTOR_FIELDS
+                                                + ATTENTION_FIELDS) if f not in own)
+            for own in (COMPUTE_FIELDS, VECTOR_FIELDS, ATTENTION_FIELDS)}
 ATTENTION_FUSIONS = ("flash", "unfused")
 ATTENTION_UNITS = ("array", "vector")
 # Tiling fields a result leaves out while unset (so tilings of the kinds that do not
@@ -223,9 +230,8 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
         own_fields = ATTENTION_FIELDS
     else:
         own_fields = COMPUTE_FIELDS if is_compute(op) else VECTOR_FIELDS
-    foreign = tuple(f for f in dict.fromkeys(COMPUTE_FIELDS + VECTOR_FIELDS
-                                             + ATTENTION_FIELDS) if f not in own_fields)
-    own = mapping.operators.get(op.name, TilingSpec())
+    foreign = _FOREIGN[own_fields]
+    own = mapping.operators.get(op.name, _NO_SPEC)
     wrong = [f for f in foreign if getattr(own, f) is not None]
     if wrong:
         raise AccsimError(f"{', '.join(wrong)} do not apply to a {op.kind} operator "
@@ -235,8 +241,9 @@ def merged_spec(mapping: Mapping, op) -> TilingSpec:
     for spec in (mapping.default, mapping.layer_types.get(op.layer_type), own):
         if spec is None:
             continue
-        for key, value in spec.model_dump(exclude_none=True).items():
-            if spec is own or key not in foreign:
+        for key in SPEC_FIELDS:  # the spec's set fields (its dump without None)
+            value = getattr(spec, key)
+            if value is not None and (spec is own or key not in foreign):
                 merged[key] = value
     if (is_compute(op) or is_attention(op)) and mapping.orientation in ORIENTATIONS:
         merged.setdefault("orientation", mapping.orientation)   # --orientation fixed

@@ -30,14 +30,15 @@ from simulator.search.operator import SearchTask, search_operator
 MAX_SIMULATED = 64
 MAX_STEPS = 1 << 23
 SEEDS = ("array_aligned", "min_offchip", "os_k_inner")
+PLATFORM_TEXTS = 64  # platforms' canonical texts a cache holds (a sweep's are many)
 
 
-def _canonical(op, spec: TilingSpec, platform: Platform, following) -> str:
+def _canonical(op, spec: TilingSpec, platform_text: str, following) -> str:
     fused = following.model_dump(mode="json") if spec.fuse and following is not None \
         else None
     return json.dumps([op.model_dump(mode="json", exclude={"name", "layer_type"}),
-                       spec.model_dump(mode="json", exclude_none=True), fused,
-                       platform.model_dump(mode="json")], sort_keys=True)
+                       spec.model_dump(mode="json", exclude_none=True), fused],
+                      sort_keys=True) + platform_text
 
 
 def _search(op, spec: TilingSpec, platform: Platform, following) -> Tiling | None:
@@ -56,12 +57,24 @@ class SearchCache:
         self.limit = limit
         self.hits = self.misses = 0
         self._found: OrderedDict[str, Tiling | None] = OrderedDict()
+        # Each platform's canonical text by object (the object kept, so its id is not
+        # reused): a key's platform part, dumped once per platform, not per lookup.
+        self._platforms: dict[int, tuple[Platform, str]] = {}
+
+    def _platform_text(self, platform: Platform) -> str:
+        held = self._platforms.get(id(platform))
+        if held is None:
+            if len(self._platforms) >= PLATFORM_TEXTS:
+                self._platforms.clear()
+            held = self._platforms[id(platform)] = (platform, json.dumps(
+                platform.model_dump(mode="json"), sort_keys=True))
+        return held[1]
 
     def searched_tiling(self, op, spec: TilingSpec, platform: Platform,
                         following=None) -> Tiling | None:
         """The best tiling of `op` that keeps the fields `spec` sets; None if none
         fits."""
-        key = _canonical(op, spec, platform, following)
+        key = _canonical(op, spec, self._platform_text(platform), following)
         found = self._found
         if key in found:
             self.hits += 1

@@ -125,6 +125,9 @@ class CostCache:
         self.strict = strict
         # What its keys are keyed by, read once per cache (every source file: ~40 ms).
         self.code = None if folder is None else code_version()
+        # Per key, the bytes this cache last wrote and the parts they hold: an entry
+        # still as written is not parsed again (a search stores after each run).
+        self._written: dict[str, tuple[bytes, dict[str, dict]]] = {}
 
     def _open(self) -> OutputFolder | None:
         if self.folder is None:
@@ -142,6 +145,9 @@ class CostCache:
         if folder is not None:
             with folder:
                 data = folder.read(f"{key}.json", MAX_ENTRY_BYTES)
+            written = self._written.get(key)
+            if data is not None and written is not None and data == written[0]:
+                return {name: dict(points) for name, points in written[1].items()}
             parts = parse_entry(data, key) if data is not None else None
             if parts is not None:
                 return parts
@@ -160,7 +166,9 @@ class CostCache:
                    EXACT: _exact_rows(merged[EXACT])}
         with folder:
             try:
-                folder.write(f"{key}.json", json.dumps(content) + "\n")
+                data = folder.write(f"{key}.json", json.dumps(content) + "\n")
             except AccsimError:
                 if self.strict:
                     raise
+                return
+        self._written[key] = (data, merged)
