@@ -16,6 +16,7 @@ from tiny_llama import TINY_LLAMA
 
 from simulator.frontends import hf
 from simulator.inputs.named_inputs import load_inputs
+from simulator.serving.curves import find_max_rate
 from simulator.serving.serve import prepare, simulate_serving, summary
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.spec import ServeSpec
@@ -83,13 +84,35 @@ def unshared(files):
     return search(files, "serial", share=False)
 
 
-def test_a_shared_search_in_worker_processes_equals_a_serial_unshared_one(files,
-                                                                          unshared):
-    shared = search(files, "processes", share=True)
+@pytest.fixture(scope="module")
+def pooled(files):
+    return search(files, "processes", share=True)
+
+
+def test_a_shared_search_in_worker_processes_equals_a_serial_unshared_one(unshared,
+                                                                          pooled):
+    shared = pooled
     searched = [row for row in unshared[0].points if row["status"] == "searched"]
     assert len(searched) >= 6 and unshared[0].runs_shared == 0
     assert shared[0].runs_shared > 0
     assert rows(shared) == rows(unshared)
+
+
+def test_each_point_finds_the_rate_serve_finds_for_it_alone(files, pooled):
+    """Each searched point of the shared search (worker processes) has the SLA
+    capacity `accsim serve --find-max-rate` finds for that deployment alone (its own
+    setup, every run its own) after as many runs: no rate bracket is carried from
+    another point, so a point's rate does not hang on its neighbours' even where the
+    SLA's verdict is not monotone in the rate (docs/plan-deployment.md)."""
+    searched = [row for row in pooled[0].points if row["status"] == "searched"]
+    assert len(searched) >= 6
+    for row in searched:
+        alone = spec(files, arch=files["tight"], chips=row["chips_per_replica"],
+                     tp=row["tp"], pp=row["pp"], replicas=row["replicas"],
+                     batching=row["batching"], max_batch=row["max_batch"])
+        found = find_max_rate(prepare(alone, cost_cache=CostCache(None)), alone)
+        assert (row["sla_rate_rps"], row["evaluations"]) == \
+            (found["max_rate_rps"], len(found["evaluations"]))
 
 
 def test_a_shared_search_on_a_local_dask_cluster_equals_a_serial_unshared_one(
