@@ -77,6 +77,23 @@ def _miss(si, kind, a, b):
 
 
 @njit(**LOOP)
+def _known(known, index):
+    """Whether a dense table's row `index` is known (rows beyond its end are not)."""
+    return index < known.shape[0] and known[index]
+
+
+@njit(**LOOP)
+def _lacks_point(si, known, kind, low, high):
+    """Whether grid point `low`, then `high` (the reference's order of asking), is
+    lacking from `known`: a MISS of `kind` named for the first lacking."""
+    for point in (low, high):
+        if not _known(known, point):
+            _miss(si, kind, point, 0)
+            return True
+    return False
+
+
+@njit(**LOOP)
 def _between(low, high, fraction):
     """llm_cost._between of two (seconds, joules) pairs."""
     return (low[0] + (high[0] - low[0]) * fraction,
@@ -93,10 +110,8 @@ def _dense_cost(si, tables, tokens):
         _miss(si, K_DENSE_ROOM, tokens, 0)
         return False
     low, high = _grid_cell(tokens, si[I_BITS])
-    for point in (low, high):  # at(low), then at(high): the reference's order
-        if not (point < dgrid_known.shape[0] and dgrid_known[point]):
-            _miss(si, K_DENSE_GRID, point, 0)
-            return False
+    if _lacks_point(si, dgrid_known, K_DENSE_GRID, low, high):
+        return False
     at_low = (dgrid[low, 0], dgrid[low, 1])
     dense[tokens, 0], dense[tokens, 1] = at_low if low == high else \
         _between(at_low, (dgrid[high, 0], dgrid[high, 1]), (tokens - low) / (high - low))
@@ -150,10 +165,8 @@ def _decode_cost(si, tables, context):
         return False
     low, high = _grid_cell(context, si[I_BITS])
     fraction = (context - low) / (high - low if high != low else 1)
-    for point in (low, high):  # _decode_at(low), then _decode_at(high)
-        if not (point < gknown.shape[0] and gknown[point]):
-            _miss(si, K_GRID, point, 0)
-            return False
+    if _lacks_point(si, gknown, K_GRID, low, high):  # _decode_at(low), then (high)
+        return False
     variable = _between((grid[low, 0], grid[low, 1]), (grid[high, 0], grid[high, 1]),
                         fraction)
     fixed = _between((grid[low, 2], grid[low, 3]), (grid[high, 2], grid[high, 3]),
@@ -189,8 +202,7 @@ def price_iteration(si, batch, ri, tables):
     tokens = ndec
     for i in range(nchunk):
         tokens += ch_new[i]
-    if not (tokens < dense_known.shape[0] and dense_known[tokens]) \
-            and not _dense_cost(si, tables, tokens):
+    if not _known(dense_known, tokens) and not _dense_cost(si, tables, tokens):
         return MISS
     seconds, energy = dense[tokens, 0], dense[tokens, 1]
     for i in range(nchunk):
@@ -204,12 +216,10 @@ def price_iteration(si, batch, ri, tables):
         seconds += prefill.values[at, 0]
         energy += prefill.values[at, 1]
     longest = -1
-    rows = dknown.shape[0]
     for j in range(ndec):
         context = ri[dec[j], R_KV_TOKENS] + 1
         longest = max(longest, context)
-        if not (context < rows and dknown[context]) \
-                and not _decode_cost(si, tables, context):
+        if not _known(dknown, context) and not _decode_cost(si, tables, context):
             return MISS
         seconds += dcost[context, 0]
         energy += dcost[context, 1]
@@ -238,7 +248,6 @@ def price_decode_run(si, batch, work, tables):
     dense, dense_known, call = tables.dense, tables.dense_known, tables.call
     grid, gknown = tables.grid, tables.grid_known
     n, iterations, bits = s[S_NDEC], s[S_RUN], si[I_BITS]
-    points = gknown.shape[0]
     for k in range(si[I_NTOUCHED]):  # a MISS may have left changes behind
         t = tlist[k]
         touched[t] = False
@@ -252,10 +261,8 @@ def price_decode_run(si, batch, work, tables):
     for p in range(n + 1):
         which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
         low, high = _grid_cell(context, bits)
-        if not (low < points and gknown[low]):
-            return _miss(si, K_GRID, low, 0)
-        if low != high and not (high < points and gknown[high]):
-            return _miss(si, K_GRID, high, 0)
+        if _lacks_point(si, gknown, K_GRID, low, high):
+            return MISS
         _, end, a_s, a_e, b_s, b_e = _stretch(
             context, 0, low, high, grid[low, 2 * which], grid[low, 2 * which + 1],
             grid[high, 2 * which], grid[high, 2 * which + 1])
@@ -266,8 +273,7 @@ def price_decode_run(si, batch, work, tables):
         if end < iterations:
             cross[ncross] = p
             ncross += 1
-    if not (n < dense_known.shape[0] and dense_known[n]) \
-            and not _dense_cost(si, tables, n):
+    if not _known(dense_known, n) and not _dense_cost(si, tables, n):
         return MISS
     dense_s, dense_e = dense[n, 0], dense[n, 1]
     key = call_key(si[I_CALL_KEYED], n, n)
@@ -288,10 +294,8 @@ def price_decode_run(si, batch, work, tables):
         end, index = 0, 0
         while end < iterations:
             low, high = _grid_cell(context + end, bits)
-            if not (low < points and gknown[low]):
-                return _miss(si, K_GRID, low, 0)
-            if low != high and not (high < points and gknown[high]):
-                return _miss(si, K_GRID, high, 0)
+            if _lacks_point(si, gknown, K_GRID, low, high):
+                return MISS
             start, end, a_s, a_e, b_s, b_e = _stretch(
                 context, end, low, high, grid[low, 2 * which], grid[low, 2 * which + 1],
                 grid[high, 2 * which], grid[high, 2 * which + 1])
