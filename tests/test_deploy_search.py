@@ -13,7 +13,7 @@ from tiny_llama import TINY_LLAMA
 from simulator.cli import main
 from simulator.inputs.named_inputs import load_inputs
 from simulator.frontends import hf
-from simulator.sweep.deploy import iteration_bound_s
+from simulator.sweep.roofline_bound import iteration_bound_s
 from simulator.system.parallelism import SystemPlan
 from simulator.system.serving import ShardedFrontend
 

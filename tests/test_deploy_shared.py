@@ -21,7 +21,8 @@ from simulator.serving.serve import prepare, simulate_serving, summary
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.spec import ServeSpec
 from simulator.sweep import deploy
-from simulator.sweep.deploy import Grid, iteration_bound_s, search_platforms
+from simulator.sweep.deploy import Grid, search_platforms
+from simulator.sweep.roofline_bound import iteration_bound_s
 from simulator.sweep.executors import executor_for
 from simulator.system.parallelism import SystemPlan
 from simulator.system.serving import ShardedFrontend

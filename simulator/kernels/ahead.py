@@ -139,6 +139,20 @@ def _fork(item: str, held, kernels: dict[str, Kernel]) -> _Forked:
     return _Forked(pid)
 
 
+def load(kernels: dict[str, Kernel] = KERNELS) -> None:
+    """Load Numba's registries and every kernel's `ahead` specialisations now (from the
+    cache, compiling what it lacks; none with the JIT disabled or where the kernel
+    library holds the kernel), as their first use would: what a pool worker does
+    before its first task (simulator.sweep.executors.Processes.start)."""
+    load_registries(next(iter(kernels.values())))
+    for kernel in kernels.values():
+        made = kernel.made()
+        if kernel.exports() or not hasattr(made, "compile"):
+            continue
+        for types in ahead_types(kernel):
+            made.compile(types)
+
+
 @contextmanager
 def compiled_ahead() -> Iterator[None]:
     """Within: the KERNELS a cold cache lacks compile in other processes. On leaving,

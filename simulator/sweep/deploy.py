@@ -27,23 +27,22 @@ from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.inputs.loader import locate
 from simulator.inputs.platform_file import load_platform
-from simulator.mapping.plan import Mapping
-from simulator.metrics.totals import roofline_bound_cycles
+from simulator.kernels import ahead
 from simulator.search.default import SearchCache
-from simulator.search.resolve import lower_workload
 from simulator.serving import llm_cost
 from simulator.serving.iteration_cost import UnitCosts
 from simulator.serving.cost_cache import CostCache
 from simulator.serving.curves import find_max_rate
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.serve import prepare, replica_capacity, stored_share
-from simulator.serving.sla import sla_report, split_key
+from simulator.serving.sla import sla_report
 from simulator.serving.spec import ServeSpec
 from simulator.serving.arrival_trace import Trace, load_trace
 from simulator.sweep.deploy_identity import point_key, search_identity
 from simulator.sweep.deploy_pools import point_spec, pool_axes
 from simulator.sweep.deploy_runs import PointRuns, RunStore, SharedRuns, StoredRuns
 from simulator.sweep.power_budget import BUDGET_KEY, POWER_KEY, judged, static_floor_reason
+from simulator.sweep.roofline_bound import bound_misses, iteration_bound_s
 from simulator.sweep.rows import stored_key
 from simulator.system.parallelism import SystemPlan, check_plan
 from simulator.system.serving import ShardedFrontend
@@ -176,16 +175,6 @@ def _mean_context(spec: ServeSpec, trace: Trace | None) -> tuple[int, int, int]:
             int(prompt + output))
 
 
-def iteration_bound_s(platform: Platform, workload,
-                      searches: SearchCache | None = None) -> float:
-    """Seconds no schedule beats for one iteration: each operator's roofline floor
-    (compute, compulsory bytes or its collective's link time), summed (`searches`: the
-    default tiling search's results, shared by content: a cache changes no result)."""
-    lowered = lower_workload(workload, Mapping(), platform, searches=searches)
-    cycles = sum(roofline_bound_cycles(op, platform) * op.runs for op in lowered)
-    return platform.seconds(cycles)
-
-
 def phase_bound_ms(outcome: Outcome, dtype: str | None, plan: SystemPlan,
                    precision: ServingPrecision | None, prompt: int, metric: str) -> float:
     """The roofline bound (ms) of one batch-1 decode step (metric "tpot") or prefill
@@ -200,23 +189,6 @@ def phase_bound_ms(outcome: Outcome, dtype: str | None, plan: SystemPlan,
     if precision is not None:
         workload = precision.apply(workload)
     return iteration_bound_s(platform, workload, outcome.searches) * 1e3
-
-
-def bound_misses(spec: ServeSpec, bound: Callable[[str], float]) -> str | None:
-    """Why the roofline bound already misses the SLA (None if it does not): a TPOT
-    target below one batch-1 decode step's bound, or a TTFT target below one batch-1
-    prefill's (`bound`: a metric's, phase_bound_ms for the smallest request). Any
-    statistic of a metric is at least its smallest value, which is at least this
-    bound."""
-    for key, target_ms in sorted(spec.sla.items()):
-        metric, _ = split_key(key)
-        if metric not in ("tpot", "ttft"):
-            continue
-        bound_ms = bound(metric)
-        if bound_ms > target_ms:
-            return (f"bound: one batch-1 {'decode step' if metric == 'tpot' else 'prefill'}"
-                    f" takes at least {bound_ms:.4g} ms > {key} {target_ms:g}")
-    return None
 
 
 def _prune_reason(spec: ServeSpec, outcome: Outcome, trace: Trace | None, plan: SystemPlan,
@@ -557,20 +529,21 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
                      points: list[Deployment] | None = None,
                      executor=None, power_budget_w: float | None = None,
                      share: bool = True) -> list[Outcome]:
-    """Prune, then search, every point of the grid (or the `points` given, a sweep's)
-    on each platform. `prune` False searches every point (a check of the pruning);
+    """Prune, then search, every point of the grid (or the `points` given, a sweep's) on
+    each platform. `prune` False searches every point (a check of the pruning);
     `cost_cache`: where iteration costs are shared (default: the user's cache folder);
     `store`: finished points are read from and written to it by key; `executor`
-    (simulator.sweep.executors, default serial): where the groups of points (Group)
-    are searched, every platform's in one stream, the largest first (its points'
-    pipeline stages summed: each stage is one more step per iteration), so that workers
-    are not left idle by one platform's last group. Only this process writes the store;
-    each platform's rows are in the grid's order whatever the executor. `share`
-    False: a task per plan, each point simulates every run and unit cost of its own
-    and each roofline bound searches its own tilings (the unshared search the shared
-    one must equal: Group, SharedRuns, Outcome.searches).
-    `progress(arch, points finished, points in all)`, over every platform;
-    `power_budget_w`: held as the SLA is (simulator.sweep.power_budget)."""
+    (simulator.sweep.executors, default serial): where the groups of points (Group) are
+    searched, every platform's in one stream, the largest first (its points' pipeline
+    stages summed: each stage is one more step per iteration), so that workers are not
+    left idle by one platform's last group; its workers start (loading the compiled
+    kernels) while this process prunes. Only this process writes the store; each
+    platform's rows are in the grid's order whatever the executor. `share` False: a task
+    per plan, each point simulates every run and unit cost of its own and each roofline
+    bound searches its own tilings (the unshared search the shared one must equal:
+    Group, SharedRuns, Outcome.searches). `progress(arch, points finished, points in
+    all)`, over every platform; `power_budget_w`: held as the SLA is
+    (simulator.sweep.power_budget)."""
     point_lists = [deployments(arch, grid) if points is None else points
                    for arch in archs]
     trace = load_trace(spec.arrival_trace, need_tokens=True) \
@@ -583,6 +556,8 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
         if progress:
             progress(arch, finished, total)
 
+    if executor is not None:
+        executor.start(ahead.load)
     searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store, report,
                               power_budget_w, share) for arch, listed in zip(archs, point_lists)]
     owner = {group.key: search for search in searches for group in search.groups}

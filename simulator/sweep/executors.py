@@ -75,6 +75,9 @@ class Serial:
     def __exit__(self, *exc) -> None:
         pass
 
+    def start(self, warm: Callable[[], None] | None = None) -> None:
+        """Nothing to start: tasks run here."""
+
     def outcomes(self, jobs: list[Job], task: Task | None = None
                  ) -> Iterator[tuple[Job, dict]]:
         for job in jobs:
@@ -106,30 +109,45 @@ def _die_with_parent() -> None:
         pass
 
 
-def start_worker(coordinator: int | None = None) -> None:
+def start_worker(coordinator: int | None = None,
+                 warm: Callable[[], None] | None = None) -> None:
     """A pool worker ignores Ctrl-C (ignore_interrupts) and ends when its coordinator
     (the process that started the pool, given by it) is gone: one killed outright
     (SIGKILL, out of memory) cannot stop its pool, whose workers would otherwise wait
     for work for ever. A coordinator that died while the worker was still importing
-    is noticed at once (the worker's parent is then another process)."""
+    is noticed at once (the worker's parent is then another process). Then `warm`
+    (Processes.start), before any task."""
     ignore_interrupts()
     coordinator = os.getppid() if coordinator is None else coordinator
     _die_with_parent()
     if os.getppid() != coordinator:
         os._exit(1)
     threading.Thread(target=_exit_with, args=(coordinator,), daemon=True).start()
+    if warm is not None:
+        warm()
 
 
 class Processes:
     """A local process pool of `workers` processes (spawned: no state is inherited),
-    started on the first task and kept for every later call of `outcomes` until the
-    `with` block ends (a worker's start, importing the simulator, costs about a
-    second), or until it breaks (a worker died): the next pool starts afresh."""
+    started on the first task (or by `start`) and kept for every later call of
+    `outcomes` until the `with` block ends (a worker's start, importing the simulator,
+    costs about a second), or until it breaks (a worker died): the next pool starts
+    afresh, its workers warmed as the first pool's were."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self.description = f"{workers} local processes"
         self.pool: ProcessPoolExecutor | None = None
+        self.warm: Callable[[], None] | None = None
+
+    def start(self, warm: Callable[[], None] | None = None) -> None:
+        """Start every worker now, each running `warm` (a module-level function: what
+        its tasks will need loaded) before any task, so that they start while this
+        process is still planning the tasks."""
+        self.warm = warm
+        pool = self._pool()
+        for _ in range(self.workers):  # the pool starts a worker per task it is given
+            pool.submit(os.getpid)
 
     def __enter__(self) -> Processes:
         return self
@@ -141,6 +159,13 @@ class Processes:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=cancel)
             self.pool = None
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=start_worker, initargs=(os.getpid(), self.warm))
+        return self.pool
 
     def outcomes(self, jobs: list[Job], task: Task | None = None
                  ) -> Iterator[tuple[Job, dict]]:
@@ -167,11 +192,7 @@ class Processes:
         window = self.workers * (1 + QUEUED_PER_WORKER)
         in_flight = {}
         returned = 0
-        if self.pool is None:
-            self.pool = ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=start_worker, initargs=(os.getpid(),))
-        pool, broken = self.pool, True  # until the loop ends without a break
+        pool, broken = self._pool(), True  # until the loop ends without a break
         try:
             while pending or in_flight:
                 try:
@@ -241,6 +262,10 @@ class Dask:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def start(self, warm: Callable[[], None] | None = None) -> None:
+        """Nothing: the cluster's workers are running already (they load what a task
+        needs on its first call)."""
 
     def close(self) -> None:
         if self.client is not None:
