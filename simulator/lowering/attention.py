@@ -70,8 +70,8 @@ from simulator.lowering.tile_table import TileTables
 from simulator.program.tile_program import TileProgram, memory_params, validate_program
 from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
 from simulator.model.loop_nest import ORIENTATIONS
-from simulator.model.timing import (array_cycles, array_split, ceil_div, fold_count,
-                                    vector_cycles)
+from simulator.model.timing import (TileProduct, ceil_div, fold_count,
+                                    tile_product_timing, vector_cycles)
 
 ARRAY, VECTOR = ATTENTION_UNITS
 NORMAL, TRANSPOSED = ORIENTATIONS
@@ -220,11 +220,10 @@ class _Steps:
                                      1)), ()
         a = self.platform.systolic_array
         m, n, k = self._array_shape(m, n, k)
-        # timing.TileProduct's fields, passed to the kernels as they are (without
-        # tile_product_timing's NamedTuple, which costs more than the product's timing)
-        product = (m, n, k, a.rows, a.cols, a.count, self.dataflow, a.fold_model_code,
-                   False, self.speed)
-        return int(array_cycles(*product)), tuple(array_split(*product))
+        cycles, split = tile_product_timing(TileProduct(
+            m=m, n=n, k=k, rows=a.rows, cols=a.cols, count=a.count, dataflow=self.dataflow,
+            fold_model=a.fold_model_code, continues_fold=False, speed=self.speed))
+        return int(cycles), tuple(split)
 
     def evacuated(self, m: int, n: int, k: int) -> int:
         """Vector-unit cycles copying one product out of the array's accumulators (all
