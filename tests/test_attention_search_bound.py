@@ -12,8 +12,8 @@ import pytest
 from simulator.api import load_platform
 from simulator.errors import AccsimError
 from simulator.inputs.workload import Workload
-from simulator.lowering.attention import lower_attention_as, lowering_choices
-from simulator.lowering.attention_bound import cycles_bound
+from simulator.lowering.attention import _Steps, lower_attention_as, lowering_choices
+from simulator.lowering.attention_bound import cycles_bound, cycles_bounds
 from simulator.lowering.tile_table import TileTables
 from simulator.mapping.heuristics import attention_base
 from simulator.mapping.plan import TilingSpec
@@ -127,3 +127,53 @@ def test_lowerings_sharing_tables_equal_lowerings_alone(platform_name):
                         shared.program.overhead_cycles) == (
                     alone.program.depth, alone.program.slots,
                     alone.program.overhead_cycles)
+
+
+@pytest.mark.parametrize("platform_name", PLATFORMS)
+@pytest.mark.parametrize("spec", [TilingSpec(), TilingSpec(groups=3),
+                                  TilingSpec(unit="vector")])
+def test_the_searchs_bounds_are_each_candidates_bound(platform_name, spec):
+    """cycles_bounds (the search's pass over its candidates, sharing their parts) gives
+    each candidate cycles_bound alone, and 0 where the lowering refuses it (groups 3
+    divide no shape's K/V head groups; the vector unit runs decode only)."""
+    platform = load_platform(platform_name)
+    refused = 0
+    for shape in SHAPES:
+        op = _op(platform_name, shape)
+        candidates = _attention_candidates(op, attention_base(op, spec, platform, MAPPER),
+                                           spec, platform)
+        shared = cycles_bounds(op, candidates, platform, TileTables(op, platform))
+        for tiling, bound in zip(candidates, shared, strict=True):
+            try:
+                alone = cycles_bound(op, tiling, tiling.fuse, platform,
+                                     orientation=tiling.orientation, unit=tiling.unit,
+                                     tables=TileTables(op, platform))
+            except AccsimError:
+                alone = 0
+                refused += 1
+            assert bound == alone, tiling
+    assert (refused > 0) == (spec != TilingSpec())
+
+
+def test_a_program_repeats_its_groups_steps_with_reloads_shifted():
+    """_Steps.program: `groups` groups of one group's steps, `pairs` per step (each
+    step's figures times `pairs`), a reload naming its own group's step."""
+    steps = _Steps(load=[5, 6, 7], compute=[1, 2, 3], vector=[0, 1, 0],
+                   acquire=[True, True, False], release=[True, False, True],
+                   store=[9, 0, 4], reload_of=[-1, 0, -1], evacuation=[0, 2, 0],
+                   split=[0.0] * 5, platform=None, dataflow=0, orientation="normal",
+                   unit="array")
+    program = steps.program(depth=2, slots=3, overhead=10, evacuates=True, groups=6,
+                            pairs=2)
+    expected = dict(load_bytes=[10, 12, 14], compute_cycles=[2, 4, 6],
+                    vector_cycles=[0, 2, 0], store_bytes=[18, 0, 8],
+                    evacuation_cycles=[0, 4, 0], acquire=[True, True, False],
+                    release=[True, False, True])
+    for name, one in expected.items():
+        array = getattr(program, name)
+        assert array.flags.c_contiguous and array.tolist() == one * 3, name
+    assert program.reload_of.tolist() == [-1, 0, -1, -1, 3, -1, -1, 6, -1]
+    assert program.acquire.dtype == bool and program.load_bytes.dtype == np.int64
+    alone = steps.program(depth=2, slots=3, overhead=10, evacuates=False, groups=1)
+    assert alone.reload_of.tolist() == [-1, 0, -1] and alone.evacuation_cycles is None
+    assert (program.depth, program.slots, program.overhead_cycles) == (2, 3, 10)

@@ -450,7 +450,10 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
     records the lowering used, the tiling its orientation, unit and groups. `tables`
     and `check`: lowering.attention.choose_lowering's (a search's lowerings of this
     operator, reused; the program validated by run_fast instead)."""
-    check_dtypes(op, platform, workload_source)
+    if tables is None or not tables.serves(op, platform):
+        tables = TileTables(op, platform)
+    dtype, precision, speed = tables.get(
+        ("attention operator",), lambda: _attention_facts(op, platform, workload_source))
     chosen = choose_lowering(op, tiling, platform, source=source, tables=tables,
                              check=check)
     counters = Counters(
@@ -465,12 +468,20 @@ def lower_attention(op, tiling: Tiling, platform: Platform, *, source: str | Non
         spills=chosen.scores_offchip, vector_compute_cycles=chosen.vector_compute_cycles)
     ran = replace(tiling, fuse=chosen.fusion, orientation=chosen.orientation,
                   unit=chosen.unit, groups=chosen.groups)
-    return LoweredOperator(op.name, op.layer_type, op.kind, operator_dtype(op, platform),
-                           "array", ran, chosen.program,
-                           op.batch * op.kv_heads // chosen.groups, op.repeat, False,
-                           chosen.fusion,
-                           counters, precision=operator_precision(op, platform),
-                           speed=array_speed(op, platform))
+    return LoweredOperator(op.name, op.layer_type, op.kind, dtype, "array", ran,
+                           chosen.program, op.batch * op.kv_heads // chosen.groups,
+                           op.repeat, False, chosen.fusion, counters, precision=precision,
+                           speed=speed)
+
+
+def _attention_facts(op, platform: Platform, workload_source: str | None
+                     ) -> tuple[str, Precision | None, float]:
+    """An attention operator's input dtype, Precision and array speed, its dtypes
+    checked: the same under every tiling, so worked out once per TileTables (a search
+    lowers several of its tilings)."""
+    check_dtypes(op, platform, workload_source)
+    return operator_dtype(op, platform), operator_precision(op, platform), \
+        array_speed(op, platform)
 
 
 def lower_resolved(resolved, platform: Platform, *, mapping_source: str | None = None,

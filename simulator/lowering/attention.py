@@ -177,10 +177,12 @@ class _Steps:
         `spread`: the shape each array runs)."""
         if self.orientation != TRANSPOSED:
             return m, n, k
+        if not spread:
+            return n, m, k
         sizes = [n, m, k]
         a = self.platform.systolic_array
         folds = fold_count(*sizes, a.rows, a.cols, self.dataflow)
-        if spread and folds < a.count:
+        if folds < a.count:
             streamed = fold_dims(self.dataflow)[2]
             sizes[streamed] = ceil_div(sizes[streamed], a.count // folds)
         return sizes[0], sizes[1], sizes[2]
@@ -194,8 +196,12 @@ class _Steps:
             self.vector_compute += cycles
             self.vector_macs += m * n * k
             return cycles
-        for index, part in enumerate(split):
-            self.split[index] += part
+        total = self.split   # each part summed in step order, as the engine's split is
+        total[0] += split[0]
+        total[1] += split[1]
+        total[2] += split[2]
+        total[3] += split[3]
+        total[4] += split[4]
         return cycles
 
     def product_cost(self, m: int, n: int, k: int) -> tuple[int, tuple]:
@@ -248,19 +254,20 @@ class _Steps:
         output path is vector."""
         n, runs = len(self.load), groups // pairs
         one = np.array((self.load, self.compute, self.vector, self.store,
-                        self.evacuation), dtype=np.int64)
+                        self.evacuation, self.reload_of, self.acquire, self.release),
+                       dtype=np.int64)
         if pairs > 1:
-            one *= pairs
-        load, compute, vector, store, evacuation = np.tile(one, (1, runs)) if runs > 1 \
-            else one
-        reload_of = np.array(self.reload_of, dtype=np.int64)
-        if runs > 1:
-            shift = np.repeat(np.arange(runs, dtype=np.int64) * n, n)
-            reload_of = np.tile(reload_of, runs)
-            reload_of = np.where(reload_of >= 0, reload_of + shift, -1)
-        acquire, release = np.array((self.acquire, self.release), dtype=bool)
-        if runs > 1:
-            acquire, release = np.tile(acquire, runs), np.tile(release, runs)
+            one[:5] *= pairs
+        if runs > 1:   # the group's steps `runs` times, by broadcasting (np.tile is slower)
+            each = np.empty((8, runs, n), dtype=np.int64)
+            each[:] = one[:, None, :]
+            if max(self.reload_of) >= 0:   # a reload refers to its own group's store
+                reload_of = one[5]
+                each[5] = np.where(reload_of >= 0,
+                                   reload_of + np.arange(runs)[:, None] * n, -1)
+            one = each.reshape(8, runs * n)
+        load, compute, vector, store, evacuation, reload_of = one[:6]
+        acquire, release = one[6:] != 0
         return TileProgram(load_bytes=load, compute_cycles=compute, vector_cycles=vector,
                            acquire=acquire, release=release, store_bytes=store,
                            reload_of=reload_of, depth=depth, slots=slots,
@@ -573,6 +580,8 @@ def choose_lowering(op, tiling: Tiling, platform: Platform, *,
                                        tables=tables, check=False))
         if check:
             validate_program(lowering.program, source=f"lowering of {op.name}")
+        if len(choices) == 1:   # nothing to weigh it against (a search's candidates)
+            return lowering
         cycles = estimate_cycles(lowering, platform)
         if best is None or cycles < best_cycles:
             best, best_cycles = lowering, cycles

@@ -107,7 +107,10 @@ def _balanced(total: int, cap: int) -> int:
     """The smallest tile size with the same tile count as `cap`, so edge tiles are not
     slivers."""
     cap = max(1, min(total, cap))
-    return ceil_div(total, ceil_div(total, cap))
+    # ceil_div in Python integers, not the kernel: each search calls this several
+    # times, and a kernel call from Python costs more than the division.
+    tiles = -(-total // cap)
+    return int(-(-total // tiles))
 
 
 def vector_rows_tiling(op, platform: Platform, depth: int) -> Tiling:
