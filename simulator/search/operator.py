@@ -49,7 +49,7 @@ from simulator.metrics.totals import operator_objectives
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS
 from simulator.model.loop_nest import ORIENTATIONS
 from simulator.program.tile_program import MAX_DEPTH, TileProgram, memory_params
-from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
+from simulator.search.bounds import MAPPER, OPEN, Candidates, candidate_grid, runs_of
 from simulator.inputs.workload import is_attention, is_compute
 
 OBJECTIVES = ("cycles", "energy", "edp")
@@ -440,12 +440,13 @@ def search_operator(task: SearchTask) -> OperatorSearch:
     orientations = task.platform.systolic_array.transpose.orientations
     if is_compute(task.op) and task.spec.orientation is None:
         searches: list[OperatorSearch] = []
+        tables = TileTables(task.op, task.platform)   # one tiling's tables serve both
         for orientation in orientations:
             ahead = _better(searches, task.objective).best if searches else None
             limit = ahead.objective(task.objective) if ahead is not None and \
                 task.constrained and not task.exhaustive else None
             searches.append(_search_tiles(replace(task, spec=task.spec.model_copy(
-                update={"orientation": orientation})), limit))
+                update={"orientation": orientation})), limit, tables))
         return _better(searches, task.objective)
     return _search_tiles(task)
 
@@ -460,10 +461,12 @@ def _better(searches: list[OperatorSearch], objective: str) -> OperatorSearch:
                                                first.stats))
 
 
-def _search_tiles(task: SearchTask, limit: float | None = None) -> OperatorSearch:
+def _search_tiles(task: SearchTask, limit: float | None = None,
+                  tables: TileTables | None = None) -> OperatorSearch:
     """search_operator's walk over one operator's tilings in the orientations its plan
     leaves open; with a `limit`, only the candidates whose bound is not above it (the
-    walk's first part, as it is in bound order)."""
+    walk's first part, as it is in bound order). `tables`: the operator's tables from
+    its search in another orientation (default: new ones)."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
     heuristics: dict[str, Evaluation | str] = {}
@@ -477,7 +480,8 @@ def _search_tiles(task: SearchTask, limit: float | None = None) -> OperatorSearc
             best = replace(evaluation, tiling=replace(evaluation.tiling, heuristic=MAPPER))
 
     evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
-    tables = TileTables(op, platform)   # the candidates' per-tile tables, built once each
+    if tables is None:   # the candidates' per-tile tables, built once each
+        tables = TileTables(op, platform)
     for name in task.heuristics:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
@@ -501,8 +505,12 @@ def _search_tiles(task: SearchTask, limit: float | None = None) -> OperatorSearc
     # Both operand orientations (DESIGN.md section 19) unless the plan fixes one.
     orientations = (task.spec.orientation,) if task.spec.orientation else \
         platform.systolic_array.transpose.orientations
+    # The default search's grid holds only the tile sizes its plan fixes (its counts
+    # are of that grid).
+    fixed = (task.spec.tm, task.spec.tn, task.spec.tk) if task.constrained else OPEN
     grid, dataflows = candidate_grid(op, fuse, task.following, platform,
-                                     coarse=task.constrained, orientations=orientations)
+                                     coarse=task.constrained, orientations=orientations,
+                                     fixed=fixed)
     enumerated = len(grid) * MAX_DEPTH
     unfit = int((MAX_DEPTH - grid.max_depth).sum())
     keep = grid.max_depth > 0
