@@ -142,3 +142,33 @@ def test_the_walks_shortcuts_change_nothing(monkeypatch, platform_name, shape):
         plain = search_operator(_task(op, platform, exhaustive=False, budget=True))
     assert fast == plain
     assert fast.stats.simulated > len(SEEDS)
+
+
+@pytest.mark.parametrize("platform_name", ["tpu_v5e_like", "whatif/tpu_v5e_256x256"])
+@pytest.mark.parametrize("shape", SERVING)
+def test_the_default_searchs_cuts_change_no_choice(monkeypatch, platform_name, shape):
+    # The default search's own cuts: a grid of only the tile sizes its plan fixes, a
+    # later orientation walked only up to the earlier one's best, a depth sibling's
+    # arrays not checked again. Without them (the whole grid, filtered; every
+    # orientation walked to its own end; every program checked) the same tilings win,
+    # free and with whole rows (the norm prologue's plan), with fewer replays.
+    platform = load_platform(platform_name)
+    op = _op(shape)
+    specs = (TilingSpec(), TilingSpec(tk=shape["k"]), TilingSpec(tm=shape["m"]))
+    real_grid, real_walk = bounds_module.candidate_grid, operator_module._search_tiles
+    for spec in specs:
+        task = SearchTask(op, None, spec, platform, SEEDS, "cycles", exhaustive=False,
+                          constrained=True, max_simulated=MAX_SIMULATED,
+                          max_steps=MAX_STEPS)
+        fast = search_operator(task)
+        with monkeypatch.context() as patch:
+            patch.setattr(operator_module, "candidate_grid",
+                          lambda *args, fixed=None, **kwargs: real_grid(*args, **kwargs))
+            patch.setattr(operator_module, "_search_tiles",
+                          lambda task, limit=None, tables=None: real_walk(task, None,
+                                                                          tables))
+            patch.setattr(operator_module, "_same_arrays", lambda *args: False)
+            plain = search_operator(task)
+        assert fast.best is not None and fast.best == plain.best
+        assert fast.heuristics == plain.heuristics
+        assert fast.stats.simulated <= plain.stats.simulated

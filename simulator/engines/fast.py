@@ -74,9 +74,10 @@ from simulator.errors import UnfinishedStepError
 from simulator.program.tile_program import (MAX_DEPTH, MemoryParams, ProgramBound,
                                             StepArrays, TileProgram, check_program,
                                             validate_memory)
-from simulator.program.validity import validate_fast
+from simulator.program.validity import header_valid, validate_fast
 from simulator.program.streamed import (DEFAULT_BLOCK_STEPS, ProgramBlock, StreamChecker,
-                              StreamedProgram, as_streamed, power_of_two_above)
+                              StreamedProgram, as_streamed, power_of_two_above,
+                              reload_tables)
 from simulator.model.timing import input_stall, service_cycles
 
 # Rows of the kernel's (10, S) per-step output, in StepTimes field order.
@@ -426,11 +427,13 @@ def replay_window(steps: StepArrays, length: int, base: int, run: ReplayRun,
                        carried.rel_free, carried.rel_vector, fifo)
 
 
-def _initial_state(program: StreamedProgram) -> ReplayState:
-    """The kernel's state before step 0: without reloads the first `depth` loads are
-    requested at cycle 0."""
+def _initial_state(program: StreamedProgram | TileProgram, reloads: bool,
+                   reload_ring: int) -> ReplayState:
+    """The kernel's state before step 0 (`reloads`: whether a step reloads a partial
+    sum; `reload_ring`: the completions' ring): without reloads the first `depth`
+    loads are requested at cycle 0."""
     state = np.zeros(_N_STATE, np.int64)
-    if not program.reloads:
+    if not reloads:
         state[_N_REQUESTED] = min(program.depth, program.steps)
     # Release numbers are read `slots` acquisitions later; where the slots outnumber
     # the steps none is read, and a ring as long as the steps will do (a buffer of
@@ -439,8 +442,8 @@ def _initial_state(program: StreamedProgram) -> ReplayState:
     return ReplayState(
         state=state, load_req=np.zeros(_LOAD_RING, np.int64),
         load_use=np.zeros(_LOAD_RING, np.int64), comp_end=np.zeros(_LOAD_RING, np.int64),
-        done_step=np.full(program.reload_ring, -1, np.int64),
-        done_time=np.zeros(program.reload_ring, np.int64),
+        done_step=np.full(reload_ring, -1, np.int64),
+        done_time=np.zeros(reload_ring, np.int64),
         rel_free=np.full(rel_size, -1, np.int64), rel_vector=np.zeros(rel_size, np.bool_),
         fifo=np.empty((_STORE_FIFO_START, _Q_COLUMNS), np.int64))
 
@@ -495,31 +498,59 @@ def replay_stream(program: StreamedProgram, memory: MemoryParams, *,
         validate_memory(memory)
     checker = None if checked else StreamChecker(program)
     bound = None if checked else ProgramBound(memory)
-    state, *rings, fifo = _initial_state(program)
-    out = np.empty((_N_STEP_FIELDS, program.steps if keep_steps else 0), np.int64)
-    if keep_steps and not program.reloads:
-        out[_LOAD_REQUEST, :int(state[_N_REQUESTED])] = 0
+    state, *rings, fifo = _initial_state(program, program.reloads, program.reload_ring)
+    out = _step_times(program, state, keep_steps, program.reloads)
     rest = None
     for block in program.blocks(block_steps):
         if checker is not None:
             checker.check(block)
             bound.add(block.program)
         window = _joined(rest, block)
-        p = window.program
-        fifo = _replay(
-            _contiguous(p.load_bytes, np.int64), _contiguous(p.compute_cycles, np.int64),
-            _contiguous(p.vector_cycles, np.int64), _contiguous(p.acquire, np.bool_),
-            _contiguous(p.release, np.bool_), _contiguous(p.store_bytes, np.int64),
-            _contiguous(p.reload_of, np.int64),
-            None if window.reloaded is None else _contiguous(window.reloaded, np.bool_),
-            None if p.evacuation_cycles is None
-            else _contiguous(p.evacuation_cycles, np.int64),
-            window.begin, program.steps, program.depth, program.slots,
-            float(memory.bytes_per_cycle), int(memory.access_cycles), bool(keep_steps), out,
-            state, *rings, fifo)
+        fifo = _replay_window(window.program, window.reloaded, window.begin, program,
+                              memory, keep_steps, out, state, rings, fifo)
         rest = _rest(window, int(state[_NEXT_COMPUTE]))
     if checker is not None:
         checker.finish()
+    return finished_outcome(program, state, out, keep_steps)
+
+
+def _step_times(program, state: np.ndarray, keep_steps: bool,
+                reloads: bool) -> np.ndarray:
+    """The kernel's per-step times array: (fields, steps) when kept, else empty."""
+    out = np.empty((_N_STEP_FIELDS, program.steps if keep_steps else 0), np.int64)
+    if keep_steps and not reloads:
+        out[_LOAD_REQUEST, :int(state[_N_REQUESTED])] = 0
+    return out
+
+
+def _replay_window(p: TileProgram, reloaded, begin: int, program, memory: MemoryParams,
+                   keep_steps: bool, out: np.ndarray, state: np.ndarray, rings,
+                   fifo: np.ndarray) -> np.ndarray:
+    """The kernel on one window `p` (steps `begin` on, `reloaded` its reload flags) of
+    `program`; returns the store FIFO."""
+    return _replay(
+        _contiguous(p.load_bytes, np.int64), _contiguous(p.compute_cycles, np.int64),
+        _contiguous(p.vector_cycles, np.int64), _contiguous(p.acquire, np.bool_),
+        _contiguous(p.release, np.bool_), _contiguous(p.store_bytes, np.int64),
+        _contiguous(p.reload_of, np.int64),
+        None if reloaded is None else _contiguous(reloaded, np.bool_),
+        None if p.evacuation_cycles is None
+        else _contiguous(p.evacuation_cycles, np.int64),
+        begin, program.steps, program.depth, program.slots,
+        float(memory.bytes_per_cycle), int(memory.access_cycles), bool(keep_steps), out,
+        state, *rings, fifo)
+
+
+def _replay_whole(program: TileProgram, memory: MemoryParams,
+                  keep_steps: bool) -> EngineOutcome:
+    """replay_stream of a checked TileProgram in one block: the whole program as the
+    kernel's one window, without a stream's slicing (a search replays thousands of
+    short programs, where that costs more than the kernel)."""
+    reloaded, reload_ring = reload_tables(program)
+    state, *rings, fifo = _initial_state(program, reloaded is not None, reload_ring)
+    out = _step_times(program, state, keep_steps, reloaded is not None)
+    _replay_window(program, reloaded, 0, program, memory, keep_steps, out, state, rings,
+                   fifo)
     return finished_outcome(program, state, out, keep_steps)
 
 
@@ -554,11 +585,15 @@ def _breakdown(state: np.ndarray, overhead: int) -> Breakdown:
 
 
 def run_fast(program, memory: MemoryParams, *, keep_steps: bool = False,
-             block_steps: int | None = None) -> EngineOutcome:
+             block_steps: int | None = None, arrays_checked: bool = False
+             ) -> EngineOutcome:
     """Replay a tile program (a TileProgram, or a StreamedProgram generated block by
     block) with the compiled kernel: the breakdown, and per-step times when keep_steps
     is true (cycle-identical to engines.des). block_steps: steps per block (default:
-    a TileProgram in one block, a stream in DEFAULT_BLOCK_STEPS).
+    a TileProgram in one block, a stream in DEFAULT_BLOCK_STEPS). arrays_checked: a
+    TileProgram whose arrays and slots passed these checks under `memory` already (the
+    search's lowering of one tiling at another depth), so only its header is checked
+    again, the rest being the same.
 
     Raises InvalidProgramError for a program that breaks a validity rule, AccsimError for
     memory parameters validate_memory rejects, and UnfinishedStepError if steps are left
@@ -567,10 +602,12 @@ def run_fast(program, memory: MemoryParams, *, keep_steps: bool = False,
     whole = isinstance(program, TileProgram)
     if whole:
         # Checked whole first, so a broken program names the rule validate_program finds.
-        validate_fast(program)
-        validate_memory(memory)
-        check_program(program, memory)
-        block_steps = block_steps or max(program.steps, 1)
+        if not (arrays_checked and header_valid(program)):
+            validate_fast(program)
+            validate_memory(memory)
+            check_program(program, memory)
+        if block_steps is None or block_steps >= program.steps:
+            return _replay_whole(program, memory, keep_steps)
     return replay_stream(as_streamed(program), memory,
                          block_steps=block_steps or DEFAULT_BLOCK_STEPS,
                          keep_steps=keep_steps, checked=whole)

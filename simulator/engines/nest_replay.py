@@ -154,7 +154,7 @@ def replay_nest_counted(program: GemmStream, memory: MemoryParams, *,
                              keep_steps=keep_steps), 0  # checked step by step
     check_totals(memory, program.steps, *nest.totals())
     block = max(1, min(block_steps, NEST_BLOCK_STEPS))
-    carried = _initial_state(program)
+    carried = _initial_state(program, program.reloads, program.reload_ring)
     out = np.empty((_N_STEP_FIELDS, program.steps if keep_steps else 0), np.int64)
     if keep_steps and not program.reloads:
         out[_LOAD_REQUEST, :int(carried.state[_N_REQUESTED])] = 0  # the first loads

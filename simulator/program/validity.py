@@ -64,6 +64,13 @@ def _arrays_valid(load, compute, vector, acquire, release, store, reload_of, eva
     return True
 
 
+def header_valid(program: TileProgram) -> bool:
+    """Whether the program's header keeps validate_program's rules: steps, depth,
+    slots and overhead."""
+    return (program.steps >= 1 and 1 <= program.depth <= MAX_DEPTH
+            and program.slots >= program.depth and program.overhead_cycles >= 0)
+
+
 def validate_fast(program: TileProgram, *, source: str = "tile program") -> None:
     """validate_program(program), its array rules compiled: the same programs raise,
     with validate_program's error."""
@@ -79,8 +86,7 @@ def validate_fast(program: TileProgram, *, source: str = "tile program") -> None
                   or (evacuation.dtype == np.int64 and evacuation.ndim == 1
                       and evacuation.shape[0] == steps
                       and evacuation.flags.c_contiguous)))
-    header = (steps >= 1 and 1 <= program.depth <= MAX_DEPTH
-              and program.slots >= program.depth and program.overhead_cycles >= 0)
+    header = header_valid(program)
     load, compute, vector, store, reload_of = arrays
     if typed and header and _arrays_valid(
             load, compute, vector, flags[0], flags[1], store, reload_of,

@@ -37,6 +37,7 @@ from simulator.model.timing import ceil_div
 from simulator.inputs.workload import Conv2d, is_attention, is_compute
 
 MAPPER = "mapper"  # the heuristic field of the mapper's own tilings
+OPEN = (None, None, None)  # an array operator's grid with every tile size open
 
 
 def runs_of(op) -> int:
@@ -124,12 +125,13 @@ def _middle_windows(op, platform: Platform, vm: np.ndarray, vk: np.ndarray,
 
 
 def _compute_grid(op, fuse: str | None, following, platform: Platform,
-                  coarse: bool = False,
-                  orientations: tuple[str, ...] = ("normal",)) -> Candidates:
-    """Every tile size (`dim_candidates`, or `coarse_candidates`), loop order, dataflow
-    and orientation of an array operator with the deepest depth that fits and its
-    lower bounds: the grid of each orientation, one after another."""
-    grids = [_oriented_grid(op, fuse, following, platform, coarse, orientation)
+                  coarse: bool = False, orientations: tuple[str, ...] = ("normal",),
+                  fixed: tuple = OPEN) -> Candidates:
+    """Every tile size (`dim_candidates`, or `coarse_candidates`; those `fixed` sets
+    alone), loop order, dataflow and orientation of an array operator with the deepest
+    depth that fits and its lower bounds: the grid of each orientation, one after
+    another."""
+    grids = [_oriented_grid(op, fuse, following, platform, coarse, orientation, fixed)
              for orientation in orientations]
     if len(grids) == 1:
         return grids[0]
@@ -138,7 +140,7 @@ def _compute_grid(op, fuse: str | None, following, platform: Platform,
 
 
 def _oriented_grid(op, fuse: str | None, following, platform: Platform, coarse: bool,
-                   orientation: str) -> Candidates:
+                   orientation: str, fixed: tuple = OPEN) -> Candidates:
     """_compute_grid's candidates of one orientation. Quantities are built on axes (m
     tile, n tile, k tile, loop order, dataflow) of the operator's own dims and
     broadcast, so each is computed on its own axes. Run transposed, the nest is the
@@ -156,6 +158,10 @@ def _oriented_grid(op, fuse: str | None, following, platform: Platform, coarse: 
                   for size in (g.m, g.n, g.k))
     check_candidates(len(vm) * len(vn) * len(vk) * len(LOOP_ORDERS) * len(dataflows), op,
                      "the mapper")
+    # A size the plan fixes: its candidates alone (each figure below is per candidate,
+    # so theirs are what the whole grid's would be).
+    vm, vn, vk = (values if size is None else values[values == size]
+                  for values, size in zip((vm, vn, vk), fixed))
     # Axes: 0 m tile, 1 n tile, 2 k tile, 3 loop order, 4 dataflow.
     tm, tn, tk = vm[:, None, None], vn[None, :, None], vk[None, None, :]
     order = np.arange(len(LOOP_ORDERS))[None, None, None, :]
@@ -378,13 +384,14 @@ def _vector_grid(op, platform: Platform) -> Candidates:
 
 
 def candidate_grid(op, fuse: str | None, following, platform: Platform,
-                   coarse: bool = False, orientations: tuple[str, ...] = ORIENTATIONS
-                   ) -> tuple[Candidates, list[str]]:
-    """An operator's candidates before depth (an array operator's in `orientations`),
-    and the dataflows they index."""
+                   coarse: bool = False, orientations: tuple[str, ...] = ORIENTATIONS,
+                   fixed: tuple = OPEN) -> tuple[Candidates, list[str]]:
+    """An operator's candidates before depth (an array operator's in `orientations`,
+    with the tile sizes (tm, tn, tk) `fixed` sets, None where open), and the dataflows
+    they index."""
     if is_compute(op):
-        return (_compute_grid(op, fuse, following, platform, coarse, orientations),
-                list(platform.systolic_array.dataflows))
+        return (_compute_grid(op, fuse, following, platform, coarse, orientations,
+                              fixed), list(platform.systolic_array.dataflows))
     return _vector_grid(op, platform), ["os"]
 
 

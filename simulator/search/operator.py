@@ -48,8 +48,8 @@ from simulator.mapping.plan import (LOOP_ORDERS, EpilogueMember, Tiling,
 from simulator.metrics.totals import operator_objectives
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS
 from simulator.model.loop_nest import ORIENTATIONS
-from simulator.program.tile_program import MAX_DEPTH, memory_params
-from simulator.search.bounds import MAPPER, Candidates, candidate_grid, runs_of
+from simulator.program.tile_program import MAX_DEPTH, TileProgram, memory_params
+from simulator.search.bounds import MAPPER, OPEN, Candidates, candidate_grid, runs_of
 from simulator.inputs.workload import is_attention, is_compute
 
 OBJECTIVES = ("cycles", "energy", "edp")
@@ -158,7 +158,9 @@ def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
     """Lower, replay with the fast engine, and total one tiling of an operator (with
     `fused`: a GEMM or conv and those epilogue members, as one group; `tables`: the
     operator's per-tile tables so far, lower_compute's or lower_attention's). The
-    lowering leaves the program's validation to run_fast, so it is validated once."""
+    lowering leaves the program's validation to run_fast, so it is validated once; a
+    GEMM's lowering at another depth of a tiling replayed before (lower_compute shares
+    its arrays) has only its header checked again."""
     if is_compute(op):
         lowered = lower_compute(op, tiling, platform, following=following, fused=fused,
                                 check=False, tables=tables)
@@ -167,9 +169,35 @@ def evaluate(op, tiling: Tiling, platform: Platform, memory, following,
     else:
         lowered = lower_vector(op, tiling, platform, fused=fused or (), check=False,
                                block_steps=DEFAULT_BLOCK_STEPS)
-    run = run_fast(lowered.program, memory).breakdown
+    program = lowered.program
+    replayed = _replayed_key(program, memory) if is_compute(op) and tables is not None \
+        else None
+    checked = replayed is not None and _same_arrays(tables.found(replayed), program)
+    run = run_fast(program, memory, arrays_checked=checked).breakdown
+    if replayed is not None and not checked:
+        tables.keep(replayed, program)   # kept, so the ids stay its arrays'
     cycles, energy_pj = operator_objectives(lowered, run, platform)
     return Evaluation(tiling, int(cycles), float(energy_pj))
+
+
+_ARRAYS = ("load_bytes", "compute_cycles", "vector_cycles", "acquire", "release",
+           "store_bytes", "reload_of", "evacuation_cycles")
+
+
+def _replayed_key(program, memory) -> tuple | None:
+    """The TileTables key of a TileProgram's arrays, slots and the memory it is
+    replayed under (None for a stream)."""
+    if not isinstance(program, TileProgram):
+        return None
+    return ("replayed arrays", *(id(getattr(program, name)) for name in _ARRAYS),
+            program.slots, memory)
+
+
+def _same_arrays(before: TileProgram | None, program: TileProgram) -> bool:
+    """Whether `program` has the very arrays and slots of `before` (a program run_fast
+    replayed, so checked)."""
+    return before is not None and before.slots == program.slots and all(
+        getattr(before, name) is getattr(program, name) for name in _ARRAYS)
 
 
 
@@ -396,14 +424,23 @@ def search_operator(task: SearchTask) -> OperatorSearch:
     whose plan leaves its orientation open is searched in each orientation as if the
     plan fixed it, each with its own budget, and the better kept (ties to normal): so
     the normal search is what it was before orientation existed, and a transposed
-    tiling is chosen only where it beats it."""
+    tiling is chosen only where it beats it. The default mapping's search (`constrained`,
+    not exhaustive) walks a later orientation only up to where its bound passes the
+    best an earlier one found: no candidate beyond could beat that, so the better of
+    the two is the same (only the counts differ)."""
     if is_attention(task.op):
         return _search_attention(task)
     orientations = task.platform.systolic_array.transpose.orientations
     if is_compute(task.op) and task.spec.orientation is None:
-        return _better([_search_tiles(replace(task, spec=task.spec.model_copy(
-            update={"orientation": orientation}))) for orientation in orientations],
-            task.objective)
+        searches: list[OperatorSearch] = []
+        tables = TileTables(task.op, task.platform)   # one tiling's tables serve both
+        for orientation in orientations:
+            ahead = _better(searches, task.objective).best if searches else None
+            limit = ahead.objective(task.objective) if ahead is not None and \
+                task.constrained and not task.exhaustive else None
+            searches.append(_search_tiles(replace(task, spec=task.spec.model_copy(
+                update={"orientation": orientation})), limit, tables))
+        return _better(searches, task.objective)
     return _search_tiles(task)
 
 
@@ -417,9 +454,12 @@ def _better(searches: list[OperatorSearch], objective: str) -> OperatorSearch:
                                                first.stats))
 
 
-def _search_tiles(task: SearchTask) -> OperatorSearch:
+def _search_tiles(task: SearchTask, limit: float | None = None,
+                  tables: TileTables | None = None) -> OperatorSearch:
     """search_operator's walk over one operator's tilings in the orientations its plan
-    leaves open."""
+    leaves open; with a `limit`, only the candidates whose bound is not above it (the
+    walk's first part, as it is in bound order). `tables`: the operator's tables from
+    its search in another orientation (default: new ones)."""
     op, platform, objective = task.op, task.platform, task.objective
     memory = memory_params(platform)
     heuristics: dict[str, Evaluation | str] = {}
@@ -433,7 +473,8 @@ def _search_tiles(task: SearchTask) -> OperatorSearch:
             best = replace(evaluation, tiling=replace(evaluation.tiling, heuristic=MAPPER))
 
     evaluated: dict[tuple, Evaluation] = {}  # heuristics agreeing on a tiling: one replay
-    tables = TileTables(op, platform)   # the candidates' per-tile tables, built once each
+    if tables is None:   # the candidates' per-tile tables, built once each
+        tables = TileTables(op, platform)
     for name in task.heuristics:
         try:
             tiling = heuristic_tiling(op, task.spec, platform, name)
@@ -457,8 +498,12 @@ def _search_tiles(task: SearchTask) -> OperatorSearch:
     # Both operand orientations (DESIGN.md section 19) unless the plan fixes one.
     orientations = (task.spec.orientation,) if task.spec.orientation else \
         platform.systolic_array.transpose.orientations
+    # The default search's grid holds only the tile sizes its plan fixes (its counts
+    # are of that grid).
+    fixed = (task.spec.tm, task.spec.tn, task.spec.tk) if task.constrained else OPEN
     grid, dataflows = candidate_grid(op, fuse, task.following, platform,
-                                     coarse=task.constrained, orientations=orientations)
+                                     coarse=task.constrained, orientations=orientations,
+                                     fixed=fixed)
     enumerated = len(grid) * MAX_DEPTH
     unfit = int((MAX_DEPTH - grid.max_depth).sum())
     keep = grid.max_depth > 0
@@ -497,6 +542,10 @@ def _search_tiles(task: SearchTask) -> OperatorSearch:
     steps_replayed = 0
     walk = np.lexsort((grid.orientation, grid.depth, flow_rank, order_rank, grid.tk,
                        grid.tn, grid.tm, bound))
+    if limit is not None:
+        within = int(np.searchsorted(bound[walk], limit, side="right"))
+        pruned += len(walk) - within
+        walk = walk[:within]
     at = _Walk(bound[walk], grid.cycles_lb[walk], grid.energy_lb[walk], grid_steps[walk],
                grid.tm[walk], grid.tn[walk], grid.tk[walk], grid.order[walk],
                grid.dataflow[walk], grid.depth[walk], grid.orientation[walk])
