@@ -139,15 +139,16 @@ def walk_key(workload: Workload) -> tuple:
     or vector run takes it in). Workloads of equal keys have equal fusion units under one
     mapping, so a caller that walks many workloads differing in attention's sizes alone
     (serving's grid points) may walk one."""
-    return tuple((type(op), op.name, op.layer_type, _frozen(op.inputs))
-                 if is_attention(op) else
-                 (type(op), *(_frozen(value) for value in op.__dict__.values()))
-                 for op in workload.operators)
-
-
-def _frozen(value):
-    """A field's value, hashable (a list of input names as a tuple)."""
-    return tuple(value) if isinstance(value, list) else value
+    key = []
+    for op in workload.operators:
+        inputs = None if op.inputs is None else tuple(op.inputs)  # (a list: unhashable)
+        if is_attention(op):
+            key.append((type(op), op.name, op.layer_type, inputs))
+        else:
+            fields = op.__dict__.copy()
+            fields["inputs"] = inputs
+            key.append((type(op), *fields.values()))
+    return tuple(key)
 
 
 def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None,
