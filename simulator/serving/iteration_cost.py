@@ -185,11 +185,13 @@ class OperatorCosts:
                  for op in operators]
         try:
             plan = self._unit_plan(operators, names)
-            key = tuple((type(op), names[op.name], tuple(inputs) if inputs else None,
-                         *[(float, value) if type(value) is float else value
-                           for field, value in op.__dict__.items()
-                           if field != "name" and field != "inputs"])
-                        for op, inputs in zip(operators, edges))
+            rows = []
+            for op, inputs in zip(operators, edges):
+                fields = op.__dict__.copy()
+                fields["name"], fields["inputs"] = names[op.name], inputs and tuple(inputs)
+                rows.append((type(op), *[(float, value) if type(value) is float else value
+                                         for value in fields.values()]))
+            key = tuple(rows)
             if self._entries:
                 key += (json.dumps(plan.model_dump(mode="json"), sort_keys=True),)
             found = self._units.get(key)
