@@ -7,6 +7,7 @@ import math
 import platform as host
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from importlib.metadata import version
 from pathlib import Path, PurePath
 
@@ -72,17 +73,19 @@ class RunResult:
         return {name: add_totals(op.totals for op in ops)
                 for name, ops in self.operators_by_layer_type.items()}
 
-    @property
+    @cached_property
     def operators_total(self) -> Totals:
         """The operators' totals alone, without the call's cost."""
         return add_totals(r.totals for r in self.operators)
 
-    @property
+    @cached_property
     def total(self) -> Totals:
-        """The operators' totals plus one call's (the invocation term), if any."""
+        """The operators' totals plus one call's (the invocation term), if any: their
+        sum plus the call's, which is the sum over every operator and the call (each
+        field summed left to right; the fastest peak, the first of equal rates)."""
         if not self.invocation_cycles:
             return self.operators_total
-        return add_totals([*(r.totals for r in self.operators),
+        return add_totals([self.operators_total,
                            invocation_totals(self.invocation_cycles, self.platform)])
 
 

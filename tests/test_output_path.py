@@ -12,6 +12,7 @@ from simulator.inputs.loader import locate
 from simulator.inputs.platform_file import load_platform
 from simulator.lowering.evacuation import evacuation_array
 from simulator.mapping.plan import Mapping, TilingSpec
+from simulator.metrics.totals import add_totals, invocation_totals
 from simulator.present.run_report import result_dict
 from simulator.simulate import Inputs, simulate
 from simulator.model.timing import evacuation_cycles
@@ -92,6 +93,23 @@ def test_invocation_is_charged_once_per_run():
     assert "invocation_cycles" not in result_dict(base)["workload"]
     resident = Workload(name="w", operators=[GEMM], resident=True)
     assert run(platform, resident).invocation_cycles == round(5.0 * clock)
+
+
+def test_a_runs_total_is_the_sum_over_its_operators_and_its_call():
+    """total adds the call to the operators' (cached) total: the same left-to-right
+    sums, so the same figures, as one sum over every operator and the call."""
+    platform = make_platform(runtime={"invocation_overhead_us": 5.0, "host_link": {
+        "bandwidth_gbps": 16.0, "latency_us": 2.0}})
+    second = GEMM.model_copy(update={"name": "h", "m": 37, "dtype": "int8"})
+    plan = PLAN.model_copy(update={"operators": {**PLAN.operators, "h": TilingSpec(
+        tm=16, tn=16, tk=8, dataflow="os", loop_order="kmn")}})
+    result = simulate(Inputs(platform, Workload(name="w", operators=[GEMM, second]), plan))
+    assert result.invocation_cycles
+    assert result.operators_total is result.operators_total
+    assert result.total == add_totals([*(op.totals for op in result.operators),
+                                       invocation_totals(result.invocation_cycles,
+                                                         platform)])
+    assert result.total.energy_pj > result.operators_total.energy_pj
 
 
 def test_resident_is_not_written_when_false():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import MISSING, asdict, dataclass, field, fields, make_dataclass
+from functools import cached_property
 
 from simulator.metrics.bottleneck import BALANCED, CLASSES, Verdict, classify
 from simulator.inputs.platform import Platform
@@ -226,19 +227,25 @@ def operator_peak(lowered: LoweredOperator, platform: Platform) -> tuple[str, in
 
 @dataclass(frozen=True)
 class OperatorResult:
-    """Everything reported about one operator."""
+    """Everything reported about one operator (its verdict classified when first read:
+    a caller that reads totals alone, as serving's unit costs, pays for none)."""
 
     lowered: LoweredOperator
     run: Breakdown          # one run, as the engine returned it
     totals: Totals          # all runs
-    verdict: Verdict        # bottleneck class and its evidence
     engine: str
+    platform: Platform      # the one it ran on, whose peak and bandwidth the ratios read
+
+    @cached_property
+    def verdict(self) -> Verdict:
+        """Bottleneck class and its evidence."""
+        return classify(self.totals.derived(self.platform))
 
 
 def operator_result(lowered: LoweredOperator, run: Breakdown, platform: Platform,
                     engine: str) -> OperatorResult:
-    totals = operator_totals(lowered, run, platform)
-    return OperatorResult(lowered, run, totals, classify(totals.derived(platform)), engine)
+    return OperatorResult(lowered, run, operator_totals(lowered, run, platform), engine,
+                          platform)
 
 
 def dominant_bottleneck(results: Iterable[OperatorResult]) -> str:

@@ -25,7 +25,8 @@ from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
                                      vector_run_candidates)
 from simulator.search.operator import evaluate
 from simulator.search.prologue import prologue_candidates, prologue_refusal, whole_rows
-from simulator.inputs.workload import BINARY_OPS, Workload, is_collective, is_compute
+from simulator.inputs.workload import (BINARY_OPS, Workload, is_attention,
+                                       is_collective, is_compute)
 
 
 class Placed(NamedTuple):
@@ -129,6 +130,25 @@ def fusion_units(workload: Workload, mapping: Mapping) -> list[tuple[int, ...]]:
     for unit, indices in enumerate(units):
         merged.setdefault(root(unit), []).extend(indices)
     return [tuple(sorted(indices)) for indices in merged.values()]
+
+
+def walk_key(workload: Workload) -> tuple:
+    """What the walk (placed_operators, so fusion_units) reads of a workload, hashable:
+    each operator's class and field values, but an attention operator's sizes left out
+    (of attention the walk reads its name, layer_type and inputs: no epilogue, prologue
+    or vector run takes it in). Workloads of equal keys have equal fusion units under one
+    mapping, so a caller that walks many workloads differing in attention's sizes alone
+    (serving's grid points) may walk one."""
+    key = []
+    for op in workload.operators:
+        inputs = None if op.inputs is None else tuple(op.inputs)  # (a list: unhashable)
+        if is_attention(op):
+            key.append((type(op), op.name, op.layer_type, inputs))
+        else:
+            fields = op.__dict__.copy()
+            fields["inputs"] = inputs
+            key.append((type(op), *fields.values()))
+    return tuple(key)
 
 
 def resolve_tiling(op, spec: TilingSpec, platform: Platform, *, following=None,

@@ -25,7 +25,7 @@ from simulator.invocation import invocation_cycles
 from simulator.metrics.totals import invocation_totals
 from simulator.mapping.plan import Mapping, merged_spec
 from simulator.search.default import SearchCache
-from simulator.search.resolve import fusion_units
+from simulator.search.resolve import fusion_units, walk_key
 from simulator.serving.precision import ServingPrecision
 from simulator.simulate import Inputs, simulate
 from simulator.inputs.workload import Workload
@@ -123,10 +123,10 @@ class UnitCosts:
     it; never global."""
 
     def __init__(self):
-        self._tables: dict[str, dict[str, Cost]] = {}
+        self._tables: dict[str, dict[tuple, Cost]] = {}
         self.searches = SearchCache()
 
-    def table(self, platform: Platform, mapping: Mapping) -> dict[str, Cost]:
+    def table(self, platform: Platform, mapping: Mapping) -> dict[tuple, Cost]:
         """The units' costs on `platform` under `mapping` (a unit's key holds
         neither)."""
         key = json.dumps([platform.model_dump(mode="json"),
@@ -148,9 +148,10 @@ class OperatorCosts:
         self.plan_file = plan_file  # --mapping's file, named by an entry's error
         self._entries = sets_tilings(self.mapping)
         self._seconds_per_cycle = platform.seconds(1.0)
-        self._units: dict[str, Cost] = {} if shared is None else \
+        self._units: dict[tuple, Cost] = {} if shared is None else \
             shared.table(platform, self.mapping)
         self.searches = SearchCache() if shared is None else shared.searches
+        self._walks: dict[tuple, list[tuple[int, ...]]] = {}  # walk key -> fusion units
 
     def _simulate_unit(self, operators: list, plan: Mapping) -> Cost:
         result = simulate(Inputs(self.platform, Workload(name="serving",
@@ -175,20 +176,29 @@ class OperatorCosts:
 
     def _unit(self, operators: list) -> Cost:
         """One unit's cost; names are canonical and only edges inside it kept, so equal
-        shapes (under equal plan entries) share a simulation wherever they sit."""
+        shapes (under equal plan entries) share a simulation wherever they sit. The key
+        holds each canonical operator's class and field values (a float tagged as one:
+        1 and 1.0 key apart, as their JSON does), and the plan's JSON where it has
+        entries: equal keys are equal operators (and plans) field by field."""
         names = {op.name: f"op{i}" for i, op in enumerate(operators)}
-        canonical = [op.model_copy(update={
-            "name": names[op.name],
-            "inputs": [names[n] for n in op.inputs or () if n in names] or None})
-            for op in operators]
+        edges = [[names[n] for n in op.inputs or () if n in names] or None
+                 for op in operators]
         try:
             plan = self._unit_plan(operators, names)
-            key = json.dumps([op.model_dump(mode="json") for op in canonical]
-                             + ([plan.model_dump(mode="json")] if self._entries else []),
-                             sort_keys=True)
+            rows = []
+            for op, inputs in zip(operators, edges):
+                fields = op.__dict__.copy()
+                fields["name"], fields["inputs"] = names[op.name], inputs and tuple(inputs)
+                rows.append((type(op), *[(float, value) if type(value) is float else value
+                                         for value in fields.values()]))
+            key = tuple(rows)
+            if self._entries:
+                key += (json.dumps(plan.model_dump(mode="json"), sort_keys=True),)
             found = self._units.get(key)
             if found is None:
-                found = self._units[key] = self._simulate_unit(canonical, plan)
+                found = self._units[key] = self._simulate_unit(
+                    [op.model_copy(update={"name": names[op.name], "inputs": inputs})
+                     for op, inputs in zip(operators, edges)], plan)
         except AccsimError as exc:
             raise self._entry_error(exc, names) from None
         return found
@@ -210,8 +220,15 @@ class OperatorCosts:
         return self._unit(operators)
 
     def units(self, workload: Workload) -> list[tuple[int, ...]]:
-        """The workload's fusion units (indices), as a whole run groups them."""
-        return fusion_units(workload, self.mapping)
+        """The workload's fusion units (indices), as a whole run groups them: walked
+        once per walk key (search.resolve.walk_key: serving's grid points differ in
+        their attention sizes, the walk reads none), the list shared (not to be
+        changed)."""
+        key = walk_key(workload)
+        found = self._walks.get(key)
+        if found is None:
+            found = self._walks[key] = fusion_units(workload, self.mapping)
+        return found
 
     def workload(self, workload: Workload, units: list[tuple[int, ...]] | None = None
                  ) -> Cost:

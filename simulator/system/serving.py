@@ -39,6 +39,7 @@ class ShardedFrontend:
         self.plan = plan
         self.platform = platform
         self.platform_file = platform_file
+        self._sharded: tuple | None = None  # (config, its shard): the last config asked
 
     def _bytes(self, dtype: str | None) -> int:
         return DTYPE_BYTES[dtype or self.platform.systolic_array.input_dtypes[0]]
@@ -55,9 +56,16 @@ class ShardedFrontend:
                                act_bytes=size, weight_bytes=size, kv_bytes=size)
         return ChipStats(chip.weight_bytes, chip.kv_bytes)
 
+    def _shard(self, config):
+        """The model one chip holds, sharded once per config object (serving asks every
+        iteration of one)."""
+        if self._sharded is None or self._sharded[0] is not config:
+            self._sharded = (config, shard_config(config, self.plan))
+        return self._sharded[1]
+
     def iteration_workload(self, config, *, prefill, decode, dtype: str | None = None):
         workload = self.frontend.iteration_workload(
-            shard_config(config, self.plan), prefill=prefill, decode=decode, dtype=dtype)
+            self._shard(config), prefill=prefill, decode=decode, dtype=dtype)
         tokens = sum(new for new, _ in prefill) + len(decode)
         ops = insert_model_collectives(workload, config, self.plan, tokens=tokens,
                                        act_bytes=self._bytes(dtype))
