@@ -33,10 +33,8 @@ INLINED = {**LOOP, "inline": "always"}
 DONE, MISS, PROGRESS, GROW = 0, 1, 2, 3
 # Which cost a MISS asks for (I_MISS_KIND), keyed by I_MISS_A (and I_MISS_B): a
 # call's, or a grid point's (decode, dense part, prefill attention); or room in the
-# decode or dense table for row I_MISS_A, or in the prefill memo for one more key (the
-# driver enlarges the table).
-K_CALL, K_GRID, K_DENSE_GRID, K_PREFILL_GRID, K_DECODE_ROOM, K_DENSE_ROOM, \
-    K_PREFILL_ROOM = range(7)
+# decode or dense table for row I_MISS_A (the driver enlarges the table).
+K_CALL, K_GRID, K_DENSE_GRID, K_PREFILL_GRID, K_DECODE_ROOM, K_DENSE_ROOM = range(6)
 
 # Scalar ints of the run (si). Lanes: the processes of a replica, one per micro-batch
 # (I_LANES of them; 1 where a replica is one stage); I_STAGES its pipeline stages.
