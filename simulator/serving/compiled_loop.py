@@ -101,7 +101,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     wq = np.zeros((replicas, n + 2), dtype=np.int64)
     dec, pre, ch_req, ch_new = (np.zeros((replicas * lanes, n + 2), dtype=np.int64)
                                 for _ in range(4))
-    ctx = np.zeros(n + 2, dtype=np.int64)
+    ctx, shorts, slack = (np.zeros(n + 2, dtype=np.int64) for _ in range(3))
     p_ends, p_energy = (np.zeros((replicas * lanes, k.MAX_RUN_ITERATIONS))
                         for _ in range(2))
     stage_free = np.zeros((replicas, spec.system.pp))
@@ -122,7 +122,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
                           energies=p_energy, stage_free=stage_free)
     requests = k.Requests(ints=ri, floats=rf, finished=fin, dropped=drops,
                           change_times=chg_t, change_deltas=chg_d)
-    work = k.PriceWork(contexts=ctx, rows=rows, touched=touched, touched_list=tlist,
+    work = k.PriceWork(shorts=shorts, slack=slack, contexts=ctx, rows=rows, touched=touched, touched_list=tlist,
                        crossings=cross, shapes=shp, shape_offsets=shp_off)
     state = k.LoopState(ints=si, floats=sf, queue=k.EventQueue(si, hq_t, hq_i),
                         lanes=lanes_state, requests=requests, work=work)

@@ -23,8 +23,8 @@ from simulator.serving.loop_state import (CALL_ANY, DONE, FIXED, I_BITS, I_CALL_
                                           I_MISS_A, I_MISS_B, I_MISS_KIND, I_NTOUCHED,
                                           K_CALL, K_DECODE_ROOM, K_DENSE_GRID,
                                           K_DENSE_ROOM, K_GRID, K_PREFILL_GRID, LOOP,
-                                          MISS, R_KV_TOKENS, R_PREFILLED, S_NCHUNK,
-                                          S_NDEC, S_RUN, VARIABLE)
+                                          MISS, R_PREFILLED, S_NCHUNK, S_NDEC, S_RUN,
+                                          VARIABLE)
 
 
 class CostTables(NamedTuple):
@@ -52,11 +52,10 @@ def _grid_cell(value, bits):
     """llm_cost.grid_cell."""
     if value < (1 << bits):
         return value, value
-    length, v = 0, value
+    shift, v = 0, value >> bits  # value's bit length less `bits`
     while v:
         v >>= 1
-        length += 1
-    shift = length - bits
+        shift += 1
     low = (value >> shift) << shift
     return (low, low) if low == value else (low, low + (1 << shift))
 
@@ -187,9 +186,10 @@ def _stretch(context, end, low, high, s0, e0, s1, e1):
 
 
 @njit(**LOOP)
-def price_iteration(si, batch, ri, tables):
-    """LlmCost.iteration of the plan's chunks and decodes, in its order of reads."""
-    s, dec, cost_s, cost_e = batch.s, batch.decoding, batch.ends, batch.energies
+def price_iteration(si, batch, ri, ctx, tables):
+    """LlmCost.iteration of the plan's chunks and decodes (their contexts `ctx`), in
+    its order of reads."""
+    s, cost_s, cost_e = batch.s, batch.ends, batch.energies
     ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
     dense, dense_known, pgrid, call = (tables.dense, tables.dense_known,
                                        tables.prefill_grid, tables.call)
@@ -210,7 +210,7 @@ def price_iteration(si, batch, ri, tables):
         energy += chunk_e
     longest = -1
     for j in range(ndec):
-        context = ri[dec[j], R_KV_TOKENS] + 1
+        context = ctx[j]
         longest = max(longest, context)
         if not _known(dknown, context) and not _decode_cost(si, tables, context):
             return MISS

@@ -134,11 +134,14 @@ class Requests(NamedTuple):
 
 
 class PriceWork(NamedTuple):
-    """What pricing a plan writes besides the lane's sums: a decode run's contexts,
-    its stretches' changes by iteration (`rows`, `touched`, `touched_list`), the
-    stretches that change within it (`crossings`), and the sampled shapes (`shapes`
-    flat, `shape_offsets`; the driver enlarges `shapes`)."""
+    """What planning and pricing a plan write besides the lane's state: the decoding
+    requests short of a block and each one's slack (loop_batching.plan), a decode
+    run's contexts, its stretches' changes by iteration (`rows`, `touched`,
+    `touched_list`), the stretches that change within it (`crossings`), and the
+    sampled shapes (`shapes` flat, `shape_offsets`; the driver enlarges `shapes`)."""
 
+    shorts: np.ndarray
+    slack: np.ndarray
     contexts: np.ndarray
     rows: np.ndarray
     touched: np.ndarray
