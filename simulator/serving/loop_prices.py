@@ -118,33 +118,50 @@ def _dense_cost(si, tables, tokens):
 
 
 @njit(**LOOP)
-def _pair(pairs, key):
-    """The (seconds, joules) of a key the map holds."""
-    at = slot_of(pairs.keys, key)
-    return pairs.values[at, 0], pairs.values[at, 1]
+def _point(si, keys, new, cached):
+    """The slot of grid point (new, cached) in the prefill grid map, or -1 with a
+    MISS named where it is lacking."""
+    at = slot_of(keys, (new << 32) | cached)
+    if keys[at] == EMPTY:
+        _miss(si, K_PREFILL_GRID, new, cached)
+        return -1
+    return at
 
 
 @njit(**LOOP)
 def _prefill_cost(si, pgrid, new, cached):
     """LlmCost._prefill_cost (_prefill_between): (True, seconds, joules), or (False,
-    0, 0) with a MISS named where a grid point is lacking. Not kept: LlmCost's memo
-    holds what the grid points give (a run meets ~20,000 chunks: a map of them, at
-    random slots, missed the caches at each read; the grid map is small)."""
+    0, 0) with a MISS named where a grid point is lacking (asked in the reference's
+    order: low cached first, low new first). Not kept: LlmCost's memo holds what the
+    grid points give (a run meets ~20,000 chunks: a map of them, at random slots,
+    missed the caches at each read; the grid map is small)."""
+    keys, values = pgrid.keys, pgrid.values
     n0, n1 = _grid_cell(new, si[I_BITS])
     c0, c1 = _grid_cell(cached, si[I_BITS])
-    for i in range(2 if c1 != c0 else 1):  # the grid points in the reference's order
-        c = c0 if i == 0 else c1
-        for j in range(2 if n1 != n0 else 1):
-            n = n0 if j == 0 else n1
-            if pgrid.keys[slot_of(pgrid.keys, (n << 32) | c)] == EMPTY:
-                _miss(si, K_PREFILL_GRID, n, c)
+    at00 = at10 = _point(si, keys, n0, c0)
+    if at00 < 0:
+        return False, 0.0, 0.0
+    if n1 != n0:
+        at10 = _point(si, keys, n1, c0)
+        if at10 < 0:
+            return False, 0.0, 0.0
+    at01 = at11 = at00
+    if c1 != c0:
+        at01 = at11 = _point(si, keys, n0, c1)
+        if at01 < 0:
+            return False, 0.0, 0.0
+        if n1 != n0:
+            at11 = _point(si, keys, n1, c1)
+            if at11 < 0:
                 return False, 0.0, 0.0
     across = (new - n0) / (n1 - n0) if n1 != n0 else 0.0
-    low = _pair(pgrid, (n0 << 32) | c0) if n1 == n0 else \
-        _between(_pair(pgrid, (n0 << 32) | c0), _pair(pgrid, (n1 << 32) | c0), across)
+    low = (values[at00, 0], values[at00, 1]) if n1 == n0 else \
+        _between((values[at00, 0], values[at00, 1]), (values[at10, 0], values[at10, 1]),
+                 across)
     if c1 != c0:
-        high = _pair(pgrid, (n0 << 32) | c1) if n1 == n0 else \
-            _between(_pair(pgrid, (n0 << 32) | c1), _pair(pgrid, (n1 << 32) | c1), across)
+        high = (values[at01, 0], values[at01, 1]) if n1 == n0 else \
+            _between((values[at01, 0], values[at01, 1]),
+                     (values[at11, 0], values[at11, 1]), across)
         low = _between(low, high, (cached - c0) / (c1 - c0))
     return True, low[0], low[1]
 
