@@ -51,7 +51,9 @@ def _record(store: MetricsStore) -> tuple:
     return ([fields(r) for r in store.finished], [fields(r) for r in store.dropped],
             store.busy_s, store.energy_j, store.iterations, store.running_max,
             store.arrived, store.preemptions, store.swaps, store.same_under_max_batch,
-            store._changes, store.sample.shapes, store.sample.stride, store.sample.seen,
+            np.asarray(store.change_times, dtype=np.float64).tolist(),
+            np.asarray(store.change_deltas, dtype=np.int64).tolist(),
+            store.sample.shapes, store.sample.stride, store.sample.seen,
             store.in_system_area, store.horizon_s)
 
 

@@ -101,7 +101,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     wq = np.zeros((replicas, n + 2), dtype=np.int64)
     dec, pre, ch_req, ch_new = (np.zeros((replicas * lanes, n + 2), dtype=np.int64)
                                 for _ in range(4))
-    ctx = np.zeros(n + 2, dtype=np.int64)
+    ctx, shorts, slack = (np.zeros(n + 2, dtype=np.int64) for _ in range(3))
     p_ends, p_energy = (np.zeros((replicas * lanes, k.MAX_RUN_ITERATIONS))
                         for _ in range(2))
     stage_free = np.zeros((replicas, spec.system.pp))
@@ -116,13 +116,13 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     limit = store.sample.limit
     shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
     shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
-    tables = cost_tables(cost, chunks=n)  # a prompt is about one chunk: few enlargements
+    tables = cost_tables(cost)
     lanes_state = k.Lanes(ints=rs, floats=rg, waiting=wq, decoding=dec, prefilling=pre,
                           chunk_requests=ch_req, chunk_tokens=ch_new, ends=p_ends,
                           energies=p_energy, stage_free=stage_free)
     requests = k.Requests(ints=ri, floats=rf, finished=fin, dropped=drops,
                           change_times=chg_t, change_deltas=chg_d)
-    work = k.PriceWork(contexts=ctx, rows=rows, touched=touched, touched_list=tlist,
+    work = k.PriceWork(shorts=shorts, slack=slack, contexts=ctx, rows=rows, touched=touched, touched_list=tlist,
                        crossings=cross, shapes=shp, shape_offsets=shp_off)
     state = k.LoopState(ints=si, floats=sf, queue=k.EventQueue(si, hq_t, hq_i),
                         lanes=lanes_state, requests=requests, work=work)
@@ -165,7 +165,7 @@ def _record(store: MetricsStore, si, rs, rg, ri, rf, fin, drops, chg_t, chg_d, s
         store.same_under_max_batch = (int(si[k.I_CAP_LOW]),
                                       float("inf") if high < 0 else high)
     changes = int(si[k.I_NCHANGES])
-    store._changes = list(zip(chg_t[:changes].tolist(), chg_d[:changes].tolist()))
+    store.change_times, store.change_deltas = chg_t[:changes], chg_d[:changes]
     sample = store.sample
     sample.stride, sample.seen = int(si[k.I_STRIDE]), int(si[k.I_SEEN])
     flat, offsets = shp.tolist(), shp_off.tolist()

@@ -130,42 +130,46 @@ def enqueue(si, requests, lanes, replica, r, at):
 
 
 @njit(**INLINED)
-def plan(si, sf, batch, requests):
-    """ContinuousBatching.plan up to its costs: False where it returns None."""
+def plan(si, sf, batch, requests, work):
+    """ContinuousBatching.plan up to its costs: False where it returns None. One pass
+    over the decoding requests finds those short of a block (their indices in
+    work.shorts, in order), their slack (blocks' room beyond their tokens, in
+    work.slack: what _fits reads), their contexts (work.contexts: what pricing and
+    the shape sample read) and the fewest output tokens any has left: the passes
+    after it read these instead of every request's row again."""
     s, p, g, wq = batch.s, batch.p, batch.g, batch.waiting
     dec, pre = batch.decoding, batch.prefilling
     ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
     ri, rf = requests.ints, requests.floats
+    shorts, slack, ctx = work.shorts, work.slack, work.contexts
     now = sf[F_NOW]
     if s[S_NDEC] + s[S_NPRE] == 0 and p[S_WCOUNT] == 0:
         return False
     nq = wq.shape[0]
     # _preempt_until_decodes_fit: the decoding requests short of a block
     short = 0
-    last_short = -1
-    for j in range(s[S_NDEC]):
+    fewest = MAX_RUN_ITERATIONS  # the fewest output tokens left (a run's cap at most)
+    ndec = s[S_NDEC]
+    for j in range(ndec):
         r = dec[j]
-        if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
+        kv_tokens = ri[r, R_KV_TOKENS]
+        ctx[j] = kv_tokens + 1
+        room = ri[r, R_KV_HELD] - kv_tokens
+        slack[j] = room
+        if room <= 0:
+            shorts[short] = j
             short += 1
-            last_short = j
+        fewest = min(fewest, ri[r, R_OUTPUT] - ri[r, R_PRODUCED])
     if short > p[S_FREE]:
         while short > p[S_FREE]:
             if s[S_NPRE] > 0:
                 s[S_NPRE] -= 1
                 victim = pre[s[S_NPRE]]
-                was_short = False
             else:
                 s[S_NDEC] -= 1
                 victim = dec[s[S_NDEC]]
-                was_short = short > 0 and last_short == s[S_NDEC]
-            if was_short:
-                short -= 1
-                last_short = -1
-                for j in range(s[S_NDEC] - 1, -1, -1):
-                    r = dec[j]
-                    if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
-                        last_short = j
-                        break
+                if short > 0 and shorts[short - 1] == s[S_NDEC]:
+                    short -= 1
             _release(si, p, ri, victim)
             ri[victim, R_PREEMPT] += 1
             rf[victim, Q_LOST_SINCE] = now
@@ -176,11 +180,16 @@ def plan(si, sf, batch, requests):
             ri[victim, R_PREFILLED] = 0
             ri[victim, R_KV_TOKENS] = 0
             si[I_PREEMPTIONS] += 1
-    if short:
-        for j in range(s[S_NDEC]):
-            r = dec[j]
-            if ri[r, R_KV_TOKENS] >= ri[r, R_KV_HELD]:
-                _grow(si, p, ri, r, ri[r, R_KV_TOKENS] + 1)
+        if s[S_NDEC] < ndec:  # the fewest left among those still decoding
+            fewest = MAX_RUN_ITERATIONS
+            for j in range(s[S_NDEC]):
+                r = dec[j]
+                fewest = min(fewest, ri[r, R_OUTPUT] - ri[r, R_PRODUCED])
+    for i in range(short):
+        j = shorts[i]
+        r = dec[j]
+        _grow(si, p, ri, r, ri[r, R_KV_TOKENS] + 1)
+        slack[j] = ri[r, R_KV_HELD] - ri[r, R_KV_TOKENS]
     ndec = s[S_NDEC]
     budget = si[I_MAX_TOKENS] - ndec
     nchunk = 0
@@ -218,16 +227,12 @@ def plan(si, sf, batch, requests):
         s[S_PLAN_KIND], s[S_RUN], s[S_INTERRUPT] = PLAN_ITERATION, 1, 0
         return True
     # _decode_run: until the first request finishes or the KV blocks run out
-    left = ri[dec[0], R_OUTPUT] - ri[dec[0], R_PRODUCED]
-    for j in range(1, ndec):
-        r = dec[j]
-        left = min(left, ri[r, R_OUTPUT] - ri[r, R_PRODUCED])
-    run = min(MAX_RUN_ITERATIONS, left)
-    if not _fits(si, s, p, ri, dec, run):
+    run = fewest
+    if not _fits(si, p, slack, ndec, run):
         low, high = 1, run - 1
         while low < high:
             middle = (low + high + 1) // 2
-            if _fits(si, s, p, ri, dec, middle):
+            if _fits(si, p, slack, ndec, middle):
                 low = middle
             else:
                 high = middle - 1
@@ -238,22 +243,23 @@ def plan(si, sf, batch, requests):
 
 
 @njit(**LOOP)
-def _fits(si, s, p, ri, dec, steps):
-    """kv.extra_blocks_after(decoding, steps) <= kv.free_blocks."""
+def _fits(si, p, slack, ndec, steps):
+    """kv.extra_blocks_after(decoding, steps) <= kv.free_blocks (each decoding
+    request's slack: its blocks' room beyond its tokens)."""
     block, total = si[I_BLOCK], 0
-    for j in range(s[S_NDEC]):
-        r = dec[j]
-        short = ri[r, R_KV_TOKENS] + steps - ri[r, R_KV_HELD]
+    for j in range(ndec):
+        short = steps - slack[j]
         if short > 0:
             total += -(-short // block)
     return total <= p[S_FREE]
 
 
 @njit(**LOOP)
-def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
+def _offer_shape(si, s, ri, ctx, ch_req, ch_new, shp, shp_off):
     """MetricsStore.offer_shape of the plan (ShapeSample.offer): its chunks (new,
-    cached) and decode contexts, as [chunks, decodes, new, cached, ..., context, ...];
-    GROW where the buffer lacks room (the driver enlarges it and calls again)."""
+    cached) and decode contexts (`ctx`), as [chunks, decodes, new, cached, ...,
+    context, ...]; GROW where the buffer lacks room (the driver enlarges it and calls
+    again)."""
     if si[I_LIMIT] == 0 or s[S_OFFERED]:
         return DONE
     if si[I_SEEN] % si[I_STRIDE] == 0:
@@ -267,7 +273,7 @@ def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
             shp[k], shp[k + 1] = ch_new[i], ri[ch_req[i], R_PREFILLED]
             k += 2
         for j in range(ndec):
-            shp[k] = ri[dec[j], R_KV_TOKENS] + 1
+            shp[k] = ctx[j]
             k += 1
         count = si[I_NSHAPES]
         shp_off[count] = at
@@ -298,19 +304,17 @@ def _offer_shape(si, s, ri, dec, ch_req, ch_new, shp, shp_off):
 def price(si, sf, batch, requests, work, tables):
     """The planned iterations' shape offered, their costs, and their end times from
     now and energies as running sums (schedulers._plan, _one); MISS or GROW where
-    the driver must act first (then price again)."""
-    s, g, dec = batch.s, batch.g, batch.decoding
+    the driver must act first (then price again). The decoding requests' contexts
+    are plan's (work.contexts)."""
+    s, g = batch.s, batch.g
     p_ends, p_energy, ri = batch.ends, batch.energies, requests.ints
-    status = _offer_shape(si, s, ri, dec, batch.chunk_requests, batch.chunk_tokens,
-                          work.shapes, work.shape_offsets)
+    status = _offer_shape(si, s, ri, work.contexts, batch.chunk_requests,
+                          batch.chunk_tokens, work.shapes, work.shape_offsets)
     if status != DONE:
         return status
     if s[S_PLAN_KIND] == PLAN_ITERATION:
-        status = price_iteration(si, batch, ri, tables)
+        status = price_iteration(si, batch, ri, work.contexts, tables)
     else:
-        ctx = work.contexts
-        for j in range(s[S_NDEC]):
-            ctx[j] = ri[dec[j], R_KV_TOKENS] + 1
         status = price_decode_run(si, batch, work, tables)
     if status != DONE:
         return status

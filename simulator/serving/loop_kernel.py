@@ -103,7 +103,7 @@ def _replica(label, replica, state, tables):
             if s[S_TRIG]:  # a new event for the next arrival
                 s[S_GEN] += 1
                 s[S_TRIG] = 0
-            if not plan(si, sf, batch, requests):
+            if not plan(si, sf, batch, requests, work):
                 s[S_WAIT], s[S_WAIT_GEN] = W_ARRIVED, s[S_GEN]
                 s[S_RESUME] = L_TOP
                 return DONE

@@ -130,7 +130,7 @@ def lane_process(label, lane, state, tables):
             if s[S_TRIG]:  # a new event for the next arrival
                 s[S_GEN] += 1
                 s[S_TRIG] = 0
-            if not plan(si, sf, batch, requests):
+            if not plan(si, sf, batch, requests, work):
                 s[S_WAIT], s[S_WAIT_GEN] = W_NEWS, s[S_GEN]  # arrived | freed
                 s[S_WAIT_FREED], s[S_REG] = p[S_FREED_GEN], si[I_REG]
                 si[I_REG] += 1

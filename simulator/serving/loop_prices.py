@@ -3,7 +3,7 @@ operation for operation: `LlmCost.iteration` and `LlmCost.decode_run` (its stret
 between grid points, their changes and running sums) over tables copied from the cost
 model's memos and grid points; a size between grid points is interpolated here as
 LlmCost interpolates it (its dense part, a chunk's attention, a decode's) and kept in
-the memo's table. A lacking grid point or call is a MISS naming it (I_MISS_KIND,
+the memo's table (a chunk's attention: not kept, see _prefill_cost). A lacking grid point or call is a MISS naming it (I_MISS_KIND,
 I_MISS_A, I_MISS_B): the driver asks the cost model, as the reference would at that
 point, and the kernel prices the plan again.
 
@@ -11,20 +11,20 @@ The tables keyed by one number (decode costs by context, the dense part by token
 are dense: a row of values by index and a flag saying it is known, an array read
 (a typed dictionary's lookup cost ~25 ns); those keyed by two are loop_maps. The driver
 enlarges them where an index lies beyond their rows or a map is half full
-(K_DECODE_ROOM, K_DENSE_ROOM, K_PREFILL_ROOM, or a grid point's miss beyond)."""
+(K_DECODE_ROOM, K_DENSE_ROOM, or a grid point's miss beyond)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 from simulator.kernels.jit import njit
-from simulator.serving.loop_maps import EMPTY, has_room, put, slot_of
+from simulator.serving.loop_maps import EMPTY, slot_of
 from simulator.serving.loop_state import (CALL_ANY, DONE, FIXED, I_BITS, I_CALL_KEYED,
                                           I_MISS_A, I_MISS_B, I_MISS_KIND, I_NTOUCHED,
                                           K_CALL, K_DECODE_ROOM, K_DENSE_GRID,
-                                          K_DENSE_ROOM, K_GRID, K_PREFILL_GRID,
-                                          K_PREFILL_ROOM, LOOP, MISS, R_KV_TOKENS,
-                                          R_PREFILLED, S_NCHUNK, S_NDEC, S_RUN, VARIABLE)
+                                          K_DENSE_ROOM, K_GRID, K_PREFILL_GRID, LOOP,
+                                          MISS, R_PREFILLED, S_NCHUNK, S_NDEC, S_RUN,
+                                          VARIABLE)
 
 
 class CostTables(NamedTuple):
@@ -32,12 +32,11 @@ class CostTables(NamedTuple):
     (rows by index, and whether each row is known): the memos' dense part (seconds,
     joules) by tokens and decode (variable seconds, joules, fixed seconds, joules) by
     context, the grid points' decode by context and dense part by tokens. PairMaps:
-    the memos' prefill attention by (new << 32 | cached) and call by call_key, the
-    grid points' prefill attention by (new << 32 | cached)."""
+    the memo's call by call_key, the grid points' prefill attention by (new << 32 |
+    cached)."""
 
     dense: object
     dense_known: object
-    prefill: object
     decode: object
     decode_known: object
     call: object
@@ -53,11 +52,10 @@ def _grid_cell(value, bits):
     """llm_cost.grid_cell."""
     if value < (1 << bits):
         return value, value
-    length, v = 0, value
+    shift, v = 0, value >> bits  # value's bit length less `bits`
     while v:
         v >>= 1
-        length += 1
-    shift = length - bits
+        shift += 1
     low = (value >> shift) << shift
     return (low, low) if low == value else (low, low + (1 << shift))
 
@@ -120,38 +118,52 @@ def _dense_cost(si, tables, tokens):
 
 
 @njit(**LOOP)
-def _pair(pairs, key):
-    """The (seconds, joules) of a key the map holds."""
-    at = slot_of(pairs.keys, key)
-    return pairs.values[at, 0], pairs.values[at, 1]
+def _point(si, keys, new, cached):
+    """The slot of grid point (new, cached) in the prefill grid map, or -1 with a
+    MISS named where it is lacking."""
+    at = slot_of(keys, (new << 32) | cached)
+    if keys[at] == EMPTY:
+        _miss(si, K_PREFILL_GRID, new, cached)
+        return -1
+    return at
 
 
 @njit(**LOOP)
-def _prefill_cost(si, prefill, pgrid, new, cached):
-    """LlmCost._prefill_cost (_prefill_between) into `prefill`: False (a MISS named)
-    where a grid point is lacking, or the map's room."""
-    if not has_room(prefill):
-        _miss(si, K_PREFILL_ROOM, 0, 0)
-        return False
+def _prefill_cost(si, pgrid, new, cached):
+    """LlmCost._prefill_cost (_prefill_between): (True, seconds, joules), or (False,
+    0, 0) with a MISS named where a grid point is lacking (asked in the reference's
+    order: low cached first, low new first). Not kept: LlmCost's memo holds what the
+    grid points give (a run meets ~20,000 chunks: a map of them, at random slots,
+    missed the caches at each read; the grid map is small)."""
+    keys, values = pgrid.keys, pgrid.values
     n0, n1 = _grid_cell(new, si[I_BITS])
     c0, c1 = _grid_cell(cached, si[I_BITS])
-    for i in range(2 if c1 != c0 else 1):  # the grid points in the reference's order
-        c = c0 if i == 0 else c1
-        for j in range(2 if n1 != n0 else 1):
-            n = n0 if j == 0 else n1
-            if pgrid.keys[slot_of(pgrid.keys, (n << 32) | c)] == EMPTY:
-                _miss(si, K_PREFILL_GRID, n, c)
-                return False
-    across = (new - n0) / (n1 - n0) if n1 != n0 else 0.0
-    low = _pair(pgrid, (n0 << 32) | c0) if n1 == n0 else \
-        _between(_pair(pgrid, (n0 << 32) | c0), _pair(pgrid, (n1 << 32) | c0), across)
+    at00 = at10 = _point(si, keys, n0, c0)
+    if at00 < 0:
+        return False, 0.0, 0.0
+    if n1 != n0:
+        at10 = _point(si, keys, n1, c0)
+        if at10 < 0:
+            return False, 0.0, 0.0
+    at01 = at11 = at00
     if c1 != c0:
-        high = _pair(pgrid, (n0 << 32) | c1) if n1 == n0 else \
-            _between(_pair(pgrid, (n0 << 32) | c1), _pair(pgrid, (n1 << 32) | c1), across)
+        at01 = at11 = _point(si, keys, n0, c1)
+        if at01 < 0:
+            return False, 0.0, 0.0
+        if n1 != n0:
+            at11 = _point(si, keys, n1, c1)
+            if at11 < 0:
+                return False, 0.0, 0.0
+    across = (new - n0) / (n1 - n0) if n1 != n0 else 0.0
+    low = (values[at00, 0], values[at00, 1]) if n1 == n0 else \
+        _between((values[at00, 0], values[at00, 1]), (values[at10, 0], values[at10, 1]),
+                 across)
+    if c1 != c0:
+        high = (values[at01, 0], values[at01, 1]) if n1 == n0 else \
+            _between((values[at01, 0], values[at01, 1]),
+                     (values[at11, 0], values[at11, 1]), across)
         low = _between(low, high, (cached - c0) / (c1 - c0))
-    key = (new << 32) | cached
-    put(prefill, slot_of(prefill.keys, key), key, low[0], low[1])
-    return True
+    return True, low[0], low[1]
 
 
 @njit(**LOOP)
@@ -191,12 +203,13 @@ def _stretch(context, end, low, high, s0, e0, s1, e1):
 
 
 @njit(**LOOP)
-def price_iteration(si, batch, ri, tables):
-    """LlmCost.iteration of the plan's chunks and decodes, in its order of reads."""
-    s, dec, cost_s, cost_e = batch.s, batch.decoding, batch.ends, batch.energies
+def price_iteration(si, batch, ri, ctx, tables):
+    """LlmCost.iteration of the plan's chunks and decodes (their contexts `ctx`), in
+    its order of reads."""
+    s, cost_s, cost_e = batch.s, batch.ends, batch.energies
     ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
-    dense, dense_known, prefill, call = (tables.dense, tables.dense_known,
-                                         tables.prefill, tables.call)
+    dense, dense_known, pgrid, call = (tables.dense, tables.dense_known,
+                                       tables.prefill_grid, tables.call)
     dcost, dknown = tables.decode, tables.decode_known
     ndec, nchunk = s[S_NDEC], s[S_NCHUNK]
     tokens = ndec
@@ -206,18 +219,15 @@ def price_iteration(si, batch, ri, tables):
         return MISS
     seconds, energy = dense[tokens, 0], dense[tokens, 1]
     for i in range(nchunk):
-        new, cached = ch_new[i], ri[ch_req[i], R_PREFILLED]
-        key = (new << 32) | cached
-        at = slot_of(prefill.keys, key)
-        if prefill.keys[at] != key:
-            if not _prefill_cost(si, prefill, tables.prefill_grid, new, cached):
-                return MISS
-            at = slot_of(prefill.keys, key)
-        seconds += prefill.values[at, 0]
-        energy += prefill.values[at, 1]
+        known, chunk_s, chunk_e = _prefill_cost(si, pgrid, ch_new[i],
+                                                ri[ch_req[i], R_PREFILLED])
+        if not known:
+            return MISS
+        seconds += chunk_s
+        energy += chunk_e
     longest = -1
     for j in range(ndec):
-        context = ri[dec[j], R_KV_TOKENS] + 1
+        context = ctx[j]
         longest = max(longest, context)
         if not _known(dknown, context) and not _decode_cost(si, tables, context):
             return MISS

@@ -33,10 +33,8 @@ INLINED = {**LOOP, "inline": "always"}
 DONE, MISS, PROGRESS, GROW = 0, 1, 2, 3
 # Which cost a MISS asks for (I_MISS_KIND), keyed by I_MISS_A (and I_MISS_B): a
 # call's, or a grid point's (decode, dense part, prefill attention); or room in the
-# decode or dense table for row I_MISS_A, or in the prefill memo for one more key (the
-# driver enlarges the table).
-K_CALL, K_GRID, K_DENSE_GRID, K_PREFILL_GRID, K_DECODE_ROOM, K_DENSE_ROOM, \
-    K_PREFILL_ROOM = range(7)
+# decode or dense table for row I_MISS_A (the driver enlarges the table).
+K_CALL, K_GRID, K_DENSE_GRID, K_PREFILL_GRID, K_DECODE_ROOM, K_DENSE_ROOM = range(6)
 
 # Scalar ints of the run (si). Lanes: the processes of a replica, one per micro-batch
 # (I_LANES of them; 1 where a replica is one stage); I_STAGES its pipeline stages.
@@ -80,6 +78,9 @@ REQUEST_FLOATS = 9
 # replica's news of a commit (`freed`), a lane's `news` condition and the end of its
 # micro-batch's iteration on the last stage.
 URGENT, NORMAL = 0, 1
+# A queued event's order among those at its time: priority << ORDER_SHIFT | id (ids
+# count a run's events: fewer than 2^40), one comparison for SimPy's two.
+ORDER_SHIFT = 40
 EV_INIT_ARR, EV_INIT_REP, EV_ARR_TIMEOUT, EV_ARR_END, EV_ARRIVED, EV_REP_TIMEOUT, \
     EV_EITHER, EV_FREED, EV_NEWS, EV_STAGE = range(10)
 # What a lane waits for (W_NEWS: its `news` condition, pending; W_CONDITION: met).
@@ -95,9 +96,10 @@ VARIABLE, FIXED = 0, 1
 
 
 class EventQueue(NamedTuple):
-    """SimPy's event queue as a heap: each event's time (`times`) and its (priority,
-    id, kind, lane or replica, reference) row (`rows`); its length and next id are the
-    run's ints (`ints`: I_QLEN, I_EID), the same array as LoopState.ints."""
+    """SimPy's event queue as a heap: each event's time (`times`) and its (order
+    (ORDER_SHIFT), id, kind, lane or replica, reference) row (`rows`); its length and
+    next id are the run's ints (`ints`: I_QLEN, I_EID), the same array as
+    LoopState.ints."""
 
     ints: np.ndarray
     times: np.ndarray
@@ -136,11 +138,14 @@ class Requests(NamedTuple):
 
 
 class PriceWork(NamedTuple):
-    """What pricing a plan writes besides the lane's sums: a decode run's contexts,
-    its stretches' changes by iteration (`rows`, `touched`, `touched_list`), the
-    stretches that change within it (`crossings`), and the sampled shapes (`shapes`
-    flat, `shape_offsets`; the driver enlarges `shapes`)."""
+    """What planning and pricing a plan write besides the lane's state: the decoding
+    requests short of a block and each one's slack (loop_batching.plan), a decode
+    run's contexts, its stretches' changes by iteration (`rows`, `touched`,
+    `touched_list`), the stretches that change within it (`crossings`), and the
+    sampled shapes (`shapes` flat, `shape_offsets`; the driver enlarges `shapes`)."""
 
+    shorts: np.ndarray
+    slack: np.ndarray
     contexts: np.ndarray
     rows: np.ndarray
     touched: np.ndarray
@@ -194,11 +199,10 @@ def batch_of(lanes, lane, lanes_per_replica):
 
 @njit(**LOOP)
 def _less(hq_t, hq_i, a, b):
+    """SimPy's order: by time, then priority, then id (a row's ORDER)."""
     if hq_t[a] != hq_t[b]:
         return hq_t[a] < hq_t[b]
-    if hq_i[a, 0] != hq_i[b, 0]:
-        return hq_i[a, 0] < hq_i[b, 0]
-    return hq_i[a, 1] < hq_i[b, 1]
+    return hq_i[a, 0] < hq_i[b, 0]
 
 
 @njit(**LOOP)
@@ -219,7 +223,7 @@ def schedule(queue, when, priority, kind, replica, ref):
     si[I_EID] = eid + 1
     hq_t[n] = when
     hq_i[n, 0], hq_i[n, 1], hq_i[n, 2], hq_i[n, 3], hq_i[n, 4] = \
-        priority, eid, kind, replica, ref
+        (priority << ORDER_SHIFT) | eid, eid, kind, replica, ref
     si[I_QLEN] = n + 1
     while n > 0:
         parent = (n - 1) // 2

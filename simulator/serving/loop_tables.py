@@ -10,15 +10,15 @@ import numpy as np
 from simulator.invocation import call_cost_reads_bytes
 from simulator.serving import loop_state as k
 from simulator.serving.llm_cost import LlmCost
-from simulator.serving.loop_maps import PairMap, pair_map, set_pair, with_room
+from simulator.serving.loop_maps import PairMap, pair_map, set_pair
 from simulator.serving.loop_prices import CostTables, call_key
 
 
-def cost_tables(cost: LlmCost, chunks: int) -> CostTables:
+def cost_tables(cost: LlmCost) -> CostTables:
     """The cost model's memos and grid points as CostTables (dense tables with rows up
-    to the largest index they hold, the prefill memo with room for `chunks` more keys:
-    `filled` enlarges them). A call's cost is copied only where it depends on its
-    tokens and requests (else asked once a run)."""
+    to the largest index they hold: `filled` enlarges them). A call's cost is copied
+    only where it depends on its tokens and requests (else asked once a run); the
+    prefill memo is not (the kernel interpolates each chunk from the grid points)."""
     calls = cost._call_memo if call_cost_reads_bytes(cost.platform) else {}
     points = [context for context in cost._decode if context in cost._pair]
     dense, dense_known = _dense_table(list(cost._dense_memo),
@@ -31,8 +31,6 @@ def cost_tables(cost: LlmCost, chunks: int) -> CostTables:
                                                 list(cost._dense.values()), 2)
     return CostTables(
         dense=dense, dense_known=dense_known,
-        prefill=_pairs(list(cost._prefill_memo), list(cost._prefill_memo.values()),
-                       chunks),
         decode=decode, decode_known=decode_known,
         call=_pairs(list(calls), [(found.seconds, found.energy_j)
                                   for found in calls.values()]),
@@ -41,11 +39,11 @@ def cost_tables(cost: LlmCost, chunks: int) -> CostTables:
         prefill_grid=_pairs(list(cost._prefill), list(cost._prefill.values())))
 
 
-def _pairs(keys: list[tuple[int, int]], values: list, room: int = 0) -> PairMap:
-    """A PairMap of (a, b) keys, as a << 32 | b, with room for `room` more."""
+def _pairs(keys: list[tuple[int, int]], values: list) -> PairMap:
+    """A PairMap of (a, b) keys, as a << 32 | b."""
     packed = np.array(keys, dtype=np.int64).reshape(len(keys), 2)
     return pair_map(packed[:, 0] << 32 | packed[:, 1],
-                    np.array(values, dtype=np.float64).reshape(len(keys), 2), room)
+                    np.array(values, dtype=np.float64).reshape(len(keys), 2))
 
 
 def _dense_table(indices: list[int], values: list, width: int
@@ -82,8 +80,6 @@ def filled(si: np.ndarray, cost: LlmCost, tables: CostTables) -> CostTables:
     if kind == k.K_PREFILL_GRID:
         return tables._replace(prefill_grid=set_pair(tables.prefill_grid, (a << 32) | b,
                                                      cost._prefill_at(a, b)))
-    if kind == k.K_PREFILL_ROOM:
-        return tables._replace(prefill=with_room(tables.prefill))
     if kind == k.K_DENSE_GRID:
         grid, known = _room(tables.dense_grid, tables.dense_grid_known, a)
         grid[a], known[a] = cost._dense_at(a), True

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 
 import numpy as np
 
@@ -63,13 +62,17 @@ class MetricsStore:
         # answered as it did (lowest, highest): the same run for each of them. None
         # where the policy reads max_batch unobserved (static and dynamic batching).
         self.same_under_max_batch: tuple[int, float] | None = None
-        # (time, +1 arrival / -1 departure): the number in the system over time,
-        # integrated after the run (a batch reports its finishes when it ends, later
-        # than some of them happened).
-        self._changes: list[tuple[float, int]] = []
+        # Each change's time and its +1 (arrival) or -1 (departure): the number in
+        # the system over time, integrated after the run (a batch reports its
+        # finishes when it ends, later than some of them happened). Lists the
+        # policies append to, or the compiled loop's arrays after its run (a
+        # search's run has ~2 a request: no tuple, nor float object, for each).
+        self.change_times: list[float] | np.ndarray = []
+        self.change_deltas: list[int] | np.ndarray = []
 
     def _count(self, now: float, change: int) -> None:
-        self._changes.append((now, change))
+        self.change_times.append(now)
+        self.change_deltas.append(change)
 
     def on_arrival(self, request: Request, now: float) -> None:
         self.arrived += 1
@@ -129,14 +132,15 @@ class MetricsStore:
 
     @property
     def horizon_s(self) -> float:
-        """From time 0 to the last arrival or departure (read for each run of a
-        search: no generator over its ~2 changes a request)."""
-        return max(map(itemgetter(0), self._changes), default=0.0)
+        """From time 0 to the last arrival or departure (times are >= 0: 0 without
+        any)."""
+        return float(np.max(self.change_times, initial=0.0))
 
     @property
     def in_system_area(self) -> float:
         """Integral over time of the number of requests in the system (request-s)."""
-        changes = sorted(self._changes)
+        changes = sorted(zip(np.asarray(self.change_times, dtype=np.float64).tolist(),
+                             np.asarray(self.change_deltas, dtype=np.int64).tolist()))
         area, count, last = 0.0, 0, 0.0
         for time, change in changes:
             area += count * (time - last)

@@ -27,6 +27,7 @@ class RequestRows(Sequence[Request]):
                  arrival_s: np.ndarray):
         self._rows, self._ri, self._rf, self._arrival_s = rows, ri, rf, arrival_s
         self._records: list[Request] | None = None
+        self._columns: dict[bool, tuple[np.ndarray, ...] | None] = {}  # by `tokens`
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -50,7 +51,13 @@ class RequestRows(Sequence[Request]):
         """(arrival, finish, first token or finish without tokens, output tokens or 0)
         per request in order of id, as float64 (int64 outputs): what RequestTimes.of
         reads from the records. None where one of these times is unset (a record's
-        None, which the records path turns into an object array)."""
+        None, which the records path turns into an object array). Read once, kept:
+        a search reads them twice a run (its summary, its stored request times)."""
+        if tokens not in self._columns:
+            self._columns[tokens] = self._read_columns(tokens)
+        return self._columns[tokens]
+
+    def _read_columns(self, tokens: bool) -> tuple[np.ndarray, ...] | None:
         rows = np.sort(self._rows)  # a request's id is its row
         finish = self._rf[rows, k.Q_FINISH]
         first = self._rf[rows, k.Q_FIRST] if tokens else finish
