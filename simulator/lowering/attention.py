@@ -196,7 +196,7 @@ class _Steps:
             self.vector_compute += cycles
             self.vector_macs += m * n * k
             return cycles
-        total = self.split   # each part summed in step order, as the engine's split is
+        total = self.split   # each part summed in step order (so the same floats)
         total[0] += split[0]
         total[1] += split[1]
         total[2] += split[2]

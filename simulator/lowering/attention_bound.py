@@ -51,16 +51,17 @@ def cycles_bounds(op, tilings: list[Tiling], platform: Platform,
 
 
 def _bounds(op, platform: Platform, tables: TileTables | None) -> Bounds:
-    """The operator's Bounds, kept in `tables` (a fresh one where they serve another)."""
+    """Bounds of the operator sharing `tables` (fresh ones where they serve another)."""
     if tables is None or not tables.serves(op, platform):
         tables = TileTables(op, platform)
-    return tables.get(("bounds",), lambda: Bounds(op, platform, tables))
+    return Bounds(op, platform, tables)
 
 
 class Bounds:
     """cycles_bound of one operator's lowerings on one platform, its per-operator facts
     worked out once and its parts kept by what they depend on (a search bounds a few
-    dozen candidates that share tile sizes and choices)."""
+    dozen candidates that share tile sizes and choices); the query tiles and tile
+    products come from `tables`, which the search's lowerings share."""
 
     def __init__(self, op, platform: Platform, tables: TileTables):
         self.op, self.platform, self.tables = op, platform, tables
