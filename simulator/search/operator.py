@@ -17,8 +17,9 @@ service one after another. The energy bound counts the MACs, vector work, compul
 off-chip bytes and SRAM traffic no tiling avoids (SRAM reads exactly) plus static power
 over the cycle bound. Candidates whose loop orders differ only in dims of one tile give
 the same program and are simulated once. The rest are lowered and replayed with the
-fast engine (`evaluate`: lower_compute or lower_vector, run_fast, operator_objectives);
-candidates that differ only in depth share their lowering (lower_compute's tables).
+fast engine (search.evaluation `evaluate`: lower_compute or lower_vector, run_fast,
+operator_objectives); candidates that differ only in depth share their lowering
+(lower_compute's tables) and its checked arrays.
 
 Ties on the objective go to fewer cycles, then less energy, then the canonical tiling
 order (`Tiling.sort_key`); a candidate whose bound merely equals the best is pruned only
