@@ -75,9 +75,9 @@ from simulator.program.tile_program import (MAX_DEPTH, MemoryParams, ProgramBoun
                                             StepArrays, TileProgram, check_program,
                                             validate_memory)
 from simulator.program.validity import header_valid, validate_fast
-from simulator.program.streamed import (DEFAULT_BLOCK_STEPS, ProgramBlock, StreamChecker,
-                              StreamedProgram, as_streamed, power_of_two_above,
-                              reload_tables)
+from simulator.program.streamed import (DEFAULT_BLOCK_STEPS, StreamChecker,
+                                        StreamedProgram, as_streamed, joined,
+                                        power_of_two_above, reload_tables, unconsumed)
 from simulator.model.timing import input_stall, service_cycles
 
 # Rows of the kernel's (10, S) per-step output, in StepTimes field order.
@@ -448,42 +448,6 @@ def _initial_state(program: StreamedProgram | TileProgram, reloads: bool,
         fifo=np.empty((_STORE_FIFO_START, _Q_COLUMNS), np.int64))
 
 
-def _joined(rest: ProgramBlock | None, block: ProgramBlock) -> ProgramBlock:
-    """The steps a window left unconsumed followed by the next block."""
-    if rest is None or rest.program.steps == 0:
-        return block
-    a, b = rest.program, block.program
-    evac = None if a.evacuation_cycles is None else \
-        np.concatenate((a.evacuation_cycles, b.evacuation_cycles))
-    program = TileProgram(*(np.concatenate((getattr(a, name), getattr(b, name))) for name in
-                            ("load_bytes", "compute_cycles", "vector_cycles", "acquire",
-                             "release", "store_bytes", "reload_of")),
-                          depth=a.depth, slots=a.slots, overhead_cycles=a.overhead_cycles,
-                          evacuation_cycles=evac)
-    reloaded = None if rest.reloaded is None else \
-        np.concatenate((rest.reloaded, block.reloaded))
-    return ProgramBlock(rest.begin, program, reloaded)
-
-
-def _rest(window: ProgramBlock, first: int) -> ProgramBlock | None:
-    """Copies of steps `first` on of a window (those the kernel has still to compute: a
-    few steps; a stream may overwrite the window's arrays with its next block); None
-    when it computed them all (a whole program's one block, most often)."""
-    cut = first - window.begin
-    p = window.program
-    if cut >= p.steps:
-        return None
-
-    def tail(array):
-        return None if array is None else array[cut:].copy()
-    program = TileProgram(*(tail(getattr(p, name)) for name in
-                            ("load_bytes", "compute_cycles", "vector_cycles", "acquire",
-                             "release", "store_bytes", "reload_of")),
-                          depth=p.depth, slots=p.slots, overhead_cycles=p.overhead_cycles,
-                          evacuation_cycles=tail(p.evacuation_cycles))
-    return ProgramBlock(first, program, tail(window.reloaded))
-
-
 def _contiguous(array, dtype):
     return np.ascontiguousarray(array, dtype=dtype)
 
@@ -505,10 +469,10 @@ def replay_stream(program: StreamedProgram, memory: MemoryParams, *,
         if checker is not None:
             checker.check(block)
             bound.add(block.program)
-        window = _joined(rest, block)
+        window = joined(rest, block)
         fifo = _replay_window(window.program, window.reloaded, window.begin, program,
                               memory, keep_steps, out, state, rings, fifo)
-        rest = _rest(window, int(state[_NEXT_COMPUTE]))
+        rest = unconsumed(window, int(state[_NEXT_COMPUTE]))
     if checker is not None:
         checker.finish()
     return finished_outcome(program, state, out, keep_steps)

@@ -57,8 +57,8 @@ KERNEL_MODULE_MARK = b"from simulator.kernels.jit import njit"
 # tests/test_jit_first_use.py checks the list against the files that hold the mark.
 KERNEL_MODULES = ("engines/fast.py", "engines/nest_replay.py", "engines/steady.py",
                   "kernels/jit.py", "lowering/nest_steps.py", "mapping/windows.py",
-                  "model/dataflow.py", "model/timing.py", "program/validity.py",
-                  "serving/loop_batching.py", "serving/loop_kernel.py",
+                  "model/dataflow.py", "model/loop_nest.py", "model/timing.py",
+                  "program/validity.py", "serving/loop_batching.py", "serving/loop_kernel.py",
                   "serving/loop_maps.py", "serving/loop_pipeline.py",
                   "serving/loop_prices.py",
                   "serving/loop_state.py")

@@ -19,7 +19,7 @@ from simulator.model.sparsity import (BANDWIDTH_ONLY, DECOMPRESSED, STRUCTURED,
                                 unstructured_bytes)
 from simulator.mapping.plan import LOOP_ORDERS, EpilogueMember, Tiling
 from simulator.mapping.windows import window_table
-from simulator.model.loop_nest import c_offchip_bytes, lru_fetches, oriented
+from simulator.model.loop_nest import INSIDE_TABLE, oriented, order_traffic
 from simulator.model.dataflow import A, B, DATAFLOW_CODES, STATIONARY
 from simulator.model.timing import ceil_div
 from simulator.inputs.workload import Conv2d, is_attention, is_compute
@@ -525,9 +525,8 @@ def offchip_by_order(op, platform: Platform, tm, tn, tk) -> np.ndarray:
     uses); otherwise once per tile of the reuse dim. C moves once as outputs unless the
     live C tiles exceed its slots with k not innermost, when partial sums spill and
     reload on every k step. A conv's A is counted as its input tensor (halos ignored).
-    Operands that live in the on-chip activation memory move nothing. An operand's
-    bytes depend on the loop order only through the dims inside its reuse loop, so
-    they are computed once per such set, on the tilings' axes alone.
+    Operands that live in the on-chip activation memory move nothing. Summed per
+    tiling and loop order in one compiled pass (model.loop_nest.order_traffic).
     """
     g = op.gemm()
     _, acc, out = operand_bytes(op, platform)
@@ -542,23 +541,12 @@ def offchip_by_order(op, platform: Platform, tm, tn, tk) -> np.ndarray:
     slots = {"n": buffers.ifmap_bytes // a_tile_bytes(op, platform, tm, tk, "im2col"),
              "m": buffers.weight_bytes // b_tile_bytes(op, platform, tk, tn),
              "k": buffers.output_bytes // c_tile_bytes(op, platform, tm, tn)}
-    bases = {"n": a_bytes, "m": weight_bytes(op, platform, g.k * g.n, offchip=True)}
-    terms: dict[tuple[str, str], np.ndarray] = {}
-
-    def moved(reuse: str, inside: str) -> np.ndarray:
-        """Bytes one operand moves where the dims `inside` (sorted) are inside its
-        reuse loop."""
-        if (reuse, inside) not in terms:
-            product = np.ones((), dtype=np.int64)
-            for dim in inside:
-                product = product * counts[dim]
-            terms[reuse, inside] = \
-                c_offchip_bytes(g, out, acc, counts["k"], slots["k"] < product) \
-                if reuse == "k" else \
-                bases[reuse] * lru_fetches(counts[reuse], product, slots[reuse])
-        return terms[reuse, inside]
-
-    reuses = "m" if onchip else "nmk"
-    return np.stack([np.broadcast_to(sum(moved(reuse, "".join(sorted(
-        name[name.index(reuse) + 1:]))) for reuse in reuses), shape)
-        for name in LOOP_ORDERS])
+    fetch_bytes = np.array([weight_bytes(op, platform, g.k * g.n, offchip=True), a_bytes,
+                            0], dtype=np.int64)   # by reuse dim: B's, A's
+    flat = [np.ascontiguousarray(np.broadcast_to(values, shape), dtype=np.int64).ravel()
+            for values in (counts["m"], counts["n"], counts["k"], slots["m"], slots["n"],
+                           slots["k"])]
+    traffic = order_traffic(np.stack(flat[:3]), np.stack(flat[3:]), fetch_bytes,
+                            np.array([True, not onchip, not onchip]), g.m * g.n * out,
+                            2 * g.m * g.n * acc, INSIDE_TABLE)
+    return traffic.reshape((len(LOOP_ORDERS), *shape))

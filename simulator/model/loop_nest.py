@@ -24,6 +24,7 @@ from itertools import permutations
 
 import numpy as np
 
+from simulator.kernels.jit import njit
 from simulator.model.dataflow import DATAFLOW_CODES, FILL_ROWS, fold_dims
 
 DIMS = "mnk"
@@ -185,6 +186,45 @@ def lru_fetches(reuse_tiles, inside, slots):
     if isinstance(fits, bool):   # one nest's (lowering's): no array
         return 1 if fits else reuse_tiles
     return np.where(fits, 1, reuse_tiles)
+
+
+# Indexed [loop order, reuse dim, dim]: whether `dim`'s loop is inside `reuse`'s, as
+# order_traffic reads it.
+INSIDE_TABLE = np.array([[[dim in name[name.index(reuse) + 1:] for dim in DIMS]
+                          for reuse in DIMS] for name in LOOP_ORDERS])
+
+
+@njit(cache=True)
+def order_traffic(counts, slots, fetch_bytes, reused, c_once, c_spill, inside):
+    """Off-chip bytes of tilings per loop order (int64[orders, tilings]): the sum over
+    the operands whose reuse dim `reused` marks (DIMS order: A's n, B's m, C's k) of
+    lru_fetches x `fetch_bytes` (A and B), and of c_offchip_bytes (C: `c_once` bytes,
+    plus `c_spill` per k step after the first where its slots hold fewer tiles than
+    those inside its reuse loop). counts, slots: int64[3, tilings], each dim's tile
+    count and the slots of the operand reused along it; inside: INSIDE_TABLE. One pass
+    per tiling instead of a dozen array operations on all of them."""
+    orders, tilings = inside.shape[0], counts.shape[1]
+    out = np.zeros((orders, tilings), np.int64)
+    for order in range(orders):
+        for i in range(tilings):
+            total = 0
+            for reuse in range(3):
+                if not reused[reuse]:
+                    continue
+                product = 1
+                for dim in range(3):
+                    if inside[order, reuse, dim]:
+                        product *= counts[dim, i]
+                if reuse == 2:
+                    total += c_once
+                    if slots[2, i] < product:
+                        total += c_spill * (counts[2, i] - 1)
+                elif counts[reuse, i] == 1 or product <= slots[reuse, i]:
+                    total += fetch_bytes[reuse]
+                else:
+                    total += fetch_bytes[reuse] * counts[reuse, i]
+            out[order, i] = total
+    return out
 
 
 def c_offchip_bytes(g, out: int, acc: int, k_tiles, spill) -> np.ndarray:

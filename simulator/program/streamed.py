@@ -95,6 +95,42 @@ def _slice(program: TileProgram, begin: int, end: int) -> TileProgram:
                        evacuation_cycles=None if evac is None else evac[begin:end])
 
 
+def joined(rest: ProgramBlock | None, block: ProgramBlock) -> ProgramBlock:
+    """The steps a window left unconsumed followed by the next block."""
+    if rest is None or rest.program.steps == 0:
+        return block
+    a, b = rest.program, block.program
+    evac = None if a.evacuation_cycles is None else \
+        np.concatenate((a.evacuation_cycles, b.evacuation_cycles))
+    program = TileProgram(*(np.concatenate((getattr(a, name), getattr(b, name))) for name in
+                            ("load_bytes", "compute_cycles", "vector_cycles", "acquire",
+                             "release", "store_bytes", "reload_of")),
+                          depth=a.depth, slots=a.slots, overhead_cycles=a.overhead_cycles,
+                          evacuation_cycles=evac)
+    reloaded = None if rest.reloaded is None else \
+        np.concatenate((rest.reloaded, block.reloaded))
+    return ProgramBlock(rest.begin, program, reloaded)
+
+
+def unconsumed(window: ProgramBlock, first: int) -> ProgramBlock | None:
+    """Copies of steps `first` on of a window (those the kernel has still to compute: a
+    few steps; a stream may overwrite the window's arrays with its next block); None
+    when it computed them all."""
+    cut = first - window.begin
+    p = window.program
+    if cut >= p.steps:
+        return None
+
+    def tail(array):
+        return None if array is None else array[cut:].copy()
+    program = TileProgram(*(tail(getattr(p, name)) for name in
+                            ("load_bytes", "compute_cycles", "vector_cycles", "acquire",
+                             "release", "store_bytes", "reload_of")),
+                          depth=p.depth, slots=p.slots, overhead_cycles=p.overhead_cycles,
+                          evacuation_cycles=tail(p.evacuation_cycles))
+    return ProgramBlock(first, program, tail(window.reloaded))
+
+
 class WholeProgram(StreamedProgram):
     """A TileProgram already in memory, streamed as slices of it."""
 

@@ -23,7 +23,7 @@ from simulator.search.default import SearchCache
 from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
                                      fitted_group, fusion_mode, has_edges,
                                      vector_run_candidates)
-from simulator.search.operator import evaluate
+from simulator.search.evaluation import evaluate
 from simulator.search.prologue import prologue_candidates, prologue_refusal, whole_rows
 from simulator.inputs.workload import (BINARY_OPS, Workload, is_attention,
                                        is_collective, is_compute)
