@@ -1,7 +1,7 @@
 """The compiled loop's finished and dropped requests as RequestRows
 (simulator.serving.request_rows): RequestTimes read from its arrays equals RequestTimes
-read from the SimPy loop's records, value and dtype, without building a record; the
-records are built on the first read of one, once."""
+read from the SimPy loop's records, value and dtype, without building a record (its
+columns read once); the records are built on the first read of one, once."""
 
 from __future__ import annotations
 
@@ -41,6 +41,10 @@ def test_times_from_rows_are_the_simpy_records_times_without_records(runs, token
     times = RequestTimes.of(rows, tokens=tokens)
     assert rows._records is None  # no record built
     assert _same(times, RequestTimes.of(reference.finished, tokens=tokens))
+    again = rows.columns(tokens=tokens)  # read once, kept (a search reads them twice)
+    assert again is rows.columns(tokens=tokens) and again is not rows.columns(
+        tokens=not tokens)
+    assert _same(RequestTimes.of(rows, tokens=tokens), times)
     if tokens:  # requests of one output token have no TPOT
         assert 0 < len(times.tpot_s) < len(times.latency_s)
 

@@ -15,10 +15,11 @@ and interpolates between grid points as LlmCost does; where one lacks a grid poi
 (or a call's cost) it stops, this driver asks LlmCost for it the way its iteration or
 decode run would at that point (so the same grid points are simulated, in the same
 order), and the kernel goes on (loop_tables). The sizes it interpolates stay in its
-own tables (the same values LlmCost's memos would hold). A call's cost depends on its
-tokens and requests only over a host link (invocation.call_cost_reads_bytes); without
-one the kernel asks for one call's cost a run, not one per (tokens, requests)
-(loop_prices.call_key).
+own tables (the same values LlmCost's memos would hold), but for a prefill chunk's
+attention, interpolated at each read (loop_prices._prefill_cost). A call's cost
+depends on its tokens and requests only over a host link
+(invocation.call_cost_reads_bytes); without one the kernel asks for one call's cost a
+run, not one per (tokens, requests) (loop_prices.call_key).
 """
 
 from __future__ import annotations
@@ -122,8 +123,9 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
                           energies=p_energy, stage_free=stage_free)
     requests = k.Requests(ints=ri, floats=rf, finished=fin, dropped=drops,
                           change_times=chg_t, change_deltas=chg_d)
-    work = k.PriceWork(shorts=shorts, slack=slack, contexts=ctx, rows=rows, touched=touched, touched_list=tlist,
-                       crossings=cross, shapes=shp, shape_offsets=shp_off)
+    work = k.PriceWork(shorts=shorts, slack=slack, contexts=ctx, rows=rows,
+                       touched=touched, touched_list=tlist, crossings=cross, shapes=shp,
+                       shape_offsets=shp_off)
     state = k.LoopState(ints=si, floats=sf, queue=k.EventQueue(si, hq_t, hq_i),
                         lanes=lanes_state, requests=requests, work=work)
     loop = serve_loop.specialised(state, tables)  # typed once, not at each call

@@ -3,9 +3,10 @@ operation for operation: `LlmCost.iteration` and `LlmCost.decode_run` (its stret
 between grid points, their changes and running sums) over tables copied from the cost
 model's memos and grid points; a size between grid points is interpolated here as
 LlmCost interpolates it (its dense part, a chunk's attention, a decode's) and kept in
-the memo's table (a chunk's attention: not kept, see _prefill_cost). A lacking grid point or call is a MISS naming it (I_MISS_KIND,
-I_MISS_A, I_MISS_B): the driver asks the cost model, as the reference would at that
-point, and the kernel prices the plan again.
+the memo's table (a chunk's attention is not: see _prefill_cost). A lacking grid point
+or call is a MISS naming it (I_MISS_KIND, I_MISS_A, I_MISS_B): the driver asks the
+cost model, as the reference would at that point, and the kernel prices the plan
+again.
 
 The tables keyed by one number (decode costs by context, the dense part by tokens)
 are dense: a row of values by index and a flag saying it is known, an array read
