@@ -60,10 +60,6 @@ def _negative_float(value) -> float | None:
                  if (bad := _negative_float(item)) is not None), None)
 
 
-# Types whose values hold no float (exactly these: a float's subclass is walked).
-_NO_FLOAT_INSIDE = frozenset({int, bool, str, type(None)})
-
-
 class Strict(BaseModel):
     """Base for every input model (DESIGN.md section 7): unknown keys are errors, models
     are immutable, values are not coerced (a boolean or a string is not a number), and
@@ -78,9 +74,7 @@ class Strict(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _physical_floats(cls, value):
-        if type(value) in _NO_FLOAT_INSIDE:  # most fields: nothing to walk
-            return value
-        bad = _negative_float(value)
+        bad = None if type(value) in (int, bool, str, type(None)) else _negative_float(value)
         if bad is not None:
             rule = "is negative" if math.isfinite(bad) else "is not a finite number"
             raise ValueError(f"{bad!r} {rule}; physical values are finite and >= 0")
