@@ -547,6 +547,7 @@ def offchip_by_order(op, platform: Platform, tm, tn, tk) -> np.ndarray:
             for values in (counts["m"], counts["n"], counts["k"], slots["m"], slots["n"],
                            slots["k"])]
     traffic = order_traffic(np.stack(flat[:3]), np.stack(flat[3:]), fetch_bytes,
-                            np.array([True, not onchip, not onchip]), g.m * g.n * out,
-                            2 * g.m * g.n * acc, INSIDE_TABLE)
+                            np.array([True, not onchip, not onchip]),
+                            np.array([g.m * g.n * out, 2 * g.m * g.n * acc], dtype=np.int64),
+                            INSIDE_TABLE)
     return traffic.reshape((len(LOOP_ORDERS), *shape))

@@ -195,12 +195,12 @@ INSIDE_TABLE = np.array([[[dim in name[name.index(reuse) + 1:] for dim in DIMS]
 
 
 @njit(cache=True)
-def order_traffic(counts, slots, fetch_bytes, reused, c_once, c_spill, inside):
+def order_traffic(counts, slots, fetch_bytes, reused, c_bytes, inside):
     """Off-chip bytes of tilings per loop order (int64[orders, tilings]): the sum over
     the operands whose reuse dim `reused` marks (DIMS order: A's n, B's m, C's k) of
-    lru_fetches x `fetch_bytes` (A and B), and of c_offchip_bytes (C: `c_once` bytes,
-    plus `c_spill` per k step after the first where its slots hold fewer tiles than
-    those inside its reuse loop). counts, slots: int64[3, tilings], each dim's tile
+    lru_fetches x `fetch_bytes` (A and B), and of c_offchip_bytes (C: c_bytes[0] bytes
+    once, plus c_bytes[1] per k step after the first where its slots hold fewer tiles
+    than those inside its reuse loop). counts, slots: int64[3, tilings], each dim's tile
     count and the slots of the operand reused along it; inside: INSIDE_TABLE. One pass
     per tiling instead of a dozen array operations on all of them."""
     orders, tilings = inside.shape[0], counts.shape[1]
@@ -216,9 +216,9 @@ def order_traffic(counts, slots, fetch_bytes, reused, c_once, c_spill, inside):
                     if inside[order, reuse, dim]:
                         product *= counts[dim, i]
                 if reuse == 2:
-                    total += c_once
+                    total += c_bytes[0]
                     if slots[2, i] < product:
-                        total += c_spill * (counts[2, i] - 1)
+                        total += c_bytes[1] * (counts[2, i] - 1)
                 elif counts[reuse, i] == 1 or product <= slots[reuse, i]:
                     total += fetch_bytes[reuse]
                 else:
