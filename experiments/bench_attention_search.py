@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from checkout_env import where
+
 SEARCHES = 300      # searches timed per round (the first ones of the run)
 ROUNDS = 10         # rounds per checkout; the fastest is reported
 WARM_UP = 20        # searches run once before timing (the kernels' first calls)
@@ -65,16 +67,6 @@ outcomes = [None if s.best is None else [s.best.tiling.record(), s.best.cycles,
 print(json.dumps({"cpu_s": fastest, "searches": len(found), "outcomes": outcomes,
                   "stats": [list(s.stats.__dict__.values()) for s in found]}))
 """
-
-
-def where(code: str | None) -> dict:
-    """subprocess's cwd and env that import the package in `code` (None: this
-    checkout)."""
-    root = code or str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]
-                                if env.get("PYTHONPATH") else "")
-    return {"cwd": root, "env": env}
 
 
 def main() -> None:

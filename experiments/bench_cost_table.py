@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from checkout_env import where
+
 # Fill the table by a serving run, then write its grid points (and their costs) to argv[1].
 FILL = """
 import json, sys
@@ -69,16 +71,6 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "points": sum(map(len, points.va
                   "units": cost.costs.distinct_operators,
                   "searches": units.searches.misses, "differ": differ}))
 """
-
-
-def where(code: str | None) -> dict:
-    """subprocess.run's cwd and env that import the package in `code` (None: this
-    checkout)."""
-    root = code or str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]
-                                if env.get("PYTHONPATH") else "")
-    return {"cwd": root, "env": env}
 
 
 def main() -> None:

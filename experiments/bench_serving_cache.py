@@ -22,7 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
+
+from checkout_env import where
 
 COLD_TARGET_S, WARM_TARGET_S = 30.0, 15.0
 ARGS = ["--model", "llama_3_1_8b", "--arch", "tpu_v5e_like", "--arrival-trace",
@@ -49,16 +50,6 @@ names = ["prepare", "event loop", "summary", "bucketing", "manifest"]
 for name, (w0, c0), (w1, c1) in zip(names, marks, marks[1:]):
     print(f"  {name:11s} {w1 - w0:7.2f} s wall {c1 - c0:7.2f} s CPU")
 """
-
-
-def where(code: str | None) -> dict:
-    """subprocess.run's cwd and env that import the package in `code` (python -m and -c
-    put the working folder first on sys.path; None: this checkout)."""
-    root = code or str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]
-                                if env.get("PYTHONPATH") else "")
-    return {"cwd": root, "env": env}
 
 
 def timed(args: list[str], code: str | None) -> tuple[float, float]:
