@@ -130,41 +130,43 @@ def _point(si, keys, new, cached):
 
 
 @njit(**LOOP)
+def _prefill_row(si, pgrid, n0, n1, cached, across):
+    """One `cached` row of a chunk's grid cell: its point at n0, or between n0's and
+    n1's at `across`: (True, seconds, joules), or (False, 0, 0) with a MISS named where
+    a point is lacking (n0's first)."""
+    keys, values = pgrid.keys, pgrid.values
+    at0 = _point(si, keys, n0, cached)
+    if at0 < 0:
+        return False, 0.0, 0.0
+    if n1 == n0:
+        return True, values[at0, 0], values[at0, 1]
+    at1 = _point(si, keys, n1, cached)
+    if at1 < 0:
+        return False, 0.0, 0.0
+    seconds, joules = _between((values[at0, 0], values[at0, 1]),
+                               (values[at1, 0], values[at1, 1]), across)
+    return True, seconds, joules
+
+
+@njit(**LOOP)
 def _prefill_cost(si, pgrid, new, cached):
     """LlmCost._prefill_cost (_prefill_between): (True, seconds, joules), or (False,
     0, 0) with a MISS named where a grid point is lacking (asked in the reference's
     order: low cached first, low new first). Not kept: LlmCost's memo holds what the
     grid points give (a run meets ~20,000 chunks: a map of them, at random slots,
     missed the caches at each read; the grid map is small)."""
-    keys, values = pgrid.keys, pgrid.values
     n0, n1 = _grid_cell(new, si[I_BITS])
     c0, c1 = _grid_cell(cached, si[I_BITS])
-    at00 = at10 = _point(si, keys, n0, c0)
-    if at00 < 0:
-        return False, 0.0, 0.0
-    if n1 != n0:
-        at10 = _point(si, keys, n1, c0)
-        if at10 < 0:
-            return False, 0.0, 0.0
-    at01 = at11 = at00
-    if c1 != c0:
-        at01 = at11 = _point(si, keys, n0, c1)
-        if at01 < 0:
-            return False, 0.0, 0.0
-        if n1 != n0:
-            at11 = _point(si, keys, n1, c1)
-            if at11 < 0:
-                return False, 0.0, 0.0
     across = (new - n0) / (n1 - n0) if n1 != n0 else 0.0
-    low = (values[at00, 0], values[at00, 1]) if n1 == n0 else \
-        _between((values[at00, 0], values[at00, 1]), (values[at10, 0], values[at10, 1]),
-                 across)
-    if c1 != c0:
-        high = (values[at01, 0], values[at01, 1]) if n1 == n0 else \
-            _between((values[at01, 0], values[at01, 1]),
-                     (values[at11, 0], values[at11, 1]), across)
-        low = _between(low, high, (cached - c0) / (c1 - c0))
-    return True, low[0], low[1]
+    found, seconds, joules = _prefill_row(si, pgrid, n0, n1, c0, across)
+    if not found or c1 == c0:
+        return found, seconds, joules
+    found, high_s, high_j = _prefill_row(si, pgrid, n0, n1, c1, across)
+    if not found:
+        return False, 0.0, 0.0
+    seconds, joules = _between((seconds, joules), (high_s, high_j),
+                               (cached - c0) / (c1 - c0))
+    return True, seconds, joules
 
 
 @njit(**LOOP)
