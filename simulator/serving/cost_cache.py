@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import os
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 import simulator
@@ -42,6 +43,16 @@ def user_folder() -> Path:
     base = os.environ.get("XDG_CACHE_HOME", "")
     root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
     return root / "accsim" / "serving-costs"
+
+
+def model_identity(config) -> object:
+    """A model config by its content, for keys: the file it was read from (`source`)
+    is left out, so one model read from two checkouts, or from a renamed copy, keys
+    the same."""
+    fields = asdict(config) if is_dataclass(config) else \
+        config.model_dump(mode="json") if hasattr(config, "model_dump") else repr(config)
+    return {k: v for k, v in fields.items() if k != "source"} \
+        if isinstance(fields, dict) else fields
 
 
 def cache_key(identity: dict, code: str | None) -> str:

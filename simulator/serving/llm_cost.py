@@ -33,7 +33,7 @@ its units' sum less the collective time the overlap hides in them
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, is_dataclass, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,7 +47,7 @@ from simulator.search.fusion import fusion_mode
 from simulator.search.default import SearchCache
 from simulator.serving.iteration_cost import (ZERO, Cost, CostRun, OperatorCosts, UnitCosts,
                                     call_cost, sets_tilings, simulated_cost)
-from simulator.serving.cost_cache import CostCache, cache_key
+from simulator.serving.cost_cache import CostCache, cache_key, model_identity
 from simulator.serving.kv_cache import kv_capacity_blocks
 from simulator.serving.precision import ServingPrecision
 from simulator.system.serving import hidden_seconds
@@ -166,13 +166,11 @@ class LlmCost:
 
     def _identity(self) -> dict:
         """What the grid costs depend on: the cache key's content."""
-        config = self.config
-        config = asdict(config) if is_dataclass(config) else \
-            config.model_dump(mode="json") if hasattr(config, "model_dump") else repr(config)
         p = PROBE_TOKENS
         probes = [self._workload([(p, p)], ()), self._workload((), [p])]
         frontend = getattr(self.hf, "plan", None)
-        identity = {"platform": self.platform.model_dump(mode="json"), "config": config,
+        identity = {"platform": self.platform.model_dump(mode="json"),
+                    "config": model_identity(self.config),
                     "dtype": self.dtype, "fusion": fusion_mode(self.costs.mapping),
                     "frontend": [getattr(self.hf, "__name__", type(self.hf).__qualname__),
                                  frontend.model_dump(mode="json") if frontend else None],

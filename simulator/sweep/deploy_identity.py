@@ -6,19 +6,14 @@ on changed."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, is_dataclass
 
 import simulator
 from simulator.inputs.platform import Platform
+from simulator.serving.cost_cache import model_identity
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.spec import ServeSpec
 from simulator.serving.arrival_trace import Trace
 from simulator.sweep.rows import stored_key
-
-
-def _config_identity(config) -> object:
-    return asdict(config) if is_dataclass(config) else \
-        config.model_dump(mode="json") if hasattr(config, "model_dump") else repr(config)
 
 
 def search_identity(spec: ServeSpec, platform: Platform, config, trace: Trace | None,
@@ -27,7 +22,7 @@ def search_identity(spec: ServeSpec, platform: Platform, config, trace: Trace | 
     the platform, the model and trace by content, the serving spec (SLA included) and
     MODEL_VERSION. Names and paths are left out, so a renamed file keeps its keys."""
     return {"platform": platform.model_dump(mode="json"),
-            "model": _config_identity(config),
+            "model": model_identity(config),
             "trace": trace.source.sha256 if trace is not None else None,
             "spec": spec.model_dump(mode="json", exclude={"arch", "model",
                                                           "arrival_trace"}),
