@@ -56,8 +56,9 @@ def test_least_busy_cycles_is_array_busy_cycles(platform_name, shape):
                         fold_model=fold_model, speed=speed)
                     found = least_busy_cycles(
                         np.array([g.m, g.n, g.k], np.int64), np.stack((tm, tn, tk)),
-                        least, DATAFLOW_CODES[dataflow], array.rows, array.cols, count,
-                        fold_model == "scalesim", speed)
+                        least, np.array([DATAFLOW_CODES[dataflow], array.rows,
+                                         array.cols, count, fold_model == "scalesim"],
+                                        np.int64), float(speed))
                     assert found.dtype == np.int64 and found.shape == expected.shape
                     assert np.array_equal(found[least], expected[least])
                     assert (found[~least] == np.iinfo(np.int64).max).all()

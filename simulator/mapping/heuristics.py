@@ -281,15 +281,16 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     mi, ni, ki = np.nonzero(fits)
     # Axes (loop order, fitting tile). Each key narrows the candidates to its least,
     # so a later key is computed only on the earlier ones' ties: traffic, then busy
-    # cycles (array_busy_cycles, compiled for the pairs of least traffic alone,
-    # least_busy_cycles), then steps, then the smaller tile
-    # sizes and the canonical order (one candidate: the lexicographic least).
+    # cycles (array_busy_cycles, compiled for the pairs of least traffic alone:
+    # least_busy_cycles), then steps, then the smaller tile sizes and the canonical
+    # order (one candidate: the lexicographic least).
     fitting = np.stack((vm[mi], vn[ni], vk[ki]))   # (tm, tn, tk) of each fitting tiling
     traffic = offchip_by_order(op, platform, *fitting)
-    busy = least_busy_cycles(np.array([g.m, g.n, g.k], np.int64), fitting,
-                             traffic == traffic.min(),
-                             DATAFLOW_CODES[dataflow], array.rows, array.cols, array.count,
-                             array.fold_model == "scalesim", array_speed(op, platform))
+    busy = least_busy_cycles(
+        np.array([g.m, g.n, g.k], np.int64), fitting, traffic == traffic.min(),
+        np.array([DATAFLOW_CODES[dataflow], array.rows, array.cols, array.count,
+                  array.fold_model == "scalesim"], np.int64),
+        float(array_speed(op, platform)))
     order, tile = np.nonzero(busy == busy.min())
     tm, tn, tk = fitting[:, tile]
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)

@@ -180,13 +180,16 @@ def _tile_kinds(size: int, tile: int, unit: int) -> tuple[int, int, int, int]:
 
 
 @njit(cache=True)
-def least_busy_cycles(sizes, tiles, least, dataflow, rows, cols, count, scalesim, speed):
+def least_busy_cycles(sizes, tiles, least, array, speed):
     """array_busy_cycles of the (loop order, tiling) pairs `least` marks
     (bool[orders, tilings]), the int64 maximum at the others: one compiled pass over the
     tilings instead of two dozen array operations on all of them, each pair computed
     as array_busy_cycles computes it (tests keep them equal). sizes: the GEMM's (m, n,
-    k); tiles: int64[3, tilings], each tiling's (tm, tn, tk); dataflow: its code;
-    scalesim: the fold model is scalesim (else pipelined)."""
+    k); tiles: int64[3, tilings], each tiling's (tm, tn, tk); array: int64[5], the
+    array's (dataflow code, rows, cols, count, 1 if its fold model is scalesim else 0
+    (pipelined)), one record so the call stays within the module-boundary rule's six
+    positional arguments; speed: its streaming speed (float)."""
+    dataflow, rows, cols, count, scalesim = array[0], array[1], array[2], array[3], array[4]
     orders, tilings = least.shape
     out = np.full((orders, tilings), np.iinfo(np.int64).max, np.int64)
     row_dim, col_dim, time_dim = ROW_DIM[dataflow], COL_DIM[dataflow], TIME_DIM[dataflow]
@@ -223,7 +226,7 @@ def least_busy_cycles(sizes, tiles, least, dataflow, rows, cols, count, scalesim
                 continue
             inner = INNERMOST[order, several_m, several_n, several_k]
             starts_once = inner == time_dim or inner < 0
-            if scalesim:
+            if scalesim != 0:
                 runs = 1 if starts_once else n_streamed
                 out[order, i] = rounds * streamed_t + fill * (
                     (rounds - singles) * n_streamed + singles * runs)
