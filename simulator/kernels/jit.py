@@ -120,14 +120,15 @@ class Kernel:
         arguments, which for records (NamedTuples, such as the serving loop's state and
         cost tables) happens in Python at each call (about 0.4 ms for the serving
         loop's arguments when its tables held typed dictionaries, more than many of
-        its calls run). For a
-        caller that calls the kernel many times with arguments of unchanged types: it
-        must pass exactly the types `args` have (the same dtypes, dimensions and
-        layouts, records of the same fields), or ask again, as nothing checks them.
-        With the JIT disabled, the function itself; with a signature given to njit,
-        the dispatcher (its call converts the arguments to that signature). Kept by
-        the arguments' types where _type_key tells them (a tenth of the typing's
-        time: the serving loop's driver asks once a run, hundreds of runs a search)."""
+        its calls run). For a caller that calls the kernel many times with arguments
+        of unchanged types: it must pass exactly the types `args` have (the same
+        dtypes, dimensions and layouts, records of the same fields), or ask again, as
+        nothing checks them. With the JIT disabled, the function itself; with a
+        signature given to njit, the dispatcher (its call converts the arguments to
+        that signature). Kept by the arguments' types where _type_key tells them (the
+        serving loop's driver asks once a run, hundreds of runs a search: the lookup
+        takes a tenth of the typing's time); one entry per distinct argument types,
+        as few as the specialisations Numba keeps, so the cache stays small."""
         key = _type_key(args)
         found = self._specialisations.get(key) if key is not None else None
         if found is None:

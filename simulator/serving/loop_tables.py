@@ -30,24 +30,25 @@ class KeptTables:
         self.dense, self.decode, self.grid, self.dense_grid = (
             _dense_table([], [], width) for width in (2, 4, 4, 2))
         self.call, self.prefill_grid = (_pairs([], []) for _ in range(2))
-        self.held: dict[str, object] = {}
+        self.held: dict[str, int] = {}  # by table: the entries of its memo it holds
+        self.grid_sizes: tuple[int, int] | None = None  # the grid's (decode, pair) points
 
     def tables(self, cost: LlmCost) -> CostTables:
         """Copies of the tables, each first brought up to its memo."""
-        self.dense = self._dense("dense", self.dense, cost._dense_memo, 2)
-        self.decode = self._dense("decode", self.decode, cost._decode_memo, 4)
-        self.dense_grid = self._dense("dense_grid", self.dense_grid, cost._dense, 2)
+        self.dense = self._grown_dense("dense", self.dense, cost._dense_memo, 2)
+        self.decode = self._grown_dense("decode", self.decode, cost._decode_memo, 4)
+        self.dense_grid = self._grown_dense("dense_grid", self.dense_grid, cost._dense, 2)
         sizes = (len(cost._decode), len(cost._pair))
-        if self.held.get("grid") != sizes:  # a context counts once in both
+        if self.grid_sizes != sizes:  # its points: the contexts in both, built anew
             points = [context for context in cost._decode if context in cost._pair]
             self.grid = _dense_table(points, [cost._decode_at(context)
                                               for context in points], 4)
-            self.held["grid"] = sizes
-        self.prefill_grid = self._pairs("prefill_grid", self.prefill_grid, cost._prefill,
-                                        lambda found: found)
+            self.grid_sizes = sizes
+        self.prefill_grid = self._grown_pairs("prefill_grid", self.prefill_grid,
+                                              cost._prefill, lambda found: found)
         if call_cost_reads_bytes(cost.platform):
-            self.call = self._pairs("call", self.call, cost._call_memo,
-                                    lambda found: (found.seconds, found.energy_j))
+            self.call = self._grown_pairs("call", self.call, cost._call_memo,
+                                          lambda found: (found.seconds, found.energy_j))
         (dense, dense_known), (decode, decode_known), (grid, grid_known), \
             (dense_grid, dense_grid_known) = (
                 (rows.copy(), known.copy())
@@ -65,7 +66,7 @@ class KeptTables:
         self.held[name] = len(memo)
         return list(islice(memo.items(), held, None)) if len(memo) > held else []
 
-    def _dense(self, name: str, table: tuple, memo: dict, width: int) -> tuple:
+    def _grown_dense(self, name: str, table: tuple, memo: dict, width: int) -> tuple:
         """A dense table (rows, known) with the memo's gained entries."""
         gained = self._gained(name, memo)
         if not gained:
@@ -77,7 +78,7 @@ class KeptTables:
         known[indices] = True
         return rows, known
 
-    def _pairs(self, name: str, pairs: PairMap, memo: dict, pair_of) -> PairMap:
+    def _grown_pairs(self, name: str, pairs: PairMap, memo: dict, pair_of) -> PairMap:
         """A PairMap (keyed a << 32 | b) with the memo's gained entries."""
         gained = self._gained(name, memo)
         if not gained:
@@ -101,10 +102,11 @@ def _copied(pairs: PairMap) -> PairMap:
 
 def cost_tables(cost: LlmCost) -> CostTables:
     """The cost model's memos and grid points as CostTables (dense tables with rows up
-    to the largest index they hold at least: `filled` enlarges them), from the tables
-    kept on the cost model. A call's cost is copied only where it depends on its tokens
-    and requests (else asked once a run); the prefill memo is not (the kernel
-    interpolates each chunk from the grid points)."""
+    to at least the largest index they hold: `filled` enlarges them), copied from the
+    tables kept on the cost model (KeptTables, made on its first run). A call's cost
+    is copied only where it depends on its tokens and requests (else asked once a
+    run); the prefill memo is not (the kernel interpolates each chunk from the grid
+    points)."""
     if cost.kept_tables is None:
         cost.kept_tables = KeptTables()
     return cost.kept_tables.tables(cost)
