@@ -95,6 +95,38 @@ def test_a_specialisation_runs_as_the_kernel_without_typing_again(monkeypatch) -
     assert _plus_one.specialised(4) is _plus_one.dispatcher()  # a signature: converted
 
 
+class _Arrays(NamedTuple):
+    ints: np.ndarray
+    floats: np.ndarray
+
+
+@njit(cache=False)
+def _arrays_sum(arrays):
+    return arrays.ints.sum() + arrays.floats.sum()
+
+
+def test_a_specialisation_is_kept_by_its_argument_types(monkeypatch) -> None:
+    """Kernel.specialised types a record of arrays once: a record of arrays of the same
+    types gets the same callable without typing again; other dtypes, dimensions or
+    layouts, another."""
+    arrays = _Arrays(np.arange(4, dtype=np.int64), np.ones(3))
+    compiled = _arrays_sum.specialised(arrays)
+    assert compiled(arrays) == 9.0
+    typed = []
+    dispatcher = _arrays_sum.dispatcher()
+    monkeypatch.setattr(dispatcher, "typeof_pyval",
+                        lambda value: typed.append(value) or type(dispatcher).typeof_pyval(
+                            dispatcher, value))
+    alike = _Arrays(np.zeros(9, dtype=np.int64), np.full(2, 0.5))
+    assert _arrays_sum.specialised(alike) is compiled and not typed
+    for other in (_Arrays(np.arange(4, dtype=np.int32), np.ones(3)),
+                  _Arrays(np.arange(4, dtype=np.int64), np.ones((3, 2))),
+                  _Arrays(np.arange(8, dtype=np.int64)[::2], np.ones(3))):
+        found = _arrays_sum.specialised(other)
+        assert found is not compiled and found(other) == _arrays_sum.py_func(other)
+    assert len(typed) == 3
+
+
 def test_a_compilation_is_said_once_and_the_bar_restored() -> None:
     console, bar = _Console(), _Bar()
 

@@ -3,14 +3,15 @@ numba.pycc.
 
 ENTRIES are the kernels Python calls on a run's hot path (the mapper's conv windows, the
 lowering's loop nest (its tile shape tables, step generator and step-by-step float
-sums), the tiling heuristic's off-chip traffic per loop order (order_traffic), the fast
-engine's replay, the attention lowering's tile timings, and ceil_div, which the mapper
-calls a few thousand times), each with the argument types it is called with. pycc
-compiles each into an export, with every kernel it calls linked in, and the exports into
-one extension module; the manifest beside it names each export's kernel and argument
-types, and digests the sources the kernels could read (every package module the entries'
-modules import, transitively). Kernels that no entry reaches (the nest and steady
-engines, attention, serving) keep the JIT.
+sums), the tiling heuristic's off-chip traffic per loop order (order_traffic) and its
+busy-cycle tie-break (least_busy_cycles), the fast engine's replay, the attention
+lowering's tile timings, and ceil_div, which the mapper calls a few thousand times),
+each with the argument types it is called with. pycc compiles each into an export, with
+every kernel it calls linked in, and the exports into one extension module; the manifest
+beside it names each export's kernel and argument types, and digests the sources the
+kernels could read (every package module the entries' modules import, transitively).
+Kernels that no entry reaches (the nest and steady engines, attention, serving) keep
+the JIT.
 
 pycc needs a C compiler and setuptools. It is deprecated in Numba in favour of a
 successor not yet released; the library is an optimisation, so where pycc is gone or
@@ -37,7 +38,7 @@ from simulator.lowering.nest_steps import (FILL_STEPS_TYPES, FLOAT_SUMS_TYPES,
                                            SHAPE_TABLES_TYPES, fill_steps, float_sums,
                                            shape_tables)
 from simulator.mapping.windows import _window_grid
-from simulator.model.loop_nest import order_traffic
+from simulator.model.loop_nest import least_busy_cycles, order_traffic
 from simulator.model.timing import array_cycles, array_split, ceil_div, vector_cycles
 from simulator.program.validity import VALID_TYPES, _arrays_valid
 
@@ -56,6 +57,9 @@ TILE_PRODUCT_TYPES = "(" + ", ".join([_I] * 8 + ["boolean", "float64"]) + ")"
 # calls it (mapping.footprint.offchip_by_order).
 ORDER_TRAFFIC_TYPES = f"({_M}, {_M}, {_V}, boolean[::1], {_V}, boolean[:, :, ::1])"
 
+# least_busy_cycles' (sizes, tiles, least, array, speed), as min_offchip calls it.
+LEAST_BUSY_TYPES = f"({_V}, {_M}, boolean[:, ::1], {_V}, float64)"
+
 # (export name, kernel, the argument types of each specialisation exported)
 ENTRIES: tuple[tuple[str, Kernel, tuple[str, ...]], ...] = (
     ("ceil_div", ceil_div, ("(int64, int64)",)),
@@ -69,6 +73,7 @@ ENTRIES: tuple[tuple[str, Kernel, tuple[str, ...]], ...] = (
     ("replay", _replay, REPLAY_VARIANTS),
     ("arrays_valid", _arrays_valid, (VALID_TYPES,)),
     ("order_traffic", order_traffic, (ORDER_TRAFFIC_TYPES,)),
+    ("least_busy_cycles", least_busy_cycles, (LEAST_BUSY_TYPES,)),
 )
 
 

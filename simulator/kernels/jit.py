@@ -40,6 +40,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from simulator.kernels import library as kernel_library
 
 try:
@@ -77,6 +79,7 @@ class Kernel:
         self._made = None
         self._dispatcher = None
         self._exports = None
+        self._specialisations: dict[tuple, Callable] = {}  # by _type_key of the args
 
     @property
     def name(self) -> str:
@@ -117,12 +120,25 @@ class Kernel:
         arguments, which for records (NamedTuples, such as the serving loop's state and
         cost tables) happens in Python at each call (about 0.4 ms for the serving
         loop's arguments when its tables held typed dictionaries, more than many of
-        its calls run). For a
-        caller that calls the kernel many times with arguments of unchanged types: it
-        must pass exactly the types `args` have (the same dtypes, dimensions and
-        layouts, records of the same fields), or ask again, as nothing checks them.
-        With the JIT disabled, the function itself; with a signature given to njit,
-        the dispatcher (its call converts the arguments to that signature)."""
+        its calls run). For a caller that calls the kernel many times with arguments
+        of unchanged types: it must pass exactly the types `args` have (the same
+        dtypes, dimensions and layouts, records of the same fields), or ask again, as
+        nothing checks them. With the JIT disabled, the function itself; with a
+        signature given to njit, the dispatcher (its call converts the arguments to
+        that signature). Kept by the arguments' types where _type_key tells them (the
+        serving loop's driver asks once a run, hundreds of runs a search: the lookup
+        takes a tenth of the typing's time); one entry per distinct argument types,
+        as few as the specialisations Numba keeps, so the cache stays small."""
+        key = _type_key(args)
+        found = self._specialisations.get(key) if key is not None else None
+        if found is None:
+            found = self._specialise(args)
+            if key is not None:
+                self._specialisations[key] = found
+        return found
+
+    def _specialise(self, args: tuple) -> Callable:
+        """What `specialised` returns for these arguments, found anew."""
         for checks, function in self.exports():
             if kernel_library.fits(args, checks):
                 return function
@@ -136,6 +152,21 @@ class Kernel:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.dispatcher(), name)
+
+
+def _type_key(value) -> tuple | None:
+    """A key equal only for values Numba types alike, as far as `specialised` and
+    the library's `fits` read them: NumPy arrays (dtype, dimensions, layout flags,
+    writeable, aligned) and tuples of them (their class: a NamedTuple's record); None
+    for anything else (a Python scalar's type depends on its value)."""
+    if type(value) is np.ndarray:
+        flags = value.flags
+        return (value.dtype, value.ndim, flags.c_contiguous, flags.f_contiguous,
+                flags.writeable, flags.aligned)
+    if isinstance(value, tuple):
+        keys = tuple(map(_type_key, value))
+        return None if None in keys else (type(value), keys)
+    return None
 
 
 def njit(*signature: str, ahead: tuple[str, ...] = (), **options) -> Callable[[Callable],

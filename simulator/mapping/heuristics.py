@@ -19,7 +19,7 @@ from simulator.errors import AccsimError
 from simulator.mapping.footprint import (array_speed, attention_element_bytes,
                                          attention_rows, offchip_by_order, operand_bytes,
                                          operand_fits, weight_element_bytes)
-from simulator.model.loop_nest import array_busy_cycles
+from simulator.model.loop_nest import least_busy_cycles
 from simulator.mapping.plan import (ATTENTION_FIELDS, DEFAULT_DEPTH, DEFAULT_HEURISTIC,
                                     LOOP_ORDERS, PLAN, SEARCH, Tiling, TilingSpec)
 from simulator.program.tile_program import MAX_DEPTH
@@ -281,21 +281,18 @@ def _min_offchip(query: _MinOffchipQuery, depth: int, dataflow: str) -> Tiling:
     mi, ni, ki = np.nonzero(fits)
     # Axes (loop order, fitting tile). Each key narrows the candidates to its least,
     # so a later key is computed only on the earlier ones' ties: traffic, then busy
-    # cycles (on the tiles with an order of least traffic x every order, as they depend
-    # on the order only through its innermost dim), then steps, then the smaller tile
-    # sizes and the canonical order (one candidate: the lexicographic least).
-    traffic = offchip_by_order(op, platform, vm[mi], vn[ni], vk[ki])
-    least = traffic == traffic.min()
-    tiles = np.flatnonzero(least.any(axis=0))
-    busy = array_busy_cycles(g.m, g.n, g.k, vm[mi[tiles]], vn[ni[tiles]], vk[ki[tiles]],
-                             order=np.arange(orders, dtype=np.int64)[:, None],
-                             dataflow=dataflow, rows=array.rows, cols=array.cols,
-                             count=array.count, fold_model=array.fold_model,
-                             speed=array_speed(op, platform))
-    busy[~least[:, tiles]] = np.iinfo(np.int64).max   # not of least traffic
+    # cycles (array_busy_cycles, compiled for the pairs of least traffic alone:
+    # least_busy_cycles), then steps, then the smaller tile sizes and the canonical
+    # order (one candidate: the lexicographic least).
+    fitting = np.stack((vm[mi], vn[ni], vk[ki]))   # (tm, tn, tk) of each fitting tiling
+    traffic = offchip_by_order(op, platform, *fitting)
+    busy = least_busy_cycles(
+        np.array([g.m, g.n, g.k], np.int64), fitting, traffic == traffic.min(),
+        np.array([DATAFLOW_CODES[dataflow], array.rows, array.cols, array.count,
+                  array.fold_model == "scalesim"], np.int64),
+        float(array_speed(op, platform)))
     order, tile = np.nonzero(busy == busy.min())
-    tile = tiles[tile]
-    tm, tn, tk = vm[mi[tile]], vn[ni[tile]], vk[ki[tile]]
+    tm, tn, tk = fitting[:, tile]
     steps = -(-g.m // tm) * -(-g.n // tn) * -(-g.k // tk)
     tm, tn, tk, order = (values[steps == steps.min()] for values in (tm, tn, tk, order))
     order_rank = np.argsort(np.argsort(np.array(LOOP_ORDERS)))[order]

@@ -25,7 +25,8 @@ from itertools import permutations
 import numpy as np
 
 from simulator.kernels.jit import njit
-from simulator.model.dataflow import DATAFLOW_CODES, FILL_ROWS, fold_dims
+from simulator.model.dataflow import (COL_DIM, DATAFLOW_CODES, FILL_ROWS, ROW_DIM, TIME_DIM,
+                                      fold_dims)
 
 DIMS = "mnk"
 LOOP_ORDERS = tuple("".join(p) for p in permutations(DIMS))
@@ -169,6 +170,72 @@ def array_busy_cycles(m: int, n: int, k: int, tm, tn, tk, *, order, dataflow: st
     single = np.where(starts_once, np.maximum(tile_t, rows) + skew + streamed_t - tile_t,
                       paced + skew * n_streamed)
     return multi + singles * single
+
+
+@njit(cache=True, inline="always")
+def _tile_kinds(size: int, tile: int, unit: int) -> tuple[int, int, int, int]:
+    """_axis_tiles of one tile size: (full tiles, their folds, edge tiles, its folds)."""
+    rem = size % tile
+    return size // tile, -(-tile // unit), np.int64(rem > 0), -(-rem // unit)
+
+
+@njit(cache=True)
+def least_busy_cycles(sizes, tiles, least, array, speed):
+    """array_busy_cycles of the (loop order, tiling) pairs `least` marks
+    (bool[orders, tilings]), the int64 maximum at the others: one compiled pass over the
+    tilings instead of two dozen array operations on all of them, each pair computed
+    as array_busy_cycles computes it (tests keep them equal). sizes: the GEMM's (m, n,
+    k); tiles: int64[3, tilings], each tiling's (tm, tn, tk); array: int64[5], the
+    array's (dataflow code, rows, cols, count, 1 if its fold model is scalesim else 0
+    (pipelined)), one record so the call stays within the module-boundary rule's six
+    positional arguments; speed: its streaming speed (float)."""
+    dataflow, rows, cols, count, scalesim = array[0], array[1], array[2], array[3], array[4]
+    orders, tilings = least.shape
+    out = np.full((orders, tilings), np.iinfo(np.int64).max, np.int64)
+    row_dim, col_dim, time_dim = ROW_DIM[dataflow], COL_DIM[dataflow], TIME_DIM[dataflow]
+    fill = FILL_ROWS[dataflow] * rows + cols - 2
+    skew = rows + cols - 2
+    for i in range(tilings):
+        if not least[:, i].any():
+            continue
+        r_full, r_folds, r_edge, r_edge_folds = _tile_kinds(sizes[row_dim],
+                                                            tiles[row_dim, i], rows)
+        c_full, c_folds, c_edge, c_edge_folds = _tile_kinds(sizes[col_dim],
+                                                            tiles[col_dim, i], cols)
+        stationary = (r_full + r_edge) * (c_full + c_edge)
+        singles = (r_full * (r_folds == 1) + r_edge * (r_edge_folds == 1)) * \
+            (c_full * (c_folds == 1) + c_edge * (c_edge_folds == 1))
+        rounds = (r_full * c_full * -(-(r_folds * c_folds) // count)
+                  + r_full * c_edge * -(-(r_folds * c_edge_folds) // count)
+                  + r_edge * c_full * -(-(r_edge_folds * c_folds) // count)
+                  + r_edge * c_edge * -(-(r_edge_folds * c_edge_folds) // count))
+        total, tile = sizes[time_dim], tiles[time_dim, i]
+        s_full, s_edge = total // tile, np.int64(total % tile > 0)
+        tile_t = np.int64(np.ceil(tile / speed))
+        rem_t = np.int64(np.ceil(total % tile / speed))
+        streamed_t = s_full * tile_t + s_edge * rem_t
+        n_streamed = s_full + s_edge
+        paced = s_full * max(tile_t, rows) + s_edge * max(rem_t, rows)
+        multi = (rounds - singles) * paced + skew * n_streamed * (stationary - singles)
+        # Whether each dim has more than one tile (ceil(size / tile) > 1).
+        several_m, several_n, several_k = (np.int64(tiles[0, i] < sizes[0]),
+                                           np.int64(tiles[1, i] < sizes[1]),
+                                           np.int64(tiles[2, i] < sizes[2]))
+        for order in range(orders):
+            if not least[order, i]:
+                continue
+            inner = INNERMOST[order, several_m, several_n, several_k]
+            starts_once = inner == time_dim or inner < 0
+            if scalesim != 0:
+                runs = 1 if starts_once else n_streamed
+                out[order, i] = rounds * streamed_t + fill * (
+                    (rounds - singles) * n_streamed + singles * runs)
+            elif starts_once:
+                out[order, i] = multi + singles * (max(tile_t, rows) + skew + streamed_t
+                                                   - tile_t)
+            else:
+                out[order, i] = multi + singles * (paced + skew * n_streamed)
+    return out
 
 
 # Indexed [reuse dim][dim][loop order]: whether `dim`'s loop is inside `reuse`'s.

@@ -163,6 +163,9 @@ class LlmCost:
         self._call_memo: dict[tuple[int, int], Cost] = {}
         self._stretch_memo: dict[tuple[int, int], list[Stretch]] = {}
         self._steps = np.arange(0)  # 0, 1, ...: iteration numbers of a decode run
+        # These memos as the compiled serving loop's tables (loop_tables.KeptTables),
+        # kept from run to run.
+        self.kept_tables = None
 
     def _identity(self) -> dict:
         """What the grid costs depend on: the cache key's content."""
