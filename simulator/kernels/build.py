@@ -39,7 +39,8 @@ from simulator.lowering.nest_steps import (FILL_STEPS_TYPES, FLOAT_SUMS_TYPES,
                                            shape_tables)
 from simulator.mapping.windows import _window_grid
 from simulator.model.loop_nest import least_busy_cycles, order_traffic
-from simulator.model.timing import array_cycles, array_split, ceil_div, vector_cycles
+from simulator.model.timing import (_products_timing, ceil_div, vector_cycles,
+                                    vector_cycles_each)
 from simulator.program.validity import VALID_TYPES, _arrays_valid
 
 _I, _V, _M = "int64", "int64[::1]", "int64[:, ::1]"
@@ -49,9 +50,10 @@ REPLAY_VARIANTS = tuple(_REPLAY_TYPES.replace("none, none", f"{reloaded}, {evacu
                         for reloaded in ("none", "boolean[::1]")
                         for evacuation in ("none", _V))
 
-# array_split's and array_cycles' (m, n, k, rows, cols, count, dataflow, fold_model,
-# continues_fold, speed), as the attention lowering calls them.
-TILE_PRODUCT_TYPES = "(" + ", ".join([_I] * 8 + ["boolean", "float64"]) + ")"
+# _products_timing's (shapes, rows, cols, count, dataflow, fold_model, speed, transposed,
+# cycles, split), as the attention lowering calls it (model.timing.tile_products_timing).
+TILE_PRODUCTS_TYPES = "(" + ", ".join([_M] + [_I] * 5 + ["float64", "boolean", _V,
+                                                         "float64[:, ::1]"]) + ")"
 
 # order_traffic's (counts, slots, fetch_bytes, reused, c_bytes, inside), as min_offchip
 # calls it (mapping.footprint.offchip_by_order).
@@ -63,9 +65,9 @@ LEAST_BUSY_TYPES = f"({_V}, {_M}, boolean[:, ::1], {_V}, float64)"
 # (export name, kernel, the argument types of each specialisation exported)
 ENTRIES: tuple[tuple[str, Kernel, tuple[str, ...]], ...] = (
     ("ceil_div", ceil_div, ("(int64, int64)",)),
-    ("array_split", array_split, (TILE_PRODUCT_TYPES,)),
-    ("array_cycles", array_cycles, (TILE_PRODUCT_TYPES,)),
+    ("products_timing", _products_timing, (TILE_PRODUCTS_TYPES,)),
     ("vector_cycles", vector_cycles, ("(int64, int64, int64, int64)",)),
+    ("vector_cycles_each", vector_cycles_each, (f"({_V}, int64, int64, int64)",)),
     ("window_grid", _window_grid, (WINDOW_GRID_TYPES,)),
     ("shape_tables", shape_tables, (SHAPE_TABLES_TYPES,)),
     ("fill_steps", fill_steps, (FILL_STEPS_TYPES,)),

@@ -59,6 +59,8 @@ import numpy as np
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
+from simulator.lowering.attention_tiles import (QueryTile, group_kv_bytes, product_shapes,
+                                                query_tiles, tile_pair_counts)
 from simulator.lowering.evacuation import product_evacuation
 from simulator.mapping.footprint import (array_speed, attention_element_bytes,
                                          attention_instances, attention_rows, buffer_fits,
@@ -68,59 +70,15 @@ from simulator.mapping.plan import ATTENTION_FUSIONS, ATTENTION_UNITS, Tiling
 from simulator.lowering.step_pairs import pairs_per_step
 from simulator.lowering.tile_table import TileTables
 from simulator.program.tile_program import TileProgram, memory_params, validate_program
-from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
+from simulator.model.dataflow import DATAFLOW_CODES
 from simulator.model.loop_nest import ORIENTATIONS
-from simulator.model.timing import (TileProduct, ceil_div, fold_count,
-                                    tile_product_timing, vector_cycles)
+from simulator.model.timing import TileProducts, tile_products_timing, vector_cycles
 
 ARRAY, VECTOR = ATTENTION_UNITS
 NORMAL, TRANSPOSED = ORIENTATIONS
 
 # Passes of the softmax over each score, unfused or online (max, exp-subtract, sum).
 SOFTMAX_PASSES = 3
-
-
-@dataclass(frozen=True)
-class QueryTile:
-    """One query tile: its rows and the key tiles (widths) its rows see."""
-
-    rows: int
-    key_tiles: list[int]
-
-
-def query_tiles(op, tm: int, tn: int) -> list[QueryTile]:
-    """The query tiles of one instance with the key tiles each visits (causal: up to
-    the last key its last row sees)."""
-    rows, group, offset = attention_rows(op), op.group, op.kv_len - op.q_len
-    tiles = []
-    for start in range(0, rows, tm):
-        size = min(tm, rows - start)
-        last_position = (start + size - 1) // group
-        keys = offset + last_position + 1 if op.causal else op.kv_len
-        tiles.append(QueryTile(size, [min(tn, op.kv_len - j * tn)
-                                      for j in range(-(-keys // tn))]))
-    return tiles
-
-
-def tile_pair_counts(tiles: list[QueryTile]) -> dict[tuple[int, int], int]:
-    """How many (query tile, key tile) pairs of each (rows, keys) shape the query tiles
-    visit: totals over the pairs summed per shape (the same integers)."""
-    counts: dict[tuple[int, int], int] = {}
-    for tile in tiles:
-        for keys in tile.key_tiles:
-            counts[tile.rows, keys] = counts.get((tile.rows, keys), 0) + 1
-    return counts
-
-
-def group_kv_bytes(op, platform: Platform, fusion: str,
-                   pairs: dict[tuple[int, int], int]) -> int:
-    """Off-chip K and V bytes one group's program reads (`pairs`: tile_pair_counts):
-    flash reads each key tile's K and V together, unfused K for QK^T and V for PV."""
-    if fusion == "flash":
-        return sum(count * kv_pair_bytes(op, platform, keys)
-                   for (_, keys), count in pairs.items())
-    return sum(count * kv_bytes(op, platform, 2 * keys * op.head_dim)
-               for (_, keys), count in pairs.items())
 
 
 @dataclass
@@ -170,22 +128,12 @@ class _Steps:
         self.evacuation.append(evacuation)
         return len(self.load) - 1
 
-    def _array_shape(self, m: int, n: int, k: int,
-                     spread: bool = True) -> tuple[int, int, int]:
+    def _array_shape(self, m: int, n: int, k: int) -> tuple[int, int, int]:
         """The product as the array runs it: transposed, C^T = B^T A^T (m and n
-        exchanged), its streamed dim split over the arrays its folds leave idle (with
-        `spread`: the shape each array runs)."""
+        exchanged)."""
         if self.orientation != TRANSPOSED:
             return m, n, k
-        if not spread:
-            return n, m, k
-        sizes = [n, m, k]
-        a = self.platform.systolic_array
-        folds = fold_count(*sizes, a.rows, a.cols, self.dataflow)
-        if folds < a.count:
-            streamed = fold_dims(self.dataflow)[2]
-            sizes[streamed] = ceil_div(sizes[streamed], a.count // folds)
-        return sizes[0], sizes[1], sizes[2]
+        return n, m, k
 
     def product(self, m: int, n: int, k: int) -> int:
         """Cycles of one tile product C (m x n) = A (m x k) B (k x n) on its unit (on
@@ -209,21 +157,33 @@ class _Steps:
         key = ("product", self.unit, self.orientation, self.dataflow, m, n, k)
         found = self.memo.get(key)
         if found is None:
-            found = self.memo[key] = self._product(m, n, k)
+            self.product_costs([(m, n, k)])
+            found = self.memo[key]
         return found
 
-    def _product(self, m: int, n: int, k: int) -> tuple[int, tuple]:
-        """(cycles, array-cycle split) of one product (no split on the vector unit)."""
+    def product_costs(self, shapes) -> None:
+        """Work out product_cost of each (m, n, k) of `shapes` not known yet, those on
+        the array in one kernel call: (cycles, array-cycle split), none on the vector
+        unit. Transposed, C^T = B^T A^T, and a product whose folds leave arrays idle
+        has its streamed dim split among them (model.timing.TileProducts)."""
+        head = ("product", self.unit, self.orientation, self.dataflow)
+        memo = self.memo
+        missing = list(dict.fromkeys(shape for shape in shapes if head + shape not in memo))
+        if not missing:
+            return
         if self.unit == VECTOR:
             unit = self.platform.vector_unit
-            return int(vector_cycles(m * n * k, unit.lanes, unit.cycles_per_element.mul,
-                                     1)), ()
+            for m, n, k in missing:
+                memo[head + (m, n, k)] = (int(vector_cycles(
+                    m * n * k, unit.lanes, unit.cycles_per_element.mul, 1)), ())
+            return
         a = self.platform.systolic_array
-        m, n, k = self._array_shape(m, n, k)
-        cycles, split = tile_product_timing(TileProduct(
-            m=m, n=n, k=k, rows=a.rows, cols=a.cols, count=a.count, dataflow=self.dataflow,
-            fold_model=a.fold_model_code, continues_fold=False, speed=self.speed))
-        return int(cycles), tuple(split)
+        cycles, split = tile_products_timing(TileProducts(
+            shapes=np.array(missing, dtype=np.int64), rows=a.rows, cols=a.cols,
+            count=a.count, dataflow=self.dataflow, fold_model=a.fold_model_code,
+            speed=self.speed, transposed=self.orientation == TRANSPOSED))
+        for shape, product_cycles, parts in zip(missing, cycles.tolist(), split.tolist()):
+            memo[head + shape] = (product_cycles, tuple(parts))
 
     def evacuated(self, m: int, n: int, k: int) -> int:
         """Vector-unit cycles copying one product out of the array's accumulators (all
@@ -235,7 +195,7 @@ class _Steps:
         found = self.memo.get(key)
         if found is None:
             found = self.memo[key] = product_evacuation(
-                self.platform, *self._array_shape(m, n, k, spread=False), self.dataflow)
+                self.platform, *self._array_shape(m, n, k), self.dataflow)
         return found
 
     def untransposed(self, rows: int, d: int) -> int:
@@ -452,6 +412,51 @@ def check_choice(op, tiling: Tiling, platform: Platform, orientation: str | None
                              f"{op.kv_heads})", source)
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What one program's lowering reads of its operator and platform alone, whatever
+    the tiling (worked out once per TileTables: a search lowers a few tilings)."""
+
+    sizes: tuple[int, int, int, int]   # attention_element_bytes
+    q_bytes: int          # one group's Q, O and K/V (all keys) bytes
+    o_bytes: int
+    kv_total: int
+    qo_offchip: bool      # Q and O do not fit the on-chip activation memory
+    scores_spill: bool    # one group's score matrix fits no on-chip room (unfused)
+    macs: int             # one group's model MACs
+    memory: object        # memory_params
+
+    @classmethod
+    def of(cls, op, platform: Platform) -> _Facts:
+        sizes = e, _, _, out = attention_element_bytes(op, platform)
+        rows, d = attention_rows(op), op.head_dim
+        q_bytes, o_bytes = rows * d * e, rows * d * out
+        capacity = platform.activation_memory_bytes
+        on_chip_room = max(platform.buffers.output_bytes, capacity or 0)
+        return cls(sizes, q_bytes, o_bytes, kv_pair_bytes(op, platform, op.kv_len),
+                   capacity is None or q_bytes + o_bytes > capacity,
+                   rows * op.kv_len * out > on_chip_room,
+                   op.macs // attention_instances(op), memory_params(platform))
+
+
+def checked_choice(op, tiling: Tiling, platform: Platform, *, orientation: str | None,
+                   unit: str, source: str | None, tables: TileTables) -> None:
+    """check_choice, its verdict kept in `tables` by what it reads: a search checks
+    each candidate's choice as it bounds it, then again as it lowers it."""
+    key = ("attention choice", tiling.tm, tiling.tn, tiling.dataflow, tiling.groups,
+           orientation, unit, source)
+    refused = tables.found(key)
+    if refused is None:
+        try:
+            check_choice(op, tiling, platform, orientation, unit, source)
+            refused = False
+        except AccsimError as exc:
+            refused = exc
+        tables.keep(key, refused)
+    if refused is not False:
+        raise refused
+
+
 def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
                        orientation: str | None = NORMAL, unit: str = ARRAY,
                        source: str | None = None, tables: TileTables | None = None,
@@ -460,44 +465,46 @@ def lower_attention_as(op, tiling: Tiling, fusion: str, platform: Platform, *,
     products in `orientation` on the array or on the vector unit, over the tiling's
     `groups` K/V head groups (unset: footprint.program_groups' rule). `tables`: what
     earlier lowerings of this operator on this platform worked out (a search's:
-    query tiles, buffer fits, tile products), reused; `check`: validate the program
-    (False where the caller replays it at once with run_fast, which validates it)."""
+    choice checks, operator facts, query tiles, buffer fits, tile products), reused;
+    `check`: validate the program (False where the caller replays it at once with
+    run_fast, which validates it)."""
     if tables is None or not tables.serves(op, platform):
         tables = TileTables(op, platform)
     orientation = None if unit == VECTOR else orientation
-    check_choice(op, tiling, platform, orientation, unit, source)
-    sizes = e, _, acc, out = attention_element_bytes(op, platform)
+    checked_choice(op, tiling, platform, orientation=orientation, unit=unit, source=source,
+                   tables=tables)
+    facts = tables.get(("attention facts",), lambda: _Facts.of(op, platform))
+    sizes = e, _, acc, out = facts.sizes
     fits = tables.get(("attention fits", tiling.tm, tiling.tn, tiling.depth),
                       lambda: buffer_fits(op, tiling, platform))
     slots = checked_slots(op, fits, source)
-    rows, d = attention_rows(op), op.head_dim
-    q_bytes, kv_total, o_bytes = (rows * d * e, kv_pair_bytes(op, platform, op.kv_len),
-                                  rows * d * out)
-    capacity = platform.activation_memory_bytes
-    qo_offchip = capacity is None or q_bytes + o_bytes > capacity
-    score_bytes = rows * op.kv_len * out
-    on_chip_room = max(platform.buffers.output_bytes, capacity or 0)
-    scores_offchip = fusion == "unfused" and score_bytes > on_chip_room
+    d = op.head_dim
+    q_bytes, kv_total, o_bytes = facts.q_bytes, facts.kv_total, facts.o_bytes
+    qo_offchip = facts.qo_offchip
+    scores_offchip = fusion == "unfused" and facts.scores_spill
     tiles = tables.get(("query tiles", tiling.tm, tiling.tn),
                        lambda: query_tiles(op, tiling.tm, tiling.tn))
+    pairs = tables.get(("tile pairs", tiling.tm, tiling.tn),
+                       lambda: tile_pair_counts(tiles))
     steps = _Steps.empty(op, platform, tiling.dataflow, orientation, unit, tables)
+    steps.product_costs(product_shapes(pairs, d))   # those not known yet: one call
     if fusion == "flash":
         elements, sram = _flash(op, steps, tiles, sizes, qo_offchip)
     else:
         elements, sram = _unfused(op, steps, tiles, sizes, qo_offchip, scores_offchip)
-    kv_read = group_kv_bytes(op, platform, fusion, tables.get(
-        ("tile pairs", tiling.tm, tiling.tn), lambda: tile_pair_counts(tiles)))
-    groups = program_groups(op, len(steps.load), tiling.groups)
+    kv_read = group_kv_bytes(op, platform, fusion, pairs)
+    groups = tables.get(("attention groups", len(steps.load), tiling.groups),
+                        lambda: program_groups(op, len(steps.load), tiling.groups))
     pairs = pairs_per_step(sum(steps.compute), sum(steps.load) + sum(steps.store),
                            len(steps.load), groups, depth=tiling.depth,
-                           slots=min(slots.values()), memory=memory_params(platform))
+                           slots=min(slots.values()), memory=facts.memory)
     program = steps.program(tiling.depth, slots["output"] // pairs,
                             platform.runtime.op_overhead_cycles,
                             platform.systolic_array.output_path != "direct", groups,
                             pairs)
     if check:
         validate_program(program, source=f"lowering of {op.name}")
-    macs = op.macs // attention_instances(op)
+    macs = facts.macs
     # Useful cycles count the visible pairs only; the masked part of the diagonal
     # tiles joins the padding (the parts still sum to the array's busy cycles). On
     # the vector unit the array does nothing.

@@ -15,15 +15,17 @@ evacuations, and the K/V bytes.
 
 from __future__ import annotations
 
+import numpy as np
+
 from simulator.errors import AccsimError
 from simulator.inputs.platform import Platform
-from simulator.lowering.attention import (SOFTMAX_PASSES, VECTOR, QueryTile, check_choice,
-                                          group_kv_bytes, query_tiles, tile_costs,
-                                          tile_pair_counts)
+from simulator.lowering.attention import SOFTMAX_PASSES, VECTOR, checked_choice, tile_costs
+from simulator.lowering.attention_tiles import (QueryTile, group_kv_bytes, product_shapes,
+                                                query_tiles, tile_pair_counts)
 from simulator.lowering.tile_table import TileTables
 from simulator.mapping.footprint import attention_instances
 from simulator.mapping.plan import Tiling
-from simulator.model.timing import vector_cycles
+from simulator.model.timing import vector_cycles_each
 from simulator.program.tile_program import memory_params
 
 
@@ -42,6 +44,7 @@ def cycles_bounds(op, tilings: list[Tiling], platform: Platform,
     """cycles_bound of each tiling under its own fuse, orientation and unit, or 0 where
     its lowering would refuse it (a search then tries it, and is refused, as before)."""
     bounds, found = _bounds(op, platform, tables), []
+    bounds.prepare(tilings)
     for tiling in tilings:
         try:
             found.append(bounds.of(tiling, tiling.fuse, tiling.orientation, tiling.unit))
@@ -76,27 +79,69 @@ class Bounds:
         self.products: dict[tuple, tuple[int, int, int]] = {}
         self.sizes: dict[tuple, tuple[int, int]] = {}
 
+    def check(self, tiling: Tiling, orientation: str | None, unit: str) -> None:
+        """check_choice of a lowering (`orientation` None on the vector unit), its
+        verdict kept in the tables (lowering.attention.checked_choice)."""
+        checked_choice(self.op, tiling, self.platform, orientation=orientation, unit=unit,
+                       source=None, tables=self.tables)
+
+    def prepare(self, tilings: list[Tiling]) -> None:
+        """Work out, for every tiling that check_choice allows (under its own fuse,
+        orientation and unit), its tile products (each place products run in one
+        kernel call, tile_costs' product_costs) and its parts that depend on the tile
+        sizes alone (_sizes_bounds: two kernel calls in all), instead of a kernel
+        call or two per product and per softmax."""
+        places: dict[tuple, dict] = {}   # by where products run: tile sizes, in order
+        sizes: dict[tuple, None] = {}    # (fusion, tm, tn) not worked out yet
+        for tiling in tilings:
+            unit = tiling.unit
+            orientation = None if unit == VECTOR else tiling.orientation
+            try:
+                self.check(tiling, orientation, unit)
+            except AccsimError:
+                continue
+            places.setdefault((tiling.dataflow, orientation, unit), {})[
+                tiling.tm, tiling.tn] = None
+            if (tiling.fuse, tiling.tm, tiling.tn) not in self.sizes:
+                sizes[tiling.fuse, tiling.tm, tiling.tn] = None
+        d = self.op.head_dim
+        for (dataflow, orientation, unit), tiles in places.items():
+            self._costs(dataflow, orientation, unit).product_costs(
+                [shape for tm, tn in tiles for shape in product_shapes(self._pairs(tm, tn)[1],
+                                                                       d)])
+        if sizes:
+            self.sizes.update(self._sizes_bounds(list(sizes)))
+
+    def _pairs(self, tm: int, tn: int) -> tuple[list[QueryTile], dict]:
+        """The query tiles of tiles tm x tn and their tile pairs (tile_pair_counts),
+        kept in the lowerings' tables."""
+        op, tables = self.op, self.tables
+        tiles = tables.get(("query tiles", tm, tn), lambda: query_tiles(op, tm, tn))
+        return tiles, tables.get(("tile pairs", tm, tn), lambda: tile_pair_counts(tiles))
+
+    def _costs(self, dataflow: str, orientation: str | None, unit: str):
+        """tile_costs of products run there, made once."""
+        costs = self.costs.get((dataflow, orientation, unit))
+        if costs is None:
+            costs = self.costs[dataflow, orientation, unit] = tile_costs(
+                self.op, self.platform, dataflow, orientation, unit, self.tables)
+        return costs
+
     def of(self, tiling: Tiling, fusion: str, orientation: str | None, unit: str) -> int:
         """cycles_bound of one lowering (raises as it does)."""
-        op, platform, tables = self.op, self.platform, self.tables
+        op = self.op
         orientation = None if unit == VECTOR else orientation
-        check_choice(op, tiling, platform, orientation, unit, None)
+        self.check(tiling, orientation, unit)
         tm, tn, dataflow = tiling.tm, tiling.tn, tiling.dataflow
         products = self.products.get((tm, tn, dataflow, orientation, unit))
+        if products is None:
+            products = self.products[tm, tn, dataflow, orientation, unit] = \
+                _products_bound(self._costs(dataflow, orientation, unit), op.head_dim,
+                                self._pairs(tm, tn)[1])
         sizes = self.sizes.get((fusion, tm, tn))
-        if products is None or sizes is None:
-            tiles = tables.get(("query tiles", tm, tn), lambda: query_tiles(op, tm, tn))
-            pairs = tables.get(("tile pairs", tm, tn), lambda: tile_pair_counts(tiles))
-            if products is None:
-                costs = self.costs.get((dataflow, orientation, unit))
-                if costs is None:
-                    costs = self.costs[dataflow, orientation, unit] = tile_costs(
-                        op, platform, dataflow, orientation, unit, tables)
-                products = self.products[tm, tn, dataflow, orientation, unit] = \
-                    _products_bound(costs, op.head_dim, pairs)
-            if sizes is None:
-                sizes = self.sizes[fusion, tm, tn] = _sizes_bound(
-                    op, platform, fusion, tiles, pairs, self.bytes_per_cycle)
+        if sizes is None:
+            sizes = self.sizes[fusion, tm, tn] = self._sizes_bounds([(fusion, tm, tn)])[
+                fusion, tm, tn]
         compute, scores_out, outputs_out = products
         softmax, moved = sizes
         if fusion == "flash":   # both products evacuated
@@ -112,6 +157,50 @@ class Bounds:
         return op.repeat * (self.overhead + max(groups * compute, groups * vector,
                                                 groups * moved + self.latency))
 
+    def _sizes_bounds(self, sizes: list[tuple]) -> dict[tuple, tuple[int, int]]:
+        """cycles_bound's parts that depend on the tile sizes alone, by (fusion, tm, tn):
+        the softmax's vector-unit cycles (flash: per tile pair with the output's
+        rescale, _flash's; unfused: per query tile, _unfused's) and the K/V bytes'
+        off-chip service cycles; the softmax's vector_cycles of all in one kernel call,
+        the rescale's in another."""
+        op, platform = self.op, self.platform
+        d, unit = op.head_dim, platform.vector_unit
+        cost = unit.cycles_per_element
+        softmax_elements, rescale_elements = [], []
+        for fusion, tm, tn in sizes:
+            tiles, pairs = self._pairs(tm, tn)
+            if fusion == "flash":
+                softmax_elements.extend(rows * keys for rows, keys in pairs)
+                rescale_elements.extend(rows * d for rows, _ in pairs)
+            else:
+                softmax_elements.extend(tile.rows * sum(tile.key_tiles) for tile in tiles)
+        softmax_cycles = iter(_vector_cycles(softmax_elements, unit.lanes, cost.softmax,
+                                             SOFTMAX_PASSES))
+        rescale_cycles = iter(_vector_cycles(rescale_elements, unit.lanes, cost.mul, 1))
+        found = {}
+        for fusion, tm, tn in sizes:
+            tiles, pairs = self._pairs(tm, tn)
+            if fusion == "flash":
+                softmax = sum(count * (next(softmax_cycles) + next(rescale_cycles))
+                              for count in pairs.values())
+            else:
+                softmax = sum(next(softmax_cycles) for _ in tiles)
+            # Each transfer's service is a float64 ceil of its bytes over the rate: the
+            # margin keeps the bound below it whatever the rounding.
+            moved = int(group_kv_bytes(op, platform, fusion, pairs) / self.bytes_per_cycle
+                        * (1 - 1e-9))
+            found[fusion, tm, tn] = softmax, moved
+        return found
+
+
+def _vector_cycles(elements: list[int], lanes: int, cycles_per_element: int,
+                   passes: int) -> list[int]:
+    """vector_cycles of each count of `elements`, in one kernel call (none if empty)."""
+    if not elements:
+        return []
+    return vector_cycles_each(np.array(elements, dtype=np.int64), lanes, cycles_per_element,
+                              passes).tolist()
+
 
 def _products_bound(steps, d: int, pairs: dict[tuple[int, int], int]
                     ) -> tuple[int, int, int]:
@@ -125,26 +214,3 @@ def _products_bound(steps, d: int, pairs: dict[tuple[int, int], int]
         scores += count * steps.evacuated(rows, keys, d)
         outputs += count * steps.evacuated(rows, d, keys)
     return products, scores, outputs
-
-
-def _sizes_bound(op, platform: Platform, fusion: str, tiles: list[QueryTile],
-                 pairs: dict[tuple[int, int], int],
-                 bytes_per_cycle: float) -> tuple[int, int]:
-    """cycles_bound's parts that depend on the tile sizes alone: the softmax's
-    vector-unit cycles (flash: per tile pair with the output's rescale, _flash's;
-    unfused: per query tile, _unfused's) and the K/V bytes' off-chip service cycles."""
-    d, unit = op.head_dim, platform.vector_unit
-    cost = unit.cycles_per_element
-    if fusion == "flash":
-        softmax = sum(count * (vector_cycles(rows * keys, unit.lanes, cost.softmax,
-                                             SOFTMAX_PASSES)
-                               + vector_cycles(rows * d, unit.lanes, cost.mul, 1))
-                      for (rows, keys), count in pairs.items())
-    else:
-        softmax = sum(vector_cycles(tile.rows * sum(tile.key_tiles), unit.lanes,
-                                    cost.softmax, SOFTMAX_PASSES) for tile in tiles)
-    # Each transfer's service is a float64 ceil of its bytes over the rate: the
-    # margin keeps the bound below it whatever the rounding.
-    moved = int(group_kv_bytes(op, platform, fusion, pairs) / bytes_per_cycle
-                * (1 - 1e-9))
-    return softmax, moved

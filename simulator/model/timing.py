@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from simulator.kernels.jit import njit
-from simulator.model.dataflow import fill_rows, fold_shape
+from simulator.model.dataflow import M, N, TIME_DIM, fill_rows, fold_shape
 
 # Fold model codes (DESIGN.md section 3).
 PIPELINED, SCALESIM = 0, 1
@@ -103,8 +105,8 @@ def array_cycles(m: int, n: int, k: int, rows: int, cols: int, count: int, dataf
 class TileProduct(NamedTuple):
     """One tile product on the array, by name: what array_cycles and array_split read
     (their parameters, in their order). A NamedTuple, so that compiled code builds it
-    too; callers in other modules pass it to tile_product_timing (from Python) or
-    product_cycles and product_split (from compiled code), which unpack it here."""
+    too; compiled callers in other modules pass it to product_cycles and product_split,
+    which unpack it here (Python callers: TileProducts)."""
 
     m: int
     n: int
@@ -118,10 +120,71 @@ class TileProduct(NamedTuple):
     speed: float             # streaming speed (streamed_cycles)
 
 
-def tile_product_timing(product: TileProduct) -> tuple[int, tuple]:
-    """A Python caller's array cycles and their split (array_split) of one tile
-    product. The kernels take scalars: those the kernel library exports."""
-    return array_cycles(*product), array_split(*product)
+class TileProducts(NamedTuple):
+    """Tile products of several shapes on one set of arrays, none continuing a fold, by
+    name: what tile_products_timing reads. `transposed`: each runs as C^T = B^T A^T (m
+    and n exchanged), and one whose folds leave arrays idle (fewer folds than arrays)
+    with its stationary tile copied into each and its streamed dim split among them
+    (spread_shape: DESIGN.md section 19's transposed attention products)."""
+
+    shapes: np.ndarray       # int64 (products, 3): each product's m, n, k
+    rows: int
+    cols: int
+    count: int               # identical arrays
+    dataflow: int            # model.dataflow code
+    fold_model: int          # PIPELINED or SCALESIM
+    speed: float             # streaming speed (streamed_cycles)
+    transposed: bool
+
+
+def tile_products_timing(products: TileProducts) -> tuple[np.ndarray, np.ndarray]:
+    """A Python caller's array cycles (int64, per product) and their split (float64,
+    array_split's five per product) of many tile products in one kernel call: a search
+    works out a few dozen shapes, each two kernel calls' dispatch apart. The kernel
+    takes scalars and arrays: those the kernel library exports."""
+    size = products.shapes.shape[0]
+    cycles = np.empty(size, dtype=np.int64)
+    split = np.empty((size, 5), dtype=np.float64)
+    _products_timing(*products, cycles, split)
+    return cycles, split
+
+
+@njit(cache=True)
+def _products_timing(shapes, rows: int, cols: int, count: int, dataflow: int,
+                     fold_model: int, speed: float, transposed: bool, cycles,
+                     split) -> None:
+    """tile_products_timing's loop, its results written into `cycles` and `split`."""
+    for i in range(shapes.shape[0]):
+        m, n, k = shapes[i, 0], shapes[i, 1], shapes[i, 2]
+        if transposed:
+            m, n, k = spread_shape(n, m, k, rows, cols, count, dataflow)
+        cycles[i] = array_cycles(m, n, k, rows, cols, count, dataflow, fold_model, False,
+                                 speed)
+        useful, padding, fill, stationary, skew = array_split(
+            m, n, k, rows, cols, count, dataflow, fold_model, False, speed)
+        split[i, 0] = useful
+        split[i, 1] = padding
+        split[i, 2] = fill
+        split[i, 3] = stationary
+        split[i, 4] = skew
+
+
+@njit(cache=True, inline="always")
+def spread_shape(m: int, n: int, k: int, rows: int, cols: int, count: int,
+                 dataflow: int) -> tuple[int, int, int]:
+    """The shape each array runs of a product whose F folds leave arrays idle (F <
+    count): its streamed dim split into count // F shares (rounded up); the product
+    itself where its folds occupy every array."""
+    folds = fold_count(m, n, k, rows, cols, dataflow)
+    if folds >= count:
+        return m, n, k
+    share = count // folds
+    streamed = TIME_DIM[dataflow]
+    if streamed == M:
+        return ceil_div(m, share), n, k
+    if streamed == N:
+        return m, ceil_div(n, share), k
+    return m, n, ceil_div(k, share)
 
 
 @njit(cache=True, inline="always")
@@ -144,6 +207,16 @@ def product_split(product) -> tuple[float, float, int, int, int]:
 def vector_cycles(elements: int, lanes: int, cycles_per_element: int, passes: int) -> int:
     """Vector unit cycles: ceil(elements / lanes) * cycles_per_element * passes."""
     return ceil_div(elements, lanes) * cycles_per_element * passes
+
+
+@njit(cache=True)
+def vector_cycles_each(elements, lanes: int, cycles_per_element: int, passes: int):
+    """vector_cycles of each count of `elements` (int64): a Python caller's many in
+    one kernel call."""
+    cycles = np.empty_like(elements)
+    for i in range(elements.shape[0]):
+        cycles[i] = vector_cycles(elements[i], lanes, cycles_per_element, passes)
+    return cycles
 
 
 @njit(cache=True, inline="always")
