@@ -62,6 +62,16 @@ def test_a_signature_gives_one_specialisation() -> None:
     assert len(_plus_one.signatures) == 1
 
 
+def test_a_kernel_without_exports_keeps_its_dispatcher_for_later_calls() -> None:
+    """With no export in the library (the suite runs without it), the first call finds
+    the dispatcher and each later one calls it directly, whatever the arguments."""
+    fresh = Kernel(timing.ceil_div.py_func, (), {"cache": False})
+    assert fresh._plain is None
+    assert fresh(7, 2) == 4 and fresh._plain is fresh.dispatcher()
+    assert fresh(7.5, 2) == 4.0 and fresh(np.int64(9), 3) == 3
+    assert len(fresh.signatures) == 2  # (int64, int64) and (float64, int64)
+
+
 class _Pair(NamedTuple):
     ints: np.ndarray
     table: object  # a typed dictionary: Numba types a record holding one in Python

@@ -129,6 +129,7 @@ def test_a_call_that_does_not_fit_goes_to_the_jit(library_on) -> None:
     assert fresh.exports()
     assert fresh(7, 2) == 4 and fresh._made is None  # the export: no dispatcher
     assert fresh(7.5, 2) == 4.0 and fresh._made is not None  # the JIT, for floats
+    assert fresh._plain is None  # so each call still checks the exports first
 
 
 def test_fits_wants_exact_types() -> None:

@@ -76,6 +76,10 @@ class Kernel:
         self._signature = signature
         self._options = options
         self.ahead = ahead
+        # The dispatcher once a call found the library has no export for the kernel:
+        # what each later call runs, without looking the exports up again (a kernel
+        # such as ceil_div is called from Python some 30,000 times in a cost table).
+        self._plain = None
         self._made = None
         self._dispatcher = None
         self._exports = None
@@ -108,10 +112,17 @@ class Kernel:
         return self._made
 
     def __call__(self, *args):
-        for checks, function in self.exports():
+        plain = self._plain
+        if plain is not None:  # no export: every call goes to the dispatcher
+            return plain(*args)
+        exports = self.exports()
+        for checks, function in exports:
             if kernel_library.fits(args, checks):
                 return function(*args)
-        return self.dispatcher()(*args)
+        dispatcher = self.dispatcher()
+        if not exports:
+            self._plain = dispatcher
+        return dispatcher(*args)
 
     def specialised(self, *args) -> Callable:
         """A callable that runs the specialisation a call with `args` would run (the

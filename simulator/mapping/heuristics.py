@@ -119,8 +119,11 @@ def vector_rows_tiling(op, platform: Platform, depth: int) -> Tiling:
     buffers = platform.buffers
     e = operand_bytes(op, platform)[0]
     shape = op.vector()
-    per_row = max(ceil_div(shape.input_elements, shape.rows),
-                  ceil_div(shape.output_elements, shape.rows)) * e
+    # ceil_div in Python integers, not the kernel (as in _balanced): a kernel call from
+    # Python costs more than the division, and array_aligned calls this for every
+    # vector operator it tiles.
+    per_row = max(-(-shape.input_elements // shape.rows),
+                  -(-shape.output_elements // shape.rows)) * e
     rows = min(buffers.ifmap_bytes, buffers.output_bytes) // (depth * per_row)
     return Tiling(_balanced(shape.rows, rows), 1, 1, "mnk", "os", depth)
 
