@@ -252,11 +252,11 @@ def price_iteration(si, batch, ri, ctx, tables):
 
 @njit(**LOOP)
 def price_decode_run(si, batch, work, tables):
-    """LlmCost.decode_run of the decoding requests' contexts (work.contexts) over I_RUN
-    iterations, in its order of reads and sums; each part's stretch read from the grid
+    """LlmCost.decode_run of the decoding requests' contexts (batch.contexts) over
+    S_RUN iterations, in its order of reads and sums; each part's stretch read from the grid
     table inline (a grid point lacking: low first, as _stretches asks)."""
     s, cost_s, cost_e = batch.s, batch.ends, batch.energies
-    ctx, rows, touched, tlist = work.contexts, work.rows, work.touched, work.touched_list
+    ctx, rows, touched, tlist = batch.contexts, work.rows, work.touched, work.touched_list
     cross = work.crossings
     dense, dense_known, call = tables.dense, tables.dense_known, tables.call
     grid, gknown = tables.grid, tables.grid_known
