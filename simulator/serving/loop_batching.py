@@ -273,7 +273,7 @@ def _fits(si, p, slack, ndec, steps):
     return total <= p[S_FREE]
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def _offer_shape(si, s, ri, ctx, ch_req, ch_new, shp, shp_off):
     """MetricsStore.offer_shape of the plan (ShapeSample.offer): its chunks (new,
     cached) and decode contexts (`ctx`), as [chunks, decodes, new, cached, ...,

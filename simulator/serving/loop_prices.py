@@ -20,9 +20,9 @@ from typing import NamedTuple
 
 from simulator.kernels.jit import njit
 from simulator.serving.loop_maps import EMPTY, slot_of
-from simulator.serving.loop_state import (CALL_ANY, DONE, FIXED, I_BITS, I_CALL_KEYED,
-                                          I_MISS_A, I_MISS_B, I_MISS_KIND, I_NTOUCHED,
-                                          K_CALL, K_DECODE_ROOM, K_DENSE_GRID,
+from simulator.serving.loop_state import (CALL_ANY, DONE, FIXED, INLINED, I_BITS,
+                                          I_CALL_KEYED, I_MISS_A, I_MISS_B, I_MISS_KIND,
+                                          I_NTOUCHED, K_CALL, K_DECODE_ROOM, K_DENSE_GRID,
                                           K_DENSE_ROOM, K_GRID, K_PREFILL_GRID, LOOP,
                                           MISS, R_PREFILLED, S_NCHUNK, S_NDEC, S_RUN,
                                           VARIABLE)
@@ -205,7 +205,7 @@ def _stretch(context, end, low, high, s0, e0, s1, e1):
             b_s, b_e)
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def price_iteration(si, batch, ri, ctx, tables):
     """LlmCost.iteration of the plan's chunks and decodes (their contexts `ctx`), in
     its order of reads."""
@@ -250,7 +250,7 @@ def price_iteration(si, batch, ri, ctx, tables):
     return DONE
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def price_decode_run(si, batch, work, tables):
     """LlmCost.decode_run of the decoding requests' contexts (batch.contexts) over
     S_RUN iterations, in its order of reads and sums; each part's stretch read from the grid

@@ -196,7 +196,7 @@ class Batch(NamedTuple):
     energies: np.ndarray
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def batch_of(lanes, lane, lanes_per_replica):
     """Lane `lane`'s Batch (its replica's pool: the row of its first lane)."""
     replica = lane // lanes_per_replica
@@ -245,7 +245,7 @@ def schedule(queue, when, priority, kind, replica, ref):
     return eid
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def pop(queue):
     """Removes the queue's head (left in the last row for the caller)."""
     si, hq_t, hq_i = queue.ints, queue.times, queue.rows
