@@ -103,6 +103,8 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     dec, ctx, slack, left, pre, ch_req, ch_new = (
         np.zeros((replicas * lanes, n + 2), dtype=np.int64) for _ in range(7))
     shorts = np.zeros(n + 2, dtype=np.int64)
+    cells = np.zeros((replicas * lanes, n + 2, 2), dtype=np.int64)
+    stretches = np.zeros((replicas * lanes, n + 2, 4))
     p_ends, p_energy = (np.zeros((replicas * lanes, k.MAX_RUN_ITERATIONS))
                         for _ in range(2))
     stage_free = np.zeros((replicas, spec.system.pp))
@@ -119,7 +121,8 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
     tables = cost_tables(cost)
     lanes_state = k.Lanes(ints=rs, floats=rg, waiting=wq, decoding=dec, contexts=ctx,
-                          slack=slack, left=left, prefilling=pre, chunk_requests=ch_req,
+                          slack=slack, left=left, cells=cells, stretches=stretches,
+                          prefilling=pre, chunk_requests=ch_req,
                           chunk_tokens=ch_new, ends=p_ends, energies=p_energy,
                           stage_free=stage_free)
     requests = k.Requests(ints=ri, floats=rf, finished=fin, dropped=drops,

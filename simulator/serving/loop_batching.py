@@ -356,6 +356,7 @@ def commit(si, batch, requests, done, end, busy):
     s, p, gp = batch.s, batch.p, batch.gp
     dec, pre = batch.decoding, batch.prefilling
     ctx, slack, left = batch.contexts, batch.slack, batch.left
+    cells, stretches = batch.cells, batch.stretches
     ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
     ri, rf, fin = requests.ints, requests.floats, requests.finished
     chg_t, chg_d = requests.change_times, requests.change_deltas
@@ -366,6 +367,7 @@ def commit(si, batch, requests, done, end, busy):
     p[S_RUNNING_MAX] = max(p[S_RUNNING_MAX], running)
     nfin0 = si[I_NFIN]
     nfin = nfin0
+    kept = s[S_NDEC]  # the first finished one's place
     for j in range(s[S_NDEC]):
         ctx[j] += done
         slack[j] -= done
@@ -377,12 +379,15 @@ def commit(si, batch, requests, done, end, busy):
             _stop_decoding(ri, r, ctx[j], slack[j], 0)
             fin[nfin] = r
             nfin += 1
+            kept = min(kept, j)
     if nfin > nfin0:  # the finished ones out, the others' order kept
-        kept = 0
-        for j in range(s[S_NDEC]):
+        for j in range(kept + 1, s[S_NDEC]):
             if left[j]:
                 dec[kept], ctx[kept] = dec[j], ctx[j]
                 slack[kept], left[kept] = slack[j], left[j]
+                cells[kept, 0], cells[kept, 1] = cells[j, 0], cells[j, 1]
+                for m in range(4):
+                    stretches[kept, m] = stretches[j, m]
                 kept += 1
         s[S_NDEC] = kept
     prefilled = 0
@@ -406,6 +411,7 @@ def commit(si, batch, requests, done, end, busy):
                 dec[j], ctx[j] = r, ri[r, R_TARGET] + 1
                 slack[j] = ri[r, R_KV_HELD] - ri[r, R_TARGET]
                 left[j] = ri[r, R_OUTPUT] - ri[r, R_PRODUCED]
+                cells[j, 0] = cells[j, 1] = 0  # no stretch kept
                 s[S_NDEC] = j + 1
     npre = s[S_NPRE]
     for j in range(prefilled, npre):

@@ -116,7 +116,10 @@ class Lanes(NamedTuple):
     output produced are these three, in place: its row of Requests holds them again
     from when it stops decoding (finished or preempted) on, and is stale before
     (each plan and commit reads and writes a lane's few contiguous values instead of
-    rows of an array as long as the run's requests)."""
+    rows of an array as long as the run's requests). With them, each decoding
+    request's decode-run stretch as last priced (loop_prices.price_decode_run): its
+    grid cell (low, high; (0, 0) where none is kept) and its (seconds, joules) at low
+    and slopes, which hold while its context lies strictly inside the cell."""
 
     ints: np.ndarray
     floats: np.ndarray
@@ -125,6 +128,8 @@ class Lanes(NamedTuple):
     contexts: np.ndarray
     slack: np.ndarray
     left: np.ndarray
+    cells: np.ndarray
+    stretches: np.ndarray
     prefilling: np.ndarray
     chunk_requests: np.ndarray
     chunk_tokens: np.ndarray
@@ -178,7 +183,8 @@ class Batch(NamedTuple):
     """One lane's scheduler, as continuous batching reads it: its rows (`s`, `g`),
     its replica's pool rows (`p`, `gp`: the same rows where the replica is one lane),
     the replica's waiting queue and the lane's requests (the decoding ones with their
-    contexts, slack and tokens left), chunks and plan sums (rows of Lanes)."""
+    contexts, slack, tokens left and stretches), chunks and plan sums (rows of
+    Lanes)."""
 
     s: np.ndarray
     p: np.ndarray
@@ -189,6 +195,8 @@ class Batch(NamedTuple):
     contexts: np.ndarray
     slack: np.ndarray
     left: np.ndarray
+    cells: np.ndarray
+    stretches: np.ndarray
     prefilling: np.ndarray
     chunk_requests: np.ndarray
     chunk_tokens: np.ndarray
@@ -204,6 +212,7 @@ def batch_of(lanes, lane, lanes_per_replica):
     return Batch(lanes.ints[lane], lanes.ints[pool], lanes.floats[lane],
                  lanes.floats[pool], lanes.waiting[replica], lanes.decoding[lane],
                  lanes.contexts[lane], lanes.slack[lane], lanes.left[lane],
+                 lanes.cells[lane], lanes.stretches[lane],
                  lanes.prefilling[lane], lanes.chunk_requests[lane],
                  lanes.chunk_tokens[lane], lanes.ends[lane], lanes.energies[lane])
 
