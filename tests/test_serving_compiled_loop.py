@@ -232,3 +232,21 @@ def test_many_runs_cut_short_leave_their_stale_timeouts_in_the_queue(cost):
     reference = _serve(spec, arrivals, cost, 2000, compiled=False)
     assert _record(_serve(spec, arrivals, cost, 2000, compiled=True)) == _record(reference)
     assert compiled_loop.queue_room(n, 1) < 2 * n
+
+
+def test_decoding_requests_priced_by_their_kept_stretches_leave_the_simpy_store(cost):
+    """Long decodes cut into many short runs by frequent arrivals, each request's
+    context staying inside one grid cell for several runs (its kept stretch priced)
+    and crossing into the next (its stretch found again), others finishing between
+    (the lane's values moved up in order): the same store as the SimPy loop's; a
+    KV cache small enough to preempt some (their rows made current again)."""
+    rng = np.random.default_rng(11)
+    n = 80
+    arrivals = _arrivals(rng.exponential(0.004, n), rng.integers(100, 900, n),
+                         rng.integers(50, 700, n))
+    spec = _spec(24, 256, 16, 4)
+    reference = _serve(spec, arrivals, cost, 400, compiled=False)
+    compiled = _serve(spec, arrivals, cost, 400, compiled=True)
+    assert reference.preemptions > 0
+    assert sum(reference.iterations) > 2 * n
+    assert _record(compiled) == _record(reference)

@@ -100,9 +100,11 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     for column in (k.Q_FIRST, k.Q_FINISH, k.Q_ADMITTED, k.Q_LOST_SINCE):
         rf[:, column] = np.nan
     wq = np.zeros((replicas, n + 2), dtype=np.int64)
-    dec, pre, ch_req, ch_new = (np.zeros((replicas * lanes, n + 2), dtype=np.int64)
-                                for _ in range(4))
-    ctx, shorts, slack = (np.zeros(n + 2, dtype=np.int64) for _ in range(3))
+    dec, ctx, slack, left, pre, ch_req, ch_new = (
+        np.zeros((replicas * lanes, n + 2), dtype=np.int64) for _ in range(7))
+    shorts = np.zeros(n + 2, dtype=np.int64)
+    cells = np.zeros((replicas * lanes, n + 2, 2), dtype=np.int64)
+    stretches = np.zeros((replicas * lanes, n + 2, 4))
     p_ends, p_energy = (np.zeros((replicas * lanes, k.MAX_RUN_ITERATIONS))
                         for _ in range(2))
     stage_free = np.zeros((replicas, spec.system.pp))
@@ -118,14 +120,15 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
     shp = np.zeros(max(1, 64 * limit), dtype=np.int64)
     shp_off = np.zeros(2 * limit + 2, dtype=np.int64)
     tables = cost_tables(cost)
-    lanes_state = k.Lanes(ints=rs, floats=rg, waiting=wq, decoding=dec, prefilling=pre,
-                          chunk_requests=ch_req, chunk_tokens=ch_new, ends=p_ends,
-                          energies=p_energy, stage_free=stage_free)
+    lanes_state = k.Lanes(ints=rs, floats=rg, waiting=wq, decoding=dec, contexts=ctx,
+                          slack=slack, left=left, cells=cells, stretches=stretches,
+                          prefilling=pre, chunk_requests=ch_req,
+                          chunk_tokens=ch_new, ends=p_ends, energies=p_energy,
+                          stage_free=stage_free)
     requests = k.Requests(ints=ri, floats=rf, finished=fin, dropped=drops,
                           change_times=chg_t, change_deltas=chg_d)
-    work = k.PriceWork(shorts=shorts, slack=slack, contexts=ctx, rows=rows,
-                       touched=touched, touched_list=tlist, crossings=cross, shapes=shp,
-                       shape_offsets=shp_off)
+    work = k.PriceWork(shorts=shorts, rows=rows, touched=touched, touched_list=tlist,
+                       crossings=cross, shapes=shp, shape_offsets=shp_off)
     state = k.LoopState(ints=si, floats=sf, queue=k.EventQueue(si, hq_t, hq_i),
                         lanes=lanes_state, requests=requests, work=work)
     loop = serve_loop.specialised(state, tables)  # typed once, not at each call

@@ -60,17 +60,44 @@ def _on_admitted(g, rf, r, now):
 
 
 @njit(**LOOP)
-def _grow(si, p, ri, r, tokens):
-    """PagedKvCache.grow."""
-    short = tokens - ri[r, R_KV_HELD]
+def _take_blocks(si, p, short):
+    """PagedKvCache.grow's blocks for `short` tokens beyond a request's blocks: the
+    tokens they add (taken from the free ones), or -1 where too few are free."""
     block = si[I_BLOCK]
     extra = -(-short // block) if short > 0 else 0
     if extra > p[S_FREE]:
+        return -1
+    p[S_FREE] -= extra
+    return extra * block
+
+
+@njit(**LOOP)
+def _grow(si, p, ri, r, tokens):
+    """PagedKvCache.grow of request r (not decoding: its row is current)."""
+    added = _take_blocks(si, p, tokens - ri[r, R_KV_HELD])
+    if added < 0:
         return False
-    if extra:
-        p[S_FREE] -= extra
-        ri[r, R_KV_HELD] += extra * block
+    ri[r, R_KV_HELD] += added
     return True
+
+
+@njit(**LOOP)
+def _grow_decoding(si, p, slack, j, steps):
+    """PagedKvCache.grow of the lane's decoding request j to `steps` tokens beyond
+    its KV tokens (its slack: loop_state.Lanes)."""
+    added = _take_blocks(si, p, steps - slack[j])
+    if added > 0:
+        slack[j] += added
+
+
+@njit(**LOOP)
+def _stop_decoding(ri, r, context, slack, left):
+    """Request r's row made current again from its lane's values (it stops decoding:
+    loop_state.Lanes)."""
+    tokens = context - 1
+    ri[r, R_KV_TOKENS] = tokens
+    ri[r, R_KV_HELD] = slack + tokens
+    ri[r, R_PRODUCED] = ri[r, R_OUTPUT] - left
 
 
 @njit(**LOOP)
@@ -132,16 +159,15 @@ def enqueue(si, requests, lanes, replica, r, at):
 @njit(**INLINED)
 def plan(si, sf, batch, requests, work):
     """ContinuousBatching.plan up to its costs: False where it returns None. One pass
-    over the decoding requests finds those short of a block (their indices in
-    work.shorts, in order), their slack (blocks' room beyond their tokens, in
-    work.slack: what _fits reads), their contexts (work.contexts: what pricing and
-    the shape sample read) and the fewest output tokens any has left: the passes
-    after it read these instead of every request's row again."""
+    over the decoding requests' slack and tokens left (the lane's: loop_state.Lanes)
+    finds those short of a block (their indices in work.shorts, in order) and the
+    fewest output tokens any has left."""
     s, p, g, wq = batch.s, batch.p, batch.g, batch.waiting
     dec, pre = batch.decoding, batch.prefilling
+    ctx, slack, left = batch.contexts, batch.slack, batch.left
     ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
     ri, rf = requests.ints, requests.floats
-    shorts, slack, ctx = work.shorts, work.slack, work.contexts
+    shorts = work.shorts
     now = sf[F_NOW]
     if s[S_NDEC] + s[S_NPRE] == 0 and p[S_WCOUNT] == 0:
         return False
@@ -151,15 +177,10 @@ def plan(si, sf, batch, requests, work):
     fewest = MAX_RUN_ITERATIONS  # the fewest output tokens left (a run's cap at most)
     ndec = s[S_NDEC]
     for j in range(ndec):
-        r = dec[j]
-        kv_tokens = ri[r, R_KV_TOKENS]
-        ctx[j] = kv_tokens + 1
-        room = ri[r, R_KV_HELD] - kv_tokens
-        slack[j] = room
-        if room <= 0:
+        if slack[j] <= 0:
             shorts[short] = j
             short += 1
-        fewest = min(fewest, ri[r, R_OUTPUT] - ri[r, R_PRODUCED])
+        fewest = min(fewest, left[j])
     if short > p[S_FREE]:
         while short > p[S_FREE]:
             if s[S_NPRE] > 0:
@@ -167,8 +188,10 @@ def plan(si, sf, batch, requests, work):
                 victim = pre[s[S_NPRE]]
             else:
                 s[S_NDEC] -= 1
-                victim = dec[s[S_NDEC]]
-                if short > 0 and shorts[short - 1] == s[S_NDEC]:
+                j = s[S_NDEC]
+                victim = dec[j]
+                _stop_decoding(ri, victim, ctx[j], slack[j], left[j])
+                if short > 0 and shorts[short - 1] == j:
                     short -= 1
             _release(si, p, ri, victim)
             ri[victim, R_PREEMPT] += 1
@@ -183,13 +206,9 @@ def plan(si, sf, batch, requests, work):
         if s[S_NDEC] < ndec:  # the fewest left among those still decoding
             fewest = MAX_RUN_ITERATIONS
             for j in range(s[S_NDEC]):
-                r = dec[j]
-                fewest = min(fewest, ri[r, R_OUTPUT] - ri[r, R_PRODUCED])
+                fewest = min(fewest, left[j])
     for i in range(short):
-        j = shorts[i]
-        r = dec[j]
-        _grow(si, p, ri, r, ri[r, R_KV_TOKENS] + 1)
-        slack[j] = ri[r, R_KV_HELD] - ri[r, R_KV_TOKENS]
+        _grow_decoding(si, p, slack, shorts[i], 1)
     ndec = s[S_NDEC]
     budget = si[I_MAX_TOKENS] - ndec
     nchunk = 0
@@ -254,7 +273,7 @@ def _fits(si, p, slack, ndec, steps):
     return total <= p[S_FREE]
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def _offer_shape(si, s, ri, ctx, ch_req, ch_new, shp, shp_off):
     """MetricsStore.offer_shape of the plan (ShapeSample.offer): its chunks (new,
     cached) and decode contexts (`ctx`), as [chunks, decodes, new, cached, ...,
@@ -305,15 +324,15 @@ def price(si, sf, batch, requests, work, tables):
     """The planned iterations' shape offered, their costs, and their end times from
     now and energies as running sums (schedulers._plan, _one); MISS or GROW where
     the driver must act first (then price again). The decoding requests' contexts
-    are plan's (work.contexts)."""
+    are the lane's (batch.contexts)."""
     s, g = batch.s, batch.g
     p_ends, p_energy, ri = batch.ends, batch.energies, requests.ints
-    status = _offer_shape(si, s, ri, work.contexts, batch.chunk_requests,
+    status = _offer_shape(si, s, ri, batch.contexts, batch.chunk_requests,
                           batch.chunk_tokens, work.shapes, work.shape_offsets)
     if status != DONE:
         return status
     if s[S_PLAN_KIND] == PLAN_ITERATION:
-        status = price_iteration(si, batch, ri, work.contexts, tables)
+        status = price_iteration(si, batch, ri, batch.contexts, tables)
     else:
         status = price_decode_run(si, batch, work, tables)
     if status != DONE:
@@ -336,6 +355,8 @@ def commit(si, batch, requests, done, end, busy):
     energy = batch.energies[done - 1]
     s, p, gp = batch.s, batch.p, batch.gp
     dec, pre = batch.decoding, batch.prefilling
+    ctx, slack, left = batch.contexts, batch.slack, batch.left
+    cells, stretches = batch.cells, batch.stretches
     ch_req, ch_new = batch.chunk_requests, batch.chunk_tokens
     ri, rf, fin = requests.ints, requests.floats, requests.finished
     chg_t, chg_d = requests.change_times, requests.change_deltas
@@ -346,22 +367,27 @@ def commit(si, batch, requests, done, end, busy):
     p[S_RUNNING_MAX] = max(p[S_RUNNING_MAX], running)
     nfin0 = si[I_NFIN]
     nfin = nfin0
+    kept = s[S_NDEC]  # the first finished one's place
     for j in range(s[S_NDEC]):
-        r = dec[j]
-        kv_tokens = ri[r, R_KV_TOKENS] + done
-        if kv_tokens > ri[r, R_KV_HELD]:
-            _grow(si, p, ri, r, kv_tokens)
-        ri[r, R_KV_TOKENS] = kv_tokens
-        ri[r, R_PRODUCED] += done
-        if ri[r, R_PRODUCED] == ri[r, R_OUTPUT]:
+        ctx[j] += done
+        slack[j] -= done
+        if slack[j] < 0:
+            _grow_decoding(si, p, slack, j, 0)
+        left[j] -= done
+        if left[j] == 0:
+            r = dec[j]
+            _stop_decoding(ri, r, ctx[j], slack[j], 0)
             fin[nfin] = r
             nfin += 1
-    if nfin > nfin0:
-        kept = 0
-        for j in range(s[S_NDEC]):
-            r = dec[j]
-            if ri[r, R_PRODUCED] != ri[r, R_OUTPUT]:
-                dec[kept] = r
+            kept = min(kept, j)
+    if nfin > nfin0:  # the finished ones out, the others' order kept
+        for j in range(kept + 1, s[S_NDEC]):
+            if left[j]:
+                dec[kept], ctx[kept] = dec[j], ctx[j]
+                slack[kept], left[kept] = slack[j], left[j]
+                cells[kept, 0], cells[kept, 1] = cells[j, 0], cells[j, 1]
+                for m in range(4):
+                    stretches[kept, m] = stretches[j, m]
                 kept += 1
         s[S_NDEC] = kept
     prefilled = 0
@@ -380,9 +406,13 @@ def commit(si, batch, requests, done, end, busy):
             if ri[r, R_PRODUCED] == ri[r, R_OUTPUT]:
                 fin[nfin] = r
                 nfin += 1
-            else:
-                dec[s[S_NDEC]] = r
-                s[S_NDEC] += 1
+            else:  # it decodes: its values into the lane's (loop_state.Lanes)
+                j = s[S_NDEC]
+                dec[j], ctx[j] = r, ri[r, R_TARGET] + 1
+                slack[j] = ri[r, R_KV_HELD] - ri[r, R_TARGET]
+                left[j] = ri[r, R_OUTPUT] - ri[r, R_PRODUCED]
+                cells[j, 0] = cells[j, 1] = 0  # no stretch kept
+                s[S_NDEC] = j + 1
     npre = s[S_NPRE]
     for j in range(prefilled, npre):
         pre[j - prefilled] = pre[j]

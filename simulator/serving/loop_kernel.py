@@ -44,7 +44,7 @@ def _wake(queue, s, now, replica):
         schedule(queue, now, NORMAL, EV_ARRIVED, replica, s[S_GEN])
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def _arrivals(state):
     """engine.arriving from where it stopped, until it waits or ends; round robin
     over the replicas (routing.RoundRobin), each request enqueued on its replica's

@@ -20,9 +20,9 @@ from typing import NamedTuple
 
 from simulator.kernels.jit import njit
 from simulator.serving.loop_maps import EMPTY, slot_of
-from simulator.serving.loop_state import (CALL_ANY, DONE, FIXED, I_BITS, I_CALL_KEYED,
-                                          I_MISS_A, I_MISS_B, I_MISS_KIND, I_NTOUCHED,
-                                          K_CALL, K_DECODE_ROOM, K_DENSE_GRID,
+from simulator.serving.loop_state import (CALL_ANY, DONE, FIXED, INLINED, I_BITS,
+                                          I_CALL_KEYED, I_MISS_A, I_MISS_B, I_MISS_KIND,
+                                          I_NTOUCHED, K_CALL, K_DECODE_ROOM, K_DENSE_GRID,
                                           K_DENSE_ROOM, K_GRID, K_PREFILL_GRID, LOOP,
                                           MISS, R_PREFILLED, S_NCHUNK, S_NDEC, S_RUN,
                                           VARIABLE)
@@ -201,11 +201,18 @@ def _stretch(context, end, low, high, s0, e0, s1, e1):
         return end, end + 1, s0, e0, 0.0, 0.0
     span = high - low
     b_s, b_e = (s1 - s0) / span, (e1 - e0) / span
-    return (end, high - context, s0 + b_s * (context - low), e0 + b_e * (context - low),
-            b_s, b_e)
+    a_s, a_e = _on_line(context, low, s0, e0, b_s, b_e)
+    return end, high - context, a_s, a_e, b_s, b_e
 
 
 @njit(**LOOP)
+def _on_line(context, low, s0, e0, b_s, b_e):
+    """A stretch's (seconds, joules) at `context`: from (s0, e0) at `low` on by its
+    slopes."""
+    return s0 + b_s * (context - low), e0 + b_e * (context - low)
+
+
+@njit(**INLINED)
 def price_iteration(si, batch, ri, ctx, tables):
     """LlmCost.iteration of the plan's chunks and decodes (their contexts `ctx`), in
     its order of reads."""
@@ -250,13 +257,17 @@ def price_iteration(si, batch, ri, ctx, tables):
     return DONE
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def price_decode_run(si, batch, work, tables):
-    """LlmCost.decode_run of the decoding requests' contexts (work.contexts) over I_RUN
-    iterations, in its order of reads and sums; each part's stretch read from the grid
-    table inline (a grid point lacking: low first, as _stretches asks)."""
+    """LlmCost.decode_run of the decoding requests' contexts (batch.contexts) over
+    S_RUN iterations, in its order of reads and sums; each part's stretch read from the
+    grid table inline (a grid point lacking: low first, as _stretches asks), or, for a
+    decoding request, from the one kept with it where its context is still inside
+    that stretch's grid cell (its points known, its slopes the same numbers; each
+    request stays in a cell for many runs)."""
     s, cost_s, cost_e = batch.s, batch.ends, batch.energies
-    ctx, rows, touched, tlist = work.contexts, work.rows, work.touched, work.touched_list
+    ctx, rows, touched, tlist = batch.contexts, work.rows, work.touched, work.touched_list
+    cells, kept = batch.cells, batch.stretches
     cross = work.crossings
     dense, dense_known, call = tables.dense, tables.dense_known, tables.call
     grid, gknown = tables.grid, tables.grid_known
@@ -272,13 +283,22 @@ def price_decode_run(si, batch, work, tables):
     first_s = first_e = slope_s = slope_e = 0.0
     ncross = 0
     for p in range(n + 1):
-        which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
-        low, high = _grid_cell(context, bits)
-        if _lacks_point(si, gknown, K_GRID, low, high):
-            return MISS
-        _, end, a_s, a_e, b_s, b_e = _stretch(
-            context, 0, low, high, grid[low, 2 * which], grid[low, 2 * which + 1],
-            grid[high, 2 * which], grid[high, 2 * which + 1])
+        if p < n and cells[p, 0] < ctx[p] < cells[p, 1]:  # its stretch kept
+            context, low = ctx[p], cells[p, 0]
+            end, b_s, b_e = cells[p, 1] - context, kept[p, 2], kept[p, 3]
+            a_s, a_e = _on_line(context, low, kept[p, 0], kept[p, 1], b_s, b_e)
+        else:
+            which, context = (VARIABLE, ctx[p]) if p < n else (FIXED, longest)
+            low, high = _grid_cell(context, bits)
+            if _lacks_point(si, gknown, K_GRID, low, high):
+                return MISS
+            s0, e0 = grid[low, 2 * which], grid[low, 2 * which + 1]
+            _, end, a_s, a_e, b_s, b_e = _stretch(
+                context, 0, low, high, s0, e0, grid[high, 2 * which],
+                grid[high, 2 * which + 1])
+            if p < n and low != high:
+                cells[p, 0], cells[p, 1] = low, high
+                kept[p, 0], kept[p, 1], kept[p, 2], kept[p, 3] = s0, e0, b_s, b_e
         first_s += a_s
         first_e += a_e
         slope_s += b_s

@@ -107,15 +107,29 @@ class EventQueue(NamedTuple):
 
 
 class Lanes(NamedTuple):
-    """Each lane's state: its ints and floats rows (S_*, G_*), its decoding and
+    """Each lane's state: its ints and floats rows (S_*, G_*), its decoding requests
+    and, at their positions, each one's context (its KV tokens + 1: its next decode's),
+    slack (its blocks' room beyond its KV tokens) and output tokens left, its
     prefilling requests, its planned chunks (request, new tokens) and the running
     sums of its plan's ends and energies; each replica's waiting queue (a ring) and
-    its stages' free times (pipelined)."""
+    its stages' free times (pipelined). A decoding request's KV tokens, blocks and
+    output produced are these three, in place: its row of Requests holds them again
+    from when it stops decoding (finished or preempted) on, and is stale before
+    (each plan and commit reads and writes a lane's few contiguous values instead of
+    rows of an array as long as the run's requests). With them, each decoding
+    request's decode-run stretch as last priced (loop_prices.price_decode_run): its
+    grid cell (low, high; (0, 0) where none is kept) and its (seconds, joules) at low
+    and slopes, which hold while its context lies strictly inside the cell."""
 
     ints: np.ndarray
     floats: np.ndarray
     waiting: np.ndarray
     decoding: np.ndarray
+    contexts: np.ndarray
+    slack: np.ndarray
+    left: np.ndarray
+    cells: np.ndarray
+    stretches: np.ndarray
     prefilling: np.ndarray
     chunk_requests: np.ndarray
     chunk_tokens: np.ndarray
@@ -139,14 +153,12 @@ class Requests(NamedTuple):
 
 class PriceWork(NamedTuple):
     """What planning and pricing a plan write besides the lane's state: the decoding
-    requests short of a block and each one's slack (loop_batching.plan), a decode
-    run's contexts, its stretches' changes by iteration (`rows`, `touched`,
-    `touched_list`), the stretches that change within it (`crossings`), and the
-    sampled shapes (`shapes` flat, `shape_offsets`; the driver enlarges `shapes`)."""
+    requests short of a block (loop_batching.plan), a decode run's stretches' changes
+    by iteration (`rows`, `touched`, `touched_list`), the stretches that change
+    within it (`crossings`), and the sampled shapes (`shapes` flat, `shape_offsets`;
+    the driver enlarges `shapes`)."""
 
     shorts: np.ndarray
-    slack: np.ndarray
-    contexts: np.ndarray
     rows: np.ndarray
     touched: np.ndarray
     touched_list: np.ndarray
@@ -170,8 +182,9 @@ class LoopState(NamedTuple):
 class Batch(NamedTuple):
     """One lane's scheduler, as continuous batching reads it: its rows (`s`, `g`),
     its replica's pool rows (`p`, `gp`: the same rows where the replica is one lane),
-    the replica's waiting queue and the lane's requests, chunks and plan sums (rows
-    of Lanes)."""
+    the replica's waiting queue and the lane's requests (the decoding ones with their
+    contexts, slack, tokens left and stretches), chunks and plan sums (rows of
+    Lanes)."""
 
     s: np.ndarray
     p: np.ndarray
@@ -179,6 +192,11 @@ class Batch(NamedTuple):
     gp: np.ndarray
     waiting: np.ndarray
     decoding: np.ndarray
+    contexts: np.ndarray
+    slack: np.ndarray
+    left: np.ndarray
+    cells: np.ndarray
+    stretches: np.ndarray
     prefilling: np.ndarray
     chunk_requests: np.ndarray
     chunk_tokens: np.ndarray
@@ -186,13 +204,15 @@ class Batch(NamedTuple):
     energies: np.ndarray
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def batch_of(lanes, lane, lanes_per_replica):
     """Lane `lane`'s Batch (its replica's pool: the row of its first lane)."""
     replica = lane // lanes_per_replica
     pool = replica * lanes_per_replica
     return Batch(lanes.ints[lane], lanes.ints[pool], lanes.floats[lane],
                  lanes.floats[pool], lanes.waiting[replica], lanes.decoding[lane],
+                 lanes.contexts[lane], lanes.slack[lane], lanes.left[lane],
+                 lanes.cells[lane], lanes.stretches[lane],
                  lanes.prefilling[lane], lanes.chunk_requests[lane],
                  lanes.chunk_tokens[lane], lanes.ends[lane], lanes.energies[lane])
 
@@ -234,7 +254,7 @@ def schedule(queue, when, priority, kind, replica, ref):
     return eid
 
 
-@njit(**LOOP)
+@njit(**INLINED)
 def pop(queue):
     """Removes the queue's head (left in the last row for the caller)."""
     si, hq_t, hq_i = queue.ints, queue.times, queue.rows
