@@ -30,7 +30,7 @@ from simulator.invocation import call_cost_reads_bytes
 from simulator.serving import loop_state as k
 from simulator.serving.kv_cache import PagedKvCache
 from simulator.serving.llm_cost import LlmCost
-from simulator.serving.loop_kernel import serve_loop
+from simulator.serving.loop_kernel import serve_loop, serve_pipelined
 from simulator.serving.loop_tables import cost_tables, filled
 from simulator.serving.metrics import MetricsStore
 from simulator.serving.request_rows import RequestRows
@@ -131,7 +131,8 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
                        crossings=cross, shapes=shp, shape_offsets=shp_off)
     state = k.LoopState(ints=si, floats=sf, queue=k.EventQueue(si, hq_t, hq_i),
                         lanes=lanes_state, requests=requests, work=work)
-    loop = serve_loop.specialised(state, tables)  # typed once, not at each call
+    kernel = serve_pipelined if spec.system.pp > 1 else serve_loop  # (compiled apart)
+    loop = kernel.specialised(state, tables)  # typed once, not at each call
     while True:
         status = loop(state, tables)
         if status == k.DONE:
@@ -141,7 +142,7 @@ def run_compiled(spec, arrivals, cost: LlmCost, kv: PagedKvCache, store: Metrics
         elif status == k.GROW:
             shp = np.concatenate([shp, np.zeros_like(shp)])
             state = state._replace(work=state.work._replace(shapes=shp))
-            loop = serve_loop.specialised(state, tables)
+            loop = kernel.specialised(state, tables)
         elif status == k.PROGRESS:
             progress(int(si[k.I_NFIN] + si[k.I_NDROP]), n)
     _record(store, si, rs[::lanes], rg[::lanes], ri, rf, fin, drops, chg_t, chg_d, shp,

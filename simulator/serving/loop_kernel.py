@@ -14,6 +14,12 @@ resolve as there.
 The kernel returns to its driver where it lacks an iteration cost (MISS: the driver
 asks the cost model, as the reference would at that point, and calls again) and every
 REPORT_EVERY finished requests (PROGRESS); it resumes where it stopped (`I_PENDING`).
+
+Two kernels share the event loop's parts (inlined): serve_loop for replicas of one
+stage, serve_pipelined for replicas of pipeline stages. Each process's plan and pricing
+are inlined into it (their records passed by value cost more than their work), so
+compiling a replica kind's process is most of a cold compile: a run compiles only its
+own kind's.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from simulator.serving.loop_state import (DONE, EV_ARRIVED, EV_ARR_END, EV_ARR_T
                                           G_PLAN_START, INLINED, I_ARR_INDEX, I_ARR_WAITED,
                                           I_LANES, I_N, I_NDROP, I_NEXT, I_NFIN, I_PENDING,
                                           I_PENDING_REP, I_QLEN, I_REPLICAS, I_REPORTS,
-                                          I_REPORT_NEXT, I_STAGES, I_STARTED, LOOP,
+                                          I_REPORT_NEXT, I_STARTED, LOOP,
                                           L_AFTER_FIRST, L_COMMIT, L_DISPATCH, L_PRICE,
                                           L_TOP, NORMAL, PROGRESS, Q_ARRIVAL, REPORT_EVERY,
                                           S_DONE, S_EV_EID, S_GEN, S_INTERRUPT, S_RESUME,
@@ -160,13 +166,53 @@ def _replica(label, replica, state, tables):
                 return PROGRESS
 
 
-@njit(**LOOP)
-def serve_loop(state, tables):
-    """engine.run_serving's env.run() over the loop's state (a LoopState) and the cost
-    model's tables (loop_prices.CostTables): DONE when the queue is empty; MISS,
-    PROGRESS or GROW where the driver must act first (call again after)."""
-    si, sf, queue, rs = state.ints, state.floats, state.queue, state.lanes.ints
-    hq_t, hq_i = queue.times, queue.rows
+@njit(**INLINED)
+def _resumed(state, event, now):
+    """The popped event (its queue row) handled, as engine.run_serving's env.run()
+    does: the label of the process it resumes (-1 where none)."""
+    queue, rs = state.queue, state.lanes.ints
+    eid, kind, lane, ref = event[1], event[2], event[3], event[4]
+    s = rs[lane]  # (EV_FREED: `lane` is the replica)
+    label = -1
+    if kind == EV_INIT_ARR or kind == EV_ARR_TIMEOUT:
+        _arrivals(state)
+    elif kind == EV_INIT_REP:
+        label = L_TOP
+    elif kind == EV_ARRIVED:
+        if s[S_WAIT] == W_ARRIVED and s[S_WAIT_GEN] == ref:
+            label = s[S_RESUME]
+        elif s[S_WAIT] == W_FIRST and s[S_WAIT_GEN] == ref:  # first_of fires
+            s[S_WAIT] = W_EITHER
+            schedule(queue, now, NORMAL, EV_EITHER, lane, 0)
+        else:
+            on_arrived(queue, s, now, lane, ref)
+    elif kind == EV_REP_TIMEOUT:
+        if s[S_WAIT] == W_TIMEOUT and s[S_WAIT_EID] == eid:
+            label = s[S_RESUME]
+        elif s[S_WAIT] == W_FIRST and s[S_WAIT_EID] == eid:
+            s[S_WAIT] = W_EITHER
+            schedule(queue, now, NORMAL, EV_EITHER, lane, 0)
+    elif kind == EV_EITHER:
+        if s[S_WAIT] == W_EITHER:
+            label = s[S_RESUME]
+    elif kind == EV_FREED:
+        on_freed(queue, rs, now, lane, ref)
+    elif kind == EV_NEWS:
+        if s[S_WAIT] == W_CONDITION:
+            label = s[S_RESUME]
+    elif kind == EV_STAGE:
+        if s[S_WAIT] == W_STAGE and s[S_EV_EID] == eid:
+            label = s[S_RESUME]
+    if label >= 0:
+        s[S_WAIT] = W_NONE
+    return label
+
+
+@njit(**INLINED)
+def _started(state):
+    """The arrival process's and each lane's first events scheduled on the first
+    call; the (label, lane) a previous call left pending."""
+    si, queue = state.ints, state.queue
     if not si[I_STARTED]:  # the arrival process, then each lane's (engine order)
         si[I_STARTED] = 1
         schedule(queue, 0.0, URGENT, EV_INIT_ARR, 0, 0)
@@ -174,13 +220,22 @@ def serve_loop(state, tables):
             schedule(queue, 0.0, URGENT, EV_INIT_REP, lane, 0)
     label, lane = si[I_PENDING], si[I_PENDING_REP]
     si[I_PENDING] = -1
-    pipelined = si[I_STAGES] > 1
+    return label, lane
+
+
+@njit(**LOOP)
+def serve_loop(state, tables):
+    """engine.run_serving's env.run() over the loop's state (a LoopState) and the cost
+    model's tables (loop_prices.CostTables), each replica one lane (_replica): DONE
+    when the queue is empty; MISS, PROGRESS or GROW where the driver must act first
+    (call again after). A kernel of its own, as serve_pipelined is: each compiles only
+    its replicas' process (inlined, with its plan and pricing: most of the compile)."""
+    si, sf, queue = state.ints, state.floats, state.queue
+    hq_t, hq_i = queue.times, queue.rows
+    label, lane = _started(state)
     while True:
         if label >= 0:
-            if pipelined:
-                status = lane_process(label, lane, state, tables)
-            else:
-                status = _replica(label, lane, state, tables)
+            status = _replica(label, lane, state, tables)
             if status != DONE:
                 return status
         if si[I_QLEN] == 0:
@@ -189,37 +244,26 @@ def serve_loop(state, tables):
         head = hq_t.shape[0] - 1
         now = hq_t[head]
         sf[F_NOW] = now
-        eid, kind, lane, ref = hq_i[head, 1], hq_i[head, 2], hq_i[head, 3], hq_i[head, 4]
-        s = rs[lane]  # (EV_FREED: `lane` is the replica)
-        label = -1
-        if kind == EV_INIT_ARR or kind == EV_ARR_TIMEOUT:
-            _arrivals(state)
-        elif kind == EV_INIT_REP:
-            label = L_TOP
-        elif kind == EV_ARRIVED:
-            if s[S_WAIT] == W_ARRIVED and s[S_WAIT_GEN] == ref:
-                label = s[S_RESUME]
-            elif s[S_WAIT] == W_FIRST and s[S_WAIT_GEN] == ref:  # first_of fires
-                s[S_WAIT] = W_EITHER
-                schedule(queue, now, NORMAL, EV_EITHER, lane, 0)
-            else:
-                on_arrived(queue, s, now, lane, ref)
-        elif kind == EV_REP_TIMEOUT:
-            if s[S_WAIT] == W_TIMEOUT and s[S_WAIT_EID] == eid:
-                label = s[S_RESUME]
-            elif s[S_WAIT] == W_FIRST and s[S_WAIT_EID] == eid:
-                s[S_WAIT] = W_EITHER
-                schedule(queue, now, NORMAL, EV_EITHER, lane, 0)
-        elif kind == EV_EITHER:
-            if s[S_WAIT] == W_EITHER:
-                label = s[S_RESUME]
-        elif kind == EV_FREED:
-            on_freed(queue, rs, now, lane, ref)
-        elif kind == EV_NEWS:
-            if s[S_WAIT] == W_CONDITION:
-                label = s[S_RESUME]
-        elif kind == EV_STAGE:
-            if s[S_WAIT] == W_STAGE and s[S_EV_EID] == eid:
-                label = s[S_RESUME]
+        lane = hq_i[head, 3]
+        label = _resumed(state, hq_i[head], now)
+
+
+@njit(**LOOP)
+def serve_pipelined(state, tables):
+    """serve_loop where each replica's stages are lanes (loop_pipeline.lane_process)."""
+    si, sf, queue = state.ints, state.floats, state.queue
+    hq_t, hq_i = queue.times, queue.rows
+    label, lane = _started(state)
+    while True:
         if label >= 0:
-            s[S_WAIT] = W_NONE
+            status = lane_process(label, lane, state, tables)
+            if status != DONE:
+                return status
+        if si[I_QLEN] == 0:
+            return DONE
+        pop(queue)
+        head = hq_t.shape[0] - 1
+        now = hq_t[head]
+        sf[F_NOW] = now
+        lane = hq_i[head, 3]
+        label = _resumed(state, hq_i[head], now)
