@@ -85,9 +85,10 @@ def timed(line: list[str], cache: Path) -> tuple[float, float, str, bool]:
 def warm(root: Path, model: str) -> None:
     """One small search, untimed, in a cost cache of its own: compiled kernels
     (Numba's on-disk cache beside the sources) are then warm for the timed runs,
-    whose cost caches stay cold."""
+    whose cost caches stay cold. Two chips, so that pipelined replicas (P = 2) run
+    too: the compiled serving loop has one kernel per replica kind."""
     line = command(model, "tpu_v5e_like", 1.0, "--requests", "20", "--budget-chips",
-                   "1", "--max-batch", "16", "--scheduler", "serial")
+                   "2", "--max-batch", "16", "--scheduler", "serial")
     subprocess.run(line, capture_output=True, text=True,
                    env=dict(os.environ, XDG_CACHE_HOME=str(root / "warm-cache")))
 
