@@ -57,6 +57,10 @@ MEASUREMENTS = HERE / "measurements.yaml"
 RANK_FIT = ["runtime.op_overhead_cycles", "runtime.invocation_overhead_us",
             "interconnect.collective_fixed_us", "interconnect.link_latency_cycles",
             "offchip.efficiency"]
+# One card's generation runs (prefill and decode steps, no collective): dispatch per
+# operator and per step, and the sustained bandwidth fraction.
+CARD_FIT = ["runtime.op_overhead_cycles", "runtime.invocation_overhead_us",
+            "offchip.efficiency"]
 # The assumed values fitted per platform: the fixed costs no vendor publishes (per
 # operator dispatch, per call, per PSUM copy) and the sustained bandwidth fraction.
 FIT = {
@@ -65,11 +69,12 @@ FIT = {
     "trainium_core": RANK_FIT,
     "inferentia2_core": RANK_FIT,
     "tpu_v4": RANK_FIT,
+    "gaudi3": CARD_FIT,
+    "gaudi2": CARD_FIT,
 }
 # Compared uncalibrated only: tpu_v3_core, tpu_v5e and tpu_v6e have one case each
-# (leaving it out leaves nothing); gaudi3's and gaudi2's cases take 16 runs per
-# evaluation (a fit is left for later).
-UNCALIBRATED = ["tpu_v3_core", "gaudi3", "gaudi2", "tpu_v5e", "tpu_v6e"]
+# (leaving it out leaves nothing).
+UNCALIBRATED = ["tpu_v3_core", "tpu_v5e", "tpu_v6e"]
 # Encoder sizes: layers, hidden, heads, FFN.
 ENCODERS = {"bert_base": (12, 768, 12, 3072), "bert_large": (24, 1024, 16, 4096),
             "distilbert": (6, 768, 12, 3072)}
