@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
+from typing import NoReturn
 
 from simulator.errors import AccsimError
 from simulator.output.terminal import plain
@@ -62,10 +63,19 @@ VERBS = {
 }
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """argparse's parser with its usage errors on one line: the usage block it prints
+    first (some twenty lines for `run`) buries the one line that says what is wrong."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the "
+                  "options)\n")
+
+
 def build_parser(verbs: Iterable[str] | None = None) -> argparse.ArgumentParser:
     """The accsim command line: one subcommand per task, each listed with its help; the
     arguments of `verbs` (default: every verb) are added by their command modules."""
-    parser = argparse.ArgumentParser(
+    parser = _OneLineErrors(
         prog="accsim", description="Cycle-approximate simulator of systolic-array ML "
         "accelerators.")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -110,6 +110,22 @@ def test_bad_input_gives_one_clear_line(tmp_path, capsys, name, content, flag, f
         assert fragment in err, err
 
 
+@pytest.mark.parametrize("argv, fragment", [
+    (["run", "--phase", "x"], "argument --phase: invalid choice: 'x'"),
+    (["run", "--batch"], "argument --batch: expected one argument"),
+    (["sweep", "run"], "the following arguments are required: spec, --store"),
+    (["no-such-verb"], "argument command: invalid choice: 'no-such-verb'"),
+])
+def test_usage_error_is_one_line_naming_the_argument(capsys, argv, fragment):
+    """A command-line mistake is one line, not argparse's usage block (twenty lines for
+    run) with the error under it; exit status 2 as argparse's."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and fragment in err and "--help lists the options" in err, err
+
+
 def test_no_traceback_from_the_process(tmp_path):
     done = run_cli("run", "--arch", str(tmp_path / "missing.yaml"))
     assert done.returncode == 1
