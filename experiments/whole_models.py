@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import statistics
 from pathlib import Path
 
@@ -194,13 +195,15 @@ def summary(cases: list[CaseFit], which: str) -> tuple[float, float]:
     return statistics.median(errors), max(errors)
 
 
-def by_family(cases: list[CaseFit]) -> list[tuple[str, float, CaseFit]]:
-    """Per chip family: the median uncalibrated |error| and the case furthest off (as
-    a ratio either way), in the order the families first appear."""
+def by_family(cases: list[CaseFit]) -> list[tuple[str, float, float, CaseFit]]:
+    """Per chip family: the median uncalibrated and left-one-out |error| (NaN where the
+    family was not fitted) and the case furthest off uncalibrated (as a ratio either
+    way), in the order the families first appear."""
     families: dict[str, list[CaseFit]] = {}
     for case in cases:
         families.setdefault(case.family or "", []).append(case)
     return [(family, statistics.median(abs(c.error(c.before_s)) for c in members),
+             statistics.median(abs(c.error(c.heldout_s)) for c in members),
              max(members, key=lambda c: max(c.before_s / c.measured_s,
                                             c.measured_s / c.before_s)))
             for family, members in families.items()]
@@ -235,10 +238,12 @@ def main() -> None:
         median, worst = summary(cases, which)
         console.print(f"{label}: median |error| {100 * median:.1f}%, worst "
                       f"{100 * worst:.1f}% over {len(cases)} cases")
-    for family, median, case in by_family(fitted_cases + alone):
-        console.print(f"{family}: median |error| {100 * median:.1f}% uncalibrated, worst "
-                      f"{case.name} at {case.before_s / case.measured_s:.2f}x the "
-                      "measured time", markup=False, highlight=False)
+    for family, median, heldout, case in by_family(fitted_cases + alone):
+        left_out = "" if math.isnan(heldout) else f" ({100 * heldout:.1f}% left one out)"
+        console.print(f"{family}: median |error| {100 * median:.1f}% uncalibrated"
+                      f"{left_out}, worst {case.name} at "
+                      f"{case.before_s / case.measured_s:.2f}x the measured time",
+                      markup=False, highlight=False)
     for path, result in found:
         values = ", ".join(f"{name} {result.before[name]:g} -> {value:.4g}"
                            for name, value in result.fitted.items())
