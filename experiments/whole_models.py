@@ -22,7 +22,7 @@ cases to experiments/whole_models/fitted/ (base: the platform as written; only t
 fitted values, `kind: fitted` with the measurement file's sha256).
 
 Run: `python experiments/whole_models.py [--csv PATH] [--no-write] [--platforms NAME...]`
-(about 14 minutes on a loaded 2-core machine; `--platforms` runs only the named
+(3m20s on a 2-core machine, 2026-12-07; `--platforms` runs only the named
 platforms' cases, for iteration).
 `--write-workloads` rewrites experiments/whole_models/workloads/ from the model sizes
 below (BERT: Devlin et al., NAACL 2019; DistilBERT: Sanh et al., 2019; ResNet-50: the
