@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     with start_up:
         parser = build_parser(named_verb(argv))
+    if not argv:  # `accsim` alone: the verbs, not a one-line error about a missing one
+        parser.print_help(sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         for path in getattr(args, "plugin", []):

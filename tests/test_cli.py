@@ -126,6 +126,12 @@ def test_usage_error_is_one_line_naming_the_argument(capsys, argv, fragment):
     assert "\n" not in err and fragment in err and "--help lists the options" in err, err
 
 
+def test_accsim_alone_lists_the_verbs(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: accsim") and "plan-deployment" in err and "serve" in err
+
+
 def test_no_traceback_from_the_process(tmp_path):
     done = run_cli("run", "--arch", str(tmp_path / "missing.yaml"))
     assert done.returncode == 1
