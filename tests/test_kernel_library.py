@@ -56,10 +56,14 @@ def _run(argv: list[str], directory: Path, on: bool, cwd: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory) -> Path:
-    """A library built by `accsim compile` into a folder of this module's own."""
+    """A library built by `accsim compile`, run from an empty folder (the README's next
+    step; tests/test_readme_next_steps.py leaves it to this build), into a folder of
+    this module's own."""
     base = tmp_path_factory.mktemp("kernel-library")
     (base / SYSTEM_TMP).mkdir()  # the system's temporary folder, as the build sees it
+    (base / "empty").mkdir()
     subprocess.run([sys.executable, "-m", "simulator.cli", "compile"], check=True,
+                   cwd=base / "empty",
                    env={**_env(base, True), "TMPDIR": str(base / SYSTEM_TMP)},
                    capture_output=True, text=True)
     return base / kernel_library.library_dir().name
