@@ -104,6 +104,12 @@ def test_whole_model_calibration_recovers_a_planted_overhead(tmp_path, capsys):
     ({"run": "--workload gemm_4096"}, "each run names its platform with --arch"),
     ({"run": "--arch nosuch.yaml --workload gemm_4096"}, "no such platform file"),
     ({"run": "--arch tpu_v5e_like --json x.json"}, "--json is no part of a measured run"),
+    # times that would overflow the simulated or the measured time to infinity
+    ({"value": 1e308, "unit": "samples/s", "items": 16},
+     "a measured time lies between 1e-09 s and 1e+09 s"),
+    ({"value": 1e-300}, "the measured time is 1e-303 s"),
+    ({"run": None, "runs": [{"run": "--arch tpu_v5e_like --workload gemm_4096",
+                             "times": 1e308}]}, "runs[0].times"),
 ])
 def test_bad_measurement_files_are_one_clear_error(tmp_path, capsys, measurement,
                                                    fragment):

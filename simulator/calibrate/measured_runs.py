@@ -51,6 +51,10 @@ from simulator.system.plan_run import check_fit, run_plan
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 # Rates: the measured time is `items` / value.
 RATE_UNITS = ("samples/s", "inferences/s", "tokens/s")
+# Bounds that keep every simulated and measured time, and their ratio, a finite float:
+# a part runs at most 1e12 times; a measured time lies between a nanosecond and 1e9 s.
+MAX_TIMES = 1e12
+SECONDS = (1e-9, 1e9)
 # Options of `accsim run` a measurement may not give: outputs, and what is not a run of
 # the platform as written.
 REFUSED = ("json", "csv", "plot", "trace", "sheet", "sheet_best", "sheet_search",
@@ -66,7 +70,7 @@ class Part(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     run: str = Field(min_length=1, description="the `accsim run` arguments")
-    times: int | float = Field(default=1, gt=0, allow_inf_nan=False)
+    times: int | float = Field(default=1, gt=0, le=MAX_TIMES, allow_inf_nan=False)
 
 
 class Measurement(BaseModel):
@@ -100,6 +104,9 @@ class Measurement(BaseModel):
         if self.unit in TIME_UNITS and self.items is not None:
             raise ValueError(f"`items` only applies to a rate, not to a time in "
                              f"{self.unit}")
+        if not SECONDS[0] <= self.seconds <= SECONDS[1]:
+            raise ValueError(f"the measured time is {self.seconds:.3g} s; a measured time "
+                             f"lies between {SECONDS[0]:g} s and {SECONDS[1]:g} s")
         return self
 
     @property
