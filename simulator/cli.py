@@ -149,6 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `accsim ... | head`: the reader left; end quietly, as cat does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:  # a last resort: a path the system refused where no reader
+        # of the file named it (a name longer than the system allows, a folder it may
+        # not search, a full disk): the path and the system's reason on one line
+        error = AccsimError(exc.strerror or str(exc),
+                            file=None if exc.filename is None else str(exc.filename))
+        print(f"accsim: error: {plain(error.message())}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

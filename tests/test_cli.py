@@ -139,6 +139,25 @@ def test_no_traceback_from_the_process(tmp_path):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("argv", [
+    ["run", "--arch", "x" * 5000],
+    ["run", "--workload", "w" * 300 + ".yaml"],
+    ["review", "STUDY"],  # its platform's name is too long
+])
+def test_a_name_longer_than_the_system_allows_is_one_line(tmp_path, capsys, argv):
+    # pathlib's exists() raises on such a name (ENAMETOOLONG), wherever it is asked
+    study = tmp_path / "study.yaml"
+    study.write_text(json.dumps({"title": "t", "objective": "o", "owners": ["me"],
+                                 "scope": {"platforms": ["p" * 400],
+                                           "workloads": ["gemm_4096"]},
+                                 "baseline": "p" * 400}))
+    argv = [str(study) if word == "STUDY" else word for word in argv]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("accsim: error: ") and \
+        err.endswith("File name too long"), err[-300:]
+
+
 def test_unwritable_output_is_refused_before_the_run(tmp_path, capsys):
     target = tmp_path / "no_such_dir" / "r.json"
     assert main(["run", "--workload", "gemm_4096", "--json", str(target)]) == 1
