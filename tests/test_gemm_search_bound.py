@@ -51,10 +51,11 @@ def _task(op, platform, *, exhaustive: bool, budget: bool = False) -> SearchTask
                       max_steps=MAX_STEPS if budget else 0)
 
 
-def bound_violations(op, platform) -> list[tuple[Tiling, int, int]]:
+def bound_violations(op, platform, *,
+                     first: bool = False) -> list[tuple[Tiling, int, int]]:
     """Every candidate of the default search's grid (each depth that fits, both
     orientations) whose cycle bound exceeds its replayed cycles: (tiling, bound,
-    cycles)."""
+    cycles); with `first`, only the first found (whether there is one)."""
     grid, dataflows = bounds_module.candidate_grid(op, None, None, platform, coarse=True)
     grid = grid.expand()
     memory = memory_params(platform)
@@ -72,6 +73,8 @@ def bound_violations(op, platform) -> list[tuple[Tiling, int, int]]:
             continue
         if grid.cycles_lb[i] > cycles:
             found.append((tiling, int(grid.cycles_lb[i]), cycles))
+            if first:
+                break
     return found
 
 
@@ -108,16 +111,22 @@ def test_the_pruned_walk_picks_what_the_full_walk_picks(platform_name, shape):
 def test_a_seeded_non_bound_is_caught(monkeypatch):
     # The same checks on a bound that overstates some candidates: the direct check
     # names them, and the pruned walk then misses the full walk's best somewhere.
+    # Each check stops once its assertion holds: further cases cannot change the
+    # verdict (they only add to `caught` and `missed`).
     _seed_a_non_bound(monkeypatch)
     caught = missed = 0
     cases = [case for case in CASES if case[0] in PLATFORMS[:2]]
     for platform_name, shape in cases:
         platform = load_platform(platform_name)
         op = _op(shape)
-        caught += bool(bound_violations(op, platform))
-        pruned = search_operator(_task(op, platform, exhaustive=False))
-        full = search_operator(_task(op, platform, exhaustive=True))
-        missed += pruned.best != full.best
+        if caught < len(cases) // 2:
+            caught += bool(bound_violations(op, platform, first=True))
+        if missed < 1:
+            pruned = search_operator(_task(op, platform, exhaustive=False))
+            full = search_operator(_task(op, platform, exhaustive=True))
+            missed += pruned.best != full.best
+        if caught >= len(cases) // 2 and missed >= 1:
+            break
     assert caught >= len(cases) // 2
     assert missed >= 1
 
