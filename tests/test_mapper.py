@@ -17,6 +17,7 @@ from platforms import make_platform
 from simulator.cli import main
 from simulator.inputs.named_inputs import load_inputs
 from simulator.lowering import lower_compute
+from simulator.lowering.tile_table import TileTables
 from simulator.mapping.windows import window_elements, window_maxima, window_table
 from simulator.search import operator as search_operator_module
 from simulator.search.bounds import candidate_bounds
@@ -126,9 +127,10 @@ def _all_evaluations(op, following=None, fuse=None, platform=SMALL):
     memory = memory_params(platform)
     tilings, cycles_lb, energy_lb = candidate_bounds(op, platform, fuse=fuse,
                                                      following=following)
+    tables = TileTables(op, platform)   # shared by its tilings, as in the search
     found = []
     for tiling, c_lb, e_lb in zip(tilings, cycles_lb, energy_lb):
-        evaluation = _evaluate(op, tiling, platform, memory, following)
+        evaluation = _evaluate(op, tiling, platform, memory, following, tables=tables)
         assert c_lb <= evaluation.cycles, (tiling, c_lb, evaluation.cycles)
         assert e_lb <= evaluation.energy_pj, (tiling, e_lb, evaluation.energy_pj)
         found.append(evaluation)
