@@ -18,9 +18,11 @@ import pytest
 
 import simulator
 from simulator.cli import main
+from simulator.errors import AccsimError
 from simulator.review.packet import NUMBER_FORMATS
 from simulator.review.providers import platform_area_mm2
 from simulator.review.sections import TITLES
+from simulator.review.study import load_study
 from timed_cli import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -531,6 +533,22 @@ def test_bad_study_gets_one_clear_error(tmp_path, capsys, text, expected):
     (line,) = captured.err.strip().splitlines()
     assert line.startswith(f"accsim: error: {study}: ") and expected in line, line
     assert not out.exists()  # refused before any simulation or output
+
+
+def test_a_study_names_shipped_what_if_platforms_as_run_does(tmp_path):
+    # whatif/NAME is a shipped name (the unknown-name error lists it so), not a path
+    study = tmp_path / "study.yaml"
+    study.write_text(SMALL_STUDY.replace(
+        "[tpu_v1, tpu_v5e_like]",
+        "[tpu_v1, whatif/tpu_v5e_256x256, {base: whatif/tpu_v5e_fp8, name: v, set: "
+        "{clock_ghz: 1.0}}]"))
+    resolved = load_study(str(study))
+    assert resolved.platform("whatif/tpu_v5e_256x256").systolic_array.rows == 256
+    assert resolved.platform("v").clock_ghz == 1.0
+    # a name that is no shipped one is still a path, from the study's folder
+    study.write_text(SMALL_STUDY.replace("tpu_v5e_like]", "whatif/nope]"))
+    with pytest.raises(AccsimError, match="'whatif/nope': no such platform file"):
+        load_study(str(study))
 
 
 def test_bad_study_from_the_shell_has_no_traceback(tmp_path):

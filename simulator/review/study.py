@@ -23,7 +23,7 @@ from simulator.metrics.bottleneck import CLASSES
 from simulator.inputs.platform import Dtype, Name, Platform, Strict, Text
 from simulator.errors import AccsimError
 from simulator.inputs.loader import (Source, decode_text, load_model, locate, parse_model,
-                              read_source, validation_error)
+                                     read_source, shipped_names, validation_error)
 from simulator.inputs.platform_file import as_file, load_platform, nested, overridden
 from simulator.output.files import OutputFolder
 from simulator.mapping.heuristics import known_heuristics
@@ -366,11 +366,13 @@ class ResolvedStudy:
 
 
 def _find(entry: str, kind: str, study: Source, field: str) -> Path:
-    """A shipped name, or a path relative to the study file's folder."""
+    """A path relative to the study file's folder, or a shipped name (what-if platforms
+    as whatif/NAME, as the error for an unknown name lists them)."""
     folder = Path(study.path).parent
     path = Path(entry)
     candidate = path if path.is_absolute() else folder / path
-    if candidate.exists() or path.suffix or "/" in entry:
+    shipped = not path.suffix and entry in shipped_names(kind)
+    if candidate.exists() or (not shipped and (path.suffix or "/" in entry)):
         if not candidate.is_file():
             raise AccsimError(f"{entry!r}: no such {kind} file (looked for {candidate})",
                               file=study.path, field=field)
