@@ -165,15 +165,30 @@ def test_the_search_derived_sections_render_in_headless_chromium(packet):
     assert "<svg" in shown.stdout.split('id="s-serving"')[1].split("</section>")[0]
 
 
-def test_a_bad_search_is_refused_before_any_simulation(tmp_path, capsys):
+@pytest.mark.parametrize("line, replaced, fragment", [
+    ("    model: llama_3_1_8b", "    model: no_such_model",
+     "scope.deployment_search.model: no_such_model"),
+    # each searched axis within plan-deployment's bounds (2**40 chips reached the
+    # system plan's own check as a traceback)
+    ("    chips_per_replica: [1, 2]", "    chips_per_replica: [1, 1099511627776]",
+     "scope.deployment_search.chips_per_replica[1]: Input should be less than or equal "
+     "to 65536"),
+    ("    replicas: [1]", "    replicas: [1099511627776]",
+     "scope.deployment_search.replicas[0]: Input should be less than or equal to 65536"),
+    ("    max_batch: [32]", "    max_batch: [1099511627776]",
+     "scope.deployment_search.max_batch[0]: Input should be less than or equal to 16384"),
+])
+def test_a_bad_search_is_refused_before_any_simulation(tmp_path, capsys, line, replaced,
+                                                        fragment):
     study = tmp_path / "study.yaml"
-    study.write_text(SHIPPED.read_text().replace("    model: llama_3_1_8b",
-                                                 "    model: no_such_model")
+    text = SHIPPED.read_text()
+    assert line in text
+    study.write_text(text.replace(line, replaced)
                      .replace("../../arch_configs/",
                               str(STUDIES.parents[1] / "arch_configs") + "/"))
     assert main(["review", str(study), "--out", str(tmp_path / "packet"), "--no-cache"]) == 1
     err = capsys.readouterr().err
-    assert "scope.deployment_search.model: no_such_model" in err
+    assert fragment in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "packet" / "results").exists()
 

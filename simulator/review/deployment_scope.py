@@ -4,14 +4,18 @@ search and exports it for the packet."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat
 
 from simulator.inputs.platform import Strict
-from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
+from simulator.serving.spec import MAX_BATCH, MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.deploy_axes import BASELINE
 from simulator.system.parallelism import MAX_CHIPS
+
+# One value of a searched axis, within the bounds plan-deployment's options have.
+ChipCount = Annotated[int, Field(ge=1, le=MAX_CHIPS)]
+BatchSize = Annotated[int, Field(ge=1, le=MAX_BATCH)]
 
 
 class DeploymentSearch(Strict):
@@ -30,11 +34,11 @@ class DeploymentSearch(Strict):
     sla: dict[str, PositiveFloat] = Field(min_length=1, description="e.g. "
                                           "{ttft_p99_ms: 500, tpot_p99_ms: 50}")
     budget_chips: int = Field(default=8, ge=1, le=MAX_CHIPS)
-    chips_per_replica: list[PositiveInt] = Field(default=[], description="default: "
-                                                 "powers of 2 up to the budget")
-    replicas: list[PositiveInt] = Field(default=[], description="default: powers of 2")
+    chips_per_replica: list[ChipCount] = Field(default=[], description="default: "
+                                               "powers of 2 up to the budget")
+    replicas: list[ChipCount] = Field(default=[], description="default: powers of 2")
     batching: list[Literal["static", "dynamic", "continuous"]] = ["continuous"]
-    max_batch: list[PositiveInt] = [16, 64, 256]
+    max_batch: list[BatchSize] = [16, 64, 256]
     precision: list[str] = Field(
         default=[BASELINE], min_length=1, description="precision plans searched, as "
         f"`plan-deployment --precision` takes them (YAML relative to the study); "
