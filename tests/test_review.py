@@ -513,6 +513,9 @@ BAD_STUDIES = [
     ("continuous batching of a plain workload", SERVING_STUDY.replace(
         "requests: 60}", "requests: 60, batching: continuous}"),
      "scope: serving.batching continuous serves LLMs"),
+    ("a batch larger than serve takes", SERVING_STUDY.replace(
+        "requests: 60}", "requests: 60, max_batch: 20000}"),
+     "scope.serving.max_batch: Input should be less than or equal to 16384"),
     ("unknown rollback metric", SMALL_STUDY + "rollback: {metric: speed, fires_when: "
      "above, threshold: 1}\n", "rollback.metric: Input should be"),
     ("no such sweep spec", SMALL_STUDY.replace("  workloads: [gemm_4096]\n",

@@ -31,7 +31,7 @@ from simulator.mapping.plan import Mapping, check_mapping_names
 from simulator.mapping.plan import with_fusion, with_heuristic
 from simulator.precision.precision_plan import PrecisionPlan
 from simulator.review.deployment_scope import DeploymentSearch
-from simulator.serving.spec import MAX_REQUESTS, MAX_TOKENS
+from simulator.serving.spec import MAX_BATCH, MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.jobs import Plan, make_plan
 from simulator.sweep.sweep_spec import load_sweep
 from simulator.system.parallelism import MAX_CHIPS
@@ -104,7 +104,7 @@ class ServingLoad(Strict):
     output_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS, description="LLMs")
     batching: Literal["static", "dynamic", "continuous"] | None = Field(
         default=None, description="default: continuous for LLMs, dynamic otherwise")
-    max_batch: int | None = Field(default=None, ge=1, le=MAX_REQUESTS)
+    max_batch: int | None = Field(default=None, ge=1, le=MAX_BATCH)
     replicas: int = Field(default=1, ge=1, le=MAX_CHIPS)
     seed: int = Field(default=0, ge=0)
 
