@@ -16,6 +16,7 @@ from simulator.inputs.named_inputs import load_inputs
 from simulator.serving import compiled_loop, engine, loop_state, schedulers
 from simulator.serving.arrivals import Arrivals
 from simulator.serving.engine import run_serving
+from simulator.serving.iteration_cost import UnitCosts
 from simulator.serving.kv_cache import HostTier, PagedKvCache
 from simulator.serving.llm_cost import LlmCost
 from simulator.serving.metrics import MetricsStore
@@ -24,14 +25,24 @@ from simulator.serving.spec import ServeSpec
 PLATFORM = "tpu_v5e_like"
 
 
-def _cost(bits: int, platform_name: str = PLATFORM) -> LlmCost:
+def _cost(bits: int, platform_name: str = PLATFORM, units: UnitCosts | None = None
+          ) -> LlmCost:
     platform = load_inputs(platform_name, "gemm_4096", None).platform
-    return LlmCost(platform, fake_hf.TinyConfig(), dtype=None, bits=bits, hf=fake_hf)
+    return LlmCost(platform, fake_hf.TinyConfig(), dtype=None, bits=bits, hf=fake_hf,
+                   units=units)
 
 
 @pytest.fixture(scope="module")
-def cost():
-    return _cost(4)  # few bits: decode runs cross grid cells
+def units():
+    """Fusion units' costs shared by the module's cost models (by content, as a
+    deployment search shares them): each unit is simulated once in the module, while
+    every cost model asks for its own grid points and calls, which the tests compare."""
+    return UnitCosts()
+
+
+@pytest.fixture(scope="module")
+def cost(units):
+    return _cost(4, units=units)  # few bits: decode runs cross grid cells
 
 
 def _serve(spec, arrivals, cost, blocks, *, compiled):
@@ -100,13 +111,13 @@ def test_preemptions_happen_and_match(cost, replicas):
     assert _record(compiled) == _record(reference)
 
 
-def test_a_cold_cost_model_is_asked_for_the_same_grid_points_in_the_same_order():
+def test_a_cold_cost_model_is_asked_for_the_same_grid_points_in_the_same_order(units):
     rng = np.random.default_rng(3)
     n = 60
     arrivals = _arrivals(rng.exponential(0.003, n), rng.integers(1, 500, n),
                          rng.integers(1, 400, n))
     spec = _spec(16, 128, 16, 4)
-    costs = [_cost(5), _cost(5)]
+    costs = [_cost(5, units=units), _cost(5, units=units)]
     for each, compiled in zip(costs, (False, True)):
         _serve(spec, arrivals, each, 80, compiled=compiled)
     first, second = costs
@@ -114,7 +125,7 @@ def test_a_cold_cost_model_is_asked_for_the_same_grid_points_in_the_same_order()
         assert list(getattr(second, table)) == list(getattr(first, table)), table
 
 
-def test_over_a_host_link_each_call_is_priced_by_its_tokens_and_requests():
+def test_over_a_host_link_each_call_is_priced_by_its_tokens_and_requests(units):
     """Over a host link a call's cost depends on its tokens and requests (the compiled
     loop keys each call by them); without one every call costs the same, and a
     compiled run asks the cost model for one call's cost, not one per (tokens,
@@ -125,7 +136,7 @@ def test_over_a_host_link_each_call_is_priced_by_its_tokens_and_requests():
                          rng.integers(1, 200, n))
     spec = _spec(16, 128, 16, 4)
     for platform_name, keyed in ((PLATFORM, False), ("whatif/tpu_v5e_host", True)):
-        costs = [_cost(4, platform_name), _cost(4, platform_name)]
+        costs = [_cost(4, platform_name, units), _cost(4, platform_name, units)]
         reference = _serve(spec, arrivals, costs[0], 80, compiled=False)
         compiled = _serve(spec, arrivals, costs[1], 80, compiled=True)
         assert _record(compiled) == _record(reference), platform_name

@@ -13,14 +13,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.serving import compiled_loop
+from simulator.serving.iteration_cost import UnitCosts
 from simulator.serving.kv_cache import PagedKvCache
 from simulator.serving.metrics import MetricsStore
 from test_serving_compiled_loop import _arrivals, _cost, _record, _serve, _spec, loads
 
 
 @pytest.fixture(scope="module")
-def cost():
-    return _cost(4)  # few bits: decode runs cross grid cells
+def units():
+    """Fusion units' costs shared by the module's cost models (by content, as a
+    deployment search shares them): each unit is simulated once in the module, while
+    every cost model asks for its own grid points, which the tests compare."""
+    return UnitCosts()
+
+
+@pytest.fixture(scope="module")
+def cost(units):
+    return _cost(4, units=units)  # few bits: decode runs cross grid cells
 
 
 def _pipelined(max_batch, max_tokens, block_tokens, samples, replicas, stages,
@@ -105,13 +114,13 @@ def test_micro_batches_at_time_zero_enter_in_simpy_order(cost):
     assert reference.sample.shapes[0] == (((30, 0), (34, 0)), ())
 
 
-def test_a_cold_cost_model_is_asked_the_same_for_a_pipelined_run():
+def test_a_cold_cost_model_is_asked_the_same_for_a_pipelined_run(units):
     rng = np.random.default_rng(5)
     n = 60
     arrivals = _arrivals(rng.exponential(0.003, n), rng.integers(1, 500, n),
                          rng.integers(1, 400, n))
     spec = _pipelined(16, 128, 16, 4, 1, 2)
-    costs = [_cost(5), _cost(5)]
+    costs = [_cost(5, units=units), _cost(5, units=units)]
     for each, compiled in zip(costs, (False, True)):
         _serve(spec, arrivals, each, 80, compiled=compiled)
     first, second = costs
