@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -62,7 +63,21 @@ def folder(tmp_path):
     return tmp_path
 
 
-def test_killed_search_resumes_with_every_point_once(folder, capsys):
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory):
+    """One search into a new store, its figure, CSV and JSON written: the module's one
+    run of it (a search is deterministic), its folder (the store and the cost cache
+    beside it) copied by a test that changes them."""
+    folder = tmp_path_factory.mktemp("searched")
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+    assert main(args(folder, folder / "deploy.sqlite",
+                     "--plot", str(folder / "capacity.png"),
+                     "--csv", str(folder / "points.csv"),
+                     "--json", str(folder / "plan.json"))) == 0
+    return folder
+
+
+def test_killed_search_resumes_with_every_point_once(folder, capsys, searched):
     store = folder / "deploy.sqlite"
     run = subprocess.Popen([sys.executable, "-m", "simulator.cli", *args(folder, store)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -84,20 +99,17 @@ def test_killed_search_resumes_with_every_point_once(folder, capsys):
     result = json.loads(out.read_text())
     assert sorted(row["key"] for row in result["points"]) == sorted(keys)
     # Resumed or not, the search finds the same: a fresh search into a new store.
-    fresh = folder / "fresh.json"
-    assert main(args(folder, folder / "fresh.sqlite", "--json", str(fresh))) == 0
-    capsys.readouterr()
-    assert json.loads(fresh.read_text())["points"] == result["points"]
+    assert json.loads((searched / "plan.json").read_text())["points"] == result["points"]
     assert main(args(folder, store)) == 0
     assert f"{POINTS} already stored, 0 computed" in capsys.readouterr().out
 
 
 def test_a_rerun_with_only_another_sla_simulates_no_iteration_shape(folder, capsys,
-                                                                  monkeypatch):
+                                                                  monkeypatch, searched):
     store = folder / "deploy.sqlite"
-    plot, table = folder / "capacity.png", folder / "points.csv"
-    assert main(args(folder, store, "--plot", str(plot), "--csv", str(table))) == 0
-    capsys.readouterr()
+    shutil.copyfile(searched / "deploy.sqlite", store)
+    shutil.copytree(searched / "deploy-costs", folder / "deploy-costs")
+    plot, table = searched / "capacity.png", searched / "points.csv"
     assert plot.read_bytes().startswith(b"\x89PNG") and plot.stat().st_size > 5000
     with table.open() as handle:
         rows = list(csv.DictReader(handle))
