@@ -3,6 +3,8 @@ entry is untrusted input (corrupt, foreign or of another key: recomputed, no
 traceback)."""
 
 import json
+import shutil
+from pathlib import Path
 
 import fake_hf
 import pytest
@@ -22,12 +24,20 @@ def served(cache: CostCache) -> dict:
     return serve(prepare(SPEC, cost_cache=cache), SPEC)[0]
 
 
-def test_cold_warm_and_uncached_runs_are_identical(tmp_path):
+@pytest.fixture(scope="module")
+def cold_run(tmp_path_factory) -> tuple[dict, Path]:
+    """A run with a cache in a new folder: its figures and the folder (the module's one
+    cold run; a test that changes the folder copies it)."""
+    folder = tmp_path_factory.mktemp("cold")
+    return served(CostCache(folder)), folder
+
+
+def test_cold_warm_and_uncached_runs_are_identical(cold_run):
     uncached = served(CostCache(None))
-    cold = served(CostCache(tmp_path))
-    entries = list(tmp_path.glob("*.json"))
+    cold, folder = cold_run
+    entries = list(folder.glob("*.json"))
     assert len(entries) == 1
-    warm = served(CostCache(tmp_path))
+    warm = served(CostCache(folder))
     assert json.dumps(cold) == json.dumps(uncached) == json.dumps(warm)
 
 
@@ -55,8 +65,9 @@ def test_a_malformed_entry_is_refused(text):
                        "k") is None
 
 
-def test_a_corrupt_entry_is_recomputed_and_rewritten(tmp_path):
-    cold = served(CostCache(tmp_path))
+def test_a_corrupt_entry_is_recomputed_and_rewritten(tmp_path, cold_run):
+    cold, folder = cold_run
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
     (entry,) = tmp_path.glob("*.json")
     entry.write_text('{"format": 1, "key": "' + entry.stem + '", "dense": [[1, "x"]]}')
     assert json.dumps(served(CostCache(tmp_path))) == json.dumps(cold)
