@@ -17,6 +17,7 @@ from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.sweep import deploy
+from simulator.sweep.deploy_store import cost_folder
 
 SLA = "ttft_p99_ms=0.5,tpot_p99_ms=0.2"
 # 64 requests: a burst of 48 meets the TTFT target on the pipelined point at every
@@ -52,11 +53,13 @@ def searched_once(tmp_path_factory) -> dict:
 
 def first_search(model, capsys, searched_once: dict, store) -> tuple[list[dict], str]:
     """search(model, capsys, SLA, store) into a new store: the module's one run of it,
-    its store copied to `store` (the test's own, which it may change)."""
+    its store and the cost cache beside it copied to `store` and its cache folder (the
+    test's own, which it may change)."""
     kept = searched_once["folder"] / "deploy.sqlite"
     if "first" not in searched_once:
         searched_once["first"] = search(model, capsys, SLA, kept)
     shutil.copyfile(kept, store)
+    shutil.copytree(cost_folder(kept), cost_folder(store))
     return searched_once["first"]
 
 
