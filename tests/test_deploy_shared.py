@@ -19,6 +19,7 @@ from simulator.inputs.named_inputs import load_inputs
 from simulator.serving.curves import find_max_rate
 from simulator.serving.serve import prepare, simulate_serving, summary
 from simulator.serving.cost_cache import CostCache
+from simulator.serving.iteration_cost import UnitCosts
 from simulator.serving.spec import ServeSpec
 from simulator.sweep import deploy
 from simulator.sweep.deploy import Grid, search_platforms
@@ -104,14 +105,18 @@ def test_each_point_finds_the_rate_serve_finds_for_it_alone(files, pooled):
     capacity `accsim serve --find-max-rate` finds for that deployment alone (its own
     setup, every run its own) after as many runs: no rate bracket is carried from
     another point, so a point's rate does not hang on its neighbours' even where the
-    SLA's verdict is not monotone in the rate (docs/plan-deployment.md)."""
+    SLA's verdict is not monotone in the rate (docs/plan-deployment.md). The lone
+    setups share their fusion units' simulations (by content: no figure of a unit
+    hangs on which setup met it first), each its own cost model and grid points."""
     searched = [row for row in pooled[0].points if row["status"] == "searched"]
     assert len(searched) >= 6
+    units = UnitCosts()
     for row in searched:
         alone = spec(files, arch=files["tight"], chips=row["chips_per_replica"],
                      tp=row["tp"], pp=row["pp"], replicas=row["replicas"],
                      batching=row["batching"], max_batch=row["max_batch"])
-        found = find_max_rate(prepare(alone, cost_cache=CostCache(None)), alone)
+        found = find_max_rate(prepare(alone, cost_cache=CostCache(None), units=units),
+                              alone)
         assert (row["sla_rate_rps"], row["evaluations"]) == \
             (found["max_rate_rps"], len(found["evaluations"]))
 
