@@ -44,7 +44,7 @@ in a paragraph that cites where it comes from: "(source: the TPU v1 paper, Joupp
 2017)" or "(within 1%; source: `simulator/metrics/bottleneck.py`)"; a source that names
 a path in backticks names a file of the repository (--audit lists the paragraph when the
 file is gone). A table right after a paragraph ending in a colon belongs to that
-paragraph: the paragraph's date or source covers it. A prompt line ending in `\`
+paragraph: the paragraph's date or source covers it. A prompt line ending in a backslash
 continues on the next.
 
 Commands are data: only `accsim` with plain arguments is run (no shell: a pipe,
