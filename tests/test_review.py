@@ -461,6 +461,27 @@ def test_verify_accepts_a_packet_and_names_a_tampered_result(tmp_path, capsys):
         ".points[1].latency_ms.p99" in printed
 
 
+@pytest.mark.parametrize("marker, fragment", [
+    ({"format": "accsim-review-packet", "version": 2}, "packet.version: Input should be 1"),
+    ({"format": "something-else", "version": 1}, "packet.format: Input should be "
+                                                 "'accsim-review-packet'"),
+])
+def test_verify_refuses_a_packet_of_another_format_or_version(resnet, capsys, marker,
+                                                              fragment):
+    # the marker is what verify requires before it reads the rest as this format
+    folder, _ = resnet
+    packet = json.loads((folder / "packet.json").read_text())
+    packet["packet"] = marker
+    forged = folder / "forged-packet.json"
+    forged.write_text(json.dumps(packet))
+    try:
+        assert main(["verify", str(forged)]) == 1
+    finally:
+        forged.unlink()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"accsim: error: {forged}: ") and fragment in line, line
+
+
 def test_every_mapping_under_review_runs_on_every_platform(tmp_path):
     study = tmp_path / "small.yaml"
     study.write_text(SMALL_STUDY + "mappings:\n  - {name: default}\n"

@@ -19,13 +19,12 @@ import simulator
 from simulator.inputs.anchors import rebase
 from simulator.output.escape import markdown, markdown_line
 from simulator.output.files import OutputFolder
+from simulator.review.packet_format import PACKET_FORMAT, PACKET_VERSION
 from simulator.review.providers import NotEvaluated
 from simulator.review.sections import Context, build_sections, ordered_findings
 from simulator.review.sections.blocks import FAIL, NOT_EVALUATED, PASS
 from simulator.review.sections.checks import served
 
-PACKET_FORMAT = "accsim-review-packet"
-PACKET_VERSION = 1
 FIGURES_FOLDER = "figures"
 # The first screen: one status line per (section, label, wording of its verdicts).
 FIRST_SCREEN = (

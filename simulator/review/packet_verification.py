@@ -23,6 +23,7 @@ from simulator.inputs.platform import Strict
 from simulator.errors import AccsimError
 from simulator.inputs.loader import read_bytes, read_json, validate_model
 from simulator.review.assumption_study import rerun_differences as assumption_differences
+from simulator.review.packet_format import PACKET_FORMAT, PACKET_VERSION
 from simulator.review.serving_runs import ServingResultFile, rerun
 from simulator.review.sweep import rerun_differences
 from simulator.serving.verification import check_work
@@ -68,9 +69,18 @@ class Section(_Read):
     figures: list[Figure] = []
 
 
-class PacketIndex(_Read):
-    """What packet.json must hold for verify: the study and every file it wrote."""
+class PacketMarker(_Read):
+    """The format this accsim writes and reads (review.packet_format)."""
 
+    format: Literal[PACKET_FORMAT]
+    version: Literal[PACKET_VERSION]
+
+
+class PacketIndex(_Read):
+    """What packet.json must hold for verify: its format, the study and every file it
+    wrote."""
+
+    packet: PacketMarker
     study: RecordedFile
     results: list[ResultEntry]
     sections: list[Section]
