@@ -482,6 +482,22 @@ def test_verify_refuses_a_packet_of_another_format_or_version(resnet, capsys, ma
     assert line.startswith(f"accsim: error: {forged}: ") and fragment in line, line
 
 
+def test_verify_names_a_study_path_no_system_takes(resnet, capsys):
+    # a NUL in a recorded path: os.stat raises ValueError, not OSError
+    folder, _ = resnet
+    packet = json.loads((folder / "packet.json").read_text())
+    packet["study"]["path"] = "study\x00.yaml"
+    forged = folder / "forged-packet.json"
+    forged.write_text(json.dumps(packet))
+    try:
+        assert main(["verify", str(forged)]) == 1
+    finally:
+        forged.unlink()
+    captured = capsys.readouterr()
+    assert "changed input: study: " in captured.out and "(no longer readable)" in \
+        captured.out and "NOT verified" in captured.err, captured
+
+
 def test_every_mapping_under_review_runs_on_every_platform(tmp_path):
     study = tmp_path / "small.yaml"
     study.write_text(SMALL_STUDY + "mappings:\n  - {name: default}\n"

@@ -68,6 +68,8 @@ def check_regular_file(path: str | Path) -> os.stat_result:
     """A path that exists and is a regular file (not a folder, FIFO or device), as
     os.stat gives it; an AccsimError naming the file otherwise (FileNotFoundError and
     OSError pass through to the caller)."""
+    if "\x00" in str(path):  # os.stat would raise ValueError: no system takes such a name
+        raise AccsimError("no file is named with a NUL character", file=str(path))
     info = os.stat(path)
     kind = next((what for test, what in _FILE_KINDS if test(info.st_mode)), None)
     if kind is not None or not stat.S_ISREG(info.st_mode):
