@@ -82,7 +82,7 @@ class PacketIndex(_Read):
 
     packet: PacketMarker
     study: RecordedFile
-    results: list[ResultEntry]
+    results: list[ResultEntry] = Field(min_length=1)  # a review writes one at least
     sections: list[Section]
 
 
