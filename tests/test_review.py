@@ -590,6 +590,12 @@ def test_a_study_names_shipped_what_if_platforms_as_run_does(tmp_path):
     study.write_text(SMALL_STUDY.replace("tpu_v5e_like]", "whatif/nope]"))
     with pytest.raises(AccsimError, match="'whatif/nope': no such platform file"):
         load_study(str(study))
+    # as is a model config's (a kind with no shipped folder of files)
+    study.write_text(SMALL_STUDY.replace("  workloads: [gemm_4096]\n",
+                                         "  workloads: [gemm_4096]\n  models: [{config: "
+                                         "hub/nope, phase: decode, context: 8}]\n"))
+    with pytest.raises(AccsimError, match="'hub/nope': no such model config file"):
+        load_study(str(study))
 
 
 def test_bad_study_from_the_shell_has_no_traceback(tmp_path):

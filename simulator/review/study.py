@@ -23,7 +23,8 @@ from simulator.metrics.bottleneck import CLASSES
 from simulator.inputs.platform import Dtype, Name, Platform, Strict, Text
 from simulator.errors import AccsimError
 from simulator.inputs.loader import (Source, decode_text, load_model, locate, parse_model,
-                                     read_source, shipped_names, validation_error)
+                                     read_source, SHIPPED_FOLDERS, shipped_names,
+                                     validation_error)
 from simulator.inputs.platform_file import as_file, load_platform, nested, overridden
 from simulator.output.files import OutputFolder
 from simulator.mapping.heuristics import known_heuristics
@@ -371,7 +372,7 @@ def _find(entry: str, kind: str, study: Source, field: str) -> Path:
     folder = Path(study.path).parent
     path = Path(entry)
     candidate = path if path.is_absolute() else folder / path
-    shipped = not path.suffix and entry in shipped_names(kind)
+    shipped = kind in SHIPPED_FOLDERS and not path.suffix and entry in shipped_names(kind)
     if candidate.exists() or (not shipped and (path.suffix or "/" in entry)):
         if not candidate.is_file():
             raise AccsimError(f"{entry!r}: no such {kind} file (looked for {candidate})",
