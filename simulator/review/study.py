@@ -373,7 +373,12 @@ def _find(entry: str, kind: str, study: Source, field: str) -> Path:
     path = Path(entry)
     candidate = path if path.is_absolute() else folder / path
     shipped = kind in SHIPPED_FOLDERS and not path.suffix and entry in shipped_names(kind)
-    if candidate.exists() or (not shipped and (path.suffix or "/" in entry)):
+    try:
+        exists = candidate.exists()
+    except OSError as exc:  # a name the system refuses (longer than it allows, ...)
+        raise AccsimError(f"{entry!r}: {exc.strerror}", file=study.path,
+                          field=field) from None
+    if exists or (not shipped and (path.suffix or "/" in entry)):
         if not candidate.is_file():
             raise AccsimError(f"{entry!r}: no such {kind} file (looked for {candidate})",
                               file=study.path, field=field)
