@@ -284,8 +284,10 @@ case("review out is not a packet", REVIEW, {"s.yaml": dump(STUDY), "out": "direc
      "out/keep.txt": "mine"}, "out", "--out")
 
 # --- accsim verify: review packets and serving results.
-PACKET = {"packet": {"format": 1}, "study": {"path": "s.yaml", "sha256": "0" * 64},
-          "results": [], "sections": []}
+PACKET = {"packet": {"format": "accsim-review-packet", "version": 1},
+          "study": {"path": "s.yaml", "sha256": "0" * 64},
+          "results": [{"path": "r.json", "sha256": "0" * 64, "kind": "run"}],
+          "sections": []}
 for label, packet, fragment in (
         ("study missing", changed(PACKET, "study", ...), "study"),
         ("study a string", changed(PACKET, "study", "s.yaml"), "study"),
@@ -301,6 +303,9 @@ for label, packet, fragment in (
         ("result path a list", changed(PACKET, "results", [{"path": [],
                                        "sha256": "0" * 64, "kind": "run"}]),
          "results[0].path"),
+        ("results empty", changed(PACKET, "results", []), "results"),
+        ("marker of another version", changed(PACKET, "packet.version", 2),
+         "packet.version"),
         ("sections missing", changed(PACKET, "sections", ...), "sections"),
         ("figure without file", changed(PACKET, "sections", [{"figures": [{}]}]),
          "sections[0].figures[0].file")):

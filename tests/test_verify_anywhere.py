@@ -139,7 +139,7 @@ def test_forged_huge_serving_result_in_a_packet_is_refused_fast(tmp_path, capsys
     (folder / "results" / "s.json").write_bytes(data)
     study = tmp_path / "study.yaml"
     study.write_text("title: x\n")
-    packet = {"packet": {"format": "accsim-review", "version": 1},
+    packet = {"packet": {"format": "accsim-review-packet", "version": 1},
               "study": {"path": "../study.yaml",
                         "sha256": hashlib.sha256(study.read_bytes()).hexdigest()},
               "results": [{"kind": "serving", "path": "results/s.json",
