@@ -461,6 +461,20 @@ def test_verify_accepts_a_packet_and_names_a_tampered_result(tmp_path, capsys):
         ".points[1].latency_ms.p99" in printed
 
 
+def _packet(folder: Path) -> dict:
+    return json.loads((folder / "packet.json").read_text())
+
+
+def _verify_forged(forged: Path, packet: dict) -> int:
+    """`accsim verify` of `packet` written beside the packet it was made from (its
+    paths resolve there), the file removed after: the module's packet stays as made."""
+    forged.write_text(json.dumps(packet))
+    try:
+        return main(["verify", str(forged)])
+    finally:
+        forged.unlink()
+
+
 @pytest.mark.parametrize("change, fragment", [
     # the marker is what verify requires before it reads the rest as this format
     ({"packet": {"format": "accsim-review-packet", "version": 2}},
@@ -472,13 +486,8 @@ def test_verify_accepts_a_packet_and_names_a_tampered_result(tmp_path, capsys):
 ])
 def test_verify_refuses_a_packet_it_cannot_check(resnet, capsys, change, fragment):
     folder, _ = resnet
-    packet = {**json.loads((folder / "packet.json").read_text()), **change}
     forged = folder / "forged-packet.json"
-    forged.write_text(json.dumps(packet))
-    try:
-        assert main(["verify", str(forged)]) == 1
-    finally:
-        forged.unlink()
+    assert _verify_forged(forged, {**_packet(folder), **change}) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"accsim: error: {forged}: ") and fragment in line, line
 
@@ -486,14 +495,9 @@ def test_verify_refuses_a_packet_it_cannot_check(resnet, capsys, change, fragmen
 def test_verify_names_a_study_path_no_system_takes(resnet, capsys):
     # a NUL in a recorded path: os.stat raises ValueError, not OSError
     folder, _ = resnet
-    packet = json.loads((folder / "packet.json").read_text())
+    packet = _packet(folder)
     packet["study"]["path"] = "study\x00.yaml"
-    forged = folder / "forged-packet.json"
-    forged.write_text(json.dumps(packet))
-    try:
-        assert main(["verify", str(forged)]) == 1
-    finally:
-        forged.unlink()
+    assert _verify_forged(folder / "forged-packet.json", packet) == 1
     captured = capsys.readouterr()
     assert "changed input: study: " in captured.out and "(no longer readable)" in \
         captured.out and "NOT verified" in captured.err, captured
