@@ -25,11 +25,15 @@ A caller that calls a kernel many times with arguments of the same types (the se
 loop's driver) asks `Kernel.specialised` once for the specialisation's own callable and
 calls that, so Numba does not type the arguments again at each call.
 
+A kernel's first call in a process, and `specialised`, compile (or load) the
+specialisation holding a lock file beside the kernel's cache index, so that processes
+starting together on a cold cache (a deployment search's pool workers, two searches at
+once) compile each kernel once: the others wait (said as a compilation), then load it.
+
 Compiled ahead (`ahead=`: argument types, e.g. "(int64, float64[::1])"): on a machine
 whose cache lacks them, simulator.kernels.ahead compiles these specialisations in a second
-process while the first one works. It holds a lock file beside the kernel's cache index
-meanwhile, and a Kernel's first use here waits on that lock (said as a compilation), so
-the kernel then loads from the cache instead of compiling a second time.
+process while the first one works. It holds the kernel's lock meanwhile, so the
+kernel's first use here waits (said as a compilation), then loads it from the cache.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +54,7 @@ try:
 except ImportError:  # not POSIX: nothing is compiled ahead, nothing waits
     fcntl = None
 
-LOCK_SUFFIX = ".accsim-ahead"
+LOCK_SUFFIX = ".accsim-lock"
 PACKAGE = Path(__file__).resolve().parents[1]
 # What marks a module of kernels (each imports this module's njit).
 KERNEL_MODULE_MARK = b"from simulator.kernels.jit import njit"
@@ -120,8 +125,9 @@ class Kernel:
             if kernel_library.fits(args, checks):
                 return function(*args)
         dispatcher = self.dispatcher()
-        if not exports:
+        if not exports:  # the first call: every later one goes to the dispatcher
             self._plain = dispatcher
+            self._compiled(dispatcher, args)
         return dispatcher(*args)
 
     def specialised(self, *args) -> Callable:
@@ -154,9 +160,18 @@ class Kernel:
             if kernel_library.fits(args, checks):
                 return function
         dispatcher = self.dispatcher()
+        return self._compiled(dispatcher, args)
+
+    def _compiled(self, dispatcher, args: tuple) -> Callable:
+        """The dispatcher's specialisation for `args`, compiled (or loaded from the
+        cache) holding the kernel's lock: processes starting together on a cold cache
+        compile it once. The dispatcher itself when it compiles nothing per call (the
+        JIT disabled, or a signature given to njit: its call converts the arguments)."""
         if self._signature or not hasattr(dispatcher, "typeof_pyval"):
             return dispatcher
-        return dispatcher.compile(tuple(map(dispatcher.typeof_pyval, args)))
+        types = tuple(map(dispatcher.typeof_pyval, args))
+        with _compiling(dispatcher):
+            return dispatcher.compile(types)
 
     def __getattr__(self, name: str):
         # Only names a Kernel lacks reach here (py_func, targetoptions, signatures...).
@@ -268,12 +283,41 @@ def _await_ahead(dispatcher) -> None:
     except OSError:  # removed meanwhile: the compilation ended
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            from numba.core import event
-            with event.trigger_event("numba:compile", data={
-                    "dispatcher": dispatcher, "args": (), "return_type": None}):
-                fcntl.flock(fd, fcntl.LOCK_SH)
+        _lock(fd, dispatcher, fcntl.LOCK_SH)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def _compiling(dispatcher) -> Iterator[None]:
+    """Hold the kernel's lock while compiling it (or loading it from the cache), so
+    that processes starting together on a cold cache (a search's pool workers, two
+    runs at once) compile a kernel once: the others wait, then load what it saved.
+    Without a lock file (no POSIX locks, a cache folder that takes no file) each
+    compiles as before."""
+    path = lock_path(dispatcher)
+    try:
+        fd = None if fcntl is None or path is None else os.open(
+            path, os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError:
+        fd = None
+    if fd is None:
+        yield
+        return
+    try:
+        _lock(fd, dispatcher, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _lock(fd: int, dispatcher, mode: int) -> None:
+    """Take the lock in `mode`; a wait for another process's compilation is said as a
+    compilation (Numba's compile event: what progress bars show)."""
+    try:
+        fcntl.flock(fd, mode | fcntl.LOCK_NB)
+    except BlockingIOError:
+        from numba.core import event
+        with event.trigger_event("numba:compile", data={
+                "dispatcher": dispatcher, "args": (), "return_type": None}):
+            fcntl.flock(fd, mode)
