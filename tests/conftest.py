@@ -1,6 +1,11 @@
 """Shared test setup: tests/ on sys.path for the helper modules beside the tests; the
 kernel library off (the JIT is the reference), unless ACCSIM_KERNEL_LIBRARY=1 asks to
-run the suite against the library built under ACCSIM_KERNEL_DIR."""
+run the suite against the library built under ACCSIM_KERNEL_DIR; and the tests'
+subprocesses (`python -m simulator.cli` in a test's own folder, pool workers) run the
+package this session imports, first on their PYTHONPATH: with the project installed
+(not editable, as the README's test command installs it), they would otherwise run the
+installed copy, which need not be the code under test (a checkout edited since), and
+compile its kernels into a second Numba cache."""
 
 import os
 import sys
@@ -10,6 +15,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("ACCSIM_KERNEL_LIBRARY", "0")  # before any kernel's first call
 
 import pytest
+
+import simulator
+
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(Path(simulator.__file__).resolve().parent.parent),
+     *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -7,7 +7,6 @@ tables, with one clear error where pandas is missing."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-import simulator
 import simulator.api as accsim
 from simulator.errors import AccsimError
 
@@ -24,12 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def cli(folder: Path, *args: str) -> subprocess.CompletedProcess:
     """`accsim ARGS` as a user runs it, in `folder`, from the same package this process
-    imported (a checkout on sys.path and an installed copy differ in git_commit)."""
-    package_parent = str(Path(simulator.__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [package_parent, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    imported (tests/conftest.py puts it first on PYTHONPATH: a checkout on sys.path and
+    an installed copy differ in git_commit)."""
     done = subprocess.run([sys.executable, "-m", "simulator.cli", *args], cwd=folder,
-                          capture_output=True, text=True, timeout=600, env=env)
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return done
 
