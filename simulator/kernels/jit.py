@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -169,7 +170,10 @@ class Kernel:
         JIT disabled, or a signature given to njit: its call converts the arguments)."""
         if self._signature or not hasattr(dispatcher, "typeof_pyval"):
             return dispatcher
-        types = tuple(map(dispatcher.typeof_pyval, args))
+        from numba.core.types import Omitted
+        left_out = list(inspect.signature(self._function).parameters.values())[len(args):]
+        types = (*map(dispatcher.typeof_pyval, args),  # and the defaults, as a call's
+                 *(Omitted(parameter.default) for parameter in left_out))
         with _compiling(dispatcher):
             return dispatcher.compile(types)
 
