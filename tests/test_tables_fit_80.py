@@ -39,7 +39,9 @@ EXAMPLES = {
                "20"],
               ["serve", "--arch", "tpu_v5e_like", *TINY, "--requests", "20",
                "--sweep-rate", "100:1000:3"]],
-    "sensitivity": [["sensitivity", "--arch", "edge_32x32", "--workload", "gemm_4096"]],
+    # One small GEMM: the same table (a row per assumed field) as a large workload's,
+    # without simulating a 4096-cube GEMM some 50 times at each width.
+    "sensitivity": [["sensitivity", "--arch", "edge_32x32", "--workload", "w.yaml"]],
     "plan-deployment": [["plan-deployment", "--arch", "tpu_v5e_like", *TINY, "--requests",
                          "24", "--sla", "ttft_p99_ms=0.5,tpot_p99_ms=0.2",
                          "--budget-chips", "2", "--max-batch", "4", "--show-pruned"]],
