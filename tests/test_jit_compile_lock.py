@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -46,7 +47,8 @@ print(json.dumps({{"sum": compiled(values), "hits": sum(stats.cache_hits.values(
 
 def kernel_module(folder, monkeypatch=None) -> str:
     """A module holding one cached kernel, its cache under `folder`; its name."""
-    module = f"lock_kernel_{os.getpid()}"  # a name no other test's module holds
+    # A name no other test's module holds (a module imported stays in sys.modules).
+    module = re.sub(r"\W", "_", f"lock_kernel_{os.getpid()}_{folder.name}")
     (folder / f"{module}.py").write_text(KERNEL)
     if monkeypatch is not None:
         monkeypatch.syspath_prepend(str(folder))
@@ -96,3 +98,22 @@ def test_two_processes_starting_together_compile_the_kernel_once(tmp_path):
         reports.append(json.loads(out))
     assert [report["sum"] for report in reports] == [6.0, 6.0]
     assert sorted((r["misses"], r["hits"]) for r in reports) == [(0, 1), (1, 0)]
+
+
+def test_a_file_system_refusing_locks_compiles_unlocked(tmp_path, monkeypatch):
+    """flock failing with ENOLCK (some network and FUSE file systems): the kernel
+    compiles as it would without a lock file, not an error."""
+    import errno
+    import types
+
+    from simulator.kernels import jit
+
+    def refused(fd, mode):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(jit, "fcntl", types.SimpleNamespace(
+        flock=refused, LOCK_EX=fcntl.LOCK_EX, LOCK_SH=fcntl.LOCK_SH,
+        LOCK_NB=fcntl.LOCK_NB))
+    kernel = __import__(kernel_module(tmp_path, monkeypatch)).summed
+    values = np.arange(4.0)
+    assert kernel.specialised(values)(values) == 6.0
