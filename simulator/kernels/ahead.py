@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from simulator.engines.fast import _replay
 from simulator.kernels.library import switch
 from simulator.kernels.jit import (Kernel, ahead_types, fcntl, lacks_ahead, load_registries,
-                           lock_path)
+                           lock_path, open_lock)
 from simulator.lowering.nest_steps import fill_steps, float_sums, shape_tables
 
 if TYPE_CHECKING:
@@ -59,17 +59,13 @@ def _worth_it() -> bool:
 
 def _locked(kernel: Kernel) -> int | None:
     """A descriptor holding the kernel's lock, None if another process holds it (or
-    its cache folder takes no file)."""
-    path = lock_path(kernel.made())
-    if path is None:
-        return None
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    except OSError:  # this process then compiles the kernel itself, as it goes
+    its cache folder takes no file, or its file system no lock)."""
+    fd = open_lock(kernel.made())
+    if fd is None:  # this process then compiles the kernel itself, as it goes
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:  # another run compiles it: its first use here waits
+    except OSError:  # another run compiles it (its first use here waits), or no locks
         os.close(fd)
         return None
     return fd

@@ -277,6 +277,18 @@ def lock_path(dispatcher) -> str | None:
     return index + LOCK_SUFFIX
 
 
+def open_lock(dispatcher) -> int | None:
+    """A descriptor of the kernel's lock file, made if absent; None where there is none
+    to take (no POSIX locks, no cache, a cache folder that takes no file)."""
+    path = lock_path(dispatcher)
+    if fcntl is None or path is None:
+        return None
+    try:
+        return os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    except OSError:
+        return None
+
+
 def _await_ahead(dispatcher) -> None:
     """Wait while another process compiles this kernel ahead (it holds the lock)."""
     path = lock_path(dispatcher)
@@ -299,12 +311,7 @@ def _compiling(dispatcher) -> Iterator[None]:
     runs at once) compile a kernel once: the others wait, then load what it saved.
     Without a lock file (no POSIX locks, a cache folder that takes no file) each
     compiles as before, as where the file system refuses the lock."""
-    path = lock_path(dispatcher)
-    try:
-        fd = None if fcntl is None or path is None else os.open(
-            path, os.O_CREAT | os.O_RDWR, 0o600)
-    except OSError:
-        fd = None
+    fd = open_lock(dispatcher)
     if fd is None:
         yield
         return
