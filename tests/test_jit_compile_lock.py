@@ -5,15 +5,18 @@ side: tests/test_ahead.py)."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 
+from simulator.kernels import jit
 from simulator.kernels.jit import lock_path
 
 KERNEL = """\
@@ -103,15 +106,10 @@ def test_two_processes_starting_together_compile_the_kernel_once(tmp_path):
 def test_a_file_system_refusing_locks_compiles_unlocked(tmp_path, monkeypatch):
     """flock failing with ENOLCK (some network and FUSE file systems): the kernel
     compiles as it would without a lock file, not an error."""
-    import errno
-    import types
-
-    from simulator.kernels import jit
-
     def refused(fd, mode):
         raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(jit, "fcntl", types.SimpleNamespace(
+    monkeypatch.setattr(jit, "fcntl", SimpleNamespace(
         flock=refused, LOCK_EX=fcntl.LOCK_EX, LOCK_SH=fcntl.LOCK_SH,
         LOCK_NB=fcntl.LOCK_NB))
     kernel = __import__(kernel_module(tmp_path, monkeypatch)).summed

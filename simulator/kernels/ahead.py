@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from simulator.engines.fast import _replay
 from simulator.kernels.library import switch
 from simulator.kernels.jit import (Kernel, ahead_types, fcntl, lacks_ahead, load_registries,
-                           lock_path, open_lock)
+                           open_lock)
 from simulator.lowering.nest_steps import fill_steps, float_sums, shape_tables
 
 if TYPE_CHECKING:
@@ -169,7 +169,8 @@ def compiled_ahead() -> Iterator[None]:
 def compile_locked(names_and_fds: list[str],
                    kernels: dict[str, Kernel] = KERNELS) -> None:
     """The child: compile each named kernel's `ahead` specialisations into the cache,
-    then drop its lock, removing the lock file first."""
+    then drop its lock. The lock file is kept: a process waiting on it, or about to
+    open it, then locks the same file rather than one made anew beside it."""
     for item in names_and_fds:
         name, fd = item.split(":")
         kernel = kernels[name]
@@ -178,10 +179,7 @@ def compile_locked(names_and_fds: list[str],
             for types in ahead_types(kernel):
                 made.compile(types)
         finally:
-            path = lock_path(made)
-            if path is not None and os.path.exists(path):
-                os.unlink(path)
-            os.close(int(fd))
+            os.close(int(fd))  # the lock file stays: every first use takes the lock
 
 
 if __name__ == "__main__":

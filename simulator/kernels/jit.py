@@ -290,13 +290,14 @@ def open_lock(dispatcher) -> int | None:
 
 
 def _await_ahead(dispatcher) -> None:
-    """Wait while another process compiles this kernel ahead (it holds the lock)."""
+    """Wait while another process compiles this kernel ahead (it holds the lock). No
+    lock file: no process ever compiled it holding one, so none is to be waited for."""
     path = lock_path(dispatcher)
     if fcntl is None or path is None or not os.path.exists(path):
         return
     try:
         fd = os.open(path, os.O_RDONLY)
-    except OSError:  # removed meanwhile: the compilation ended
+    except OSError:  # one this process may not read: compile as it goes
         return
     try:
         _lock(fd, dispatcher, fcntl.LOCK_SH)
