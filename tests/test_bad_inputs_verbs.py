@@ -284,8 +284,9 @@ case("review out is not a packet", REVIEW, {"s.yaml": dump(STUDY), "out": "direc
      "out/keep.txt": "mine"}, "out", "--out")
 
 # --- accsim verify: review packets and serving results.
-PACKET = {"packet": {"format": "accsim-review-packet", "version": 1},
+PACKET = {"packet": {"format": "accsim-review-packet", "version": 2},
           "study": {"path": "s.yaml", "sha256": "0" * 64},
+          "options": {"fusion": None, "ignore_capacity": False},
           "results": [{"path": "r.json", "sha256": "0" * 64, "kind": "run"}],
           "sections": []}
 for label, packet, fragment in (
@@ -304,8 +305,14 @@ for label, packet, fragment in (
                                        "sha256": "0" * 64, "kind": "run"}]),
          "results[0].path"),
         ("results empty", changed(PACKET, "results", []), "results"),
-        ("marker of another version", changed(PACKET, "packet.version", 2),
+        ("marker of another version", changed(PACKET, "packet.version", 3),
          "packet.version"),
+        # the review options it is rebuilt under
+        ("options missing", changed(PACKET, "options", ...), "options"),
+        ("options fusion unknown", changed(PACKET, "options.fusion", "x"),
+         "options.fusion"),
+        ("options ignore_capacity a string", changed(PACKET, "options.ignore_capacity",
+                                                     "yes"), "options.ignore_capacity"),
         ("sections missing", changed(PACKET, "sections", ...), "sections"),
         ("figure without file", changed(PACKET, "sections", [{"figures": [{}]}]),
          "sections[0].figures[0].file")):

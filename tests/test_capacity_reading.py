@@ -18,7 +18,7 @@ from simulator.system.capacity import LARGEST, SMALLEST, operators_footprint
 from simulator.cli import main
 from simulator.errors import AccsimError
 from simulator.frontends import hf
-from simulator.review.review_command import checked_variants, run_specs
+from simulator.review.pipeline import checked_variants, run_specs
 from simulator.review.providers import model_workload
 from simulator.review.study import load_study
 from simulator.review.variants import apply_variants, variant_specs

@@ -228,8 +228,9 @@ case("run --trace: a dangling link", ["run", "--workload", "w.yaml", "--arch",
      "symbolic link")
 
 # --- verify: forged, truncated and huge packets and results.
-PACKET = {"packet": {"format": "accsim-review-packet", "version": 1},
+PACKET = {"packet": {"format": "accsim-review-packet", "version": 2},
           "study": {"path": "s.yaml", "sha256": "0" * 64},
+          "options": {"fusion": None, "ignore_capacity": False},
           "results": [{"kind": "run", "path": "results/a.json", "sha256": "0" * 64}],
           "sections": []}
 

@@ -402,7 +402,7 @@ def test_results_of_other_code_are_never_served_from_the_cache(tmp_path, capsys,
     assert "2 runs and 2 serving results (0 reused" in capsys.readouterr().out
     write_packet(study, tmp_path / "b", "--cache", str(cache))
     assert "(4 reused" in capsys.readouterr().out
-    monkeypatch.setattr("simulator.review.review_command.code_version", lambda: "other code")
+    monkeypatch.setattr("simulator.review.pipeline.code_version", lambda: "other code")
     write_packet(study, tmp_path / "c", "--cache", str(cache))
     assert "(0 reused" in capsys.readouterr().out
     assert len(list(cache.glob("serving-*.json"))) == 4
@@ -477,8 +477,8 @@ def _verify_forged(forged: Path, packet: dict) -> int:
 
 @pytest.mark.parametrize("change, fragment", [
     # the marker is what verify requires before it reads the rest as this format
-    ({"packet": {"format": "accsim-review-packet", "version": 2}},
-     "packet.version: Input should be 1"),
+    ({"packet": {"format": "accsim-review-packet", "version": 1}},  # before `options`
+     "packet.version: Input should be 2"),
     ({"packet": {"format": "something-else", "version": 1}},
      "packet.format: Input should be 'accsim-review-packet'"),
     # a packet whose results were all struck out would verify nothing

@@ -1,13 +1,15 @@
 """A review study that names a deployment search (scope.deployment_search): the packet
 gets the search's section (each platform's best deployment, its binding constraint as
 a finding, the front) from an export whose sha256 it records, `accsim verify` accepts
-the packet, a second review searches nothing again, and the page renders in headless
+the packet and searches again to check its export, a second review searches nothing again, and the page renders in headless
 Chromium. The shipped example study runs with a tiny model so the test stays short."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import shutil
 import sqlite3
 
 import pytest
@@ -70,7 +72,7 @@ def test_the_search_is_a_section_with_each_binding_constraint_a_finding(packet, 
     (entry,) = [r for r in data["results"] if r["kind"] == "deployment"]
     assert entry["path"] == "results/deployment.json"
     capsys.readouterr()
-    assert main(["verify", str(out / "packet.json")]) == 0
+    assert main(["verify", str(out / "packet.json"), "--cache", str(cache)]) == 0
     # A second review reads every point back from the store in the run cache.
     again = study.parent / "again"
     assert main(["review", str(study), "--out", str(again), "--cache", str(cache)]) == 0
@@ -96,6 +98,28 @@ def test_the_deployment_packet_renders_in_headless_chromium(packet):
     for found in data["findings"]:
         if found["kind"] == "binding constraint":
             assert found["text"].split(": best ")[0] in dom
+
+
+def test_an_export_forged_with_its_hash_does_not_verify(packet, tmp_path, capsys):
+    # verify searches again (here from the store in the run cache) and compares
+    _, out, cache, _ = packet
+    forged = out.parent / f"forged-{tmp_path.name}"
+    shutil.copytree(out, forged)
+    export = forged / "results" / "deployment.json"
+    data = json.loads(export.read_text())
+    (index, best), = [(i, p) for i, p in enumerate(data["points"])
+                      if p["key"] == data["best"]["tpu_v5e_like"]["key"]]
+    best["sla_rate_rps"] *= 2
+    export.write_text(json.dumps(data, indent=1) + "\n")
+    index_file = forged / "packet.json"
+    recorded = json.loads(index_file.read_text())
+    (entry,) = [r for r in recorded["results"] if r["kind"] == "deployment"]
+    entry["sha256"] = hashlib.sha256(export.read_bytes()).hexdigest()
+    index_file.write_text(json.dumps(recorded, indent=1) + "\n")
+    capsys.readouterr()
+    assert main(["verify", str(index_file), "--cache", str(cache)]) == 1
+    assert f"differs on rerun: results/deployment.json: .points[{index}].sla_rate_rps" \
+        in capsys.readouterr().out
 
 
 def test_fit_curves_and_perf_per_watt_come_from_the_search(packet):

@@ -139,9 +139,10 @@ def test_forged_huge_serving_result_in_a_packet_is_refused_fast(tmp_path, capsys
     (folder / "results" / "s.json").write_bytes(data)
     study = tmp_path / "study.yaml"
     study.write_text("title: x\n")
-    packet = {"packet": {"format": "accsim-review-packet", "version": 1},
+    packet = {"packet": {"format": "accsim-review-packet", "version": 2},
               "study": {"path": "../study.yaml",
                         "sha256": hashlib.sha256(study.read_bytes()).hexdigest()},
+              "options": {"fusion": None, "ignore_capacity": False},
               "results": [{"kind": "serving", "path": "results/s.json",
                            "sha256": hashlib.sha256(data).hexdigest()}],
               "sections": []}

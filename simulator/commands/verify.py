@@ -20,6 +20,7 @@ from simulator.frontends.hf.llm_figures import simulated_figures
 from simulator.inputs.loader import dump_json, read_json
 from simulator.options.catalog import add_options
 from simulator.review.packet_verification import verify_packet
+from simulator.review.runs import default_cache_dir
 from simulator.serving.verification import (MAX_VERIFY_WORK, serving_kind,
                                             verify_serving)
 from simulator.system.parallelism import SystemPlan
@@ -32,12 +33,15 @@ from simulator.verification.rerun import RunKind, Verification, embedded_models,
 SHOWN_DIFFERENCES = 20
 
 
-def verify(path: str, *, allow_long: bool = False) -> Verification:
+def verify(path: str, *, allow_long: bool = False, cache: str | None = None,
+           no_cache: bool = False) -> Verification:
     """Check a result file of any kind accsim writes (a serving rerun over verify's
-    work bound refused unless `allow_long`)."""
+    work bound refused unless `allow_long`; a packet's study reviewed again reading
+    the run cache `cache`, none with `no_cache`, as `accsim review` takes them)."""
     recorded, _ = read_json(path)
     if isinstance(recorded, dict) and isinstance(recorded.get("packet"), dict):
-        return verify_packet(path, recorded, verify_file=verify, allow_long=allow_long)
+        return verify_packet(path, recorded, verify_file=verify, allow_long=allow_long,
+                             cache=cache, no_cache=no_cache)
     # the paths it records are relative to its folder, not to the working directory
     recorded = anchored(recorded, Path(path).parent)
     if serving_kind(recorded):  # what `accsim serve --json` wrote
@@ -121,7 +125,8 @@ def _shard_of(workload, system: dict, models: dict):
 
 def handle(args: argparse.Namespace) -> int:
     with progress.status(f"verifying {args.result} (rerunning its inputs)"):
-        outcome = verify(args.result, allow_long=args.allow_long)
+        outcome = verify(args.result, allow_long=args.allow_long, cache=args.cache,
+                         no_cache=args.no_cache)
     for change in outcome.changed_sources:
         echo(f"changed input: {plain(change)}")
     if outcome.model_changed:
@@ -147,5 +152,11 @@ def add_arguments(verify_cmd: argparse.ArgumentParser) -> None:
                             "result however long it takes (default: refuse one over "
                             f"{MAX_VERIFY_WORK:,} requests x tokens, 100x the shipped "
                             "example)")
+    verify_cmd.add_argument("--cache", metavar="DIR", help="a review packet: the run "
+                            "cache its study's second review reads, as accsim review's "
+                            f"--cache (default {default_cache_dir()})")
+    verify_cmd.add_argument("--no-cache", action="store_true", help="a review packet: "
+                            "review its study again from nothing (what a reviewer "
+                            "without the cache gets)")
     add_options(verify_cmd, "verify", "inputs")
     verify_cmd.set_defaults(handler=handle)

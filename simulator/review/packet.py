@@ -82,8 +82,9 @@ def first_screen(sections: list[dict]) -> list[dict]:
     return lines
 
 
-def assemble(ctx: Context) -> dict:
-    """The whole packet as data: what packet.json holds (figures still as SVG text)."""
+def assemble(ctx: Context, *, options: dict) -> dict:
+    """The whole packet as data: what packet.json holds (figures still as SVG text);
+    `options`: the review options it was made under (review.pipeline.ReviewOptions)."""
     study = ctx.study
     sections = build_sections(ctx)
     counts = {v: sum(s["verdict"] == v for s in sections)
@@ -98,6 +99,7 @@ def assemble(ctx: Context) -> dict:
         "model_version": simulator.MODEL_VERSION,
         "study": {"path": study.source.path, "sha256": study.source.sha256,
                   "canonical": study.study.model_dump(mode="json")},
+        "options": options,
         "verdict": overall_verdict(sections),
         "verdict_counts": counts,
         "first_screen": first_screen(sections),
@@ -169,9 +171,17 @@ def _environment(autoescape: bool) -> Environment:
     return env
 
 
-def _inline_svg(svg: str) -> str:
+def inline_svg(svg: str) -> str:
     """The <svg> element alone (no XML declaration or doctype), for inlining."""
     return svg[svg.index("<svg"):]
+
+
+def rendered(packet: dict, svgs: dict[str, str]) -> dict[str, str]:
+    """packet.md and index.html as packet.json's data renders them (`svgs`: each
+    figure's inline <svg> by id)."""
+    return {"packet.md": _environment(False).get_template("packet.md").render(p=packet),
+            "index.html": _environment(True).get_template("index.html").render(
+                p=packet, svgs=svgs)}
 
 
 def write_packet(packet: dict, out: OutputFolder) -> dict:
@@ -184,14 +194,13 @@ def write_packet(packet: dict, out: OutputFolder) -> dict:
         for fig in section["figures"]:
             file = f"{FIGURES_FOLDER}/{fig['id']}.svg"
             data = out.write(file, fig["svg"])
-            svgs[fig["id"]] = _inline_svg(fig["svg"])
+            svgs[fig["id"]] = inline_svg(fig["svg"])
             written.append({"id": fig["id"], "title": fig["title"], "file": file,
                             "sha256": hashlib.sha256(data).hexdigest()})
         section["figures"] = written
     # recorded relative to the packet's folder (simulator.inputs.anchors): verify from anywhere
     packet["study"]["path"] = rebase(packet["study"]["path"], out.path)
     out.write("packet.json", json.dumps(packet, indent=1) + "\n")
-    out.write("packet.md", _environment(False).get_template("packet.md").render(p=packet))
-    out.write("index.html",
-              _environment(True).get_template("index.html").render(p=packet, svgs=svgs))
+    for name, text in rendered(packet, svgs).items():
+        out.write(name, text)
     return packet

@@ -5,4 +5,4 @@ a file of another format or a later version is refused rather than read as this 
 from __future__ import annotations
 
 PACKET_FORMAT = "accsim-review-packet"
-PACKET_VERSION = 1
+PACKET_VERSION = 2

@@ -6,16 +6,23 @@ it, simulator.inputs.anchors, so a packet verifies from any directory)
 (the command passes its own check in, so review never imports the command layer),
 each serving result is served again from the spec it embeds and compared, environment
 fields aside, and the sweep's export has its front checked and each front point
-simulated again from the inputs it embeds (review.sweep.rerun_differences)."""
+simulated again from the inputs it embeds (review.sweep.rerun_differences). Where all
+of that agrees, the study is reviewed again under the options the packet records
+(review.pipeline) and packet.json compared with what that review makes, and packet.md
+and index.html with what packet.json renders to: the hashes say the files are the ones
+the review wrote, this says packet.json says what they and the study decide."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Literal
 
+from jinja2 import TemplateError
 from pydantic import AfterValidator, ConfigDict, Field
 
 from simulator.inputs.anchors import anchor, anchored
@@ -23,10 +30,15 @@ from simulator.inputs.platform import Strict
 from simulator.errors import AccsimError
 from simulator.inputs.loader import read_bytes, read_json, validate_model
 from simulator.review.assumption_study import rerun_differences as assumption_differences
+from simulator.output.files import OutputFolder
+from simulator.review.packet import inline_svg, rendered
 from simulator.review.packet_format import PACKET_FORMAT, PACKET_VERSION
+from simulator.review.pipeline import ReviewOptions, prepare, review_runs
+from simulator.review.runs import open_cache
 from simulator.review.serving_runs import ServingResultFile, rerun
 from simulator.review.sweep import rerun_differences
 from simulator.serving.verification import check_work
+from simulator.sweep.executors import executor_for
 from simulator.verification.rerun import Verification, comparable, differences
 
 
@@ -76,12 +88,20 @@ class PacketMarker(_Read):
     version: Literal[PACKET_VERSION]
 
 
+class RecordedOptions(_Read):
+    """The review options the packet was made under (review.pipeline.ReviewOptions)."""
+
+    fusion: Literal["none", "epilogue", "auto"] | None
+    ignore_capacity: bool
+
+
 class PacketIndex(_Read):
-    """What packet.json must hold for verify: its format, the study and every file it
-    wrote."""
+    """What packet.json must hold for verify: its format, the study, the options it
+    was reviewed under and every file it wrote."""
 
     packet: PacketMarker
     study: RecordedFile
+    options: RecordedOptions
     results: list[ResultEntry] = Field(min_length=1)  # a review writes one at least
     sections: list[Section]
 
@@ -111,15 +131,19 @@ def _serving_differences(path: Path, allow_long: bool) -> list[str]:
 
 def verify_packet(packet_path: str, packet: dict, *,
                   verify_file: Callable[[str], Verification],
-                  allow_long: bool = False) -> Verification:
-    """Check a review packet's files and rerun every result it holds; `verify_file`
-    checks one run result file as `accsim verify` does; a serving result over
-    verify's work bound is refused unless `allow_long` (serving.verification)."""
+                  allow_long: bool = False, cache: str | None = None,
+                  no_cache: bool = False) -> Verification:
+    """Check a review packet's files, rerun every result it holds and, where all
+    agree, review its study again and compare packet.json and the pages rendered from
+    it; `verify_file` checks one run result file as `accsim verify` does; a serving
+    result over verify's work bound is refused unless `allow_long`
+    (serving.verification); `cache`, `no_cache`: the run cache the rebuild reads, as
+    `accsim review` takes them."""
     folder = Path(packet_path).parent
     index = validate_model(packet, PacketIndex, file=packet_path)
     changed = [c for c in [_file_change("study", Path(anchor(index.study.path, folder)),
                                         index.study.sha256)] if c]
-    found = []
+    found, models = [], []
     for entry in index.results:
         change = _file_change("result", folder / entry.path, entry.sha256)
         if change:
@@ -133,7 +157,7 @@ def verify_packet(packet_path: str, packet: dict, *,
             found += [f"{entry.path}: {d}"
                       for d in assumption_differences(folder / entry.path)]
             continue
-        if entry.kind == "deployment":  # its hash checked above; not rerun
+        if entry.kind == "deployment":  # its hash checked above; searched again below
             continue
         if entry.kind == "sweep":
             content, source = read_json(folder / entry.path)
@@ -145,7 +169,119 @@ def verify_packet(packet_path: str, packet: dict, *,
         outcome = verify_file(str(folder / entry.path))
         changed += [f"{entry.path}: {c}" for c in outcome.changed_sources]
         found += [f"{entry.path}: {d}" for d in outcome.differences]
-    for section in index.sections:
-        changed += [c for fig in section.figures
-                    if (c := _file_change("figure", folder / fig.file, fig.sha256))]
-    return Verification(changed, found)
+        models += [f"{entry.path}: {outcome.model_changed}"] if outcome.model_changed else []
+    figures = [fig for section in index.sections for fig in section.figures]
+    changed += [c for fig in figures
+                if (c := _file_change("figure", folder / fig.file, fig.sha256))]
+    if not (changed or found or models):
+        changed += _render_changes(folder, packet, figures)
+        found += _rebuild_differences(packet_path, packet, index, cache=cache,
+                                      no_cache=no_cache)
+    return Verification(changed, found, "; ".join(models) or None)
+
+
+def _render_changes(folder: Path, packet: dict, figures: list[Figure]) -> list[str]:
+    """packet.md and index.html against what packet.json renders to (the pages people
+    read carry the numbers the packet's data does)."""
+    try:
+        svgs = {Path(fig.file).stem: inline_svg(read_bytes(folder / fig.file).decode())
+                for fig in figures}
+        pages = rendered(packet, svgs)
+    except (AccsimError, TemplateError, KeyError, TypeError, ValueError,
+            AttributeError) as exc:
+        return [f"packet.json: cannot be rendered ({type(exc).__name__}: {exc})"]
+    return [f"{name}: not what packet.json renders to (edited since the review)"
+            for name, text in pages.items() if _read(folder / name) != text.encode()]
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return read_bytes(path)
+    except AccsimError:
+        return None
+
+
+ENVIRONMENT_SECTION = "environment"  # the section holding the machine's manifest
+
+
+def judged(packet: dict) -> dict:
+    """What a packet says that its study and results decide: packet.json without what
+    a second review may change with neither wrong: where files lie (the study's path,
+    the cells of `path` columns: a review given relative paths records them so, and
+    writes its variants into its own folder), a result's bytes (a run simulated again
+    records another time and machine), a figure's bytes (checked by hash, not drawn
+    again: they depend on the matplotlib version), the accsim version and the
+    environment section's manifest of versions, commits and input files."""
+    kept = {key: value for key, value in packet.items()
+            if key not in ("accsim_version", "study", "results", "sections")}
+    study = packet.get("study")
+    kept["study"] = {k: v for k, v in study.items() if k != "path"} \
+        if isinstance(study, dict) else study
+    kept["results"] = [{k: v for k, v in entry.items() if k != "sha256"}
+                       for entry in _items(packet.get("results")) if isinstance(entry, dict)]
+    kept["sections"] = [_judged_section(section) for section in
+                        _items(packet.get("sections")) if isinstance(section, dict)]
+    return kept
+
+
+def _items(value) -> list:
+    """A list as it is, anything else (a forged packet's) as none."""
+    return value if isinstance(value, list) else []
+
+
+def _judged_section(section: dict) -> dict:
+    kept = {key: value for key, value in section.items() if key not in ("figures", "tables")}
+    kept["figures"] = [{k: fig.get(k) for k in ("id", "title")}
+                       for fig in _items(section.get("figures")) if isinstance(fig, dict)]
+    kept["tables"] = [_located_cells_blank(t) for t in _items(section.get("tables"))
+                      if isinstance(t, dict)]
+    if section.get("id") == ENVIRONMENT_SECTION:
+        kept = {key: value for key, value in kept.items() if key not in ("text", "tables")}
+    return kept
+
+
+def _located_cells_blank(table: dict) -> dict:
+    """The table with the cells of its `path` columns blanked."""
+    located = {index for index, column in enumerate(_items(table.get("columns")))
+               if isinstance(column, dict) and column.get("format") == "path"}
+    if not located or not isinstance(table.get("rows"), list):
+        return table
+    return {**table, "rows": [[None if index in located else cell
+                               for index, cell in enumerate(row)]
+                              if isinstance(row, list) else row
+                              for row in table["rows"]]}
+
+
+def _rebuild_differences(packet_path: str, packet: dict, index: PacketIndex, *,
+                         cache: str | None, no_cache: bool) -> list[str]:
+    """The study reviewed again under the packet's options, into a scratch folder
+    (reading the run cache as `accsim review` does), and packet.json compared with
+    what that review makes of it, and the deployment search's export (step 1 reruns
+    every other result) with the one it writes."""
+    folder = Path(packet_path).parent
+    options = ReviewOptions(index.options.fusion, index.options.ignore_capacity)
+    searched = [entry.path for entry in index.results if entry.kind == "deployment"]
+    try:
+        prepared = prepare(anchor(index.study.path, folder), options)
+        with tempfile.TemporaryDirectory(prefix="accsim-verify-") as scratch, \
+                OutputFolder.plain(scratch) as out, \
+                (open_cache(cache, no_cache=no_cache) or nullcontext()) as run_cache:
+            again = review_runs(prepared, out, cache=run_cache, engine="auto",
+                                executor=executor_for("processes", None),
+                                first="reviewing again").packet
+            exports = {path: (_json_or_none(folder / path), _json_or_none(out.path / path))
+                       for path in searched}
+    except AccsimError as error:
+        return [f"packet.json: its study could not be reviewed again ({error})"]
+    again = json.loads(json.dumps(again))  # as packet.json holds it
+    found = [f"packet.json: {text}"
+             for _, text in differences(judged(packet), judged(again))]
+    return found + [f"{path}: {text}" for path, (old, new) in exports.items()
+                    for _, text in differences(old, new)]
+
+
+def _json_or_none(path: Path):
+    try:
+        return read_json(path)[0]
+    except AccsimError:
+        return None

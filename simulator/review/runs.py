@@ -208,6 +208,21 @@ def default_cache_dir() -> Path:
     return Path(base) / "accsim" / "results"
 
 
+def open_cache(path: str | None, *, no_cache: bool = False) -> OutputFolder | None:
+    """The run cache (`path`, default default_cache_dir(); None with `no_cache`): a
+    folder accsim can create and write in (not a link), checked before any
+    simulation so that no result is lost to it."""
+    if no_cache:
+        return None
+    folder = Path(path) if path else default_cache_dir()
+    cache = OutputFolder.plain(folder, field="--cache")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        cache.close()
+        raise AccsimError("cannot write: permission denied", file=str(folder),
+                          field="--cache")
+    return cache
+
+
 def run_all(specs: list[RunSpec], out: OutputFolder, *, cache: OutputFolder | None,
             code: str, engine: str = "auto",
             progress: Callable[[int, int, str], None] | None = None) -> list[RunRecord]:

@@ -77,7 +77,7 @@ def scope_and_sla(ctx: Context) -> dict:
     if notes and judged:
         reason += "; " + listing(notes, 2)
     return section("scope-sla", verdict, reason, text=text, findings=findings, tables=[
-        table("scope", "Scope", [("kind", "text"), ("name", "text"), ("source", "text")],
+        table("scope", "Scope", [("kind", "text"), ("name", "text"), ("source", "path")],
               scope_rows),
         table("sla-checks", "SLA checks per run (one request at a time: no queueing, "
               "so every latency percentile is the simulated latency; serving: the "
@@ -130,5 +130,5 @@ def environment(ctx: Context) -> dict:
                              ("numpy", "text"), ("numba", "text"), ("simpy", "text"),
                              ("engine", "text"), ("evidence", "link")], rows),
         table("inputs", "Input files and their sha256", [
-            ("kind", "text"), ("name", "text"), ("path", "text"), ("sha256", "text")],
+            ("kind", "text"), ("name", "text"), ("path", "path"), ("sha256", "text")],
             input_rows)])

@@ -41,7 +41,9 @@ def sweep(ctx: Context) -> dict:
             findings.append(finding("no sweep front", f"sweep {spec.name}: no point "
                                     f"of {workload} ran ({why})", "#table-sweep-points"))
     senses = ", ".join(f"{o.name} {o.sense}" for o in report.objectives)
-    text = [f"Sweep {spec.name} ({spec.path}): {spec.samples} points sampled, "
+    # the file as the study names it: where the review ran does not change the packet
+    text = [f"Sweep {spec.name} ({ctx.study.study.scope.sweep}, beside the study): "
+            f"{spec.samples} points sampled, "
             f"{spec.excluded} ruled out by its constraints; every point mapped with "
             f"the {spec.mapping}. One front per workload, over {senses}."]
     if spec.ignore_capacity:
