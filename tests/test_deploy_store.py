@@ -21,6 +21,7 @@ from tiny_llama import TINY_LLAMA
 
 from simulator.cli import main
 from simulator.serving.llm_cost import LlmCost
+from simulator.sweep.executors import Processes
 from timed_cli import HANG_S
 
 ORIGINAL_PART = LlmCost._part
@@ -129,6 +130,27 @@ def test_a_rerun_with_only_another_sla_simulates_no_iteration_shape(folder, caps
     assert all(after[name].items() >= points.items() for name, points in before.items())
     assert len(simulated) == sum(len(points) for points in after.values()) \
         - sum(len(points) for points in before.values())
+
+
+def test_workers_start_only_for_points_the_store_does_not_answer(folder, capsys,
+                                                                  searched, monkeypatch):
+    # a worker's start (importing the simulator) costs about a second of a CPU each
+    started = []
+    monkeypatch.setattr(Processes, "start", lambda self, warm=None: started.append(warm))
+    store = folder / "deploy.sqlite"
+    shutil.copy(searched / "deploy.sqlite", store)
+    assert main(args(folder, store, "--json", str(folder / "plan.json"))) == 0
+    assert started == []
+    again, first = (json.loads((where / "plan.json").read_text())
+                    for where in (folder, searched))
+    assert [again[key] for key in ("points", "best", "front")] == \
+        [first[key] for key in ("points", "best", "front")]
+    with sqlite3.connect(store) as db:  # one searched point forgotten
+        (key,) = next(row for row in db.execute("SELECT key, outcome FROM deployments")
+                      if json.loads(row[1])["status"] != "pruned")[:1]
+        db.execute("DELETE FROM deployments WHERE key = ?", (key,))
+    assert main(args(folder, store)) == 0
+    assert len(started) == 1 and key in stored_keys(store)
 
 
 def test_a_forged_row_is_one_clear_error(folder, capsys):

@@ -477,9 +477,11 @@ class PlatformSearch:
 def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
                   trace: Trace | None, prune: bool, cost_cache: CostCache | None,
                   store: PointStore | None, progress: Callable[[str], None] | None,
-                  budget_w: float | None = None, share: bool = True) -> PlatformSearch:
+                  budget_w: float | None = None, share: bool = True,
+                  searching: Callable[[], None] = lambda: None) -> PlatformSearch:
     """Every point of one platform read back from the store, pruned (`budget_w`: by
-    the power budget too), or put in the group of its plan to be searched."""
+    the power budget too), or put in the group of its plan to be searched
+    (`searching` called as each such point is found)."""
     platform, source = load_platform(locate(arch, "platform"))
     platform = with_collectives(platform, spec.collectives)
     config, facts = llm_cost.load_model(spec.model, dtype=spec.dtype, hf=hf_frontend)
@@ -512,6 +514,7 @@ def _pruning_pass(spec: ServeSpec, arch: str, points: list[Deployment],
             if store is not None:
                 store.put(search.keys[index], inputs, row)
         if row is None:  # one task per precision plan and T x EP width (Group)
+            searching()
             family = (point.plan.tp, point.plan.ep) if share else point.plan
             waiting.setdefault((family, point.precision), []).append(
                 (index, point, search.keys[index], inputs))
@@ -537,7 +540,8 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
     searched, every platform's in one stream, the largest first (its points' pipeline
     stages summed: each stage is one more step per iteration), so that workers are not
     left idle by one platform's last group; its workers start (loading the compiled
-    kernels) while this process prunes. Only this process writes the store; each
+    kernels) while this process prunes, at the first point the store does not answer
+    (none when it answers every one). Only this process writes the store; each
     platform's rows are in the grid's order whatever the executor. `share` False: a task
     per plan, each point simulates every run and unit cost of its own and each roofline
     bound searches its own tilings (the unshared search the shared one must equal:
@@ -556,10 +560,17 @@ def search_platforms(spec: ServeSpec, archs: list[str], grid: Grid | None, *,
         if progress:
             progress(arch, finished, total)
 
-    if executor is not None:
-        executor.start(ahead.load)
+    started = False
+
+    def searching() -> None:  # the workers start at the first point left to search
+        nonlocal started
+        if executor is not None and not started:
+            executor.start(ahead.load)
+            started = True
+
     searches = [_pruning_pass(spec, arch, listed, trace, prune, cost_cache, store, report,
-                              power_budget_w, share) for arch, listed in zip(archs, point_lists)]
+                              power_budget_w, share, searching)
+                for arch, listed in zip(archs, point_lists)]
     owner = {group.key: search for search in searches for group in search.groups}
     groups = sorted((group for search in searches for group in search.groups),
                     key=lambda group: -sum(point.plan.pp for point in group.points))
