@@ -32,9 +32,9 @@ VERBS = {
             "report each heuristic's gap to it"),
     "regress": ("simulator.commands.regress", "compare per-operator cycles and energy with "
                 "a baseline result (exit 1 on a regression, 2 on a refused baseline)"),
-    "verify": ("simulator.commands.verify", "check a result JSON (or a review packet's "
-               "packet.json, result by result): changed inputs, and a rerun from its "
-               "embedded inputs"),
+    "verify": ("simulator.commands.verify", "check a result JSON: changed inputs, and a "
+               "rerun from its embedded inputs (a review packet's packet.json: result by "
+               "result, then its study reviewed again and compared)"),
     "review": ("simulator.review.review_command", "write a review packet (index.html, packet.md, "
                "packet.json, figures, result files) for a study spec"),
     "serve": ("simulator.serving.serve_command", "request-level serving: arrivals, batching, KV "
