@@ -5,6 +5,7 @@ packet as written verifies from the run cache and from nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -156,3 +157,26 @@ def test_a_packet_json_with_tables_of_another_shape_is_named_not_a_traceback(
     assert "packet.json: cannot be rendered" in printed or \
         "not what packet.json renders to" in printed, printed
     assert "differs on rerun: packet.json: .sections[0].tables" in printed, printed
+
+
+def test_a_study_serving_more_than_verify_s_bound_is_refused_before_serving(
+        made, tmp_path, capsys):
+    # the study edited (and its hash in the packet) to serve 100 loads of a million
+    # requests: step 1 reruns the packet's small serving result; the second review
+    # would serve the study's, so it is held to the bound a serving rerun is
+    out, _ = made
+    shutil.copytree(out, tmp_path / "packet")
+    study = tmp_path / "study.yaml"
+    study.write_text((out.parent / "study.yaml").read_text().replace(
+        "serving: {rate_per_s: 100, curve_rates_per_s: [50], requests: 60}",
+        "serving: {rate_per_s: 100, curve_rates_per_s: [%s], requests: 1000000}"
+        % ", ".join(str(rate) for rate in range(1, 100))))
+    index = tmp_path / "packet" / "packet.json"
+    packet = json.loads(index.read_text())
+    packet["study"].update(path="../study.yaml",
+                           sha256=hashlib.sha256(study.read_bytes()).hexdigest())
+    index.write_text(json.dumps(packet))
+    code, printed = _verify(tmp_path / "packet", tmp_path / "cache", capsys)
+    assert code == 1
+    assert "packet.json: its study could not be reviewed again" in printed, printed
+    assert "over verify's bound" in printed and "--allow-long" in printed, printed

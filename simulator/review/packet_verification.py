@@ -176,7 +176,7 @@ def verify_packet(packet_path: str, packet: dict, *,
     if not (changed or found or models):
         changed += _render_changes(folder, packet, figures)
         found += _rebuild_differences(packet_path, packet, index, cache=cache,
-                                      no_cache=no_cache)
+                                      no_cache=no_cache, allow_long=allow_long)
     return Verification(changed, found, "; ".join(models) or None)
 
 
@@ -253,22 +253,30 @@ def _located_cells_blank(table: dict) -> dict:
 
 
 def _rebuild_differences(packet_path: str, packet: dict, index: PacketIndex, *,
-                         cache: str | None, no_cache: bool) -> list[str]:
+                         cache: str | None, no_cache: bool, allow_long: bool) -> list[str]:
     """The study reviewed again under the packet's options, into a scratch folder
-    (reading the run cache as `accsim review` does), and packet.json compared with
-    what that review makes of it, and the deployment search's export (step 1 reruns
-    every other result) with the one it writes."""
+    (reading the run cache as `accsim review` does; a serving run over verify's work
+    bound refused unless `allow_long`, as a serving result's rerun is), and packet.json
+    compared with what that review makes of it, and the deployment search's export
+    (step 1 reruns every other result) with the one it writes."""
     folder = Path(packet_path).parent
+    study_path = anchor(index.study.path, folder)
     options = ReviewOptions(index.options.fusion, index.options.ignore_capacity)
     searched = [entry.path for entry in index.results if entry.kind == "deployment"]
+
+    def bounded(spec, loads: int) -> None:
+        check_work(spec, loads=loads, file=study_path, field="scope.serving",
+                   allow_long=allow_long)
+
     try:
-        prepared = prepare(anchor(index.study.path, folder), options)
+        prepared = prepare(study_path, options)
         with tempfile.TemporaryDirectory(prefix="accsim-verify-") as scratch, \
                 OutputFolder.plain(scratch) as out, \
                 (open_cache(cache, no_cache=no_cache) or nullcontext()) as run_cache:
             again = review_runs(prepared, out, cache=run_cache, engine="auto",
                                 executor=executor_for("processes", None),
-                                first="reviewing again").packet
+                                first="reviewing again",
+                                check_serving=bounded).packet
             exports = {path: (_json_or_none(folder / path), _json_or_none(out.path / path))
                        for path in searched}
     except AccsimError as error:

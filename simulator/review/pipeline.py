@@ -108,11 +108,13 @@ def checked_variants(study: ResolvedStudy, variants: list[VariantSpec], models: 
 
 
 def review_runs(prepared: Prepared, out: OutputFolder, *, cache: OutputFolder | None,
-                engine: str, executor, first: str = "reviewing") -> Reviewed:
+                engine: str, executor, first: str = "reviewing",
+                check_serving=None) -> Reviewed:
     """Write the study's variant inputs into `out`, simulate (or reuse from `cache`)
     every run, serving point, sweep point, sensitivity and search the study asks for,
     each result file written into `out`, and assemble the packet's data; `first`: the
-    progress line's opening word."""
+    progress line's opening word; `check_serving(spec, loads)`: sees each serving run
+    before it is simulated (review.serving_runs.run_serving)."""
     models, ignore = prepared.models, prepared.options.ignore_capacity
     study = write_variants(prepared.study, out, INPUTS_FOLDER)
     specs = run_specs(study, models, ignore_capacity=ignore)
@@ -126,7 +128,8 @@ def review_runs(prepared: Prepared, out: OutputFolder, *, cache: OutputFolder | 
         varied = pair_records(variants, records, run_all(
             [v.spec for v in variants], out, cache=cache, code=code, engine=engine,
             progress=report))
-        served = serving_runs(study, out, cache=cache, code=code, progress=report)
+        served = serving_runs(study, out, cache=cache, code=code, progress=report,
+                              check=check_serving)
         swept = design_sweep(study, out, cache=cache, executor=executor, progress=report)
         assumed = assumption_study(study, records, out, engine=engine,
                                    served=not isinstance(served, NotEvaluated),

@@ -61,16 +61,16 @@ def model_config_path(model: ModelUnderReview, study: ResolvedStudy) -> str:
 
 
 def serving_runs(study: ResolvedStudy, out: OutputFolder, *, cache: OutputFolder | None,
-                 code: str, progress=None):
+                 code: str, progress=None, check=None):
     """Every platform x workload or model served at scope.serving's loads (DESIGN.md
-    section 10), as review.serving_runs records."""
+    section 10), as review.serving_runs records (`check`: as run_serving's)."""
     if study.study.scope.serving is None:
         return NotEvaluated("the study asks for no serving load (scope.serving)")
     subjects = [(w.label, w.source.path, False) for w in study.workloads]
     subjects += [(m.label, model_config_path(m, study), True)
                  for m in study.study.scope.models]
     return serving.run_serving(study, subjects, out, cache=cache, code=code,
-                               progress=progress)
+                               progress=progress, check=check)
 
 
 def platform_area_mm2(platform: Platform) -> float | NotEvaluated:

@@ -144,9 +144,12 @@ def _usable(data: bytes | None, spec: ServeSpec, rates: list[float], file: str) 
 
 def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
                 out: OutputFolder, *, cache: OutputFolder | None, code: str,
-                progress: Callable[[int, int, str], None] | None = None
+                progress: Callable[[int, int, str], None] | None = None,
+                check: Callable[[ServeSpec, int], None] | None = None
                 ) -> list[ServingRecord]:
-    """Serve every platform x (label, workload path or model config, is an LLM)."""
+    """Serve every platform x (label, workload path or model config, is an LLM);
+    `check(spec, loads)` sees each spec the cache does not answer before it is served
+    (verify's work bound)."""
     rates = study.study.scope.serving.rates
     pairs = [(p, s) for p in study.platforms for s in subjects]
     records = []
@@ -161,6 +164,8 @@ def run_serving(study: ResolvedStudy, subjects: list[tuple[str, str, bool]],
         data = cache_read(cache, entry)
         reused = _usable(data, spec, rates, cache.shown(entry) if cache else "")
         if not reused:
+            if check:
+                check(spec, len(rates))
             try:
                 content = serve_points(spec, rates)
             except AccsimError as exc:
