@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simulator.collectives.cost import collective_cost
-from simulator.inputs.platform import DTYPE_BYTES, Platform
+from simulator.inputs.platform import Platform
+from simulator.model.formats import whole_bytes_of
 from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.frontends.hf import ModelConfig
@@ -73,7 +74,8 @@ class ModelProfile:
 
     @property
     def act_bytes(self) -> int:
-        return DTYPE_BYTES[self.dtype or self.platform.systolic_array.input_dtypes[0]]
+        return whole_bytes_of(self.dtype, self.platform.systolic_array.input_dtypes,
+                             file=self.frontend.platform_file)
 
     def iteration(self, prefill, decode) -> Workload:
         """One iteration of the chip's shard, collectives in place (repeat: layers)."""

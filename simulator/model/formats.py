@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from math import gcd
 
+from simulator.errors import AccsimError
+
 MX_BLOCK = 32        # OCP MX v1.0: elements sharing one scale
 MX_SCALE_BITS = 8    # OCP MX v1.0: the shared E8M0 scale
 
@@ -75,3 +77,24 @@ def packed_bytes(dtype: str, elements):
 def ceil_element_bytes(dtype: str) -> int:
     """Bytes per element rounded up to a whole byte: an upper bound for sizing tiles."""
     return _CEIL_BYTES[dtype]
+
+
+def whole_bytes(dtype: str, *, field: str, file: str | None = None) -> int:
+    """Bytes per element of a whole-byte format. An LLM's weights, KV cache and
+    activations, and a sharded workload's transfers, are sized in whole bytes per
+    element, so a packed format (int4, fp4_e2m1, the MX formats) is refused there,
+    naming where it was given (`field` of `file`), instead of failing deep inside."""
+    if dtype in WHOLE_BYTE:
+        return WHOLE_BYTE[dtype]
+    raise AccsimError(f"{dtype!r} is not a whole-byte format: an LLM or a sharded "
+                      f"workload is sized in whole bytes per element "
+                      f"({', '.join(WHOLE_BYTE)})", field=field, file=file)
+
+
+def whole_bytes_of(dtype: str | None, input_dtypes, *, file: str | None = None) -> int:
+    """Bytes per element of an LLM's or a sharded workload's tensors: `dtype` (the
+    --dtype given), else the platform's first input dtype (`input_dtypes`, read from
+    the platform `file`), each a whole-byte format (whole_bytes)."""
+    if dtype:
+        return whole_bytes(dtype, field="--dtype")
+    return whole_bytes(input_dtypes[0], field="systolic_array.input_dtypes[0]", file=file)

@@ -11,7 +11,8 @@ import numpy as np
 
 from simulator.system.capacity import Capacity, StoredShare, check, planned_sizing
 from simulator.collectives.cost import with_collectives
-from simulator.inputs.platform import DTYPE_BYTES, Platform
+from simulator.inputs.platform import Platform
+from simulator.model.formats import whole_bytes_of
 from simulator.frontends.hf.config import ModelConfig
 from simulator.metrics.energy import static_power_w
 from simulator.metrics.power_cap import cap_in_force, capped
@@ -147,6 +148,7 @@ def _prepare_on(spec: ServeSpec, platform: Platform, platform_source: Source, hf
                      precision=precision.record(workload) if precision else None,
                      precision_source=precision.source if precision else None)
     plan = spec.system
+    element_bytes(spec, platform, platform_source.path)  # a packed format refused first
     if not plan.single_chip:  # each replica a T x P group: cost and KV of one chip
         hf = ShardedFrontend(hf or hf_frontend, plan, platform,
                              platform_file=platform_source.path)
@@ -232,10 +234,11 @@ def kv_link(setup: Setup, spec: ServeSpec) -> KvLink:
     return setup.kv_links[key]
 
 
-def element_bytes(spec: ServeSpec, platform: Platform) -> int:
+def element_bytes(spec: ServeSpec, platform: Platform, file: str | None = None) -> int:
     """Bytes of one weight or activation element: the spec's dtype, else the
-    platform's first input dtype (as a sharded replica sizes its chips)."""
-    return DTYPE_BYTES[spec.dtype or platform.systolic_array.input_dtypes[0]]
+    platform's first input dtype (as a sharded replica sizes its chips), a whole-byte
+    format (a packed one refused, naming the platform `file` where it came from)."""
+    return whole_bytes_of(spec.dtype, platform.systolic_array.input_dtypes, file=file)
 
 
 def stored_share(precision: ServingPrecision | None, config, spec: ServeSpec,
@@ -268,10 +271,11 @@ def replica_capacity(config, spec: ServeSpec, trace: Trace | None, platform: Pla
         row = int(np.argmin(sizes))
         prompt, total = int(trace.prompt_tokens[row]), int(sizes[row])
     sizing = serving_sizing(config, platform, dtype=spec.dtype,
-                            tokens=min(prompt, spec.max_tokens), kv_tokens=total)
+                            tokens=min(prompt, spec.max_tokens), kv_tokens=total,
+                            platform_file=platform_file)
     if share is not None:
         plan = spec.system
-        size = element_bytes(spec, platform)
+        size = element_bytes(spec, platform, platform_file)
         stages = list(zip([params * size for params in stage_weight_params(config, plan)],
                           stage_layers(config.layers, plan.pp))) if plan.pp > 1 else None
         sizing = planned_sizing(sizing, share, model_weight_bytes, plan=plan,

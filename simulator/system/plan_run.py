@@ -23,7 +23,8 @@ def check_fit(inputs: Inputs, plan: SystemPlan, llm=None, *,
         check_mapping_names(inputs.mapping, inputs.workload,
                             file=inputs.mapping_source.path if inputs.mapping_source
                             else None)
-    sizing = model_sizing(llm, inputs.platform, inputs.workload if planned else None) \
+    sizing = model_sizing(llm, inputs.platform, inputs.workload if planned else None,
+                          platform_file) \
         if llm is not None else \
         plain_sizing(inputs.workload, inputs.platform,
                      frozenset(inputs.mapping.row_parallel))

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from simulator.inputs.platform import DTYPE_BYTES, Platform
+from simulator.inputs.platform import Platform
+from simulator.model.formats import whole_bytes_of
 from simulator.system.overlap import Step, overlap
 from simulator.system.parallelism import SystemPlan, check_plan
 from simulator.system.shard import (CONSUMED_BY, insert_model_collectives,
@@ -42,7 +43,8 @@ class ShardedFrontend:
         self._sharded: tuple | None = None  # (config, its shard): the last config asked
 
     def _bytes(self, dtype: str | None) -> int:
-        return DTYPE_BYTES[dtype or self.platform.systolic_array.input_dtypes[0]]
+        return whole_bytes_of(dtype, self.platform.systolic_array.input_dtypes,
+                             file=self.platform_file)
 
     def load_model_config(self, name_or_path: str):
         config = self.frontend.load_model_config(name_or_path)

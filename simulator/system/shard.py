@@ -29,7 +29,8 @@ import math
 from fractions import Fraction
 from dataclasses import dataclass, replace
 
-from simulator.inputs.platform import DTYPE_BYTES, Platform
+from simulator.inputs.platform import Platform
+from simulator.model.formats import ceil_element_bytes, whole_bytes, whole_bytes_of
 from simulator.frontends.hf.config import ModelConfig
 from simulator.frontends.hf.stats import layer_params, role_params
 from simulator.frontends.hf.stats import weight_bytes as weight_bytes_of
@@ -236,23 +237,27 @@ class StepSizes:
     requests: int = 1
 
     @classmethod
-    def of(cls, step, platform: Platform) -> StepSizes:
+    def of(cls, step, platform: Platform, platform_file: str | None = None) -> StepSizes:
         options = step.options
-        act = DTYPE_BYTES[options.dtype or platform.systolic_array.input_dtypes[0]]
+        act = whole_bytes_of(options.dtype, platform.systolic_array.input_dtypes,
+                             file=platform_file)
         prefill = step.phase == "prefill"
         tokens = step.batch * (step.length if prefill else 1)
         return cls(act,
-                   DTYPE_BYTES[options.weight_dtype] if options.weight_dtype else act,
-                   DTYPE_BYTES[options.kv_dtype] if options.kv_dtype else act, tokens,
+                   whole_bytes(options.weight_dtype, field="--weight-dtype")
+                   if options.weight_dtype else act,
+                   whole_bytes(options.kv_dtype, field="--kv-dtype")
+                   if options.kv_dtype else act, tokens,
                    tokens if prefill and options.all_logits else step.batch,
                    step.batch * step.length, step.batch)
 
 
-def model_sizing(step, platform: Platform, planned: Workload | None = None) -> Sizing:
+def model_sizing(step, platform: Platform, planned: Workload | None = None,
+                 platform_file: str | None = None) -> Sizing:
     """The capacity sizing of an LLM step: model_footprint of its config for any plan;
     `planned`: the step's workload under a precision plan, whose weight and KV formats
     the footprint takes (simulator.system.capacity.planned_sizing, as serve's replicas do)."""
-    cfg, sizes = step.config, StepSizes.of(step, platform)
+    cfg, sizes = step.config, StepSizes.of(step, platform, platform_file)
 
     def footprint(candidate: SystemPlan) -> Footprint:
         return model_footprint(cfg, candidate, tokens=sizes.tokens,
@@ -269,11 +274,11 @@ def model_sizing(step, platform: Platform, planned: Workload | None = None) -> S
 
 
 def serving_sizing(cfg: ModelConfig, platform: Platform, *, dtype: str | None,
-                   tokens: int, kv_tokens: int) -> Sizing:
+                   tokens: int, kv_tokens: int, platform_file: str | None = None) -> Sizing:
     """The capacity sizing of serving a model: its weights, the KV cache of `kv_tokens`
     tokens and the activations of a `tokens`-token iteration, at one dtype (the
     platform's by default, as a sharded replica sizes its KV cache)."""
-    size = DTYPE_BYTES[dtype or platform.systolic_array.input_dtypes[0]]
+    size = whole_bytes_of(dtype, platform.systolic_array.input_dtypes, file=platform_file)
 
     def footprint(candidate: SystemPlan) -> Footprint:
         return model_footprint(cfg, candidate, tokens=tokens, kv_tokens=kv_tokens,
@@ -291,7 +296,7 @@ def shard_model(step, plan: SystemPlan, platform: Platform, *,
     its capacity sizing takes (model_sizing)."""
     cfg = step.config
     check_plan(plan, platform, model_limits(cfg), platform_file=platform_file)
-    sizes = StepSizes.of(step, platform)
+    sizes = StepSizes.of(step, platform, platform_file)
     workload = replace(step, config=shard_config(cfg, plan)).workload()
     ops = insert_model_collectives(workload, cfg, plan, tokens=sizes.tokens,
                                    act_bytes=sizes.act)
@@ -301,7 +306,7 @@ def shard_model(step, plan: SystemPlan, platform: Platform, *,
                        f"{workload.description}",
         "operators": ops})
     return Sharded(Workload.model_validate(shard.model_dump()),
-                   model_sizing(step, platform, planned), sizes.tokens,
+                   model_sizing(step, platform, planned, platform_file), sizes.tokens,
                    model_heads(cfg, plan))
 
 
@@ -431,7 +436,7 @@ def shard_plain(workload: Workload, plan: SystemPlan, platform: Platform, *,
     limits = ModelLimits(layers=len(workload.operators))
     check_plan(plan, platform, limits, platform_file=platform_file)
     sizes = stage_layers(len(workload.operators), plan.pp)
-    act = DTYPE_BYTES[platform.systolic_array.input_dtypes[0]]
+    act = whole_bytes_of(None, platform.systolic_array.input_dtypes, file=platform_file)
     staged, start, layout = [], 0, WHOLE
     for stage, size in enumerate(sizes):
         steps, layout = tensor_parallel(workload.operators[start:start + size], plan.tp,
@@ -462,8 +467,10 @@ def plain_sizing(workload: Workload, platform: Platform,
     """The capacity sizing of a plain workload: under any plan, the footprint of the
     busiest stage's shard (simulator.system.capacity.operators_footprint: repeats and KV
     counted), as shard_plain would split it, under the largest reading of the workload
-    and, where it leaves the reading open, the smallest too."""
-    act = DTYPE_BYTES[platform.systolic_array.input_dtypes[0]]
+    and, where it leaves the reading open, the smallest too. Operators without a dtype
+    take the platform's first input dtype, a packed one (int4) counted at whole bytes per
+    element: an upper bound, as tiles are sized (sharding it is refused: shard_plain)."""
+    act = ceil_element_bytes(platform.systolic_array.input_dtypes[0])
 
     def under(reading: str):
         def footprint(candidate: SystemPlan) -> Footprint:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.inputs.platform import DTYPE_BYTES
-from simulator.model.formats import packed_bytes
+from simulator.model.formats import packed_bytes, whole_bytes
 from simulator.frontends.hf.config import ModelConfig
 from simulator.frontends.hf.families import CHUNKED, MOE, NONE, SLIDING, SSM, Layer
 
@@ -243,8 +242,8 @@ def model_stats(cfg: ModelConfig, *, dtype: str | None = None,
                 weight_dtype: str | None = None, kv_dtype: str | None = None
                 ) -> ModelStats:
     """Parameter counts, weight bytes, KV bytes and FLOPs per token (FORMULAS)."""
-    e = DTYPE_BYTES[dtype or DEFAULT_DTYPE]
-    kv = DTYPE_BYTES[kv_dtype] if kv_dtype else e
+    e = whole_bytes(dtype or DEFAULT_DTYPE, field="--dtype")
+    kv = whole_bytes(kv_dtype, field="--kv-dtype") if kv_dtype else e
     embed = cfg.vocab * cfg.hidden
     positions = (cfg.max_positions or 0) * cfg.hidden if cfg.family.learned_positions else 0
     lm_head = 0 if cfg.tie_embeddings else embed

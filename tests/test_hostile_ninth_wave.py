@@ -1,0 +1,118 @@
+"""Hostile input, ninth wave: what the earlier suites left open on the newer verbs and
+options (export's formats, LLM formats on serving and deployment verbs, platforms
+whose first input dtype is packed). Table-driven like tests/test_hostile_last_wave.py
+and run by the shared timed runner (tests/timed_cli.py): each case ends in a non-zero
+exit with one error line naming the option, field or file, within SECONDS, with no
+traceback, and writes no file.
+
+Each row: (id, argv, {file name: content}, fragments the error line holds).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+from tiny_llama import TINY_LLAMA
+
+from simulator.inputs.loader import locate
+from test_bad_inputs import dump
+from test_hostile_sweep import make, snapshot
+from timed_cli import assert_one_clear_error, run_main
+
+SECONDS = 20
+MODEL = json.dumps(TINY_LLAMA)
+SERVE = ["--model", "config.json", "--prompt-tokens", "64", "--output-tokens", "8",
+         "--requests", "4", "--rate", "1"]
+PD = ["plan-deployment", "--arch", "tpu_v5e_like", *SERVE[:-2], "--sla",
+      "ttft_p99_ms=500", "--budget-chips", "2", "--replicas", "1", "--max-batch", "4",
+      "--scheduler", "serial"]
+STEP = ["--model", "config.json", "--phase", "decode", "--context", "64"]
+EXPORT = ["--model", "config.json", "--model-id", "org/tiny", "-o", "out"]
+PACKED = ("int4", "fp4_e2m1", "mxfp4", "mxfp6", "mxfp8", "mxint8")
+
+
+def packed_first(base: str = "whatif/tpu_v5e_int4") -> str:
+    """A shipped platform listing a packed format (int4) first among its input dtypes:
+    legal for plain workloads, not for what is sized in whole bytes per element."""
+    raw = yaml.safe_load(locate(base, "platform").read_text())
+    raw["name"] = "int4_first"
+    dtypes = raw["systolic_array"]["input_dtypes"]
+    raw["systolic_array"]["input_dtypes"] = ["int4", *(d for d in dtypes if d != "int4")]
+    return dump(raw)
+
+
+BASE = {"config.json": MODEL, "i4.yaml": packed_first()}
+CASES: list[tuple[str, list[str], dict, list[str]]] = []
+
+
+def case(name: str, argv: list[str], files: dict | None = None, *fragments: str) -> None:
+    CASES.append((name, argv, {**BASE, **(files or {})}, list(fragments)))
+
+
+# --- an LLM sized in whole bytes per element: a packed --dtype, or a platform whose
+# first input dtype is packed, was a KeyError traceback on every LLM verb -------------
+for dtype in PACKED:
+    # LLMServingSim's own dtype names hold int4 alone of these (the others: refused)
+    for fmt in ("vidur", "chakra") + (("llmservingsim",) if dtype == "int4" else ()):
+        case(f"export {fmt} --dtype {dtype}",
+             ["export", fmt, *EXPORT, "--dtype", dtype], None, "--dtype", dtype,
+             "whole-byte")
+    case(f"serve --dtype {dtype}", ["serve", "--arch", "tpu_v5e_like", *SERVE,
+                                    "--dtype", dtype], None, "--dtype", dtype, "whole-byte")
+    case(f"pd --dtype {dtype}", [*PD, "--dtype", dtype], None, "--dtype", dtype,
+         "whole-byte")
+for fmt in ("vidur", "llmservingsim", "chakra"):
+    case(f"export {fmt} on a platform of int4 first",
+         ["export", fmt, *EXPORT, "--arch", "i4.yaml"],
+         None, "i4.yaml", "systolic_array.input_dtypes[0]", "whole-byte")
+case("serve on a platform of int4 first", ["serve", "--arch", "i4.yaml", *SERVE], None,
+     "i4.yaml", "systolic_array.input_dtypes[0]", "whole-byte")
+case("serve --tp 2 on a platform of int4 first",
+     ["serve", "--arch", "i4.yaml", *SERVE, "--chips", "2", "--tp", "2"], None,
+     "i4.yaml", "systolic_array.input_dtypes[0]", "whole-byte")
+case("pd on a platform of int4 first",
+     ["plan-deployment", "--arch", "i4.yaml", *PD[3:]], None, "i4.yaml",
+     "systolic_array.input_dtypes[0]", "whole-byte")
+for verb in ("run", "compare"):
+    case(f"{verb} --model on a platform of int4 first", [verb, "--arch", "i4.yaml", *STEP],
+         None, "i4.yaml", "systolic_array.input_dtypes[0]", "whole-byte")
+case("run --model --tp 2 on a platform of int4 first",
+     ["run", "--arch", "i4.yaml", *STEP, "--chips", "2", "--tp", "2"], None, "i4.yaml",
+     "systolic_array.input_dtypes[0]", "whole-byte")
+case("run a plain workload --tp 2 on a platform of int4 first",
+     ["run", "--arch", "i4.yaml", "--workload", "gemm_4096", "--chips", "2", "--tp", "2"],
+     None, "i4.yaml", "systolic_array.input_dtypes[0]", "whole-byte")
+
+
+def test_there_are_enough_cases():
+    assert len(CASES) >= 30
+    assert len({name for name, *_ in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("name, argv, files, fragments", CASES,
+                         ids=[re.sub(r"\s+", "_", c[0]) for c in CASES])
+def test_hostile_input_is_one_clear_error(name, argv, files, fragments, tmp_path,
+                                         monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for file, content in files.items():
+        make(tmp_path / file, content)
+    before = snapshot(tmp_path)
+    code, out, err, elapsed = run_main(argv, capsys, SECONDS)
+    assert_one_clear_error(code, out, err, elapsed, SECONDS, fragments)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_plain_workload_runs_on_one_chip_of_a_platform_of_int4_first(tmp_path,
+                                                                       monkeypatch,
+                                                                       capsys):
+    """The capacity check of a plain workload sizes the packed default format at whole
+    bytes (an upper bound) instead of failing: the run answers."""
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path / "i4.yaml", BASE["i4.yaml"])
+    code, out, err, _ = run_main(["run", "--arch", "i4.yaml", "--workload", "gemm_4096"],
+                                 capsys, SECONDS)
+    assert code == 0, err
+    assert "Traceback" not in out + err
