@@ -31,6 +31,13 @@ PD = ["plan-deployment", "--arch", "tpu_v5e_like", *SERVE[:-2], "--sla",
       "--scheduler", "serial"]
 STEP = ["--model", "config.json", "--phase", "decode", "--context", "64"]
 EXPORT = ["--model", "config.json", "--model-id", "org/tiny", "-o", "out"]
+
+
+def export(fmt: str, *more: str) -> list[str]:
+    """`accsim export FMT` of the tiny model (its hub id given where the format reads
+    one) with `more`."""
+    return ["export", fmt, *(EXPORT if fmt != "chakra" else EXPORT[:2] + EXPORT[4:]),
+            *more]
 PACKED = ("int4", "fp4_e2m1", "mxfp4", "mxfp6", "mxfp8", "mxint8")
 
 
@@ -58,7 +65,7 @@ for dtype in PACKED:
     # LLMServingSim's own dtype names hold int4 alone of these (the others: refused)
     for fmt in ("vidur", "chakra") + (("llmservingsim",) if dtype == "int4" else ()):
         case(f"export {fmt} --dtype {dtype}",
-             ["export", fmt, *EXPORT, "--dtype", dtype], None, "--dtype", dtype,
+             export(fmt, "--dtype", dtype), None, "--dtype", dtype,
              "whole-byte")
     case(f"serve --dtype {dtype}", ["serve", "--arch", "tpu_v5e_like", *SERVE,
                                     "--dtype", dtype], None, "--dtype", dtype, "whole-byte")
@@ -66,7 +73,7 @@ for dtype in PACKED:
          "whole-byte")
 for fmt in ("vidur", "llmservingsim", "chakra"):
     case(f"export {fmt} on a platform of int4 first",
-         ["export", fmt, *EXPORT, "--arch", "i4.yaml"],
+         export(fmt, "--arch", "i4.yaml"),
          None, "i4.yaml", "systolic_array.input_dtypes[0]", "whole-byte")
 case("serve on a platform of int4 first", ["serve", "--arch", "i4.yaml", *SERVE], None,
      "i4.yaml", "systolic_array.input_dtypes[0]", "whole-byte")
@@ -85,6 +92,33 @@ case("run --model --tp 2 on a platform of int4 first",
 case("run a plain workload --tp 2 on a platform of int4 first",
      ["run", "--arch", "i4.yaml", "--workload", "gemm_4096", "--chips", "2", "--tp", "2"],
      None, "i4.yaml", "systolic_array.input_dtypes[0]", "whole-byte")
+
+
+# --- export: an option the export asked for does not read was ignored, whatever its
+# value (--batch -1 exited 0); an empty --hardware or --output meant the default and
+# the working folder ---------------------------------------------------------------
+CHAKRA_PLAIN = ["export", "chakra", "--workload", "gemm_4096", "-o", "out"]
+for flag, value in (("--batch", "-1"), ("--batch", "0"), ("--tokens", "0"),
+                    ("--phase", "decode"), ("--dtype", "bf16"), ("--max-tokens", "-5"),
+                    ("--bits", "99"), ("--model-id", "a/b"), ("--hardware", "x"),
+                    ("--block-size", "0"), ("--kv-granularity", "0")):
+    case(f"export chakra --workload {flag} {value}", [*CHAKRA_PLAIN, flag, value], None,
+         flag, "does not read")
+for fmt, flag, value in (("vidur", "--batch", "0"), ("vidur", "--tokens", "-1"),
+                         ("vidur", "--phase", "decode"), ("vidur", "--kv-granularity", "0"),
+                         ("vidur", "--layers-csv", None),
+                         ("llmservingsim", "--block-size", "0"),
+                         ("llmservingsim", "--kv-granularity", "0"),
+                         ("chakra", "--block-size", "-3"), ("chakra", "--bits", "0"),
+                         ("chakra", "--max-batch", "0"), ("chakra", "--hardware", "..")):
+    case(f"export {fmt} --model {flag} {value}",
+         export(fmt, flag, *([value] if value else [])), None, flag,
+         "does not read")
+case("export --layers-csv --attention-bits",
+     export("llmservingsim", "--layers-csv", "--attention-bits", "0"), None,
+     "--attention-bits", "does not read")
+case("export --hardware ''", export("vidur", "--hardware", ""), None,
+     "--hardware", "cannot name a folder")
 
 
 def test_there_are_enough_cases():
@@ -116,3 +150,12 @@ def test_a_plain_workload_runs_on_one_chip_of_a_platform_of_int4_first(tmp_path,
                                  capsys, SECONDS)
     assert code == 0, err
     assert "Traceback" not in out + err
+
+
+def test_export_into_an_empty_output_name_is_refused(tmp_path, monkeypatch, capsys):
+    """`-o ''` named the working folder (Path('') is '.'): an export into an empty one
+    wrote its files there. Refused before anything is simulated."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err, elapsed = run_main([*CHAKRA_PLAIN[:-1], ""], capsys, SECONDS)
+    assert_one_clear_error(code, out, err, elapsed, SECONDS, ["--output", "empty"])
+    assert list(tmp_path.iterdir()) == []

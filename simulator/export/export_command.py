@@ -40,6 +40,20 @@ DEFAULTS = {
                       "attention_bits": 2},
     "layers_csv": {"max_tokens": 2048, "max_batch": 512, "bits": 2, "attention_bits": 2},
 }
+# The defaults of the options one export alone reads (None on the command line, so
+# that one given to an export that does not read it is refused, not ignored).
+FIXED_DEFAULTS = {"phase": "prefill", "batch": 1, "tokens": 512, "block_size": 16,
+                  "kv_granularity": 64}
+# Each option that not every export reads, and the exports that read it (_export).
+_TABLES = ("vidur", "llmservingsim", "llmservingsim --layers-csv")
+READ_BY = {
+    "--phase": ("chakra --model",), "--batch": ("chakra --model",),
+    "--tokens": ("chakra --model",), "--dtype": ("chakra --model", *_TABLES),
+    "--model-id": _TABLES, "--hardware": _TABLES, "--max-tokens": _TABLES,
+    "--max-batch": _TABLES, "--bits": _TABLES, "--attention-bits": _TABLES[:2],
+    "--block-size": ("vidur",), "--layers-csv": ("llmservingsim --layers-csv",),
+    "--kv-granularity": ("llmservingsim --layers-csv",),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,17 +69,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "significant bits are simulated (vidur default 5, llmservingsim 4)")
     add("--attention-bits", type=int, help="the same for the attention tables' chunk and "
         "batch axes (vidur default 3, llmservingsim 2; KV sizes: powers of two)")
-    add("--block-size", type=int, default=16, help="vidur: the KV block size its "
+    add("--block-size", type=int, help="vidur: the KV block size its "
         "attention rows are filtered on (default 16)")
     add("--hardware", help="vidur, llmservingsim: the device folder name (default: the "
         "platform's name, '/' written '_')")
     add("--layers-csv", action="store_true", help="llmservingsim: write its v1.0 "
         "layers.csv tables instead of the bundle it reads since v1.1.0")
-    add("--kv-granularity", type=int, default=64, help="llmservingsim --layers-csv: step "
+    add("--kv-granularity", type=int, help="llmservingsim --layers-csv: step "
         "of kv_cache_size in the attention predictions (default 64)")
-    add("--tokens", type=int, default=512, help="chakra: prompt tokens (prefill) or "
+    add("--tokens", type=int, help="chakra: prompt tokens (prefill) or "
         "context tokens (decode) per request (default 512)")
     parser.set_defaults(handler=handle)
+
+
+def _export(args: argparse.Namespace) -> str:
+    """Which export the arguments ask for, as READ_BY names it."""
+    if args.format == "chakra":
+        return "chakra --workload" if args.workload else "chakra --model"
+    return "llmservingsim --layers-csv" if args.format == "llmservingsim" and \
+        args.layers_csv else args.format
+
+
+def _read_options(args: argparse.Namespace) -> None:
+    """Refuse an option the export asked for does not read (a value it would ignore
+    is a mistake, whatever it is), then fill in the defaults of those left out."""
+    export = _export(args)
+    for flag, readers in READ_BY.items():
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is not None and value is not False and export not in readers:
+            raise AccsimError(f"`export {export}` does not read {flag} (only "
+                              f"{', '.join(f'`export {r}`' for r in readers)}): drop it",
+                              field=flag)
+    for name, default in FIXED_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
 
 def _platform(arch: str) -> tuple[Platform, str | None]:
@@ -122,7 +159,7 @@ def _files(args: argparse.Namespace, earlier: Reader) -> dict[str, str | bytes]:
         raise AccsimError(f"{args.format} profiles an LLM: give --model, not --workload",
                           field="--workload")
     degrees = _degrees(args.tp, many=True)
-    device = (folder_name(args.hardware, "--hardware") if args.hardware
+    device = (folder_name(args.hardware, "--hardware") if args.hardware is not None
               else device_name(platform.name))
     profiles = _profiles(args, platform, file, degrees)
     first = profiles[0]
@@ -189,12 +226,13 @@ def handle(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise AccsimError(f"unknown format {args.format!r}; known: {', '.join(FORMATS)}",
                           field="FORMAT")
-    # An existing folder is checked before the simulation (a foreign one is refused
-    # without waiting for it) and its earlier tables are read back to merge into; a
-    # new one is made only once there is something to write.
+    _read_options(args)
+    # An existing folder (or an empty name) is checked before the simulation (a
+    # foreign one is refused without waiting for it) and its earlier tables are read
+    # back to merge into; a new one is made only once there is something to write.
     claim = (lambda: OutputFolder.claim(args.output, MARKER, field="--output",
                                         signature="accsim export"))
-    early = claim() if os.path.lexists(args.output) else None
+    early = claim() if os.path.lexists(args.output) or not args.output else None
     earlier: Reader = no_earlier
     if early is not None:
         listed = early.listed

@@ -200,11 +200,11 @@ DECLARED = (
     # --- an LLM step: phase, sizes, precision (simulator.frontends.llm_choices).
     Option("--phase", PHASE, "prefill (with --seq) or decode (with --context)", "llm",
            uses={**_alike(SIMULATING), "import hf": Use(required=True),
-                 "export": Use(default="prefill", help="chakra: the iteration traced "
+                 "export": Use(help="chakra: the iteration traced "
                                "(default prefill)")}),
     Option("--batch", SIZE, "sequences in the step (default 1)", "llm", uses={
         **_alike(SIMULATING + ("import hf",)),
-        "export": Use(default=1, help="chakra: requests in the iteration (default 1)")}),
+        "export": Use(help="chakra: requests in the iteration (default 1)")}),
     Option("--seq", SIZE, "prefill: prompt tokens per sequence", "llm",
            uses=_alike(SIMULATING + ("import hf",))),
     Option("--context", SIZE, "decode: tokens in each sequence's KV cache", "llm",

@@ -159,6 +159,8 @@ class OutputFolder:
         nothing of the user's is overwritten or removed. The marker is written first,
         so a half-written folder is still recognised. `signature` names the file
         users know such a folder by (for the refusal's message)."""
+        if not str(path):  # Path("") is the working folder: never written by default
+            raise AccsimError("is empty: name the folder to write", field=field)
         root = Path(path)
         handle = _open_root(root, field)
         try:
