@@ -121,6 +121,50 @@ case("export --hardware ''", export("vidur", "--hardware", ""), None,
      "--hardware", "cannot name a folder")
 
 
+# --- an empty name: an output option given '' read as not given (nothing written, exit
+# 0); an input option given '' read as not given (the default workload run) or as the
+# working folder ('.: is a directory') --------------------------------------------
+RUN = ["--arch", "tpu_v1", "--workload", "gemm_4096"]
+SERVE_PLAIN = ["--arch", "tpu_v1", "--workload", "gemm_4096", "--requests", "2",
+               "--rate", "1"]
+for verb, flags in (("run", ("--json", "--csv", "--trace")),
+                    ("map", ("--json", "--csv", "--write-plan")),
+                    ("serve", ("--json",)),
+                    ("regress", ("--json", "--csv", "--junit"))):
+    for flag in flags:
+        base = {"serve": SERVE_PLAIN, "regress": [*RUN, "--baseline", "b.json"]}
+        case(f"{verb} {flag} ''", [verb, *base.get(verb, RUN), flag, ""], None, flag,
+             "empty")
+for verb, flag in (("run", "--workload"), ("map", "--workload"),
+                   ("sensitivity", "--workload"), ("serve", "--workload"),
+                   ("run", "--onnx"), ("run", "--kineto"), ("sensitivity", "--onnx"),
+                   ("map", "--kineto")):
+    case(f"{verb} {flag} ''", [verb, "--arch", "tpu_v1", flag, ""]
+         + (["--requests", "2", "--rate", "1"] if verb == "serve" else []), None,
+         "empty name")
+for verb in ("run", "serve", "calibrate", "sensitivity"):
+    case(f"{verb} --arch ''", [verb, "--arch", ""]
+         + {"serve": ["--workload", "gemm_4096", "--requests", "2", "--rate", "1"],
+            "calibrate": ["--measured", "m.csv", "-o", "o.yaml"]}.get(
+                verb, ["--workload", "gemm_4096"]),
+         {"m.csv": "operator,shape,dtype,measured_s\n"}, "empty name", "platform")
+case("run --mapping ''", [*(["run"] + RUN), "--mapping", ""], None, "empty name",
+     "mapping")
+case("run --precision ''", [*(["run"] + RUN), "--precision", ""], None, "--precision",
+     "empty")
+case("run --model ''", ["run", "--model", "", "--phase", "decode", "--context", "8"],
+     None, "empty name", "model config")
+case("serve --model ''", ["serve", "--model", "", "--requests", "2", "--rate", "1"],
+     None, "empty name", "model config")
+case("serve --arrival-trace ''", ["serve", *SERVE_PLAIN, "--arrival", "trace",
+                                  "--arrival-trace", ""], None, "arrival_trace",
+     "empty name")
+case("calibrate --measured ''", ["calibrate", "--arch", "tpu_v5e_like", "--measured", "",
+                                 "-o", "o.yaml"], None, "empty name")
+case("verify ''", ["verify", ""], None, "empty name")
+case("import onnx ''", ["import", "onnx", "", "-o", "w.yaml"], None, "empty name")
+
+
 def test_there_are_enough_cases():
     assert len(CASES) >= 30
     assert len({name for name, *_ in CASES}) == len(CASES)

@@ -21,7 +21,8 @@ from simulator.frontends import import_command
 from simulator.frontends.hf import llm_command as hf_command
 from simulator.inputs.loader import dump_json
 from simulator.options.catalog import add_options
-from simulator.output.files import check_output_path, write_file, writing
+from simulator.output.files import (check_output_options, check_output_path, write_file,
+                                     writing)
 from simulator.present.plots import write_compare_plot
 from simulator.precision.applied import applied as applied_precision
 from simulator.simulate import Inputs
@@ -58,9 +59,7 @@ OUTPUT_SUFFIXES = {"json": None, "csv": None, "plot": (".png", ".pdf", ".svg")}
 
 
 def handle(args: argparse.Namespace) -> int:
-    for option, suffixes in OUTPUT_SUFFIXES.items():
-        if getattr(args, option) is not None:
-            check_output_path(getattr(args, option), option, suffixes)
+    check_output_options(args, OUTPUT_SUFFIXES)
     plan = system_command.plan_from_args(args)
     memory = budget(args.engine, args.max_memory)
     if args.robust and not plan.single_chip:

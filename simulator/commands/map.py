@@ -13,7 +13,7 @@ from simulator.output import progress
 from simulator.commands.compare import compared_inputs
 from simulator.errors import AccsimError
 from simulator.options.catalog import add_options
-from simulator.output.files import check_output_path, write_file, writing
+from simulator.output.files import check_output_options, write_file, writing
 from simulator.precision.applied import applied as applied_precision
 from simulator.search.operator import OBJECTIVES
 from simulator.present.map_outputs import map_csv, write_map_plot
@@ -31,9 +31,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise AccsimError(f"{args.workers} is not a number of processes >= 1",
                           field="--workers")
-    for option, suffixes in OUTPUT_SUFFIXES.items():
-        if getattr(args, option):
-            check_output_path(getattr(args, option), option, suffixes)
+    check_output_options(args, OUTPUT_SUFFIXES)
     # the workload, an imported file or an LLM step, read as `compare` reads it (the
     # mapper's --heuristic names the heuristics compared, not a mapping)
     (inputs,), _ = compared_inputs(argparse.Namespace(**{**vars(args), "arch": [args.arch],

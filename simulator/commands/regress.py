@@ -17,7 +17,8 @@ from simulator.inputs.named_inputs import budget
 from simulator.commands.run import simulate_shown
 from simulator.errors import AccsimError
 from simulator.options.catalog import add_options
-from simulator.output.files import check_output_path, write_file, writing
+from simulator.output.files import (check_output_options, check_output_path, write_file,
+                                     writing)
 from simulator.mapping.heuristics import heuristic
 from simulator.present.plots import write_breakdown_plot
 from simulator.precision.applied import applied as applied_precision
@@ -38,11 +39,7 @@ def handle(args: argparse.Namespace) -> int:
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise AccsimError(f"{value} is not a finite number >= 0",
                               field=f"--{option.replace('_', '-')}")
-    if args.junit:
-        check_output_path(args.junit, "junit", None)
-    for option, suffixes in OUTPUT_SUFFIXES.items():
-        if getattr(args, option):
-            check_output_path(getattr(args, option), option, suffixes)
+    check_output_options(args, {"junit": None, **OUTPUT_SUFFIXES})
     if args.update_baseline:
         check_output_path(args.baseline, "baseline", None)
     if args.heuristic:

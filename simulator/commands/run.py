@@ -18,7 +18,7 @@ from simulator.frontends.hf import llm_command as hf_command
 from simulator.limits import MemoryBudget
 from simulator.options.catalog import add_options
 from simulator.metrics.power_cap import average_power_w, cap_in_force, capped
-from simulator.output.files import check_output_path, writing
+from simulator.output.files import check_output_options, writing
 from simulator.precision.applied import applied as applied_precision
 from simulator.search.operator import OBJECTIVES
 from simulator.search.workload_search import map_workload, read_map_json
@@ -54,9 +54,7 @@ def simulate_system_shown(inputs: Inputs, plan, llm, engine: str, label: str = "
 
 def _check_run_options(args: argparse.Namespace) -> None:
     """Every option of `run` that could fail after the simulation, checked before it."""
-    for option, suffixes in OUTPUT_SUFFIXES.items():
-        if getattr(args, option):
-            check_output_path(getattr(args, option), option, suffixes)
+    check_output_options(args, OUTPUT_SUFFIXES)
     if (args.sheet_best or args.sheet_search) and not args.sheet:
         given = "--sheet-best" if args.sheet_best else "--sheet-search"
         raise AccsimError(f"{given} only applies with --sheet PATH", field=given)

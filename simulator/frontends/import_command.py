@@ -19,7 +19,7 @@ from pathlib import Path
 from simulator.errors import AccsimError
 from simulator.frontends.imported import Imported
 from simulator.frontends.writer import workload_to_yaml
-from simulator.inputs.loader import Source, read_bytes
+from simulator.inputs.loader import Source, read_bytes, refuse_empty_name
 from simulator.options.catalog import add_options
 from simulator.output.files import check_output_path, write_file
 from simulator.inputs.workload import Workload
@@ -88,7 +88,7 @@ def _import(args: argparse.Namespace) -> int:
 
 def run_shortcut(args: argparse.Namespace) -> str | None:
     """The format whose run shortcut (`--onnx`, `--kineto`) was given, if any."""
-    return next((n for n in RUN_SHORTCUTS if getattr(args, n, None)), None)
+    return next((n for n in RUN_SHORTCUTS if getattr(args, n, None) is not None), None)
 
 
 def run_workload(args: argparse.Namespace) -> tuple[Workload, Source] | None:
@@ -98,6 +98,7 @@ def run_workload(args: argparse.Namespace) -> tuple[Workload, Source] | None:
     if name is None:
         return None
     path = getattr(args, name)
+    refuse_empty_name(path, f"{name} file", f"--{name}")
     for clash in ("workload", "format"):
         if getattr(args, clash, None) is not None:
             raise AccsimError(f"--{name} is the workload: drop --{clash}",

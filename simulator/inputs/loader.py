@@ -70,6 +70,7 @@ def check_regular_file(path: str | Path) -> os.stat_result:
     OSError pass through to the caller)."""
     if "\x00" in str(path):  # os.stat would raise ValueError: no system takes such a name
         raise AccsimError("no file is named with a NUL character", file=str(path))
+    refuse_empty_name(path, "input file")
     info = os.stat(path)
     kind = next((what for test, what in _FILE_KINDS if test(info.st_mode)), None)
     if kind is not None or not stat.S_ISREG(info.st_mode):
@@ -98,9 +99,9 @@ def _regular(path: str | Path, max_bytes: int):
     """The open file at `path` when it is a regular file of at most `max_bytes`: opened
     without blocking (a FIFO opens at once) and checked on the open descriptor, so a
     file swapped for a FIFO or a device after a check is still refused."""
-    path = Path(path)
     try:
         check_regular_file(path)  # the kind named before anything is opened
+        path = Path(path)
         handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise AccsimError("file not found", file=str(path)) from None
@@ -510,8 +511,17 @@ def shipped_names(kind: str) -> list[str]:
     return sorted(names)
 
 
+def refuse_empty_name(name_or_path: str | Path, kind: str, field: str | None = None) -> None:
+    """An input named by an empty (or blank) string is refused: Path('') is the working
+    folder, which a reader would take for the file (or a caller for no name given)."""
+    if not str(name_or_path).strip():
+        raise AccsimError(f"an empty name ({str(name_or_path)!r}) names no {kind}",
+                          field=field)
+
+
 def locate(name_or_path: str, kind: str) -> Path:
     """A path as given if it exists, else the shipped file of that name."""
+    refuse_empty_name(name_or_path, kind)
     path = Path(name_or_path)
     if path.exists():
         return path

@@ -52,7 +52,7 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
                               "GEMM); drop --heuristic", field="--heuristic")
         heuristic(heuristic_name)  # an unknown name errors here, naming the known ones
     notes: list[str] = []
-    workload = workload or DEFAULT_WORKLOAD
+    workload = DEFAULT_WORKLOAD if workload is None else workload
     if scalesim.is_scalesim_config(arch):
         platform, platform_source, config = scalesim.load_config(arch)
         notes += config.notes

@@ -113,6 +113,15 @@ def check_output_path(path: str, option: str,
         raise AccsimError("cannot be written (permission denied)", file=path, field=flag)
 
 
+def check_output_options(args, suffixes: dict[str, tuple[str, ...] | None]) -> None:
+    """Each output option of `suffixes` (dest name: the suffixes it takes) that was
+    given, an empty path included (which would otherwise read as not given and write
+    nothing, silently), checked by check_output_path."""
+    for option, allowed in suffixes.items():
+        if getattr(args, option) is not None:
+            check_output_path(getattr(args, option), option, allowed)
+
+
 def write_file(path: str | Path, data: str | bytes, *, field: str | None = None) -> None:
     """Write one output file the user named, never through a link (module docstring)."""
     target = Path(path)

@@ -20,8 +20,10 @@ def applied(plan_file: str | None, inputs: Inputs, *,
             single_chip: bool) -> tuple[Inputs, AppliedPlan | None]:
     """The inputs with the plan in `plan_file` applied, and what it chose (None
     without a plan)."""
-    if not plan_file:
+    if plan_file is None:
         return inputs, None
+    if not plan_file.strip():
+        raise AccsimError("is empty: name a precision plan file", field="--precision")
     if not single_chip:
         raise AccsimError("--precision applies to a single-chip run for now",
                           field="--precision")

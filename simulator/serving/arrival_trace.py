@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.errors import AccsimError
-from simulator.inputs.loader import Source, read_source, shipped_folder
+from simulator.inputs.loader import Source, read_source, refuse_empty_name, shipped_folder
 from simulator.numbers import decimal_float, decimal_int
 from simulator.serving.spec import MAX_HORIZON_S, MAX_REQUESTS, MAX_TOKENS
 
@@ -68,6 +68,7 @@ def shipped_traces() -> list[str]:
 
 def trace_path(name_or_path: str) -> Path:
     """A path as given if it exists or looks like one, else the shipped trace."""
+    refuse_empty_name(name_or_path, "trace", "arrival_trace")
     path = Path(name_or_path)
     if path.exists() or path.suffix == ".csv" or "/" in name_or_path:
         return path

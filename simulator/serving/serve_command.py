@@ -16,7 +16,7 @@ from simulator.errors import AccsimError
 from simulator.output.terminal import console as report_console, echo
 from simulator.inputs.loader import dump_json, parse_model, read_source, validation_error
 from simulator.options.catalog import add_options
-from simulator.output.files import check_output_path, write_file, writing
+from simulator.output.files import check_output_options, write_file, writing
 from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
 from simulator.serving.metrics import RequestTimes
@@ -129,9 +129,7 @@ def _disaggregation_flags(args: argparse.Namespace, raw: dict) -> dict:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    for flag, suffixes in OUTPUT_SUFFIXES.items():
-        if getattr(args, flag):
-            check_output_path(getattr(args, flag), flag, suffixes)
+    check_output_options(args, OUTPUT_SUFFIXES)
     if args.csv and not args.sweep_rate:
         raise AccsimError("--csv writes the --sweep-rate curve; give --sweep-rate",
                           field="--csv")

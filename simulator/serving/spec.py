@@ -331,7 +331,8 @@ class ServeSpec(Strict):
         return self.model_copy(update={
             "requests": DEFAULT_REQUESTS if unbounded and self.arrival != "trace"
             else self.requests,
-            "workload": self.workload if self.llm or self.workload else DEFAULT_WORKLOAD,
+            "workload": self.workload if self.llm or self.workload is not None
+            else DEFAULT_WORKLOAD,
             "batching": batching,
             "max_batch": self.max_batch or DEFAULT_MAX_BATCH[batching]})
 

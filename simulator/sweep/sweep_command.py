@@ -12,7 +12,7 @@ from simulator.output import progress
 from simulator.system.capacity import FLAG
 from simulator.errors import AccsimError
 from simulator.options.catalog import add_options
-from simulator.output.files import check_output_path, writing
+from simulator.output.files import check_output_options, check_output_path, writing
 from simulator.output.terminal import console as report_console, echo
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
@@ -126,10 +126,8 @@ def check_resumable(path: str) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    for flag, suffixes in (("csv", (".csv",)), ("parquet", (".parquet",)),
-                           ("plot", PLOT_SUFFIXES)):
-        if getattr(args, flag):
-            check_output_path(getattr(args, flag), flag, suffixes)
+    check_output_options(args, {"csv": (".csv",), "parquet": (".parquet",),
+                                "plot": PLOT_SUFFIXES})
     if args.best_by:  # an unknown name is an option error before the store is read
         parse_objectives(args.best_by, None, "--best-by")
     if args.parquet:
