@@ -56,9 +56,9 @@ RATE_UNITS = ("samples/s", "inferences/s", "tokens/s")
 MAX_TIMES = 1e12
 SECONDS = (1e-9, 1e9)
 # Options of `accsim run` a measurement may not give: outputs, and what is not a run of
-# the platform as written.
+# the platform as written (a power cap lowers its clock; the fit never applies one).
 REFUSED = ("json", "csv", "plot", "trace", "sheet", "sheet_best", "sheet_search",
-           "validate", "plugin")
+           "validate", "plugin", "power_cap_w")
 # Options whose value is a file: read from the measurement file's folder when there.
 PATH_OPTIONS = ("--arch", "--workload", "--model", "--mapping", "--precision", "--onnx",
                 "--kineto")
@@ -164,12 +164,19 @@ class _Parser(argparse.ArgumentParser):
     """`accsim run`'s parser whose errors are AccsimErrors naming the measurement."""
 
     def __init__(self, file: str, field: str) -> None:
-        super().__init__(prog="accsim run", add_help=False)
+        # no abbreviations: each option is spelt whole, so PATH_OPTIONS finds its paths
+        super().__init__(prog="accsim run", add_help=False, allow_abbrev=False)
         self.file, self.field = file, field
 
     def error(self, message: str):
         raise AccsimError(f"not an `accsim run` command line: {message}", file=self.file,
                           field=self.field)
+
+
+def _given(value) -> bool:
+    """An option given, '' and 0 included (not read as absent): what is not its
+    default of None, False or no values."""
+    return value is not None and value is not False and value != []
 
 
 def parse_run(text: str, folder: Path, *, file: str, field: str) -> argparse.Namespace:
@@ -180,6 +187,9 @@ def parse_run(text: str, folder: Path, *, file: str, field: str) -> argparse.Nam
         words = shlex.split(text)
     except ValueError as exc:
         raise AccsimError(f"not a command line: {exc}", file=file, field=field) from None
+    # `--arch=NAME` read as `--arch NAME`, so its path is found as the spaced form's
+    words = [part for word in words for part in
+             (word.split("=", 1) if word.startswith("--") and "=" in word else [word])]
     for index, word in enumerate(words[:-1]):
         if word in PATH_OPTIONS and (folder / words[index + 1]).is_file():
             words[index + 1] = str(folder / words[index + 1])
@@ -187,11 +197,11 @@ def parse_run(text: str, folder: Path, *, file: str, field: str) -> argparse.Nam
     if "--arch" not in words:
         raise AccsimError("each run names its platform with --arch", file=file,
                           field=field)
-    given = [name for name in REFUSED if getattr(args, name, None)]
+    given = [name for name in REFUSED if _given(getattr(args, name, None))]
     if given:
         raise AccsimError(f"--{given[0].replace('_', '-')} is no part of a measured run "
-                          "(outputs, --validate and --plugin are refused)", file=file,
-                          field=field)
+                          "(outputs, --validate, --plugin and --power-cap-w are refused)",
+                          file=file, field=field)
     return args
 
 
