@@ -238,7 +238,12 @@ def _check_collective(op, platform, platform_source: str | None) -> None:
     bandwidth or a huge payload). Without an interconnect the lowering refuses it."""
     if platform.interconnect is None:
         return
-    cycles = collective_cost(op.collective, op.payload_bytes, op.chips, platform).cycles
+    try:  # a group the wiring cannot hold: named with the platform and the operator
+        cycles = collective_cost(op.collective, op.payload_bytes, op.chips,
+                                 platform).cycles
+    except AccsimError as exc:
+        raise AccsimError(f"{exc.rule} (collective {op.name})",
+                          file=exc.file or platform_source, field=exc.field) from None
     if cycles * op.repeat >= INT64_BOUND:
         raise AccsimError(f"collective {op.name} would take {cycles:.3g} cycles x "
                           f"{op.repeat:,} repeats on the links, past int64 (2**62 "

@@ -192,6 +192,24 @@ for run, fragments in (("--power-cap-w 1", ("--power-cap-w", "no part")),
          "sub/m.yaml", "measurements[0]", *fragments)
 
 
+# --- a collective's chips had no ceiling: 2**40 chips searched every split of the
+# group over the wiring (a hang); a group the wiring cannot hold named no file -------
+def collective(chips: int) -> str:
+    return dump({"name": "w", "operators": [
+        {"name": "c", "layer_type": "coll", "kind": "collective",
+         "collective": "all_reduce", "payload_bytes": 1048576, "chips": chips}]})
+
+
+for chips in (2**40, 2**16 + 1, 10**30):
+    case(f"collective of {chips} chips",
+         ["run", "--arch", "tpu_v5e_like", "--workload", "c.yaml", "--ignore-capacity"],
+         {"c.yaml": collective(chips)}, "c.yaml", "chips", "65536")
+case("collective of more chips than the wiring holds",
+     ["run", "--arch", "tpu_v5e_like", "--workload", "c.yaml", "--ignore-capacity"],
+     {"c.yaml": collective(2**16)}, "tpu_v5e_like.yaml", "interconnect.dimensions",
+     "collective c")
+
+
 def test_there_are_enough_cases():
     assert len(CASES) >= 30
     assert len({name for name, *_ in CASES}) == len(CASES)

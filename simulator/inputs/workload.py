@@ -17,6 +17,7 @@ from pydantic import (AfterValidator, Field, NonNegativeInt, PositiveInt, field_
 
 from simulator.inputs.platform import Dtype, Name, Strict, Text
 from simulator.model.sparsity import parse_pattern
+from simulator.system.parallelism import MAX_CHIPS
 
 # Largest product of dimensions accepted, so that cycles and bytes stay far inside int64.
 MAX_WORK = 2**62
@@ -362,7 +363,8 @@ class Collective(OperatorBase):
     kind: Literal["collective"]
     collective: CollectiveKind
     payload_bytes: PositiveInt
-    chips: int = Field(ge=2, description="chips taking part (2 for point_to_point)")
+    chips: int = Field(ge=2, le=MAX_CHIPS, description="chips taking part (2 for "
+                       "point_to_point; at most a system's chips)")
 
     @model_validator(mode="after")
     def _pairs_for_point_to_point(self) -> Collective:
