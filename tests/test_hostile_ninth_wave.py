@@ -210,6 +210,27 @@ case("collective of more chips than the wiring holds",
      "collective c")
 
 
+# --- --mesh: '²' passed str.isdigit and failed int() (a traceback); other scripts'
+# digits were read as numbers (issue 42 refuses them); a mesh of thousands of
+# dimensions was echoed whole in the error ------------------------------------------
+MESH_RUN = ["run", "--model", "config.json", "--phase", "decode", "--context", "8",
+            "--arch", "tpu_v5e_like", "--chips", "4", "--tp", "4", "--mesh"]
+for label, mesh in (("a superscript two", "²x2"), ("Arabic-Indic digits", "٢x٢"),
+                    ("nine dimensions", "x".join(["1"] * 7 + ["2", "2"]))):
+    case(f"--mesh of {label}", [*MESH_RUN, mesh], None, "--mesh", "1 to 8 sizes")
+
+
+def test_a_mesh_of_5000_dimensions_is_refused_with_an_excerpt(tmp_path, monkeypatch,
+                                                              capsys):
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path / "config.json", MODEL)
+    code, out, err, elapsed = run_main([*MESH_RUN, "x".join(["1"] * 5000)], capsys,
+                                       SECONDS)
+    line = assert_one_clear_error(code, out, err, elapsed, SECONDS,
+                                  ["--mesh", "1 to 8 sizes"])
+    assert len(line) < 300
+
+
 def test_there_are_enough_cases():
     assert len(CASES) >= 30
     assert len({name for name, *_ in CASES}) == len(CASES)
@@ -264,3 +285,19 @@ def test_a_measured_run_spelt_with_equals_signs_reads_its_folder(tmp_path, monke
     code, out, err, _ = run_main(WHOLE, capsys, 60)
     assert code == 0, err
     assert (tmp_path / "o.yaml").is_file()
+
+
+@pytest.mark.parametrize("variable, value", [("COLUMNS", "²"), ("COLUMNS", "0"),
+                                             ("LINES", "²")])
+def test_a_bad_terminal_size_variable_is_ignored(variable, value, tmp_path, monkeypatch,
+                                                 capsys):
+    """COLUMNS or LINES of '²' (a digit to str.isdigit, not to int()) or 0 failed
+    printing the report after the simulation (a ValueError traceback, the figures
+    lost): such a value is ignored, as an unset one is."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, value)
+    code, out, err, _ = run_main(["run", "--arch", "tpu_v1", "--workload", "gemm_4096"],
+                                 capsys, SECONDS)
+    assert code == 0, err
+    assert "Traceback" not in out + err
+    assert "cycles" in out

@@ -23,7 +23,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColu
 from rich.text import Text
 
 from simulator.kernels import library as kernel_library
-from simulator.output.terminal import markup_safe
+from simulator.output.terminal import console_size, markup_safe
 
 
 class _Rate(ProgressColumn):
@@ -48,7 +48,7 @@ class Bar:
     def __init__(self, description: str, *, total: int | None = None,
                  count: str | None = None, rate: str | None = None, eta: bool = False,
                  wait: bool = False, after_s: float = 0.0) -> None:
-        console = Console(stderr=True)
+        console = Console(stderr=True, **console_size())
         columns: list = [TextColumn("[progress.description]{task.description}"),
                          BarColumn(), MofNCompleteColumn()]
         if count:
@@ -175,7 +175,7 @@ def compiling(bar: Bar | None = None) -> Iterator[None]:
     library serves the calls and Numba is not loaded: listening would load it (a third
     of a second) for compilations that mostly cannot happen; a kernel outside the
     library then compiles unannounced."""
-    console = Console(stderr=True)
+    console = Console(stderr=True, **console_size())
     if not console.is_terminal or ("numba" not in sys.modules and kernel_library.load()):
         yield
         return
@@ -192,5 +192,5 @@ def compile_note(console: Console, bar: Bar | None):
 
 def status(text: str):
     """A spinner on stderr while one long step runs, only on a terminal."""
-    console = Console(stderr=True)
+    console = Console(stderr=True, **console_size())
     return console.status(markup_safe(text)) if console.is_terminal else nullcontext()

@@ -52,12 +52,33 @@ def markup_safe(text: str) -> str:
     return escape(plain(text))
 
 
+def size_variable(name: str) -> int | None:
+    """COLUMNS or LINES when a positive ASCII whole number; None when unset or not one
+    ('²' and '0' included, on which int() or rich fail): then ignored."""
+    text = os.environ.get(name, "").strip()
+    return int(text) if text.isascii() and text.isdigit() and int(text) > 0 else None
+
+
+def console_size() -> dict[str, int]:
+    """The width and height to give a rich Console where COLUMNS or LINES is set but is
+    not a positive ASCII whole number (rich would read '²' or '0' and fail; it reads
+    neither once given both): each variable's value, else the terminal's, as though
+    the bad one were unset (shutil ignores such values). Empty otherwise: rich reads
+    the variables itself."""
+    if all(name not in os.environ or size_variable(name) is not None
+           for name in ("COLUMNS", "LINES")):
+        return {}
+    terminal = shutil.get_terminal_size()
+    return {"width": size_variable("COLUMNS") or terminal.columns,
+            "height": size_variable("LINES") or terminal.lines}
+
+
 def text_width() -> int | None:
     """The width lines of text wrap at (rich's rule for its consoles): COLUMNS when set,
     else the terminal's; None for output that is not a terminal without COLUMNS."""
-    columns = os.environ.get("COLUMNS", "").strip()
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
+    columns = size_variable("COLUMNS")
+    if columns is not None:
+        return columns
     if sys.stdout.isatty():
         return shutil.get_terminal_size().columns
     return None
@@ -220,7 +241,6 @@ def console(*, stderr: bool = False, wide: bool = False) -> FittingConsole:
     tables fit its width unless `wide`; a line of text is printed whole (soft-wrapped:
     the terminal folds it, a pipe or a file gets it on one line)."""
     shown = FittingConsole(wide=wide, stderr=stderr, markup=False, emoji=False,
-                           highlight=False, soft_wrap=True)
-    shown.wide = wide or not (shown.is_terminal or
-                              os.environ.get("COLUMNS", "").strip().isdigit())
+                           highlight=False, soft_wrap=True, **console_size())
+    shown.wide = wide or not (shown.is_terminal or size_variable("COLUMNS") is not None)
     return shown
