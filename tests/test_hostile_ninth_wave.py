@@ -163,6 +163,8 @@ case("calibrate --measured ''", ["calibrate", "--arch", "tpu_v5e_like", "--measu
                                  "-o", "o.yaml"], None, "empty name")
 case("verify ''", ["verify", ""], None, "empty name")
 case("import onnx ''", ["import", "onnx", "", "-o", "w.yaml"], None, "empty name")
+case("serve --cost-cache ''", ["serve", "--arch", "tpu_v5e_like", *SERVE, "--cost-cache",
+                               ""], None, "--cost-cache", "empty")
 
 
 # --- calibrate's measured whole-model runs: a power cap the fit never applies was

@@ -158,7 +158,8 @@ class OutputFolder:
     @classmethod
     def plain(cls, path: str | Path, *, field: str | None = None) -> OutputFolder:
         """A folder to write files in (created if absent); not a link itself."""
-        return cls(Path(path), _open_root(Path(path), field), field, None, frozenset())
+        root = _folder_path(path, field)
+        return cls(root, _open_root(root, field), field, None, frozenset())
 
     @classmethod
     def claim(cls, path: str | Path, marker: str, *, field: str | None = None,
@@ -168,9 +169,7 @@ class OutputFolder:
         nothing of the user's is overwritten or removed. The marker is written first,
         so a half-written folder is still recognised. `signature` names the file
         users know such a folder by (for the refusal's message)."""
-        if not str(path):  # Path("") is the working folder: never written by default
-            raise AccsimError("is empty: name the folder to write", field=field)
-        root = Path(path)
+        root = _folder_path(path, field)
         handle = _open_root(root, field)
         try:
             listed = _listed(handle, root, marker, field, signature or marker)
@@ -288,6 +287,14 @@ def _make_folder_at(name: str, folder: int, shown: str, field: str | None) -> No
             os.mkdir(name, 0o755, dir_fd=folder)
         except FileExistsError:
             pass
+
+
+def _folder_path(path: str | Path, field: str | None) -> Path:
+    """A folder's path as named; an empty name is refused (Path('') is the working
+    folder, which no option names by being left empty)."""
+    if not str(path).strip():
+        raise AccsimError("is empty: name the folder to write", field=field)
+    return Path(path)
 
 
 def _open_root(root: Path, field: str | None) -> int:

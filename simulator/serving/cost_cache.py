@@ -132,7 +132,7 @@ class CostCache:
     named) makes an unusable folder an error; the default folder is then skipped."""
 
     def __init__(self, folder: str | Path | None, *, strict: bool = False):
-        self.folder = None if folder is None else Path(folder)
+        self.folder = folder  # as named: an empty name is refused when first opened
         self.strict = strict
         # What its keys are keyed by, read once per cache (every source file: ~40 ms).
         self.code = None if folder is None else code_version()

@@ -293,7 +293,7 @@ def _write_distribution(times: RequestTimes, title: str, sla: dict[str, float],
 def _cost_cache(args: argparse.Namespace) -> CostCache:
     if args.no_cost_cache:
         return CostCache(None)
-    if args.cost_cache:
+    if args.cost_cache is not None:
         return CostCache(args.cost_cache, strict=True)
     return CostCache(user_folder())
 
