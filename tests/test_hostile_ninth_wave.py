@@ -163,6 +163,13 @@ case("calibrate --measured ''", ["calibrate", "--arch", "tpu_v5e_like", "--measu
                                  "-o", "o.yaml"], None, "empty name")
 case("verify ''", ["verify", ""], None, "empty name")
 case("import onnx ''", ["import", "onnx", "", "-o", "w.yaml"], None, "empty name")
+case("serve --spec ''", ["serve", "--spec", "", "--workload", "gemm_4096", "--rate", "1",
+                         "--requests", "2"], None, "--spec", "empty name")
+case("sweep run --heuristic ''",
+     ["sweep", "run", "s.yaml", "--store", "s.sqlite", "--heuristic", ""],
+     {"s.yaml": dump({"name": "s", "platform": "tpu_v1", "workloads": ["gemm_4096"],
+                      "axes": {"systolic_array.rows": [64, 128]},
+                      "objectives": {"time_s": "min"}})}, "--heuristic", "unknown")
 case("serve --cost-cache ''", ["serve", "--arch", "tpu_v5e_like", *SERVE, "--cost-cache",
                                ""], None, "--cost-cache", "empty")
 

@@ -14,7 +14,8 @@ from simulator.output import progress
 from simulator.inputs.anchors import relocated
 from simulator.errors import AccsimError
 from simulator.output.terminal import console as report_console, echo
-from simulator.inputs.loader import dump_json, parse_model, read_source, validation_error
+from simulator.inputs.loader import (dump_json, parse_model, read_source, refuse_empty_name,
+                                     validation_error)
 from simulator.options.catalog import add_options
 from simulator.output.files import check_output_options, write_file, writing
 from simulator.serving.cost_cache import CostCache, user_folder
@@ -77,7 +78,8 @@ FLAG_NAMES = {name: "--" + name.replace("_", "-") for name in SPEC_FIELDS} | {
 def spec_from_args(args: argparse.Namespace) -> ServeSpec:
     """The spec file (if any) overridden by the flags given."""
     raw: dict = {}
-    if args.spec:
+    if args.spec is not None:
+        refuse_empty_name(args.spec, "serve spec", "--spec")
         source = read_source(args.spec)
         try:
             raw = parse_model(source.text, ServeSpec, file=source.path).model_dump(

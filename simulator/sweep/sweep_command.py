@@ -49,8 +49,8 @@ def describe_summary(summary: Summary, store: str) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     executor = executor_for(args.scheduler, args.workers)
-    if args.heuristic:
-        try:  # an unknown name errors here, naming the known ones
+    if args.heuristic is not None:
+        try:  # an unknown name ('' too) errors here, naming the known ones
             heuristic(args.heuristic)
         except AccsimError as exc:
             raise AccsimError(exc.rule, field="--heuristic") from None
