@@ -163,6 +163,9 @@ case("calibrate --measured ''", ["calibrate", "--arch", "tpu_v5e_like", "--measu
                                  "-o", "o.yaml"], None, "empty name")
 case("verify ''", ["verify", ""], None, "empty name")
 case("import onnx ''", ["import", "onnx", "", "-o", "w.yaml"], None, "empty name")
+for fmt, flag in (("chakra", "--workload"), ("chakra", "--model"), ("vidur", "--model")):
+    case(f"export {fmt} {flag} ''", ["export", fmt, flag, "", "-o", "out"], None,
+         "empty name")
 case("serve --spec ''", ["serve", "--spec", "", "--workload", "gemm_4096", "--rate", "1",
                          "--requests", "2"], None, "--spec", "empty name")
 case("sweep run --heuristic ''",

@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _export(args: argparse.Namespace) -> str:
     """Which export the arguments ask for, as READ_BY names it."""
     if args.format == "chakra":
-        return "chakra --workload" if args.workload else "chakra --model"
+        return "chakra --model" if args.workload is None else "chakra --workload"
     return "llmservingsim --layers-csv" if args.format == "llmservingsim" and \
         args.layers_csv else args.format
 
@@ -129,7 +129,7 @@ def _degrees(text: str, *, many: bool) -> list[int]:
 
 def _profiles(args: argparse.Namespace, platform: Platform, file: str | None,
               degrees: list[int]) -> list[ModelProfile]:
-    if not args.model:
+    if args.model is None:
         raise AccsimError(f"{args.format} needs --model (a config.json or a shipped "
                           "model name)", field="--model")
     return [ModelProfile(platform, args.model, tp=tp, dtype=args.dtype,
@@ -155,7 +155,7 @@ def _files(args: argparse.Namespace, earlier: Reader) -> dict[str, str | bytes]:
     platform, file = _platform(args.arch)
     if args.format == "chakra":
         return _chakra(args, platform, file)
-    if args.workload:
+    if args.workload is not None:
         raise AccsimError(f"{args.format} profiles an LLM: give --model, not --workload",
                           field="--workload")
     degrees = _degrees(args.tp, many=True)
@@ -197,11 +197,11 @@ def _vidur(args, profiles: list[ModelProfile], device: str, hub: str, limits: di
 
 
 def _chakra(args: argparse.Namespace, platform: Platform, file: str | None) -> dict:
-    if bool(args.model) == bool(args.workload):
+    if (args.model is None) == (args.workload is None):
         raise AccsimError("chakra traces one of --model or --workload: give exactly one",
                           field="--model")
     (tp,) = _degrees(args.tp, many=False)
-    if args.workload:
+    if args.workload is not None:
         if tp != 1:
             raise AccsimError("a plain workload's trace is one chip's; drop --tp",
                               field="--tp")
