@@ -243,6 +243,29 @@ def test_a_mesh_of_5000_dimensions_is_refused_with_an_excerpt(tmp_path, monkeypa
     assert len(line) < 300
 
 
+# --- a config.json's quantization_config of the wrong types: a list or an object as
+# quant_method (unhashable: a TypeError), a number as modules_to_not_convert (not
+# iterable); a string there was read a character at a time -----------------------
+def quantised(**config) -> str:
+    return json.dumps({**TINY_LLAMA, "quantization_config": config})
+
+
+for label, config in (("quant_method a list", {"quant_method": ["fp8"]}),
+                      ("quant_method an object", {"quant_method": {"a": 1}}),
+                      ("modules_to_not_convert a number",
+                       {"quant_method": "fp8", "modules_to_not_convert": 5}),
+                      ("modules_to_not_convert a string",
+                       {"quant_method": "fp8", "modules_to_not_convert": "lm_head"}),
+                      ("modules_to_not_convert holding a number",
+                       {"quant_method": "mxfp4", "modules_to_not_convert": ["x", 3]})):
+    key = next(k for k in config if k != "quant_method" or len(config) == 1)
+    for verb in (["import", "hf", "q.json", "--phase", "decode", "--context", "8", "-o",
+                  "q.yaml"],
+                 ["run", "--model", "q.json", "--phase", "decode", "--context", "8"]):
+        case(f"{verb[0]} hf config {label}", verb, {"q.json": quantised(**config)},
+             "q.json", f"quantization_config.{key}", "must be")
+
+
 def test_there_are_enough_cases():
     assert len(CASES) >= 30
     assert len({name for name, *_ in CASES}) == len(CASES)

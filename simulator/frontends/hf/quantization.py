@@ -13,6 +13,7 @@ in the model's description, not as an error: the file is still read unedited).
 from __future__ import annotations
 
 from simulator.errors import AccsimError
+from simulator.inputs.loader import excerpt
 from simulator.model.formats import FORMATS
 
 QUANTISED = ("attention", "mlp", "experts", "shared", "ssm")
@@ -45,6 +46,13 @@ def declared_formats(raw: dict, file: str | None) -> dict[str, str]:
     if not isinstance(q, dict):
         raise AccsimError(f"must be an object, found {type(q).__name__}", file=file,
                           field="quantization_config")
+    for key, kind, ok in (("quant_method", "a string", lambda v: isinstance(v, str)),
+                          ("modules_to_not_convert", "a list of module names",
+                           lambda v: isinstance(v, list) and all(isinstance(p, str)
+                                                                 for p in v))):
+        if q.get(key) is not None and not ok(q[key]):
+            raise AccsimError(f"must be {kind}, found {excerpt(q[key])}", file=file,
+                              field=f"quantization_config.{key}")
     method = METHODS.get(q.get("quant_method"))
     fmt = method(q) if method else None
     if fmt is None:
@@ -53,7 +61,7 @@ def declared_formats(raw: dict, file: str | None) -> dict[str, str]:
         raise AccsimError(f"declares the weight format {fmt}, which accsim does not know "
                           f"(known: {', '.join(sorted(FORMATS))})", file=file,
                           field="quantization_config")
-    kept = [str(p) for p in q.get("modules_to_not_convert") or []]
+    kept = q.get("modules_to_not_convert") or []
     return {role: fmt for role in QUANTISED
             if not any(pattern.rsplit(".", 1)[-1] in MODULES[role] for pattern in kept)}
 
