@@ -17,6 +17,7 @@ import pytest
 import yaml
 from tiny_llama import TINY_LLAMA
 
+from simulator.frontends.hf.config import locate_config
 from simulator.inputs.loader import locate
 from test_bad_inputs import dump
 from test_hostile_sweep import make, snapshot
@@ -264,6 +265,36 @@ for label, config in (("quant_method a list", {"quant_method": ["fp8"]}),
                  ["run", "--model", "q.json", "--phase", "decode", "--context", "8"]):
         case(f"{verb[0]} hf config {label}", verb, {"q.json": quantised(**config)},
              "q.json", f"quantization_config.{key}", "must be")
+
+
+# --- the layer-placing fields of a family's layout: a string was a TypeError (`%` or
+# `-` of an int and a str), a period or step of 0 read as the default, a negative or
+# too-large offset placed no layer of its kind ---------------------------------------
+def shipped_config(name: str, **changes) -> str:
+    raw = json.loads(locate_config(name).read_text())
+    (raw.get("text_config") if "text_config" in raw else raw).update(changes)
+    return json.dumps(raw)
+
+
+for model, key, value, fragment in (
+        ("gemma_3_27b", "sliding_window_pattern", "x", "whole number"),
+        ("gemma_3_27b", "sliding_window_pattern", 0, "from 1"),
+        ("llama_4_scout_17b_16e", "interleave_moe_layer_step", "x", "whole number"),
+        ("llama_4_scout_17b_16e", "interleave_moe_layer_step", 0, "from 1"),
+        ("llama_4_scout_17b_16e", "no_rope_layers", 5, "0 or 1 per layer"),
+        ("llama_4_scout_17b_16e", "no_rope_layers", [5], "0 or 1 per layer"),
+        ("llama_4_scout_17b_16e", "moe_layers", [1, 100], "layer numbers"),
+        ("deepseek_r1", "moe_layer_freq", "x", "whole number"),
+        ("deepseek_r1", "moe_layer_freq", 0, "from 1"),
+        ("deepseek_r1", "first_k_dense_replace", "x", "whole number"),
+        ("deepseek_r1", "first_k_dense_replace", -1, "from 0"),
+        ("jamba_v0_1", "expert_layer_period", "x", "whole number"),
+        ("jamba_v0_1", "attn_layer_period", 0, "from 1"),
+        ("jamba_v0_1", "attn_layer_offset", -1, "from 0"),
+        ("jamba_v0_1", "attn_layer_offset", 8, "not below attn_layer_period")):
+    case(f"import hf {model} {key} {value!r}",
+         ["import", "hf", "q.json", "--phase", "decode", "--context", "8", "-o", "q.yaml"],
+         {"q.json": shipped_config(model, **{key: value})}, "q.json", key, fragment)
 
 
 def test_there_are_enough_cases():

@@ -311,8 +311,58 @@ def _ssm(raw: dict, file: str | None, family: Family, hidden: int) -> Ssm:
                heads, groups, 0, get("ssm_chunk", 256), conv_bias, proj_bias, False)
 
 
+# The whole numbers the layouts (simulator.frontends.hf.families) read to place layer
+# kinds, each with the least it may be (an offset below its period, or no layer
+# matches); the lists, of layer flags (0 or 1) or of layer numbers.
+LAYOUT_NUMBERS = {"first_k_dense_replace": 0, "moe_layer_freq": 1,
+                  "sliding_window_pattern": 1, "no_rope_layer_interval": 1,
+                  "interleave_moe_layer_step": 1, "attn_layer_period": 1,
+                  "attn_layer_offset": 0, "expert_layer_period": 1,
+                  "expert_layer_offset": 0}
+LAYOUT_OFFSETS = {"attn_layer_offset": ("attn_layer_period", 8),
+                  "expert_layer_offset": ("expert_layer_period", 2)}
+LAYOUT_LISTS = {"no_rope_layers": "a list of 0 or 1 per layer",
+                "moe_layers": "a list of layer numbers"}
+# The fields each layout reads (those of other layouts are no concern of its family).
+LAYOUT_FIELDS = {"deepseek": ("first_k_dense_replace", "moe_layer_freq"),
+                 "gemma3": ("sliding_window_pattern",),
+                 "llama4": ("no_rope_layer_interval", "interleave_moe_layer_step",
+                            "no_rope_layers", "moe_layers"),
+                 "jamba": ("attn_layer_period", "attn_layer_offset",
+                           "expert_layer_period", "expert_layer_offset")}
+
+
+def _check_layout_fields(raw: dict, layout: str, layers: int, file: str | None) -> None:
+    """The fields `layout` reads, where the config gives them, are whole numbers in
+    range and lists of layer numbers or flags: a string or a list there was a
+    TypeError deep inside, a negative offset or a period of 0 silently placed no layer
+    or the default."""
+    read = [key for key in LAYOUT_FIELDS.get(layout, ()) if raw.get(key) is not None]
+    for key in read:
+        value = raw[key]
+        if key in LAYOUT_LISTS:
+            top = 2 if key == "no_rope_layers" else layers
+            if not (isinstance(value, list) and all(
+                    isinstance(v, int) and not isinstance(v, bool) and 0 <= v < top
+                    for v in value)):
+                raise _fail(f"must be {LAYOUT_LISTS[key]} (of {layers}), found "
+                            f"{excerpt(value)}", file, key)
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _fail(f"must be a whole number, found {excerpt(value)}", file, key)
+        if not LAYOUT_NUMBERS[key] <= value <= LIMITS["layers"][0]:
+            raise _fail(f"must be from {LAYOUT_NUMBERS[key]} to {LIMITS['layers'][0]:,}, "
+                        f"found {excerpt(value, 40)}", file, key)
+    for key in read:
+        period, default = LAYOUT_OFFSETS.get(key, (None, None))
+        if period is not None and raw[key] >= (raw.get(period) or default):
+            raise _fail(f"{raw[key]} is not below {period} "
+                        f"({raw.get(period) or default}): no layer would match", file, key)
+
+
 def _layout(raw: dict, family: Family, layers: int, experts: int,
             window: int | None, file: str | None) -> tuple[Layer, ...]:
+    _check_layout_fields(raw, family.layout, layers, file)
     kinds = LAYOUTS[family.layout]({**raw, "_experts": experts, "_window": window},
                                    layers)
     if kinds is None:
