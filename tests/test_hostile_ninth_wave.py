@@ -297,6 +297,18 @@ for model, key, value, fragment in (
          {"q.json": shipped_config(model, **{key: value})}, "q.json", key, fragment)
 
 
+# --- review: an empty --out or --cache named the default (not given) ---
+STUDY = dump({"title": "t", "objective": "o", "owners": ["a"], "baseline": "tpu_v1",
+              "scope": {"platforms": ["tpu_v1"], "workloads": ["gemm_4096"]},
+              "risks": [{"risk": "r", "owner": "a"}]})
+case("review --out ''", ["review", "s.yaml", "--out", "", "--no-cache"],
+     {"s.yaml": STUDY}, "--out", "empty")
+case("review --cache ''", ["review", "s.yaml", "--out", "p", "--cache", ""],
+     {"s.yaml": STUDY}, "--cache", "empty")
+case("verify --cache ''", ["verify", "r.json", "--cache", ""], {"r.json": "{}"},
+     "--cache", "empty")
+
+
 def test_there_are_enough_cases():
     assert len(CASES) >= 30
     assert len({name for name, *_ in CASES}) == len(CASES)
@@ -367,3 +379,8 @@ def test_a_bad_terminal_size_variable_is_ignored(variable, value, tmp_path, monk
     assert code == 0, err
     assert "Traceback" not in out + err
     assert "cycles" in out
+    make(tmp_path / "s.yaml", STUDY)  # review's summary lines, printed after its runs
+    code, out, err, _ = run_main(["review", "s.yaml", "--out", "p", "--no-cache"],
+                                 capsys, SECONDS)
+    assert code == 0, err
+    assert "wrote p/packet.json" in out

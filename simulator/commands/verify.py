@@ -17,7 +17,7 @@ from simulator.inputs.anchors import anchored
 from simulator.frontends import scalesim
 from simulator.errors import AccsimError
 from simulator.frontends.hf.llm_figures import simulated_figures
-from simulator.inputs.loader import dump_json, read_json
+from simulator.inputs.loader import dump_json, read_json, refuse_empty_name
 from simulator.options.catalog import add_options
 from simulator.review.packet_verification import verify_packet
 from simulator.review.runs import default_cache_dir
@@ -124,6 +124,8 @@ def _shard_of(workload, system: dict, models: dict):
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.cache is not None:  # read only for a packet; an empty one is a mistake anyway
+        refuse_empty_name(args.cache, "cache folder", field="--cache")
     with progress.status(f"verifying {args.result} (rerunning its inputs)"):
         outcome = verify(args.result, allow_long=args.allow_long, cache=args.cache,
                          no_cache=args.no_cache)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from simulator.options.catalog import add_options
+from simulator.output.terminal import console_size
 from simulator.output.files import OutputFolder
 from simulator.review.packet import write_packet
 from simulator.review.pipeline import ReviewOptions, prepare, review_runs
@@ -40,10 +41,11 @@ def review(args: argparse.Namespace) -> int:
     """The handler: every check before any simulation, then runs, then the packet."""
     executor = executor_for(args.scheduler, args.workers)
     prepared = prepare(args.study, ReviewOptions(args.fusion, args.ignore_capacity))
-    args.out = args.out or default_out(args.study)
-    with OutputFolder.claim(args.out, PACKET_MARKER, field="--out",
-                            signature="packet.json") as out, \
-            (open_cache(args.cache, no_cache=args.no_cache) or nullcontext()) as cache:
+    args.out = default_out(args.study) if args.out is None else args.out  # '' refused
+    # the cache first: a refused one leaves no claimed packet folder behind
+    with (open_cache(args.cache, no_cache=args.no_cache) or nullcontext()) as cache, \
+            OutputFolder.claim(args.out, PACKET_MARKER, field="--out",
+                               signature="packet.json") as out:
         started = time.perf_counter()
         reviewed = review_runs(prepared, out, cache=cache, engine=args.engine,
                                executor=executor)
@@ -52,7 +54,7 @@ def review(args: argparse.Namespace) -> int:
     records, served, swept = reviewed.records, reviewed.served, reviewed.swept
     reused = sum(r.reused for r in records + [v.run for v in reviewed.varied])
     elapsed = time.perf_counter() - started
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True, **console_size())
     console.print(f"{escape(packet['title'])}: verdict {packet['verdict']}")
     for line in packet["first_screen"]:
         console.print(f"  {line['label']}: {line['status']} - {escape(line['text'])}")

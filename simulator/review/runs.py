@@ -116,7 +116,8 @@ def checked(spec: RunSpec, plan: SystemPlan, step=None, *, study_file: str,
     try:
         sharded = None
         if plan.single_chip:
-            sizing = model_sizing(step, platform, planned) if step is not None else \
+            sizing = model_sizing(step, platform, planned, platform_file) \
+                if step is not None else \
                 plain_sizing(spec.workload.model, platform, row_parallel)
         elif step is None:
             sharded = shard_plain(spec.workload.model, plan, platform,
@@ -214,11 +215,11 @@ def open_cache(path: str | None, *, no_cache: bool = False) -> OutputFolder | No
     simulation so that no result is lost to it."""
     if no_cache:
         return None
-    folder = Path(path) if path else default_cache_dir()
-    cache = OutputFolder.plain(folder, field="--cache")
-    if not os.access(folder, os.W_OK | os.X_OK):
+    cache = OutputFolder.plain(default_cache_dir() if path is None else path,
+                               field="--cache")  # an empty name refused there
+    if not os.access(cache.path, os.W_OK | os.X_OK):
         cache.close()
-        raise AccsimError("cannot write: permission denied", file=str(folder),
+        raise AccsimError("cannot write: permission denied", file=str(cache.path),
                           field="--cache")
     return cache
 
