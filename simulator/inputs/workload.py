@@ -17,10 +17,13 @@ from pydantic import (AfterValidator, Field, NonNegativeInt, PositiveInt, field_
 
 from simulator.inputs.platform import Dtype, Name, Strict, Text
 from simulator.model.sparsity import parse_pattern
-from simulator.system.parallelism import MAX_CHIPS
 
 # Largest product of dimensions accepted, so that cycles and bytes stay far inside int64.
 MAX_WORK = 2**62
+# Largest system a collective or a system plan (simulator.system.parallelism) may name:
+# far beyond any machine built, and small enough that every per-chip division and link
+# count stays exact.
+MAX_CHIPS = 2**16
 
 
 def _checked_sparsity(value: str | float) -> str | float:

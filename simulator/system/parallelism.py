@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field
 
 from simulator.inputs.platform import Platform, Strict
+from simulator.inputs.workload import MAX_CHIPS
 from simulator.errors import AccsimError
 from simulator.system.padding import buildable_near, head_layout
 from simulator.collectives.devices import devices_spanned
@@ -18,9 +19,6 @@ from simulator.collectives.wiring import dimensions, group_shape
 
 # Largest system the capacity search proposes (a TPU v5e pod is 256 chips).
 MAX_SEARCH_CHIPS = 4096
-# Largest system a plan may name: far beyond any machine built, and small enough that
-# every per-chip division and link count stays exact.
-MAX_CHIPS = 2**16
 
 
 class SystemPlan(Strict):
