@@ -204,7 +204,7 @@ def _read(path: Path) -> bytes | None:
 ENVIRONMENT_SECTION = "environment"  # the section holding the machine's manifest
 
 
-def judged(packet: dict) -> dict:
+def _judged(packet: dict) -> dict:
     """What a packet says that its study and results decide: packet.json without what
     a second review may change with neither wrong: where files lie (the study's path,
     the cells of `path` columns: a review given relative paths records them so, and
@@ -283,7 +283,7 @@ def _rebuild_differences(packet_path: str, packet: dict, index: PacketIndex, *,
         return [f"packet.json: its study could not be reviewed again ({error})"]
     again = json.loads(json.dumps(again))  # as packet.json holds it
     found = [f"packet.json: {text}"
-             for _, text in differences(judged(packet), judged(again))]
+             for _, text in differences(_judged(packet), _judged(again))]
     return found + [f"{path}: {text}" for path, (old, new) in exports.items()
                     for _, text in differences(old, new)]
 
