@@ -161,9 +161,12 @@ case("serve --arrival-trace ''", ["serve", *SERVE_PLAIN, "--arrival", "trace",
                                   "--arrival-trace", ""], None, "arrival_trace",
      "empty name")
 case("calibrate --measured ''", ["calibrate", "--arch", "tpu_v5e_like", "--measured", "",
-                                 "-o", "o.yaml"], None, "empty name")
-case("verify ''", ["verify", ""], None, "empty name")
-case("import onnx ''", ["import", "onnx", "", "-o", "w.yaml"], None, "empty name")
+                                 "-o", "o.yaml"], None, "--measured", "empty name")
+case("verify ''", ["verify", ""], None, "RESULT", "empty name")
+case("import onnx ''", ["import", "onnx", "", "-o", "w.yaml"], None, "FILE", "empty name")
+for flag in ("--precision", "--mapping"):  # a serving spec's plan files
+    case(f"serve {flag} ''", ["serve", *SERVE_PLAIN, flag, ""], None, flag,
+         "at least 1 character")
 for fmt, flag in (("chakra", "--workload"), ("chakra", "--model"), ("vidur", "--model")):
     case(f"export {fmt} {flag} ''", ["export", fmt, flag, "", "-o", "out"], None,
          "empty name")

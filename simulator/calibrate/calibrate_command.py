@@ -24,7 +24,7 @@ from simulator.options.rules import in_range, names, whole
 from simulator.inputs.named_inputs import budget, load_inputs
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
-from simulator.inputs.loader import dump_json, validate_model
+from simulator.inputs.loader import dump_json, refuse_empty_name, validate_model
 from simulator.options.catalog import add_options
 from simulator.output import progress
 from simulator.output.files import check_output_path, write_file
@@ -48,6 +48,7 @@ def handle(args: argparse.Namespace) -> int:
     if unknown:
         raise AccsimError(f"{unknown} are no assumed fields with a range (assumed: "
                           f"{', '.join(ranges) or 'none'})", file=file, field="--fit")
+    refuse_empty_name(args.measured, "measurement file", field="--measured")
     if is_runs_file(args.measured):
         return _handle_runs(args, platform, file, {name: ranges[name] for name in chosen})
     measured = read_measured(args.measured)

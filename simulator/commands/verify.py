@@ -124,6 +124,7 @@ def _shard_of(workload, system: dict, models: dict):
 
 
 def handle(args: argparse.Namespace) -> int:
+    refuse_empty_name(args.result, "result file", field="RESULT")
     if args.cache is not None:  # read only for a packet; an empty one is a mistake anyway
         refuse_empty_name(args.cache, "cache folder", field="--cache")
     with progress.status(f"verifying {args.result} (rerunning its inputs)"):

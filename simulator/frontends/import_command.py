@@ -71,6 +71,7 @@ def add_arguments(verb: argparse.ArgumentParser) -> None:
 
 
 def _import(args: argparse.Namespace) -> int:
+    refuse_empty_name(args.file, "file to import", field="FILE")
     if args.output is not None:
         check_output_path(args.output, "output")
     imported = READERS[args.format](args)

@@ -129,9 +129,11 @@ class ServeSpec(Strict):
         "(DESIGN.md section 15; default: the simulator's)")
     heuristic: str | None = Field(default=None, description="iteration operators take "
                                   "this heuristic's tilings instead of the search's")
-    precision: str | None = Field(default=None, description="precision plan file applied "
-                                  "to every iteration's operators before they are costed")
-    mapping_plan: str | None = Field(default=None, description="tiling plan file (or "
+    precision: str | None = Field(default=None, min_length=1, description="precision "
+                                  "plan file applied to every iteration's operators "
+                                  "before they are costed")
+    mapping_plan: str | None = Field(default=None, min_length=1, description="tiling "
+                                     "plan file (or "
                                      "shipped name) whose entries iteration operators "
                                      "take, as `accsim run --mapping`")
     prefix_hit_rate: float | None = Field(
