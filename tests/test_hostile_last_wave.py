@@ -29,8 +29,7 @@ from tiny_llama import TINY_LLAMA
 from simulator.cli import main
 from simulator.inputs.loader import locate
 from test_bad_inputs import dump
-from test_hostile_sweep import make, snapshot
-from timed_cli import assert_one_clear_error, run_main
+from test_hostile_sweep import refused_in
 
 SECONDS = 20
 MODEL = json.dumps(TINY_LLAMA)
@@ -414,16 +413,8 @@ def test_there_are_enough_cases():
 def test_hostile_input_is_one_clear_error(name, argv, files, env, fragments, tmp_path,
                                          monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    for file, content in files.items():
-        make(tmp_path / file, content)
     for variable, value in env.items():
         monkeypatch.setenv(variable, value)
-    capsys.readouterr()  # what making a store printed
-    before = snapshot(tmp_path)
-    code, out, err, elapsed = run_main(argv, capsys, SECONDS)
-    assert_one_clear_error(code, out, err, elapsed, SECONDS, fragments)
-    after = snapshot(tmp_path)
-    changed = {path for path in set(before) | set(after)
-               if before.get(path) != after.get(path)}
+    _, changed = refused_in(tmp_path, files, argv, capsys, SECONDS, fragments)
     allowed = {f"r.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")}
     assert changed <= allowed, f"wrote {sorted(changed - allowed)}"

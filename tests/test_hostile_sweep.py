@@ -391,6 +391,22 @@ def snapshot(folder: Path) -> dict[str, tuple]:
     return found
 
 
+def refused_in(folder: Path, files: dict, argv: list[str], capsys, seconds: float,
+               fragments) -> tuple[str, set[str]]:
+    """`argv` run in `folder` (the working folder) holding `files` (make), asserted one
+    clear error within `seconds` naming `fragments`; its stderr and the files under
+    `folder` it changed, for the caller to hold to its own rule."""
+    for file, content in files.items():
+        make(folder / file, content)
+    capsys.readouterr()  # what making the files printed
+    before = snapshot(folder)
+    code, out, err, elapsed = run_main(argv, capsys, seconds)
+    assert_one_clear_error(code, out, err, elapsed, seconds, fragments)
+    after = snapshot(folder)
+    return err, {path for path in set(before) | set(after)
+                 if before.get(path) != after.get(path)}
+
+
 def named_output(argv: list[str]) -> set[str]:
     """The files a command may write: the store of `sweep run`, the exports of `sweep
     report`, and SQLite's journal files beside the store either reads."""
@@ -413,16 +429,9 @@ def test_there_are_enough_cases():
 def test_hostile_sweep_input_is_one_clear_error(name, argv, files, fragments, tmp_path,
                                                monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    for file, content in files.items():
-        make(tmp_path / file, content)
-    before = snapshot(tmp_path)
-    code, out, err, elapsed = run_main(argv, capsys, SECONDS)
-    assert_one_clear_error(code, out, err, elapsed, SECONDS, fragments)
+    err, changed = refused_in(tmp_path, files, argv, capsys, SECONDS, fragments)
     assert "\x1b" not in err
-    after = snapshot(tmp_path)
     allowed = named_output(argv)
-    changed = {path for path in set(before) | set(after)
-               if before.get(path) != after.get(path)}
     assert changed <= allowed, f"wrote {sorted(changed - allowed)}"
 
 
