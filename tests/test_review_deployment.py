@@ -256,3 +256,39 @@ def test_a_missing_precision_plan_is_refused_before_any_simulation(tmp_path, cap
     assert "scope.deployment_search.precision[1]" in err and "gone.yaml" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (tmp_path / "packet" / "results").exists()
+
+
+@pytest.mark.parametrize("edits, said", [
+    # a grid of millions of points: refused on its count, without laying it out
+    ((("budget_chips: 2", "budget_chips: 65536"),
+      ("chips_per_replica: [1, 2]", "chips_per_replica: [%s]"
+       % ", ".join(map(str, range(1, 65537)))),
+      ("replicas: [1]", "replicas: [%s]" % ", ".join(map(str, range(1, 65537))))),
+     "more than 900 points"),
+    # its 9 points, each serving a million requests at least once
+    ((("requests: 48", "requests: 1000000"),), "x 9 points (one load each at least)")],
+    ids=["points", "requests"])
+def test_a_forged_study_searching_past_verify_s_bounds_is_refused_before_searching(
+        packet, tmp_path, capsys, edits, said):
+    # the study edited (and its hash in the packet) after the review: step 1 reruns
+    # the packet's results; the second review would search the forged study's grid
+    study, out, cache, _ = packet
+    shutil.copytree(out, tmp_path / "packet")
+    (tmp_path / "config.json").write_text(json.dumps(TINY_LLAMA))
+    text = study.read_text()
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    forged = tmp_path / "study.yaml"
+    forged.write_text(text)
+    index = tmp_path / "packet" / "packet.json"
+    recorded = json.loads(index.read_text())
+    recorded["study"].update(path="../study.yaml",
+                             sha256=hashlib.sha256(forged.read_bytes()).hexdigest())
+    index.write_text(json.dumps(recorded))
+    capsys.readouterr()
+    assert main(["verify", str(index), "--cache", str(cache)]) == 1
+    printed = capsys.readouterr().out
+    assert "packet.json: its study could not be reviewed again" in printed, printed
+    assert said in printed and "--allow-long" in printed and \
+        "scope.deployment_search" in printed, printed

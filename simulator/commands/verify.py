@@ -19,6 +19,7 @@ from simulator.errors import AccsimError
 from simulator.frontends.hf.llm_figures import simulated_figures
 from simulator.inputs.loader import dump_json, read_json, refuse_empty_name
 from simulator.options.catalog import add_options
+from simulator.review.deployment_search import MAX_VERIFY_POINTS
 from simulator.review.packet_verification import verify_packet
 from simulator.review.runs import default_cache_dir
 from simulator.serving.verification import (MAX_VERIFY_WORK, serving_kind,
@@ -152,9 +153,10 @@ def add_arguments(verify_cmd: argparse.ArgumentParser) -> None:
     verify_cmd.add_argument("--all", action="store_true", help="list every difference "
                             f"(default: the first {SHOWN_DIFFERENCES} and a count)")
     verify_cmd.add_argument("--allow-long", action="store_true", help="rerun a serving "
-                            "result however long it takes (default: refuse one over "
-                            f"{MAX_VERIFY_WORK:,} requests x tokens, 100x the shipped "
-                            "example)")
+                            "result or a packet's deployment search however long it "
+                            f"takes (default: refuse one over {MAX_VERIFY_WORK:,} "
+                            "requests x tokens, 100x the shipped example, or a search "
+                            f"over {MAX_VERIFY_POINTS} points)")
     verify_cmd.add_argument("--cache", metavar="DIR", help="a review packet: the run "
                             "cache its study's second review reads, as accsim review's "
                             f"--cache (default {default_cache_dir()})")

@@ -3,7 +3,8 @@ packet: `accsim plan-deployment` over the study's platforms, its points kept in 
 under the run cache (CACHE/deployments/KEY.sqlite, the iteration costs beside it), so a
 second review searches nothing again; exported to results/deployment.json, whose
 sha256 the packet records like a result file's. `accsim verify` checks that file's
-hash; it does not rerun the search."""
+hash and compares it with the search run again (review.packet_verification), within
+its bounds (check_verify_bounds)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ from simulator.serving.cost_cache import CostCache
 from simulator.serving.arrival_trace import load_trace
 from simulator.serving.sla import check_sla
 from simulator.serving.spec import ServeSpec
+from simulator.serving.verification import check_work
 from simulator.sweep.deploy import Grid, search_platforms
-from simulator.sweep.deploy_axes import BASELINE, check_cost, powers_of_two
+from simulator.sweep.deploy_axes import (BASELINE, check_cost, colocated_points,
+                                         powers_of_two)
 from simulator.sweep.deploy_report import all_pruned, conclude
 from simulator.sweep.deploy_store import PointStore, cost_folder
 from simulator.sweep.store import Store
@@ -34,6 +37,10 @@ from simulator.sweep.store import Store
 EXPORT_FORMAT = "accsim-review-deployment"
 FILE = f"{RESULTS_FOLDER}/deployment.json"
 FOLDER = "deployments"  # inside the run cache
+# The points verify searches again without --allow-long: 100x the 9 that the shipped
+# deployment study searches (experiments/studies/llama31_8b_deployment_search.yaml: 3
+# platforms x 3 T x P splits).
+MAX_VERIFY_POINTS = 900
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,29 @@ def grid(search: DeploymentSearch, study: ResolvedStudy) -> Grid:
                 tuple(sorted(set(search.replicas))) or powers_of_two(budget),
                 tuple(dict.fromkeys(search.batching)), tuple(sorted(set(search.max_batch))),
                 precisions(search, study))
+
+
+def check_verify_bounds(study: ResolvedStudy, *, allow_long: bool) -> None:
+    """Refuse, before anything is searched, a study whose deployment search `accsim
+    verify` would run again past its bounds, unless allowed: more than
+    MAX_VERIFY_POINTS points, or more than a serving rerun's work bound counting one
+    load of the search's requests a point (serving.verification.check_work). Its grid
+    is counted, not laid out: a forged study may ask for millions of points."""
+    search = study.study.scope.deployment_search
+    if search is None or allow_long:
+        return
+    axes, field = grid(search, study), "scope.deployment_search"
+    per_split = len(axes.batching) * len(axes.max_batch) * len(axes.precision)
+    points = len(study.platforms) * colocated_points(
+        axes.chips_per_replica, axes.replicas, axes.budget_chips, per_split,
+        limit=MAX_VERIFY_POINTS)
+    if points > MAX_VERIFY_POINTS:
+        raise AccsimError(f"searching it again would simulate more than "
+                          f"{MAX_VERIFY_POINTS} points, verify's bound (100x the "
+                          "shipped deployment study); give --allow-long to search "
+                          "them anyway", file=study.source.path, field=field)
+    check_work(serve_spec(search, study), loads=points, file=study.source.path,
+               field=field, allow_long=False, each="points (one load each at least)")
 
 
 def run_search(study: ResolvedStudy, out: OutputFolder, *,

@@ -32,6 +32,7 @@ from simulator.inputs.loader import read_bytes, read_json, validate_model
 from simulator.review.assumption_study import rerun_differences as assumption_differences
 from simulator.output.files import OutputFolder
 from simulator.review.packet import inline_svg, rendered
+from simulator.review.deployment_search import check_verify_bounds
 from simulator.review.packet_format import PACKET_FORMAT, PACKET_VERSION
 from simulator.review.pipeline import ReviewOptions, prepare, review_runs
 from simulator.review.runs import open_cache
@@ -255,10 +256,10 @@ def _located_cells_blank(table: dict) -> dict:
 def _rebuild_differences(packet_path: str, packet: dict, index: PacketIndex, *,
                          cache: str | None, no_cache: bool, allow_long: bool) -> list[str]:
     """The study reviewed again under the packet's options, into a scratch folder
-    (reading the run cache as `accsim review` does; a serving run over verify's work
-    bound refused unless `allow_long`, as a serving result's rerun is), and packet.json
-    compared with what that review makes of it, and the deployment search's export
-    (step 1 reruns every other result) with the one it writes."""
+    (reading the run cache as `accsim review` does; a serving run or deployment search
+    over verify's bounds refused unless `allow_long`, as a serving result's rerun is),
+    and packet.json compared with what that review makes of it, and the deployment
+    search's export (step 1 reruns every other result) with the one it writes."""
     folder = Path(packet_path).parent
     study_path = anchor(index.study.path, folder)
     options = ReviewOptions(index.options.fusion, index.options.ignore_capacity)
@@ -270,6 +271,7 @@ def _rebuild_differences(packet_path: str, packet: dict, index: PacketIndex, *,
 
     try:
         prepared = prepare(study_path, options)
+        check_verify_bounds(prepared.study, allow_long=allow_long)
         with tempfile.TemporaryDirectory(prefix="accsim-verify-") as scratch, \
                 OutputFolder.plain(scratch) as out, \
                 (open_cache(cache, no_cache=no_cache) or nullcontext()) as run_cache:

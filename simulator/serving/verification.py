@@ -27,10 +27,11 @@ MAX_VERIFY_WORK = 100 * WORK_PER_SERVE
 
 
 def check_work(spec: ServeSpec, *, loads: int = 1, file: str, field: str,
-               allow_long: bool) -> None:
+               allow_long: bool, each: str = "loads") -> None:
     """Refuse, before serving anything, a rerun whose recorded size exceeds the budget
     (MAX_VERIFY_WORK) unless allowed: requests (as recorded, or rate x duration) x
-    (prompt + output tokens for an LLM) x the loads served."""
+    (prompt + output tokens for an LLM) x the loads served (`each` names what they
+    count: a deployment search serves at least one load a point)."""
     resolved = spec.resolved()
     if resolved.requests is not None:
         requests = resolved.requests
@@ -42,7 +43,7 @@ def check_work(spec: ServeSpec, *, loads: int = 1, file: str, field: str,
     work = requests * per_request * loads
     if work > MAX_VERIFY_WORK and not allow_long:
         raise AccsimError(f"rerunning it would serve {requests:,} requests x "
-                          f"{per_request:,} tokens x {loads} loads = {work:,}, over "
+                          f"{per_request:,} tokens x {loads:,} {each} = {work:,}, over "
                           f"verify's bound of {MAX_VERIFY_WORK:,} (100x the shipped "
                           "example); give --allow-long to rerun it anyway",
                           file=file, field=field)
