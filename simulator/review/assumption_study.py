@@ -22,12 +22,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field
 
 import simulator
 from simulator.inputs.anchors import anchored
-from simulator.calibrate.robust import robust_ranking
+from simulator.calibrate.robust import BETTER, robust_ranking
+from simulator.engines import ENGINE_CHOICES
+from simulator.errors import AccsimError
 from simulator.calibrate.sensitivity import assumed_ranges, with_values
 from simulator.inputs.platform import Platform
 from simulator.inputs.run_inputs import Inputs
@@ -38,13 +42,17 @@ from simulator.output.files import OutputFolder
 from simulator.review.providers import NotEvaluated, model_config_path
 from simulator.review.runs import (RESULTS_FOLDER, RunRecord, cache_read, cache_write,
                                    placed)
-from simulator.review.serving_runs import serve_points, serve_spec
+from simulator.review.serving_runs import (ServingResultFile, ServingRun, serve_points,
+                                           serve_spec)
 from simulator.review.study import Loaded, ResolvedStudy
 from simulator.serving.spec import ServeSpec
 from simulator.verification.rerun import comparable, differences
 from simulator.inputs.workload import Workload
 
 FORMAT = "accsim-assumptions"
+# The most platforms verify computes the section of again without --allow-long: 100x
+# the shipped study's 2 (each a tornado of about 0.5 s, and every pair a verdict).
+MAX_VERIFY_PLATFORMS = 200
 CORNERS_FOLDER = "inputs/corners"
 ENDS = ("best", "worst")
 
@@ -202,12 +210,70 @@ def _serving_comparable(content: dict) -> dict:
     return content
 
 
-def rerun_differences(path: Path) -> list[str]:
-    """What differs when the section's file is computed again from its embedded
-    inputs, and served again at each corner from the corner file it names (which must
-    hold that corner)."""
+class _Read(BaseModel):
+    """Only what verify reads of the section's file (it holds more, for people)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
+
+
+class _Head(_Read):
+    metric: Literal[tuple(BETTER)]
+    fields: list[str]
+    engine: Literal[ENGINE_CHOICES]
+
+
+class _Entry(_Read):
+    label: str
+    platform: dict  # validated by compute, with its provenance
+    workload: Workload
+    mapping: Mapping
+
+
+class _Corners(_Read):
+    best: ServingResultFile
+    worst: ServingResultFile
+
+
+class _Computed(_Read):
+    serving: _Corners | None = None
+
+
+class AssumptionsFile(_Read):
+    """The section's result file as verify reads it: every field it computes again
+    from checked first, so a forged one is one error naming the field."""
+
+    assumptions: _Head
+    inputs: list[_Entry] = Field(min_length=1)
+    platforms: list[_Computed]
+
+
+def read_assumptions(path: Path, *, allow_long: bool) -> tuple[dict, AssumptionsFile]:
+    """The section's file (content as recorded, paths anchored; and as checked),
+    refused when computing it again means more than MAX_VERIFY_PLATFORMS tornadoes
+    unless `allow_long`."""
     content, source = read_json(path)
     content = anchored(content, path.parent)
+    recorded = validate_model(content, AssumptionsFile, file=source.path)
+    if len(recorded.inputs) > MAX_VERIFY_PLATFORMS and not allow_long:
+        raise AccsimError(f"computing it again would take {len(recorded.inputs):,} "
+                          f"platforms' tornadoes, over verify's bound of "
+                          f"{MAX_VERIFY_PLATFORMS} (100x the shipped study); give "
+                          "--allow-long to compute them anyway", file=source.path,
+                          field="inputs")
+    return content, recorded
+
+
+def corner_runs(recorded: AssumptionsFile) -> list[tuple[str, ServingRun]]:
+    """(field, serving run) of every corner the section's file serves again."""
+    return [(f"platforms[{index}].serving.{end}", getattr(computed.serving, end).serving)
+            for index, computed in enumerate(recorded.platforms)
+            if computed.serving is not None for end in ENDS]
+
+
+def rerun_differences(content: dict, *, file: str) -> list[str]:
+    """What differs when the section's file (read_assumptions) is computed again from
+    its embedded inputs, and served again at each corner from the corner file it names
+    (which must hold that corner)."""
     head = content["assumptions"]
     again = {"assumptions": head, "inputs": content["inputs"],
              **compute(content["inputs"], head["metric"], head["fields"],
@@ -217,12 +283,12 @@ def rerun_differences(path: Path) -> list[str]:
         if "serving" not in old:
             continue
         new["serving"] = {}
-        base = validate_model(entry["platform"], Platform, file=source.path)
+        base = validate_model(entry["platform"], Platform, file=file)
         for end in ENDS:
             spec = ServeSpec.model_validate(old["serving"][end]["serving"]["spec"])
             corner, _ = load_platform(spec.arch)
             expected = validate_model(with_values(base, new["corners"][f"{end}_corner"]),
-                                      Platform, file=source.path)
+                                      Platform, file=file)
             if corner != expected:
                 found.append(f"{spec.arch}: not the {end} corner of {entry['label']}")
             new["serving"][end] = serve_points(spec, old["serving"][end]["serving"]

@@ -23,18 +23,20 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from jinja2 import TemplateError
-from pydantic import AfterValidator, ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field, field_validator
 
 from simulator.inputs.anchors import anchor, anchored
 from simulator.inputs.platform import Strict
 from simulator.errors import AccsimError
 from simulator.inputs.loader import read_bytes, read_json, validate_model
-from simulator.review.assumption_study import rerun_differences as assumption_differences
+from simulator.review.assumption_study import (MAX_VERIFY_PLATFORMS, corner_runs,
+                                               read_assumptions,
+                                               rerun_differences as assumption_differences)
 from simulator.output.files import OutputFolder
 from simulator.review.packet import inline_svg, rendered
 from simulator.review.deployment_search import check_verify_bounds
 from simulator.review.packet_format import PACKET_FORMAT, PACKET_VERSION
-from simulator.review.pipeline import ReviewOptions, prepare, review_runs
+from simulator.review.pipeline import Prepared, ReviewOptions, prepare, review_runs
 from simulator.review.runs import open_cache
 from simulator.review.serving_runs import ServingResultFile, rerun
 from simulator.review.sweep import rerun_differences
@@ -106,9 +108,35 @@ class PacketIndex(_Read):
     results: list[ResultEntry] = Field(min_length=1)  # a review writes one at least
     sections: list[Section]
 
+    @field_validator("results")
+    @classmethod
+    def _results_once(cls, results: list[ResultEntry]) -> list[ResultEntry]:
+        return _named_once([entry.path for entry in results], results)
 
-def _file_change(kind: str, path: Path, sha256: str) -> str | None:
-    """A file the packet names against the sha256 it recorded."""
+    @field_validator("sections")
+    @classmethod
+    def _figures_once(cls, sections: list[Section]) -> list[Section]:
+        return _named_once([fig.file for s in sections for fig in s.figures], sections)
+
+
+def _named_once(paths: list[str], value):
+    """`value` if no file is named twice: a review writes each file once, so a forged
+    packet cannot have verify hash or rerun one file thousands of times."""
+    seen = set()
+    for path in paths:
+        if path in seen:
+            raise ValueError(f"names {path} twice (a review writes each file once)")
+        seen.add(path)
+    return value
+
+
+def _file_change(kind: str, path: Path, sha256: str, *,
+                 packet: Path | None = None) -> str | None:
+    """A file the packet names against the sha256 it recorded; one of the `packet`
+    folder's own files (a result, a figure) that a link leads out of it is not read."""
+    escape = _escape(path, packet) if packet is not None else None
+    if escape:
+        return f"{kind}: {path} ({escape}: not read)"
     try:
         now = hashlib.sha256(read_bytes(path)).hexdigest()
     except AccsimError:
@@ -116,12 +144,31 @@ def _file_change(kind: str, path: Path, sha256: str) -> str | None:
     return None if now == sha256 else f"{kind}: {path} (sha256 changed since the packet)"
 
 
-def _serving_differences(path: Path, allow_long: bool) -> list[str]:
+def _escape(path: Path, folder: Path) -> str | None:
+    """Why `path`, its links followed, does not lie inside `folder`; None if it does."""
+    try:
+        inside = path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):  # RuntimeError: a link loop, before Python 3.13
+        return "a link loop"
+    return None if inside else "a link leading outside the packet's folder"
+
+
+def _serving_result(path: Path, allow_long: bool,
+                    spent: int) -> tuple[dict, ServingResultFile, int]:
+    """A serving result file (its content, as recorded) and the work its rerun would
+    take, within verify's bound beside the `spent` work of the packet's other serving
+    results (one bound for them all, serving.verification.check_work)."""
     content, source = read_json(path)
     content = anchored(content, path.parent)
     recorded = validate_model(content, ServingResultFile, file=source.path)
-    check_work(recorded.serving.spec, loads=len(recorded.serving.rates_per_s),
-               file=source.path, field="serving.spec.requests", allow_long=allow_long)
+    work = check_work(recorded.serving.spec, loads=len(recorded.serving.rates_per_s),
+                      file=source.path, field="serving.spec.requests",
+                      allow_long=allow_long, spent=spent)
+    return content, recorded, work
+
+
+def _serving_differences(content: dict, recorded: ServingResultFile) -> list[str]:
+    """A serving result's points against its spec served again."""
     again = json.loads(json.dumps(rerun(recorded.model_dump(mode="json"))))
     found = []
     for index, (old, new) in enumerate(zip(content["points"], again["points"])):
@@ -137,26 +184,44 @@ def verify_packet(packet_path: str, packet: dict, *,
     """Check a review packet's files, rerun every result it holds and, where all
     agree, review its study again and compare packet.json and the pages rendered from
     it; `verify_file` checks one run result file as `accsim verify` does; a serving
-    result over verify's work bound is refused unless `allow_long`
-    (serving.verification); `cache`, `no_cache`: the run cache the rebuild reads, as
+    result over verify's work bound (all of them together: checked before any is
+    served) is refused unless `allow_long` (serving.verification); `cache`, `no_cache`: the run cache the rebuild reads, as
     `accsim review` takes them."""
     folder = Path(packet_path).parent
     index = validate_model(packet, PacketIndex, file=packet_path)
     changed = [c for c in [_file_change("study", Path(anchor(index.study.path, folder)),
                                         index.study.sha256)] if c]
-    found, models = [], []
-    for entry in index.results:
-        change = _file_change("result", folder / entry.path, entry.sha256)
+    unchanged, served, assumed, spent = [], {}, {}, 0
+    for entry in index.results:  # every hash, and all serving reruns' work, first
+        change = _file_change("result", folder / entry.path, entry.sha256,
+                              packet=folder)
         if change:
             changed.append(change)
             continue
+        unchanged.append(entry)
+        if entry.kind == "serving":
+            content, recorded, work = _serving_result(folder / entry.path, allow_long,
+                                                      spent)
+            served[entry.path], spent = (content, recorded), spent + work
+        if entry.kind == "assumptions":
+            content, recorded = read_assumptions(folder / entry.path,
+                                                 allow_long=allow_long)
+            assumed[entry.path] = content
+            for field, run in corner_runs(recorded):
+                spent += check_work(run.spec, loads=len(run.rates_per_s),
+                                    file=str(folder / entry.path), field=field,
+                                    allow_long=allow_long, spent=spent)
+    found, models = [], []
+    shown = {"runs": sum(entry.kind == "run" for entry in index.results),
+             "sweep points": 0}
+    for entry in unchanged:
         if entry.kind == "serving":
             found += [f"{entry.path}: {d}"
-                      for d in _serving_differences(folder / entry.path, allow_long)]
+                      for d in _serving_differences(*served[entry.path])]
             continue
         if entry.kind == "assumptions":
-            found += [f"{entry.path}: {d}"
-                      for d in assumption_differences(folder / entry.path)]
+            found += [f"{entry.path}: {d}" for d in assumption_differences(
+                assumed[entry.path], file=str(folder / entry.path))]
             continue
         if entry.kind == "deployment":  # its hash checked above; searched again below
             continue
@@ -164,6 +229,7 @@ def verify_packet(packet_path: str, packet: dict, *,
             content, source = read_json(folder / entry.path)
             content = anchored(content, (folder / entry.path).parent)
             inputs, reran = rerun_differences(content, file=source.path)
+            shown["sweep points"] += len(content["points"])  # a list: checked there
             changed += [f"{entry.path}: {c}" for c in inputs]
             found += [f"{entry.path}: {d}" for d in reran]
             continue
@@ -173,10 +239,11 @@ def verify_packet(packet_path: str, packet: dict, *,
         models += [f"{entry.path}: {outcome.model_changed}"] if outcome.model_changed else []
     figures = [fig for section in index.sections for fig in section.figures]
     changed += [c for fig in figures
-                if (c := _file_change("figure", folder / fig.file, fig.sha256))]
+                if (c := _file_change("figure", folder / fig.file, fig.sha256,
+                                      packet=folder))]
     if not (changed or found or models):
         changed += _render_changes(folder, packet, figures)
-        found += _rebuild_differences(packet_path, packet, index, cache=cache,
+        found += _rebuild_differences(packet_path, packet, index, shown, cache=cache,
                                       no_cache=no_cache, allow_long=allow_long)
     return Verification(changed, found, "; ".join(models) or None)
 
@@ -192,10 +259,15 @@ def _render_changes(folder: Path, packet: dict, figures: list[Figure]) -> list[s
             AttributeError) as exc:
         return [f"packet.json: cannot be rendered ({type(exc).__name__}: {exc})"]
     return [f"{name}: not what packet.json renders to (edited since the review)"
-            for name, text in pages.items() if _read(folder / name) != text.encode()]
+            for name, text in pages.items()
+            if _read(folder / name, folder) != text.encode()]
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path, folder: Path) -> bytes | None:
+    """A page of the packet's folder; None where it cannot be read or a link leads
+    out of the folder."""
+    if _escape(path, folder):
+        return None
     try:
         return read_bytes(path)
     except AccsimError:
@@ -253,25 +325,33 @@ def _located_cells_blank(table: dict) -> dict:
                               for row in table["rows"]]}
 
 
-def _rebuild_differences(packet_path: str, packet: dict, index: PacketIndex, *,
-                         cache: str | None, no_cache: bool, allow_long: bool) -> list[str]:
+def _rebuild_differences(packet_path: str, packet: dict, index: PacketIndex,
+                         shown: dict[str, int], *, cache: str | None, no_cache: bool,
+                         allow_long: bool) -> list[str]:
     """The study reviewed again under the packet's options, into a scratch folder
     (reading the run cache as `accsim review` does; a serving run or deployment search
     over verify's bounds refused unless `allow_long`, as a serving result's rerun is),
     and packet.json compared with what that review makes of it, and the deployment
-    search's export (step 1 reruns every other result) with the one it writes."""
+    search's export (step 1 reruns every other result) with the one it writes. A
+    study asking for more runs or sweep points than the packet `shown` holds (a review
+    writes a result of each) is not reviewed again: a forged study could ask for
+    hours of them beside a packet of one result."""
     folder = Path(packet_path).parent
     study_path = anchor(index.study.path, folder)
     options = ReviewOptions(index.options.fusion, index.options.ignore_capacity)
     searched = [entry.path for entry in index.results if entry.kind == "deployment"]
 
+    spent = 0  # the serving runs' work so far: one bound for the whole review
+
     def bounded(spec, loads: int) -> None:
-        check_work(spec, loads=loads, file=study_path, field="scope.serving",
-                   allow_long=allow_long)
+        nonlocal spent
+        spent += check_work(spec, loads=loads, file=study_path, field="scope.serving",
+                            allow_long=allow_long, spent=spent)
 
     try:
         prepared = prepare(study_path, options)
         check_verify_bounds(prepared.study, allow_long=allow_long)
+        _check_shown(prepared, shown, study_path, allow_long=allow_long)
         with tempfile.TemporaryDirectory(prefix="accsim-verify-") as scratch, \
                 OutputFolder.plain(scratch) as out, \
                 (open_cache(cache, no_cache=no_cache) or nullcontext()) as run_cache:
@@ -288,6 +368,28 @@ def _rebuild_differences(packet_path: str, packet: dict, index: PacketIndex, *,
              for _, text in differences(_judged(packet), _judged(again))]
     return found + [f"{path}: {text}" for path, (old, new) in exports.items()
                     for _, text in differences(old, new)]
+
+
+def _check_shown(prepared: Prepared, shown: dict[str, int], study_path: str, *,
+                 allow_long: bool) -> None:
+    """Refuse a study asking for more runs or sweep points (counted, not laid out)
+    than the packet holds results of, or, unless `allow_long`, for the assumptions of
+    more platforms than verify's bound (review.assumption_study)."""
+    study = prepared.study
+    if study.study.assumptions is not None and not allow_long \
+            and len(study.platforms) > MAX_VERIFY_PLATFORMS:
+        raise AccsimError(f"its assumptions section would take {len(study.platforms):,} "
+                          f"platforms' tornadoes, over verify's bound of "
+                          f"{MAX_VERIFY_PLATFORMS}; give --allow-long to compute them "
+                          "anyway", file=study_path, field="assumptions")
+    asked = {"runs": len(study.platforms) * len(study.mappings)
+             * (len(study.workloads) + len(prepared.models)),
+             "sweep points": len(study.sweep.jobs) if study.sweep is not None else 0}
+    for what, count in asked.items():
+        if count > shown[what]:
+            raise AccsimError(f"it asks for {count:,} {what}, the packet holds "
+                              f"{shown[what]:,}: a review writes a result of each",
+                              file=study_path, field="scope")
 
 
 def _json_or_none(path: Path):

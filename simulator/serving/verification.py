@@ -24,29 +24,38 @@ from simulator.verification.rerun import Verification, comparable, differences, 
 # limits (1,000,000 requests of 16M tokens) is refused before any work.
 WORK_PER_SERVE = DEFAULT_REQUESTS * (512 + 128)
 MAX_VERIFY_WORK = 100 * WORK_PER_SERVE
+# What each load costs beyond its requests (its arrivals, cost tables, percentiles and
+# memory tails: about 26 ms, some 2,000 plain requests' worth), so a forged curve of a
+# hundred thousand loads of a few requests each is refused, not served for an hour.
+WORK_PER_LOAD = WORK_PER_SERVE // 100
 
 
 def check_work(spec: ServeSpec, *, loads: int = 1, file: str, field: str,
-               allow_long: bool, each: str = "loads") -> None:
+               allow_long: bool, each: str = "loads", spent: int = 0) -> int:
     """Refuse, before serving anything, a rerun whose recorded size exceeds the budget
     (MAX_VERIFY_WORK) unless allowed: requests (as recorded, or rate x duration) x
-    (prompt + output tokens for an LLM) x the loads served (`each` names what they
-    count: a deployment search serves at least one load a point)."""
+    (prompt + output tokens for an LLM), plus WORK_PER_LOAD, x the loads served
+    (`each` names what they count: a deployment search serves at least one load a
+    point); `spent`: the work of the reruns already let through beside it (a packet's
+    other serving results), which share the bound. Returns its own work."""
     resolved = spec.resolved()
     if resolved.requests is not None:
         requests = resolved.requests
     elif resolved.duration_s is not None and resolved.rate is not None:
         requests = math.ceil(resolved.rate * resolved.duration_s)
-    else:
-        return  # a trace: its length is bounded by the trace file's size
+    else:  # a trace: its length is bounded by the trace file's size, its loads are not
+        requests = 0
     per_request = resolved.prompt_tokens + resolved.output_tokens if resolved.llm else 1
-    work = requests * per_request * loads
-    if work > MAX_VERIFY_WORK and not allow_long:
-        raise AccsimError(f"rerunning it would serve {requests:,} requests x "
-                          f"{per_request:,} tokens x {loads:,} {each} = {work:,}, over "
+    work = (requests * per_request + WORK_PER_LOAD) * loads
+    if work + spent > MAX_VERIFY_WORK and not allow_long:
+        beside = f" (+ {spent:,} for the reruns before it)" if spent else ""
+        raise AccsimError(f"rerunning it would serve ({requests:,} requests x "
+                          f"{per_request:,} tokens + {WORK_PER_LOAD:,} for the load's "
+                          f"setup) x {loads:,} {each} = {work:,}{beside}, over "
                           f"verify's bound of {MAX_VERIFY_WORK:,} (100x the shipped "
                           "example); give --allow-long to rerun it anyway",
                           file=file, field=field)
+    return work
 
 
 # A top-level key that only this kind of `serve --json` output has -> the command.
