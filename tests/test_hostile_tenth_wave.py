@@ -3,7 +3,7 @@ files and study are the forger's, each hashed into packet.json so that every che
 before the rerun passes. Table-driven like tests/test_hostile_ninth_wave.py and run by
 the shared timed runner (tests/timed_cli.py): a refused packet ends in a non-zero exit
 with one error line naming the file, field and rule, within SECONDS, with no traceback,
-and writes no file; a packet verify will not trust (a link out of its folder, a study
+and writes no file (as does `accsim regress` of a forged baseline); a packet verify will not trust (a link out of its folder, a study
 asking for more than the packet holds) is NOT verified, saying why.
 
 Each row: (id, forge(folder) editing a copy of a genuine small packet in `folder`,
@@ -12,11 +12,13 @@ fragments the error line, or verify's report, holds).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -151,7 +153,7 @@ def study(change) -> callable:
 def more_platforms(content: dict, folder: Path) -> None:
     content["scope"]["platforms"] += [{"base": "tpu_v1", "name": f"v{i}",
                                        "set": {"clock_ghz": 0.7 + i / 1000}}
-                                      for i in range(400)]
+                                      for i in range(250)]
 
 
 def a_sweep(content: dict, folder: Path) -> None:
@@ -178,6 +180,7 @@ def linked(relative: str, target: str | None) -> callable:
 
 REFUSED: list[tuple[str, callable, list[str]]] = []
 NOT_VERIFIED: list[tuple[str, callable, list[str]]] = []
+REGRESSED: list[tuple[str, callable, list[str]]] = []  # (id, baseline maker, fragments)
 
 # --- a packet naming one file many times: each was hashed and rerun every time (a
 # thousand copies of a run result: a thousand simulations) -------------------------
@@ -221,10 +224,10 @@ for label, content, fragments in (
                     result_file("assumptions", content),
                     ["assumptions.w.json", *fragments]))
 
-# --- the study reviewed again asked for more than the packet holds: 401 runs beside
+# --- the study reviewed again asked for more than the packet holds: 251 runs beside
 # a packet of one run result, a sweep of 1,999 points beside none (hours of them) ----
-NOT_VERIFIED.append(("a study of 401 platforms", study(more_platforms),
-                     ["asks for 401 runs, the packet holds 1"]))
+NOT_VERIFIED.append(("a study of 251 platforms", study(more_platforms),
+                     ["asks for 251 runs, the packet holds 1"]))
 NOT_VERIFIED.append(("a study sweeping 1,999 points", study(a_sweep),
                      ["asks for 1,999 sweep points, the packet holds 0"]))
 
@@ -238,6 +241,58 @@ NOT_VERIFIED.append(("a figure linked outside", linked("figures", "figs"),
                      ["figure: ", "a link leading outside the packet's folder"]))
 NOT_VERIFIED.append(("a run result linked to itself", linked(RUN, None),
                      ["a link loop"]))
+
+
+# --- accsim regress: a baseline was checked field by field by hand, so an operator
+# named by a number or a list, a workload total or a mapping of the wrong type was a
+# traceback mid-report, and operators given as a mapping or cycles as a string were
+# compared as no operators, or as the number the string spells --------------------
+REGRESS = ["regress", "--arch", "tpu_v1", "--workload", "gemm_4096", "--baseline",
+           "b.json"]
+
+
+@functools.cache
+def baseline_result() -> str:
+    """What `accsim run --json` writes for REGRESS's run."""
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "b.json"
+        assert main(["run", *REGRESS[1:5], "--json", str(path)]) == 0
+        return path.read_text()
+
+
+def baseline(change) -> callable:
+    """A file maker: the baseline with `change(content)` made to it."""
+    def make_file(path: Path) -> None:
+        content = json.loads(baseline_result())
+        change(content)
+        path.write_text(json.dumps(content))
+    return make_file
+
+
+def setting(dotted: str, value) -> callable:
+    def change(content: dict) -> None:
+        *parents, leaf = dotted.split(".")
+        node = content
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[leaf] = value
+    return change
+
+
+for dotted, value, fragments in (
+        ("operators.0.name", 5, ["operators[0].name", "string"]),
+        ("operators.0.name", [1], ["operators[0].name", "string"]),
+        ("operators", {}, ["operators", "list"]),
+        ("operators.0.totals.cycles", "123", ["operators[0](gemm).totals.cycles"]),
+        ("operators.0.totals.cycles", 10**4000, ["totals.cycles", "less than"]),
+        ("operators.0.totals.energy_pj", "nan", ["totals.energy_pj", "number"]),
+        ("workload", "x", ["workload", "not an accsim result file"]),
+        ("workload.cycles", "x", ["workload.cycles", "integer"]),
+        ("manifest.inputs.mapping", [], ["manifest.inputs.mapping"]),
+        ("manifest.inputs.mapping.canonical.default", [],
+         ["manifest.inputs.mapping.canonical.default"])):
+    REGRESSED.append((f"regress: a baseline's {dotted} of {str(value)[:12]}",
+                      baseline(setting(dotted, value)), ["b.json", *fragments]))
 
 
 def forged(genuine: Path, folder: Path, forge) -> None:
@@ -278,3 +333,13 @@ def test_a_forged_packet_is_not_verified(name, forge, fragments, genuine, tmp_pa
     assert "Traceback" not in out + err and elapsed < SECONDS
     for fragment in fragments:
         assert fragment in out, out
+
+
+@pytest.mark.parametrize("name, make_baseline, fragments", REGRESSED,
+                         ids=[re.sub(r"\s+", "_", c[0]) for c in REGRESSED])
+def test_a_forged_baseline_is_one_clear_error(name, make_baseline, fragments, tmp_path,
+                                              monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _, changed = refused_in(tmp_path, {"b.json": make_baseline}, REGRESS, capsys,
+                            SECONDS, fragments)
+    assert not changed

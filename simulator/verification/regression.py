@@ -20,10 +20,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field
+
 import simulator
 from simulator.metrics.energy import static_power_w
 from simulator.errors import AccsimError
-from simulator.inputs.loader import read_json
+from simulator.inputs.loader import read_json, validate_model
 from simulator.verification.rerun import differences
 
 EXIT_OK, EXIT_REGRESSION, EXIT_REFUSED = 0, 1, 2
@@ -32,6 +34,61 @@ DEFAULT_FLOOR_CYCLES = 100
 METRICS = (("cycles", "cycles"), ("energy_pj", "energy"))
 # Platform fields that do not change a number.
 IGNORED_PLATFORM_FIELDS = ("description",)
+
+
+class _Read(BaseModel):
+    """Only what regress reads of a result file (it holds much more)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True, defer_build=True)
+
+
+class _Named(_Read):
+    name: str
+
+
+class _Input(_Read):
+    canonical: _Named
+
+
+class _Plan(_Read):
+    name: str = "?"
+    default: dict = {}
+
+
+class _PlanInput(_Read):
+    canonical: _Plan = _Plan()
+
+
+class _Inputs(_Read):
+    platform: _Input
+    workload: _Input
+    mapping: _PlanInput = _PlanInput()
+
+
+class _Manifest(_Read):
+    model_version: int
+    accsim_version: str
+    inputs: _Inputs
+
+
+class _Figures(_Read):
+    cycles: int = Field(ge=0, lt=2**63)
+    energy_pj: float = Field(ge=0, allow_inf_nan=False)
+
+
+class _Operator(_Read):
+    name: str
+    layer_type: str = ""
+    totals: _Figures
+
+
+class Baseline(_Read):
+    """What regress reads of a baseline, each field of the type `accsim run --json`
+    writes: a forged one is refused naming the field, not a traceback mid-report."""
+
+    manifest: _Manifest
+    operators: list[_Operator]
+    workload: _Figures | None = None
 
 
 class BaselineRefused(AccsimError):
@@ -48,20 +105,13 @@ def read_baseline(path: str) -> dict:
     except AccsimError as exc:
         raise BaselineRefused(exc.rule, file=exc.file, field=exc.field) from None
     try:
-        manifest = data["manifest"]
-        int(manifest["model_version"])
-        str(manifest["accsim_version"])
-        for kind in ("platform", "workload"):
-            if not isinstance(manifest["inputs"][kind]["canonical"]["name"], str):
-                raise TypeError(f"manifest.inputs.{kind}.canonical.name is not a string")
-        for index, op in enumerate(data["operators"]):
-            str(op["name"])
-            int(op["totals"]["cycles"])
-            float(op["totals"]["energy_pj"])
-    except (KeyError, TypeError, ValueError) as exc:
-        missing = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise BaselineRefused(f"not an accsim result file ({missing}); write baselines "
-                              "with `accsim run --json`", file=path) from None
+        validate_model(data, Baseline, file=path)
+    except AccsimError as exc:
+        missing = exc.rule.startswith("required field is missing") and exc.field
+        detail = f"missing {exc.field.rpartition('.')[2]!r}" if missing else exc.rule
+        raise BaselineRefused(f"not an accsim result file ({detail}); write baselines "
+                              "with `accsim run --json`", file=path,
+                              field=exc.field) from None
     return data
 
 
@@ -210,7 +260,7 @@ def compare(baseline: dict, current: dict, *, path: str, platform,
                                                      for key, label in METRICS)))
     totals = tuple(Change(label, float(baseline["workload"][key]),
                           float(current["workload"][key])) for key, label in METRICS) \
-        if "workload" in baseline else ()
+        if baseline.get("workload") is not None else ()
     return Regression(path, current["manifest"]["inputs"]["platform"]["canonical"]["name"],
                       current["manifest"]["inputs"]["workload"]["canonical"]["name"],
                       tolerance, floor_cycles, floor_energy_pj, compared, totals, warnings,
