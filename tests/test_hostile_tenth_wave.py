@@ -3,7 +3,8 @@ files and study are the forger's, each hashed into packet.json so that every che
 before the rerun passes. Table-driven like tests/test_hostile_ninth_wave.py and run by
 the shared timed runner (tests/timed_cli.py): a refused packet ends in a non-zero exit
 with one error line naming the file, field and rule, within SECONDS, with no traceback,
-and writes no file (as does `accsim regress` of a forged baseline); a packet verify will not trust (a link out of its folder, a study
+and writes no file (as do `accsim regress` of a forged baseline and `accsim review`
+of a study asking for unbounded work); a packet verify will not trust (a link out of its folder, a study
 asking for more than the packet holds) is NOT verified, saying why.
 
 Each row: (id, forge(folder) editing a copy of a genuine small packet in `folder`,
@@ -295,6 +296,15 @@ for dotted, value, fragments in (
                       baseline(setting(dotted, value)), ["b.json", *fragments]))
 
 
+# --- accsim review: a study's latency-throughput curve took any number of loads (a
+# forged study of 100,000 ran for hours) where serve's --sweep-rate takes 1,000 -------
+REVIEW = ["review", "s.yaml", "--out", "o", "--no-cache"]
+CURVE = {**STUDY, "scope": {**STUDY["scope"], "serving": {
+    "rate_per_s": 100, "curve_rates_per_s": [1.0 + i for i in range(1001)]}}}
+REVIEWED = [("a curve of 1,001 loads", {"s.yaml": dump(CURVE), "w.yaml": dump(GEMM)},
+             ["s.yaml", "scope.serving.curve_rates_per_s", "at most 1000"])]
+
+
 def forged(genuine: Path, folder: Path, forge) -> None:
     for name in ("s.yaml", "w.yaml"):
         shutil.copy(genuine / name, folder / name)
@@ -342,4 +352,13 @@ def test_a_forged_baseline_is_one_clear_error(name, make_baseline, fragments, tm
     monkeypatch.chdir(tmp_path)
     _, changed = refused_in(tmp_path, {"b.json": make_baseline}, REGRESS, capsys,
                             SECONDS, fragments)
+    assert not changed
+
+
+@pytest.mark.parametrize("name, files, fragments", REVIEWED,
+                         ids=[re.sub(r"\s+", "_", c[0]) for c in REVIEWED])
+def test_a_hostile_study_is_one_clear_error(name, files, fragments, tmp_path,
+                                            monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _, changed = refused_in(tmp_path, files, REVIEW, capsys, SECONDS, fragments)
     assert not changed

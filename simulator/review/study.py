@@ -32,7 +32,7 @@ from simulator.mapping.plan import Mapping, check_mapping_names
 from simulator.mapping.plan import with_fusion, with_heuristic
 from simulator.precision.precision_plan import PrecisionPlan
 from simulator.review.deployment_scope import DeploymentSearch
-from simulator.serving.spec import MAX_BATCH, MAX_REQUESTS, MAX_TOKENS
+from simulator.serving.spec import MAX_BATCH, MAX_LOADS, MAX_REQUESTS, MAX_TOKENS
 from simulator.sweep.jobs import Plan, make_plan
 from simulator.sweep.sweep_spec import load_sweep
 from simulator.system.parallelism import MAX_CHIPS
@@ -99,7 +99,8 @@ class ServingLoad(Strict):
         "name; its prompts and outputs replace prompt_tokens and output_tokens")
     rate_per_s: PositiveFloat = Field(description="requests/s the SLA must hold at "
                                       "(a trace is scaled to it)")
-    curve_rates_per_s: list[PositiveFloat] = Field(default=[], description="more loads")
+    curve_rates_per_s: list[PositiveFloat] = Field(default=[], max_length=MAX_LOADS,
+                                                   description="more loads")
     requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS)
     prompt_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS, description="LLMs")
     output_tokens: int = Field(default=128, ge=1, le=MAX_TOKENS, description="LLMs")

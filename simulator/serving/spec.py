@@ -29,6 +29,7 @@ MAX_REQUESTS = 1_000_000
 MAX_TOKENS = 2**24
 MAX_SEED = 2**63 - 1
 MAX_RATE = 1e9            # requests/s
+MAX_LOADS = 1000          # the offered rates of one latency-throughput curve
 MAX_HORIZON_S = 1e9       # the last arrival, in simulated seconds
 CV_RANGE = (0.01, 100.0)  # gamma shapes 1e4 .. 1e-4: numpy draws both exactly
 MAX_ERROR_SAMPLES = 1000  # each sample is one exact simulation of an iteration
@@ -46,7 +47,7 @@ class RateSweep(Strict):
 
     low: float = Field(gt=0, le=MAX_RATE, allow_inf_nan=False)
     high: float = Field(gt=0, le=MAX_RATE, allow_inf_nan=False)
-    points: int = Field(ge=2, le=1000)
+    points: int = Field(ge=2, le=MAX_LOADS)
 
     @model_validator(mode="after")
     def _ordered(self) -> RateSweep:
