@@ -3,8 +3,8 @@ files and study are the forger's, each hashed into packet.json so that every che
 before the rerun passes. Table-driven like tests/test_hostile_ninth_wave.py and run by
 the shared timed runner (tests/timed_cli.py): a refused packet ends in a non-zero exit
 with one error line naming the file, field and rule, within SECONDS, with no traceback,
-and writes no file (as do `accsim regress` of a forged baseline and `accsim review`
-of a study asking for unbounded work); a packet verify will not trust (a link out of its folder, a study
+and writes no file (as do `accsim regress` of a forged baseline, `accsim review` of
+a study asking for unbounded work and `accsim calibrate` of a ragged CSV); a packet verify will not trust (a link out of its folder, a study
 asking for more than the packet holds) is NOT verified, saying why.
 
 Each row: (id, forge(folder) editing a copy of a genuine small packet in `folder`,
@@ -304,6 +304,21 @@ CURVE = {**STUDY, "scope": {**STUDY["scope"], "serving": {
 REVIEWED = [("a curve of 1,001 loads", {"s.yaml": dump(CURVE), "w.yaml": dump(GEMM)},
              ["s.yaml", "scope.serving.curve_rates_per_s", "at most 1000"])]
 
+# --- accsim calibrate: a measurement CSV's row of fewer fields than its header was an
+# AttributeError traceback (its missing fields read as None), one of more fields was
+# fitted as if the extra were not there, a field past the csv module's limit was a
+# csv.Error traceback ---------------------------------------------------------------
+CALIBRATE = ["calibrate", "--arch", "tpu_v5e_like", "--measured", "m.csv", "-o",
+             "o.yaml", "--folds", "2"]
+MEASURED = ("operator,shape,dtype,measured_s\n"
+            "gemm,m=8 n=8 k=8,bf16,1e-5\ngemm,m=8 n=16 k=8,bf16,1e-5\n")
+CALIBRATED = [
+    ("a row of one field", MEASURED + "gemm\n", ["m.csv", "line 4", "1 fields", "4"]),
+    ("a row of five fields", MEASURED + "gemm,m=8 n=32 k=8,bf16,1e-5,x\n",
+     ["m.csv", "line 4", "5 fields"]),
+    ("a field of 400,000 characters", MEASURED + "gemm," + "m=8 " * 100_000 + ",bf16,1\n",
+     ["m.csv", "line 4", "malformed CSV", "field limit"])]
+
 
 def forged(genuine: Path, folder: Path, forge) -> None:
     for name in ("s.yaml", "w.yaml"):
@@ -361,4 +376,14 @@ def test_a_hostile_study_is_one_clear_error(name, files, fragments, tmp_path,
                                             monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     _, changed = refused_in(tmp_path, files, REVIEW, capsys, SECONDS, fragments)
+    assert not changed
+
+
+@pytest.mark.parametrize("name, measured, fragments", CALIBRATED,
+                         ids=[re.sub(r"\s+", "_", c[0]) for c in CALIBRATED])
+def test_a_hostile_measurement_file_is_one_clear_error(name, measured, fragments,
+                                                       tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _, changed = refused_in(tmp_path, {"m.csv": measured}, CALIBRATE, capsys, SECONDS,
+                            fragments)
     assert not changed

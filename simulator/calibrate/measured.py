@@ -64,14 +64,31 @@ def read_measured(path: str) -> Measured:
     return Measured(path, sha, measured)
 
 
+def _csv_rows(text: str, file: str):
+    """(line, row by column name) of each row of a measurement CSV, each holding as
+    many fields as its header (a short or long row, or a field past the csv module's
+    limit, is refused naming the line, not read with its fields as None)."""
+    reader = csv.reader(io.StringIO(text))
+    number = 1
+    try:
+        header = next(reader, [])
+        missing = [name for name in COLUMNS if name not in header]
+        if missing:
+            raise AccsimError(f"missing columns {missing} (needed: {', '.join(COLUMNS)})",
+                              file=file, field="header")
+        for number, row in enumerate((row for row in reader if row), start=2):
+            if len(row) != len(header):  # (blank lines skipped, as DictReader skips them)
+                raise AccsimError(f"{len(row)} fields where the header names "
+                                  f"{len(header)}", file=file, field=f"line {number}")
+            yield number, dict(zip(header, row))
+    except csv.Error as exc:
+        raise AccsimError(f"malformed CSV ({exc})", file=file,
+                          field=f"line {number + 1}") from None
+
+
 def _csv_operators(text: str, file: str) -> list:
-    rows = csv.DictReader(io.StringIO(text))
-    missing = [name for name in COLUMNS if name not in (rows.fieldnames or ())]
-    if missing:
-        raise AccsimError(f"missing columns {missing} (needed: {', '.join(COLUMNS)})",
-                          file=file, field="header")
     operators = []
-    for number, row in enumerate(rows, start=2):
+    for number, row in _csv_rows(text, file):
         where = f"line {number}"
         fields = {"name": f"{row['operator']}_{number}", "layer_type": row["operator"],
                   "kind": row["operator"], **_shape(row["shape"], file, where)}

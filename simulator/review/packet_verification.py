@@ -10,7 +10,10 @@ simulated again from the inputs it embeds (review.sweep.rerun_differences). Wher
 of that agrees, the study is reviewed again under the options the packet records
 (review.pipeline) and packet.json compared with what that review makes, and packet.md
 and index.html with what packet.json renders to: the hashes say the files are the ones
-the review wrote, this says packet.json says what they and the study decide."""
+the review wrote, this says packet.json says what they and the study decide.
+A forged packet is bounded before any rerun: each file named once and read only inside
+the packet's folder, all its serving reruns within one work bound, and no second
+review of a study asking for more runs or sweep points than the packet holds."""
 
 from __future__ import annotations
 
