@@ -4,8 +4,9 @@ before the rerun passes. Table-driven like tests/test_hostile_ninth_wave.py and 
 the shared timed runner (tests/timed_cli.py): a refused packet ends in a non-zero exit
 with one error line naming the file, field and rule, within SECONDS, with no traceback,
 and writes no file (as do `accsim regress` of a forged baseline, `accsim review` of
-a study asking for unbounded work and `accsim calibrate` of a ragged CSV); a packet verify will not trust (a link out of its folder, a study
-asking for more than the packet holds) is NOT verified, saying why.
+a study asking for unbounded work and `accsim calibrate` of a ragged CSV); a packet
+verify will not trust (a link out of its folder, a study asking for more than the
+packet holds) is NOT verified, saying why.
 
 Each row: (id, forge(folder) editing a copy of a genuine small packet in `folder`,
 fragments the error line, or verify's report, holds).

@@ -188,8 +188,8 @@ def verify_packet(packet_path: str, packet: dict, *,
     agree, review its study again and compare packet.json and the pages rendered from
     it; `verify_file` checks one run result file as `accsim verify` does; a serving
     result over verify's work bound (all of them together: checked before any is
-    served) is refused unless `allow_long` (serving.verification); `cache`, `no_cache`: the run cache the rebuild reads, as
-    `accsim review` takes them."""
+    served) is refused unless `allow_long` (serving.verification); `cache`,
+    `no_cache`: the run cache the rebuild reads, as `accsim review` takes them."""
     folder = Path(packet_path).parent
     index = validate_model(packet, PacketIndex, file=packet_path)
     changed = [c for c in [_file_change("study", Path(anchor(index.study.path, folder)),

@@ -25,8 +25,9 @@ from simulator.verification.rerun import Verification, comparable, differences, 
 WORK_PER_SERVE = DEFAULT_REQUESTS * (512 + 128)
 MAX_VERIFY_WORK = 100 * WORK_PER_SERVE
 # What each load costs beyond its requests (its arrivals, cost tables, percentiles and
-# memory tails: about 26 ms, some 2,000 plain requests' worth), so a forged curve of a
-# hundred thousand loads of a few requests each is refused, not served for an hour.
+# memory tails: about 26 ms measured), counted as a hundredth of the shipped example's
+# work, so a forged curve of a hundred thousand loads of a few requests each is
+# refused, not served for an hour.
 WORK_PER_LOAD = WORK_PER_SERVE // 100
 
 
