@@ -44,6 +44,11 @@ MAX_PLATFORM_INT = 2**48
 # Any per-event cycle count (a latency, a setup, cycles per element, an overhead): 2**32
 # is seconds per event at GHz clocks; beyond it the searches' own int64 bounds wrap.
 MAX_EVENT_CYCLES = 2**32
+# An array's rows or columns: 256x the largest side a shipped or published array has
+# (256). Beyond it one step's fill and drain alone pass 2**17 cycles, and a program's
+# float counters can pass what doubles sum exactly, which sends them down the
+# step-by-step sum (simulator.lowering.nest: a 7e7-wide array ran for minutes).
+MAX_ARRAY_SIDE = 2**16
 # Elements of any one operand tensor of one operator instance.
 MAX_TENSOR_ELEMENTS = 2**48
 
@@ -177,6 +182,12 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
             raise AccsimError(f"{value} is larger than the {said} (int64 cycles would "
                               "overflow)", file=platform_source, field=field)
     array = platform.systolic_array
+    for side in ("rows", "cols"):
+        if getattr(array, side) > MAX_ARRAY_SIDE:
+            raise AccsimError(f"{getattr(array, side)} is larger than the "
+                              f"{MAX_ARRAY_SIDE:,} accsim accepts for an array's side "
+                              "(256x the largest array built)", file=platform_source,
+                              field=f"systolic_array.{side}")
     bytes_per_cycle = platform.bytes_per_cycle
     total = 0.0
     for op in workload.operators:

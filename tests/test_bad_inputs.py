@@ -186,6 +186,12 @@ for field, value in (("systolic_array.rows", 2**63 - 1), ("offchip.latency_cycle
          {"p.yaml": dump(changed(PLATFORM, field, value)), "w.yaml": WORKLOAD_FILE},
          "p.yaml", field)
 LARGE = {"name": "w", "operators": [{**GEMM, "m": 4096, "n": 4096, "k": 4096}]}
+# An array of 7e7 x 7e7 ran its 4096^3 GEMM's float counters step by step for minutes.
+for wide, narrow in (("rows", "cols"), ("cols", "rows")):
+    case(f"run systolic_array.{wide} 7e7", RUN,
+         {"p.yaml": dump(changed(changed(PLATFORM, f"systolic_array.{wide}", 7 * 10**7),
+                                 f"systolic_array.{narrow}", 128)),
+          "w.yaml": dump(LARGE)}, "p.yaml", f"systolic_array.{wide}", "65,536")
 for label, bandwidth in (("bandwidth 1e-300", 1e-300), ("bandwidth 1e-16", 1e-16)):
     case(f"run {label}", RUN,
          {"p.yaml": dump(changed(PLATFORM, "offchip.bandwidth_gbps", bandwidth)),
