@@ -35,9 +35,9 @@ def colocated_points(chips_per_replica, replicas, budget_chips: int, per_split: 
                      limit: int) -> int:
     """How many co-located points sweep.deploy.deployments lays out on one platform
     (each chip count's T x P splits x the replica counts within the budget x
-    `per_split`, the batching, max batch and precision values), counted without laying
-    them out, so that a grid of millions of points is measured in microseconds; the
-    count stops once past `limit` (a number over it is returned)."""
+    `per_split`, the batching, max batch and precision values), counted in one pass
+    over the chip counts without laying the points out (a forged grid may hold
+    millions); the count stops once past `limit` (a number over it is returned)."""
     ordered, total = sorted(set(replicas)), 0
     for chips in sorted(set(chips_per_replica)):
         within = bisect.bisect_right(ordered, budget_chips // chips)
