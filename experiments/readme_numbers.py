@@ -11,7 +11,10 @@ The block is (an excerpt of) what the command prints: every line of it must be a
 of the command's output, in order, blank lines and `...` lines skipped (a table row
 may be quoted with its last columns left out). A marker
 without a command (`<!-- accsim-example -->`) takes its commands from the block's own
-`$ accsim ...` lines, each followed by its output. Commands run 400 columns wide (every
+`$ accsim ...` lines, each followed by its output. A command must also exit as its
+block shows: 1 where the block shows an `accsim: error:` or a `FAIL:` line, 0 otherwise
+(the rule tests/test_docs_examples.py applies to unmarked blocks; it leaves marked ones
+to this check). Commands run 400 columns wide (every
 table in one piece, as with --wide) unless the marker names a width:
 `<!-- accsim-example columns=80: accsim compare ... -->`. Lines are compared with runs of
 spaces and table rules collapsed (a terminal's width changes padding, not figures) and
@@ -80,7 +83,7 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
@@ -124,6 +127,8 @@ LANG = re.compile(r"^\s*(?:```+|~~~+)\s*(?P<lang>[\w+-]*)")
 PATH = re.compile(r"(?<!\S)(?:\.\.\.|/)[^\s:]*/(?P<name>[^/\s:]+)")
 SHELL = set("|&;<>`$(){}")
 PROMPT = "$ "
+# A quoted line that shows its command failing (expected_exit).
+SHOWN_FAILURES = ("accsim: error:", "FAIL:")
 TIMEOUT_S = 600
 
 
@@ -154,6 +159,8 @@ class Prose:
 
 @dataclass(frozen=True)
 class Mismatch:
+    """A quoted line no output line matches."""
+
     file: Path
     line: int
     quoted: str
@@ -164,6 +171,28 @@ class Mismatch:
             "no output line has these words" if not self.quoted.startswith("figure ") \
             else "no number the marked commands print rounds to it"
         return f"{self.file}:{self.line}: quoted: {self.quoted.strip()}\n    {now}"
+
+
+@dataclass(frozen=True)
+class WrongExit:
+    """A command that exited otherwise than its block shows."""
+
+    file: Path
+    line: int
+    argv: tuple[str, ...]
+    shown: int      # the exit status the block shows (expected_exit)
+    got: int | None  # None: it ran over its time
+
+    def __str__(self) -> str:
+        got = "ran over its time" if self.got is None else f"exited {self.got}"
+        return (f"{self.file}:{self.line}: `accsim {shlex.join(self.argv)}` {got}; the "
+                f"block shows exit {self.shown}")
+
+
+def expected_exit(quoted: list[str]) -> int:
+    """The exit status a block's quoted lines show: 1 with an error or a failure line,
+    0 otherwise."""
+    return 1 if any(line.strip().startswith(SHOWN_FAILURES) for line in quoted) else 0
 
 
 def command_argv(text: str, where: str) -> list[str]:
@@ -452,7 +481,7 @@ class Outputs:
     unrun: list = field(default_factory=list)    # of those, read from the cache
 
     def __call__(self, argv: list[str], columns: int,
-                 files: dict[str, str] | None = None) -> list[str]:
+                 files: dict[str, str] | None = None) -> Printed:
         write_inputs(self.scratch, files or {})
         if self.cache is None:
             return output(argv, self.scratch, self.timeout_s, columns)
@@ -465,31 +494,38 @@ class Outputs:
         kept = self.cache / f"{key.hexdigest()}.json"
         if kept.is_file():
             self.unrun.append((argv, columns))
-            return json.loads(kept.read_text(encoding="utf-8"))
+            return Printed(**json.loads(kept.read_text(encoding="utf-8")))
         for earlier_argv, earlier_columns in self.unrun:  # what they write, first
             output(earlier_argv, self.scratch, self.timeout_s, earlier_columns)
         self.unrun.clear()
         printed = output(argv, self.scratch, self.timeout_s, columns)
-        if not any(line.startswith("(accsim ") and " ran over " in line
-                   for line in printed[:1]):
+        if printed.status is not None:  # a command that ran over its time: run again
             self.cache.mkdir(parents=True, exist_ok=True)
             staged = kept.with_suffix(f".{os.getpid()}.tmp")
-            staged.write_text(json.dumps(printed), encoding="utf-8")
+            staged.write_text(json.dumps(asdict(printed)), encoding="utf-8")
             os.replace(staged, kept)
         return printed
 
 
+@dataclass(frozen=True)
+class Printed:
+    """What a command printed (stdout then stderr, as lines) and its exit status (None:
+    it ran over its time)."""
+
+    lines: list[str]
+    status: int | None
+
+
 def output(argv: list[str], scratch: Path, timeout_s: int,
-           columns: int = COLUMNS) -> list[str]:
-    """What `accsim ARGV` prints (stdout then stderr), run in the scratch folder at
-    `columns` wide."""
+           columns: int = COLUMNS) -> Printed:
+    """What `accsim ARGV` prints, run in the scratch folder at `columns` wide."""
     env = {**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1", "TERM": "dumb"}
     try:
         done = subprocess.run([sys.executable, "-m", "simulator.cli", *argv], cwd=scratch,
                               capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
-        return [f"(accsim {shlex.join(argv)} ran over {timeout_s} s)"]
-    return (done.stdout + done.stderr).splitlines()
+        return Printed([f"(accsim {shlex.join(argv)} ran over {timeout_s} s)"], None)
+    return Printed((done.stdout + done.stderr).splitlines(), done.returncode)
 
 
 def cut_to(quoted: str, printed: str) -> str:
@@ -533,10 +569,11 @@ def scratch_folder(folder: Path) -> Path:
     return folder
 
 
-def check_page(path: Path, *, update: bool, timeout_s: int,
-               cache: Path | None = None, digest: str = "") -> list[Mismatch]:
+def check_page(path: Path, *, update: bool, timeout_s: int, cache: Path | None = None,
+               digest: str = "") -> list[Mismatch | WrongExit]:
     """A page's examples and checked paragraphs rerun; with `update`, example lines
-    whose figures moved rewritten in place."""
+    whose figures moved rewritten in place (a wrong exit status is only ever listed).
+    A paragraph's commands may exit either way: prose may quote a refusal's figures."""
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     stripped = [line.rstrip("\n") for line in lines]
@@ -545,14 +582,18 @@ def check_page(path: Path, *, update: bool, timeout_s: int,
     with tempfile.TemporaryDirectory(prefix="accsim-readme-") as scratch:
         run_command = Outputs(scratch_folder(Path(scratch)), timeout_s, cache, digest)
         for run in runs:
-            for at, mismatch in compare(path, run, run_command(run.argv, run.columns,
-                                                                  run.files)):
+            printed = run_command(run.argv, run.columns, run.files)
+            shown = expected_exit([text for _, text in run.expected])
+            if printed.status != shown:
+                mismatches.append(WrongExit(path, run.line, tuple(run.argv), shown,
+                                            printed.status))
+            for at, mismatch in compare(path, run, printed.lines):
                 if update and mismatch.printed is not None:
                     lines[at] = run.indent + mismatch.printed + "\n"
                 else:
                     mismatches.append(mismatch)
         for paragraph in prose:
-            mismatches += compare_prose(path, paragraph, [run_command(argv, COLUMNS)
+            mismatches += compare_prose(path, paragraph, [run_command(argv, COLUMNS).lines
                                                           for argv in paragraph.argvs])
     if update and "".join(lines) != text:
         path.write_text("".join(lines), encoding="utf-8")
@@ -608,9 +649,11 @@ def main(argv: list[str] | None = None) -> int:
             mismatches += found
     for mismatch in mismatches:
         print(mismatch)
+    wrong_exits = sum(isinstance(found, WrongExit) for found in mismatches)
     verb = "differ" if args.check else "could not be regenerated"
     print(f"{paragraphs_seen} paragraphs of prose figures checked")
-    print(f"{examples_seen} example commands; {len(mismatches)} quoted lines {verb}")
+    print(f"{examples_seen} example commands; {len(mismatches) - wrong_exits} quoted "
+          f"lines {verb}; {wrong_exits} commands exited otherwise than shown")
     return 1 if mismatches else 0
 
 

@@ -9,9 +9,12 @@ What runs:
   ...`, `# bad.yaml`) is written under that name for the page's later shell blocks.
 - shell blocks (no language, sh, bash, console, shell, or text): a `$ ` line is a command and the
   lines under it are its output; in a block without prompts every line that starts with
-  `accsim ` or `python ` is a command. An `<!-- accsim-example: CMD -->` marker's CMD
-  runs for its block. `pip install` lines are skipped; other programs (`head`, `dask`)
-  are shown, not run.
+  `accsim ` or `python ` is a command. `pip install` lines are skipped; other programs
+  (`head`, `dask`) are shown, not run.
+- A block under an `<!-- accsim-example ... -->` marker is left to
+  experiments/readme_numbers.py, which runs its commands (accsim ones only), compares
+  the lines it quotes and holds each command to the exit status rule below. CI runs it
+  before the tests, and tests/test_docs_figures.py runs it within them.
 - yaml blocks must parse.
 
 How: a command is plain arguments (a pipe, redirection or `&&` fails the case: one
@@ -21,8 +24,7 @@ interpreter, in a fresh scratch folder whose entries link to the repository's to
 stays. A trailing `# NAME.yaml: YAML` comment writes that small input first (the docs'
 way to show one inline). A command whose shown output has an `accsim: error:` line must
 exit 1 and print that line (a path compared by its file name); one whose output shows
-`FAIL:` must exit 1; any other must exit 0. The figures a block quotes are not compared here (experiments/readme_numbers.py
-does that for marked blocks).
+`FAIL:` must exit 1; any other must exit 0.
 
 A block opts out only with `<!-- not-run: REASON -->` just before it, REASON saying why.
 """
@@ -44,14 +46,14 @@ from timed_cli import HANG_S, cpu_limit
 
 # The docs check's rule for a command's input shown on the page, shared so that both
 # write the same files.
-from experiments.readme_numbers import fenced_block, inline_file, named_file, write_inputs
+from experiments.readme_numbers import (MARKER, fenced_block, inline_file, named_file,
+                                        write_inputs)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md",
          *sorted(p for p in (ROOT / "docs").rglob("*.md") if "hooks" not in p.parts)]
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")
 COMMENT = re.compile(r"^\s*<!--(?P<body>.*?)-->\s*$")
-EXAMPLE = re.compile(r"^\s*accsim-example\s*(?::\s*(?P<command>.*?))?\s*$")
 NOT_RUN = re.compile(r"^\s*not-run\s*:?(?P<reason>.*?)\s*$")
 SHELL_LANGS = {"", "sh", "bash", "console", "shell", "shell-session"}
 PYTHON_LANGS = {"python", "py", "pycon"}
@@ -73,7 +75,7 @@ class Block:
     line: int                      # 1-based, of the opening fence
     lang: str
     lines: list[str]
-    example: str | None = None     # an accsim-example marker's command
+    marked: bool = False           # under an accsim-example marker (not a case here)
     not_run: str | None = None     # an opt-out's reason
 
     @property
@@ -113,8 +115,8 @@ def _read_markers(block: Block, lines: list[str], index: int) -> None:
     while above >= 0 and not lines[above].strip():
         above -= 1
     while above >= 0 and (comment := COMMENT.match(lines[above])):
-        if example := EXAMPLE.match(comment["body"]):
-            block.example = example["command"] or ""
+        if MARKER.match(lines[above]):
+            block.marked = True
         elif skip := NOT_RUN.match(comment["body"]):
             block.not_run = skip["reason"].lstrip(":").strip()
         above -= 1
@@ -139,8 +141,6 @@ def joined(lines: list[str]) -> list[tuple[int, str]]:
 def shell_commands(block: Block) -> list[Command]:
     """The commands a shell block shows, each with the output lines under it."""
     lines = joined(block.lines)
-    if block.example:
-        return [Command(block.example, block.line - 1, [text for _, text in lines])]
     prompted = any(text.startswith("$ ") for _, text in lines)
     commands: list[Command] = []
     for at, text in lines:
@@ -167,8 +167,8 @@ def cases() -> list[Block]:
         for block in page_blocks(page):
             if block.lang in PYTHON_LANGS or block.lang in ("yaml", "yml"):
                 found.append(block)
-            elif block.lang in SHELL_LANGS | {"text"} and (
-                    block.example is not None or any(map(runnable, shell_commands(block)))):
+            elif block.lang in SHELL_LANGS | {"text"} and not block.marked and any(
+                    map(runnable, shell_commands(block))):
                 found.append(block)
     return found
 
@@ -300,6 +300,8 @@ def test_the_collector_sees_the_pages_examples():
     vacuously), and each opt-out says why."""
     names = [b.name for b in CASES]
     assert any(n.startswith("docs/howto/python-api.md") for n in names)
+    marked = [b for page in PAGES for b in page_blocks(page) if b.marked]
+    assert len(marked) >= 10 and not any(b.marked for b in CASES)
     assert sum(b.lang in SHELL_LANGS for b in CASES) >= 10
     assert all(b.not_run for b in CASES if b.not_run is not None)
 
@@ -326,8 +328,9 @@ def test_the_parser_reads_prompts_outputs_markers_and_continuations(tmp_path):
     page.write_text("text\n<!-- not-run: needs a cluster -->\n\n```\n$ accsim run \\\n"
                     "  --arch tpu_v1\nresnet50_b1 on tpu_v1\n$ head x\n```\n"
                     "- item\n\n  ```\n  accsim map   # m.yaml: {a: 1}\n  pip install x\n"
-                    "  ```\n")
-    first, second = page_blocks(page)
+                    "  ```\n<!-- accsim-example columns=80: accsim run -->\n```\nx\n```\n")
+    first, second, third = page_blocks(page)
+    assert (first.marked, second.marked, third.marked) == (False, False, True)
     assert first.not_run == "needs a cluster" and first.line == 4
     commands = shell_commands(first)
     assert [c.text for c in commands] == ["accsim run --arch tpu_v1", "head x"]

@@ -83,6 +83,29 @@ def test_a_line_the_command_never_prints_is_listed(example):
     assert done.returncode == 1 and "no output line has these words" in done.stdout
 
 
+REFUSED = "accsim run --max-memory 10K"  # refused at once, with one error line
+
+
+def test_a_command_must_exit_as_its_block_shows(tmp_path):
+    """A block that shows an `accsim: error:` line passes only where its command exits 1;
+    a block that shows none fails where the command exits 1, even with every quoted
+    line printed (the rule tests/test_docs_examples.py leaves marked blocks to)."""
+    refusal = subprocess.run([sys.executable, "-m", "simulator.cli", *REFUSED.split()[1:]],
+                             capture_output=True, text=True, timeout=300)
+    assert refusal.returncode == 1
+    error = next(line for line in refusal.stderr.splitlines()
+                 if line.startswith("accsim: error:"))
+    shown = page(tmp_path, f"<!-- accsim-example -->\n```\n$ {REFUSED}\n{error}\n```\n")
+    done = script("--check", str(shown))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 commands exited otherwise than shown" in done.stdout
+    quiet = page(tmp_path, f"<!-- accsim-example -->\n```\n$ {REFUSED}\n...\n```\n")
+    done = script("--check", str(quiet))
+    assert done.returncode == 1
+    assert f"{quiet}:3: `{REFUSED}` exited 1; the block shows exit 0" in done.stdout
+    assert "0 quoted lines differ; 1 commands exited otherwise than shown" in done.stdout
+
+
 @pytest.mark.parametrize("marker, problem", [
     ("<!-- accsim-example: rm -rf / -->\n```\nx\n```\n", "only `accsim ...` commands"),
     ("<!-- accsim-example: accsim run > out.txt -->\n```\nx\n```\n", "shell syntax"),
@@ -142,9 +165,10 @@ def test_the_cache_reruns_nothing_for_an_unchanged_tree(example, tmp_path):
     cache = tmp_path / "cache"
     assert script("--check", "--cache", str(cache), str(path)).returncode == 0
     kept, = cache.glob("*.json")
-    lines = json.loads(kept.read_text())
-    kept.write_text(json.dumps([line.replace(" cycles = ", "1 cycles = ")
-                                for line in lines]))
+    printed = json.loads(kept.read_text())
+    assert printed["status"] == 0
+    kept.write_text(json.dumps({**printed, "lines": [
+        line.replace(" cycles = ", "1 cycles = ") for line in printed["lines"]]}))
     done = script("--check", "--cache", str(cache), str(path))
     assert done.returncode == 1 and f"{path}:3: quoted: {cycles}" in done.stdout
 
