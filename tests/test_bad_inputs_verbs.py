@@ -136,6 +136,7 @@ case("serve find-max-rate without sla", SERVE + ["--find-max-rate"], SERVE_FILES
      "find_max_rate")
 case("serve csv without sweep", SERVE + ["--rate", "10", "--csv", "c.csv"], SERVE_FILES,
      "--csv")
+case("serve without a rate or a spec", SERVE, SERVE_FILES, "--rate: ", "needs a rate")
 for flag, path, fragment in (("--json", "no/r.json", "no/r.json"),
                              ("--json", ".", "directory"), ("--plot", "p.xyz", "p.xyz"),
                              ("--plot", "no/p.png", "no/p.png")):

@@ -104,7 +104,8 @@ def spec_from_args(args: argparse.Namespace) -> ServeSpec:
     except AccsimError as exc:
         error = exc
     name = (error.field or "").split(".")[0]
-    if name in flags:  # name the flag the user typed
+    if name in flags or (args.spec is None and name in FLAG_NAMES):
+        # the flag the user typed, or, with no spec file, the one to type
         raise AccsimError(error.rule, field=FLAG_NAMES.get(name, name)) from None
     raise AccsimError(error.rule, file=args.spec or None, field=error.field) from None
 
