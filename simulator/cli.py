@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import NoReturn
 
+from simulator import MODEL_VERSION, __version__
 from simulator.errors import AccsimError
 from simulator.output.terminal import plain
 
@@ -78,6 +79,10 @@ def build_parser(verbs: Iterable[str] | None = None) -> argparse.ArgumentParser:
     parser = _OneLineErrors(
         prog="accsim", description="Cycle-approximate simulator of systolic-array ML "
         "accelerators.")
+    parser.add_argument("--version", action="version", help="print the version of "
+                        "accsim and of its timing model (results record both) and exit",
+                        version=f"accsim {__version__}, MODEL_VERSION "
+                        f"{MODEL_VERSION}")
     commands = parser.add_subparsers(dest="command", required=True)
     chosen = set(VERBS) if verbs is None else set(verbs)
     for verb, (module, help_text) in VERBS.items():
@@ -108,7 +113,7 @@ def _start_up() -> Iterator[None]:
 
 def named_verb(argv: list[str]) -> list[str]:
     """The verb an argument list runs (its first word not an option: accsim itself takes
-    no option but --help), as a list of none or one."""
+    no option but --help and --version), as a list of none or one."""
     return [word for word in argv if not word.startswith("-")][:1]
 
 

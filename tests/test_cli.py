@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import simulator
 from simulator.cli import main
 
 GEMM_WORKLOAD = """\
@@ -130,6 +131,16 @@ def test_accsim_alone_lists_the_verbs(capsys):
     assert main([]) == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: accsim") and "plan-deployment" in err and "serve" in err
+
+
+def test_version_names_accsim_and_its_timing_model(capsys):
+    """`accsim --version`: the two versions a result records (accsim_version and the
+    model version its figures follow), exit 0."""
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == (
+        f"accsim {simulator.__version__}, MODEL_VERSION {simulator.MODEL_VERSION}")
 
 
 def test_no_traceback_from_the_process(tmp_path):

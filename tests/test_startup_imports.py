@@ -20,6 +20,7 @@ CASES = {
     "import": "pass",
     "help": "cli.build_parser([]).format_help()",
     "main --help": "cli.main(['--help'])",
+    "main --version": "cli.main(['--version'])",
     "schema": "cli.main(['schema', 'platform'])",
     "check": "cli.main(['check', 'tpu_v1'])",
     "check workload": "cli.main(['check', 'resnet50_b1'])",
