@@ -103,7 +103,19 @@ def test_misspelt_platform_key_is_reported_before_the_key_it_replaced(tmp_path,
     raw["systolic_array"]["colums"] = raw["systolic_array"].pop("cols")
     message = platform_error(tmp_path, raw)
     assert "systolic_array.colums: " in message
-    assert "unknown field" in message and "1 more error" in message
+    assert "unknown field" in message and "(missing too: systolic_array.cols)" in message
+    assert "more error" not in message
+
+
+def test_a_platform_written_from_scratch_names_the_fields_it_lacks(tmp_path,
+                                                                   platform_raw):
+    """Every missing field is named at once (up to MISSING_NAMED, then a count), so a
+    platform written from scratch is not completed one rerun per field."""
+    raw = {"name": "mine", "clock_ghz": 1.0, "systolic_array": {"rows": 8, "cols": 8}}
+    message = platform_error(tmp_path, raw)
+    required = [key for key in platform_raw if key not in raw and key in message]
+    assert "systolic_array.dataflows: required field is missing (missing too: " in message
+    assert len(required) >= 3 and " more)" in message and "more error" not in message
 
 
 def test_misspelt_operator_key(tmp_path):

@@ -48,6 +48,8 @@ MAX_INPUT_BYTES = 64 * 2**20
 # Deepest nesting of lists and mappings accepted in YAML and JSON inputs (the schemas
 # need 4; a deeper file is refused before the parser's recursion gets near Python's).
 MAX_NESTING = 64
+# The other missing fields an error names (then a count): a line, not a schema.
+MISSING_NAMED = 6
 
 
 @dataclass(frozen=True)
@@ -404,8 +406,10 @@ def validate_model(raw, model: type[Model], *, file: str) -> Model:
 
 def validation_error(exc: ValidationError, raw: dict, *, file: str,
                      model: type[BaseModel] | None = None) -> AccsimError:
-    """The first pydantic error as an AccsimError; the count of the rest is appended.
-    With the `model` validated, an unknown field names the closest known one."""
+    """The first pydantic error as an AccsimError; the other missing fields are named
+    (a file written from scratch lacks several at once) and the count of the rest is
+    appended. With the `model` validated, an unknown field names the closest known
+    one."""
     errors = exc.errors()
     # A misspelt key also makes the correct key missing: report the misspelling first.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
@@ -415,12 +419,24 @@ def validation_error(exc: ValidationError, raw: dict, *, file: str,
         rule = "unknown field (misspelt?)" + did_you_mean(first["loc"], model)
     elif first["type"] == "missing":
         rule = "required field is missing"
-        # The missing key is absent from the input, so field_path cannot see it.
-        parent = first["loc"][:-1]
-        field = (f"{field_path(parent, raw)}." if parent else "") + str(first["loc"][-1])
-    if len(errors) > 1:
-        rule += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+        field = _missing_path(first["loc"], raw)
+    missing = [_missing_path(e["loc"], raw) for e in errors
+               if e is not first and e["type"] == "missing"]
+    if missing:
+        unnamed = len(missing) - MISSING_NAMED
+        rule += f" (missing too: {', '.join(missing[:MISSING_NAMED])}" + (
+            f" and {unnamed} more)" if unnamed > 0 else ")")
+    others = len(errors) - 1 - len(missing)
+    if others:
+        rule += f" (and {others} more error{'s' if others > 1 else ''})"
     return AccsimError(rule, file=file, field=field)
+
+
+def _missing_path(loc: tuple, raw: dict) -> str:
+    """The dotted path of a missing key (absent from the input, so field_path cannot
+    see it: its parent's path and the key)."""
+    parent = loc[:-1]
+    return (f"{field_path(parent, raw)}." if parent else "") + str(loc[-1])
 
 
 def did_you_mean(loc: tuple, model: type[BaseModel] | None) -> str:
