@@ -27,7 +27,7 @@ from simulator.errors import AccsimError
 from simulator.inputs.loader import dump_json, refuse_empty_name, validate_model
 from simulator.options.catalog import add_options
 from simulator.output import progress
-from simulator.output.files import check_output_path, write_file
+from simulator.output.files import check_distinct_outputs, check_output_path, write_file
 from simulator.output.terminal import console as report_console
 
 # k of the k-fold cross-validation: each fold a fit of its own (seconds each).
@@ -38,10 +38,15 @@ def handle(args: argparse.Namespace) -> int:
     check_output_path(args.output, "output", (".yaml", ".yml"))
     if args.json is not None and args.json != "-":
         check_output_path(args.json, "json", (".json",))
+    check_distinct_outputs(args, ("output", "json"))
     inputs = load_inputs(args.arch, None, None)
     platform = inputs.platform
     file = inputs.platform_source.path if inputs.platform_source else platform.name
     ranges = assumed_ranges(platform)
+    if not ranges:  # before any measurement is read or simulated
+        raise AccsimError("no value is assumed with a range of some width (provenance: "
+                          "kind assumed, range [low, high]): nothing to fit", file=file,
+                          field="provenance")
     in_range(args.folds, "--folds", low=2, high=MAX_FOLDS)
     chosen = names(args.fit, "--fit") or list(ranges)
     unknown = [name for name in chosen if name not in ranges]

@@ -67,8 +67,10 @@ def read_measured(path: str) -> Measured:
 def _csv_rows(text: str, file: str):
     """(line, row by column name) of each row of a measurement CSV, each holding as
     many fields as its header (a short or long row, or a field past the csv module's
-    limit, is refused naming the line, not read with its fields as None)."""
-    reader = csv.reader(io.StringIO(text))
+    limit, is refused naming the line, not read with its fields as None). A leading
+    byte-order mark (a spreadsheet's UTF-8) is dropped; a column named twice is
+    refused, not read from its last copy."""
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
     number = 1
     try:
         header = next(reader, [])
@@ -76,6 +78,10 @@ def _csv_rows(text: str, file: str):
         if missing:
             raise AccsimError(f"missing columns {missing} (needed: {', '.join(COLUMNS)})",
                               file=file, field="header")
+        twice = [name for name in COLUMNS if header.count(name) > 1]
+        if twice:
+            raise AccsimError(f"column {twice[0]!r} appears {header.count(twice[0])} "
+                              "times; keep one", file=file, field="header")
         for number, row in enumerate((row for row in reader if row), start=2):
             if len(row) != len(header):  # (blank lines skipped, as DictReader skips them)
                 raise AccsimError(f"{len(row)} fields where the header names "
@@ -113,12 +119,16 @@ def _csv_operators(text: str, file: str) -> list:
 
 def _shape(text: str, file: str, where: str) -> dict:
     """`m=128 n=256 k=64` (spaces or semicolons between): whole numbers stay numbers,
-    anything else (an elementwise op's name) stays text."""
+    anything else (an elementwise op's name) stays text. A key given twice, or one a
+    column gives (kind, dtype, measured_s), is refused: neither copy would be sure."""
     fields = {}
     for part in text.replace(";", " ").split():
         key, sep, value = part.partition("=")
         if not sep or not key or not value:
             raise AccsimError(f"shape {text!r}: {part!r} is not key=value", file=file,
                               field=where)
+        if key in fields or key in ("kind", "dtype", "measured_s"):
+            said = "is given twice" if key in fields else "is a column's, not the shape's"
+            raise AccsimError(f"shape {text!r}: {key!r} {said}", file=file, field=where)
         fields[key] = int(value) if value.isascii() and value.isdigit() else value
     return fields

@@ -55,6 +55,11 @@ RATE_UNITS = ("samples/s", "inferences/s", "tokens/s")
 # a part runs at most 1e12 times; a measured time lies between a nanosecond and 1e9 s.
 MAX_TIMES = 1e12
 SECONDS = (1e-9, 1e9)
+# Measurements in one file, and parts of one measurement: each part is parsed and
+# simulated many times over in the fit (the shipped file holds 52 measurements of at
+# most two parts); a file of tens of thousands ran for many minutes before any output.
+MAX_MEASUREMENTS = 1_000
+MAX_PARTS = 100
 # Options of `accsim run` a measurement may not give: outputs, and what is not a run of
 # the platform as written (a power cap lowers its clock; the fit never applies one).
 REFUSED = ("json", "csv", "plot", "trace", "sheet", "sheet_best", "sheet_search",
@@ -81,7 +86,7 @@ class Measurement(BaseModel):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
     run: str | None = Field(default=None, min_length=1)
-    runs: list[Part] | None = Field(default=None, min_length=1)
+    runs: list[Part] | None = Field(default=None, min_length=1, max_length=MAX_PARTS)
     value: int | float = Field(gt=0, allow_inf_nan=False)
     unit: str
     items: int | float | None = Field(default=None, gt=0, allow_inf_nan=False,
@@ -124,7 +129,7 @@ class Measurement(BaseModel):
 class MeasurementFile(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    measurements: list[Measurement] = Field(min_length=1)
+    measurements: list[Measurement] = Field(min_length=1, max_length=MAX_MEASUREMENTS)
 
     @model_validator(mode="after")
     def _names_unique(self) -> MeasurementFile:

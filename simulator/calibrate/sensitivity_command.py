@@ -17,7 +17,7 @@ from simulator.output.escape import csv_text
 from simulator.output.figure import pyplot, save_figure
 from simulator.inputs.loader import dump_json
 from simulator.options.catalog import add_options
-from simulator.output.files import check_output_path, write_file
+from simulator.output.files import check_distinct_outputs, check_output_path, write_file
 from simulator.precision.applied import applied as applied_precision
 from simulator.output.terminal import console as report_console
 
@@ -30,6 +30,7 @@ def handle(args: argparse.Namespace) -> int:
                                    (args.plot, "plot", PLOT_SUFFIXES)):
         if path is not None and not (option == "json" and path == "-"):  # --json -: printed
             check_output_path(path, option, suffixes)
+    check_distinct_outputs(args, ("json", "csv", "plot"))
     args.arch = [args.arch]
     (inputs,), _ = compared_inputs(args)
     inputs, _ = applied_precision(args.precision, inputs, single_chip=True)

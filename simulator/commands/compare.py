@@ -21,8 +21,8 @@ from simulator.frontends import import_command
 from simulator.frontends.hf import llm_command as hf_command
 from simulator.inputs.loader import dump_json
 from simulator.options.catalog import add_options
-from simulator.output.files import (check_output_options, check_output_path, write_file,
-                                     writing)
+from simulator.output.files import (check_distinct_outputs, check_output_options,
+                                     check_output_path, write_file, writing)
 from simulator.present.plots import write_compare_plot
 from simulator.precision.applied import applied as applied_precision
 from simulator.simulate import Inputs
@@ -70,6 +70,7 @@ def handle(args: argparse.Namespace) -> int:
     args.metric = args.metric or "time_s"
     if args.robust_json is not None and args.robust_json != "-":
         check_output_path(args.robust_json, "robust-json", (".json",))
+        check_distinct_outputs(args, (*OUTPUT_SUFFIXES, "robust_json"))
     every, llm = compared_inputs(args)
     chosen = [applied_precision(args.precision, inputs, single_chip=plan.single_chip)
               for inputs in every]

@@ -157,7 +157,7 @@ def earlier_degrees(data: bytes | None, shown: str) -> set[int]:
     try:
         degrees = yaml.safe_load(data)["tp_degrees"]
         return {int(d) for d in degrees}
-    except (yaml.YAMLError, KeyError, TypeError, ValueError):
+    except (yaml.YAMLError, KeyError, TypeError, ValueError, RecursionError):
         raise AccsimError("an earlier export's meta.yaml has no tp_degrees list",
                           file=shown, field="--output") from None
 

@@ -25,10 +25,16 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
 
 def earlier_rows(data: bytes | None, header: Sequence[str], shown: str) -> list[list[str]]:
     """The rows of a table an earlier export wrote (none when it wrote none), its
-    header checked: a table of another layout is refused, not mixed in."""
+    header checked: a table of another layout is refused, not mixed in, and one the
+    csv module cannot read (a field past its limit) named, not a traceback."""
     if data is None:
         return []
-    rows = list(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))))
+    try:
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8", errors="replace"))))
+    except csv.Error as exc:
+        raise AccsimError(f"an earlier export's table is no CSV accsim wrote ({exc}); "
+                          "export into a new folder", file=shown,
+                          field="--output") from None
     if not rows or rows[0] != list(header):
         raise AccsimError("an earlier export wrote this table with other columns; "
                           "export into a new folder", file=shown, field="--output")

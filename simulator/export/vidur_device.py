@@ -18,6 +18,8 @@ import json
 
 from simulator.errors import AccsimError
 from simulator.export.profile import ModelProfile
+from simulator.inputs.loader import parse_json
+from simulator.system.parallelism import MAX_CHIPS
 
 LAUNCHER = "accsim_vidur.py"
 DEVICE_FILE = "accsim_device.json"
@@ -124,12 +126,18 @@ def model_json(profile: ModelProfile, model_id: str) -> str:
 
 def devices_per_node(earlier: bytes | None, degrees: set[int]) -> int:
     """The chips per node: the largest TP degree of this and earlier exports of the
-    device (Vidur's all_reduce filter asks devices_per_node == T)."""
+    device (Vidur's all_reduce filter asks devices_per_node == T); an earlier count
+    that is no TP degree accsim exports (1 to MAX_CHIPS) is refused."""
     largest = max(degrees)
     if earlier is not None:
         try:
-            largest = max(largest, int(json.loads(earlier)["num_devices_per_node"]))
-        except (ValueError, KeyError, TypeError):
+            count = parse_json(earlier.decode("utf-8", errors="replace"),
+                               file=DEVICE_FILE)["num_devices_per_node"]
+        except (AccsimError, KeyError, TypeError):
+            count = None
+        if not isinstance(count, int) or isinstance(count, bool) \
+                or not 1 <= count <= MAX_CHIPS:
             raise AccsimError("an earlier export's device file is not accsim's",
-                              file=DEVICE_FILE, field="--output") from None
+                              file=DEVICE_FILE, field="--output")
+        largest = max(largest, count)
     return largest

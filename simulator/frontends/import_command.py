@@ -21,7 +21,7 @@ from simulator.frontends.imported import Imported
 from simulator.frontends.writer import workload_to_yaml
 from simulator.inputs.loader import Source, read_bytes, refuse_empty_name
 from simulator.options.catalog import add_options
-from simulator.output.files import check_output_path, write_file
+from simulator.output.files import check_distinct_outputs, check_output_path, write_file
 from simulator.inputs.workload import Workload
 from simulator.output.terminal import echo
 
@@ -74,6 +74,7 @@ def _import(args: argparse.Namespace) -> int:
     refuse_empty_name(args.file, "file to import", field="FILE")
     if args.output is not None:
         check_output_path(args.output, "output")
+        check_distinct_outputs(args, ("output",))
     imported = READERS[args.format](args)
     text = workload_to_yaml(imported.workload, made_by=f"accsim import {args.format} "
                             f"{Path(args.file).name}", notes=imported.notes)

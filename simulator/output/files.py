@@ -116,10 +116,46 @@ def check_output_path(path: str, option: str,
 def check_output_options(args, suffixes: dict[str, tuple[str, ...] | None]) -> None:
     """Each output option of `suffixes` (dest name: the suffixes it takes) that was
     given, an empty path included (which would otherwise read as not given and write
-    nothing, silently), checked by check_output_path."""
+    nothing, silently), checked by check_output_path and check_distinct_outputs."""
     for option, allowed in suffixes.items():
         if getattr(args, option) is not None:
             check_output_path(getattr(args, option), option, allowed)
+    check_distinct_outputs(args, tuple(suffixes))
+
+
+def _named_paths(args) -> list[tuple[str, str]]:
+    """(dest, text) of every text argument of a command line, list items included."""
+    named = []
+    for dest, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and text and "\x00" not in text:
+                named.append((dest, text))
+    return named
+
+
+def _same_path(a: str, b: str) -> bool:
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
+def check_distinct_outputs(args, outputs: tuple[str, ...]) -> None:
+    """No output option of `outputs` (dest names) names a file another argument names
+    when that is an existing file (an input, read before the output replaces it) or
+    another output (the one written last would replace the first): either way a file
+    or a result would be lost."""
+    named = _named_paths(args)
+    for output in outputs:
+        path = getattr(args, output, None)
+        if not isinstance(path, str) or not path:
+            continue
+        for dest, other in named:
+            if dest != output and _same_path(path, other) \
+                    and (dest in outputs or os.path.isfile(other)):
+                raise AccsimError(f"is also the file given for {dest.replace('_', '-')}:"
+                                  " writing it would replace that file; name another",
+                                  file=path, field=f"--{output.replace('_', '-')}")
 
 
 def write_file(path: str | Path, data: str | bytes, *, field: str | None = None) -> None:

@@ -21,7 +21,7 @@ from simulator.precision.precision_plan import PrecisionPlan
 from simulator.output.files import check_file_name
 from simulator.inputs.loader import dump_json, load_model, validation_error
 from simulator.options.catalog import add_options
-from simulator.output.files import check_output_path, write_file, writing
+from simulator.output.files import check_distinct_outputs, check_output_path, write_file, writing
 from simulator.serving.sla import parse_sla
 from simulator.serving.spec import MAX_BATCH, ServeSpec
 from simulator.sweep.deploy_axes import BASELINE, check_cost, powers_of_two
@@ -343,6 +343,7 @@ def handle(args: argparse.Namespace) -> int:
                            ("plot", (".png", ".svg", ".pdf"))):
         if getattr(args, flag) is not None:
             check_output_path(getattr(args, flag), flag, suffixes)
+    check_distinct_outputs(args, ("json", "csv", "plot", "store"))
     if args.store is not None:
         check_file_name(args.store, "--store")
     requires(args, "--cv", "--arrival", "gamma")

@@ -20,20 +20,25 @@ from simulator.inputs.workload import Workload
 
 HELP = "an ONNX model (.onnx): shapes from onnx's shape inference; weights not needed"
 MISSING = "the onnx importer needs the onnx package: install with pip install 'accsim[onnx]'"
+# The largest dimension an ONNX shape holds (an int64): a larger one is refused here,
+# not met as a traceback where it is written into the model.
+MAX_DIM = 2**63 - 1
 
 
 def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     """`name=1x3x224x224` as (name, shape); argparse reports a bad one."""
     match = re.fullmatch(r"(.+)=([0-9]+(?:x[0-9]+)*)", text)
-    if not match or any(int(d) < 1 for d in match.group(2).split("x")):
+    if not match or any(not 1 <= int(d) <= MAX_DIM for d in match.group(2).split("x")):
         raise argparse.ArgumentTypeError(f"{text!r} is not NAME=DxDx... with positive "
-                                         "dimensions (e.g. input=1x3x224x224)")
+                                         "dimensions of at most 2**63-1 (e.g. "
+                                         "input=1x3x224x224)")
     return match.group(1), tuple(int(d) for d in match.group(2).split("x"))
 
 
 def positive(text: str) -> int:
-    if not re.fullmatch("[0-9]+", text) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    if not re.fullmatch("[0-9]+", text) or not 1 <= int(text) <= MAX_DIM:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer of at "
+                                         "most 2**63-1")
     return int(text)
 
 
