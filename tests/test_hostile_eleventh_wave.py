@@ -4,7 +4,7 @@ int64 on the command line, an earlier export's table or device file the csv or j
 module could not read, and a calibration of a platform with nothing assumed were
 tracebacks; a measurement CSV with a column or a shape key given twice was read from
 one copy, silently; a whole-model measurement file of thousands of runs worked for
-minutes. Table-driven like tests/test_hostile_ninth_wave.py and run by the shared
+minutes; a precision sample tensor of no values passed any guardrail. Table-driven like tests/test_hostile_ninth_wave.py and run by the shared
 timed runner (tests/timed_cli.py): each case ends in a non-zero exit with one error
 line naming the option, field or file, within SECONDS, with no traceback, and changes
 no file (an export's marker and its folder aside: claiming the folder rewrites it).
@@ -18,6 +18,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tiny_llama import TINY_LLAMA
 
@@ -181,6 +182,51 @@ case("calibrate 1,001 whole-model measurements",
 case("calibrate a measurement of 101 parts",
      ["calibrate", "--arch", "a.yaml", "--measured", "r.yaml", "-o", "out.yaml"],
      {"r.yaml": measurements(1, parts=101)}, "r.yaml", "runs", "100")
+
+
+# --- numbers in ASCII digits only (simulator.numbers): int() read a SCALE-Sim
+# topology's 4_0 as 40 and other scripts' digits as numbers, and so did the export's
+# and sweep report's own whole-number options ---------------------------------------------
+TOPOLOGY = "Layer, M, N, K,\ng, {}, 8, 8,\n"
+CONFIG = ("[general]\nrun_name = t\n[architecture_presets]\nArrayHeight: {}\n"
+          "ArrayWidth: 8\nIfmapSramSzkB: 64\nFilterSramSzkB: 64\nOfmapSramSzkB: 64\n"
+          "Dataflow: os\nBandwidth: {}\n")
+DIGITS = (("underscores", "4_0"), ("full-width digits", "\uff14"),
+          ("Arabic-Indic digits", "\u0664"))
+for label, text in DIGITS:
+    case(f"topology M in {label}", ["check", "t.csv"], {"t.csv": TOPOLOGY.format(text)},
+         "t.csv", "line 2, column 2 (M)", "whole number")
+    case(f"config ArrayHeight in {label}", ["check", "c.cfg"],
+         {"c.cfg": CONFIG.format(text, 10)}, "c.cfg", "ArrayHeight")
+    case(f"config Bandwidth in {label}", ["check", "c.cfg"],
+         {"c.cfg": CONFIG.format(8, text)}, "c.cfg", "Bandwidth")
+for flag in ("--bits", "--attention-bits", "--block-size"):
+    case(f"export vidur {flag} in Arabic-Indic digits", [*VIDUR, flag, "\u0663"], None,
+         flag, "ASCII")
+case("export vidur --tp in Arabic-Indic digits", [*VIDUR, "--tp", "\u0662"], None, "--tp")
+case("export chakra --tokens with underscores",
+     ["export", "chakra", "--model", "config.json", "-o", "ex", "--tokens", "1_6"], None,
+     "--tokens", "ASCII")
+case("sweep report --top in full-width digits",
+     ["sweep", "report", "s.sqlite", "--top", "\uff13"], None, "--top", "ASCII")
+
+
+# --- a precision plan's sample tensor of no values: the emulation compared nothing and
+# reported the format exact, passing any guardrail -------------------------------------
+def empty_npy(shape: tuple[int, int]):
+    def write(path: Path) -> None:
+        np.save(path, np.zeros(shape, np.float32))
+    return write
+
+
+PLAN = dump({"default": {"weight": ["int8"], "activation": ["int8"],
+                         "guardrail": {"min_sqnr_db": 10}},
+             "operators": {"g": {"tensors": {"a": "a.npy"}}}})
+for shape in ((0, 64), (8, 0)):
+    case(f"precision sample of shape {shape}",
+         ["run", "--arch", "tpu_v1", "--workload", "w.yaml", "--precision", "plan.yaml"],
+         {"plan.yaml": PLAN, "a.npy": empty_npy(shape)}, "a.npy",
+         "operators.g.tensors.a", "no values")
 
 
 def test_there_are_enough_cases():

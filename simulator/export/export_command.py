@@ -27,6 +27,8 @@ from simulator.output.files import OutputFolder
 from simulator.system.parallelism import MAX_CHIPS
 from simulator.inputs.loader import load_model, locate
 from simulator.options.catalog import add_options
+from simulator.options.rules import whole
+from simulator.numbers import decimal_int
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload
 
@@ -65,19 +67,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--model-id", help="vidur, llmservingsim: the model's Hugging Face id (org/name), "
         "the folder the tools find it in (default: the config's _name_or_path, or the "
         "shipped model's id)")
-    add("--bits", type=int, help="token-axis grid density: sizes with at most this many "
+    add("--bits", type=whole, help="token-axis grid density: sizes with at most this many "
         "significant bits are simulated (vidur default 5, llmservingsim 4)")
-    add("--attention-bits", type=int, help="the same for the attention tables' chunk and "
+    add("--attention-bits", type=whole, help="the same for the attention tables' chunk and "
         "batch axes (vidur default 3, llmservingsim 2; KV sizes: powers of two)")
-    add("--block-size", type=int, help="vidur: the KV block size its "
+    add("--block-size", type=whole, help="vidur: the KV block size its "
         "attention rows are filtered on (default 16)")
     add("--hardware", help="vidur, llmservingsim: the device folder name (default: the "
         "platform's name, '/' written '_')")
     add("--layers-csv", action="store_true", help="llmservingsim: write its v1.0 "
         "layers.csv tables instead of the bundle it reads since v1.1.0")
-    add("--kv-granularity", type=int, help="llmservingsim --layers-csv: step "
+    add("--kv-granularity", type=whole, help="llmservingsim --layers-csv: step "
         "of kv_cache_size in the attention predictions (default 64)")
-    add("--tokens", type=int, help="chakra: prompt tokens (prefill) or "
+    add("--tokens", type=whole, help="chakra: prompt tokens (prefill) or "
         "context tokens (decode) per request (default 512)")
     parser.set_defaults(handler=handle)
 
@@ -113,7 +115,7 @@ def _platform(arch: str) -> tuple[Platform, str | None]:
 def _degrees(text: str, *, many: bool) -> list[int]:
     """--tp: one degree, or (vidur, llmservingsim) a comma-separated list of them."""
     try:
-        degrees = [int(part) for part in str(text).split(",")]
+        degrees = [decimal_int(part.strip()) for part in str(text).split(",")]
     except ValueError:
         raise AccsimError(f"must be whole numbers separated by ',', found {text!r}",
                           field="--tp") from None

@@ -85,6 +85,9 @@ def _load(path: Path, field: str) -> np.ndarray:
     if array.ndim != 2 or array.dtype.kind not in "fiu":
         raise AccsimError(f"expected a 2-D array of real numbers, found {array.ndim}-D "
                           f"{array.dtype}", file=str(path), field=field)
+    if array.size == 0:  # an emulation over no values would pass any guardrail
+        raise AccsimError(f"shape {tuple(array.shape)} holds no values", file=str(path),
+                          field=field)
     return array
 
 

@@ -12,6 +12,7 @@ from simulator.output import progress
 from simulator.system.capacity import FLAG
 from simulator.errors import AccsimError
 from simulator.options.catalog import add_options
+from simulator.options.rules import whole
 from simulator.output.files import check_output_options, check_output_path, writing
 from simulator.output.terminal import console as report_console, echo
 from simulator.mapping.heuristics import heuristic
@@ -185,7 +186,7 @@ def refuse_deployment_store(store: Store) -> None:
 
 
 def positive_int(text: str) -> int:
-    value = int(text)
+    value = whole(text)  # ASCII digits (int() also takes '1_0' and '٣')
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value

@@ -37,6 +37,7 @@ from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.inputs.loader import excerpt, validate_model
 from simulator.inputs.workload import Workload
+from simulator.numbers import decimal_float, decimal_int
 
 CONV_COLUMNS = ("Layer name", "IFMAP Height", "IFMAP Width", "Filter Height",
                 "Filter Width", "Channels", "Num Filter", "Strides")
@@ -162,8 +163,8 @@ def parse_topology(text: str, kind: str, *, file: str) -> TopologyImport:
         for index in range(1, len(columns)):
             cell = cells[index]
             where = f"line {number}, column {index + 1} ({columns[index]})"
-            try:
-                value = int(cell)
+            try:  # ASCII digits only: int() also reads 4_0 as 40 and other scripts' digits
+                value = decimal_int(cell)
             except ValueError:
                 raise AccsimError(f"{cell!r} is not a whole number", file=file,
                                   field=where) from None
@@ -360,13 +361,12 @@ def parse_config(text: str, *, file: str) -> ConfigImport:
             return default
         return raw
 
-    def positive(section: str, key: str, number=int):
+    def positive(section: str, key: str):
         raw = get(section, key)
         try:
-            value = number(raw)
+            value = decimal_int(raw)
         except (TypeError, ValueError):
-            raise AccsimError(f"{excerpt(raw)} is not a "
-                              f"{'whole ' if number is int else ''}number",
+            raise AccsimError(f"{excerpt(raw)} is not a whole number",
                               file=file, field=f"{section}.{key}") from None
         if not value > 0 or not math.isfinite(value):
             raise AccsimError(f"{excerpt(raw)} must be positive and finite", file=file,
@@ -386,7 +386,7 @@ def parse_config(text: str, *, file: str) -> ConfigImport:
     raw_bw = get("architecture_presets", "Bandwidth")
     first_bw = raw_bw.split(",")[0].strip()
     try:
-        bandwidth = float(first_bw)
+        bandwidth = decimal_float(first_bw)
     except ValueError:
         raise AccsimError(f"{excerpt(raw_bw)} is not a number (words per cycle)",
                           file=file,
