@@ -12,6 +12,8 @@ named and never deletes what it did not write (DESIGN.md sections 7 and 12).
   followed; files are created as above. A folder with a marker (review's packet folder)
   records the files it wrote in its marker, accepts only a folder that is new, empty or
   holds exactly what the marker lists, and removes only files it listed.
+- `check_output_path` and `check_distinct_outputs`, before any work: an output file can
+  be written, and names neither a file the command reads nor another output's file.
 """
 
 from __future__ import annotations
