@@ -5,7 +5,7 @@ and a run whose tile programs would not fit the memory budget is refused up fron
 Two entry points, each called with one line:
   - `check_inputs` before any tiling is resolved (simulator.search.resolve and the
     mapper): platform integers and operand sizes small enough for the heuristics'
-    int64 arithmetic;
+    int64 arithmetic (its platform part, `check_platform`, is `accsim check`'s too);
   - `check_tilings` once every operator's tiling is resolved and before any is
     lowered: steps, bytes and an upper bound of the cycles of each
     operator and of their sum over repeats within int64, and the programs' memory
@@ -168,11 +168,10 @@ def _platform_ints(model: BaseModel, prefix: str = ""):
             yield f"{prefix}{name}", value
 
 
-def check_inputs(workload, platform, *, workload_source: str | None = None,
-                 platform_source: str | None = None) -> None:
-    """Platform integers and operand sizes within what int64 arithmetic can hold, and
-    every array operator's dtype one the array takes (the searches look its energy up
-    before any lowering would say so)."""
+def check_platform(platform, platform_source: str | None = None) -> None:
+    """The platform's integers within what int64 arithmetic can hold, and its array no
+    larger than MAX_ARRAY_SIDE a side: what every run refuses (check_inputs), so that
+    `accsim check` refuses it too."""
     for field, value in _platform_ints(platform):
         cycles = field.endswith("_cycles") or field.startswith(
             "vector_unit.cycles_per_element.")
@@ -188,6 +187,15 @@ def check_inputs(workload, platform, *, workload_source: str | None = None,
                               f"{MAX_ARRAY_SIDE:,} accsim accepts for an array's side "
                               "(256x the largest array built)", file=platform_source,
                               field=f"systolic_array.{side}")
+
+
+def check_inputs(workload, platform, *, workload_source: str | None = None,
+                 platform_source: str | None = None) -> None:
+    """Platform integers and operand sizes within what int64 arithmetic can hold, and
+    every array operator's dtype one the array takes (the searches look its energy up
+    before any lowering would say so)."""
+    check_platform(platform, platform_source)
+    array = platform.systolic_array
     bytes_per_cycle = platform.bytes_per_cycle
     total = 0.0
     for op in workload.operators:

@@ -4,10 +4,12 @@ int64 on the command line, an earlier export's table or device file the csv or j
 module could not read, and a calibration of a platform with nothing assumed were
 tracebacks; a measurement CSV with a column or a shape key given twice was read from
 one copy, silently; a whole-model measurement file of thousands of runs worked for
-minutes; a precision sample tensor of no values passed any guardrail. Table-driven like tests/test_hostile_ninth_wave.py and run by the shared
-timed runner (tests/timed_cli.py): each case ends in a non-zero exit with one error
-line naming the option, field or file, within SECONDS, with no traceback, and changes
-no file (an export's marker and its folder aside: claiming the folder rewrites it).
+minutes; a precision sample tensor of no values passed any guardrail; `accsim check`
+said valid a platform every run refuses (an array side past 2**16, a value past 2**48).
+Table-driven like tests/test_hostile_ninth_wave.py and run by the shared timed runner
+(tests/timed_cli.py): each case ends in a non-zero exit with one error line naming the
+option, field or file, within SECONDS, with no traceback, and changes no file (an
+export's marker and its folder aside: claiming the folder rewrites it).
 
 Each row: (id, argv, {file name: content}, fragments the error line holds).
 """
@@ -227,6 +229,19 @@ for shape in ((0, 64), (8, 0)):
          ["run", "--arch", "tpu_v1", "--workload", "w.yaml", "--precision", "plan.yaml"],
          {"plan.yaml": PLAN, "a.npy": empty_npy(shape)}, "a.npy",
          "operators.g.tensors.a", "no values")
+
+
+# --- a platform every run refuses (simulator.limits.check_platform) that `check` said
+# was valid -----------------------------------------------------------------------
+for field, value, fragment in (("rows", 2**17, "65,536"), ("cols", 10**9, "65,536")):
+    case(f"check an array {field} of {value:,}", ["check", "big.yaml"],
+         {"big.yaml": dump({**PLATFORM, "systolic_array": {
+             **PLATFORM["systolic_array"], field: value}})},
+         "big.yaml", f"systolic_array.{field}", fragment)
+case("check a buffer of 10**23 bytes", ["check", "big.yaml"],
+     {"big.yaml": dump({**PLATFORM, "buffers": {**PLATFORM["buffers"],
+                                                "weight_bytes": 10**23}})},
+     "big.yaml", "buffers.weight_bytes", "2**48")
 
 
 def test_there_are_enough_cases():

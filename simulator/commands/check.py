@@ -20,6 +20,7 @@ from simulator.present.plan_check import check_plan, plan_check_table
 from simulator.output.terminal import console as report_console, echo
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload
+from simulator.limits import check_platform
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -38,6 +39,7 @@ def handle(args: argparse.Namespace) -> int:
         model = load_platform(source.path)[0] if kind == "platform" else \
             validate_model(raw, SCHEMAS[kind], file=source.path)
     if isinstance(model, Platform):
+        check_platform(model, source.path)  # what every run would refuse
         array = model.systolic_array
         arrays = f"{array.count} x " if array.count > 1 else ""
         detail = (f"{arrays}{array.rows}x{array.cols} {'/'.join(array.input_dtypes)} "
