@@ -3,20 +3,24 @@
 The residuals are the relative errors simulated / measured - 1, one per measured
 operator; scipy.optimize.least_squares moves the chosen fields, each within its range
 (the variables are scaled to [0, 1] across the range so that the fields weigh alike;
-whole-number fields are rounded). A field whose Jacobian column is ~0 over the data (no
-measured operator depends on it) is unidentifiable: reported and left unchanged.
+whole-number fields are rounded). Each parameter point simulates each distinct operator
+once (simulator.calibrate.distinct), its time shared by the rows that repeat it. A field
+whose Jacobian column is ~0 over the data (no measured operator depends on it) is
+unidentifiable: reported and left unchanged.
 k-fold cross-validation by operator reports the error on held-back operators before and
 after a fit to the others; the values written are the fit to all operators.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import least_squares
 
+from simulator.calibrate.distinct import distinct_units
 from simulator.calibrate.measured import Measured
 from simulator.calibrate.sensitivity import with_values
 from simulator.inputs.platform import Platform
@@ -62,16 +66,25 @@ class Calibration:
 
 class Model:
     """Simulated seconds of every measured operator for values of the fitted fields,
-    each distinct platform simulated once."""
+    each distinct platform simulated once, each distinct operator once on it."""
 
     def __init__(self, platform: Platform, measured: Measured, fields: dict,
                  engine: str, budget: MemoryBudget | None, file: str) -> None:
         self.platform, self.fields, self.engine, self.budget, self.file = \
             platform, fields, engine, budget, file
-        self.workload = Workload(name="measured", operators=measured.operators)
+        self.mapping = Mapping()
+        self.distinct = distinct_units(Workload(name="measured",
+                                                operators=measured.operators),
+                                       self.mapping)
         self.names = [op.name for op in measured.operators]
         self.measured = np.array([op.measured_s for op in measured.operators])
         self.runs: dict[str, np.ndarray] = {}
+
+    def narrowed(self, fields: dict) -> Model:
+        """This model fitting `fields` only, the platforms simulated so far shared."""
+        narrowed = copy.copy(self)
+        narrowed.fields = fields
+        return narrowed
 
     def values(self, unit: np.ndarray) -> dict[str, float]:
         """Field values at fractions `unit` of their ranges (whole numbers rounded)."""
@@ -90,14 +103,16 @@ class Model:
                                   file=self.file)
         key = json.dumps(platform.model_dump(mode="json"), sort_keys=True)
         if key not in self.runs:
-            result = simulate(Inputs(platform, self.workload, Mapping()),
+            workload = self.distinct.workload
+            result = simulate(Inputs(platform, workload, self.mapping),
                               engine=self.engine, budget=self.budget)
             clock = platform.clock_hz
             by_name: dict[str, float] = {}
             for op in result.operators:
                 by_name[op.lowered.name] = by_name.get(op.lowered.name, 0.0) \
                     + op.totals.cycles / clock
-            self.runs[key] = np.array([by_name[name] for name in self.names])
+            simulated = np.array([by_name[op.name] for op in workload.operators])
+            self.runs[key] = simulated[self.distinct.row_of]
         return self.runs[key]
 
     def errors(self, values: dict[str, float]) -> np.ndarray:
@@ -152,7 +167,7 @@ def calibrate(platform: Platform, measured: Measured, fields: dict[str, tuple], 
                           "nothing to fit", file=measured.file, field="--fit")
     fitted_fields = {name: span for name, span in fields.items()
                      if name not in unidentifiable}
-    model = Model(platform, measured, fitted_fields, engine, budget, file)
+    model = model.narrowed(fitted_fields)
     start = model.unit(before)
     count = len(model.names)
     folds = max(2, min(folds, count))

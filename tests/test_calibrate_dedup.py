@@ -1,0 +1,96 @@
+"""accsim calibrate simulates each distinct measured operator once per parameter point
+(simulator.calibrate.distinct): every row's simulated time equals the row-by-row
+reference (the whole measured workload simulated as measured), the fit, its
+cross-validation and the written platform equal those of the row-by-row path, and a
+file whose repeats, once dropped, would join two operators into one fusion unit is
+simulated row by row."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.calibrate import operator_fit
+from simulator.calibrate.calibrate_command import calibrated_yaml
+from simulator.calibrate.distinct import Distinct
+from simulator.calibrate.measured import read_measured
+from simulator.calibrate.operator_fit import Model, calibrate
+from simulator.calibrate.sensitivity import assumed_ranges
+from simulator.inputs.named_inputs import load_inputs
+from simulator.inputs.platform import Platform
+from simulator.inputs.run_inputs import Inputs
+from simulator.inputs.loader import validate_model
+from simulator.mapping.plan import Mapping
+from simulator.calibrate.sensitivity import with_values
+from simulator.simulate import simulate
+from simulator.inputs.workload import Workload
+
+HEAD = "operator,shape,dtype,measured_s\n"
+GEMM, SOFTMAX = "gemm,m=8 n=1024 k=512,bf16", "softmax,rows=256 cols=512,bf16"
+# Two shapes, each repeated with its own measured time (as repeated timings are).
+REPEATED = [f"{GEMM},{3.1e-6 * (1 + 0.01 * i)}" if i % 2 == 0
+            else f"{SOFTMAX},{1.3e-6 * (1 - 0.01 * i)}" for i in range(8)]
+# The softmax between the two GEMMs is a repeat: dropped, the add would follow the
+# first GEMM and join it as its epilogue, so every row is simulated as measured.
+JOINING = [f"{SOFTMAX},2.3e-06", f"{GEMM},1.41e-05", f"{SOFTMAX},2.4e-06",
+           "elementwise,elements=8192 op=add,bf16,1.1e-06", f"{GEMM},1.45e-05"]
+FIELD = "offchip.efficiency"
+
+
+def _measured(tmp_path, rows: list[str], name: str):
+    path = tmp_path / name
+    path.write_text(HEAD + "\n".join(rows) + "\n")
+    return read_measured(str(path))
+
+
+def _platform() -> Platform:
+    return load_inputs("tpu_v5e_like", None, None).platform
+
+
+def _row_by_row(platform: Platform, measured, values: dict) -> np.ndarray:
+    """Seconds of every row with the whole measured workload simulated as measured."""
+    variant = validate_model(with_values(platform, values), Platform, file="variant")
+    workload = Workload(name="measured", operators=measured.operators)
+    result = simulate(Inputs(variant, workload, Mapping()), engine="fast")
+    seconds = {op.lowered.name: op.totals.cycles / variant.clock_hz
+               for op in result.operators}
+    return np.array([seconds[op.name] for op in measured.operators])
+
+
+@pytest.mark.parametrize("rows, distinct", [(REPEATED, 2), (JOINING, len(JOINING))])
+def test_each_row_as_row_by_row(tmp_path, rows, distinct):
+    platform = _platform()
+    measured = _measured(tmp_path, rows, "m.csv")
+    fields = {FIELD: assumed_ranges(platform)[FIELD]}
+    model = Model(platform, measured, fields, "fast", None, "m.csv")
+    assert len(model.distinct.workload.operators) == distinct
+    for value in (0.9, 0.8):
+        assert np.array_equal(model.seconds({FIELD: value}),
+                              _row_by_row(platform, measured, {FIELD: value}))
+
+
+def test_fit_as_row_by_row(tmp_path, monkeypatch):
+    """The fit, its folds and the written file, with repeats simulated once and with
+    every row simulated (each distinct operator set aside), are the same; each point
+    simulates the two distinct operators only."""
+    platform = _platform()
+    measured = _measured(tmp_path, REPEATED, "m.csv")
+    fields = {FIELD: assumed_ranges(platform)[FIELD]}
+    sizes = []
+    counted = operator_fit.simulate
+
+    def counting(inputs, **options):
+        sizes.append(len(inputs.workload.operators))
+        return counted(inputs, **options)
+
+    monkeypatch.setattr(operator_fit, "simulate", counting)
+    deduplicated = calibrate(platform, measured, fields, folds=3, file="m.csv")
+    assert sizes and set(sizes) == {2}
+    monkeypatch.setattr(operator_fit, "distinct_units", lambda workload, mapping:
+                        Distinct(workload, np.arange(len(workload.operators))))
+    sizes.clear()
+    reference = calibrate(platform, measured, fields, folds=3, file="m.csv")
+    assert set(sizes) == {len(REPEATED)}
+    assert deduplicated == reference
+    assert calibrated_yaml(platform, deduplicated, "m.csv", measured.sha256, "m.csv") \
+        == calibrated_yaml(platform, reference, "m.csv", measured.sha256, "m.csv")
