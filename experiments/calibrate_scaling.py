@@ -10,7 +10,7 @@ measured workload simulated as measured, the fit's way before), checking that bo
 every row the same seconds. Reading the CSV and setting up the model are timed apart.
 
 Run: `python experiments/calibrate_scaling.py [--rows 50,200,1000,5000] [--shapes 3]`
-(about half a minute on two idle cores).
+(under half a minute).
 """
 
 from __future__ import annotations

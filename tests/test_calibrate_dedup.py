@@ -3,9 +3,12 @@
 reference (the whole measured workload simulated as measured), the fit, its
 cross-validation and the written platform equal those of the row-by-row path, and a
 file whose repeats, once dropped, would join two operators into one fusion unit is
-simulated row by row."""
+simulated row by row. Whole-model cases that run the same parts share their
+simulations, each case's seconds as simulated alone."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -14,6 +17,7 @@ from simulator.calibrate import operator_fit
 from simulator.calibrate.calibrate_command import calibrated_yaml
 from simulator.calibrate.distinct import Distinct
 from simulator.calibrate.measured import read_measured
+from simulator.calibrate.measured_runs import PreparedRun, read_runs
 from simulator.calibrate.operator_fit import Model, calibrate
 from simulator.calibrate.sensitivity import assumed_ranges
 from simulator.inputs.named_inputs import load_inputs
@@ -22,6 +26,7 @@ from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import validate_model
 from simulator.mapping.plan import Mapping
 from simulator.calibrate.sensitivity import with_values
+from simulator.calibrate.whole import Cases
 from simulator.simulate import simulate
 from simulator.inputs.workload import Workload
 
@@ -29,7 +34,7 @@ HEAD = "operator,shape,dtype,measured_s\n"
 GEMM, SOFTMAX = "gemm,m=8 n=1024 k=512,bf16", "softmax,rows=256 cols=512,bf16"
 # Two shapes, each repeated with its own measured time (as repeated timings are).
 REPEATED = [f"{GEMM},{3.1e-6 * (1 + 0.01 * i)}" if i % 2 == 0
-            else f"{SOFTMAX},{1.3e-6 * (1 - 0.01 * i)}" for i in range(8)]
+            else f"{SOFTMAX},{1.3e-6 * (1 - 0.01 * i)}" for i in range(6)]
 # The softmax between the two GEMMs is a repeat: dropped, the add would follow the
 # first GEMM and join it as its epilogue, so every row is simulated as measured.
 JOINING = [f"{SOFTMAX},2.3e-06", f"{GEMM},1.41e-05", f"{SOFTMAX},2.4e-06",
@@ -84,13 +89,46 @@ def test_fit_as_row_by_row(tmp_path, monkeypatch):
         return counted(inputs, **options)
 
     monkeypatch.setattr(operator_fit, "simulate", counting)
-    deduplicated = calibrate(platform, measured, fields, folds=3, file="m.csv")
+    deduplicated = calibrate(platform, measured, fields, folds=2, file="m.csv")
     assert sizes and set(sizes) == {2}
     monkeypatch.setattr(operator_fit, "distinct_units", lambda workload, mapping:
                         Distinct(workload, np.arange(len(workload.operators))))
     sizes.clear()
-    reference = calibrate(platform, measured, fields, folds=3, file="m.csv")
+    reference = calibrate(platform, measured, fields, folds=2, file="m.csv")
     assert set(sizes) == {len(REPEATED)}
     assert deduplicated == reference
     assert calibrated_yaml(platform, deduplicated, "m.csv", measured.sha256, "m.csv") \
         == calibrated_yaml(platform, reference, "m.csv", measured.sha256, "m.csv")
+
+
+def test_whole_model_cases_of_the_same_runs_share_them(tmp_path, monkeypatch):
+    """Two cases of one run (published twice) and a case of that run twice over: each
+    distinct list of parts is simulated once per platform, and every case's seconds
+    equal those of the cases simulated one by one."""
+    gemm = {"name": "g", "layer_type": "g", "kind": "gemm", "m": 128, "n": 256, "k": 256}
+    (tmp_path / "w.yaml").write_text(json.dumps({"name": "w", "operators": [gemm]}))
+    run = "--arch tpu_v5e_like --workload w.yaml"
+    rows = [{"name": "a", "run": run, "value": 0.01, "unit": "ms", "source": "s"},
+            {"name": "b", "run": run, "value": 0.012, "unit": "ms", "source": "t"},
+            {"name": "c", "runs": [{"run": run, "times": 2}], "value": 0.02,
+             "unit": "ms", "source": "s"}]
+    (tmp_path / "m.yaml").write_text(json.dumps({"measurements": rows}))
+    runs = read_runs(str(tmp_path / "m.yaml"))
+    platform = _platform()
+    calls = []
+    simulated = PreparedRun.seconds
+
+    def counting(part, *args, **options):
+        calls.append(part.times)
+        return simulated(part, *args, **options)
+
+    monkeypatch.setattr(PreparedRun, "seconds", counting)
+    shared = Cases(platform, runs, [0, 1, 2], "fast", None, "m.yaml")
+    alone = Cases(platform, runs, [0, 1, 2], "fast", None, "m.yaml")
+    alone.same_as = [0, 1, 2]
+    for values in ({}, {FIELD: 0.8}):
+        calls.clear()
+        seconds = shared.seconds(values)
+        assert calls == [1, 2]
+        assert np.array_equal(seconds, alone.seconds(values))
+        assert seconds[0] == seconds[1] != seconds[2]

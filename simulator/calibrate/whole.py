@@ -116,7 +116,8 @@ def select(runs: Runs, arch: str) -> list[int]:
 
 class Cases:
     """Simulated seconds of each measured case on variants of one platform (the
-    assumed values changed), each (case, platform) simulated once."""
+    assumed values changed), each (case, platform) simulated once: cases that run the
+    same parts (the same `accsim run` arguments, as often) share their simulations."""
 
     def __init__(self, platform: Platform, runs: Runs, chosen: list[int], engine: str,
                  budget: MemoryBudget | None, file: str) -> None:
@@ -125,6 +126,10 @@ class Cases:
         self.prepared: list[list[PreparedRun]] = [
             prepare(runs.measurements[i], i, runs) for i in chosen]
         self.measured = np.array([m.seconds for m in self.measurements])
+        first: dict[tuple, int] = {}
+        # each case's first case of the same parts, whose simulations it takes
+        self.same_as = [first.setdefault(tuple((p.run, p.times) for p in m.parts), row)
+                        for row, m in enumerate(self.measurements)]
         self.cache: dict[tuple[int, str], float] = {}
 
     def variant(self, values: dict) -> Platform:
@@ -136,12 +141,13 @@ class Cases:
         rows = range(len(self.prepared)) if rows is None else rows
         found = []
         for row in rows:
-            if (row, key) not in self.cache:
-                self.cache[(row, key)] = sum(
+            same = self.same_as[row]
+            if (same, key) not in self.cache:
+                self.cache[(same, key)] = sum(
                     part.times * part.seconds(platform, engine=self.engine,
                                               budget=self.budget)
-                    for part in self.prepared[row])
-            found.append(self.cache[(row, key)])
+                    for part in self.prepared[same])
+            found.append(self.cache[(same, key)])
         return np.array(found)
 
 
