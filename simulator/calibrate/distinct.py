@@ -5,12 +5,13 @@ grows with the distinct operators, not the rows.
 
 A fusion unit (search.resolve.fusion_units: an operator alone, or a producer with the
 members the fusion planner gives it) costs the same wherever it stands: operators run one
-after another, and the default mapping couples no neighbours outside a unit (the default
-search reads no neighbour, and its cache keys on content, measured_s included, which no
-cost reads). So the workload of each distinct unit's first occurrence, in order, gives
-every row's cycles, provided it falls into the same units: where dropping the repeats
-between two kept units would join them, or where operators name their inputs (the
-planner then follows edges by name), every row is simulated as measured."""
+after another, the default mapping couples no neighbours outside a unit, and no cost
+reads measured_s (the default search's cache keys on it: before, each repeat was searched
+anew). So the workload of each distinct unit's first occurrence, in order, gives every
+row's cycles, provided it falls into the same units: where dropping the repeats between
+two kept units would join them, or where operators name their inputs (the planner then
+follows edges by name), every row is simulated as measured. Limits on a whole run's sum
+(its tile programs held at once) see the distinct operators only."""
 
 from __future__ import annotations
 
