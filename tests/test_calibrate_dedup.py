@@ -32,9 +32,12 @@ from simulator.inputs.workload import Workload
 
 HEAD = "operator,shape,dtype,measured_s\n"
 GEMM, SOFTMAX = "gemm,m=8 n=1024 k=512,bf16", "softmax,rows=256 cols=512,bf16"
-# Two shapes, each repeated with its own measured time (as repeated timings are).
-REPEATED = [f"{GEMM},{3.1e-6 * (1 + 0.01 * i)}" if i % 2 == 0
-            else f"{SOFTMAX},{1.3e-6 * (1 - 0.01 * i)}" for i in range(6)]
+WIDE = "gemm,m=8 n=2048 k=512,bf16"
+# Three shapes, two of one kind, each repeated with its own measured time (as repeated
+# timings are).
+REPEATED = [f"{shape},{seconds * (1 + 0.01 * i)}" for i in range(6)
+            for shape, seconds in [((GEMM, 3.1e-6), (SOFTMAX, 1.3e-6),
+                                    (WIDE, 5.9e-6))[i % 3]]]
 # The softmax between the two GEMMs is a repeat: dropped, the add would follow the
 # first GEMM and join it as its epilogue, so every row is simulated as measured.
 JOINING = [f"{SOFTMAX},2.3e-06", f"{GEMM},1.41e-05", f"{SOFTMAX},2.4e-06",
@@ -62,22 +65,22 @@ def _row_by_row(platform: Platform, measured, values: dict) -> np.ndarray:
     return np.array([seconds[op.name] for op in measured.operators])
 
 
-@pytest.mark.parametrize("rows, distinct", [(REPEATED, 2), (JOINING, len(JOINING))])
+@pytest.mark.parametrize("rows, distinct", [(REPEATED, 3), (JOINING, len(JOINING))])
 def test_each_row_as_row_by_row(tmp_path, rows, distinct):
     platform = _platform()
     measured = _measured(tmp_path, rows, "m.csv")
     fields = {FIELD: assumed_ranges(platform)[FIELD]}
     model = Model(platform, measured, fields, "fast", None, "m.csv")
-    assert len(model.distinct.workload.operators) == distinct
     for value in (0.9, 0.8):
         assert np.array_equal(model.seconds({FIELD: value}),
                               _row_by_row(platform, measured, {FIELD: value}))
+    assert len(model.distinct.workload.operators) == distinct
 
 
 def test_fit_as_row_by_row(tmp_path, monkeypatch):
     """The fit, its folds and the written file, with repeats simulated once and with
     every row simulated (each distinct operator set aside), are the same; each point
-    simulates the two distinct operators only."""
+    simulates the three distinct operators only."""
     platform = _platform()
     measured = _measured(tmp_path, REPEATED, "m.csv")
     fields = {FIELD: assumed_ranges(platform)[FIELD]}
@@ -90,7 +93,7 @@ def test_fit_as_row_by_row(tmp_path, monkeypatch):
 
     monkeypatch.setattr(operator_fit, "simulate", counting)
     deduplicated = calibrate(platform, measured, fields, folds=2, file="m.csv")
-    assert sizes and set(sizes) == {2}
+    assert sizes and set(sizes) == {3}
     monkeypatch.setattr(operator_fit, "distinct_units", lambda workload, mapping:
                         Distinct(workload, np.arange(len(workload.operators))))
     sizes.clear()
