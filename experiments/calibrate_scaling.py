@@ -6,8 +6,9 @@ The fit's cost is its parameter points, each a simulation of the measured operat
 one variant of the platform. For each file this times one point, cold (the platform as
 written, offchip.efficiency fitted): as the fit simulates it, each distinct operator once
 (simulator.calibrate.distinct), and, up to --reference-rows rows, row by row (the whole
-measured workload simulated as measured, the fit's way before), checking that both give
-every row the same seconds. Reading the CSV and setting up the model are timed apart.
+measured workload simulated as measured, each row alone: the fit's way before), checking
+that both give every row the same seconds. Reading the CSV and setting up the model are
+timed apart.
 
 Run: `python experiments/calibrate_scaling.py [--rows 50,200,1000,5000] [--shapes 3]`
 (under half a minute).
@@ -36,8 +37,7 @@ from simulator.simulate import simulate
 
 PLATFORM = "tpu_v5e_like"
 FIELD = "offchip.efficiency"
-# (operator, shape, a typical measured time in seconds): repeated shapes cycle in order
-# (no two neighbours fuse).
+# (operator, shape, a typical measured time in seconds): repeated shapes cycle in order.
 SHAPES = [("gemm", "m=8 n=1024 k=2048", 8.0e-6), ("softmax", "rows=512 cols=512", 2.3e-6),
           ("gemm", "m=8 n=4096 k=2048", 2.9e-5), ("softmax", "rows=256 cols=512", 1.2e-6),
           ("gemm", "m=64 n=2048 k=1024", 6.0e-6)]
@@ -66,7 +66,7 @@ def row_by_row(platform: Platform, measured, values: dict) -> np.ndarray:
     """Every row's seconds with the whole measured workload simulated as measured."""
     variant = validate_model(with_values(platform, values), Platform, file=PLATFORM)
     workload = Workload(name="measured", operators=measured.operators)
-    result = simulate(Inputs(variant, workload, Mapping()), engine="fast")
+    result = simulate(Inputs(variant, workload, Mapping(fusion="none")), engine="fast")
     seconds = {op.lowered.name: op.totals.cycles / variant.clock_hz
                for op in result.operators}
     return np.array([seconds[op.name] for op in measured.operators])

@@ -1,10 +1,11 @@
 """accsim calibrate simulates each distinct measured operator once per parameter point
-(simulator.calibrate.distinct): every row's simulated time equals the row-by-row
-reference (the whole measured workload simulated as measured), the fit, its
-cross-validation and the written platform equal those of the row-by-row path, and a
-file whose repeats, once dropped, would join two operators into one fusion unit is
-simulated row by row. Whole-model cases that run the same parts share their
-simulations, each case's seconds as simulated alone."""
+(simulator.calibrate.distinct), each row alone (fusion none): every row's simulated
+time equals the row-by-row reference (the whole measured workload simulated as
+measured), the fit, its cross-validation and the written platform equal those of the
+row-by-row path, and rows the fusion planner would join (a GEMM and the elementwise op
+after it) are each fitted with a time of their own (before: a KeyError traceback).
+Whole-model cases that run the same parts share their simulations, each case's seconds
+as simulated alone."""
 
 from __future__ import annotations
 
@@ -38,9 +39,10 @@ WIDE = "gemm,m=8 n=2048 k=512,bf16"
 REPEATED = [f"{shape},{seconds * (1 + 0.01 * i)}" for i in range(6)
             for shape, seconds in [((GEMM, 3.1e-6), (SOFTMAX, 1.3e-6),
                                     (WIDE, 5.9e-6))[i % 3]]]
-# The softmax between the two GEMMs is a repeat: dropped, the add would follow the
-# first GEMM and join it as its epilogue, so every row is simulated as measured.
-JOINING = [f"{SOFTMAX},2.3e-06", f"{GEMM},1.41e-05", f"{SOFTMAX},2.4e-06",
+# An add right after a GEMM would be its epilogue under fusion auto (then the add had no
+# time of its own); the softmax and the second GEMM repeat earlier rows.
+JOINING = [f"{GEMM},1.4e-05", "elementwise,elements=8192 op=add,bf16,1.0e-06",
+           f"{SOFTMAX},2.3e-06", f"{GEMM},1.41e-05", f"{SOFTMAX},2.4e-06",
            "elementwise,elements=8192 op=add,bf16,1.1e-06", f"{GEMM},1.45e-05"]
 FIELD = "offchip.efficiency"
 
@@ -59,13 +61,13 @@ def _row_by_row(platform: Platform, measured, values: dict) -> np.ndarray:
     """Seconds of every row with the whole measured workload simulated as measured."""
     variant = validate_model(with_values(platform, values), Platform, file="variant")
     workload = Workload(name="measured", operators=measured.operators)
-    result = simulate(Inputs(variant, workload, Mapping()), engine="fast")
+    result = simulate(Inputs(variant, workload, Mapping(fusion="none")), engine="fast")
     seconds = {op.lowered.name: op.totals.cycles / variant.clock_hz
                for op in result.operators}
     return np.array([seconds[op.name] for op in measured.operators])
 
 
-@pytest.mark.parametrize("rows, distinct", [(REPEATED, 3), (JOINING, len(JOINING))])
+@pytest.mark.parametrize("rows, distinct", [(REPEATED, 3), (JOINING, 3)])
 def test_each_row_as_row_by_row(tmp_path, rows, distinct):
     platform = _platform()
     measured = _measured(tmp_path, rows, "m.csv")
@@ -75,6 +77,24 @@ def test_each_row_as_row_by_row(tmp_path, rows, distinct):
         assert np.array_equal(model.seconds({FIELD: value}),
                               _row_by_row(platform, measured, {FIELD: value}))
     assert len(model.distinct.workload.operators) == distinct
+
+
+def test_rows_fusion_would_join_are_fitted_each_alone(tmp_path):
+    """Under fusion auto the add after the first GEMM is its epilogue and has no time of
+    its own (calibrate raised KeyError on it); simulated alone, it is a row like any,
+    and the fit runs."""
+    platform = _platform()
+    measured = _measured(tmp_path, JOINING, "m.csv")
+    add = measured.operators[1].name
+    auto = simulate(Inputs(platform, Workload(name="measured",
+                                              operators=measured.operators), Mapping()),
+                    engine="fast")
+    assert add not in {op.lowered.name for op in auto.operators}
+    fields = {FIELD: assumed_ranges(platform)[FIELD]}
+    model = Model(platform, measured, fields, "fast", None, "m.csv")
+    assert np.all(model.seconds({}) > 0)
+    fit = calibrate(platform, measured, fields, folds=2, file="m.csv")
+    assert set(fit.fitted) == {FIELD} and np.isfinite(fit.train_after)
 
 
 def test_fit_as_row_by_row(tmp_path, monkeypatch):
@@ -94,7 +114,7 @@ def test_fit_as_row_by_row(tmp_path, monkeypatch):
     monkeypatch.setattr(operator_fit, "simulate", counting)
     deduplicated = calibrate(platform, measured, fields, folds=2, file="m.csv")
     assert sizes and set(sizes) == {3}
-    monkeypatch.setattr(operator_fit, "distinct_units", lambda workload, mapping:
+    monkeypatch.setattr(operator_fit, "distinct_operators", lambda workload:
                         Distinct(workload, np.arange(len(workload.operators))))
     sizes.clear()
     reference = calibrate(platform, measured, fields, folds=2, file="m.csv")

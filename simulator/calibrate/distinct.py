@@ -3,15 +3,11 @@ an operator (every field the same but its name and measured time) share one simu
 so that a fit simulates each distinct operator once per parameter point and its time
 grows with the distinct operators, not the rows.
 
-A fusion unit (search.resolve.fusion_units: an operator alone, or a producer with the
-members the fusion planner gives it) costs the same wherever it stands: operators run one
-after another, the default mapping couples no neighbours outside a unit, and no cost
-reads measured_s (the default search's cache keys on it: before, each repeat was searched
-anew). So the workload of each distinct unit's first occurrence, in order, gives every
-row's cycles, provided it falls into the same units: where dropping the repeats between
-two kept units would join them, or where operators name their inputs (the planner then
-follows edges by name), every row is simulated as measured. Limits on a whole run's sum
-(its tile programs held at once) see the distinct operators only."""
+Sound because a measured row is simulated as one kernel timed alone (operator_fit runs
+them with fusion none): operators run one after another, the default mapping couples
+no neighbours, and no cost reads measured_s (the default search's cache keys on it:
+before, each repeat was searched anew). Limits on a whole run's sum (its tile programs
+held at once) see the distinct operators only."""
 
 from __future__ import annotations
 
@@ -21,9 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.inputs.workload import Workload
-from simulator.mapping.plan import Mapping
-from simulator.search.fusion import has_edges
-from simulator.search.resolve import fusion_units
 
 
 @dataclass(frozen=True)
@@ -42,25 +35,12 @@ def _content(op) -> str:
                       sort_keys=True)
 
 
-def distinct_units(workload: Workload, mapping: Mapping) -> Distinct:
-    """Each distinct fusion unit of `workload` once (the first of its repeats), or the
-    workload as it is where that would group its operators otherwise."""
-    ops = workload.operators
-    every = Distinct(workload, np.arange(len(ops)))
-    if has_edges(workload):
-        return every
-    units = fusion_units(workload, mapping)
-    first: dict[tuple[str, ...], tuple[int, ...]] = {}
-    source = np.arange(len(ops))  # each row's representative: the same place in the first
-    for unit in units:
-        held = first.setdefault(tuple(_content(ops[i]) for i in unit), unit)
-        source[list(unit)] = held
-    kept = np.flatnonzero(source == np.arange(len(ops)))
-    if len(kept) == len(ops):
-        return every
-    reduced = workload.model_copy(update={"operators": [ops[i] for i in kept]})
-    expected = sorted(tuple(int(i) for i in np.searchsorted(kept, unit))
-                      for unit in first.values())
-    if sorted(fusion_units(reduced, mapping)) != expected:
-        return every
+def distinct_operators(workload: Workload) -> Distinct:
+    """Each distinct operator of `workload` once (the first of its repeats, in order)."""
+    first: dict[str, int] = {}
+    source = np.array([first.setdefault(_content(op), index)
+                       for index, op in enumerate(workload.operators)], dtype=np.int64)
+    kept = np.array(sorted(first.values()), dtype=np.int64)
+    reduced = workload.model_copy(update={"operators": [workload.operators[i]
+                                                        for i in kept]})
     return Distinct(reduced, np.searchsorted(kept, source))

@@ -3,10 +3,12 @@
 The residuals are the relative errors simulated / measured - 1, one per measured
 operator; scipy.optimize.least_squares moves the chosen fields, each within its range
 (the variables are scaled to [0, 1] across the range so that the fields weigh alike;
-whole-number fields are rounded). Each parameter point simulates each distinct operator
-once (simulator.calibrate.distinct), its time shared by the rows that repeat it. A field
-whose Jacobian column is ~0 over the data (no measured operator depends on it) is
-unidentifiable: reported and left unchanged.
+whole-number fields are rounded). Each measured row is one kernel timed alone, so it is
+simulated alone (fusion none: a fused member would have no time of its own); each
+parameter point simulates each distinct operator once (simulator.calibrate.distinct),
+its time shared by the rows that repeat it. A field whose Jacobian column is ~0 over
+the data (no measured operator depends on it) is unidentifiable: reported and left
+unchanged.
 k-fold cross-validation by operator reports the error on held-back operators before and
 after a fit to the others; the values written are the fit to all operators.
 """
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from simulator.calibrate.distinct import distinct_units
+from simulator.calibrate.distinct import distinct_operators
 from simulator.calibrate.measured import Measured
 from simulator.calibrate.sensitivity import with_values
 from simulator.inputs.platform import Platform
@@ -72,10 +74,11 @@ class Model:
                  engine: str, budget: MemoryBudget | None, file: str) -> None:
         self.platform, self.fields, self.engine, self.budget, self.file = \
             platform, fields, engine, budget, file
-        self.mapping = Mapping()
-        self.distinct = distinct_units(Workload(name="measured",
-                                                operators=measured.operators),
-                                       self.mapping)
+        # Each row is one kernel timed alone (a profile's rows): simulated alone, never
+        # fused with the rows beside it (a fused member has no time of its own).
+        self.mapping = Mapping(fusion="none")
+        self.distinct = distinct_operators(Workload(name="measured",
+                                                    operators=measured.operators))
         self.names = [op.name for op in measured.operators]
         self.measured = np.array([op.measured_s for op in measured.operators])
         self.runs: dict[str, np.ndarray] = {}
