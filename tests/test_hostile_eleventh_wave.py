@@ -5,7 +5,8 @@ module could not read, and a calibration of a platform with nothing assumed were
 tracebacks; a measurement CSV with a column or a shape key given twice was read from
 one copy, silently; a whole-model measurement file of thousands of runs worked for
 minutes; a precision sample tensor of no values passed any guardrail; `accsim check`
-said valid a platform every run refuses (an array side past 2**16, a value past 2**48).
+said valid a platform every run refuses (an array side past 2**16, a value past 2**48);
+`run --json -` wrote a file named `-`.
 Table-driven like tests/test_hostile_ninth_wave.py and run by the shared timed runner
 (tests/timed_cli.py): each case ends in a non-zero exit with one error line naming the
 option, field or file, within SECONDS, with no traceback, and changes no file (an
@@ -242,6 +243,14 @@ case("check a buffer of 10**23 bytes", ["check", "big.yaml"],
      {"big.yaml": dump({**PLATFORM, "buffers": {**PLATFORM["buffers"],
                                                 "weight_bytes": 10**23}})},
      "big.yaml", "buffers.weight_bytes", "2**48")
+
+
+# --- `-` given to an option that writes a file: a file named `-` was written, where
+# sensitivity's and calibrate's --json print to the terminal -------------------------
+for argv, flag in ((RUN + ["--json", "-"], "--json"), (RUN + ["--csv", "-"], "--csv"),
+                   (["serve", "--arch", "p.yaml", "--workload", "w.yaml", "--rate", "5",
+                     "--json", "-"], "--json")):
+    case(f"{argv[0]} {flag} -", argv, None, flag, "standard output")
 
 
 def test_there_are_enough_cases():

@@ -90,10 +90,13 @@ def check_file_name(path: str, field: str) -> None:
 def check_output_path(path: str, option: str,
                       suffixes: tuple[str, ...] | None = None) -> None:
     """An output path given by command-line `option` ("json" for --json) can be
-    written: its folder exists, it is not a folder or a link, it is writable, and its
-    suffix is one of `suffixes` when given. Commands call it before any simulation, so
-    no result is lost to a bad path."""
+    written: it is not `-` (a file named so is seldom meant), its folder exists, it is
+    not a folder or a link, it is writable, and its suffix is one of `suffixes` when
+    given. Commands call it before any simulation, so no result is lost to a bad path."""
     flag = f"--{option.replace('_', '-')}"
+    if path == "-":  # the commands that print there take it before calling this
+        raise AccsimError("'-' (standard output) is not where this option writes: name a "
+                          "file", field=flag)
     target = Path(path)
     if suffixes and target.suffix.lower() not in suffixes:
         raise AccsimError(f"must end in {' or '.join(suffixes)}", file=path, field=flag)
