@@ -46,8 +46,8 @@ from timed_cli import HANG_S, cpu_limit
 
 # The docs check's rule for a command's input shown on the page, shared so that both
 # write the same files.
-from experiments.readme_numbers import (MARKER, fenced_block, inline_file, named_file,
-                                        write_inputs)
+from experiments.readme_numbers import (MARKER, expected_exit, fenced_block, inline_file,
+                                        named_file, write_inputs)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md",
@@ -228,7 +228,7 @@ def run_shell(block: Block, folder: Path) -> None:
                               preexec_fn=cpu_limit(CPU_S))
         shown = [line.strip() for line in command.output]
         errors = [line for line in shown if line.startswith("accsim: error:")]
-        expected = 1 if errors or any(line.startswith("FAIL:") for line in shown) else 0
+        expected = expected_exit(shown)  # the docs check's rule for marked blocks
         assert done.returncode == expected, (
             f"{where}: `{command.text}` exited {done.returncode}, the page shows "
             f"{expected}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
