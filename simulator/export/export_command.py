@@ -16,7 +16,7 @@ from simulator.export.llmservingsim import llmservingsim_files
 from simulator.export.llmservingsim_v1 import layers_csv_files
 from simulator.export.naming import device_name, folder_name, model_id
 from simulator.export.profile import ModelProfile, check_limit
-from simulator.export.tables import MAX_TABLE_BYTES, Reader, no_earlier
+from simulator.export.tables import MAX_TABLE_BYTES, Earlier
 from simulator.export.vidur import vidur_files
 from simulator.export.vidur_device import (DEVICE_FILE, LAUNCHER, LAUNCHER_TEXT,
                                            MODEL_FILE, device_json, devices_per_node,
@@ -153,7 +153,7 @@ def _bits(args, name: str, defaults: dict) -> int:
     return bits
 
 
-def _files(args: argparse.Namespace, earlier: Reader) -> dict[str, str | bytes]:
+def _files(args: argparse.Namespace, earlier: Earlier) -> dict[str, str | bytes]:
     platform, file = _platform(args.arch)
     if args.format == "chakra":
         return _chakra(args, platform, file)
@@ -185,12 +185,13 @@ def _files(args: argparse.Namespace, earlier: Reader) -> dict[str, str | bytes]:
 
 
 def _vidur(args, profiles: list[ModelProfile], device: str, hub: str, limits: dict,
-           bits: dict, earlier: Reader) -> dict[str, str]:
+           bits: dict, earlier: Earlier) -> dict[str, str]:
     files = vidur_files(profiles, device=device, model_id=hub, **limits, **bits,
                         block_size=check_limit(args.block_size, "--block-size"),
                         earlier=earlier)
     device_path = f"data/profiling/network/{device}/{DEVICE_FILE}"
-    per_node = devices_per_node(earlier(device_path), {p.tp for p in profiles})
+    per_node = devices_per_node(earlier(device_path), {p.tp for p in profiles},
+                                earlier.shown(device_path))
     files[device_path] = device_json(profiles[0], device, per_node)
     files[f"data/profiling/compute/{device}/{hub}/{MODEL_FILE}"] = model_json(
         profiles[0], hub)
@@ -235,11 +236,11 @@ def handle(args: argparse.Namespace) -> int:
     claim = (lambda: OutputFolder.claim(args.output, MARKER, field="--output",
                                         signature="accsim export"))
     early = claim() if os.path.lexists(args.output) or not args.output else None
-    earlier: Reader = no_earlier
+    earlier = Earlier()
     if early is not None:
         listed = early.listed
-        earlier = (lambda relative: early.read(relative, MAX_TABLE_BYTES)
-                   if relative in listed else None)
+        earlier = Earlier(lambda relative: early.read(relative, MAX_TABLE_BYTES)
+                          if relative in listed else None, args.output)
     try:
         files = _files(args, earlier)
     except BaseException:

@@ -43,7 +43,7 @@ import yaml
 
 from simulator.errors import AccsimError
 from simulator.export.profile import ModelProfile, check_size, grid_points
-from simulator.export.tables import Reader, csv_text
+from simulator.export.tables import Earlier, csv_text
 
 # Dense architectures LLMServingSim ships a catalog for (profiler/models/*.yaml at
 # 5daddb2; its MoE catalogs need moe.csv, which this export does not write).
@@ -191,7 +191,7 @@ def cluster_path(hardware: str, model_id: str, tp: int) -> str:
 
 def llmservingsim_files(profiles: list[ModelProfile], *, hardware: str, model_id: str,
                         config_text: str, max_tokens: int, max_batch: int,
-                        bits: int, attention_bits: int, earlier: Reader
+                        bits: int, attention_bits: int, earlier: Earlier
                         ) -> dict[str, str]:
     """Relative path -> text of the bundle of every TP degree in `profiles`."""
     first = profiles[0]
@@ -221,7 +221,8 @@ def llmservingsim_files(profiles: list[ModelProfile], *, hardware: str, model_id
                len(profiles) * (len(chunks) * (len(caches) + 1)
                                 * (len(batches) * len(kv_decode) + 1)))
     root = f"profiler/perf/{hardware}/{model_id}/{variant(first)}"
-    degrees = sorted(earlier_degrees(earlier(f"{root}/meta.yaml"), f"{root}/meta.yaml")
+    degrees = sorted(earlier_degrees(earlier(f"{root}/meta.yaml"),
+                                     earlier.shown(f"{root}/meta.yaml"))
                      | {p.tp for p in profiles})
     files = {f"{root}/meta.yaml": meta_yaml(
         first, hardware=hardware, model_id=model_id, degrees=degrees,

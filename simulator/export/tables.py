@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from simulator.errors import AccsimError
 
@@ -60,9 +62,17 @@ def merged(header: Sequence[str], new_rows: list[list], data: bytes | None,
     return csv_text(header, rows)
 
 
-Reader = Callable[[str], "bytes | None"]
+@dataclass(frozen=True)
+class Earlier:
+    """The files an earlier export wrote in the output folder, read back by their path
+    inside it (`read`: None where it wrote none; the default: a new folder, none), and
+    `shown`, the path a user can open (the folder as given, joined), for errors."""
 
+    read: Callable[[str], "bytes | None"] = lambda _relative: None
+    folder: str = ""
 
-def no_earlier(_relative: str) -> None:
-    """The reader of a new folder: no earlier export in it."""
-    return None
+    def __call__(self, relative: str) -> bytes | None:
+        return self.read(relative)
+
+    def shown(self, relative: str) -> str:
+        return os.path.join(self.folder, relative)

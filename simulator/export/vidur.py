@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from simulator.errors import AccsimError
 from simulator.export.profile import ModelProfile, check_size, grid_points
-from simulator.export.tables import Reader, csv_text, merged
+from simulator.export.tables import Earlier, csv_text, merged
 
 STATS = ("min", "max", "mean", "median", "std")
 # Vidur's operator -> the accsim operators (simulator.frontends.hf.workloads) whose
@@ -139,7 +139,7 @@ def send_recv_rows(profile: ModelProfile, tokens: list[int]) -> list[list]:
 
 def vidur_files(profiles: list[ModelProfile], *, device: str, model_id: str,
                 max_tokens: int, max_batch: int, block_size: int, bits: int,
-                attention_bits: int, earlier: Reader) -> dict[str, str]:
+                attention_bits: int, earlier: Earlier) -> dict[str, str]:
     """Relative path -> CSV text of the profile of every TP degree in `profiles`
     (one model, one platform), merged with the tables `earlier` reads back."""
     first = profiles[0]
@@ -171,7 +171,7 @@ def vidur_files(profiles: list[ModelProfile], *, device: str, model_id: str,
     for path, (header, rows) in tables.items():
         key = "num_workers" if path.endswith("all_reduce.csv") else \
             "num_tensor_parallel_workers"
-        text = merged(header, rows, earlier(path), key, degrees, path)
+        text = merged(header, rows, earlier(path), key, degrees, earlier.shown(path))
         if text.count("\n") > 1:  # rows besides the header
             files[path] = text
     if first.platform.interconnect is not None:  # pipeline stages need links

@@ -124,20 +124,21 @@ def model_json(profile: ModelProfile, model_id: str) -> str:
     }, indent=2) + "\n"
 
 
-def devices_per_node(earlier: bytes | None, degrees: set[int]) -> int:
+def devices_per_node(earlier: bytes | None, degrees: set[int], shown: str) -> int:
     """The chips per node: the largest TP degree of this and earlier exports of the
     device (Vidur's all_reduce filter asks devices_per_node == T); an earlier count
-    that is no TP degree accsim exports (1 to MAX_CHIPS) is refused."""
+    that is no TP degree accsim exports (1 to MAX_CHIPS) is refused, naming the
+    earlier file as `shown`."""
     largest = max(degrees)
     if earlier is not None:
         try:
             count = parse_json(earlier.decode("utf-8", errors="replace"),
-                               file=DEVICE_FILE)["num_devices_per_node"]
+                               file=shown)["num_devices_per_node"]
         except (AccsimError, KeyError, TypeError):
             count = None
         if not isinstance(count, int) or isinstance(count, bool) \
                 or not 1 <= count <= MAX_CHIPS:
             raise AccsimError("an earlier export's device file is not accsim's",
-                              file=DEVICE_FILE, field="--output")
+                              file=shown, field="--output")
         largest = max(largest, count)
     return largest
