@@ -138,10 +138,11 @@ def test_markup_and_emoji_codes_in_names_are_printed_as_written(tmp_path, capsys
     workload = tmp_path / "w.yaml"
     workload.write_text(yaml.safe_dump({"name": name, "operators": [
         {"name": name, "layer_type": name, "kind": "gemm", "m": 8, "n": 8, "k": 8}]}))
-    platform = tmp_path / "p.yaml"
-    platform.write_text(yaml.safe_dump({**BASE, "name": name}))
+    platform, copy = tmp_path / "p.yaml", tmp_path / "q.yaml"
+    for path in (platform, copy):  # one file twice is refused: a copy, of the same name
+        path.write_text(yaml.safe_dump({**BASE, "name": name}))
     assert main(["run", "--arch", str(platform), "--workload", str(workload)]) == 0
-    assert main(["compare", "--arch", str(platform), "--arch", str(platform),
+    assert main(["compare", "--arch", str(platform), "--arch", str(copy),
                  "--workload", str(workload)]) == 0
     out = capsys.readouterr().out
     assert out.count(name) >= 4 and "\x1b" not in out

@@ -1,6 +1,6 @@
-"""What a newcomer met following the docs: an export merging into an earlier one named
-the file it could not merge by its path inside the folder, not the path a user can
-open."""
+"""What a newcomer met following the docs: `compare` given one platform file twice
+printed two equal columns; an export merging into an earlier one named the file it
+could not merge by its path inside the folder, not the path a user can open."""
 
 from __future__ import annotations
 
@@ -9,9 +9,44 @@ import json
 import pytest
 from tiny_llama import TINY_LLAMA
 
-from test_hostile_sweep import refused_in
+from platforms import BASE as PLATFORM
+from simulator.inputs.loader import locate
+from test_bad_inputs import WORKLOAD_FILE, dump
+from test_hostile_sweep import make, refused_in
+from timed_cli import run_main
 
 SECONDS = 20
+FILES = {"p.yaml": dump(PLATFORM), "w.yaml": WORKLOAD_FILE}
+
+
+SHIPPED_V1 = str(locate("tpu_v1", "platform"))
+
+
+@pytest.mark.parametrize("first, second", [
+    ("p.yaml", "p.yaml"), ("p.yaml", "./p.yaml"), ("p.yaml", "sub/../p.yaml"),
+    ("p.yaml", "link.yaml"), ("tpu_v1", SHIPPED_V1)],
+    ids=["twice", "dot", "dotdot", "link", "shipped name and path"])
+def test_compare_refuses_one_platform_file_twice(first, second, tmp_path, monkeypatch,
+                                                 capsys):
+    """Each --arch is one column: one file named twice is refused before any work,
+    naming both; a copy of a file (two files) stays a comparison."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.yaml").symlink_to("p.yaml")
+    argv = ["compare", "--arch", first, "--arch", second, "--workload", "w.yaml"]
+    files = {"p.yaml": FILES["p.yaml"], "w.yaml": WORKLOAD_FILE}
+    err, touched = refused_in(tmp_path, files, argv, capsys, SECONDS,
+                              ["--arch", second, f"same platform file as --arch {first}"])
+    assert touched == set()
+
+
+def test_compare_takes_a_copy_of_a_platform(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for name, content in {**FILES, "q.yaml": FILES["p.yaml"]}.items():
+        make(tmp_path / name, content)
+    code, _, err, _ = run_main(["compare", "--arch", "p.yaml", "--arch", "q.yaml",
+                                "--workload", "w.yaml"], capsys, SECONDS)
+    assert code == 0, err
 
 
 MARKER = ".accsim-export"

@@ -5,6 +5,7 @@ with --robust, whether each pair's ranking holds across the platforms' assumed r
 from __future__ import annotations
 
 import argparse
+import os
 
 from rich.table import Table
 
@@ -37,21 +38,43 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
     llm, model_source = hf_command.run_step(args)
     if llm is None:
         imported = import_command.run_workload(args)  # read once, run on every platform
-        return [load_inputs(arch, args.workload, args.mapping,
-                            heuristic_name=args.heuristic, fusion=args.fusion,
-                            orientation=args.orientation, imported=imported)
-                for arch in args.arch], None
-    if args.workload is not None or import_command.run_shortcut(args):
+        every = [load_inputs(arch, args.workload, args.mapping,
+                             heuristic_name=args.heuristic, fusion=args.fusion,
+                             orientation=args.orientation, imported=imported)
+                 for arch in args.arch]
+    elif args.workload is not None or import_command.run_shortcut(args):
         raise AccsimError("--model replaces --workload (and takes no --onnx or "
                           "--kineto)", field="--model")
-    every = []
-    for arch in args.arch:
-        base = load_inputs(arch, DEFAULT_WORKLOAD, args.mapping,
-                           heuristic_name=args.heuristic, fusion=args.fusion,
-                           orientation=args.orientation)
-        every.append(Inputs(base.platform, llm.on(base.platform).workload(), base.mapping,
-                            base.platform_source, model_source, base.mapping_source))
+    else:
+        every = []
+        for arch in args.arch:
+            base = load_inputs(arch, DEFAULT_WORKLOAD, args.mapping,
+                               heuristic_name=args.heuristic, fusion=args.fusion,
+                               orientation=args.orientation)
+            every.append(Inputs(base.platform, llm.on(base.platform).workload(),
+                                base.mapping, base.platform_source, model_source,
+                                base.mapping_source))
+    _check_distinct_platforms(every, args.arch)
     return every, llm
+
+
+def _check_distinct_platforms(every: list[Inputs], given: list[str]) -> None:
+    """Each --arch is one column: a platform file named twice (by a shipped name and
+    its path, or two paths to one file) would print the same column twice."""
+    seen: dict[tuple[int, int], str] = {}
+    for inputs, arch in zip(every, given):
+        if inputs.platform_source is None:
+            continue
+        try:
+            found = os.stat(inputs.platform_source.path)
+        except OSError:
+            continue  # read a moment ago; a file gone since is no duplicate
+        key = (found.st_dev, found.st_ino)
+        if key in seen:
+            raise AccsimError(f"is the same platform file as --arch {seen[key]} (each "
+                              "--arch is one column): give each platform once",
+                              file=arch, field="--arch")
+        seen[key] = arch
 
 
 # Output options and the suffixes each accepts (None: any).
