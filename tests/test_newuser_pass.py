@@ -1,6 +1,8 @@
-"""What a newcomer met following the docs: `compare` given one platform file twice
-printed two equal columns; an export merging into an earlier one named the file it
-could not merge by its path inside the folder, not the path a user can open."""
+"""What a newcomer met following the docs: a plan's layer_types entry that selects no
+operator was taken silently (a misspelt layer_type left its operators on the default
+mapping without a word); `compare` given one platform file twice printed two equal
+columns; an export merging into an earlier one named the file it could not merge by
+its path inside the folder, not the path a user can open."""
 
 from __future__ import annotations
 
@@ -16,7 +18,42 @@ from test_hostile_sweep import make, refused_in
 from timed_cli import run_main
 
 SECONDS = 20
-FILES = {"p.yaml": dump(PLATFORM), "w.yaml": WORKLOAD_FILE}
+TYPO_PLAN = dump({"name": "typo", "layer_types": {"fc": {"depth": 1},
+                                                  "fcc": {"depth": 2}}})
+FILES = {"p.yaml": dump(PLATFORM), "w.yaml": WORKLOAD_FILE, "plan.yaml": TYPO_PLAN}
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--arch", "p.yaml"],
+    ["compare", "--arch", "p.yaml", "--arch", "tpu_v1"],
+    ["map", "--arch", "p.yaml"],
+    ["serve", "--arch", "p.yaml", "--rate", "5", "--duration", "2"]],
+    ids=lambda argv: argv[0])
+def test_a_layer_type_no_operator_has_is_named(argv, tmp_path, monkeypatch, capsys):
+    """A warning (a plan may serve several workloads of a model family, as `accsim
+    check PLAN --workload` says too) naming the plan file, the entry and the workload,
+    once; the entry that matches is not named."""
+    monkeypatch.chdir(tmp_path)
+    for name, content in FILES.items():
+        make(tmp_path / name, content)
+    code, out, err, _ = run_main([*argv, "--workload", "w.yaml", "--mapping",
+                                  "plan.yaml"], capsys, SECONDS)
+    assert code == 0, err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert warnings == ["accsim: warning: plan.yaml: layer_types.fcc: no operator of "
+                        "layer_type 'fcc' in workload 'w' (its layer_types: fc)"]
+
+
+def test_a_plan_whose_layer_types_all_match_warns_of_nothing(tmp_path, monkeypatch,
+                                                             capsys):
+    monkeypatch.chdir(tmp_path)
+    for name, content in {**FILES, "plan.yaml": dump({"layer_types": {
+            "fc": {"depth": 1}}})}.items():
+        make(tmp_path / name, content)
+    code, _, err, _ = run_main(["run", "--arch", "p.yaml", "--workload", "w.yaml",
+                                "--mapping", "plan.yaml"], capsys, SECONDS)
+    assert code == 0, err
+    assert "warning" not in err
 
 
 SHIPPED_V1 = str(locate("tpu_v1", "platform"))

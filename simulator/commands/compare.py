@@ -14,7 +14,8 @@ from simulator.api import Comparison, Result, platform_labels
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
 from simulator.options.rules import requires
-from simulator.inputs.named_inputs import DEFAULT_WORKLOAD, budget, load_inputs
+from simulator.inputs.named_inputs import (DEFAULT_WORKLOAD, budget, load_inputs,
+                                           warn_unmatched)
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError
 from simulator.output.escape import csv_text
@@ -55,6 +56,7 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
                                 base.mapping, base.platform_source, model_source,
                                 base.mapping_source))
     _check_distinct_platforms(every, args.arch)
+    warn_unmatched(every[0])  # one plan, one workload: said once
     return every, llm
 
 

@@ -11,7 +11,8 @@ from dataclasses import replace
 from simulator.kernels import ahead
 from simulator.output import progress
 from simulator.frontends import scalesim
-from simulator.inputs.named_inputs import DEFAULT_WORKLOAD, budget, load_inputs
+from simulator.inputs.named_inputs import (DEFAULT_WORKLOAD, budget, load_inputs,
+                                           warn_unmatched)
 from simulator.errors import AccsimError
 from simulator.frontends import import_command
 from simulator.frontends.hf import llm_command as hf_command
@@ -68,10 +69,13 @@ def run_inputs(args: argparse.Namespace):
     step from --model) and the LLM step, None for other workloads."""
     llm, model_source = hf_command.run_step(args)
     if llm is None:
-        return load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
-                           workload_format=args.format, heuristic_name=args.heuristic,
-                           fusion=args.fusion, orientation=args.orientation,
-                           imported=import_command.run_workload(args)), None
+        inputs = load_inputs(args.arch, args.workload, args.mapping,
+                             validate=args.validate, workload_format=args.format,
+                             heuristic_name=args.heuristic, fusion=args.fusion,
+                             orientation=args.orientation,
+                             imported=import_command.run_workload(args))
+        warn_unmatched(inputs)
+        return inputs, None
     if args.workload is not None or import_command.run_shortcut(args) or \
             args.validate or args.format:
         raise AccsimError("--model replaces --workload (and takes no --onnx, "
@@ -80,8 +84,10 @@ def run_inputs(args: argparse.Namespace):
                        heuristic_name=args.heuristic, fusion=args.fusion,
                        orientation=args.orientation)
     llm = llm.on(base.platform)
-    return Inputs(base.platform, llm.workload(), base.mapping, base.platform_source,
-                  model_source, base.mapping_source), llm
+    inputs = Inputs(base.platform, llm.workload(), base.mapping, base.platform_source,
+                    model_source, base.mapping_source)
+    warn_unmatched(inputs)
+    return inputs, llm
 
 
 def _capped_run(args: argparse.Namespace, inputs: Inputs, plan, llm, memory):

@@ -4,6 +4,7 @@ through `load_inputs` exactly as `accsim run` does."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from simulator.frontends import scalesim
@@ -13,7 +14,8 @@ from simulator.limits import MemoryBudget, parse_size
 from simulator.inputs.loader import Source, load_model, locate, shipped_names
 from simulator.inputs.platform_file import load_platform
 from simulator.mapping.heuristics import heuristic
-from simulator.mapping.plan import Mapping, with_fusion, with_heuristic, with_orientation
+from simulator.mapping.plan import (Mapping, unmatched_layer_types, with_fusion,
+                                    with_heuristic, with_orientation)
 from simulator.inputs.run_inputs import Inputs
 from simulator.output.terminal import echo, plain
 from simulator.inputs.workload import Workload
@@ -88,6 +90,14 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
     return Inputs(platform, trace, with_orientation(with_fusion(with_heuristic(
         plan, heuristic_name), fusion), orientation),
                   platform_source, workload_source, mapping_source)
+
+
+def warn_unmatched(inputs: Inputs) -> None:
+    """One warning on stderr per layer_types entry of the plan that selects no operator
+    of the workload, naming the plan file (mapping.plan.unmatched_layer_types)."""
+    shown = inputs.mapping_source.path if inputs.mapping_source else "--mapping"
+    for warning in unmatched_layer_types(inputs.mapping, inputs.workload):
+        print(f"accsim: warning: {plain(shown)}: {plain(warning)}", file=sys.stderr)
 
 
 def locate_any(name: str, kind: str | None) -> str:

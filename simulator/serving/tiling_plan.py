@@ -10,6 +10,7 @@ from collections.abc import Collection
 
 from simulator.errors import AccsimError
 from simulator.inputs.loader import Source, load_model, locate
+from simulator.inputs.named_inputs import warn_unmatched
 from simulator.mapping.plan import Mapping, with_fusion, with_heuristic
 from simulator.inputs.run_inputs import Inputs
 from simulator.serving.spec import ServeSpec
@@ -33,10 +34,12 @@ def check_plan(reference: Inputs, names: Collection[str], *, served: str) -> Non
     """Every operator the plan of `reference` names is one of `names` (those every
     served iteration or batch has under that name), and the reference iteration runs
     under it: one error naming the plan's file and field, before anything is served
-    (an entry that fails only on other shapes is named so as it is costed)."""
+    (an entry that fails only on other shapes is named so as it is costed); a
+    layer_types entry that selects no operator of it is named in a warning."""
     source = reference.mapping_source
     if source is None:
         return
+    warn_unmatched(reference)
     for name in reference.mapping.operators:
         if name not in names:
             raise AccsimError(f"no operator {name!r} in an iteration of {served} (it has "
