@@ -7,6 +7,7 @@ exit status 1; results already computed are printed before any output file is wr
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import importlib
 import os
@@ -66,11 +67,45 @@ VERBS = {
 
 class _OneLineErrors(argparse.ArgumentParser):
     """argparse's parser with its usage errors on one line: the usage block it prints
-    first (some twenty lines for `run`) buries the one line that says what is wrong."""
+    first (some twenty lines for `run`) buries the one line that says what is wrong.
+    An option the verb does not take is refused by the verb's parser, naming the verb
+    and the nearest option it does take (argparse leaves it to `accsim`, whose --help
+    lists no verb's options)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the "
                   "options)\n")
+
+    def parse_args(self, args=None, namespace=None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            verb = _chosen(self, parsed)
+            verb.error(f"unrecognized arguments: {' '.join(extras)}"
+                       + _nearest(extras, verb))
+        return parsed
+
+
+def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace
+            ) -> argparse.ArgumentParser:
+    """The innermost parser the arguments chose (`accsim import onnx`'s, say)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(parsed, action.dest, None))
+            if chosen is not None:
+                return _chosen(chosen, parsed)
+    return parser
+
+
+def _nearest(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """'; did you mean --arch?' for the first unknown option that is close to one the
+    parser takes ('' if none is)."""
+    taken = [option for option in parser._option_string_actions if option.startswith("--")]
+    for word in extras:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], taken, n=1)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
 
 
 def build_parser(verbs: Iterable[str] | None = None) -> argparse.ArgumentParser:

@@ -12,6 +12,7 @@ import pytest
 from tiny_llama import TINY_LLAMA
 
 from platforms import BASE as PLATFORM
+from simulator.cli import main
 from simulator.inputs.loader import locate
 from test_bad_inputs import WORKLOAD_FILE, dump
 from test_hostile_sweep import make, refused_in
@@ -112,3 +113,25 @@ def test_an_export_names_the_earlier_file_as_a_user_opens_it(fmt, relative, cont
     argv = ["export", fmt, *VIDUR[2:]]
     err, _ = refused_in(tmp_path, files, argv, capsys, SECONDS, ["--output"])
     assert f"accsim: error: out/ex/{relative}: --output: " in err
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["run", "--archh", "tpu_v1"], "accsim run: error: unrecognized arguments: --archh "
+     "tpu_v1; did you mean --arch? (accsim run --help lists the options)"),
+    (["import", "onnx", "m.onnx", "--batchh", "2"], "accsim import onnx: error: "
+     "unrecognized arguments: --batchh 2; did you mean --batch? (accsim import onnx "
+     "--help lists the options)"),
+    (["compare", "--arch", "tpu_v1", "--robustt"], "accsim compare: error: unrecognized "
+     "arguments: --robustt; did you mean --robust? (accsim compare --help lists the "
+     "options)"),
+    (["run", "--wide", "tpu_v1"], "accsim run: error: unrecognized arguments: tpu_v1 "
+     "(accsim run --help lists the options)")],
+    ids=["run", "import onnx", "compare", "a word"])
+def test_an_option_the_verb_lacks_is_named_by_the_verb(argv, line, capsys):
+    """A misspelt option was `accsim: error: ... (accsim --help lists the options)`, and
+    accsim --help lists no verb's options: the verb's parser refuses it, naming the
+    nearest option it takes."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
