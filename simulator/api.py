@@ -46,7 +46,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from simulator.system.capacity import Capacity
-from simulator.inputs.named_inputs import DEFAULT_ARCH, DEFAULT_WORKLOAD, load_inputs
+from simulator.inputs.named_inputs import (DEFAULT_ARCH, DEFAULT_WORKLOAD,
+                                           check_distinct_platforms, load_inputs)
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf.step import LlmOptions, LlmStep, llm_step
@@ -387,11 +388,12 @@ def compare(platforms: list, workload: str | Path | Workload | LlmStep = DEFAULT
     capacity is checked before any is simulated)."""
     every = [_inputs(p, workload, mapping, heuristic, fusion, orientation)
              for p in platforms]
+    given = [str(p) if isinstance(p, (str, Path)) else p.name for p in platforms]
+    check_distinct_platforms([inputs for inputs, _ in every], given, field="platforms")
     fits = [check_fit(inputs, SystemPlan(), llm, ignore=ignore_capacity)
             for inputs, llm in every]
     results = [Result(simulate_inputs(inputs, engine=engine), llm, fit)
                for (inputs, llm), fit in zip(every, fits)]
-    given = [str(p) if isinstance(p, (str, Path)) else p.name for p in platforms]
     return Comparison(results, platform_labels([r.run.platform.name for r in results],
                                                given))
 

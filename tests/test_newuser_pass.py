@@ -12,7 +12,9 @@ import pytest
 from tiny_llama import TINY_LLAMA
 
 from platforms import BASE as PLATFORM
+import simulator.api as api
 from simulator.cli import main
+from simulator.errors import AccsimError
 from simulator.inputs.loader import locate
 from test_bad_inputs import WORKLOAD_FILE, dump
 from test_hostile_sweep import make, refused_in
@@ -74,8 +76,16 @@ def test_compare_refuses_one_platform_file_twice(first, second, tmp_path, monkey
     argv = ["compare", "--arch", first, "--arch", second, "--workload", "w.yaml"]
     files = {"p.yaml": FILES["p.yaml"], "w.yaml": WORKLOAD_FILE}
     err, touched = refused_in(tmp_path, files, argv, capsys, SECONDS,
-                              ["--arch", second, f"same platform file as --arch {first}"])
+                              ["--arch", second, f"same platform file as {first!r}"])
     assert touched == set()
+
+
+def test_the_api_refuses_one_platform_file_twice():
+    """simulator.api.compare does what `accsim compare` does."""
+    with pytest.raises(AccsimError) as refused:
+        api.compare(["tpu_v1", SHIPPED_V1], "gemm_4096")
+    assert refused.value.field == "platforms" and refused.value.file == SHIPPED_V1
+    assert "same platform file as 'tpu_v1'" in refused.value.rule
 
 
 def test_compare_takes_a_copy_of_a_platform(tmp_path, monkeypatch, capsys):

@@ -5,7 +5,6 @@ with --robust, whether each pair's ranking holds across the platforms' assumed r
 from __future__ import annotations
 
 import argparse
-import os
 
 from rich.table import Table
 
@@ -14,7 +13,8 @@ from simulator.api import Comparison, Result, platform_labels
 from simulator.calibrate.robust import Corners, Verdict, robust_ranking
 from simulator.calibrate.sensitivity import METRICS
 from simulator.options.rules import requires
-from simulator.inputs.named_inputs import (DEFAULT_WORKLOAD, budget, load_inputs,
+from simulator.inputs.named_inputs import (DEFAULT_WORKLOAD, budget,
+                                           check_distinct_platforms, load_inputs,
                                            warn_unmatched)
 from simulator.commands.run import simulate_shown, simulate_system_shown
 from simulator.errors import AccsimError
@@ -55,28 +55,9 @@ def compared_inputs(args: argparse.Namespace) -> tuple[list[Inputs], object]:
             every.append(Inputs(base.platform, llm.on(base.platform).workload(),
                                 base.mapping, base.platform_source, model_source,
                                 base.mapping_source))
-    _check_distinct_platforms(every, args.arch)
+    check_distinct_platforms(every, args.arch, field="--arch")
     warn_unmatched(every[0])  # one plan, one workload: said once
     return every, llm
-
-
-def _check_distinct_platforms(every: list[Inputs], given: list[str]) -> None:
-    """Each --arch is one column: a platform file named twice (by a shipped name and
-    its path, or two paths to one file) would print the same column twice."""
-    seen: dict[tuple[int, int], str] = {}
-    for inputs, arch in zip(every, given):
-        if inputs.platform_source is None:
-            continue
-        try:
-            found = os.stat(inputs.platform_source.path)
-        except OSError:
-            continue  # read a moment ago; a file gone since is no duplicate
-        key = (found.st_dev, found.st_ino)
-        if key in seen:
-            raise AccsimError(f"is the same platform file as --arch {seen[key]} (each "
-                              "--arch is one column): give each platform once",
-                              file=arch, field="--arch")
-        seen[key] = arch
 
 
 # Output options and the suffixes each accepts (None: any).

@@ -4,6 +4,7 @@ through `load_inputs` exactly as `accsim run` does."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -98,6 +99,27 @@ def warn_unmatched(inputs: Inputs) -> None:
     shown = inputs.mapping_source.path if inputs.mapping_source else "--mapping"
     for warning in unmatched_layer_types(inputs.mapping, inputs.workload):
         print(f"accsim: warning: {plain(shown)}: {plain(warning)}", file=sys.stderr)
+
+
+def check_distinct_platforms(every: list[Inputs], given: list[str], *,
+                             field: str) -> None:
+    """Each platform compared is one column: a platform file named twice (by a shipped
+    name and its path, two paths to one file, a link) would print the same column
+    twice. `given`: the names as the user gave them, `field`: where (--arch)."""
+    seen: dict[tuple[int, int], str] = {}
+    for inputs, name in zip(every, given):
+        if inputs.platform_source is None:  # built in code: no file to name twice
+            continue
+        try:
+            found = os.stat(inputs.platform_source.path)
+        except OSError:
+            continue  # read a moment ago; a file gone since is no duplicate
+        key = (found.st_dev, found.st_ino)
+        if key in seen:
+            raise AccsimError(f"is the same platform file as {seen[key]!r} (each "
+                              "platform compared is one column): give each platform once",
+                              file=name, field=field)
+        seen[key] = name
 
 
 def locate_any(name: str, kind: str | None) -> str:
