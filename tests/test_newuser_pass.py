@@ -145,3 +145,19 @@ def test_an_option_the_verb_lacks_is_named_by_the_verb(argv, line, capsys):
         main(argv)
     assert stop.value.code == 2
     assert capsys.readouterr().err == line + "\n"
+
+
+@pytest.mark.parametrize("argv, kind, flag", [
+    (["check", "p.yaml", "--workload", "w.yaml"], "platform", "--workload"),
+    (["check", "tpu_v1", "--workload", "w.yaml"], "platform", "--workload"),
+    (["check", "w.yaml", "--arch", "p.yaml"], "workload", "--arch"),
+    (["check", "p.yaml", "--kind", "platform", "--arch", "p.yaml"], "platform", "--arch")],
+    ids=["platform file", "shipped platform", "workload file", "--kind platform"])
+def test_check_with_arch_or_workload_names_a_platform_as_such(argv, kind, flag, tmp_path,
+                                                              monkeypatch, capsys):
+    """`check FILE --workload W` checks a plan: a platform there was read as one and
+    refused for 'description: unknown field (misspelt?)' (or as no shipped mapping)."""
+    monkeypatch.chdir(tmp_path)
+    refused_in(tmp_path, {"p.yaml": FILES["p.yaml"], "w.yaml": WORKLOAD_FILE}, argv,
+               capsys, SECONDS, [f"{argv[1]}: {flag}: is a {kind} file, not a tiling plan",
+                                 f"drop {flag} to validate the {kind} file"])

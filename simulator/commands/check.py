@@ -12,7 +12,9 @@ from collections import Counter
 from simulator.frontends import scalesim
 from simulator.inputs.named_inputs import (DEFAULT_ARCH, DEFAULT_WORKLOAD, SCHEMAS,
                                        guess_kind, load_inputs, locate_any)
+from simulator.errors import AccsimError
 from simulator.inputs.platform import Platform
+from simulator.mapping.plan import Mapping
 from simulator.inputs.loader import parse_yaml, read_source, validate_model
 from simulator.inputs.platform_file import load_platform, overrides_of
 from simulator.options.catalog import add_options
@@ -99,7 +101,35 @@ def _print_assumptions(platform: Platform) -> None:
         echo(f"  {entry['kind']} {path} = {entry['value']:g}  {span}")
 
 
+def _refuse_other_kinds(args: argparse.Namespace) -> None:
+    """--arch and --workload check a tiling plan against them: a platform or workload
+    as FILE is told so (read as a plan, it failed on fields a plan has not, or was no
+    shipped plan), with the command that validates it."""
+    flag = "--arch" if args.arch else "--workload"
+    kind = args.kind
+    if kind is None and (scalesim.is_scalesim_config(args.file)
+                         or scalesim.is_scalesim_topology(args.file)):
+        kind = "SCALE-Sim"
+    elif kind is None:
+        try:
+            raw = parse_yaml(read_source(locate_any(args.file, None)).text,
+                             file=args.file)
+        except AccsimError:
+            return  # unreadable: the plan's reading names why
+        try:
+            validate_model(raw, Mapping, file=args.file)
+            return
+        except AccsimError:
+            kind = guess_kind(raw)
+    if kind != "mapping":
+        raise AccsimError(f"is a {kind} file, not a tiling plan: with --arch or "
+                          "--workload, check tests a plan on them (accsim check PLAN "
+                          f"--arch A --workload W); drop {flag} to validate the {kind} "
+                          "file", file=args.file, field=flag)
+
+
 def _check_plan(args: argparse.Namespace) -> int:
+    _refuse_other_kinds(args)
     inputs = load_inputs(args.arch or DEFAULT_ARCH, args.workload or DEFAULT_WORKLOAD,
                          args.file)
     report = check_plan(inputs)
