@@ -16,6 +16,7 @@ import simulator.api as api
 from simulator.cli import main
 from simulator.errors import AccsimError
 from simulator.inputs.loader import locate
+from simulator.output import progress
 from test_bad_inputs import WORKLOAD_FILE, dump
 from test_hostile_sweep import make, refused_in
 from timed_cli import run_main
@@ -161,3 +162,36 @@ def test_check_with_arch_or_workload_names_a_platform_as_such(argv, kind, flag, 
     refused_in(tmp_path, {"p.yaml": FILES["p.yaml"], "w.yaml": WORKLOAD_FILE}, argv,
                capsys, SECONDS, [f"{argv[1]}: {flag}: is a {kind} file, not a tiling plan",
                                  f"drop {flag} to validate the {kind} file"])
+
+
+class _Bar:
+    """progress.Bar's stand-in: what it was told."""
+
+    made: list[_Bar] = []
+
+    def __init__(self, description: str, **_options) -> None:
+        self.description, self.advanced = description, 0
+        _Bar.made.append(self)
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def advance(self, steps: int = 1) -> None:
+        self.advanced += steps
+
+
+def test_an_export_shows_its_progress(tmp_path, monkeypatch, capsys):
+    """An export simulates hundreds of iteration shapes (a minute for an 8B model's
+    vidur defaults) and said nothing until it wrote: it counts them on progress's bar
+    (drawn on a terminal only)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(progress, "Bar", _Bar)
+    _Bar.made.clear()
+    make(tmp_path / "config.json", json.dumps(TINY_LLAMA))
+    code, _, err, _ = run_main(["export", "vidur", *VIDUR[2:]], capsys, SECONDS)
+    assert code == 0, err
+    (bar,) = _Bar.made
+    assert bar.description.startswith("export vidur") and bar.advanced > 10

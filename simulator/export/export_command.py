@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
@@ -23,6 +24,7 @@ from simulator.export.vidur_device import (DEVICE_FILE, LAUNCHER, LAUNCHER_TEXT,
                                            model_json)
 from simulator.inputs.loader import read_source
 from simulator.inputs.platform_file import load_platform
+from simulator.output import progress
 from simulator.output.files import OutputFolder
 from simulator.system.parallelism import MAX_CHIPS
 from simulator.inputs.loader import load_model, locate
@@ -130,12 +132,13 @@ def _degrees(text: str, *, many: bool) -> list[int]:
 
 
 def _profiles(args: argparse.Namespace, platform: Platform, file: str | None,
-              degrees: list[int]) -> list[ModelProfile]:
+              degrees: list[int], simulated: Callable[[], None]) -> list[ModelProfile]:
     if args.model is None:
         raise AccsimError(f"{args.format} needs --model (a config.json or a shipped "
                           "model name)", field="--model")
     return [ModelProfile(platform, args.model, tp=tp, dtype=args.dtype,
-                         platform_file=file) for tp in degrees]
+                         platform_file=file, simulated=simulated)
+            for tp in degrees]
 
 
 def _option(args, name: str, defaults: dict) -> int:
@@ -153,17 +156,20 @@ def _bits(args, name: str, defaults: dict) -> int:
     return bits
 
 
-def _files(args: argparse.Namespace, earlier: Earlier) -> dict[str, str | bytes]:
+def _files(args: argparse.Namespace, earlier: Earlier, simulated: Callable[[], None]
+           ) -> dict[str, str | bytes]:
+    """The export's files by path inside the folder; `simulated` is called once per
+    iteration shape simulated."""
     platform, file = _platform(args.arch)
     if args.format == "chakra":
-        return _chakra(args, platform, file)
+        return _chakra(args, platform, file, simulated)
     if args.workload is not None:
         raise AccsimError(f"{args.format} profiles an LLM: give --model, not --workload",
                           field="--workload")
     degrees = _degrees(args.tp, many=True)
     device = (folder_name(args.hardware, "--hardware") if args.hardware is not None
               else device_name(platform.name))
-    profiles = _profiles(args, platform, file, degrees)
+    profiles = _profiles(args, platform, file, degrees, simulated)
     first = profiles[0]
     hub = model_id(args.model_id, first.config.source, args.model)
     kind = "layers_csv" if args.format == "llmservingsim" and args.layers_csv \
@@ -199,7 +205,8 @@ def _vidur(args, profiles: list[ModelProfile], device: str, hub: str, limits: di
     return files
 
 
-def _chakra(args: argparse.Namespace, platform: Platform, file: str | None) -> dict:
+def _chakra(args: argparse.Namespace, platform: Platform, file: str | None,
+            simulated: Callable[[], None]) -> dict:
     if (args.model is None) == (args.workload is None):
         raise AccsimError("chakra traces one of --model or --workload: give exactly one",
                           field="--model")
@@ -213,7 +220,7 @@ def _chakra(args: argparse.Namespace, platform: Platform, file: str | None) -> d
         nodes = workload_nodes(platform, workload)
         return chakra_files(nodes, f"{workload.name} on {platform.name}", workload.name,
                             1, platform)
-    (profile,) = _profiles(args, platform, file, [tp])
+    (profile,) = _profiles(args, platform, file, [tp], simulated)
     folder_name(profile.config.name, "--model")
     batch, tokens = check_limit(args.batch, "--batch"), check_limit(args.tokens, "--tokens")
     prefill = [(tokens, 0)] * batch if args.phase == "prefill" else []
@@ -242,7 +249,9 @@ def handle(args: argparse.Namespace) -> int:
         earlier = Earlier(lambda relative: early.read(relative, MAX_TABLE_BYTES)
                           if relative in listed else None, args.output)
     try:
-        files = _files(args, earlier)
+        with progress.Bar(f"export {args.format}: iteration shapes simulated",
+                          after_s=1.0) as bar:
+            files = _files(args, earlier, bar.advance)
     except BaseException:
         if early is not None:
             early.close()

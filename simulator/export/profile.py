@@ -59,11 +59,14 @@ def interpolated(at: Callable[[int], float], value: int, bits: int) -> float:
 class ModelProfile:
     """Operators and their simulated per-layer seconds on one chip of a T-chip group.
     The model is read (config.json or a shipped name) and the plan checked against it
-    (heads over T, an interconnect for T > 1) as `accsim serve --tp` does."""
+    (heads over T, an interconnect for T > 1) as `accsim serve --tp` does. `simulated`
+    is called once per iteration shape simulated (the export's progress)."""
 
     def __init__(self, platform: Platform, model: str, *, tp: int = 1,
-                 dtype: str | None = None, platform_file: str | None = None):
+                 dtype: str | None = None, platform_file: str | None = None,
+                 simulated: Callable[[], None] = lambda: None):
         self.platform, self.tp, self.dtype = platform, tp, dtype
+        self.simulated = simulated
         self.plan = SystemPlan(chips=tp, tp=tp)
         self.frontend = ShardedFrontend(hf_frontend, self.plan, platform,
                                         platform_file=platform_file)
@@ -105,6 +108,7 @@ class ModelProfile:
             layer = workload.model_copy(update={"operators": [
                 op.model_copy(update={"repeat": 1}) for op in workload.operators]})
             self._units[key] = fused_units(self.costs, layer, self.seconds)
+            self.simulated()
         return self._units[key]
 
     def times(self, prefill, decode) -> dict[str, float]:

@@ -1,5 +1,5 @@
 """Progress of long commands on stderr: one rich bar implementation for every verb
-(run, compare, regress, map, serve, sweep, review). It draws only when stderr is a
+(run, compare, regress, map, serve, sweep, review, export). It draws only when stderr is a
 terminal, so piped output and tests see nothing, and vanishes when done (transient).
 
 The simulator's callbacks come in three shapes; each has a context manager here that
