@@ -195,3 +195,22 @@ def test_an_export_shows_its_progress(tmp_path, monkeypatch, capsys):
     assert code == 0, err
     (bar,) = _Bar.made
     assert bar.description.startswith("export vidur") and bar.advanced > 10
+
+
+@pytest.mark.parametrize("argv, file, hint", [
+    (["run", "--arch", "tpu_v1.yaml"], "tpu_v1.yaml",
+     "the shipped platform of that name is given without the suffix: tpu_v1"),
+    (["run", "--workload", "gemm_4096.yml"], "gemm_4096.yml",
+     "the shipped workload of that name is given without the suffix: gemm_4096"),
+    (["compare", "--arch", "whatif/tpu_v5e_256x256.yaml"], "whatif/tpu_v5e_256x256.yaml",
+     "the shipped platform of that name is given without the suffix: "
+     "whatif/tpu_v5e_256x256"),
+    (["run", "--arch", "sub/p"], "sub/p", "sub/p.yaml is there")],
+    ids=["shipped platform", "shipped workload", "what-if", "path without suffix"])
+def test_a_name_one_step_from_a_file_says_which(argv, file, hint, tmp_path, monkeypatch,
+                                                capsys):
+    """'tpu_v1.yaml: file not found' left a newcomer to guess that shipped names go
+    without the suffix (and a path without it, that the file is there)."""
+    monkeypatch.chdir(tmp_path)
+    refused_in(tmp_path, {"sub/p.yaml": FILES["p.yaml"]}, argv, capsys, SECONDS,
+               [f"{file}: file not found; {hint}"])

@@ -535,6 +535,20 @@ def refuse_empty_name(name_or_path: str | Path, kind: str, field: str | None = N
                           field=field)
 
 
+def _refuse_near_miss(name_or_path: str, kind: str) -> None:
+    """A missing file that is one step from what exists: a shipped name given with its
+    suffix (tpu_v1.yaml), or a path given without it (arch_configs/tpu_v1), named
+    with the spelling that works."""
+    path = Path(name_or_path)
+    stem = name_or_path[:-len(path.suffix)] if path.suffix else name_or_path
+    if path.suffix in {".yaml", ".yml"} and stem in shipped_names(kind):
+        raise AccsimError(f"file not found; the shipped {kind} of that name is given "
+                          f"without the suffix: {stem}", file=name_or_path)
+    if not path.suffix and Path(f"{name_or_path}.yaml").is_file():
+        raise AccsimError(f"file not found; {name_or_path}.yaml is there",
+                          file=name_or_path)
+
+
 def locate(name_or_path: str, kind: str) -> Path:
     """A path as given if it exists, else the shipped file of that name."""
     refuse_empty_name(name_or_path, kind)
@@ -544,6 +558,7 @@ def locate(name_or_path: str, kind: str) -> Path:
     if path.suffix not in {".yaml", ".yml", ".json"} and name_or_path in shipped_names(kind):
         return Path(str(shipped_folder(kind) / f"{name_or_path}.yaml"))
     if path.suffix in {".yaml", ".yml", ".json"} or "/" in name_or_path:
+        _refuse_near_miss(name_or_path, kind)
         return path
     raise AccsimError(f"no such file, and no shipped {kind} of that name "
                       f"(shipped: {', '.join(shipped_names(kind))})", file=name_or_path)
