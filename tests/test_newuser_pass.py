@@ -214,3 +214,25 @@ def test_a_name_one_step_from_a_file_says_which(argv, file, hint, tmp_path, monk
     monkeypatch.chdir(tmp_path)
     refused_in(tmp_path, {"sub/p.yaml": FILES["p.yaml"]}, argv, capsys, SECONDS,
                [f"{file}: file not found; {hint}"])
+
+
+@pytest.mark.parametrize("argv, kind", [
+    (["--arch", "tpu_v1", "--workload", "w.yaml"], "platform"),
+    (["--arch", "p.yaml", "--workload", "gemm_4096"], "workload")])
+def test_regress_refuses_another_run_s_baseline_before_simulating(argv, kind, tmp_path,
+                                                                   monkeypatch, capsys):
+    """`accsim regress --baseline b.json` without the baseline's --arch ran the default
+    platform's simulation, then refused the baseline as another platform's."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("p.yaml", "w.yaml"):
+        make(tmp_path / name, FILES[name])
+    assert run_main(["run", "--arch", "p.yaml", "--workload", "w.yaml", "--json",
+                     "b.json"], capsys, SECONDS)[0] == 0
+    simulated = []
+    monkeypatch.setattr("simulator.commands.regress.simulate_shown",
+                        lambda *args, **kwargs: simulated.append(args))
+    code, _, err, _ = run_main(["regress", "--baseline", "b.json", *argv], capsys,
+                               SECONDS)
+    assert code == 2 and simulated == []
+    assert err.startswith(f"accsim: error: b.json: manifest.inputs.{kind}: baseline is "
+                          f"for {kind} ")

@@ -12,6 +12,7 @@ import math
 import sys
 from pathlib import Path
 
+from simulator import MODEL_VERSION
 from simulator.commands.compare import compared_inputs
 from simulator.inputs.named_inputs import budget
 from simulator.commands.run import simulate_shown
@@ -22,8 +23,9 @@ from simulator.output.files import (check_output_options, check_output_path, wri
 from simulator.mapping.heuristics import heuristic
 from simulator.present.plots import write_breakdown_plot
 from simulator.precision.applied import applied as applied_precision
-from simulator.verification.regression import (EXIT_REFUSED, BaselineRefused, compare, junit_xml,
-                               read_baseline, report_lines)
+from simulator.verification.regression import (EXIT_REFUSED, BaselineRefused, admit_names,
+                                                compare, junit_xml, read_baseline,
+                                                report_lines)
 from simulator.present.run_report import result_dict, write_csv, write_json
 from simulator.system.plan_run import check_fit
 from simulator.system.parallelism import SystemPlan
@@ -69,6 +71,13 @@ def handle(args: argparse.Namespace) -> int:
     (inputs,), llm = compared_inputs(argparse.Namespace(**{**vars(args),
                                                           "arch": [args.arch]}))
     inputs, precision = applied_precision(args.precision, inputs, single_chip=True)
+    if baseline is not None and not args.update_baseline:
+        try:  # a baseline of another platform or workload costs no simulation
+            admit_names(baseline, MODEL_VERSION, {"platform": inputs.platform.name,
+                                                  "workload": inputs.workload.name},
+                        path=args.baseline)
+        except BaselineRefused as exc:
+            return refuse(exc)
     fit = check_fit(inputs, SystemPlan(), llm, ignore=args.ignore_capacity)
     result = simulate_shown(inputs, args.engine, budget(args.engine, args.max_memory))
     # the optional blocks `run --json` writes: the LLM step's figures, the capacity

@@ -115,23 +115,33 @@ def read_baseline(path: str) -> dict:
     return data
 
 
-def admit(baseline: dict, current: dict, *, path: str) -> list[str]:
-    """Refuse a baseline from another platform, workload or MODEL_VERSION; return the
-    warnings (another package version, a changed workload of the same name)."""
-    old, new = baseline["manifest"], current["manifest"]
-    if int(old["model_version"]) != int(new["model_version"]):
+def admit_names(baseline: dict, model_version: int, names: dict[str, str], *,
+                path: str) -> None:
+    """Refuse a baseline from another MODEL_VERSION, or another platform or workload
+    (`names`: this run's, by kind): what is known before the run simulates, so such a
+    baseline costs no simulation."""
+    old = baseline["manifest"]
+    if int(old["model_version"]) != int(model_version):
         raise BaselineRefused(
             f"baseline has MODEL_VERSION {old['model_version']}, this accsim "
-            f"{new['model_version']}: timing semantics changed, so every number may "
+            f"{model_version}: timing semantics changed, so every number may "
             "differ; regenerate it (--update-baseline)", file=path,
             field="manifest.model_version")
-    for kind in ("platform", "workload"):
+    for kind, new_name in names.items():
         old_name = old["inputs"][kind]["canonical"]["name"]
-        new_name = new["inputs"][kind]["canonical"]["name"]
         if old_name != new_name:
             raise BaselineRefused(f"baseline is for {kind} {old_name!r}, this run for "
                                   f"{new_name!r}", file=path,
                                   field=f"manifest.inputs.{kind}")
+
+
+def admit(baseline: dict, current: dict, *, path: str) -> list[str]:
+    """Refuse a baseline from another platform, workload or MODEL_VERSION; return the
+    warnings (another package version, a changed workload of the same name)."""
+    old, new = baseline["manifest"], current["manifest"]
+    admit_names(baseline, new["model_version"],
+                {kind: new["inputs"][kind]["canonical"]["name"]
+                 for kind in ("platform", "workload")}, path=path)
     old_platform = old["inputs"]["platform"]["canonical"]
     new_platform = new["inputs"]["platform"]["canonical"]
     changed = [where.lstrip(".") for where, _ in differences(
