@@ -136,8 +136,10 @@ def test_an_export_names_the_earlier_file_as_a_user_opens_it(fmt, relative, cont
      "arguments: --robustt; did you mean --robust? (accsim compare --help lists the "
      "options)"),
     (["run", "--wide", "tpu_v1"], "accsim run: error: unrecognized arguments: tpu_v1 "
-     "(accsim run --help lists the options)")],
-    ids=["run", "import onnx", "compare", "a word"])
+     "(accsim run --help lists the options)"),
+    (["sweep"], "accsim sweep: error: the following arguments are required: "
+     "{run,report} (accsim sweep --help lists the options)")],
+    ids=["run", "import onnx", "compare", "a word", "sweep alone"])
 def test_an_option_the_verb_lacks_is_named_by_the_verb(argv, line, capsys):
     """A misspelt option was `accsim: error: ... (accsim --help lists the options)`, and
     accsim --help lists no verb's options: the verb's parser refuses it, naming the

@@ -225,3 +225,5 @@ def add_arguments(sweep: argparse.ArgumentParser) -> None:
                         "(needs pyarrow: pip install 'accsim[parquet]')")
     add_options(report, "sweep report", "table")
     report.set_defaults(handler=_report)
+    # a usage error names the subcommands, as the usage line does (not the dest)
+    verbs.metavar = "{" + ",".join(verbs.choices) + "}"
