@@ -5,7 +5,6 @@ through `load_inputs` exactly as `accsim run` does."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from simulator.frontends import scalesim
@@ -15,11 +14,10 @@ from simulator.limits import MemoryBudget, parse_size
 from simulator.inputs.loader import Source, load_model, locate, shipped_names
 from simulator.inputs.platform_file import load_platform
 from simulator.mapping.heuristics import heuristic
-from simulator.mapping.plan import (Mapping, unmatched_layer_types, with_fusion,
-                                    with_heuristic, with_orientation)
+from simulator.mapping.plan import Mapping, with_fusion, with_heuristic, with_orientation
 from simulator.inputs.run_inputs import Inputs
-from simulator.output.terminal import echo, plain
-from simulator.inputs.workload import Workload
+from simulator.output.terminal import echo, plain, warn
+from simulator.inputs.workload import Workload, unmatched_layer_types
 
 SCHEMAS = {"platform": Platform, "workload": Workload, "mapping": Mapping}
 
@@ -94,11 +92,11 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
 
 
 def warn_unmatched(inputs: Inputs) -> None:
-    """One warning on stderr per layer_types entry of the plan that selects no operator
-    of the workload, naming the plan file (mapping.plan.unmatched_layer_types)."""
+    """One warning on stderr per layer_types entry of the tiling plan that selects no
+    operator of the workload (workload.unmatched_layer_types), naming the plan file."""
     shown = inputs.mapping_source.path if inputs.mapping_source else "--mapping"
-    for warning in unmatched_layer_types(inputs.mapping, inputs.workload):
-        print(f"accsim: warning: {plain(shown)}: {plain(warning)}", file=sys.stderr)
+    for warning in unmatched_layer_types(inputs.mapping.layer_types, inputs.workload):
+        warn(shown, warning)
 
 
 def check_distinct_platforms(every: list[Inputs], given: list[str], *,

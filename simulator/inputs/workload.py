@@ -8,7 +8,7 @@ x cols of work, passes over it, and the real tensors they read and write.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal, Union
 
@@ -447,3 +447,16 @@ def workload_yaml(name: str, description: str, operators: list[dict],
         fields = ", ".join(f"{key}: {value}" for key, value in op.items())
         lines.append(f"  - {{{fields}}}")
     return "\n".join(lines) + "\n"
+
+
+def unmatched_layer_types(names: Iterable[str], workload: Workload) -> list[str]:
+    """A plan's layer_types entries (tiling or precision) that select no operator of
+    the workload, each as `layer_types.NAME: rule`. Not an error: one plan may serve
+    several workloads of a model family (a dense and an MoE model, say); but a
+    misspelt layer_type leaves its operators on the defaults, so commands say so."""
+    present = sorted({op.layer_type for op in workload.operators})
+    shown = ", ".join(present[:8]) + (f" and {len(present) - 8} more"
+                                      if len(present) > 8 else "")
+    return [f"layer_types.{name}: no operator of layer_type {name!r} in workload "
+            f"{workload.name!r} (its layer_types: {shown})"
+            for name in names if name not in present]

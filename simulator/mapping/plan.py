@@ -313,19 +313,6 @@ def check_mapping_names(mapping: Mapping, workload: Workload, *, file: str | Non
                               "splits by rows", file=file, field="row_parallel")
 
 
-def unmatched_layer_types(mapping: Mapping, workload: Workload) -> list[str]:
-    """The plan's layer_types entries that select no operator of the workload, each as
-    `layer_types.NAME: rule`. Not an error: one plan may serve several workloads of a
-    model family (a dense and an MoE model, say); but a misspelt layer_type leaves its
-    operators on the default mapping, so commands say so (a warning)."""
-    present = sorted({op.layer_type for op in workload.operators})
-    shown = ", ".join(present[:8]) + (f" and {len(present) - 8} more"
-                                      if len(present) > 8 else "")
-    return [f"layer_types.{name}: no operator of layer_type {name!r} in workload "
-            f"{workload.name!r} (its layer_types: {shown})"
-            for name in mapping.layer_types if name not in present]
-
-
 def fusion_error(op, fuse: str, following) -> str | None:
     """Why `fuse` cannot absorb `following` as `op`'s epilogue (None: it can): the
     fused operator is the next one, a vector operator over exactly op's outputs."""

@@ -106,6 +106,11 @@ def echo(text: str = "") -> None:
     print(fold(text, text_width()))
 
 
+def warn(where: str, text: str) -> None:
+    """One warning line on stderr, `accsim: warning: WHERE: TEXT`, both escaped."""
+    print(f"accsim: warning: {plain(where)}: {plain(text)}", file=sys.stderr)
+
+
 @dataclass(frozen=True)
 class Grouped:
     """A table with how it splits: its first `key` columns repeat in every part, and

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from simulator.errors import AccsimError
 from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import load_model
+from simulator.inputs.workload import unmatched_layer_types
+from simulator.output.terminal import warn
 
 if TYPE_CHECKING:
     from simulator.precision.format_choice import AppliedPlan
@@ -33,4 +35,6 @@ def applied(plan_file: str | None, inputs: Inputs, *,
     from simulator.precision.format_choice import apply_plan
     plan, source = load_model(plan_file, PrecisionPlan)
     result = apply_plan(plan, inputs.workload, inputs.platform, file=source.path)
+    for warning in unmatched_layer_types(plan.layer_types, inputs.workload):
+        warn(source.path, warning)  # as a tiling plan's (named_inputs.warn_unmatched)
     return replace(inputs, workload=result.workload), result

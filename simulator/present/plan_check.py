@@ -15,10 +15,11 @@ from simulator.inputs.run_inputs import Inputs
 from simulator.lowering import lower_attention, lower_compute, lower_vector
 from simulator.mapping.footprint import BufferFit, buffer_fits, unsupported_orientation
 from simulator.model.loop_nest import live_c_tiles
-from simulator.mapping.plan import Tiling, merged_spec, unmatched_layer_types
+from simulator.mapping.plan import Tiling, merged_spec
 from simulator.search.default import SearchCache
 from simulator.search.resolve import placed_operators, resolve_tiling
-from simulator.inputs.workload import is_attention, is_collective, is_compute
+from simulator.inputs.workload import (is_attention, is_collective, is_compute,
+                                       unmatched_layer_types)
 
 
 def _tile_errors(op, tiling: Tiling) -> list[str]:
@@ -89,7 +90,7 @@ def check_plan(inputs: Inputs) -> PlanCheck:
         if name not in known:
             errors.append((f"operators.{name}",
                            f"no operator named {name!r} in workload {workload.name!r}"))
-    warnings = unmatched_layer_types(mapping, workload)
+    warnings = unmatched_layer_types(mapping.layer_types, workload)
     checks: list[OperatorCheck] = []
     failed: set[str] = set()   # operators with errors absorb nothing: checked alone
     searches = SearchCache()   # equal operators searched once
