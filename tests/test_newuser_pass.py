@@ -13,7 +13,7 @@ from tiny_llama import TINY_LLAMA
 
 from platforms import BASE as PLATFORM
 import simulator.api as api
-from simulator.cli import main
+from simulator.cli import build_parser, main
 from simulator.errors import AccsimError
 from simulator.inputs.loader import locate
 from simulator.output import progress
@@ -253,3 +253,10 @@ def test_regress_refuses_another_run_s_baseline_before_simulating(argv, kind, tm
     assert code == 2 and simulated == []
     assert err.startswith(f"accsim: error: b.json: manifest.inputs.{kind}: baseline is "
                           f"for {kind} ")
+
+
+def test_review_takes_o_for_its_folder_as_export_import_and_calibrate_do():
+    """`accsim review STUDY -o DIR` was refused (review took only --out) where the
+    other verbs writing a folder or file take -o."""
+    args = build_parser().parse_args(["review", "study.yaml", "-o", "packet"])
+    assert args.out == "packet"

@@ -1,6 +1,7 @@
 """`accsim verify RESULT`: tell what kind of result a file holds and verify it with the
 checks of that kind. A review packet is checked file by file (review.packet_verification), a
-serve result is served again (serving.verification), and a run result is rerun from
+serve result is served again (serving.verification), a comparison platform by platform
+(verification.compared), and a run result is rerun from
 its embedded inputs (simulator.verification.rerun) - read as `accsim run` reads SCALE-Sim files,
 with a validation run's platform made again, and a multi-chip result's workload
 sharded again and its `system` block recomputed."""
@@ -28,6 +29,8 @@ from simulator.system.parallelism import SystemPlan
 from simulator.system.sharded_run import rerun_figures
 from simulator.system.shard import shard_plain
 from simulator.output.terminal import echo, plain
+from simulator.verification.compared import (MAX_VERIFY_COMPARED, compared_results,
+                                             verify_compared)
 from simulator.verification.rerun import RunKind, Verification, embedded_models, read_input, verify_run
 
 # Differences printed before the rest are counted.
@@ -47,6 +50,9 @@ def verify(path: str, *, allow_long: bool = False, cache: str | None = None,
     recorded = anchored(recorded, Path(path).parent)
     if serving_kind(recorded):  # what `accsim serve --json` wrote
         return verify_serving(path, recorded, allow_long=allow_long)
+    compared = compared_results(recorded)
+    if compared is not None:  # what `accsim compare --json` wrote
+        return verify_compared(path, compared, allow_long=allow_long, run_kind=run_kind)
     models = embedded_models(recorded, file=path)
     return verify_run(path, recorded, models, run_kind(path, recorded, models))
 
@@ -153,10 +159,11 @@ def add_arguments(verify_cmd: argparse.ArgumentParser) -> None:
     verify_cmd.add_argument("--all", action="store_true", help="list every difference "
                             f"(default: the first {SHOWN_DIFFERENCES} and a count)")
     verify_cmd.add_argument("--allow-long", action="store_true", help="rerun a serving "
-                            "result or a packet's deployment search however long it "
-                            f"takes (default: refuse one over {MAX_VERIFY_WORK:,} "
-                            "requests x tokens, 100x the shipped example, or a search "
-                            f"over {MAX_VERIFY_POINTS} points)")
+                            "result, a comparison or a packet's deployment search "
+                            "however long it takes (default: refuse one over "
+                            f"{MAX_VERIFY_WORK:,} requests x tokens, 100x the shipped "
+                            f"example, a comparison of over {MAX_VERIFY_COMPARED} "
+                            f"platforms, or a search over {MAX_VERIFY_POINTS} points)")
     verify_cmd.add_argument("--cache", metavar="DIR", help="a review packet: the run "
                             "cache its study's second review reads, as accsim review's "
                             f"--cache (default {default_cache_dir()})")

@@ -78,7 +78,7 @@ def review(args: argparse.Namespace) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `accsim review`."""
     parser.add_argument("study", help="study spec YAML (see experiments/studies/)")
-    parser.add_argument("--out", metavar="DIR",
+    parser.add_argument("-o", "--out", metavar="DIR",
                         help="folder for the packet (new, empty, or a previous packet; "
                         "default: STUDY-packet in the current folder, STUDY the spec's "
                         "file name without .yaml)")
