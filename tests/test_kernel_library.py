@@ -121,10 +121,13 @@ def test_a_stale_or_damaged_library_is_set_aside(library_on, tmp_path) -> None:
     (copy / kernel_library.MANIFEST).write_text(json.dumps(manifest))
     kernel_library.load.cache_clear()  # as a new process would
     assert kernel_library.load(copy) == {}
+    assert kernel_library.attempt(copy)[1].startswith("stale")  # compile --check's why
     (copy / kernel_library.MANIFEST).write_text("{not json")
     kernel_library.load.cache_clear()
     assert kernel_library.load(copy) == {}
+    assert kernel_library.attempt(copy)[1].startswith("unreadable")
     assert kernel_library.load(tmp_path / "absent") == {}
+    assert kernel_library.attempt(tmp_path / "absent")[1].startswith("absent")
 
 
 @needs_compiler

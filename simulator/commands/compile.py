@@ -29,13 +29,11 @@ def handle(args: argparse.Namespace) -> int:
 
 def _check(directory) -> int:
     """0 when the library is present and current (and will be used), 1 otherwise."""
-    exports = kernel_library.load(directory)
+    exports, why = kernel_library.attempt(directory)
     if exports:
         echo(f"kernel library: current, {len(exports)} kernels, "
              f"{sum(map(len, exports.values()))} exports ({directory})")
         return 0
-    why = ("turned off (ACCSIM_KERNEL_LIBRARY=0 or NUMBA_DISABLE_JIT=1)"
-           if not kernel_library.enabled() else "absent, stale or unreadable")
     echo(f"kernel library: {why} ({directory}); runs use the JIT; "
          f"`accsim compile` builds it")
     return 1

@@ -200,15 +200,24 @@ def load(directory: Path | None = None) -> Exports:
     from the files and never changed, so no caller can alter what another one sees;
     it holds file content, never results. Tests that rebuild or damage a library
     read it again after load.cache_clear(), as a new process would."""
+    return attempt(directory)[0]
+
+
+def attempt(directory: Path | None = None) -> tuple[Exports, str]:
+    """load()'s answer, read now (uncached), and why it is empty ('' when it is not):
+    `accsim compile --check` says which of off, absent, stale or unreadable."""
     if not enabled():
-        return _EMPTY
+        return _EMPTY, "turned off (ACCSIM_KERNEL_LIBRARY=0 or NUMBA_DISABLE_JIT=1)"
     folder = library_dir() if directory is None else directory
     try:  # a regular file of bounded size: a FIFO or /dev/zero there is no manifest
         manifest = json.loads(_regular_bytes(folder / MANIFEST, MAX_MANIFEST_BYTES))
-    except (OSError, ValueError):
-        return _EMPTY
+    except FileNotFoundError:
+        return _EMPTY, f"absent (no {MANIFEST})"
+    except (OSError, ValueError) as exc:
+        return _EMPTY, f"unreadable ({MANIFEST}: {type(exc).__name__})"
     if not current(manifest):
-        return _EMPTY
+        return _EMPTY, ("stale (built from other sources than this package's, or in "
+                        "another format)")
     try:
         path = folder / manifest["file"]
         _regular_bytes(path, 0)
@@ -220,6 +229,8 @@ def load(directory: Path | None = None) -> Exports:
         for entry in manifest["exports"]:
             exports.setdefault(entry["kernel"], []).append(
                 (checks(entry["args"]), getattr(module, entry["symbol"])))
-    except (OSError, ImportError, KeyError, TypeError, ValueError, AttributeError):
-        return _EMPTY
-    return MappingProxyType({name: tuple(pairs) for name, pairs in exports.items()})
+    except (OSError, ImportError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        return _EMPTY, f"unreadable (its extension did not load: {type(exc).__name__})"
+    if not exports:
+        return _EMPTY, f"unreadable ({MANIFEST} lists no export)"
+    return MappingProxyType({name: tuple(pairs) for name, pairs in exports.items()}), ""
