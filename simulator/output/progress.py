@@ -19,7 +19,7 @@ from contextlib import contextmanager, nullcontext
 
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn,
-                           TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+                           TextColumn, TimeElapsedColumn)
 from rich.text import Text
 
 from simulator.kernels import library as kernel_library
@@ -35,6 +35,26 @@ class _Rate(ProgressColumn):
 
     def render(self, task) -> Text:
         return Text(f"{task.speed:.1f} {self.unit}/s" if task.speed else "")
+
+
+class _Remaining(ProgressColumn):
+    """Time left at the average rate since the start: elapsed x left / done. Work here
+    finishes in bursts (a deployment search's pruned points at once, then groups that
+    each simulate for seconds), so rich's own estimate, from the rate of the last few
+    updates, read 0:00:01 for most of a 20 s search; this one grows while nothing
+    finishes."""
+
+    def render(self, task) -> Text:
+        if not task.total or not task.completed or task.elapsed is None:
+            return Text("-:--:--")
+        left = task.elapsed * (task.total - task.completed) / task.completed
+        return Text(remaining_text(left))
+
+
+def remaining_text(seconds: float) -> str:
+    """H:MM:SS, rounded up to the second (never 0:00:00 while work is left)."""
+    whole = max(0, int(-(-seconds // 1)))
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 
 class Bar:
@@ -56,7 +76,7 @@ class Bar:
         if rate:
             columns.append(_Rate(rate))
         if eta:
-            columns += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+            columns += [TimeElapsedColumn(), TextColumn("ETA"), _Remaining()]
         self.progress = Progress(*columns, console=console, transient=True,
                                  disable=not console.is_terminal)
         self.task = self.progress.add_task(description, total=total, count=0)
