@@ -22,7 +22,6 @@ from simulator.inputs.provenance import (Provenance, listed_values, numeric_leav
 from simulator.inputs.transposition import Transposition
 from simulator.model.formats import WHOLE_BYTE
 from simulator.model.sparsity import parse_pattern
-from simulator.model.dataflow import DATAFLOW_CODES
 from simulator.model.timing import FOLD_MODEL_CODES
 
 # Formats of simulator.model.formats (fp8: either 8-bit float encoding; the MX formats share
@@ -595,6 +594,3 @@ class Platform(Strict):
         return (self.pes * area.pe_mm2[self.systolic_array.input_dtypes[0]]
                 + sram / 2**20 * area.sram_mm2_per_mib
                 + self.vector_unit.lanes * area.vector_lane_mm2 + area.fixed_mm2)
-
-    def dataflow_code(self, dataflow: str) -> int:
-        return DATAFLOW_CODES[dataflow]
