@@ -38,6 +38,7 @@ tpu_v1 edge_32x32
 from __future__ import annotations
 
 import html
+import os
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ from simulator.metrics.totals import dominant_bottleneck
 from simulator.present.run_report import COMPARE_GROUPS
 from simulator.options.arguments import Mirror, check_fields, mirrors
 from simulator.options.rules import Name
-from simulator.present.run_report import compare_table, result_dict, write_json
+from simulator.present.run_report import compare_table, result_dict
 from simulator.simulate import RunResult
 from simulator.simulate import simulate as simulate_inputs
 from simulator.precision.applied import applied as applied_precision
@@ -68,8 +69,8 @@ from simulator.system.plan_run import check_fit, run_plan
 from simulator.system.parallelism import SystemPlan, system_plan
 from simulator.output.terminal import Grouped, plain
 from simulator.inputs.workload import Workload
-from simulator.inputs.anchors import relocated
-from simulator.output.files import write_file
+from simulator.inputs.anchors import recorded_paths, relocated
+from simulator.output.files import check_replaces_no_input, write_file
 from simulator.serving.serve import prepare
 from simulator.serving.serve import serve as serve_spec
 from simulator.serving.spec import ServeSpec
@@ -119,6 +120,13 @@ def _summary_repr(name: str, figures: dict, limit: int = 12) -> str:
              if isinstance(value, (int, float, str)) or value is None]
     more = len(figures) - limit
     return f"{name}({', '.join(shown)}{', ...' if more > 0 else ''})"
+
+
+def _save(document: dict, path: str | Path) -> None:
+    """Write a result document as the command's --json writes it, never over a file
+    it was computed from (the command refuses that output: the input would be lost)."""
+    check_replaces_no_input(path, recorded_paths(document))
+    write_file(path, dump_json(relocated(document, Path(path).parent), indent=1) + "\n")
 
 
 def _cell(value) -> str:
@@ -246,7 +254,7 @@ class Result:
 
     def save_json(self, path: str | Path) -> None:
         """Write the result exactly as `accsim run --json PATH` does."""
-        write_json(self.run, path, **self._blocks())
+        _save(self.to_dict(), path)
 
     def operator_rows(self) -> list[dict]:
         """One flat row per operator: name, layer_type, kind, and its totals."""
@@ -360,8 +368,7 @@ class Comparison:
 
     def save_json(self, path: str | Path) -> None:
         """Write to_dict() as `accsim compare --json PATH` does."""
-        write_file(path, dump_json(relocated(self.to_dict(), Path(path).parent),
-                                   indent=1) + "\n")
+        _save(self.to_dict(), path)
 
     def to_pandas(self):
         """A DataFrame of rows() (needs the `pandas` extra)."""
@@ -406,8 +413,7 @@ class ServeReport:
 
     def save_json(self, path: str | Path) -> None:
         """Write the result exactly as `accsim serve --json PATH` does."""
-        write_file(path, dump_json(relocated(self.result, Path(path).parent),
-                                   indent=1) + "\n")
+        _save(self.result, path)
 
     def rows(self) -> list[dict]:
         """One row: the document's headline figures (its numbers and strings)."""
@@ -429,8 +435,10 @@ class ServeReport:
 def serve(**fields) -> ServeReport:
     """A serving run (the fields of `accsim serve --spec`, e.g. arch, workload or model,
     rate, requests, batching); the report holds the document `accsim serve --json`
-    writes."""
+    writes. A file field may be a Path, as every function here takes one."""
     check_fields("serve", fields)
+    fields = {name: os.fspath(value) if isinstance(value, os.PathLike) else value
+              for name, value in fields.items()}  # the spec's fields are text
     try:
         spec = ServeSpec.model_validate(fields)
     except ValidationError as exc:

@@ -15,6 +15,7 @@ import json
 import math
 import warnings
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from simulator.inputs.platform import Platform
@@ -83,15 +84,25 @@ class Sensitivity:
                             "elasticity": s.elasticity(self.base)} for s in self.swings]}
 
 
+@contextmanager
+def range_end(name: str, end, file: str):
+    """Around what is done with one field at an end of its range: an error it raises
+    (the platform's schema or a run refusing that value) names the range, not the
+    field, whose own value is fine."""
+    try:
+        yield
+    except AccsimError as exc:
+        said = AccsimError(exc.rule, field=exc.field) if exc.file == file else exc
+        raise AccsimError(f"at {name} = {end:g} (an end of its range): {said.message()}",
+                          file=file, field=f"provenance.{name}.range") from None
+
+
 def at_end(run: Callable[[Platform], float], candidate: Platform, name: str, end,
            file: str) -> float:
     """The metric of a platform with one field at an end of its range; a run that
     end makes impossible is an error naming the range."""
-    try:
+    with range_end(name, end, file):
         return run(candidate)
-    except AccsimError as exc:
-        raise AccsimError(f"at {name} = {end:g} (an end of its range): {exc.message()}",
-                          file=file, field=f"provenance.{name}.range") from None
 
 
 def finite_swing(swing: Swing, base: float, file: str) -> Swing:
@@ -191,7 +202,10 @@ def sensitivity(inputs: Inputs, metric: str = "time_s", *, engine: str = "fast",
     for index, (name, (value, low, high)) in enumerate(chosen.items()):
         if progress:
             progress(index, len(chosen), name)
-        candidates = [perturbed(platform, name, end, file=file) for end in (low, high)]
+        candidates = []
+        for end in (low, high):
+            with range_end(name, end, file):
+                candidates.append(perturbed(platform, name, end, file=file))
         timeless = metric in TIMING_METRICS and name.startswith(NO_TIMING_EFFECT)
         ends = [base if timeless else at_end(run, candidate, name, end, file)
                 for candidate, end in zip(candidates, (low, high))]

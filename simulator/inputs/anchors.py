@@ -52,6 +52,15 @@ def relocated(content, folder: str | Path):
                  lambda value: Path(value).is_file())
 
 
+def recorded_paths(content) -> list[str]:
+    """Every input file `content` (decoded JSON) records, as `relocated` finds them:
+    the files a result was computed from."""
+    found: list[str] = []
+    _walk(content, lambda path: found.append(path) or path,
+          lambda value: Path(value).is_file())
+    return found
+
+
 def rebase(path: str, folder: str | Path) -> str:
     """A path given relative to the working directory, as a file in `folder` records
     it (an absolute path as it is)."""

@@ -549,11 +549,22 @@ def _refuse_near_miss(name_or_path: str, kind: str) -> None:
                           file=name_or_path)
 
 
+def path_exists(path: str | Path, field: str | None = None) -> bool:
+    """Whether something is at `path` (pathlib's rule: a dangling link is nothing). A
+    path the system will not look up (a name longer than it allows, a folder it may not
+    search) is an AccsimError naming it, where pathlib raised OSError."""
+    try:
+        return Path(path).exists()
+    except OSError as exc:
+        raise AccsimError(f"cannot read: {exc.strerror}", file=str(path),
+                          field=field) from None
+
+
 def locate(name_or_path: str, kind: str) -> Path:
     """A path as given if it exists, else the shipped file of that name."""
     refuse_empty_name(name_or_path, kind)
     path = Path(name_or_path)
-    if path.exists():
+    if path_exists(path):
         return path
     if path.suffix not in {".yaml", ".yml", ".json"} and name_or_path in shipped_names(kind):
         return Path(str(shipped_folder(kind) / f"{name_or_path}.yaml"))

@@ -61,7 +61,9 @@ def _replace_at(folder: int, name: str, data: bytes, *, shown: str,
                 field: str | None) -> None:
     """Write `data` as `name` inside the open folder: a new temporary file, then an
     atomic rename over the name (which must be absent or a regular file)."""
-    _refuse_existing(_lstat_at(name, folder), shown, field)
+    with writing(shown, field):  # a name longer than the system allows, say
+        info = _lstat_at(name, folder)
+    _refuse_existing(info, shown, field)
     temporary = f".{name}.{os.getpid()}.tmp"
     with writing(shown, field):
         handle = os.open(temporary, _NEW_FILE, 0o644, dir_fd=folder)
@@ -161,6 +163,18 @@ def check_distinct_outputs(args, outputs: tuple[str, ...]) -> None:
                 raise AccsimError(f"is also the file given for {dest.replace('_', '-')}:"
                                   " writing it would replace that file; name another",
                                   file=path, field=f"--{output.replace('_', '-')}")
+
+
+def check_replaces_no_input(path: str | Path, inputs: list[str],
+                            field: str | None = None) -> None:
+    """An output path that is none of `inputs` (the files a result was computed from,
+    as it records them): writing there would replace that file, as
+    check_distinct_outputs refuses on the command line."""
+    for other in inputs:
+        if _same_path(str(path), other) and os.path.isfile(other):
+            raise AccsimError("is a file this result was computed from: writing it would "
+                              "replace that file; name another", file=str(path),
+                              field=field)
 
 
 def write_file(path: str | Path, data: str | bytes, *, field: str | None = None) -> None:

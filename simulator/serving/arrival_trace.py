@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from simulator.errors import AccsimError
-from simulator.inputs.loader import Source, read_source, refuse_empty_name, shipped_folder
+from simulator.inputs.loader import (Source, path_exists, read_source, refuse_empty_name,
+                                     shipped_folder)
 from simulator.numbers import decimal_float, decimal_int
 from simulator.serving.spec import MAX_HORIZON_S, MAX_REQUESTS, MAX_TOKENS
 
@@ -70,7 +71,7 @@ def trace_path(name_or_path: str) -> Path:
     """A path as given if it exists or looks like one, else the shipped trace."""
     refuse_empty_name(name_or_path, "trace", "arrival_trace")
     path = Path(name_or_path)
-    if path.exists() or path.suffix == ".csv" or "/" in name_or_path:
+    if path_exists(path, "arrival_trace") or path.suffix == ".csv" or "/" in name_or_path:
         return path
     if name_or_path in shipped_traces():
         return Path(str(shipped_folder("workload") / "traces" / f"{name_or_path}.csv"))

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from simulator.errors import AccsimError
-from simulator.inputs.loader import check_regular_file
+from simulator.inputs.loader import check_regular_file, path_exists
 from simulator.output.files import check_output_path
 from simulator.sweep.rows import ROW_COLUMNS, checked_row, checked_spec
 from simulator.sweep.task import LABELS, METRICS
@@ -136,7 +136,7 @@ class Store:
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = str(path)
-        if create and not Path(path).exists():
+        if create and not path_exists(path, "--store"):
             check_output_path(self.path, "store")
         else:
             existing_store(self.path, writable=create)

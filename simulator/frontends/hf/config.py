@@ -19,8 +19,8 @@ from simulator.frontends.hf.families import (CHUNKED, FAMILIES, FULL, LAYOUTS, M
 from simulator.frontends.hf.quantization import declared_formats
 from simulator.frontends.hf.vision import vision_params
 from simulator.frontends.llm_choices import SHIPPED_SUBFOLDER, shipped_configs
-from simulator.inputs.loader import (excerpt, parse_json, read_source, refuse_empty_name,
-                                     shipped_folder)
+from simulator.inputs.loader import (excerpt, parse_json, path_exists, read_source,
+                                     refuse_empty_name, shipped_folder)
 
 # Canonical field -> the keys that spell it, in the order they are looked up.
 SPELLINGS: dict[str, tuple[str, ...]] = {
@@ -485,7 +485,7 @@ def locate_config(path_or_name: str | Path) -> Path:
     """A config path as given if it exists, else the shipped config of that name."""
     refuse_empty_name(path_or_name, "model config")
     path = Path(path_or_name)
-    if path.exists() or path.suffix == ".json" or "/" in str(path_or_name):
+    if path_exists(path) or path.suffix == ".json" or "/" in str(path_or_name):
         return path
     if str(path_or_name) in shipped_configs():
         return Path(str(shipped_folder("workload") / SHIPPED_SUBFOLDER

@@ -1,0 +1,172 @@
+"""Hostile input, twelfth wave: the Python API (simulator.api) and what the earlier
+suites left open. A name longer than the system allows raised a raw OSError from the
+API's readers and writers (the command line's last resort had hidden it there); a
+result saved over one of the files it was computed from replaced that file (the
+commands refuse such an output); `serve()` refused a Path for a file field, which
+every other function takes; a sensitivity range whose end the platform's schema
+refuses (vector_unit.lanes: [0, 8]) was reported against the field, whose value is
+fine, not against the range.
+
+API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
+each raises the project's AccsimError naming the file or argument, within SECONDS
+of CPU, and changes no file. Command rows are as tests/test_hostile_eleventh_wave.py:
+a non-zero exit with one error line naming the option, field or file, no traceback,
+no file changed.
+
+API rows: (id, call(folder), {file name: content}, fragments the message holds).
+Command rows: (id, argv, {file name: content}, fragments the error line holds).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from tiny_llama import TINY_LLAMA
+
+import simulator.api as accsim
+from platforms import BASE as PLATFORM
+from simulator.errors import AccsimError
+from test_bad_inputs import WORKLOAD_FILE, dump
+from test_hostile_sweep import make, refused_in, snapshot
+from timed_cli import cpu_bound
+
+SECONDS = 20
+MODEL = json.dumps(TINY_LLAMA)
+SWEEP = str(Path(__file__).resolve().parent.parent / "experiments" / "sweeps"
+            / "edge_32x32_array_and_dram.yaml")
+BASE = {"p.yaml": dump(PLATFORM), "w.yaml": WORKLOAD_FILE, "config.json": MODEL,
+        "t.csv": "arrival_s,prompt_tokens,output_tokens\n0,8,2\n0.5,8,2\n"}
+LONG = "n" * 300  # one name past the 255 bytes a Linux file system allows
+API: list[tuple[str, object, dict, list[str]]] = []
+CASES: list[tuple[str, list[str], dict, list[str]]] = []
+
+
+def api(name: str, call, files: dict | None = None, *fragments: str) -> None:
+    API.append((name, call, {**BASE, **(files or {})}, list(fragments)))
+
+
+def case(name: str, argv: list[str], files: dict | None = None, *fragments: str) -> None:
+    CASES.append((name, argv, {**BASE, **(files or {})}, list(fragments)))
+
+
+# --- a name longer than the system allows: pathlib's exists() and os.stat raise
+# OSError (ENAMETOOLONG) where a reader looks for the file or a writer for what is
+# there; the command line's last resort caught it, the API raised it ----------------
+api("load_platform of a name too long", lambda f: accsim.load_platform(LONG), None,
+    LONG, "File name too long")
+api("load_workload of a path too long", lambda f: accsim.load_workload(f"{LONG}.yaml"),
+    None, LONG, "File name too long")
+api("simulate with a mapping path too long",
+    lambda f: accsim.simulate("p.yaml", "w.yaml", f"{LONG}/m.yaml"), None, LONG,
+    "File name too long")
+api("compare with a platform name too long",
+    lambda f: accsim.compare(["p.yaml", LONG], "w.yaml"), None, LONG,
+    "File name too long")
+api("from_hf of a config name too long",
+    lambda f: accsim.from_hf(LONG, phase="decode", context=4), None, LONG,
+    "File name too long")
+api("serve with an arrival trace name too long",
+    lambda f: accsim.serve(workload="w.yaml", arrival_trace=LONG), None, LONG,
+    "File name too long")
+api("sweep into a store name too long", lambda f: accsim.sweep(SWEEP, f"{LONG}.sqlite"),
+    None, LONG, "File name too long")
+api("save_json to a name too long",
+    lambda f: accsim.simulate("p.yaml", "w.yaml").save_json(f"{LONG}.json"), None, LONG,
+    "File name too long")
+
+
+# --- a result saved over a file it was computed from: the input was replaced (the
+# command refuses `run --json w.yaml --workload w.yaml`) -----------------------------
+RULE = "computed from"
+api("save_json over the workload",
+    lambda f: accsim.simulate("p.yaml", "w.yaml").save_json("w.yaml"), None, "w.yaml",
+    RULE)
+api("save_json over the platform spelt ./",
+    lambda f: accsim.simulate("p.yaml", "w.yaml").save_json("./p.yaml"), None,
+    "./p.yaml", RULE)
+api("save_json over the model config",
+    lambda f: accsim.simulate("p.yaml", accsim.from_hf(
+        "config.json", phase="decode", context=4), ignore_capacity=True).save_json(
+        "config.json"), None, "config.json", RULE)
+api("compare save_json over the second platform",
+    lambda f: accsim.compare(["p.yaml", "q.yaml"], "w.yaml").save_json("q.yaml"),
+    {"q.yaml": dump({**PLATFORM, "name": "q"})}, "q.yaml", RULE)
+api("serve save_json over the arrival trace",
+    lambda f: accsim.serve(arch="p.yaml", workload="w.yaml",
+                           arrival_trace="t.csv").save_json("t.csv"), None, "t.csv",
+    RULE)
+
+
+# --- sensitivity: a range end the platform's schema refuses was an error about the
+# field (whose own value is fine), not about the range --------------------------------
+def assumed(field: str, low, high) -> str:
+    return dump({**PLATFORM, "provenance": {field: {"kind": "assumed",
+                                                    "range": [low, high]}}})
+
+
+for field, low, high in (("vector_unit.lanes", 0, 8), ("buffers.ifmap_bytes", 0, 4096),
+                         ("energy.offchip_pj_per_byte", -5.0, 200.0)):
+    case(f"sensitivity of a {field} range from {low}",
+         ["sensitivity", "--arch", "a.yaml", "--workload", "w.yaml"],
+         {"a.yaml": assumed(field, low, high)}, "a.yaml", f"provenance.{field}.range",
+         f"at {field} = {low:g}")
+
+
+def test_there_are_enough_cases():
+    assert len(API) + len(CASES) >= 15
+    names = [name for name, *_ in API + CASES]
+    assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("name, call, files, fragments", API,
+                         ids=[re.sub(r"\s+", "_", c[0]) for c in API])
+def test_api_refusal_is_the_projects_error(name, call, files, fragments, tmp_path,
+                                           monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for file, content in files.items():
+        make(tmp_path / file, content)
+    before = snapshot(tmp_path)
+    with pytest.raises(AccsimError) as caught, cpu_bound(SECONDS):
+        call(tmp_path)
+    message = str(caught.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message[:300]!r}"
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("name, argv, files, fragments", CASES,
+                         ids=[re.sub(r"\s+", "_", c[0]) for c in CASES])
+def test_hostile_input_is_one_clear_error(name, argv, files, fragments, tmp_path,
+                                         monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _, touched = refused_in(tmp_path, files, argv, capsys, SECONDS, fragments)
+    assert touched == set()
+
+
+def test_serve_takes_a_path_for_each_file_field(tmp_path, monkeypatch):
+    """serve()'s file fields as Path objects, as simulate() and sweep() take them: the
+    same document as the same names given as text."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("p.yaml", "w.yaml", "t.csv"):
+        make(tmp_path / name, BASE[name])
+    fields = {"arch": "p.yaml", "workload": "w.yaml", "arrival_trace": "t.csv"}
+    with cpu_bound(SECONDS):
+        as_text = accsim.serve(**fields)
+        as_paths = accsim.serve(**{k: Path(v) for k, v in fields.items()})
+    assert as_paths.result == as_text.result
+
+
+def test_a_result_saved_beside_its_inputs_is_written(tmp_path, monkeypatch):
+    """The refusal is of the input's own path only: a new name beside it is written,
+    byte for byte the file `accsim run --json` writes."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("p.yaml", "w.yaml"):
+        make(tmp_path / name, BASE[name])
+    with cpu_bound(SECONDS):
+        accsim.simulate("p.yaml", "w.yaml").save_json("r.json")
+    assert json.loads(Path("r.json").read_text())["manifest"]["inputs"]["workload"][
+        "path"] == "w.yaml"
