@@ -431,7 +431,7 @@ class ServeReport:
         return _summary_repr("ServeReport", self.rows()[0])
 
 
-@mirrors()
+@mirrors("serve")
 def serve(**fields) -> ServeReport:
     """A serving run (the fields of `accsim serve --spec`, e.g. arch, workload or model,
     rate, requests, batching); the report holds the document `accsim serve --json`

@@ -5,7 +5,9 @@ result saved over one of the files it was computed from replaced that file (the
 commands refuse such an output); `serve()` refused a Path for a file field, which
 every other function takes; a sensitivity range whose end the platform's schema
 refuses (vector_unit.lanes: [0, 8]) was reported against the field, whose value is
-fine, not against the range.
+fine, not against the range; `serve()` named a flag (--power-cap-w) where it names a
+field, and refused every `disaggregate` record of pools (the --disaggregate switch's
+rule took only True or False, which the spec refuses).
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -158,6 +160,38 @@ def test_serve_takes_a_path_for_each_file_field(tmp_path, monkeypatch):
         as_text = accsim.serve(**fields)
         as_paths = accsim.serve(**{k: Path(v) for k, v in fields.items()})
     assert as_paths.result == as_text.result
+
+
+@pytest.mark.parametrize("fields, argument, flag", [
+    ({"workload": "w.yaml", "rate": 5, "requests": 3, "power_cap_w": 3.0},
+     "power_cap_w", "--power-cap-w"),
+    ({"model": "config.json", "arch": "whatif/tpu_v5e_int4", "dtype": "int4", "rate": 5,
+      "requests": 3}, "dtype", "--dtype"),
+])
+def test_serve_names_the_field_not_the_flag(fields, argument, flag, tmp_path,
+                                            monkeypatch):
+    """serve()'s errors name its keyword field, as every API function names its
+    argument: a rule checked past the spec (the platform's DVFS table, the model's
+    formats) named the command line's flag."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("w.yaml", "config.json"):
+        make(tmp_path / name, BASE[name])
+    with pytest.raises(AccsimError) as caught, cpu_bound(SECONDS):
+        accsim.serve(**fields)
+    assert caught.value.field == argument, str(caught.value)
+    assert flag not in str(caught.value).split(": ")[:-1]
+
+
+def test_serve_takes_disaggregated_pools(tmp_path, monkeypatch):
+    """The spec's `disaggregate` record (pools, KV link) through serve(): the
+    --disaggregate switch's rule refused any record, and the spec any switch."""
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path / "config.json", MODEL)
+    pools = {"prefill": {"replicas": 1}, "decode": {"replicas": 2}}
+    with cpu_bound(SECONDS):
+        served = accsim.serve(arch="tpu_v5e_like", model="config.json", rate=5,
+                              requests=3, disaggregate=pools)
+    assert served.result["disaggregated"]["decode"]["replicas"] == 2
 
 
 def test_a_result_saved_beside_its_inputs_is_written(tmp_path, monkeypatch):

@@ -46,15 +46,17 @@ def as_argument_error(exc: AccsimError, names: dict[str, str]) -> AccsimError:
     return kind(exc.rule, file=exc.file, field=field)
 
 
-def mirrors(**arguments: str | Mirror) -> Callable:
+def mirrors(fields_of: str | None = None, /, **arguments: str | Mirror) -> Callable:
     """Check each named argument of the decorated function against the option it
     mirrors (a flag, or a Mirror) before the call; None is let through where it is the
     argument's default. Any AccsimError the call raises comes out as ValueError or
-    TypeError, naming the argument instead of the flag."""
+    TypeError, naming the argument instead of the flag; `fields_of`: a verb whose
+    options the function takes as keyword fields (serve's), each named so too."""
     table = {name: Mirror(how) if isinstance(how, (str, Rule)) else how
              for name, how in arguments.items()}
     names = {mirror.flag: name for name, mirror in table.items()
-             if isinstance(mirror.flag, str)}
+             if isinstance(mirror.flag, str)} | (verb_fields(fields_of) if fields_of
+                                                 else {})
 
     def wrap(function: Callable) -> Callable:
         signature = inspect.signature(function)
@@ -79,12 +81,18 @@ def mirrors(**arguments: str | Mirror) -> Callable:
     return wrap
 
 
+def verb_fields(verb: str) -> dict[str, str]:
+    """{flag: field} of the shared options `verb` takes, each field named as the verb's
+    record stores it (serve's spec: --mapping is mapping_plan)."""
+    return {option.flag: option.uses[verb].dest or option.name
+            for option in OPTIONS.values() if verb in option.uses}
+
+
 def check_fields(verb: str, fields: dict) -> None:
     """Keyword fields named as `verb`'s options store them (serve's spec fields), each
     checked by its option's rule; the ranges are the record's to check."""
-    rules = {use.dest or option.name: option.rule_for(verb)
-             for option in OPTIONS.values() for each, use in option.uses.items()
-             if each == verb}
+    rules = {field: OPTIONS[flag].rule_for(verb)
+             for flag, field in verb_fields(verb).items()}
     for name, value in fields.items():
         if name in rules and value is not None:
             rules[name].check(value, name)

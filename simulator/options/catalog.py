@@ -40,6 +40,10 @@ FORMAT = Name()
 # --sla is KEY=MS,... text on the command line (simulator.serving.sla parses it) and a
 # dict in serve's spec and the API (the spec checks it): no rule of its own.
 SLA = Rule()
+# --disaggregate is a switch on the command line (the pools come from --prefill-pool and
+# --decode-pool) and a record of the pools in serve's spec and the API (the spec checks
+# it, simulator.serving.pools.Disaggregation): no rule of its own there.
+POOLS = Rule()
 MAX_BATCH_AXIS = "16,64,256"  # plan-deployment's max batches: small, mid, continuous's
 
 
@@ -340,10 +344,10 @@ DECLARED = (
     # the prefix cache, the host tier (DESIGN.md section 20).
     Option("--disaggregate", Switch(), "split prefill and decode into pools, the KV "
            "cache moved between them", "kv", default=None, uses={
-               "serve": Use(help="serve on a prefill pool and a decode pool (sized by "
-                            "--prefill-pool and --decode-pool), each request's KV moved "
-                            "between them over --kv-link before its first decode "
-                            "iteration; TTFT includes the move"),
+               "serve": Use(rule=POOLS, help="serve on a prefill pool and a decode "
+                            "pool (sized by --prefill-pool and --decode-pool), each "
+                            "request's KV moved between them over --kv-link before its "
+                            "first decode iteration; TTFT includes the move"),
                "plan-deployment": Use(help="search disaggregated deployments beside the "
                                       "co-located ones: each T x P split with its "
                                       "replicas divided between a prefill and a decode "

@@ -102,7 +102,7 @@ def deprecated(inner: type[argparse.Action], new: str,
 def _action(option: Option, use: Use) -> dict:
     rule = use.rule or option.rule
     default = option.default if use.default is UNSET else use.default
-    if isinstance(rule, Switch):
+    if isinstance(option.rule, Switch):  # a verb's record may take more (use.rule)
         return {"action": argparse._StoreTrueAction, "default": default}
     arguments = {"action": argparse._AppendAction if use.repeat else argparse._StoreAction,
                  "default": default}
