@@ -32,6 +32,7 @@ from simulator.mapping.footprint import (PROGRAM_STEPS, a_tile_bytes, attention_
                                          b_tile_bytes, c_tile_bytes, epilogue_tile_bytes,
                                          operand_bytes, transpose_work)
 from simulator.invocation import invocation_cycles
+from simulator.numbers import decimal_float
 from simulator.program.tile_program import INT64_BOUND
 from simulator.program.streamed import DEFAULT_BLOCK_STEPS
 from simulator.model.dataflow import DATAFLOW_CODES, fold_dims
@@ -138,12 +139,13 @@ class MemoryBudget:
 
 
 def parse_size(text: str) -> int:
-    """A byte count such as 512M, 8G, 1.5T or 1000000 (K, M, G, T: powers of 1024)."""
+    """A byte count such as 512M, 8G, 1.5T or 1000000 (K, M, G, T: powers of 1024), its
+    number in ASCII decimal (simulator.numbers: float() read `８G` and `1_000M`)."""
     units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
     body = text.strip().upper().removesuffix("B").removesuffix("I")
     unit = body[-1:] if body[-1:] in units else ""
     try:
-        value = float(body[:len(body) - len(unit)])
+        value = decimal_float(body[:len(body) - len(unit)])
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0 or value * units[unit] > 2**62:

@@ -7,7 +7,10 @@ every other function takes; a sensitivity range whose end the platform's schema
 refuses (vector_unit.lanes: [0, 8]) was reported against the field, whose value is
 fine, not against the range; `serve()` named a flag (--power-cap-w) where it names a
 field, and refused every `disaggregate` record of pools (the --disaggregate switch's
-rule took only True or False, which the spec refuses).
+rule took only True or False, which the spec refuses); serve's --duration,
+--max-wait-ms, --block-tokens and --micro-batches, regress's tolerances and sweep
+report's --model-version read `1_0` and other scripts' digits as numbers, and
+--max-memory too (an empty one was no limit, silently).
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -32,6 +35,7 @@ import simulator.api as accsim
 from platforms import BASE as PLATFORM
 from simulator.errors import AccsimError
 from test_bad_inputs import WORKLOAD_FILE, dump
+from test_hostile_eleventh_wave import baseline
 from test_hostile_sweep import make, refused_in, snapshot
 from timed_cli import cpu_bound
 
@@ -115,6 +119,31 @@ for field, low, high in (("vector_unit.lanes", 0, 8), ("buffers.ifmap_bytes", 0,
          ["sensitivity", "--arch", "a.yaml", "--workload", "w.yaml"],
          {"a.yaml": assumed(field, low, high)}, "a.yaml", f"provenance.{field}.range",
          f"at {field} = {low:g}")
+
+
+# --- numbers in ASCII digits only (simulator.numbers), as the eleventh wave made the
+# export's and sweep report's options: these flags were read by int() and float(),
+# which take `1_0` and other scripts' digits; an empty --max-memory was no limit given
+RUN = ["run", "--arch", "p.yaml", "--workload", "w.yaml"]
+SERVE = ["serve", "--arch", "p.yaml", "--workload", "w.yaml", "--rate", "5",
+         "--requests", "3"]
+REGRESS = ["regress", *RUN[1:], "--baseline", "b.json"]
+for argv, flag in (
+        (RUN + ["--max-memory", "\uff18G"], "--max-memory"),
+        (RUN + ["--max-memory", "1_000M"], "--max-memory"),
+        (RUN + ["--max-memory", ""], "--max-memory"),
+        (SERVE + ["--duration", "\u0663"], "--duration"),
+        (SERVE + ["--duration", "1_0"], "--duration"),
+        (SERVE + ["--batching", "static", "--max-wait-ms", "\u0663"], "--max-wait-ms"),
+        (SERVE + ["--block-tokens", "1_6"], "--block-tokens"),
+        (["serve", "--arch", "tpu_v5e_like", "--model", "config.json", "--rate", "5",
+          "--requests", "3", "--pp", "2", "--micro-batches", "\uff12"], "--micro-batches"),
+        (REGRESS + ["--tolerance", "\u0660.\u0661"], "--tolerance"),
+        (REGRESS + ["--floor-cycles", "1_0"], "--floor-cycles"),
+        (REGRESS + ["--floor-energy-pj", "\uff15"], "--floor-energy-pj"),
+        (["sweep", "report", "s.sqlite", "--model-version", "\u0666"],
+         "--model-version")):
+    case(f"{argv[0]} {flag} {argv[-1]!r}", argv, {"b.json": baseline}, flag)
 
 
 def test_there_are_enough_cases():

@@ -18,6 +18,7 @@ from simulator.inputs.named_inputs import budget
 from simulator.commands.run import simulate_shown
 from simulator.errors import AccsimError
 from simulator.options.catalog import add_options
+from simulator.options.rules import number
 from simulator.output.files import (check_output_options, check_output_path, write_file,
                                      writing)
 from simulator.mapping.heuristics import heuristic
@@ -129,11 +130,11 @@ def add_arguments(regress: argparse.ArgumentParser) -> None:
                          help="a result JSON written by `accsim run --json`")
     add_options(regress, "regress", "inputs", "import", "llm", "precision", "capacity",
                 "outputs")
-    regress.add_argument("--tolerance", type=float, default=0.01,
+    regress.add_argument("--tolerance", type=number, default=0.01,
                          help="relative change that counts (default 0.01 = 1%%)")
-    regress.add_argument("--floor-cycles", type=float, default=100,
+    regress.add_argument("--floor-cycles", type=number, default=100,
                          help="absolute cycle change that counts (default 100)")
-    regress.add_argument("--floor-energy-pj", type=float,
+    regress.add_argument("--floor-energy-pj", type=number,
                          help="absolute energy change that counts (default: the static "
                          "energy of --floor-cycles on the platform)")
     regress.add_argument("--junit", metavar="PATH", help="write JUnit XML, one test case "

@@ -27,7 +27,7 @@ DEFAULT_WORKLOAD = "resnet50_b1"
 
 def budget(engine: str, max_memory: str | None, *, trace: bool = False) -> MemoryBudget:
     """The memory the tile programs may take: --max-memory, or the engine's default."""
-    max_bytes = parse_size(max_memory) if max_memory else None
+    max_bytes = None if max_memory is None else parse_size(max_memory)  # '' refused
     return MemoryBudget.default("simpy" if engine == "simpy" else "fast", trace=trace,
                                 max_bytes=max_bytes)
 

@@ -17,6 +17,7 @@ from simulator.output.terminal import console as report_console, echo
 from simulator.inputs.loader import (dump_json, parse_model, read_source, refuse_empty_name,
                                      validation_error)
 from simulator.options.catalog import add_options
+from simulator.options.rules import number, whole
 from simulator.output.files import check_output_options, write_file, writing
 from simulator.serving.cost_cache import CostCache, user_folder
 from simulator.serving.curves import find_max_rate, sweep, write_curve_csv, write_curve_plot
@@ -45,12 +46,12 @@ def add_arguments(serve_cmd: argparse.ArgumentParser) -> None:
         add(f"--{role}-pool", metavar="KEY=N,...", help=f"with --disaggregate: the "
             f"{role} pool, keys {', '.join(POOL_KEYS)} (each default: replicas 1, "
             "the run's --tp, --pp, --max-batch, --max-tokens)")
-    add("--duration", type=float, dest="duration_s", metavar="SECONDS",
+    add("--duration", type=number, dest="duration_s", metavar="SECONDS",
         help="stop arrivals after this many simulated seconds")
-    add("--max-wait-ms", type=float, help="static: wait to fill at most this long after "
+    add("--max-wait-ms", type=number, help="static: wait to fill at most this long after "
         "the first request (default: until full); dynamic: default 0")
-    add("--block-tokens", type=int, help="KV cache block size in tokens (default 16)")
-    add("--micro-batches", type=int, help="micro-batches in a replica's pipeline "
+    add("--block-tokens", type=whole, help="KV cache block size in tokens (default 16)")
+    add("--micro-batches", type=whole, help="micro-batches in a replica's pipeline "
         "(default --pp; 1 runs the stages in turn)")
     add("--memory-tails", action="store_true", default=None, help="report what share of "
         "the latency tails at p50, p95 and p99 each request lost to queueing, queueing "

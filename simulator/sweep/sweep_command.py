@@ -212,7 +212,7 @@ def add_arguments(sweep: argparse.ArgumentParser) -> None:
     report.add_argument("--best-by", metavar="OBJECTIVE",
                         help="also print the best point of each workload by this metric")
     add_options(report, "sweep report", "inputs")
-    report.add_argument("--model-version", type=int, metavar="N", help="only rows "
+    report.add_argument("--model-version", type=whole, metavar="N", help="only rows "
                         "computed by this MODEL_VERSION (needed when a store holds "
                         "several: a front never mixes timing models)")
     report.add_argument("--top", type=positive_int, default=20, metavar="N",
