@@ -10,7 +10,10 @@ field, and refused every `disaggregate` record of pools (the --disaggregate swit
 rule took only True or False, which the spec refuses); serve's --duration,
 --max-wait-ms, --block-tokens and --micro-batches, regress's tolerances and sweep
 report's --model-version read `1_0` and other scripts' digits as numbers, and
---max-memory too (an empty one was no limit, silently).
+--max-memory too (an empty one was no limit, silently); an HF config's logit soft-cap
+past a float's range, or its vision tower's patch of 0 or image of 1e308, was a
+traceback; a precision plan's outlier_scale past fp32 printed numpy's warnings above
+its error line.
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -26,18 +29,23 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
+import yaml
 from tiny_llama import TINY_LLAMA
 
 import simulator.api as accsim
 from platforms import BASE as PLATFORM
 from simulator.errors import AccsimError
+from simulator.frontends.hf.config import locate_config
+from simulator.frontends.hf.vision import vision_params
 from test_bad_inputs import WORKLOAD_FILE, dump
 from test_hostile_eleventh_wave import baseline
 from test_hostile_sweep import make, refused_in, snapshot
-from timed_cli import cpu_bound
+from timed_cli import cpu_bound, run_main
 
 SECONDS = 20
 MODEL = json.dumps(TINY_LLAMA)
@@ -146,6 +154,42 @@ for argv, flag in (
     case(f"{argv[0]} {flag} {argv[-1]!r}", argv, {"b.json": baseline}, flag)
 
 
+# --- import hf: a logit soft-cap past a float's range was an OverflowError traceback
+# (float() of the JSON integer) ----------------------------------------------------------
+GEMMA2 = {**TINY_LLAMA, "model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"],
+          "sliding_window": 64}
+for key in ("final_logit_softcapping", "attn_logit_softcapping"):
+    case(f"import hf {key} of 10**400",
+         ["import", "hf", "g.json", "--phase", "decode", "--context", "4", "-o", "g.yaml"],
+         {"g.json": json.dumps({**GEMMA2, key: 10**400})}, "g.json", key,
+         "positive number")
+
+
+# --- a precision plan's synthetic outliers past fp32: numpy's RuntimeWarnings (four,
+# each with a source line) on stderr before the error line ------------------------------
+OUTLIERS = dump({"default": {"weight": ["int8"], "activation": ["int8"],
+                             "guardrail": {"min_sqnr_db": 10}},
+                 "samples": {"outlier_scale": 1e308}})
+case("precision outlier_scale of 1e308",
+     ["run", "--arch", "tpu_v1", "--workload", "w.yaml", "--precision", "pp.yaml"],
+     {"pp.yaml": OUTLIERS}, "pp.yaml", "samples.outlier_scale", "fp32")
+
+
+def npy(array: np.ndarray):
+    def write(path: Path) -> None:
+        np.save(path, array)
+    return write
+
+
+case("precision samples whose product passes fp32",
+     ["run", "--arch", "tpu_v1", "--workload", "w.yaml", "--precision", "pp.yaml"],
+     {"pp.yaml": dump({**yaml.safe_load(OUTLIERS), "samples": {}, "operators": {
+         "g": {"tensors": {"a": "a.npy", "b": "b.npy"}}}}),
+      "a.npy": npy(np.full((8, 64), 3e38, np.float32)),  # w.yaml's g: K = 64
+      "b.npy": npy(np.ones((64, 64), np.float32))}, "pp.yaml", "operators.g.tensors",
+     "overflows fp32")
+
+
 def test_there_are_enough_cases():
     assert len(API) + len(CASES) >= 15
     names = [name for name, *_ in API + CASES]
@@ -174,8 +218,11 @@ def test_api_refusal_is_the_projects_error(name, call, files, fragments, tmp_pat
 def test_hostile_input_is_one_clear_error(name, argv, files, fragments, tmp_path,
                                          monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    _, touched = refused_in(tmp_path, files, argv, capsys, SECONDS, fragments)
+    with warnings.catch_warnings(record=True) as warned:  # stderr, outside pytest
+        warnings.simplefilter("always")
+        _, touched = refused_in(tmp_path, files, argv, capsys, SECONDS, fragments)
     assert touched == set()
+    assert [str(w.message) for w in warned if w.category is RuntimeWarning] == []
 
 
 def test_serve_takes_a_path_for_each_file_field(tmp_path, monkeypatch):
@@ -221,6 +268,23 @@ def test_serve_takes_disaggregated_pools(tmp_path, monkeypatch):
         served = accsim.serve(arch="tpu_v5e_like", model="config.json", rate=5,
                               requests=3, disaggregate=pools)
     assert served.result["disaggregated"]["decode"]["replicas"] == 2
+
+
+@pytest.mark.parametrize("field, value", [("patch_size", 0), ("image_size", 1e308),
+                                          ("hidden_size", 1152.5)])
+def test_a_vision_tower_of_odd_sizes_counts_no_tower(field, value, tmp_path,
+                                                     monkeypatch, capsys):
+    """A multimodal config whose vision tower has a size that is no positive whole
+    number: the tower counts 0, as its docstring says (a patch of 0 divided by zero,
+    an image of 1e308 overflowed a float: tracebacks), and the language model imports."""
+    monkeypatch.chdir(tmp_path)
+    raw = json.loads(locate_config("gemma_3_27b").read_text())
+    raw["vision_config"][field] = value
+    assert vision_params(raw, 5376) == 0
+    make(tmp_path / "g.json", json.dumps(raw))
+    code, _, err, _ = run_main(["import", "hf", "g.json", "--phase", "decode",
+                                "--context", "16", "-o", "g.yaml"], capsys, SECONDS)
+    assert code == 0, err
 
 
 def test_a_result_saved_beside_its_inputs_is_written(tmp_path, monkeypatch):

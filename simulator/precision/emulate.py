@@ -157,11 +157,12 @@ def gemm_quality(a: np.ndarray, b: np.ndarray, *, a_dtype: str, b_dtype: str,
     either product leaves fp32's range (no error figure could be given)."""
     a = np.asarray(a, dtype=np.float32)
     b = np.asarray(b, dtype=np.float32)
-    reference = a @ b
     qa = quantise(a, a_dtype, axis=1 if per_channel else None, reduction_axis=1)
     qb = quantise(prune(b, sparsity), b_dtype, axis=0 if per_channel else None,
                   reduction_axis=0)
+    # An overflow is the error below: numpy's warning would print above it.
     with np.errstate(over="ignore", invalid="ignore"):
+        reference = a @ b
         emulated = qa @ qb
         error = float(np.linalg.norm(emulated.astype(np.float64) - reference))
         norm = float(np.linalg.norm(reference.astype(np.float64)))

@@ -133,7 +133,11 @@ class _Resolver:
         key = (op.name if own else None, dims, formats["activation"], formats[b_role],
                spec.sparsity, per_channel)
         if key not in self.cache:
-            a, b, described = synthetic(dims, samples)
+            try:
+                a, b, described = synthetic(dims, samples)
+            except OverflowError as exc:
+                raise AccsimError(f"{op.name}: {exc}", file=self.file,
+                                  field="samples.outlier_scale") from None
             if own:
                 base = Path(self.file).parent if self.file else Path(".")
                 a, b = user_tiles(op, spec.tensors, base, samples, (a, b))

@@ -47,7 +47,9 @@ def _spread(count: int, keep: int) -> np.ndarray:
 
 
 def synthetic(dims: GemmDims, samples: Samples) -> tuple[np.ndarray, np.ndarray, str]:
-    """Seeded A and B tiles of the sampled size, and their description."""
+    """Seeded A and B tiles of the sampled size, and their description; OverflowError
+    where an outlier scale puts activations past fp32's range (numpy warned on stderr
+    at every step that followed, then the product overflowed)."""
     rows, k, cols = (min(dims.m, samples.rows), min(dims.k, samples.k),
                      min(dims.n, samples.cols))
     rng = np.random.default_rng([samples.seed, rows, k, cols])
@@ -57,7 +59,12 @@ def synthetic(dims: GemmDims, samples: Samples) -> tuple[np.ndarray, np.ndarray,
     else:
         a = rng.standard_t(4, (rows, k))
         outliers = math.ceil(samples.outlier_fraction * k)
-        a[:, rng.choice(k, outliers, replace=False)] *= samples.outlier_scale
+        with np.errstate(over="ignore"):
+            a[:, rng.choice(k, outliers, replace=False)] *= samples.outlier_scale
+            a = a.astype(np.float32)
+        if not np.isfinite(a).all():
+            raise OverflowError(f"outlier_scale {samples.outlier_scale:g} puts the "
+                                "synthetic activations past fp32's range")
         described = (f"heavy_tailed (t4, {outliers} of {k} channels x"
                      f"{samples.outlier_scale:g})")
     b = rng.standard_normal((k, cols)) / math.sqrt(k)

@@ -10,6 +10,7 @@ position embeddings and the default of `tie_word_embeddings`.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -267,7 +268,8 @@ def _cap(raw: dict, key: str, file: str | None) -> float | None:
     value = raw.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 \
+            or value > sys.float_info.max:  # float() of 10**400: OverflowError
         raise _fail(f"must be a positive number or null, found {excerpt(value, 40)}",
                     file, key)
     return float(value)
