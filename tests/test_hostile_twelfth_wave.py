@@ -9,7 +9,8 @@ fine, not against the range; `serve()` named a flag (--power-cap-w) where it nam
 field, and refused every `disaggregate` record of pools (the --disaggregate switch's
 rule took only True or False, which the spec refuses); serve's --duration,
 --max-wait-ms, --block-tokens and --micro-batches, regress's tolerances and sweep
-report's --model-version read `1_0` and other scripts' digits as numbers, and
+report's --model-version and serve's --sweep-rate A:B:N read `1_0` and other
+scripts' digits as numbers, and
 --max-memory too (an empty one was no limit, silently); an HF config's logit soft-cap
 past a float's range, or its vision tower's patch of 0 or image of 1e308, was a
 traceback; a precision plan's outlier_scale past fp32 printed numpy's warnings above
@@ -150,7 +151,9 @@ for argv, flag in (
         (REGRESS + ["--floor-cycles", "1_0"], "--floor-cycles"),
         (REGRESS + ["--floor-energy-pj", "\uff15"], "--floor-energy-pj"),
         (["sweep", "report", "s.sqlite", "--model-version", "\u0666"],
-         "--model-version")):
+         "--model-version"),
+        (SERVE + ["--sweep-rate", "1:\u0663:3"], "--sweep-rate"),
+        (SERVE + ["--sweep-rate", "1:3:1_0"], "--sweep-rate")):
     case(f"{argv[0]} {flag} {argv[-1]!r}", argv, {"b.json": baseline}, flag)
 
 

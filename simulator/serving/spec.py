@@ -11,6 +11,7 @@ from simulator.inputs.platform import COLLECTIVE_MODES, Dtype, Strict
 from simulator.errors import AccsimError
 from simulator.mapping.heuristics import heuristic as registered_heuristic
 from simulator.mapping.plan import Mapping, with_heuristic
+from simulator.numbers import decimal_float, decimal_int
 from simulator.serving.pools import Disaggregation, disaggregation_rules
 from simulator.serving.sla import check_sla
 from simulator.system.parallelism import MAX_CHIPS
@@ -68,8 +69,10 @@ def parse_sweep(text):
     parts = text.split(":")
     if len(parts) != 3:
         raise ValueError(f"expected A:B:N (start rate, end rate, points), got {text!r}")
-    try:
-        return {"low": float(parts[0]), "high": float(parts[1]), "points": int(parts[2])}
+    try:  # ASCII decimals (float() and int() read '1_0' and other scripts' digits)
+        return {"low": decimal_float(parts[0].strip(), specials=True),
+                "high": decimal_float(parts[1].strip(), specials=True),
+                "points": decimal_int(parts[2].strip())}
     except ValueError:
         raise ValueError(f"expected numbers in A:B:N, got {text!r}") from None
 
