@@ -13,8 +13,8 @@ report's --model-version and serve's --sweep-rate A:B:N read `1_0` and other
 scripts' digits as numbers, and
 --max-memory too (an empty one was no limit, silently); an HF config's logit soft-cap
 past a float's range, or its vision tower's patch of 0 or image of 1e308, was a
-traceback; a precision plan's outlier_scale past fp32 printed numpy's warnings above
-its error line.
+traceback; a precision plan's outlier_scale past fp32, and an energy coefficient at
+a double's limit, printed numpy's warnings above the error line.
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -191,6 +191,29 @@ case("precision samples whose product passes fp32",
       "a.npy": npy(np.full((8, 64), 3e38, np.float32)),  # w.yaml's g: K = 64
       "b.npy": npy(np.ones((64, 64), np.float32))}, "pp.yaml", "operators.g.tensors",
      "overflows fp32")
+
+
+# --- an energy coefficient (or a clock) near a double's limit: the search's energy
+# bound overflowed, and numpy's warning printed above the run's own refusal ------------
+def huge(field: str, value: float) -> str:
+    """The 8x8 test platform with one field set (a valid file whose figures overflow)."""
+    raw = json.loads(json.dumps(PLATFORM))
+    node = raw
+    *parents, leaf = field.split(".")
+    for key in parents:
+        node = node[key]
+    node[leaf] = value
+    return dump(raw)
+
+
+case("run energy.offchip_pj_per_byte at the largest double",
+     ["run", "--arch", "e.yaml", "--workload", "w.yaml"],
+     {"e.yaml": huge("energy.offchip_pj_per_byte", 1.7976931348623157e308)}, "e.yaml",
+     "energy")
+case("sensitivity of an SRAM read energy range to 1e308",
+     ["sensitivity", "--arch", "a.yaml", "--workload", "w.yaml", "--metric", "energy_j"],
+     {"a.yaml": assumed("energy.sram_read_pj_per_byte", 0, 1e308)}, "a.yaml",
+     "provenance.energy.sram_read_pj_per_byte.range")
 
 
 def test_there_are_enough_cases():

@@ -267,17 +267,20 @@ def _oriented_grid(op, fuse: str | None, following, platform: Platform, coarse: 
                                      max_depth.shape))
     c_traffic = g.m * g.n * acc * ck
     table = platform.energy
-    dynamic = (np.stack(reads, axis=-1)[:, :, :, None, :] * table.sram_read_pj_per_byte
-               + ((a_moves + b_moves) * table.sram_write_pj_per_byte
-                  + offchip * table.offchip_pj_per_byte
-                  + (c_traffic * (table.sram_read_pj_per_byte
-                                  + table.sram_write_pj_per_byte))[..., None])[..., None]
-               + g.m * g.n * g.k * table.mac_pj[operator_dtype(op, platform)]
-               / sparse_speedup(op, platform)
-               + g.m * g.n * passes * table.vector_op_pj)
-    # A hair under, so float rounding in another summation order cannot lift the bound
-    # above a candidate's true energy.
-    energy = (dynamic + _static_pj_per_cycle(platform) * per_run) * runs * (1 - 1e-9)
+    # A coefficient near a double's limit makes a bound inf, and the run refuses it in
+    # its own words (metrics): numpy's warning would print above that error line.
+    with np.errstate(over="ignore", invalid="ignore"):
+        dynamic = (np.stack(reads, axis=-1)[:, :, :, None, :] * table.sram_read_pj_per_byte
+                   + ((a_moves + b_moves) * table.sram_write_pj_per_byte
+                      + offchip * table.offchip_pj_per_byte
+                      + (c_traffic * (table.sram_read_pj_per_byte
+                                      + table.sram_write_pj_per_byte))[..., None])[..., None]
+                   + g.m * g.n * g.k * table.mac_pj[operator_dtype(op, platform)]
+                   / sparse_speedup(op, platform)
+                   + g.m * g.n * passes * table.vector_op_pj)
+        # A hair under, so float rounding in another summation order cannot lift the
+        # bound above a candidate's true energy.
+        energy = (dynamic + _static_pj_per_cycle(platform) * per_run) * runs * (1 - 1e-9)
     effective = EFFECTIVE_ORDER[loop_tables_index(g.m, g.n, g.k, tm[..., None],
                                                   tn[..., None], tk[..., None],
                                                   order=order)]
