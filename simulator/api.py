@@ -468,10 +468,13 @@ class SweepReport:
 def sweep(spec: str | Path, store: str | Path, *, scheduler: str = "serial",
           workers: int | None = None) -> SweepReport:
     """Run a sweep spec into a SQLite store (resuming it: stored points are not
-    recomputed) as `accsim sweep run` does, and return every row of the store."""
+    recomputed) as `accsim sweep run` does, and return every row of the store.
+    Interrupted (Ctrl-C, a notebook's stop), it raises KeyboardInterrupt, as the
+    command exits 130: the points stored stay stored, and a rerun computes the rest."""
     plan = make_plan(load_sweep(spec))
     with Store(str(store)) as opened, executor_for(scheduler, workers) as executor:
-        run_sweep(plan, opened, executor)
+        if run_sweep(plan, opened, executor).interrupted:
+            raise KeyboardInterrupt  # not a partial store returned as the whole sweep
     with Store(str(store), create=False) as opened:
         report = build_report(opened, parse_objectives(None, opened))
     return SweepReport(report.rows)

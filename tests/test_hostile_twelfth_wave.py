@@ -14,7 +14,8 @@ scripts' digits as numbers, and
 --max-memory too (an empty one was no limit, silently); an HF config's logit soft-cap
 past a float's range, or its vision tower's patch of 0 or image of 1e308, was a
 traceback; a precision plan's outlier_scale past fp32, and an energy coefficient at
-a double's limit, printed numpy's warnings above the error line.
+a double's limit, printed numpy's warnings above the error line; `sweep()` swallowed
+Ctrl-C and returned the points stored so far as the whole sweep.
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -311,6 +312,51 @@ def test_a_vision_tower_of_odd_sizes_counts_no_tower(field, value, tmp_path,
     code, _, err, _ = run_main(["import", "hf", "g.json", "--phase", "decode",
                                 "--context", "16", "-o", "g.yaml"], capsys, SECONDS)
     assert code == 0, err
+
+
+SMALL_SWEEP = dump({"name": "small", "platform": "p.yaml", "workloads": ["w.yaml"],
+                   "axes": {"offchip.bandwidth_gbps": [8.0, 16.0, 32.0]},
+                   "sampling": {"method": "grid"}, "objectives": {"time_s": "min"}})
+
+
+def test_an_interrupted_api_sweep_raises_and_keeps_what_it_stored(tmp_path,
+                                                                 monkeypatch):
+    """Ctrl-C in sweep() (a notebook's stop button): the coordinator stops and keeps
+    what it stored; sweep() returned that partial store as the sweep's rows, the
+    interrupt swallowed. It raises KeyboardInterrupt, and a rerun computes the rest."""
+    monkeypatch.chdir(tmp_path)
+    for name, content in (("p.yaml", BASE["p.yaml"]), ("w.yaml", BASE["w.yaml"]),
+                          ("s.yaml", SMALL_SWEEP)):
+        make(tmp_path / name, content)
+    real = accsim.executor_for
+
+    class StoppedAfterOne:
+        """The serial executor, with Ctrl-C pressed once its first point is done."""
+
+        def __init__(self, inner):
+            self.inner, self.description = inner, inner.description
+
+        def __enter__(self):
+            self.inner.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self.inner.__exit__(*exc)
+
+        def outcomes(self, jobs, task=None):
+            for outcome in self.inner.outcomes(jobs, task):
+                yield outcome
+                raise KeyboardInterrupt
+
+    monkeypatch.setattr(accsim, "executor_for",
+                        lambda scheduler, workers: StoppedAfterOne(real(scheduler,
+                                                                        workers)))
+    with pytest.raises(KeyboardInterrupt), cpu_bound(SECONDS):
+        accsim.sweep("s.yaml", "s.sqlite")
+    monkeypatch.setattr(accsim, "executor_for", real)
+    with cpu_bound(SECONDS):
+        rows = accsim.sweep("s.yaml", "s.sqlite").rows
+    assert len(rows) == 3 and {row["status"] for row in rows} == {"ok"}
 
 
 def test_a_result_saved_beside_its_inputs_is_written(tmp_path, monkeypatch):
