@@ -470,8 +470,14 @@ def sweep(spec: str | Path, store: str | Path, *, scheduler: str = "serial",
     """Run a sweep spec into a SQLite store (resuming it: stored points are not
     recomputed) as `accsim sweep run` does, and return every row of the store.
     Interrupted (Ctrl-C, a notebook's stop), it raises KeyboardInterrupt, as the
-    command exits 130: the points stored stay stored, and a rerun computes the rest."""
-    plan = make_plan(load_sweep(spec))
+    command exits 130: the points stored stay stored, and a rerun computes the rest.
+    A serving sweep (a spec with `serving:`) is `accsim sweep run`'s alone."""
+    loaded = load_sweep(spec)
+    if loaded.serving is not None:  # its points are deployments, not operator runs
+        raise AccsimError("a serving sweep: its points are searched deployments, which "
+                          "sweep() does not run; run `accsim sweep run SPEC --store "
+                          "FILE`", file=str(spec), field="serving")
+    plan = make_plan(loaded)
     with Store(str(store)) as opened, executor_for(scheduler, workers) as executor:
         if run_sweep(plan, opened, executor).interrupted:
             raise KeyboardInterrupt  # not a partial store returned as the whole sweep

@@ -15,7 +15,8 @@ scripts' digits as numbers, and
 past a float's range, or its vision tower's patch of 0 or image of 1e308, was a
 traceback; a precision plan's outlier_scale past fp32, and an energy coefficient at
 a double's limit, printed numpy's warnings above the error line; `sweep()` swallowed
-Ctrl-C and returned the points stored so far as the whole sweep.
+Ctrl-C and returned the points stored so far as the whole sweep, and ran a serving
+sweep spec as an operator sweep (writing its store, then calling it corrupt).
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -114,6 +115,18 @@ api("serve save_json over the arrival trace",
     lambda f: accsim.serve(arch="p.yaml", workload="w.yaml",
                            arrival_trace="t.csv").save_json("t.csv"), None, "t.csv",
     RULE)
+
+
+# --- sweep() of a serving sweep spec (one `accsim sweep run` runs): it ran it as an
+# operator sweep, wrote the store and called it "a forged or corrupt row" ---------------
+SERVING_SWEEP = dump({"name": "tiny_serving", "platform": "tpu_v5e_like",
+                      "serving": {"model": "config.json", "prompt_tokens": 64,
+                                  "output_tokens": 8, "requests": 8,
+                                  "sla": {"ttft_p99_ms": 0.5}},
+                      "axes": {"serving.max_batch": [4, 16]},
+                      "objectives": {"tokens_per_s_per_chip": "max"}})
+api("sweep of a serving sweep spec", lambda f: accsim.sweep("ss.yaml", "s.sqlite"),
+    {"ss.yaml": SERVING_SWEEP}, "ss.yaml", "serving", "accsim sweep run")
 
 
 # --- sensitivity: a range end the platform's schema refuses was an error about the
