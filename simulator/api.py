@@ -71,6 +71,8 @@ from simulator.output.terminal import Grouped, plain
 from simulator.inputs.workload import Workload
 from simulator.inputs.anchors import recorded_paths, relocated
 from simulator.output.files import check_replaces_no_input, write_file
+from simulator.serving.curves import find_max_rate
+from simulator.serving.curves import sweep as rate_curve
 from simulator.serving.serve import prepare
 from simulator.serving.serve import serve as serve_spec
 from simulator.serving.spec import ServeSpec
@@ -407,7 +409,9 @@ def compare(platforms: list, workload: str | Path | Workload | LlmStep = DEFAULT
 
 @dataclass(frozen=True)
 class ServeReport:
-    """A serving run's result document (`accsim serve --json`)."""
+    """A serving run's result document (`accsim serve --json`): one run's figures, a
+    rate curve's {"curve": rows} (sweep_rate) or the highest rate meeting the SLA
+    (find_max_rate)."""
 
     result: dict
 
@@ -416,7 +420,10 @@ class ServeReport:
         _save(self.result, path)
 
     def rows(self) -> list[dict]:
-        """One row: the document's headline figures (its numbers and strings)."""
+        """A curve's rows, else one row: the document's headline figures (its numbers
+        and strings)."""
+        if "curve" in self.result:
+            return list(self.result["curve"])
         return [{k: v for k, v in self.result.items() if isinstance(v, (int, float, str))}]
 
     def to_pandas(self):
@@ -443,7 +450,12 @@ def serve(**fields) -> ServeReport:
         spec = ServeSpec.model_validate(fields)
     except ValidationError as exc:
         raise validation_error(exc, fields, file=None, model=ServeSpec) from None
-    return ServeReport(serve_spec(prepare(spec), spec)[0])
+    setup = prepare(spec)
+    if spec.sweep_rate is not None:  # as `accsim serve --sweep-rate`: a curve, no run
+        return ServeReport({"curve": rate_curve(setup, spec)})
+    if spec.find_max_rate:
+        return ServeReport(find_max_rate(setup, spec))
+    return ServeReport(serve_spec(setup, spec)[0])
 
 
 @dataclass(frozen=True)

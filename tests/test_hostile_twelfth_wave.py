@@ -16,7 +16,9 @@ past a float's range, or its vision tower's patch of 0 or image of 1e308, was a
 traceback; a precision plan's outlier_scale past fp32, and an energy coefficient at
 a double's limit, printed numpy's warnings above the error line; `sweep()` swallowed
 Ctrl-C and returned the points stored so far as the whole sweep, and ran a serving
-sweep spec as an operator sweep (writing its store, then calling it corrupt).
+sweep spec as an operator sweep (writing its store, then calling it corrupt);
+`serve(sweep_rate=...)` was a TypeError without a rate and, like find_max_rate, a single
+run with one.
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -370,6 +372,31 @@ def test_an_interrupted_api_sweep_raises_and_keeps_what_it_stored(tmp_path,
     with cpu_bound(SECONDS):
         rows = accsim.sweep("s.yaml", "s.sqlite").rows
     assert len(rows) == 3 and {row["status"] for row in rows} == {"ok"}
+
+
+@pytest.mark.parametrize("flags, fields", [
+    (["--sweep-rate", "1:3:3"], {"sweep_rate": "1:3:3"}),
+    (["--rate", "5", "--sweep-rate", "1:3:3"], {"rate": 5, "sweep_rate": "1:3:3"}),
+    (["--rate", "5", "--find-max-rate", "--sla", "latency_p99_ms=0.01"],
+     {"rate": 5, "find_max_rate": True, "sla": {"latency_p99_ms": 0.01}}),
+])
+def test_serve_runs_a_rate_curve_and_a_rate_search_as_the_command(flags, fields,
+                                                                  tmp_path, monkeypatch,
+                                                                  capsys):
+    """serve(sweep_rate=...) and serve(find_max_rate=True) write the document `accsim
+    serve` writes for them: without a rate the curve was a TypeError traceback
+    (1.0 / None), and with one both were a single run at that rate, silently."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("p.yaml", "w.yaml"):
+        make(tmp_path / name, BASE[name])
+    common = ["--arch", "p.yaml", "--workload", "w.yaml", "--requests", "20"]
+    code, _, err, _ = run_main(["serve", *common, *flags, "--json", "cli.json"], capsys,
+                               SECONDS)
+    assert code == 0, err
+    with cpu_bound(SECONDS):
+        accsim.serve(arch="p.yaml", workload="w.yaml", requests=20,
+                     **fields).save_json("api.json")
+    assert Path("api.json").read_bytes() == Path("cli.json").read_bytes()
 
 
 def test_a_result_saved_beside_its_inputs_is_written(tmp_path, monkeypatch):
