@@ -438,11 +438,12 @@ class ServeReport:
         return _summary_repr("ServeReport", self.rows()[0])
 
 
-@mirrors("serve")
-def serve(**fields) -> ServeReport:
+@mirrors("serve", ignore_capacity="--ignore-capacity")
+def serve(*, ignore_capacity: bool = False, **fields) -> ServeReport:
     """A serving run (the fields of `accsim serve --spec`, e.g. arch, workload or model,
     rate, requests, batching); the report holds the document `accsim serve --json`
-    writes. A file field may be a Path, as every function here takes one."""
+    writes. A file field may be a Path, as every function here takes one;
+    `ignore_capacity` serves what a chip cannot hold, as simulate()'s does."""
     check_fields("serve", fields)
     fields = {name: os.fspath(value) if isinstance(value, os.PathLike) else value
               for name, value in fields.items()}  # the spec's fields are text
@@ -450,7 +451,7 @@ def serve(**fields) -> ServeReport:
         spec = ServeSpec.model_validate(fields)
     except ValidationError as exc:
         raise validation_error(exc, fields, file=None, model=ServeSpec) from None
-    setup = prepare(spec)
+    setup = prepare(spec, ignore_capacity=ignore_capacity)
     if spec.sweep_rate is not None:  # as `accsim serve --sweep-rate`: a curve, no run
         return ServeReport({"curve": rate_curve(setup, spec)})
     if spec.find_max_rate:

@@ -18,7 +18,7 @@ a double's limit, printed numpy's warnings above the error line; `sweep()` swall
 Ctrl-C and returned the points stored so far as the whole sweep, and ran a serving
 sweep spec as an operator sweep (writing its store, then calling it corrupt);
 `serve(sweep_rate=...)` was a TypeError without a rate and, like find_max_rate, a single
-run with one.
+run with one; `serve(ignore_capacity=True)` was an unknown field.
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -396,6 +396,25 @@ def test_serve_runs_a_rate_curve_and_a_rate_search_as_the_command(flags, fields,
     with cpu_bound(SECONDS):
         accsim.serve(arch="p.yaml", workload="w.yaml", requests=20,
                      **fields).save_json("api.json")
+    assert Path("api.json").read_bytes() == Path("cli.json").read_bytes()
+
+
+def test_serve_ignores_capacity_as_the_command(tmp_path, monkeypatch, capsys):
+    """serve(ignore_capacity=True), as simulate() takes it and `accsim serve
+    --ignore-capacity` does: it was "ignore_capacity: unknown field (misspelt?)", so a
+    what-if past a chip's HBM was out of the API's reach."""
+    monkeypatch.chdir(tmp_path)
+    load = ["--arch", "tpu_v5e_like", "--model", "llama_3_1_70b", "--rate", "1",
+            "--requests", "2", "--prompt-tokens", "16", "--output-tokens", "2"]
+    code, _, err, _ = run_main(["serve", *load, "--ignore-capacity", "--json", "cli.json"],
+                               capsys, SECONDS)
+    assert code == 0, err
+    fields = dict(arch="tpu_v5e_like", model="llama_3_1_70b", rate=1, requests=2,
+                  prompt_tokens=16, output_tokens=2)
+    with cpu_bound(SECONDS):
+        with pytest.raises(AccsimError, match="offchip.capacity_bytes"):
+            accsim.serve(**fields)
+        accsim.serve(**fields, ignore_capacity=True).save_json("api.json")
     assert Path("api.json").read_bytes() == Path("cli.json").read_bytes()
 
 
