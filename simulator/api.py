@@ -319,16 +319,21 @@ def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
 
 def platform_labels(names: list[str], given: list[str]) -> list[str]:
     """A distinct label per compared platform: its name, or where names clash (a copied
-    file, say) the name with the file stem (or the path as given), with a warning."""
+    file, say) the name with the file stem (or the path as given; else, for Platform
+    objects changed in code, which keep their name, its place in the list), with a
+    warning."""
     clashing = {name for name, count in Counter(names).items() if count > 1}
     labels = [f"{name} ({Path(arg).stem})" if name in clashing else name
               for name, arg in zip(names, given)]
     if len(set(labels)) < len(labels):
         labels = [f"{name} ({arg})" if name in clashing else name
                   for name, arg in zip(names, given)]
+    if len(set(labels)) < len(labels):  # no file tells them apart
+        labels = [f"{name} (#{place})" if name in clashing else name
+                  for place, name in enumerate(names, 1)]
     for name in sorted(clashing):
         print(f"accsim: warning: several platforms are named {plain(name)!r}; labelled "
-              "by file", file=sys.stderr)
+              "by file, else by place", file=sys.stderr)
     return labels
 
 

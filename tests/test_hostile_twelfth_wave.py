@@ -18,7 +18,8 @@ a double's limit, printed numpy's warnings above the error line; `sweep()` swall
 Ctrl-C and returned the points stored so far as the whole sweep, and ran a serving
 sweep spec as an operator sweep (writing its store, then calling it corrupt);
 `serve(sweep_rate=...)` was a TypeError without a rate and, like find_max_rate, a single
-run with one; `serve(ignore_capacity=True)` was an unknown field.
+run with one; `serve(ignore_capacity=True)` was an unknown field; compare() labelled
+two platforms of one name alike where no file told them apart.
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -416,6 +417,23 @@ def test_serve_ignores_capacity_as_the_command(tmp_path, monkeypatch, capsys):
             accsim.serve(**fields)
         accsim.serve(**fields, ignore_capacity=True).save_json("api.json")
     assert Path("api.json").read_bytes() == Path("cli.json").read_bytes()
+
+
+def test_compared_platforms_no_file_tells_apart_are_labelled_apart(tmp_path,
+                                                                   monkeypatch, capsys):
+    """A platform changed in code keeps its name (model_copy): compare() labelled it
+    and the original both `edge_32x32 (edge_32x32)`, its rows and DataFrame telling
+    them apart no more than the name did."""
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path / "w.yaml", BASE["w.yaml"])
+    base = accsim.load_platform("edge_32x32")
+    wider = base.model_copy(update={"systolic_array": base.systolic_array.model_copy(
+        update={"rows": 64, "cols": 64})})
+    with cpu_bound(SECONDS):
+        compared = accsim.compare([base, wider], "w.yaml")
+    labels = [row["platform"] for row in compared.rows()]
+    assert labels == ["edge_32x32 (#1)", "edge_32x32 (#2)"]
+    assert "labelled" in capsys.readouterr().err
 
 
 def test_a_result_saved_beside_its_inputs_is_written(tmp_path, monkeypatch):
