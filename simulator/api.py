@@ -48,14 +48,14 @@ from pydantic import ValidationError
 
 from simulator.system.capacity import Capacity
 from simulator.inputs.named_inputs import (DEFAULT_ARCH, DEFAULT_WORKLOAD,
-                                           check_distinct_platforms, load_inputs)
+                                           check_distinct_platforms, load_inputs,
+                                           read_platform, read_workload, show_notes)
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.frontends.hf.step import LlmOptions, LlmStep, llm_step
 from simulator.inputs.run_inputs import Inputs
 from simulator.inputs.loader import (dump_json, load_model, locate, read_source,
                               validation_error)
-from simulator.inputs import platform_file
 from simulator.mapping.plan import Mapping
 from simulator.metrics.totals import dominant_bottleneck
 from simulator.present.run_report import COMPARE_GROUPS
@@ -137,22 +137,28 @@ def _cell(value) -> str:
 
 @mirrors(name_or_path="--arch")
 def load_platform(name_or_path: str | Path) -> Platform:
-    """A platform by shipped name (`tpu_v1`) or YAML path, checked against its schema.
+    """A platform by shipped name (`tpu_v1`), YAML path or SCALE-Sim .cfg, as `--arch`
+    takes it, checked against its schema.
 
     >>> load_platform("tpu_v1").name
     'tpu_v1'
     """
-    return platform_file.load_platform(locate(str(name_or_path), "platform"))[0]
+    platform, _, notes = read_platform(str(name_or_path))  # a SCALE-Sim .cfg too
+    show_notes(notes)
+    return platform
 
 
 @mirrors(name_or_path="--workload")
 def load_workload(name_or_path: str | Path) -> Workload:
-    """A workload by shipped name (`resnet50_b1`) or YAML path.
+    """A workload by shipped name (`resnet50_b1`) or YAML path, or a SCALE-Sim
+    topology .csv, as `--workload` takes it.
 
     >>> len(load_workload("resnet50_b1").operators)
     72
     """
-    return load_model(locate(str(name_or_path), "workload"), Workload)[0]
+    workload, _, notes = read_workload(str(name_or_path))
+    show_notes(notes)
+    return workload
 
 
 @mirrors(name_or_path="--mapping")

@@ -19,7 +19,8 @@ Ctrl-C and returned the points stored so far as the whole sweep, and ran a servi
 sweep spec as an operator sweep (writing its store, then calling it corrupt);
 `serve(sweep_rate=...)` was a TypeError without a rate and, like find_max_rate, a single
 run with one; `serve(ignore_capacity=True)` was an unknown field; compare() labelled
-two platforms of one name alike where no file told them apart.
+two platforms of one name alike where no file told them apart; load_platform and
+load_workload refused the SCALE-Sim files --arch and --workload take.
 
 API rows run in-process under the shared timed runner's bound (tests/timed_cli.py):
 each raises the project's AccsimError naming the file or argument, within SECONDS
@@ -434,6 +435,27 @@ def test_compared_platforms_no_file_tells_apart_are_labelled_apart(tmp_path,
     labels = [row["platform"] for row in compared.rows()]
     assert labels == ["edge_32x32 (#1)", "edge_32x32 (#2)"]
     assert "labelled" in capsys.readouterr().err
+
+
+SCALESIM_CONFIG = ("[general]\nrun_name = t\n[architecture_presets]\nArrayHeight: 8\n"
+                   "ArrayWidth: 8\nIfmapSramSzkB: 64\nFilterSramSzkB: 64\n"
+                   "OfmapSramSzkB: 64\nDataflow: ws\nBandwidth: 10\n")
+SCALESIM_TOPOLOGY = ("Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, "
+                     "Channels, Num Filter, Strides,\nConv1, 16, 16, 3, 3, 3, 8, 1,\n")
+
+
+def test_load_platform_and_workload_read_scalesim_files_as_the_options(tmp_path,
+                                                                       monkeypatch):
+    """load_platform and load_workload mirror --arch and --workload, which take a
+    SCALE-Sim .cfg and topology .csv (and simulate() did): they were "malformed YAML"
+    and "expected a mapping of fields at the top"."""
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path / "c.cfg", SCALESIM_CONFIG)
+    make(tmp_path / "t.csv", SCALESIM_TOPOLOGY)
+    with cpu_bound(SECONDS):
+        platform, workload = accsim.load_platform("c.cfg"), accsim.load_workload("t.csv")
+        run = accsim.simulate("c.cfg", "t.csv").run
+    assert platform == run.platform and workload == run.inputs.workload
 
 
 def test_a_result_saved_beside_its_inputs_is_written(tmp_path, monkeypatch):

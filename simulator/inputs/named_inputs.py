@@ -11,7 +11,8 @@ from simulator.frontends import scalesim
 from simulator.inputs.platform import Platform
 from simulator.errors import AccsimError
 from simulator.limits import MemoryBudget, parse_size
-from simulator.inputs.loader import Source, load_model, locate, shipped_names
+from simulator.inputs.loader import (Source, load_model, locate, path_exists,
+                                     shipped_names)
 from simulator.inputs.platform_file import load_platform
 from simulator.mapping.heuristics import heuristic
 from simulator.mapping.plan import Mapping, with_fusion, with_heuristic, with_orientation
@@ -30,6 +31,32 @@ def budget(engine: str, max_memory: str | None, *, trace: bool = False) -> Memor
     max_bytes = None if max_memory is None else parse_size(max_memory)  # '' refused
     return MemoryBudget.default("simpy" if engine == "simpy" else "fast", trace=trace,
                                 max_bytes=max_bytes)
+
+
+def read_platform(arch: str) -> tuple[Platform, Source, list[str]]:
+    """A platform by shipped name, YAML path or SCALE-Sim `.cfg` (read unchanged), its
+    source, and the notes on what a .cfg holds that accsim does not honour."""
+    if scalesim.is_scalesim_config(arch):
+        platform, source, config = scalesim.load_config(arch)
+        return platform, source, list(config.notes)
+    return (*load_platform(locate(arch, "platform")), [])
+
+
+def read_workload(workload: str, workload_format: str | None = None
+                  ) -> tuple[Workload, Source, list[str]]:
+    """A workload by shipped name, YAML path or SCALE-Sim `.csv` topology (conv or GEMM
+    by its header, or as `workload_format` says), its source, and the topology's notes."""
+    if workload_format is not None or scalesim.is_scalesim_topology(workload):
+        trace, source, topology = scalesim.load_topology(workload, workload_format)
+        return trace, source, [f"SCALE-Sim {topology.kind} topology {source.path}: {note}"
+                               for note in topology.notes]
+    return (*load_model(locate(workload, "workload"), Workload), [])
+
+
+def show_notes(notes: list[str]) -> None:
+    """What SCALE-Sim files hold that accsim does not honour, one line each."""
+    for note in notes:
+        echo(f"scalesim: {plain(note)}")
 
 
 def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
@@ -52,21 +79,13 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
             raise AccsimError("--validate scalesim makes its own plan (one tile per "
                               "GEMM); drop --heuristic", field="--heuristic")
         heuristic(heuristic_name)  # an unknown name errors here, naming the known ones
-    notes: list[str] = []
     workload = DEFAULT_WORKLOAD if workload is None else workload
-    if scalesim.is_scalesim_config(arch):
-        platform, platform_source, config = scalesim.load_config(arch)
-        notes += config.notes
-    else:
-        platform, platform_source = load_platform(locate(arch, "platform"))
+    platform, platform_source, notes = read_platform(arch)
     if imported is not None:
         trace, workload_source = imported
-    elif workload_format is not None or scalesim.is_scalesim_topology(workload):
-        trace, workload_source, topology = scalesim.load_topology(workload, workload_format)
-        notes += [f"SCALE-Sim {topology.kind} topology {workload_source.path}: {note}"
-                  for note in topology.notes]
     else:
-        trace, workload_source = load_model(locate(workload, "workload"), Workload)
+        trace, workload_source, read = read_workload(workload, workload_format)
+        notes += read
     if validate is not None:
         if mapping is not None:
             raise AccsimError("--validate scalesim makes its own plan (one tile per GEMM); "
@@ -77,8 +96,7 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
         platform = scalesim.validate_platform(platform, trace)
         notes += scalesim.validate_notes(platform)
         mapping_plan = scalesim.validate_mapping(trace, platform)
-    for note in notes:
-        echo(f"scalesim: {plain(note)}")
+    show_notes(notes)
     if validate is not None:
         return Inputs(platform, trace, mapping_plan, platform_source, workload_source)
     if mapping is None:
@@ -123,7 +141,7 @@ def check_distinct_platforms(every: list[Inputs], given: list[str], *,
 def locate_any(name: str, kind: str | None) -> str:
     """A path, or a shipped platform, workload or mapping of that name (as `run` finds
     them); `kind` narrows the search."""
-    if Path(name).exists() or kind is not None:
+    if path_exists(name) or kind is not None:
         return str(locate(name, kind or "platform"))
     for candidate in SCHEMAS:
         if name in shipped_names(candidate):
