@@ -145,3 +145,27 @@ def test_shipped_fitted_platform_cites_the_measurements_it_was_fitted_to():
         base, _ = load_platform(folder / f"{path.stem}.yaml")
         assert base.provenance[next(iter(fitted))].kind == "assumed"
         assert platform.offchip.bandwidth_gbps == base.offchip.bandwidth_gbps
+
+
+def test_a_plan_shared_by_the_measured_runs_warns_once_per_workload(tmp_path, capsys):
+    """A layer_types entry selecting no operator is named once per workload however
+    many measured runs take the plan on it (it was named once per run)."""
+    measured = Path(_measurements(tmp_path))
+    (tmp_path / "plan.yaml").write_text(_yaml({"name": "p", "layer_types": {
+        "g": {"depth": 2}, "gg": {"depth": 2}}}))
+    document = json.loads(measured.read_text())
+    for row in document["measurements"]:
+        row["run"] += " --mapping plan.yaml"
+    first = document["measurements"][0]
+    document["measurements"] += [{**first, "name": f"{first['name']}_again_{n}"}
+                                 for n in range(2)]  # the same run measured again
+    measured.write_text(_yaml(document))
+    assert main(["calibrate", "--arch", "tpu_v5e_like", "--measured", str(measured),
+                 "--fit", "runtime.op_overhead_cycles",
+                 "-o", str(tmp_path / "fitted.yaml")]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if "warning" in line]
+    assert len(warnings) == len(WORKLOADS), warnings
+    assert all("layer_types.gg" in line for line in warnings)
+    assert {line.split("in workload ")[1].split()[0] for line in warnings} == \
+        {f"'{name}'" for name in WORKLOADS}

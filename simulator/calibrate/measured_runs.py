@@ -39,6 +39,7 @@ from simulator.commands.run import add_arguments as add_run_arguments
 from simulator.commands.run import run_inputs
 from simulator.errors import AccsimError
 from simulator.inputs.loader import decode_text, parse_yaml, read_bytes, validate_model
+from simulator.inputs.named_inputs import warn_unmatched
 from simulator.inputs.platform import Platform
 from simulator.inputs.run_inputs import Inputs
 from simulator.limits import MemoryBudget
@@ -237,9 +238,11 @@ class PreparedRun:
         return float(system.figures()["time_s"])
 
 
-def prepare(measurement: Measurement, index: int, runs: Runs) -> list[PreparedRun]:
+def prepare(measurement: Measurement, index: int, runs: Runs,
+            said: set[tuple[str, str]] | None = None) -> list[PreparedRun]:
     """Every part of a measurement read and checked as `accsim run` checks it (the
-    plan's rules, capacity) before anything is simulated."""
+    plan's rules, capacity) before anything is simulated; its warnings too, each said
+    once over the runs that share `said`."""
     folder = Path(runs.file).resolve().parent
     prepared = []
     for number, part in enumerate(measurement.parts):
@@ -249,6 +252,7 @@ def prepare(measurement: Measurement, index: int, runs: Runs) -> list[PreparedRu
         try:
             plan = system_command.plan_from_args(args)
             inputs, llm = run_inputs(args)
+            warn_unmatched(inputs, said)
             inputs, precision = applied_precision(args.precision, inputs,
                                                   single_chip=plan.single_chip)
             check_fit(inputs, plan, llm, ignore=args.ignore_capacity,

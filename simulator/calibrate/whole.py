@@ -123,8 +123,9 @@ class Cases:
                  budget: MemoryBudget | None, file: str) -> None:
         self.platform, self.engine, self.budget, self.file = platform, engine, budget, file
         self.measurements = [runs.measurements[i] for i in chosen]
+        said: set[tuple[str, str]] = set()  # a plan's warnings, once for all the runs
         self.prepared: list[list[PreparedRun]] = [
-            prepare(runs.measurements[i], i, runs) for i in chosen]
+            prepare(runs.measurements[i], i, runs, said) for i in chosen]
         self.measured = np.array([m.seconds for m in self.measurements])
         first: dict[tuple, int] = {}
         # each case's first case of the same parts, whose simulations it takes

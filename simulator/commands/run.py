@@ -69,13 +69,10 @@ def run_inputs(args: argparse.Namespace):
     step from --model) and the LLM step, None for other workloads."""
     llm, model_source = hf_command.run_step(args)
     if llm is None:
-        inputs = load_inputs(args.arch, args.workload, args.mapping,
-                             validate=args.validate, workload_format=args.format,
-                             heuristic_name=args.heuristic, fusion=args.fusion,
-                             orientation=args.orientation,
-                             imported=import_command.run_workload(args))
-        warn_unmatched(inputs)
-        return inputs, None
+        return load_inputs(args.arch, args.workload, args.mapping, validate=args.validate,
+                           workload_format=args.format, heuristic_name=args.heuristic,
+                           fusion=args.fusion, orientation=args.orientation,
+                           imported=import_command.run_workload(args)), None
     if args.workload is not None or import_command.run_shortcut(args) or \
             args.validate or args.format:
         raise AccsimError("--model replaces --workload (and takes no --onnx, "
@@ -84,10 +81,8 @@ def run_inputs(args: argparse.Namespace):
                        heuristic_name=args.heuristic, fusion=args.fusion,
                        orientation=args.orientation)
     llm = llm.on(base.platform)
-    inputs = Inputs(base.platform, llm.workload(), base.mapping, base.platform_source,
-                    model_source, base.mapping_source)
-    warn_unmatched(inputs)
-    return inputs, llm
+    return Inputs(base.platform, llm.workload(), base.mapping, base.platform_source,
+                  model_source, base.mapping_source), llm
 
 
 def _capped_run(args: argparse.Namespace, inputs: Inputs, plan, llm, memory):
@@ -126,6 +121,7 @@ def handle(args: argparse.Namespace) -> int:
     memory = budget(args.engine, args.max_memory, trace=bool(args.trace))
     best = read_map_json(args.sheet_best) if args.sheet_best else None
     inputs, llm = run_inputs(args)
+    warn_unmatched(inputs)
     inputs, precision = applied_precision(args.precision, inputs, single_chip=plan.single_chip)
     inputs = system_command.applied_collectives(args, inputs, plan)
     if best is not None:

@@ -109,12 +109,17 @@ def load_inputs(arch: str, workload: str | None, mapping: str | None, *,
                   platform_source, workload_source, mapping_source)
 
 
-def warn_unmatched(inputs: Inputs) -> None:
+def warn_unmatched(inputs: Inputs, said: set[tuple[str, str]] | None = None) -> None:
     """One warning on stderr per layer_types entry of the tiling plan that selects no
-    operator of the workload (workload.unmatched_layer_types), naming the plan file."""
+    operator of the workload (workload.unmatched_layer_types), naming the plan file;
+    `said`: warnings already given by the caller's other runs (calibrate's measured
+    runs share a plan), said once."""
     shown = inputs.mapping_source.path if inputs.mapping_source else "--mapping"
     for warning in unmatched_layer_types(inputs.mapping.layer_types, inputs.workload):
-        warn(shown, warning)
+        if said is None or (shown, warning) not in said:
+            warn(shown, warning)
+        if said is not None:
+            said.add((shown, warning))
 
 
 def check_distinct_platforms(every: list[Inputs], given: list[str], *,
