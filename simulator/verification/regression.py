@@ -96,8 +96,13 @@ class BaselineRefused(AccsimError):
 
 
 def read_baseline(path: str) -> dict:
-    """The baseline's JSON, refused if it is not a result file."""
-    if not Path(path).exists():
+    """The baseline's JSON, refused if it is not a result file or cannot be read (a
+    name the system refuses among them: exit 2, never a regression's 1)."""
+    try:
+        missing = not Path(path).exists()
+    except OSError:  # a name too long: read_json below names the system's reason
+        missing = False
+    if missing:
         raise BaselineRefused("baseline not found (write one with --update-baseline or "
                               "`accsim run --json`)", file=path)
     try:
