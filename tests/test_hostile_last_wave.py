@@ -311,8 +311,9 @@ for name, value in (("a file", "m.csv"), ("a path under a file", "m.csv/x"),
         case(f"ACCSIM_KERNEL_DIR {name} ({' '.join(verb)})", verb,
              {"pipe": "fifo", "dangling": "link:nowhere"},
              {"ACCSIM_KERNEL_DIR": value}, "ACCSIM_KERNEL_DIR")
-for name, value in (("a file", "m.csv"), ("/dev/null", "/dev/null"),
-                    ("a dangling link", "dangling")):
+# XDG_CACHE_HOME is used only when absolute (the XDG spec): {cwd} is the case's folder.
+for name, value in (("a file", "{cwd}/m.csv"), ("/dev/null", "/dev/null"),
+                    ("a dangling link", "{cwd}/dangling")):
     case(f"XDG_CACHE_HOME {name} (compile)", ["compile"], {"dangling": "link:nowhere"},
          {"XDG_CACHE_HOME": value, "ACCSIM_KERNEL_DIR": ""}, "XDG_CACHE_HOME")
 for value in ("yes", "2", "true", "off"):
@@ -414,7 +415,7 @@ def test_hostile_input_is_one_clear_error(name, argv, files, env, fragments, tmp
                                          monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     for variable, value in env.items():
-        monkeypatch.setenv(variable, value)
+        monkeypatch.setenv(variable, value.replace("{cwd}", str(tmp_path)))
     _, changed = refused_in(tmp_path, files, argv, capsys, SECONDS, fragments)
     allowed = {f"r.sqlite{suffix}" for suffix in ("", "-wal", "-shm", "-journal")}
     assert changed <= allowed, f"wrote {sorted(changed - allowed)}"

@@ -37,6 +37,8 @@ from types import MappingProxyType
 import numpy as np
 
 from simulator.errors import AccsimError
+from simulator.output.cache_home import (VARIABLE, cache_home, check_folder,
+                                         given_cache_home)
 
 MODULE = "accsim_kernels"  # the extension module's name (its PyInit symbol)
 MANIFEST = "manifest.json"
@@ -55,46 +57,20 @@ _DTYPES = {"int64": np.dtype(np.int64), "float64": np.dtype(np.float64),
 
 
 def library_dir() -> Path:
-    """Where the library lives: $ACCSIM_KERNEL_DIR, else $XDG_CACHE_HOME/accsim/kernels
-    (~/.cache when unset), one folder per Python version, machine and NumPy version
-    (the extension is built against NumPy's C API: another version may not load it)."""
+    """Where the library lives: $ACCSIM_KERNEL_DIR, else accsim/kernels in the user's
+    cache folder (simulator.output.cache_home), one folder per Python version, machine
+    and NumPy version (the extension is built against NumPy's C API: another version
+    may not load it)."""
     base = os.environ.get("ACCSIM_KERNEL_DIR")
     if base:
         check_folder(base, "ACCSIM_KERNEL_DIR")
     else:
-        cache = os.environ.get("XDG_CACHE_HOME")
-        if cache:
-            check_folder(cache, "XDG_CACHE_HOME")
-        base = Path(cache or Path.home() / ".cache") / "accsim" / "kernels"
+        given = given_cache_home()
+        if given is not None:
+            check_folder(given, VARIABLE)
+        base = cache_home() / "accsim" / "kernels"
     return Path(base) / (f"{sys.implementation.cache_tag}-{platform.machine()}"
                          f"-numpy{np.__version__}")
-
-
-def check_folder(path: str, variable: str) -> None:
-    """An environment variable names a folder, or a path one can be made at: not a
-    file, a device, a FIFO, a dangling link, or a path under a file. An AccsimError
-    naming the variable otherwise."""
-    def refuse(rule: str) -> AccsimError:
-        return AccsimError(f"{path!r} {rule}, not a folder", field=variable)
-
-    if "\x00" in path:
-        raise refuse("holds a NUL character")
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise refuse("is a dangling link") from None
-        return  # made by `accsim compile`
-    except NotADirectoryError:
-        raise refuse("is a path under a file") from None
-    except OSError as exc:
-        raise refuse(f"cannot be read ({exc.strerror})") from None
-    if not stat.S_ISDIR(info.st_mode):
-        kind = ("a file" if stat.S_ISREG(info.st_mode) else
-                "a FIFO" if stat.S_ISFIFO(info.st_mode) else
-                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
-                else "not a folder")
-        raise refuse(f"is {kind}")
 
 
 def switch(variable: str, default: bool) -> bool:

@@ -30,6 +30,7 @@ import simulator
 from simulator.inputs.anchors import relocated
 from simulator.errors import AccsimError
 from simulator.inputs.loader import MAX_INPUT_BYTES, decode_text, parse_json
+from simulator.output.cache_home import cache_home
 from simulator.output.files import OutputFolder
 from simulator.present.run_report import result_dict
 from simulator.present.results import RunResultFile, read_result
@@ -204,9 +205,8 @@ def cache_write(cache: OutputFolder | None, entry: str, data: bytes) -> None:
 
 
 def default_cache_dir() -> Path:
-    """$XDG_CACHE_HOME/accsim/results, else ~/.cache/accsim/results."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "accsim" / "results"
+    """accsim/results in the user's cache folder (simulator.output.cache_home)."""
+    return cache_home() / "accsim" / "results"
 
 
 def open_cache(path: str | None, *, no_cache: bool = False) -> OutputFolder | None:

@@ -8,7 +8,7 @@ its probe workloads, MODEL_VERSION, FORMAT and the code's own digest,
 simulator.code_version, so grid points costed by other code are not reused). Beside the grid points it keeps the whole
 iterations simulated exactly for the bucketing error (`exact`, optional: entries
 written before it existed stay valid), so a warm run simulates nothing. The folder is the user's cache folder
-($XDG_CACHE_HOME/accsim/serving-costs, else ~/.cache/...) or one named by
+(accsim/serving-costs in simulator.output.cache_home's folder) or one named by
 --cost-cache, written only through simulator.output.files. An entry is untrusted: one of
 another key, a wrong shape or type, or unreadable, is ignored and recomputed.
 """
@@ -18,13 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 
 import simulator
 from simulator.code_version import code_version
 from simulator.errors import AccsimError
+from simulator.output.cache_home import cache_home
 from simulator.output.files import OutputFolder
 
 # 2: decode attention priced as one launch per decode batch (decode_pair points; exact
@@ -39,10 +39,8 @@ EXACT = "exact"
 
 
 def user_folder() -> Path:
-    """$XDG_CACHE_HOME/accsim/serving-costs (~/.cache when unset or not absolute)."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
-    return root / "accsim" / "serving-costs"
+    """accsim/serving-costs in the user's cache folder (simulator.output.cache_home)."""
+    return cache_home() / "accsim" / "serving-costs"
 
 
 def model_identity(config) -> object:
