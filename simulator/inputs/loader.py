@@ -341,7 +341,9 @@ def parse_json(text: str, *, file: str, max_values: int | None = None):
     """Strict JSON text as Python data: NaN/Infinity, duplicate keys and nesting deeper
     than MAX_NESTING are refused; with `max_values`, so is text of more values (counted
     as containers and separators outside strings, before parsing). Any fault is one
-    AccsimError naming the file."""
+    AccsimError naming the file. A leading byte order mark is ignored, as RFC 8259
+    lets a parser do (Windows editors write one; the YAML and CSV readers skip it)."""
+    text = text.removeprefix("\ufeff")
     structure = _JSON_STRING.sub("", text).encode("utf-8")
     if _nesting(structure) > MAX_NESTING:
         raise AccsimError(f"JSON nested deeper than {MAX_NESTING} levels", file=file)
