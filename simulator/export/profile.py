@@ -22,7 +22,7 @@ from simulator.errors import AccsimError
 from simulator.frontends import hf as hf_frontend
 from simulator.frontends.hf import ModelConfig
 from simulator.serving.iteration_cost import OperatorCosts
-from simulator.serving.llm_cost import grid_cell
+from simulator.serving.llm_cost import grid_cell, load_model
 from simulator.system.parallelism import SystemPlan
 from simulator.system.serving import ShardedFrontend
 from simulator.system.shard import shard_config
@@ -59,8 +59,9 @@ def interpolated(at: Callable[[int], float], value: int, bits: int) -> float:
 class ModelProfile:
     """Operators and their simulated per-layer seconds on one chip of a T-chip group.
     The model is read (config.json or a shipped name) and the plan checked against it
-    (heads over T, an interconnect for T > 1) as `accsim serve --tp` does. `simulated`
-    is called once per iteration shape simulated (the export's progress)."""
+    (heads over T, an interconnect for T > 1) and its weight formats fitted to the
+    platform as `accsim serve --tp` does. `simulated` is called once per iteration
+    shape simulated (the export's progress)."""
 
     def __init__(self, platform: Platform, model: str, *, tp: int = 1,
                  dtype: str | None = None, platform_file: str | None = None,
@@ -70,7 +71,10 @@ class ModelProfile:
         self.plan = SystemPlan(chips=tp, tp=tp)
         self.frontend = ShardedFrontend(hf_frontend, self.plan, platform,
                                         platform_file=platform_file)
-        self.config: ModelConfig = self.frontend.load_model_config(model)
+        # its weight formats fitted to the platform's array as `run` and `serve` fit
+        # them (an fp8 or mxfp4 checkpoint on a bf16/int8 chip)
+        self.config: ModelConfig = load_model(model, dtype=dtype, hf=self.frontend,
+                                              platform=platform)[0]
         self.shard: ModelConfig = shard_config(self.config, self.plan)  # one chip's
         self.costs = OperatorCosts(platform)
         self._units: dict[tuple, list] = {}
