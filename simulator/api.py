@@ -229,12 +229,16 @@ def _inputs(platform, workload, mapping, heuristic, fusion,
 
 @dataclass(frozen=True)
 class Result:
-    """One simulated workload: the run (`.run`, a RunResult), the LLM step it came from
-    (or None) and the capacity check it passed."""
+    """One simulated workload: the run (`.run`, a RunResult; one chip's shard under a
+    multi-chip plan), the LLM step it came from (or None), the capacity check it
+    passed, and the result file's blocks of the plan's figures (`system`) and of what
+    a precision plan chose (`precision`), or None."""
 
     run: RunResult
     llm: LlmStep | None = None
     capacity: Capacity | None = None
+    system: dict | None = None
+    precision: dict | None = None
 
     @property
     def operators_count(self) -> int:
@@ -250,7 +254,8 @@ class Result:
                 "bottleneck": dominant_bottleneck(self.run.operators)}
 
     def _blocks(self) -> dict:
-        blocks = {"capacity": self.capacity.record() if self.capacity else None}
+        blocks = {"capacity": self.capacity.record() if self.capacity else None,
+                  "system": self.system, "precision": self.precision}
         if self.llm is not None:
             blocks["llm"] = self.llm.record(self.run)
         return blocks
@@ -292,11 +297,33 @@ class Result:
 RUN_ARGUMENTS = dict(workload=Mirror("--workload", (Workload, LlmStep)),
                      mapping=Mirror("--mapping", (Mapping,)), heuristic="--heuristic",
                      fusion="--fusion", orientation="--orientation", engine="--engine",
-                     ignore_capacity="--ignore-capacity")
+                     chips="--chips", tp="--tp", pp="--pp", ep="--ep",
+                     overlap="--overlap", ignore_capacity="--ignore-capacity")
 
 
-@mirrors(platform=Mirror("--arch", (Platform,)), chips="--chips", tp="--tp", pp="--pp",
-         ep="--ep", overlap="--overlap", **RUN_ARGUMENTS)
+def _planned(inputs: Inputs, llm: LlmStep | None, plan: SystemPlan,
+             precision: str | Path | None, ignore_capacity: bool):
+    """One platform's inputs under the precision plan, and the capacity check they
+    pass (sized at the plan's formats), as `accsim run` and `compare` make them before
+    any simulation."""
+    inputs, chosen = applied_precision(None if precision is None else str(precision),
+                                       inputs, single_chip=plan.single_chip)
+    fit = check_fit(inputs, plan, llm, ignore=ignore_capacity, planned=chosen is not None)
+    return inputs, chosen, fit
+
+
+def _run(inputs: Inputs, llm: LlmStep | None, plan: SystemPlan, chosen, fit, *,
+         engine: str, ignore_capacity: bool) -> Result:
+    """One platform simulated (one chip's shard under a multi-chip plan), with the
+    blocks `accsim run --json` writes beside it."""
+    if plan.single_chip:
+        return Result(simulate_inputs(inputs, engine=engine), llm, fit,
+                      precision=chosen.record() if chosen else None)
+    system = run_plan(inputs, plan, llm, engine=engine, ignore_capacity=ignore_capacity)
+    return Result(system.result, llm, fit, system=system.figures())
+
+
+@mirrors(platform=Mirror("--arch", (Platform,)), **RUN_ARGUMENTS)
 def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
              workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
              mapping: str | Path | Mapping | None = None, *, heuristic: str | None = None,
@@ -314,13 +341,9 @@ def simulate(platform: str | Path | Platform = DEFAULT_ARCH,
     """
     inputs, llm = _inputs(platform, workload, mapping, heuristic, fusion, orientation)
     plan = system_plan(chips, tp, pp, ep, overlap)
-    inputs, _ = applied_precision(None if precision is None else str(precision), inputs,
-                                  single_chip=plan.single_chip)
-    fit = check_fit(inputs, plan, llm, ignore=ignore_capacity)
-    if plan.single_chip:
-        return Result(simulate_inputs(inputs, engine=engine), llm, fit)
-    system = run_plan(inputs, plan, llm, engine=engine, ignore_capacity=ignore_capacity)
-    return Result(system.result, llm, fit)
+    inputs, chosen, fit = _planned(inputs, llm, plan, precision, ignore_capacity)
+    return _run(inputs, llm, plan, chosen, fit, engine=engine,
+                ignore_capacity=ignore_capacity)
 
 
 def platform_labels(names: list[str], given: list[str]) -> list[str]:
@@ -403,17 +426,22 @@ class Comparison:
 def compare(platforms: list, workload: str | Path | Workload | LlmStep = DEFAULT_WORKLOAD,
             mapping: str | Path | Mapping | None = None, *, heuristic: str | None = None,
             fusion: str | None = None, orientation: str | None = None,
-            engine: str = "auto", ignore_capacity: bool = False) -> Comparison:
-    """One workload on several platforms, as `accsim compare` does (every platform's
-    capacity is checked before any is simulated)."""
+            engine: str = "auto", chips: int | None = None, tp: int = 1, pp: int = 1,
+            ep: int = 1, overlap: str = "none", precision: str | Path | None = None,
+            ignore_capacity: bool = False) -> Comparison:
+    """One workload on several platforms, as `accsim compare` does with the same
+    options (those of simulate(): a multi-chip plan, a precision plan); every
+    platform's capacity is checked before any is simulated."""
     every = [_inputs(p, workload, mapping, heuristic, fusion, orientation)
              for p in platforms]
     given = [str(p) if isinstance(p, (str, Path)) else p.name for p in platforms]
     check_distinct_platforms([inputs for inputs, _ in every], given, field="platforms")
-    fits = [check_fit(inputs, SystemPlan(), llm, ignore=ignore_capacity)
-            for inputs, llm in every]
-    results = [Result(simulate_inputs(inputs, engine=engine), llm, fit)
-               for (inputs, llm), fit in zip(every, fits)]
+    plan = system_plan(chips, tp, pp, ep, overlap)
+    planned = [(_planned(inputs, llm, plan, precision, ignore_capacity), llm)
+               for inputs, llm in every]
+    results = [_run(inputs, llm, plan, chosen, fit, engine=engine,
+                    ignore_capacity=ignore_capacity)
+               for (inputs, chosen, fit), llm in planned]
     return Comparison(results, platform_labels([r.run.platform.name for r in results],
                                                given))
 

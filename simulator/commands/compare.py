@@ -90,18 +90,19 @@ def handle(args: argparse.Namespace) -> int:
     for inputs, label, fit, (_, precision) in zip(every, labels, fits, chosen):
         lines += [f"{label}: {fit.note()}"] if fit.note() else []
         lines += [f"{label}: {line}" for line in precision.lines()] if precision else []
-        if plan.single_chip:
-            results.append(simulate_shown(inputs, args.engine, memory, label))
+        if plan.single_chip:  # each platform's blocks as `run --json` writes them
+            run = simulate_shown(inputs, args.engine, memory, label)
+            results.append(Result(run, llm, fit, precision=precision.record()
+                                  if precision else None))
             continue
         system = simulate_system_shown(inputs, plan, llm, args.engine, label,
                                        ignore_capacity=args.ignore_capacity)
-        results.append(system.result)
+        results.append(Result(system.result, llm, fit, system=system.figures()))
         lines += [f"{label}: {line}" for line in system.summary_lines()]
-    compared = Comparison([Result(run, llm, fit) for run, fit in zip(results, fits)],
-                          labels)
+    compared = Comparison(results, labels)
     console = report_console(wide=args.wide)
     console.print(compared.table())
-    console.print(f"mapping (every platform): {results[0].mapping_mode}")
+    console.print(f"mapping (every platform): {results[0].run.mapping_mode}")
     for line in lines:
         console.print(line, markup=False, highlight=False)
     _write_outputs(args, compared)
