@@ -76,7 +76,10 @@ def test_a_slack_that_misleads_still_brackets_exactly():
 
 
 def test_met_at_every_rate_is_one_clear_error():
-    with pytest.raises(AccsimError, match="no bracket found within 40 doublings"):
+    """From 10 requests/s the 27th doubling passes the spec's 1e9 bound: 26 are run."""
+    with pytest.raises(AccsimError, match=r"no bracket found in 26 doublings of 10 "
+                       r"requests/s, the last the spec's bounds allow \(last tried "
+                       r"6\.71089e\+08\)"):
         find_max_rate(None, SPEC, run=runs(lambda rate: 1.0))
 
 

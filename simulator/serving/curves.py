@@ -177,9 +177,12 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
             break
     if low is None or high is None:
         steps = "doublings" if high is None else "halvings"
-        raise AccsimError(f"no bracket found within {MAX_STEPS} {steps} of {start:g} "
-                          f"requests/s (last tried {lattice_rate(start, k):g})",
-                          field="sla")
+        done, tried = len(evaluations) - 1, evaluations[-1]["rate_rps"]
+        within = f"within {MAX_STEPS} {steps}" if done == MAX_STEPS else \
+            f"in {done} {steps}"
+        bound = "" if done == MAX_STEPS else ", the last the spec's bounds allow"
+        raise AccsimError(f"no bracket found {within} of {start:g} requests/s{bound} "
+                          f"(last tried {tried:g})", field="sla")
     moved = None   # which end the last probe inside the bracket moved (True: low)
     while high[0] - low[0] > 1:
         met, end = probe(_probe(low, high))
