@@ -12,7 +12,9 @@ Unexpected UTF-8 BOM (decode using utf-8-sig)", which RFC 8259 lets a parser ign
 and the YAML and CSV readers did; `accsim export chakra` of an fp8 or mxfp4 model on a
 chip without those formats was "operators.op0.weight_dtype: ... is not an input
 dtype", a refusal naming neither file nor option, where run and serve fall back to a
-format the chip has.
+format the chip has; a rate search stopped by the spec's bound on the rate said
+"no bracket found within 40 doublings ... (last tried 1.34218e+09)", a rate past that
+bound that it never ran, after 26 doublings (plan-deployment's `unbounded` note too).
 
 Rows run in-process under the shared timed runner's bound (tests/timed_cli.py).
 ACCEPTED rows: (id, argv, {file name: content}); each exits 0 within SECONDS.
@@ -30,10 +32,14 @@ from tiny_llama import TINY_LLAMA
 
 import simulator.api as accsim
 from platforms import BASE as PLATFORM
+from simulator.errors import AccsimError
 from simulator.inputs.loader import parse_json
 from simulator.kernels.library import library_dir
 from simulator.review.runs import default_cache_dir
 from simulator.serving.cost_cache import user_folder
+from simulator.serving.curves import find_max_rate
+from simulator.serving.sla import sla_report
+from simulator.serving.spec import ServeSpec
 from test_bad_inputs import WORKLOAD_FILE, dump
 from test_hostile_sweep import make
 from timed_cli import assert_one_clear_error, cpu_bound, run_main
@@ -189,3 +195,25 @@ def test_compare_takes_a_precision_plan_as_the_command(tmp_path, monkeypatch, ca
         accsim.compare(["tpu_v5e_like", "v5b.yaml"], "gemm_4096",
                        precision=PRECISION).save_json, tmp_path, capsys)
     assert all(entry["result"]["precision"] for entry in saved["platforms"])
+
+
+# --- the rate search names the rates it ran ---------------------------------------
+@pytest.mark.parametrize("start, latency_ms", [(10.0, 1.0), (10.0, 1e9), (1e-6, 1e9)])
+def test_a_rate_search_without_a_bracket_names_the_last_rate_it_ran(start, latency_ms):
+    """Met (or missed) at every rate: the search stops at the spec's bounds on the
+    rate, and says how many steps it ran and the last rate it ran."""
+    spec = ServeSpec.model_validate({"workload": "resnet50_b1", "arch": "tpu_v1",
+                                     "rate": start, "sla": {"latency_p99_ms": 100.0},
+                                     "find_max_rate": True})
+    ran = []
+
+    def run(rate: float) -> dict:
+        ran.append(rate)
+        figures = {"latency_ms": {"p99": latency_ms}}
+        return {**figures, "sla": sla_report(spec.sla, figures)}
+
+    with pytest.raises(AccsimError) as caught, cpu_bound(SECONDS):
+        find_max_rate(None, spec, run=run)
+    message = str(caught.value)
+    assert f"last tried {ran[-1]:g})" in message
+    assert f" in {len(ran) - 1} " in message and "the spec's bounds" in message
