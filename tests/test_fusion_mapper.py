@@ -9,6 +9,9 @@ import pytest
 
 from platforms import make_platform
 from simulator.cli import main
+from simulator.errors import AccsimError
+from simulator.frontends.hf.config import load_model_config as load_config
+from simulator.frontends.hf.workloads import prefill_workload
 from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.run_inputs import Inputs
 from simulator.mapping.plan import Mapping
@@ -87,3 +90,79 @@ def test_the_mapper_reports_a_vector_run_as_the_run_makes_it():
     run = simulate(Inputs(platform, RUN, result.plan()), engine="fast")
     assert [op.totals.cycles for op in run.operators] == \
         [op.best.cycles for op in result.operators]
+
+
+def _map_and_run(arch: str, workload: str):
+    """The mapper's result by cycles, the default run and a run of the mapper's plan
+    (`hf/MODEL`: the model's prefill of 128 tokens)."""
+    inputs = load_inputs(arch, "bert_base_s128", None)
+    if workload.startswith("hf/"):
+        steps = prefill_workload(load_config(workload[3:]), batch=1, seq=128)
+        inputs = Inputs(inputs.platform, steps, Mapping())
+    else:
+        inputs = load_inputs(arch, workload, None)
+    result = map_workload(inputs, workers=1)
+    planned = simulate(Inputs(inputs.platform, inputs.workload, result.plan()),
+                       engine="fast")
+    return result, simulate(inputs, engine="fast"), planned
+
+
+def test_the_mapper_runs_berts_norm_as_the_prologue_the_default_forms():
+    # The default run forms layer0_attn_norm as layer0_mlp_up's prologue (80,600
+    # cycles); the mapper's plan fixed every tk, so a run of it kept the norm alone
+    # (81,534 cycles).
+    result, default, planned = _map_and_run("tpu_v5e_like", "bert_base_s128")
+    up = result.operator("layer0_mlp_up")
+    assert up.prologue == ("layer0_attn_norm",) and result.operator("layer0_attn_norm") \
+        is None
+    assert result.plan().operators["layer0_mlp_up"].prologue is True
+    assert [g.prologue for g in planned.fusion if g.producer == "layer0_mlp_up"] == \
+        [("layer0_attn_norm",)]
+    assert [op.totals.cycles for op in planned.operators] == \
+        [op.best.cycles for op in result.operators]
+    assert planned.operators_total.cycles == result.best_totals()[0] \
+        <= default.operators_total.cycles
+    assert read_back(result).operator("layer0_mlp_up").prologue == up.prologue
+
+
+def read_back(result):
+    """A mapper result through its JSON form (`accsim map --json`)."""
+    return type(result).from_dict(result.as_dict())
+
+
+@pytest.mark.parametrize("arch", ["edge_32x32", "tpu_v1", "tpu_v5e_like"])
+@pytest.mark.parametrize("workload", ["bert_base_s128", "bert_base_s512", "hf/gpt2"])
+def test_the_mappers_plan_is_never_slower_than_the_default_run(arch, workload):
+    result, default, planned = _map_and_run(arch, workload)
+    assert planned.operators_total.cycles == result.best_totals()[0]
+    assert planned.operators_total.cycles <= default.operators_total.cycles
+
+
+NORM_GEMM = Workload.model_validate({"name": "ng", "operators": [
+    {"name": "norm", "layer_type": "norm", "kind": "norm", "rows": 64, "cols": 96},
+    {"name": "g", "layer_type": "fc", "kind": "gemm", "m": 64, "n": 80, "k": 96,
+     "inputs": ["norm"]},
+    {"name": "h", "layer_type": "fc", "kind": "gemm", "m": 64, "n": 80, "k": 80,
+     "inputs": ["g"]},
+]})
+
+
+def test_a_plans_prologue_field_asks_for_the_group_or_the_norm_alone():
+    platform = make_platform(buffers={"ifmap_bytes": 1 << 16, "weight_bytes": 1 << 16,
+                                      "output_bytes": 1 << 16})
+
+    def run(entry: dict):
+        plan = Mapping.model_validate({"operators": {"g": entry}})
+        return simulate(Inputs(platform, NORM_GEMM, plan), engine="fast")
+
+    whole = {"tm": 64, "tn": 80, "tk": 96, "loop_order": "mnk", "dataflow": "ws",
+             "depth": 1}
+    assert [g.prologue for g in run({**whole, "prologue": True}).fusion] == [("norm",)]
+    assert not run(whole).fusion   # a fixed tk keeps the norm alone, as it did
+    assert not run({"prologue": False}).fusion
+    with pytest.raises(AccsimError, match="prologue: true asks for a norm run as h's"):
+        simulate(Inputs(platform, NORM_GEMM, Mapping.model_validate(
+            {"operators": {"h": {"prologue": True}}})), engine="fast")
+    with pytest.raises(AccsimError, match="prologue do not apply to a norm"):
+        simulate(Inputs(platform, NORM_GEMM, Mapping.model_validate(
+            {"operators": {"norm": {"prologue": True}}})), engine="fast")

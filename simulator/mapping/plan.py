@@ -35,10 +35,10 @@ DEFAULT_ORIENTATION = "auto"
 class TilingSpec(Strict):
     """Any subset of a tiling; unset fields come from the heuristic.
 
-    Compute operators use tm, tn, tk, loop_order, dataflow, orientation, fuse; vector
-    operators use rows_per_tile. Both use depth (1 = no prefetch, 2 = double buffering,
-    up to 4). tm, tn and the loop order name the operator's own dims whatever the
-    orientation.
+    Compute operators use tm, tn, tk, loop_order, dataflow, orientation, fuse, prologue;
+    vector operators use rows_per_tile. Both use depth (1 = no prefetch, 2 = double
+    buffering, up to 4). tm, tn and the loop order name the operator's own dims whatever
+    the orientation.
     """
 
     heuristic: Name | None = None
@@ -50,6 +50,10 @@ class TilingSpec(Strict):
     depth: int | None = Field(default=None, ge=1, le=MAX_DEPTH)
     rows_per_tile: int | None = Field(default=None, gt=0)
     fuse: Name | None = Field(default=None, description="following vector op to absorb")
+    prologue: bool | None = Field(
+        default=None, description="GEMM under fusion auto: true runs the norm before it as "
+        "its prologue (tk = K), whatever the planner's cycle comparison; false runs the "
+        "norm alone; unset: the planner decides where tk is unset (DESIGN.md section 15)")
     orientation: Literal["normal", "transposed"] | None = Field(
         default=None, description="which operand the array holds: normal (B), "
         "transposed (A: C = A.B run as its transpose Bᵀ.Aᵀ; attention's Q), exchanging "
@@ -77,7 +81,8 @@ class TilingSpec(Strict):
 SPEC_FIELDS = tuple(TilingSpec.model_fields)
 _NO_SPEC = TilingSpec()  # an operator without an entry of its own
 
-COMPUTE_FIELDS = ("tm", "tn", "tk", "loop_order", "dataflow", "orientation", "fuse")
+COMPUTE_FIELDS = ("tm", "tn", "tk", "loop_order", "dataflow", "orientation", "fuse",
+                  "prologue")
 VECTOR_FIELDS = ("rows_per_tile",)
 # Attention: tm query rows (of the group's heads x q_len) and tn keys per tile; fuse is
 # `flash` or `unfused`, orientation `normal` or `transposed`, unit `array` or `vector`,
@@ -90,9 +95,9 @@ _FOREIGN = {own: tuple(f for f in dict.fromkeys(COMPUTE_FIELDS + VECTOR_FIELDS
             for own in (COMPUTE_FIELDS, VECTOR_FIELDS, ATTENTION_FIELDS)}
 ATTENTION_FUSIONS = ("flash", "unfused")
 ATTENTION_UNITS = ("array", "vector")
-# Tiling fields a result leaves out while unset (so tilings of the kinds that do not
-# take them dump as they did before the fields existed).
-OPTIONAL_TILING_FIELDS = ("orientation", "unit", "groups")
+# Tiling and plan-entry fields a result leaves out while unset (so tilings and plans
+# that do not set them dump as they did before the fields existed).
+OPTIONAL_TILING_FIELDS = ("orientation", "unit", "groups", "prologue")
 
 
 def without_unset(fields: dict) -> dict:

@@ -84,6 +84,7 @@ class OperatorSearch:
     stats: SearchStats
     same_as: str | None = None     # searched once for an earlier operator of this shape
     fused: tuple[str, ...] = ()    # epilogue members the best tiling runs (fusion auto)
+    prologue: tuple[str, ...] = ()  # norms the best tiling applies to its A tiles
 
     @property
     def vector(self) -> bool:
@@ -117,6 +118,9 @@ class SearchTask:
     constrained: bool = False
     max_simulated: int | None = None
     max_steps: int = 0
+    # The mapper's search for a norm prologue's consumer (search.prologue): its grid
+    # holds only tilings whose A tiles hold whole rows (tk = K).
+    whole_rows: bool = False
 
 
 # Key tiles tried, in eighths of the rule's: smaller key tiles hide more of a short
@@ -418,7 +422,8 @@ def _search_tiles(task: SearchTask, limit: float | None = None,
         platform.systolic_array.transpose.orientations
     # The default search's grid holds only the tile sizes its plan fixes (its counts
     # are of that grid).
-    fixed = (task.spec.tm, task.spec.tn, task.spec.tk) if task.constrained else OPEN
+    fixed = (task.spec.tm, task.spec.tn, task.spec.tk) if task.constrained else \
+        (None, None, op.gemm().k) if task.whole_rows else OPEN
     grid, dataflows = candidate_grid(op, fuse, task.following, platform,
                                      coarse=task.constrained, orientations=orientations,
                                      fixed=fixed)

@@ -28,13 +28,15 @@ def _reads_rows(norm, op) -> bool:
 
 
 def _open(mapping: Mapping, op) -> bool:
-    """Whether the plan leaves a consumer to the planner: no `fuse` of its own (a
-    `fuse: none` forbids the group) and its tk not fixed (the prologue sets it)."""
+    """Whether the plan lets a consumer take a prologue: no `fuse` of its own (a
+    `fuse: none` forbids the group), no `prologue: false`, and its tk not fixed (the
+    prologue sets it) unless the entry asks for the prologue (`prologue: true`)."""
     try:
         spec = merged_spec(mapping, op)
     except AccsimError:
         return False  # the run reports the entry's error
-    return spec.fuse is None and spec.tk is None
+    return spec.fuse is None and spec.prologue is not False and \
+        (spec.tk is None or spec.prologue is True)
 
 
 def prologue_candidates(workload: Workload, mapping: Mapping,
@@ -43,7 +45,7 @@ def prologue_candidates(workload: Workload, mapping: Mapping,
     before any capacity check: with edges, every reader of the norm, each a GEMM that
     names the norm as its only input; by adjacency, the next operator, such a GEMM.
     Every consumer must take the norm's rows as its A rows, repeat as often, share its
-    dtype, and leave fusion and tk to the planner."""
+    dtype, and leave fusion and tk to the planner (or ask for the prologue)."""
     ops = workload.operators
     readers: dict[str, list[int]] = {}
     for index, op in enumerate(ops):
@@ -84,3 +86,15 @@ def prologue_refusal(op, tiling: Tiling, platform: Platform) -> str | None:
                     f"{fit.operand} tiles of {op.name} with whole rows ({fit.dims}, "
                     f"{fit.tile_bytes} bytes each); needs {fit.depth}")
     return None
+
+
+def asked_without_norm(op, mapping: Mapping) -> str | None:
+    """Why the operator's own plan entry's `prologue: true` cannot be met (None: it
+    asks nothing): no norm before this GEMM may run as its prologue. (A default's or
+    layer_type's `prologue: true` applies where a norm can be, silently elsewhere.)"""
+    own = mapping.operators.get(op.name)
+    if own is None or own.prologue is not True:
+        return None
+    return (f"prologue: true asks for a norm run as {op.name}'s prologue, and none can "
+            f"be: that needs fusion auto, no `fuse` on this entry, and a layer or RMS "
+            f"norm before it read only by GEMMs that take its rows as their A operand")

@@ -24,7 +24,8 @@ from simulator.search.fusion import (NO_FUSION, Dropped, epilogue_candidates,
                                      fitted_group, fusion_mode, has_edges,
                                      vector_run_candidates)
 from simulator.search.evaluation import evaluate
-from simulator.search.prologue import prologue_candidates, prologue_refusal, whole_rows
+from simulator.search.prologue import (asked_without_norm, prologue_candidates,
+                                      prologue_refusal, whole_rows)
 from simulator.inputs.workload import (BINARY_OPS, Workload, is_attention,
                                        is_collective, is_compute)
 
@@ -61,6 +62,7 @@ def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
                  prologue_candidates(workload, mapping, has_edges(workload)).items()} \
         if auto else {}
     taken = {m.op.name for chain in planned.values() for m in chain} | set(prologues)
+    consumers = {name for names in prologues.values() for name in names}
     runs = vector_run_candidates(workload, taken) if auto else {}
     absorbed: dict[str, str] = {}   # absorbed name -> absorbing operator
     for index, op in enumerate(ops):
@@ -77,6 +79,10 @@ def placed_operators(workload: Workload, mapping: Mapping) -> Iterator[Placed]:
             yield Placed(op, None, following, absorbed_by=owner, error=exc.rule)
             continue
         prologue_of = prologues.get(op.name, ())
+        unmet = None if op.name in consumers else asked_without_norm(op, mapping)
+        if unmet is not None:
+            yield Placed(op, None, following, absorbed_by=owner, error=unmet)
+            continue
         if owner is not None:
             yield Placed(op, spec, following, absorbed_by=owner, prologue_of=prologue_of)
             continue
@@ -247,30 +253,33 @@ def _prologue_plan(norm: Placed, consumers: list[Placed], platform: Platform,
     prologue, and the epilogue members that tiling gives back; or why the norm runs
     alone: a consumer's tiling cannot hold whole rows, or the group would be slower than
     the norm alone plus the consumers as they would run otherwise (each replayed on the
-    fast engine)."""
+    fast engine). Where every consumer's entry asks for the prologue (`prologue: true`,
+    as the mapper writes a group it chose by its objective), no comparison is made."""
     memory = memory_params(platform)
     member = EpilogueMember(norm.op, prologue=True)
     plans: dict[str, tuple] = {}
+    asked = all(consumer.spec.prologue for consumer in consumers)
     try:
-        alone = evaluate(norm.op, resolve_tiling(norm.op, norm.spec, platform,
-                                                 searches=searches), platform,
-                         memory, None).cycles
-        fused = 0
+        fused, alone = 0, 0 if asked else evaluate(
+            norm.op, resolve_tiling(norm.op, norm.spec, platform, searches=searches),
+            platform, memory, None).cycles
         for consumer in consumers:
             op, spec = consumer.op, consumer.spec
             tiling = resolve_tiling(op, whole_rows(spec, op), platform, searches=searches)
             reason = prologue_refusal(op, tiling, platform)
             if reason is not None:
                 return {}, reason
+            epilogue, dropped = fitted_group(op, tiling, consumer.members, platform) \
+                if consumer.members else ((), ())
+            plans[op.name] = (tiling, (member, *epilogue), dropped)
+            if asked:
+                continue
+            fused += evaluate(op, tiling, platform, memory, None,
+                              fused=plans[op.name][1]).cycles
             free = resolve_tiling(op, spec, platform, searches=searches)
             epilogue = fitted_group(op, free, consumer.members, platform)[0] \
                 if consumer.members else ()
             alone += evaluate(op, free, platform, memory, None, fused=epilogue).cycles
-            epilogue, dropped = fitted_group(op, tiling, consumer.members, platform) \
-                if consumer.members else ((), ())
-            plans[op.name] = (tiling, (member, *epilogue), dropped)
-            fused += evaluate(op, tiling, platform, memory, None,
-                              fused=plans[op.name][1]).cycles
     except AccsimError as exc:  # the consumer's own resolution reports it
         return {}, exc.rule
     if fused > alone:

@@ -26,7 +26,9 @@ from simulator.search.bounds import runs_of, vector_sizes
 from simulator.search.operator import (OBJECTIVES, Evaluation, OperatorSearch, SearchStats,
                                        SearchTask, evaluate, search_operator)
 from simulator.search.fusion import fitted_group
-from simulator.search.resolve import placed_operators
+from simulator.search.prologue import prologue_refusal, whole_rows
+from simulator.search.default import SearchCache
+from simulator.search.resolve import placed_operators, resolve_tiling
 from simulator.inputs.workload import Conv2d, Gemm, is_attention, is_collective, is_compute
 
 BUILTIN_HEURISTICS = ("array_aligned", "min_offchip", "os_k_inner")
@@ -120,6 +122,7 @@ class MapResult:
                                for name, found in op.heuristics.items()},
                 "search": asdict(op.stats),
             } | ({"fused": list(op.fused)} if op.fused else {})
+              | ({"prologue": list(op.prologue)} if op.prologue else {})
                 for op in self.operators],
         } | ({"fusion": self.fusion} if self.fusion else {})
 
@@ -139,7 +142,8 @@ class MapResult:
                     runs=int(op["runs"]),
                     best=Evaluation.from_dict(op["best"]) if op["best"] else None,
                     heuristics=heuristics, stats=SearchStats(**op["search"]),
-                    same_as=op.get("same_as"), fused=tuple(op.get("fused", ()))))
+                    same_as=op.get("same_as"), fused=tuple(op.get("fused", ())),
+                    prologue=tuple(op.get("prologue", ()))))
             return cls(data["platform"], data["workload"], data["mapping"],
                        data["objective"], bool(data["exhaustive"]),
                        list(data["heuristics"]), operators, int(data["model_version"]),
@@ -149,12 +153,15 @@ class MapResult:
                               f"{exc})", file=file) from None
 
     def plan(self) -> Mapping:
-        """The best tilings as a plan: `accsim run --mapping` reproduces them."""
+        """The best tilings as a plan: `accsim run --mapping` reproduces them (a GEMM
+        that runs a norm as its prologue asks for it: `prologue: true`)."""
         operators = {}
         for op in self.operators:
             if op.best is not None:
-                operators[op.name] = op.best.tiling.spec(
-                    vector=op.vector, attention=op.kind == "attention")
+                spec = op.best.tiling.spec(vector=op.vector,
+                                           attention=op.kind == "attention")
+                operators[op.name] = spec.model_copy(update={"prologue": True}) \
+                    if op.prologue else spec
         return Mapping(name=f"{self.workload}_{self.platform}_best_{self.objective}",
                        operators=operators, fusion=self.fusion)
 
@@ -215,7 +222,8 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
     """Search every operator of the workload (operators absorbed by a plan's `fuse`
     excepted), in parallel across operators, and merge in workload order. Under the
     fusion planner a producer is reported as the group a run makes of it, and the
-    members its best tiling gives back are searched on their own (_fused_search)."""
+    members its best tiling gives back are searched on their own (_fused_search); a
+    norm that could run as a prologue is weighed both ways (_prologue_group)."""
     if objective not in OBJECTIVES:
         raise AccsimError(f"unknown objective {objective!r} (one of "
                           f"{', '.join(OBJECTIVES)})", field="objective")
@@ -241,10 +249,22 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
     order: list[int] = []
     members: dict[int, tuple[EpilogueMember, ...]] = {}   # producer index -> planned
     absorbed: dict[str, tuple[int, TilingSpec]] = {}      # member name -> (index, entry)
-    for index, placed in enumerate(placed_operators(workload, mapping)):
+    prologues: dict[int, tuple[int, ...]] = {}   # norm index -> its consumers' indices
+    whole: dict[int, int] = {}   # consumer index -> its whole-rows search's task
+    walk = list(placed_operators(workload, mapping))
+    index_of = {placed.op.name: index for index, placed in enumerate(walk)}
+
+    def task_of(op, spec: TilingSpec, following, whole_rows: bool = False) -> SearchTask:
+        return SearchTask(op=op, following=following, spec=spec, platform=platform,
+                          heuristics=tuple(names), objective=objective,
+                          exhaustive=exhaustive, whole_rows=whole_rows)
+
+    for index, placed in enumerate(walk):
         op, spec, following = placed.op, placed.spec, placed.following
         if placed.members:
             members[index] = placed.members
+        if placed.prologue_of:
+            prologues[index] = tuple(index_of[name] for name in placed.prologue_of)
         if placed.absorbed_by is not None:
             absorbed[op.name] = (index, spec)
         if placed.absorbed_by is not None or is_collective(op):  # these take no tiling
@@ -256,59 +276,185 @@ def map_workload(inputs: Inputs, *, objective: str = "cycles",
         if key is not None and key in shapes:
             owners.append(shapes[key])
             continue
-        task = SearchTask(op=op, following=following, spec=spec, platform=platform,
-                          heuristics=tuple(names), objective=objective,
-                          exhaustive=exhaustive)
-        tasks.append(task)
+        tasks.append(task_of(op, spec, following))
         owners.append(len(tasks) - 1)
         if key is not None:
             shapes[key] = len(tasks) - 1
+    for consumer in {c for consumers in prologues.values() for c in consumers}:
+        placed = walk[consumer]
+        tasks.append(task_of(placed.op, whole_rows(placed.spec, placed.op),
+                             placed.following, whole_rows=True))
+        whole[consumer] = len(tasks) - 1
     results: list[OperatorSearch | None] = [None] * len(tasks)
+    searches = SearchCache()    # the default mapping's tilings, weighed beside the best
     workers = default_workers() if workers is None else max(1, workers)
     _run_tasks(tasks, results, workers, platform, progress)
-    operators: list[tuple[int, OperatorSearch]] = []
-    given_back: list[int] = []   # planner members a producer's best tiling cannot keep
+    found: dict[int, OperatorSearch] = {}
+    dropped: dict[int, tuple[str, ...]] = {}   # producer -> members its tiling gives back
     for index, owner in zip(order, owners):
-        found = results[owner]
-        op = ops[index]
-        if found.name != op.name:
-            found = replace(found, name=op.name, layer_type=op.layer_type,
-                            runs=runs_of(op), same_as=found.name)
+        found[index], dropped[index] = _named(results[owner], ops[index]), ()
         if index in members:
-            found, dropped = _fused_search(found, op, members[index], platform)
-            given_back.extend(absorbed[name][0] for name in dropped)
-        operators.append((index, found))
-    alone = [SearchTask(op=ops[i], following=None, spec=absorbed[ops[i].name][1],
-                        platform=platform, heuristics=tuple(names), objective=objective,
-                        exhaustive=exhaustive) for i in given_back]
-    found_alone: list[OperatorSearch | None] = [None] * len(alone)
-    _run_tasks(alone, found_alone, 1, platform, None)
-    operators.extend(zip(given_back, found_alone))
+            placed = walk[index]
+            found[index], dropped[index] = _fused_search(
+                found[index], ops[index], members[index], platform, objective,
+                _default_tiling(placed.op, placed.spec, platform, placed.following,
+                                searches))
+    grouped: set[int] = set()   # norms run as their consumers' prologue
+    _search_given_back(found, dropped, absorbed, ops, task_of, grouped)
+    for norm, consumers in prologues.items():
+        if norm not in found:   # an epilogue keeps it
+            continue
+        group = _prologue_group(found, norm, consumers, {
+            c: (_named(results[whole[c]], ops[c]), _default_tiling(
+                ops[c], whole_rows(walk[c].spec, ops[c]), platform, None, searches))
+            for c in consumers}, ops, members, platform, objective,
+            all(walk[c].spec.prologue for c in consumers))
+        if group is not None:
+            del found[norm]
+            grouped.add(norm)
+            for consumer, (search, given_back) in group.items():
+                found[consumer], dropped[consumer] = search, given_back
+    _search_given_back(found, dropped, absorbed, ops, task_of, grouped)
     return MapResult(platform.name, workload.name, mapping.name, objective, exhaustive,
-                     names, [found for _, found in sorted(operators, key=lambda p: p[0])],
+                     names, [found[index] for index in sorted(found)],
                      fusion=mapping.fusion)
 
 
+def _named(found: OperatorSearch, op) -> OperatorSearch:
+    """A search made for an operator of the same shape, reported under `op`'s name."""
+    if found.name == op.name:
+        return found
+    return replace(found, name=op.name, layer_type=op.layer_type, runs=runs_of(op),
+                   same_as=found.name)
+
+
+def _search_given_back(found: dict[int, OperatorSearch],
+                       dropped: dict[int, tuple[str, ...]],
+                       absorbed: dict[str, tuple[int, TilingSpec]], ops: list,
+                       task_of: Callable[..., SearchTask], grouped: set[int]) -> None:
+    """Search on their own the planner members their producer's best tiling gives back
+    (unless a prologue group took them: `grouped`), and drop those it keeps (a prologue
+    group's tiling may keep a member the consumer's own tiling gave back)."""
+    given_back = {absorbed[name][0] for names in dropped.values() for name in names}
+    planned = {index for index, _ in absorbed.values()}
+    for index in [i for i in found if i in planned and i not in given_back]:
+        del found[index]
+    new = sorted(given_back - set(found) - grouped)
+    tasks = [task_of(ops[index], absorbed[ops[index].name][1], None) for index in new]
+    results: list[OperatorSearch | None] = [None] * len(tasks)
+    _run_tasks(tasks, results, 1, None, None)
+    found.update(zip(new, results))
+
+
+def _prologue_group(found: dict[int, OperatorSearch], norm: int, consumers: tuple[int, ...],
+                    whole: dict[int, tuple[OperatorSearch, Tiling | None]], ops: list,
+                    members: dict[int, tuple[EpilogueMember, ...]], platform: Platform,
+                    objective: str, asked: bool) -> dict[int, tuple] | None:
+    """The norm run as its consumers' prologue (search.prologue): each consumer at its
+    best tiling with whole rows per A tile or at the default mapping's (`whole`: the
+    search with tk = K and that tiling), whichever group is better by the objective,
+    evaluated with the norm and the epilogue its tiling keeps, as a run forms the group.
+    Per consumer, its search so reported and the members it gives back; None where a
+    consumer's tiling cannot take the prologue, or the group loses by the objective to
+    the norm alone plus the consumers at their own best tilings (resolve weighs the same
+    by cycles). `asked`: the plan asks for the prologue, so no comparison. The norm's
+    heuristics are folded into the first consumer's, so each heuristic's totals stay
+    the sum over its operators."""
+    memory = memory_params(platform)
+    prologue = EpilogueMember(ops[norm], prologue=True)
+    group: dict[int, tuple] = {}
+    for position, consumer in enumerate(consumers):
+        op, (search, default), own = ops[consumer], whole[consumer], found[consumer]
+        if search.best is None or own.best is None:
+            return None
+        options = []
+        for tiling in _tilings(search.best, default):
+            if prologue_refusal(op, tiling, platform) is not None:
+                continue
+            kept, given_back = fitted_group(op, tiling, members[consumer], platform) \
+                if consumer in members else ((), ())
+            options.append((evaluate(op, tiling, platform, memory, None,
+                                     fused=(prologue, *kept)), kept, given_back))
+        if not options:
+            return None
+        best, kept, given_back = min(options, key=lambda option: option[0].key(objective))
+        heuristics = own.heuristics if position else {
+            name: _summed(found[norm].heuristics[name], evaluation)
+            for name, evaluation in own.heuristics.items()}
+        group[consumer] = (replace(own, best=best, heuristics=heuristics,
+                                   stats=own.stats + search.stats,
+                                   fused=tuple(m.op.name for m in kept),
+                                   prologue=(ops[norm].name,)),
+                           tuple(d.name for d in given_back))
+    if asked:
+        return group
+    alone = [found[norm].best] + [found[c].best for c in consumers]
+    fused = [search.best for search, _ in group.values()]
+    return group if _objective(fused, objective) <= _objective(alone, objective) \
+        else None
+
+
+def _summed(norm: Evaluation | str, consumer: Evaluation | str) -> Evaluation | str:
+    """A heuristic's norm and consumer as one unit (an error: the first one's)."""
+    if not isinstance(norm, Evaluation):
+        return norm
+    if not isinstance(consumer, Evaluation):
+        return consumer
+    return replace(consumer, cycles=consumer.cycles + norm.cycles,
+                   energy_pj=consumer.energy_pj + norm.energy_pj)
+
+
+def _objective(evaluations: list[Evaluation], objective: str) -> float:
+    """The objective of operators run one after another (their cycles and energy
+    summed)."""
+    cycles = sum(e.cycles for e in evaluations)
+    energy = sum(e.energy_pj for e in evaluations)
+    return {"cycles": float(cycles), "energy": energy, "edp": energy * cycles}[objective]
+
+
 def _fused_search(found: OperatorSearch, op, planned: tuple[EpilogueMember, ...],
-                  platform: Platform) -> tuple[OperatorSearch, tuple[str, ...]]:
+                  platform: Platform, objective: str,
+                  default: Tiling | None) -> tuple[OperatorSearch, tuple[str, ...]]:
     """A producer's search re-totalled as the group a run makes of it (fusion auto):
     its tilings are ranked unfused, as the default mapping's search ranks them, and each
     (the best and every heuristic's) is evaluated with the members its tiling keeps.
-    Also the members the best tiling gives back (they are searched on their own)."""
+    The group at the default mapping's tiling (`default`) is weighed too, by the
+    objective: a tiling best unfused may keep fewer members or run a slower epilogue, and
+    the plan must not lose to the default run. Also the members the chosen tiling gives
+    back (they are searched on their own)."""
     memory = memory_params(platform)
 
-    def grouped(evaluation: Evaluation) -> tuple[Evaluation, tuple[str, ...]]:
-        kept, dropped = fitted_group(op, evaluation.tiling, planned, platform)
-        again = evaluate(op, evaluation.tiling, platform, memory, None, fused=kept)
+    def grouped(tiling: Tiling) -> tuple[Evaluation, tuple[str, ...]]:
+        kept, dropped = fitted_group(op, tiling, planned, platform)
+        again = evaluate(op, tiling, platform, memory, None, fused=kept)
         return again, tuple(d.name for d in dropped)
 
     if found.best is None:
         return found, ()
-    best, dropped = grouped(found.best)
+    best, dropped = min((grouped(tiling) for tiling in _tilings(found.best, default)),
+                        key=lambda pair: pair[0].key(objective))
     kept = tuple(m.op.name for m in planned if m.op.name not in dropped)
-    heuristics = {name: grouped(e)[0] if isinstance(e, Evaluation) else e
+    heuristics = {name: grouped(e.tiling)[0] if isinstance(e, Evaluation) else e
                   for name, e in found.heuristics.items()}
     return replace(found, best=best, heuristics=heuristics, fused=kept), dropped
+
+
+def _tilings(best: Evaluation, default: Tiling | None) -> list[Tiling]:
+    """The mapper's best tiling, then the default mapping's (labelled as the mapper's:
+    the plan names it so) where it differs."""
+    if default is None:
+        return [best.tiling]
+    default = replace(default, heuristic=best.tiling.heuristic)
+    return [best.tiling] + ([default] if default != best.tiling else [])
+
+
+def _default_tiling(op, spec: TilingSpec, platform: Platform, following,
+                    searches: SearchCache) -> Tiling | None:
+    """The tiling a run without a plan gives the operator (None: it has none)."""
+    try:
+        return resolve_tiling(op, spec, platform, following=following, searches=searches)
+    except AccsimError:
+        return None
 
 
 def _run_tasks(tasks: list[SearchTask], results: list, workers: int, platform: Platform,
