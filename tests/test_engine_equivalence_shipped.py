@@ -6,7 +6,10 @@ SimPy replays about 100,000 steps a second, so the default run compares programs
 most SIMPY_STEP_CAP steps and reports the others: a pair with no program under the cap
 is skipped with the count in the reason; one with some over it warns with the count.
 On the shipped inputs today one program of 321 is over the cap (edge_32x32 x gemm_4096,
-262,144 steps); `test_identical_over_the_cap` (marked slow) compares those too.
+262,144 steps); `test_identical_over_the_cap` (marked slow) compares those too. The
+engines' identity is one code path whatever the pair, so the default run compares the
+walk of tests/in_turn.py (each platform and each workload) and marks the other pairs
+slow.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import warnings
 import numpy as np
 import pytest
 
+from in_turn import slow_unless_in_turn
 from simulator.inputs.named_inputs import load_inputs
 from simulator.engines.des import run_des
 from simulator.engines.fast import run_fast
@@ -69,7 +73,7 @@ def compare(arch: str, workload: str, over_cap: bool) -> list[str]:
     return left_out
 
 
-@pytest.mark.parametrize("arch, workload", PAIRS, ids=PAIR_IDS)
+@pytest.mark.parametrize("arch, workload", slow_unless_in_turn(PAIRS, ids=PAIR_IDS))
 def test_identical_on_every_operator(arch: str, workload: str) -> None:
     operators, _ = lowered_pair(arch, workload)
     over = compare(arch, workload, over_cap=False)
@@ -91,6 +95,7 @@ def test_identical_over_the_cap() -> None:
         pytest.skip(f"no shipped program is over the {SIMPY_STEP_CAP:,}-step SimPy cap")
 
 
+@pytest.mark.slow   # lowers every pair, as the slow run of the identity does
 def test_the_cap_leaves_most_programs_compared() -> None:
     steps = [op.program.steps for pair in PAIRS for op in lowered_pair(*pair)[0]]
     covered = sum(s <= SIMPY_STEP_CAP for s in steps)

@@ -10,7 +10,10 @@ figures as kernels run it (DESIGN.md section 19), rewritten deliberately; the GE
 vector operators' figures are MODEL_VERSION 3's still.
 
 As in test_shipped_identical.py, the LLM steps on platforms other than HF_PLATFORM are
-marked slow."""
+marked slow. One fixed mode is one code path whatever the pair, so the default run takes
+the walk of tests/in_turn.py through the rest (each platform and workload, each model
+and phase) and marks the others slow; `pytest -m slow` runs every pair, as does
+`experiments/shipped_digests.py --fusion none --check`."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import json
 
 import pytest
 
-from digest_net import HF_PLATFORM, load_script, pair_case
+from digest_net import HF_PLATFORM, load_script, pair_cases
 
 DIGESTS = load_script()
 PAIRS = DIGESTS.shipped_pairs("none", "normal")   # GEMMs normal: orientation came later
@@ -29,7 +32,7 @@ def test_the_none_file_names_exactly_the_shipped_pairs():
     assert sorted(STORED) == sorted(PAIRS)
 
 
-@pytest.mark.parametrize("name", [pair_case(name) for name in PAIRS])
+@pytest.mark.parametrize("name", pair_cases(PAIRS, walk=True))
 def test_fusion_none_is_byte_identical_to_the_operator_at_a_time_model(name: str):
     now = DIGESTS.pair_digest(PAIRS[name], fixed_mode=True)
     assert now == STORED[name], f"{name}: {DIGESTS.difference(STORED[name], now)}"

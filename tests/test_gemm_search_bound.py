@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from in_turn import slow_unless_in_turn
 from simulator.api import load_platform
 from simulator.errors import AccsimError
 from simulator.inputs.workload import Workload
@@ -35,6 +36,12 @@ SHAPES = (dict(kind="gemm", m=8, n=384, k=256),
           dict(kind="gemm", batch=2, m=16, n=64, k=96),
           dict(kind="conv2d", h=4, w=4, cin=8, cout=32, kh=3, kw=3, padding=1))
 CASES = [(platform, shape) for platform in PLATFORMS for shape in SHAPES]
+# The bound is one code path whatever the case: the default run takes the walk of
+# tests/in_turn.py (each platform and each shape once), the rest is marked slow.
+WALK = slow_unless_in_turn([(platform, i) for platform, shape in CASES
+                            for i in [SHAPES.index(shape)]], arguments=CASES,
+                           ids=[f"{platform}-shape{SHAPES.index(shape)}"
+                                for platform, shape in CASES])
 
 
 def _op(shape: dict):
@@ -91,13 +98,13 @@ def _seed_a_non_bound(monkeypatch) -> None:
     monkeypatch.setattr(operator_module, "candidate_grid", inflated)
 
 
-@pytest.mark.parametrize("platform_name,shape", CASES)
+@pytest.mark.parametrize("platform_name,shape", WALK)
 def test_the_bound_never_exceeds_a_candidates_cycles(platform_name, shape):
     platform = load_platform(platform_name)
     assert bound_violations(_op(shape), platform) == []
 
 
-@pytest.mark.parametrize("platform_name,shape", CASES)
+@pytest.mark.parametrize("platform_name,shape", WALK)
 def test_the_pruned_walk_picks_what_the_full_walk_picks(platform_name, shape):
     platform = load_platform(platform_name)
     op = _op(shape)

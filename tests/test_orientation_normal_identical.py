@@ -6,7 +6,10 @@ by experiments/shipped_digests.py's net on the code before orientation (MODEL_VE
 inputs (the mapping's `orientation`, the platform's `systolic_array.transpose`).
 
 As in test_shipped_identical.py, the LLM steps on platforms other than HF_PLATFORM are
-marked slow."""
+marked slow. One fixed mode is one code path whatever the pair, so the default run takes
+the walk of tests/in_turn.py through the rest (each platform and workload, each model
+and phase) and marks the others slow; `pytest -m slow` runs every pair, as does
+`experiments/shipped_digests.py --orientation normal --check`."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import json
 
 import pytest
 
-from digest_net import HF_PLATFORM, load_script, pair_case
+from digest_net import HF_PLATFORM, load_script, pair_cases
 
 DIGESTS = load_script()
 PAIRS = DIGESTS.shipped_pairs(orientation="normal")
@@ -25,7 +28,7 @@ def test_the_normal_file_names_exactly_the_shipped_pairs():
     assert sorted(STORED) == sorted(PAIRS)
 
 
-@pytest.mark.parametrize("name", [pair_case(name) for name in PAIRS])
+@pytest.mark.parametrize("name", pair_cases(PAIRS, walk=True))
 def test_orientation_normal_is_byte_identical_to_the_code_before_it(name: str):
     now = DIGESTS.pair_digest(PAIRS[name], fixed_mode=True)
     assert now == STORED[name], f"{name}: {DIGESTS.difference(STORED[name], now)}"

@@ -11,8 +11,10 @@ import subprocess
 import sys
 
 import pytest
+
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from in_turn import slow_unless_in_turn
 from platforms import make_platform
 
 from simulator.inputs.named_inputs import DEFAULT_WORKLOAD, load_inputs
@@ -151,12 +153,20 @@ SMALL = _platform(systolic_array={"rows": 4, "cols": 4},
                   offchip={"latency_cycles": 6})
 
 
-@pytest.mark.parametrize("dtype", ["int4", "mxfp4"])    # fp4_e2m1 packs as int4 does
-@pytest.mark.parametrize("op", [
-    Gemm(name="g", layer_type="fc", kind="gemm", m=12, n=6, k=36),
-    Gemm(name="b", layer_type="attn", kind="gemm", batch=2, m=8, n=9, k=5),
-    Conv2d(name="c", layer_type="conv", kind="conv2d", h=5, w=5, cin=2, cout=6, kh=3,
-           kw=3, padding=1)], ids=["gemm", "batched", "conv"])
+BOUND_OPS = {"gemm": Gemm(name="g", layer_type="fc", kind="gemm", m=12, n=6, k=36),
+             "batched": Gemm(name="b", layer_type="attn", kind="gemm", batch=2, m=8, n=9,
+                             k=5),
+             "conv": Conv2d(name="c", layer_type="conv", kind="conv2d", h=5, w=5, cin=2,
+                            cout=6, kh=3, kw=3, padding=1)}
+BOUND_CASES = [(name, dtype) for name in BOUND_OPS
+               for dtype in ("int4", "mxfp4")]      # fp4_e2m1 packs as int4 does
+
+
+# One code path whatever the case: the default run takes the walk of tests/in_turn.py
+# (each operator and each format once), the rest is marked slow.
+@pytest.mark.parametrize("op,dtype", slow_unless_in_turn(
+    BOUND_CASES, arguments=[(BOUND_OPS[name], dtype) for name, dtype in BOUND_CASES],
+    ids=[f"{name}-{dtype}" for name, dtype in BOUND_CASES]))
 def test_bounds_stay_lower_bounds_with_packed_activations(op, dtype):
     op = op.model_copy(update={"dtype": dtype})
     memory = memory_params(SMALL)

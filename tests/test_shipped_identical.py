@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from digest_net import HF_PLATFORM, load_script, pair_case
+from digest_net import HF_PLATFORM, load_script, pair_cases
 
 DIGESTS = load_script()
 PAIRS = DIGESTS.shipped_pairs()
@@ -25,7 +25,7 @@ def test_the_stored_file_names_exactly_the_shipped_pairs():
     assert sorted(STORED) == sorted(PAIRS)
 
 
-@pytest.mark.parametrize("name", [pair_case(name) for name in PAIRS])
+@pytest.mark.parametrize("name", pair_cases(PAIRS))
 def test_result_is_byte_identical_to_the_stored_one(name: str):
     now = DIGESTS.pair_digest(PAIRS[name])
     assert now == STORED[name], f"{name}: {DIGESTS.difference(STORED[name], now)}"

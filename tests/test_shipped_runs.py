@@ -1,5 +1,7 @@
 """Every shipped platform x workload runs end to end; the breakdown identity and the
-roofline bound hold for every operator, and auto picks the fast kernel."""
+roofline bound hold for every operator, and auto picks the fast kernel. The default run
+takes the walk of tests/in_turn.py (each platform and each workload) and marks the other
+pairs slow."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import itertools
 
 import pytest
 
+from in_turn import slow_unless_in_turn
 from simulator.inputs.named_inputs import load_inputs
 from simulator.inputs.loader import shipped_names
 from simulator.engines.outcome import STALL_PARTS
@@ -15,7 +18,9 @@ from simulator.simulate import simulate
 PAIRS = list(itertools.product(shipped_names("platform"), shipped_names("workload")))
 
 
-@pytest.fixture(scope="module", params=PAIRS, ids=lambda pair: f"{pair[0]}-{pair[1]}")
+@pytest.fixture(scope="module", params=slow_unless_in_turn(
+    PAIRS, arguments=[(pair,) for pair in PAIRS],
+    ids=[f"{arch}-{workload}" for arch, workload in PAIRS]))
 def result(request):
     arch, workload = request.param
     return simulate(load_inputs(arch, workload, None))

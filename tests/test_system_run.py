@@ -4,10 +4,12 @@ all-to-all of Mixtral under EP, pipeline stages, plain workloads and bad flags."
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
 
+from in_turn import slow_unless_in_turn
 from simulator.cli import build_parser, main
 
 from simulator.inputs.named_inputs import load_inputs
@@ -38,19 +40,13 @@ def llm_run(model: str, phase: str, length: int, **plan):
                     SystemPlan(**plan), step)
 
 
-def one_chip_pairs() -> list:
-    """Every shipped platform x workload; the default run takes the workloads in turn
-    along the platforms, so each platform and each workload is run (one chip is one
-    code path whatever the pair), and the rest of the matrix is marked slow."""
-    platforms, workloads = shipped_names("platform"), shipped_names("workload")
-    turn = {(platforms[i % len(platforms)], workloads[i % len(workloads)])
-            for i in range(max(len(platforms), len(workloads)))}
-    return [pytest.param(arch, workload, id=f"{arch}-{workload}",
-                         marks=() if (arch, workload) in turn else pytest.mark.slow)
-            for arch in platforms for workload in workloads]
+# Every shipped platform x workload; one chip is one code path whatever the pair, so the
+# default run takes the walk of tests/in_turn.py (each platform and each workload once).
+ONE_CHIP_PAIRS = list(itertools.product(shipped_names("platform"), shipped_names("workload")))
 
 
-@pytest.mark.parametrize("arch,workload", one_chip_pairs())
+@pytest.mark.parametrize("arch,workload", slow_unless_in_turn(
+    ONE_CHIP_PAIRS, ids=[f"{arch}-{workload}" for arch, workload in ONE_CHIP_PAIRS]))
 def test_one_chip_is_todays_result_to_the_byte(arch, workload, tmp_path, capsys):
     """`--chips 1` and no system flag write the same JSON."""
     plain, flagged = tmp_path / "plain.json", tmp_path / "flagged.json"
