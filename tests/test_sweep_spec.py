@@ -60,6 +60,13 @@ def test_grid_takes_every_combination_and_links_move_together(tmp_path):
     assert job.platform.systolic_array.rows == job.point["systolic_array.rows"]
 
 
+def test_linked_axes_may_repeat_a_value_where_their_points_differ(tmp_path):
+    plan = make_plan(load_sweep(write_spec(tmp_path, (
+        "axes:\n  systolic_array.rows: [8, 8, 16]\n  systolic_array.cols: [8, 16, 16]\n"
+        "  link: [systolic_array.rows, systolic_array.cols]\n"))))
+    assert len(plan.jobs) == 3
+
+
 def test_float_range_lands_on_its_end(tmp_path):
     plan = make_plan(load_sweep(write_spec(
         tmp_path, "axes:\n  clock_ghz: {range: [0.5, 1.0, 0.1]}\n")))
@@ -112,7 +119,15 @@ def test_lhs_spreads_every_axis_evenly(tmp_path):
     ("axes:\n  systolic_array.rows: [8]\nobjectives: {speed: max}\n",
      ["objectives", "unknown objective 'speed'"]),
     ("axes:\n  systolic_array.rows: [8]\nmapping: default\n",
-     ["mapping", "unknown field"]),
+     ["mapping", "unknown field"]),    # a point given twice was counted twice and run once
+    ("axes:\n  systolic_array.rows: [8, 16, 8]\n",
+     ["axes.systolic_array.rows[2]", "value 8 repeats axes.systolic_array.rows[0]"]),
+    ("axes:\n  offchip.bandwidth_gbps: [10, 10.0]\n",
+     ["axes.offchip.bandwidth_gbps[1]", "value 10.0 repeats"]),
+    ("axes:\n  systolic_array.rows: [8, 8, 16]\n  systolic_array.cols: [8, 8, 8]\n"
+     "  link: [systolic_array.rows, systolic_array.cols]\n",
+     ["axes.link", "point 1 (systolic_array.rows 8, systolic_array.cols 8) repeats "
+      "point 0"]),
 ])
 def test_bad_spec_names_file_field_and_rule(tmp_path, body, fragments):
     message = spec_error(tmp_path, body)

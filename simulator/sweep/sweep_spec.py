@@ -17,6 +17,7 @@ deployment figures (simulator.sweep.deploy.POINT_METRICS) as objectives.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -178,6 +179,8 @@ def load_sweep(path: str | Path) -> Sweep:
         raise AccsimError(exc.rule, file=source.path, field=exc.field) from None
     for axis in axes.values():
         check_values(axis, base, file=source.path)
+    for dimension in dimensions:
+        check_distinct(dimension, file=source.path)
     workloads = tuple(load_model(input_path(name, folder, "workload"), Workload)[0]
                       for name in spec.workloads)
     names = [w.name for w in workloads]
@@ -422,6 +425,26 @@ def link_dimensions(axes: dict[str, Axis], link: Any, *, file: str
             placed.add(group_of[path])
             dimensions.append(tuple(axes[name] for name in groups[group_of[path]]))
     return tuple(dimensions)
+
+
+def check_distinct(dimension: tuple[Axis, ...], *, file: str) -> None:
+    """Each point of a dimension once: one given twice (8 and 8, or 16 and 16.0) was
+    counted as two points and stored as one. Linked axes may repeat a value where
+    their points differ."""
+    seen: dict[Any, int] = {}
+    for index, point in enumerate(zip(*(axis.values for axis in dimension))):
+        key = tuple(value if isinstance(value, Hashable) else repr(value)
+                    for value in point)
+        first = seen.setdefault(key, index)
+        if first == index:
+            continue
+        if len(dimension) == 1:
+            field = f"axes.{dimension[0].path}"
+            raise AccsimError(f"value {point[0]!r} repeats {field}[{first}]: each point "
+                              "is run once", file=file, field=f"{field}[{index}]")
+        values = ", ".join(f"{axis.path} {value!r}" for axis, value in zip(dimension, point))
+        raise AccsimError(f"point {index} ({values}) repeats point {first}: each point "
+                          "is run once", file=file, field=f"axes.{LINK_KEY}")
 
 
 def with_values(base: dict, values: dict[str, Any]) -> dict:
