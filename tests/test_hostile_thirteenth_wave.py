@@ -97,15 +97,17 @@ BASELINES = [("a name too long", f"{LONG}.json"),
              ("a path too long", "d/" * 2100 + "b.json")]  # past PATH_MAX's 4096
 
 
+@pytest.mark.parametrize("update", [[], ["--update-baseline"]], ids=["compare", "update"])
 @pytest.mark.parametrize("name, path", BASELINES, ids=[b[0] for b in BASELINES])
-def test_a_baseline_the_system_refuses_exits_2(name, path, tmp_path, monkeypatch,
+def test_a_baseline_the_system_refuses_exits_2(name, path, update, tmp_path, monkeypatch,
                                                capsys):
+    """Compared or about to be written (--update-baseline exited 1)."""
     monkeypatch.chdir(tmp_path)
     for file, content in BASE.items():
         make(tmp_path / file, content)
     code, out, err, elapsed = run_main(
         ["regress", "--arch", "p.yaml", "--workload", "w.yaml", "--baseline", path,
-         "--junit", "j.xml"], capsys, SECONDS)
+         "--junit", "j.xml", *update], capsys, SECONDS)
     assert code == 2, err
     line = assert_one_clear_error(code, out, err, elapsed, SECONDS, [path[:40]])
     assert "too long" in line

@@ -43,8 +43,6 @@ def handle(args: argparse.Namespace) -> int:
             raise AccsimError(f"{value} is not a finite number >= 0",
                               field=f"--{option.replace('_', '-')}")
     check_output_options(args, {"junit": None, **OUTPUT_SUFFIXES})
-    if args.update_baseline:
-        check_output_path(args.baseline, "baseline", None)
     if args.heuristic:
         heuristic(args.heuristic)  # an unknown name errors here, naming the known ones
 
@@ -58,6 +56,12 @@ def handle(args: argparse.Namespace) -> int:
         if args.junit:
             print(f"wrote {args.junit}")
         return EXIT_REFUSED
+
+    if args.update_baseline:
+        try:  # a baseline that cannot be written is refused as one that cannot be read
+            check_output_path(args.baseline, "baseline", None)
+        except AccsimError as exc:
+            return refuse(BaselineRefused(exc.rule, file=exc.file, field=exc.field))
 
     # The baseline is read before the run: a refused one costs no simulation (unless
     # it is about to be replaced).
