@@ -50,6 +50,13 @@ def fails(capsys, args) -> str:
       "--attention-bits", "16"], "operator shapes"),
     (["export", "llmservingsim", "--model", "llama_3_1_8b", "--hardware", ".."],
      "cannot name a folder"),
+    # the iteration traced must fit one chip, as `run` and `serve` require (it was
+    # exported whatever it needed)
+    (["export", "chakra", "--arch", "tpu_v5e_like", "--model", "llama_3_1_70b", "--phase",
+      "decode", "--batch", "64", "--tokens", "8192"],
+     "offchip.capacity_bytes: does not fit 1 chip"),
+    (["export", "vidur", "--model", "llama_3_1_8b", "--ignore-capacity"],
+     "does not read --ignore-capacity"),
 ])
 def test_bad_options(tmp_path, capsys, args, says):
     out = tmp_path / "out"
@@ -71,3 +78,14 @@ def test_chakra_without_protobuf_says_what_to_install(tmp_path, capsys, monkeypa
     err = fails(capsys, ["export", "chakra", "--workload", "gemm_4096", "-o",
                          str(tmp_path / "t")])
     assert "pip install 'accsim[export]'" in err
+
+
+def test_chakra_ignoring_capacity_exports_and_says_so(tmp_path, capsys):
+    """A deliberate what-if, as `run --ignore-capacity`: Llama-3.1-8B decode of batch 8
+    at 2,048 tokens needs 18.2 GB of tpu_v5e_like's 17.2."""
+    args = ["export", "chakra", "--arch", "tpu_v5e_like", "--model", "llama_3_1_8b",
+            "--phase", "decode", "--batch", "8", "--tokens", "2048"]
+    assert "does not fit" in fails(capsys, args + ["-o", str(tmp_path / "refused")])
+    assert main(args + ["--ignore-capacity", "-o", str(tmp_path / "t")]) == 0
+    assert "capacity IGNORED (--ignore-capacity)" in capsys.readouterr().out
+    assert list((tmp_path / "t").glob("llama_3_1_8b_decode_b8_t2048.*.et"))

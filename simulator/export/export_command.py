@@ -26,7 +26,9 @@ from simulator.inputs.loader import read_source
 from simulator.inputs.platform_file import load_platform
 from simulator.output import progress
 from simulator.output.files import OutputFolder
+from simulator.system.capacity import check
 from simulator.system.parallelism import MAX_CHIPS
+from simulator.system.shard import serving_sizing
 from simulator.inputs.loader import load_model, locate
 from simulator.options.catalog import add_options
 from simulator.options.rules import whole
@@ -57,6 +59,7 @@ READ_BY = {
     "--max-batch": _TABLES, "--bits": _TABLES, "--attention-bits": _TABLES[:2],
     "--block-size": ("vidur",), "--layers-csv": ("llmservingsim --layers-csv",),
     "--kv-granularity": ("llmservingsim --layers-csv",),
+    "--ignore-capacity": ("chakra --model",),
 }
 
 
@@ -64,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `accsim export`."""
     add = parser.add_argument
     add("format", metavar="FORMAT", help=f"one of {', '.join(FORMATS)}")
-    add_options(parser, "export", "inputs", "llm", "system", "outputs")
+    add_options(parser, "export", "inputs", "llm", "system", "capacity", "outputs")
     add_options(parser, "export", "serving")
     add("--model-id", help="vidur, llmservingsim: the model's Hugging Face id (org/name), "
         "the folder the tools find it in (default: the config's _name_or_path, or the "
@@ -225,6 +228,15 @@ def _chakra(args: argparse.Namespace, platform: Platform, file: str | None,
     batch, tokens = check_limit(args.batch, "--batch"), check_limit(args.tokens, "--tokens")
     prefill = [(tokens, 0)] * batch if args.phase == "prefill" else []
     decode = [tokens] * batch if args.phase == "decode" else []
+    # the iteration traced runs on one chip of the group, as `run` and `serve` would
+    # run it: refused, before anything is simulated, where its weights, KV and
+    # activations do not fit (unless --ignore-capacity)
+    fit = check(profile.plan, serving_sizing(
+        profile.config, platform, dtype=args.dtype,
+        tokens=batch * tokens if prefill else batch, kv_tokens=batch * tokens,
+        platform_file=file), platform, ignore=args.ignore_capacity, platform_file=file)
+    if fit.note():
+        print(plain(fit.note()))
     name = f"{profile.config.name}_{args.phase}_b{batch}_t{tokens}"
     description = (f"{profile.config.name} {args.phase}, batch {batch}, {tokens} tokens, "
                    f"on {platform.name}, one chip of {profile.tp}")

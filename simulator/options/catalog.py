@@ -276,7 +276,8 @@ DECLARED = (
     Option("--ignore-capacity", Switch(), "run even where a chip cannot hold its weights "
            "+ KV cache + activations (offchip.capacity_bytes): a deliberate what-if, "
            "stamped on the result", "capacity", default=False,
-           uses=_alike(("run", "compare", "regress", "review", "serve", "sweep run"))),
+           uses=_alike(("run", "compare", "regress", "review", "serve", "sweep run",
+                        "export"))),
     # --- power (DESIGN.md section 20): a cap on each chip, which lowers its clock.
     Option("--power-cap-w", Real(), "cap each chip's power at W watts: the clock falls to "
            "the highest point of the platform's DVFS table (dvfs.points) whose power at "
