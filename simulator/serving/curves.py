@@ -136,6 +136,16 @@ def _halved(end: tuple[int, float | None]) -> tuple[int, float | None]:
     return index, None if slack is None else slack / 2
 
 
+class NoBracket(AccsimError):
+    """The rate search found no rate that meets the SLA beside one that misses it:
+    `unbounded`, every rate it ran met it (the deployment search's `unbounded`
+    status), else none did."""
+
+    def __init__(self, rule: str, *, field: str, unbounded: bool):
+        super().__init__(rule, field=field)
+        self.unbounded = unbounded
+
+
 def find_max_rate(setup: Setup, spec: ServeSpec, *,
                   progress: PointProgress | None = None,
                   run: Callable[[float], dict] | None = None) -> dict:
@@ -181,8 +191,8 @@ def find_max_rate(setup: Setup, spec: ServeSpec, *,
         within = f"within {MAX_STEPS} {steps}" if done == MAX_STEPS else \
             f"in {done} {steps}"
         bound = "" if done == MAX_STEPS else ", the last the spec's bounds allow"
-        raise AccsimError(f"no bracket found {within} of {start:g} requests/s{bound} "
-                          f"(last tried {tried:g})", field="sla")
+        raise NoBracket(f"no bracket found {within} of {start:g} requests/s{bound} "
+                        f"(last tried {tried:g})", field="sla", unbounded=high is None)
     moved = None   # which end the last probe inside the bracket moved (True: low)
     while high[0] - low[0] > 1:
         met, end = probe(_probe(low, high))

@@ -32,7 +32,7 @@ from simulator.search.default import SearchCache
 from simulator.serving import llm_cost
 from simulator.serving.iteration_cost import UnitCosts
 from simulator.serving.cost_cache import CostCache
-from simulator.serving.curves import find_max_rate
+from simulator.serving.curves import NoBracket, find_max_rate
 from simulator.serving.precision import ServingPrecision
 from simulator.serving.serve import prepare, replica_capacity, stored_share
 from simulator.serving.sla import sla_report
@@ -272,7 +272,7 @@ def search_point(setup, point: Deployment, inputs: dict | None = None,
     try:
         found = find_max_rate(replace(setup, spec=at), at, run=runs)
     except AccsimError as exc:  # met at every rate a spec may ask for, or at none
-        unbounded = "doublings" in exc.rule
+        unbounded = isinstance(exc, NoBracket) and exc.unbounded
         return {**point.fields(), "status": "unbounded" if unbounded else
                 "no rate meets the SLA", "sla_rate_rps": None, "unbounded": unbounded,
                 "note": ("the SLA is met at every rate tried: " if unbounded else
