@@ -133,6 +133,20 @@ def test_a_relative_xdg_cache_home_is_ignored_by_every_cache(value, tmp_path,
         assert folder() == tmp_path / "home" / ".cache" / "accsim" / leaf
 
 
+def test_review_names_xdg_cache_home_when_it_chose_a_file(tmp_path, monkeypatch,
+                                                          capsys):
+    """review's run cache under an XDG_CACHE_HOME that is a file was refused naming
+    --cache, which nobody typed; serve and compile named the variable."""
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path / "afile", "x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "afile"))
+    study = str(ROOT / "experiments" / "studies" / "gemm_assumptions.yaml")
+    code, out, err, elapsed = run_main(["review", study, "--out", "pk"], capsys, SECONDS)
+    line = assert_one_clear_error(code, out, err, elapsed, SECONDS,
+                                  ["XDG_CACHE_HOME", "is a file, not a folder"])
+    assert "--cache" not in line
+
+
 # --- the API's documents are the commands' documents -------------------------------
 PRECISION = str(ROOT / "experiments" / "studies" / "precision" / "int8_weights.yaml")
 DECODE = ["--model", "gpt2", "--phase", "decode", "--context", "64"]

@@ -30,7 +30,8 @@ import simulator
 from simulator.inputs.anchors import relocated
 from simulator.errors import AccsimError
 from simulator.inputs.loader import MAX_INPUT_BYTES, decode_text, parse_json
-from simulator.output.cache_home import cache_home
+from simulator.output.cache_home import (VARIABLE, cache_home, check_folder,
+                                         given_cache_home)
 from simulator.output.files import OutputFolder
 from simulator.present.run_report import result_dict
 from simulator.present.results import RunResultFile, read_result
@@ -215,12 +216,16 @@ def open_cache(path: str | None, *, no_cache: bool = False) -> OutputFolder | No
     simulation so that no result is lost to it."""
     if no_cache:
         return None
+    field = "--cache"   # what a user changes; the variable where it chose the folder
+    if path is None and given_cache_home() is not None:
+        field = VARIABLE
+        check_folder(given_cache_home(), VARIABLE)
     cache = OutputFolder.plain(default_cache_dir() if path is None else path,
-                               field="--cache")  # an empty name refused there
+                               field=field)  # an empty name refused there
     if not os.access(cache.path, os.W_OK | os.X_OK):
         cache.close()
         raise AccsimError("cannot write: permission denied", file=str(cache.path),
-                          field="--cache")
+                          field=field)
     return cache
 
 
