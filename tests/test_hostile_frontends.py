@@ -202,7 +202,7 @@ for label, event, fragment in (
         ("a correlation that is a list", {"ph": "X", "cat": "kernel", "name": "k",
                                           "pid": 0, "tid": 7, "ts": 1, "dur": 2,
                                           "args": {"correlation": [1]}},
-         "1 operators")):
+         "1 operator")):
     accepted(f"kineto counts {label}", KINETO + ["-o", "w.yaml"],
              {"t.json": trace_of(GOOD_OP, event)}, fragment)
 accepted("kineto reads a gzip trace", ["import", "kineto", "t.json.gz", "-o", "w.yaml"],
@@ -260,7 +260,7 @@ for flag, value, fragment in (("--input-shape", "ghost=1x8", "no input 'ghost'")
 case("run --onnx truncated", ["run", "--onnx", "m.onnx"],
      {"m.onnx": GOOD_ONNX[:-3]}, "m.onnx", "ONNX")
 accepted("onnx reads a good model", ONNX + ["-o", "w.yaml"], {"m.onnx": GOOD_ONNX},
-         "1 operators")
+         "1 operator")
 
 # --- accsim import hf and run --model: config.json values of the wrong type or size.
 HF = ["import", "hf", "c.json", "--phase", "prefill", "--seq", "8"]

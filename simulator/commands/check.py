@@ -23,6 +23,7 @@ from simulator.output.terminal import console as report_console, echo
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload
 from simulator.limits import check_platform
+from simulator.output.wording import counted
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -49,7 +50,7 @@ def handle(args: argparse.Namespace) -> int:
                   f"{model.peak_flops / 1e12:,.2f} TFLOP/s peak, "
                   f"{model.offchip.bandwidth_gbps:g} GB/s")
     elif isinstance(model, Workload):
-        detail = f"{len(model.operators)} operators"
+        detail = counted(len(model.operators), "operator")
     else:
         detail = (f"{len(model.operators)} operator and {len(model.layer_types)} "
                   "layer_type entries")
@@ -142,7 +143,7 @@ def _check_plan(args: argparse.Namespace) -> int:
     checked = sum(1 for op in report.operators if op.fused_into is None)
     if report.ok:
         echo(f"{args.file}: plan fits {report.workload} on {report.platform} "
-             f"({checked} operators)")
+             f"({counted(checked, 'operator')})")
         return 0
     print(f"{args.file}: plan REJECTED for {report.workload} on {report.platform}: "
           f"{len(report.errors)} errors", file=sys.stderr)

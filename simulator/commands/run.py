@@ -33,6 +33,7 @@ from simulator.system.sharded_run import collective_lines
 from simulator.system.sharded_run import write_system_json
 from simulator.output.terminal import console as report_console
 from simulator.present.timeline import write_trace
+from simulator.output.wording import counted
 
 # Output options and the suffixes each accepts (None: any).
 OUTPUT_SUFFIXES = {"json": None, "csv": None, "trace": None,
@@ -149,7 +150,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.validate == "scalesim":
         console.print()
         console.print(scalesim.scalesim_table(result))
-    print(f"simulated {len(result.operators)} operators in {elapsed:.2f} s wall")
+    print(f"simulated {counted(len(result.operators), 'operator')} in {elapsed:.2f} s wall")
     llm_record = llm.record(result) if llm is not None else None
     for path, writer in ((args.json, write_json), (args.csv, write_csv),
                          (args.trace, write_trace), (args.plot, write_breakdown_plot)):

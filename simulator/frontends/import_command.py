@@ -24,6 +24,7 @@ from simulator.options.catalog import add_options
 from simulator.output.files import check_distinct_outputs, check_output_path, write_file
 from simulator.inputs.workload import Workload
 from simulator.output.terminal import echo
+from simulator.output.wording import counted
 
 # Format name -> the module that reads it.
 FORMATS: dict[str, str] = {
@@ -84,7 +85,7 @@ def _import(args: argparse.Namespace) -> int:
     write_file(args.output, text, field="--output")
     for note in imported.notes:
         echo(f"import: {note}")
-    echo(f"wrote {args.output}: {len(imported.workload.operators)} operators")
+    echo(f"wrote {args.output}: {counted(len(imported.workload.operators), 'operator')}")
     return 0
 
 

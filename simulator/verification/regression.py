@@ -27,6 +27,7 @@ from simulator.metrics.energy import static_power_w
 from simulator.errors import AccsimError
 from simulator.inputs.loader import read_json, validate_model
 from simulator.verification.rerun import differences
+from simulator.output.wording import counted
 
 EXIT_OK, EXIT_REGRESSION, EXIT_REFUSED = 0, 1, 2
 DEFAULT_TOLERANCE = 0.01
@@ -303,7 +304,7 @@ def report_lines(regression: Regression) -> list[str]:
             else:
                 lines.append(f"  {op.name} ({op.layer_type}): {op.describe()}")
     unchanged = len(r.having("unchanged"))
-    lines.append(f"unchanged within the threshold: {unchanged} operators")
+    lines.append(f"unchanged within the threshold: {counted(unchanged, 'operator')}")
     if r.totals:
         lines.append("workload: " + "; ".join(c.describe() for c in r.totals))
     regressed = len(r.having("regressed"))

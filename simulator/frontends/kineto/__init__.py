@@ -26,6 +26,7 @@ from simulator.frontends.shapes import Contradiction
 from simulator.frontends.tally import Tally, Unsupported
 from simulator.inputs.loader import excerpt
 from simulator.inputs.workload import Operator, Workload
+from simulator.output.wording import counted
 
 HELP = "a PyTorch profiler (Kineto) trace (.json or .json.gz) recorded with shapes"
 OPERATOR = TypeAdapter(Operator)
@@ -54,8 +55,9 @@ def import_kineto(path: str, *, strict: bool = False) -> Imported:
     stem = Path(path).name.removesuffix(".gz").removesuffix(".json")
     basis = ("device time of the kernels each op launched" if on_device
              else "CPU time of each op (the trace has no device kernels)")
-    notes = [f"measured_s: {basis}; {len(found)} events from {threads} thread"
-             f"{'s' if threads > 1 else ''} folded into {len(operators)} operators",
+    notes = [f"measured_s: {basis}; {counted(len(found), 'event')} from "
+             f"{counted(threads, 'thread')} folded into "
+             f"{counted(len(operators), 'operator')}",
              *tally.notes()]
     description = (f"PyTorch profiler trace {Path(path).name}: {len(found)} operator "
                    f"events as {len(operators)} distinct operators (repeat counts the "

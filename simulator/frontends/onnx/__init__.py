@@ -17,6 +17,7 @@ from pathlib import Path
 from simulator.errors import AccsimError
 from simulator.frontends.imported import Imported
 from simulator.inputs.workload import Workload
+from simulator.output.wording import counted
 
 HELP = "an ONNX model (.onnx): shapes from onnx's shape inference; weights not needed"
 MISSING = "the onnx importer needs the onnx package: install with pip install 'accsim[onnx]'"
@@ -71,7 +72,7 @@ def import_onnx(path: str, *, batch: int | None = None,
         raise AccsimError("no node of the graph is a supported operator ("
                           + "; ".join(tally.notes()) + ")", file=graph.file)
     description = (f"ONNX graph {graph.name!r} (opset {graph.opset}, {len(graph.nodes)} "
-                   f"nodes) imported as {len(operators)} operators.")
+                   f"nodes) imported as {counted(len(operators), 'operator')}.")
     workload = Workload(name=Path(path).stem, description=description,
                         operators=operators)
     return Imported(workload, tally.notes())
