@@ -1,6 +1,6 @@
-"""`accsim check FILE`: validate a platform, workload or mapping file (told apart by its
-top-level keys, or as --kind says); with --arch or --workload, check a plan against
-them buffer by buffer (simulator.present.plan_check)."""
+"""`accsim check FILE`: validate a platform, workload, tiling plan or precision plan
+(told apart by its top-level keys, or as --kind says); with --arch or --workload, check
+a tiling plan against them buffer by buffer (simulator.present.plan_check)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,11 @@ from simulator.output.terminal import console as report_console, echo
 from simulator.output.terminal import plain
 from simulator.inputs.workload import Workload
 from simulator.limits import check_platform
+from simulator.precision.precision_plan import PrecisionPlan, reads_as_precision_plan
 from simulator.output.wording import counted
+
+KINDS = {**SCHEMAS, "precision": PrecisionPlan}   # what --kind names, and its schema
+SHOWN = {"precision": "precision plan"}             # a kind's name where it is not --kind's
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -36,11 +40,12 @@ def handle(args: argparse.Namespace) -> int:
         model, source, topology = scalesim.load_topology(args.file)
         kind = f"workload (SCALE-Sim {topology.kind} topology)"
     else:
-        source = read_source(locate_any(args.file, args.kind))
+        source = read_source(locate_any(args.file, args.kind if args.kind in SCHEMAS
+                                        else None))
         raw = parse_yaml(source.text, file=source.path)
-        kind = args.kind or guess_kind(raw)
+        kind = args.kind or file_kind(raw)
         model = load_platform(source.path)[0] if kind == "platform" else \
-            validate_model(raw, SCHEMAS[kind], file=source.path)
+            validate_model(raw, KINDS[kind], file=source.path)
     if isinstance(model, Platform):
         check_platform(model, source.path)  # what every run would refuse
         array = model.systolic_array
@@ -52,14 +57,20 @@ def handle(args: argparse.Namespace) -> int:
     elif isinstance(model, Workload):
         detail = counted(len(model.operators), "operator")
     else:
-        detail = (f"{len(model.operators)} operator and {len(model.layer_types)} "
-                  "layer_type entries")
-    echo(f"{source.path}: valid {kind} ({detail})")
+        detail = (f"{counted(len(model.operators), 'operator entry', 'operator entries')}"
+                  f" and {counted(len(model.layer_types), 'layer_type entry', 'layer_type entries')}")
+    echo(f"{source.path}: valid {SHOWN.get(kind, kind)} ({detail})")
     if isinstance(model, Platform):
         if kind == "platform":
             _print_overrides(source.path, model)
         _print_assumptions(model)
     return 0
+
+
+def file_kind(raw) -> str:
+    """The kind of a decoded YAML file by its keys: a precision plan, or the kind of
+    guess_kind's platform, workload and tiling plan (`mapping`)."""
+    return "precision" if reads_as_precision_plan(raw) else guess_kind(raw)
 
 
 def _print_overrides(path: str, platform: Platform) -> None:
@@ -121,11 +132,12 @@ def _refuse_other_kinds(args: argparse.Namespace) -> None:
             validate_model(raw, Mapping, file=args.file)
             return
         except AccsimError:
-            kind = guess_kind(raw)
+            kind = file_kind(raw)
     if kind != "mapping":
-        raise AccsimError(f"is a {kind} file, not a tiling plan: with --arch or "
+        shown = SHOWN.get(kind, kind)
+        raise AccsimError(f"is a {shown} file, not a tiling plan: with --arch or "
                           "--workload, check tests a plan on them (accsim check PLAN "
-                          f"--arch A --workload W); drop {flag} to validate the {kind} "
+                          f"--arch A --workload W); drop {flag} to validate the {shown} "
                           "file", file=args.file, field=flag)
 
 
@@ -153,7 +165,7 @@ def _check_plan(args: argparse.Namespace) -> int:
 def add_arguments(check: argparse.ArgumentParser) -> None:
     check.add_argument("file", help="a YAML file, a SCALE-Sim .cfg or topology .csv, or "
                        "a shipped name")
-    check.add_argument("--kind", choices=sorted(SCHEMAS),
+    check.add_argument("--kind", choices=sorted(KINDS),
                        help="default: told apart by the file's top-level keys")
     add_options(check, "check", "inputs", "table")
     check.set_defaults(handler=handle)

@@ -107,3 +107,20 @@ class PrecisionPlan(Strict):
             if spec is not None:
                 merged.update({key: getattr(spec, key) for key in spec.model_fields_set})
         return PrecisionSpec.model_construct(**{**PrecisionSpec().__dict__, **merged})
+
+
+
+def reads_as_precision_plan(raw) -> bool:
+    """Whether decoded YAML is a precision plan rather than a tiling plan, which shares
+    its top-level keys (default, layer_types, operators): it has samples, or one of its
+    entries sets a field of a precision spec (weight, kv, guardrail...), none of which
+    a tiling spec has."""
+    if not isinstance(raw, dict):
+        return False
+    entries = [raw.get("default")]
+    for section in (raw.get("layer_types"), raw.get("operators")):
+        if isinstance(section, dict):
+            entries += section.values()
+    return "samples" in raw or any(
+        isinstance(entry, dict) and set(entry) & set(PrecisionSpec.model_fields)
+        for entry in entries)
