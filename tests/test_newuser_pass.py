@@ -48,15 +48,21 @@ def test_a_layer_type_no_operator_has_is_named(argv, tmp_path, monkeypatch, caps
                         "layer_type 'fcc' in workload 'w' (its layer_types: fc)"]
 
 
-def test_a_precision_plan_s_unmatched_layer_type_is_named(tmp_path, monkeypatch, capsys):
-    """A precision plan selects by layer_type too, and was as silent."""
+@pytest.mark.parametrize("argv", [
+    ["run", "--arch", "p.yaml"],
+    ["serve", "--arch", "p.yaml", "--rate", "5", "--duration", "2"]],
+    ids=lambda argv: argv[0])
+def test_a_precision_plan_s_unmatched_layer_type_is_named(argv, tmp_path, monkeypatch,
+                                                          capsys):
+    """A precision plan selects by layer_type too, and was as silent (serve's until
+    it warned as run does)."""
     monkeypatch.chdir(tmp_path)
     plan = dump({"name": "p", "layer_types": {"fc": {"weight": ["int8"]},
                                               "fcc": {"weight": ["int8"]}}})
     for name, content in {**FILES, "prec.yaml": plan}.items():
         make(tmp_path / name, content)
-    code, _, err, _ = run_main(["run", "--arch", "p.yaml", "--workload", "w.yaml",
-                                "--precision", "prec.yaml"], capsys, SECONDS)
+    code, _, err, _ = run_main([*argv, "--workload", "w.yaml", "--precision",
+                                "prec.yaml"], capsys, SECONDS)
     assert code == 0, err
     assert [line for line in err.splitlines() if "warning" in line] == [
         "accsim: warning: prec.yaml: layer_types.fcc: no operator of layer_type 'fcc' "

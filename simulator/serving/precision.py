@@ -15,7 +15,8 @@ from simulator.errors import AccsimError
 from simulator.inputs.loader import Source, load_model
 from simulator.precision.precision_plan import PrecisionPlan
 from simulator.precision.format_choice import AppliedPlan, apply_plan
-from simulator.inputs.workload import Workload
+from simulator.inputs.workload import Workload, unmatched_layer_types
+from simulator.output.terminal import warn
 
 
 @dataclass
@@ -36,6 +37,12 @@ class ServingPrecision:
     def applied(self, workload: Workload) -> AppliedPlan:
         return apply_plan(self.plan, workload, self.platform, file=self.source.path,
                           emulations=self.emulations)
+
+    def warn_unmatched(self, workload: Workload) -> None:
+        """A warning per layer_types entry that selects no operator of `workload` (an
+        iteration or batch every served one is like), as `run --precision` warns."""
+        for warning in unmatched_layer_types(self.plan.layer_types, workload):
+            warn(self.source.path, warning)
 
     def apply(self, workload: Workload) -> Workload:
         return self.applied(workload).workload

@@ -141,6 +141,8 @@ def _prepare_on(spec: ServeSpec, platform: Platform, platform_source: Source, hf
                            mapping, platform_source, workload_source, mapping_source)
         check_plan(reference, [op.name for op in workload.operators],
                    served=workload.name)
+        if precision is not None:
+            precision.warn_unmatched(workload)
         fit = check(SystemPlan(), plain_sizing(reference.workload, platform), platform,
                     ignore=ignore_capacity, platform_file=platform_source.path)
         return Setup(spec, platform, platform_source, cost, None, reference, trace=trace,
@@ -176,6 +178,8 @@ def _prepare_on(spec: ServeSpec, platform: Platform, platform_source: Source, hf
     reference = Inputs(platform, cost.reference_workload(), mapping, platform_source,
                        mapping_source=mapping_source)
     check_plan(reference, cost.shared_names(), served=config.name)
+    if precision is not None:
+        precision.warn_unmatched(reference.workload)
     return Setup(spec, platform, platform_source, cost, blocks, reference,
                  _model_source(config, spec.model), trace, fit, cost.precision_record(),
                  precision.source if precision else None, tier)
