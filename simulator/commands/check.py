@@ -57,8 +57,10 @@ def handle(args: argparse.Namespace) -> int:
     elif isinstance(model, Workload):
         detail = counted(len(model.operators), "operator")
     else:
-        detail = (f"{counted(len(model.operators), 'operator entry', 'operator entries')}"
-                  f" and {counted(len(model.layer_types), 'layer_type entry', 'layer_type entries')}")
+        operators = counted(len(model.operators), "operator entry", "operator entries")
+        layer_types = counted(len(model.layer_types), "layer_type entry",
+                              "layer_type entries")
+        detail = f"{operators} and {layer_types}"
     echo(f"{source.path}: valid {SHOWN.get(kind, kind)} ({detail})")
     if isinstance(model, Platform):
         if kind == "platform":

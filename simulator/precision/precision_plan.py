@@ -109,7 +109,6 @@ class PrecisionPlan(Strict):
         return PrecisionSpec.model_construct(**{**PrecisionSpec().__dict__, **merged})
 
 
-
 def reads_as_precision_plan(raw) -> bool:
     """Whether decoded YAML is a precision plan rather than a tiling plan, which shares
     its top-level keys (default, layer_types, operators): it has samples, or one of its

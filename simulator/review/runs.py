@@ -217,9 +217,10 @@ def open_cache(path: str | None, *, no_cache: bool = False) -> OutputFolder | No
     if no_cache:
         return None
     field = "--cache"   # what a user changes; the variable where it chose the folder
-    if path is None and given_cache_home() is not None:
+    given = given_cache_home()
+    if path is None and given is not None:
         field = VARIABLE
-        check_folder(given_cache_home(), VARIABLE)
+        check_folder(given, VARIABLE)
     cache = OutputFolder.plain(default_cache_dir() if path is None else path,
                                field=field)  # an empty name refused there
     if not os.access(cache.path, os.W_OK | os.X_OK):
