@@ -68,9 +68,12 @@ accepted("run --model of a config.json with a BOM",
 
 # --- export of a model whose weight formats the chip lacks: run and serve fall back
 # to one it has (quantization.fit_formats); the export refused the model -------------
+# Neither fits one v5e's 16 GiB at the formats it falls back to, which the export's
+# capacity rule refuses (test_export_errors.py): the format is what is tested here.
 for model in ("gpt_oss_20b", "deepseek_r1"):  # mxfp4 experts; fp8 weights
     accepted(f"export chakra of {model} on tpu_v5e_like",
-             ["export", "chakra", "--model", model, "--tp", "1", "-o", "out"])
+             ["export", "chakra", "--model", model, "--tp", "1", "--ignore-capacity",
+              "-o", "out"])
 
 
 @pytest.mark.parametrize("name, argv, files", ACCEPTED,
