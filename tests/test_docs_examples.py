@@ -3,7 +3,8 @@ README.md and docs/**/*.md that holds something to run is one test case, PAGE:LI
 
 What runs:
 - ```python blocks, in page order: a block runs in a fresh interpreter after the page's
-  earlier python blocks (so it sees their names); a block of `>>>` lines is a doctest
+  earlier python blocks (so it sees their names), or alone where it binds every name it
+  uses (its own imports); a block of `>>>` lines is a doctest
   whose shown outputs must match.
 - A python or yaml block whose first line is a comment naming a file (`# my_tilers.py
   ...`, `# bad.yaml`) is written under that name for the page's later shell blocks.
@@ -31,11 +32,13 @@ A block opts out only with `<!-- not-run: REASON -->` just before it, REASON say
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import re
 import shlex
 import subprocess
+import symtable
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,9 +258,22 @@ for index, (where, source) in enumerate(blocks):
 """
 
 
+def stands_alone(source: str) -> bool:
+    """Whether a (non-doctest) block binds every name it uses that is not a builtin:
+    then it needs none of the page's earlier blocks."""
+    if source.lstrip().startswith(">>>"):
+        return False
+    table = symtable.symtable(source, "block", "exec")
+    return all(symbol.is_assigned() or symbol.is_imported()
+               or hasattr(builtins, symbol.get_name())
+               for symbol in table.get_symbols() if symbol.is_referenced())
+
+
 def run_python(block: Block, folder: Path) -> None:
     page = [b for b in page_blocks(block.page)
             if b.lang in PYTHON_LANGS and b.line <= block.line and b.not_run is None]
+    if stands_alone("\n".join(block.lines) + "\n"):
+        page = [block]
     (folder / "blocks.json").write_text(json.dumps(
         [[b.name, "\n".join(b.lines) + "\n"] for b in page]))
     (folder / "driver.py").write_text(DRIVER)
@@ -338,3 +354,9 @@ def test_the_parser_reads_prompts_outputs_markers_and_continuations(tmp_path):
     assert [runnable(c) for c in commands] == [True, False]
     assert [c.text for c in shell_commands(second)] == ["accsim map   # m.yaml: {a: 1}"]
     assert inline_file(shell_commands(second)[0].text) == ("m.yaml", "{a: 1}\n")
+
+
+def test_a_block_runs_alone_only_where_it_binds_every_name_it_uses():
+    assert stands_alone("import simulator.api as accsim\nprint(accsim.simulate)\n")
+    assert not stands_alone("print(accsim.simulate)\n")        # an earlier block's name
+    assert not stands_alone(">>> import simulator\n")          # a doctest: page order
