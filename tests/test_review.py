@@ -492,9 +492,13 @@ def test_verify_refuses_a_packet_it_cannot_check(resnet, capsys, change, fragmen
     assert line.startswith(f"accsim: error: {forged}: ") and fragment in line, line
 
 
-def test_verify_names_a_study_path_no_system_takes(resnet, capsys):
-    # a NUL in a recorded path: os.stat raises ValueError, not OSError
-    folder, _ = resnet
+def test_verify_names_a_study_path_no_system_takes(tmp_path, capsys):
+    # a NUL in a recorded path: os.stat raises ValueError, not OSError. A small study's
+    # packet: verify reruns every result (the ResNet packet's took about 10 s)
+    study = tmp_path / "small.yaml"
+    study.write_text(SMALL_STUDY)
+    folder = tmp_path / "packet"
+    write_packet(study, folder, "--no-cache")
     packet = _packet(folder)
     packet["study"]["path"] = "study\x00.yaml"
     assert _verify_forged(folder / "forged-packet.json", packet) == 1
