@@ -38,10 +38,8 @@ SHAPES = (dict(kind="gemm", m=8, n=384, k=256),
 CASES = [(platform, shape) for platform in PLATFORMS for shape in SHAPES]
 # The bound is one code path whatever the case: the default run takes the walk of
 # tests/in_turn.py (each platform and each shape once), the rest is marked slow.
-WALK = slow_unless_in_turn([(platform, i) for platform, shape in CASES
-                            for i in [SHAPES.index(shape)]], arguments=CASES,
-                           ids=[f"{platform}-shape{SHAPES.index(shape)}"
-                                for platform, shape in CASES])
+NAMED = [(platform, f"shape{i}") for platform in PLATFORMS for i in range(len(SHAPES))]
+WALK = slow_unless_in_turn(NAMED, arguments=CASES, ids=[f"{p}-{s}" for p, s in NAMED])
 
 
 def _op(shape: dict):
