@@ -37,8 +37,7 @@ from types import MappingProxyType
 import numpy as np
 
 from simulator.errors import AccsimError
-from simulator.output.cache_home import (VARIABLE, cache_home, check_folder,
-                                         given_cache_home)
+from simulator.output.cache_home import check_folder, checked_cache_home
 
 MODULE = "accsim_kernels"  # the extension module's name (its PyInit symbol)
 MANIFEST = "manifest.json"
@@ -65,10 +64,7 @@ def library_dir() -> Path:
     if base:
         check_folder(base, "ACCSIM_KERNEL_DIR")
     else:
-        given = given_cache_home()
-        if given is not None:
-            check_folder(given, VARIABLE)
-        base = cache_home() / "accsim" / "kernels"
+        base = checked_cache_home() / "accsim" / "kernels"
     return Path(base) / (f"{sys.implementation.cache_tag}-{platform.machine()}"
                          f"-numpy{np.__version__}")
 

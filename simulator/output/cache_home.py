@@ -31,6 +31,15 @@ def cache_home() -> Path:
     return Path(given) if given is not None else Path.home() / ".cache"
 
 
+def checked_cache_home() -> Path:
+    """cache_home(), where a cache is about to be made under it: an $XDG_CACHE_HOME
+    that cannot be a folder (a file, a dangling link) is refused naming the variable."""
+    given = given_cache_home()
+    if given is not None:
+        check_folder(given, VARIABLE)
+    return cache_home()
+
+
 def check_folder(path: str, variable: str) -> None:
     """An environment variable names a folder, or a path one can be made at: not a
     file, a device, a FIFO, a dangling link, or a path under a file. An AccsimError

@@ -30,7 +30,7 @@ import simulator
 from simulator.inputs.anchors import relocated
 from simulator.errors import AccsimError
 from simulator.inputs.loader import MAX_INPUT_BYTES, decode_text, parse_json
-from simulator.output.cache_home import (VARIABLE, cache_home, check_folder,
+from simulator.output.cache_home import (VARIABLE, cache_home, checked_cache_home,
                                          given_cache_home)
 from simulator.output.files import OutputFolder
 from simulator.present.run_report import result_dict
@@ -217,10 +217,9 @@ def open_cache(path: str | None, *, no_cache: bool = False) -> OutputFolder | No
     if no_cache:
         return None
     field = "--cache"   # what a user changes; the variable where it chose the folder
-    given = given_cache_home()
-    if path is None and given is not None:
-        field = VARIABLE
-        check_folder(given, VARIABLE)
+    if path is None:
+        checked_cache_home()
+        field = VARIABLE if given_cache_home() is not None else field
     cache = OutputFolder.plain(default_cache_dir() if path is None else path,
                                field=field)  # an empty name refused there
     if not os.access(cache.path, os.W_OK | os.X_OK):

@@ -24,7 +24,7 @@ from pathlib import Path
 import simulator
 from simulator.code_version import code_version
 from simulator.errors import AccsimError
-from simulator.output.cache_home import cache_home
+from simulator.output.cache_home import checked_cache_home
 from simulator.output.files import OutputFolder
 
 # 2: decode attention priced as one launch per decode batch (decode_pair points; exact
@@ -39,8 +39,9 @@ EXACT = "exact"
 
 
 def user_folder() -> Path:
-    """accsim/serving-costs in the user's cache folder (simulator.output.cache_home)."""
-    return cache_home() / "accsim" / "serving-costs"
+    """accsim/serving-costs in the user's cache folder (simulator.output.cache_home),
+    refused naming XDG_CACHE_HOME where that cannot be a folder."""
+    return checked_cache_home() / "accsim" / "serving-costs"
 
 
 def model_identity(config) -> object:
